@@ -1,0 +1,288 @@
+/**
+ * The whole plugin contract, in one file. A plugin author reads this and `host.ts`.
+ *
+ * Versioned: a plugin states the contract it was written against (`apiVersion`),
+ * and the host refuses one it does not speak.
+ */
+import type { ContainerSpec, Declaration, Mode, Opening, Protocol, ResourceKind, ResourceState } from './model.js';
+import type { Host } from './host.js';
+
+export const PLUGIN_API_VERSION = 1 as const;
+
+export interface Plugin {
+  readonly name: string;
+  readonly apiVersion: typeof PLUGIN_API_VERSION;
+  apply(host: Host): void;
+}
+
+/** What a host was started with: the same options whether it runs as agent or as `meshp host`. */
+export interface HostOptions {
+  /** Prefix of every path the host reads or writes on the machine. Default "/". */
+  root: string;
+  /** The host's state folder. */
+  stateDir: string;
+  /** "auto" (detect) or a firewall kind to insist on. */
+  firewall: string;
+  /** Path of the container engine's socket. */
+  dockerSocket?: string;
+  /** Extra options for plugins, by plugin name. */
+  pluginOptions?: Record<string, unknown>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// File store
+
+export interface FileStat {
+  bytes: Uint8Array;
+  /** Permission bits, e.g. 0o644. */
+  mode: number;
+}
+
+export interface FileStore {
+  /** The root prefix every path lives under. */
+  readonly root: string;
+  /** Absent → null. A path escaping the root is MESHP_PATH_ESCAPES_ROOT. */
+  read(path: string): Promise<FileStat | null>;
+  /** Atomic: temp file, fsync, rename, fsync of the folder. */
+  write(path: string, bytes: Uint8Array, mode: number): Promise<void>;
+  remove(path: string): Promise<void>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Container runtime
+
+export interface PublishedPort {
+  container: string;
+  containerPort: number;
+  hostPort: number;
+  hostIp: string;
+  protocol: Protocol;
+}
+
+export interface ContainerInfo {
+  name: string;
+  id: string;
+  image: string;
+  state: string;
+  labels: Record<string, string>;
+  ports: PublishedPort[];
+}
+
+export interface ContainerMark {
+  node: string;
+  module: string;
+  /** Hash of the spec; the `meshp.spec-hash` label. */
+  specHash: string;
+}
+
+export const LABEL_MODULE = 'meshp.module';
+export const LABEL_SPEC_HASH = 'meshp.spec-hash';
+export const LABEL_NODE = 'meshp.node';
+
+export interface ContainerRuntime {
+  list(): Promise<ContainerInfo[]>;
+  /** The container and its whole inspect document (kept as the original of a found one), or null. */
+  inspect(name: string): Promise<{ info: ContainerInfo; document: unknown } | null>;
+  /** Create, or replace when the running one differs; labelled with the mark. Rolls back a failed start. */
+  ensure(spec: ContainerSpec, mark: ContainerMark): Promise<void>;
+  /** Removes a container. The reconciler only ever asks this for the host's own. */
+  remove(name: string): Promise<void>;
+  publishedPorts(): Promise<PublishedPort[]>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Firewall
+
+/** Handed to every firewall plugin in turn; each records what it saw, and answers with a driver if it speaks it. */
+export interface FirewallProbe {
+  readonly requested: string; // "auto" or a kind
+  readonly root: string;
+  /** What each plugin saw: an active firewall that no plugin answers for makes adoption refused, naming these. */
+  seen: FirewallSighting[];
+}
+
+export interface FirewallSighting {
+  kind: string;
+  active: boolean;
+  summary: string;
+  by: string; // plugin name
+}
+
+export interface FirewallDescription {
+  kind: string;
+  /** Who manages it (e.g. "nftables.service", "netfilter-persistent", "ufw", "none"). */
+  manager: string;
+  active: boolean;
+  tables: string[];
+  /** The config file it loads from, if known (inside the root prefix). */
+  configFile?: string;
+  /** A few lines an operator reads: what allows, what drops. */
+  summary: string[];
+}
+
+/** The mesh's own table on a converged node: drop by default, established allowed, these allowed. */
+export interface DerivedFilter {
+  openings: Opening[];
+  refusals: Opening[];
+  privateRange?: string;
+}
+
+/** What `retire` did, kept by the host so `reenable` can undo it. Opaque to core. */
+export type RetiredState = Record<string, unknown>;
+
+export interface EnsureResult {
+  added: string[]; // opening ids
+  removed: string[];
+}
+
+export interface FirewallDriver {
+  readonly kind: string;
+  describe(): Promise<FirewallDescription>;
+  /** The openings and refusals present that carry the mesh's mark. */
+  openings(): Promise<Opening[]>;
+  /** One transaction per backend: add what is missing, remove what is marked and unwanted; never touch an unmarked rule. */
+  ensure(openings: Opening[], refusals: Opening[]): Promise<EnsureResult>;
+  loadDerived(filter: DerivedFilter): Promise<void>;
+  unloadDerived(): Promise<void>;
+  /** Disables the found firewall without flushing; its configuration stays on disk. */
+  retire(): Promise<RetiredState>;
+  reenable(state: RetiredState): Promise<void>;
+  /** Optional: call back when the firewall was reloaded by someone else. */
+  watch?(onChange: () => void): { close(): void };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host state store
+
+export interface OwnedRecord {
+  key: string;
+  kind: ResourceKind;
+  module: string;
+  /** Digest of what the host wrote, in the handler's terms. */
+  digest: string;
+  at: string;
+}
+
+export interface OriginalRecord {
+  key: string;
+  kind: ResourceKind;
+  module: string;
+  /** The found resource as it was before anything touched it (file bytes; container inspect JSON). */
+  original: Uint8Array;
+  fingerprint: string;
+  foundAt: string;
+  /** Last fingerprint seen while held; differs from `fingerprint` when changed by something else. */
+  lastFingerprint: string | null;
+  changedAt: string | null;
+}
+
+export interface IntentRecord {
+  key: string;
+  kind: ResourceKind;
+  module: string;
+  digest: string;
+  at: string;
+}
+
+export interface StoredReport {
+  at: string;
+  report: HostReport;
+}
+
+export interface HostStateStore {
+  getOwned(key: string): Promise<OwnedRecord | null>;
+  listOwned(): Promise<OwnedRecord[]>;
+  getOriginal(key: string): Promise<OriginalRecord | null>;
+  listOriginals(): Promise<OriginalRecord[]>;
+  listIntents(): Promise<IntentRecord[]>;
+  /** Committed durably before it returns: nothing may touch the resource until then. */
+  recordOriginal(rec: OriginalRecord): Promise<void>;
+  noteSeen(key: string, fingerprint: string | null, at: string): Promise<void>;
+  /** Written before the host changes a resource, so a crash mid-write is recognised on restart. */
+  recordIntent(rec: IntentRecord): Promise<void>;
+  /** Records the resource as the host's own and clears its intent, in one transaction. */
+  recordOwned(rec: OwnedRecord): Promise<void>;
+  clearIntent(key: string): Promise<void>;
+  forgetOwned(key: string): Promise<void>;
+  getValue<T>(name: string): Promise<T | null>;
+  setValue(name: string, value: unknown): Promise<void>;
+  saveReport(report: HostReport): Promise<void>;
+  lastReports(n: number): Promise<StoredReport[]>;
+  close(): Promise<void>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The plan and the report
+
+export type ActionOp =
+  | 'create' // absent: make it
+  | 'converge' // the host's own (or taken): make it match
+  | 'record-original' // found: record it before anything else
+  | 'hold' // found, kept as it is
+  | 'keep' // nothing to do
+  | 'remove' // the host's own, no longer declared
+  | 'release' // held or with a kept original, no longer declared: left in place
+  | 'refuse';
+
+export interface Action {
+  key: string;
+  kind: ResourceKind;
+  module: string;
+  op: ActionOp;
+  /** What the resource's state will be once the action is done. */
+  state: ResourceState;
+  reason?: string;
+  /** The declared spec, for create / converge. */
+  spec?: unknown;
+  /** Set by the reconciler: true when the resource exists but no record says the host wrote it. */
+  found?: boolean;
+  /** Supplied by the plugin that added the action, for actions core does not know how to apply. */
+  run?: () => Promise<void>;
+  by?: string;
+}
+
+export interface Plan {
+  node: string;
+  mode: Mode;
+  actions: Action[];
+  /** Openings and refusals the firewall will be asked to ensure. */
+  firewall: { openings: Opening[]; refusals: Opening[]; kind: string | null };
+}
+
+export interface ResourceReport {
+  key: string;
+  kind: ResourceKind;
+  module: string;
+  state: ResourceState;
+  reason?: string;
+}
+
+export interface HostReport {
+  node: string;
+  mode: Mode;
+  at: string;
+  firewall: { kind: string; active: boolean; summary: string[] } | null;
+  resources: ResourceReport[];
+  counts: Record<ResourceState, number>;
+  appliedVersion?: number;
+  /** Plugins add facts here through the `report` hook (listening sockets, published ports, …). */
+  facts: Record<string, unknown>;
+}
+
+export interface ApplyContext {
+  declaration: Declaration;
+  plan: Plan;
+  preview: boolean;
+}
+
+/** What a delta changed in the node's view, for consumers (tunnels, DNS). */
+export interface ViewChange {
+  fromVersion: number;
+  toVersion: number;
+  upserted: string[];
+  /** Peers gone from the network: tear down. */
+  removed: string[];
+  /** Peers out of this node's scope: they still exist, only this node may no longer see them. */
+  unscoped: string[];
+  components: string[];
+}

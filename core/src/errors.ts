@@ -1,0 +1,80 @@
+/**
+ * Every refusal carries a stable code. An error raised inside a plugin is attributed:
+ * which plugin, which hook, the cause kept.
+ */
+
+export const CODES = {
+  MESHP_DECLARATION_INVALID: 'the declaration is not valid',
+  MESHP_PATH_ESCAPES_ROOT: 'a path escapes the root prefix',
+  MESHP_PATH_INVALID: 'a path is not absolute or not valid',
+  MESHP_PROVIDER_MISSING: 'no plugin provides a required part',
+  MESHP_PROVIDER_TWICE: 'two plugins provide the same part',
+  MESHP_PLUGIN_INVALID: 'a plugin does not fit the contract',
+  MESHP_PLUGIN_FAILED: 'a plugin failed',
+  MESHP_GUARD_VETO: 'the guard refused an action that would touch a held resource',
+  MESHP_VETOED: 'a plugin vetoed the plan',
+  MESHP_STATE_CORRUPT: 'the host state store is not readable',
+  MESHP_STATE_LOCKED: 'the host state store is in use by another process',
+  MESHP_FIREWALL_UNKNOWN: 'the active firewall is of a kind no loaded plugin speaks',
+  MESHP_FIREWALL_FAILED: 'the firewall refused a change',
+  MESHP_FIREWALL_OUTPUT: 'the firewall tool answered with output that could not be read',
+  MESHP_FIREWALL_TOOL_MISSING: 'a firewall tool is not installed',
+  MESHP_RUNTIME_UNAVAILABLE: 'the container runtime is not answering',
+  MESHP_RUNTIME_FAILED: 'the container runtime refused a change',
+  MESHP_IMAGE_MISSING: 'a container image is not present',
+  MESHP_DELTA_INVALID: 'a state delta is not valid',
+  MESHP_DELTA_GAP: 'a state delta does not follow the applied version',
+  MESHP_USAGE: 'a command was used wrongly',
+} as const;
+
+export type ErrorCode = keyof typeof CODES;
+
+export interface Attribution {
+  plugin: string;
+  hook: string;
+}
+
+export class MeshpError extends Error {
+  readonly code: ErrorCode;
+  readonly attribution?: Attribution;
+  readonly details?: Record<string, unknown>;
+
+  constructor(
+    code: ErrorCode,
+    message: string,
+    options: { cause?: unknown; attribution?: Attribution; details?: Record<string, unknown> } = {},
+  ) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'MeshpError';
+    this.code = code;
+    this.attribution = options.attribution;
+    this.details = options.details;
+  }
+
+  /** One line an operator can act on: code, who refused, why. */
+  oneLine(): string {
+    const who = this.attribution ? ` [${this.attribution.plugin} at ${this.attribution.hook}]` : '';
+    const cause = this.cause instanceof Error && !(this.cause instanceof MeshpError) ? `: ${this.cause.message}` : '';
+    return `${this.code}${who}: ${this.message}${cause}`.replace(/\s*\n\s*/g, ' ');
+  }
+}
+
+export function isMeshpError(e: unknown, code?: ErrorCode): e is MeshpError {
+  return e instanceof MeshpError && (code === undefined || e.code === code);
+}
+
+/** Wraps anything thrown by a plugin so the operator reads which plugin, in which hook, failed. */
+export function attribute(e: unknown, plugin: string, hook: string): MeshpError {
+  if (e instanceof MeshpError) {
+    if (e.attribution) return e;
+    return new MeshpError(e.code, e.message, { cause: e.cause, details: e.details, attribution: { plugin, hook } });
+  }
+  const message = e instanceof Error ? e.message : String(e);
+  return new MeshpError('MESHP_PLUGIN_FAILED', message, { cause: e, attribution: { plugin, hook } });
+}
+
+export function oneLine(e: unknown): string {
+  if (e instanceof MeshpError) return e.oneLine();
+  if (e instanceof Error) return `MESHP_PLUGIN_FAILED: ${e.message}`;
+  return `MESHP_PLUGIN_FAILED: ${String(e)}`;
+}

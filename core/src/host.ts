@@ -1,0 +1,186 @@
+import { AsyncParallelHook, AsyncSeriesBailHook, AsyncSeriesWaterfallHook, SyncHook } from 'tapable';
+import {
+  PLUGIN_API_VERSION,
+  type ApplyContext,
+  type ContainerRuntime,
+  type FileStore,
+  type FirewallDriver,
+  type FirewallProbe,
+  type HostOptions,
+  type HostReport,
+  type HostStateStore,
+  type Plan,
+  type Plugin,
+  type ViewChange,
+} from './contracts.js';
+import { MeshpError, attribute } from './errors.js';
+
+/** Named stages for ordering taps; never `before`. */
+export const STAGE = Object.freeze({
+  FIRST: -100,
+  RESOURCES: 0,
+  OPENINGS: 10,
+  CHECKS: 50,
+  LAST: 100,
+});
+
+function createHooks() {
+  return Object.freeze({
+    /** Each firewall plugin answers with a driver when it speaks what the probe finds. No answer: unknown. */
+    firewall: new AsyncSeriesBailHook<[FirewallProbe], FirewallDriver | undefined>(['probe'], 'firewall'),
+    /** One provider each. */
+    files: new AsyncSeriesBailHook<[HostOptions], FileStore | undefined>(['options'], 'files'),
+    runtime: new AsyncSeriesBailHook<[HostOptions], ContainerRuntime | undefined>(['options'], 'runtime'),
+    state: new AsyncSeriesBailHook<[HostOptions], HostStateStore | undefined>(['options'], 'state'),
+    /** Plugins may add actions to the plan (they come with their own `run`). */
+    plan: new AsyncSeriesWaterfallHook<[Plan, ApplyContext]>(['plan', 'context'], 'plan'),
+    /** A plugin may veto the whole plan with a reason (a string). */
+    beforeApply: new AsyncSeriesBailHook<[Plan, ApplyContext], string | undefined>(['plan', 'context'], 'beforeApply'),
+    afterApply: new AsyncParallelHook<[HostReport, ApplyContext]>(['report', 'context'], 'afterApply'),
+    /** Plugins add facts to the node's report. */
+    report: new AsyncSeriesWaterfallHook<[HostReport]>(['report'], 'report'),
+    /** The peers upserted, removed and unscoped by a delta, and the components that changed. */
+    viewChanged: new SyncHook<[ViewChange]>(['change'], 'viewChanged'),
+  });
+}
+
+export type Hooks = ReturnType<typeof createHooks>;
+
+const DEFAULTS: HostOptions = { root: '/', stateDir: '/var/lib/meshp', firewall: 'auto' };
+
+/**
+ * The plugin host. Build it, `use` every plugin, then run. Hooks are built once per host:
+ * tapable has no untap.
+ */
+export class Host {
+  readonly hooks: Hooks = createHooks();
+  readonly options: HostOptions;
+  readonly plugins: string[] = [];
+  #files?: FileStore | null;
+  #runtime?: ContainerRuntime | null;
+  #state?: HostStateStore;
+  #firewall?: { driver: FirewallDriver | null; probe: FirewallProbe };
+
+  constructor(options: Partial<HostOptions> = {}) {
+    this.options = Object.freeze({ ...DEFAULTS, ...options });
+  }
+
+  use(...plugins: Plugin[]): this {
+    for (const plugin of plugins) {
+      if (!plugin || typeof plugin.name !== 'string' || typeof plugin.apply !== 'function') {
+        throw new MeshpError('MESHP_PLUGIN_INVALID', 'a plugin needs a name and an apply(host) function');
+      }
+      if (plugin.apiVersion !== PLUGIN_API_VERSION) {
+        throw new MeshpError(
+          'MESHP_PLUGIN_INVALID',
+          `plugin ${plugin.name} speaks contract ${String(plugin.apiVersion)}; this host speaks ${PLUGIN_API_VERSION}`,
+        );
+      }
+      if (this.plugins.includes(plugin.name)) {
+        throw new MeshpError('MESHP_PLUGIN_INVALID', `plugin ${plugin.name} is used twice`);
+      }
+      try {
+        plugin.apply(this);
+      } catch (e) {
+        throw attribute(e, plugin.name, 'apply');
+      }
+      this.plugins.push(plugin.name);
+    }
+    return this;
+  }
+
+  /** Calls a hook, attributing a failure to the plugin that raised it. */
+  async call<R>(hook: { name: string | undefined; taps: { name: string }[] }, run: () => Promise<R>): Promise<R> {
+    try {
+      return await run();
+    } catch (e) {
+      const names = hook.taps.map((t) => t.name);
+      const plugin = e instanceof MeshpError && e.attribution ? e.attribution.plugin : names.length === 1 ? names[0]! : names.join('|') || 'host';
+      throw attribute(e, plugin, hook.name ?? 'hook');
+    }
+  }
+
+  async files(): Promise<FileStore | null> {
+    if (this.#files === undefined) {
+      this.#files = (await this.call(this.hooks.files, () => this.hooks.files.promise(this.options))) ?? null;
+    }
+    return this.#files;
+  }
+
+  async runtime(): Promise<ContainerRuntime | null> {
+    if (this.#runtime === undefined) {
+      this.#runtime = (await this.call(this.hooks.runtime, () => this.hooks.runtime.promise(this.options))) ?? null;
+    }
+    return this.#runtime;
+  }
+
+  async state(): Promise<HostStateStore> {
+    if (this.#state === undefined) {
+      const store = await this.call(this.hooks.state, () => this.hooks.state.promise(this.options));
+      if (!store) throw new MeshpError('MESHP_PROVIDER_MISSING', 'no plugin provides the host state store');
+      this.#state = store;
+    }
+    return this.#state;
+  }
+
+  /**
+   * The firewall found on the machine. Null when no firewall plugin is loaded at all.
+   * An active firewall that no plugin answers for is refused, naming what was seen.
+   */
+  async firewall(): Promise<FirewallDriver | null> {
+    if (this.#firewall === undefined) {
+      if (!this.hooks.firewall.isUsed()) {
+        this.#firewall = { driver: null, probe: { requested: this.options.firewall, root: this.options.root, seen: [] } };
+        return null;
+      }
+      const probe: FirewallProbe = { requested: this.options.firewall, root: this.options.root, seen: [] };
+      const driver = await this.call(this.hooks.firewall, () => this.hooks.firewall.promise(probe));
+      if (!driver) {
+        const active = probe.seen.filter((s) => s.active);
+        if (active.length > 0 || probe.requested !== 'auto') {
+          const what = active.map((s) => `${s.kind} (${s.summary})`).join('; ');
+          throw new MeshpError(
+            'MESHP_FIREWALL_UNKNOWN',
+            probe.requested !== 'auto'
+              ? `firewall kind ${probe.requested} was asked for and no loaded plugin speaks it${what ? `; seen: ${what}` : ''}`
+              : `no loaded plugin speaks the active firewall; seen: ${what}`,
+            { details: { seen: probe.seen } },
+          );
+        }
+        this.#firewall = { driver: NO_FIREWALL, probe };
+      } else {
+        this.#firewall = { driver, probe };
+      }
+    }
+    return this.#firewall.driver;
+  }
+
+  async close(): Promise<void> {
+    await this.#state?.close();
+  }
+}
+
+/** The machine has no active firewall: nothing to open, nothing to retire. */
+export const NO_FIREWALL: FirewallDriver = Object.freeze({
+  kind: 'none',
+  async describe() {
+    return { kind: 'none', manager: 'none', active: false, tables: [], summary: ['no active firewall'] };
+  },
+  async openings() {
+    return [];
+  },
+  async ensure(_openings, refusals) {
+    if (refusals.length > 0) {
+      throw new MeshpError('MESHP_FIREWALL_FAILED', 'refusals need a firewall plugin that can hold a table; none answered');
+    }
+    return { added: [], removed: [] };
+  },
+  async loadDerived() {
+    throw new MeshpError('MESHP_FIREWALL_UNKNOWN', 'no firewall plugin answered; the derived filter cannot be loaded');
+  },
+  async unloadDerived() {},
+  async retire() {
+    return {};
+  },
+  async reenable() {},
+} satisfies FirewallDriver);

@@ -1,0 +1,4 @@
+export * from './model.js';
+export * from './errors.js';
+export * from './contracts.js';
+export * from './host.js';

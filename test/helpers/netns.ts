@@ -1,0 +1,79 @@
+/**
+ * Lab machines as network namespaces (../shared/design/LAB.md). Every name carries a per-run
+ * prefix, and every namespace made here is deleted in teardown, also when the test fails.
+ */
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
+
+export interface Teardownable {
+  teardown(fn: () => unknown): void;
+}
+
+export interface RunResult {
+  stdout: string;
+  stderr: string;
+}
+
+/** A short per-run prefix: interface names are limited to 15 characters. */
+export function runPrefix(): string {
+  return `mp${randomBytes(2).toString('hex')}`;
+}
+
+export async function sh(cmd: string, args: string[], input?: string): Promise<RunResult> {
+  if (input === undefined) {
+    const { stdout, stderr } = await run(cmd, args, { maxBuffer: 64 << 20 });
+    return { stdout, stderr };
+  }
+  return new Promise((resolve, reject) => {
+    const child = execFile(cmd, args, { maxBuffer: 64 << 20 }, (err, stdout, stderr) =>
+      err ? reject(Object.assign(err, { stdout, stderr })) : resolve({ stdout, stderr }),
+    );
+    child.stdin?.end(input);
+  });
+}
+
+export class Netns {
+  readonly path: string;
+  constructor(readonly name: string) {
+    this.path = `/var/run/netns/${name}`;
+  }
+
+  /** Runs one command inside the namespace's network (nsenter keeps /sys and cgroups as they are). */
+  exec(cmd: string, args: string[], input?: string): Promise<RunResult> {
+    return sh('nsenter', [`--net=${this.path}`, '--', cmd, ...args], input);
+  }
+
+  /** Argument prefix to run a long-lived process inside the namespace. */
+  wrap(cmd: string, args: string[]): [string, string[]] {
+    return ['nsenter', [`--net=${this.path}`, '--', cmd, ...args]];
+  }
+}
+
+/** Creates a namespace with loopback up, deleted at teardown. */
+export async function netns(t: Teardownable, name: string): Promise<Netns> {
+  await sh('ip', ['netns', 'add', name]);
+  t.teardown(() => sh('ip', ['netns', 'del', name]).catch(() => undefined));
+  await sh('ip', ['-n', name, 'link', 'set', 'lo', 'up']);
+  return new Netns(name);
+}
+
+/** Joins two namespaces with a veth pair, each end given an address (CIDR). */
+export async function wire(a: Netns, aAddr: string, b: Netns, bAddr: string, name: string): Promise<void> {
+  const ea = `${name}a`;
+  const eb = `${name}b`;
+  await sh('ip', ['link', 'add', ea, 'type', 'veth', 'peer', 'name', eb]);
+  await sh('ip', ['link', 'set', ea, 'netns', a.name]);
+  await sh('ip', ['link', 'set', eb, 'netns', b.name]);
+  await sh('ip', ['-n', a.name, 'addr', 'add', aAddr, 'dev', ea]);
+  await sh('ip', ['-n', b.name, 'addr', 'add', bAddr, 'dev', eb]);
+  await sh('ip', ['-n', a.name, 'link', 'set', ea, 'up']);
+  await sh('ip', ['-n', b.name, 'link', 'set', eb, 'up']);
+}
+
+/** True when we may build lab machines here (root, ip and nsenter present). CI always can. */
+export function labAvailable(): boolean {
+  return process.getuid?.() === 0;
+}
