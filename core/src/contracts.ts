@@ -93,7 +93,11 @@ export interface ContainerRuntime {
 // ---------------------------------------------------------------------------------------------
 // Firewall
 
-/** Handed to every firewall plugin in turn; each records what it saw, and answers with a driver if it speaks it. */
+/**
+ * Handed to every firewall plugin in turn. Each records what it saw, with a driver when it speaks
+ * that kind. The host then chooses: the kind asked for, or the one active kind; an active kind with
+ * no driver, or several active kinds, is refused, naming what was seen. Never a guess.
+ */
 export interface FirewallProbe {
   readonly requested: string; // "auto" or a kind
   readonly root: string;
@@ -106,6 +110,8 @@ export interface FirewallSighting {
   active: boolean;
   summary: string;
   by: string; // plugin name
+  /** Present when the plugin speaks this kind. */
+  driver?: FirewallDriver;
 }
 
 export interface FirewallDescription {

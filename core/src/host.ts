@@ -1,4 +1,4 @@
-import { AsyncParallelHook, AsyncSeriesBailHook, AsyncSeriesWaterfallHook, SyncHook } from 'tapable';
+import { AsyncParallelHook, AsyncSeriesBailHook, AsyncSeriesHook, AsyncSeriesWaterfallHook, SyncHook } from 'tapable';
 import {
   PLUGIN_API_VERSION,
   type ApplyContext,
@@ -6,6 +6,7 @@ import {
   type FileStore,
   type FirewallDriver,
   type FirewallProbe,
+  type FirewallSighting,
   type HostOptions,
   type HostReport,
   type HostStateStore,
@@ -26,8 +27,8 @@ export const STAGE = Object.freeze({
 
 function createHooks() {
   return Object.freeze({
-    /** Each firewall plugin answers with a driver when it speaks what the probe finds. No answer: unknown. */
-    firewall: new AsyncSeriesBailHook<[FirewallProbe], FirewallDriver | undefined>(['probe'], 'firewall'),
+    /** Each firewall plugin records what it sees in the probe, with a driver when it speaks it. */
+    firewall: new AsyncSeriesHook<[FirewallProbe]>(['probe'], 'firewall'),
     /** One provider each. */
     files: new AsyncSeriesBailHook<[HostOptions], FileStore | undefined>(['options'], 'files'),
     runtime: new AsyncSeriesBailHook<[HostOptions], ContainerRuntime | undefined>(['options'], 'runtime'),
@@ -129,30 +130,20 @@ export class Host {
    */
   async firewall(): Promise<FirewallDriver | null> {
     if (this.#firewall === undefined) {
+      const probe: FirewallProbe = { requested: this.options.firewall, root: this.options.root, seen: [] };
       if (!this.hooks.firewall.isUsed()) {
-        this.#firewall = { driver: null, probe: { requested: this.options.firewall, root: this.options.root, seen: [] } };
+        this.#firewall = { driver: null, probe };
         return null;
       }
-      const probe: FirewallProbe = { requested: this.options.firewall, root: this.options.root, seen: [] };
-      const driver = await this.call(this.hooks.firewall, () => this.hooks.firewall.promise(probe));
-      if (!driver) {
-        const active = probe.seen.filter((s) => s.active);
-        if (active.length > 0 || probe.requested !== 'auto') {
-          const what = active.map((s) => `${s.kind} (${s.summary})`).join('; ');
-          throw new MeshpError(
-            'MESHP_FIREWALL_UNKNOWN',
-            probe.requested !== 'auto'
-              ? `firewall kind ${probe.requested} was asked for and no loaded plugin speaks it${what ? `; seen: ${what}` : ''}`
-              : `no loaded plugin speaks the active firewall; seen: ${what}`,
-            { details: { seen: probe.seen } },
-          );
-        }
-        this.#firewall = { driver: NO_FIREWALL, probe };
-      } else {
-        this.#firewall = { driver, probe };
-      }
+      await this.call(this.hooks.firewall, () => this.hooks.firewall.promise(probe));
+      this.#firewall = { driver: chooseFirewall(probe), probe };
     }
     return this.#firewall.driver;
+  }
+
+  /** What the firewall plugins saw at the last probe. */
+  firewallSightings(): FirewallSighting[] {
+    return this.#firewall?.probe.seen.map(({ driver: _d, ...s }) => s) ?? [];
   }
 
   async close(): Promise<void> {
@@ -184,3 +175,35 @@ export const NO_FIREWALL: FirewallDriver = Object.freeze({
   },
   async reenable() {},
 } satisfies FirewallDriver);
+
+function describeSightings(seen: FirewallSighting[]): string {
+  return seen.map((s) => `${s.kind} (${s.summary})`).join('; ') || 'nothing';
+}
+
+/** The kind asked for; else the one active kind; else a kind present but idle; else none. Never a guess. */
+export function chooseFirewall(probe: FirewallProbe): FirewallDriver {
+  const { seen, requested } = probe;
+  if (requested !== 'auto') {
+    const match = seen.find((s) => s.kind === requested && s.driver);
+    if (match?.driver) return match.driver;
+    if (requested === 'none' && !seen.some((s) => s.active)) return NO_FIREWALL;
+    throw new MeshpError('MESHP_FIREWALL_UNKNOWN', `firewall kind ${requested} was asked for and no loaded plugin speaks it here; seen: ${describeSightings(seen)}`, {
+      details: { seen: seen.map(({ driver: _d, ...s }) => s) },
+    });
+  }
+  const active = seen.filter((s) => s.active);
+  const kinds = [...new Set(active.map((s) => s.kind))];
+  if (active.some((s) => !s.driver)) {
+    throw new MeshpError('MESHP_FIREWALL_UNKNOWN', `no loaded plugin speaks the active firewall; seen: ${describeSightings(active)}`, {
+      details: { seen: active.map(({ driver: _d, ...s }) => s) },
+    });
+  }
+  if (kinds.length > 1) {
+    throw new MeshpError('MESHP_FIREWALL_UNKNOWN', `several firewalls are active (${kinds.join(', ')}); name one with --firewall KIND; seen: ${describeSightings(active)}`, {
+      details: { seen: active.map(({ driver: _d, ...s }) => s) },
+    });
+  }
+  if (active.length > 0) return active[0]!.driver!;
+  const idle = seen.find((s) => s.driver);
+  return idle?.driver ?? NO_FIREWALL;
+}

@@ -18,8 +18,8 @@ export interface RunResult {
 }
 
 /** A short per-run prefix: interface names are limited to 15 characters. */
-export function runPrefix(): string {
-  return `mp${randomBytes(2).toString('hex')}`;
+export function runPrefix(tag: string): string {
+  return `${tag.slice(0, 3)}${randomBytes(2).toString('hex')}`;
 }
 
 export async function sh(cmd: string, args: string[], input?: string): Promise<RunResult> {

@@ -15,7 +15,6 @@ t.test('an active firewall no plugin answers for is refused, naming what was see
     apply(h) {
       h.hooks.firewall.tapPromise('looker', async (probe) => {
         probe.seen.push({ kind: 'firewalld', active: true, summary: 'table inet firewalld', by: 'looker' });
-        return undefined;
       });
     },
   });
