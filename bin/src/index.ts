@@ -1,1 +1,2 @@
-export {};
+export { createCli } from './cli.js';
+export { assembleHost, defaultPlugins } from './host/assembly.js';

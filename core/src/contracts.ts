@@ -223,7 +223,6 @@ export interface HostStateStore {
 export type ActionOp =
   | 'create' // absent: make it
   | 'converge' // the host's own (or taken): make it match
-  | 'record-original' // found: record it before anything else
   | 'hold' // found, kept as it is
   | 'keep' // nothing to do
   | 'remove' // the host's own, no longer declared

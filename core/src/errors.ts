@@ -25,6 +25,8 @@ export const CODES = {
   MESHP_DELTA_INVALID: 'a state delta is not valid',
   MESHP_DELTA_GAP: 'a state delta does not follow the applied version',
   MESHP_USAGE: 'a command was used wrongly',
+  MESHP_CONFIRM_NEEDED: 'a change was not confirmed',
+  MESHP_REFUSED: 'some resources were refused',
 } as const;
 
 export type ErrorCode = keyof typeof CODES;

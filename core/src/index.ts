@@ -2,3 +2,4 @@ export * from './model.js';
 export * from './errors.js';
 export * from './contracts.js';
 export * from './host.js';
+export * from './reconcile/index.js';

@@ -82,6 +82,11 @@ export interface Opening {
   from: string[];
   path: TrafficPath;
   action: 'accept' | 'drop';
+  /**
+   * Refusals only: sources spared from the drop (the private range). A refusal with `from` empty
+   * and `except: [privateRange]` drops the port from anywhere outside the private network.
+   */
+  except?: string[];
 }
 
 export type ResourceKind = 'file' | 'container' | 'opening';

@@ -1,1 +1,2 @@
-export {};
+export { LocalFileStore } from './local-store.js';
+export { LocalFilesPlugin } from './plugin.js';

@@ -1,1 +1,2 @@
-export {};
+export { SqliteHostStore } from './host-store.js';
+export { SqliteStatePlugin } from './plugin.js';

@@ -1,0 +1,29 @@
+/**
+ * The yargs factory: global options, and every command listed explicitly (no commandDir).
+ * Exit status: 0 success, 1 refusal (one line on stderr), 2 usage error.
+ */
+import yargs, { type Argv } from 'yargs';
+import { hostCommand } from './commands/host.js';
+
+export interface GlobalArgs {
+  json: boolean;
+  state?: string;
+  controller?: string;
+}
+
+export function createCli(argv: string[]): Argv<GlobalArgs> {
+  return yargs(argv)
+    .scriptName('meshp')
+    .option('json', { type: 'boolean', default: false, describe: 'one JSON document instead of a table' })
+    .option('state', { type: 'string', describe: 'the state folder' })
+    .option('controller', { type: 'string', describe: 'HOST:PORT of the controller' })
+    .command(hostCommand)
+    .demandCommand(1, 'name a command')
+    .strict()
+    .help()
+    .exitProcess(false)
+    .fail((msg, err) => {
+      if (err) throw err;
+      throw Object.assign(new Error(msg), { usage: true });
+    }) as unknown as Argv<GlobalArgs>;
+}

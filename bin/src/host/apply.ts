@@ -1,0 +1,72 @@
+import { readFile } from 'node:fs/promises';
+import { createInterface } from 'node:readline/promises';
+import { MeshpError, Reconciler } from '@meshp/core';
+import { Refusal, printJson, refuse } from '../output.js';
+import { assembleHost } from './assembly.js';
+import { renderPlan, renderReport } from './render.js';
+
+export interface HostApplyArgs {
+  state: string;
+  declaration: string;
+  root: string;
+  firewall: string;
+  dockerSocket?: string;
+  preview: boolean;
+  yes: boolean;
+  json: boolean;
+}
+
+async function readDeclaration(file: string): Promise<unknown> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (e) {
+    throw new MeshpError('MESHP_DECLARATION_INVALID', `cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? String(e)}`);
+  }
+  try {
+    return JSON.parse(text);
+  } catch (e) {
+    throw new MeshpError('MESHP_DECLARATION_INVALID', `${file} is not JSON: ${(e as Error).message}`);
+  }
+}
+
+async function confirm(question: string): Promise<boolean> {
+  const rl = createInterface({ input: process.stdin, output: process.stderr });
+  try {
+    return /^y(es)?$/i.test((await rl.question(question)).trim());
+  } finally {
+    rl.close();
+  }
+}
+
+/** Says what it will change, then changes it: --preview stops after saying, --yes skips the question. */
+export async function hostApply(args: HostApplyArgs): Promise<void> {
+  const host = assembleHost({ root: args.root, stateDir: args.state, firewall: args.firewall, dockerSocket: args.dockerSocket });
+  try {
+    const declaration = await readDeclaration(args.declaration).catch(refuse);
+    const reconciler = new Reconciler(host);
+    const preview = await reconciler.reconcile(declaration, { preview: true }).catch(refuse);
+    const changes = preview.plan.actions.filter((a) => a.op === 'create' || a.op === 'converge' || a.op === 'remove').length;
+    if (args.preview) {
+      if (args.json) printJson({ preview: true, plan: preview.plan });
+      else process.stdout.write(`${renderPlan(preview.plan)}\n(preview: nothing changed)\n`);
+      return;
+    }
+    if (!args.json) process.stdout.write(`${renderPlan(preview.plan)}\n`);
+    if (changes > 0 && !args.yes) {
+      if (!process.stdin.isTTY) {
+        throw new Refusal('MESHP_CONFIRM_NEEDED: not asked on a terminal; pass --yes to apply or --preview to look only');
+      }
+      if (!(await confirm(`Apply these ${changes} changes? [y/N] `))) throw new Refusal('MESHP_CONFIRM_NEEDED: not applied');
+    }
+    const result = await reconciler.reconcile(declaration).catch(refuse);
+    if (args.json) printJson({ plan: result.plan, report: result.report, failures: result.failures });
+    else process.stdout.write(`\n${renderReport(result.report)}\n`);
+    const refused = result.report.resources.filter((r) => r.state === 'refused');
+    if (refused.length > 0) {
+      throw new Refusal(`MESHP_REFUSED: ${refused.length} resource${refused.length === 1 ? '' : 's'} refused: ${refused.map((r) => `${r.key} (${r.reason ?? ''})`).join('; ')}`);
+    }
+  } finally {
+    await host.close();
+  }
+}

@@ -1,0 +1,114 @@
+/**
+ * One handler per resource kind that has content on the machine, built on the plugin contracts.
+ * The reconciler is written against this shape only, so a kind is added here and nowhere else.
+ */
+import { createHash } from 'node:crypto';
+import { LABEL_SPEC_HASH, type ContainerRuntime, type FileStore } from '../contracts.js';
+import { MeshpError } from '../errors.js';
+import type { ContainerSpec, FileSpec, ResourceKind } from '../model.js';
+
+export interface Observation {
+  /** What is there, in the same terms as `desiredDigest`: equal means converged. */
+  digest: string;
+  /** Identity of what is there, for noticing a change by something else while held. */
+  fingerprint: string;
+  /** The bytes kept as the original when the resource is found. */
+  original(): Promise<Uint8Array>;
+}
+
+export interface WriteContext {
+  node: string;
+  module: string;
+  digest: string;
+}
+
+export interface ResourceHandler<S> {
+  readonly kind: ResourceKind;
+  id(spec: S): string;
+  desiredDigest(spec: S): string;
+  observe(id: string): Promise<Observation | null>;
+  write(spec: S, ctx: WriteContext): Promise<void>;
+  remove(id: string): Promise<void>;
+  /** A declared resource that may not be rewritten once present (create-once files). */
+  createOnly?(spec: S): boolean;
+}
+
+export type ContentKind = Exclude<ResourceKind, 'opening'>;
+export interface SpecOf {
+  file: FileSpec;
+  container: ContainerSpec;
+}
+export type Handlers = { [K in ContentKind]: ResourceHandler<SpecOf[K]> | null };
+
+export function sha256(data: Uint8Array | string): string {
+  return createHash('sha256').update(data).digest('hex');
+}
+
+export function parseMode(mode: string | undefined): number {
+  return mode === undefined ? 0o644 : parseInt(mode, 8);
+}
+
+function fileDigest(bytes: Uint8Array | string, mode: number): string {
+  return `${sha256(bytes)}:${(mode & 0o7777).toString(8).padStart(4, '0')}`;
+}
+
+export function fileHandler(files: FileStore): ResourceHandler<FileSpec> {
+  return {
+    kind: 'file',
+    id: (spec) => spec.path,
+    desiredDigest: (spec) => fileDigest(spec.content, parseMode(spec.mode)),
+    async observe(path) {
+      const stat = await files.read(path);
+      if (!stat) return null;
+      const digest = fileDigest(stat.bytes, stat.mode);
+      return { digest, fingerprint: digest, original: async () => stat.bytes };
+    },
+    async write(spec) {
+      await files.write(spec.path, new TextEncoder().encode(spec.content), parseMode(spec.mode));
+    },
+    remove: (path) => files.remove(path),
+    createOnly: (spec) => spec.createOnce === true,
+  };
+}
+
+/** Canonical JSON: keys sorted, so equal specs hash equal whatever order they were written in. */
+export function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, v]) => v !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
+export function containerSpecHash(spec: ContainerSpec): string {
+  return sha256(canonicalJson(spec)).slice(0, 32);
+}
+
+export function containerHandler(runtime: ContainerRuntime): ResourceHandler<ContainerSpec> {
+  return {
+    kind: 'container',
+    id: (spec) => spec.name,
+    desiredDigest: containerSpecHash,
+    async observe(name) {
+      const found = await runtime.inspect(name);
+      if (!found) return null;
+      const { info, document } = found;
+      return {
+        digest: info.labels[LABEL_SPEC_HASH] ?? '',
+        fingerprint: `${info.id}|${info.image}`,
+        original: async () => new TextEncoder().encode(JSON.stringify(document)),
+      };
+    },
+    async write(spec, ctx) {
+      await runtime.ensure(spec, { node: ctx.node, module: ctx.module, specHash: ctx.digest });
+    },
+    remove: (name) => runtime.remove(name),
+  };
+}
+
+export function missingProvider(kind: ContentKind): MeshpError {
+  return new MeshpError('MESHP_PROVIDER_MISSING', `no plugin provides ${kind === 'file' ? 'a file store' : 'a container runtime'}`);
+}

@@ -1,0 +1,166 @@
+/**
+ * The host's records in one SQLite file. WAL with synchronous=FULL: a call that returns has
+ * committed durably, so an original recorded is there after a kill -9 at any later point.
+ */
+import Database from 'better-sqlite3';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import {
+  MeshpError,
+  type HostReport,
+  type HostStateStore,
+  type IntentRecord,
+  type OriginalRecord,
+  type OwnedRecord,
+  type ResourceKind,
+  type StoredReport,
+} from '@meshp/core';
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS owned (
+  key TEXT PRIMARY KEY, kind TEXT NOT NULL, module TEXT NOT NULL, digest TEXT NOT NULL, at TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS originals (
+  key TEXT PRIMARY KEY, kind TEXT NOT NULL, module TEXT NOT NULL, original BLOB NOT NULL,
+  fingerprint TEXT NOT NULL, found_at TEXT NOT NULL, last_fingerprint TEXT, changed_at TEXT);
+CREATE TABLE IF NOT EXISTS intents (
+  key TEXT PRIMARY KEY, kind TEXT NOT NULL, module TEXT NOT NULL, digest TEXT NOT NULL, at TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS kv (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS reports (id INTEGER PRIMARY KEY AUTOINCREMENT, at TEXT NOT NULL, report TEXT NOT NULL);
+`;
+
+const KEEP_REPORTS = 20;
+
+interface OriginalRow {
+  key: string;
+  kind: string;
+  module: string;
+  original: Buffer;
+  fingerprint: string;
+  found_at: string;
+  last_fingerprint: string | null;
+  changed_at: string | null;
+}
+
+function toOriginal(r: OriginalRow): OriginalRecord {
+  return {
+    key: r.key, kind: r.kind as ResourceKind, module: r.module,
+    original: new Uint8Array(r.original), fingerprint: r.fingerprint, foundAt: r.found_at,
+    lastFingerprint: r.last_fingerprint, changedAt: r.changed_at,
+  };
+}
+
+export class SqliteHostStore implements HostStateStore {
+  readonly file: string;
+  readonly #db: Database.Database;
+
+  constructor(stateDir: string) {
+    mkdirSync(stateDir, { recursive: true, mode: 0o700 });
+    this.file = join(stateDir, 'host.db');
+    try {
+      this.#db = new Database(this.file, { timeout: 5000 });
+      this.#db.pragma('journal_mode = WAL');
+      this.#db.pragma('synchronous = FULL');
+      this.#db.exec(SCHEMA);
+    } catch (e) {
+      const busy = e instanceof Error && /locked|busy/i.test(e.message);
+      throw new MeshpError(busy ? 'MESHP_STATE_LOCKED' : 'MESHP_STATE_CORRUPT', `cannot open ${this.file}`, { cause: e });
+    }
+  }
+
+  async getOwned(key: string): Promise<OwnedRecord | null> {
+    return (this.#db.prepare('SELECT key, kind, module, digest, at FROM owned WHERE key = ?').get(key) as OwnedRecord | undefined) ?? null;
+  }
+
+  async listOwned(): Promise<OwnedRecord[]> {
+    return this.#db.prepare('SELECT key, kind, module, digest, at FROM owned ORDER BY key').all() as OwnedRecord[];
+  }
+
+  async getOriginal(key: string): Promise<OriginalRecord | null> {
+    const row = this.#db.prepare('SELECT * FROM originals WHERE key = ?').get(key) as OriginalRow | undefined;
+    return row ? toOriginal(row) : null;
+  }
+
+  async listOriginals(): Promise<OriginalRecord[]> {
+    return (this.#db.prepare('SELECT * FROM originals ORDER BY key').all() as OriginalRow[]).map(toOriginal);
+  }
+
+  async listIntents(): Promise<IntentRecord[]> {
+    return this.#db.prepare('SELECT key, kind, module, digest, at FROM intents ORDER BY key').all() as IntentRecord[];
+  }
+
+  /** The first original recorded for a key is the one kept: a later sighting never overwrites it. */
+  async recordOriginal(rec: OriginalRecord): Promise<void> {
+    this.#db
+      .prepare(
+        `INSERT INTO originals (key, kind, module, original, fingerprint, found_at, last_fingerprint, changed_at)
+         VALUES (@key, @kind, @module, @original, @fingerprint, @foundAt, @lastFingerprint, @changedAt)
+         ON CONFLICT(key) DO NOTHING`,
+      )
+      .run({ ...rec, original: Buffer.from(rec.original) });
+  }
+
+  async noteSeen(key: string, fingerprint: string | null, at: string): Promise<void> {
+    this.#db
+      .prepare(
+        `UPDATE originals SET last_fingerprint = @fingerprint,
+           changed_at = CASE WHEN changed_at IS NULL AND (@fingerprint IS NULL OR @fingerprint != fingerprint) THEN @at ELSE changed_at END
+         WHERE key = @key`,
+      )
+      .run({ key, fingerprint, at });
+  }
+
+  async recordIntent(rec: IntentRecord): Promise<void> {
+    this.#db
+      .prepare('INSERT INTO intents (key, kind, module, digest, at) VALUES (@key, @kind, @module, @digest, @at) ON CONFLICT(key) DO UPDATE SET digest = @digest, at = @at, module = @module')
+      .run(rec);
+  }
+
+  async recordOwned(rec: OwnedRecord): Promise<void> {
+    this.#db.transaction(() => {
+      this.#db
+        .prepare('INSERT INTO owned (key, kind, module, digest, at) VALUES (@key, @kind, @module, @digest, @at) ON CONFLICT(key) DO UPDATE SET digest = @digest, at = @at, module = @module')
+        .run(rec);
+      this.#db.prepare('DELETE FROM intents WHERE key = ?').run(rec.key);
+    })();
+  }
+
+  async clearIntent(key: string): Promise<void> {
+    this.#db.prepare('DELETE FROM intents WHERE key = ?').run(key);
+  }
+
+  async forgetOwned(key: string): Promise<void> {
+    this.#db.transaction(() => {
+      this.#db.prepare('DELETE FROM owned WHERE key = ?').run(key);
+      this.#db.prepare('DELETE FROM intents WHERE key = ?').run(key);
+    })();
+  }
+
+  async getValue<T>(name: string): Promise<T | null> {
+    const row = this.#db.prepare('SELECT value FROM kv WHERE name = ?').get(name) as { value: string } | undefined;
+    return row ? (JSON.parse(row.value) as T) : null;
+  }
+
+  async setValue(name: string, value: unknown): Promise<void> {
+    if (value === null || value === undefined) {
+      this.#db.prepare('DELETE FROM kv WHERE name = ?').run(name);
+      return;
+    }
+    this.#db.prepare('INSERT INTO kv (name, value) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET value = excluded.value').run(name, JSON.stringify(value));
+  }
+
+  async saveReport(report: HostReport): Promise<void> {
+    this.#db.transaction(() => {
+      this.#db.prepare('INSERT INTO reports (at, report) VALUES (?, ?)').run(report.at, JSON.stringify(report));
+      this.#db.prepare('DELETE FROM reports WHERE id <= (SELECT MAX(id) FROM reports) - ?').run(KEEP_REPORTS);
+    })();
+  }
+
+  async lastReports(n: number): Promise<StoredReport[]> {
+    const rows = this.#db.prepare('SELECT at, report FROM reports ORDER BY id DESC LIMIT ?').all(n) as { at: string; report: string }[];
+    return rows.map((r) => ({ at: r.at, report: JSON.parse(r.report) as HostReport }));
+  }
+
+  async close(): Promise<void> {
+    if (this.#db.open) this.#db.close();
+  }
+}
