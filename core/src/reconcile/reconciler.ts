@@ -121,7 +121,7 @@ export class Reconciler {
     }
     if (!driver && wantsOpenings && firewallError === null) firewallError = oneLine(new MeshpError('MESHP_PROVIDER_MISSING', 'no firewall plugin is loaded'));
     let present: Set<string> | null = null;
-    if (driver && wantsOpenings) {
+    if (driver) {
       try {
         present = new Set((await driver.openings()).map((o) => o.id));
       } catch (e) {
@@ -244,7 +244,7 @@ async function applyPlan(plan: Plan, ctx: InternalContext, now: () => Date, fail
 
   // Openings: the whole wanted set, every reconcile.
   const driver = ctx.driver;
-  if (driver && plan.actions.some((a) => a.kind === 'opening' && a.op !== 'refuse')) {
+  if (driver) {
     try {
       const retired = await store.getValue(RETIRED_KEY);
       const { openings, refusals } = plan.firewall;
