@@ -1,0 +1,40 @@
+// Fault injection for the crash test: the real host, the real SQLite store and file store, and a
+// SIGKILL of this very process at the N-th boundary of a machine- or record-changing call.
+// usage: node crash-apply.mjs ROOT STATE DECLARATION KILL_AT   (KILL_AT 0: never; prints the count)
+import { readFileSync } from 'node:fs';
+import { Host, Reconciler, PLUGIN_API_VERSION } from '@meshp/core';
+import { LocalFileStore } from '@meshp/files-local';
+import { SqliteHostStore } from '@meshp/state-sqlite';
+
+const [root, stateDir, declFile, killAtArg] = process.argv.slice(2);
+const killAt = Number(killAtArg);
+let count = 0;
+function tick() {
+  count += 1;
+  if (count === killAt) process.kill(process.pid, 'SIGKILL');
+}
+function wrap(obj, methods) {
+  for (const m of methods) {
+    const original = obj[m].bind(obj);
+    obj[m] = async (...args) => {
+      tick();
+      const result = await original(...args);
+      tick();
+      return result;
+    };
+  }
+  return obj;
+}
+const plugin = {
+  name: 'crash-points',
+  apiVersion: PLUGIN_API_VERSION,
+  apply(host) {
+    host.hooks.files.tapPromise('crash-points', async (o) => wrap(new LocalFileStore(o.root), ['write', 'remove']));
+    host.hooks.state.tapPromise('crash-points', async (o) =>
+      wrap(new SqliteHostStore(o.stateDir), ['recordOriginal', 'noteSeen', 'recordIntent', 'recordOwned', 'forgetOwned', 'saveReport']));
+  },
+};
+const host = new Host({ root, stateDir }).use(plugin);
+const result = await new Reconciler(host).reconcile(JSON.parse(readFileSync(declFile, 'utf8')));
+await host.close();
+process.stdout.write(JSON.stringify({ points: count, report: result.report }));
