@@ -1,0 +1,105 @@
+/**
+ * Whose is each table? Only "found" tables are this kind's to open, count and retire.
+ */
+import { chainKey, tableKey, verdictOf, type NftChain, type NftRule, type NftTable, type Ruleset } from './schema.js';
+
+export const MESH_TABLE = 'meshp';
+export const DERIVED_TABLE = 'meshp_derived';
+export const MARK = 'meshp:';
+
+export type TableOwner =
+  | 'found' // the found nftables firewall's
+  | 'mesh' // our refusals table
+  | 'derived' // our converged-node table
+  | 'firewalld' // a different kind
+  | 'iptables-nft' // the iptables plugin's (comments invisible to nft -j, pitfall 7)
+  | 'docker' // the container engine's (nftables backend)
+  | 'other'; // arp, bridge, netdev: not on the IP input/forward path
+
+const IPTABLES_TABLES = new Set(['filter', 'nat', 'mangle', 'raw', 'security']);
+const IPTABLES_BUILTIN = new Set(['INPUT', 'FORWARD', 'OUTPUT', 'PREROUTING', 'POSTROUTING']);
+
+export function isMarked(rule: NftRule): boolean {
+  return rule.comment?.startsWith(MARK) ?? false;
+}
+
+export function markedId(rule: NftRule): string | null {
+  return isMarked(rule) ? rule.comment!.slice(MARK.length) : null;
+}
+
+export function classifyTable(table: NftTable, rs: Ruleset): TableOwner {
+  const key = tableKey(table);
+  if (table.family === 'inet' && table.name === MESH_TABLE) return 'mesh';
+  if (table.family === 'inet' && table.name === DERIVED_TABLE) return 'derived';
+  if (table.name === 'firewalld') return 'firewalld';
+  if (table.name.startsWith('docker')) return 'docker';
+  if (table.family !== 'ip' && table.family !== 'ip6' && table.family !== 'inet') return 'other';
+  const rules = rs.rules.filter((r) => tableKey(r) === key);
+  if (rules.some((r) => r.expr.some((e) => 'xt' in e))) return 'iptables-nft';
+  const base = rs.chains.filter((c) => tableKey(c) === key && c.hook);
+  if (
+    table.family !== 'inet' &&
+    IPTABLES_TABLES.has(table.name) &&
+    base.length > 0 &&
+    base.every((c) => IPTABLES_BUILTIN.has(c.name))
+  ) {
+    return 'iptables-nft';
+  }
+  return 'found';
+}
+
+export function tablesOwnedBy(rs: Ruleset, owner: TableOwner): NftTable[] {
+  return rs.tables.filter((t) => classifyTable(t, rs) === owner);
+}
+
+export function rulesOf(rs: Ruleset, chain: NftChain): NftRule[] {
+  const key = chainKey(chain);
+  return rs.rules.filter((r) => chainKey(r) === key);
+}
+
+/** `ct state invalid drop` and the like: drops that only look at conntrack state. */
+function isStateOnlyDrop(rule: NftRule): boolean {
+  const matches = rule.expr.filter((e) => 'match' in e);
+  return (
+    matches.length > 0 &&
+    matches.every((e) => {
+      const left = (e.match as { left?: { ct?: { key?: string } } }).left;
+      return left?.ct?.key === 'state';
+    }) &&
+    rule.expr.every((e) => 'match' in e || 'drop' in e || 'reject' in e || 'counter' in e || 'log' in e)
+  );
+}
+
+export function isDropRule(rule: NftRule): boolean {
+  const v = verdictOf(rule);
+  return v === 'drop' || v === 'reject';
+}
+
+/** A base chain that drops: policy drop, or a rule ending in drop/reject. */
+export function chainDrops(rs: Ruleset, chain: NftChain): boolean {
+  return chain.policy === 'drop' || rulesOf(rs, chain).some((r) => !isMarked(r) && isDropRule(r));
+}
+
+/**
+ * Where our accept goes: just before the first unmarked drop/reject that is not a pure conntrack
+ * state drop (inserting before `ct state invalid drop` would skip it, pitfall 4); null when the
+ * only drop is the policy, then we append at the end.
+ */
+export function firstDrop(rs: Ruleset, chain: NftChain): NftRule | null {
+  return rulesOf(rs, chain).find((r) => !isMarked(r) && isDropRule(r) && !isStateOnlyDrop(r)) ?? null;
+}
+
+/** Base chains of found tables on a hook that drop: where openings of that path must go. */
+export function droppingChains(rs: Ruleset, hook: 'input' | 'forward'): NftChain[] {
+  const found = new Set(tablesOwnedBy(rs, 'found').map(tableKey));
+  return rs.chains.filter((c) => c.hook === hook && c.type !== 'nat' && found.has(tableKey(c)) && chainDrops(rs, c));
+}
+
+/** The sighting's "active": any found table with a drop policy or a drop/reject rule. */
+export function foundActive(rs: Ruleset): boolean {
+  const found = new Set(tablesOwnedBy(rs, 'found').map(tableKey));
+  return (
+    rs.chains.some((c) => found.has(tableKey(c)) && c.hook && c.policy === 'drop') ||
+    rs.rules.some((r) => found.has(tableKey(r)) && !isMarked(r) && isDropRule(r))
+  );
+}

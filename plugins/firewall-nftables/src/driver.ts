@@ -1,0 +1,177 @@
+import { createHash } from 'node:crypto';
+import { access, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { MeshpError, type DerivedFilter, type EnsureResult, type FirewallDescription, type FirewallDriver, type Opening, type RetiredState } from '@meshp/core';
+import { canonical, parseCidr } from './cidr.js';
+import { DERIVED_TABLE, classifyTable, markedId, tablesOwnedBy, foundActive } from './classify.js';
+import { loadInScratch, recreateTables } from './config.js';
+import { derivedBatch } from './derived.js';
+import { Nft, runTool } from './nft.js';
+import { planEnsure } from './plan.js';
+import type { Runner, Spawner } from './runner.js';
+import { tableKey, type NftTable, type Ruleset } from './schema.js';
+import { parseShape } from './shape.js';
+import { summarize } from './summary.js';
+import { watchRuleset } from './watch.js';
+
+export interface NftablesDriverOptions {
+  runner: Runner;
+  spawner: Spawner;
+  /** The host's root prefix. */
+  root: string;
+  /** The found firewall's config file, inside the root. */
+  configFile: string;
+  bin?: string;
+  /** A systemd unit to disable on retire and enable on re-enable; never stopped. Absent: left alone. */
+  service?: string;
+}
+
+/** What `retire` records so `reenable` can bring the same firewall back. */
+export interface NftablesRetired extends RetiredState {
+  kind: 'nftables';
+  configFile: string;
+  configSha256: string | null;
+  tables: string[];
+  serviceDisabled: string | null;
+}
+
+async function exists(path: string): Promise<boolean> {
+  return access(path).then(
+    () => true,
+    () => false,
+  );
+}
+
+export class NftablesDriver implements FirewallDriver {
+  readonly kind = 'nftables';
+  readonly nft: Nft;
+  readonly configPath: string;
+
+  constructor(private readonly o: NftablesDriverOptions) {
+    this.nft = new Nft(o.runner, o.bin);
+    this.configPath = join(o.root, o.configFile);
+  }
+
+  async describe(): Promise<FirewallDescription> {
+    const rs = await this.nft.list();
+    const unit = join(this.o.root, 'etc/systemd/system/multi-user.target.wants/nftables.service');
+    const found = tablesOwnedBy(rs, 'found');
+    return {
+      kind: this.kind,
+      manager: (await exists(unit)) ? 'nftables.service' : found.length > 0 ? 'unmanaged' : 'none',
+      active: foundActive(rs),
+      tables: found.map(tableKey),
+      configFile: (await exists(this.configPath)) ? this.configPath : undefined,
+      summary: summarize(rs),
+    };
+  }
+
+  async openings(): Promise<Opening[]> {
+    return openingsOf(await this.nft.list());
+  }
+
+  async ensure(openings: Opening[], refusals: Opening[]): Promise<EnsureResult> {
+    const before = await this.nft.list();
+    const plan = planEnsure(before, openings, refusals);
+    if (plan.commands.length === 0) return { added: [], removed: [] };
+    await this.nft.apply({ nftables: plan.commands });
+    const left = planEnsure(await this.nft.list(), openings, refusals);
+    if (left.commands.length > 0) {
+      throw new MeshpError('MESHP_FIREWALL_FAILED', `nft accepted the batch but the ruleset still differs (${left.commands.length} changes left)`, {
+        details: { left: left.commands },
+      });
+    }
+    return { added: plan.added, removed: plan.removed };
+  }
+
+  async loadDerived(filter: DerivedFilter): Promise<void> {
+    await this.nft.apply({ nftables: derivedBatch(filter) });
+    const rs = await this.nft.list();
+    if (!rs.tables.some((t) => classifyTable(t, rs) === 'derived')) {
+      throw new MeshpError('MESHP_FIREWALL_FAILED', `nft accepted the batch but table inet ${DERIVED_TABLE} is not there`);
+    }
+  }
+
+  async unloadDerived(): Promise<void> {
+    const rs = await this.nft.list();
+    if (!rs.tables.some((t) => classifyTable(t, rs) === 'derived')) return;
+    await this.nft.apply({ nftables: [{ delete: { table: { family: 'inet', name: DERIVED_TABLE } } }] });
+  }
+
+  /** The config's tables (learnt in a scratch namespace), or null without a config file. */
+  private async configTables(): Promise<{ rs: Ruleset; tables: NftTable[] } | null> {
+    if (!(await exists(this.configPath))) return null;
+    const rs = await loadInScratch(this.o.runner, this.o.bin ?? 'nft', this.configPath);
+    return { rs, tables: tablesOwnedBy(rs, 'found') };
+  }
+
+  async retire(): Promise<NftablesRetired> {
+    const live = await this.nft.list();
+    const config = await this.configTables();
+    const found = tablesOwnedBy(live, 'found');
+    const fromConfig = config ? new Set(config.tables.map(tableKey)) : null;
+    const targets = fromConfig ? found.filter((t) => fromConfig.has(tableKey(t))) : found;
+    const bytes = config ? await readFile(this.configPath) : null;
+    await this.nft.apply({ nftables: targets.map((t) => ({ delete: { table: { family: t.family, name: t.name } } })) });
+    const after = new Set((await this.nft.list()).tables.map(tableKey));
+    const still = targets.filter((t) => after.has(tableKey(t)));
+    if (still.length > 0) throw new MeshpError('MESHP_FIREWALL_FAILED', `tables still live after retire: ${still.map(tableKey).join(', ')}`);
+    let serviceDisabled: string | null = null;
+    if (this.o.service) {
+      await runTool(this.o.runner, ['systemctl', 'disable', this.o.service], `systemctl disable ${this.o.service}`);
+      serviceDisabled = this.o.service;
+    }
+    return {
+      kind: 'nftables',
+      configFile: this.configPath,
+      configSha256: bytes ? createHash('sha256').update(bytes).digest('hex') : null,
+      tables: targets.map(tableKey),
+      serviceDisabled,
+    };
+  }
+
+  async reenable(state: RetiredState): Promise<void> {
+    const file = typeof state.configFile === 'string' ? state.configFile : this.configPath;
+    if (!(await exists(file))) {
+      throw new MeshpError('MESHP_FIREWALL_FAILED', `the retired firewall's config file ${file} is gone; nothing to re-enable from`);
+    }
+    const config = await loadInScratch(this.o.runner, this.o.bin ?? 'nft', file);
+    const tables = tablesOwnedBy(config, 'found');
+    await this.nft.apply({ nftables: recreateTables(config, tables) });
+    const live = new Set((await this.nft.list()).tables.map(tableKey));
+    const missing = tables.filter((t) => !live.has(tableKey(t)));
+    if (missing.length > 0) throw new MeshpError('MESHP_FIREWALL_FAILED', `tables not back after re-enable: ${missing.map(tableKey).join(', ')}`);
+    if (typeof state.serviceDisabled === 'string') {
+      await runTool(this.o.runner, ['systemctl', 'enable', state.serviceDisabled], `systemctl enable ${state.serviceDisabled}`);
+    }
+  }
+
+  watch(onChange: () => void): { close(): void } {
+    return watchRuleset(this.o.spawner, this.o.bin ?? 'nft', onChange);
+  }
+}
+
+/** Our marked rules read back as openings and refusals, one per id. */
+export function openingsOf(rs: Ruleset): Opening[] {
+  const mine = new Set(rs.tables.filter((t) => ['found', 'mesh'].includes(classifyTable(t, rs))).map(tableKey));
+  const hooks = new Map(rs.chains.map((c) => [`${tableKey(c)} ${c.name}`, c.hook]));
+  const byId = new Map<string, { o: Opening; from: string[] }>();
+  for (const rule of rs.rules) {
+    const id = markedId(rule);
+    if (id === null || !mine.has(tableKey(rule))) continue;
+    const shape = parseShape(rule, id);
+    const hook = hooks.get(`${tableKey(rule)} ${rule.chain}`);
+    if (!shape || (hook !== 'input' && hook !== 'forward')) continue;
+    let entry = byId.get(id);
+    if (!entry) {
+      entry = {
+        o: { id, module: id.split('/')[0]!, port: shape.port, protocol: shape.protocol, from: [], path: hook === 'input' ? 'incoming' : 'forwarded', action: shape.verdict },
+        from: [],
+      };
+      byId.set(id, entry);
+    }
+    if (shape.cidrs.length > 0) entry.from.push(...shape.cidrs);
+    else if (shape.nf !== 'any' && shape.verdict === 'accept') entry.from.push(shape.nf === 'ip' ? '0.0.0.0/0' : '::/0');
+  }
+  return [...byId.values()].map(({ o, from }) => ({ ...o, from: canonical(from.map(parseCidr)) }));
+}

@@ -1,0 +1,108 @@
+/**
+ * What `ensure` must change: our marked rules wanted in every found base chain that drops on
+ * the opening's path, refusals in the mesh's own table; everything else marked goes, nothing
+ * unmarked is ever touched.
+ */
+import type { Opening } from '@meshp/core';
+import { MESH_TABLE, classifyTable, droppingChains, firstDrop, markedId, rulesOf } from './classify.js';
+import { buildRule, parseShape, shapeKey, shapesFor, type Shape } from './shape.js';
+import { chainKey, tableKey, type Command, type NftChain, type NftRule, type Ruleset } from './schema.js';
+
+export interface EnsurePlan {
+  commands: Command[];
+  added: string[];
+  removed: string[];
+}
+
+interface Want {
+  shape: Shape;
+  chain: NftChain;
+}
+
+const MESH_CHAINS: Record<'incoming' | 'forwarded', NftChain> = {
+  incoming: { family: 'inet', table: MESH_TABLE, name: 'input', type: 'filter', hook: 'input', prio: 0, policy: 'accept' },
+  forwarded: { family: 'inet', table: MESH_TABLE, name: 'forward', type: 'filter', hook: 'forward', prio: 0, policy: 'accept' },
+};
+
+export function wanted(rs: Ruleset, openings: readonly Opening[], refusals: readonly Opening[]): Want[] {
+  const out: Want[] = [];
+  const accepts = openings.filter((o) => o.action === 'accept');
+  const drops = [...refusals, ...openings.filter((o) => o.action === 'drop')];
+  for (const [hook, path] of [['input', 'incoming'], ['forward', 'forwarded']] as const) {
+    for (const chain of droppingChains(rs, hook)) {
+      for (const o of accepts.filter((a) => a.path === path)) {
+        for (const shape of shapesFor(o, chain.family)) out.push({ shape, chain });
+      }
+    }
+  }
+  for (const r of drops) {
+    for (const shape of shapesFor({ ...r, action: 'drop' }, 'inet')) out.push({ shape, chain: MESH_CHAINS[r.path] });
+  }
+  return out;
+}
+
+function wantKey(chain: NftChain | NftRule, shape: Shape): string {
+  return `${chainKey(chain)}|${shapeKey(shape)}`;
+}
+
+/** Marked rules in tables we may change (found tables and the mesh table), in chain order. */
+function presentMarked(rs: Ruleset): NftRule[] {
+  const ours = new Set(rs.tables.filter((t) => ['found', 'mesh'].includes(classifyTable(t, rs))).map(tableKey));
+  return rs.rules.filter((r) => ours.has(tableKey(r)) && markedId(r) !== null);
+}
+
+export function planEnsure(rs: Ruleset, openings: readonly Opening[], refusals: readonly Opening[]): EnsurePlan {
+  const wants = wanted(rs, openings, refusals);
+  const byKey = new Map(wants.map((w) => [wantKey(w.chain, w.shape), w]));
+  const satisfied = new Set<string>();
+  const deletes: Command[] = [];
+  const deletedIds = new Set<string>();
+  const chainsByKey = new Map(rs.chains.map((c) => [chainKey(c), c]));
+
+  for (const rule of presentMarked(rs)) {
+    const id = markedId(rule)!;
+    const shape = parseShape(rule, id);
+    const key = shape ? wantKey(rule, shape) : null;
+    const chain = chainsByKey.get(chainKey(rule));
+    if (key && byKey.has(key) && !satisfied.has(key) && chain && effective(rs, chain, rule)) {
+      satisfied.add(key);
+      continue;
+    }
+    deletes.push({ delete: { rule: { family: rule.family, table: rule.table, chain: rule.chain, handle: rule.handle } } });
+    deletedIds.add(id);
+  }
+
+  const commands: Command[] = [...deletes];
+  const meshTable = rs.tables.find((t) => classifyTable(t, rs) === 'mesh');
+  const meshWanted = wants.some((w) => w.chain.table === MESH_TABLE);
+  if (meshWanted) {
+    if (!meshTable) commands.push({ add: { table: { family: 'inet', name: MESH_TABLE } } });
+    for (const c of Object.values(MESH_CHAINS)) {
+      if (!chainsByKey.has(chainKey(c))) commands.push({ add: { chain: { ...c } } });
+    }
+  } else if (meshTable) {
+    commands.push({ delete: { table: { family: 'inet', name: MESH_TABLE } } });
+  }
+
+  const added = new Set<string>();
+  for (const [key, w] of byKey) {
+    if (satisfied.has(key)) continue;
+    const rule = buildRule(w.shape, { family: w.chain.family, table: w.chain.table, chain: w.chain.name });
+    const before = w.chain.table === MESH_TABLE ? null : firstDrop(rs, w.chain);
+    commands.push(before ? { insert: { rule: { ...rule, handle: before.handle } } } : { add: { rule } });
+    added.add(w.shape.id);
+  }
+  const wantedIds = new Set(wants.map((w) => w.shape.id));
+  const removed = [...deletedIds].filter((id) => !wantedIds.has(id));
+  if (commands.length === 0) return { commands, added: [], removed: [] };
+  return { commands, added: [...added], removed };
+}
+
+/** An accept after the chain's first drop never fires: it is replaced. */
+function effective(rs: Ruleset, chain: NftChain, rule: NftRule): boolean {
+  if (chain.table === MESH_TABLE) return true;
+  const drop = firstDrop(rs, chain);
+  if (!drop) return true;
+  const rules = rulesOf(rs, chain);
+  return rules.indexOf(rule) < rules.indexOf(drop);
+}

@@ -1,0 +1,92 @@
+import { access } from 'node:fs/promises';
+import { join } from 'node:path';
+import { MeshpError, PLUGIN_API_VERSION, isMeshpError, type Host, type Plugin } from '@meshp/core';
+import { classifyTable, foundActive, tablesOwnedBy } from './classify.js';
+import { NftablesDriver } from './driver.js';
+import { localRunner, localSpawner, netnsPrefix, type Runner, type Spawner } from './runner.js';
+import { tableKey, type Ruleset } from './schema.js';
+
+export interface NftablesPluginOptions {
+  /** Runs `nft` (and `unshare`, `systemctl`); default: this machine, or the namespace below. */
+  exec?: Runner;
+  /** Starts `nft monitor`; default as `exec`. */
+  spawn?: Spawner;
+  /** Speak to the ruleset of this named network namespace (/var/run/netns/NAME). */
+  netns?: string;
+  /** The found firewall's config file, inside the host's root. Default /etc/nftables.conf. */
+  configFile?: string;
+  /** The nft binary. Default "nft". */
+  bin?: string;
+  /** A systemd unit disabled on retire and enabled on re-enable (never stopped). Default: none touched. */
+  service?: string;
+}
+
+export class NftablesPlugin implements Plugin {
+  readonly name = 'firewall-nftables';
+  readonly apiVersion = PLUGIN_API_VERSION;
+  readonly #runner: Runner;
+  readonly #spawner: Spawner;
+  readonly #options: NftablesPluginOptions;
+
+  constructor(options: NftablesPluginOptions = {}) {
+    if (options.netns !== undefined && !/^[\w.-]+$/.test(options.netns)) {
+      throw new MeshpError('MESHP_PLUGIN_INVALID', `firewall-nftables: netns ${JSON.stringify(options.netns)} is not a namespace name`);
+    }
+    if (options.configFile !== undefined && !options.configFile.startsWith('/')) {
+      throw new MeshpError('MESHP_PLUGIN_INVALID', 'firewall-nftables: configFile must be an absolute path (inside the root)');
+    }
+    const prefix = options.netns ? netnsPrefix(options.netns) : [];
+    this.#runner = options.exec ?? localRunner(prefix);
+    this.#spawner = options.spawn ?? localSpawner(prefix);
+    this.#options = options;
+  }
+
+  driver(root: string): NftablesDriver {
+    return new NftablesDriver({
+      runner: this.#runner,
+      spawner: this.#spawner,
+      root,
+      configFile: this.#options.configFile ?? '/etc/nftables.conf',
+      bin: this.#options.bin,
+      service: this.#options.service,
+    });
+  }
+
+  apply(host: Host): void {
+    host.hooks.firewall.tapPromise(this.name, async (probe) => {
+      const driver = this.driver(probe.root);
+      let rs: Ruleset;
+      try {
+        rs = await driver.nft.list();
+      } catch (e) {
+        if (!isMeshpError(e, 'MESHP_FIREWALL_TOOL_MISSING')) throw e;
+        probe.seen.push({ kind: 'nftables', active: false, summary: 'nft is not installed', by: this.name });
+        return;
+      }
+      const firewalld = rs.tables.filter((t) => classifyTable(t, rs) === 'firewalld');
+      if (firewalld.length > 0) {
+        probe.seen.push({
+          kind: 'firewalld',
+          active: true,
+          summary: `firewalld owns nftables table${firewalld.length > 1 ? 's' : ''} ${firewalld.map((t) => tableKey(t)).join(', ')}`,
+          by: this.name,
+        });
+      }
+      const found = tablesOwnedBy(rs, 'found');
+      const hasConfig = await access(driver.configPath).then(
+        () => true,
+        () => false,
+      );
+      if (found.length === 0 && !hasConfig && probe.requested !== 'nftables') return;
+      const active = foundActive(rs);
+      const tables = found.length > 0 ? `tables ${found.map((t) => tableKey(t)).join(', ')}` : 'no tables';
+      probe.seen.push({
+        kind: 'nftables',
+        active,
+        summary: `${tables}${active ? ', dropping' : ', nothing dropped'}${hasConfig ? `; config ${driver.configPath}` : ''}`,
+        by: this.name,
+        driver,
+      });
+    });
+  }
+}

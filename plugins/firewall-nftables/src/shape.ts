@@ -1,0 +1,134 @@
+/**
+ * The rules this plugin writes, as a small canonical shape: built into nft JSON, and read back
+ * from a listing into the same shape so "present" and "wanted" compare exactly.
+ */
+import { MeshpError, type Opening, type Protocol } from '@meshp/core';
+import { canonical, isWhole, parseCidr, splitFamilies, type IpFamily, type Range } from './cidr.js';
+import { MARK } from './classify.js';
+import type { Expr, Family, NftRule } from './schema.js';
+
+export interface Shape {
+  id: string;
+  /** Which addresses the rule looks at: one family, or both ('any', no address match). */
+  nf: IpFamily | 'any';
+  /** Canonical CIDRs of `nf`; empty: every address of `nf`. */
+  cidrs: string[];
+  /** true: drop from everywhere except `cidrs` (refusals). */
+  negate: boolean;
+  protocol: Protocol;
+  port: number;
+  /** 'dport': the packet's own port (input); 'ct': the original destination before DNAT (forward). */
+  match: 'dport' | 'ct';
+  verdict: 'accept' | 'drop';
+}
+
+/** Ids travel in rule comments (128 bytes at most in nft). */
+export function checkId(id: string): void {
+  if (Buffer.byteLength(MARK + id) > 128 || /[\n"]/.test(id)) {
+    throw new MeshpError('MESHP_FIREWALL_FAILED', `opening id ${JSON.stringify(id)} cannot be carried in an nft comment (128 bytes, no quotes)`);
+  }
+}
+
+export function shapeKey(s: Shape): string {
+  return JSON.stringify([s.id, s.nf, s.cidrs, s.negate, s.protocol, s.port, s.match, s.verdict]);
+}
+
+/** The rules an opening (accept) or a refusal (drop: everywhere outside `from`) needs in a table of `family`. */
+export function shapesFor(o: Opening, family: Family): Shape[] {
+  checkId(o.id);
+  const base = { id: o.id, protocol: o.protocol, port: o.port, match: o.path === 'forwarded' ? 'ct' : 'dport', verdict: o.action } as const;
+  const families: IpFamily[] = family === 'inet' ? ['ip', 'ip6'] : family === 'ip' ? ['ip'] : ['ip6'];
+  const byFamily = splitFamilies(o.from);
+  const nfFor = (f: IpFamily, cidrs: string[]): Shape['nf'] => (family === 'inet' || cidrs.length > 0 ? f : 'any');
+  if (o.from.length === 0) return [{ ...base, nf: 'any', cidrs: [], negate: false }];
+  const out: Shape[] = [];
+  for (const f of families) {
+    const cidrs = isWhole(byFamily[f]) ? [] : byFamily[f];
+    if (o.action === 'accept') {
+      if (byFamily[f].length > 0) out.push({ ...base, nf: nfFor(f, cidrs), cidrs, negate: false });
+    } else if (!isWhole(byFamily[f])) {
+      out.push({ ...base, nf: nfFor(f, cidrs), cidrs, negate: cidrs.length > 0 });
+    }
+  }
+  return out;
+}
+
+function addrExpr(cidr: string): unknown {
+  const [addr, len] = cidr.split('/') as [string, string];
+  const full = addr.includes(':') ? 128 : 32;
+  return Number(len) === full ? addr : { prefix: { addr, len: Number(len) } };
+}
+
+export function buildExpr(s: Shape): Expr[] {
+  const expr: Expr[] = [];
+  if (s.cidrs.length > 0) {
+    const right = s.cidrs.length === 1 ? addrExpr(s.cidrs[0]!) : { set: s.cidrs.map(addrExpr) };
+    expr.push({ match: { op: s.negate ? '!=' : '==', left: { payload: { protocol: s.nf, field: 'saddr' } }, right } });
+  } else if (s.nf !== 'any') {
+    expr.push({ match: { op: '==', left: { meta: { key: 'nfproto' } }, right: s.nf === 'ip' ? 'ipv4' : 'ipv6' } });
+  }
+  if (s.match === 'dport') {
+    expr.push({ match: { op: '==', left: { payload: { protocol: s.protocol, field: 'dport' } }, right: s.port } });
+  } else {
+    expr.push({ match: { op: '==', left: { meta: { key: 'l4proto' } }, right: s.protocol } });
+    expr.push({ match: { op: '==', left: { ct: { key: 'proto-dst', dir: 'original' } }, right: s.port } });
+  }
+  expr.push({ [s.verdict]: null });
+  return expr;
+}
+
+export function buildRule(s: Shape, where: { family: Family; table: string; chain: string }): NftRule {
+  return { ...where, comment: MARK + s.id, expr: buildExpr(s) };
+}
+
+function toRanges(v: unknown, family: IpFamily): Range[] | null {
+  if (typeof v === 'string') return [parseCidr(v)];
+  if (typeof v !== 'object' || v === null) return null;
+  const o = v as { prefix?: { addr: string; len: number }; range?: [string, string]; set?: unknown[] };
+  if (o.prefix) return [parseCidr(`${o.prefix.addr}/${o.prefix.len}`)];
+  if (o.range) {
+    const [a, b] = o.range.map((x) => parseCidr(x));
+    return a && b ? [{ family, lo: a.lo, hi: b.hi }] : null;
+  }
+  if (Array.isArray(o.set)) {
+    const parts = o.set.map((x) => toRanges(x, family));
+    return parts.every((p) => p !== null) ? (parts as Range[][]).flat() : null;
+  }
+  return null;
+}
+
+/** Reads one of our rules back; null when it is not a shape we write (then it is replaced). */
+export function parseShape(rule: NftRule, id: string): Shape | null {
+  const s: Partial<Shape> & { id: string } = { id, nf: 'any', cidrs: [], negate: false };
+  try {
+    for (const e of rule.expr) {
+      if ('accept' in e || 'drop' in e) {
+        s.verdict = 'accept' in e ? 'accept' : 'drop';
+        continue;
+      }
+      const m = e.match as { op: string; left: Record<string, Record<string, string>>; right: unknown } | undefined;
+      if (!m) return null;
+      const { left, right, op } = m;
+      if (left.payload?.field === 'saddr' && (left.payload.protocol === 'ip' || left.payload.protocol === 'ip6')) {
+        const family = left.payload.protocol;
+        const ranges = toRanges(right, family);
+        if (!ranges || (op !== '==' && op !== '!=')) return null;
+        Object.assign(s, { nf: family, cidrs: canonical(ranges), negate: op === '!=' });
+      } else if (left.meta?.key === 'nfproto' && op === '==') {
+        s.nf = right === 'ipv4' ? 'ip' : right === 'ipv6' ? 'ip6' : undefined;
+      } else if (left.payload?.field === 'dport' && op === '==' && typeof right === 'number') {
+        Object.assign(s, { match: 'dport', protocol: left.payload.protocol, port: right });
+      } else if (left.meta?.key === 'l4proto' && op === '==') {
+        s.protocol = right as Protocol;
+      } else if (left.ct?.key === 'proto-dst' && left.ct.dir === 'original' && typeof right === 'number') {
+        Object.assign(s, { match: 'ct', port: right });
+      } else {
+        return null;
+      }
+    }
+  } catch {
+    return null;
+  }
+  const ok = s.nf && s.verdict && s.match && (s.protocol === 'tcp' || s.protocol === 'udp') && typeof s.port === 'number';
+  return ok ? (s as Shape) : null;
+}
