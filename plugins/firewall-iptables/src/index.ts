@@ -1,1 +1,12 @@
-export {};
+export { IptablesPlugin, type IptablesPluginOptions } from './plugin.js';
+export { IptablesDriver, type IptablesDriverOptions } from './driver.js';
+export { configFile } from './config.js';
+export { IptablesTool, toolName, BACKENDS, FAMILIES, type Backend } from './tool.js';
+export { localRunner, nsenterRunner, runChecked, type CommandRunner, type RunResult } from './runner.js';
+export { parseSave, serializeTable, tokenize, quote, formatArgs, type Ruleset, type SavedTable, type SavedChain, type SavedRule } from './save-format.js';
+export { parseCidr, rangesOf, type Cidr, type Family } from './cidr.js';
+export { MARK, DERIVED_MARK, buildArgs, parseMarked, toOpenings, type MarkedSpec } from './marks.js';
+export { desiredSpecs, planEnsure, chainDrops, DOCKER_USER } from './plan.js';
+export { inspectBackend, filterActive, legacyTableNames, type BackendState } from './inspect.js';
+export { DERIVED_CHAINS } from './derived.js';
+export { isFoundRule, type RetiredFamily } from './retire.js';

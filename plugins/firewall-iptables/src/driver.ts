@@ -1,0 +1,120 @@
+/** The driver of one iptables kind: `iptables-legacy` or `iptables-nft`, IPv4 and IPv6. */
+import { access } from 'node:fs/promises';
+import {
+  MeshpError,
+  type DerivedFilter,
+  type EnsureResult,
+  type FirewallDescription,
+  type FirewallDriver,
+  type Opening,
+  type RetiredState,
+} from '@meshp/core';
+import type { Family } from './cidr.js';
+import { configFile } from './config.js';
+import { loadDerived, unloadDerived } from './derived.js';
+import { inspectBackend } from './inspect.js';
+import { toOpenings, type MarkedSpec } from './marks.js';
+import { desiredSpecs, planEnsure, presentMarked, transaction, type EnsureEdit } from './plan.js';
+import { reenable, retire } from './retire.js';
+import type { CommandRunner } from './runner.js';
+import { findTable, type SavedTable } from './save-format.js';
+import { familyName, FAMILIES, IptablesTool, type Backend } from './tool.js';
+
+export interface IptablesDriverOptions {
+  /** Commands run through this (default: on the machine). */
+  runner: CommandRunner;
+  /** Root prefix of the config files. */
+  root: string;
+  /** The private network: refusals without `from` drop everything outside it. */
+  privateRange?: string;
+}
+
+export class IptablesDriver implements FirewallDriver {
+  readonly kind: string;
+  readonly tools: Record<Family, IptablesTool>;
+
+  constructor(
+    readonly backend: Backend,
+    readonly options: IptablesDriverOptions,
+  ) {
+    this.kind = `iptables-${backend}`;
+    this.tools = { 4: new IptablesTool(backend, 4, options.runner), 6: new IptablesTool(backend, 6, options.runner) };
+  }
+
+  /** The live filter table of each family (null when the family has no filter table). */
+  async filters(): Promise<Record<Family, SavedTable | undefined>> {
+    const state = await inspectBackend(this.backend, this.options.runner);
+    for (const t of FAMILIES) this.tools[t].reads++;
+    const pick = (f: Family) => findTable(state.families.find((x) => x.family === f)!.ruleset, 'filter');
+    return { 4: pick(4), 6: pick(6) };
+  }
+
+  async describe(): Promise<FirewallDescription> {
+    const state = await inspectBackend(this.backend, this.options.runner);
+    const v4 = configFile(this.options.root, 4);
+    const hasConfig = await access(v4).then(
+      () => true,
+      () => false,
+    );
+    return {
+      kind: this.kind,
+      manager: state.ufw ? 'ufw' : hasConfig ? 'netfilter-persistent' : 'none',
+      active: state.active,
+      tables: state.families.flatMap((f) => f.ruleset.tables.map((t) => `${familyName(f.family)} ${t.name}`)),
+      configFile: hasConfig ? v4 : undefined,
+      summary: [state.summary, hasConfig ? `config ${v4}` : 'no config file found'],
+    };
+  }
+
+  async openings(): Promise<Opening[]> {
+    const filters = await this.filters();
+    const specs = FAMILIES.flatMap((f) => presentMarked(filters[f]).map((p) => p.spec)).filter((s): s is MarkedSpec => s !== null);
+    return toOpenings(specs);
+  }
+
+  async ensure(openings: Opening[], refusals: Opening[]): Promise<EnsureResult> {
+    for (const o of [...openings, ...refusals]) {
+      if (!Number.isInteger(o.port) || o.port < 1 || o.port > 65535) {
+        throw new MeshpError('MESHP_FIREWALL_FAILED', `opening ${o.id}: port ${o.port} is not a port`);
+      }
+      if (/["\\\n]/.test(o.id) || o.id.length > 200) throw new MeshpError('MESHP_FIREWALL_FAILED', `opening id ${JSON.stringify(o.id)} cannot be a mark`);
+    }
+    const filters = await this.filters();
+    const wanted = { openings, refusals, privateRange: this.options.privateRange };
+    // Plan every family before writing any, so a bad range fails before anything is applied.
+    const edits = FAMILIES.map((f) => ({ family: f, edit: planEnsure(filters[f], desiredSpecs(f, filters[f], wanted)) }));
+    const done: { family: Family; edit: EnsureEdit }[] = [];
+    for (const e of edits) {
+      if (e.edit.lines.length === 0) continue;
+      try {
+        await this.tools[e.family].restore(transaction(e.edit.lines));
+      } catch (err) {
+        for (const d of done.reverse()) {
+          await this.tools[d.family].restore(transaction(d.edit.inverse)).catch(() => undefined);
+        }
+        throw err;
+      }
+      done.push(e);
+    }
+    const wantedIds = new Set([...openings, ...refusals].map((o) => o.id));
+    const added = [...new Set(edits.flatMap((e) => e.edit.added.map((s) => s.id)))].sort();
+    const removed = [...new Set(edits.flatMap((e) => e.edit.removed.map((s) => s.id)))].filter((id) => !wantedIds.has(id)).sort();
+    return { added, removed };
+  }
+
+  async loadDerived(filter: DerivedFilter): Promise<void> {
+    await loadDerived(this, { ...filter, privateRange: filter.privateRange ?? this.options.privateRange });
+  }
+
+  async unloadDerived(): Promise<void> {
+    await unloadDerived(this);
+  }
+
+  async retire(): Promise<RetiredState> {
+    return retire(this);
+  }
+
+  async reenable(state: RetiredState): Promise<void> {
+    await reenable(this, state);
+  }
+}

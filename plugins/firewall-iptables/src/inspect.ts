@@ -1,0 +1,75 @@
+/**
+ * What one backend holds, read without creating anything: legacy presence from
+ * /proc/net/ip{,6}_tables_names (read by a process inside the namespace), then iptables-save,
+ * which lists only tables that exist.
+ */
+import type { Family } from './cidr.js';
+import { isDrop, markOf } from './marks.js';
+import { DOCKER_USER, hasChain, isForeignChain } from './plan.js';
+import type { CommandRunner } from './runner.js';
+import { findTable, type Ruleset, type SavedTable } from './save-format.js';
+import { familyName, FAMILIES, IptablesTool, type Backend } from './tool.js';
+
+export interface FamilyState {
+  family: Family;
+  ruleset: Ruleset;
+}
+
+export interface BackendState {
+  backend: Backend;
+  families: FamilyState[];
+  /** Any table present in this backend. */
+  present: boolean;
+  /** A builtin chain with policy DROP, or a DROP/REJECT rule that is not Docker's or the mesh's. */
+  active: boolean;
+  /** ufw's chains are here: the rules are ufw's. */
+  ufw: boolean;
+  docker: boolean;
+  summary: string;
+}
+
+const PROC: Record<Family, string> = { 4: '/proc/net/ip_tables_names', 6: '/proc/net/ip6_tables_names' };
+
+/** Legacy table names as the kernel lists them; an absent file means the module is not loaded: no tables. */
+export async function legacyTableNames(runner: CommandRunner, family: Family): Promise<string[]> {
+  const r = await runner('cat', [PROC[family]]);
+  if (r.code !== 0) return [];
+  return r.stdout.split('\n').map((s) => s.trim()).filter(Boolean);
+}
+
+export function filterActive(filter: SavedTable | undefined): boolean {
+  if (!filter) return false;
+  const docker = filter.chains.some((c) => c.name.startsWith('DOCKER'));
+  for (const c of filter.chains) {
+    // Docker sets FORWARD's policy to DROP itself: that alone is not a found firewall.
+    if (c.policy === 'DROP' && !(docker && c.name === 'FORWARD')) return true;
+  }
+  return filter.rules.some((r) => !isForeignChain(r.chain) && !markOf(r.args) && isDrop(r.args));
+}
+
+function describeFamily(f: FamilyState): string {
+  const filter = findTable(f.ruleset, 'filter');
+  const names = f.ruleset.tables.map((t) => t.name).join(',');
+  if (!filter) return `${familyName(f.family)}: tables ${names || 'none'}`;
+  const pol = filter.chains.filter((c) => c.policy).map((c) => `${c.name} ${c.policy}`).join(', ');
+  const marked = filter.rules.filter((r) => markOf(r.args)).length;
+  return `${familyName(f.family)}: tables ${names}; filter ${pol}; ${filter.rules.length} rules (${marked} meshp)`;
+}
+
+export async function inspectBackend(backend: Backend, runner: CommandRunner): Promise<BackendState> {
+  const families: FamilyState[] = [];
+  for (const family of FAMILIES) {
+    if (backend === 'legacy' && (await legacyTableNames(runner, family)).length === 0) {
+      families.push({ family, ruleset: { tables: [] } });
+      continue;
+    }
+    families.push({ family, ruleset: await new IptablesTool(backend, family, runner).save() });
+  }
+  const filters = families.map((f) => findTable(f.ruleset, 'filter'));
+  const present = families.some((f) => f.ruleset.tables.length > 0);
+  const active = filters.some(filterActive);
+  const ufw = filters.some((t) => !!t?.chains.some((c) => /^ufw6?-/.test(c.name)));
+  const docker = filters.some((t) => hasChain(t, DOCKER_USER));
+  const summary = present ? families.map(describeFamily).join('; ') : 'no tables';
+  return { backend, families, present, active, ufw, docker, summary };
+}
