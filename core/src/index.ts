@@ -3,3 +3,4 @@ export * from './errors.js';
 export * from './contracts.js';
 export * from './host.js';
 export * from './reconcile/index.js';
+export * from './delta/index.js';

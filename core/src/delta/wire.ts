@@ -1,0 +1,165 @@
+/**
+ * The state delta and the agent's view, in the shape of `proto/meshp/v1/control.proto` as the
+ * generated code (ts-proto, useOptionals=messages) reads and writes it: a decoded message is
+ * handed to `applyDelta` as it is, and a computed delta goes to `StateDelta.encode` as it is.
+ * Enums are their wire numbers; a number the agent does not know is refused, never guessed.
+ */
+
+export const REMOVAL_REASON = Object.freeze({ UNSPECIFIED: 0, REMOVED: 1, UNSCOPED: 2 });
+export const WIRE_MODE = Object.freeze({ UNSPECIFIED: 0, ADOPTED: 1, CONVERGED: 2 });
+export const WIRE_PROTOCOL = Object.freeze({ UNSPECIFIED: 0, TCP: 1, UDP: 2 });
+export const WIRE_PATH = Object.freeze({ UNSPECIFIED: 0, INCOMING: 1, FORWARDED: 2 });
+
+export interface Peer {
+  id: string;
+  nodeKey: string;
+  addresses: string[];
+  tags: string[];
+  endpoints: string[];
+  /** The peer may reach this node; this node may not reach it. */
+  inboundOnly: boolean;
+}
+
+export interface PeerRemoval {
+  id: string;
+  /** REMOVAL_REASON.REMOVED or REMOVAL_REASON.UNSCOPED. */
+  reason: number;
+}
+
+export interface DnsRecord {
+  name: string;
+  addresses: string[];
+}
+export interface Dns {
+  nameservers: string[];
+  searchDomains: string[];
+  records: DnsRecord[];
+}
+export interface FilterRule {
+  sourceTags: string[];
+  destinationTags: string[];
+  ports: string[];
+}
+export interface Filter {
+  rules: FilterRule[];
+}
+export interface RouteGroup {
+  name: string;
+  prefixes: string[];
+  viaPeers: string[];
+}
+export interface RouteGroups {
+  groups: RouteGroup[];
+}
+export interface Relay {
+  id: string;
+  address: string;
+  port: number;
+  region: string;
+}
+export interface Relays {
+  relays: Relay[];
+}
+export interface Tunnel {
+  address: string;
+  listenPort: number;
+  mtu: number;
+  keepaliveSeconds: number;
+}
+
+export interface WireSettings {
+  ports: { [key: string]: number };
+  privateRange?: string | undefined;
+}
+export interface WireFileSpec {
+  path: string;
+  content: string;
+  mode?: string | undefined;
+  createOnce?: boolean | undefined;
+}
+export interface WirePortSpec {
+  container: number;
+  host: number;
+  protocol: number;
+}
+export interface WireMountSpec {
+  source: string;
+  target: string;
+  readOnly: boolean;
+}
+export interface WireContainerSpec {
+  name: string;
+  image: string;
+  command: string[];
+  env: { [key: string]: string };
+  ports: WirePortSpec[];
+  mounts: WireMountSpec[];
+  restart?: string | undefined;
+}
+export interface WireOpeningSpec {
+  id?: string | undefined;
+  port: number;
+  protocol: number;
+  from: string[];
+  path: number;
+}
+export interface WireModuleDecl {
+  name: string;
+  taken: boolean;
+  files: WireFileSpec[];
+  containers: WireContainerSpec[];
+  openings: WireOpeningSpec[];
+}
+export interface WireDeclaration {
+  apiVersion: string;
+  node: string;
+  /** WIRE_MODE; every declaration says whether the node is adopted (record 003). */
+  mode: number;
+  settings?: WireSettings | undefined;
+  modules: WireModuleDecl[];
+}
+
+/** The components of a view. Absent in a delta: unchanged. Present (even empty): replaced. */
+export interface Components {
+  dns?: Dns | undefined;
+  filter?: Filter | undefined;
+  routeGroups?: RouteGroups | undefined;
+  relays?: Relays | undefined;
+  tunnel?: Tunnel | undefined;
+  declaration?: WireDeclaration | undefined;
+}
+
+export type ComponentName = keyof Components;
+
+/** Every component, in a fixed order (the hash and the snapshot rely on it). */
+export const COMPONENT_NAMES: readonly ComponentName[] = Object.freeze([
+  'dns',
+  'filter',
+  'routeGroups',
+  'relays',
+  'tunnel',
+  'declaration',
+] as const);
+
+export interface DeltaPart {
+  index: number;
+  count: number;
+}
+
+export interface StateDelta extends Components {
+  /** 0: a snapshot, which replaces the whole view. */
+  fromVersion: number;
+  toVersion: number;
+  upsertPeers: Peer[];
+  removePeers: PeerRemoval[];
+  network: string;
+  part?: DeltaPart | undefined;
+}
+
+export function isSnapshot(delta: Pick<StateDelta, 'fromVersion'>): boolean {
+  return delta.fromVersion === 0;
+}
+
+export function emptyDelta(network: string, fromVersion: number, toVersion: number): StateDelta {
+  return { fromVersion, toVersion, upsertPeers: [], removePeers: [], network };
+}
