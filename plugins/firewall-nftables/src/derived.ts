@@ -32,16 +32,12 @@ function plain(chain: string, expr: Expr[]): Command {
   return { add: { rule: { ...T, chain, expr } } };
 }
 
-function marked(o: Opening, chain: string): Command[] {
-  return shapesFor(o, 'inet').map((s) => ({ add: { rule: buildRule(s, { ...T, chain }) as NftRule } }));
+function marked(o: Opening, chain: string, privateRange?: string): Command[] {
+  return shapesFor(o, 'inet', privateRange).map((s) => ({ add: { rule: buildRule(s, { ...T, chain }) as NftRule } }));
 }
 
 export function derivedBatch(filter: DerivedFilter): Command[] {
-  const refusals = filter.refusals.map((r): Opening => ({
-    ...r,
-    action: 'drop',
-    from: r.from.length === 0 && filter.privateRange ? [filter.privateRange] : r.from,
-  }));
+  const refusals = filter.refusals.map((r): Opening => ({ ...r, action: 'drop' }));
   const id = { family: 'inet', name: DERIVED_TABLE } as const;
   const cmds: Command[] = [
     { add: { table: { ...id } } },
@@ -57,7 +53,7 @@ export function derivedBatch(filter: DerivedFilter): Command[] {
     plain('forward', ESTABLISHED),
   ];
   for (const [path, chain] of [['incoming', 'input'], ['forwarded', 'forward']] as const) {
-    for (const r of refusals.filter((x) => x.path === path)) cmds.push(...marked(r, chain));
+    for (const r of refusals.filter((x) => x.path === path)) cmds.push(...marked(r, chain, filter.privateRange));
     for (const o of filter.openings.filter((x) => x.path === path && x.action === 'accept')) cmds.push(...marked(o, chain));
   }
   return cmds;

@@ -22,6 +22,8 @@ export interface NftablesDriverOptions {
   /** The found firewall's config file, inside the root. */
   configFile: string;
   bin?: string;
+  /** The private network: refusals without `from` drop everything outside it. */
+  privateRange?: string;
   /** A systemd unit to disable on retire and enable on re-enable; never stopped. Absent: left alone. */
   service?: string;
 }
@@ -72,10 +74,10 @@ export class NftablesDriver implements FirewallDriver {
 
   async ensure(openings: Opening[], refusals: Opening[]): Promise<EnsureResult> {
     const before = await this.nft.list();
-    const plan = planEnsure(before, openings, refusals);
+    const plan = planEnsure(before, openings, refusals, this.o.privateRange);
     if (plan.commands.length === 0) return { added: [], removed: [] };
     await this.nft.apply({ nftables: plan.commands });
-    const left = planEnsure(await this.nft.list(), openings, refusals);
+    const left = planEnsure(await this.nft.list(), openings, refusals, this.o.privateRange);
     if (left.commands.length > 0) {
       throw new MeshpError('MESHP_FIREWALL_FAILED', `nft accepted the batch but the ruleset still differs (${left.commands.length} changes left)`, {
         details: { left: left.commands },
@@ -155,7 +157,7 @@ export class NftablesDriver implements FirewallDriver {
 export function openingsOf(rs: Ruleset): Opening[] {
   const mine = new Set(rs.tables.filter((t) => ['found', 'mesh'].includes(classifyTable(t, rs))).map(tableKey));
   const hooks = new Map(rs.chains.map((c) => [`${tableKey(c)} ${c.name}`, c.hook]));
-  const byId = new Map<string, { o: Opening; from: string[] }>();
+  const byId = new Map<string, { o: Opening; from: string[]; outsidePrivate: boolean }>();
   for (const rule of rs.rules) {
     const id = markedId(rule);
     if (id === null || !mine.has(tableKey(rule))) continue;
@@ -164,14 +166,13 @@ export function openingsOf(rs: Ruleset): Opening[] {
     if (!shape || (hook !== 'input' && hook !== 'forward')) continue;
     let entry = byId.get(id);
     if (!entry) {
-      entry = {
-        o: { id, module: id.split('/')[0]!, port: shape.port, protocol: shape.protocol, from: [], path: hook === 'input' ? 'incoming' : 'forwarded', action: shape.verdict },
-        from: [],
-      };
+      const path = hook === 'input' ? 'incoming' : 'forwarded';
+      entry = { o: { id, module: id.split('/')[0]!, port: shape.port, protocol: shape.protocol, from: [], path, action: shape.verdict }, from: [], outsidePrivate: false };
       byId.set(id, entry);
     }
-    if (shape.cidrs.length > 0) entry.from.push(...shape.cidrs);
-    else if (shape.nf !== 'any' && shape.verdict === 'accept') entry.from.push(shape.nf === 'ip' ? '0.0.0.0/0' : '::/0');
+    if (shape.negate) entry.outsidePrivate = true;
+    else if (shape.cidrs.length > 0) entry.from.push(...shape.cidrs);
+    else if (shape.nf !== 'any') entry.from.push(shape.nf === 'ip' ? '0.0.0.0/0' : '::/0');
   }
-  return [...byId.values()].map(({ o, from }) => ({ ...o, from: canonical(from.map(parseCidr)) }));
+  return [...byId.values()].map(({ o, from, outsidePrivate }) => ({ ...o, from: outsidePrivate ? [] : canonical(from.map(parseCidr)) }));
 }

@@ -24,7 +24,7 @@ const MESH_CHAINS: Record<'incoming' | 'forwarded', NftChain> = {
   forwarded: { family: 'inet', table: MESH_TABLE, name: 'forward', type: 'filter', hook: 'forward', prio: 0, policy: 'accept' },
 };
 
-export function wanted(rs: Ruleset, openings: readonly Opening[], refusals: readonly Opening[]): Want[] {
+export function wanted(rs: Ruleset, openings: readonly Opening[], refusals: readonly Opening[], privateRange?: string): Want[] {
   const out: Want[] = [];
   const accepts = openings.filter((o) => o.action === 'accept');
   const drops = [...refusals, ...openings.filter((o) => o.action === 'drop')];
@@ -36,7 +36,7 @@ export function wanted(rs: Ruleset, openings: readonly Opening[], refusals: read
     }
   }
   for (const r of drops) {
-    for (const shape of shapesFor({ ...r, action: 'drop' }, 'inet')) out.push({ shape, chain: MESH_CHAINS[r.path] });
+    for (const shape of shapesFor({ ...r, action: 'drop' }, 'inet', privateRange)) out.push({ shape, chain: MESH_CHAINS[r.path] });
   }
   return out;
 }
@@ -51,8 +51,8 @@ function presentMarked(rs: Ruleset): NftRule[] {
   return rs.rules.filter((r) => ours.has(tableKey(r)) && markedId(r) !== null);
 }
 
-export function planEnsure(rs: Ruleset, openings: readonly Opening[], refusals: readonly Opening[]): EnsurePlan {
-  const wants = wanted(rs, openings, refusals);
+export function planEnsure(rs: Ruleset, openings: readonly Opening[], refusals: readonly Opening[], privateRange?: string): EnsurePlan {
+  const wants = wanted(rs, openings, refusals, privateRange);
   const byKey = new Map(wants.map((w) => [wantKey(w.chain, w.shape), w]));
   const satisfied = new Set<string>();
   const deletes: Command[] = [];

@@ -1,6 +1,7 @@
 import { access } from 'node:fs/promises';
 import { join } from 'node:path';
 import { MeshpError, PLUGIN_API_VERSION, isMeshpError, type Host, type Plugin } from '@meshp/core';
+import { parseCidr } from './cidr.js';
 import { classifyTable, foundActive, tablesOwnedBy } from './classify.js';
 import { NftablesDriver } from './driver.js';
 import { localRunner, localSpawner, netnsPrefix, type Runner, type Spawner } from './runner.js';
@@ -17,6 +18,8 @@ export interface NftablesPluginOptions {
   configFile?: string;
   /** The nft binary. Default "nft". */
   bin?: string;
+  /** The private network (CIDR): refusals without `from` drop everything outside it. */
+  privateRange?: string;
   /** A systemd unit disabled on retire and enabled on re-enable (never stopped). Default: none touched. */
   service?: string;
 }
@@ -35,6 +38,7 @@ export class NftablesPlugin implements Plugin {
     if (options.configFile !== undefined && !options.configFile.startsWith('/')) {
       throw new MeshpError('MESHP_PLUGIN_INVALID', 'firewall-nftables: configFile must be an absolute path (inside the root)');
     }
+    if (options.privateRange !== undefined) parseCidr(options.privateRange);
     const prefix = options.netns ? netnsPrefix(options.netns) : [];
     this.#runner = options.exec ?? localRunner(prefix);
     this.#spawner = options.spawn ?? localSpawner(prefix);
@@ -49,6 +53,7 @@ export class NftablesPlugin implements Plugin {
       configFile: this.#options.configFile ?? '/etc/nftables.conf',
       bin: this.#options.bin,
       service: this.#options.service,
+      privateRange: this.#options.privateRange,
     });
   }
 

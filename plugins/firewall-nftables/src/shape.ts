@@ -33,22 +33,31 @@ export function shapeKey(s: Shape): string {
   return JSON.stringify([s.id, s.nf, s.cidrs, s.negate, s.protocol, s.port, s.match, s.verdict]);
 }
 
-/** The rules an opening (accept) or a refusal (drop: everywhere outside `from`) needs in a table of `family`. */
-export function shapesFor(o: Opening, family: Family): Shape[] {
+/**
+ * The rules an opening needs in a table of `family`. An accept matches its `from` ranges (none:
+ * anywhere). A refusal (drop) drops from its `from` ranges; without any, from everywhere outside
+ * `privateRange` (or from everywhere when there is none) — the same reading as the iptables kinds.
+ */
+export function shapesFor(o: Opening, family: Family, privateRange?: string): Shape[] {
   checkId(o.id);
   const base = { id: o.id, protocol: o.protocol, port: o.port, match: o.path === 'forwarded' ? 'ct' : 'dport', verdict: o.action } as const;
   const families: IpFamily[] = family === 'inet' ? ['ip', 'ip6'] : family === 'ip' ? ['ip'] : ['ip6'];
-  const byFamily = splitFamilies(o.from);
   const nfFor = (f: IpFamily, cidrs: string[]): Shape['nf'] => (family === 'inet' || cidrs.length > 0 ? f : 'any');
-  if (o.from.length === 0) return [{ ...base, nf: 'any', cidrs: [], negate: false }];
   const out: Shape[] = [];
-  for (const f of families) {
-    const cidrs = isWhole(byFamily[f]) ? [] : byFamily[f];
-    if (o.action === 'accept') {
-      if (byFamily[f].length > 0) out.push({ ...base, nf: nfFor(f, cidrs), cidrs, negate: false });
-    } else if (!isWhole(byFamily[f])) {
-      out.push({ ...base, nf: nfFor(f, cidrs), cidrs, negate: cidrs.length > 0 });
+  if (o.action === 'drop' && o.from.length === 0 && privateRange) {
+    const exempt = splitFamilies([privateRange]);
+    for (const f of families) {
+      const cidrs = isWhole(exempt[f]) ? null : exempt[f];
+      if (cidrs) out.push({ ...base, nf: nfFor(f, cidrs), cidrs, negate: cidrs.length > 0 });
     }
+    return out;
+  }
+  if (o.from.length === 0) return [{ ...base, nf: 'any', cidrs: [], negate: false }];
+  const byFamily = splitFamilies(o.from);
+  for (const f of families) {
+    if (byFamily[f].length === 0) continue;
+    const cidrs = isWhole(byFamily[f]) ? [] : byFamily[f];
+    out.push({ ...base, nf: nfFor(f, cidrs), cidrs, negate: false });
   }
   return out;
 }
@@ -63,7 +72,9 @@ export function buildExpr(s: Shape): Expr[] {
   const expr: Expr[] = [];
   if (s.cidrs.length > 0) {
     const right = s.cidrs.length === 1 ? addrExpr(s.cidrs[0]!) : { set: s.cidrs.map(addrExpr) };
-    expr.push({ match: { op: s.negate ? '!=' : '==', left: { payload: { protocol: s.nf, field: 'saddr' } }, right } });
+    // Forwarded: the connection's original source, so replies of an allowed flow match the same way.
+    const left = s.match === 'ct' ? { ct: { key: `${s.nf} saddr`, dir: 'original' } } : { payload: { protocol: s.nf, field: 'saddr' } };
+    expr.push({ match: { op: s.negate ? '!=' : '==', left, right } });
   } else if (s.nf !== 'any') {
     expr.push({ match: { op: '==', left: { meta: { key: 'nfproto' } }, right: s.nf === 'ip' ? 'ipv4' : 'ipv6' } });
   }
@@ -109,8 +120,10 @@ export function parseShape(rule: NftRule, id: string): Shape | null {
       const m = e.match as { op: string; left: Record<string, Record<string, string>>; right: unknown } | undefined;
       if (!m) return null;
       const { left, right, op } = m;
-      if (left.payload?.field === 'saddr' && (left.payload.protocol === 'ip' || left.payload.protocol === 'ip6')) {
-        const family = left.payload.protocol;
+      const ctSaddr = left.ct?.dir === 'original' ? /^(ip6?) saddr$/.exec(left.ct.key ?? '')?.[1] : undefined;
+      const payloadSaddr = left.payload?.field === 'saddr' ? left.payload.protocol : undefined;
+      const family = ctSaddr ?? payloadSaddr;
+      if (family === 'ip' || family === 'ip6') {
         const ranges = toRanges(right, family);
         if (!ranges || (op !== '==' && op !== '!=')) return null;
         Object.assign(s, { nf: family, cidrs: canonical(ranges), negate: op === '!=' });
