@@ -1,1 +1,9 @@
-export {};
+export * from './types.js';
+export * from './store.js';
+export * from './policy.js';
+export * from './network.js';
+export * from './components.js';
+export * from './compute.js';
+export * from './status.js';
+export * from './controller.js';
+export * from './sqlite-store.js';

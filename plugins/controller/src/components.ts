@@ -1,0 +1,63 @@
+import { WIRE_MODE, declarationToWire, type Components, type Filter, type Peer, type Tunnel, type WireDeclaration } from '@meshp/core';
+import { SCOPE, type PolicyIndex, type Scope } from './policy.js';
+import type { MemberRecord, ModuleDef, SharedComponents } from './types.js';
+
+/** The peer as `node` sees it. */
+export function peerImage(m: MemberRecord, scope: Scope): Peer {
+  return {
+    id: m.id,
+    nodeKey: m.nodeKey,
+    addresses: [...m.addresses],
+    tags: [...m.tags],
+    endpoints: [...m.endpoints],
+    inboundOnly: scope === SCOPE.INBOUND_ONLY,
+  };
+}
+
+/** Who may reach the node, from the rules whose destination is one of its tags. */
+export function filterFor(node: MemberRecord, policy: PolicyIndex): Filter {
+  const rules = policy
+    .inboundRules(node.tags)
+    .map((r) => ({ sourceTags: [r.from], destinationTags: [r.to], ports: [...(r.ports ?? [])].sort() }))
+    .sort((a, b) => key(a).localeCompare(key(b)));
+  return { rules };
+}
+
+const key = (r: { sourceTags: string[]; destinationTags: string[]; ports: string[] }): string =>
+  `${r.sourceTags.join(',')}>${r.destinationTags.join(',')}:${r.ports.join(',')}`;
+
+export function tunnelFor(node: MemberRecord): Tunnel {
+  return { address: node.addresses[0] ?? '', listenPort: node.settings.ports['tunnel'] ?? 51820, mtu: 1280, keepaliveSeconds: 25 };
+}
+
+/** Every declaration carries the node's mode and, per assigned module, whether it is taken (record 003). */
+export function declarationFor(node: MemberRecord, moduleOf: (name: string) => ModuleDef | null): WireDeclaration {
+  const taken = new Set(node.taken);
+  const d = declarationToWire({
+    apiVersion: 'meshp/v1',
+    node: node.id,
+    mode: node.mode,
+    settings: node.settings,
+    modules: [...node.assigned].sort().map((name) => ({ ...(moduleOf(name) ?? { name }), name, taken: taken.has(name) })),
+  });
+  if (d.mode !== WIRE_MODE.ADOPTED && d.mode !== WIRE_MODE.CONVERGED) throw new Error('unreachable: a declaration without a mode');
+  return d;
+}
+
+export interface ComponentInputs {
+  node: MemberRecord;
+  policy: PolicyIndex;
+  shared: SharedComponents;
+  moduleOf: (name: string) => ModuleDef | null;
+}
+
+export function componentsFor(i: ComponentInputs): Required<Components> {
+  return {
+    dns: i.shared.dns,
+    filter: filterFor(i.node, i.policy),
+    routeGroups: i.shared.routeGroups,
+    relays: i.shared.relays,
+    tunnel: tunnelFor(i.node),
+    declaration: declarationFor(i.node, i.moduleOf),
+  };
+}

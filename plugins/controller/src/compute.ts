@@ -1,0 +1,135 @@
+import {
+  REMOVAL_REASON,
+  addPeer,
+  cloneDigest,
+  componentDigest,
+  digestOf,
+  emptyDelta,
+  peerDigest,
+  removePeer,
+  type ComponentName,
+  type Components,
+  type Peer,
+  type PeerRemoval,
+  type StateDelta,
+  type ViewDigest,
+} from '@meshp/core';
+import { componentsFor, declarationFor, filterFor, peerImage, tunnelFor } from './components.js';
+import type { NetworkState } from './network.js';
+import { PolicyIndex, SCOPE } from './policy.js';
+import type { MemberRecord, ModuleDef, SharedComponentName } from './types.js';
+
+export interface Computed {
+  delta: StateDelta;
+  /** The digest of the node's view once the delta is applied. */
+  digest: ViewDigest;
+}
+
+const byId = (a: { id: string }, b: { id: string }): number => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+
+/** The node's whole view at the network's current version (from_version 0). */
+export function computeSnapshot(net: NetworkState, nodeId: string): Computed {
+  const self = net.members.get(nodeId);
+  if (!self) throw new Error(`no member ${nodeId}`);
+  const ids = new Set<string>();
+  for (const t of net.policy.reachTags(self.tags)) for (const id of net.tags.members(t)) ids.add(id);
+  for (const t of net.policy.reachedByTags(self.tags)) for (const id of net.tags.members(t)) ids.add(id);
+  const peers: Peer[] = [];
+  for (const id of ids) {
+    const m = net.members.get(id);
+    if (!m) continue;
+    const scope = net.policy.scope(self, m);
+    if (scope !== SCOPE.NONE) peers.push(peerImage(m, scope));
+  }
+  peers.sort(byId);
+  const components = componentsFor({ node: self, policy: net.policy, shared: net.record.components, moduleOf: net.moduleOf });
+  const delta: StateDelta = { ...emptyDelta(net.record.name, 0, net.version), upsertPeers: peers, ...components };
+  return { delta, digest: digestOf(peers, components) };
+}
+
+/**
+ * The delta from version `a` (whose view digest is `base`) to the current version, built from the
+ * change log since `a`: only the peers that changed are scope-checked, plus — when the policy or the
+ * node's own tags changed — the holders of the tags whose reachability moved (through the tag index).
+ * Null when the log does not reach back to `a` or the node did not exist at `a`: send a snapshot.
+ */
+export function computeIncremental(net: NetworkState, nodeId: string, a: number, base: ViewDigest): Computed | null {
+  const entries = net.since(a);
+  const selfNow = net.members.get(nodeId);
+  if (!entries || !selfNow) return null;
+
+  const memberThen = new Map<string, MemberRecord | null>();
+  const sharedThen = new Map<SharedComponentName, unknown>();
+  const moduleThen = new Map<string, ModuleDef | null>();
+  let policyThen: PolicyIndex | undefined;
+  for (const e of entries) {
+    if (e.kind === 'member' && !memberThen.has(e.id)) memberThen.set(e.id, e.before);
+    else if (e.kind === 'policy' && !policyThen) policyThen = new PolicyIndex(e.before);
+    else if (e.kind === 'component' && !sharedThen.has(e.name)) sharedThen.set(e.name, e.before);
+    else if (e.kind === 'module' && !moduleThen.has(e.name)) moduleThen.set(e.name, e.before);
+  }
+  const selfThen = memberThen.has(nodeId) ? memberThen.get(nodeId)! : selfNow;
+  if (!selfThen) return null;
+  const polThen = policyThen ?? net.policy;
+  const polNow = net.policy;
+  const at = (id: string): MemberRecord | null => (memberThen.has(id) ? memberThen.get(id)! : (net.members.get(id) ?? null));
+
+  const candidates = new Set(memberThen.keys());
+  const ownTagsMoved = !sameList(selfThen.tags, selfNow.tags);
+  if (policyThen || ownTagsMoved) {
+    const moved = new Set<string>();
+    symmetric(polThen.reachTags(selfThen.tags), polNow.reachTags(selfNow.tags), moved);
+    symmetric(polThen.reachedByTags(selfThen.tags), polNow.reachedByTags(selfNow.tags), moved);
+    for (const t of moved) for (const id of net.tags.members(t)) candidates.add(id);
+  }
+  candidates.delete(nodeId);
+
+  const digest = cloneDigest(base);
+  const upsertPeers: Peer[] = [];
+  const removePeers: PeerRemoval[] = [];
+  for (const id of candidates) {
+    const then = at(id);
+    const now = net.members.get(id) ?? null;
+    const sThen = then ? polThen.scope(selfThen, then) : SCOPE.NONE;
+    const sNow = now ? polNow.scope(selfNow, now) : SCOPE.NONE;
+    const dThen = then && sThen !== SCOPE.NONE ? peerDigest(peerImage(then, sThen)) : null;
+    if (!now || sNow === SCOPE.NONE) {
+      if (dThen === null) continue;
+      removePeer(digest, dThen);
+      removePeers.push({ id, reason: now ? REMOVAL_REASON.UNSCOPED : REMOVAL_REASON.REMOVED });
+      continue;
+    }
+    const img = peerImage(now, sNow);
+    const dNow = peerDigest(img);
+    if (dThen === dNow) continue;
+    if (dThen !== null) removePeer(digest, dThen);
+    addPeer(digest, dNow);
+    upsertPeers.push(img);
+  }
+  upsertPeers.sort(byId);
+  removePeers.sort(byId);
+
+  const delta: StateDelta = { ...emptyDelta(net.record.name, a, net.version), upsertPeers, removePeers };
+  const changed: Components = {};
+  for (const name of sharedThen.keys()) changed[name] = net.record.components[name] as never;
+  if (policyThen || ownTagsMoved) changed.filter = filterFor(selfNow, polNow);
+  if (memberThen.has(nodeId)) changed.tunnel = tunnelFor(selfNow);
+  const modulesMoved = [...moduleThen.keys()].some((m) => selfThen.assigned.includes(m) || selfNow.assigned.includes(m));
+  if (memberThen.has(nodeId) || modulesMoved) changed.declaration = declarationFor(selfNow, net.moduleOf);
+  for (const [name, value] of Object.entries(changed) as [ComponentName, Components[ComponentName]][]) {
+    const d = componentDigest(value);
+    if (d === digest.components[name]) continue;
+    digest.components[name] = d;
+    Object.assign(delta, { [name]: value });
+  }
+  return { delta, digest };
+}
+
+function sameList(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
+}
+
+function symmetric(a: Set<string>, b: Set<string>, out: Set<string>): void {
+  for (const x of a) if (!b.has(x)) out.add(x);
+  for (const x of b) if (!a.has(x)) out.add(x);
+}

@@ -1,0 +1,403 @@
+import { randomBytes } from 'node:crypto';
+import { MeshpError, loadDigest, stateHash, storeDigest, type Mode, type StateDelta } from '@meshp/core';
+import { computeIncremental, computeSnapshot, type Computed } from './compute.js';
+import { NetworkState } from './network.js';
+import { PolicyIndex } from './policy.js';
+import type { ControllerStore } from './store.js';
+import type { LogEntry, MemberRecord, ModuleDef, NetworkRecord, PolicyRule, SentSummary, SharedComponentName, SharedComponents, SyncRecord, TokenRecord } from './types.js';
+import { newSync, statusOf, type NodeStatus } from './status.js';
+
+export interface ControllerOptions {
+  /** Changes kept per network for deltas; an agent further behind gets a snapshot. */
+  logDepth?: number;
+  /** Deltas sent kept per membership, for doctor. */
+  keepSent?: number;
+  now?: () => string;
+}
+
+export interface MemberInput {
+  id: string;
+  nodeKey: string;
+  addresses?: string[];
+  tags?: string[];
+  endpoints?: string[];
+  mode?: Mode;
+  settings?: MemberRecord['settings'];
+}
+
+export interface AckResult {
+  accepted: boolean;
+  /** The agent's hash differed from the one computed for that version (or the version is unknown). */
+  snapshotPending: boolean;
+}
+
+const EXPECTATIONS = 64;
+
+/**
+ * The controller's state and the delta protocol's server side, without a transport: the gRPC
+ * service calls `deltaFor`, `ack`, `hello` and `resync`. Every change bumps the network's version,
+ * is logged, and is persisted in one store transaction.
+ */
+export class Controller {
+  readonly #store: ControllerStore;
+  readonly #networks = new Map<string, NetworkState>();
+  readonly #tokens = new Map<string, TokenRecord>();
+  readonly #logDepth: number;
+  readonly #keepSent: number;
+  readonly #now: () => string;
+
+  constructor(store: ControllerStore, options: ControllerOptions = {}) {
+    this.#store = store;
+    this.#logDepth = options.logDepth ?? 1000;
+    this.#keepSent = options.keepSent ?? 8;
+    this.#now = options.now ?? (() => new Date().toISOString());
+    const s = store.load();
+    for (const n of s.networks) this.#networks.set(n.name, new NetworkState(n));
+    for (const { network, member } of s.members) this.#net(network).putMember(member);
+    for (const { network, entry } of s.log) this.#net(network).log.push(entry);
+    for (const { network, id, sync } of s.sync) this.#net(network).sync.set(id, sync);
+    for (const t of s.tokens) this.#tokens.set(t.token, t);
+    for (const net of this.#networks.values()) net.log.sort((a, b) => a.version - b.version);
+  }
+
+  // ---- networks and memberships --------------------------------------------------------------
+
+  createNetwork(name: string, options: { logDepth?: number; privateRange?: string } = {}): void {
+    if (this.#networks.has(name)) throw new MeshpError('MESHP_USAGE', `network ${name} exists`);
+    const record: NetworkRecord = {
+      name,
+      version: 0,
+      logFloor: 0,
+      logDepth: options.logDepth ?? this.#logDepth,
+      policy: [],
+      components: { dns: { nameservers: [], searchDomains: [], records: [] }, relays: { relays: [] }, routeGroups: { groups: [] } },
+      modules: {},
+      privateRange: options.privateRange ?? '100.96.0.0/16',
+      nextHost: 1,
+    };
+    this.#networks.set(name, new NetworkState(record));
+    this.#store.transaction(() => this.#store.putNetwork(record));
+  }
+
+  networks(): string[] {
+    return [...this.#networks.keys()];
+  }
+
+  stateVersion(network: string): number {
+    return this.#net(network).version;
+  }
+
+  member(network: string, id: string): MemberRecord | undefined {
+    return this.#net(network).members.get(id);
+  }
+
+  members(network: string): MemberRecord[] {
+    return [...this.#net(network).members.values()];
+  }
+
+  policy(network: string): PolicyRule[] {
+    return [...this.#net(network).record.policy];
+  }
+
+  join(network: string, input: MemberInput): number {
+    const net = this.#net(network);
+    if (net.members.has(input.id)) throw new MeshpError('MESHP_USAGE', `node ${input.id} is already in ${network}`);
+    const m: MemberRecord = {
+      id: input.id,
+      nodeKey: input.nodeKey,
+      addresses: input.addresses ? [...input.addresses] : [allocate(net.record)],
+      tags: sorted(input.tags ?? []),
+      endpoints: [...(input.endpoints ?? [])],
+      mode: input.mode ?? 'converged',
+      assigned: [],
+      taken: [],
+      settings: input.settings ?? { ports: {} },
+    };
+    return this.#changeMember(net, input.id, m, true);
+  }
+
+  leave(network: string, id: string): number {
+    const net = this.#net(network);
+    this.#member(net, id);
+    return this.#changeMember(net, id, null);
+  }
+
+  updateMember(network: string, id: string, patch: Partial<Omit<MemberRecord, 'id'>>): number {
+    const net = this.#net(network);
+    const m = { ...this.#member(net, id), ...structuredClone(patch) };
+    if (patch.tags) m.tags = sorted(patch.tags);
+    return this.#changeMember(net, id, m);
+  }
+
+  rotateKey(network: string, id: string, nodeKey: string): number {
+    return this.updateMember(network, id, { nodeKey });
+  }
+
+  setTags(network: string, id: string, tags: string[]): number {
+    return this.updateMember(network, id, { tags });
+  }
+
+  setMode(network: string, id: string, mode: Mode): number {
+    return this.updateMember(network, id, { mode });
+  }
+
+  assignModule(network: string, id: string, module: string): number {
+    const m = this.#member(this.#net(network), id);
+    return this.updateMember(network, id, { assigned: sorted([...new Set([...m.assigned, module])]) });
+  }
+
+  unassignModule(network: string, id: string, module: string): number {
+    const m = this.#member(this.#net(network), id);
+    return this.updateMember(network, id, { assigned: m.assigned.filter((x) => x !== module), taken: m.taken.filter((x) => x !== module) });
+  }
+
+  /** The module's cutover on this node; it must be assigned first. */
+  takeModule(network: string, id: string, module: string): number {
+    const m = this.#member(this.#net(network), id);
+    if (!m.assigned.includes(module)) throw new MeshpError('MESHP_USAGE', `module ${module} is not assigned to ${id}`);
+    return this.updateMember(network, id, { taken: sorted([...new Set([...m.taken, module])]) });
+  }
+
+  setPolicy(network: string, rules: PolicyRule[]): number {
+    const net = this.#net(network);
+    const after = rules.map((r) => ({ from: r.from, to: r.to, ...(r.ports?.length ? { ports: [...r.ports] } : {}) }));
+    return this.#commit(net, { version: 0, kind: 'policy', before: net.record.policy, after }, () => {
+      net.record.policy = after;
+      net.policy = new PolicyIndex(after);
+    });
+  }
+
+  setComponent<K extends SharedComponentName>(network: string, name: K, value: SharedComponents[K]): number {
+    const net = this.#net(network);
+    const after = structuredClone(value);
+    return this.#commit(net, { version: 0, kind: 'component', name, before: net.record.components[name], after }, () => {
+      net.record.components = { ...net.record.components, [name]: after };
+    });
+  }
+
+  defineModule(network: string, def: ModuleDef): number {
+    const net = this.#net(network);
+    const after = structuredClone(def);
+    return this.#commit(net, { version: 0, kind: 'module', name: def.name, before: net.record.modules[def.name] ?? null, after }, () => {
+      net.record.modules = { ...net.record.modules, [def.name]: after };
+    });
+  }
+
+  /** Forgets all but the last `keep` changes (the log is also bounded by its depth on every change). */
+  truncateLog(network: string, keep: number): void {
+    const net = this.#net(network);
+    this.#store.transaction(() => this.#truncate(net, keep));
+  }
+
+  // ---- tokens ----------------------------------------------------------------------------------
+
+  createToken(network: string, options: { mode?: Mode; tags?: string[]; ttlSeconds?: number } = {}): TokenRecord {
+    this.#net(network);
+    const t: TokenRecord = {
+      token: randomBytes(24).toString('base64url'),
+      network,
+      mode: options.mode ?? 'converged',
+      tags: sorted(options.tags ?? []),
+      expiresAt: new Date(Date.parse(this.#now()) + (options.ttlSeconds ?? 3600) * 1000).toISOString(),
+    };
+    this.#tokens.set(t.token, t);
+    this.#store.transaction(() => this.#store.putToken(t));
+    return t;
+  }
+
+  /** Joins with a one-time token: the mode comes from the token (record 003). */
+  enrol(token: string, input: Omit<MemberInput, 'mode' | 'tags'>): { network: string; member: MemberRecord } {
+    const t = this.#tokens.get(token);
+    if (!t || Date.parse(t.expiresAt) < Date.parse(this.#now())) throw new MeshpError('MESHP_USAGE', 'the token is unknown or expired');
+    this.#tokens.delete(token);
+    this.#store.transaction(() => this.#store.deleteToken(token));
+    this.join(t.network, { ...input, mode: t.mode, tags: t.tags });
+    return { network: t.network, member: this.member(t.network, input.id)! };
+  }
+
+  // ---- the delta protocol -----------------------------------------------------------------------
+
+  /**
+   * What to send the node now: a delta from where it will be once it applied what it was sent, or a
+   * snapshot when that is unknown, not reachable through the log, or its hash was wrong. Null: nothing to send.
+   */
+  deltaFor(network: string, id: string): StateDelta | null {
+    const net = this.#net(network);
+    this.#member(net, id);
+    const sync = this.#sync(net, id);
+    if (sync.sent === net.version && !sync.snapshotPending) return null;
+    const base = sync.snapshotPending ? undefined : sync.expectations.find((e) => e.version === sync.sent);
+    const computed: Computed =
+      (base && computeIncremental(net, id, sync.sent, loadDigest(base.digest))) ?? computeSnapshot(net, id);
+    const hash = stateHash(computed.digest);
+    sync.snapshotPending = false;
+    sync.sent = net.version;
+    sync.expectations = [...sync.expectations.filter((e) => e.version !== net.version), { version: net.version, hash, digest: storeDigest(computed.digest) }]
+      .filter((e) => e.version >= sync.applied)
+      .slice(-EXPECTATIONS);
+    sync.recent = [...sync.recent, summary(computed.delta, hash, this.#now())].slice(-this.#keepSent);
+    this.#store.transaction(() => this.#store.putSync(network, id, sync));
+    return computed.delta;
+  }
+
+  /** The node's view at the current version and its hash, without touching its sync state. */
+  snapshotOf(network: string, id: string): { delta: StateDelta; hash: string } {
+    const c = computeSnapshot(this.#net(network), id);
+    return { delta: c.delta, hash: stateHash(c.digest) };
+  }
+
+  /** Only an ack whose hash matches the one computed for its version moves the applied version. */
+  ack(network: string, id: string, appliedVersion: number, hash: string): AckResult {
+    const net = this.#net(network);
+    const sync = this.#sync(net, id);
+    sync.lastAgentHash = hash;
+    const expected = sync.expectations.find((e) => e.version === appliedVersion);
+    let accepted = false;
+    if (expected && expected.hash === hash) {
+      accepted = true;
+      if (appliedVersion > sync.applied || sync.applied === 0) {
+        sync.applied = appliedVersion;
+        sync.appliedHash = hash;
+        sync.expectations = sync.expectations.filter((e) => e.version >= appliedVersion);
+      }
+    } else if (!(appliedVersion === sync.applied && hash === sync.appliedHash && sync.applied > 0)) {
+      sync.snapshotPending = true;
+    }
+    this.#store.transaction(() => this.#store.putSync(network, id, sync));
+    return { accepted, snapshotPending: sync.snapshotPending };
+  }
+
+  /** A new stream: resume from the agent's own version when its hash is the one expected, else snapshot. */
+  hello(network: string, id: string, appliedVersion: number, hash: string): AckResult {
+    const net = this.#net(network);
+    const sync = this.#sync(net, id);
+    const result = this.ack(network, id, appliedVersion, hash);
+    if (result.accepted || (appliedVersion === sync.applied && hash === sync.appliedHash && sync.applied > 0)) {
+      sync.sent = appliedVersion;
+      sync.snapshotPending = false;
+      if (!sync.expectations.some((e) => e.version === appliedVersion)) sync.snapshotPending = true;
+    } else sync.snapshotPending = true;
+    this.#store.transaction(() => this.#store.putSync(network, id, sync));
+    return { accepted: result.accepted, snapshotPending: sync.snapshotPending };
+  }
+
+  /** The agent refused a delta or lost its view: the next answer is a snapshot. */
+  resync(network: string, id: string): void {
+    const net = this.#net(network);
+    const sync = this.#sync(net, id);
+    sync.snapshotPending = true;
+    this.#store.transaction(() => this.#store.putSync(network, id, sync));
+  }
+
+  report(network: string, id: string, r: { firewallKind?: string; held?: number; changed?: number }): void {
+    const net = this.#net(network);
+    const sync = this.#sync(net, id);
+    Object.assign(sync, { firewallKind: r.firewallKind ?? sync.firewallKind, held: r.held ?? sync.held, changed: r.changed ?? sync.changed });
+    this.#store.transaction(() => this.#store.putSync(network, id, sync));
+  }
+
+  // ---- admin --------------------------------------------------------------------------------------
+
+  /** Every membership with its convergence gap (state_version − applied_version). */
+  listNodes(network: string): NodeStatus[] {
+    const net = this.#net(network);
+    return [...net.members.values()].sort((a, b) => a.id.localeCompare(b.id)).map((m) => statusOf(net, m, this.#sync(net, m.id)));
+  }
+
+  showNode(network: string, id: string): { node: NodeStatus; recentDeltas: SentSummary[] } {
+    const net = this.#net(network);
+    const sync = this.#sync(net, this.#member(net, id).id);
+    return { node: statusOf(net, net.members.get(id)!, sync), recentDeltas: [...sync.recent] };
+  }
+
+  doctor(network: string, id: string): { node: NodeStatus; recentDeltas: SentSummary[]; expectedHash: string; hashMatches: boolean; snapshotPending: boolean; logFloor: number } {
+    const net = this.#net(network);
+    const { node, recentDeltas } = this.showNode(network, id);
+    const sync = this.#sync(net, id);
+    return { node, recentDeltas, expectedHash: sync.appliedHash, hashMatches: sync.lastAgentHash === sync.appliedHash, snapshotPending: sync.snapshotPending, logFloor: net.record.logFloor };
+  }
+
+  close(): void {
+    this.#store.close();
+  }
+
+  // ---- internals ------------------------------------------------------------------------------------
+
+  #changeMember(net: NetworkState, id: string, after: MemberRecord | null, fresh = false): number {
+    const before = net.members.get(id) ?? null;
+    return this.#commit(net, { version: 0, kind: 'member', id, before, after }, () => {
+      if (after) {
+        net.putMember(after);
+        this.#store.putMember(net.record.name, after);
+        if (fresh) {
+          net.sync.set(id, newSync());
+          this.#store.putSync(net.record.name, id, net.sync.get(id)!);
+        }
+      } else {
+        net.deleteMember(id);
+        net.sync.delete(id);
+        this.#store.deleteMember(net.record.name, id);
+        this.#store.deleteSync(net.record.name, id);
+      }
+    });
+  }
+
+  #commit(net: NetworkState, entry: LogEntry, apply: () => void): number {
+    this.#store.transaction(() => {
+      net.record.version += 1;
+      const e = { ...entry, version: net.record.version } as LogEntry;
+      net.log.push(e);
+      apply();
+      this.#store.appendLog(net.record.name, e);
+      this.#truncate(net, net.record.logDepth);
+      this.#store.putNetwork(net.record);
+    });
+    return net.record.version;
+  }
+
+  #truncate(net: NetworkState, keep: number): void {
+    const drop = net.log.length - Math.max(0, keep);
+    if (drop <= 0) return;
+    net.log.splice(0, drop);
+    net.record.logFloor = net.record.version - net.log.length;
+    this.#store.truncateLog(net.record.name, net.record.logFloor);
+    this.#store.putNetwork(net.record);
+  }
+
+  #net(name: string): NetworkState {
+    const n = this.#networks.get(name);
+    if (!n) throw new MeshpError('MESHP_USAGE', `no network ${name}`);
+    return n;
+  }
+
+  #member(net: NetworkState, id: string): MemberRecord {
+    const m = net.members.get(id);
+    if (!m) throw new MeshpError('MESHP_USAGE', `no node ${id} in ${net.record.name}`);
+    return m;
+  }
+
+  #sync(net: NetworkState, id: string): SyncRecord {
+    let s = net.sync.get(id);
+    if (!s) net.sync.set(id, (s = newSync()));
+    return s;
+  }
+}
+
+function summary(delta: StateDelta, expectedHash: string, at: string): SentSummary {
+  const components = (['dns', 'filter', 'routeGroups', 'relays', 'tunnel', 'declaration'] as const).filter((n) => delta[n] !== undefined);
+  return { fromVersion: delta.fromVersion, toVersion: delta.toVersion, upserts: delta.upsertPeers.length, removals: delta.removePeers.length, components, expectedHash, at };
+}
+
+function sorted(xs: string[]): string[] {
+  return [...new Set(xs)].sort();
+}
+
+function allocate(n: NetworkRecord): string {
+  const [base, bits] = n.privateRange.split('/');
+  const parts = (base ?? '100.96.0.0').split('.').map(Number);
+  const start = ((parts[0]! << 24) | (parts[1]! << 16) | (parts[2]! << 8) | parts[3]!) >>> 0;
+  const size = 2 ** (32 - Number(bits ?? 16));
+  if (n.nextHost >= size - 1) throw new MeshpError('MESHP_USAGE', `the private range ${n.privateRange} is full`);
+  const a = (start + n.nextHost++) >>> 0;
+  return `${a >>> 24}.${(a >>> 16) & 255}.${(a >>> 8) & 255}.${a & 255}`;
+}

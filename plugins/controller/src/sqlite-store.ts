@@ -1,0 +1,91 @@
+import Database from 'better-sqlite3';
+import { MeshpError } from '@meshp/core';
+import type { ControllerStore, StoredState } from './store.js';
+import type { LogEntry, MemberRecord, NetworkRecord, SyncRecord, TokenRecord } from './types.js';
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS networks (name TEXT PRIMARY KEY, doc TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS members (network TEXT NOT NULL, id TEXT NOT NULL, doc TEXT NOT NULL, PRIMARY KEY (network, id));
+CREATE TABLE IF NOT EXISTS log (network TEXT NOT NULL, version INTEGER NOT NULL, doc TEXT NOT NULL, PRIMARY KEY (network, version));
+CREATE TABLE IF NOT EXISTS sync (network TEXT NOT NULL, id TEXT NOT NULL, doc TEXT NOT NULL, PRIMARY KEY (network, id));
+CREATE TABLE IF NOT EXISTS tokens (token TEXT PRIMARY KEY, doc TEXT NOT NULL);
+PRAGMA user_version = 1;
+`;
+
+/** The controller's state in one SQLite file (WAL), each record a JSON document. */
+export class SqliteControllerStore implements ControllerStore {
+  readonly #db: Database.Database;
+  readonly #q;
+
+  constructor(path: string) {
+    try {
+      this.#db = new Database(path);
+      this.#db.pragma('journal_mode = WAL');
+      this.#db.pragma('synchronous = NORMAL');
+      this.#db.exec(SCHEMA);
+    } catch (cause) {
+      throw new MeshpError('MESHP_STATE_CORRUPT', `controller state ${path} cannot be opened`, { cause });
+    }
+    const db = this.#db;
+    this.#q = {
+      putNetwork: db.prepare('INSERT OR REPLACE INTO networks (name, doc) VALUES (?, ?)'),
+      putMember: db.prepare('INSERT OR REPLACE INTO members (network, id, doc) VALUES (?, ?, ?)'),
+      deleteMember: db.prepare('DELETE FROM members WHERE network = ? AND id = ?'),
+      appendLog: db.prepare('INSERT OR REPLACE INTO log (network, version, doc) VALUES (?, ?, ?)'),
+      truncateLog: db.prepare('DELETE FROM log WHERE network = ? AND version <= ?'),
+      putSync: db.prepare('INSERT OR REPLACE INTO sync (network, id, doc) VALUES (?, ?, ?)'),
+      deleteSync: db.prepare('DELETE FROM sync WHERE network = ? AND id = ?'),
+      putToken: db.prepare('INSERT OR REPLACE INTO tokens (token, doc) VALUES (?, ?)'),
+      deleteToken: db.prepare('DELETE FROM tokens WHERE token = ?'),
+    };
+  }
+
+  load(): StoredState {
+    const all = <T>(sql: string): T[] => this.#db.prepare(sql).all() as T[];
+    type Row = { network: string; id: string; doc: string };
+    return {
+      networks: all<{ doc: string }>('SELECT doc FROM networks').map((r) => JSON.parse(r.doc) as NetworkRecord),
+      members: all<Row>('SELECT network, id, doc FROM members').map((r) => ({ network: r.network, member: JSON.parse(r.doc) as MemberRecord })),
+      log: all<{ network: string; doc: string }>('SELECT network, doc FROM log ORDER BY network, version').map((r) => ({
+        network: r.network,
+        entry: JSON.parse(r.doc) as LogEntry,
+      })),
+      sync: all<Row>('SELECT network, id, doc FROM sync').map((r) => ({ network: r.network, id: r.id, sync: JSON.parse(r.doc) as SyncRecord })),
+      tokens: all<{ doc: string }>('SELECT doc FROM tokens').map((r) => JSON.parse(r.doc) as TokenRecord),
+    };
+  }
+
+  transaction(fn: () => void): void {
+    this.#db.transaction(fn)();
+  }
+  putNetwork(n: NetworkRecord): void {
+    this.#q.putNetwork.run(n.name, JSON.stringify(n));
+  }
+  putMember(network: string, m: MemberRecord): void {
+    this.#q.putMember.run(network, m.id, JSON.stringify(m));
+  }
+  deleteMember(network: string, id: string): void {
+    this.#q.deleteMember.run(network, id);
+  }
+  appendLog(network: string, e: LogEntry): void {
+    this.#q.appendLog.run(network, e.version, JSON.stringify(e));
+  }
+  truncateLog(network: string, floor: number): void {
+    this.#q.truncateLog.run(network, floor);
+  }
+  putSync(network: string, id: string, s: SyncRecord): void {
+    this.#q.putSync.run(network, id, JSON.stringify(s));
+  }
+  deleteSync(network: string, id: string): void {
+    this.#q.deleteSync.run(network, id);
+  }
+  putToken(t: TokenRecord): void {
+    this.#q.putToken.run(t.token, JSON.stringify(t));
+  }
+  deleteToken(token: string): void {
+    this.#q.deleteToken.run(token);
+  }
+  close(): void {
+    this.#db.close();
+  }
+}

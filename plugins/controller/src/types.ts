@@ -1,0 +1,94 @@
+import type { Dns, Mode, ModuleDecl, Relays as RelayList, RouteGroups as RouteGroupList, Settings, StoredDigest } from '@meshp/core';
+
+/** A node's membership of a network, as the controller keeps it. */
+export interface MemberRecord {
+  id: string;
+  nodeKey: string;
+  addresses: string[];
+  tags: string[];
+  endpoints: string[];
+  mode: Mode;
+  assigned: string[];
+  taken: string[];
+  settings: Settings;
+}
+
+/** Members tagged `from` may reach members tagged `to`. */
+export interface PolicyRule {
+  from: string;
+  to: string;
+  ports?: string[];
+}
+
+/** A module of the catalogue: what it declares (its `taken` flag is per node). */
+export type ModuleDef = Omit<ModuleDecl, 'taken'>;
+
+/** Network-wide components, the same for every node. */
+export interface SharedComponents {
+  dns: Dns;
+  relays: RelayList;
+  routeGroups: RouteGroupList;
+}
+export type SharedComponentName = keyof SharedComponents;
+
+export interface NetworkRecord {
+  name: string;
+  /** Bumped by every change. */
+  version: number;
+  /** The log holds the changes of versions (logFloor, version]. */
+  logFloor: number;
+  logDepth: number;
+  policy: PolicyRule[];
+  components: SharedComponents;
+  modules: Record<string, ModuleDef>;
+  privateRange: string;
+  nextHost: number;
+}
+
+export type LogEntry =
+  | { version: number; kind: 'member'; id: string; before: MemberRecord | null; after: MemberRecord | null }
+  | { version: number; kind: 'policy'; before: PolicyRule[]; after: PolicyRule[] }
+  | { version: number; kind: 'component'; name: SharedComponentName; before: unknown; after: unknown }
+  | { version: number; kind: 'module'; name: string; before: ModuleDef | null; after: ModuleDef | null };
+
+/** What the controller sent, for doctor. */
+export interface SentSummary {
+  fromVersion: number;
+  toVersion: number;
+  upserts: number;
+  removals: number;
+  components: string[];
+  expectedHash: string;
+  at: string;
+}
+
+export interface Expectation {
+  version: number;
+  hash: string;
+  digest: StoredDigest;
+}
+
+/** Per membership: where the agent is, by its acks, and what it was sent. */
+export interface SyncRecord {
+  /** Moved only by an ack (or a hello) whose hash matches what the controller computed. */
+  applied: number;
+  appliedHash: string;
+  /** The version the agent will be at once it applies what was sent; deltas continue from here. */
+  sent: number;
+  /** Expected view digest per version sent and not yet superseded by an ack. */
+  expectations: Expectation[];
+  snapshotPending: boolean;
+  recent: SentSummary[];
+  lastAgentHash: string;
+  firewallKind: string;
+  held: number;
+  changed: number;
+}
+
+export interface TokenRecord {
+  token: string;
+  network: string;
+  mode: Mode;
+  tags: string[];
+  expiresAt: string;
+}

@@ -1,0 +1,186 @@
+import t from 'tap';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { DeltaApplier, REMOVAL_REASON, WIRE_MODE, type StateDelta } from '@meshp/core';
+import { Controller, MemoryStore, SqliteControllerStore } from '@meshp/controller';
+
+/** A network n with members x(a), y(b), z(c); policy a→b. */
+function setup(options: { logDepth?: number } = {}) {
+  const c = new Controller(new MemoryStore(), options);
+  c.createNetwork('n');
+  c.setPolicy('n', [{ from: 'a', to: 'b' }]);
+  c.join('n', { id: 'x', nodeKey: 'kx', tags: ['a'] });
+  c.join('n', { id: 'y', nodeKey: 'ky', tags: ['b'] });
+  c.join('n', { id: 'z', nodeKey: 'kz', tags: ['c'] });
+  return c;
+}
+
+/** Sends what the controller has for the node, applies it, acks it. */
+function sync(c: Controller, agent: DeltaApplier, node: string): StateDelta | null {
+  const d = c.deltaFor('n', node);
+  if (!d) return null;
+  const r = agent.receive(structuredClone(d));
+  if (r.status === 'applied') c.ack('n', node, r.ack.appliedVersion, r.ack.stateHash);
+  return d;
+}
+
+t.test('a peer the policy stops letting a node reach is UNSCOPED, a peer that leaves is REMOVED', async (t) => {
+  const c = setup();
+  const x = new DeltaApplier();
+  sync(c, x, 'x');
+  t.ok(x.view.peer('y'));
+  c.setPolicy('n', [{ from: 'a', to: 'c' }]);
+  const d1 = sync(c, x, 'x')!;
+  t.same(d1.removePeers, [{ id: 'y', reason: REMOVAL_REASON.UNSCOPED }]);
+  t.same(d1.upsertPeers.map((p) => p.id), ['z']);
+  c.leave('n', 'z');
+  const d2 = sync(c, x, 'x')!;
+  t.same(d2.removePeers, [{ id: 'z', reason: REMOVAL_REASON.REMOVED }]);
+});
+
+t.test('a peer unscoped then rescoped comes back as an upsert', async (t) => {
+  const c = setup();
+  const x = new DeltaApplier();
+  sync(c, x, 'x');
+  c.setPolicy('n', []);
+  t.same(sync(c, x, 'x')!.removePeers, [{ id: 'y', reason: REMOVAL_REASON.UNSCOPED }]);
+  c.setPolicy('n', [{ from: 'a', to: 'b' }]);
+  const d = sync(c, x, 'x')!;
+  t.equal(d.fromVersion, 5, 'a delta, not a snapshot');
+  t.same(d.upsertPeers.map((p) => p.id), ['y']);
+  t.equal(x.view.hash(), c.snapshotOf('n', 'x').hash);
+});
+
+t.test('a view holds reachable peers and inbound-only ones, never any other', async (t) => {
+  const c = setup();
+  const y = new DeltaApplier();
+  sync(c, y, 'y');
+  t.same([...y.view.peers.keys()], ['x'], 'y sees x (x may reach y) and not z');
+  t.equal(y.view.peer('x')?.inboundOnly, true, 'marked inbound only');
+  const x = new DeltaApplier();
+  sync(c, x, 'x');
+  t.equal(x.view.peer('y')?.inboundOnly, false);
+  t.notOk(x.view.peer('z'));
+});
+
+t.test('a key rotation reaches the peers that see the node as an upsert', async (t) => {
+  const c = setup();
+  const x = new DeltaApplier();
+  sync(c, x, 'x');
+  c.rotateKey('n', 'y', 'ky2');
+  c.rotateKey('n', 'z', 'kz2');
+  const d = sync(c, x, 'x')!;
+  t.same(d.upsertPeers.map((p) => [p.id, p.nodeKey]), [['y', 'ky2']], 'z is out of scope: nothing about it');
+});
+
+t.test('every change bumps the version; an agent left behind by the log gets a snapshot', async (t) => {
+  const c = setup({ logDepth: 3 });
+  const x = new DeltaApplier();
+  sync(c, x, 'x');
+  const v = c.stateVersion('n');
+  c.setTags('n', 'z', ['b']);
+  c.setComponent('n', 'dns', { nameservers: ['10.0.0.53'], searchDomains: ['mesh'], records: [] });
+  t.equal(c.stateVersion('n'), v + 2);
+  t.equal(sync(c, x, 'x')!.fromVersion, v, 'within the log: a delta');
+  for (let i = 0; i < 4; i++) c.rotateKey('n', 'y', `k${i}`);
+  const d = sync(c, x, 'x')!;
+  t.equal(d.fromVersion, 0, 'the log no longer reaches back: a snapshot');
+  t.equal(x.view.hash(), c.snapshotOf('n', 'x').hash);
+});
+
+t.test('an ack whose hash differs from the one computed for that version forces a snapshot', async (t) => {
+  const c = setup();
+  const x = new DeltaApplier();
+  sync(c, x, 'x');
+  c.rotateKey('n', 'y', 'ky2');
+  const d = c.deltaFor('n', 'x')!;
+  t.not(d.fromVersion, 0);
+  const r = c.ack('n', 'x', d.toVersion, 'not-the-hash');
+  t.same(r, { accepted: false, snapshotPending: true });
+  t.equal(c.listNodes('n').find((s) => s.name === 'x')!.appliedVersion, 4, 'the applied version did not move');
+  t.equal(c.deltaFor('n', 'x')!.fromVersion, 0, 'snapshot');
+});
+
+t.test('only an ack moves the applied version; the gap is state_version minus applied_version', async (t) => {
+  const c = setup();
+  const x = new DeltaApplier();
+  const d = c.deltaFor('n', 'x')!;
+  t.equal(c.listNodes('n')[0]!.gap, c.stateVersion('n'), 'sent is not applied');
+  const r = x.receive(d);
+  if (r.status === 'applied') c.ack('n', 'x', r.ack.appliedVersion, r.ack.stateHash);
+  t.equal(c.listNodes('n')[0]!.gap, 0);
+  c.setPolicy('n', []);
+  t.equal(c.listNodes('n')[0]!.gap, 1);
+  t.equal(c.deltaFor('n', 'x')!.fromVersion, d.toVersion, 'deltas continue from what was sent');
+  t.equal(c.deltaFor('n', 'x'), null, 'nothing more to send');
+});
+
+t.test('every declaration sent carries the node mode and its taken modules', async (t) => {
+  const c = setup();
+  c.defineModule('n', { name: 'web', files: [{ path: '/etc/web.conf', content: 'x' }] });
+  c.setMode('n', 'x', 'adopted');
+  const x = new DeltaApplier();
+  sync(c, x, 'x');
+  t.equal(x.view.components.declaration?.mode, WIRE_MODE.ADOPTED);
+  c.assignModule('n', 'x', 'web');
+  let d = sync(c, x, 'x')!;
+  t.same(d.declaration?.modules.map((m) => [m.name, m.taken]), [['web', false]]);
+  t.equal(d.declaration?.mode, WIRE_MODE.ADOPTED);
+  c.takeModule('n', 'x', 'web');
+  d = sync(c, x, 'x')!;
+  t.same(d.declaration?.modules.map((m) => [m.name, m.taken, m.files.length]), [['web', true, 1]]);
+  t.equal(d.declaration?.mode, WIRE_MODE.ADOPTED);
+  c.setMode('n', 'x', 'converged');
+  t.equal(sync(c, x, 'x')!.declaration?.mode, WIRE_MODE.CONVERGED);
+  c.rotateKey('n', 'y', 'k9');
+  t.equal(sync(c, x, 'x')!.declaration, undefined, 'unchanged: absent');
+  t.throws(() => c.takeModule('n', 'x', 'db'), { code: 'MESHP_USAGE' }, 'taking needs assigning first');
+});
+
+t.test('a token carries the mode: an enrolled node is adopted when the token says so', async (t) => {
+  const c = setup();
+  const tok = c.createToken('n', { mode: 'adopted', tags: ['b'] });
+  const { member } = c.enrol(tok.token, { id: 'w', nodeKey: 'kw' });
+  t.equal(member.mode, 'adopted');
+  t.same(member.tags, ['b']);
+  t.throws(() => c.enrol(tok.token, { id: 'v', nodeKey: 'kv' }), { code: 'MESHP_USAGE' }, 'one time');
+});
+
+t.test('a controller restarted from its SQLite state resumes with a delta when the hello matches', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'meshp-ctl-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const file = join(dir, 'controller.db');
+  let c = new Controller(new SqliteControllerStore(file));
+  c.createNetwork('n');
+  c.setPolicy('n', [{ from: 'a', to: 'a' }]);
+  c.join('n', { id: 'x', nodeKey: 'kx', tags: ['a'] });
+  c.join('n', { id: 'y', nodeKey: 'ky', tags: ['a'] });
+  const x = new DeltaApplier();
+  const r = x.receive(c.deltaFor('n', 'x')!);
+  if (r.status === 'applied') c.ack('n', 'x', r.ack.appliedVersion, r.ack.stateHash);
+  c.join('n', { id: 'z', nodeKey: 'kz', tags: ['a'] });
+  c.close();
+
+  c = new Controller(new SqliteControllerStore(file));
+  t.teardown(() => c.close());
+  t.equal(c.stateVersion('n'), 4);
+  const hello = x.hello();
+  t.same(c.hello('n', 'x', hello.appliedVersion, hello.stateHash), { accepted: true, snapshotPending: false });
+  const d = c.deltaFor('n', 'x')!;
+  t.equal(d.fromVersion, 3);
+  t.same(d.upsertPeers.map((p) => p.id), ['z']);
+  t.equal(c.hello('n', 'x', 3, 'wrong').snapshotPending, true, 'a hello with another hash gets a snapshot');
+});
+
+t.test('doctor shows the deltas sent and whether the agent hash matched', async (t) => {
+  const c = setup();
+  const x = new DeltaApplier();
+  sync(c, x, 'x');
+  c.rotateKey('n', 'y', 'k2');
+  sync(c, x, 'x');
+  const doc = c.doctor('n', 'x');
+  t.same(doc.recentDeltas.map((d) => [d.fromVersion, d.toVersion]), [[0, 4], [4, 5]]);
+  t.equal(doc.hashMatches, true);
+  t.equal(doc.node.gap, 0);
+});
