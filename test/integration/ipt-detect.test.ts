@@ -1,0 +1,89 @@
+import t from 'tap';
+import { Host, MeshpError } from '@meshp/core';
+import { IptablesPlugin, nsenterRunner } from '@meshp/firewall-iptables';
+import { labAvailable, netns, runPrefix, type Netns, type Teardownable } from '../helpers/netns.js';
+import { RULES_V4, tool, type Backend } from '../helpers/ipt-lab.js';
+import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+async function machine(tt: Teardownable, rules: Partial<Record<Backend, string>> = {}) {
+  const ns = await netns(tt, `${runPrefix('ip')}d`);
+  const root = await mkdtemp(join(tmpdir(), 'ipd-'));
+  tt.teardown(() => rm(root, { recursive: true, force: true }));
+  for (const [backend, text] of Object.entries(rules) as [Backend, string][]) {
+    await ns.exec(tool(backend, 4, 'restore'), [], text);
+  }
+  if (rules.legacy) {
+    await mkdir(join(root, 'etc/iptables'), { recursive: true });
+    await writeFile(join(root, 'etc/iptables/rules.v4'), rules.legacy);
+  }
+  const makeHost = (requested = 'auto') => new Host({ root, firewall: requested }).use(new IptablesPlugin({ runner: nsenterRunner(ns.path) }));
+  return { ns, root, makeHost };
+}
+
+const legacyNames = async (ns: Netns) => (await ns.exec('cat', ['/proc/net/ip_tables_names'])).stdout.trim();
+
+if (!labAvailable()) t.plan(0, 'needs root to build network namespaces');
+else {
+  t.test('a legacy firewall is found through /proc and answered by the iptables-legacy driver', async (t) => {
+    const { makeHost, root } = await machine(t, { legacy: RULES_V4 });
+    const host = makeHost();
+    const fw = await host.firewall();
+    t.equal(fw?.kind, 'iptables-legacy');
+    const seen = host.firewallSightings();
+    t.match(seen, [{ kind: 'iptables-legacy', active: true, by: 'firewall-iptables' }]);
+    t.notOk(seen.some((s) => s.kind === 'iptables-nft'), 'the empty nft backend is not reported');
+    const d = await fw!.describe();
+    t.equal(d.configFile, join(root, 'etc/iptables/rules.v4'));
+    t.equal(d.manager, 'netfilter-persistent');
+    t.ok(d.active);
+    t.ok(d.tables.includes('ip filter'));
+  });
+
+  t.test('an nft-backend firewall is found and answered by the iptables-nft driver', async (t) => {
+    const { makeHost, ns } = await machine(t, { nft: RULES_V4 });
+    const host = makeHost();
+    const fw = await host.firewall();
+    t.equal(fw?.kind, 'iptables-nft');
+    t.equal(await legacyNames(ns), '', 'looking created no legacy table');
+  });
+
+  t.test('a machine with nothing gives no active sighting and creates no table by looking', async (t) => {
+    const { makeHost, ns } = await machine(t);
+    const host = makeHost();
+    const fw = await host.firewall();
+    t.equal(fw?.kind, 'none');
+    t.notOk(host.firewallSightings().some((s) => s.active));
+    t.equal(await legacyNames(ns), '', 'no legacy table created');
+    t.equal((await ns.exec('nft', ['list', 'tables'])).stdout.trim(), '', 'no nft table created');
+  });
+
+  t.test('asking for a kind on an empty machine gives its driver', async (t) => {
+    const { makeHost } = await machine(t);
+    t.equal((await makeHost('iptables-nft').firewall())?.kind, 'iptables-nft');
+  });
+
+  t.test('a legacy table that drops nothing is present but not active', async (t) => {
+    const { makeHost } = await machine(t, { legacy: '*nat\n:PREROUTING ACCEPT [0:0]\nCOMMIT\n' });
+    const host = makeHost();
+    t.equal((await host.firewall())?.kind, 'iptables-legacy');
+    t.match(host.firewallSightings(), [{ kind: 'iptables-legacy', active: false }]);
+  });
+
+  t.test('both backends active is refused, naming both', async (t) => {
+    const { makeHost } = await machine(t, { legacy: RULES_V4, nft: RULES_V4 });
+    const err = await makeHost().firewall().catch((e: unknown) => e);
+    t.ok(err instanceof MeshpError);
+    t.equal((err as MeshpError).code, 'MESHP_FIREWALL_UNKNOWN');
+    t.match((err as MeshpError).message, /iptables-legacy.*iptables-nft|iptables-nft.*iptables-legacy/);
+  });
+
+  t.test("ufw's chains are reported as kind ufw with no driver, so adoption is refused", async (t) => {
+    const ufwish = '*filter\n:INPUT DROP [0:0]\n:ufw-user-input - [0:0]\n-A INPUT -j ufw-user-input\nCOMMIT\n';
+    const { makeHost } = await machine(t, { nft: ufwish });
+    const err = await makeHost().firewall().catch((e: unknown) => e);
+    t.equal((err as MeshpError).code, 'MESHP_FIREWALL_UNKNOWN');
+    t.match((err as MeshpError).message, /ufw/);
+  });
+}
