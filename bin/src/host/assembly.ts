@@ -4,10 +4,11 @@
  */
 import { Host, type HostOptions, type Plugin } from '@meshp/core';
 import { LocalFilesPlugin } from '@meshp/files-local';
+import { DockerPlugin } from '@meshp/runtime-docker';
 import { SqliteStatePlugin } from '@meshp/state-sqlite';
 
 export function defaultPlugins(): Plugin[] {
-  return [new SqliteStatePlugin(), new LocalFilesPlugin()];
+  return [new SqliteStatePlugin(), new LocalFilesPlugin(), new DockerPlugin()];
 }
 
 export function assembleHost(options: Partial<HostOptions>, plugins: Plugin[] = defaultPlugins()): Host {
