@@ -1,0 +1,121 @@
+import t from 'tap';
+import type { Opening } from '@meshp/core';
+import { buildRule, canonical, classifyTable, parseCidr, parseRuleset, parseShape, planEnsure, shapesFor, type NftRule } from '@meshp/firewall-nftables';
+
+const web: Opening = { id: 'web/incoming/tcp/9000', module: 'web', port: 9000, protocol: 'tcp', from: ['10.8.0.0/16', '10.9.0.0/24', 'fd00::/8'], path: 'incoming', action: 'accept' };
+
+function ruleset(rules: object[], extra: object[] = []) {
+  return parseRuleset(
+    JSON.stringify({
+      nftables: [
+        { table: { family: 'inet', name: 'filter', handle: 1 } },
+        { chain: { family: 'inet', table: 'filter', name: 'input', handle: 1, type: 'filter', hook: 'input', prio: 0, policy: 'drop' } },
+        { chain: { family: 'inet', table: 'filter', name: 'forward', handle: 2, type: 'filter', hook: 'forward', prio: 0, policy: 'accept' } },
+        ...rules.map((r, i) => ({ rule: { family: 'inet', table: 'filter', chain: 'input', handle: 10 + i, ...r } })),
+        ...extra,
+      ],
+    }),
+  );
+}
+const established = { expr: [{ match: { op: 'in', left: { ct: { key: 'state' } }, right: ['established', 'related'] } }, { accept: null }] };
+const invalid = { expr: [{ match: { op: 'in', left: { ct: { key: 'state' } }, right: 'invalid' } }, { drop: null }] };
+const ssh = { expr: [{ match: { op: '==', left: { payload: { protocol: 'tcp', field: 'dport' } }, right: 22 } }, { accept: null }] };
+const reject = { expr: [{ counter: { packets: 0, bytes: 0 } }, { reject: null }] };
+
+t.test('address lists reduce to the same canonical CIDRs nft lists back', async (t) => {
+  t.same(canonical(['10.9.0.0/24', '10.8.0.0/16', '10.8.1.0/24'].map(parseCidr)), ['10.8.0.0/16', '10.9.0.0/24']);
+  t.same(canonical([{ family: 'ip', lo: parseCidr('10.8.0.0').lo, hi: parseCidr('10.9.0.255').lo }]), ['10.8.0.0/16', '10.9.0.0/24']);
+  t.same(canonical(['10.0.0.1/24', '10.0.1.0/24'].map(parseCidr)), ['10.0.0.0/23'], 'host bits masked, neighbours merged');
+  t.same(canonical(['fd00:0:0:0::1/8', '::ffff:10.0.0.1'].map(parseCidr)), ['::ffff:a00:1/128', 'fd00::/8']);
+});
+
+t.test('every rule we write reads back as the shape it was built from', async (t) => {
+  const refusal: Opening = { ...web, id: 'r', path: 'forwarded', action: 'drop', from: [] };
+  const cases: [Opening, 'inet' | 'ip' | 'ip6', string?][] = [
+    [web, 'inet'],
+    [web, 'ip'],
+    [web, 'ip6'],
+    [{ ...web, from: [] }, 'inet'],
+    [{ ...web, from: ['0.0.0.0/0'], protocol: 'udp', path: 'forwarded' }, 'inet'],
+    [refusal, 'inet', '10.70.0.0/16'],
+    [refusal, 'inet'],
+  ];
+  for (const [o, family, priv] of cases) {
+    for (const shape of shapesFor(o, family, priv)) {
+      const rule = buildRule(shape, { family, table: 'filter', chain: 'input' });
+      t.same(parseShape(rule, o.id), shape, `${o.id} in ${family} (${shape.nf})`);
+    }
+  }
+  t.same(shapesFor(web, 'ip').map((s) => s.cidrs), [['10.8.0.0/16', '10.9.0.0/24']], 'an ip table gets only the IPv4 ranges');
+  t.same(shapesFor({ ...web, from: ['fd00::/8'] }, 'ip'), [], 'and nothing when the opening is IPv6 only');
+});
+
+t.test('an accept goes just before their first drop by handle, after their ct state invalid drop', async (t) => {
+  const rs = ruleset([established, invalid, ssh, reject]);
+  const plan = planEnsure(rs, [web], []);
+  t.equal(plan.commands.length, 2);
+  for (const c of plan.commands) {
+    const rule = (c as { insert: { rule: NftRule } }).insert.rule;
+    t.equal(rule.handle, 13, 'inserted before the reject (handle 13), not at the head');
+    t.equal(rule.comment, 'meshp:web/incoming/tcp/9000');
+  }
+  t.same(plan.added, [web.id]);
+});
+
+t.test('when only the policy drops, the accept is appended at the end', async (t) => {
+  const plan = planEnsure(ruleset([established, ssh]), [web], []);
+  t.ok(plan.commands.every((c) => 'add' in c && 'rule' in c.add));
+});
+
+t.test('a chain that does not drop gets no opening; the mesh table holds the refusals', async (t) => {
+  const fwd: Opening = { ...web, id: 'f', path: 'forwarded' };
+  const refusal: Opening = { ...web, id: 'r', path: 'forwarded', action: 'drop', from: [] };
+  const plan = planEnsure(ruleset([reject]), [fwd], [refusal]);
+  const json = JSON.stringify(plan.commands);
+  t.notMatch(json, /"comment":"meshp:f"/, 'their forward chain accepts: nothing to open');
+  t.match(json, /"table":\{"family":"inet","name":"meshp"\}/);
+  t.match(json, /"table":"meshp","chain":"forward","comment":"meshp:r"/);
+});
+
+t.test('what is present and effective is kept; marked and unwanted goes; unmarked is never touched', async (t) => {
+  const ours = shapesFor(web, 'inet').map((s) => {
+    const { family: _f, table: _t, chain: _c, ...r } = buildRule(s, { family: 'inet', table: 'filter', chain: 'input' });
+    return r;
+  });
+  const stale = { comment: 'meshp:old/incoming/tcp/1', expr: ssh.expr };
+  const rs = ruleset([established, invalid, ...ours, stale, reject]);
+  const plan = planEnsure(rs, [web], []);
+  t.same(plan.commands, [{ delete: { rule: { family: 'inet', table: 'filter', chain: 'input', handle: 14 } } }]);
+  t.same(plan.removed, ['old/incoming/tcp/1']);
+  t.same(planEnsure(ruleset([established, invalid, ...ours, reject]), [web], []).commands, [], 'nothing to do: no batch');
+});
+
+t.test('our accept found after their drop is moved before it', async (t) => {
+  const ours = shapesFor({ ...web, from: [] }, 'inet').map((s) => buildRule(s, { family: 'inet', table: 'filter', chain: 'input' }));
+  const rs = ruleset([reject, ...ours.map(({ comment, expr }) => ({ comment, expr }))]);
+  const plan = planEnsure(rs, [{ ...web, from: [] }], []);
+  t.same(plan.commands.map((c) => Object.keys(c)[0]), ['delete', 'insert']);
+});
+
+t.test('tables of iptables-nft, firewalld, Docker and the mesh are not found tables', async (t) => {
+  const rs = parseRuleset(
+    JSON.stringify({
+      nftables: [
+        { table: { family: 'ip', name: 'filter' } },
+        { chain: { family: 'ip', table: 'filter', name: 'INPUT', type: 'filter', hook: 'input', prio: 0, policy: 'drop' } },
+        { table: { family: 'ip6', name: 'mangle' } },
+        { rule: { family: 'ip6', table: 'mangle', chain: 'X', expr: [{ xt: { type: 'match', name: 'comment' } }, { accept: null }] } },
+        { table: { family: 'inet', name: 'firewalld' } },
+        { table: { family: 'ip', name: 'docker-bridges' } },
+        { table: { family: 'inet', name: 'meshp' } },
+        { table: { family: 'inet', name: 'meshp_derived' } },
+        { table: { family: 'ip', name: 'filter2' } },
+        { table: { family: 'bridge', name: 'x' } },
+      ],
+    }),
+  );
+  t.same(
+    rs.tables.map((x) => classifyTable(x, rs)),
+    ['iptables-nft', 'iptables-nft', 'firewalld', 'docker', 'mesh', 'derived', 'found', 'other'],
+  );
+});
