@@ -3,3 +3,4 @@ export { DockerRuntime, DEFAULT_DOCKER_SOCKET, asideName, type DockerRuntimeOpti
 export { specHash, canonicalJson } from './spec-hash.js';
 export { createOptions, markLabels } from './create-options.js';
 export { classify as classifyEngineError } from './engine-errors.js';
+export { infoFromInspect, infoFromList, portsFromInspect, portsFromList } from './info.js';

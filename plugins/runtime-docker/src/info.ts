@@ -2,6 +2,10 @@
 import type Docker from 'dockerode';
 import type { ContainerInfo, Protocol, PublishedPort } from '@meshp/core';
 
+function byCodePoint(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
 function protocolOf(type: string): Protocol | null {
   return type === 'tcp' || type === 'udp' ? type : null;
 }
@@ -19,8 +23,8 @@ export function sortPorts(ports: PublishedPort[]): PublishedPort[] {
   return out.sort(
     (a, b) =>
       a.hostPort - b.hostPort ||
-      a.protocol.localeCompare(b.protocol) ||
-      a.hostIp.localeCompare(b.hostIp) ||
+      byCodePoint(a.protocol, b.protocol) ||
+      byCodePoint(a.hostIp, b.hostIp) ||
       a.containerPort - b.containerPort,
   );
 }

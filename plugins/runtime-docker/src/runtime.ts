@@ -33,6 +33,14 @@ export function asideName(name: string, id: string): string {
 
 type Doc = Docker.ContainerInspectInfo;
 
+/**
+ * dockerode would also copy every create option into the query string, env values included,
+ * where an engine's debug log would keep them; only the name belongs there.
+ */
+function createRequest({ name, ...body }: Docker.ContainerCreateOptions): Docker.ContainerCreateOptions {
+  return { _query: { name }, _body: body } as unknown as Docker.ContainerCreateOptions;
+}
+
 export class DockerRuntime implements ContainerRuntime {
   readonly socketPath: string;
   readonly timeoutMs: number;
@@ -76,7 +84,7 @@ export class DockerRuntime implements ContainerRuntime {
       }
       out.push(infoFromList(entry, image));
     }
-    return out.sort((a, b) => a.name.localeCompare(b.name));
+    return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
 
   async inspect(name: string): Promise<{ info: ContainerInfo; document: unknown } | null> {
@@ -171,7 +179,7 @@ export class DockerRuntime implements ContainerRuntime {
     }
     let created: string | undefined;
     try {
-      created = (await this.#do(`creating container ${spec.name}`, () => this.#docker.createContainer(options))).id;
+      created = (await this.#do(`creating container ${spec.name}`, () => this.#docker.createContainer(createRequest(options)))).id;
       await this.#start(created, `starting container ${spec.name}`);
     } catch (e) {
       const failures = await this.#rollback(spec.name, created, old.Id, wasRunning);
@@ -190,7 +198,7 @@ export class DockerRuntime implements ContainerRuntime {
   }
 
   async #createAndStart(name: string, options: Docker.ContainerCreateOptions): Promise<void> {
-    const { id } = await this.#do(`creating container ${name}`, () => this.#docker.createContainer(options));
+    const { id } = await this.#do(`creating container ${name}`, () => this.#docker.createContainer(createRequest(options)));
     try {
       await this.#start(id, `starting container ${name}`);
     } catch (e) {
