@@ -271,6 +271,15 @@ export interface SyncRequest {
 export interface SyncResponse {
   delta?: StateDelta | undefined;
   error?: SyncError | undefined;
+  challenge?: Challenge | undefined;
+}
+
+/**
+ * The first message the controller sends on every stream: the agent signs it with its node key
+ * (Ed25519) in its Hello, proving it holds the key it enrolled with.
+ */
+export interface Challenge {
+  nonce: Uint8Array;
 }
 
 /**
@@ -284,6 +293,8 @@ export interface Hello {
   stateHash: string;
   /** The protocol revision the agent speaks (1 for v1-r1). */
   revision: number;
+  /** Ed25519 signature by the node key over "meshp-sync-v1", the node name and the challenge nonce. */
+  signature: Uint8Array;
 }
 
 /** Sent after a delta is applied. Only an ack moves the controller's applied version. */
@@ -615,6 +626,17 @@ export interface DoctorResponse {
   hashMatches: boolean;
   snapshotPending: boolean;
   logFloor: number;
+}
+
+/** Defines (or redefines) modules of a network's catalogue; each definition is one change. */
+export interface AddCatalogueRequest {
+  network: string;
+  modules: ModuleDecl[];
+}
+
+export interface AddCatalogueResponse {
+  stateVersion: number;
+  modules: string[];
 }
 
 function createBaseEnrolRequest(): EnrolRequest {
@@ -997,7 +1019,7 @@ export const SyncRequest: MessageFns<SyncRequest> = {
 };
 
 function createBaseSyncResponse(): SyncResponse {
-  return { delta: undefined, error: undefined };
+  return { delta: undefined, error: undefined, challenge: undefined };
 }
 
 export const SyncResponse: MessageFns<SyncResponse> = {
@@ -1007,6 +1029,9 @@ export const SyncResponse: MessageFns<SyncResponse> = {
     }
     if (message.error !== undefined) {
       SyncError.encode(message.error, writer.uint32(18).fork()).join();
+    }
+    if (message.challenge !== undefined) {
+      Challenge.encode(message.challenge, writer.uint32(26).fork()).join();
     }
     return writer;
   },
@@ -1040,6 +1065,14 @@ export const SyncResponse: MessageFns<SyncResponse> = {
             message.error = SyncError.decode(reader, reader.uint32());
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.challenge = Challenge.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1056,6 +1089,7 @@ export const SyncResponse: MessageFns<SyncResponse> = {
     return {
       delta: isSet(object.delta) ? StateDelta.fromJSON(object.delta) : undefined,
       error: isSet(object.error) ? SyncError.fromJSON(object.error) : undefined,
+      challenge: isSet(object.challenge) ? Challenge.fromJSON(object.challenge) : undefined,
     };
   },
 
@@ -1066,6 +1100,9 @@ export const SyncResponse: MessageFns<SyncResponse> = {
     }
     if (message.error !== undefined) {
       obj.error = SyncError.toJSON(message.error);
+    }
+    if (message.challenge !== undefined) {
+      obj.challenge = Challenge.toJSON(message.challenge);
     }
     return obj;
   },
@@ -1081,12 +1118,82 @@ export const SyncResponse: MessageFns<SyncResponse> = {
     message.error = (object.error !== undefined && object.error !== null)
       ? SyncError.fromPartial(object.error)
       : undefined;
+    message.challenge = (object.challenge !== undefined && object.challenge !== null)
+      ? Challenge.fromPartial(object.challenge)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseChallenge(): Challenge {
+  return { nonce: new Uint8Array(0) };
+}
+
+export const Challenge: MessageFns<Challenge> = {
+  encode(message: Challenge, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.nonce.length !== 0) {
+      writer.uint32(10).bytes(message.nonce);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Challenge {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseChallenge();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.nonce = reader.bytes();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): Challenge {
+    return { nonce: isSet(object.nonce) ? bytesFromBase64(object.nonce) : new Uint8Array(0) };
+  },
+
+  toJSON(message: Challenge): unknown {
+    const obj: any = {};
+    if (message.nonce.length !== 0) {
+      obj.nonce = base64FromBytes(message.nonce);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<Challenge>, I>>(base?: I): Challenge {
+    return Challenge.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<Challenge>, I>>(object: I): Challenge {
+    const message = createBaseChallenge();
+    message.nonce = object.nonce ?? new Uint8Array(0);
     return message;
   },
 };
 
 function createBaseHello(): Hello {
-  return { node: "", credential: "", appliedVersion: 0, stateHash: "", revision: 0 };
+  return { node: "", credential: "", appliedVersion: 0, stateHash: "", revision: 0, signature: new Uint8Array(0) };
 }
 
 export const Hello: MessageFns<Hello> = {
@@ -1105,6 +1212,9 @@ export const Hello: MessageFns<Hello> = {
     }
     if (message.revision !== 0) {
       writer.uint32(40).uint32(message.revision);
+    }
+    if (message.signature.length !== 0) {
+      writer.uint32(50).bytes(message.signature);
     }
     return writer;
   },
@@ -1162,6 +1272,14 @@ export const Hello: MessageFns<Hello> = {
             message.revision = reader.uint32();
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.signature = reader.bytes();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1189,6 +1307,7 @@ export const Hello: MessageFns<Hello> = {
         ? globalThis.String(object.state_hash)
         : "",
       revision: isSet(object.revision) ? globalThis.Number(object.revision) : 0,
+      signature: isSet(object.signature) ? bytesFromBase64(object.signature) : new Uint8Array(0),
     };
   },
 
@@ -1209,6 +1328,9 @@ export const Hello: MessageFns<Hello> = {
     if (message.revision !== 0) {
       obj.revision = Math.round(message.revision);
     }
+    if (message.signature.length !== 0) {
+      obj.signature = base64FromBytes(message.signature);
+    }
     return obj;
   },
 
@@ -1222,6 +1344,7 @@ export const Hello: MessageFns<Hello> = {
     message.appliedVersion = object.appliedVersion ?? 0;
     message.stateHash = object.stateHash ?? "";
     message.revision = object.revision ?? 0;
+    message.signature = object.signature ?? new Uint8Array(0);
     return message;
   },
 };
@@ -6730,6 +6853,180 @@ export const DoctorResponse: MessageFns<DoctorResponse> = {
   },
 };
 
+function createBaseAddCatalogueRequest(): AddCatalogueRequest {
+  return { network: "", modules: [] };
+}
+
+export const AddCatalogueRequest: MessageFns<AddCatalogueRequest> = {
+  encode(message: AddCatalogueRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.network !== "") {
+      writer.uint32(10).string(message.network);
+    }
+    for (const v of message.modules) {
+      ModuleDecl.encode(v!, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AddCatalogueRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAddCatalogueRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.modules.push(ModuleDecl.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AddCatalogueRequest {
+    return {
+      network: isSet(object.network) ? globalThis.String(object.network) : "",
+      modules: globalThis.Array.isArray(object?.modules) ? object.modules.map((e: any) => ModuleDecl.fromJSON(e)) : [],
+    };
+  },
+
+  toJSON(message: AddCatalogueRequest): unknown {
+    const obj: any = {};
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    if (message.modules?.length) {
+      obj.modules = message.modules.map((e) => ModuleDecl.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<AddCatalogueRequest>, I>>(base?: I): AddCatalogueRequest {
+    return AddCatalogueRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AddCatalogueRequest>, I>>(object: I): AddCatalogueRequest {
+    const message = createBaseAddCatalogueRequest();
+    message.network = object.network ?? "";
+    message.modules = object.modules?.map((e) => ModuleDecl.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseAddCatalogueResponse(): AddCatalogueResponse {
+  return { stateVersion: 0, modules: [] };
+}
+
+export const AddCatalogueResponse: MessageFns<AddCatalogueResponse> = {
+  encode(message: AddCatalogueResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.stateVersion !== 0) {
+      writer.uint32(8).uint64(message.stateVersion);
+    }
+    for (const v of message.modules) {
+      writer.uint32(18).string(v!);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AddCatalogueResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAddCatalogueResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.stateVersion = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.modules.push(reader.string());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AddCatalogueResponse {
+    return {
+      stateVersion: isSet(object.stateVersion)
+        ? globalThis.Number(object.stateVersion)
+        : isSet(object.state_version)
+        ? globalThis.Number(object.state_version)
+        : 0,
+      modules: globalThis.Array.isArray(object?.modules) ? object.modules.map((e: any) => globalThis.String(e)) : [],
+    };
+  },
+
+  toJSON(message: AddCatalogueResponse): unknown {
+    const obj: any = {};
+    if (message.stateVersion !== 0) {
+      obj.stateVersion = Math.round(message.stateVersion);
+    }
+    if (message.modules?.length) {
+      obj.modules = message.modules;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<AddCatalogueResponse>, I>>(base?: I): AddCatalogueResponse {
+    return AddCatalogueResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AddCatalogueResponse>, I>>(object: I): AddCatalogueResponse {
+    const message = createBaseAddCatalogueResponse();
+    message.stateVersion = object.stateVersion ?? 0;
+    message.modules = object.modules?.map((e) => e) || [];
+    return message;
+  },
+};
+
 export type ControlServiceService = typeof ControlServiceService;
 export const ControlServiceService = {
   /** Joins a network with a one-time token; answers the node's name and credential. */
@@ -6879,6 +7176,16 @@ export const AdminServiceService = {
     responseSerialize: (value: DoctorResponse): Buffer => Buffer.from(DoctorResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): DoctorResponse => DoctorResponse.decode(value),
   },
+  addCatalogue: {
+    path: "/meshp.v1.AdminService/AddCatalogue" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: AddCatalogueRequest): Buffer => Buffer.from(AddCatalogueRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): AddCatalogueRequest => AddCatalogueRequest.decode(value),
+    responseSerialize: (value: AddCatalogueResponse): Buffer =>
+      Buffer.from(AddCatalogueResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): AddCatalogueResponse => AddCatalogueResponse.decode(value),
+  },
 } as const;
 
 export interface AdminServiceServer extends UntypedServiceImplementation {
@@ -6891,6 +7198,7 @@ export interface AdminServiceServer extends UntypedServiceImplementation {
   setPolicy: handleUnaryCall<SetPolicyRequest, SetPolicyResponse>;
   createToken: handleUnaryCall<CreateTokenRequest, CreateTokenResponse>;
   doctor: handleUnaryCall<DoctorRequest, DoctorResponse>;
+  addCatalogue: handleUnaryCall<AddCatalogueRequest, AddCatalogueResponse>;
 }
 
 export interface AdminServiceClient extends Client {
@@ -7029,6 +7337,21 @@ export interface AdminServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: DoctorResponse) => void,
   ): ClientUnaryCall;
+  addCatalogue(
+    request: AddCatalogueRequest,
+    callback: (error: ServiceError | null, response: AddCatalogueResponse) => void,
+  ): ClientUnaryCall;
+  addCatalogue(
+    request: AddCatalogueRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: AddCatalogueResponse) => void,
+  ): ClientUnaryCall;
+  addCatalogue(
+    request: AddCatalogueRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: AddCatalogueResponse) => void,
+  ): ClientUnaryCall;
 }
 
 export const AdminServiceClient = makeGenericClientConstructor(
@@ -7039,6 +7362,31 @@ export const AdminServiceClient = makeGenericClientConstructor(
   service: typeof AdminServiceService;
   serviceName: string;
 };
+
+function bytesFromBase64(b64: string): Uint8Array {
+  if ((globalThis as any).Buffer) {
+    return Uint8Array.from((globalThis as any).Buffer.from(b64, "base64"));
+  } else {
+    const bin = globalThis.atob(b64);
+    const arr = new Uint8Array(bin.length);
+    for (let i = 0; i < bin.length; ++i) {
+      arr[i] = bin.charCodeAt(i);
+    }
+    return arr;
+  }
+}
+
+function base64FromBytes(arr: Uint8Array): string {
+  if ((globalThis as any).Buffer) {
+    return (globalThis as any).Buffer.from(arr).toString("base64");
+  } else {
+    const bin: string[] = [];
+    arr.forEach((byte) => {
+      bin.push(globalThis.String.fromCharCode(byte));
+    });
+    return globalThis.btoa(bin.join(""));
+  }
+}
 
 type Builtin = Date | Function | Uint8Array | string | number | boolean | undefined;
 
