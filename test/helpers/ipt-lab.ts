@@ -112,17 +112,7 @@ export async function iptLab(t: Teardownable, backend: Backend, opts: { dockeris
   await mkdir(www);
   await writeFile(join(www, 'index.html'), 'lab\n');
 
-  const children: ChildProcess[] = [];
-  t.teardown(async () => {
-    for (const c of children) {
-      if (c.exitCode === null && c.pid) {
-        const gone = new Promise((r) => c.once('exit', r));
-        process.kill(c.pid, 'SIGKILL');
-        await gone;
-      }
-    }
-  });
-
+  const children = reaper(t);
   const lab: IptLab = {
     backend,
     server,
@@ -148,19 +138,9 @@ export async function iptLab(t: Teardownable, backend: Backend, opts: { dockeris
       await server.exec(tool(backend, family, 'restore'), ['--noflush'], text);
     },
     async serve(ns, port) {
-      const child = spawn('nsenter', [`--net=${ns.path}`, '--', 'busybox', 'httpd', '-f', '-p', `[::]:${port}`, '-h', www], { stdio: 'ignore' });
-      children.push(child);
-      for (let i = 0; i < 50; i++) {
-        const { stdout } = await ns.exec('cat', ['/proc/net/tcp6']);
-        if (stdout.includes(`:${port.toString(16).toUpperCase().padStart(4, '0')} 00000000000000000000000000000000:0000 0A`)) return;
-        await new Promise((r) => setTimeout(r, 50));
-      }
-      throw new Error(`httpd on ${port} in ${ns.name} did not start`);
+      children.push(await httpd(ns, port, www));
     },
-    async reach(from, host, port) {
-      const r = await localRunner(['nsenter', `--net=${from.path}`, '--'])('busybox', ['nc', '-w', '1', host, String(port)], 'GET / HTTP/1.0\r\n\r\n');
-      return r.stdout.includes('HTTP/1.');
-    },
+    reach,
     async configHash() {
       const h = createHash('sha256');
       h.update(await readFile(configV4));
@@ -175,6 +155,40 @@ export async function iptLab(t: Teardownable, backend: Backend, opts: { dockeris
   await lab.serve(server, 9090);
   await lab.serve(box, 8080);
   return lab;
+}
+
+/** busybox httpd on [::]:port inside a namespace, waited for until it listens. Kill it by its pid. */
+export async function httpd(ns: Netns, port: number, www: string): Promise<ChildProcess> {
+  const child = spawn('nsenter', [`--net=${ns.path}`, '--', 'busybox', 'httpd', '-f', '-p', `[::]:${port}`, '-h', www], { stdio: 'ignore' });
+  const hex = port.toString(16).toUpperCase().padStart(4, '0');
+  for (let i = 0; i < 50; i++) {
+    const { stdout } = await ns.exec('cat', ['/proc/net/tcp6']);
+    if (stdout.includes(`:${hex} 00000000000000000000000000000000:0000 0A`)) return child;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  if (child.pid) process.kill(child.pid, 'SIGKILL');
+  throw new Error(`httpd on ${port} in ${ns.name} did not start`);
+}
+
+/** A real TCP connection and an HTTP answer, with a one second timeout. */
+export async function reach(from: Netns, host: string, port: number): Promise<boolean> {
+  const r = await localRunner(['nsenter', `--net=${from.path}`, '--'])('busybox', ['nc', '-w', '1', host, String(port)], 'GET / HTTP/1.0\r\n\r\n');
+  return r.stdout.includes('HTTP/1.');
+}
+
+/** Kills, at teardown, the processes a test started (by pid). */
+export function reaper(t: Teardownable): ChildProcess[] {
+  const children: ChildProcess[] = [];
+  t.teardown(async () => {
+    for (const c of children) {
+      if (c.exitCode === null && c.signalCode === null && c.pid) {
+        const gone = new Promise((r) => c.once('exit', r));
+        process.kill(c.pid, 'SIGKILL');
+        await gone;
+      }
+    }
+  });
+  return children;
 }
 
 /** Lines present in `after` and not in `before` (and the reverse), as multisets. */
