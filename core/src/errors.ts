@@ -27,6 +27,12 @@ export const CODES = {
   MESHP_USAGE: 'a command was used wrongly',
   MESHP_CONFIRM_NEEDED: 'a change was not confirmed',
   MESHP_REFUSED: 'some resources were refused',
+  MESHP_TOKEN_INVALID: 'an enrolment token is forged, used, expired or unknown',
+  MESHP_AUTH_FAILED: 'a credential or a signature was not accepted',
+  MESHP_FORBIDDEN: 'a caller asked for what is not its own',
+  MESHP_TLS_PIN: "the controller's certificate is not the one pinned",
+  MESHP_MESSAGE_TOO_LARGE: 'a message exceeds the size limit',
+  MESHP_UNAVAILABLE: 'the controller is not reachable',
 } as const;
 
 export type ErrorCode = keyof typeof CODES;

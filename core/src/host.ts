@@ -15,6 +15,7 @@ import {
   type ViewChange,
 } from './contracts.js';
 import { MeshpError, attribute } from './errors.js';
+import type { Transport } from './agent/transport.js';
 
 /** Named stages for ordering taps; never `before`. */
 export const STAGE = Object.freeze({
@@ -33,6 +34,8 @@ function createHooks() {
     files: new AsyncSeriesBailHook<[HostOptions], FileStore | undefined>(['options'], 'files'),
     runtime: new AsyncSeriesBailHook<[HostOptions], ContainerRuntime | undefined>(['options'], 'runtime'),
     state: new AsyncSeriesBailHook<[HostOptions], HostStateStore | undefined>(['options'], 'state'),
+    /** How the agent reaches its controller and the controller serves its agents. */
+    transport: new AsyncSeriesBailHook<[HostOptions], Transport | undefined>(['options'], 'transport'),
     /** Plugins may add actions to the plan (they come with their own `run`). */
     plan: new AsyncSeriesWaterfallHook<[Plan, ApplyContext]>(['plan', 'context'], 'plan'),
     /** A plugin may veto the whole plan with a reason (a string). */
@@ -60,6 +63,7 @@ export class Host {
   #files?: FileStore | null;
   #runtime?: ContainerRuntime | null;
   #state?: HostStateStore;
+  #transport?: Transport;
   #firewall?: { driver: FirewallDriver | null; probe: FirewallProbe };
 
   constructor(options: Partial<HostOptions> = {}) {
@@ -113,6 +117,15 @@ export class Host {
       this.#runtime = (await this.call(this.hooks.runtime, () => this.hooks.runtime.promise(this.options))) ?? null;
     }
     return this.#runtime;
+  }
+
+  async transport(): Promise<Transport> {
+    if (this.#transport === undefined) {
+      const t = await this.call(this.hooks.transport, () => this.hooks.transport.promise(this.options));
+      if (!t) throw new MeshpError('MESHP_PROVIDER_MISSING', 'no plugin provides the transport');
+      this.#transport = t;
+    }
+    return this.#transport;
   }
 
   async state(): Promise<HostStateStore> {

@@ -1,0 +1,232 @@
+/**
+ * The agent loop, without I/O of its own: the transport, the store, the firewall and the files are
+ * the host's plugins. hello → deltas → apply the view → reconcile the declaration → ack → report.
+ * It reconciles on every delta, on a timer, and when the firewall driver sees a reload.
+ */
+import type { FirewallDriver, HostReport } from '../contracts.js';
+import { MeshpError, isMeshpError, oneLine } from '../errors.js';
+import type { Host } from '../host.js';
+import { DeltaApplier } from '../delta/applier.js';
+import { declarationFromWire } from '../delta/declaration.js';
+import type { StateDelta } from '../delta/wire.js';
+import { Reconciler } from '../reconcile/reconciler.js';
+import { Backoff } from './backoff.js';
+import { PROTOCOL_REVISION, challengePayload, type AgentMessage, type ControlLink, type ControllerMessage, type EnrolResult, type ReportMessage, type SyncChannel, type TransportError } from './transport.js';
+
+export const ENROLMENT_KEY = 'agent.enrolment';
+export const VIEW_KEY = 'agent.view';
+
+/** pino's call shape: fields first, then the message. */
+export interface AgentLog {
+  info(fields: Record<string, unknown>, msg: string): void;
+  warn(fields: Record<string, unknown>, msg: string): void;
+  error(fields: Record<string, unknown>, msg: string): void;
+}
+
+const SILENT: AgentLog = { info() {}, warn() {}, error() {} };
+
+export interface AgentOptions {
+  /** The name the node asks for at enrolment. */
+  node: string;
+  /** Needed only until the node is enrolled. */
+  token?: string;
+  /** The node's public key, as the controller stores it. */
+  nodeKey: string;
+  sign(payload: Uint8Array): Uint8Array | Promise<Uint8Array>;
+  endpoints?: string[];
+  /** Reconcile at least this often (ms). Default 10 s. */
+  intervalMs?: number;
+  backoff?: { initialMs: number; maxMs: number; random?: () => number };
+  log?: AgentLog;
+}
+
+export class Agent {
+  readonly applier = new DeltaApplier();
+  readonly #host: Host;
+  readonly #link: ControlLink;
+  readonly #o: AgentOptions;
+  readonly #log: AgentLog;
+  readonly #backoff: Backoff;
+  #enrolment: EnrolResult | null = null;
+  #channel: SyncChannel<ControllerMessage, AgentMessage> | null = null;
+  #stopped = false;
+  #wake: (() => void) | null = null;
+  #timer: ReturnType<typeof setInterval> | null = null;
+  #watch: { close(): void } | null = null;
+  #reconciling: Promise<void> | null = null;
+  #again = false;
+  #lastReport: ReportMessage | null = null;
+  #loop: Promise<void> | null = null;
+
+  constructor(host: Host, link: ControlLink, options: AgentOptions) {
+    this.#host = host;
+    this.#link = link;
+    this.#o = options;
+    this.#log = options.log ?? SILENT;
+    this.#backoff = new Backoff(options.backoff ?? { initialMs: 250, maxMs: 15_000 });
+  }
+
+  get enrolment(): EnrolResult | null {
+    return this.#enrolment;
+  }
+
+  /** Restores the view, enrols when not yet enrolled, and starts the loop. Throws when enrolment is refused. */
+  async start(): Promise<void> {
+    const store = await this.#host.state();
+    const saved = await store.getValue<StateDelta>(VIEW_KEY);
+    if (saved) this.applier.restore(saved);
+    this.#enrolment = await store.getValue<EnrolResult>(ENROLMENT_KEY);
+    if (!this.#enrolment) {
+      if (!this.#o.token) throw new MeshpError('MESHP_USAGE', 'this node is not enrolled yet: give it a token');
+      this.#enrolment = await this.#link.enrol({ token: this.#o.token, nodeKey: this.#o.nodeKey, node: this.#o.node, endpoints: this.#o.endpoints ?? [] });
+      await store.setValue(ENROLMENT_KEY, this.#enrolment);
+      this.#log.info({ network: this.#enrolment.network, node: this.#enrolment.node, mode: this.#enrolment.mode }, 'enrolled');
+    }
+    this.#log.info({ node: this.#enrolment.node, appliedVersion: this.applier.appliedVersion }, 'starting');
+    await this.#watchFirewall();
+    this.#timer = setInterval(() => this.requestReconcile('timer'), this.#o.intervalMs ?? 10_000);
+    this.#loop = this.#connectLoop();
+  }
+
+  /** Stops cleanly: the stream closed, the timer and the watch gone, a running reconcile finished. */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    if (this.#timer) clearInterval(this.#timer);
+    this.#watch?.close();
+    this.#channel?.close();
+    this.#wake?.();
+    await this.#loop;
+    await this.#reconciling;
+    this.#link.close();
+    this.#log.info({ appliedVersion: this.applier.appliedVersion }, 'stopped');
+  }
+
+  /** Reconciles now, or once more after the one running. */
+  requestReconcile(reason: string): void {
+    if (this.#stopped) return;
+    if (this.#reconciling) {
+      this.#again = true;
+      return;
+    }
+    this.#reconciling = this.#reconcileLoop(reason).finally(() => {
+      this.#reconciling = null;
+    });
+  }
+
+  async #watchFirewall(): Promise<void> {
+    let driver: FirewallDriver | null = null;
+    try {
+      driver = await this.#host.firewall();
+    } catch (e) {
+      this.#log.warn({ err: oneLine(e) }, 'firewall probe refused');
+    }
+    if (driver?.watch) this.#watch = driver.watch(() => this.requestReconcile('firewall'));
+  }
+
+  async #connectLoop(): Promise<void> {
+    while (!this.#stopped) {
+      const error = await this.#session();
+      if (this.#stopped) break;
+      const delay = this.#backoff.next();
+      this.#log.warn({ code: error?.code, err: error?.message, retryMs: delay }, 'stream ended; reconnecting');
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(resolve, delay);
+        this.#wake = () => {
+          clearTimeout(t);
+          resolve();
+        };
+      });
+      this.#wake = null;
+    }
+  }
+
+  /** One Sync stream, until it ends. Messages are handled one at a time, in order. */
+  #session(): Promise<TransportError | undefined> {
+    return new Promise((resolve) => {
+      const ch = this.#link.sync();
+      this.#channel = ch;
+      let chain = Promise.resolve();
+      ch.onMessage((m) => {
+        chain = chain.then(() => this.#handle(ch, m)).catch((e) => this.#log.error({ err: oneLine(e) }, 'message handling failed'));
+      });
+      ch.onClose((error) => {
+        if (this.#channel === ch) this.#channel = null;
+        void chain.then(() => resolve(error));
+      });
+    });
+  }
+
+  async #handle(ch: SyncChannel<ControllerMessage, AgentMessage>, m: ControllerMessage): Promise<void> {
+    const e = this.#enrolment!;
+    if ('challenge' in m) {
+      const { appliedVersion, stateHash } = this.applier.hello();
+      const signature = await this.#o.sign(challengePayload(e.node, m.challenge));
+      ch.send({ hello: { node: e.node, credential: e.credential, appliedVersion, stateHash, revision: PROTOCOL_REVISION, signature } });
+      if (this.#lastReport) ch.send({ report: this.#lastReport });
+      return;
+    }
+    if ('error' in m) {
+      this.#log.warn({ code: m.error.code, err: m.error.message }, 'controller refused');
+      return;
+    }
+    await this.#onDelta(ch, m.delta);
+  }
+
+  async #onDelta(ch: SyncChannel<ControllerMessage, AgentMessage>, delta: StateDelta): Promise<void> {
+    let result;
+    try {
+      result = this.applier.receive(delta);
+    } catch (err) {
+      const resync = this.applier.resyncRequest(err);
+      this.#log.warn({ code: isMeshpError(err) ? err.code : undefined, err: oneLine(err), fromVersion: delta.fromVersion, toVersion: delta.toVersion }, 'delta refused; asking for a snapshot');
+      ch.send({ resync });
+      return;
+    }
+    if (result.status !== 'applied') return;
+    this.#backoff.reset();
+    await (await this.#host.state()).setValue(VIEW_KEY, this.applier.view.toSnapshot());
+    this.#log.info(
+      { fromVersion: delta.fromVersion, toVersion: delta.toVersion, snapshot: delta.fromVersion === 0, upserted: result.change.upserted.length, removed: result.change.removed.length, unscoped: result.change.unscoped.length, components: result.change.components },
+      'applied',
+    );
+    this.#host.hooks.viewChanged.call(result.change);
+    this.requestReconcile('delta');
+    await this.#reconciling;
+    if (this.#channel === ch) {
+      ch.send({ ack: result.ack });
+      if (this.#lastReport) ch.send({ report: this.#lastReport });
+    }
+  }
+
+  async #reconcileLoop(reason: string): Promise<void> {
+    do {
+      this.#again = false;
+      await this.#reconcileOnce(reason);
+      reason = 'again';
+    } while (this.#again && !this.#stopped);
+  }
+
+  async #reconcileOnce(reason: string): Promise<void> {
+    const wire = this.applier.view.components.declaration;
+    if (!wire) return;
+    const appliedVersion = this.applier.appliedVersion;
+    try {
+      const { report } = await new Reconciler(this.#host).reconcile(declarationFromWire(wire));
+      this.#lastReport = toReportMessage(report, appliedVersion);
+      this.#log.info({ reason, appliedVersion, counts: report.counts, firewall: report.firewall?.kind ?? null }, 'reconciled');
+    } catch (e) {
+      this.#log.error({ reason, appliedVersion, err: oneLine(e) }, 'reconcile refused');
+    }
+  }
+}
+
+function toReportMessage(r: HostReport, appliedVersion: number): ReportMessage {
+  return {
+    appliedVersion,
+    mode: r.mode,
+    firewallKind: r.firewall?.kind ?? '',
+    firewallActive: r.firewall?.active ?? false,
+    resources: r.resources.map((x) => ({ key: x.key, kind: x.kind, module: x.module, state: x.state, ...(x.reason ? { reason: x.reason } : {}) })),
+    at: r.at,
+  };
+}

@@ -1,0 +1,141 @@
+/**
+ * The transport contract: how an agent talks to its controller and how a controller serves its
+ * agents and operators, whatever carries the bytes. `@meshp/transport-grpc` is one implementation.
+ * Shapes follow `proto/meshp/v1/control.proto` as ts-proto reads it (camelCase, enums as numbers).
+ */
+import type { Mode } from '../model.js';
+import type { ResourceReport } from '../contracts.js';
+import type { StateDelta } from '../delta/wire.js';
+
+/** The largest message either end accepts; more is refused (NetBird shipped 4.2 MB maps over gRPC's 4 MB default). */
+export const DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
+/** The protocol revision this agent speaks (v1-r1). */
+export const PROTOCOL_REVISION = 1;
+
+export interface EnrolInput {
+  token: string;
+  /** The node's Ed25519 public key (SPKI DER, base64). */
+  nodeKey: string;
+  node: string;
+  endpoints: string[];
+}
+
+export interface EnrolResult {
+  network: string;
+  node: string;
+  /** The credential the agent presents in every Hello. */
+  credential: string;
+  mode: Mode;
+  addresses: string[];
+}
+
+export interface HelloMessage {
+  node: string;
+  credential: string;
+  appliedVersion: number;
+  stateHash: string;
+  revision: number;
+  /** Signature by the node key over `challengePayload(node, nonce)`. */
+  signature: Uint8Array;
+}
+
+export interface AckMessage {
+  appliedVersion: number;
+  stateHash: string;
+}
+
+export interface ResyncMessage {
+  appliedVersion: number;
+  reason: number;
+  detail: string;
+}
+
+export interface ReportMessage {
+  appliedVersion: number;
+  mode: Mode;
+  firewallKind: string;
+  firewallActive: boolean;
+  resources: ResourceReport[];
+  at: string;
+}
+
+/** Agent → controller on the Sync stream. */
+export type AgentMessage =
+  | { hello: HelloMessage }
+  | { ack: AckMessage }
+  | { report: ReportMessage }
+  | { resync: ResyncMessage };
+
+/** Controller → agent on the Sync stream. The challenge comes first, before anything else. */
+export type ControllerMessage = { challenge: Uint8Array } | { delta: StateDelta } | { error: { code: string; message: string } };
+
+/** One end of one Sync stream. */
+export interface SyncChannel<In, Out> {
+  send(message: Out): void;
+  onMessage(listener: (message: In) => void): void;
+  /** Called once, when the stream ends; `error` says why when it did not end cleanly. */
+  onClose(listener: (error?: TransportError) => void): void;
+  close(error?: TransportError): void;
+}
+
+/** Why a call or a stream ended: a stable code (MESHP_…, or the transport's own) and a message. */
+export interface TransportError {
+  code: string;
+  message: string;
+}
+
+/** The agent's side. */
+export interface ControlLink {
+  enrol(input: EnrolInput): Promise<EnrolResult>;
+  sync(): SyncChannel<ControllerMessage, AgentMessage>;
+  close(): void;
+}
+
+export interface ConnectOptions {
+  /** HOST:PORT of the controller. */
+  address: string;
+  /** SHA-256 of the controller's certificate (hex): anything else is refused. */
+  fingerprint: string;
+  maxMessageBytes?: number;
+}
+
+/** The controller's side of the Control service. `peer` names the remote end, for logs. */
+export interface ControlHandlers {
+  enrol(input: EnrolInput, peer: string): Promise<EnrolResult>;
+  sync(channel: SyncChannel<AgentMessage, ControllerMessage>, peer: string): void;
+}
+
+/**
+ * The Admin service, by method name (ListNodes, ShowNode, …): request and response in the
+ * transport's message shapes. `credential` is what the caller presented.
+ */
+export type AdminHandler = (method: string, request: Record<string, unknown>, credential: string, peer: string) => Promise<Record<string, unknown>>;
+
+export interface ListenOptions {
+  /** HOST:PORT; port 0 picks a free one. */
+  address: string;
+  certPem: string;
+  keyPem: string;
+  maxMessageBytes?: number;
+}
+
+export interface TransportListener {
+  /** HOST:PORT actually bound. */
+  readonly address: string;
+  close(): Promise<void>;
+}
+
+export interface Transport {
+  readonly name: string;
+  connect(options: ConnectOptions): ControlLink;
+  listen(options: ListenOptions, services: { control: ControlHandlers; admin: AdminHandler }): Promise<TransportListener>;
+}
+
+/** What the node key signs at the start of every stream. */
+export function challengePayload(node: string, nonce: Uint8Array): Uint8Array {
+  const head = new TextEncoder().encode(`meshp-sync-v1\u0000${node}\u0000`);
+  const out = new Uint8Array(head.length + nonce.length);
+  out.set(head);
+  out.set(nonce, head.length);
+  return out;
+}
