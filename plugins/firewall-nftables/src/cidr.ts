@@ -110,9 +110,22 @@ function split(r: Range): string[] {
   return out;
 }
 
+const memo = new Map<string, string[]>();
+
+/** Remembers the canonical form of an address list: thousands of openings share a handful of lists. */
+export function memoCanonical(key: string, compute: () => string[]): string[] {
+  let v = memo.get(key);
+  if (!v) {
+    if (memo.size > 10_000) memo.clear();
+    v = compute();
+    memo.set(key, v);
+  }
+  return v;
+}
+
 /** Canonical CIDRs of a `from` list, by family. */
 export function splitFamilies(cidrs: readonly string[]): Record<IpFamily, string[]> {
-  const all = canonical(cidrs.map(parseCidr));
+  const all = memoCanonical(`from:${cidrs.join(',')}`, () => canonical(cidrs.map(parseCidr)));
   return { ip: all.filter((c) => !c.includes(':')), ip6: all.filter((c) => c.includes(':')) };
 }
 

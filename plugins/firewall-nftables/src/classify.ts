@@ -27,14 +27,51 @@ export function markedId(rule: NftRule): string | null {
   return isMarked(rule) ? rule.comment!.slice(MARK.length) : null;
 }
 
+interface Index {
+  rulesByTable: Map<string, NftRule[]>;
+  rulesByChain: Map<string, NftRule[]>;
+  owners: Map<string, TableOwner>;
+  firstDrop: Map<string, NftRule | null>;
+}
+
+const indexes = new WeakMap<Ruleset, Index>();
+
+/** Rules grouped once per listing: a ruleset of thousands of rules is read in linear time. */
+function index(rs: Ruleset): Index {
+  let ix = indexes.get(rs);
+  if (!ix) {
+    ix = { rulesByTable: new Map(), rulesByChain: new Map(), owners: new Map(), firstDrop: new Map() };
+    for (const r of rs.rules) {
+      const t = tableKey(r);
+      const c = chainKey(r);
+      if (!ix.rulesByTable.has(t)) ix.rulesByTable.set(t, []);
+      if (!ix.rulesByChain.has(c)) ix.rulesByChain.set(c, []);
+      ix.rulesByTable.get(t)!.push(r);
+      ix.rulesByChain.get(c)!.push(r);
+    }
+    indexes.set(rs, ix);
+  }
+  return ix;
+}
+
 export function classifyTable(table: NftTable, rs: Ruleset): TableOwner {
+  const ix = index(rs);
+  const key = tableKey(table);
+  let owner = ix.owners.get(key);
+  if (!owner) {
+    owner = classify(table, rs, ix.rulesByTable.get(key) ?? []);
+    ix.owners.set(key, owner);
+  }
+  return owner;
+}
+
+function classify(table: NftTable, rs: Ruleset, rules: NftRule[]): TableOwner {
   const key = tableKey(table);
   if (table.family === 'inet' && table.name === MESH_TABLE) return 'mesh';
   if (table.family === 'inet' && table.name === DERIVED_TABLE) return 'derived';
   if (table.name === 'firewalld') return 'firewalld';
   if (table.name.startsWith('docker')) return 'docker';
   if (table.family !== 'ip' && table.family !== 'ip6' && table.family !== 'inet') return 'other';
-  const rules = rs.rules.filter((r) => tableKey(r) === key);
   if (rules.some((r) => r.expr.some((e) => 'xt' in e))) return 'iptables-nft';
   const base = rs.chains.filter((c) => tableKey(c) === key && c.hook);
   if (
@@ -53,8 +90,7 @@ export function tablesOwnedBy(rs: Ruleset, owner: TableOwner): NftTable[] {
 }
 
 export function rulesOf(rs: Ruleset, chain: NftChain): NftRule[] {
-  const key = chainKey(chain);
-  return rs.rules.filter((r) => chainKey(r) === key);
+  return index(rs).rulesByChain.get(chainKey(chain)) ?? [];
 }
 
 /** `ct state invalid drop` and the like: drops that only look at conntrack state. */
@@ -86,7 +122,12 @@ export function chainDrops(rs: Ruleset, chain: NftChain): boolean {
  * only drop is the policy, then we append at the end.
  */
 export function firstDrop(rs: Ruleset, chain: NftChain): NftRule | null {
-  return rulesOf(rs, chain).find((r) => !isMarked(r) && isDropRule(r) && !isStateOnlyDrop(r)) ?? null;
+  const ix = index(rs);
+  const key = chainKey(chain);
+  if (!ix.firstDrop.has(key)) {
+    ix.firstDrop.set(key, rulesOf(rs, chain).find((r) => !isMarked(r) && isDropRule(r) && !isStateOnlyDrop(r)) ?? null);
+  }
+  return ix.firstDrop.get(key)!;
 }
 
 /** Base chains of found tables on a hook that drop: where openings of that path must go. */

@@ -58,13 +58,14 @@ export function planEnsure(rs: Ruleset, openings: readonly Opening[], refusals: 
   const deletes: Command[] = [];
   const deletedIds = new Set<string>();
   const chainsByKey = new Map(rs.chains.map((c) => [chainKey(c), c]));
+  const positions = positionsOf(rs);
 
   for (const rule of presentMarked(rs)) {
     const id = markedId(rule)!;
     const shape = parseShape(rule, id);
     const key = shape ? wantKey(rule, shape) : null;
     const chain = chainsByKey.get(chainKey(rule));
-    if (key && byKey.has(key) && !satisfied.has(key) && chain && effective(rs, chain, rule)) {
+    if (key && byKey.has(key) && !satisfied.has(key) && chain && effective(rs, chain, rule, positions)) {
       satisfied.add(key);
       continue;
     }
@@ -98,11 +99,16 @@ export function planEnsure(rs: Ruleset, openings: readonly Opening[], refusals: 
   return { commands, added: [...added], removed };
 }
 
-/** An accept after the chain's first drop never fires: it is replaced. */
-function effective(rs: Ruleset, chain: NftChain, rule: NftRule): boolean {
+/** An accept after the chain's first drop never fires: it is replaced. Handles grow, positions do not: compare positions. */
+function effective(rs: Ruleset, chain: NftChain, rule: NftRule, positions: Map<NftRule, number>): boolean {
   if (chain.table === MESH_TABLE) return true;
   const drop = firstDrop(rs, chain);
   if (!drop) return true;
-  const rules = rulesOf(rs, chain);
-  return rules.indexOf(rule) < rules.indexOf(drop);
+  return positions.get(rule)! < positions.get(drop)!;
+}
+
+function positionsOf(rs: Ruleset): Map<NftRule, number> {
+  const out = new Map<NftRule, number>();
+  for (const c of rs.chains) rulesOf(rs, c).forEach((r, i) => out.set(r, i));
+  return out;
 }

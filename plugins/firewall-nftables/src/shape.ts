@@ -3,7 +3,7 @@
  * from a listing into the same shape so "present" and "wanted" compare exactly.
  */
 import { MeshpError, type Opening, type Protocol } from '@meshp/core';
-import { canonical, isWhole, parseCidr, splitFamilies, type IpFamily, type Range } from './cidr.js';
+import { canonical, isWhole, memoCanonical, parseCidr, splitFamilies, type IpFamily, type Range } from './cidr.js';
 import { MARK } from './classify.js';
 import type { Expr, Family, NftRule } from './schema.js';
 
@@ -124,9 +124,13 @@ export function parseShape(rule: NftRule, id: string): Shape | null {
       const payloadSaddr = left.payload?.field === 'saddr' ? left.payload.protocol : undefined;
       const family = ctSaddr ?? payloadSaddr;
       if (family === 'ip' || family === 'ip6') {
-        const ranges = toRanges(right, family);
-        if (!ranges || (op !== '==' && op !== '!=')) return null;
-        Object.assign(s, { nf: family, cidrs: canonical(ranges), negate: op === '!=' });
+        if (op !== '==' && op !== '!=') return null;
+        const cidrs = memoCanonical(`${family}:${JSON.stringify(right)}`, () => {
+          const ranges = toRanges(right, family);
+          return ranges ? canonical(ranges) : [];
+        });
+        if (cidrs.length === 0) return null;
+        Object.assign(s, { nf: family, cidrs, negate: op === '!=' });
       } else if (left.meta?.key === 'nfproto' && op === '==') {
         s.nf = right === 'ipv4' ? 'ip' : right === 'ipv6' ? 'ip6' : undefined;
       } else if (left.payload?.field === 'dport' && op === '==' && typeof right === 'number') {
