@@ -51,7 +51,8 @@ else {
     t.same(await fw.openings(), [o]);
     const r = open({ id: 'mesh/store', module: 'mesh', port: 5432, path: 'forwarded', action: 'drop' });
     await fw.ensure([o], [r]);
-    t.same((await fw.openings()).map((x) => [x.id, x.action, x.path]), [['mesh/store', 'drop', 'forwarded'], [o.id, 'accept', 'incoming']]);
+    t.same(await fw.openings(), [r, o], 'the refusal reads back as written: from anywhere outside the private range');
+    t.match(await bed.ufw('status', 'numbered'), /\[ 1\] 5432\/tcp\s+ALLOW FWD\s+10\.71\.1\.0\/24\s+# meshp:mesh\/store\n\[ 2\] 5432\/tcp\s+DENY FWD\s+Anywhere/, 'its allow from the range sits above its deny');
     t.same(await fw.ensure([], [r]), { added: [], removed: [o.id] });
     const status = await bed.ufw('status');
     t.match(status, /8080\/tcp\s+ALLOW\s+Anywhere/, "the admin's rule stays");

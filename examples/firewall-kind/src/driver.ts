@@ -63,16 +63,30 @@ export class UfwDriver implements FirewallDriver {
   }
 
   async openings(): Promise<Opening[]> {
-    const byId = new Map<string, Opening>();
+    const groups = new Map<string, UfwRule[]>();
     for (const r of await this.rules()) {
       if (!r.comment?.startsWith(MARK) || !/^\d+$/.test(r.port) || (r.protocol !== 'tcp' && r.protocol !== 'udp')) continue;
       const id = r.comment.slice(MARK.length);
-      const o = byId.get(id) ?? { id, module: id.split('/')[0] ?? '', port: Number(r.port), protocol: r.protocol, from: [], path: r.route ? 'forwarded' : 'incoming', action: 'accept' };
-      if (r.action === 'deny' || r.action === 'reject') o.action = 'drop';
-      else if (r.from !== 'any' && !o.from.includes(r.from)) o.from.push(r.from);
-      byId.set(id, o);
+      groups.set(id, [...(groups.get(id) ?? []), r]);
     }
-    return [...byId.values()].map((o) => ({ ...o, from: o.from.sort() })).sort((a, b) => a.id.localeCompare(b.id));
+    const out: Opening[] = [];
+    for (const [id, rules] of groups) {
+      const first = rules[0]!;
+      const denies = rules.filter((r) => r.action === 'deny' || r.action === 'reject');
+      // A refusal's allow from the private range is part of how it is written, not a range it drops.
+      const counted = denies.length ? denies : rules;
+      const from = counted.some((r) => r.from === 'any') ? [] : [...new Set(counted.map((r) => r.from))].sort();
+      out.push({
+        id,
+        module: id.split('/')[0] ?? '',
+        port: Number(first.port),
+        protocol: first.protocol as Opening['protocol'],
+        from,
+        path: first.route ? 'forwarded' : 'incoming',
+        action: denies.length ? 'drop' : 'accept',
+      });
+    }
+    return out.sort((a, b) => a.id.localeCompare(b.id));
   }
 
   /** The ufw rules one opening or refusal stands for, in the order they must end up. */
