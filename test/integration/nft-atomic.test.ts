@@ -4,30 +4,31 @@ import { NftablesDriver, localRunner, localSpawner, netnsPrefix, type Runner } f
 import { labAvailable } from '../helpers/netns.js';
 import { CLIENT_NET, lab, ruleLines } from '../helpers/nft-lab.js';
 
-if (!labAvailable()) t.skip('needs root for network namespaces');
+if (!labAvailable()) t.plan(0, 'needs root to build network namespaces');
+else {
+  const web: Opening = { id: 'web/incoming/tcp/9000', module: 'web', port: 9000, protocol: 'tcp', from: [CLIENT_NET], path: 'incoming', action: 'accept' };
+  const store: Opening = { id: 'store/forwarded/tcp/5432', module: 'store', port: 5432, protocol: 'tcp', from: [], path: 'forwarded', action: 'drop' };
 
-const web: Opening = { id: 'web/incoming/tcp/9000', module: 'web', port: 9000, protocol: 'tcp', from: [CLIENT_NET], path: 'incoming', action: 'accept' };
-const store: Opening = { id: 'store/forwarded/tcp/5432', module: 'store', port: 5432, protocol: 'tcp', from: [], path: 'forwarded', action: 'drop' };
+  t.test('a batch that fails half-way (a stale handle) leaves nothing applied', async (t) => {
+    const l = await lab(t);
+    const inner = localRunner(netnsPrefix(l.server.name));
+    // Someone else changes their chain between our listing and our batch: the handle we insert before goes away.
+    const racing: Runner = async (argv, o) => {
+      if (argv.includes('-f')) {
+        const chain = JSON.parse(await l.nft(['-j', '-a', 'list', 'chain', 'inet', 'filter', 'input'])) as { nftables: { rule?: { handle: number; expr: object[] } }[] };
+        const reject = chain.nftables.find((x) => x.rule && JSON.stringify(x.rule.expr).includes('reject'))!.rule!;
+        await l.nft(['delete', 'rule', 'inet', 'filter', 'input', 'handle', String(reject.handle)]);
+      }
+      return inner(argv, o);
+    };
+    const driver = new NftablesDriver({ runner: racing, spawner: localSpawner(), root: l.root, configFile: '/etc/nftables.conf' });
+    const before = (await ruleLines(l)).filter((x) => !x.includes('reject'));
+    const err = await driver.ensure([web], [store]).catch((e: unknown) => e);
+    t.ok(err instanceof MeshpError);
+    t.equal((err as MeshpError).code, 'MESHP_FIREWALL_FAILED');
+    t.same(await ruleLines(l), before, 'neither the insert nor the mesh table of the same batch was applied');
 
-t.test('a batch that fails half-way (a stale handle) leaves nothing applied', async (t) => {
-  const l = await lab(t);
-  const inner = localRunner(netnsPrefix(l.server.name));
-  // Someone else changes their chain between our listing and our batch: the handle we insert before goes away.
-  const racing: Runner = async (argv, o) => {
-    if (argv.includes('-f')) {
-      const chain = JSON.parse(await l.nft(['-j', '-a', 'list', 'chain', 'inet', 'filter', 'input'])) as { nftables: { rule?: { handle: number; expr: object[] } }[] };
-      const reject = chain.nftables.find((x) => x.rule && JSON.stringify(x.rule.expr).includes('reject'))!.rule!;
-      await l.nft(['delete', 'rule', 'inet', 'filter', 'input', 'handle', String(reject.handle)]);
-    }
-    return inner(argv, o);
-  };
-  const driver = new NftablesDriver({ runner: racing, spawner: localSpawner(), root: l.root, configFile: '/etc/nftables.conf' });
-  const before = (await ruleLines(l)).filter((x) => !x.includes('reject'));
-  const err = await driver.ensure([web], [store]).catch((e: unknown) => e);
-  t.ok(err instanceof MeshpError);
-  t.equal((err as MeshpError).code, 'MESHP_FIREWALL_FAILED');
-  t.same(await ruleLines(l), before, 'neither the insert nor the mesh table of the same batch was applied');
-
-  const calm = new NftablesDriver({ runner: inner, spawner: localSpawner(), root: l.root, configFile: '/etc/nftables.conf' });
-  t.same(await calm.ensure([web], [store]), { added: [web.id, store.id], removed: [] }, 'the next ensure, re-listing first, succeeds');
-});
+    const calm = new NftablesDriver({ runner: inner, spawner: localSpawner(), root: l.root, configFile: '/etc/nftables.conf' });
+    t.same(await calm.ensure([web], [store]), { added: [web.id, store.id], removed: [] }, 'the next ensure, re-listing first, succeeds');
+  });
+}

@@ -1,60 +1,61 @@
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { Host, type Opening } from '@meshp/core';
 import { NftablesPlugin, type NftablesDriver } from '@meshp/firewall-nftables';
 import { labAvailable } from '../helpers/netns.js';
 import { CLIENT_NET, DOCKER_NAT, PUBLISHED, SERVER_CLIENT, SERVER_OUTSIDE, lab, reachable, ruleLines } from '../helpers/nft-lab.js';
 
-if (!labAvailable()) t.skip('needs root for network namespaces');
+if (!labAvailable()) t.plan(0, 'needs root to build network namespaces');
+else {
+  const published = (from: string[]): Opening => ({
+    id: 'web/forwarded/tcp/18080',
+    module: 'web',
+    port: PUBLISHED,
+    protocol: 'tcp',
+    from,
+    path: 'forwarded',
+    action: 'accept',
+  });
+  const refusal: Opening = { id: 'store/forwarded/tcp/18080', module: 'store', port: PUBLISHED, protocol: 'tcp', from: [], path: 'forwarded', action: 'drop' };
 
-const published = (from: string[]): Opening => ({
-  id: 'web/forwarded/tcp/18080',
-  module: 'web',
-  port: PUBLISHED,
-  protocol: 'tcp',
-  from,
-  path: 'forwarded',
-  action: 'accept',
-});
-const refusal: Opening = { id: 'store/forwarded/tcp/18080', module: 'store', port: PUBLISHED, protocol: 'tcp', from: [], path: 'forwarded', action: 'drop' };
+  async function bed(t: Test) {
+    const l = await lab(t, { app: true });
+    await l.load(DOCKER_NAT);
+    await l.serve(l.app, 80);
+    const host = new Host({ root: l.root }).use(new NftablesPlugin({ netns: l.server.name, privateRange: CLIENT_NET }));
+    const driver = (await host.firewall()) as NftablesDriver;
+    return { l, driver };
+  }
 
-async function bed(t: Tap.Test) {
-  const l = await lab(t, { app: true });
-  await l.load(DOCKER_NAT);
-  await l.serve(l.app, 80);
-  const host = new Host({ root: l.root }).use(new NftablesPlugin({ netns: l.server.name, privateRange: CLIENT_NET }));
-  const driver = (await host.firewall()) as NftablesDriver;
-  return { l, driver };
+  t.test('a forwarded opening matches the original port of a DNATed (published) port', async (t) => {
+    const { l, driver } = await bed(t);
+    t.notOk(await reachable(l.client, SERVER_CLIENT, PUBLISHED), 'their forward chain drops it');
+    const before = await ruleLines(l);
+    await driver.ensure([published([CLIENT_NET])], []);
+    t.ok(await reachable(l.client, SERVER_CLIENT, PUBLISHED), 'reachable from the private range');
+    t.notOk(await reachable(l.outside, SERVER_OUTSIDE, PUBLISHED), 'not from outside');
+    const after = await ruleLines(l);
+    t.same(before.filter((x) => !after.includes(x)), [], 'their rules and the NAT table untouched');
+    const added = after.filter((x) => !before.includes(x));
+    t.equal(added.length, 1);
+    t.match(added[0], /"chain":"forward","comment":"meshp:web\/forwarded\/tcp\/18080".*"proto-dst"/);
+  });
+
+  t.test('a refusal in the mesh table drops a published port from outside the private range, whatever else accepts it', async (t) => {
+    const { l, driver } = await bed(t);
+    await driver.ensure([published([])], []);
+    t.ok(await reachable(l.outside, SERVER_OUTSIDE, PUBLISHED), 'opened to anywhere, outside reaches it');
+    const r = await driver.ensure([published([])], [refusal]);
+    t.same(r, { added: [refusal.id], removed: [] });
+    t.notOk(await reachable(l.outside, SERVER_OUTSIDE, PUBLISHED), 'the refusal wins from outside');
+    t.ok(await reachable(l.client, SERVER_CLIENT, PUBLISHED), 'the private range still reaches it');
+    t.match(await l.nft(['list', 'table', 'inet', 'meshp']), /ct original ip saddr != 10\.70\.1\.0\/24 .*ct original proto-dst 18080 drop comment "meshp:store\/forwarded\/tcp\/18080"/);
+    t.same(
+      (await driver.openings()).find((o) => o.id === refusal.id),
+      refusal,
+      'the refusal reads back as it was asked',
+    );
+    t.same(await driver.ensure([published([])], []), { added: [], removed: [refusal.id] });
+    t.notMatch(await l.nft(['list', 'tables']), /inet meshp/, 'the mesh table goes with its last refusal');
+    t.ok(await reachable(l.outside, SERVER_OUTSIDE, PUBLISHED));
+  });
 }
-
-t.test('a forwarded opening matches the original port of a DNATed (published) port', async (t) => {
-  const { l, driver } = await bed(t);
-  t.notOk(await reachable(l.client, SERVER_CLIENT, PUBLISHED), 'their forward chain drops it');
-  const before = await ruleLines(l);
-  await driver.ensure([published([CLIENT_NET])], []);
-  t.ok(await reachable(l.client, SERVER_CLIENT, PUBLISHED), 'reachable from the private range');
-  t.notOk(await reachable(l.outside, SERVER_OUTSIDE, PUBLISHED), 'not from outside');
-  const after = await ruleLines(l);
-  t.same(before.filter((x) => !after.includes(x)), [], 'their rules and the NAT table untouched');
-  const added = after.filter((x) => !before.includes(x));
-  t.equal(added.length, 1);
-  t.match(added[0], /"chain":"forward","comment":"meshp:web\/forwarded\/tcp\/18080".*"proto-dst"/);
-});
-
-t.test('a refusal in the mesh table drops a published port from outside the private range, whatever else accepts it', async (t) => {
-  const { l, driver } = await bed(t);
-  await driver.ensure([published([])], []);
-  t.ok(await reachable(l.outside, SERVER_OUTSIDE, PUBLISHED), 'opened to anywhere, outside reaches it');
-  const r = await driver.ensure([published([])], [refusal]);
-  t.same(r, { added: [refusal.id], removed: [] });
-  t.notOk(await reachable(l.outside, SERVER_OUTSIDE, PUBLISHED), 'the refusal wins from outside');
-  t.ok(await reachable(l.client, SERVER_CLIENT, PUBLISHED), 'the private range still reaches it');
-  t.match(await l.nft(['list', 'table', 'inet', 'meshp']), /ct original ip saddr != 10\.70\.1\.0\/24 .*ct original proto-dst 18080 drop comment "meshp:store\/forwarded\/tcp\/18080"/);
-  t.same(
-    (await driver.openings()).find((o) => o.id === refusal.id),
-    refusal,
-    'the refusal reads back as it was asked',
-  );
-  t.same(await driver.ensure([published([])], []), { added: [], removed: [refusal.id] });
-  t.notMatch(await l.nft(['list', 'tables']), /inet meshp/, 'the mesh table goes with its last refusal');
-  t.ok(await reachable(l.outside, SERVER_OUTSIDE, PUBLISHED));
-});

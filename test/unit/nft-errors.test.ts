@@ -32,7 +32,7 @@ t.test('malformed nft output is MESHP_FIREWALL_OUTPUT', async (t) => {
 
 t.test('a failing nft is MESHP_FIREWALL_FAILED with its message', async (t) => {
   const d = driver(async () => ({ code: 1, stdout: '', stderr: 'Error: Could not process rule: Operation not permitted\n' }));
-  const err = await d.openings().catch((e: unknown) => e as MeshpError);
+  const err = (await d.openings().catch((e: unknown) => e)) as MeshpError;
   t.equal(err?.code, 'MESHP_FIREWALL_FAILED');
   t.match(err?.message, /Operation not permitted/);
 });
@@ -56,7 +56,7 @@ t.test('a batch nft accepts but does not apply (exit 0, nothing changed) is MESH
     calls.push([...argv]);
     return ok(argv.includes('list') ? RULESET : '');
   });
-  const err = await d.ensure([web], []).catch((e: unknown) => e as MeshpError);
+  const err = (await d.ensure([web], []).catch((e: unknown) => e)) as MeshpError;
   t.equal(err?.code, 'MESHP_FIREWALL_FAILED');
   t.match(err?.message, /still differs/);
   t.same(
