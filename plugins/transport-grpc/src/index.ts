@@ -1,1 +1,8 @@
-export {};
+export { GrpcTransport, GrpcTransportPlugin } from './plugin.js';
+export { GrpcControlLink } from './client.js';
+export { AdminClient, type AdminConnectOptions } from './admin-client.js';
+export { listen, ADMIN_METHODS } from './server.js';
+export { fetchPinnedCertificate, pinnedCredentials } from './pin.js';
+export { channelOptions, serverOptions } from './options.js';
+export { fromStatus, toStatus } from './status.js';
+export * as wire from './gen/meshp/v1/control.js';

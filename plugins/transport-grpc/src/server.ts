@@ -1,0 +1,93 @@
+/** The controller's side: Control and Admin services on one TLS port. */
+import { Server, ServerCredentials, status as Status, type sendUnaryData, type ServerDuplexStream, type ServerUnaryCall, type UntypedHandleCall } from '@grpc/grpc-js';
+import { DEFAULT_MAX_MESSAGE_BYTES, MeshpError, type AdminHandler, type AgentMessage, type ControlHandlers, type ControllerMessage, type ListenOptions, type TransportListener } from '@meshp/core';
+import { agentFromWire, controllerToWire, enrolToWire } from './codec.js';
+import { StreamChannel } from './channel.js';
+import * as gen from './gen/meshp/v1/control.js';
+import { serverOptions } from './options.js';
+import { toStatus, transportError } from './status.js';
+
+type Fns = { fromPartial(o: object): object };
+
+/** Admin method (the generated service's key) → the message its answer is built with. */
+const ADMIN_RESPONSES: Record<keyof typeof gen.AdminServiceService, Fns> = {
+  listNodes: gen.ListNodesResponse,
+  showNode: gen.ShowNodeResponse,
+  assignModule: gen.AssignModuleResponse,
+  unassignModule: gen.UnassignModuleResponse,
+  takeModule: gen.TakeModuleResponse,
+  setMode: gen.SetModeResponse,
+  setPolicy: gen.SetPolicyResponse,
+  createToken: gen.CreateTokenResponse,
+  doctor: gen.DoctorResponse,
+  addCatalogue: gen.AddCatalogueResponse,
+};
+
+export const ADMIN_METHODS = Object.keys(ADMIN_RESPONSES) as (keyof typeof gen.AdminServiceService)[];
+
+const STATUS_OF: Record<string, Status> = {
+  MESHP_TOKEN_INVALID: Status.UNAUTHENTICATED,
+  MESHP_AUTH_FAILED: Status.UNAUTHENTICATED,
+  MESHP_FORBIDDEN: Status.PERMISSION_DENIED,
+  MESHP_MESSAGE_TOO_LARGE: Status.RESOURCE_EXHAUSTED,
+};
+
+function credentialOf(call: ServerUnaryCall<unknown, unknown>): string {
+  const v = call.metadata.get('authorization')[0];
+  const s = typeof v === 'string' ? v : v ? v.toString('utf8') : '';
+  return s.replace(/^Bearer\s+/i, '');
+}
+
+export async function listen(options: ListenOptions, services: { control: ControlHandlers; admin: AdminHandler }): Promise<TransportListener> {
+  const server = new Server(serverOptions(options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES));
+
+  const control: gen.ControlServiceServer = {
+    enrol: (call: ServerUnaryCall<gen.EnrolRequest, gen.EnrolResponse>, cb: sendUnaryData<gen.EnrolResponse>) => {
+      services.control.enrol(call.request, call.getPeer()).then(
+        (r) => cb(null, enrolToWire(r)),
+        (e) => cb(toStatus(e)),
+      );
+    },
+    sync: (call: ServerDuplexStream<gen.SyncRequest, gen.SyncResponse>) => {
+      const ch = new StreamChannel<AgentMessage, ControllerMessage, gen.SyncRequest, gen.SyncResponse>(
+        { in: agentFromWire, out: controllerToWire },
+        transportError,
+        (s, e) => (s as unknown as ServerDuplexStream<gen.SyncRequest, gen.SyncResponse>).emit('error', { code: STATUS_OF[e.code] ?? Status.ABORTED, details: `${e.code}: ${e.message}` }),
+      );
+      ch.attach(call);
+      services.control.sync(ch, call.getPeer());
+    },
+  };
+  server.addService(gen.ControlServiceService, control);
+
+  const admin: Record<string, UntypedHandleCall> = {};
+  for (const method of ADMIN_METHODS) {
+    admin[method] = (call: ServerUnaryCall<Record<string, unknown>, object>, cb: sendUnaryData<object>) => {
+      services.admin(method, call.request, credentialOf(call), call.getPeer()).then(
+        (r) => cb(null, ADMIN_RESPONSES[method].fromPartial(r)),
+        (e) => cb(toStatus(e)),
+      );
+    };
+  }
+  server.addService(gen.AdminServiceService, admin);
+
+  const creds = ServerCredentials.createSsl(null, [{ private_key: Buffer.from(options.keyPem), cert_chain: Buffer.from(options.certPem) }], false);
+  const port = await new Promise<number>((resolve, reject) => {
+    server.bindAsync(options.address, creds, (err, p) => (err ? reject(new MeshpError('MESHP_UNAVAILABLE', `cannot listen on ${options.address}: ${err.message}`, { cause: err })) : resolve(p)));
+  });
+  const host = options.address.replace(/:\d+$/, '');
+  return {
+    address: `${host}:${port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        const force = setTimeout(() => {
+          server.forceShutdown();
+          resolve();
+        }, 2_000);
+        server.tryShutdown(() => {
+          clearTimeout(force);
+          resolve();
+        });
+      }),
+  };
+}
