@@ -158,6 +158,26 @@ export interface FirewallDriver {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Machine facts: what is reachable on the machine now (for genesis and the converge preview)
+
+export interface Listener {
+  protocol: Protocol;
+  /** The bound address; 0.0.0.0 or :: for every interface. */
+  address: string;
+  port: number;
+  family: 4 | 6;
+  /** The process holding the socket, when it can be seen. */
+  process?: string;
+  pid?: number;
+}
+
+export interface MachineFacts {
+  listening(): Promise<Listener[]>;
+  /** Addresses and routes the machine has, by interface (for the private range's overlap check). */
+  addresses(): Promise<{ interface: string; cidr: string }[]>;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Host state store
 
 export interface OwnedRecord {

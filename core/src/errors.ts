@@ -33,6 +33,8 @@ export const CODES = {
   MESHP_TLS_PIN: "the controller's certificate is not the one pinned",
   MESHP_MESSAGE_TOO_LARGE: 'a message exceeds the size limit',
   MESHP_UNAVAILABLE: 'the controller is not reachable',
+  MESHP_LIFECYCLE: 'the node is not in the mode this act needs',
+  MESHP_PREVIEW_STALE: 'the machine changed since the preview',
 } as const;
 
 export type ErrorCode = keyof typeof CODES;

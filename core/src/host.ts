@@ -10,6 +10,7 @@ import {
   type HostOptions,
   type HostReport,
   type HostStateStore,
+  type MachineFacts,
   type Plan,
   type Plugin,
   type ViewChange,
@@ -36,6 +37,7 @@ function createHooks() {
     state: new AsyncSeriesBailHook<[HostOptions], HostStateStore | undefined>(['options'], 'state'),
     /** How the agent reaches its controller and the controller serves its agents. */
     transport: new AsyncSeriesBailHook<[HostOptions], Transport | undefined>(['options'], 'transport'),
+    facts: new AsyncSeriesBailHook<[HostOptions], MachineFacts | undefined>(['options'], 'facts'),
     /** Plugins may add actions to the plan (they come with their own `run`). */
     plan: new AsyncSeriesWaterfallHook<[Plan, ApplyContext]>(['plan', 'context'], 'plan'),
     /** A plugin may veto the whole plan with a reason (a string). */
@@ -64,6 +66,7 @@ export class Host {
   #runtime?: ContainerRuntime | null;
   #state?: HostStateStore;
   #transport?: Transport;
+  #facts?: MachineFacts | null;
   #firewall?: { driver: FirewallDriver | null; probe: FirewallProbe };
 
   constructor(options: Partial<HostOptions> = {}) {
@@ -117,6 +120,13 @@ export class Host {
       this.#runtime = (await this.call(this.hooks.runtime, () => this.hooks.runtime.promise(this.options))) ?? null;
     }
     return this.#runtime;
+  }
+
+  async facts(): Promise<MachineFacts | null> {
+    if (this.#facts === undefined) {
+      this.#facts = (await this.call(this.hooks.facts, () => this.hooks.facts.promise(this.options))) ?? null;
+    }
+    return this.#facts;
   }
 
   async transport(): Promise<Transport> {

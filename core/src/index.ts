@@ -4,4 +4,5 @@ export * from './contracts.js';
 export * from './host.js';
 export * from './reconcile/index.js';
 export * from './delta/index.js';
+export * from './lifecycle/index.js';
 export * from './agent/index.js';

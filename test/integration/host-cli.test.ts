@@ -5,13 +5,19 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, 
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { labAvailable, netns, runPrefix } from '../helpers/netns.js';
 
 const MESHP = join(dirname(fileURLToPath(import.meta.url)), '../../bin/dist/main.js');
+
+// The CLI probes the firewall of the machine it runs on: run it in a lab namespace of its own
+// (an empty ruleset), never against this machine's.
+const ns = labAvailable() ? await netns(t, `${runPrefix('cl')}`) : null;
 const CONF = '/etc/web/web.conf';
 const FOUND = Buffer.from('listen 8080\n# the predecessor wrote this\n\u00e9\n');
 
 function meshp(...args: string[]) {
-  const r = spawnSync(process.execPath, [MESHP, ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  const [cmd, argv] = ns ? ns.wrap(process.execPath, [MESHP, ...args]) : [process.execPath, [MESHP, ...args]];
+  const r = spawnSync(cmd, argv, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
   return { code: r.status, out: r.stdout, err: r.stderr };
 }
 

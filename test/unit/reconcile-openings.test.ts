@@ -41,7 +41,7 @@ t.test('an opening of a module still holding found resources waits for the take'
   const mod = (taken: boolean) => ({ name: 'web', taken, files: [{ path: '/etc/web/web.conf', content: 'mesh' }], openings: [WEB_OPENING] });
   const r = await b.apply(declaration('adopted', [mod(false)]), { extra: [fw.plugin] });
   t.equal(stateOf(r, 'opening:web/forwarded/tcp/8080'), 'pending');
-  t.same(fw.calls.map((c) => [c.op, c.openings?.length]), [['ensure', 0]], 'the firewall holds none of its openings yet');
+  t.same(fw.calls, [], 'a firewall holding nothing of the mesh is not touched');
   const fw2 = recordingFirewall();
   const taken = await b.apply(declaration('adopted', [mod(true)]), { extra: [fw2.plugin] });
   t.equal(stateOf(taken, 'opening:web/forwarded/tcp/8080'), 'created');
@@ -109,4 +109,14 @@ t.test('a converged node whose found firewall is still in force only gets openin
   const fw = recordingFirewall(true);
   await b.apply(declaration('converged', [{ name: 'svc', taken: true, openings: [WEB_OPENING] }]), { extra: [fw.plugin] });
   t.same(fw.calls.map((c) => c.op), ['ensure']);
+});
+
+t.test('a marked opening no longer declared is removed on the next reconcile', async (t) => {
+  const b = bed(t);
+  const fw = recordingFirewall();
+  await b.apply(declaration('adopted', [{ name: 'svc', taken: true, openings: [WEB_OPENING] }]), { extra: [fw.plugin] });
+  // The same firewall, still holding the mesh's opening: the module is unassigned.
+  const again = { ...fw.plugin, name: 'recording-firewall' };
+  await b.apply(declaration('adopted', []), { extra: [again] });
+  t.same(fw.calls.map((c) => [c.op, c.openings?.length]), [['ensure', 1], ['ensure', 0]]);
 });

@@ -1,8 +1,8 @@
-import { readFile } from 'node:fs/promises';
 import { createInterface } from 'node:readline/promises';
-import { MeshpError, Reconciler } from '@meshp/core';
+import { Reconciler } from '@meshp/core';
 import { Refusal, printJson, refuse } from '../output.js';
 import { assembleHost } from './assembly.js';
+import { readDeclaration } from './declaration.js';
 import { renderPlan, renderReport } from './render.js';
 
 export interface HostApplyArgs {
@@ -16,21 +16,7 @@ export interface HostApplyArgs {
   json: boolean;
 }
 
-async function readDeclaration(file: string): Promise<unknown> {
-  let text: string;
-  try {
-    text = await readFile(file, 'utf8');
-  } catch (e) {
-    throw new MeshpError('MESHP_DECLARATION_INVALID', `cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? String(e)}`);
-  }
-  try {
-    return JSON.parse(text);
-  } catch (e) {
-    throw new MeshpError('MESHP_DECLARATION_INVALID', `${file} is not JSON: ${(e as Error).message}`);
-  }
-}
-
-async function confirm(question: string): Promise<boolean> {
+export async function confirm(question: string): Promise<boolean> {
   const rl = createInterface({ input: process.stdin, output: process.stderr });
   try {
     return /^y(es)?$/i.test((await rl.question(question)).trim());

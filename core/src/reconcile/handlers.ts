@@ -96,8 +96,9 @@ export function containerHandler(runtime: ContainerRuntime): ResourceHandler<Con
       const found = await runtime.inspect(name);
       if (!found) return null;
       const { info, document } = found;
+      // A stopped container of the host's own is not converged: it differs, and ensure starts it.
       return {
-        digest: info.labels[LABEL_SPEC_HASH] ?? '',
+        digest: `${info.labels[LABEL_SPEC_HASH] ?? ''}${info.state === 'running' ? '' : `:${info.state}`}`,
         fingerprint: `${info.id}|${info.image}`,
         original: async () => new TextEncoder().encode(JSON.stringify(document)),
       };

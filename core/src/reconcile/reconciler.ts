@@ -143,7 +143,7 @@ export class Reconciler {
     const guardContext: GuardContext = { mode: decl.mode, taken, records, seen };
     plan = guard(plan, guardContext);
     applyContext.plan = plan;
-    return { plan, context: { decl, store, handlers, records, seen, driver, applyContext, declared } };
+    return { plan, context: { decl, store, handlers, records, seen, driver, applyContext, declared, present: present ?? new Set() } };
   }
 
   async reconcile(input: unknown, options: ReconcileOptions = {}): Promise<ReconcileResult> {
@@ -174,6 +174,8 @@ interface InternalContext {
   driver: FirewallDriver | null;
   applyContext: ApplyContext;
   declared: Declared[];
+  /** Ids of the openings carrying the mesh's mark that the firewall holds now. */
+  present: Set<string>;
 }
 
 async function applyPlan(plan: Plan, ctx: InternalContext, now: () => Date, failures: ReconcileResult['failures']): Promise<void> {
@@ -242,9 +244,10 @@ async function applyPlan(plan: Plan, ctx: InternalContext, now: () => Date, fail
     }
   }
 
-  // Openings: the whole wanted set, every reconcile.
+  // Openings: the whole wanted set, every reconcile; a firewall with nothing of ours is not touched.
   const driver = ctx.driver;
-  if (driver) {
+  const wanted = plan.firewall.openings.length + plan.firewall.refusals.length;
+  if (driver && (wanted > 0 || ctx.present.size > 0)) {
     try {
       const retired = await store.getValue(RETIRED_KEY);
       const { openings, refusals } = plan.firewall;

@@ -1,0 +1,84 @@
+import { flip, previewConverge, returnToAdopted, type ConvergePreview } from '@meshp/core';
+import { Refusal, printJson, refuse, table } from '../output.js';
+import { assembleHost } from './assembly.js';
+import { confirm } from './apply.js';
+import { readDeclaration } from './declaration.js';
+import { renderReport } from './render.js';
+
+export interface LocalLifecycleArgs {
+  state: string;
+  declaration: string;
+  root: string;
+  firewall: string;
+  dockerSocket?: string;
+  preview: boolean;
+  previewId?: string;
+  yes: boolean;
+  json: boolean;
+}
+
+const AFTER = { open: 'stays open', closes: 'WILL CLOSE', local: 'local only' } as const;
+
+export function renderPreview(p: ConvergePreview): string {
+  const rows = p.items.map((i) => [
+    `${i.port}/${i.protocol}`, i.source, i.address, i.holder, i.declaredBy ?? '-',
+    i.after === 'open' && i.from?.length ? `stays open from ${i.from.join(', ')}` : AFTER[i.after],
+  ]);
+  return [
+    `converge preview ${p.id} for node ${p.node}: found firewall ${p.firewall.kind}${p.firewall.active ? ' (active)' : ''}`,
+    table(['PORT', 'SOURCE', 'ADDRESS', 'HELD BY', 'DECLARED BY', 'AFTER THE FLIP'], rows),
+    'the flip will:',
+    ...p.steps.map((s, i) => `  ${i + 1}. ${s}`),
+  ].join('\n');
+}
+
+function hostFor(args: LocalLifecycleArgs) {
+  return assembleHost({ root: args.root, stateDir: args.state, firewall: args.firewall, dockerSocket: args.dockerSocket });
+}
+
+/** `meshp host converge`: preview, then (with --yes or a yes on the terminal) the flip. */
+export async function hostConverge(args: LocalLifecycleArgs): Promise<void> {
+  const host = hostFor(args);
+  try {
+    const declaration = await readDeclaration(args.declaration).catch(refuse);
+    const preview = await previewConverge(host, declaration).catch(refuse);
+    if (args.json && args.preview) return printJson({ preview });
+    if (!args.json) process.stdout.write(`${renderPreview(preview)}\n`);
+    if (args.preview) {
+      process.stdout.write(`(preview: nothing changed; flip with --yes --preview-id ${preview.id})\n`);
+      return;
+    }
+    if (!args.yes) {
+      if (!process.stdin.isTTY) throw new Refusal('MESHP_CONFIRM_NEEDED: not asked on a terminal; pass --yes (and --preview-id) to flip');
+      if (!(await confirm('Converge this node? [y/N] '))) throw new Refusal('MESHP_CONFIRM_NEEDED: not converged');
+    }
+    const progress = (step: string) => {
+      if (!args.json) process.stdout.write(`-> ${step}\n`);
+    };
+    const done = await flip(host, declaration, args.previewId ?? preview.id, progress).catch(refuse);
+    if (args.json) printJson({ preview: done.preview, retired: done.retired, report: done.result.report });
+    else process.stdout.write(`${renderReport(done.result.report)}\n`);
+  } finally {
+    await host.close();
+  }
+}
+
+/** `meshp host adopt`: back to adopted, the found firewall re-enabled. */
+export async function hostAdopt(args: LocalLifecycleArgs): Promise<void> {
+  const host = hostFor(args);
+  try {
+    const declaration = await readDeclaration(args.declaration).catch(refuse);
+    if (!args.yes) {
+      if (!process.stdin.isTTY) throw new Refusal('MESHP_CONFIRM_NEEDED: not asked on a terminal; pass --yes to return the node to adopted');
+      if (!(await confirm('Re-enable the found firewall and unload the mesh filter? [y/N] '))) throw new Refusal('MESHP_CONFIRM_NEEDED: not done');
+    }
+    const progress = (step: string) => {
+      if (!args.json) process.stdout.write(`-> ${step}\n`);
+    };
+    const result = await returnToAdopted(host, declaration, progress).catch(refuse);
+    if (args.json) printJson({ report: result.report });
+    else process.stdout.write(`${renderReport(result.report)}\n`);
+  } finally {
+    await host.close();
+  }
+}

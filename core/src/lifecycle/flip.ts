@@ -1,0 +1,107 @@
+/**
+ * Converging a node is one act, previewed (seed 003). The flip takes every module not yet taken,
+ * loads the mesh's derived filter, then retires the found firewall by disabling it — in that
+ * order, so at no step is the machine less protected than before. Returning to adopted
+ * re-enables the retired firewall first, then unloads the derived filter.
+ */
+import type { FirewallDriver, RetiredState } from '../contracts.js';
+import { MeshpError } from '../errors.js';
+import type { Host } from '../host.js';
+import type { Declaration } from '../model.js';
+import { Reconciler, RETIRED_KEY, type ReconcileResult } from '../reconcile/reconciler.js';
+import { planOpenings } from '../reconcile/openings.js';
+import { validateDeclaration } from '../reconcile/validate.js';
+import { buildPreview, type ConvergePreview } from './preview.js';
+
+export const MODE_KEY = 'node.mode';
+
+export interface RetiredRecord {
+  kind: string;
+  at: string;
+  state: RetiredState;
+}
+
+export type Progress = (step: string) => void;
+
+async function driverOf(host: Host): Promise<FirewallDriver> {
+  const driver = await host.firewall();
+  if (!driver) throw new MeshpError('MESHP_PROVIDER_MISSING', 'no firewall plugin is loaded: the derived filter has nowhere to go');
+  return driver;
+}
+
+/** What converging this node would do, from what the machine has now. Changes nothing. */
+export async function previewConverge(host: Host, input: unknown): Promise<ConvergePreview> {
+  const decl = validateDeclaration(input);
+  const facts = await host.facts();
+  if (!facts) throw new MeshpError('MESHP_PROVIDER_MISSING', 'no plugin provides the machine facts (listening sockets) a preview needs');
+  const runtime = await host.runtime();
+  const driver = await driverOf(host);
+  const [listening, published, firewall] = await Promise.all([
+    facts.listening(),
+    runtime ? runtime.publishedPorts().catch(() => []) : Promise.resolve([]),
+    driver.describe(),
+  ]);
+  return buildPreview({ declaration: decl, listening, published, firewall });
+}
+
+export interface FlipResult {
+  preview: ConvergePreview;
+  result: ReconcileResult;
+  retired: RetiredRecord | null;
+}
+
+export async function flip(host: Host, input: unknown, previewId: string | undefined, progress: Progress = () => {}): Promise<FlipResult> {
+  const store = await host.state();
+  if (await store.getValue<RetiredRecord>(RETIRED_KEY)) {
+    throw new MeshpError('MESHP_LIFECYCLE', 'this node is already converged: its found firewall was retired');
+  }
+  const preview = await previewConverge(host, input);
+  if (previewId !== undefined && previewId !== preview.id) {
+    throw new MeshpError('MESHP_PREVIEW_STALE', `the machine changed since preview ${previewId} (now ${preview.id}): preview again`);
+  }
+  const adopted = validateDeclaration(input);
+  const converged: Declaration = { ...adopted, mode: 'converged', modules: adopted.modules.map((m) => ({ ...m, taken: true })) };
+  const driver = await driverOf(host);
+
+  progress(`taking ${preview.take.length ? preview.take.join(', ') : 'no module (all taken)'}`);
+  const result = await new Reconciler(host).reconcile(converged);
+
+  const { openings, refusals } = planOpenings(converged, new Set(), null, null);
+  progress(`loading the derived filter (${openings.length} openings, ${refusals.length} refusals)`);
+  await driver.loadDerived({ openings, refusals, privateRange: converged.settings.privateRange });
+
+  let retired: RetiredRecord | null = null;
+  if (preview.firewall.active) {
+    progress(`retiring the found ${driver.kind} firewall (disabled, its configuration kept)`);
+    retired = { kind: driver.kind, at: new Date().toISOString(), state: await driver.retire() };
+  } else {
+    retired = { kind: driver.kind, at: new Date().toISOString(), state: {} };
+  }
+  await store.setValue(RETIRED_KEY, retired);
+  await store.setValue(MODE_KEY, 'converged');
+  progress('converged');
+  return { preview, result, retired };
+}
+
+/** Back to adopted: the retired firewall re-enabled, the derived filter unloaded, the node adopted again. */
+export async function returnToAdopted(host: Host, input: unknown, progress: Progress = () => {}): Promise<ReconcileResult> {
+  const store = await host.state();
+  const retired = await store.getValue<RetiredRecord>(RETIRED_KEY);
+  const adopted = validateDeclaration(input);
+  const decl: Declaration = { ...adopted, mode: 'adopted' };
+  const driver = await driverOf(host);
+  if (retired && retired.kind !== driver.kind && retired.kind !== 'none') {
+    throw new MeshpError('MESHP_FIREWALL_UNKNOWN', `the retired firewall was ${retired.kind} but ${driver.kind} answered now: name it with --firewall ${retired.kind}`);
+  }
+  if (retired) {
+    progress(`re-enabling the found ${retired.kind} firewall from its configuration`);
+    await driver.reenable(retired.state);
+  }
+  progress('unloading the derived filter');
+  await driver.unloadDerived();
+  await store.setValue(RETIRED_KEY, null);
+  await store.setValue(MODE_KEY, 'adopted');
+  progress('reconciling as adopted');
+  return new Reconciler(host).reconcile(decl);
+}
+

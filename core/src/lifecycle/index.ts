@@ -1,0 +1,2 @@
+export { buildPreview, type ConvergePreview, type PreviewItem, type PreviewInputs, type AfterFlip } from './preview.js';
+export { flip, previewConverge, returnToAdopted, MODE_KEY, type FlipResult, type RetiredRecord, type Progress } from './flip.js';

@@ -1,0 +1,112 @@
+/**
+ * The converge preview (seed 003): everything reachable on the machine now — every listening
+ * socket and every published container port — and, for each, the module that declares it or
+ * that it will close. Its id is a hash of what it saw: the flip applies exactly that preview, and is
+ * refused when the machine changed since.
+ */
+import type { FirewallDescription, Listener, PublishedPort } from '../contracts.js';
+import type { Declaration, Opening, Protocol } from '../model.js';
+import { toOpening } from '../model.js';
+import { canonicalJson, sha256 } from '../reconcile/handlers.js';
+
+export type AfterFlip = 'open' | 'closes' | 'local';
+
+export interface PreviewItem {
+  source: 'socket' | 'published';
+  protocol: Protocol;
+  port: number;
+  address: string;
+  /** The process holding the socket, or the container publishing the port. */
+  holder: string;
+  /** The module whose opening keeps it reachable, or whose container publishes it. */
+  declaredBy: string | null;
+  after: AfterFlip;
+  /** Where it stays reachable from after the flip (empty: anywhere). */
+  from?: string[];
+}
+
+export interface ConvergePreview {
+  id: string;
+  node: string;
+  firewall: { kind: string; active: boolean; tables: string[]; configFile?: string };
+  items: PreviewItem[];
+  /** Modules not yet taken: the flip takes them. */
+  take: string[];
+  steps: string[];
+}
+
+export interface PreviewInputs {
+  declaration: Declaration;
+  listening: Listener[];
+  published: PublishedPort[];
+  firewall: FirewallDescription;
+}
+
+function isLoopback(address: string): boolean {
+  return address.startsWith('127.') || address === '::1';
+}
+
+function openingsOf(decl: Declaration): Opening[] {
+  return decl.modules.flatMap((m) => (m.openings ?? []).map((o) => toOpening(m.name, o)));
+}
+
+function publisherOf(decl: Declaration, port: number, protocol: Protocol): string | null {
+  for (const m of decl.modules) {
+    for (const c of m.containers ?? []) {
+      if ((c.ports ?? []).some((p) => p.host === port && (p.protocol ?? 'tcp') === protocol)) return m.name;
+    }
+  }
+  return null;
+}
+
+export function buildPreview(input: PreviewInputs): ConvergePreview {
+  const { declaration: decl, firewall } = input;
+  const openings = openingsOf(decl);
+  const opening = (port: number, protocol: Protocol, path: Opening['path']) =>
+    openings.find((o) => o.port === port && o.protocol === protocol && o.path === path);
+  const items: PreviewItem[] = [];
+  const publishedKeys = new Set<string>();
+
+  for (const p of input.published) {
+    const key = `${p.protocol}/${p.hostPort}`;
+    if (publishedKeys.has(key)) continue;
+    publishedKeys.add(key);
+    const o = opening(p.hostPort, p.protocol, 'forwarded');
+    const local = isLoopback(p.hostIp);
+    items.push({
+      source: 'published', protocol: p.protocol, port: p.hostPort, address: p.hostIp, holder: `container ${p.container}`,
+      declaredBy: o?.module ?? publisherOf(decl, p.hostPort, p.protocol),
+      after: local ? 'local' : o ? 'open' : 'closes',
+      ...(o ? { from: o.from } : {}),
+    });
+  }
+  const socketKeys = new Set<string>();
+  for (const l of input.listening) {
+    const key = `${l.protocol}/${l.port}`;
+    // A published port's proxy socket is the same door as the published port.
+    if (publishedKeys.has(key) || socketKeys.has(`${key}/${l.address}`)) continue;
+    socketKeys.add(`${key}/${l.address}`);
+    const o = opening(l.port, l.protocol, 'incoming');
+    const local = isLoopback(l.address);
+    items.push({
+      source: 'socket', protocol: l.protocol, port: l.port, address: l.address,
+      holder: l.process ? `${l.process}${l.pid ? ` (pid ${l.pid})` : ''}` : 'unknown process',
+      declaredBy: o?.module ?? null,
+      after: local ? 'local' : o ? 'open' : 'closes',
+      ...(o ? { from: o.from } : {}),
+    });
+  }
+  items.sort((a, b) => a.port - b.port || a.protocol.localeCompare(b.protocol) || a.source.localeCompare(b.source) || a.address.localeCompare(b.address));
+  const take = decl.modules.filter((m) => !m.taken).map((m) => m.name);
+  const fw = { kind: firewall.kind, active: firewall.active, tables: firewall.tables, ...(firewall.configFile ? { configFile: firewall.configFile } : {}) };
+  const closes = items.filter((i) => i.after === 'closes').length;
+  const steps = [
+    ...take.map((m) => `take module ${m} (its held resources are replaced by what it declares)`),
+    `load the mesh's derived filter: drop by default, ${openings.length} opening${openings.length === 1 ? '' : 's'} allowed, ${closes} reachable port${closes === 1 ? '' : 's'} close`,
+    firewall.active
+      ? `retire the found ${firewall.kind} firewall by disabling it; its configuration${firewall.configFile ? ` (${firewall.configFile})` : ''} stays on disk`
+      : 'no found firewall to retire',
+  ];
+  const id = sha256(canonicalJson({ node: decl.node, items, take, fw, openings: openings.map((o) => [o.id, o.from]) })).slice(0, 16);
+  return { id, node: decl.node, firewall: fw, items, take, steps };
+}

@@ -1,0 +1,100 @@
+/**
+ * The node lifecycle through the CLI on a real nftables machine (a lab namespace): preview names
+ * every reachable port and what closes; the flip loads the derived filter and retires the found
+ * firewall with its configuration on disk; a stale preview is refused; returning to adopted brings
+ * the found firewall back.
+ */
+import t from 'tap';
+import { spawn } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { labAvailable, type Netns } from '../helpers/netns.js';
+import { CLIENT_NET, SERVER_CLIENT, lab, reachable } from '../helpers/nft-lab.js';
+
+if (!labAvailable()) {
+  t.plan(0, 'needs root for network namespaces');
+  process.exit(0);
+}
+
+const MESHP = join(dirname(fileURLToPath(import.meta.url)), '../../bin/dist/main.js');
+
+function meshpIn(ns: Netns, args: string[]): Promise<{ code: number | null; out: string; err: string }> {
+  const [cmd, argv] = ns.wrap(process.execPath, [MESHP, ...args]);
+  return new Promise((resolve) => {
+    const child = spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.stderr.on('data', (d) => (err += d));
+    child.on('close', (code) => resolve({ code, out, err }));
+  });
+}
+
+const l = await lab(t);
+const state = join(l.root, '..', `${l.prefix}-state`);
+t.teardown(async () => (await import('node:fs/promises')).rm(state, { recursive: true, force: true }));
+const declFile = join(l.root, 'declaration.json');
+writeFileSync(declFile, JSON.stringify({
+  apiVersion: 'meshp/v1', node: 'server', mode: 'adopted', settings: { ports: {} },
+  modules: [{ name: 'web', taken: false, openings: [{ port: 8080, path: 'incoming', from: [CLIENT_NET] }] }],
+}));
+const common = ['--state', state, '--root', l.root, '--declaration', declFile];
+const configBefore = readFileSync(l.configFile);
+await l.serve(l.server, 8080);
+await l.serve(l.server, 9000);
+
+const tables = async () => (JSON.parse(await l.nft(['-j', 'list', 'tables'])).nftables as Record<string, { family: string; name: string }>[])
+  .filter((o) => o.table).map((o) => `${o.table!.family} ${o.table!.name}`);
+
+let previewId = '';
+
+t.test('the preview names each listening port, who declares it, and what will close', async (t) => {
+  const r = await meshpIn(l.server, ['host', 'converge', ...common, '--preview', '--json']);
+  t.equal(r.code, 0, r.err);
+  const { preview } = JSON.parse(r.out);
+  previewId = preview.id;
+  const by = Object.fromEntries(preview.items.map((i: { port: number }) => [i.port, i]));
+  t.match(by[8080], { source: 'socket', declaredBy: 'web', after: 'open', holder: /^busybox \(pid \d+\)$/ });
+  t.match(by[9000], { source: 'socket', declaredBy: null, after: 'closes' });
+  t.match(preview.firewall, { kind: 'nftables', active: true });
+  t.same(preview.take, ['web']);
+  t.ok(await reachable(l.client, SERVER_CLIENT, 8080), 'nothing changed: 8080 still served');
+  t.same(readFileSync(l.configFile), configBefore);
+  const human = await meshpIn(l.server, ['host', 'converge', ...common, '--preview']);
+  t.match(human.out, /9000\/tcp\s+socket.*WILL CLOSE/);
+});
+
+t.test('a stale preview is refused and changes nothing', async (t) => {
+  const r = await meshpIn(l.server, ['host', 'converge', ...common, '--yes', '--preview-id', 'deadbeefdeadbeef']);
+  t.equal(r.code, 1);
+  t.match(r.err, /^MESHP_PREVIEW_STALE: /);
+  t.ok((await tables()).includes('inet filter'));
+  t.notOk((await tables()).includes('inet meshp_derived'));
+});
+
+t.test('the flip loads the derived filter and retires the found firewall, config kept on disk', async (t) => {
+  const r = await meshpIn(l.server, ['host', 'converge', ...common, '--yes', '--preview-id', previewId]);
+  t.equal(r.code, 0, r.err);
+  t.match(r.out, /-> retiring the found nftables firewall/);
+  const now = await tables();
+  t.ok(now.some((x) => /meshp/.test(x)), `the mesh's derived table is loaded (${now.join(', ')})`);
+  t.notOk(now.includes('inet filter'), 'the found table is retired');
+  t.same(readFileSync(l.configFile), configBefore, 'the found configuration is byte for byte on disk');
+  t.ok(await reachable(l.client, SERVER_CLIENT, 8080), 'the declared port is open from its range');
+  t.notOk(await reachable(l.client, SERVER_CLIENT, 9000), 'the undeclared port is closed');
+  const again = await meshpIn(l.server, ['host', 'converge', ...common, '--yes']);
+  t.equal(again.code, 1, 'a converged node is not flipped twice');
+  t.match(again.err, /MESHP_LIFECYCLE/);
+});
+
+t.test('returned to adopted, the found firewall is back and the derived filter gone', async (t) => {
+  const r = await meshpIn(l.server, ['host', 'adopt', ...common, '--yes']);
+  t.equal(r.code, 0, r.err);
+  const now = await tables();
+  t.ok(now.includes('inet filter'), `the found table is back (${now.join(', ')})`);
+  t.notOk(now.includes('inet meshp_derived'));
+  t.same(readFileSync(l.configFile), configBefore);
+  t.ok(await reachable(l.client, SERVER_CLIENT, 8080));
+  t.notOk(await reachable(l.client, SERVER_CLIENT, 9000), 'the found firewall drops 9000 again');
+});
