@@ -1,7 +1,7 @@
 import t from 'tap';
 import { Host, MeshpError, type Opening } from '@meshp/core';
 import { IptablesPlugin } from '@meshp/firewall-iptables';
-import { UfwDriver, UfwPlugin } from '../../examples/firewall-kind/dist/index.js';
+import { UfwDriver, UfwPlugin } from '../../examples/firewall-kind/src/index.js';
 import { labAvailable } from '../helpers/netns.js';
 import { ADDR, reach } from '../helpers/ipt-lab.js';
 import { machineUfwHash, ufwBed } from '../helpers/ipt-ufw.js';
