@@ -119,3 +119,11 @@ t.test('tables of iptables-nft, firewalld, Docker and the mesh are not found tab
     ['iptables-nft', 'iptables-nft', 'firewalld', 'docker', 'mesh', 'derived', 'found', 'other'],
   );
 });
+
+t.test("a refusal's own except ranges are spared, over the plugin's privateRange option", async (t) => {
+  const refusal: Opening = { ...web, id: 'r', path: 'forwarded', action: 'drop', from: [], except: ['10.77.0.0/24'] };
+  const shapes = shapesFor(refusal, 'inet', '10.70.0.0/16');
+  const v4 = shapes.find((s) => s.nf === 'ip');
+  t.same(v4?.cidrs, ['10.77.0.0/24']);
+  t.equal(v4?.negate, true, 'dropped from everywhere outside the spared range');
+});

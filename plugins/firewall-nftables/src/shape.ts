@@ -36,7 +36,7 @@ export function shapeKey(s: Shape): string {
 /**
  * The rules an opening needs in a table of `family`. An accept matches its `from` ranges (none:
  * anywhere). A refusal (drop) drops from its `from` ranges; without any, from everywhere outside
- * `privateRange` (or from everywhere when there is none) — the same reading as the iptables kinds.
+ * its `except` ranges, else outside `privateRange` (or from everywhere when neither is given).
  */
 export function shapesFor(o: Opening, family: Family, privateRange?: string): Shape[] {
   checkId(o.id);
@@ -44,8 +44,10 @@ export function shapesFor(o: Opening, family: Family, privateRange?: string): Sh
   const families: IpFamily[] = family === 'inet' ? ['ip', 'ip6'] : family === 'ip' ? ['ip'] : ['ip6'];
   const nfFor = (f: IpFamily, cidrs: string[]): Shape['nf'] => (family === 'inet' || cidrs.length > 0 ? f : 'any');
   const out: Shape[] = [];
-  if (o.action === 'drop' && o.from.length === 0 && privateRange) {
-    const exempt = splitFamilies([privateRange]);
+  // The refusal's own `except` (the declaration's private range) wins over the plugin option.
+  const spared = o.except?.length ? o.except : privateRange ? [privateRange] : null;
+  if (o.action === 'drop' && o.from.length === 0 && spared) {
+    const exempt = splitFamilies(spared);
     for (const f of families) {
       const cidrs = isWhole(exempt[f]) ? null : exempt[f];
       if (cidrs) out.push({ ...base, nf: nfFor(f, cidrs), cidrs, negate: cidrs.length > 0 });
