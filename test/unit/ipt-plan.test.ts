@@ -92,3 +92,9 @@ t.test('marked rules read back into the openings they came from', async (t) => {
   const back = specs.map((s) => parseMarked({ chain: s.chain, args: buildArgs(s) })!);
   t.same(toOpenings(back), [{ ...a }, { ...r }].sort((x, y) => x.id.localeCompare(y.id)));
 });
+
+t.test("a refusal's own except range is spared, over the plugin's privateRange option", async (t) => {
+  const r = open({ id: 'store/refuse', port: 15432, path: 'forwarded', action: 'drop', from: [], except: ['10.77.0.0/24'] });
+  const [spec] = desiredSpecs(4, filter(FOUND), { openings: [], refusals: [r], privateRange: '10.70.0.0/16' });
+  t.match(spec, { source: '10.77.0.0/24', negated: true, action: 'drop' });
+});

@@ -4,9 +4,9 @@
  * on the forward path, published ports (DNAT'ed connections) not declared are dropped.
  */
 import type { DerivedFilter } from '@meshp/core';
-import { parseCidr, rangesOf, type Family } from './cidr.js';
+import { rangesOf, type Family } from './cidr.js';
 import { buildArgs, DERIVED_MARK, markOf, type MarkedSpec } from './marks.js';
-import { hasChain, transaction } from './plan.js';
+import { hasChain, sparedFor, transaction } from './plan.js';
 import { formatArgs, type SavedTable } from './save-format.js';
 import { FAMILIES, type IptablesTool } from './tool.js';
 
@@ -23,12 +23,12 @@ function jumpArgs(chain: string): string[] {
 
 function specs(family: Family, f: DerivedFilter): MarkedSpec[] {
   const out: MarkedSpec[] = [];
-  const priv = f.privateRange ? parseCidr(f.privateRange) : null;
   for (const r of f.refusals) {
+    const priv = sparedFor(family, r, f.privateRange);
     const chain = r.path === 'incoming' ? DERIVED_CHAINS.INPUT : DERIVED_CHAINS.FORWARD;
     const base = { id: r.id, chain, protocol: r.protocol, port: r.port, path: r.path, action: 'drop' as const };
     if (r.from.length > 0) for (const source of rangesOf(family, r.from)) out.push({ ...base, source, negated: false });
-    else if (priv?.family === family) out.push({ ...base, source: priv.text, negated: true });
+    else if (priv) out.push({ ...base, source: priv.text, negated: true });
     else out.push({ ...base, source: null, negated: false });
   }
   for (const o of f.openings) {

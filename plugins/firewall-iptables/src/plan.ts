@@ -49,6 +49,15 @@ function sourcesFor(family: Family, from: readonly string[]): (string | null)[] 
   return r.length ? r : null;
 }
 
+/**
+ * The range a refusal without `from` spares, in this family: its own `except` (the declaration's
+ * private range) first, else the plugin's privateRange option. `! -s` takes one range.
+ */
+export function sparedFor(family: Family, r: Opening, fallback: string | undefined): { text: string } | null {
+  const ranges = r.except?.length ? r.except : fallback ? [fallback] : [];
+  return ranges.map((c) => parseCidr(c)).find((c) => c.family === family) ?? null;
+}
+
 /** The marked rules one family's filter table should hold. */
 export function desiredSpecs(family: Family, filter: SavedTable | undefined, w: Wanted): MarkedSpec[] {
   const out: MarkedSpec[] = [];
@@ -61,13 +70,13 @@ export function desiredSpecs(family: Family, filter: SavedTable | undefined, w: 
       out.push({ id: o.id, chain, source, negated: false, protocol: o.protocol, port: o.port, path: o.path, action: o.action });
     }
   }
-  const priv = w.privateRange ? parseCidr(w.privateRange) : null;
   for (const r of w.refusals) {
+    const priv = sparedFor(family, r, w.privateRange);
     const chain = r.path === 'incoming' ? 'INPUT' : docker ? DOCKER_USER : 'FORWARD';
     const base = { id: r.id, chain, protocol: r.protocol, port: r.port, path: r.path, action: 'drop' as const };
     if (r.from.length > 0) {
       for (const source of rangesOf(family, r.from)) out.push({ ...base, source, negated: false });
-    } else if (priv && priv.family === family) {
+    } else if (priv) {
       out.push({ ...base, source: priv.text, negated: true });
     } else {
       out.push({ ...base, source: null, negated: false });
