@@ -6,3 +6,5 @@ export * from './reconcile/index.js';
 export * from './delta/index.js';
 export * from './lifecycle/index.js';
 export * from './agent/index.js';
+export * from './catalogue/index.js';
+export { overlaps, contains, parseRange, type Range } from './net/cidr.js';

@@ -1,0 +1,1 @@
+export { checkManifest, defaultPorts, renderModule, type CatalogueModule } from './manifest.js';

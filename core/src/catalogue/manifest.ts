@@ -1,0 +1,68 @@
+/**
+ * A catalogue module: what a module declares, with the foundation's ports as placeholders
+ * ("{{ports.store}}") and the catalogue's numbers only as defaults. A node's settings fill them,
+ * so every reader of a port — container, opening, file — reads the node's setting.
+ */
+import { MeshpError } from '../errors.js';
+import type { ModuleDecl, Settings } from '../model.js';
+
+export interface CatalogueModule {
+  apiVersion: 'meshp/v1';
+  kind: 'Module';
+  name: string;
+  /** Foundation modules are raised by genesis. */
+  foundation?: boolean;
+  defaults?: { ports?: Record<string, number> };
+  files?: unknown[];
+  containers?: unknown[];
+  openings?: unknown[];
+}
+
+const PLACEHOLDER = /\{\{\s*(ports\.[a-zA-Z0-9_-]+|privateRange)\s*\}\}/g;
+
+function lookup(name: string, settings: Settings): string | number {
+  if (name === 'privateRange') {
+    if (!settings.privateRange) throw new MeshpError('MESHP_DECLARATION_INVALID', 'a module names {{privateRange}} and the node has none');
+    return settings.privateRange;
+  }
+  const port = settings.ports[name.slice('ports.'.length)];
+  if (port === undefined) throw new MeshpError('MESHP_DECLARATION_INVALID', `a module names {{${name}}} and the node has no such port`);
+  return port;
+}
+
+function fill(value: unknown, settings: Settings): unknown {
+  if (typeof value === 'string') {
+    const whole = /^\{\{\s*(ports\.[a-zA-Z0-9_-]+|privateRange)\s*\}\}$/.exec(value);
+    if (whole) return lookup(whole[1]!, settings);
+    return value.replace(PLACEHOLDER, (_, name: string) => String(lookup(name, settings)));
+  }
+  if (Array.isArray(value)) return value.map((v) => fill(v, settings));
+  if (value !== null && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, fill(v, settings)]));
+  }
+  return value;
+}
+
+/** The ports a set of catalogue modules binds, with the catalogue's defaults. */
+export function defaultPorts(modules: CatalogueModule[]): Record<string, number> {
+  return Object.assign({}, ...modules.map((m) => m.defaults?.ports ?? {}));
+}
+
+export function checkManifest(doc: unknown, where: string): CatalogueModule {
+  const m = doc as CatalogueModule;
+  if (!m || typeof m !== 'object' || m.apiVersion !== 'meshp/v1' || m.kind !== 'Module' || typeof m.name !== 'string') {
+    throw new MeshpError('MESHP_DECLARATION_INVALID', `${where}: not a meshp/v1 Module manifest`);
+  }
+  return m;
+}
+
+/** A catalogue module made concrete for a node: placeholders filled from the node's settings. */
+export function renderModule(m: CatalogueModule, settings: Settings, taken: boolean): ModuleDecl {
+  return {
+    name: m.name,
+    taken,
+    files: fill(m.files ?? [], settings) as ModuleDecl['files'],
+    containers: fill(m.containers ?? [], settings) as ModuleDecl['containers'],
+    openings: fill(m.openings ?? [], settings) as ModuleDecl['openings'],
+  };
+}
