@@ -7,3 +7,4 @@ export * from './compute.js';
 export * from './status.js';
 export * from './controller.js';
 export * from './sqlite-store.js';
+export * from './hosting/index.js';

@@ -1,0 +1,108 @@
+/**
+ * The Admin service over the Controller: every call authenticated with the admin credential, every
+ * change followed by a pump of the network's streams. Requests and answers are in the wire's shapes.
+ */
+import { MeshpError, declarationFromWire, modeFromWire, modeToWire, type AdminHandler, type ModuleDecl, type WireModuleDecl } from '@meshp/core';
+import type { Controller } from '../controller.js';
+import type { NodeStatus } from '../status.js';
+import type { SentSummary } from '../types.js';
+import { secretMatches } from './credential.js';
+import type { Enrolment } from './enrolment.js';
+import type { Logger } from './log.js';
+import type { Metrics } from './metrics.js';
+
+export const DEFAULT_NETWORK = 'default';
+
+type Req = Record<string, unknown>;
+
+const str = (r: Req, k: string): string => (typeof r[k] === 'string' ? (r[k] as string) : '');
+const need = (r: Req, k: string): string => {
+  const v = str(r, k);
+  if (!v) throw new MeshpError('MESHP_USAGE', `${k} is required`);
+  return v;
+};
+
+function nodeToWire(n: NodeStatus): Req {
+  return { ...n, mode: modeToWire(n.mode) };
+}
+
+function sentToWire(s: SentSummary): Req {
+  return { ...s };
+}
+
+export interface AdminDeps {
+  controller: Controller;
+  enrolment: Enrolment;
+  secret: string;
+  metrics: Metrics;
+  log: Logger;
+  /** Called after every change to a network. */
+  changed(network: string): void;
+}
+
+export function adminHandler(d: AdminDeps): AdminHandler {
+  const { controller } = d;
+  const methods: Record<string, (r: Req, network: string) => Req> = {
+    listNodes: (_r, net) => ({ nodes: controller.listNodes(net).map(nodeToWire) }),
+    showNode: (r, net) => {
+      const s = controller.showNode(net, need(r, 'node'));
+      return { node: nodeToWire(s.node), recentDeltas: s.recentDeltas.map(sentToWire) };
+    },
+    doctor: (r, net) => {
+      const s = controller.doctor(net, need(r, 'node'));
+      return { ...s, node: nodeToWire(s.node), recentDeltas: s.recentDeltas.map(sentToWire) };
+    },
+    assignModule: (r, net) => change(net, () => controller.assignModule(net, need(r, 'node'), need(r, 'module')), r),
+    unassignModule: (r, net) => change(net, () => controller.unassignModule(net, need(r, 'node'), need(r, 'module')), r),
+    takeModule: (r, net) => change(net, () => controller.takeModule(net, need(r, 'node'), need(r, 'module')), r),
+    setMode: (r, net) => change(net, () => controller.setMode(net, need(r, 'node'), modeFromWire(Number(r.mode))), r),
+    setPolicy: (r, net) => {
+      const rules = ((r.rules as Req[] | undefined) ?? []).map((x) => ({ from: need(x, 'fromTag'), to: need(x, 'toTag'), ports: (x.ports as string[] | undefined) ?? [] }));
+      const stateVersion = controller.setPolicy(net, rules);
+      d.changed(net);
+      return { stateVersion };
+    },
+    createToken: (r, net) => {
+      const mode = Number(r.mode ?? 0) === 0 ? 'converged' : modeFromWire(Number(r.mode));
+      const ttl = Number(r.ttlSeconds ?? 0) || 3600;
+      return d.enrolment.createToken({ network: net, mode, ttlSeconds: ttl, tags: (r.tags as string[] | undefined) ?? [] });
+    },
+    addCatalogue: (r, net) => {
+      const modules = modulesFromWire((r.modules as WireModuleDecl[] | undefined) ?? []);
+      if (modules.length === 0) throw new MeshpError('MESHP_USAGE', 'the catalogue file defines no module');
+      let stateVersion = controller.stateVersion(net);
+      for (const { taken: _t, ...def } of modules) stateVersion = controller.defineModule(net, def);
+      d.changed(net);
+      return { stateVersion, modules: modules.map((m) => m.name) };
+    },
+  };
+
+  function change(net: string, act: () => number, r: Req): Req {
+    act();
+    d.changed(net);
+    return { node: nodeToWire(controller.showNode(net, need(r, 'node')).node) };
+  }
+
+  return async (method, request, credential, peer) => {
+    if (!credential || !secretMatches(credential, d.secret)) {
+      d.metrics.refused('MESHP_AUTH_FAILED');
+      d.log.warn({ method, peer, code: 'MESHP_AUTH_FAILED' }, 'admin call refused');
+      throw new MeshpError('MESHP_AUTH_FAILED', 'the admin credential is not the one this controller made');
+    }
+    const fn = methods[method];
+    if (!fn) throw new MeshpError('MESHP_USAGE', `no admin method ${method}`);
+    const network = str(request, 'network') || DEFAULT_NETWORK;
+    try {
+      const out = fn(request, network);
+      d.log.info({ method, network, peer }, 'admin call');
+      return out;
+    } catch (e) {
+      d.log.warn({ method, network, peer, err: e instanceof Error ? e.message : String(e) }, 'admin call refused');
+      throw e;
+    }
+  };
+}
+
+function modulesFromWire(modules: WireModuleDecl[]): ModuleDecl[] {
+  return declarationFromWire({ apiVersion: 'meshp/v1', node: 'catalogue', mode: 2, modules: modules.map((m) => ({ ...m, taken: false })) }).modules;
+}

@@ -1,0 +1,67 @@
+/**
+ * Tokens and enrolment over the Controller: the operator's token is `meshp1.<claims>.<secret>`, the
+ * hosting stores only the secret's hash. A valid token is exchanged, on the spot, for a one-minute
+ * controller token that `Controller.enrol` consumes (the mode comes from the token, record 003).
+ */
+import { createPublicKey, randomBytes } from 'node:crypto';
+import { MeshpError, decodeToken, encodeToken, type EnrolInput, type EnrolResult, type Mode } from '@meshp/core';
+import type { Controller } from '../controller.js';
+import type { AuthStore } from './auth-store.js';
+
+const NODE_NAME = /^[a-z0-9][a-z0-9_.-]{0,62}$/i;
+
+export interface TokenRequest {
+  network: string;
+  mode: Mode;
+  ttlSeconds: number;
+  tags: string[];
+}
+
+export class Enrolment {
+  constructor(
+    private readonly controller: Controller,
+    private readonly auth: AuthStore,
+    private readonly fingerprint: string,
+    private readonly now: () => Date = () => new Date(),
+  ) {}
+
+  createToken(r: TokenRequest): { token: string; expiresAt: string } {
+    if (!this.controller.networks().includes(r.network)) throw new MeshpError('MESHP_USAGE', `no network ${r.network}`);
+    if (!(r.ttlSeconds > 0 && r.ttlSeconds <= 30 * 86400)) throw new MeshpError('MESHP_USAGE', 'a token lives between 1 s and 30 days');
+    const secret = randomBytes(32).toString('base64url');
+    const expiresAt = new Date(this.now().getTime() + r.ttlSeconds * 1000).toISOString();
+    this.auth.putToken(secret, { network: r.network, mode: r.mode, tags: r.tags, fingerprint: this.fingerprint, expiresAt });
+    return { token: encodeToken({ network: r.network, adopted: r.mode === 'adopted', fingerprint: this.fingerprint }, secret), expiresAt };
+  }
+
+  enrol(input: EnrolInput): EnrolResult {
+    const { claims, secret } = decodeToken(input.token);
+    const t = this.auth.getToken(secret);
+    if (!t) throw new MeshpError('MESHP_TOKEN_INVALID', 'the enrolment token is unknown (forged, or from another controller)');
+    if (t.network !== claims.network || (t.mode === 'adopted') !== claims.adopted || t.fingerprint !== claims.fingerprint) {
+      throw new MeshpError('MESHP_TOKEN_INVALID', 'the enrolment token claims were altered');
+    }
+    if (t.usedAt) throw new MeshpError('MESHP_TOKEN_INVALID', `the enrolment token was already used (by ${t.usedBy} at ${t.usedAt})`);
+    if (Date.parse(t.expiresAt) <= this.now().getTime()) throw new MeshpError('MESHP_TOKEN_INVALID', `the enrolment token expired at ${t.expiresAt}`);
+    if (!NODE_NAME.test(input.node)) throw new MeshpError('MESHP_USAGE', `node name ${JSON.stringify(input.node)} is not valid`);
+    checkNodeKey(input.nodeKey);
+    if (this.controller.member(t.network, input.node)) throw new MeshpError('MESHP_USAGE', `node ${input.node} is already in ${t.network}`);
+    if (!this.auth.markUsed(secret, input.node, this.now().toISOString())) throw new MeshpError('MESHP_TOKEN_INVALID', 'the enrolment token was already used');
+    const inner = this.controller.createToken(t.network, { mode: t.mode, tags: t.tags, ttlSeconds: 60 });
+    const { network, member } = this.controller.enrol(inner.token, { id: input.node, nodeKey: input.nodeKey, endpoints: input.endpoints });
+    const credential = randomBytes(32).toString('base64url');
+    this.auth.putCredential(credential, network, member.id);
+    return { network, node: member.id, credential, mode: member.mode, addresses: [...member.addresses] };
+  }
+}
+
+/** An Ed25519 public key, SPKI DER in base64. */
+export function checkNodeKey(nodeKey: string): void {
+  try {
+    const k = createPublicKey({ key: Buffer.from(nodeKey, 'base64'), format: 'der', type: 'spki' });
+    if (k.asymmetricKeyType === 'ed25519') return;
+  } catch {
+    // refused below
+  }
+  throw new MeshpError('MESHP_USAGE', 'the node key is not an Ed25519 public key (SPKI DER, base64)');
+}

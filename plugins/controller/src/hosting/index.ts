@@ -1,0 +1,6 @@
+export { ControllerHostingPlugin, CONTROLLER_DB, ADDRESS_FILE, type ControllerHostingOptions, type RunningController } from './plugin.js';
+export { ADMIN_CREDENTIAL_FILE, parseAdminCredential, readAdminCredential, formatAdminCredential, type AdminCredential } from './credential.js';
+export { ensureCertificate, certificateFingerprint, type ControllerTls } from './tls.js';
+export { DEFAULT_NETWORK } from './admin.js';
+export { Metrics, serveMetrics } from './metrics.js';
+export { createLogger, type Logger } from './log.js';

@@ -1,0 +1,118 @@
+/**
+ * The controller as a hosting plugin: applied to a host that has a transport, `start()` opens the
+ * state (one SQLite file in the state folder), makes the certificate and the admin credential on
+ * first start, and serves the Control and Admin services, with /metrics beside them.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { MeshpError, PLUGIN_API_VERSION, isMeshpError, oneLine, type Host, type Plugin, type TransportListener } from '@meshp/core';
+import { Controller } from '../controller.js';
+import { SqliteControllerStore } from '../sqlite-store.js';
+import { adminHandler, DEFAULT_NETWORK } from './admin.js';
+import { AuthStore } from './auth-store.js';
+import { ensureAdminCredential } from './credential.js';
+import { Enrolment } from './enrolment.js';
+import { createLogger, type Logger } from './log.js';
+import { Metrics, serveMetrics } from './metrics.js';
+import { SessionHub } from './sessions.js';
+import { ensureCertificate } from './tls.js';
+
+export const CONTROLLER_DB = 'controller.db';
+/** Written at start so the CLI finds the controller from `--state DIR` alone. */
+export const ADDRESS_FILE = 'controller.address';
+
+export interface ControllerHostingOptions {
+  /** HOST:PORT for the Control and Admin services. */
+  listen: string;
+  /** HOST:PORT for Prometheus /metrics; none when absent. */
+  metricsListen?: string;
+  /** Networks made on first start (default: "default"). */
+  networks?: string[];
+  /** Changes kept per network for deltas. */
+  logDepth?: number;
+  maxMessageBytes?: number;
+  log?: Logger;
+}
+
+export interface RunningController {
+  address: string;
+  metricsAddress: string | null;
+  fingerprint: string;
+  controller: Controller;
+}
+
+export class ControllerHostingPlugin implements Plugin {
+  readonly name = 'controller';
+  readonly apiVersion = PLUGIN_API_VERSION;
+  readonly #o: ControllerHostingOptions;
+  readonly log: Logger;
+  #host?: Host;
+  #running: { listener: TransportListener; metrics: { close(): Promise<void> } | null; hub: SessionHub; controller: Controller; auth: AuthStore } | null = null;
+
+  constructor(options: ControllerHostingOptions) {
+    if (!/:\d+$/.test(options.listen)) throw new MeshpError('MESHP_USAGE', `--listen ${options.listen} is not HOST:PORT`);
+    this.#o = options;
+    this.log = options.log ?? createLogger('meshp-controller');
+  }
+
+  apply(host: Host): void {
+    this.#host = host;
+  }
+
+  async start(): Promise<RunningController> {
+    const host = this.#host;
+    if (!host) throw new MeshpError('MESHP_PLUGIN_INVALID', 'the controller plugin was not applied to a host');
+    const dir = host.options.stateDir;
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    const listenHost = this.#o.listen.replace(/:\d+$/, '').replace(/^\[|\]$/g, '');
+    const tls = ensureCertificate(dir, listenHost && listenHost !== '0.0.0.0' ? [listenHost] : []);
+    const admin = ensureAdminCredential(dir, tls.fingerprint);
+    const dbFile = join(dir, CONTROLLER_DB);
+    const controller = new Controller(new SqliteControllerStore(dbFile), this.#o.logDepth ? { logDepth: this.#o.logDepth } : {});
+    for (const n of this.#o.networks ?? [DEFAULT_NETWORK]) if (!controller.networks().includes(n)) controller.createNetwork(n);
+    const auth = new AuthStore(dbFile);
+    const metrics = new Metrics();
+    const hub = new SessionHub(controller, auth, metrics, this.log);
+    const enrolment = new Enrolment(controller, auth, tls.fingerprint);
+    const transport = await host.transport();
+    const listener = await transport.listen(
+      { address: this.#o.listen, certPem: tls.certPem, keyPem: tls.keyPem, maxMessageBytes: this.#o.maxMessageBytes },
+      {
+        control: {
+          enrol: async (input, peer) => {
+            try {
+              const r = enrolment.enrol(input);
+              metrics.enrolments++;
+              this.log.info({ network: r.network, node: r.node, mode: r.mode, peer }, 'node enrolled');
+              hub.poke(r.network);
+              return r;
+            } catch (e) {
+              metrics.refused(isMeshpError(e) ? e.code : 'MESHP_PLUGIN_FAILED');
+              this.log.warn({ peer, node: input.node, code: isMeshpError(e) ? e.code : undefined, err: oneLine(e) }, 'enrolment refused');
+              throw e;
+            }
+          },
+          sync: (channel, peer) => hub.open(channel, peer),
+        },
+        admin: adminHandler({ controller, enrolment, secret: admin.secret, metrics, log: this.log, changed: (n) => hub.poke(n) }),
+      },
+    );
+    const m = this.#o.metricsListen ? await serveMetrics(this.#o.metricsListen, () => metrics.render(controller, hub.connected)) : null;
+    writeFileSync(join(dir, ADDRESS_FILE), `${listener.address}\n`);
+    this.#running = { listener, metrics: m, hub, controller, auth };
+    this.log.info({ address: listener.address, metrics: m?.address ?? null, fingerprint: tls.fingerprint, networks: controller.networks() }, 'controller serving');
+    return { address: listener.address, metricsAddress: m?.address ?? null, fingerprint: tls.fingerprint, controller };
+  }
+
+  async stop(): Promise<void> {
+    const r = this.#running;
+    if (!r) return;
+    this.#running = null;
+    r.hub.closeAll();
+    await r.listener.close();
+    await r.metrics?.close();
+    r.auth.close();
+    r.controller.close();
+    this.log.info({}, 'controller stopped');
+  }
+}

@@ -1,0 +1,170 @@
+/**
+ * The Sync streams the controller holds: one per node. Each starts with a challenge the node signs
+ * with its enrolled key; its Hello says where it is, and deltas resume from there (or a snapshot).
+ * Any change to a network pumps every stream of that network.
+ */
+import { createPublicKey, randomBytes, verify } from 'node:crypto';
+import { MeshpError, challengePayload, isMeshpError, oneLine, splitDelta, type AgentMessage, type ControllerMessage, type HelloMessage, type SyncChannel } from '@meshp/core';
+import type { Controller } from '../controller.js';
+import type { AuthStore } from './auth-store.js';
+import type { Logger } from './log.js';
+import type { Metrics } from './metrics.js';
+
+const HELLO_TIMEOUT_MS = 10_000;
+/** Peers per message: a large snapshot goes in parts, each well under the message limit. */
+const ENTRIES_PER_MESSAGE = 2_000;
+
+type Channel = SyncChannel<AgentMessage, ControllerMessage>;
+
+export class SessionHub {
+  readonly #sessions = new Map<string, SyncSession>();
+
+  constructor(
+    readonly controller: Controller,
+    readonly auth: AuthStore,
+    readonly metrics: Metrics,
+    readonly log: Logger,
+  ) {}
+
+  get connected(): number {
+    return this.#sessions.size;
+  }
+
+  open(channel: Channel, peer: string): void {
+    new SyncSession(this, channel, peer).start();
+  }
+
+  register(s: SyncSession): void {
+    const key = `${s.network}/${s.node}`;
+    const old = this.#sessions.get(key);
+    this.#sessions.set(key, s);
+    old?.end({ code: 'MESHP_UNAVAILABLE', message: 'a newer stream of this node replaced this one' });
+  }
+
+  unregister(s: SyncSession): void {
+    const key = `${s.network}/${s.node}`;
+    if (this.#sessions.get(key) === s) this.#sessions.delete(key);
+  }
+
+  /** Something changed in the network: every node there may have a delta. */
+  poke(network: string): void {
+    for (const s of this.#sessions.values()) if (s.network === network) s.pump();
+  }
+
+  closeAll(): void {
+    for (const s of [...this.#sessions.values()]) s.end({ code: 'MESHP_UNAVAILABLE', message: 'the controller is stopping' });
+  }
+}
+
+export class SyncSession {
+  network = '';
+  node = '';
+  #authed = false;
+  #ended = false;
+  readonly #nonce = randomBytes(32);
+  #timer: ReturnType<typeof setTimeout> | null = null;
+
+  constructor(
+    private readonly hub: SessionHub,
+    private readonly ch: Channel,
+    private readonly peer: string,
+  ) {}
+
+  start(): void {
+    this.ch.onMessage((m) => {
+      try {
+        this.#receive(m);
+      } catch (e) {
+        this.#refuse(e);
+      }
+    });
+    this.ch.onClose((error) => {
+      this.#ended = true;
+      if (this.#timer) clearTimeout(this.#timer);
+      this.hub.unregister(this);
+      if (this.#authed) this.hub.log.info({ network: this.network, node: this.node, peer: this.peer, code: error?.code, err: error?.message }, 'sync stream closed');
+    });
+    this.#timer = setTimeout(() => this.#refuse(new MeshpError('MESHP_AUTH_FAILED', 'no hello within 10 s')), HELLO_TIMEOUT_MS);
+    this.ch.send({ challenge: this.#nonce });
+  }
+
+  end(error: { code: string; message: string }): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    this.ch.send({ error });
+    this.ch.close(error);
+  }
+
+  /** Sends what the node is missing, if anything. */
+  pump(): void {
+    if (!this.#authed || this.#ended) return;
+    const { controller, metrics } = this.hub;
+    const delta = controller.deltaFor(this.network, this.node);
+    if (!delta) return;
+    const snapshot = delta.fromVersion === 0;
+    if (snapshot) metrics.snapshotsSent++;
+    else metrics.deltasSent++;
+    for (const part of splitDelta(delta, ENTRIES_PER_MESSAGE)) {
+      metrics.bytesSent += JSON.stringify(part).length;
+      this.ch.send({ delta: part });
+    }
+    this.hub.log.info({ network: this.network, node: this.node, fromVersion: delta.fromVersion, toVersion: delta.toVersion, snapshot, upserts: delta.upsertPeers.length, removals: delta.removePeers.length }, snapshot ? 'snapshot sent' : 'delta sent');
+  }
+
+  #receive(m: AgentMessage): void {
+    if (this.#ended) return;
+    const { controller } = this.hub;
+    if (!this.#authed) {
+      if (!('hello' in m)) throw new MeshpError('MESHP_AUTH_FAILED', 'the first message on a stream must be a signed hello');
+      this.#hello(m.hello);
+      return;
+    }
+    if ('hello' in m) throw new MeshpError('MESHP_USAGE', 'hello twice on one stream');
+    if ('ack' in m) {
+      const r = controller.ack(this.network, this.node, m.ack.appliedVersion, m.ack.stateHash);
+      if (!r.accepted) this.hub.log.warn({ network: this.network, node: this.node, appliedVersion: m.ack.appliedVersion }, 'ack hash differs from the view computed for that version: snapshot');
+      if (r.snapshotPending) this.pump();
+    } else if ('resync' in m) {
+      this.hub.log.warn({ network: this.network, node: this.node, reason: m.resync.reason, detail: m.resync.detail }, 'agent asked for a snapshot');
+      controller.resync(this.network, this.node);
+      this.pump();
+    } else if ('report' in m) {
+      const count = (s: string) => m.report.resources.filter((r) => r.state === s).length;
+      controller.report(this.network, this.node, { firewallKind: m.report.firewallKind || 'none', held: count('held'), changed: count('changed') });
+    }
+  }
+
+  #hello(h: HelloMessage): void {
+    const { auth, controller, log } = this.hub;
+    const owner = auth.nodeOf(h.credential);
+    if (!owner) throw new MeshpError('MESHP_AUTH_FAILED', 'the node credential is not known');
+    if (owner.node !== h.node) {
+      throw new MeshpError('MESHP_FORBIDDEN', `the credential of ${owner.node} asked for the state of ${h.node}`);
+    }
+    const member = controller.member(owner.network, owner.node);
+    if (!member) throw new MeshpError('MESHP_AUTH_FAILED', `node ${owner.node} is no longer in ${owner.network}`);
+    let good = false;
+    try {
+      const key = createPublicKey({ key: Buffer.from(member.nodeKey, 'base64'), format: 'der', type: 'spki' });
+      good = verify(null, challengePayload(h.node, this.#nonce), key, h.signature);
+    } catch {
+      good = false;
+    }
+    if (!good) throw new MeshpError('MESHP_AUTH_FAILED', `the hello of ${h.node} is not signed by its enrolled key`);
+    if (this.#timer) clearTimeout(this.#timer);
+    this.network = owner.network;
+    this.node = owner.node;
+    this.#authed = true;
+    this.hub.register(this);
+    const r = controller.hello(this.network, this.node, h.appliedVersion, h.stateHash);
+    log.info({ network: this.network, node: this.node, peer: this.peer, appliedVersion: h.appliedVersion, resume: !r.snapshotPending }, 'sync stream opened');
+    this.pump();
+  }
+
+  #refuse(e: unknown): void {
+    const code = isMeshpError(e) ? e.code : 'MESHP_PLUGIN_FAILED';
+    this.hub.metrics.refused(code);
+    this.hub.log.warn({ code, peer: this.peer, network: this.network || undefined, node: this.node || undefined, err: oneLine(e) }, 'sync refused');
+    this.end({ code, message: isMeshpError(e) ? e.message : String(e) });
+  }
+}
