@@ -10,7 +10,7 @@ import { NftablesDriver, localRunner, localSpawner, netnsPrefix } from '@meshp/f
 
 const N = 1000;
 const ROUNDS = 5;
-const ns = `nf${randomBytes(2).toString('hex')}b`;
+const ns = `nq${randomBytes(2).toString('hex')}b`;
 const dir = mkdtempSync(join(tmpdir(), `${ns}-`));
 const BASE = `flush ruleset
 table inet filter {

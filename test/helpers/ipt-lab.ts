@@ -88,7 +88,7 @@ export interface IptLab {
 }
 
 export async function iptLab(t: Teardownable, backend: Backend, opts: { dockerish?: boolean } = {}): Promise<IptLab> {
-  const p = runPrefix('ip');
+  const p = runPrefix('iq');
   const server = await netns(t, `${p}s`);
   const client = await netns(t, `${p}c`);
   const outside = await netns(t, `${p}o`);

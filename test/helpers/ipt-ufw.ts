@@ -36,7 +36,7 @@ export async function machineUfwHash(): Promise<string> {
 }
 
 export async function ufwBed(t: Teardownable): Promise<UfwBed> {
-  const p = runPrefix('ip');
+  const p = runPrefix('iq');
   const server = await netns(t, `${p}s`);
   const client = await netns(t, `${p}c`);
   const outside = await netns(t, `${p}o`);

@@ -74,7 +74,7 @@ export interface Lab {
 }
 
 export async function lab(t: Teardownable, opts: { app?: boolean } = {}): Promise<Lab> {
-  const prefix = runPrefix('nf');
+  const prefix = runPrefix('nq');
   const server = await netns(t, `${prefix}s`);
   const client = await netns(t, `${prefix}c`);
   const outside = await netns(t, `${prefix}o`);

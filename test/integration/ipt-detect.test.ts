@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 async function machine(tt: Teardownable, rules: Partial<Record<Backend, string>> = {}) {
-  const ns = await netns(tt, `${runPrefix('ip')}d`);
+  const ns = await netns(tt, `${runPrefix('iq')}d`);
   const root = await mkdtemp(join(tmpdir(), 'ipd-'));
   tt.teardown(() => rm(root, { recursive: true, force: true }));
   for (const [backend, text] of Object.entries(rules) as [Backend, string][]) {

@@ -8,7 +8,7 @@ import { opening } from '../helpers/ipt-scenarios.js';
 const V6 = '*filter\n:INPUT DROP [0:0]\n-A INPUT -i lo -j ACCEPT\nCOMMIT\n';
 
 async function bed(tt: Teardownable) {
-  const ns = await netns(tt, `${runPrefix('ip')}f`);
+  const ns = await netns(tt, `${runPrefix('iq')}f`);
   await ns.exec(tool('legacy', 4, 'restore'), [], RULES_V4);
   await ns.exec(tool('legacy', 6, 'restore'), [], V6);
   const save = async () => (await ns.exec('iptables-legacy-save', [])).stdout.replace(/^#.*\n/gm, '').replace(/\[\d+:\d+\]/g, '');

@@ -41,7 +41,7 @@ else {
   });
 
   t.test('iptables-nft tables are left to the iptables kind and not counted', async (t) => {
-    const ns = await netns(t, `${runPrefix('nf')}i`);
+    const ns = await netns(t, `${runPrefix('nq')}i`);
     await ns.exec('iptables-nft', ['-P', 'INPUT', 'DROP']);
     await ns.exec('iptables-nft', ['-A', 'INPUT', '-p', 'tcp', '--dport', '22', '-m', 'comment', '--comment', 'ssh', '-j', 'ACCEPT']);
     const host = new Host({ root: '/nonexistent-root' }).use(new NftablesPlugin({ netns: ns.name }));
