@@ -4,6 +4,14 @@
  */
 import yargs, { type Argv } from 'yargs';
 import { hostCommand } from './commands/host.js';
+import { agentCommand } from './commands/agent.js';
+import { catalogueCommand } from './commands/catalogue.js';
+import { controllerCommand } from './commands/controller.js';
+import { doctorCommand } from './commands/doctor.js';
+import { moduleCommand } from './commands/module.js';
+import { nodeCommand } from './commands/node.js';
+import { policyCommand } from './commands/policy.js';
+import { tokenCommand } from './commands/token.js';
 
 export interface GlobalArgs {
   json: boolean;
@@ -18,6 +26,14 @@ export function createCli(argv: string[]): Argv<GlobalArgs> {
     .option('state', { type: 'string', describe: 'the state folder' })
     .option('controller', { type: 'string', describe: 'HOST:PORT of the controller' })
     .command(hostCommand)
+    .command(controllerCommand)
+    .command(agentCommand)
+    .command(tokenCommand)
+    .command(nodeCommand)
+    .command(moduleCommand)
+    .command(catalogueCommand)
+    .command(policyCommand)
+    .command(doctorCommand)
     .demandCommand(1, 'name a command')
     .strict()
     .help()

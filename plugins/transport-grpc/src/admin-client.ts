@@ -3,7 +3,7 @@ import { Client, Metadata } from '@grpc/grpc-js';
 import { DEFAULT_MAX_MESSAGE_BYTES } from '@meshp/core';
 import * as gen from './gen/meshp/v1/control.js';
 import { channelOptions } from './options.js';
-import { fetchPinnedCertificate, pinnedCredentials } from './pin.js';
+import { PINNED_NAME, fetchPinnedCertificate, pinnedCredentials } from './pin.js';
 import { fromStatus } from './status.js';
 
 type Service = typeof gen.AdminServiceService;
@@ -30,7 +30,7 @@ export class AdminClient {
 
   static async connect(options: AdminConnectOptions): Promise<AdminClient> {
     const pem = await fetchPinnedCertificate(options.address, options.fingerprint);
-    const client = new Client(options.address, pinnedCredentials(pem, options.fingerprint), channelOptions(options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES));
+    const client = new Client(options.address, pinnedCredentials(pem, options.fingerprint), { ...channelOptions(options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES), 'grpc.ssl_target_name_override': PINNED_NAME });
     return new AdminClient(client, options);
   }
 

@@ -5,7 +5,7 @@ import { agentToWire, controllerFromWire, enrolFromWire } from './codec.js';
 import { ControlServiceClient, type SyncRequest, type SyncResponse } from './gen/meshp/v1/control.js';
 import { StreamChannel } from './channel.js';
 import { channelOptions } from './options.js';
-import { fetchPinnedCertificate, pinnedCredentials } from './pin.js';
+import { PINNED_NAME, fetchPinnedCertificate, pinnedCredentials } from './pin.js';
 import { fromStatus, transportError } from './status.js';
 
 const ENROL_DEADLINE_MS = 15_000;
@@ -24,7 +24,7 @@ export class GrpcControlLink implements ControlLink {
     if (!this.#client) {
       const { address, fingerprint, maxMessageBytes = DEFAULT_MAX_MESSAGE_BYTES } = this.#o;
       this.#client = fetchPinnedCertificate(address, fingerprint).then(
-        (pem) => new ControlServiceClient(address, pinnedCredentials(pem, fingerprint), channelOptions(maxMessageBytes)),
+        (pem) => new ControlServiceClient(address, pinnedCredentials(pem, fingerprint), { ...channelOptions(maxMessageBytes), 'grpc.ssl_target_name_override': PINNED_NAME }),
       );
       this.#client.catch(() => {
         this.#client = null;

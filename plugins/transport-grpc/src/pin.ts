@@ -47,6 +47,9 @@ export function fetchPinnedCertificate(address: string, fingerprint: string, tim
   });
 }
 
+/** Pinned: the name is not what is checked (an IP in SNI is not allowed anyway), the fingerprint is. */
+export const PINNED_NAME = 'meshp-controller';
+
 /** Channel credentials that accept only the pinned certificate. */
 export function pinnedCredentials(certPem: string, fingerprint: string): ChannelCredentials {
   const want = normaliseFingerprint(fingerprint);

@@ -29,7 +29,7 @@ export function fromStatus(e: unknown): MeshpError {
   const s = e as Partial<ServiceError>;
   const details = typeof s.details === 'string' ? s.details : e instanceof Error ? e.message : String(e);
   const m = /^(MESHP_[A-Z_]+): (.*)$/s.exec(details);
-  if (m && m[1]! in CODES) return new MeshpError(m[1] as ErrorCode, m[2]!, { cause: e });
+  if (m && m[1]! in CODES) return new MeshpError(m[1] as ErrorCode, m[2]!);
   switch (s.code) {
     case Status.RESOURCE_EXHAUSTED:
       return new MeshpError('MESHP_MESSAGE_TOO_LARGE', details, { cause: e });

@@ -1,0 +1,34 @@
+import type { CommandModule } from 'yargs';
+import type { GlobalArgs } from '../cli.js';
+
+interface Args extends GlobalArgs {
+  token?: string;
+  name?: string;
+  root: string;
+  firewall: string;
+  'docker-socket'?: string;
+  interval: number;
+  endpoint: string[];
+}
+
+export const agentCommand: CommandModule<GlobalArgs, Args> = {
+  command: 'agent',
+  describe: 'follow a controller: enrol once with a token, then apply what it sends until SIGTERM',
+  builder: (y) =>
+    y
+      .option('token', { type: 'string', describe: 'the enrolment token (needed once)' })
+      .option('name', { type: 'string', describe: 'the node name to ask for (default: the host name)' })
+      .option('root', { type: 'string', default: '/', describe: 'prefix of every path the host reads or writes' })
+      .option('firewall', { type: 'string', default: 'auto', describe: 'auto, none (load no firewall plugin), or the kind to insist on' })
+      .option('docker-socket', { type: 'string', describe: 'the container engine socket' })
+      .option('interval', { type: 'number', default: 10, describe: 'reconcile at least every N seconds' })
+      .option('endpoint', { type: 'string', array: true, default: [] as string[], describe: 'addresses peers reach this node at' })
+      .demandOption('state'),
+  handler: async (a) => {
+    const { runAgent } = await import('../remote/agent.js');
+    await runAgent({
+      state: a.state!, controller: a.controller, token: a.token, name: a.name, root: a.root, firewall: a.firewall,
+      dockerSocket: a['docker-socket'], intervalMs: Math.round(Math.max(0.2, a.interval) * 1000), endpoints: a.endpoint,
+    });
+  },
+};

@@ -1,0 +1,25 @@
+import type { CommandModule } from 'yargs';
+import type { GlobalArgs } from '../cli.js';
+
+const serve: CommandModule<GlobalArgs, GlobalArgs & { listen: string; 'metrics-listen'?: string; network: string[]; 'log-depth'?: number }> = {
+  command: 'serve',
+  describe: 'serve agents and operators: Control and Admin over TLS, state in one SQLite file in --state DIR',
+  builder: (y) =>
+    y
+      .option('listen', { type: 'string', demandOption: true, describe: 'HOST:PORT for agents and the CLI' })
+      .option('metrics-listen', { type: 'string', describe: 'HOST:PORT for Prometheus /metrics' })
+      .option('network', { type: 'string', array: true, default: ['default'], describe: 'networks to make on first start' })
+      .option('log-depth', { type: 'number', describe: 'changes kept per network for deltas (older agents get a snapshot)' })
+      .demandOption('state'),
+  handler: async (a) => {
+    const { serveController } = await import('../remote/controller.js');
+    await serveController({ state: a.state!, listen: a.listen, metricsListen: a['metrics-listen'], networks: a.network, logDepth: a['log-depth'] });
+  },
+};
+
+export const controllerCommand: CommandModule<GlobalArgs, GlobalArgs> = {
+  command: 'controller <command>',
+  describe: 'the controller',
+  builder: (y) => y.command(serve).demandCommand(1),
+  handler: () => undefined,
+};

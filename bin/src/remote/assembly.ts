@@ -1,0 +1,16 @@
+/**
+ * The default agent: the host's default plugins plus the gRPC transport. `--firewall none` loads no
+ * firewall plugin at all, so nothing probes or touches the machine's firewall.
+ */
+import { Host, type HostOptions, type Plugin } from '@meshp/core';
+import { GrpcTransportPlugin } from '@meshp/transport-grpc';
+import { defaultPlugins } from '../host/assembly.js';
+
+export function agentPlugins(firewall: string): Plugin[] {
+  const plugins = defaultPlugins().filter((p) => firewall !== 'none' || !p.name.startsWith('firewall-'));
+  return [...plugins, new GrpcTransportPlugin()];
+}
+
+export function assembleAgentHost(options: Partial<HostOptions>, plugins: Plugin[] = agentPlugins(options.firewall ?? 'auto')): Host {
+  return new Host(options).use(...plugins);
+}

@@ -1,0 +1,80 @@
+/** The admin commands' work: one Admin call each, a table or one JSON document. */
+import { readFileSync } from 'node:fs';
+import { MeshpError, declarationToWire, type ModuleDecl } from '@meshp/core';
+import { printJson } from '../output.js';
+import { withAdmin, type RemoteArgs } from './admin.js';
+import { modeName, nodeDetail, nodeJson, nodesTable, sentTable, type WireNodeStatus, type WireSent } from './render.js';
+
+interface Out {
+  json: boolean;
+}
+
+const say = (o: Out, doc: unknown, human: string): void => {
+  if (o.json) printJson(doc);
+  else process.stdout.write(`${human}\n`);
+};
+
+export function parseTtl(ttl: string): number {
+  const m = /^(\d+)\s*(s|m|h|d)?$/.exec(ttl.trim());
+  if (!m) throw new MeshpError('MESHP_USAGE', `--ttl ${ttl} is not a duration (90s, 30m, 1h, 7d)`);
+  return Number(m[1]) * { s: 1, m: 60, h: 3600, d: 86400 }[(m[2] ?? 's') as 's' | 'm' | 'h' | 'd'];
+}
+
+function readJson(file: string): unknown {
+  try {
+    return JSON.parse(readFileSync(file, 'utf8'));
+  } catch (cause) {
+    throw new MeshpError('MESHP_USAGE', `${file} is not readable JSON`, { cause });
+  }
+}
+
+export async function tokenCreate(a: RemoteArgs & Out & { adopted: boolean; ttl: string; tags: string[] }): Promise<void> {
+  const ttlSeconds = parseTtl(a.ttl);
+  const r = await withAdmin(a, (c, network) => c.call('createToken', { network, mode: a.adopted ? 1 : 2, ttlSeconds, tags: a.tags }));
+  say(a, { token: r.token, expiresAt: r.expiresAt }, r.token);
+}
+
+export async function nodeList(a: RemoteArgs & Out): Promise<void> {
+  const r = await withAdmin(a, (c, network) => c.call('listNodes', { network }));
+  const nodes = r.nodes as unknown as WireNodeStatus[];
+  say(a, { nodes: nodes.map(nodeJson) }, nodes.length ? nodesTable(nodes) : 'no nodes');
+}
+
+export async function nodeShow(a: RemoteArgs & Out & { node: string }): Promise<void> {
+  const r = await withAdmin(a, (c, network) => c.call('showNode', { network, node: a.node }));
+  const node = r.node as unknown as WireNodeStatus;
+  const sent = r.recentDeltas as unknown as WireSent[];
+  say(a, { node: nodeJson(node), recentDeltas: sent }, `${nodeDetail(node)}\n\nlast deltas sent:\n${sentTable(sent)}`);
+}
+
+export async function moduleChange(a: RemoteArgs & Out & { act: 'assign' | 'unassign' | 'take'; node: string; module: string }): Promise<void> {
+  const method = ({ assign: 'assignModule', unassign: 'unassignModule', take: 'takeModule' } as const)[a.act];
+  const r = await withAdmin(a, (c, network) => c.call(method, { network, node: a.node, module: a.module }));
+  const node = r.node as unknown as WireNodeStatus;
+  say(a, { node: nodeJson(node) }, `${a.act} ${a.module} on ${a.node}: assigned ${node.assignedModules.join(', ') || '-'}; taken ${node.takenModules.join(', ') || '-'} (${modeName(node.mode)}, state version ${node.stateVersion})`);
+}
+
+export async function catalogueAdd(a: RemoteArgs & Out & { file: string }): Promise<void> {
+  const doc = readJson(a.file) as ModuleDecl | ModuleDecl[] | { modules: ModuleDecl[] };
+  const list = Array.isArray(doc) ? doc : 'modules' in doc && Array.isArray(doc.modules) ? doc.modules : [doc as ModuleDecl];
+  const modules = declarationToWire({ apiVersion: 'meshp/v1', node: 'catalogue', mode: 'converged', settings: { ports: {} }, modules: list.map((m) => ({ ...m, taken: false })) }).modules;
+  const r = await withAdmin(a, (c, network) => c.call('addCatalogue', { network, modules }));
+  say(a, { stateVersion: r.stateVersion, modules: r.modules }, `defined ${r.modules.join(', ')} (state version ${r.stateVersion})`);
+}
+
+export async function policySet(a: RemoteArgs & Out & { file: string }): Promise<void> {
+  const doc = readJson(a.file) as { rules?: unknown[] } | unknown[];
+  const rules = (Array.isArray(doc) ? doc : doc.rules ?? []) as { from?: string; to?: string; ports?: string[] }[];
+  for (const r of rules) if (typeof r.from !== 'string' || typeof r.to !== 'string') throw new MeshpError('MESHP_USAGE', 'every policy rule needs "from" and "to" tags');
+  const r = await withAdmin(a, (c, network) => c.call('setPolicy', { network, rules: rules.map((x) => ({ fromTag: x.from!, toTag: x.to!, ports: x.ports ?? [] })) }));
+  say(a, { stateVersion: r.stateVersion, rules: rules.length }, `policy of ${rules.length} rule(s) set (state version ${r.stateVersion})`);
+}
+
+export async function doctor(a: RemoteArgs & Out & { node: string }): Promise<void> {
+  const r = await withAdmin(a, (c, network) => c.call('doctor', { network, node: a.node }));
+  const node = r.node as unknown as WireNodeStatus;
+  const sent = r.recentDeltas as unknown as WireSent[];
+  const doc = { node: nodeJson(node), recentDeltas: sent, expectedHash: r.expectedHash, hashMatches: r.hashMatches, snapshotPending: r.snapshotPending, logFloor: r.logFloor };
+  const verdict = node.gap === 0 && r.hashMatches ? 'converged: the agent acked the current version with the expected hash' : r.hashMatches ? `behind by ${node.gap}` : "the agent's last hash differs from the one expected: a snapshot is due";
+  say(a, doc, `${nodeDetail(node)}\n${verdict}; snapshot pending ${r.snapshotPending ? 'yes' : 'no'}; log reaches back to version ${r.logFloor}\n\nlast deltas sent (match by version with what the agent applied):\n${sentTable(sent)}`);
+}
