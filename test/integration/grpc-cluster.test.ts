@@ -1,0 +1,108 @@
+/**
+ * A controller and three agents as real processes on 127.0.0.1: enrol, a snapshot then only deltas;
+ * the controller killed -9 and restarted (agents resume without a snapshot while the log reaches
+ * back, with one when it does not); an agent killed -9 mid-stream resumes from its applied version.
+ */
+import t from 'tap';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { createToken, meshp, nodeList, startAgent, startController, waitUntil, workdir, writeJson, type AgentProc, type ControllerProc, type LogLine } from '../helpers/grpc-procs.js';
+
+const CONF = '/etc/web/web.conf';
+const web = (content: string) => ({ name: 'web', files: [{ path: CONF, content }] });
+
+/** Every node acked the current version; then each agent's own log has caught up to it too. */
+async function converged(ctl: ControllerProc, agents: AgentProc[]) {
+  const nodes = await waitUntil(`${agents.length} nodes at gap 0`, () => {
+    const nodes = nodeList(ctl);
+    return nodes.length === agents.length && nodes.every((x) => x.gap === 0 && x.appliedVersion === x.stateVersion) && nodes;
+  });
+  const version = nodes[0]!.stateVersion;
+  for (const a of agents) await a.proc.waitFor((l) => l.msg === 'applied' && Number(l.toVersion) >= version);
+  return nodes;
+}
+
+function content(a: AgentProc): string | null {
+  const f = join(a.root, CONF);
+  return existsSync(f) ? readFileSync(f, 'utf8') : null;
+}
+
+const opened = (name: string) => (l: LogLine) => l.msg === 'sync stream opened' && l.node === name;
+
+t.test('agents follow a controller through its crash and their own', async (t) => {
+  const dir = workdir(t, 'cluster');
+  const admin = (...args: string[]) => {
+    const r = meshp(...args, '--state', join(dir, 'ctl'), '--controller', ctl.address);
+    t.equal(r.code, 0, `meshp ${args.join(' ')}: ${r.err}`);
+    return r;
+  };
+  let ctl = await startController(t, join(dir, 'ctl'), ['--log-depth', '3']);
+  let catalogueVersion = 0;
+  const defineWeb = () => admin('catalogue', 'add', writeJson(dir, `web-${++catalogueVersion}.json`, { modules: [web(`v${catalogueVersion}\n`)] }));
+  defineWeb();
+
+  const agents = ['a1', 'a2', 'a3'].map((name) => startAgent(t, dir, name, ctl.address, createToken(ctl)));
+  for (const a of agents) await a.proc.waitFor((l) => l.msg === 'applied' && l.snapshot === true);
+  for (const a of agents) admin('module', 'assign', a.name, 'web');
+  await converged(ctl, agents);
+  await waitUntil('every agent wrote the file', () => agents.every((a) => content(a) === 'v1\n'));
+  for (const a of agents) {
+    const applied = a.proc.applied();
+    t.equal(applied[0]?.snapshot, true, `${a.name}: the first thing received is a snapshot`);
+    t.ok(applied.length > 1 && applied.slice(1).every((l) => l.snapshot === false), `${a.name}: then only deltas (${applied.length - 1})`);
+  }
+
+  // The controller dies hard and comes back on the same address.
+  const marks = agents.map((a) => a.proc.lines.length);
+  ctl.proc.kill('SIGKILL');
+  await ctl.proc.exited;
+  ctl = await startController(t, join(dir, 'ctl'), ['--log-depth', '3'], ctl.address);
+  for (const a of agents) {
+    const line = await ctl.proc.waitFor(opened(a.name), 20_000);
+    t.equal(line.resume, true, `${a.name} resumed where it was, no snapshot due`);
+  }
+  defineWeb();
+  await converged(ctl, agents);
+  await waitUntil('every agent has v2', () => agents.every((a) => content(a) === 'v2\n'));
+  agents.forEach((a, i) => {
+    const since = a.proc.applied(marks[i]);
+    t.ok(since.length >= 1, `${a.name} got the change after the restart`);
+    t.ok(since.every((l) => l.snapshot === false), `${a.name}: no snapshot after the controller restart`);
+  });
+
+  // An agent killed -9 mid-stream resumes from its applied version.
+  const a2 = agents[1]!;
+  defineWeb();
+  a2.proc.kill('SIGKILL');
+  await a2.proc.exited;
+  const ctlMark = ctl.proc.lines.length;
+  const a2b = startAgent(t, dir, 'a2', ctl.address);
+  const hello = await ctl.proc.waitFor(opened('a2'), 20_000, ctlMark);
+  t.equal(hello.resume, true, 'a2 said where it was and resumed from there');
+  t.ok(Number(hello.appliedVersion) > 0, `a2 resumed from version ${hello.appliedVersion}`);
+  defineWeb();
+  await converged(ctl, [agents[0]!, a2b, agents[2]!]);
+  await waitUntil('a2 has v4', () => content(a2b) === 'v4\n');
+  t.ok(a2b.proc.applied().length >= 1 && a2b.proc.applied().every((l) => l.snapshot === false), 'a2 after its crash: deltas only');
+  t.equal(a2b.proc.applied()[0]?.fromVersion, hello.appliedVersion, 'the first delta starts at the version a2 had applied');
+
+  // A stopped agent the log no longer reaches gets a snapshot.
+  const a3 = agents[2]!;
+  a3.proc.kill('SIGTERM');
+  t.equal(await a3.proc.exited, 0, 'SIGTERM stops the agent cleanly');
+  t.ok(a3.proc.lines.some((l) => l.msg === 'stopped'));
+  for (let i = 0; i < 4; i++) defineWeb();
+  const a3b = startAgent(t, dir, 'a3', ctl.address);
+  await a3b.proc.waitFor((l) => l.msg === 'applied');
+  t.equal(a3b.proc.applied()[0]?.snapshot, true, 'beyond the log: a snapshot');
+  await waitUntil('a3 has v8', () => content(a3b) === 'v8\n');
+
+  const nodes = await converged(ctl, [agents[0]!, a2b, a3b]);
+  t.same(nodes.map((n) => [n.name, n.gap, n.mode, n.firewall]), [['a1', 0, 'converged', 'none'], ['a2', 0, 'converged', 'none'], ['a3', 0, 'converged', 'none']], 'node list --json: gap 0 for every node');
+
+  const metrics = await (await fetch(`http://${ctl.metrics}/metrics`)).text();
+  t.match(metrics, /meshp_convergence_gap\{network="default",node="a1",mode="converged"\} 0/);
+  t.match(metrics, /meshp_connected_agents 3/);
+  t.match(metrics, /meshp_snapshots_sent_total [1-9]/);
+  t.match(metrics, /meshp_deltas_sent_total [1-9]/);
+});
