@@ -184,3 +184,22 @@ t.test('doctor shows the deltas sent and whether the agent hash matched', async 
   t.equal(doc.hashMatches, true);
   t.equal(doc.node.gap, 0);
 });
+
+t.test("a catalogue module's ports are read from each node's settings in every declaration", async (t) => {
+  const c = new Controller(new MemoryStore());
+  c.createNetwork('n', { privateRange: '10.77.0.0/24' });
+  c.join('n', { id: 'ctl', nodeKey: 'k1', settings: { ports: { registry: 15001 }, privateRange: '10.77.0.0/24' } });
+  c.defineModule('n', {
+    name: 'registry',
+    containers: [{ name: 'meshp-registry', image: 'lab/busybox:1', ports: [{ container: 5000, host: '{{ports.registry}}' as unknown as number }] }],
+    openings: [{ port: '{{ports.registry}}' as unknown as number, path: 'forwarded', from: ['{{privateRange}}'] }],
+  });
+  c.assignModule('n', 'ctl', 'registry');
+  const agent = new DeltaApplier();
+  const d = c.deltaFor('n', 'ctl')!;
+  agent.receive(structuredClone(d));
+  const m = d.declaration?.modules.find((x) => x.name === 'registry');
+  t.equal(m?.containers[0]?.ports[0]?.host, 15001, 'the container publishes the node port, not a catalogue default');
+  t.equal(m?.openings[0]?.port, 15001);
+  t.same(m?.openings[0]?.from, ['10.77.0.0/24']);
+});

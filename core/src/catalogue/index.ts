@@ -1,1 +1,1 @@
-export { checkManifest, defaultPorts, renderModule, type CatalogueModule } from './manifest.js';
+export { checkManifest, defaultPorts, fillSettings, renderModule, type CatalogueModule } from './manifest.js';

@@ -43,6 +43,11 @@ function fill(value: unknown, settings: Settings): unknown {
   return value;
 }
 
+/** Fills every `{{ports.NAME}}` and `{{privateRange}}` in a value from a node's settings. */
+export function fillSettings<T>(value: T, settings: Settings): T {
+  return fill(value, settings) as T;
+}
+
 /** The ports a set of catalogue modules binds, with the catalogue's defaults. */
 export function defaultPorts(modules: CatalogueModule[]): Record<string, number> {
   return Object.assign({}, ...modules.map((m) => m.defaults?.ports ?? {}));

@@ -1,4 +1,4 @@
-import { WIRE_MODE, declarationToWire, type Components, type Filter, type Peer, type Tunnel, type WireDeclaration } from '@meshp/core';
+import { WIRE_MODE, declarationToWire, fillSettings, type Components, type Filter, type Peer, type Tunnel, type WireDeclaration } from '@meshp/core';
 import { SCOPE, type PolicyIndex, type Scope } from './policy.js';
 import type { MemberRecord, ModuleDef, SharedComponents } from './types.js';
 
@@ -30,6 +30,19 @@ export function tunnelFor(node: MemberRecord): Tunnel {
   return { address: node.addresses[0] ?? '', listenPort: node.settings.ports['tunnel'] ?? 51820, mtu: 1280, keepaliveSeconds: 25 };
 }
 
+/**
+ * A catalogue module for one node: its port placeholders read from the node's settings, so every
+ * node's foundation sits on the ports chosen at its genesis. A module naming a setting the node
+ * lacks is sent as it is, and the agent refuses it with the placeholder named.
+ */
+function renderFor(node: MemberRecord, def: ModuleDef): ModuleDef {
+  try {
+    return fillSettings(def, node.settings);
+  } catch {
+    return def;
+  }
+}
+
 /** Every declaration carries the node's mode and, per assigned module, whether it is taken (record 003). */
 export function declarationFor(node: MemberRecord, moduleOf: (name: string) => ModuleDef | null): WireDeclaration {
   const taken = new Set(node.taken);
@@ -38,7 +51,7 @@ export function declarationFor(node: MemberRecord, moduleOf: (name: string) => M
     node: node.id,
     mode: node.mode,
     settings: node.settings,
-    modules: [...node.assigned].sort().map((name) => ({ ...(moduleOf(name) ?? { name }), name, taken: taken.has(name) })),
+    modules: [...node.assigned].sort().map((name) => ({ ...renderFor(node, moduleOf(name) ?? { name }), name, taken: taken.has(name) })),
   });
   if (d.mode !== WIRE_MODE.ADOPTED && d.mode !== WIRE_MODE.CONVERGED) throw new Error('unreachable: a declaration without a mode');
   return d;
