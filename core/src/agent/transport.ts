@@ -111,6 +111,9 @@ export interface ControlHandlers {
  */
 export type AdminHandler = (method: string, request: Record<string, unknown>, credential: string, peer: string) => Promise<Record<string, unknown>>;
 
+/** A call or stream the transport refused before a handler saw it (an oversized message). */
+export type Refused = (r: { method: string; peer: string; code: string; message: string }) => void;
+
 export interface ListenOptions {
   /** HOST:PORT; port 0 picks a free one. */
   address: string;
@@ -128,7 +131,7 @@ export interface TransportListener {
 export interface Transport {
   readonly name: string;
   connect(options: ConnectOptions): ControlLink;
-  listen(options: ListenOptions, services: { control: ControlHandlers; admin: AdminHandler }): Promise<TransportListener>;
+  listen(options: ListenOptions, services: { control: ControlHandlers; admin: AdminHandler; refused?: Refused }): Promise<TransportListener>;
 }
 
 /** What the node key signs at the start of every stream. */

@@ -17,9 +17,11 @@ export function channelOptions(maxMessageBytes = DEFAULT_MAX_MESSAGE_BYTES): Cha
   };
 }
 
+/** The server receives up to twice the limit itself so that it can refuse, code and log what is over it. */
 export function serverOptions(maxMessageBytes = DEFAULT_MAX_MESSAGE_BYTES): ChannelOptions {
   return {
     ...channelOptions(maxMessageBytes),
+    'grpc.max_receive_message_length': maxMessageBytes * 2,
     'grpc.http2.min_ping_interval_without_data_ms': 5_000,
   };
 }

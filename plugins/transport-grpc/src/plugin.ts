@@ -1,4 +1,4 @@
-import { PLUGIN_API_VERSION, type ConnectOptions, type ControlLink, type Host, type ListenOptions, type Plugin, type Transport, type TransportListener, type AdminHandler, type ControlHandlers } from '@meshp/core';
+import { PLUGIN_API_VERSION, type ConnectOptions, type ControlLink, type Host, type ListenOptions, type Plugin, type Transport, type TransportListener, type AdminHandler, type ControlHandlers, type Refused } from '@meshp/core';
 import { GrpcControlLink } from './client.js';
 import { listen } from './server.js';
 
@@ -7,7 +7,7 @@ export class GrpcTransport implements Transport {
   connect(options: ConnectOptions): ControlLink {
     return new GrpcControlLink(options);
   }
-  listen(options: ListenOptions, services: { control: ControlHandlers; admin: AdminHandler }): Promise<TransportListener> {
+  listen(options: ListenOptions, services: { control: ControlHandlers; admin: AdminHandler; refused?: Refused }): Promise<TransportListener> {
     return listen(options, services);
   }
 }

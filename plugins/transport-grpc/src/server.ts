@@ -1,6 +1,6 @@
 /** The controller's side: Control and Admin services on one TLS port. */
 import { Server, ServerCredentials, status as Status, type sendUnaryData, type ServerDuplexStream, type ServerUnaryCall, type UntypedHandleCall } from '@grpc/grpc-js';
-import { DEFAULT_MAX_MESSAGE_BYTES, MeshpError, type AdminHandler, type AgentMessage, type ControlHandlers, type ControllerMessage, type ListenOptions, type TransportListener } from '@meshp/core';
+import { DEFAULT_MAX_MESSAGE_BYTES, MeshpError, type AdminHandler, type Refused, type AgentMessage, type ControlHandlers, type ControllerMessage, type ListenOptions, type TransportListener } from '@meshp/core';
 import { agentFromWire, controllerToWire, enrolToWire } from './codec.js';
 import { StreamChannel } from './channel.js';
 import * as gen from './gen/meshp/v1/control.js';
@@ -38,11 +38,38 @@ function credentialOf(call: ServerUnaryCall<unknown, unknown>): string {
   return s.replace(/^Bearer\s+/i, '');
 }
 
-export async function listen(options: ListenOptions, services: { control: ControlHandlers; admin: AdminHandler }): Promise<TransportListener> {
-  const server = new Server(serverOptions(options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES));
+/**
+ * Messages over the limit: grpc-js itself refuses beyond twice the limit (a bound on what is
+ * buffered), without telling the application; up to there, the service definitions below hand the
+ * handlers a marker instead, so the refusal is coded, answered and reported like any other.
+ */
+const OVERSIZED = Symbol('oversized');
+type Oversized = { [OVERSIZED]: number };
+const isOversized = (m: unknown): m is Oversized => typeof m === 'object' && m !== null && OVERSIZED in m;
+
+function limited<S extends Record<string, { requestDeserialize: (b: Buffer) => unknown }>>(service: S, max: number): S {
+  const out: Record<string, unknown> = {};
+  for (const [name, def] of Object.entries(service)) {
+    out[name] = { ...def, requestDeserialize: (b: Buffer) => (b.length > max ? { [OVERSIZED]: b.length } : def.requestDeserialize(b)) };
+  }
+  return out as S;
+}
+
+function tooLarge(m: Oversized, max: number): MeshpError {
+  return new MeshpError('MESHP_MESSAGE_TOO_LARGE', `a message of ${m[OVERSIZED]} bytes is over the ${max}-byte limit`);
+}
+
+export async function listen(options: ListenOptions, services: { control: ControlHandlers; admin: AdminHandler; refused?: Refused }): Promise<TransportListener> {
+  const max = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
+  const server = new Server(serverOptions(max));
+  const refuse = (method: string, peer: string, e: MeshpError): MeshpError => {
+    services.refused?.({ method, peer, code: e.code, message: e.message });
+    return e;
+  };
 
   const control: gen.ControlServiceServer = {
     enrol: (call: ServerUnaryCall<gen.EnrolRequest, gen.EnrolResponse>, cb: sendUnaryData<gen.EnrolResponse>) => {
+      if (isOversized(call.request)) return cb(toStatus(refuse('Enrol', call.getPeer(), tooLarge(call.request, max))));
       services.control.enrol(call.request, call.getPeer()).then(
         (r) => cb(null, enrolToWire(r)),
         (e) => cb(toStatus(e)),
@@ -50,7 +77,13 @@ export async function listen(options: ListenOptions, services: { control: Contro
     },
     sync: (call: ServerDuplexStream<gen.SyncRequest, gen.SyncResponse>) => {
       const ch = new StreamChannel<AgentMessage, ControllerMessage, gen.SyncRequest, gen.SyncResponse>(
-        { in: agentFromWire, out: controllerToWire },
+        {
+          in: (w) => {
+            if (isOversized(w)) throw refuse('Sync', call.getPeer(), tooLarge(w, max));
+            return agentFromWire(w);
+          },
+          out: controllerToWire,
+        },
         transportError,
         (s, e) => (s as unknown as ServerDuplexStream<gen.SyncRequest, gen.SyncResponse>).emit('error', { code: STATUS_OF[e.code] ?? Status.ABORTED, details: `${e.code}: ${e.message}` }),
       );
@@ -58,18 +91,19 @@ export async function listen(options: ListenOptions, services: { control: Contro
       services.control.sync(ch, call.getPeer());
     },
   };
-  server.addService(gen.ControlServiceService, control);
+  server.addService(limited(gen.ControlServiceService, max), control);
 
   const admin: Record<string, UntypedHandleCall> = {};
   for (const method of ADMIN_METHODS) {
     admin[method] = (call: ServerUnaryCall<Record<string, unknown>, object>, cb: sendUnaryData<object>) => {
+      if (isOversized(call.request)) return cb(toStatus(refuse(method, call.getPeer(), tooLarge(call.request, max))));
       services.admin(method, call.request, credentialOf(call), call.getPeer()).then(
         (r) => cb(null, ADMIN_RESPONSES[method].fromPartial(r)),
         (e) => cb(toStatus(e)),
       );
     };
   }
-  server.addService(gen.AdminServiceService, admin);
+  server.addService(limited(gen.AdminServiceService, max), admin);
 
   const creds = ServerCredentials.createSsl(null, [{ private_key: Buffer.from(options.keyPem), cert_chain: Buffer.from(options.certPem) }], false);
   const port = await new Promise<number>((resolve, reject) => {

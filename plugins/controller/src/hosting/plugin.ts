@@ -94,6 +94,10 @@ export class ControllerHostingPlugin implements Plugin {
           },
           sync: (channel, peer) => hub.open(channel, peer),
         },
+        refused: (r) => {
+          metrics.refused(r.code);
+          this.log.warn(r, 'refused by the transport');
+        },
         admin: adminHandler({ controller, enrolment, secret: admin.secret, metrics, log: this.log, changed: (n) => hub.poke(n) }),
       },
     );
