@@ -125,9 +125,19 @@ export function memoCanonical(key: string, compute: () => string[]): string[] {
 
 /** Canonical CIDRs of a `from` list, by family. */
 export function splitFamilies(cidrs: readonly string[]): Record<IpFamily, string[]> {
-  const all = memoCanonical(`from:${cidrs.join(',')}`, () => canonical(cidrs.map(parseCidr)));
-  return { ip: all.filter((c) => !c.includes(':')), ip6: all.filter((c) => c.includes(':')) };
+  const key = cidrs.length === 1 ? cidrs[0]! : cidrs.join(',');
+  let v = splits.get(key);
+  if (!v) {
+    const all = canonical(cidrs.map(parseCidr));
+    if (splits.size > 10_000) splits.clear();
+    v = { ip: all.filter((c) => !c.includes(':')), ip6: all.filter((c) => c.includes(':')) };
+    splits.set(key, v);
+  }
+  // Callers get their own arrays: a memo must not be changed through them.
+  return { ip: [...v.ip], ip6: [...v.ip6] };
 }
+
+const splits = new Map<string, Record<IpFamily, string[]>>();
 
 export function isWhole(cidrs: readonly string[]): boolean {
   return cidrs.length === 1 && (cidrs[0] === '0.0.0.0/0' || cidrs[0] === '::/0');

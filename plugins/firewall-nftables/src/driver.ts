@@ -6,6 +6,7 @@ import { canonical, parseCidr } from './cidr.js';
 import { DERIVED_TABLE, classifyTable, markedId, tablesOwnedBy, foundActive } from './classify.js';
 import { loadInScratch, recreateTables } from './config.js';
 import { derivedBatch } from './derived.js';
+import { addedRuleKeys, missingFromEcho, nativeBatch } from './native.js';
 import { Nft, runTool } from './nft.js';
 import { planEnsure } from './plan.js';
 import type { Runner, Spawner } from './runner.js';
@@ -76,6 +77,23 @@ export class NftablesDriver implements FirewallDriver {
     const before = await this.nft.list();
     const plan = planEnsure(before, openings, refusals, this.o.privateRange);
     if (plan.commands.length === 0) return { added: [], removed: [] };
+    const result = { added: plan.added, removed: plan.removed };
+    // Fast path: nft's own syntax, echoed. The kernel echoes a batch's rules only once the whole
+    // transaction has committed, so every added rule echoed with a handle proves the batch applied
+    // (nft can exit 0 having applied nothing, pitfall 5) without listing the ruleset again.
+    const expected = addedRuleKeys(plan.commands);
+    const text = expected.length > 0 ? nativeBatch(plan.commands) : null;
+    const echo = text === null ? null : await this.nft.applyEcho(text);
+    if (echo !== null) {
+      const missing = missingFromEcho(expected, echo);
+      if (missing.length > 0) {
+        throw new MeshpError('MESHP_FIREWALL_FAILED', `nft accepted the batch but did not echo ${missing.length} of its ${expected.length} rules as committed`, {
+          details: { missing: missing.slice(0, 20) },
+        });
+      }
+      return result;
+    }
+    // Otherwise (a batch of deletions only, or names nft's syntax cannot carry): JSON, then re-list.
     await this.nft.apply({ nftables: plan.commands });
     const left = planEnsure(await this.nft.list(), openings, refusals, this.o.privateRange);
     if (left.commands.length > 0) {
@@ -83,7 +101,7 @@ export class NftablesDriver implements FirewallDriver {
         details: { left: left.commands },
       });
     }
-    return { added: plan.added, removed: plan.removed };
+    return result;
   }
 
   async loadDerived(filter: DerivedFilter): Promise<void> {

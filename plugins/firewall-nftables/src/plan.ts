@@ -17,6 +17,8 @@ export interface EnsurePlan {
 interface Want {
   shape: Shape;
   chain: NftChain;
+  /** chainKey(chain), computed once per chain. */
+  where: string;
 }
 
 const MESH_CHAINS: Record<'incoming' | 'forwarded', NftChain> = {
@@ -30,19 +32,23 @@ export function wanted(rs: Ruleset, openings: readonly Opening[], refusals: read
   const drops = [...refusals, ...openings.filter((o) => o.action === 'drop')];
   for (const [hook, path] of [['input', 'incoming'], ['forward', 'forwarded']] as const) {
     for (const chain of droppingChains(rs, hook)) {
-      for (const o of accepts.filter((a) => a.path === path)) {
-        for (const shape of shapesFor(o, chain.family)) out.push({ shape, chain });
+      const where = chainKey(chain);
+      for (const o of accepts) {
+        if (o.path !== path) continue;
+        for (const shape of shapesFor(o, chain.family)) out.push({ shape, chain, where });
       }
     }
   }
   for (const r of drops) {
-    for (const shape of shapesFor({ ...r, action: 'drop' }, 'inet', privateRange)) out.push({ shape, chain: MESH_CHAINS[r.path] });
+    const chain = MESH_CHAINS[r.path];
+    const where = chainKey(chain);
+    for (const shape of shapesFor({ ...r, action: 'drop' }, 'inet', privateRange)) out.push({ shape, chain, where });
   }
   return out;
 }
 
-function wantKey(chain: NftChain | NftRule, shape: Shape): string {
-  return `${chainKey(chain)}|${shapeKey(shape)}`;
+function wantKey(where: string, shape: Shape): string {
+  return `${where}|${shapeKey(shape)}`;
 }
 
 /** Marked rules in tables we may change (found tables and the mesh table), in chain order. */
@@ -53,7 +59,7 @@ function presentMarked(rs: Ruleset): NftRule[] {
 
 export function planEnsure(rs: Ruleset, openings: readonly Opening[], refusals: readonly Opening[], privateRange?: string): EnsurePlan {
   const wants = wanted(rs, openings, refusals, privateRange);
-  const byKey = new Map(wants.map((w) => [wantKey(w.chain, w.shape), w]));
+  const byKey = new Map(wants.map((w) => [wantKey(w.where, w.shape), w]));
   const satisfied = new Set<string>();
   const deletes: Command[] = [];
   const deletedIds = new Set<string>();
@@ -63,7 +69,7 @@ export function planEnsure(rs: Ruleset, openings: readonly Opening[], refusals: 
   for (const rule of presentMarked(rs)) {
     const id = markedId(rule)!;
     const shape = parseShape(rule, id);
-    const key = shape ? wantKey(rule, shape) : null;
+    const key = shape ? wantKey(chainKey(rule), shape) : null;
     const chain = chainsByKey.get(chainKey(rule));
     if (key && byKey.has(key) && !satisfied.has(key) && chain && effective(rs, chain, rule, positions)) {
       satisfied.add(key);
@@ -86,11 +92,14 @@ export function planEnsure(rs: Ruleset, openings: readonly Opening[], refusals: 
   }
 
   const added = new Set<string>();
+  const drops = new Map<string, NftRule | null>();
   for (const [key, w] of byKey) {
     if (satisfied.has(key)) continue;
     const rule = buildRule(w.shape, { family: w.chain.family, table: w.chain.table, chain: w.chain.name });
-    const before = w.chain.table === MESH_TABLE ? null : firstDrop(rs, w.chain);
-    commands.push(before ? { insert: { rule: { ...rule, handle: before.handle } } } : { add: { rule } });
+    let before = drops.get(w.where);
+    if (before === undefined) drops.set(w.where, (before = w.chain.table === MESH_TABLE ? null : firstDrop(rs, w.chain)));
+    if (before) rule.handle = before.handle;
+    commands.push(before ? { insert: { rule } } : { add: { rule } });
     added.add(w.shape.id);
   }
   const wantedIds = new Set(wants.map((w) => w.shape.id));

@@ -29,8 +29,9 @@ export function checkId(id: string): void {
   }
 }
 
+/** Equal keys for equal shapes. The id leads; the fields after it never hold "|", so the key is unambiguous. */
 export function shapeKey(s: Shape): string {
-  return JSON.stringify([s.id, s.nf, s.cidrs, s.negate, s.protocol, s.port, s.match, s.verdict]);
+  return `${s.id}|${s.nf}|${s.cidrs.join(',')}|${s.negate ? 1 : 0}|${s.protocol}|${s.port}|${s.match}|${s.verdict}`;
 }
 
 /**
@@ -127,7 +128,9 @@ export function parseShape(rule: NftRule, id: string): Shape | null {
       const family = ctSaddr ?? payloadSaddr;
       if (family === 'ip' || family === 'ip6') {
         if (op !== '==' && op !== '!=') return null;
-        const cidrs = memoCanonical(`${family}:${JSON.stringify(right)}`, () => {
+        const prefix = (right as { prefix?: { addr?: unknown; len?: unknown } } | null)?.prefix;
+        const text = typeof right === 'string' ? right : prefix && Object.keys(right as object).length === 1 ? `${String(prefix.addr)}/${String(prefix.len)}` : JSON.stringify(right);
+        const cidrs = memoCanonical(`${family}:${text}`, () => {
           const ranges = toRanges(right, family);
           return ranges ? canonical(ranges) : [];
         });

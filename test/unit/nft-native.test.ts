@@ -1,0 +1,62 @@
+import t from 'tap';
+import type { Opening } from '@meshp/core';
+import { addedRuleKeys, buildRule, missingFromEcho, nativeBatch, shapesFor, type Command } from '@meshp/firewall-nftables';
+
+const web: Opening = { id: 'web/incoming/tcp/9000', module: 'web', port: 9000, protocol: 'tcp', from: ['10.8.0.0/16', '10.9.0.0/24', 'fd00::/8'], path: 'incoming', action: 'accept' };
+const at = { family: 'inet', table: 'filter', chain: 'input' } as const;
+const insert = (o: Opening, handle = 13): Command[] => shapesFor(o, 'inet').map((s) => ({ insert: { rule: { ...buildRule(s, at), handle } } }));
+
+t.test('the rules ensure writes render in nft syntax, one line per command', async (t) => {
+  t.equal(
+    nativeBatch(insert(web)),
+    'insert rule inet filter input handle 13 ip saddr { 10.8.0.0/16, 10.9.0.0/24 } tcp dport 9000 accept comment "meshp:web/incoming/tcp/9000"\n' +
+      'insert rule inet filter input handle 13 ip6 saddr fd00::/8 tcp dport 9000 accept comment "meshp:web/incoming/tcp/9000"\n',
+  );
+  const fwd: Opening = { ...web, id: 'f', path: 'forwarded', protocol: 'udp', from: ['10.8.0.1'] };
+  t.equal(
+    nativeBatch(shapesFor(fwd, 'ip').map((s) => ({ add: { rule: buildRule(s, { family: 'ip', table: 'fw', chain: 'FORWARD' }) } }))),
+    'add rule ip fw FORWARD ct original ip saddr 10.8.0.1 meta l4proto udp ct original proto-dst 9000 accept comment "meshp:f"\n',
+  );
+  const refusal: Opening = { ...web, id: 'r', path: 'forwarded', action: 'drop', from: [] };
+  const lines = nativeBatch([
+    { add: { table: { family: 'inet', name: 'meshp' } } },
+    { add: { chain: { family: 'inet', table: 'meshp', name: 'forward', type: 'filter', hook: 'forward', prio: 0, policy: 'accept' } } },
+    ...shapesFor(refusal, 'inet', '10.70.0.0/16').map((s) => ({ add: { rule: buildRule(s, { family: 'inet', table: 'meshp', chain: 'forward' }) } })),
+    { delete: { rule: { family: 'inet', table: 'filter', chain: 'input', handle: 4, expr: [] } } },
+  ])!.split('\n');
+  t.same(lines, [
+    'add table inet meshp',
+    'add chain inet meshp forward { type filter hook forward priority 0; policy accept; }',
+    'add rule inet meshp forward ct original ip saddr != 10.70.0.0/16 meta l4proto tcp ct original proto-dst 9000 drop comment "meshp:r"',
+    'add rule inet meshp forward meta nfproto ipv6 meta l4proto tcp ct original proto-dst 9000 drop comment "meshp:r"',
+    'delete rule inet filter input handle 4',
+    '',
+  ]);
+  t.equal(nativeBatch(insert({ ...web, from: [] })), 'insert rule inet filter input handle 13 tcp dport 9000 accept comment "meshp:web/incoming/tcp/9000"\n');
+});
+
+t.test('names nft syntax cannot carry, and statements not ours, send the batch as JSON (null)', async (t) => {
+  const rule = buildRule(shapesFor({ ...web, from: [] }, 'inet')[0]!, at);
+  for (const [what, r] of [
+    ['a chain named like a keyword', { ...rule, chain: 'counter' }],
+    ['a table name with a space', { ...rule, table: 'my filter' }],
+    ['a chain name with a quote', { ...rule, chain: 'in"put' }],
+    ['a non-ASCII comment', { ...rule, comment: 'meshp:wéb' }],
+    ['an unknown statement', { ...rule, expr: [{ log: { prefix: 'x' } }, { accept: null }] }],
+    ['a bridge table', { ...rule, family: 'bridge' as const }],
+  ] as const) {
+    t.equal(nativeBatch([{ add: { rule: r } }]), null, what);
+  }
+  t.equal(nativeBatch([{ flush: { ruleset: {} } }]), null, 'a command ensure never writes');
+});
+
+t.test('the echo proves each added rule committed; duplicates are counted, deletions are not expected', async (t) => {
+  const cmds = [...insert(web), { delete: { rule: { family: 'inet' as const, table: 'filter', chain: 'input', handle: 4, expr: [] } } }];
+  const keys = addedRuleKeys(cmds);
+  t.same(keys, ['inet filter input|meshp:web/incoming/tcp/9000', 'inet filter input|meshp:web/incoming/tcp/9000']);
+  const line = (h: number) => `insert rule inet filter input handle 12 ip saddr 10.0.0.0/8 tcp dport 9000 accept comment "meshp:web/incoming/tcp/9000" # handle ${h}`;
+  t.same(missingFromEcho(keys, `${line(20)}\n${line(21)}\n# new generation 5 by process 9 (nft)\n`), []);
+  t.same(missingFromEcho(keys, `${line(20)}\n`), ['inet filter input|meshp:web/incoming/tcp/9000'], 'one of two echoed: one missing');
+  t.same(missingFromEcho(keys, line(20).replace(/ # handle \d+$/, '') + '\n' + line(21)), [keys[0]], 'a line without a handle does not count');
+  t.same(missingFromEcho(keys, ''), keys, 'nothing echoed: everything missing');
+});
