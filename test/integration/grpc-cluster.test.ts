@@ -41,7 +41,7 @@ t.test('agents follow a controller through its crash and their own', async (t) =
   const defineWeb = () => admin('catalogue', 'add', writeJson(dir, `web-${++catalogueVersion}.json`, { modules: [web(`v${catalogueVersion}\n`)] }));
   defineWeb();
 
-  const agents = ['a1', 'a2', 'a3'].map((name) => startAgent(t, dir, name, ctl.address, createToken(ctl)));
+  const agents = ['a1', 'a2', 'a3'].map((name) => startAgent(t, dir, name, ctl.address, name === 'a1' ? createToken(ctl, '--adopted') : createToken(ctl)));
   for (const a of agents) await a.proc.waitFor((l) => l.msg === 'applied' && l.snapshot === true);
   for (const a of agents) admin('module', 'assign', a.name, 'web');
   await converged(ctl, agents);
@@ -97,11 +97,26 @@ t.test('agents follow a controller through its crash and their own', async (t) =
   t.equal(a3b.proc.applied()[0]?.snapshot, true, 'beyond the log: a snapshot');
   await waitUntil('a3 has v8', () => content(a3b) === 'v8\n');
 
+  admin('module', 'take', 'a1', 'web');
   const nodes = await converged(ctl, [agents[0]!, a2b, a3b]);
-  t.same(nodes.map((n) => [n.name, n.gap, n.mode, n.firewall]), [['a1', 0, 'converged', 'none'], ['a2', 0, 'converged', 'none'], ['a3', 0, 'converged', 'none']], 'node list --json: gap 0 for every node');
+  t.same(nodes.map((n) => [n.name, n.gap, n.mode, n.firewall]), [['a1', 0, 'adopted', 'none'], ['a2', 0, 'converged', 'none'], ['a3', 0, 'converged', 'none']], 'node list --json: gap 0 for every node');
+
+  const last = a3b.proc.applied().at(-1)!;
+  t.equal(last.components && (last.components as string[]).length, 0, 'taking a module on a1 sends a3 an empty delta, only the version moves');
+
+  type Doctor = { node: { mode: string; taken: string[] }; deltas: { toVersion: number; applied: boolean; hashMatches: boolean }[]; held: unknown[] };
+  const doc = await waitUntil('doctor sees the last delta applied', () => {
+    const r = meshp('doctor', 'a1', '--json', '--state', join(dir, 'ctl'), '--controller', ctl.address);
+    const d = JSON.parse(r.out) as Doctor;
+    const latest = d.deltas.at(-1);
+    return latest && latest.toVersion === nodes[0]!.stateVersion && latest.applied && d;
+  });
+  t.ok(doc.deltas.at(-1)!.hashMatches, 'doctor: the last delta sent was applied with the hash expected');
+  t.same(doc.node.taken, ['web'], 'the declaration carries the taken module');
+  t.equal(doc.node.mode, 'adopted', 'and the mode from the token');
 
   const metrics = await (await fetch(`http://${ctl.metrics}/metrics`)).text();
-  t.match(metrics, /meshp_convergence_gap\{network="default",node="a1",mode="converged"\} 0/);
+  t.match(metrics, /meshp_convergence_gap\{network="default",node="a1",mode="adopted"\} 0/);
   t.match(metrics, /meshp_connected_agents 3/);
   t.match(metrics, /meshp_snapshots_sent_total [1-9]/);
   t.match(metrics, /meshp_deltas_sent_total [1-9]/);

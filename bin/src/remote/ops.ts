@@ -1,7 +1,7 @@
 /** The admin commands' work: one Admin call each, a table or one JSON document. */
 import { readFileSync } from 'node:fs';
 import { MeshpError, declarationToWire, type ModuleDecl } from '@meshp/core';
-import { printJson } from '../output.js';
+import { printJson, table } from '../output.js';
 import { withAdmin, type RemoteArgs } from './admin.js';
 import { modeName, nodeDetail, nodeJson, nodesTable, sentTable, type WireNodeStatus, type WireSent } from './render.js';
 
@@ -74,7 +74,30 @@ export async function doctor(a: RemoteArgs & Out & { node: string }): Promise<vo
   const r = await withAdmin(a, (c, network) => c.call('doctor', { network, node: a.node }));
   const node = r.node as unknown as WireNodeStatus;
   const sent = r.recentDeltas as unknown as WireSent[];
-  const doc = { node: nodeJson(node), recentDeltas: sent, expectedHash: r.expectedHash, hashMatches: r.hashMatches, snapshotPending: r.snapshotPending, logFloor: r.logFloor };
+  const applied = new Map(r.agentApplied.map((x) => [x.toVersion, x]));
+  const matched = sent.map((s) => {
+    const got = applied.get(s.toVersion);
+    return { ...s, applied: got !== undefined, agentHash: got?.stateHash ?? '', hashMatches: got ? got.stateHash === s.expectedHash : false };
+  });
+  const held = r.resources.filter((x) => x.state === 'held' || x.state === 'changed');
+  const doc = {
+    node: nodeJson(node), deltas: matched, expectedHash: r.expectedHash, hashMatches: r.hashMatches, snapshotPending: r.snapshotPending, logFloor: r.logFloor,
+    reportedAt: r.reportedAt || null, held: held.map((x) => ({ key: x.key, module: x.module, state: x.state })), listening: r.listening, published: r.published,
+  };
   const verdict = node.gap === 0 && r.hashMatches ? 'converged: the agent acked the current version with the expected hash' : r.hashMatches ? `behind by ${node.gap}` : "the agent's last hash differs from the one expected: a snapshot is due";
-  say(a, doc, `${nodeDetail(node)}\n${verdict}; snapshot pending ${r.snapshotPending ? 'yes' : 'no'}; log reaches back to version ${r.logFloor}\n\nlast deltas sent (match by version with what the agent applied):\n${sentTable(sent)}`);
+  const human = [
+    nodeDetail(node),
+    `${verdict}; snapshot pending ${r.snapshotPending ? 'yes' : 'no'}; log reaches back to version ${r.logFloor}; last report ${r.reportedAt || 'none'}`,
+    '',
+    'deltas sent, matched by version with what the agent applied:',
+    table(
+      ['FROM', 'TO', 'COMPONENTS', 'EXPECTED HASH', 'APPLIED', 'AGENT HASH'],
+      matched.map((m) => [m.fromVersion === 0 ? 'snapshot' : m.fromVersion, m.toVersion, m.components.join(',') || '-', m.expectedHash.slice(0, 12), m.applied ? (m.hashMatches ? 'yes' : 'yes, hash differs') : 'no', m.agentHash.slice(0, 12) || '-']),
+    ),
+    '',
+    held.length ? `held: ${held.map((x) => `${x.key} (${x.module}, ${x.state})`).join('; ')}` : 'held: none',
+    `listening: ${r.listening.map((l) => `${l.protocol}/${l.address}:${l.port}${l.process ? ` ${l.process}` : ''}`).join(', ') || 'none reported'}`,
+    `published: ${r.published.map((p) => `${p.container} ${p.hostPort}->${p.containerPort}/${p.protocol}`).join(', ') || 'none reported'}`,
+  ];
+  say(a, doc, human.join('\n'));
 }

@@ -206,19 +206,39 @@ export class Agent {
     } while (this.#again && !this.#stopped);
   }
 
+  /** What the machine offers now, through the facts and runtime plugins; what cannot be read is left out. */
+  async #facts(): Promise<Facts> {
+    const out: Facts = { applied: this.applier.recent.map((r) => ({ fromVersion: r.fromVersion, toVersion: r.toVersion, stateHash: r.stateHash })) };
+    try {
+      const facts = await this.#host.facts();
+      if (facts) out.listening = (await facts.listening()).map((l) => ({ protocol: l.protocol, address: l.address, port: l.port, process: l.process ?? '' }));
+    } catch (e) {
+      this.#log.warn({ err: oneLine(e) }, 'listening sockets not readable');
+    }
+    try {
+      const runtime = await this.#host.runtime();
+      if (runtime) out.published = (await runtime.publishedPorts()).map((p) => ({ container: p.container, hostPort: p.hostPort, containerPort: p.containerPort, protocol: p.protocol, hostIp: p.hostIp }));
+    } catch {
+      // no engine answering: nothing published that the mesh can see
+    }
+    return out;
+  }
+
   async #reconcileOnce(reason: string): Promise<void> {
     const wire = this.applier.view.components.declaration;
     if (!wire) return;
     const appliedVersion = this.applier.appliedVersion;
     try {
       const { report } = await new Reconciler(this.#host).reconcile(declarationFromWire(wire));
-      this.#lastReport = toReportMessage(report, appliedVersion);
+      this.#lastReport = { ...toReportMessage(report, appliedVersion), ...(await this.#facts()) };
       this.#log.info({ reason, appliedVersion, counts: report.counts, firewall: report.firewall?.kind ?? null }, 'reconciled');
     } catch (e) {
       this.#log.error({ reason, appliedVersion, err: oneLine(e) }, 'reconcile refused');
     }
   }
 }
+
+type Facts = Pick<ReportMessage, 'applied' | 'listening' | 'published'>;
 
 function toReportMessage(r: HostReport, appliedVersion: number): ReportMessage {
   return {

@@ -57,6 +57,11 @@ export interface ReportMessage {
   firewallActive: boolean;
   resources: ResourceReport[];
   at: string;
+  /** The last deltas applied, for doctor to match with what was sent. */
+  applied?: { fromVersion: number; toVersion: number; stateHash: string }[];
+  /** What is reachable on the machine now (for the converge preview). */
+  listening?: { protocol: string; address: string; port: number; process: string }[];
+  published?: { container: string; hostPort: number; containerPort: number; protocol: string; hostIp: string }[];
 }
 
 /** Agent → controller on the Sync stream. */

@@ -21,6 +21,9 @@ function reportToWire(r: ReportMessage): Report {
     firewallActive: r.firewallActive,
     resources: r.resources.map((x) => ({ key: x.key, kind: x.kind, module: x.module, state: x.state, reason: x.reason ?? '' })),
     at: r.at,
+    applied: r.applied ?? [],
+    listening: r.listening ?? [],
+    published: r.published ?? [],
   };
 }
 
@@ -32,6 +35,9 @@ function reportFromWire(r: Report): ReportMessage {
     firewallActive: r.firewallActive,
     resources: r.resources.map((x) => ({ key: x.key, kind: x.kind as ReportMessage['resources'][number]['kind'], module: x.module, state: x.state as ReportMessage['resources'][number]['state'], ...(x.reason ? { reason: x.reason } : {}) })),
     at: r.at,
+    applied: r.applied,
+    listening: r.listening,
+    published: r.published,
   };
 }
 

@@ -2,7 +2,7 @@
  * The Admin service over the Controller: every call authenticated with the admin credential, every
  * change followed by a pump of the network's streams. Requests and answers are in the wire's shapes.
  */
-import { MeshpError, declarationFromWire, modeFromWire, modeToWire, type AdminHandler, type ModuleDecl, type WireModuleDecl } from '@meshp/core';
+import { MeshpError, declarationFromWire, modeFromWire, modeToWire, type AdminHandler, type ModuleDecl, type ReportMessage, type WireModuleDecl } from '@meshp/core';
 import type { Controller } from '../controller.js';
 import type { NodeStatus } from '../status.js';
 import type { SentSummary } from '../types.js';
@@ -36,6 +36,8 @@ export interface AdminDeps {
   secret: string;
   metrics: Metrics;
   log: Logger;
+  /** The node's last report. */
+  reports(network: string, node: string): ReportMessage | null;
   /** Called after every change to a network. */
   changed(network: string): void;
 }
@@ -50,7 +52,12 @@ export function adminHandler(d: AdminDeps): AdminHandler {
     },
     doctor: (r, net) => {
       const s = controller.doctor(net, need(r, 'node'));
-      return { ...s, node: nodeToWire(s.node), recentDeltas: s.recentDeltas.map(sentToWire) };
+      const last = d.reports(net, s.node.name);
+      return {
+        ...s, node: nodeToWire(s.node), recentDeltas: s.recentDeltas.map(sentToWire),
+        agentApplied: last?.applied ?? [], resources: (last?.resources ?? []).map((x) => ({ ...x, reason: x.reason ?? '' })),
+        listening: last?.listening ?? [], published: last?.published ?? [], reportedAt: last?.at ?? '',
+      };
     },
     assignModule: (r, net) => change(net, () => controller.assignModule(net, need(r, 'node'), need(r, 'module')), r),
     unassignModule: (r, net) => change(net, () => controller.unassignModule(net, need(r, 'node'), need(r, 'module')), r),

@@ -5,13 +5,14 @@
  */
 import Database from 'better-sqlite3';
 import { createHash } from 'node:crypto';
-import { MeshpError, type Mode } from '@meshp/core';
+import { MeshpError, type Mode, type ReportMessage } from '@meshp/core';
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS hosting_tokens (hash TEXT PRIMARY KEY, network TEXT NOT NULL, mode TEXT NOT NULL,
   tags TEXT NOT NULL, fingerprint TEXT NOT NULL, expires_at TEXT NOT NULL, used_at TEXT, used_by TEXT);
 CREATE TABLE IF NOT EXISTS hosting_credentials (hash TEXT PRIMARY KEY, network TEXT NOT NULL, node TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS hosting_credentials_node ON hosting_credentials (network, node);
+CREATE TABLE IF NOT EXISTS hosting_reports (network TEXT NOT NULL, node TEXT NOT NULL, doc TEXT NOT NULL, PRIMARY KEY (network, node));
 `;
 
 export interface StoredToken {
@@ -69,6 +70,16 @@ export class AuthStore {
   nodeOf(credential: string): { network: string; node: string } | null {
     const r = this.#db.prepare('SELECT network, node FROM hosting_credentials WHERE hash = ?').get(hashSecret(credential)) as { network: string; node: string } | undefined;
     return r ?? null;
+  }
+
+  /** The node's last report, as it came (for doctor). */
+  putReport(network: string, node: string, report: ReportMessage): void {
+    this.#db.prepare('INSERT OR REPLACE INTO hosting_reports (network, node, doc) VALUES (?, ?, ?)').run(network, node, JSON.stringify(report));
+  }
+
+  report(network: string, node: string): ReportMessage | null {
+    const r = this.#db.prepare('SELECT doc FROM hosting_reports WHERE network = ? AND node = ?').get(network, node) as { doc: string } | undefined;
+    return r ? (JSON.parse(r.doc) as ReportMessage) : null;
   }
 
   close(): void {

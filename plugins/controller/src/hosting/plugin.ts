@@ -98,7 +98,7 @@ export class ControllerHostingPlugin implements Plugin {
           metrics.refused(r.code);
           this.log.warn(r, 'refused by the transport');
         },
-        admin: adminHandler({ controller, enrolment, secret: admin.secret, metrics, log: this.log, changed: (n) => hub.poke(n) }),
+        admin: adminHandler({ controller, enrolment, secret: admin.secret, metrics, log: this.log, changed: (n) => hub.poke(n), reports: (n, id) => auth.report(n, id) }),
       },
     );
     const m = this.#o.metricsListen ? await serveMetrics(this.#o.metricsListen, () => metrics.render(controller, hub.connected)) : null;

@@ -131,6 +131,7 @@ export class SyncSession {
     } else if ('report' in m) {
       const count = (s: string) => m.report.resources.filter((r) => r.state === s).length;
       controller.report(this.network, this.node, { firewallKind: m.report.firewallKind || 'none', held: count('held'), changed: count('changed') });
+      this.hub.auth.putReport(this.network, this.node, m.report);
     }
   }
 

@@ -324,6 +324,34 @@ export interface Report {
   firewallActive: boolean;
   resources: ResourceStatus[];
   at: string;
+  /** The last deltas the agent applied, for doctor to match with what was sent. */
+  applied: AppliedDelta[];
+  /** What is reachable on the machine now (for the converge preview). */
+  listening: ListeningSocket[];
+  published: PublishedPort[];
+}
+
+export interface AppliedDelta {
+  fromVersion: number;
+  toVersion: number;
+  stateHash: string;
+}
+
+export interface ListeningSocket {
+  /** tcp | udp */
+  protocol: string;
+  address: string;
+  port: number;
+  process: string;
+}
+
+export interface PublishedPort {
+  container: string;
+  hostPort: number;
+  containerPort: number;
+  /** tcp | udp */
+  protocol: string;
+  hostIp: string;
 }
 
 export interface ResourceStatus {
@@ -626,6 +654,12 @@ export interface DoctorResponse {
   hashMatches: boolean;
   snapshotPending: boolean;
   logFloor: number;
+  /** From the node's last report: what it applied, what it holds, what is reachable on it. */
+  agentApplied: AppliedDelta[];
+  resources: ResourceStatus[];
+  listening: ListeningSocket[];
+  published: PublishedPort[];
+  reportedAt: string;
 }
 
 /** Defines (or redefines) modules of a network's catalogue; each definition is one change. */
@@ -1633,7 +1667,17 @@ export const SyncError: MessageFns<SyncError> = {
 };
 
 function createBaseReport(): Report {
-  return { appliedVersion: 0, mode: 0, firewallKind: "", firewallActive: false, resources: [], at: "" };
+  return {
+    appliedVersion: 0,
+    mode: 0,
+    firewallKind: "",
+    firewallActive: false,
+    resources: [],
+    at: "",
+    applied: [],
+    listening: [],
+    published: [],
+  };
 }
 
 export const Report: MessageFns<Report> = {
@@ -1655,6 +1699,15 @@ export const Report: MessageFns<Report> = {
     }
     if (message.at !== "") {
       writer.uint32(50).string(message.at);
+    }
+    for (const v of message.applied) {
+      AppliedDelta.encode(v!, writer.uint32(58).fork()).join();
+    }
+    for (const v of message.listening) {
+      ListeningSocket.encode(v!, writer.uint32(66).fork()).join();
+    }
+    for (const v of message.published) {
+      PublishedPort.encode(v!, writer.uint32(74).fork()).join();
     }
     return writer;
   },
@@ -1720,6 +1773,30 @@ export const Report: MessageFns<Report> = {
             message.at = reader.string();
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.applied.push(AppliedDelta.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.listening.push(ListeningSocket.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.published.push(PublishedPort.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1754,6 +1831,15 @@ export const Report: MessageFns<Report> = {
         ? object.resources.map((e: any) => ResourceStatus.fromJSON(e))
         : [],
       at: isSet(object.at) ? globalThis.String(object.at) : "",
+      applied: globalThis.Array.isArray(object?.applied)
+        ? object.applied.map((e: any) => AppliedDelta.fromJSON(e))
+        : [],
+      listening: globalThis.Array.isArray(object?.listening)
+        ? object.listening.map((e: any) => ListeningSocket.fromJSON(e))
+        : [],
+      published: globalThis.Array.isArray(object?.published)
+        ? object.published.map((e: any) => PublishedPort.fromJSON(e))
+        : [],
     };
   },
 
@@ -1777,6 +1863,15 @@ export const Report: MessageFns<Report> = {
     if (message.at !== "") {
       obj.at = message.at;
     }
+    if (message.applied?.length) {
+      obj.applied = message.applied.map((e) => AppliedDelta.toJSON(e));
+    }
+    if (message.listening?.length) {
+      obj.listening = message.listening.map((e) => ListeningSocket.toJSON(e));
+    }
+    if (message.published?.length) {
+      obj.published = message.published.map((e) => PublishedPort.toJSON(e));
+    }
     return obj;
   },
 
@@ -1791,6 +1886,384 @@ export const Report: MessageFns<Report> = {
     message.firewallActive = object.firewallActive ?? false;
     message.resources = object.resources?.map((e) => ResourceStatus.fromPartial(e)) || [];
     message.at = object.at ?? "";
+    message.applied = object.applied?.map((e) => AppliedDelta.fromPartial(e)) || [];
+    message.listening = object.listening?.map((e) => ListeningSocket.fromPartial(e)) || [];
+    message.published = object.published?.map((e) => PublishedPort.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseAppliedDelta(): AppliedDelta {
+  return { fromVersion: 0, toVersion: 0, stateHash: "" };
+}
+
+export const AppliedDelta: MessageFns<AppliedDelta> = {
+  encode(message: AppliedDelta, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.fromVersion !== 0) {
+      writer.uint32(8).uint64(message.fromVersion);
+    }
+    if (message.toVersion !== 0) {
+      writer.uint32(16).uint64(message.toVersion);
+    }
+    if (message.stateHash !== "") {
+      writer.uint32(26).string(message.stateHash);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AppliedDelta {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAppliedDelta();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.fromVersion = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.toVersion = longToNumber(reader.uint64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.stateHash = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AppliedDelta {
+    return {
+      fromVersion: isSet(object.fromVersion)
+        ? globalThis.Number(object.fromVersion)
+        : isSet(object.from_version)
+        ? globalThis.Number(object.from_version)
+        : 0,
+      toVersion: isSet(object.toVersion)
+        ? globalThis.Number(object.toVersion)
+        : isSet(object.to_version)
+        ? globalThis.Number(object.to_version)
+        : 0,
+      stateHash: isSet(object.stateHash)
+        ? globalThis.String(object.stateHash)
+        : isSet(object.state_hash)
+        ? globalThis.String(object.state_hash)
+        : "",
+    };
+  },
+
+  toJSON(message: AppliedDelta): unknown {
+    const obj: any = {};
+    if (message.fromVersion !== 0) {
+      obj.fromVersion = Math.round(message.fromVersion);
+    }
+    if (message.toVersion !== 0) {
+      obj.toVersion = Math.round(message.toVersion);
+    }
+    if (message.stateHash !== "") {
+      obj.stateHash = message.stateHash;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<AppliedDelta>, I>>(base?: I): AppliedDelta {
+    return AppliedDelta.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AppliedDelta>, I>>(object: I): AppliedDelta {
+    const message = createBaseAppliedDelta();
+    message.fromVersion = object.fromVersion ?? 0;
+    message.toVersion = object.toVersion ?? 0;
+    message.stateHash = object.stateHash ?? "";
+    return message;
+  },
+};
+
+function createBaseListeningSocket(): ListeningSocket {
+  return { protocol: "", address: "", port: 0, process: "" };
+}
+
+export const ListeningSocket: MessageFns<ListeningSocket> = {
+  encode(message: ListeningSocket, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.protocol !== "") {
+      writer.uint32(10).string(message.protocol);
+    }
+    if (message.address !== "") {
+      writer.uint32(18).string(message.address);
+    }
+    if (message.port !== 0) {
+      writer.uint32(24).uint32(message.port);
+    }
+    if (message.process !== "") {
+      writer.uint32(34).string(message.process);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListeningSocket {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListeningSocket();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.protocol = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.address = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.port = reader.uint32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.process = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListeningSocket {
+    return {
+      protocol: isSet(object.protocol) ? globalThis.String(object.protocol) : "",
+      address: isSet(object.address) ? globalThis.String(object.address) : "",
+      port: isSet(object.port) ? globalThis.Number(object.port) : 0,
+      process: isSet(object.process) ? globalThis.String(object.process) : "",
+    };
+  },
+
+  toJSON(message: ListeningSocket): unknown {
+    const obj: any = {};
+    if (message.protocol !== "") {
+      obj.protocol = message.protocol;
+    }
+    if (message.address !== "") {
+      obj.address = message.address;
+    }
+    if (message.port !== 0) {
+      obj.port = Math.round(message.port);
+    }
+    if (message.process !== "") {
+      obj.process = message.process;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListeningSocket>, I>>(base?: I): ListeningSocket {
+    return ListeningSocket.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListeningSocket>, I>>(object: I): ListeningSocket {
+    const message = createBaseListeningSocket();
+    message.protocol = object.protocol ?? "";
+    message.address = object.address ?? "";
+    message.port = object.port ?? 0;
+    message.process = object.process ?? "";
+    return message;
+  },
+};
+
+function createBasePublishedPort(): PublishedPort {
+  return { container: "", hostPort: 0, containerPort: 0, protocol: "", hostIp: "" };
+}
+
+export const PublishedPort: MessageFns<PublishedPort> = {
+  encode(message: PublishedPort, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.container !== "") {
+      writer.uint32(10).string(message.container);
+    }
+    if (message.hostPort !== 0) {
+      writer.uint32(16).uint32(message.hostPort);
+    }
+    if (message.containerPort !== 0) {
+      writer.uint32(24).uint32(message.containerPort);
+    }
+    if (message.protocol !== "") {
+      writer.uint32(34).string(message.protocol);
+    }
+    if (message.hostIp !== "") {
+      writer.uint32(42).string(message.hostIp);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PublishedPort {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePublishedPort();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.container = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.hostPort = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.containerPort = reader.uint32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.protocol = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.hostIp = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PublishedPort {
+    return {
+      container: isSet(object.container) ? globalThis.String(object.container) : "",
+      hostPort: isSet(object.hostPort)
+        ? globalThis.Number(object.hostPort)
+        : isSet(object.host_port)
+        ? globalThis.Number(object.host_port)
+        : 0,
+      containerPort: isSet(object.containerPort)
+        ? globalThis.Number(object.containerPort)
+        : isSet(object.container_port)
+        ? globalThis.Number(object.container_port)
+        : 0,
+      protocol: isSet(object.protocol) ? globalThis.String(object.protocol) : "",
+      hostIp: isSet(object.hostIp)
+        ? globalThis.String(object.hostIp)
+        : isSet(object.host_ip)
+        ? globalThis.String(object.host_ip)
+        : "",
+    };
+  },
+
+  toJSON(message: PublishedPort): unknown {
+    const obj: any = {};
+    if (message.container !== "") {
+      obj.container = message.container;
+    }
+    if (message.hostPort !== 0) {
+      obj.hostPort = Math.round(message.hostPort);
+    }
+    if (message.containerPort !== 0) {
+      obj.containerPort = Math.round(message.containerPort);
+    }
+    if (message.protocol !== "") {
+      obj.protocol = message.protocol;
+    }
+    if (message.hostIp !== "") {
+      obj.hostIp = message.hostIp;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PublishedPort>, I>>(base?: I): PublishedPort {
+    return PublishedPort.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PublishedPort>, I>>(object: I): PublishedPort {
+    const message = createBasePublishedPort();
+    message.container = object.container ?? "";
+    message.hostPort = object.hostPort ?? 0;
+    message.containerPort = object.containerPort ?? 0;
+    message.protocol = object.protocol ?? "";
+    message.hostIp = object.hostIp ?? "";
     return message;
   },
 };
@@ -6683,6 +7156,11 @@ function createBaseDoctorResponse(): DoctorResponse {
     hashMatches: false,
     snapshotPending: false,
     logFloor: 0,
+    agentApplied: [],
+    resources: [],
+    listening: [],
+    published: [],
+    reportedAt: "",
   };
 }
 
@@ -6705,6 +7183,21 @@ export const DoctorResponse: MessageFns<DoctorResponse> = {
     }
     if (message.logFloor !== 0) {
       writer.uint32(48).uint64(message.logFloor);
+    }
+    for (const v of message.agentApplied) {
+      AppliedDelta.encode(v!, writer.uint32(58).fork()).join();
+    }
+    for (const v of message.resources) {
+      ResourceStatus.encode(v!, writer.uint32(66).fork()).join();
+    }
+    for (const v of message.listening) {
+      ListeningSocket.encode(v!, writer.uint32(74).fork()).join();
+    }
+    for (const v of message.published) {
+      PublishedPort.encode(v!, writer.uint32(82).fork()).join();
+    }
+    if (message.reportedAt !== "") {
+      writer.uint32(90).string(message.reportedAt);
     }
     return writer;
   },
@@ -6770,6 +7263,46 @@ export const DoctorResponse: MessageFns<DoctorResponse> = {
             message.logFloor = longToNumber(reader.uint64());
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.agentApplied.push(AppliedDelta.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.resources.push(ResourceStatus.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.listening.push(ListeningSocket.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.published.push(PublishedPort.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.reportedAt = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -6810,6 +7343,25 @@ export const DoctorResponse: MessageFns<DoctorResponse> = {
         : isSet(object.log_floor)
         ? globalThis.Number(object.log_floor)
         : 0,
+      agentApplied: globalThis.Array.isArray(object?.agentApplied)
+        ? object.agentApplied.map((e: any) => AppliedDelta.fromJSON(e))
+        : globalThis.Array.isArray(object?.agent_applied)
+        ? object.agent_applied.map((e: any) => AppliedDelta.fromJSON(e))
+        : [],
+      resources: globalThis.Array.isArray(object?.resources)
+        ? object.resources.map((e: any) => ResourceStatus.fromJSON(e))
+        : [],
+      listening: globalThis.Array.isArray(object?.listening)
+        ? object.listening.map((e: any) => ListeningSocket.fromJSON(e))
+        : [],
+      published: globalThis.Array.isArray(object?.published)
+        ? object.published.map((e: any) => PublishedPort.fromJSON(e))
+        : [],
+      reportedAt: isSet(object.reportedAt)
+        ? globalThis.String(object.reportedAt)
+        : isSet(object.reported_at)
+        ? globalThis.String(object.reported_at)
+        : "",
     };
   },
 
@@ -6833,6 +7385,21 @@ export const DoctorResponse: MessageFns<DoctorResponse> = {
     if (message.logFloor !== 0) {
       obj.logFloor = Math.round(message.logFloor);
     }
+    if (message.agentApplied?.length) {
+      obj.agentApplied = message.agentApplied.map((e) => AppliedDelta.toJSON(e));
+    }
+    if (message.resources?.length) {
+      obj.resources = message.resources.map((e) => ResourceStatus.toJSON(e));
+    }
+    if (message.listening?.length) {
+      obj.listening = message.listening.map((e) => ListeningSocket.toJSON(e));
+    }
+    if (message.published?.length) {
+      obj.published = message.published.map((e) => PublishedPort.toJSON(e));
+    }
+    if (message.reportedAt !== "") {
+      obj.reportedAt = message.reportedAt;
+    }
     return obj;
   },
 
@@ -6849,6 +7416,11 @@ export const DoctorResponse: MessageFns<DoctorResponse> = {
     message.hashMatches = object.hashMatches ?? false;
     message.snapshotPending = object.snapshotPending ?? false;
     message.logFloor = object.logFloor ?? 0;
+    message.agentApplied = object.agentApplied?.map((e) => AppliedDelta.fromPartial(e)) || [];
+    message.resources = object.resources?.map((e) => ResourceStatus.fromPartial(e)) || [];
+    message.listening = object.listening?.map((e) => ListeningSocket.fromPartial(e)) || [];
+    message.published = object.published?.map((e) => PublishedPort.fromPartial(e)) || [];
+    message.reportedAt = object.reportedAt ?? "";
     return message;
   },
 };
