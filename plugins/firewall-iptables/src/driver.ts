@@ -19,6 +19,7 @@ import { reenable, retire } from './retire.js';
 import type { CommandRunner } from './runner.js';
 import { findTable, type SavedTable } from './save-format.js';
 import { familyName, FAMILIES, IptablesTool, type Backend } from './tool.js';
+import { IptablesWatcher, whileWriting, type WatchOptions } from './watch.js';
 
 export interface IptablesDriverOptions {
   /** Commands run through this (default: on the machine). */
@@ -27,6 +28,8 @@ export interface IptablesDriverOptions {
   root: string;
   /** The private network: refusals without `from` drop everything outside it. */
   privateRange?: string;
+  /** How `watch` reads (intervals). */
+  watch?: WatchOptions;
 }
 
 export class IptablesDriver implements FirewallDriver {
@@ -83,6 +86,14 @@ export class IptablesDriver implements FirewallDriver {
     const wanted = { openings, refusals, privateRange: this.options.privateRange };
     // Plan every family before writing any, so a bad range fails before anything is applied.
     const edits = FAMILIES.map((f) => ({ family: f, edit: planEnsure(filters[f], desiredSpecs(f, filters[f], wanted)) }));
+    if (edits.some((e) => e.edit.lines.length > 0)) await this.#writing(() => this.#apply(edits));
+    const wantedIds = new Set([...openings, ...refusals].map((o) => o.id));
+    const added = [...new Set(edits.flatMap((e) => e.edit.added.map((s) => s.id)))].sort();
+    const removed = [...new Set(edits.flatMap((e) => e.edit.removed.map((s) => s.id)))].filter((id) => !wantedIds.has(id)).sort();
+    return { added, removed };
+  }
+
+  async #apply(edits: { family: Family; edit: EnsureEdit }[]): Promise<void> {
     const done: { family: Family; edit: EnsureEdit }[] = [];
     for (const e of edits) {
       if (e.edit.lines.length === 0) continue;
@@ -96,25 +107,35 @@ export class IptablesDriver implements FirewallDriver {
       }
       done.push(e);
     }
-    const wantedIds = new Set([...openings, ...refusals].map((o) => o.id));
-    const added = [...new Set(edits.flatMap((e) => e.edit.added.map((s) => s.id)))].sort();
-    const removed = [...new Set(edits.flatMap((e) => e.edit.removed.map((s) => s.id)))].filter((id) => !wantedIds.has(id)).sort();
-    return { added, removed };
+  }
+
+  /** Our own writes are not news to our watchers. */
+  #writing<T>(write: () => Promise<T>): Promise<T> {
+    return whileWriting(this.backend, this.options.runner, write);
   }
 
   async loadDerived(filter: DerivedFilter): Promise<void> {
-    await loadDerived(this, { ...filter, privateRange: filter.privateRange ?? this.options.privateRange });
+    await this.#writing(() => loadDerived(this, { ...filter, privateRange: filter.privateRange ?? this.options.privateRange }));
   }
 
   async unloadDerived(): Promise<void> {
-    await unloadDerived(this);
+    await this.#writing(() => unloadDerived(this));
   }
 
   async retire(): Promise<RetiredState> {
-    return retire(this);
+    return this.#writing(() => retire(this));
   }
 
   async reenable(state: RetiredState): Promise<void> {
-    await reenable(this, state);
+    await this.#writing(() => reenable(this, state));
+  }
+
+  /**
+   * Calls back when someone else changes the filter tables (a reload loses our rules): through
+   * `nft monitor` for iptables-nft when the runner can start it, else by reading every 2 s.
+   * Our own changes are not news. `close()` stops the monitor (by its pid) and the timers.
+   */
+  watch(onChange: () => void): { close(): void; readonly ready: Promise<void> } {
+    return new IptablesWatcher(this.backend, this.options.runner, onChange, this.options.watch);
   }
 }

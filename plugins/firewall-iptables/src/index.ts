@@ -10,3 +10,4 @@ export { desiredSpecs, planEnsure, chainDrops, DOCKER_USER } from './plan.js';
 export { inspectBackend, filterActive, legacyTableNames, type BackendState } from './inspect.js';
 export { DERIVED_CHAINS } from './derived.js';
 export { isFoundRule, type RetiredFamily } from './retire.js';
+export { IptablesWatcher, isNews, snapshotOf, touchesFilter, type Snapshot, type WatchOptions } from './watch.js';

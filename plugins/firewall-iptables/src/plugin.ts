@@ -9,6 +9,7 @@ import { IptablesDriver } from './driver.js';
 import { inspectBackend } from './inspect.js';
 import { localRunner, type CommandRunner } from './runner.js';
 import { BACKENDS, type Backend } from './tool.js';
+import type { WatchOptions } from './watch.js';
 
 export interface IptablesPluginOptions {
   /** Where commands run (default: this machine). Tests pass `nsenterRunner(netns)`. */
@@ -17,6 +18,8 @@ export interface IptablesPluginOptions {
   backends?: Backend[];
   /** Refusals without `from` drop everything outside this range. */
   privateRange?: string;
+  /** How `watch` reads: `intervalMs` (default 2000) and `debounceMs` (default 200). */
+  watch?: WatchOptions;
 }
 
 export class IptablesPlugin implements Plugin {
@@ -25,6 +28,7 @@ export class IptablesPlugin implements Plugin {
   readonly runner: CommandRunner;
   readonly backends: Backend[];
   readonly privateRange?: string;
+  readonly watchOptions?: WatchOptions;
 
   constructor(options: IptablesPluginOptions = {}) {
     this.runner = options.runner ?? localRunner();
@@ -32,10 +36,11 @@ export class IptablesPlugin implements Plugin {
     for (const b of this.backends) if (!BACKENDS.includes(b)) throw new TypeError(`unknown iptables backend ${String(b)}`);
     if (options.privateRange) parseCidr(options.privateRange);
     this.privateRange = options.privateRange;
+    this.watchOptions = options.watch;
   }
 
   driver(backend: Backend, root: string): IptablesDriver {
-    return new IptablesDriver(backend, { runner: this.runner, root, privateRange: this.privateRange });
+    return new IptablesDriver(backend, { runner: this.runner, root, privateRange: this.privateRange, watch: this.watchOptions });
   }
 
   apply(host: Host): void {

@@ -2,7 +2,7 @@
  * Every iptables command goes through a runner, so the same driver works on the machine,
  * inside a network namespace (`nsenter --net=… --`), or against a fault injected by a test.
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { MeshpError } from '@meshp/core';
 
 export interface RunResult {
@@ -12,11 +12,15 @@ export interface RunResult {
   code: number;
 }
 
-export type CommandRunner = (cmd: string, args: string[], input?: string) => Promise<RunResult>;
+export interface CommandRunner {
+  (cmd: string, args: string[], input?: string): Promise<RunResult>;
+  /** Starts a long-lived command (`nft monitor`) where the runner runs commands. Absent: `watch` reads on a timer. */
+  spawn?: (cmd: string, args: string[]) => ChildProcess;
+}
 
 /** Runs a command directly. A binary that is not installed answers with code 127, like a shell. */
 export function localRunner(prefix: string[] = []): CommandRunner {
-  return (cmd, args, input) =>
+  const run: CommandRunner = (cmd, args, input) =>
     new Promise((resolve, reject) => {
       const argv = [...prefix, cmd, ...args];
       const child = spawn(argv[0]!, argv.slice(1), { stdio: ['pipe', 'pipe', 'pipe'] });
@@ -34,17 +38,24 @@ export function localRunner(prefix: string[] = []): CommandRunner {
       child.stdin.on('error', () => undefined);
       child.stdin.end(input ?? '');
     });
+  run.spawn = (cmd, args) => {
+    const argv = [...prefix, cmd, ...args];
+    return spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
+  };
+  return run;
 }
 
 /** Runs every command inside a network namespace, e.g. `/var/run/netns/m1`. */
 export function nsenterRunner(netnsPath: string): CommandRunner {
   const inner = localRunner(['nsenter', `--net=${netnsPath}`, '--']);
-  return async (cmd, args, input) => {
+  const run: CommandRunner = async (cmd, args, input) => {
     const r = await inner(cmd, args, input);
     // nsenter reports a missing program as "failed to execute X: No such file or directory", status 127 or 1.
     if (r.code !== 0 && /failed to execute .*No such file or directory/.test(r.stderr)) return { ...r, code: 127 };
     return r;
   };
+  run.spawn = inner.spawn;
+  return run;
 }
 
 /** Runs and insists on success: a missing binary and a failing command each get their own code. */
