@@ -98,3 +98,21 @@ t.test("a refusal's own except range is spared, over the plugin's privateRange o
   const [spec] = desiredSpecs(4, filter(FOUND), { openings: [], refusals: [r], privateRange: '10.70.0.0/16' });
   t.match(spec, { source: '10.77.0.0/24', negated: true, action: 'drop' });
 });
+
+t.test('many accepts and an incoming refusal in one chain land in order, each just before the drop point', async (t) => {
+  const stale = '-A INPUT -p tcp -m tcp --dport 1 -m comment --comment meshp:old/incoming/tcp/1 -j ACCEPT';
+  const f = filter([FOUND.split('\n').slice(0, 4).join('\n'), stale, '-A INPUT -j REJECT --reject-with icmp-port-unreachable'].join('\n'));
+  const openings = [80, 81, 82].map((port) => open({ port, path: 'incoming' }));
+  const refusal = { ...open({ port: 23, path: 'incoming' }), action: 'drop' as const };
+  const edit = planEnsure(f, desiredSpecs(4, f, { openings, refusals: [refusal] }));
+  // Replay the lines on the chain, the way iptables-restore applies them in order.
+  const chain = f.rules.filter((r) => r.chain === 'INPUT').map((r) => r.args.join(' '));
+  for (const line of edit.lines) {
+    const [op, , ...rest] = line.split(' ');
+    if (op === '-D') chain.splice(chain.indexOf(rest.join(' ').replace(/"/g, '')), 1);
+    else if (op === '-I') chain.splice(Number(rest[0]) - 1, 0, rest.slice(1).join(' '));
+    else chain.push(rest.join(' '));
+  }
+  const ports = chain.map((r) => /--dport (\d+)/.exec(r)?.[1] ?? (r.includes('REJECT') ? 'REJECT' : r.includes('INVALID') ? 'INVALID' : '-'));
+  t.same(ports, ['23', '-', 'INVALID', '-', '22', '80', '81', '82', 'REJECT'], 'refusal at the head, the accepts in order just before REJECT, the stale rule gone');
+});

@@ -72,5 +72,15 @@ export function parseCidr(text: string): Cidr {
 
 /** The ranges of one family, canonical and sorted. */
 export function rangesOf(family: Family, from: readonly string[]): string[] {
-  return [...new Set(from.map(parseCidr).filter((c) => c.family === family).map((c) => c.text))].sort();
+  // Thousands of openings share a handful of `from` lists: each is parsed once.
+  const key = `${family} ${from.join(' ')}`;
+  let v = memo.get(key);
+  if (!v) {
+    v = [...new Set(from.map(parseCidr).filter((c) => c.family === family).map((c) => c.text))].sort();
+    if (memo.size > 10_000) memo.clear();
+    memo.set(key, v);
+  }
+  return [...v];
 }
+
+const memo = new Map<string, string[]>();

@@ -57,14 +57,13 @@ function describeFamily(f: FamilyState): string {
 }
 
 export async function inspectBackend(backend: Backend, runner: CommandRunner): Promise<BackendState> {
-  const families: FamilyState[] = [];
-  for (const family of FAMILIES) {
-    if (backend === 'legacy' && (await legacyTableNames(runner, family)).length === 0) {
-      families.push({ family, ruleset: { tables: [] } });
-      continue;
-    }
-    families.push({ family, ruleset: await new IptablesTool(backend, family, runner).save() });
-  }
+  // The families are read side by side.
+  const families: FamilyState[] = await Promise.all(
+    FAMILIES.map(async (family) => {
+      if (backend === 'legacy' && (await legacyTableNames(runner, family)).length === 0) return { family, ruleset: { tables: [] } };
+      return { family, ruleset: await new IptablesTool(backend, family, runner).save() };
+    }),
+  );
   const filters = families.map((f) => findTable(f.ruleset, 'filter'));
   const present = families.some((f) => f.ruleset.tables.length > 0);
   const active = filters.some(filterActive);

@@ -141,23 +141,32 @@ export function planEnsure(filter: SavedTable | undefined, desired: MarkedSpec[]
   const lines: string[] = [];
   const inverse: string[] = [];
   const staleSet = new Set(stale.map((p) => p.rule));
+  // Each chain as it is once the stale rules are deleted (the deletions go first).
   const sim = new Map<string, SavedRule[]>();
-  for (const r of filter?.rules ?? []) if (!staleSet.has(r)) sim.set(r.chain, [...(sim.get(r.chain) ?? []), r]);
+  for (const r of filter?.rules ?? []) {
+    if (staleSet.has(r)) continue;
+    let chain = sim.get(r.chain);
+    if (!chain) sim.set(r.chain, (chain = []));
+    chain.push(r);
+  }
   for (const p of stale) lines.push(`-D ${p.rule.chain} ${formatArgs(p.rule.args)}`);
   const dropping = droppingChains(filter);
+  // Where the next accept goes in each chain. Our rules are marked, so they never become the drop
+  // point: each insertion at or before it only moves it one down (linear in the rules, not quadratic).
+  const acceptAt = new Map<string, number | null>();
   for (const s of missing) {
-    const rule: SavedRule = { chain: s.chain, args: buildArgs(s) };
-    const chain = sim.get(s.chain) ?? [];
-    const at = s.action === 'drop' ? 1 : acceptPosition(chain, dropping);
+    const args = buildArgs(s);
+    if (!acceptAt.has(s.chain)) acceptAt.set(s.chain, acceptPosition(sim.get(s.chain) ?? [], dropping));
+    const next = acceptAt.get(s.chain)!;
+    const at = s.action === 'drop' ? 1 : next;
+    const text = formatArgs(args);
     if (at === null) {
-      lines.push(`-A ${s.chain} ${formatArgs(rule.args)}`);
-      chain.push(rule);
+      lines.push(`-A ${s.chain} ${text}`);
     } else {
-      lines.push(`-I ${s.chain} ${at} ${formatArgs(rule.args)}`);
-      chain.splice(at - 1, 0, rule);
+      lines.push(`-I ${s.chain} ${at} ${text}`);
+      if (next !== null && at <= next) acceptAt.set(s.chain, next + 1);
     }
-    sim.set(s.chain, chain);
-    inverse.push(`-D ${s.chain} ${formatArgs(rule.args)}`);
+    inverse.push(`-D ${s.chain} ${text}`);
   }
   for (const p of [...stale].sort((a, b) => a.index - b.index)) inverse.push(`-I ${p.rule.chain} ${p.index} ${formatArgs(p.rule.args)}`);
   return { lines, inverse, added: missing, removed: stale.map((p) => p.spec).filter((s): s is MarkedSpec => s !== null) };
