@@ -24,9 +24,40 @@ const show: CommandModule<GlobalArgs, R & { node: string }> = {
   },
 };
 
+type L = R & { node: string; timeout: number };
+
+const converge: CommandModule<GlobalArgs, L & { preview: boolean; yes: boolean; 'preview-id'?: string }> = {
+  command: 'converge <node>',
+  describe: 'preview, then flip the node to converged: every reachable port and what closes; the agent takes every module, loads the derived filter, retires the found firewall',
+  builder: (y) =>
+    remoteOptions(y)
+      .positional('node', { type: 'string', demandOption: true })
+      .option('preview', { type: 'boolean', default: false, describe: 'list every reachable port on the node and what the flip does to it; change nothing' })
+      .option('yes', { type: 'boolean', default: false, describe: 'flip without asking' })
+      .option('preview-id', { type: 'string', describe: 'flip only if the node is still as this preview saw it' })
+      .option('timeout', { type: 'number', default: 120, describe: 'seconds to wait for the node to report the outcome' }),
+  handler: async (a) => {
+    const { nodeConverge } = await import('../remote/lifecycle.js');
+    await nodeConverge({ ...a, previewId: a['preview-id'] });
+  },
+};
+
+const adopt: CommandModule<GlobalArgs, L> = {
+  command: 'adopt <node>',
+  describe: 'return the node to adopted: the agent re-enables the found firewall it retired and unloads the derived filter',
+  builder: (y) =>
+    remoteOptions(y)
+      .positional('node', { type: 'string', demandOption: true })
+      .option('timeout', { type: 'number', default: 120, describe: 'seconds to wait for the node to report the outcome' }),
+  handler: async (a) => {
+    const { nodeAdopt } = await import('../remote/lifecycle.js');
+    await nodeAdopt(a);
+  },
+};
+
 export const nodeCommand: CommandModule<GlobalArgs, GlobalArgs> = {
   command: 'node <command>',
   describe: 'the nodes of a network',
-  builder: (y) => y.command(list).command(show).demandCommand(1),
+  builder: (y) => y.command(list).command(show).command(converge).command(adopt).demandCommand(1),
   handler: () => undefined,
 };

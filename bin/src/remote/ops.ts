@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { MeshpError, declarationToWire, type ModuleDecl } from '@meshp/core';
 import { printJson, table } from '../output.js';
 import { withAdmin, type RemoteArgs } from './admin.js';
-import { modeName, nodeDetail, nodeJson, nodesTable, sentTable, type WireNodeStatus, type WireSent } from './render.js';
+import { modeName, nodeDetail, nodeJson, nodesTable, sentTable, type WireFirewall, type WireNodeStatus, type WireResource, type WireSent } from './render.js';
 
 interface Out {
   json: boolean;
@@ -44,7 +44,23 @@ export async function nodeShow(a: RemoteArgs & Out & { node: string }): Promise<
   const r = await withAdmin(a, (c, network) => c.call('showNode', { network, node: a.node }));
   const node = r.node as unknown as WireNodeStatus;
   const sent = r.recentDeltas as unknown as WireSent[];
-  say(a, { node: nodeJson(node), recentDeltas: sent }, `${nodeDetail(node)}\n\nlast deltas sent:\n${sentTable(sent)}`);
+  const resources = r.resources as unknown as WireResource[];
+  const fw = r.firewall as WireFirewall | undefined;
+  const firewall = fw ? { kind: fw.kind || 'none', active: fw.active, tables: fw.tables, configFile: fw.configFile || null } : null;
+  const human = [
+    nodeDetail(node),
+    `found firewall: ${firewall ? `${firewall.kind}${firewall.active ? ' (active)' : ' (inactive)'}; tables ${firewall.tables.join(', ') || '-'}; config ${firewall.configFile ?? '-'}` : 'not reported yet'}`,
+    `last preview: ${node.lifecycle?.previewId || node.convergePreviewId || 'none'}; last report ${r.reportedAt || 'none'}`,
+    ...(node.lifecycle?.steps.length ? ['lifecycle steps:', ...node.lifecycle.steps.map((s) => `  -> ${s}`)] : []),
+    ...(node.lifecycle?.state === 'refused' ? [`refused: ${node.lifecycle.code}: ${node.lifecycle.message}`] : []),
+    '',
+    'resources:',
+    resources.length ? table(['RESOURCE', 'MODULE', 'STATE', 'REASON'], resources.map((x) => [x.key, x.module || '-', x.state, x.reason || ''])) : '  none reported',
+    '',
+    'last deltas sent:',
+    sentTable(sent),
+  ];
+  say(a, { node: nodeJson(node), firewall, resources: resources.map((x) => ({ key: x.key, kind: x.kind, module: x.module, state: x.state, ...(x.reason ? { reason: x.reason } : {}) })), reportedAt: r.reportedAt || null, recentDeltas: sent }, human.join('\n'));
 }
 
 export async function moduleChange(a: RemoteArgs & Out & { act: 'assign' | 'unassign' | 'take'; node: string; module: string }): Promise<void> {

@@ -16,6 +16,33 @@ export interface WireNodeStatus {
   addresses: string[];
   tags: string[];
   stateHash: string;
+  convergePreviewId?: string;
+  lifecycle?: WireLifecycle;
+  reportedVersion?: number;
+}
+
+export interface WireLifecycle {
+  state: string;
+  previewId: string;
+  steps: string[];
+  code: string;
+  message: string;
+  at: string;
+}
+
+export interface WireResource {
+  key: string;
+  kind: string;
+  module: string;
+  state: string;
+  reason: string;
+}
+
+export interface WireFirewall {
+  kind: string;
+  active: boolean;
+  tables: string[];
+  configFile: string;
 }
 
 export interface WireSent {
@@ -29,6 +56,19 @@ export interface WireSent {
 }
 
 export const modeName = (m: number): string => (m === 1 ? 'adopted' : m === 2 ? 'converged' : 'unknown');
+/** An adopted node stands out wherever nodes are listed. */
+export const modeShown = (m: number): string => (m === 1 ? 'ADOPTED' : modeName(m));
+
+/** The node's lifecycle in a few words: what runs, what was refused. */
+export function lifecycleNote(n: WireNodeStatus): string {
+  const l = n.lifecycle;
+  if (!l || !l.state) return n.mode === 2 && n.convergePreviewId ? `flip ${n.convergePreviewId} recorded, not reported yet` : '';
+  if (l.state === 'refused') return `refused: ${l.code}`;
+  if (l.state === 'flipping' || l.state === 'returning') return `${l.state}: ${l.steps.at(-1) ?? 'starting'}`;
+  if (n.mode === 2 && l.state === 'adopted') return n.convergePreviewId ? `flip ${n.convergePreviewId} recorded, not reported yet` : 'converged declared, not reported yet';
+  if (n.mode === 1 && l.state === 'converged') return 'adopt recorded, not reported yet';
+  return l.state === 'converged' && l.previewId ? `flipped to preview ${l.previewId}` : '';
+}
 
 /** The shape scripts rely on (`node list --json`). */
 export function nodeJson(n: WireNodeStatus) {
@@ -36,22 +76,24 @@ export function nodeJson(n: WireNodeStatus) {
     name: n.name, mode: modeName(n.mode), appliedVersion: n.appliedVersion, stateVersion: n.stateVersion, gap: n.gap,
     firewall: n.firewallKind, held: n.held, changed: n.changed,
     network: n.network, assigned: n.assignedModules, taken: n.takenModules, addresses: n.addresses, tags: n.tags,
+    convergePreviewId: n.convergePreviewId || null, lifecycle: n.lifecycle?.state ? n.lifecycle : null,
   };
 }
 
 export function nodesTable(nodes: WireNodeStatus[]): string {
   return table(
-    ['NODE', 'MODE', 'APPLIED', 'STATE', 'GAP', 'FIREWALL', 'HELD', 'CHANGED'],
-    nodes.map((n) => [n.name, modeName(n.mode).toUpperCase(), n.appliedVersion, n.stateVersion, n.gap, n.firewallKind || '-', n.held, n.changed]),
+    ['NODE', 'MODE', 'APPLIED', 'STATE', 'GAP', 'FIREWALL', 'HELD', 'CHANGED', 'LIFECYCLE'],
+    nodes.map((n) => [n.name, modeShown(n.mode), n.appliedVersion, n.stateVersion, n.gap, n.firewallKind || '-', n.held, n.changed, lifecycleNote(n) || '-']),
   );
 }
 
 export function nodeDetail(n: WireNodeStatus): string {
   return [
-    `node ${n.name} in ${n.network}: ${modeName(n.mode).toUpperCase()}`,
+    `node ${n.name} in ${n.network}: ${modeShown(n.mode)}${n.convergePreviewId ? ` (flip recorded with preview ${n.convergePreviewId})` : ''}`,
     `applied ${n.appliedVersion} of ${n.stateVersion} (gap ${n.gap})  firewall ${n.firewallKind || '-'}  held ${n.held}  changed ${n.changed}`,
     `addresses ${n.addresses.join(', ') || '-'}  tags ${n.tags.join(', ') || '-'}`,
     `assigned ${n.assignedModules.join(', ') || '-'}  taken ${n.takenModules.join(', ') || '-'}`,
+    ...(lifecycleNote(n) ? [`lifecycle: ${lifecycleNote(n)}`] : []),
   ].join('\n');
 }
 

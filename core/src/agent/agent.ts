@@ -7,11 +7,10 @@ import type { FirewallDriver, HostReport } from '../contracts.js';
 import { MeshpError, isMeshpError, oneLine } from '../errors.js';
 import type { Host } from '../host.js';
 import { DeltaApplier } from '../delta/applier.js';
-import { declarationFromWire } from '../delta/declaration.js';
 import type { StateDelta } from '../delta/wire.js';
-import { Reconciler } from '../reconcile/reconciler.js';
 import { Backoff } from './backoff.js';
-import { PROTOCOL_REVISION, challengePayload, type AgentMessage, type ControlLink, type ControllerMessage, type EnrolResult, type ReportMessage, type SyncChannel, type TransportError } from './transport.js';
+import { reconcileLifecycle } from './lifecycle.js';
+import { PROTOCOL_REVISION, challengePayload, type AgentMessage, type ControlLink, type ControllerMessage, type EnrolResult, type LifecycleReport, type ReportMessage, type SyncChannel, type TransportError } from './transport.js';
 
 export const ENROLMENT_KEY = 'agent.enrolment';
 export const VIEW_KEY = 'agent.view';
@@ -56,6 +55,8 @@ export class Agent {
   #reconciling: Promise<void> | null = null;
   #again = false;
   #lastReport: ReportMessage | null = null;
+  /** What the last report sent said, but its time: a report goes up when this changes. */
+  #sentKey = '';
   #loop: Promise<void> | null = null;
 
   constructor(host: Host, link: ControlLink, options: AgentOptions) {
@@ -211,7 +212,7 @@ export class Agent {
     const out: Facts = { applied: this.applier.recent.map((r) => ({ fromVersion: r.fromVersion, toVersion: r.toVersion, stateHash: r.stateHash })) };
     try {
       const facts = await this.#host.facts();
-      if (facts) out.listening = (await facts.listening()).map((l) => ({ protocol: l.protocol, address: l.address, port: l.port, process: l.process ?? '' }));
+      if (facts) out.listening = (await facts.listening()).map((l) => ({ protocol: l.protocol, address: l.address, port: l.port, process: l.process ?? '', ...(l.pid ? { pid: l.pid } : {}) }));
     } catch (e) {
       this.#log.warn({ err: oneLine(e) }, 'listening sockets not readable');
     }
@@ -221,7 +222,33 @@ export class Agent {
     } catch {
       // no engine answering: nothing published that the mesh can see
     }
+    try {
+      const driver = await this.#host.firewall();
+      if (driver) {
+        const d = await driver.describe();
+        Object.assign(out, { firewallKind: d.kind, firewallActive: d.active, firewallTables: [...d.tables], ...(d.configFile ? { firewallConfigFile: d.configFile } : {}) });
+      }
+    } catch (e) {
+      this.#log.warn({ err: oneLine(e) }, 'firewall not describable');
+    }
     return out;
+  }
+
+  /** Sends the report when it says something the last one sent did not. */
+  #publish(report: ReportMessage): void {
+    const { at: _at, ...rest } = report;
+    const key = JSON.stringify(rest);
+    if (key === this.#sentKey || !this.#channel) return;
+    this.#channel.send({ report });
+    this.#sentKey = key;
+  }
+
+  /** A lifecycle step: the last report with the step in it, sent at once. */
+  #step(l: LifecycleReport, appliedVersion: number, mode: ReportMessage['mode']): void {
+    const base: ReportMessage = this.#lastReport ?? { appliedVersion, mode, firewallKind: '', firewallActive: false, resources: [], at: l.at };
+    this.#lastReport = { ...base, appliedVersion, lifecycle: l, at: l.at };
+    this.#log.info({ state: l.state, previewId: l.previewId, step: l.steps.at(-1), code: l.code, err: l.message }, 'lifecycle');
+    this.#publish(this.#lastReport);
   }
 
   async #reconcileOnce(reason: string): Promise<void> {
@@ -229,16 +256,20 @@ export class Agent {
     if (!wire) return;
     const appliedVersion = this.applier.appliedVersion;
     try {
-      const { report } = await new Reconciler(this.#host).reconcile(declarationFromWire(wire));
-      this.#lastReport = { ...toReportMessage(report, appliedVersion), ...(await this.#facts()) };
-      this.#log.info({ reason, appliedVersion, counts: report.counts, firewall: report.firewall?.kind ?? null }, 'reconciled');
+      const { result, lifecycle } = await reconcileLifecycle(this.#host, wire, (l) => this.#step(l, appliedVersion, modeOfWire(wire.mode)));
+      const { report } = result;
+      this.#lastReport = { ...toReportMessage(report, appliedVersion), ...(await this.#facts()), lifecycle };
+      this.#log.info({ reason, appliedVersion, counts: report.counts, firewall: report.firewall?.kind ?? null, lifecycle: lifecycle.state }, 'reconciled');
+      this.#publish(this.#lastReport);
     } catch (e) {
       this.#log.error({ reason, appliedVersion, err: oneLine(e) }, 'reconcile refused');
     }
   }
 }
 
-type Facts = Pick<ReportMessage, 'applied' | 'listening' | 'published'>;
+type Facts = Pick<ReportMessage, 'applied' | 'listening' | 'published' | 'firewallTables' | 'firewallConfigFile'> & Partial<Pick<ReportMessage, 'firewallKind' | 'firewallActive'>>;
+
+const modeOfWire = (wireMode: number): ReportMessage['mode'] => (wireMode === 1 ? 'adopted' : 'converged');
 
 function toReportMessage(r: HostReport, appliedVersion: number): ReportMessage {
   return {

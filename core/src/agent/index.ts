@@ -2,3 +2,4 @@ export * from './transport.js';
 export * from './token.js';
 export * from './backoff.js';
 export * from './agent.js';
+export { reconcileLifecycle, LIFECYCLE_KEY, type LifecycleOutcome, type LifecycleStep } from './lifecycle.js';

@@ -60,8 +60,27 @@ export interface ReportMessage {
   /** The last deltas applied, for doctor to match with what was sent. */
   applied?: { fromVersion: number; toVersion: number; stateHash: string }[];
   /** What is reachable on the machine now (for the converge preview). */
-  listening?: { protocol: string; address: string; port: number; process: string }[];
+  listening?: { protocol: string; address: string; port: number; process: string; pid?: number }[];
   published?: { container: string; hostPort: number; containerPort: number; protocol: string; hostIp: string }[];
+  /** The found firewall's tables and config file (with its kind and activity above): what a preview needs. */
+  firewallTables?: string[];
+  firewallConfigFile?: string;
+  /** Where the node is in its lifecycle: a flip or a return running, done, or refused. */
+  lifecycle?: LifecycleReport;
+}
+
+export type LifecycleState = 'adopted' | 'flipping' | 'converged' | 'refused' | 'returning';
+
+export interface LifecycleReport {
+  state: LifecycleState;
+  /** The preview the flip applied, or was refused for ('' when none was given). */
+  previewId: string;
+  /** The steps done so far, in order. */
+  steps: string[];
+  /** Why it was refused. */
+  code?: string;
+  message?: string;
+  at: string;
 }
 
 /** Agent → controller on the Sync stream. */

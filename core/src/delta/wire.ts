@@ -117,6 +117,8 @@ export interface WireDeclaration {
   mode: number;
   settings?: WireSettings | undefined;
   modules: WireModuleDecl[];
+  /** On a converged node: the preview its flip was recorded with ('' or absent: none given). */
+  convergePreviewId?: string | undefined;
 }
 
 /** The components of a view. Absent in a delta: unchanged. Present (even empty): replaced. */

@@ -54,7 +54,8 @@ export function declarationFor(node: MemberRecord, moduleOf: (name: string) => M
     modules: [...node.assigned].sort().map((name) => ({ ...renderFor(node, moduleOf(name) ?? { name }), name, taken: taken.has(name) })),
   });
   if (d.mode !== WIRE_MODE.ADOPTED && d.mode !== WIRE_MODE.CONVERGED) throw new Error('unreachable: a declaration without a mode');
-  return d;
+  // A converged node's declaration names the preview its flip was recorded with; the agent flips only to it.
+  return { ...d, convergePreviewId: node.mode === 'converged' ? (node.convergePreviewId ?? '') : '' };
 }
 
 export interface ComponentInputs {

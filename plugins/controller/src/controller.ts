@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { MeshpError, loadDigest, stateHash, storeDigest, type Mode, type StateDelta } from '@meshp/core';
+import { MeshpError, loadDigest, stateHash, storeDigest, type Mode, type StateDelta, type WireDeclaration } from '@meshp/core';
+import { declarationFor } from './components.js';
 import { computeIncremental, computeSnapshot, type Computed } from './compute.js';
 import { NetworkState } from './network.js';
 import { PolicyIndex } from './policy.js';
@@ -137,8 +138,20 @@ export class Controller {
     return this.updateMember(network, id, { tags });
   }
 
+  /** A mode set without a preview: a converged node's agent flips only a machine with nothing to close. */
   setMode(network: string, id: string, mode: Mode): number {
-    return this.updateMember(network, id, { mode });
+    return this.updateMember(network, id, { mode, convergePreviewId: '' });
+  }
+
+  /** The operator's flip: the node converged, to exactly this preview (record 003). */
+  recordConverged(network: string, id: string, previewId: string): number {
+    return this.updateMember(network, id, { mode: 'converged', convergePreviewId: previewId });
+  }
+
+  /** The declaration the node is sent now. */
+  declarationOf(network: string, id: string): WireDeclaration {
+    const net = this.#net(network);
+    return declarationFor(this.#member(net, id), net.moduleOf);
   }
 
   assignModule(network: string, id: string, module: string): number {

@@ -8,3 +8,4 @@ export * from './status.js';
 export * from './controller.js';
 export * from './sqlite-store.js';
 export * from './hosting/index.js';
+export * from './converge.js';

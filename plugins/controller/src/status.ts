@@ -18,6 +18,8 @@ export interface NodeStatus {
   assignedModules: string[];
   takenModules: string[];
   stateHash: string;
+  /** The preview the node's flip was recorded with ('' when none). */
+  convergePreviewId: string;
 }
 
 export function newSync(): SyncRecord {
@@ -40,5 +42,6 @@ export function statusOf(net: NetworkState, m: MemberRecord, s: SyncRecord): Nod
     assignedModules: [...m.assigned],
     takenModules: [...m.taken],
     stateHash: s.appliedHash,
+    convergePreviewId: m.mode === 'converged' ? (m.convergePreviewId ?? '') : '',
   };
 }

@@ -11,6 +11,8 @@ export interface MemberRecord {
   assigned: string[];
   taken: string[];
   settings: Settings;
+  /** The preview the operator's flip was recorded with ('' or absent: none). Only meaningful when converged. */
+  convergePreviewId?: string;
 }
 
 /** Members tagged `from` may reach members tagged `to`. */

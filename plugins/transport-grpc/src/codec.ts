@@ -2,8 +2,8 @@
  * Between the transport contract's messages (core) and the generated ones (ts-proto). Mostly the
  * same shapes; modes and resource states need a word, and a oneof is an object with one key set.
  */
-import { MeshpError, modeFromWire, modeToWire, type AgentMessage, type ControllerMessage, type EnrolResult, type ReportMessage, type StateDelta } from '@meshp/core';
-import type { EnrolResponse, Report, StateDelta as WireDelta, SyncRequest, SyncResponse } from './gen/meshp/v1/control.js';
+import { MeshpError, modeFromWire, modeToWire, type AgentMessage, type ControllerMessage, type EnrolResult, type LifecycleReport, type LifecycleState, type ReportMessage, type StateDelta } from '@meshp/core';
+import type { EnrolResponse, Lifecycle, Report, StateDelta as WireDelta, SyncRequest, SyncResponse } from './gen/meshp/v1/control.js';
 
 export function enrolToWire(r: EnrolResult): EnrolResponse {
   return { network: r.network, node: r.node, credential: r.credential, mode: modeToWire(r.mode), addresses: [...r.addresses] };
@@ -22,9 +22,24 @@ function reportToWire(r: ReportMessage): Report {
     resources: r.resources.map((x) => ({ key: x.key, kind: x.kind, module: x.module, state: x.state, reason: x.reason ?? '' })),
     at: r.at,
     applied: r.applied ?? [],
-    listening: r.listening ?? [],
+    listening: (r.listening ?? []).map((l) => ({ ...l, pid: l.pid ?? 0 })),
     published: r.published ?? [],
+    firewallTables: r.firewallTables ?? [],
+    firewallConfigFile: r.firewallConfigFile ?? '',
+    ...(r.lifecycle ? { lifecycle: lifecycleToWire(r.lifecycle) } : {}),
   };
+}
+
+const LIFECYCLE_STATES: readonly string[] = ['adopted', 'flipping', 'converged', 'refused', 'returning'];
+
+export function lifecycleToWire(l: LifecycleReport): Lifecycle {
+  return { state: l.state, previewId: l.previewId, steps: [...l.steps], code: l.code ?? '', message: l.message ?? '', at: l.at };
+}
+
+/** A state this end does not know is left out rather than guessed. */
+export function lifecycleFromWire(l: Lifecycle | undefined): LifecycleReport | undefined {
+  if (!l || !LIFECYCLE_STATES.includes(l.state)) return undefined;
+  return { state: l.state as LifecycleState, previewId: l.previewId, steps: [...l.steps], ...(l.code ? { code: l.code, message: l.message } : {}), at: l.at };
 }
 
 function reportFromWire(r: Report): ReportMessage {
@@ -36,8 +51,11 @@ function reportFromWire(r: Report): ReportMessage {
     resources: r.resources.map((x) => ({ key: x.key, kind: x.kind as ReportMessage['resources'][number]['kind'], module: x.module, state: x.state as ReportMessage['resources'][number]['state'], ...(x.reason ? { reason: x.reason } : {}) })),
     at: r.at,
     applied: r.applied,
-    listening: r.listening,
+    listening: r.listening.map(({ pid, ...l }) => ({ ...l, ...(pid ? { pid } : {}) })),
     published: r.published,
+    firewallTables: r.firewallTables,
+    ...(r.firewallConfigFile ? { firewallConfigFile: r.firewallConfigFile } : {}),
+    ...(lifecycleFromWire(r.lifecycle) ? { lifecycle: lifecycleFromWire(r.lifecycle)! } : {}),
   };
 }
 
@@ -59,7 +77,10 @@ export function agentFromWire(m: SyncRequest): AgentMessage {
 export function controllerToWire(m: ControllerMessage): SyncResponse {
   if ('challenge' in m) return { challenge: { nonce: m.challenge } };
   if ('error' in m) return { error: m.error };
-  return { delta: m.delta as WireDelta };
+  const d = m.delta;
+  // A declaration made without the preview id (an older computation) goes out with it empty.
+  if (d.declaration && d.declaration.convergePreviewId === undefined) return { delta: { ...d, declaration: { ...d.declaration, convergePreviewId: '' } } as WireDelta };
+  return { delta: d as WireDelta };
 }
 
 export function controllerFromWire(m: SyncResponse): ControllerMessage {

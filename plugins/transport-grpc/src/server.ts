@@ -21,6 +21,8 @@ const ADMIN_RESPONSES: Record<keyof typeof gen.AdminServiceService, Fns> = {
   createToken: gen.CreateTokenResponse,
   doctor: gen.DoctorResponse,
   addCatalogue: gen.AddCatalogueResponse,
+  previewConverge: gen.PreviewConvergeResponse,
+  convergeNode: gen.ConvergeNodeResponse,
 };
 
 export const ADMIN_METHODS = Object.keys(ADMIN_RESPONSES) as (keyof typeof gen.AdminServiceService)[];

@@ -2,8 +2,9 @@
  * The Admin service over the Controller: every call authenticated with the admin credential, every
  * change followed by a pump of the network's streams. Requests and answers are in the wire's shapes.
  */
-import { MeshpError, declarationFromWire, modeFromWire, modeToWire, type AdminHandler, type ModuleDecl, type ReportMessage, type WireModuleDecl } from '@meshp/core';
+import { MeshpError, declarationFromWire, modeFromWire, modeToWire, type AdminHandler, type ConvergePreview, type ModuleDecl, type ReportMessage, type WireModuleDecl } from '@meshp/core';
 import type { Controller } from '../controller.js';
+import { convergeNode, previewOf } from '../converge.js';
 import type { NodeStatus } from '../status.js';
 import type { SentSummary } from '../types.js';
 import { secretMatches } from './credential.js';
@@ -22,8 +23,15 @@ const need = (r: Req, k: string): string => {
   return v;
 };
 
-function nodeToWire(n: NodeStatus): Req {
-  return { ...n, mode: modeToWire(n.mode) };
+function nodeToWire(n: NodeStatus, last: ReportMessage | null): Req {
+  return { ...n, mode: modeToWire(n.mode), reportedVersion: last?.appliedVersion ?? 0, ...(last?.lifecycle ? { lifecycle: { ...last.lifecycle } } : {}) };
+}
+
+function previewToWire(p: ConvergePreview): Req {
+  return {
+    id: p.id, node: p.node, firewall: { ...p.firewall }, take: [...p.take], steps: [...p.steps],
+    items: p.items.map((i) => ({ ...i, declaredBy: i.declaredBy ?? '', from: [...(i.from ?? [])] })),
+  };
 }
 
 function sentToWire(s: SentSummary): Req {
@@ -44,17 +52,34 @@ export interface AdminDeps {
 
 export function adminHandler(d: AdminDeps): AdminHandler {
   const { controller } = d;
+  const node = (net: string, id: string): Req => nodeToWire(controller.showNode(net, id).node, d.reports(net, id));
   const methods: Record<string, (r: Req, network: string) => Req> = {
-    listNodes: (_r, net) => ({ nodes: controller.listNodes(net).map(nodeToWire) }),
+    listNodes: (_r, net) => ({ nodes: controller.listNodes(net).map((n) => nodeToWire(n, d.reports(net, n.name))) }),
     showNode: (r, net) => {
       const s = controller.showNode(net, need(r, 'node'));
-      return { node: nodeToWire(s.node), recentDeltas: s.recentDeltas.map(sentToWire) };
+      const last = d.reports(net, s.node.name);
+      return {
+        node: nodeToWire(s.node, last), recentDeltas: s.recentDeltas.map(sentToWire),
+        resources: (last?.resources ?? []).map((x) => ({ ...x, reason: x.reason ?? '' })),
+        ...(last ? { firewall: { kind: last.firewallKind, active: last.firewallActive, tables: last.firewallTables ?? [], configFile: last.firewallConfigFile ?? '' } } : {}),
+        reportedAt: last?.at ?? '',
+      };
+    },
+    previewConverge: (r, net) => {
+      const id = need(r, 'node');
+      return { preview: previewToWire(previewOf(controller, net, id, d.reports(net, id))), node: node(net, id) };
+    },
+    convergeNode: (r, net) => {
+      const id = need(r, 'node');
+      const { preview } = convergeNode(controller, net, id, d.reports(net, id), str(r, 'previewId') || undefined);
+      d.changed(net);
+      return { preview: previewToWire(preview), node: node(net, id) };
     },
     doctor: (r, net) => {
       const s = controller.doctor(net, need(r, 'node'));
       const last = d.reports(net, s.node.name);
       return {
-        ...s, node: nodeToWire(s.node), recentDeltas: s.recentDeltas.map(sentToWire),
+        ...s, node: nodeToWire(s.node, last), recentDeltas: s.recentDeltas.map(sentToWire),
         agentApplied: last?.applied ?? [], resources: (last?.resources ?? []).map((x) => ({ ...x, reason: x.reason ?? '' })),
         listening: last?.listening ?? [], published: last?.published ?? [], reportedAt: last?.at ?? '',
       };
@@ -87,7 +112,7 @@ export function adminHandler(d: AdminDeps): AdminHandler {
   function change(net: string, act: () => number, r: Req): Req {
     act();
     d.changed(net);
-    return { node: nodeToWire(controller.showNode(net, need(r, 'node')).node) };
+    return { node: node(net, need(r, 'node')) };
   }
 
   return async (method, request, credential, peer) => {

@@ -329,6 +329,25 @@ export interface Report {
   /** What is reachable on the machine now (for the converge preview). */
   listening: ListeningSocket[];
   published: PublishedPort[];
+  /** The found firewall as the converge preview needs it (its tables and config file). */
+  firewallTables: string[];
+  firewallConfigFile: string;
+  /** Where the node is in its lifecycle: a flip or a return running, done, or refused. */
+  lifecycle?: Lifecycle | undefined;
+}
+
+/** The node's lifecycle as the agent saw it last. */
+export interface Lifecycle {
+  /** adopted | flipping | converged | refused | returning */
+  state: string;
+  /** The preview the flip applied (or was refused for). */
+  previewId: string;
+  /** The steps done so far, in order. */
+  steps: string[];
+  /** Why it was refused: a MESHP code and a message. */
+  code: string;
+  message: string;
+  at: string;
 }
 
 export interface AppliedDelta {
@@ -343,6 +362,7 @@ export interface ListeningSocket {
   address: string;
   port: number;
   process: string;
+  pid: number;
 }
 
 export interface PublishedPort {
@@ -464,6 +484,8 @@ export interface Declaration {
   mode: Mode;
   settings?: Settings | undefined;
   modules: ModuleDecl[];
+  /** On a converged node: the preview the operator's flip was recorded with (empty: none given). */
+  convergePreviewId: string;
 }
 
 export interface Settings {
@@ -543,6 +565,11 @@ export interface NodeStatus {
   assignedModules: string[];
   takenModules: string[];
   stateHash: string;
+  /** The preview the node's flip was recorded with, if any. */
+  convergePreviewId: string;
+  /** From the node's last report. */
+  lifecycle?: Lifecycle | undefined;
+  reportedVersion: number;
 }
 
 /** What the controller sent, for doctor: matched by version with what the agent applied. */
@@ -572,6 +599,17 @@ export interface ShowNodeRequest {
 export interface ShowNodeResponse {
   node?: NodeStatus | undefined;
   recentDeltas: SentDelta[];
+  /** From the node's last report: every resource with its state, and the found firewall. */
+  resources: ResourceStatus[];
+  firewall?: FirewallState | undefined;
+  reportedAt: string;
+}
+
+export interface FirewallState {
+  kind: string;
+  active: boolean;
+  tables: string[];
+  configFile: string;
 }
 
 export interface AssignModuleRequest {
@@ -671,6 +709,54 @@ export interface AddCatalogueRequest {
 export interface AddCatalogueResponse {
   stateVersion: number;
   modules: string[];
+}
+
+export interface PreviewConvergeRequest {
+  network: string;
+  node: string;
+}
+
+export interface PreviewConvergeResponse {
+  preview?: ConvergePreview | undefined;
+  node?: NodeStatus | undefined;
+}
+
+export interface ConvergeNodeRequest {
+  network: string;
+  node: string;
+  /** Empty: the preview computed now. */
+  previewId: string;
+}
+
+export interface ConvergeNodeResponse {
+  preview?: ConvergePreview | undefined;
+  node?: NodeStatus | undefined;
+}
+
+/** Everything reachable on the node now and what the flip does to it; its id names exactly that. */
+export interface ConvergePreview {
+  id: string;
+  node: string;
+  firewall?: FirewallState | undefined;
+  items: PreviewItem[];
+  /** Modules not yet taken: the flip takes them. */
+  take: string[];
+  steps: string[];
+}
+
+export interface PreviewItem {
+  /** socket | published */
+  source: string;
+  /** tcp | udp */
+  protocol: string;
+  port: number;
+  address: string;
+  holder: string;
+  /** Empty: no module declares it. */
+  declaredBy: string;
+  /** open | closes | local */
+  after: string;
+  from: string[];
 }
 
 function createBaseEnrolRequest(): EnrolRequest {
@@ -1677,6 +1763,9 @@ function createBaseReport(): Report {
     applied: [],
     listening: [],
     published: [],
+    firewallTables: [],
+    firewallConfigFile: "",
+    lifecycle: undefined,
   };
 }
 
@@ -1708,6 +1797,15 @@ export const Report: MessageFns<Report> = {
     }
     for (const v of message.published) {
       PublishedPort.encode(v!, writer.uint32(74).fork()).join();
+    }
+    for (const v of message.firewallTables) {
+      writer.uint32(82).string(v!);
+    }
+    if (message.firewallConfigFile !== "") {
+      writer.uint32(90).string(message.firewallConfigFile);
+    }
+    if (message.lifecycle !== undefined) {
+      Lifecycle.encode(message.lifecycle, writer.uint32(98).fork()).join();
     }
     return writer;
   },
@@ -1797,6 +1895,30 @@ export const Report: MessageFns<Report> = {
             message.published.push(PublishedPort.decode(reader, reader.uint32()));
             continue;
           }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.firewallTables.push(reader.string());
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.firewallConfigFile = reader.string();
+            continue;
+          }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.lifecycle = Lifecycle.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1840,6 +1962,17 @@ export const Report: MessageFns<Report> = {
       published: globalThis.Array.isArray(object?.published)
         ? object.published.map((e: any) => PublishedPort.fromJSON(e))
         : [],
+      firewallTables: globalThis.Array.isArray(object?.firewallTables)
+        ? object.firewallTables.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.firewall_tables)
+        ? object.firewall_tables.map((e: any) => globalThis.String(e))
+        : [],
+      firewallConfigFile: isSet(object.firewallConfigFile)
+        ? globalThis.String(object.firewallConfigFile)
+        : isSet(object.firewall_config_file)
+        ? globalThis.String(object.firewall_config_file)
+        : "",
+      lifecycle: isSet(object.lifecycle) ? Lifecycle.fromJSON(object.lifecycle) : undefined,
     };
   },
 
@@ -1872,6 +2005,15 @@ export const Report: MessageFns<Report> = {
     if (message.published?.length) {
       obj.published = message.published.map((e) => PublishedPort.toJSON(e));
     }
+    if (message.firewallTables?.length) {
+      obj.firewallTables = message.firewallTables;
+    }
+    if (message.firewallConfigFile !== "") {
+      obj.firewallConfigFile = message.firewallConfigFile;
+    }
+    if (message.lifecycle !== undefined) {
+      obj.lifecycle = Lifecycle.toJSON(message.lifecycle);
+    }
     return obj;
   },
 
@@ -1889,6 +2031,164 @@ export const Report: MessageFns<Report> = {
     message.applied = object.applied?.map((e) => AppliedDelta.fromPartial(e)) || [];
     message.listening = object.listening?.map((e) => ListeningSocket.fromPartial(e)) || [];
     message.published = object.published?.map((e) => PublishedPort.fromPartial(e)) || [];
+    message.firewallTables = object.firewallTables?.map((e) => e) || [];
+    message.firewallConfigFile = object.firewallConfigFile ?? "";
+    message.lifecycle = (object.lifecycle !== undefined && object.lifecycle !== null)
+      ? Lifecycle.fromPartial(object.lifecycle)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseLifecycle(): Lifecycle {
+  return { state: "", previewId: "", steps: [], code: "", message: "", at: "" };
+}
+
+export const Lifecycle: MessageFns<Lifecycle> = {
+  encode(message: Lifecycle, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.state !== "") {
+      writer.uint32(10).string(message.state);
+    }
+    if (message.previewId !== "") {
+      writer.uint32(18).string(message.previewId);
+    }
+    for (const v of message.steps) {
+      writer.uint32(26).string(v!);
+    }
+    if (message.code !== "") {
+      writer.uint32(34).string(message.code);
+    }
+    if (message.message !== "") {
+      writer.uint32(42).string(message.message);
+    }
+    if (message.at !== "") {
+      writer.uint32(50).string(message.at);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Lifecycle {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLifecycle();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.state = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.previewId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.steps.push(reader.string());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.code = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.message = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.at = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): Lifecycle {
+    return {
+      state: isSet(object.state) ? globalThis.String(object.state) : "",
+      previewId: isSet(object.previewId)
+        ? globalThis.String(object.previewId)
+        : isSet(object.preview_id)
+        ? globalThis.String(object.preview_id)
+        : "",
+      steps: globalThis.Array.isArray(object?.steps) ? object.steps.map((e: any) => globalThis.String(e)) : [],
+      code: isSet(object.code) ? globalThis.String(object.code) : "",
+      message: isSet(object.message) ? globalThis.String(object.message) : "",
+      at: isSet(object.at) ? globalThis.String(object.at) : "",
+    };
+  },
+
+  toJSON(message: Lifecycle): unknown {
+    const obj: any = {};
+    if (message.state !== "") {
+      obj.state = message.state;
+    }
+    if (message.previewId !== "") {
+      obj.previewId = message.previewId;
+    }
+    if (message.steps?.length) {
+      obj.steps = message.steps;
+    }
+    if (message.code !== "") {
+      obj.code = message.code;
+    }
+    if (message.message !== "") {
+      obj.message = message.message;
+    }
+    if (message.at !== "") {
+      obj.at = message.at;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<Lifecycle>, I>>(base?: I): Lifecycle {
+    return Lifecycle.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<Lifecycle>, I>>(object: I): Lifecycle {
+    const message = createBaseLifecycle();
+    message.state = object.state ?? "";
+    message.previewId = object.previewId ?? "";
+    message.steps = object.steps?.map((e) => e) || [];
+    message.code = object.code ?? "";
+    message.message = object.message ?? "";
+    message.at = object.at ?? "";
     return message;
   },
 };
@@ -2007,7 +2307,7 @@ export const AppliedDelta: MessageFns<AppliedDelta> = {
 };
 
 function createBaseListeningSocket(): ListeningSocket {
-  return { protocol: "", address: "", port: 0, process: "" };
+  return { protocol: "", address: "", port: 0, process: "", pid: 0 };
 }
 
 export const ListeningSocket: MessageFns<ListeningSocket> = {
@@ -2023,6 +2323,9 @@ export const ListeningSocket: MessageFns<ListeningSocket> = {
     }
     if (message.process !== "") {
       writer.uint32(34).string(message.process);
+    }
+    if (message.pid !== 0) {
+      writer.uint32(40).uint32(message.pid);
     }
     return writer;
   },
@@ -2072,6 +2375,14 @@ export const ListeningSocket: MessageFns<ListeningSocket> = {
             message.process = reader.string();
             continue;
           }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.pid = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2090,6 +2401,7 @@ export const ListeningSocket: MessageFns<ListeningSocket> = {
       address: isSet(object.address) ? globalThis.String(object.address) : "",
       port: isSet(object.port) ? globalThis.Number(object.port) : 0,
       process: isSet(object.process) ? globalThis.String(object.process) : "",
+      pid: isSet(object.pid) ? globalThis.Number(object.pid) : 0,
     };
   },
 
@@ -2107,6 +2419,9 @@ export const ListeningSocket: MessageFns<ListeningSocket> = {
     if (message.process !== "") {
       obj.process = message.process;
     }
+    if (message.pid !== 0) {
+      obj.pid = Math.round(message.pid);
+    }
     return obj;
   },
 
@@ -2119,6 +2434,7 @@ export const ListeningSocket: MessageFns<ListeningSocket> = {
     message.address = object.address ?? "";
     message.port = object.port ?? 0;
     message.process = object.process ?? "";
+    message.pid = object.pid ?? 0;
     return message;
   },
 };
@@ -3876,7 +4192,7 @@ export const Tunnel: MessageFns<Tunnel> = {
 };
 
 function createBaseDeclaration(): Declaration {
-  return { apiVersion: "", node: "", mode: 0, settings: undefined, modules: [] };
+  return { apiVersion: "", node: "", mode: 0, settings: undefined, modules: [], convergePreviewId: "" };
 }
 
 export const Declaration: MessageFns<Declaration> = {
@@ -3895,6 +4211,9 @@ export const Declaration: MessageFns<Declaration> = {
     }
     for (const v of message.modules) {
       ModuleDecl.encode(v!, writer.uint32(42).fork()).join();
+    }
+    if (message.convergePreviewId !== "") {
+      writer.uint32(50).string(message.convergePreviewId);
     }
     return writer;
   },
@@ -3952,6 +4271,14 @@ export const Declaration: MessageFns<Declaration> = {
             message.modules.push(ModuleDecl.decode(reader, reader.uint32()));
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.convergePreviewId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3975,6 +4302,11 @@ export const Declaration: MessageFns<Declaration> = {
       mode: isSet(object.mode) ? modeFromJSON(object.mode) : 0,
       settings: isSet(object.settings) ? Settings.fromJSON(object.settings) : undefined,
       modules: globalThis.Array.isArray(object?.modules) ? object.modules.map((e: any) => ModuleDecl.fromJSON(e)) : [],
+      convergePreviewId: isSet(object.convergePreviewId)
+        ? globalThis.String(object.convergePreviewId)
+        : isSet(object.converge_preview_id)
+        ? globalThis.String(object.converge_preview_id)
+        : "",
     };
   },
 
@@ -3995,6 +4327,9 @@ export const Declaration: MessageFns<Declaration> = {
     if (message.modules?.length) {
       obj.modules = message.modules.map((e) => ModuleDecl.toJSON(e));
     }
+    if (message.convergePreviewId !== "") {
+      obj.convergePreviewId = message.convergePreviewId;
+    }
     return obj;
   },
 
@@ -4010,6 +4345,7 @@ export const Declaration: MessageFns<Declaration> = {
       ? Settings.fromPartial(object.settings)
       : undefined;
     message.modules = object.modules?.map((e) => ModuleDecl.fromPartial(e)) || [];
+    message.convergePreviewId = object.convergePreviewId ?? "";
     return message;
   },
 };
@@ -5111,6 +5447,9 @@ function createBaseNodeStatus(): NodeStatus {
     assignedModules: [],
     takenModules: [],
     stateHash: "",
+    convergePreviewId: "",
+    lifecycle: undefined,
+    reportedVersion: 0,
   };
 }
 
@@ -5157,6 +5496,15 @@ export const NodeStatus: MessageFns<NodeStatus> = {
     }
     if (message.stateHash !== "") {
       writer.uint32(114).string(message.stateHash);
+    }
+    if (message.convergePreviewId !== "") {
+      writer.uint32(122).string(message.convergePreviewId);
+    }
+    if (message.lifecycle !== undefined) {
+      Lifecycle.encode(message.lifecycle, writer.uint32(130).fork()).join();
+    }
+    if (message.reportedVersion !== 0) {
+      writer.uint32(136).uint32(message.reportedVersion);
     }
     return writer;
   },
@@ -5286,6 +5634,30 @@ export const NodeStatus: MessageFns<NodeStatus> = {
             message.stateHash = reader.string();
             continue;
           }
+          case 15: {
+            if (tag !== 122) {
+              break;
+            }
+
+            message.convergePreviewId = reader.string();
+            continue;
+          }
+          case 16: {
+            if (tag !== 130) {
+              break;
+            }
+
+            message.lifecycle = Lifecycle.decode(reader, reader.uint32());
+            continue;
+          }
+          case 17: {
+            if (tag !== 136) {
+              break;
+            }
+
+            message.reportedVersion = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5342,6 +5714,17 @@ export const NodeStatus: MessageFns<NodeStatus> = {
         : isSet(object.state_hash)
         ? globalThis.String(object.state_hash)
         : "",
+      convergePreviewId: isSet(object.convergePreviewId)
+        ? globalThis.String(object.convergePreviewId)
+        : isSet(object.converge_preview_id)
+        ? globalThis.String(object.converge_preview_id)
+        : "",
+      lifecycle: isSet(object.lifecycle) ? Lifecycle.fromJSON(object.lifecycle) : undefined,
+      reportedVersion: isSet(object.reportedVersion)
+        ? globalThis.Number(object.reportedVersion)
+        : isSet(object.reported_version)
+        ? globalThis.Number(object.reported_version)
+        : 0,
     };
   },
 
@@ -5389,6 +5772,15 @@ export const NodeStatus: MessageFns<NodeStatus> = {
     if (message.stateHash !== "") {
       obj.stateHash = message.stateHash;
     }
+    if (message.convergePreviewId !== "") {
+      obj.convergePreviewId = message.convergePreviewId;
+    }
+    if (message.lifecycle !== undefined) {
+      obj.lifecycle = Lifecycle.toJSON(message.lifecycle);
+    }
+    if (message.reportedVersion !== 0) {
+      obj.reportedVersion = Math.round(message.reportedVersion);
+    }
     return obj;
   },
 
@@ -5411,6 +5803,11 @@ export const NodeStatus: MessageFns<NodeStatus> = {
     message.assignedModules = object.assignedModules?.map((e) => e) || [];
     message.takenModules = object.takenModules?.map((e) => e) || [];
     message.stateHash = object.stateHash ?? "";
+    message.convergePreviewId = object.convergePreviewId ?? "";
+    message.lifecycle = (object.lifecycle !== undefined && object.lifecycle !== null)
+      ? Lifecycle.fromPartial(object.lifecycle)
+      : undefined;
+    message.reportedVersion = object.reportedVersion ?? 0;
     return message;
   },
 };
@@ -5816,7 +6213,7 @@ export const ShowNodeRequest: MessageFns<ShowNodeRequest> = {
 };
 
 function createBaseShowNodeResponse(): ShowNodeResponse {
-  return { node: undefined, recentDeltas: [] };
+  return { node: undefined, recentDeltas: [], resources: [], firewall: undefined, reportedAt: "" };
 }
 
 export const ShowNodeResponse: MessageFns<ShowNodeResponse> = {
@@ -5826,6 +6223,15 @@ export const ShowNodeResponse: MessageFns<ShowNodeResponse> = {
     }
     for (const v of message.recentDeltas) {
       SentDelta.encode(v!, writer.uint32(18).fork()).join();
+    }
+    for (const v of message.resources) {
+      ResourceStatus.encode(v!, writer.uint32(26).fork()).join();
+    }
+    if (message.firewall !== undefined) {
+      FirewallState.encode(message.firewall, writer.uint32(34).fork()).join();
+    }
+    if (message.reportedAt !== "") {
+      writer.uint32(42).string(message.reportedAt);
     }
     return writer;
   },
@@ -5859,6 +6265,30 @@ export const ShowNodeResponse: MessageFns<ShowNodeResponse> = {
             message.recentDeltas.push(SentDelta.decode(reader, reader.uint32()));
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.resources.push(ResourceStatus.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.firewall = FirewallState.decode(reader, reader.uint32());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.reportedAt = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5879,6 +6309,15 @@ export const ShowNodeResponse: MessageFns<ShowNodeResponse> = {
         : globalThis.Array.isArray(object?.recent_deltas)
         ? object.recent_deltas.map((e: any) => SentDelta.fromJSON(e))
         : [],
+      resources: globalThis.Array.isArray(object?.resources)
+        ? object.resources.map((e: any) => ResourceStatus.fromJSON(e))
+        : [],
+      firewall: isSet(object.firewall) ? FirewallState.fromJSON(object.firewall) : undefined,
+      reportedAt: isSet(object.reportedAt)
+        ? globalThis.String(object.reportedAt)
+        : isSet(object.reported_at)
+        ? globalThis.String(object.reported_at)
+        : "",
     };
   },
 
@@ -5889,6 +6328,15 @@ export const ShowNodeResponse: MessageFns<ShowNodeResponse> = {
     }
     if (message.recentDeltas?.length) {
       obj.recentDeltas = message.recentDeltas.map((e) => SentDelta.toJSON(e));
+    }
+    if (message.resources?.length) {
+      obj.resources = message.resources.map((e) => ResourceStatus.toJSON(e));
+    }
+    if (message.firewall !== undefined) {
+      obj.firewall = FirewallState.toJSON(message.firewall);
+    }
+    if (message.reportedAt !== "") {
+      obj.reportedAt = message.reportedAt;
     }
     return obj;
   },
@@ -5902,6 +6350,132 @@ export const ShowNodeResponse: MessageFns<ShowNodeResponse> = {
       ? NodeStatus.fromPartial(object.node)
       : undefined;
     message.recentDeltas = object.recentDeltas?.map((e) => SentDelta.fromPartial(e)) || [];
+    message.resources = object.resources?.map((e) => ResourceStatus.fromPartial(e)) || [];
+    message.firewall = (object.firewall !== undefined && object.firewall !== null)
+      ? FirewallState.fromPartial(object.firewall)
+      : undefined;
+    message.reportedAt = object.reportedAt ?? "";
+    return message;
+  },
+};
+
+function createBaseFirewallState(): FirewallState {
+  return { kind: "", active: false, tables: [], configFile: "" };
+}
+
+export const FirewallState: MessageFns<FirewallState> = {
+  encode(message: FirewallState, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.kind !== "") {
+      writer.uint32(10).string(message.kind);
+    }
+    if (message.active !== false) {
+      writer.uint32(16).bool(message.active);
+    }
+    for (const v of message.tables) {
+      writer.uint32(26).string(v!);
+    }
+    if (message.configFile !== "") {
+      writer.uint32(34).string(message.configFile);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): FirewallState {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseFirewallState();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.kind = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.active = reader.bool();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.tables.push(reader.string());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.configFile = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): FirewallState {
+    return {
+      kind: isSet(object.kind) ? globalThis.String(object.kind) : "",
+      active: isSet(object.active) ? globalThis.Boolean(object.active) : false,
+      tables: globalThis.Array.isArray(object?.tables) ? object.tables.map((e: any) => globalThis.String(e)) : [],
+      configFile: isSet(object.configFile)
+        ? globalThis.String(object.configFile)
+        : isSet(object.config_file)
+        ? globalThis.String(object.config_file)
+        : "",
+    };
+  },
+
+  toJSON(message: FirewallState): unknown {
+    const obj: any = {};
+    if (message.kind !== "") {
+      obj.kind = message.kind;
+    }
+    if (message.active !== false) {
+      obj.active = message.active;
+    }
+    if (message.tables?.length) {
+      obj.tables = message.tables;
+    }
+    if (message.configFile !== "") {
+      obj.configFile = message.configFile;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<FirewallState>, I>>(base?: I): FirewallState {
+    return FirewallState.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<FirewallState>, I>>(object: I): FirewallState {
+    const message = createBaseFirewallState();
+    message.kind = object.kind ?? "";
+    message.active = object.active ?? false;
+    message.tables = object.tables?.map((e) => e) || [];
+    message.configFile = object.configFile ?? "";
     return message;
   },
 };
@@ -7599,6 +8173,710 @@ export const AddCatalogueResponse: MessageFns<AddCatalogueResponse> = {
   },
 };
 
+function createBasePreviewConvergeRequest(): PreviewConvergeRequest {
+  return { network: "", node: "" };
+}
+
+export const PreviewConvergeRequest: MessageFns<PreviewConvergeRequest> = {
+  encode(message: PreviewConvergeRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.network !== "") {
+      writer.uint32(10).string(message.network);
+    }
+    if (message.node !== "") {
+      writer.uint32(18).string(message.node);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PreviewConvergeRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePreviewConvergeRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.node = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PreviewConvergeRequest {
+    return {
+      network: isSet(object.network) ? globalThis.String(object.network) : "",
+      node: isSet(object.node) ? globalThis.String(object.node) : "",
+    };
+  },
+
+  toJSON(message: PreviewConvergeRequest): unknown {
+    const obj: any = {};
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    if (message.node !== "") {
+      obj.node = message.node;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PreviewConvergeRequest>, I>>(base?: I): PreviewConvergeRequest {
+    return PreviewConvergeRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PreviewConvergeRequest>, I>>(object: I): PreviewConvergeRequest {
+    const message = createBasePreviewConvergeRequest();
+    message.network = object.network ?? "";
+    message.node = object.node ?? "";
+    return message;
+  },
+};
+
+function createBasePreviewConvergeResponse(): PreviewConvergeResponse {
+  return { preview: undefined, node: undefined };
+}
+
+export const PreviewConvergeResponse: MessageFns<PreviewConvergeResponse> = {
+  encode(message: PreviewConvergeResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.preview !== undefined) {
+      ConvergePreview.encode(message.preview, writer.uint32(10).fork()).join();
+    }
+    if (message.node !== undefined) {
+      NodeStatus.encode(message.node, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PreviewConvergeResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePreviewConvergeResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.preview = ConvergePreview.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.node = NodeStatus.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PreviewConvergeResponse {
+    return {
+      preview: isSet(object.preview) ? ConvergePreview.fromJSON(object.preview) : undefined,
+      node: isSet(object.node) ? NodeStatus.fromJSON(object.node) : undefined,
+    };
+  },
+
+  toJSON(message: PreviewConvergeResponse): unknown {
+    const obj: any = {};
+    if (message.preview !== undefined) {
+      obj.preview = ConvergePreview.toJSON(message.preview);
+    }
+    if (message.node !== undefined) {
+      obj.node = NodeStatus.toJSON(message.node);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PreviewConvergeResponse>, I>>(base?: I): PreviewConvergeResponse {
+    return PreviewConvergeResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PreviewConvergeResponse>, I>>(object: I): PreviewConvergeResponse {
+    const message = createBasePreviewConvergeResponse();
+    message.preview = (object.preview !== undefined && object.preview !== null)
+      ? ConvergePreview.fromPartial(object.preview)
+      : undefined;
+    message.node = (object.node !== undefined && object.node !== null)
+      ? NodeStatus.fromPartial(object.node)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseConvergeNodeRequest(): ConvergeNodeRequest {
+  return { network: "", node: "", previewId: "" };
+}
+
+export const ConvergeNodeRequest: MessageFns<ConvergeNodeRequest> = {
+  encode(message: ConvergeNodeRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.network !== "") {
+      writer.uint32(10).string(message.network);
+    }
+    if (message.node !== "") {
+      writer.uint32(18).string(message.node);
+    }
+    if (message.previewId !== "") {
+      writer.uint32(26).string(message.previewId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ConvergeNodeRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseConvergeNodeRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.node = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.previewId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ConvergeNodeRequest {
+    return {
+      network: isSet(object.network) ? globalThis.String(object.network) : "",
+      node: isSet(object.node) ? globalThis.String(object.node) : "",
+      previewId: isSet(object.previewId)
+        ? globalThis.String(object.previewId)
+        : isSet(object.preview_id)
+        ? globalThis.String(object.preview_id)
+        : "",
+    };
+  },
+
+  toJSON(message: ConvergeNodeRequest): unknown {
+    const obj: any = {};
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    if (message.node !== "") {
+      obj.node = message.node;
+    }
+    if (message.previewId !== "") {
+      obj.previewId = message.previewId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ConvergeNodeRequest>, I>>(base?: I): ConvergeNodeRequest {
+    return ConvergeNodeRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ConvergeNodeRequest>, I>>(object: I): ConvergeNodeRequest {
+    const message = createBaseConvergeNodeRequest();
+    message.network = object.network ?? "";
+    message.node = object.node ?? "";
+    message.previewId = object.previewId ?? "";
+    return message;
+  },
+};
+
+function createBaseConvergeNodeResponse(): ConvergeNodeResponse {
+  return { preview: undefined, node: undefined };
+}
+
+export const ConvergeNodeResponse: MessageFns<ConvergeNodeResponse> = {
+  encode(message: ConvergeNodeResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.preview !== undefined) {
+      ConvergePreview.encode(message.preview, writer.uint32(10).fork()).join();
+    }
+    if (message.node !== undefined) {
+      NodeStatus.encode(message.node, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ConvergeNodeResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseConvergeNodeResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.preview = ConvergePreview.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.node = NodeStatus.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ConvergeNodeResponse {
+    return {
+      preview: isSet(object.preview) ? ConvergePreview.fromJSON(object.preview) : undefined,
+      node: isSet(object.node) ? NodeStatus.fromJSON(object.node) : undefined,
+    };
+  },
+
+  toJSON(message: ConvergeNodeResponse): unknown {
+    const obj: any = {};
+    if (message.preview !== undefined) {
+      obj.preview = ConvergePreview.toJSON(message.preview);
+    }
+    if (message.node !== undefined) {
+      obj.node = NodeStatus.toJSON(message.node);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ConvergeNodeResponse>, I>>(base?: I): ConvergeNodeResponse {
+    return ConvergeNodeResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ConvergeNodeResponse>, I>>(object: I): ConvergeNodeResponse {
+    const message = createBaseConvergeNodeResponse();
+    message.preview = (object.preview !== undefined && object.preview !== null)
+      ? ConvergePreview.fromPartial(object.preview)
+      : undefined;
+    message.node = (object.node !== undefined && object.node !== null)
+      ? NodeStatus.fromPartial(object.node)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseConvergePreview(): ConvergePreview {
+  return { id: "", node: "", firewall: undefined, items: [], take: [], steps: [] };
+}
+
+export const ConvergePreview: MessageFns<ConvergePreview> = {
+  encode(message: ConvergePreview, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.node !== "") {
+      writer.uint32(18).string(message.node);
+    }
+    if (message.firewall !== undefined) {
+      FirewallState.encode(message.firewall, writer.uint32(26).fork()).join();
+    }
+    for (const v of message.items) {
+      PreviewItem.encode(v!, writer.uint32(34).fork()).join();
+    }
+    for (const v of message.take) {
+      writer.uint32(42).string(v!);
+    }
+    for (const v of message.steps) {
+      writer.uint32(50).string(v!);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ConvergePreview {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseConvergePreview();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.node = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.firewall = FirewallState.decode(reader, reader.uint32());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.items.push(PreviewItem.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.take.push(reader.string());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.steps.push(reader.string());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ConvergePreview {
+    return {
+      id: isSet(object.id) ? globalThis.String(object.id) : "",
+      node: isSet(object.node) ? globalThis.String(object.node) : "",
+      firewall: isSet(object.firewall) ? FirewallState.fromJSON(object.firewall) : undefined,
+      items: globalThis.Array.isArray(object?.items) ? object.items.map((e: any) => PreviewItem.fromJSON(e)) : [],
+      take: globalThis.Array.isArray(object?.take) ? object.take.map((e: any) => globalThis.String(e)) : [],
+      steps: globalThis.Array.isArray(object?.steps) ? object.steps.map((e: any) => globalThis.String(e)) : [],
+    };
+  },
+
+  toJSON(message: ConvergePreview): unknown {
+    const obj: any = {};
+    if (message.id !== "") {
+      obj.id = message.id;
+    }
+    if (message.node !== "") {
+      obj.node = message.node;
+    }
+    if (message.firewall !== undefined) {
+      obj.firewall = FirewallState.toJSON(message.firewall);
+    }
+    if (message.items?.length) {
+      obj.items = message.items.map((e) => PreviewItem.toJSON(e));
+    }
+    if (message.take?.length) {
+      obj.take = message.take;
+    }
+    if (message.steps?.length) {
+      obj.steps = message.steps;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ConvergePreview>, I>>(base?: I): ConvergePreview {
+    return ConvergePreview.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ConvergePreview>, I>>(object: I): ConvergePreview {
+    const message = createBaseConvergePreview();
+    message.id = object.id ?? "";
+    message.node = object.node ?? "";
+    message.firewall = (object.firewall !== undefined && object.firewall !== null)
+      ? FirewallState.fromPartial(object.firewall)
+      : undefined;
+    message.items = object.items?.map((e) => PreviewItem.fromPartial(e)) || [];
+    message.take = object.take?.map((e) => e) || [];
+    message.steps = object.steps?.map((e) => e) || [];
+    return message;
+  },
+};
+
+function createBasePreviewItem(): PreviewItem {
+  return { source: "", protocol: "", port: 0, address: "", holder: "", declaredBy: "", after: "", from: [] };
+}
+
+export const PreviewItem: MessageFns<PreviewItem> = {
+  encode(message: PreviewItem, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.source !== "") {
+      writer.uint32(10).string(message.source);
+    }
+    if (message.protocol !== "") {
+      writer.uint32(18).string(message.protocol);
+    }
+    if (message.port !== 0) {
+      writer.uint32(24).uint32(message.port);
+    }
+    if (message.address !== "") {
+      writer.uint32(34).string(message.address);
+    }
+    if (message.holder !== "") {
+      writer.uint32(42).string(message.holder);
+    }
+    if (message.declaredBy !== "") {
+      writer.uint32(50).string(message.declaredBy);
+    }
+    if (message.after !== "") {
+      writer.uint32(58).string(message.after);
+    }
+    for (const v of message.from) {
+      writer.uint32(66).string(v!);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PreviewItem {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePreviewItem();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.source = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.protocol = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.port = reader.uint32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.address = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.holder = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.declaredBy = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.after = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.from.push(reader.string());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PreviewItem {
+    return {
+      source: isSet(object.source) ? globalThis.String(object.source) : "",
+      protocol: isSet(object.protocol) ? globalThis.String(object.protocol) : "",
+      port: isSet(object.port) ? globalThis.Number(object.port) : 0,
+      address: isSet(object.address) ? globalThis.String(object.address) : "",
+      holder: isSet(object.holder) ? globalThis.String(object.holder) : "",
+      declaredBy: isSet(object.declaredBy)
+        ? globalThis.String(object.declaredBy)
+        : isSet(object.declared_by)
+        ? globalThis.String(object.declared_by)
+        : "",
+      after: isSet(object.after) ? globalThis.String(object.after) : "",
+      from: globalThis.Array.isArray(object?.from) ? object.from.map((e: any) => globalThis.String(e)) : [],
+    };
+  },
+
+  toJSON(message: PreviewItem): unknown {
+    const obj: any = {};
+    if (message.source !== "") {
+      obj.source = message.source;
+    }
+    if (message.protocol !== "") {
+      obj.protocol = message.protocol;
+    }
+    if (message.port !== 0) {
+      obj.port = Math.round(message.port);
+    }
+    if (message.address !== "") {
+      obj.address = message.address;
+    }
+    if (message.holder !== "") {
+      obj.holder = message.holder;
+    }
+    if (message.declaredBy !== "") {
+      obj.declaredBy = message.declaredBy;
+    }
+    if (message.after !== "") {
+      obj.after = message.after;
+    }
+    if (message.from?.length) {
+      obj.from = message.from;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PreviewItem>, I>>(base?: I): PreviewItem {
+    return PreviewItem.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PreviewItem>, I>>(object: I): PreviewItem {
+    const message = createBasePreviewItem();
+    message.source = object.source ?? "";
+    message.protocol = object.protocol ?? "";
+    message.port = object.port ?? 0;
+    message.address = object.address ?? "";
+    message.holder = object.holder ?? "";
+    message.declaredBy = object.declaredBy ?? "";
+    message.after = object.after ?? "";
+    message.from = object.from?.map((e) => e) || [];
+    return message;
+  },
+};
+
 export type ControlServiceService = typeof ControlServiceService;
 export const ControlServiceService = {
   /** Joins a network with a one-time token; answers the node's name and credential. */
@@ -7758,6 +9036,29 @@ export const AdminServiceService = {
       Buffer.from(AddCatalogueResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): AddCatalogueResponse => AddCatalogueResponse.decode(value),
   },
+  /** What converging the node would do, from its last report. Changes nothing. */
+  previewConverge: {
+    path: "/meshp.v1.AdminService/PreviewConverge" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: PreviewConvergeRequest): Buffer =>
+      Buffer.from(PreviewConvergeRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): PreviewConvergeRequest => PreviewConvergeRequest.decode(value),
+    responseSerialize: (value: PreviewConvergeResponse): Buffer =>
+      Buffer.from(PreviewConvergeResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): PreviewConvergeResponse => PreviewConvergeResponse.decode(value),
+  },
+  /** Records the node converged with that preview, if it is still the node's preview. */
+  convergeNode: {
+    path: "/meshp.v1.AdminService/ConvergeNode" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ConvergeNodeRequest): Buffer => Buffer.from(ConvergeNodeRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ConvergeNodeRequest => ConvergeNodeRequest.decode(value),
+    responseSerialize: (value: ConvergeNodeResponse): Buffer =>
+      Buffer.from(ConvergeNodeResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ConvergeNodeResponse => ConvergeNodeResponse.decode(value),
+  },
 } as const;
 
 export interface AdminServiceServer extends UntypedServiceImplementation {
@@ -7771,6 +9072,10 @@ export interface AdminServiceServer extends UntypedServiceImplementation {
   createToken: handleUnaryCall<CreateTokenRequest, CreateTokenResponse>;
   doctor: handleUnaryCall<DoctorRequest, DoctorResponse>;
   addCatalogue: handleUnaryCall<AddCatalogueRequest, AddCatalogueResponse>;
+  /** What converging the node would do, from its last report. Changes nothing. */
+  previewConverge: handleUnaryCall<PreviewConvergeRequest, PreviewConvergeResponse>;
+  /** Records the node converged with that preview, if it is still the node's preview. */
+  convergeNode: handleUnaryCall<ConvergeNodeRequest, ConvergeNodeResponse>;
 }
 
 export interface AdminServiceClient extends Client {
@@ -7923,6 +9228,38 @@ export interface AdminServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: AddCatalogueResponse) => void,
+  ): ClientUnaryCall;
+  /** What converging the node would do, from its last report. Changes nothing. */
+  previewConverge(
+    request: PreviewConvergeRequest,
+    callback: (error: ServiceError | null, response: PreviewConvergeResponse) => void,
+  ): ClientUnaryCall;
+  previewConverge(
+    request: PreviewConvergeRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: PreviewConvergeResponse) => void,
+  ): ClientUnaryCall;
+  previewConverge(
+    request: PreviewConvergeRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: PreviewConvergeResponse) => void,
+  ): ClientUnaryCall;
+  /** Records the node converged with that preview, if it is still the node's preview. */
+  convergeNode(
+    request: ConvergeNodeRequest,
+    callback: (error: ServiceError | null, response: ConvergeNodeResponse) => void,
+  ): ClientUnaryCall;
+  convergeNode(
+    request: ConvergeNodeRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ConvergeNodeResponse) => void,
+  ): ClientUnaryCall;
+  convergeNode(
+    request: ConvergeNodeRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ConvergeNodeResponse) => void,
   ): ClientUnaryCall;
 }
 

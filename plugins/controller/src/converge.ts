@@ -1,0 +1,50 @@
+/**
+ * Converging a node through the controller (record 003): the preview is computed from the node's
+ * last report and the declaration it is sent now, with core's `buildPreview` — the same function the
+ * agent runs on the machine itself, so the same facts give the same id. The flip is recorded only
+ * for the preview the operator saw; the agent re-checks that id against the machine before it
+ * changes anything.
+ */
+import { MeshpError, buildPreview, declarationFromWire, validateDeclaration, type ConvergePreview, type Listener, type Protocol, type PublishedPort, type ReportMessage } from '@meshp/core';
+import type { Controller } from './controller.js';
+
+const protocolOf = (p: string): Protocol => (p === 'udp' ? 'udp' : 'tcp');
+
+/** What the node reported, as the facts a preview is built from. */
+export function factsOfReport(r: ReportMessage): { listening: Listener[]; published: PublishedPort[]; firewall: { kind: string; manager: string; active: boolean; tables: string[]; configFile?: string; summary: string[] } } {
+  return {
+    listening: (r.listening ?? []).map((l) => ({
+      protocol: protocolOf(l.protocol), address: l.address, port: l.port, family: l.address.includes(':') ? 6 : 4,
+      ...(l.process ? { process: l.process } : {}), ...(l.pid ? { pid: l.pid } : {}),
+    })),
+    published: (r.published ?? []).map((p) => ({ container: p.container, hostPort: p.hostPort, containerPort: p.containerPort, hostIp: p.hostIp, protocol: protocolOf(p.protocol) })),
+    firewall: {
+      kind: r.firewallKind || 'none', manager: '', active: r.firewallActive, tables: [...(r.firewallTables ?? [])],
+      ...(r.firewallConfigFile ? { configFile: r.firewallConfigFile } : {}), summary: [],
+    },
+  };
+}
+
+/** The converge preview of a node, from its last report. Changes nothing. */
+export function previewOf(controller: Controller, network: string, node: string, report: ReportMessage | null): ConvergePreview {
+  const declaration = validateDeclaration(declarationFromWire(controller.declarationOf(network, node)));
+  if (!report) throw new MeshpError('MESHP_LIFECYCLE', `node ${node} has not reported yet: there is nothing to preview from`);
+  return buildPreview({ declaration, ...factsOfReport(report) });
+}
+
+/**
+ * Records the node converged with the preview computed now from its latest report; `previewId`,
+ * when given, must be that preview's id (the node changed since otherwise).
+ */
+export function convergeNode(controller: Controller, network: string, node: string, report: ReportMessage | null, previewId?: string): { preview: ConvergePreview; stateVersion: number } {
+  const member = controller.member(network, node);
+  if (!member) throw new MeshpError('MESHP_USAGE', `no node ${node} in ${network}`);
+  if (member.mode === 'converged' && report?.lifecycle?.state === 'converged') {
+    throw new MeshpError('MESHP_LIFECYCLE', `node ${node} is already converged (preview ${report.lifecycle.previewId || 'none'}): adopt it first to flip again`);
+  }
+  const preview = previewOf(controller, network, node, report);
+  if (previewId && previewId !== preview.id) {
+    throw new MeshpError('MESHP_PREVIEW_STALE', `node ${node} changed since preview ${previewId} (its last report gives ${preview.id}): preview again`);
+  }
+  return { preview, stateVersion: controller.recordConverged(network, node, preview.id) };
+}
