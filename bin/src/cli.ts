@@ -3,6 +3,7 @@
  * Exit status: 0 success, 1 refusal (one line on stderr), 2 usage error.
  */
 import yargs, { type Argv } from 'yargs';
+import { genesisCommand } from './commands/genesis.js';
 import { hostCommand } from './commands/host.js';
 import { agentCommand } from './commands/agent.js';
 import { catalogueCommand } from './commands/catalogue.js';
@@ -25,6 +26,7 @@ export function createCli(argv: string[]): Argv<GlobalArgs> {
     .option('json', { type: 'boolean', default: false, describe: 'one JSON document instead of a table' })
     .option('state', { type: 'string', describe: 'the state folder' })
     .option('controller', { type: 'string', describe: 'HOST:PORT of the controller' })
+    .command(genesisCommand)
     .command(hostCommand)
     .command(controllerCommand)
     .command(agentCommand)

@@ -50,6 +50,7 @@ t.test('a private range overlapping a predecessor tunnel is refused, naming the 
   const [f] = checkGenesis({ ...input, mode: 'adopted' }, tunnel);
   t.equal(f?.code, 'MESHP_RANGE_OVERLAP');
   t.match(f?.message, /wg-old/);
+  t.same(checkGenesis({ ...input, mode: 'adopted', privateInterface: 'wg-old' }, tunnel), [], 'unless that interface is the private network itself');
   t.ok(overlaps('fd00::/8', 'fd00:1::/64'));
   t.notOk(overlaps('10.0.0.0/24', '10.0.1.0/24'));
   t.notOk(overlaps('10.0.0.0/8', 'fd00::/8'));
@@ -57,7 +58,7 @@ t.test('a private range overlapping a predecessor tunnel is refused, naming the 
 
 t.test('catalogue modules read every port from the node settings, the catalogue only gives defaults', async (t) => {
   const defaults = defaultPorts(catalogue.filter((m) => m.foundation));
-  t.same(Object.keys(defaults).sort(), ['broker', 'bus', 'registry', 'store']);
+  t.same(Object.keys(defaults).sort(), ['broker', 'bus', 'control', 'registry', 'store']);
   const settings = { ports: { ...defaults, store: 25432 }, privateRange: '10.77.0.0/24' };
   const store = renderModule(catalogue.find((m) => m.name === 'store')!, settings, false);
   t.equal(store.containers?.[0]?.ports?.[0]?.host, 25432, 'the container publishes the chosen port');
@@ -65,6 +66,6 @@ t.test('catalogue modules read every port from the node settings, the catalogue 
   t.same(store.openings?.[0]?.from, ['10.77.0.0/24']);
   t.match(store.files?.[0]?.content, /port=25432/);
   const decl = validateDeclaration({ apiVersion: 'meshp/v1', node: 'n1', mode: 'adopted', settings, modules: catalogue.map((m) => renderModule(m, settings, false)) });
-  t.equal(decl.modules.length, 5, 'every catalogue module renders to a valid declaration');
+  t.equal(decl.modules.length, 6, 'every catalogue module renders to a valid declaration');
   t.throws(() => renderModule(catalogue.find((m) => m.name === 'store')!, { ports: {} }, false), { code: 'MESHP_DECLARATION_INVALID' });
 });

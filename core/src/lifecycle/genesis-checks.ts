@@ -20,6 +20,8 @@ export interface GenesisInput {
   mode: Mode;
   ports: Record<string, number>;
   privateRange: string;
+  /** The interface that already carries the private network (a lab's veth): its addresses are the range's own. */
+  privateInterface?: string;
 }
 
 export interface GenesisFinding {
@@ -74,6 +76,7 @@ export function checkGenesis(input: GenesisInput, facts: GenesisFacts): GenesisF
   }
 
   for (const a of facts.addresses) {
+    if (input.privateInterface && a.interface === input.privateInterface) continue;
     if (a.cidr.startsWith('127.') || a.cidr === '::1/128' || a.cidr.startsWith('fe80:')) continue;
     if (overlaps(a.cidr, input.privateRange)) {
       findings.push({ code: 'MESHP_RANGE_OVERLAP', message: `the private range ${input.privateRange} overlaps ${a.cidr} on ${a.interface}: choose another with --private-range` });

@@ -4,3 +4,5 @@ export { ensureCertificate, certificateFingerprint, type ControllerTls } from '.
 export { DEFAULT_NETWORK } from './admin.js';
 export { Metrics, serveMetrics } from './metrics.js';
 export { createLogger, type Logger } from './log.js';
+export { AuthStore } from './auth-store.js';
+export { Enrolment } from './enrolment.js';
