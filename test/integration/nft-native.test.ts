@@ -1,6 +1,6 @@
 import t from 'tap';
 import type { Opening } from '@meshp/core';
-import { buildRule, markedId, nativeBatch, parseRuleset, parseShape, shapesFor, type Command, type Shape } from '@meshp/firewall-nftables';
+import { markedId, nativePlan, parseRuleset, parseShape, shapesFor, type Addition, type Shape } from '@meshp/firewall-nftables';
 import { labAvailable, netns, runPrefix } from '../helpers/netns.js';
 
 if (!labAvailable()) t.plan(0, 'needs root to build network namespaces');
@@ -23,17 +23,17 @@ else {
     ];
     const setup = ['add table inet filter', 'add table ip filter4', 'add table ip6 filter6'];
     const want = new Map<string, Shape[]>();
-    const commands: Command[] = [];
+    const additions: Addition[] = [];
     for (const [o, family, priv] of cases) {
       const table = family === 'inet' ? 'filter' : family === 'ip' ? 'filter4' : 'filter6';
       const chain = `c_${o.id.replace(/\W/g, '_')}_${family}`;
       setup.push(`add chain ${family} ${table} ${chain}`);
       for (const shape of shapesFor(o, family, priv)) {
-        commands.push({ add: { rule: buildRule(shape, { family, table, chain }) } });
+        additions.push({ shape, chain: { family, table, name: chain }, before: null });
         want.set(`${family} ${table} ${chain}`, [...(want.get(`${family} ${table} ${chain}`) ?? []), shape]);
       }
     }
-    const text = nativeBatch(commands);
+    const text = nativePlan({ head: [], additions });
     t.ok(text, 'every case renders');
     await ns.exec('nft', ['-f', '/dev/stdin'], `${setup.join('\n')}\n${text!}`);
     const rs = parseRuleset((await ns.exec('nft', ['-j', 'list', 'ruleset'])).stdout);

@@ -1,6 +1,6 @@
 import t from 'tap';
 import type { Opening } from '@meshp/core';
-import { addedRuleKeys, buildRule, missingFromEcho, nativeBatch, shapesFor, type Command } from '@meshp/firewall-nftables';
+import { additionCommand, additionKeys, addedRuleKeys, buildRule, missingFromEcho, nativeBatch, nativePlan, shapesFor, type Addition, type Command, type NftRule } from '@meshp/firewall-nftables';
 
 const web: Opening = { id: 'web/incoming/tcp/9000', module: 'web', port: 9000, protocol: 'tcp', from: ['10.8.0.0/16', '10.9.0.0/24', 'fd00::/8'], path: 'incoming', action: 'accept' };
 const at = { family: 'inet', table: 'filter', chain: 'input' } as const;
@@ -59,4 +59,23 @@ t.test('the echo proves each added rule committed; duplicates are counted, delet
   t.same(missingFromEcho(keys, `${line(20)}\n`), ['inet filter input|meshp:web/incoming/tcp/9000'], 'one of two echoed: one missing');
   t.same(missingFromEcho(keys, line(20).replace(/ # handle \d+$/, '') + '\n' + line(21)), [keys[0]], 'a line without a handle does not count');
   t.same(missingFromEcho(keys, ''), keys, 'nothing echoed: everything missing');
+});
+
+t.test('a plan rendered from its shapes is the same script as its JSON commands rendered', async (t) => {
+  const before = { family: 'inet', table: 'filter', chain: 'input', handle: 13, expr: [] } as NftRule;
+  const input = { family: 'inet', table: 'filter', name: 'input' } as const;
+  const fwd = { family: 'ip6', table: 'f6', name: 'forward' } as const;
+  const refusal: Opening = { ...web, id: 'r', path: 'forwarded', action: 'drop', from: [] };
+  const additions: Addition[] = [
+    ...shapesFor(web, 'inet').map((shape) => ({ shape, chain: input, before })),
+    ...shapesFor({ ...web, from: [] }, 'inet').map((shape) => ({ shape, chain: input, before: null })),
+    ...shapesFor({ ...web, id: 'one', from: ['10.8.0.1', 'fd00::1'] }, 'inet').map((shape) => ({ shape, chain: input, before })),
+    ...shapesFor({ ...web, path: 'forwarded', protocol: 'udp' }, 'ip6').map((shape) => ({ shape, chain: fwd, before: null })),
+    ...shapesFor(refusal, 'inet', '10.70.0.0/16').map((shape) => ({ shape, chain: { ...input, table: 'meshp' }, before: null })),
+  ];
+  const head: Command[] = [{ delete: { rule: { family: 'inet', table: 'filter', chain: 'input', handle: 4, expr: [] } } }];
+  t.equal(nativePlan({ head, additions }), nativeBatch([...head, ...additions.map(additionCommand)]));
+  t.same(additionKeys(additions), addedRuleKeys(additions.map(additionCommand)));
+  t.equal(nativePlan({ head: [{ flush: { ruleset: {} } }], additions }), null, 'a head command nft syntax is not used for: JSON');
+  t.equal(nativePlan({ head: [], additions: [{ ...additions[0]!, chain: { ...input, name: 'counter' } }] }), null, 'a keyword chain name: JSON');
 });

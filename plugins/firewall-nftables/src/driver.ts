@@ -6,7 +6,7 @@ import { canonical, parseCidr } from './cidr.js';
 import { DERIVED_TABLE, classifyTable, markedId, tablesOwnedBy, foundActive } from './classify.js';
 import { loadInScratch, recreateTables } from './config.js';
 import { derivedBatch } from './derived.js';
-import { addedRuleKeys, missingFromEcho, nativeBatch } from './native.js';
+import { additionKeys, missingFromEcho, nativePlan } from './native.js';
 import { Nft, runTool } from './nft.js';
 import { planEnsure } from './plan.js';
 import type { Runner, Spawner } from './runner.js';
@@ -76,13 +76,13 @@ export class NftablesDriver implements FirewallDriver {
   async ensure(openings: Opening[], refusals: Opening[]): Promise<EnsureResult> {
     const before = await this.nft.list();
     const plan = planEnsure(before, openings, refusals, this.o.privateRange);
-    if (plan.commands.length === 0) return { added: [], removed: [] };
+    if (plan.head.length === 0 && plan.additions.length === 0) return { added: [], removed: [] };
     const result = { added: plan.added, removed: plan.removed };
     // Fast path: nft's own syntax, echoed. The kernel echoes a batch's rules only once the whole
     // transaction has committed, so every added rule echoed with a handle proves the batch applied
     // (nft can exit 0 having applied nothing, pitfall 5) without listing the ruleset again.
-    const expected = addedRuleKeys(plan.commands);
-    const text = expected.length > 0 ? nativeBatch(plan.commands) : null;
+    const expected = additionKeys(plan.additions);
+    const text = expected.length > 0 ? nativePlan(plan) : null;
     const echo = text === null ? null : await this.nft.applyEcho(text);
     if (echo !== null) {
       const missing = missingFromEcho(expected, echo);

@@ -5,6 +5,6 @@ export { localRunner, localSpawner, netnsPrefix, type RunResult, type Runner, ty
 export { parseRuleset, type Batch, type Command, type Expr, type Family, type NftChain, type NftRule, type NftTable, type Ruleset } from './schema.js';
 export { classifyTable, markedId, MARK, MESH_TABLE, DERIVED_TABLE, type TableOwner } from './classify.js';
 export { canonical, parseCidr, splitFamilies } from './cidr.js';
-export { planEnsure } from './plan.js';
+export { planEnsure, additionCommand, type Addition, type EnsurePlan } from './plan.js';
 export { shapesFor, buildRule, parseShape, type Shape } from './shape.js';
-export { nativeBatch, addedRuleKeys, missingFromEcho } from './native.js';
+export { nativeBatch, nativePlan, nativeRule, addedRuleKeys, additionKeys, missingFromEcho } from './native.js';

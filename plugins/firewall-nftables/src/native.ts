@@ -7,7 +7,10 @@
  * Only the commands `planEnsure` writes are rendered, and only when every name is a plain
  * identifier; anything else gives null and the batch goes as JSON instead.
  */
+import { MARK } from './classify.js';
+import type { Addition, EnsurePlan } from './plan.js';
 import type { Command, Expr, NftChain, NftRule } from './schema.js';
+import type { Shape } from './shape.js';
 
 /** Names nft's scanner takes as a keyword in some position: such a name goes through JSON. */
 const KEYWORDS = new Set(
@@ -133,6 +136,7 @@ function line(c: Command): string | null {
 
 /** The batch as an nft script, or null when some command is not one this renderer speaks. */
 export function nativeBatch(commands: readonly Command[]): string | null {
+  if (commands.length === 0) return '';
   const lines: string[] = [];
   for (const c of commands) {
     const l = line(c);
@@ -150,6 +154,59 @@ export function addedRuleKeys(commands: readonly Command[]): string[] {
     if (r) out.push(`${r.family} ${r.table} ${r.chain}|${r.comment ?? ''}`);
   }
   return out;
+}
+
+function cidrText(cidr: string): string {
+  const [addr, len] = cidr.split('/') as [string, string];
+  return Number(len) === (addr.includes(':') ? 128 : 32) ? addr : cidr;
+}
+
+/** One of our rules, straight from its shape: the same rule as `buildRule` in nft syntax. Null: not speakable. */
+export function nativeRule(shape: Shape, where: string): string | null {
+  const comment = MARK + shape.id;
+  if (!/^[\x20-\x7e]*$/.test(comment) || comment.includes('"')) return null;
+  const parts: string[] = [];
+  if (shape.cidrs.length > 0) {
+    const left = shape.match === 'ct' ? `ct original ${shape.nf} saddr` : `${shape.nf} saddr`;
+    const right = shape.cidrs.length === 1 ? cidrText(shape.cidrs[0]!) : `{ ${shape.cidrs.map(cidrText).join(', ')} }`;
+    parts.push(`${left} ${shape.negate ? '!= ' : ''}${right}`);
+  } else if (shape.nf !== 'any') {
+    parts.push(`meta nfproto ${shape.nf === 'ip' ? 'ipv4' : 'ipv6'}`);
+  }
+  if (!PROTOCOL.test(shape.protocol) || !Number.isInteger(shape.port)) return null;
+  parts.push(shape.match === 'dport' ? `${shape.protocol} dport ${shape.port}` : `meta l4proto ${shape.protocol} ct original proto-dst ${shape.port}`);
+  parts.push(shape.verdict);
+  return `${where} ${parts.join(' ')} comment "${comment}"`;
+}
+
+function additionLine(a: Addition): string | null {
+  const w = where(a.chain);
+  if (!w) return null;
+  if (a.before) {
+    const h = handle(a.before.handle);
+    const body = h && nativeRule(a.shape, `${w} handle ${h}`);
+    return body ? `insert rule ${body}` : null;
+  }
+  const body = nativeRule(a.shape, w);
+  return body ? `add rule ${body}` : null;
+}
+
+/** An ensure plan as an nft script, or null when some part is not speakable in nft syntax. */
+export function nativePlan(plan: Pick<EnsurePlan, 'head' | 'additions'>): string | null {
+  const head = nativeBatch(plan.head);
+  if (head === null) return null;
+  const lines: string[] = plan.head.length > 0 ? [head.slice(0, -1)] : [];
+  for (const a of plan.additions) {
+    const l = additionLine(a);
+    if (l === null) return null;
+    lines.push(l);
+  }
+  return lines.join('\n') + '\n';
+}
+
+/** "inet filter input|meshp:id" for each rule a plan adds. */
+export function additionKeys(additions: readonly Addition[]): string[] {
+  return additions.map((a) => `${a.chain.family} ${a.chain.table} ${a.chain.name}|${MARK}${a.shape.id}`);
 }
 
 const ECHO = /^(?:add|insert) rule (\S+) (\S+) (\S+) .* comment "([^"]*)" # handle (\d+)$/;

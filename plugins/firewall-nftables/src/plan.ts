@@ -8,10 +8,42 @@ import { MESH_TABLE, classifyTable, droppingChains, firstDrop, markedId, rulesOf
 import { buildRule, parseShape, shapeKey, shapesFor, type Shape } from './shape.js';
 import { chainKey, tableKey, type Command, type NftChain, type NftRule, type Ruleset } from './schema.js';
 
+/** One rule to add: its shape, the chain, and the rule to insert it before (null: append). */
+export interface Addition {
+  shape: Shape;
+  chain: NftChain;
+  before: NftRule | null;
+}
+
 export interface EnsurePlan {
-  commands: Command[];
+  /** The batch as nft JSON commands (built when first read). */
+  readonly commands: Command[];
+  /** Deletions and the mesh table's setup: the commands before the additions. */
+  head: Command[];
+  additions: Addition[];
   added: string[];
   removed: string[];
+}
+
+export function additionCommand(a: Addition): Command {
+  const rule = buildRule(a.shape, { family: a.chain.family, table: a.chain.table, chain: a.chain.name });
+  if (!a.before) return { add: { rule } };
+  rule.handle = a.before.handle;
+  return { insert: { rule } };
+}
+
+function makePlan(head: Command[], additions: Addition[], added: string[], removed: string[]): EnsurePlan {
+  let commands: Command[] | undefined;
+  return {
+    get commands() {
+      commands ??= [...head, ...additions.map(additionCommand)];
+      return commands;
+    },
+    head,
+    additions,
+    added,
+    removed,
+  };
 }
 
 interface Want {
@@ -92,20 +124,19 @@ export function planEnsure(rs: Ruleset, openings: readonly Opening[], refusals: 
   }
 
   const added = new Set<string>();
+  const additions: Addition[] = [];
   const drops = new Map<string, NftRule | null>();
   for (const [key, w] of byKey) {
     if (satisfied.has(key)) continue;
-    const rule = buildRule(w.shape, { family: w.chain.family, table: w.chain.table, chain: w.chain.name });
     let before = drops.get(w.where);
     if (before === undefined) drops.set(w.where, (before = w.chain.table === MESH_TABLE ? null : firstDrop(rs, w.chain)));
-    if (before) rule.handle = before.handle;
-    commands.push(before ? { insert: { rule } } : { add: { rule } });
+    additions.push({ shape: w.shape, chain: w.chain, before });
     added.add(w.shape.id);
   }
   const wantedIds = new Set(wants.map((w) => w.shape.id));
   const removed = [...deletedIds].filter((id) => !wantedIds.has(id));
-  if (commands.length === 0) return { commands, added: [], removed: [] };
-  return { commands, added: [...added], removed };
+  if (commands.length === 0 && additions.length === 0) return makePlan([], [], [], []);
+  return makePlan(commands, additions, [...added], removed);
 }
 
 /** An accept after the chain's first drop never fires: it is replaced. Handles grow, positions do not: compare positions. */
