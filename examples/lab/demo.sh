@@ -1,34 +1,155 @@
 #!/usr/bin/env bash
-# The README's main job. Until the full lab of seed 003 lands, it walks `meshp host apply` through
-# adopting a machine in use on a temporary root: a found file held, a new one created, a change by
-# the predecessor reported and not reverted, the module taken, then unassigned.
+# The README's main job: seed 003 told as a story on a lab made here and removed at the end.
+# A control-node in use (a found nftables firewall, a Docker engine with the predecessor's service,
+# a config file, a container on the registry's port), a second machine on the private network, and
+# a machine outside it — all network namespaces of this run. Nothing outside them is touched.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
+[ "$(id -u)" = 0 ] || { echo "the lab needs root (network namespaces, nftables, a Docker engine)"; exit 1; }
+
+p="md$(printf '%04x' $((RANDOM % 65536)))"
+lab=$(mktemp -d "/tmp/$p.XXXX")
+root=$lab/root state=$lab/state sock=$lab/docker.sock
+pids=()
+cleanup() {
+  set +e
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null; done
+  sleep 0.5
+  for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null; done
+  if [ -f "$lab/docker.pid" ]; then
+    # the engine of this run, by its pidfile: its containers first, then the engine
+    ids=$(DOCKER_HOST=unix://$sock /usr/bin/docker ps -aq 2>/dev/null)
+    [ -n "$ids" ] && DOCKER_HOST=unix://$sock /usr/bin/docker rm -f $ids >/dev/null 2>&1
+    dpid=$(cat "$lab/docker.pid"); kill "$dpid" 2>/dev/null
+    for _ in $(seq 50); do kill -0 "$dpid" 2>/dev/null || break; sleep 0.2; done
+    kill -9 "$dpid" 2>/dev/null
+  fi
+  grep " $lab/" /proc/mounts | awk '{print $2}' | sort -r | xargs -r -n1 umount -l 2>/dev/null
+  for n in m1 m2 m3; do ip netns del "$p$n" 2>/dev/null; done
+  rm -rf "$lab"
+}
+trap cleanup EXIT
+
 meshp() { node "$here/bin/dist/main.js" "$@"; }
-lab=$(mktemp -d /tmp/meshp-demo.XXXXXX)
-trap 'rm -rf "$lab"' EXIT
-root=$lab/root state=$lab/state decl=$here/examples/host-apply
+on() { local ns=$1; shift; nsenter --net="/var/run/netns/$p$ns" -- "$@"; }
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+say() { printf '   %s\n' "$*"; }
+check() { if "$@"; then say "ok: ${CHECK_MSG:-$*}"; else say "FAILED: ${CHECK_MSG:-$*}"; exit 1; fi; }
+reach() { on "$1" timeout 1 bash -c "exec 3<>/dev/tcp/$2/$3" 2>/dev/null; }
+unreach() { ! reach "$@"; }
+get() { on "$1" timeout 2 busybox wget -q -O- "http://$2:$3/" 2>/dev/null; }
+until_ok() { local n=$1; shift; for _ in $(seq "$n"); do "$@" && return 0; sleep 0.5; done; return 1; }
 
-step "a machine in use: the predecessor wrote /etc/web/web.conf"
+step "the lab: m1 (control-node in use), m2 (private network 10.77.0.0/24), m3 (outside, 10.78.0.0/24)"
+for n in m1 m2 m3; do ip netns add "$p$n"; ip -n "$p$n" link set lo up; done
+ip link add "${p}pa" type veth peer name "${p}pb"; ip link set "${p}pa" netns "${p}m1"; ip link set "${p}pb" netns "${p}m2"
+ip link add "${p}oa" type veth peer name "${p}ob"; ip link set "${p}oa" netns "${p}m1"; ip link set "${p}ob" netns "${p}m3"
+ip -n "${p}m1" addr add 10.77.0.1/24 dev "${p}pa"; ip -n "${p}m2" addr add 10.77.0.2/24 dev "${p}pb"
+ip -n "${p}m1" addr add 10.78.0.1/24 dev "${p}oa"; ip -n "${p}m3" addr add 10.78.0.2/24 dev "${p}ob"
+for l in "m1 ${p}pa" "m1 ${p}oa" "m2 ${p}pb" "m3 ${p}ob"; do set -- $l; ip -n "$p$1" link set "$2" up; done
+ip -n "${p}m2" route add default via 10.77.0.1; ip -n "${p}m3" route add default via 10.78.0.1
+on m1 sysctl -qw net.ipv4.ip_forward=1
+
+step "the predecessor's machine: its firewall allows 8080 and drops the rest"
 mkdir -p "$root/etc/web"
+cat > "$root/etc/nftables.conf" <<'EOF'
+#!/usr/sbin/nft -f
+table inet filter
+flush table inet filter
+table inet filter {
+	chain input {
+		type filter hook input priority filter; policy drop;
+		ct state established,related accept
+		iif "lo" accept
+		meta l4proto { icmp, ipv6-icmp } accept
+		tcp dport 8080 accept
+	}
+}
+EOF
+on m1 nft -f "$root/etc/nftables.conf"
 printf 'listen 8080\nwritten-by predecessor\n' > "$root/etc/web/web.conf"
-cat "$root/etc/web/web.conf"
+cp "$root/etc/web/web.conf" "$lab/web.conf.orig"
+mkdir -p "$lab/data" "$lab/exec"
+setsid nsenter --net="/var/run/netns/${p}m1" -- dockerd --data-root "$lab/data" --exec-root "$lab/exec" \
+  --pidfile "$lab/docker.pid" -H "unix://$sock" >"$lab/dockerd.log" 2>&1 &
+pids+=($!)
+export DOCKER_HOST=unix://$sock
+until_ok 60 /usr/bin/docker info >/dev/null 2>&1 || { echo "dockerd did not start"; cat "$lab/dockerd.log"; exit 1; }
+img=$(mktemp -d "$lab/img.XXXX"); mkdir -p "$img/bin"; cp /bin/busybox "$img/bin/"
+for c in sh httpd nc sleep cat echo ls mkdir wget; do ln -s busybox "$img/bin/$c"; done
+tar -C "$img" -c . | /usr/bin/docker import - lab/busybox:1 >/dev/null
+serve() { echo "mkdir -p /www && echo $1 > /www/index.html && exec httpd -f -p ${2:-80} -h /www"; }
+/usr/bin/docker run -d --name web -p 8080:80 lab/busybox:1 sh -c "$(serve predecessor-web)" >/dev/null
+/usr/bin/docker run -d --name old-registry -p 15000:5000 lab/busybox:1 sh -c "$(serve old-registry 5000)" >/dev/null
+/usr/bin/docker run -d --name stray -p 18081:80 lab/busybox:1 sh -c "$(serve stray)" >/dev/null
+until_ok 20 get m2 10.77.0.1 8080 >/dev/null
+say "web answers from m2: $(get m2 10.77.0.1 8080)"
+cp "$root/etc/nftables.conf" "$lab/nftables.conf.orig"
 
-step "preview: what adopting would change (nothing is touched)"
-meshp host apply --state "$state" --root "$root" --declaration "$decl/declaration.json" --preview
+common=(--state "$state" --root "$root" --docker-socket "$sock" --node m1)
+step "1. genesis without --adopted on this machine: refused, naming what it found"
+if on m1 node "$here/bin/dist/main.js" genesis "${common[@]}" --yes; then echo "it should have refused"; exit 1; fi
 
-step "adopt: the found file is held, the missing one created"
-meshp host apply --state "$state" --root "$root" --declaration "$decl/declaration.json" --yes
+step "2. genesis --adopted: the registry's port is held, so refused, naming the holder"
+net=(--adopted --private-range 10.77.0.0/24 --private-interface "${p}pa")
+if on m1 node "$here/bin/dist/main.js" genesis "${common[@]}" "${net[@]}" --yes; then echo "it should have refused"; exit 1; fi
 
-step "the predecessor is still writing: the change is reported, not reverted"
-printf 'listen 8080\nwritten-by predecessor, again\n' > "$root/etc/web/web.conf"
-meshp host apply --state "$state" --root "$root" --declaration "$decl/declaration.json" --yes
-cat "$root/etc/web/web.conf"
+step "   ... given another port, the foundation comes up"
+on m1 node "$here/bin/dist/main.js" genesis "${common[@]}" "${net[@]}" --port registry=15001 --yes
+setsid nsenter --net="/var/run/netns/${p}m1" -- node "$here/bin/dist/main.js" controller serve --state "$state" --listen 0.0.0.0:7443 >"$lab/controller.log" 2>&1 &
+pids+=($!)
+setsid nsenter --net="/var/run/netns/${p}m1" -- node "$here/bin/dist/main.js" agent --state "$state/agent" --root "$root" --docker-socket "$sock" --interval 2 >"$lab/agent-m1.log" 2>&1 &
+pids+=($!)
+adm() { on m1 node "$here/bin/dist/main.js" "$@" --state "$state" --controller 127.0.0.1:7443; }
+gap0() { adm node list --json 2>/dev/null | node -e "const n=JSON.parse(require('fs').readFileSync(0)).nodes.find(x=>x.name==='$1'); process.exit(n&&n.gap===0&&n.appliedVersion>0?0:1)" 2>/dev/null; }
+until_ok 80 gap0 m1
+adm node list
 
-step "take the module: its file converges (the original stays recorded)"
-meshp host apply --state "$state" --root "$root" --declaration "$decl/declaration-taken.json" --yes
-cat "$root/etc/web/web.conf"
+step "3. nothing that serves changed"
+CHECK_MSG="web still answers from m2: $(get m2 10.77.0.1 8080)" check test "$(get m2 10.77.0.1 8080)" = predecessor-web
+CHECK_MSG="web.conf is byte for byte what it was" check cmp -s "$root/etc/web/web.conf" "$lab/web.conf.orig"
+say "the found table now, the mesh's rules marked meshp:"; on m1 nft list table inet filter | sed 's/^/      /'
 
-step "status, for scripts"
-meshp host status --state "$state" --json
+step "4. the store (15432) is reachable over the private network, not from outside"
+CHECK_MSG="m2 reaches the store" check reach m2 10.77.0.1 15432
+CHECK_MSG="m3 does not" check unreach m3 10.78.0.1 15432
+
+step "5. the second machine enrols through the found firewall"
+token=$(adm token create --adopted --json | node -e "process.stdout.write(JSON.parse(require('fs').readFileSync(0)).token)")
+setsid nsenter --net="/var/run/netns/${p}m2" -- node "$here/bin/dist/main.js" agent --state "$lab/m2-state" --root "$lab/m2-root" \
+  --controller 10.77.0.1:7443 --token "$token" --name m2 --interval 2 >"$lab/agent-m2.log" 2>&1 &
+pids+=($!)
+until_ok 80 gap0 m2
+adm node list
+
+step "6. the predecessor's control still writes web.conf: assigned, the change is reported, not reverted"
+( i=0; while true; do i=$((i+1)); printf 'listen 8080\nwritten-by predecessor, pass %s\n' $i > "$root/etc/web/web.conf"; sleep 1; done ) &
+writer=$!; pids+=($writer)
+adm module assign m1 web
+changed() { meshp host status --state "$state/agent" --json | grep -q '"state": "changed"'; }
+until_ok 60 changed
+meshp host status --state "$state/agent" | grep -E 'web|STATE'
+
+step "7. the operator stops the predecessor's control and takes the module: the cutover"
+kill "$writer"
+adm module take m1 web
+newweb() { test "$(get m2 10.77.0.1 8080)" = mesh-web; }
+until_ok 120 newweb
+CHECK_MSG="web now answers from m2: $(get m2 10.77.0.1 8080)" check newweb
+
+step "8. converge, previewed: every reachable port, and what the flip closes"
+adm node converge m1 --preview
+id=$(adm node converge m1 --preview --json | node -e "process.stdout.write(JSON.parse(require('fs').readFileSync(0)).preview.id)")
+adm node converge m1 --yes --preview-id "$id"
+CHECK_MSG="the declared port 8080 is open" check newweb
+CHECK_MSG="the stray published port 18081, which no rule mentioned, is closed" check unreach m2 10.77.0.1 18081
+CHECK_MSG="the found configuration is still on disk, byte for byte" check cmp -s "$root/etc/nftables.conf" "$lab/nftables.conf.orig"
+on m1 nft list tables | sed 's/^/      /'
+
+step "   ... and back to adopted: the found firewall is enabled again"
+adm node adopt m1
+foundback() { on m1 nft list table inet filter >/dev/null 2>&1; }
+until_ok 60 foundback
+CHECK_MSG="table inet filter is back" check foundback
+adm node list
+step "done: the lab is removed"
