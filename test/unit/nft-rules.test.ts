@@ -127,3 +127,38 @@ t.test("a refusal's own except ranges are spared, over the plugin's privateRange
   t.same(v4?.cidrs, ['10.77.0.0/24']);
   t.equal(v4?.negate, true, 'dropped from everywhere outside the spared range');
 });
+
+t.test('a jump (or goto) to a regular chain that drops is a drop point: the accept goes before the jump', async (t) => {
+  const jumpTo = (target: string, kind = 'jump', matches: object[] = []) => ({ expr: [...matches, { [kind]: { target } }] });
+  const chain = (name: string, rules: object[]) => [
+    { chain: { family: 'inet', table: 'filter', name, handle: 50 + name.length } },
+    ...rules.map((r, i) => ({ rule: { family: 'inet', table: 'filter', chain: name, handle: 100 + 10 * name.length + i, ...r } })),
+  ];
+  const accepting = { chain: { family: 'inet', table: 'filter', name: 'input', handle: 1, type: 'filter', hook: 'input', prio: 0, policy: 'accept' } };
+  const rs = (rules: object[], extra: object[]) =>
+    parseRuleset(
+      JSON.stringify({
+        nftables: [
+          { table: { family: 'inet', name: 'filter', handle: 1 } },
+          accepting,
+          ...rules.map((r, i) => ({ rule: { family: 'inet', table: 'filter', chain: 'input', handle: 10 + i, ...r } })),
+          ...extra,
+        ],
+      }),
+    );
+  // input (policy accept): established, jump to "logs" (does not drop), jump to "guard", which jumps to "deny", which drops.
+  const nested = rs([established, jumpTo('logs'), ssh, jumpTo('guard')], [...chain('logs', [{ expr: [{ counter: null }] }]), ...chain('guard', [jumpTo('deny')]), ...chain('deny', [{ expr: [{ drop: null }] }])]);
+  const plan = planEnsure(nested, [web], []);
+  t.equal(plan.additions.length, 2, 'the accept-policy chain drops through its jump, so it gets the opening');
+  t.ok(plan.additions.every((a) => a.before?.handle === 13), 'inserted before the jump to the dropping chain, not before the one to a chain that only counts');
+
+  const viaGoto = rs([jumpTo('deny', 'goto')], chain('deny', [{ expr: [{ reject: null }] }]));
+  t.equal(planEnsure(viaGoto, [web], []).additions[0]?.before?.handle, 10, 'a goto counts the same');
+
+  const invalidOnly = { expr: [{ match: { op: 'in', left: { ct: { key: 'state' } }, right: 'invalid' } }, { jump: { target: 'deny' } }] };
+  const stateJump = rs([invalidOnly, jumpTo('deny')], chain('deny', [{ expr: [{ drop: null }] }]));
+  t.equal(planEnsure(stateJump, [web], []).additions[0]?.before?.handle, 11, 'a jump on ct state invalid alone is passed, like ct state invalid drop');
+
+  const harmless = rs([jumpTo('logs')], chain('logs', [{ expr: [{ counter: null }] }]));
+  t.equal(planEnsure(harmless, [web], []).additions.length, 0, 'a chain that drops nowhere gets nothing');
+});

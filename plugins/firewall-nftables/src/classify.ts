@@ -32,6 +32,8 @@ interface Index {
   rulesByChain: Map<string, NftRule[]>;
   owners: Map<string, TableOwner>;
   firstDrop: Map<string, NftRule | null>;
+  /** Regular chains that drop, directly or through their own jumps. */
+  dropping: Map<string, boolean>;
 }
 
 const indexes = new WeakMap<Ruleset, Index>();
@@ -40,7 +42,7 @@ const indexes = new WeakMap<Ruleset, Index>();
 function index(rs: Ruleset): Index {
   let ix = indexes.get(rs);
   if (!ix) {
-    ix = { rulesByTable: new Map(), rulesByChain: new Map(), owners: new Map(), firstDrop: new Map() };
+    ix = { rulesByTable: new Map(), rulesByChain: new Map(), owners: new Map(), firstDrop: new Map(), dropping: new Map() };
     for (const r of rs.rules) {
       const t = tableKey(r);
       const c = chainKey(r);
@@ -93,7 +95,7 @@ export function rulesOf(rs: Ruleset, chain: NftChain): NftRule[] {
   return index(rs).rulesByChain.get(chainKey(chain)) ?? [];
 }
 
-/** `ct state invalid drop` and the like: drops that only look at conntrack state. */
+/** `ct state invalid drop` (or a jump on it) and the like: drops that only look at conntrack state. */
 function isStateOnlyDrop(rule: NftRule): boolean {
   const matches = rule.expr.filter((e) => 'match' in e);
   return (
@@ -102,7 +104,7 @@ function isStateOnlyDrop(rule: NftRule): boolean {
       const left = (e.match as { left?: { ct?: { key?: string } } }).left;
       return left?.ct?.key === 'state';
     }) &&
-    rule.expr.every((e) => 'match' in e || 'drop' in e || 'reject' in e || 'counter' in e || 'log' in e)
+    rule.expr.every((e) => 'match' in e || 'drop' in e || 'reject' in e || 'counter' in e || 'log' in e || 'jump' in e || 'goto' in e)
   );
 }
 
@@ -111,21 +113,56 @@ export function isDropRule(rule: NftRule): boolean {
   return v === 'drop' || v === 'reject';
 }
 
-/** A base chain that drops: policy drop, or a rule ending in drop/reject. */
+/** The regular chain a rule jumps or goes to (same table), if any. */
+export function jumpTarget(rule: NftRule): string | null {
+  for (const e of rule.expr) {
+    const v = (e.jump ?? e.goto) as { target?: unknown } | undefined;
+    if (v && typeof v.target === 'string') return v.target;
+  }
+  return null;
+}
+
+/** A regular chain drops when one of its rules drops, or jumps to a chain that does (the kernel refuses jump loops; `seen` guards anyway). */
+function regularDrops(rs: Ruleset, family: string, table: string, name: string, seen = new Set<string>()): boolean {
+  const ix = index(rs);
+  const key = `${family} ${table} ${name}`;
+  const known = ix.dropping.get(key);
+  if (known !== undefined) return known;
+  if (seen.has(key)) return false;
+  seen.add(key);
+  const rules = ix.rulesByChain.get(key) ?? [];
+  const drops = rules.some((r) => !isMarked(r) && (isDropRule(r) || jumpsToDrop(rs, r, seen)));
+  ix.dropping.set(key, drops);
+  return drops;
+}
+
+function jumpsToDrop(rs: Ruleset, rule: NftRule, seen?: Set<string>): boolean {
+  const target = jumpTarget(rule);
+  return target !== null && regularDrops(rs, rule.family, rule.table, target, seen);
+}
+
+/** A rule that can drop: it drops or rejects, or it jumps (goes) to a regular chain that does. */
+export function isDropPoint(rs: Ruleset, rule: NftRule): boolean {
+  return isDropRule(rule) || jumpsToDrop(rs, rule);
+}
+
+/** A base chain that drops: policy drop, or a rule that drops, rejects or jumps to a chain that drops. */
 export function chainDrops(rs: Ruleset, chain: NftChain): boolean {
-  return chain.policy === 'drop' || rulesOf(rs, chain).some((r) => !isMarked(r) && isDropRule(r));
+  return chain.policy === 'drop' || rulesOf(rs, chain).some((r) => !isMarked(r) && isDropPoint(rs, r));
 }
 
 /**
- * Where our accept goes: just before the first unmarked drop/reject that is not a pure conntrack
- * state drop (inserting before `ct state invalid drop` would skip it, pitfall 4); null when the
- * only drop is the policy, then we append at the end.
+ * Where our accept goes: just before the first unmarked rule that drops, rejects, or jumps (goes)
+ * to a regular chain that drops — we never write into their regular chains, so the accept comes
+ * before the jump — unless it is a pure conntrack state drop
+ * (inserting before `ct state invalid drop` would skip it, pitfall 4); null when the only drop is
+ * the policy, then we append at the end.
  */
 export function firstDrop(rs: Ruleset, chain: NftChain): NftRule | null {
   const ix = index(rs);
   const key = chainKey(chain);
   if (!ix.firstDrop.has(key)) {
-    ix.firstDrop.set(key, rulesOf(rs, chain).find((r) => !isMarked(r) && isDropRule(r) && !isStateOnlyDrop(r)) ?? null);
+    ix.firstDrop.set(key, rulesOf(rs, chain).find((r) => !isMarked(r) && isDropPoint(rs, r) && !isStateOnlyDrop(r)) ?? null);
   }
   return ix.firstDrop.get(key)!;
 }
