@@ -1,4 +1,5 @@
 /** What every command prints: a human table by default, one JSON document with --json. */
+import { createInterface } from 'node:readline/promises';
 import { oneLine } from '@meshp/core';
 
 export function table(headers: string[], rows: (string | number | undefined)[][]): string {
@@ -22,4 +23,23 @@ export class Refusal extends Error {
 
 export function refuse(e: unknown): never {
   throw new Refusal(oneLine(e));
+}
+
+export async function confirm(question: string): Promise<boolean> {
+  const rl = createInterface({ input: process.stdin, output: process.stderr });
+  try {
+    return /^y(es)?$/i.test((await rl.question(question)).trim());
+  } finally {
+    rl.close();
+  }
+}
+
+/**
+ * A change is made only when said yes to: `--yes`, or a yes typed on a terminal. Elsewhere it is
+ * refused, with how to go on (`hint`).
+ */
+export async function confirmChange(yes: boolean, question: string, hint: string): Promise<void> {
+  if (yes) return;
+  if (!process.stdin.isTTY) throw new Refusal(`MESHP_CONFIRM_NEEDED: not asked on a terminal; ${hint}`);
+  if (!(await confirm(`${question} [y/N] `))) throw new Refusal('MESHP_CONFIRM_NEEDED: nothing was changed');
 }

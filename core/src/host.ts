@@ -52,6 +52,10 @@ function createHooks() {
 
 export type Hooks = ReturnType<typeof createHooks>;
 
+/** The parts one plugin provides, each through its own hook. */
+type ProviderName = 'files' | 'runtime' | 'facts' | 'transport' | 'state';
+type Provided<K extends ProviderName> = Exclude<Awaited<ReturnType<Hooks[K]['promise']>>, undefined>;
+
 const DEFAULTS: HostOptions = { root: '/', stateDir: '/var/lib/meshp', firewall: 'auto' };
 
 /**
@@ -62,11 +66,7 @@ export class Host {
   readonly hooks: Hooks = createHooks();
   readonly options: HostOptions;
   readonly plugins: string[] = [];
-  #files?: FileStore | null;
-  #runtime?: ContainerRuntime | null;
-  #state?: HostStateStore;
-  #transport?: Transport;
-  #facts?: MachineFacts | null;
+  readonly #provided = new Map<ProviderName, Promise<unknown>>();
   #firewall?: { driver: FirewallDriver | null; probe: FirewallProbe };
 
   constructor(options: Partial<HostOptions> = {}) {
@@ -108,43 +108,42 @@ export class Host {
     }
   }
 
-  async files(): Promise<FileStore | null> {
-    if (this.#files === undefined) {
-      this.#files = (await this.call(this.hooks.files, () => this.hooks.files.promise(this.options))) ?? null;
+  /** The one provider a plugin gave for a part, asked once per host; null when no plugin gives it. */
+  #provide<K extends ProviderName>(name: K): Promise<Provided<K> | null> {
+    let p = this.#provided.get(name) as Promise<Provided<K> | null> | undefined;
+    if (!p) {
+      const hook = this.hooks[name] as unknown as { name: string | undefined; taps: { name: string }[]; promise(o: HostOptions): Promise<Provided<K> | undefined> };
+      p = this.call(hook, () => hook.promise(this.options)).then((v) => v ?? null);
+      p.catch(() => this.#provided.delete(name));
+      this.#provided.set(name, p);
     }
-    return this.#files;
+    return p;
   }
 
-  async runtime(): Promise<ContainerRuntime | null> {
-    if (this.#runtime === undefined) {
-      this.#runtime = (await this.call(this.hooks.runtime, () => this.hooks.runtime.promise(this.options))) ?? null;
-    }
-    return this.#runtime;
+  async #require<K extends ProviderName>(name: K, what: string): Promise<Provided<K>> {
+    const v = await this.#provide(name);
+    if (!v) throw new MeshpError('MESHP_PROVIDER_MISSING', `no plugin provides ${what}`);
+    return v;
   }
 
-  async facts(): Promise<MachineFacts | null> {
-    if (this.#facts === undefined) {
-      this.#facts = (await this.call(this.hooks.facts, () => this.hooks.facts.promise(this.options))) ?? null;
-    }
-    return this.#facts;
+  files(): Promise<FileStore | null> {
+    return this.#provide('files');
   }
 
-  async transport(): Promise<Transport> {
-    if (this.#transport === undefined) {
-      const t = await this.call(this.hooks.transport, () => this.hooks.transport.promise(this.options));
-      if (!t) throw new MeshpError('MESHP_PROVIDER_MISSING', 'no plugin provides the transport');
-      this.#transport = t;
-    }
-    return this.#transport;
+  runtime(): Promise<ContainerRuntime | null> {
+    return this.#provide('runtime');
   }
 
-  async state(): Promise<HostStateStore> {
-    if (this.#state === undefined) {
-      const store = await this.call(this.hooks.state, () => this.hooks.state.promise(this.options));
-      if (!store) throw new MeshpError('MESHP_PROVIDER_MISSING', 'no plugin provides the host state store');
-      this.#state = store;
-    }
-    return this.#state;
+  facts(): Promise<MachineFacts | null> {
+    return this.#provide('facts');
+  }
+
+  transport(): Promise<Transport> {
+    return this.#require('transport', 'the transport');
+  }
+
+  state(): Promise<HostStateStore> {
+    return this.#require('state', 'the host state store');
   }
 
   /**
@@ -170,7 +169,8 @@ export class Host {
   }
 
   async close(): Promise<void> {
-    await this.#state?.close();
+    const state = this.#provided.get('state') as Promise<HostStateStore | null> | undefined;
+    await (await state?.catch(() => null))?.close();
   }
 }
 

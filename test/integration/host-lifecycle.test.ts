@@ -5,11 +5,10 @@
  * the found firewall back.
  */
 import t from 'tap';
-import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { labAvailable, type Netns } from '../helpers/netns.js';
+import { join } from 'node:path';
+import { meshpIn } from '../helpers/cli.js';
+import { labAvailable } from '../helpers/netns.js';
 import { CLIENT_NET, SERVER_CLIENT, lab, reachable } from '../helpers/nft-lab.js';
 
 if (!labAvailable()) {
@@ -17,19 +16,6 @@ if (!labAvailable()) {
   process.exit(0);
 }
 
-const MESHP = join(dirname(fileURLToPath(import.meta.url)), '../../bin/dist/main.js');
-
-function meshpIn(ns: Netns, args: string[]): Promise<{ code: number | null; out: string; err: string }> {
-  const [cmd, argv] = ns.wrap(process.execPath, [MESHP, ...args]);
-  return new Promise((resolve) => {
-    const child = spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (d) => (out += d));
-    child.stderr.on('data', (d) => (err += d));
-    child.on('close', (code) => resolve({ code, out, err }));
-  });
-}
 
 const l = await lab(t);
 const state = join(l.root, '..', `${l.prefix}-state`);

@@ -1,9 +1,8 @@
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Mode } from '@meshp/core';
-import { confirm } from '../host/apply.js';
 import { renderReport } from '../host/render.js';
-import { Refusal, printJson, refuse, table } from '../output.js';
+import { Refusal, confirmChange, printJson, refuse, table } from '../output.js';
 import { assembleAgentHost } from '../remote/assembly.js';
 import { AGENT_DIR, planGenesis, raiseGenesis, type GenesisPlan } from './genesis.js';
 
@@ -62,10 +61,7 @@ export async function genesis(args: GenesisArgs): Promise<void> {
       process.stdout.write('(preview: nothing changed)\n');
       return;
     }
-    if (!args.yes) {
-      if (!process.stdin.isTTY) throw new Refusal('MESHP_CONFIRM_NEEDED: not asked on a terminal; pass --yes to raise, --preview to look only');
-      if (!(await confirm('Raise the mesh here? [y/N] '))) throw new Refusal('MESHP_CONFIRM_NEEDED: not raised');
-    }
+    await confirmChange(args.yes, 'Raise the mesh here?', 'pass --yes to raise, --preview to look only');
     const progress = (s: string) => {
       if (!args.json) process.stdout.write(`-> ${s}\n`);
     };

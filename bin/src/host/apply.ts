@@ -1,6 +1,5 @@
-import { createInterface } from 'node:readline/promises';
 import { Reconciler } from '@meshp/core';
-import { Refusal, printJson, refuse } from '../output.js';
+import { Refusal, confirmChange, printJson, refuse } from '../output.js';
 import { assembleHost } from './assembly.js';
 import { readDeclaration } from './declaration.js';
 import { renderPlan, renderReport } from './render.js';
@@ -14,15 +13,6 @@ export interface HostApplyArgs {
   preview: boolean;
   yes: boolean;
   json: boolean;
-}
-
-export async function confirm(question: string): Promise<boolean> {
-  const rl = createInterface({ input: process.stdin, output: process.stderr });
-  try {
-    return /^y(es)?$/i.test((await rl.question(question)).trim());
-  } finally {
-    rl.close();
-  }
 }
 
 /** Says what it will change, then changes it: --preview stops after saying, --yes skips the question. */
@@ -39,12 +29,7 @@ export async function hostApply(args: HostApplyArgs): Promise<void> {
       return;
     }
     if (!args.json) process.stdout.write(`${renderPlan(preview.plan)}\n`);
-    if (changes > 0 && !args.yes) {
-      if (!process.stdin.isTTY) {
-        throw new Refusal('MESHP_CONFIRM_NEEDED: not asked on a terminal; pass --yes to apply or --preview to look only');
-      }
-      if (!(await confirm(`Apply these ${changes} changes? [y/N] `))) throw new Refusal('MESHP_CONFIRM_NEEDED: not applied');
-    }
+    if (changes > 0) await confirmChange(args.yes, `Apply these ${changes} changes?`, 'pass --yes to apply or --preview to look only');
     const result = await reconciler.reconcile(declaration).catch(refuse);
     if (args.json) printJson({ plan: result.plan, report: result.report, failures: result.failures });
     else process.stdout.write(`\n${renderReport(result.report)}\n`);
@@ -56,3 +41,5 @@ export async function hostApply(args: HostApplyArgs): Promise<void> {
     await host.close();
   }
 }
+/** Kept for callers that ask themselves; new code uses confirmChange. */
+export { confirm } from '../output.js';

@@ -1,7 +1,6 @@
 import { flip, previewConverge, returnToAdopted, type ConvergePreview } from '@meshp/core';
-import { Refusal, printJson, refuse, table } from '../output.js';
+import { confirmChange, printJson, refuse, table } from '../output.js';
 import { assembleHost } from './assembly.js';
-import { confirm } from './apply.js';
 import { readDeclaration } from './declaration.js';
 import { renderReport } from './render.js';
 
@@ -48,10 +47,7 @@ export async function hostConverge(args: LocalLifecycleArgs): Promise<void> {
       process.stdout.write(`(preview: nothing changed; flip with --yes --preview-id ${preview.id})\n`);
       return;
     }
-    if (!args.yes) {
-      if (!process.stdin.isTTY) throw new Refusal('MESHP_CONFIRM_NEEDED: not asked on a terminal; pass --yes (and --preview-id) to flip');
-      if (!(await confirm('Converge this node? [y/N] '))) throw new Refusal('MESHP_CONFIRM_NEEDED: not converged');
-    }
+    await confirmChange(args.yes, 'Converge this node?', 'pass --yes (and --preview-id) to flip');
     const progress = (step: string) => {
       if (!args.json) process.stdout.write(`-> ${step}\n`);
     };
@@ -68,10 +64,7 @@ export async function hostAdopt(args: LocalLifecycleArgs): Promise<void> {
   const host = hostFor(args);
   try {
     const declaration = await readDeclaration(args.declaration).catch(refuse);
-    if (!args.yes) {
-      if (!process.stdin.isTTY) throw new Refusal('MESHP_CONFIRM_NEEDED: not asked on a terminal; pass --yes to return the node to adopted');
-      if (!(await confirm('Re-enable the found firewall and unload the mesh filter? [y/N] '))) throw new Refusal('MESHP_CONFIRM_NEEDED: not done');
-    }
+    await confirmChange(args.yes, 'Re-enable the found firewall and unload the mesh filter?', 'pass --yes to return the node to adopted');
     const progress = (step: string) => {
       if (!args.json) process.stdout.write(`-> ${step}\n`);
     };

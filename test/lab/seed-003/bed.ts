@@ -13,13 +13,12 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type Docker from 'dockerode';
 import { netns, runPrefix, sh, wire, type Netns, type Teardownable } from '../../helpers/netns.js';
 import { BUSYBOX_IMAGE, startDockerd, type Dockerd } from '../../helpers/dockerd.js';
 import { serving } from '../../helpers/docker-lab.js';
+import { MESHP, meshpIn, type Run } from '../../helpers/cli.js';
 
-export const MESHP = join(dirname(fileURLToPath(import.meta.url)), '../../../bin/dist/main.js');
 export const PRIVATE = '10.77.0.0/24';
 export const M1 = '10.77.0.1';
 export const M2 = '10.77.0.2';
@@ -45,12 +44,6 @@ table inet filter {
 \t}
 }
 `;
-
-export interface Run {
-  code: number | null;
-  out: string;
-  err: string;
-}
 
 export interface Bed {
   prefix: string;
@@ -134,17 +127,7 @@ export async function bed(t: Teardownable): Promise<Bed> {
 
   const b: Bed = {
     prefix, dir, root, state, configFile, m1, m2, m3, engine, docker,
-    meshp(ns, args) {
-      const [cmd, argv] = ns.wrap(process.execPath, [MESHP, ...args]);
-      return new Promise((resolve) => {
-        const child = spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
-        let out = '';
-        let err = '';
-        child.stdout.on('data', (d) => (out += d));
-        child.stderr.on('data', (d) => (err += d));
-        child.on('close', (code) => resolve({ code, out, err }));
-      });
-    },
+    meshp: meshpIn,
     daemon(ns, args, name) {
       const [cmd, argv] = ns.wrap(process.execPath, [MESHP, ...args]);
       const logFile = join(dir, `${name}.log`);
