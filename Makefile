@@ -33,7 +33,7 @@ demo: build
 	bash examples/lab/demo.sh
 
 bench: build
-	@for b in bench/*.bench.ts; do [ -e "$$b" ] && node --import ./bench/register.mjs "$$b"; done; true
+	@set -e; for b in bench/*.bench.mjs; do echo "== $$b"; node "$$b"; done
 
 proto-lint: deps
 	cd proto && buf lint && buf breaking --against released
