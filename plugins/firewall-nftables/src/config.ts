@@ -4,14 +4,21 @@
  * are then re-created here one by one, so a `flush ruleset` at its top never reaches Docker's
  * tables or the mesh's.
  */
+import { resolveIncludes } from './include.js';
 import { runTool } from './nft.js';
 import type { Runner } from './runner.js';
 import { parseRuleset, tableKey, type Command, type NftObject, type NftTable, type Ruleset } from './schema.js';
 
-export async function loadInScratch(runner: Runner, bin: string, file: string): Promise<Ruleset> {
-  const script = `"$0" -f "$1" && "$0" -j list ruleset`;
-  const { stdout } = await runTool(runner, ['unshare', '--net', '--', 'sh', '-c', script, bin, file], `loading ${file} in a scratch namespace`);
-  return parseRuleset(stdout);
+/** Loads `file` (its includes resolved under `root`) in a scratch namespace and lists it. */
+export async function loadInScratch(runner: Runner, bin: string, file: string, root = '/'): Promise<Ruleset> {
+  const resolved = await resolveIncludes(root, file);
+  try {
+    const script = `"$0" -f "$1" && "$0" -j list ruleset`;
+    const { stdout } = await runTool(runner, ['unshare', '--net', '--', 'sh', '-c', script, bin, resolved.file], `loading ${file} in a scratch namespace`);
+    return parseRuleset(stdout);
+  } finally {
+    await resolved.cleanup();
+  }
 }
 
 function strip(body: Record<string, unknown>): Record<string, unknown> {

@@ -121,7 +121,7 @@ export class NftablesDriver implements FirewallDriver {
   /** The config's tables (learnt in a scratch namespace), or null without a config file. */
   private async configTables(): Promise<{ rs: Ruleset; tables: NftTable[] } | null> {
     if (!(await exists(this.configPath))) return null;
-    const rs = await loadInScratch(this.o.runner, this.o.bin ?? 'nft', this.configPath);
+    const rs = await loadInScratch(this.o.runner, this.o.bin ?? 'nft', this.configPath, this.o.root);
     return { rs, tables: tablesOwnedBy(rs, 'found') };
   }
 
@@ -155,7 +155,7 @@ export class NftablesDriver implements FirewallDriver {
     if (!(await exists(file))) {
       throw new MeshpError('MESHP_FIREWALL_FAILED', `the retired firewall's config file ${file} is gone; nothing to re-enable from`);
     }
-    const config = await loadInScratch(this.o.runner, this.o.bin ?? 'nft', file);
+    const config = await loadInScratch(this.o.runner, this.o.bin ?? 'nft', file, this.o.root);
     const tables = tablesOwnedBy(config, 'found');
     await this.nft.apply({ nftables: recreateTables(config, tables) });
     const live = new Set((await this.nft.list()).tables.map(tableKey));

@@ -8,3 +8,4 @@ export { canonical, parseCidr, splitFamilies } from './cidr.js';
 export { planEnsure, additionCommand, type Addition, type EnsurePlan } from './plan.js';
 export { shapesFor, buildRule, parseShape, type Shape } from './shape.js';
 export { nativeBatch, nativePlan, nativeRule, addedRuleKeys, additionKeys, missingFromEcho } from './native.js';
+export { resolveIncludes, type ResolvedConfig } from './include.js';
