@@ -76,7 +76,7 @@ export function nodeJson(n: WireNodeStatus) {
     name: n.name, mode: modeName(n.mode), appliedVersion: n.appliedVersion, stateVersion: n.stateVersion, gap: n.gap,
     firewall: n.firewallKind, held: n.held, changed: n.changed,
     network: n.network, assigned: n.assignedModules, taken: n.takenModules, addresses: n.addresses, tags: n.tags,
-    convergePreviewId: n.convergePreviewId || null, lifecycle: n.lifecycle?.state ? n.lifecycle : null,
+    convergePreviewId: n.convergePreviewId || null, lifecycle: n.lifecycle?.state ? n.lifecycle : null, reportedVersion: n.reportedVersion ?? 0,
   };
 }
 

@@ -58,13 +58,14 @@ export async function reconcileLifecycle(host: Host, wire: WireDeclaration, onSt
   }
   let hasDriver: boolean;
   try {
-    hasDriver = (await host.firewall()) !== null;
+    const driver = await host.firewall();
+    hasDriver = driver !== null && driver.kind !== 'none';
   } catch (e) {
     return refused(decl, wire, e, [], reconcile, save, onStep);
   }
   if (!hasDriver) {
-    // No firewall plugin loaded: the mesh neither loads a filter nor retires one; nothing to flip.
-    const lifecycle = stored?.state === 'converged' ? stored : await save({ state: 'converged', previewId: '', steps: ['no firewall plugin loaded: nothing to flip'], at: now() });
+    // No firewall plugin loaded, or none that can hold a table: the mesh neither loads a filter nor retires one.
+    const lifecycle = stored?.state === 'converged' ? stored : await save({ state: 'converged', previewId: '', steps: ['no firewall that can hold the derived filter: nothing to flip'], at: now() });
     return { result: await reconcile(decl), lifecycle };
   }
   const recorded = wire.convergePreviewId || '';
