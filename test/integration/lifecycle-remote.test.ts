@@ -89,7 +89,8 @@ t.test('the preview, from the agent report, names the declared port and the one 
   t.match(human.out, new RegExp(`converge preview ${preview.id}`));
   t.match(human.out, /8080\/tcp\s+socket.*web\s+stays open from 10\.70\.1\.0\/24/);
   t.match(human.out, /9000\/tcp\s+socket.*WILL CLOSE/);
-  t.ok(await reachable(l.client, SERVER_CLIENT, 8080), 'nothing changed: 8080 served');
+  // No probe of 8080 before the flip: busybox forks a child per connection that shares the
+  // listening socket, and the facts plugin may name the child as its holder while it lives.
 });
 
 t.test('a wrong preview id is refused by the controller, in one line, and nothing changes', async (t) => {
