@@ -8,7 +8,7 @@ import t from 'tap';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { labAvailable } from '../../helpers/netns.js';
-import { M1, M1_OUT, M2, PRIVATE, SERVICE_PORT, STRAY_PORT, WEB_CONF, WEB_CONF_BYTES, bed, fileBytes, type Bed, type Daemon } from './bed.js';
+import { FOUND_FIREWALL, M1, M1_OUT, M2, PRIVATE, SERVICE_PORT, STRAY_PORT, WEB_CONF, WEB_CONF_BYTES, bed, fileBytes, type Bed, type Daemon } from './bed.js';
 
 if (!labAvailable()) {
   t.plan(0, 'the lab needs root for namespaces, nftables and a Docker engine');
@@ -156,6 +156,38 @@ t.test('7. assigning holds the found container and file; taking replaces them an
   t.ok(['created', 'owned'].includes(stateOf(r, `opening:web/forwarded/tcp/${SERVICE_PORT}`) ?? ''), 'its port is opened');
   t.equal(await until('the new web to serve', () => b.get(b.m2, M1, SERVICE_PORT).then((x) => x === 'mesh-web' && x)), 'mesh-web');
   t.match(fileBytes(b, WEB_CONF), /served-by meshp/);
+});
+
+t.test('8. converging previews, then changes; returned to adopted, the found firewall is back', async (t) => {
+  const pre = await admin('node', 'converge', 'm1', '--preview', '--json');
+  t.equal(pre.code, 0, pre.err);
+  const { preview } = JSON.parse(pre.out);
+  const by = new Map<number, { declaredBy: string | null; after: string; source: string }>(preview.items.map((i: { port: number }) => [i.port, i]));
+  t.match(by.get(SERVICE_PORT), { declaredBy: 'web', after: 'open' }, "the preview names the service's port");
+  t.match(by.get(STRAY_PORT), { source: 'published', declaredBy: null, after: 'closes' }, 'and a published port no firewall rule mentions');
+  t.ok((await b.nft(['list', 'tables'])).includes('inet filter'), 'the preview changed nothing');
+
+  const stale = await admin('node', 'converge', 'm1', '--yes', '--preview-id', '0000000000000000');
+  t.equal(stale.code, 1);
+  t.match(stale.err, /MESHP_PREVIEW_STALE/);
+
+  const flip = await admin('node', 'converge', 'm1', '--yes', '--preview-id', preview.id, '--json');
+  t.equal(flip.code, 0, flip.err);
+  const tables = await b.nft(['list', 'tables']);
+  t.match(tables, /inet meshp_derived/, "the mesh's derived filter is loaded");
+  t.notMatch(tables, /inet filter/, 'the found firewall is disabled');
+  t.equal(readFileSync(b.configFile, 'utf8'), FOUND_FIREWALL, '... its configuration still on disk');
+  t.equal(await b.get(b.m2, M1, SERVICE_PORT), 'mesh-web', 'the declared port is open');
+  t.notOk(await b.reachable(b.m2, M1, STRAY_PORT), 'the undeclared one is closed');
+  const list = JSON.parse((await admin('node', 'list', '--json')).out);
+  t.equal(list.nodes.find((n: { name: string }) => n.name === 'm1').mode, 'converged');
+
+  const back = await admin('node', 'adopt', 'm1', '--json');
+  t.equal(back.code, 0, back.err);
+  const again = await b.nft(['list', 'tables']);
+  t.match(again, /inet filter/, 'returned to adopted, the found firewall is enabled again');
+  t.notMatch(again, /inet meshp_derived/);
+  t.same(await foundRules(), foundBefore, 'with its own rules as they were');
 });
 
 t.test('5b. the mesh keeps working after the found firewall reloads, and after a reboot', async (t) => {
