@@ -104,6 +104,8 @@ t.test('an agent restarted resumes from its persisted view without a new token',
   ch2.deliver({ challenge: new Uint8Array([9]) });
   const [hello] = await ch2.waitFor('hello');
   t.same({ v: hello!.appliedVersion, h: hello!.stateHash }, { v: ack!.appliedVersion, h: ack!.stateHash }, 'the hello says where it was');
+  t.same(second.applier.recent.map((d) => d.toVersion), first.applier.recent.map((d) => d.toVersion), 'the last deltas applied come back from the host store');
+  t.ok(second.applier.recent.length > 0);
 });
 
 t.test('a delta that does not follow the applied version is refused, nothing applied, and a snapshot asked for', async (t) => {

@@ -45,3 +45,10 @@ t.test('the preview id changes when the machine does, and only then', async (t) 
   const more = buildPreview({ ...base, listening: [...base.listening, { protocol: 'tcp' as const, address: '0.0.0.0', port: 9000, family: 4 as const }] });
   t.not(more.id, a.id, 'a new listener makes the old preview stale');
 });
+
+t.test('the preview id does not change when only the pid holding a port does', async (t) => {
+  const at = (pid: number) =>
+    buildPreview({ declaration: decl, firewall: fw, published: [], listening: [{ protocol: 'tcp', address: '0.0.0.0', port: 9000, family: 4, process: 'httpd', pid }] });
+  t.equal(at(100).id, at(4242).id, 'a forked or restarted server is the same door');
+  t.match(at(4242).items[0], { holder: 'httpd (pid 4242)' }, 'the pid is still shown');
+});

@@ -2,12 +2,26 @@ import type { CommandModule } from 'yargs';
 import type { GlobalArgs } from '../cli.js';
 import { remoteOptions } from './remote-options.js';
 
-export const doctorCommand: CommandModule<GlobalArgs, GlobalArgs & { network: string; credential?: string; node: string }> = {
-  command: 'doctor <node>',
-  describe: "a node's applied version and gap, the last deltas sent matched with its acks, its firewall and held resources",
-  builder: (y) => remoteOptions(y).positional('node', { type: 'string', demandOption: true }),
+type Args = GlobalArgs & { network: string; credential?: string; node?: string; local: boolean };
+
+export const doctorCommand: CommandModule<GlobalArgs, Args> = {
+  command: 'doctor [node]',
+  describe: "a node's applied version and gap, the last deltas sent matched with its acks, its firewall and held resources; --local reads this node's own store",
+  builder: (y) =>
+    remoteOptions(y)
+      .positional('node', { type: 'string' })
+      .option('local', { type: 'boolean', default: false, describe: "read this node's own state folder (--state DIR), no controller" })
+      .check((a) => {
+        if (a.local ? a.node !== undefined : a.node === undefined) throw new Error('name a node, or say --local --state DIR');
+        if (a.local && !a.state) throw new Error('--local needs --state DIR (the agent state folder)');
+        return true;
+      }),
   handler: async (a) => {
+    if (a.local) {
+      const { doctorLocal } = await import('../host/doctor-local.js');
+      return doctorLocal({ state: a.state!, json: a.json });
+    }
     const { doctor } = await import('../remote/ops.js');
-    await doctor(a);
+    await doctor({ ...a, node: a.node! });
   },
 };

@@ -6,7 +6,7 @@
 import type { FirewallDriver, HostReport } from '../contracts.js';
 import { MeshpError, isMeshpError, oneLine } from '../errors.js';
 import type { Host } from '../host.js';
-import { DeltaApplier } from '../delta/applier.js';
+import { DeltaApplier, type AppliedRecord } from '../delta/applier.js';
 import type { StateDelta } from '../delta/wire.js';
 import { Backoff } from './backoff.js';
 import { reconcileLifecycle } from './lifecycle.js';
@@ -14,6 +14,8 @@ import { PROTOCOL_REVISION, challengePayload, type AgentMessage, type ControlLin
 
 export const ENROLMENT_KEY = 'agent.enrolment';
 export const VIEW_KEY = 'agent.view';
+/** The last deltas applied, kept in the host store for `meshp doctor --local`. */
+export const RECENT_KEY = 'agent.recent';
 
 /** pino's call shape: fields first, then the message. */
 export interface AgentLog {
@@ -76,6 +78,7 @@ export class Agent {
     const store = await this.#host.state();
     const saved = await store.getValue<StateDelta>(VIEW_KEY);
     if (saved) this.applier.restore(saved);
+    this.applier.recent.push(...((await store.getValue<AppliedRecord[]>(RECENT_KEY)) ?? []));
     this.#enrolment = await store.getValue<EnrolResult>(ENROLMENT_KEY);
     if (!this.#enrolment) {
       if (!this.#o.token) throw new MeshpError('MESHP_USAGE', 'this node is not enrolled yet: give it a token');
@@ -185,7 +188,9 @@ export class Agent {
     }
     if (result.status !== 'applied') return;
     this.#backoff.reset();
-    await (await this.#host.state()).setValue(VIEW_KEY, this.applier.view.toSnapshot());
+    const store = await this.#host.state();
+    await store.setValue(VIEW_KEY, this.applier.view.toSnapshot());
+    await store.setValue(RECENT_KEY, this.applier.recent);
     this.#log.info(
       { fromVersion: delta.fromVersion, toVersion: delta.toVersion, snapshot: delta.fromVersion === 0, upserted: result.change.upserted.length, removed: result.change.removed.length, unscoped: result.change.unscoped.length, components: result.change.components },
       'applied',

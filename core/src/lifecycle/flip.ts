@@ -73,7 +73,14 @@ export async function flip(host: Host, input: unknown, previewId: string | undef
   let retired: RetiredRecord | null = null;
   if (preview.firewall.active) {
     progress(`retiring the found ${driver.kind} firewall (disabled, its configuration kept)`);
-    retired = { kind: driver.kind, at: new Date().toISOString(), state: await driver.retire() };
+    try {
+      retired = { kind: driver.kind, at: new Date().toISOString(), state: await driver.retire() };
+    } catch (e) {
+      // Not retired: the node stays adopted, so the derived filter goes again and nothing closes.
+      progress('retiring failed: unloading the derived filter again');
+      await driver.unloadDerived();
+      throw e;
+    }
   } else {
     retired = { kind: driver.kind, at: new Date().toISOString(), state: {} };
   }

@@ -107,6 +107,8 @@ export function buildPreview(input: PreviewInputs): ConvergePreview {
       ? `retire the found ${firewall.kind} firewall by disabling it; its configuration${firewall.configFile ? ` (${firewall.configFile})` : ''} stays on disk`
       : 'no found firewall to retire',
   ];
-  const id = sha256(canonicalJson({ node: decl.node, items, take, fw, openings: openings.map((o) => [o.id, o.from]) })).slice(0, 16);
+  // The id is what the machine offers, not which pid offers it: a restarted or forked server is the same door.
+  const doors = items.map((i) => ({ ...i, holder: i.holder.replace(/ \(pid \d+\)$/, '') }));
+  const id = sha256(canonicalJson({ node: decl.node, items: doors, take, fw, openings: openings.map((o) => [o.id, o.from]) })).slice(0, 16);
   return { id, node: decl.node, firewall: fw, items, take, steps };
 }

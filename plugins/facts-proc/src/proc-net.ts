@@ -64,7 +64,9 @@ async function owners(): Promise<Map<string, { pid: number; process: string }>> 
         const m = /^socket:\[(\d+)\]$/.exec(link);
         if (!m) continue;
         comm ??= (await fs.readFile(`/proc/${pid}/comm`, 'utf8').catch(() => '?')).trim();
-        if (!map.has(m[1]!)) map.set(m[1]!, { pid: Number(pid), process: comm });
+        // A socket shared by a parent and its forked children is named by the parent: the lowest pid.
+        const known = map.get(m[1]!);
+        if (!known || Number(pid) < known.pid) map.set(m[1]!, { pid: Number(pid), process: comm });
       }
     }),
   );

@@ -125,6 +125,11 @@ t.test('5a. the second machine enrols through the found firewall', async (t) => 
     return n && n.gap === 0 && n.appliedVersion > 0 ? n : null;
   });
   t.equal(m2.mode, 'adopted');
+  const doc = await b.meshp(b.m1, ['doctor', '--local', '--state', agentState, '--json']);
+  t.equal(doc.code, 0, doc.err);
+  const local = JSON.parse(doc.out);
+  t.ok(local.appliedVersion > 0 && local.recentDeltas.length > 0, "the control-node's own store keeps what it applied, for doctor");
+  t.equal(local.firewall, 'nftables');
 });
 
 let standIn: { stop(): void };
