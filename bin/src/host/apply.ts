@@ -41,5 +41,3 @@ export async function hostApply(args: HostApplyArgs): Promise<void> {
     await host.close();
   }
 }
-/** Kept for callers that ask themselves; new code uses confirmChange. */
-export { confirm } from '../output.js';

@@ -5,9 +5,8 @@
  */
 import type { ConvergePreview } from '@meshp/core';
 import type { AdminClient } from '@meshp/transport-grpc';
-import { confirm } from '../host/apply.js';
 import { renderPreview } from '../host/converge.js';
-import { Refusal, printJson } from '../output.js';
+import { Refusal, confirmChange, printJson } from '../output.js';
 import { withAdmin, type RemoteArgs } from './admin.js';
 import { modeShown, nodeJson, type WireLifecycle, type WireNodeStatus } from './render.js';
 
@@ -82,8 +81,7 @@ export async function nodeConverge(a: LifecycleArgs & { preview: boolean; yes: b
       if (a.preview && a.json) return printJson({ node: nodeJson(node), preview });
       out(a, `${header(node)}\n${renderPreview(preview)}`);
       if (a.preview) return out(a, `(preview: nothing changed; flip with meshp node converge ${a.node} --yes --preview-id ${preview.id})`);
-      if (!process.stdin.isTTY) throw new Refusal('MESHP_CONFIRM_NEEDED: not asked on a terminal; pass --yes (and --preview-id) to flip');
-      if (!(await confirm(`Converge ${a.node} to preview ${preview.id}? [y/N] `))) throw new Refusal('MESHP_CONFIRM_NEEDED: not converged');
+      await confirmChange(false, `Converge ${a.node} to preview ${preview.id}?`, 'pass --yes (and --preview-id) to flip');
       a.previewId ??= preview.id;
     }
     const r = await c.call('convergeNode', { network, node: a.node, previewId: a.previewId ?? '' });
