@@ -1,7 +1,7 @@
 import t from 'tap';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { PLUGIN_API_VERSION, RETIRED_KEY, type FirewallDriver, type Opening, type Plugin } from '@meshp/core';
+import { MeshpError, PLUGIN_API_VERSION, RETIRED_KEY, type FirewallDriver, type Opening, type Plugin } from '@meshp/core';
 import { SqliteHostStore } from '@meshp/state-sqlite';
 import { bed, declaration, stateOf } from '../helpers/host.js';
 
@@ -119,4 +119,42 @@ t.test('a marked opening no longer declared is removed on the next reconcile', a
   const again = { ...fw.plugin, name: 'recording-firewall' };
   await b.apply(declaration('adopted', []), { extra: [again] });
   t.same(fw.calls.map((c) => [c.op, c.openings?.length]), [['ensure', 1], ['ensure', 0]]);
+});
+
+t.test("a converged node's derived filter is loaded on every reconcile, even with nothing to open (a reboot loses it)", async (t) => {
+  const b = bed(t);
+  const s = new SqliteHostStore(b.stateDir);
+  await s.setValue(RETIRED_KEY, { kind: 'recording', state: {} });
+  await s.close();
+  const fw = recordingFirewall(false);
+  await b.apply(declaration('converged', []), { extra: [fw.plugin] });
+  t.same(fw.calls.map((c) => [c.op, c.openings?.length]), [['loadDerived', 0]]);
+});
+
+t.test('a firewall that refuses the openings is reported: the openings refused, the reason in the facts', async (t) => {
+  const b = bed(t);
+  const failing: Plugin = {
+    name: 'failing-firewall',
+    apiVersion: PLUGIN_API_VERSION,
+    apply(host) {
+      host.hooks.firewall.tapPromise('failing-firewall', async (probe) => {
+        probe.seen.push({
+          kind: 'failing', active: true, summary: 'test', by: 'failing-firewall',
+          driver: {
+            kind: 'failing',
+            async describe() { return { kind: 'failing', manager: 'test', active: true, tables: [], summary: [] }; },
+            async openings() { return []; },
+            async ensure() { throw new MeshpError('MESHP_FIREWALL_FAILED', 'nft: Could not process rule'); },
+            async loadDerived() {},
+            async unloadDerived() {},
+            async retire() { return {}; },
+            async reenable() {},
+          },
+        });
+      });
+    },
+  };
+  const r = await b.apply(declaration('adopted', [{ name: 'svc', taken: true, openings: [WEB_OPENING] }]), { extra: [failing] });
+  t.equal(stateOf(r, 'opening:svc/forwarded/tcp/8080'), 'refused');
+  t.match(r.report.facts.firewallError, /MESHP_FIREWALL_FAILED.*Could not process rule/);
 });

@@ -176,6 +176,8 @@ interface InternalContext {
   declared: Declared[];
   /** Ids of the openings carrying the mesh's mark that the firewall holds now. */
   present: Set<string>;
+  /** Why the firewall refused this reconcile's openings, if it did. */
+  firewallError?: string;
 }
 
 async function applyPlan(plan: Plan, ctx: InternalContext, now: () => Date, failures: ReconcileResult['failures']): Promise<void> {
@@ -246,18 +248,19 @@ async function applyPlan(plan: Plan, ctx: InternalContext, now: () => Date, fail
 
   // Openings: the whole wanted set, every reconcile; a firewall with nothing of ours is not touched.
   const driver = ctx.driver;
-  const wanted = plan.firewall.openings.length + plan.firewall.refusals.length;
-  if (driver && (wanted > 0 || ctx.present.size > 0)) {
-    try {
-      const retired = await store.getValue(RETIRED_KEY);
-      const { openings, refusals } = plan.firewall;
-      if (decl.mode === 'converged' && retired) {
-        await driver.loadDerived({ openings, refusals, privateRange: decl.settings.privateRange });
-      } else {
-        await driver.ensure(openings, refusals);
+  if (driver) {
+    const { openings, refusals } = plan.firewall;
+    const derived = decl.mode === 'converged' && (await store.getValue(RETIRED_KEY)) !== null;
+    // A converged node's derived filter is loaded every time (a reboot loses it); a found firewall
+    // holding nothing of the mesh, with nothing wanted, is not touched at all.
+    if (derived || openings.length + refusals.length > 0 || ctx.present.size > 0) {
+      try {
+        if (derived) await driver.loadDerived({ openings, refusals, privateRange: decl.settings.privateRange });
+        else await driver.ensure(openings, refusals);
+      } catch (e) {
+        ctx.firewallError = oneLine(e);
+        for (const a of plan.actions) if (a.kind === 'opening' && a.op !== 'refuse' && a.state !== 'pending') fail(a, e);
       }
-    } catch (e) {
-      for (const a of plan.actions) if (a.kind === 'opening' && a.op !== 'refuse' && a.state !== 'pending') fail(a, e);
     }
   }
 }
@@ -285,5 +288,6 @@ async function buildReport(plan: Plan, ctx: InternalContext, now: () => Date, fa
       firewall = { kind: ctx.driver.kind, active: false, summary: [oneLine(e)] };
     }
   }
-  return { node: plan.node, mode: plan.mode, at: now().toISOString(), firewall, resources, counts, facts: {} };
+  const facts = ctx.firewallError ? { firewallError: ctx.firewallError } : {};
+  return { node: plan.node, mode: plan.mode, at: now().toISOString(), firewall, resources, counts, facts };
 }
