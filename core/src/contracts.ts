@@ -4,7 +4,7 @@
  * Versioned: a plugin states the contract it was written against (`apiVersion`),
  * and the host refuses one it does not speak.
  */
-import type { ContainerSpec, Declaration, Mode, Opening, Protocol, ResourceKind, ResourceState } from './model.js';
+import type { ContainerSpec, Declaration, Mode, Opening, Protocol, ResourceKind, ResourceState, TrafficPath } from './model.js';
 import type { Host } from './host.js';
 
 export const PLUGIN_API_VERSION = 1 as const;
@@ -155,6 +155,35 @@ export interface FirewallDriver {
   reenable(state: RetiredState): Promise<void>;
   /** Optional: call back when the firewall was reloaded by someone else. */
   watch?(onChange: () => void): { close(): void };
+  /**
+   * Optional: where each door is reachable from through the live ruleset as it is now (one read
+   * of the ruleset per call), one answer per door in the order asked. An approximation each
+   * plugin's README bounds; a driver without it makes the preview say `unknown`.
+   */
+  reachability?(doors: Door[]): Promise<Reach[]>;
+}
+
+/** A port on a path as a firewall sees it: a listening socket is `incoming`, a published container port `forwarded`. */
+export interface Door {
+  port: number;
+  protocol: Protocol;
+  path: TrafficPath;
+  /** Forwarded: the port the packet carries after Docker's DNAT (the container's), when known. */
+  targetPort?: number;
+}
+
+/** `open`: from anywhere; `open-from`: only from `from`; `closed`: from nowhere. */
+export type ReachNow = 'open' | 'open-from' | 'closed';
+
+export interface Reach {
+  port: number;
+  protocol: Protocol;
+  path: TrafficPath;
+  now: ReachNow;
+  /** `open-from`: the source ranges the accepting rules name (canonical CIDRs). */
+  from?: string[];
+  /** Whether a rule of the found firewall (not one of the mesh's own) names this port on this path. */
+  mentioned: boolean;
 }
 
 // ---------------------------------------------------------------------------------------------

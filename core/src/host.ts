@@ -197,6 +197,10 @@ export const NO_FIREWALL: FirewallDriver = Object.freeze({
     return {};
   },
   async reenable() {},
+  async reachability(doors) {
+    // No firewall: every door is open from anywhere, and no rule mentions it.
+    return doors.map((d) => ({ port: d.port, protocol: d.protocol, path: d.path, now: 'open' as const, mentioned: false }));
+  },
 } satisfies FirewallDriver);
 
 function describeSightings(seen: FirewallSighting[]): string {

@@ -8,3 +8,5 @@ export * from './lifecycle/index.js';
 export * from './agent/index.js';
 export * from './catalogue/index.js';
 export { overlaps, contains, parseRange, type Range } from './net/cidr.js';
+export { reachThrough, allowedBy, matchOf, mentions, type ReachRule, type ReachChain, type PortMatch } from './net/reach.js';
+export { cidrSpan, toCidrs, spansToSet, type Span, type IpFamily, type AddressSet } from './net/spans.js';
