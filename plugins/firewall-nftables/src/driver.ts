@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { access, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { MeshpError, type DerivedFilter, type EnsureResult, type FirewallDescription, type FirewallDriver, type Opening, type RetiredState } from '@meshp/core';
+import { MeshpError, type DerivedFilter, type Door, type EnsureResult, type FirewallDescription, type FirewallDriver, type Opening, type Reach, type RetiredState } from '@meshp/core';
 import { canonical, parseCidr } from './cidr.js';
 import { DERIVED_TABLE, classifyTable, markedId, tablesOwnedBy, foundActive } from './classify.js';
 import { loadInScratch, recreateTables } from './config.js';
@@ -9,6 +9,7 @@ import { derivedBatch } from './derived.js';
 import { additionKeys, missingFromEcho, nativePlan } from './native.js';
 import { Nft, runTool } from './nft.js';
 import { planEnsure } from './plan.js';
+import { reachOfRuleset } from './reach.js';
 import type { Runner, Spawner } from './runner.js';
 import { tableKey, type NftTable, type Ruleset } from './schema.js';
 import { parseShape } from './shape.js';
@@ -164,6 +165,11 @@ export class NftablesDriver implements FirewallDriver {
     if (typeof state.serviceDisabled === 'string') {
       await runTool(this.o.runner, ['systemctl', 'enable', state.serviceDisabled], `systemctl enable ${state.serviceDisabled}`);
     }
+  }
+
+  /** Each door's reach through the live ruleset, listed once (see reach.ts for what is counted). */
+  async reachability(doors: Door[]): Promise<Reach[]> {
+    return reachOfRuleset(await this.nft.list(), doors);
   }
 
   watch(onChange: () => void): { close(): void } {

@@ -9,3 +9,4 @@ export { planEnsure, additionCommand, type Addition, type EnsurePlan } from './p
 export { shapesFor, buildRule, parseShape, type Shape } from './shape.js';
 export { nativeBatch, nativePlan, nativeRule, addedRuleKeys, additionKeys, missingFromEcho } from './native.js';
 export { resolveIncludes, type ResolvedConfig } from './include.js';
+export { reachOfRuleset, reachChains, reachRule } from './reach.js';

@@ -1,0 +1,176 @@
+/**
+ * Where each door is reachable from now: the live ruleset's base chains on the door's hook, read
+ * into core's reach rules and walked there. Only the tables that filter for this kind count — the
+ * found firewall's and the mesh's own; Docker's and iptables-nft's tables are Docker's NAT doing
+ * its job (a published port is forwarded by Docker unless one of those rules drops it), and the
+ * iptables kinds answer for the rest of them.
+ */
+import { cidrSpan, reachThrough, type Door, type IpFamily, type PortMatch, type Protocol, type Reach, type ReachChain, type ReachRule, type Span } from '@meshp/core';
+import { classifyTable, isMarked, type TableOwner } from './classify.js';
+import { chainKey, tableKey, type Expr, type NftChain, type NftRule, type Ruleset } from './schema.js';
+
+const COUNTED: readonly TableOwner[] = ['found', 'mesh', 'derived'];
+const FAMILIES: Record<string, readonly IpFamily[]> = { ip: [4], ip6: [6], inet: [4, 6] };
+/** Statements that change nothing about which packets a rule matches. */
+const INERT = new Set(['counter', 'log', 'mangle', 'notrack', 'set', 'continue']);
+
+type Match = { op?: unknown; left?: Record<string, Record<string, unknown>>; right?: unknown };
+
+/** A number, a range, or a set of them; null when it is anything else (a named set, a service name). */
+function ports(right: unknown): [number, number][] | null {
+  if (typeof right === 'number') return [[right, right]];
+  if (typeof right !== 'object' || right === null) return null;
+  const o = right as { range?: unknown[]; set?: unknown[] };
+  if (Array.isArray(o.range) && o.range.length === 2 && o.range.every((x) => typeof x === 'number')) return [[o.range[0] as number, o.range[1] as number]];
+  if (Array.isArray(o.set)) {
+    const parts = o.set.map(ports);
+    return parts.every((p) => p !== null) ? (parts as [number, number][][]).flat() : null;
+  }
+  return null;
+}
+
+function spans(right: unknown): Span[] | null {
+  try {
+    if (typeof right === 'string') return right.startsWith('@') ? null : [cidrSpan(right)];
+    if (typeof right !== 'object' || right === null) return null;
+    const o = right as { prefix?: { addr: string; len: number }; range?: [string, string]; set?: unknown[] };
+    if (o.prefix) return [cidrSpan(`${o.prefix.addr}/${o.prefix.len}`)];
+    if (Array.isArray(o.range)) {
+      const [a, b] = o.range.map((x) => cidrSpan(String(x)));
+      return a && b ? [{ family: a.family, first: a.first, last: b.last }] : null;
+    }
+    if (Array.isArray(o.set)) {
+      const parts = o.set.map(spans);
+      return parts.every((p) => p !== null) ? (parts as Span[][]).flat() : null;
+    }
+  } catch {
+    // not an address nft would print: unreadable
+  }
+  return null;
+}
+
+function words(right: unknown): string[] | null {
+  if (typeof right === 'string') return [right];
+  if (Array.isArray(right) && right.every((x) => typeof x === 'string')) return right as string[];
+  const set = (right as { set?: unknown } | null)?.set;
+  return Array.isArray(set) && set.every((x) => typeof x === 'string') ? (set as string[]) : null;
+}
+
+const protocolsOf = (names: string[]): Protocol[] => names.filter((n): n is Protocol => n === 'tcp' || n === 'udp');
+
+/** Reads one match into the rule; false when it cannot be read. */
+function readMatch(m: Match, r: ReachRule): boolean {
+  const negate = m.op === '!=';
+  if (m.op !== '==' && m.op !== 'in' && !negate) return false;
+  const { payload, meta, ct } = m.left ?? {};
+  if (payload && payload.field === 'dport' && typeof payload.protocol === 'string') {
+    const p = ports(m.right);
+    if (!p) return false;
+    if (payload.protocol !== 'th') r.protocols = protocolsOf([payload.protocol]);
+    r.dport = { ranges: p, negate } satisfies PortMatch;
+    return true;
+  }
+  if (payload && payload.field === 'saddr' && (payload.protocol === 'ip' || payload.protocol === 'ip6')) {
+    const s = spans(m.right);
+    if (!s) return false;
+    r.families = [payload.protocol === 'ip' ? 4 : 6];
+    r.sources = { spans: s, negate };
+    return true;
+  }
+  if (payload && ((payload.protocol === 'ip' && payload.field === 'protocol') || (payload.protocol === 'ip6' && payload.field === 'nexthdr'))) {
+    const w = words(m.right);
+    if (!w || negate) return false;
+    r.families = [payload.protocol === 'ip' ? 4 : 6];
+    r.protocols = protocolsOf(w);
+    return true;
+  }
+  if (meta?.key === 'l4proto') {
+    const w = words(m.right);
+    if (!w) return false;
+    r.protocols = negate ? (['tcp', 'udp'] as Protocol[]).filter((p) => !w.includes(p)) : protocolsOf(w);
+    return true;
+  }
+  if (meta?.key === 'nfproto') {
+    const w = words(m.right);
+    if (!w || negate) return false;
+    r.families = w.flatMap((x) => (x === 'ipv4' ? [4 as const] : x === 'ipv6' ? [6 as const] : []));
+    return true;
+  }
+  if (ct?.key === 'state') {
+    const w = words(m.right);
+    if (!w) return false;
+    // A new connection is in state new: a rule on other states only sees connections already under way.
+    if (w.includes('new') === negate) r.notNew = true;
+    return true;
+  }
+  if (ct?.key === 'status') {
+    const w = words(m.right);
+    if (!w || negate || !w.includes('dnat')) return false;
+    r.paths = ['forwarded'];
+    return true;
+  }
+  if (ct?.key === 'proto-dst' && ct.dir === 'original') {
+    const p = ports(m.right);
+    if (!p) return false;
+    r.origDport = { ranges: p, negate };
+    return true;
+  }
+  if (ct && ct.dir === 'original' && typeof ct.key === 'string' && /^(ip6? )?saddr$/.test(ct.key)) {
+    const s = spans(m.right);
+    if (!s) return false;
+    if (ct.key !== 'saddr') r.families = [ct.key === 'ip saddr' ? 4 : 6];
+    r.sources = { spans: s, negate };
+    return true;
+  }
+  return false;
+}
+
+/** One rule as core's reach rule; a match it cannot read makes it opaque (it matches nothing). */
+export function reachRule(rule: NftRule, found: boolean): ReachRule {
+  const r: ReachRule = { verdict: 'none', found };
+  for (const e of rule.expr as Expr[]) {
+    const kind = Object.keys(e)[0]!;
+    if (kind === 'match') {
+      if (!readMatch(e.match as Match, r)) r.opaque = true;
+    } else if (kind === 'accept') r.verdict = 'accept';
+    else if (kind === 'drop' || kind === 'reject') r.verdict = 'drop';
+    else if (kind === 'return') r.verdict = 'return';
+    else if (kind === 'jump' || kind === 'goto') {
+      r.verdict = kind;
+      const target = (e[kind] as { target?: unknown } | null)?.target;
+      if (typeof target === 'string') r.target = target;
+    } else if (!INERT.has(kind)) {
+      r.opaque = true;
+    }
+  }
+  return r;
+}
+
+/** The base chains on `hook` of the tables that count, read once per ruleset. */
+export function reachChains(rs: Ruleset, hook: 'input' | 'forward'): ReachChain[] {
+  const counted = new Map(rs.tables.filter((t) => COUNTED.includes(classifyTable(t, rs))).map((t) => [tableKey(t), classifyTable(t, rs)]));
+  const byChain = new Map<string, NftRule[]>();
+  for (const r of rs.rules) {
+    if (!counted.has(tableKey(r))) continue;
+    const k = chainKey(r);
+    if (!byChain.has(k)) byChain.set(k, []);
+    byChain.get(k)!.push(r);
+  }
+  const read = (c: NftChain) => (byChain.get(chainKey(c)) ?? []).map((r) => reachRule(r, counted.get(tableKey(r)) === 'found' && !isMarked(r)));
+  const regular = new Map<string, Map<string, readonly ReachRule[]>>();
+  for (const c of rs.chains) {
+    if (!counted.has(tableKey(c)) || c.hook) continue;
+    const t = tableKey(c);
+    if (!regular.has(t)) regular.set(t, new Map());
+    regular.get(t)!.set(c.name, read(c));
+  }
+  return rs.chains
+    .filter((c) => counted.has(tableKey(c)) && c.hook === hook && (c.type ?? 'filter') === 'filter' && FAMILIES[c.family])
+    .map((c) => ({ policy: c.policy ?? 'accept', families: FAMILIES[c.family]!, rules: read(c), regular: regular.get(tableKey(c)) ?? new Map() }));
+}
+
+/** Each door's reach through the ruleset, in the order asked. */
+export function reachOfRuleset(rs: Ruleset, doors: readonly Door[]): Reach[] {
+  const chains = { incoming: reachChains(rs, 'input'), forwarded: reachChains(rs, 'forward') };
+  return doors.map((d) => reachThrough(chains[d.path], d));
+}
