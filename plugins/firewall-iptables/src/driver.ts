@@ -3,10 +3,12 @@ import { access } from 'node:fs/promises';
 import {
   MeshpError,
   type DerivedFilter,
+  type Door,
   type EnsureResult,
   type FirewallDescription,
   type FirewallDriver,
   type Opening,
+  type Reach,
   type RetiredState,
 } from '@meshp/core';
 import type { Family } from './cidr.js';
@@ -15,6 +17,7 @@ import { loadDerived, unloadDerived } from './derived.js';
 import { inspectBackend } from './inspect.js';
 import { toOpenings, type MarkedSpec } from './marks.js';
 import { desiredSpecs, planEnsure, presentMarked, transaction, type EnsureEdit } from './plan.js';
+import { reachOfFilters } from './reach.js';
 import { reenable, retire } from './retire.js';
 import type { CommandRunner } from './runner.js';
 import { findTable, type SavedTable } from './save-format.js';
@@ -128,6 +131,11 @@ export class IptablesDriver implements FirewallDriver {
 
   async reenable(state: RetiredState): Promise<void> {
     await this.#writing(() => reenable(this, state));
+  }
+
+  /** Each door's reach through the live filter tables (one read of each family; see reach.ts for what is counted). */
+  async reachability(doors: Door[]): Promise<Reach[]> {
+    return reachOfFilters(await this.filters(), doors);
   }
 
   /**
