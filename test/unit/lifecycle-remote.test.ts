@@ -79,6 +79,29 @@ t.test('the id the controller computes is the id the agent computes from the dec
   t.equal(onAgent.id, preview.id);
 });
 
+t.test('the preview from a report says where each door is reachable now; a report without reach says unknown', async (t) => {
+  const reach = [
+    { port: 8080, protocol: 'tcp', path: 'incoming', now: 'open', from: [], mentioned: true },
+    { port: 9000, protocol: 'tcp', path: 'incoming', now: 'open-from', from: ['10.70.1.0/24'], mentioned: false },
+    { port: 9001, protocol: 'tcp', path: 'incoming', now: 'sideways', from: [], mentioned: false },
+  ];
+  const listening = [...report().listening!, { protocol: 'tcp', address: '0.0.0.0', port: 9001, process: 'x', pid: 13 }];
+  const p = previewOf(setup(), NET, 'n1', report({ reach, listening }));
+  const by = Object.fromEntries(p.items.map((i) => [i.port, i]));
+  t.match(by[8080], { now: 'open', mentioned: true });
+  t.notOk('nowFrom' in by[8080]!);
+  t.match(by[9000], { now: 'open-from', nowFrom: ['10.70.1.0/24'], mentioned: false });
+  t.match(by[9001], { now: 'unknown' }, 'an answer this end does not know is not guessed');
+  t.match(by[7000], { now: 'local' });
+  const old = previewOf(setup(), NET, 'n1', report());
+  t.match(Object.fromEntries(old.items.map((i) => [i.port, i]))[8080], { now: 'unknown' });
+  const local = buildPreview({
+    declaration: validateDeclaration(declarationFromWire(setup().declarationOf(NET, 'n1'))), ...factsOfReport(report({ listening })),
+    reach: [{ port: 8080, protocol: 'tcp', path: 'incoming', now: 'open', mentioned: true }, { port: 9000, protocol: 'tcp', path: 'incoming', now: 'open-from', from: ['10.70.1.0/24'], mentioned: false }],
+  });
+  t.equal(p.id, local.id, 'the same id the agent computes from what its driver answered');
+});
+
 t.test('after the flip every declaration carries mode converged and the preview id; adopting clears both', async (t) => {
   const c = setup();
   const agent = new DeltaApplier();

@@ -1,4 +1,4 @@
-import { flip, previewConverge, returnToAdopted, type ConvergePreview } from '@meshp/core';
+import { flip, previewConverge, returnToAdopted, type ConvergePreview, type PreviewItem } from '@meshp/core';
 import { confirmChange, printJson, refuse, table } from '../output.js';
 import { assembleHost } from './assembly.js';
 import { readDeclaration } from './declaration.js';
@@ -18,14 +18,30 @@ export interface LocalLifecycleArgs {
 
 const AFTER = { open: 'stays open', closes: 'WILL CLOSE', local: 'local only' } as const;
 
+/** Where the door is reachable from now, as an operator reads it. */
+export function nowShown(i: PreviewItem): string {
+  switch (i.now) {
+    case 'open':
+      return i.mentioned ? 'open' : 'open (no rule mentions it)';
+    case 'open-from':
+      return `from ${(i.nowFrom ?? []).join(', ')}`;
+    case 'closed':
+      return 'closed';
+    case 'local':
+      return 'local only';
+    default:
+      return 'unknown';
+  }
+}
+
 export function renderPreview(p: ConvergePreview): string {
   const rows = p.items.map((i) => [
-    `${i.port}/${i.protocol}`, i.source, i.address, i.holder, i.declaredBy ?? '-',
+    `${i.port}/${i.protocol}`, i.source, i.address, i.holder, i.declaredBy ?? '-', nowShown(i),
     i.after === 'open' && i.from?.length ? `stays open from ${i.from.join(', ')}` : AFTER[i.after],
   ]);
   return [
     `converge preview ${p.id} for node ${p.node}: found firewall ${p.firewall.kind}${p.firewall.active ? ' (active)' : ''}`,
-    table(['PORT', 'SOURCE', 'ADDRESS', 'HELD BY', 'DECLARED BY', 'AFTER THE FLIP'], rows),
+    table(['PORT', 'SOURCE', 'ADDRESS', 'HELD BY', 'DECLARED BY', 'NOW', 'AFTER THE FLIP'], rows),
     'the flip will:',
     ...p.steps.map((s, i) => `  ${i + 1}. ${s}`),
   ].join('\n');

@@ -3,7 +3,7 @@
  * and records the flip (or the return); the agent does it on the machine and reports each step,
  * which this prints as it arrives, until the node says converged, adopted, or refused.
  */
-import type { ConvergePreview } from '@meshp/core';
+import type { ConvergePreview, PreviewItem } from '@meshp/core';
 import type { AdminClient } from '@meshp/transport-grpc';
 import { renderPreview } from '../host/converge.js';
 import { Refusal, confirmChange, printJson } from '../output.js';
@@ -20,9 +20,18 @@ interface WirePreview {
   id: string;
   node: string;
   firewall?: { kind: string; active: boolean; tables: string[]; configFile: string };
-  items: { source: string; protocol: string; port: number; address: string; holder: string; declaredBy: string; after: string; from: string[] }[];
+  items: { source: string; protocol: string; port: number; address: string; holder: string; declaredBy: string; after: string; from: string[]; now?: string; nowFrom?: string[]; mentioned?: boolean }[];
   take: string[];
   steps: string[];
+}
+
+const KNOWN_NOW = new Set(['open', 'open-from', 'closed']);
+
+/** A controller that does not say where a door is reachable now (an older one) gives `unknown`. */
+function nowFromWire(i: WirePreview['items'][number]): Pick<PreviewItem, 'now' | 'nowFrom' | 'mentioned'> {
+  if (i.now === 'local') return { now: 'local' };
+  if (!i.now || !KNOWN_NOW.has(i.now)) return { now: 'unknown' };
+  return { now: i.now as PreviewItem['now'], ...(i.now === 'open-from' ? { nowFrom: [...(i.nowFrom ?? [])] } : {}), mentioned: i.mentioned ?? false };
 }
 
 export function previewFromWire(p: WirePreview): ConvergePreview {
@@ -33,6 +42,7 @@ export function previewFromWire(p: WirePreview): ConvergePreview {
     items: p.items.map((i) => ({
       source: i.source as 'socket' | 'published', protocol: i.protocol as 'tcp' | 'udp', port: i.port, address: i.address, holder: i.holder,
       declaredBy: i.declaredBy || null, after: i.after as 'open' | 'closes' | 'local', ...(i.from.length ? { from: [...i.from] } : {}),
+      ...nowFromWire(i),
     })),
   };
 }

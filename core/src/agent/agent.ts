@@ -3,7 +3,9 @@
  * the host's plugins. hello → deltas → apply the view → reconcile the declaration → ack → report.
  * It reconciles on every delta, on a timer, and when the firewall driver sees a reload.
  */
-import type { FirewallDriver, HostReport } from '../contracts.js';
+import type { FirewallDriver, HostReport, Listener, PublishedPort } from '../contracts.js';
+import { reachOf } from '../lifecycle/flip.js';
+import { previewDoors } from '../lifecycle/preview.js';
 import { MeshpError, isMeshpError, oneLine } from '../errors.js';
 import type { Host } from '../host.js';
 import { DeltaApplier, type AppliedRecord } from '../delta/applier.js';
@@ -215,15 +217,23 @@ export class Agent {
   /** What the machine offers now, through the facts and runtime plugins; what cannot be read is left out. */
   async #facts(): Promise<Facts> {
     const out: Facts = { applied: this.applier.recent.map((r) => ({ fromVersion: r.fromVersion, toVersion: r.toVersion, stateHash: r.stateHash })) };
+    let listening: Listener[] | null = null;
+    let published: PublishedPort[] = [];
     try {
       const facts = await this.#host.facts();
-      if (facts) out.listening = (await facts.listening()).map((l) => ({ protocol: l.protocol, address: l.address, port: l.port, process: l.process ?? '', ...(l.pid ? { pid: l.pid } : {}) }));
+      if (facts) {
+        listening = await facts.listening();
+        out.listening = listening.map((l) => ({ protocol: l.protocol, address: l.address, port: l.port, process: l.process ?? '', ...(l.pid ? { pid: l.pid } : {}) }));
+      }
     } catch (e) {
       this.#log.warn({ err: oneLine(e) }, 'listening sockets not readable');
     }
     try {
       const runtime = await this.#host.runtime();
-      if (runtime) out.published = (await runtime.publishedPorts()).map((p) => ({ container: p.container, hostPort: p.hostPort, containerPort: p.containerPort, protocol: p.protocol, hostIp: p.hostIp }));
+      if (runtime) {
+        published = await runtime.publishedPorts();
+        out.published = published.map((p) => ({ container: p.container, hostPort: p.hostPort, containerPort: p.containerPort, protocol: p.protocol, hostIp: p.hostIp }));
+      }
     } catch {
       // no engine answering: nothing published that the mesh can see
     }
@@ -232,6 +242,9 @@ export class Agent {
       if (driver) {
         const d = await driver.describe();
         Object.assign(out, { firewallKind: d.kind, firewallActive: d.active, firewallTables: [...d.tables], ...(d.configFile ? { firewallConfigFile: d.configFile } : {}) });
+        // The same doors and the same answer the preview on this machine computes, so the controller's preview has the same id.
+        const reach = listening ? await reachOf(driver, previewDoors(listening, published)) : null;
+        if (reach) out.reach = reach.map((r) => ({ port: r.port, protocol: r.protocol, path: r.path, now: r.now, from: [...(r.from ?? [])], mentioned: r.mentioned }));
       }
     } catch (e) {
       this.#log.warn({ err: oneLine(e) }, 'firewall not describable');
@@ -272,7 +285,7 @@ export class Agent {
   }
 }
 
-type Facts = Pick<ReportMessage, 'applied' | 'listening' | 'published' | 'firewallTables' | 'firewallConfigFile'> & Partial<Pick<ReportMessage, 'firewallKind' | 'firewallActive'>>;
+type Facts = Pick<ReportMessage, 'applied' | 'listening' | 'published' | 'firewallTables' | 'firewallConfigFile' | 'reach'> & Partial<Pick<ReportMessage, 'firewallKind' | 'firewallActive'>>;
 
 const modeOfWire = (wireMode: number): ReportMessage['mode'] => (wireMode === 1 ? 'adopted' : 'converged');
 

@@ -67,6 +67,8 @@ export interface ReportMessage {
   firewallConfigFile?: string;
   /** Where the node is in its lifecycle: a flip or a return running, done, or refused. */
   lifecycle?: LifecycleReport;
+  /** Where each door (listening socket, published port) is reachable from now, as the firewall driver answered. Absent: not known. */
+  reach?: { port: number; protocol: string; path: string; now: string; from: string[]; mentioned: boolean }[];
 }
 
 export type LifecycleState = 'adopted' | 'flipping' | 'converged' | 'refused' | 'returning';

@@ -4,14 +4,14 @@
  * order, so at no step is the machine less protected than before. Returning to adopted
  * re-enables the retired firewall first, then unloads the derived filter.
  */
-import type { FirewallDriver, RetiredState } from '../contracts.js';
+import type { Door, FirewallDriver, Reach, RetiredState } from '../contracts.js';
 import { MeshpError } from '../errors.js';
 import type { Host } from '../host.js';
 import type { Declaration } from '../model.js';
 import { Reconciler, RETIRED_KEY, type ReconcileResult } from '../reconcile/reconciler.js';
 import { planOpenings } from '../reconcile/openings.js';
 import { validateDeclaration } from '../reconcile/validate.js';
-import { buildPreview, type ConvergePreview } from './preview.js';
+import { buildPreview, previewDoors, type ConvergePreview } from './preview.js';
 
 export const MODE_KEY = 'node.mode';
 
@@ -41,7 +41,14 @@ export async function previewConverge(host: Host, input: unknown): Promise<Conve
     runtime ? runtime.publishedPorts().catch(() => []) : Promise.resolve([]),
     driver.describe(),
   ]);
-  return buildPreview({ declaration: decl, listening, published, firewall });
+  const reach = await reachOf(driver, previewDoors(listening, published));
+  return buildPreview({ declaration: decl, listening, published, firewall, ...(reach ? { reach } : {}) });
+}
+
+/** The driver's answer for each door; null when it cannot say (the preview then says `unknown`). */
+export async function reachOf(driver: FirewallDriver | null, doors: Door[]): Promise<Reach[] | null> {
+  if (!driver?.reachability) return null;
+  return driver.reachability(doors);
 }
 
 export interface FlipResult {

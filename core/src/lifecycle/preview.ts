@@ -4,12 +4,14 @@
  * that it will close. Its id is a hash of what it saw: the flip applies exactly that preview, and is
  * refused when the machine changed since.
  */
-import type { FirewallDescription, Listener, PublishedPort } from '../contracts.js';
+import type { Door, FirewallDescription, Listener, PublishedPort, Reach } from '../contracts.js';
 import type { Declaration, Opening, Protocol } from '../model.js';
 import { toOpening } from '../model.js';
 import { canonicalJson, sha256 } from '../reconcile/handlers.js';
 
 export type AfterFlip = 'open' | 'closes' | 'local';
+/** Where the door is reachable from now, through the live firewall and Docker's NAT. */
+export type NowReach = 'open' | 'open-from' | 'closed' | 'local' | 'unknown';
 
 export interface PreviewItem {
   source: 'socket' | 'published';
@@ -23,6 +25,11 @@ export interface PreviewItem {
   after: AfterFlip;
   /** Where it stays reachable from after the flip (empty: anywhere). */
   from?: string[];
+  now: NowReach;
+  /** `open-from`: the source ranges the found rules accept it from. */
+  nowFrom?: string[];
+  /** Known reach only: whether a rule of the found firewall names the port. */
+  mentioned?: boolean;
 }
 
 export interface ConvergePreview {
@@ -40,6 +47,8 @@ export interface PreviewInputs {
   listening: Listener[];
   published: PublishedPort[];
   firewall: FirewallDescription;
+  /** The firewall's answer for each door (`previewDoors`); a door without one is `unknown`. */
+  reach?: Reach[];
 }
 
 function isLoopback(address: string): boolean {
@@ -59,6 +68,32 @@ function publisherOf(decl: Declaration, port: number, protocol: Protocol): strin
   return null;
 }
 
+const doorKey = (path: Door['path'], protocol: Protocol, port: number) => `${path}/${protocol}/${port}`;
+
+/**
+ * The doors a preview asks the firewall about: each published port (forwarded, with the
+ * container's port) and each listening socket not bound to loopback (incoming), once each.
+ */
+export function previewDoors(listening: readonly Listener[], published: readonly PublishedPort[]): Door[] {
+  const out = new Map<string, Door>();
+  for (const p of published) {
+    const key = doorKey('forwarded', p.protocol, p.hostPort);
+    if (!isLoopback(p.hostIp) && !out.has(key)) out.set(key, { port: p.hostPort, protocol: p.protocol, path: 'forwarded', targetPort: p.containerPort });
+  }
+  for (const l of listening) {
+    const key = doorKey('incoming', l.protocol, l.port);
+    if (!isLoopback(l.address) && !out.has(key)) out.set(key, { port: l.port, protocol: l.protocol, path: 'incoming' });
+  }
+  return [...out.values()];
+}
+
+function nowOf(reach: ReadonlyMap<string, Reach>, path: Door['path'], protocol: Protocol, port: number, local: boolean): Pick<PreviewItem, 'now' | 'nowFrom' | 'mentioned'> {
+  if (local) return { now: 'local' };
+  const r = reach.get(doorKey(path, protocol, port));
+  if (!r) return { now: 'unknown' };
+  return { now: r.now, ...(r.now === 'open-from' ? { nowFrom: [...(r.from ?? [])] } : {}), mentioned: r.mentioned };
+}
+
 export function buildPreview(input: PreviewInputs): ConvergePreview {
   const { declaration: decl, firewall } = input;
   const openings = openingsOf(decl);
@@ -66,6 +101,7 @@ export function buildPreview(input: PreviewInputs): ConvergePreview {
     openings.find((o) => o.port === port && o.protocol === protocol && o.path === path);
   const items: PreviewItem[] = [];
   const publishedKeys = new Set<string>();
+  const reach = new Map((input.reach ?? []).map((r) => [doorKey(r.path, r.protocol, r.port), r]));
 
   for (const p of input.published) {
     const key = `${p.protocol}/${p.hostPort}`;
@@ -78,6 +114,7 @@ export function buildPreview(input: PreviewInputs): ConvergePreview {
       declaredBy: o?.module ?? publisherOf(decl, p.hostPort, p.protocol),
       after: local ? 'local' : o ? 'open' : 'closes',
       ...(o ? { from: o.from } : {}),
+      ...nowOf(reach, 'forwarded', p.protocol, p.hostPort, local),
     });
   }
   const socketKeys = new Set<string>();
@@ -94,6 +131,7 @@ export function buildPreview(input: PreviewInputs): ConvergePreview {
       declaredBy: o?.module ?? null,
       after: local ? 'local' : o ? 'open' : 'closes',
       ...(o ? { from: o.from } : {}),
+      ...nowOf(reach, 'incoming', l.protocol, l.port, local),
     });
   }
   items.sort((a, b) => a.port - b.port || a.protocol.localeCompare(b.protocol) || a.source.localeCompare(b.source) || a.address.localeCompare(b.address));
@@ -108,6 +146,7 @@ export function buildPreview(input: PreviewInputs): ConvergePreview {
       : 'no found firewall to retire',
   ];
   // The id is what the machine offers, not which pid offers it: a restarted or forked server is the same door.
+  // Where each door is reachable from now is in the items: a changed firewall is a changed machine.
   const doors = items.map((i) => ({ ...i, holder: i.holder.replace(/ \(pid \d+\)$/, '') }));
   const id = sha256(canonicalJson({ node: decl.node, items: doors, take, fw, openings: openings.map((o) => [o.id, o.from]) })).slice(0, 16);
   return { id, node: decl.node, firewall: fw, items, take, steps };

@@ -5,14 +5,29 @@
  * for the preview the operator saw; the agent re-checks that id against the machine before it
  * changes anything.
  */
-import { MeshpError, buildPreview, declarationFromWire, validateDeclaration, type ConvergePreview, type Listener, type Protocol, type PublishedPort, type ReportMessage } from '@meshp/core';
+import { MeshpError, buildPreview, declarationFromWire, validateDeclaration, type ConvergePreview, type Listener, type Protocol, type PublishedPort, type Reach, type ReportMessage } from '@meshp/core';
 import type { Controller } from './controller.js';
 
 const protocolOf = (p: string): Protocol => (p === 'udp' ? 'udp' : 'tcp');
 
-/** What the node reported, as the facts a preview is built from. */
-export function factsOfReport(r: ReportMessage): { listening: Listener[]; published: PublishedPort[]; firewall: { kind: string; manager: string; active: boolean; tables: string[]; configFile?: string; summary: string[] } } {
+const NOW = new Set<string>(['open', 'open-from', 'closed']);
+
+/** The reach the node reported; an answer this end does not know is left out (its door then reads `unknown`). */
+function reachOfReport(r: ReportMessage): Reach[] | undefined {
+  if (!r.reach) return undefined;
+  return r.reach
+    .filter((x) => NOW.has(x.now) && (x.path === 'incoming' || x.path === 'forwarded'))
+    .map((x) => ({
+      port: x.port, protocol: protocolOf(x.protocol), path: x.path as Reach['path'], now: x.now as Reach['now'],
+      ...(x.now === 'open-from' ? { from: [...x.from] } : {}), mentioned: x.mentioned,
+    }));
+}
+
+/** What the node reported, as the facts a preview is built from. Reports of agents that do not say reach give `unknown`. */
+export function factsOfReport(r: ReportMessage): { listening: Listener[]; published: PublishedPort[]; reach?: Reach[]; firewall: { kind: string; manager: string; active: boolean; tables: string[]; configFile?: string; summary: string[] } } {
+  const reach = reachOfReport(r);
   return {
+    ...(reach ? { reach } : {}),
     listening: (r.listening ?? []).map((l) => ({
       protocol: protocolOf(l.protocol), address: l.address, port: l.port, family: l.address.includes(':') ? 6 : 4,
       ...(l.process ? { process: l.process } : {}), ...(l.pid ? { pid: l.pid } : {}),

@@ -27,6 +27,7 @@ function reportToWire(r: ReportMessage): Report {
     firewallTables: r.firewallTables ?? [],
     firewallConfigFile: r.firewallConfigFile ?? '',
     ...(r.lifecycle ? { lifecycle: lifecycleToWire(r.lifecycle) } : {}),
+    reach: (r.reach ?? []).map((x) => ({ ...x, from: [...x.from] })),
   };
 }
 
@@ -56,6 +57,8 @@ function reportFromWire(r: Report): ReportMessage {
     firewallTables: r.firewallTables,
     ...(r.firewallConfigFile ? { firewallConfigFile: r.firewallConfigFile } : {}),
     ...(lifecycleFromWire(r.lifecycle) ? { lifecycle: lifecycleFromWire(r.lifecycle)! } : {}),
+    // An older agent sends none: the controller's preview then says unknown.
+    ...(r.reach.length ? { reach: r.reach.map((x) => ({ ...x, from: [...x.from] })) } : {}),
   };
 }
 

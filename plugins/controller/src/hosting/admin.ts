@@ -30,7 +30,7 @@ function nodeToWire(n: NodeStatus, last: ReportMessage | null): Req {
 function previewToWire(p: ConvergePreview): Req {
   return {
     id: p.id, node: p.node, firewall: { ...p.firewall }, take: [...p.take], steps: [...p.steps],
-    items: p.items.map((i) => ({ ...i, declaredBy: i.declaredBy ?? '', from: [...(i.from ?? [])] })),
+    items: p.items.map((i) => ({ ...i, declaredBy: i.declaredBy ?? '', from: [...(i.from ?? [])], nowFrom: [...(i.nowFrom ?? [])], mentioned: i.mentioned ?? false })),
   };
 }
 

@@ -333,7 +333,29 @@ export interface Report {
   firewallTables: string[];
   firewallConfigFile: string;
   /** Where the node is in its lifecycle: a flip or a return running, done, or refused. */
-  lifecycle?: Lifecycle | undefined;
+  lifecycle?:
+    | Lifecycle
+    | undefined;
+  /**
+   * Where each door (listening socket, published port) is reachable from now, through the
+   * live firewall and Docker's NAT. Empty: not known (an older agent, or a driver that cannot say).
+   */
+  reach: DoorReach[];
+}
+
+/** One door as the firewall driver answered for it. */
+export interface DoorReach {
+  port: number;
+  /** tcp | udp */
+  protocol: string;
+  /** incoming | forwarded */
+  path: string;
+  /** open | open-from | closed */
+  now: string;
+  /** open-from: the source ranges the accepting rules name. */
+  from: string[];
+  /** A rule of the found firewall names this port on this path. */
+  mentioned: boolean;
 }
 
 /** The node's lifecycle as the agent saw it last. */
@@ -757,6 +779,15 @@ export interface PreviewItem {
   /** open | closes | local */
   after: string;
   from: string[];
+  /**
+   * Reachable now through the found firewall and Docker's NAT: open | open-from | closed | local | unknown
+   * (empty from an older controller: unknown).
+   */
+  now: string;
+  /** open-from: the source ranges. */
+  nowFrom: string[];
+  /** now is open, open-from or closed: whether a found rule names the port. */
+  mentioned: boolean;
 }
 
 function createBaseEnrolRequest(): EnrolRequest {
@@ -1766,6 +1797,7 @@ function createBaseReport(): Report {
     firewallTables: [],
     firewallConfigFile: "",
     lifecycle: undefined,
+    reach: [],
   };
 }
 
@@ -1806,6 +1838,9 @@ export const Report: MessageFns<Report> = {
     }
     if (message.lifecycle !== undefined) {
       Lifecycle.encode(message.lifecycle, writer.uint32(98).fork()).join();
+    }
+    for (const v of message.reach) {
+      DoorReach.encode(v!, writer.uint32(106).fork()).join();
     }
     return writer;
   },
@@ -1919,6 +1954,14 @@ export const Report: MessageFns<Report> = {
             message.lifecycle = Lifecycle.decode(reader, reader.uint32());
             continue;
           }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.reach.push(DoorReach.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1973,6 +2016,9 @@ export const Report: MessageFns<Report> = {
         ? globalThis.String(object.firewall_config_file)
         : "",
       lifecycle: isSet(object.lifecycle) ? Lifecycle.fromJSON(object.lifecycle) : undefined,
+      reach: globalThis.Array.isArray(object?.reach)
+        ? object.reach.map((e: any) => DoorReach.fromJSON(e))
+        : [],
     };
   },
 
@@ -2014,6 +2060,9 @@ export const Report: MessageFns<Report> = {
     if (message.lifecycle !== undefined) {
       obj.lifecycle = Lifecycle.toJSON(message.lifecycle);
     }
+    if (message.reach?.length) {
+      obj.reach = message.reach.map((e) => DoorReach.toJSON(e));
+    }
     return obj;
   },
 
@@ -2036,6 +2085,156 @@ export const Report: MessageFns<Report> = {
     message.lifecycle = (object.lifecycle !== undefined && object.lifecycle !== null)
       ? Lifecycle.fromPartial(object.lifecycle)
       : undefined;
+    message.reach = object.reach?.map((e) => DoorReach.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseDoorReach(): DoorReach {
+  return { port: 0, protocol: "", path: "", now: "", from: [], mentioned: false };
+}
+
+export const DoorReach: MessageFns<DoorReach> = {
+  encode(message: DoorReach, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.port !== 0) {
+      writer.uint32(8).uint32(message.port);
+    }
+    if (message.protocol !== "") {
+      writer.uint32(18).string(message.protocol);
+    }
+    if (message.path !== "") {
+      writer.uint32(26).string(message.path);
+    }
+    if (message.now !== "") {
+      writer.uint32(34).string(message.now);
+    }
+    for (const v of message.from) {
+      writer.uint32(42).string(v!);
+    }
+    if (message.mentioned !== false) {
+      writer.uint32(48).bool(message.mentioned);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DoorReach {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDoorReach();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.port = reader.uint32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.protocol = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.path = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.now = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.from.push(reader.string());
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.mentioned = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DoorReach {
+    return {
+      port: isSet(object.port) ? globalThis.Number(object.port) : 0,
+      protocol: isSet(object.protocol) ? globalThis.String(object.protocol) : "",
+      path: isSet(object.path) ? globalThis.String(object.path) : "",
+      now: isSet(object.now) ? globalThis.String(object.now) : "",
+      from: globalThis.Array.isArray(object?.from) ? object.from.map((e: any) => globalThis.String(e)) : [],
+      mentioned: isSet(object.mentioned) ? globalThis.Boolean(object.mentioned) : false,
+    };
+  },
+
+  toJSON(message: DoorReach): unknown {
+    const obj: any = {};
+    if (message.port !== 0) {
+      obj.port = Math.round(message.port);
+    }
+    if (message.protocol !== "") {
+      obj.protocol = message.protocol;
+    }
+    if (message.path !== "") {
+      obj.path = message.path;
+    }
+    if (message.now !== "") {
+      obj.now = message.now;
+    }
+    if (message.from?.length) {
+      obj.from = message.from;
+    }
+    if (message.mentioned !== false) {
+      obj.mentioned = message.mentioned;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DoorReach>, I>>(base?: I): DoorReach {
+    return DoorReach.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DoorReach>, I>>(object: I): DoorReach {
+    const message = createBaseDoorReach();
+    message.port = object.port ?? 0;
+    message.protocol = object.protocol ?? "";
+    message.path = object.path ?? "";
+    message.now = object.now ?? "";
+    message.from = object.from?.map((e) => e) || [];
+    message.mentioned = object.mentioned ?? false;
     return message;
   },
 };
@@ -8693,7 +8892,19 @@ export const ConvergePreview: MessageFns<ConvergePreview> = {
 };
 
 function createBasePreviewItem(): PreviewItem {
-  return { source: "", protocol: "", port: 0, address: "", holder: "", declaredBy: "", after: "", from: [] };
+  return {
+    source: "",
+    protocol: "",
+    port: 0,
+    address: "",
+    holder: "",
+    declaredBy: "",
+    after: "",
+    from: [],
+    now: "",
+    nowFrom: [],
+    mentioned: false,
+  };
 }
 
 export const PreviewItem: MessageFns<PreviewItem> = {
@@ -8721,6 +8932,15 @@ export const PreviewItem: MessageFns<PreviewItem> = {
     }
     for (const v of message.from) {
       writer.uint32(66).string(v!);
+    }
+    if (message.now !== "") {
+      writer.uint32(74).string(message.now);
+    }
+    for (const v of message.nowFrom) {
+      writer.uint32(82).string(v!);
+    }
+    if (message.mentioned !== false) {
+      writer.uint32(88).bool(message.mentioned);
     }
     return writer;
   },
@@ -8802,6 +9022,30 @@ export const PreviewItem: MessageFns<PreviewItem> = {
             message.from.push(reader.string());
             continue;
           }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.now = reader.string();
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.nowFrom.push(reader.string());
+            continue;
+          }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.mentioned = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -8828,6 +9072,13 @@ export const PreviewItem: MessageFns<PreviewItem> = {
         : "",
       after: isSet(object.after) ? globalThis.String(object.after) : "",
       from: globalThis.Array.isArray(object?.from) ? object.from.map((e: any) => globalThis.String(e)) : [],
+      now: isSet(object.now) ? globalThis.String(object.now) : "",
+      nowFrom: globalThis.Array.isArray(object?.nowFrom)
+        ? object.nowFrom.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.now_from)
+        ? object.now_from.map((e: any) => globalThis.String(e))
+        : [],
+      mentioned: isSet(object.mentioned) ? globalThis.Boolean(object.mentioned) : false,
     };
   },
 
@@ -8857,6 +9108,15 @@ export const PreviewItem: MessageFns<PreviewItem> = {
     if (message.from?.length) {
       obj.from = message.from;
     }
+    if (message.now !== "") {
+      obj.now = message.now;
+    }
+    if (message.nowFrom?.length) {
+      obj.nowFrom = message.nowFrom;
+    }
+    if (message.mentioned !== false) {
+      obj.mentioned = message.mentioned;
+    }
     return obj;
   },
 
@@ -8873,6 +9133,9 @@ export const PreviewItem: MessageFns<PreviewItem> = {
     message.declaredBy = object.declaredBy ?? "";
     message.after = object.after ?? "";
     message.from = object.from?.map((e) => e) || [];
+    message.now = object.now ?? "";
+    message.nowFrom = object.nowFrom?.map((e) => e) || [];
+    message.mentioned = object.mentioned ?? false;
     return message;
   },
 };
