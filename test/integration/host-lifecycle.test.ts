@@ -43,12 +43,17 @@ t.test('the preview names each listening port, who declares it, and what will cl
   const by = Object.fromEntries(preview.items.map((i: { port: number }) => [i.port, i]));
   t.match(by[8080], { source: 'socket', declaredBy: 'web', after: 'open', holder: /^busybox \(pid \d+\)$/ });
   t.match(by[9000], { source: 'socket', declaredBy: null, after: 'closes' });
+  t.match(by[8080], { now: 'open', mentioned: true }, 'the found input chain accepts 8080 now');
+  t.match(by[9000], { now: 'closed', mentioned: false }, 'and drops 9000 now');
   t.match(preview.firewall, { kind: 'nftables', active: true });
   t.same(preview.take, ['web']);
   t.ok(await reachable(l.client, SERVER_CLIENT, 8080), 'nothing changed: 8080 still served');
   t.same(readFileSync(l.configFile), configBefore);
   const human = await meshpIn(l.server, ['host', 'converge', ...common, '--preview']);
   t.match(human.out, /9000\/tcp\s+socket.*WILL CLOSE/);
+  t.match(human.out, /NOW\s+AFTER THE FLIP/);
+  t.match(human.out, /8080\/tcp\s+socket.*\bopen\s+stays open from 10\.70\.1\.0\/24/);
+  t.match(human.out, /9000\/tcp\s+socket.*\bclosed\s+WILL CLOSE/);
 });
 
 t.test('a stale preview is refused and changes nothing', async (t) => {
