@@ -80,6 +80,8 @@ t.test('the preview, from the agent report, names the declared port and the one 
   const by = Object.fromEntries(preview.items.map((i) => [i.port, i]));
   t.match(by[8080], { declaredBy: 'web', after: 'open', holder: /^busybox \(pid \d+\)$/ });
   t.match(by[9000], { declaredBy: null, after: 'closes' });
+  t.match(by[8080], { now: 'open', mentioned: true }, "where the agent's driver says each door is reachable now reaches the controller's preview");
+  t.match(by[9000], { now: 'closed', mentioned: false });
   t.match(preview.firewall, { kind: 'nftables', active: true, configFile: l.configFile });
   t.ok(preview.firewall.tables.includes('inet filter'), `the found table is named (${preview.firewall.tables.join(', ')})`);
   t.same(preview.take, ['web']);
@@ -87,8 +89,8 @@ t.test('the preview, from the agent report, names the declared port and the one 
   t.equal(human.code, 0, human.err);
   t.match(human.out, /ADOPTED/);
   t.match(human.out, new RegExp(`converge preview ${preview.id}`));
-  t.match(human.out, /8080\/tcp\s+socket.*web\s+stays open from 10\.70\.1\.0\/24/);
-  t.match(human.out, /9000\/tcp\s+socket.*WILL CLOSE/);
+  t.match(human.out, /8080\/tcp\s+socket.*web\s+open\s+stays open from 10\.70\.1\.0\/24/, 'open now through the found firewall, as the agent reported');
+  t.match(human.out, /9000\/tcp\s+socket.*closed\s+WILL CLOSE/);
   // No probe of 8080 before the flip: busybox forks a child per connection that shares the
   // listening socket, and the facts plugin may name the child as its holder while it lives.
 });
