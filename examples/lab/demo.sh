@@ -21,7 +21,7 @@ cleanup() {
     ids=$(DOCKER_HOST=unix://$sock /usr/bin/docker ps -aq 2>/dev/null)
     [ -n "$ids" ] && DOCKER_HOST=unix://$sock /usr/bin/docker rm -f $ids >/dev/null 2>&1
     dpid=$(cat "$lab/docker.pid"); kill "$dpid" 2>/dev/null
-    for _ in $(seq 50); do kill -0 "$dpid" 2>/dev/null || break; sleep 0.2; done
+    for _ in $(seq 100); do kill -0 "$dpid" 2>/dev/null || break; sleep 0.2; done
     kill -9 "$dpid" 2>/dev/null
   fi
   grep " $lab/" /proc/mounts | awk '{print $2}' | sort -r | xargs -r -n1 umount -l 2>/dev/null
@@ -72,7 +72,7 @@ cp "$root/etc/web/web.conf" "$lab/web.conf.orig"
 mkdir -p "$lab/data" "$lab/exec"
 setsid nsenter --net="/var/run/netns/${p}m1" -- dockerd --data-root "$lab/data" --exec-root "$lab/exec" \
   --pidfile "$lab/docker.pid" -H "unix://$sock" >"$lab/dockerd.log" 2>&1 &
-pids+=($!)
+disown  # stopped by its pidfile in cleanup, after its containers
 export DOCKER_HOST=unix://$sock
 until_ok 60 /usr/bin/docker info >/dev/null 2>&1 || { echo "dockerd did not start"; cat "$lab/dockerd.log"; exit 1; }
 img=$(mktemp -d "$lab/img.XXXX"); mkdir -p "$img/bin"; cp /bin/busybox "$img/bin/"

@@ -69,3 +69,16 @@ t.test('catalogue modules read every port from the node settings, the catalogue 
   t.equal(decl.modules.length, 6, 'every catalogue module renders to a valid declaration');
   t.throws(() => renderModule(catalogue.find((m) => m.name === 'store')!, { ports: {} }, false), { code: 'MESHP_DECLARATION_INVALID' });
 });
+
+t.test("the machine-in-use refusal names the found firewall's own rules, not Docker's tables", async (t) => {
+  const facts: GenesisFacts = {
+    ...quiet,
+    firewall: {
+      kind: 'nftables', manager: 'nftables.service', active: true, tables: ['inet filter', 'ip nat'],
+      summary: ['table inet filter [found]: input (hook input, policy drop, 4 rules)', 'table ip nat [iptables-nft]: POSTROUTING (policy accept)'],
+    },
+  };
+  const [f] = checkGenesis(input, facts);
+  t.match(f?.message, /inet filter \[found\]: input \(hook input, policy drop, 4 rules\)/);
+  t.notMatch(f?.message, /ip nat/);
+});

@@ -43,7 +43,10 @@ export function checkGenesis(input: GenesisInput, facts: GenesisFacts): GenesisF
   if (input.mode === 'converged') {
     const inUse: string[] = [];
     if (facts.firewall.active) {
-      inUse.push(`an active ${facts.firewall.kind} firewall (${facts.firewall.summary.join('; ') || facts.firewall.tables.join(', ')})`);
+      // The found firewall's own lines when the plugin marks them; Docker's tables are not what closes.
+      const found = facts.firewall.summary.filter((l) => l.includes('[found]'));
+      const summary = (found.length ? found : facts.firewall.summary).join('; ') || facts.firewall.tables.join(', ');
+      inUse.push(`an active ${facts.firewall.kind} firewall (${summary})`);
     }
     const published = new Set(facts.published.map((p) => `${p.protocol}/${p.hostPort}`));
     for (const l of facts.listening) {
