@@ -203,3 +203,22 @@ t.test("a catalogue module's ports are read from each node's settings in every d
   t.equal(m?.openings[0]?.port, 15001);
   t.same(m?.openings[0]?.from, ['10.77.0.0/24']);
 });
+
+t.test('an enrolment token is kept only as its hash: a copy of the state enrols no one', async (t) => {
+  const store = new MemoryStore();
+  const c = new Controller(store);
+  c.createNetwork('n');
+  const { token } = c.createToken('n', { mode: 'adopted' });
+  const kept = JSON.stringify(store.load());
+  t.notOk(kept.includes(token), 'the raw token is nowhere in the stored state');
+  t.throws(() => c.enrol(JSON.parse(kept).tokens[0].token, { id: 'thief', nodeKey: 'k' }), { code: 'MESHP_USAGE' }, 'the stored hash is not a token');
+  const { member } = c.enrol(token, { id: 'x', nodeKey: 'kx' });
+  t.equal(member.mode, 'adopted');
+  t.throws(() => c.enrol(token, { id: 'y', nodeKey: 'ky' }), { code: 'MESHP_USAGE' }, 'used once');
+});
+
+t.test('a module not in the catalogue cannot be assigned', async (t) => {
+  const c = setup();
+  t.throws(() => c.assignModule('n', 'x', 'nope'), { code: 'MESHP_USAGE', message: /no module nope/ });
+  t.same(c.member('n', 'x')!.assigned, []);
+});

@@ -89,6 +89,7 @@ function run(s: { logDepth: number; ops: Op[] }, tally: Tally): void {
   let store = new MemoryStore();
   let c = new Controller(store, { logDepth: s.logDepth });
   c.createNetwork(N);
+  c.defineModule(N, { name: 'web', files: [{ path: '/etc/web.conf', content: 'web\n' }] });
   const members = new Map<string, string[]>();
   let rules: [string, string][] = [];
   const agents = new Map<string, Agent>();

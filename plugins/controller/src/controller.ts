@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { MeshpError, loadDigest, stateHash, storeDigest, type Mode, type StateDelta, type WireDeclaration } from '@meshp/core';
 import { declarationFor } from './components.js';
 import { computeIncremental, computeSnapshot, type Computed } from './compute.js';
@@ -7,6 +7,11 @@ import { PolicyIndex } from './policy.js';
 import type { ControllerStore } from './store.js';
 import type { LogEntry, MemberRecord, ModuleDef, NetworkRecord, PolicyRule, SentSummary, SharedComponentName, SharedComponents, SyncRecord, TokenRecord } from './types.js';
 import { newSync, statusOf, type NodeStatus } from './status.js';
+
+/** Tokens are stored by their hash only. */
+export function tokenHash(token: string): string {
+  return createHash('sha256').update(token).digest('hex');
+}
 
 export interface ControllerOptions {
   /** Changes kept per network for deltas; an agent further behind gets a snapshot. */
@@ -155,7 +160,9 @@ export class Controller {
   }
 
   assignModule(network: string, id: string, module: string): number {
-    const m = this.#member(this.#net(network), id);
+    const net = this.#net(network);
+    const m = this.#member(net, id);
+    if (!net.moduleOf(module)) throw new MeshpError('MESHP_USAGE', `no module ${module} in the catalogue of ${network}: add it with meshp catalogue add`);
     return this.updateMember(network, id, { assigned: sorted([...new Set([...m.assigned, module])]) });
   }
 
@@ -213,17 +220,20 @@ export class Controller {
       tags: sorted(options.tags ?? []),
       expiresAt: new Date(Date.parse(this.#now()) + (options.ttlSeconds ?? 3600) * 1000).toISOString(),
     };
-    this.#tokens.set(t.token, t);
-    this.#store.transaction(() => this.#store.putToken(t));
+    // Only the token's hash is kept, in memory and on disk: a copy of the state enrols no one.
+    const kept = { ...t, token: tokenHash(t.token) };
+    this.#tokens.set(kept.token, kept);
+    this.#store.transaction(() => this.#store.putToken(kept));
     return t;
   }
 
   /** Joins with a one-time token: the mode comes from the token (record 003). */
   enrol(token: string, input: Omit<MemberInput, 'mode' | 'tags'>): { network: string; member: MemberRecord } {
-    const t = this.#tokens.get(token);
+    const key = tokenHash(token);
+    const t = this.#tokens.get(key);
     if (!t || Date.parse(t.expiresAt) < Date.parse(this.#now())) throw new MeshpError('MESHP_USAGE', 'the token is unknown or expired');
-    this.#tokens.delete(token);
-    this.#store.transaction(() => this.#store.deleteToken(token));
+    this.#tokens.delete(key);
+    this.#store.transaction(() => this.#store.deleteToken(key));
     this.join(t.network, { ...input, mode: t.mode, tags: t.tags });
     return { network: t.network, member: this.member(t.network, input.id)! };
   }
