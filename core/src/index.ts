@@ -7,6 +7,7 @@ export * from './delta/index.js';
 export * from './lifecycle/index.js';
 export * from './agent/index.js';
 export * from './catalogue/index.js';
-export { overlaps, contains, parseRange, type Range } from './net/cidr.js';
+export { overlaps, contains } from './net/cidr.js';
+export { addressFamily, addressText, addressToBigInt, parseRange, FAMILY_BITS, type Range } from './net/address.js';
 export { reachThrough, allowedBy, matchOf, mentions, type ReachRule, type ReachChain, type PortMatch } from './net/reach.js';
 export { cidrSpan, toCidrs, spansToSet, type Span, type IpFamily, type AddressSet } from './net/spans.js';

@@ -2,9 +2,9 @@
  * Sets of source addresses, IPv4 and IPv6 apart, as sorted disjoint intervals: what a firewall's
  * rules leave reachable is computed by intersecting and subtracting these.
  */
-import { parseRange } from './cidr.js';
+import { addressText, parseRange, type IpFamily } from './address.js';
 
-export type IpFamily = 4 | 6;
+export type { IpFamily } from './address.js';
 
 /** An inclusive interval of addresses of one family. */
 export interface Span {
@@ -105,30 +105,6 @@ export function isEverywhere(a: AddressSet): boolean {
   return [4, 6].every((f) => a[f as IpFamily].length === 1 && a[f as IpFamily][0]![0] === 0n && a[f as IpFamily][0]![1] === TOP[f as IpFamily]);
 }
 
-function v4Text(n: bigint): string {
-  return [24n, 16n, 8n, 0n].map((s) => String((n >> s) & 0xffn)).join('.');
-}
-
-/** RFC 5952: lowercase, no leading zeros, the longest run (two or more) of zero groups as "::". */
-function v6Text(n: bigint): string {
-  const g = Array.from({ length: 8 }, (_, i) => Number((n >> BigInt(112 - 16 * i)) & 0xffffn));
-  let best = -1;
-  let bestLen = 1;
-  for (let i = 0; i < 8; ) {
-    if (g[i] !== 0) {
-      i++;
-      continue;
-    }
-    let j = i;
-    while (j < 8 && g[j] === 0) j++;
-    if (j - i > bestLen) [best, bestLen] = [i, j - i];
-    i = j;
-  }
-  const hex = g.map((x) => x.toString(16));
-  if (best < 0) return hex.join(':');
-  return `${hex.slice(0, best).join(':')}::${hex.slice(best + bestLen).join(':')}`;
-}
-
 /** The fewest CIDRs covering exactly the set, IPv4 first, each in address order. */
 export function toCidrs(a: AddressSet): string[] {
   const out: string[] = [];
@@ -144,7 +120,7 @@ export function toCidrs(a: AddressSet): string[] {
           if (at % size !== 0n || at + size - 1n > hi) break;
           len--;
         }
-        out.push(`${family === 4 ? v4Text(at) : v6Text(at)}/${len}`);
+        out.push(`${addressText(at, family)}/${len}`);
         at += 1n << (bits - len);
       }
     }
