@@ -27,6 +27,7 @@ build: deps
 	tsc -b
 
 test: build
+	tsc --noEmit -p tsconfig.tap.json
 	tap
 
 demo: build

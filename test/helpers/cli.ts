@@ -12,14 +12,19 @@ export interface Run {
   err: string;
 }
 
-export function meshpIn(ns: Netns | null, args: string[]): Promise<Run> {
+/** One CLI run, killed by its pid if it outlives `timeoutMs`. */
+export function meshpIn(ns: Netns | null, args: string[], timeoutMs = 120_000): Promise<Run> {
   const [cmd, argv] = ns ? ns.wrap(process.execPath, [MESHP, ...args]) : [process.execPath, [MESHP, ...args]];
   return new Promise((resolve) => {
     const child = spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
+    const timer = setTimeout(() => child.pid !== undefined && process.kill(child.pid, 'SIGKILL'), timeoutMs);
     child.stdout.on('data', (d) => (out += d));
     child.stderr.on('data', (d) => (err += d));
-    child.on('close', (code) => resolve({ code, out, err }));
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, out, err });
+    });
   });
 }

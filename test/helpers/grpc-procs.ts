@@ -7,6 +7,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { Netns } from './netns.js';
 
 export const MESHP = join(dirname(fileURLToPath(import.meta.url)), '../../bin/dist/main.js');
 
@@ -23,8 +24,10 @@ export class Proc {
   readonly exited: Promise<number | null>;
   #waiters: (() => void)[] = [];
 
-  constructor(t: Teardown, args: string[]) {
-    this.child = spawn(process.execPath, [MESHP, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  /** Runs on this machine, or inside the lab namespace `ns`. */
+  constructor(t: Teardown, args: string[], ns?: Netns) {
+    const [cmd, argv] = ns ? ns.wrap(process.execPath, [MESHP, ...args]) : [process.execPath, [MESHP, ...args]];
+    this.child = spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
     let buf = '';
     this.child.stdout!.on('data', (d: Buffer) => {
       buf += d.toString('utf8');

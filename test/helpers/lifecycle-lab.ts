@@ -3,75 +3,23 @@
  * machine of nft-lab.ts): the controller listens on that namespace's loopback, so every byte of the
  * control traffic stays inside it. Processes are killed by their pid in teardown.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Netns, Teardownable } from './netns.js';
-import { MESHP, type LogLine } from './grpc-procs.js';
+import { Proc, type LogLine } from './grpc-procs.js';
 
-export class NsProc {
-  readonly child: ChildProcess;
-  readonly lines: LogLine[] = [];
-  stderr = '';
-
+/** A CLI process inside the lab namespace. */
+export class NsProc extends Proc {
   constructor(t: Teardownable, ns: Netns, args: string[]) {
-    const [cmd, argv] = ns.wrap(process.execPath, [MESHP, ...args]);
-    this.child = spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let buf = '';
-    this.child.stdout!.on('data', (d: Buffer) => {
-      buf += d.toString('utf8');
-      let i;
-      while ((i = buf.indexOf('\n')) >= 0) {
-        const line = buf.slice(0, i);
-        buf = buf.slice(i + 1);
-        try {
-          this.lines.push(JSON.parse(line) as LogLine);
-        } catch {
-          this.lines.push({ msg: line });
-        }
-      }
-    });
-    this.child.stderr!.on('data', (d: Buffer) => (this.stderr += d.toString('utf8')));
-    const pid = this.child.pid;
-    t.teardown(() => {
-      if (pid !== undefined && this.child.exitCode === null && this.child.signalCode === null) process.kill(pid, 'SIGKILL');
-    });
+    super(t, args, ns);
   }
 
-  async waitFor(pred: (l: LogLine) => boolean, timeoutMs = 20_000): Promise<LogLine> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const hit = this.lines.find(pred);
-      if (hit) return hit;
-      if (this.child.exitCode !== null) throw new Error(`process exited (${this.child.exitCode}); stderr: ${this.stderr}`);
-      if (Date.now() > deadline) throw new Error(`timed out; last lines: ${JSON.stringify(this.lines.slice(-5))}; stderr: ${this.stderr}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
+  override waitFor(pred: (l: LogLine) => boolean, timeoutMs = 20_000): Promise<LogLine> {
+    return super.waitFor(pred, timeoutMs);
   }
 }
 
-export interface Run {
-  code: number | null;
-  out: string;
-  err: string;
-}
-
-/** One CLI run inside the namespace. */
-export function meshpIn(ns: Netns, args: string[], timeoutMs = 60_000): Promise<Run> {
-  const [cmd, argv] = ns.wrap(process.execPath, [MESHP, ...args]);
-  return new Promise((resolve) => {
-    const child = spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    const timer = setTimeout(() => child.pid !== undefined && process.kill(child.pid, 'SIGKILL'), timeoutMs);
-    child.stdout.on('data', (d) => (out += d));
-    child.stderr.on('data', (d) => (err += d));
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, out, err });
-    });
-  });
-}
+export { meshpIn, type Run } from './cli.js';
 
 export interface NsCluster {
   controller: NsProc;

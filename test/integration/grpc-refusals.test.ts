@@ -4,6 +4,7 @@
  * state; a credential without its key; an oversized message; a wrong admin credential.
  */
 import t from 'tap';
+import type { Subtest } from '../helpers/tap-types.js';
 import { generateKeyPairSync, sign } from 'node:crypto';
 import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -16,15 +17,12 @@ function keyPair() {
   return { nodeKey: publicKey.export({ type: 'spki', format: 'der' }).toString('base64'), sign: (p: Uint8Array) => sign(null, p, privateKey) };
 }
 
-async function refusedAgent(t: Tap.Test, ctl: ControllerProc, dir: string, name: string, token: string): Promise<string> {
+async function refusedAgent(t: Subtest, ctl: ControllerProc, dir: string, name: string, token: string): Promise<string> {
   const a = startAgent(t, dir, name, ctl.address, token);
   t.equal(await a.proc.exited, 1, `${name} exits 1`);
   return a.proc.stderr.trim();
 }
 
-declare namespace Tap {
-  type Test = typeof t;
-}
 
 /** Opens a Sync stream, answers the challenge with `hello`, and resolves with how the stream ended. */
 function syncAs(link: ControlLink, hello: (nonce: Uint8Array) => Parameters<ReturnType<ControlLink['sync']>['send']>[0], after?: (send: (m: Parameters<ReturnType<ControlLink['sync']>['send']>[0]) => void) => void) {

@@ -1,5 +1,6 @@
 /** The built `meshp host` CLI, run as an operator runs it, against a temporary root. */
 import t from 'tap';
+import type { Subtest } from '../helpers/tap-types.js';
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -21,7 +22,7 @@ function meshp(...args: string[]) {
   return { code: r.status, out: r.stdout, err: r.stderr };
 }
 
-function machine(t: Tap.Test) {
+function machine(t: Subtest) {
   const dir = mkdtempSync(join(tmpdir(), 'meshp-cli-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const root = join(dir, 'root');
@@ -37,9 +38,6 @@ function machine(t: Tap.Test) {
   return { dir, root, state, declare, apply };
 }
 
-declare namespace Tap {
-  type Test = typeof t;
-}
 
 const web = (taken: boolean) => ({
   name: 'web', taken,

@@ -4,6 +4,7 @@
  * uninterrupted apply reaches.
  */
 import t from 'tap';
+import type { Subtest } from '../helpers/tap-types.js';
 import { spawn, spawnSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -49,7 +50,7 @@ function copyBase(name: string): { root: string; state: string } {
   return { root: join(d, 'root'), state: join(d, 'state') };
 }
 
-async function check(t: Tap.Test, m: { root: string; state: string }, label: string): Promise<void> {
+async function check(t: Subtest, m: { root: string; state: string }, label: string): Promise<void> {
   const after = run(m.root, m.state, join(dir, 'b.json'), 0);
   t.equal(after.status, 0, `${label}: the restarted apply completes (${after.stderr.trim()})`);
   const report = JSON.parse(after.stdout).report as { resources: { key: string; state: string }[] };
@@ -69,9 +70,6 @@ async function check(t: Tap.Test, m: { root: string; state: string }, label: str
   t.equal(originals.get(`file:${TAKEN}`)?.toString(), 'predecessor db\n', `${label}: the taken file's original is kept`);
 }
 
-declare namespace Tap {
-  type Test = typeof t;
-}
 
 const w = copyBase('whole');
 const whole = run(w.root, w.state, join(dir, 'b.json'), 0);

@@ -1,5 +1,6 @@
 /** The agent loop's rules, over an in-memory link with a real Controller behind it. */
 import t from 'tap';
+import type { Subtest } from '../helpers/tap-types.js';
 import { createPublicKey, generateKeyPairSync, sign, verify } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -15,7 +16,7 @@ function keys() {
   return { nodeKey: publicKey.export({ type: 'spki', format: 'der' }).toString('base64'), sign: (p: Uint8Array) => sign(null, p, privateKey) };
 }
 
-function world(t: Tap.Test, extra: Plugin[] = []) {
+function world(t: Subtest, extra: Plugin[] = []) {
   const b = bed(t, 'auto');
   const controller = new Controller(new MemoryStore());
   controller.createNetwork(NET);
@@ -55,9 +56,6 @@ function world(t: Tap.Test, extra: Plugin[] = []) {
   return { b, controller, link, k, events, agent, serve, hosts };
 }
 
-declare namespace Tap {
-  type Test = typeof t;
-}
 
 t.test('the hello carries the applied version, the state hash, and a signature over the challenge by the node key', async (t) => {
   const w = world(t);

@@ -42,7 +42,7 @@ t.test('an unknown removal reason is refused and nothing is applied half', async
 });
 
 t.test('a declaration with an unknown mode is refused', async (t) => {
-  refused(t, atVersion3(), delta(3, 4, { declaration: { apiVersion: 'meshp/v1', node: 'n', mode: 9, modules: [] } }), 'MESHP_DELTA_INVALID');
+  refused(t, atVersion3(), delta(3, 4, { declaration: { apiVersion: 'meshp/v1', node: 'n', mode: 9, modules: [], convergePreviewId: '' } }), 'MESHP_DELTA_INVALID');
 });
 
 t.test('an oversized delta is refused with a coded error', async (t) => {
@@ -125,7 +125,7 @@ t.test('a snapshot replaces the view; peers it drops are reported removed', asyn
 });
 
 t.test('a several-part delta commits at its last part; a part out of order is refused and nothing applied', async (t) => {
-  const big = delta(0, 7, { upsertPeers: Array.from({ length: 25 }, (_, i) => peer(`p${i}`)), declaration: { apiVersion: 'meshp/v1', node: 'n', mode: WIRE_MODE.ADOPTED, modules: [] } });
+  const big = delta(0, 7, { upsertPeers: Array.from({ length: 25 }, (_, i) => peer(`p${i}`)), declaration: { apiVersion: 'meshp/v1', node: 'n', mode: WIRE_MODE.ADOPTED, modules: [], convergePreviewId: '' } });
   const parts = splitDelta(big, 10);
   t.equal(parts.length, 3);
   const a = atVersion3();

@@ -4,6 +4,7 @@
  * one, only a machine with nothing to close; an adopted one on a retired machine returns.
  */
 import t from 'tap';
+import type { Subtest } from '../helpers/tap-types.js';
 import { PLUGIN_API_VERSION, RETIRED_KEY, declarationToWire, previewConverge, reconcileLifecycle, type Declaration, type FirewallDriver, type Host, type LifecycleReport, type Listener, type Plugin, type WireDeclaration } from '@meshp/core';
 import { bed } from '../helpers/host.js';
 
@@ -14,7 +15,7 @@ interface Machine {
   listening: Listener[];
 }
 
-function machine(t: Tap.Test, m: Partial<Machine> = {}) {
+function machine(t: Subtest, m: Partial<Machine> = {}) {
   const state: Machine = { active: true, derived: false, calls: [], listening: [], ...m };
   const driver: FirewallDriver = {
     kind: 'fake',
@@ -40,9 +41,6 @@ function machine(t: Tap.Test, m: Partial<Machine> = {}) {
   return { state, host: (): Host => b.host(plugins) };
 }
 
-declare namespace Tap {
-  type Test = typeof t;
-}
 
 const WEB = { name: 'web', taken: false, openings: [{ port: 8080, path: 'incoming' as const, from: ['10.70.1.0/24'] }] };
 const decl = (mode: Declaration['mode']): Declaration => ({ apiVersion: 'meshp/v1', node: 'n1', mode, settings: { ports: {} }, modules: [WEB] });

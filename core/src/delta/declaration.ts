@@ -30,6 +30,7 @@ export function declarationToWire(d: Declaration): WireDeclaration {
     mode: modeToWire(d.mode),
     settings: { ports: { ...d.settings.ports }, privateRange: d.settings.privateRange },
     modules: d.modules.map(moduleToWire),
+    convergePreviewId: '',
   };
 }
 

@@ -117,8 +117,8 @@ export interface WireDeclaration {
   mode: number;
   settings?: WireSettings | undefined;
   modules: WireModuleDecl[];
-  /** On a converged node: the preview its flip was recorded with ('' or absent: none given). */
-  convergePreviewId?: string | undefined;
+  /** On a converged node: the preview its flip was recorded with ('': none given). */
+  convergePreviewId: string;
 }
 
 /** The components of a view. Absent in a delta: unchanged. Present (even empty): replaced. */

@@ -136,5 +136,5 @@ export function adminHandler(d: AdminDeps): AdminHandler {
 }
 
 function modulesFromWire(modules: WireModuleDecl[]): ModuleDecl[] {
-  return declarationFromWire({ apiVersion: 'meshp/v1', node: 'catalogue', mode: 2, modules: modules.map((m) => ({ ...m, taken: false })) }).modules;
+  return declarationFromWire({ apiVersion: 'meshp/v1', node: 'catalogue', mode: 2, convergePreviewId: '', modules: modules.map((m) => ({ ...m, taken: false })) }).modules;
 }
