@@ -12,7 +12,32 @@ else {
   t.test('a batch that fails half-way (a stale handle) leaves nothing applied', async (t) => {
     const l = await lab(t);
     const inner = localRunner(netnsPrefix(l.server.name));
-    // Someone else changes their chain between our listing and our batch: the handle we insert before goes away.
+    // Someone else changes their chain between our listing and our batch: the rules our batch is
+    // placed by go away — the reject it goes before, and the rule right before the reject, which
+    // the nft script places it after.
+    const racing: Runner = async (argv, o) => {
+      if (argv.includes('-f')) {
+        const chain = JSON.parse(await l.nft(['-j', '-a', 'list', 'chain', 'inet', 'filter', 'input'])) as { nftables: { rule?: { handle: number; expr: object[] } }[] };
+        const rules = chain.nftables.flatMap((x) => (x.rule ? [x.rule] : []));
+        const at = rules.findIndex((r) => JSON.stringify(r.expr).includes('reject'));
+        for (const r of rules.slice(at - 1, at + 1)) await l.nft(['delete', 'rule', 'inet', 'filter', 'input', 'handle', String(r.handle)]);
+      }
+      return inner(argv, o);
+    };
+    const driver = new NftablesDriver({ runner: racing, spawner: localSpawner(), root: l.root, configFile: '/etc/nftables.conf' });
+    const before = (await ruleLines(l)).filter((x) => !x.includes('reject') && !x.includes('ipv6-icmp'));
+    const err = await driver.ensure([web], [store]).catch((e: unknown) => e);
+    t.ok(err instanceof MeshpError);
+    t.equal((err as MeshpError).code, 'MESHP_FIREWALL_FAILED');
+    t.same(await ruleLines(l), before, 'neither the insert nor the mesh table of the same batch was applied');
+
+    const calm = new NftablesDriver({ runner: inner, spawner: localSpawner(), root: l.root, configFile: '/etc/nftables.conf' });
+    t.same(await calm.ensure([web], [store]), { added: [web.id, store.id], removed: [] }, 'the next ensure, re-listing first, succeeds');
+  });
+
+  t.test('the drop alone gone between listing and batch: the batch still applies, the accepts where the drop was', async (t) => {
+    const l = await lab(t);
+    const inner = localRunner(netnsPrefix(l.server.name));
     const racing: Runner = async (argv, o) => {
       if (argv.includes('-f')) {
         const chain = JSON.parse(await l.nft(['-j', '-a', 'list', 'chain', 'inet', 'filter', 'input'])) as { nftables: { rule?: { handle: number; expr: object[] } }[] };
@@ -22,13 +47,10 @@ else {
       return inner(argv, o);
     };
     const driver = new NftablesDriver({ runner: racing, spawner: localSpawner(), root: l.root, configFile: '/etc/nftables.conf' });
-    const before = (await ruleLines(l)).filter((x) => !x.includes('reject'));
-    const err = await driver.ensure([web], [store]).catch((e: unknown) => e);
-    t.ok(err instanceof MeshpError);
-    t.equal((err as MeshpError).code, 'MESHP_FIREWALL_FAILED');
-    t.same(await ruleLines(l), before, 'neither the insert nor the mesh table of the same batch was applied');
-
-    const calm = new NftablesDriver({ runner: inner, spawner: localSpawner(), root: l.root, configFile: '/etc/nftables.conf' });
-    t.same(await calm.ensure([web], [store]), { added: [web.id, store.id], removed: [] }, 'the next ensure, re-listing first, succeeds');
+    t.same(await driver.ensure([web], []), { added: [web.id], removed: [] });
+    const lines = (await l.nft(['list', 'chain', 'inet', 'filter', 'input'])).split('\n').map((x) => x.trim());
+    const first = lines.findIndex((x) => x.includes('meshp:'));
+    t.equal(lines[first - 1], 'meta l4proto ipv6-icmp accept', 'right after the rule that was before the reject');
+    t.notOk(lines.some((x) => x.includes('reject')));
   });
 }

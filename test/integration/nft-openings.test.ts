@@ -51,7 +51,9 @@ else {
     const first = lines.findIndex((x) => x.includes('meshp:'));
     t.ok(lines.indexOf('ct state invalid drop') < first, 'after ct state invalid drop');
     t.equal(lines[first + 2], 'counter packets 0 bytes 0 reject', 'just before their reject');
-    t.match(lines[first + 1], /meshp:/);
+    t.equal(lines[first - 1], 'meta l4proto ipv6-icmp accept', 'right after the rule that was before the reject');
+    t.match(lines[first], /^ip saddr .*meshp:/, 'in plan order: IPv4 first');
+    t.match(lines[first + 1], /^ip6 saddr .*meshp:/);
   });
 
   t.test('a second ensure with the same input changes nothing and reads the ruleset once', async (t) => {

@@ -61,6 +61,25 @@ t.test('the echo proves each added rule committed; duplicates are counted, delet
   t.same(missingFromEcho(keys, ''), keys, 'nothing echoed: everything missing');
 });
 
+t.test('a rule placed after the rule before the drop is written add … handle, last and in reverse, so the chain ends in plan order', async (t) => {
+  const before = { family: 'inet', table: 'filter', chain: 'input', handle: 13, expr: [] } as NftRule;
+  const input = { family: 'inet', table: 'filter', name: 'input' } as const;
+  const after = { ...before, handle: 12 };
+  const additions: Addition[] = [
+    ...['a', 'b', 'c'].map((id) => ({ shape: shapesFor({ ...web, id, from: [] }, 'inet')[0]!, chain: input, before, after })),
+    { shape: shapesFor({ ...web, id: 'm', from: [] }, 'inet')[0]!, chain: { ...input, table: 'meshp' }, before: null },
+  ];
+  t.same(nativePlan({ head: [], additions })!.split('\n'), [
+    'add rule inet meshp input tcp dport 9000 accept comment "meshp:m"',
+    'add rule inet filter input handle 12 tcp dport 9000 accept comment "meshp:c"',
+    'add rule inet filter input handle 12 tcp dport 9000 accept comment "meshp:b"',
+    'add rule inet filter input handle 12 tcp dport 9000 accept comment "meshp:a"',
+    '',
+  ]);
+  t.same(additionKeys(additions), addedRuleKeys(additions.map(additionCommand)), 'the same rules expected in the echo');
+  t.ok(additions.slice(0, 3).every((a) => 'insert' in additionCommand(a)), 'the JSON batch inserts before the drop: nft 1.0.6 ignores a JSON add\'s handle');
+});
+
 t.test('a plan rendered from its shapes is the same script as its JSON commands rendered', async (t) => {
   const before = { family: 'inet', table: 'filter', chain: 'input', handle: 13, expr: [] } as NftRule;
   const input = { family: 'inet', table: 'filter', name: 'input' } as const;

@@ -59,7 +59,17 @@ t.test('an accept goes just before their first drop by handle, after their ct st
     t.equal(rule.handle, 13, 'inserted before the reject (handle 13), not at the head');
     t.equal(rule.comment, 'meshp:web/incoming/tcp/9000');
   }
+  t.ok(plan.additions.every((a) => a.before?.handle === 13 && a.after?.handle === 12), 'in nft syntax: placed right after the rule before the reject (handle 12)');
   t.same(plan.added, [web.id]);
+});
+
+t.test('the rule an accept is placed after is one the batch keeps; with none before the drop, only the drop is named', async (t) => {
+  const stale = { comment: 'meshp:old/incoming/tcp/1', expr: ssh.expr };
+  const plan = planEnsure(ruleset([established, invalid, ssh, stale, reject]), [web], []);
+  t.same(Object.keys(plan.commands[0]!), ['delete'], 'the stale marked rule (handle 13) goes first');
+  t.ok(plan.additions.every((a) => a.before?.handle === 14 && a.after?.handle === 12), 'placed after handle 12, not after the deleted 13');
+  const first = planEnsure(ruleset([reject, ssh]), [web], []);
+  t.ok(first.additions.every((a) => a.before?.handle === 10 && !a.after), 'the drop is the first rule: inserted before it');
 });
 
 t.test('when only the policy drops, the accept is appended at the end', async (t) => {
@@ -161,4 +171,27 @@ t.test('a jump (or goto) to a regular chain that drops is a drop point: the acce
 
   const harmless = rs([jumpTo('logs')], chain('logs', [{ expr: [{ counter: null }] }]));
   t.equal(planEnsure(harmless, [web], []).additions.length, 0, 'a chain that drops nowhere gets nothing');
+});
+
+t.test('openings that share an address list share their rules\' address part, frozen; the list, family, action and spared ranges each tell parts apart', async (t) => {
+  const a = shapesFor(web, 'inet');
+  const b = shapesFor({ ...web, id: 'other', port: 9001 }, 'inet');
+  t.equal(a[0]!.cidrs, b[0]!.cidrs, 'the same array');
+  t.ok(Object.isFrozen(a[0]!.cidrs));
+  t.throws(() => a[0]!.cidrs.push('10.0.0.0/8'));
+  t.same(shapesFor(web, 'ip').map((s) => s.nf), ['ip'], 'another family, other parts');
+  const refusal: Opening = { ...web, action: 'drop', from: [] };
+  t.same(shapesFor(refusal, 'inet', '10.70.0.0/16').map((s) => s.cidrs), [['10.70.0.0/16'], []], 'IPv6: dropped from everywhere');
+  t.same(shapesFor(refusal, 'inet', '10.71.0.0/16').map((s) => s.cidrs), [['10.71.0.0/16'], []], 'another private range');
+  t.same(shapesFor({ ...refusal, except: ['10.72.0.0/16'] }, 'inet', '10.70.0.0/16').map((s) => s.cidrs), [['10.72.0.0/16'], []], 'its own except wins');
+  t.same(shapesFor({ ...web, from: [] }, 'inet').map((s) => s.nf), ['any']);
+});
+
+t.test('an id that cannot be carried in a comment is refused only where a rule needs it', async (t) => {
+  const long: Opening = { ...web, id: `web/${'é'.repeat(70)}` };
+  t.throws(() => shapesFor(long, 'inet'), { code: 'MESHP_FIREWALL_FAILED' }, '6 + 140 bytes');
+  t.doesNotThrow(() => shapesFor({ ...web, id: `web/${'e'.repeat(118)}` }, 'inet'), '128 bytes exactly');
+  t.throws(() => shapesFor({ ...web, id: `web/${'e'.repeat(119)}` }, 'inet'), { code: 'MESHP_FIREWALL_FAILED' }, '129 bytes');
+  t.throws(() => planEnsure(ruleset([reject]), [long], []), { code: 'MESHP_FIREWALL_FAILED' }, 'their input chain drops: refused');
+  t.same(planEnsure(ruleset([]), [{ ...long, path: 'forwarded' }], []).commands, [], 'their forward chain does not drop: nothing written, nothing refused');
 });

@@ -161,46 +161,77 @@ function cidrText(cidr: string): string {
   return Number(len) === (addr.includes(':') ? 128 : 32) ? addr : cidr;
 }
 
-/** One of our rules, straight from its shape: the same rule as `buildRule` in nft syntax. Null: not speakable. */
-export function nativeRule(shape: Shape, where: string): string | null {
+/** The text of an address list (shapes share their lists, see shapesFor). */
+const addressTexts = new WeakMap<readonly string[], string>();
+
+function addressText(cidrs: readonly string[]): string {
+  let text = addressTexts.get(cidrs);
+  if (text === undefined) {
+    text = cidrs.length === 1 ? cidrText(cidrs[0]!) : `{ ${cidrs.map(cidrText).join(', ')} }`;
+    addressTexts.set(cidrs, text);
+  }
+  return text;
+}
+
+/** A rule's text after its chain (matches, verdict, comment); null when nft syntax cannot carry it. */
+function ruleText(shape: Shape): string | null {
   const comment = MARK + shape.id;
   if (!/^[\x20-\x7e]*$/.test(comment) || comment.includes('"')) return null;
-  const parts: string[] = [];
+  if (!PROTOCOL.test(shape.protocol) || !Number.isInteger(shape.port)) return null;
+  let from = '';
   if (shape.cidrs.length > 0) {
     const left = shape.match === 'ct' ? `ct original ${shape.nf} saddr` : `${shape.nf} saddr`;
-    const right = shape.cidrs.length === 1 ? cidrText(shape.cidrs[0]!) : `{ ${shape.cidrs.map(cidrText).join(', ')} }`;
-    parts.push(`${left} ${shape.negate ? '!= ' : ''}${right}`);
+    from = `${left} ${shape.negate ? '!= ' : ''}${addressText(shape.cidrs)} `;
   } else if (shape.nf !== 'any') {
-    parts.push(`meta nfproto ${shape.nf === 'ip' ? 'ipv4' : 'ipv6'}`);
+    from = `meta nfproto ${shape.nf === 'ip' ? 'ipv4' : 'ipv6'} `;
   }
-  if (!PROTOCOL.test(shape.protocol) || !Number.isInteger(shape.port)) return null;
-  parts.push(shape.match === 'dport' ? `${shape.protocol} dport ${shape.port}` : `meta l4proto ${shape.protocol} ct original proto-dst ${shape.port}`);
-  parts.push(shape.verdict);
-  return `${where} ${parts.join(' ')} comment "${comment}"`;
+  const port = shape.match === 'dport' ? `${shape.protocol} dport ${shape.port}` : `meta l4proto ${shape.protocol} ct original proto-dst ${shape.port}`;
+  return `${from}${port} ${shape.verdict} comment "${comment}"`;
 }
 
-function additionLine(a: Addition): string | null {
+/** One of our rules, straight from its shape: the same rule as `buildRule` in nft syntax. Null: not speakable. */
+export function nativeRule(shape: Shape, where: string): string | null {
+  const text = ruleText(shape);
+  return text === null ? null : `${where} ${text}`;
+}
+
+/** "add rule W handle H " and the like, once per chain and place. */
+function additionPrefix(a: Addition): string | null {
   const w = where(a.chain);
   if (!w) return null;
+  if (a.after) {
+    const h = handle(a.after.handle);
+    return h && `add rule ${w} handle ${h} `;
+  }
   if (a.before) {
     const h = handle(a.before.handle);
-    const body = h && nativeRule(a.shape, `${w} handle ${h}`);
-    return body ? `insert rule ${body}` : null;
+    return h && `insert rule ${w} handle ${h} `;
   }
-  const body = nativeRule(a.shape, w);
-  return body ? `add rule ${body}` : null;
+  return `add rule ${w} `;
 }
 
-/** An ensure plan as an nft script, or null when some part is not speakable in nft syntax. */
+/**
+ * An ensure plan as an nft script, or null when some part is not speakable in nft syntax. The
+ * rules placed after a rule (`add … handle`) each land right after it, ahead of those placed
+ * there before them: they are written last and in reverse, so the chain ends up in plan order,
+ * the same as the JSON batch's inserts before the drop.
+ */
 export function nativePlan(plan: Pick<EnsurePlan, 'head' | 'additions'>): string | null {
   const head = nativeBatch(plan.head);
   if (head === null) return null;
   const lines: string[] = plan.head.length > 0 ? [head.slice(0, -1)] : [];
+  const placedAfter: string[] = [];
+  let last: Addition | undefined;
+  let prefix: string | null = null;
   for (const a of plan.additions) {
-    const l = additionLine(a);
-    if (l === null) return null;
-    lines.push(l);
+    // A chain's additions come together, all at the same place: its prefix is worked out once.
+    if (!last || a.chain !== last.chain || a.before !== last.before || a.after !== last.after) prefix = additionPrefix(a);
+    last = a;
+    const text = ruleText(a.shape);
+    if (prefix === null || text === null) return null;
+    (a.after ? placedAfter : lines).push(prefix + text);
   }
+  for (let i = placedAfter.length - 1; i >= 0; i--) lines.push(placedAfter[i]!);
   return lines.join('\n') + '\n';
 }
 

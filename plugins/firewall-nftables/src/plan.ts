@@ -5,14 +5,22 @@
  */
 import type { Opening } from '@meshp/core';
 import { MESH_TABLE, classifyTable, droppingChains, firstDrop, markedId, rulesOf } from './classify.js';
-import { buildRule, parseShape, shapeKey, shapesFor, type Shape } from './shape.js';
+import { buildRule, parseShape, shapeKey, type Shape } from './shape.js';
 import { chainKey, tableKey, type Command, type NftChain, type NftRule, type Ruleset } from './schema.js';
+import { Wants, type OpeningPath } from './wants.js';
 
-/** One rule to add: its shape, the chain, and the rule to insert it before (null: append). */
+/**
+ * One rule to add: its shape, the chain, and the rule to insert it before (null: append).
+ * `after`: the rule that stays right before `before` once the batch's deletions are done; the
+ * nft script places the rule after it — the same position, but the kernel finds that handle at
+ * once, where inserting a thousand rules before the same drop walks past every rule inserted so
+ * far, each time. (nft 1.0.6 ignores a JSON `add`'s handle and appends: the JSON batch inserts.)
+ */
 export interface Addition {
   shape: Shape;
   chain: NftChain;
   before: NftRule | null;
+  after?: NftRule | null;
 }
 
 export interface EnsurePlan {
@@ -51,30 +59,27 @@ interface Want {
   chain: NftChain;
   /** chainKey(chain), computed once per chain. */
   where: string;
+  /** where + "|" + shapeKey(shape). */
+  key: string;
 }
 
-const MESH_CHAINS: Record<'incoming' | 'forwarded', NftChain> = {
+const MESH_CHAINS: Record<OpeningPath, NftChain> = {
   incoming: { family: 'inet', table: MESH_TABLE, name: 'input', type: 'filter', hook: 'input', prio: 0, policy: 'accept' },
   forwarded: { family: 'inet', table: MESH_TABLE, name: 'forward', type: 'filter', hook: 'forward', prio: 0, policy: 'accept' },
 };
 
-export function wanted(rs: Ruleset, openings: readonly Opening[], refusals: readonly Opening[], privateRange?: string): Want[] {
+export function wanted(rs: Ruleset, wants: Wants): Want[] {
   const out: Want[] = [];
-  const accepts = openings.filter((o) => o.action === 'accept');
-  const drops = [...refusals, ...openings.filter((o) => o.action === 'drop')];
   for (const [hook, path] of [['input', 'incoming'], ['forward', 'forwarded']] as const) {
     for (const chain of droppingChains(rs, hook)) {
       const where = chainKey(chain);
-      for (const o of accepts) {
-        if (o.path !== path) continue;
-        for (const shape of shapesFor(o, chain.family)) out.push({ shape, chain, where });
-      }
+      for (const w of wants.accepting(chain.family, path)) out.push({ shape: w.shape, chain, where, key: `${where}|${w.key}` });
     }
   }
-  for (const r of drops) {
-    const chain = MESH_CHAINS[r.path];
+  for (const w of wants.drops) {
+    const chain = MESH_CHAINS[w.path];
     const where = chainKey(chain);
-    for (const shape of shapesFor({ ...r, action: 'drop' }, 'inet', privateRange)) out.push({ shape, chain, where });
+    out.push({ shape: w.shape, chain, where, key: `${where}|${w.key}` });
   }
   return out;
 }
@@ -90,11 +95,12 @@ function presentMarked(rs: Ruleset): NftRule[] {
 }
 
 export function planEnsure(rs: Ruleset, openings: readonly Opening[], refusals: readonly Opening[], privateRange?: string): EnsurePlan {
-  const wants = wanted(rs, openings, refusals, privateRange);
-  const byKey = new Map(wants.map((w) => [wantKey(w.where, w.shape), w]));
+  const wants = wanted(rs, new Wants(openings, refusals, privateRange));
+  const byKey = new Map(wants.map((w) => [w.key, w]));
   const satisfied = new Set<string>();
   const deletes: Command[] = [];
   const deletedIds = new Set<string>();
+  const deleted = new Set<NftRule>();
   const chainsByKey = new Map(rs.chains.map((c) => [chainKey(c), c]));
   const positions = positionsOf(rs);
 
@@ -109,6 +115,7 @@ export function planEnsure(rs: Ruleset, openings: readonly Opening[], refusals: 
     }
     deletes.push({ delete: { rule: { family: rule.family, table: rule.table, chain: rule.chain, handle: rule.handle } } });
     deletedIds.add(id);
+    deleted.add(rule);
   }
 
   const commands: Command[] = [...deletes];
@@ -125,12 +132,15 @@ export function planEnsure(rs: Ruleset, openings: readonly Opening[], refusals: 
 
   const added = new Set<string>();
   const additions: Addition[] = [];
-  const drops = new Map<string, NftRule | null>();
+  const places = new Map<string, { before: NftRule | null; after: NftRule | null }>();
   for (const [key, w] of byKey) {
     if (satisfied.has(key)) continue;
-    let before = drops.get(w.where);
-    if (before === undefined) drops.set(w.where, (before = w.chain.table === MESH_TABLE ? null : firstDrop(rs, w.chain)));
-    additions.push({ shape: w.shape, chain: w.chain, before });
+    let place = places.get(w.where);
+    if (place === undefined) {
+      const before = w.chain.table === MESH_TABLE ? null : firstDrop(rs, w.chain);
+      places.set(w.where, (place = { before, after: before && keptBefore(rs, w.chain, before, deleted) }));
+    }
+    additions.push(place.after ? { shape: w.shape, chain: w.chain, before: place.before, after: place.after } : { shape: w.shape, chain: w.chain, before: place.before });
     added.add(w.shape.id);
   }
   const wantedIds = new Set(wants.map((w) => w.shape.id));
@@ -145,6 +155,15 @@ function effective(rs: Ruleset, chain: NftChain, rule: NftRule, positions: Map<N
   const drop = firstDrop(rs, chain);
   if (!drop) return true;
   return positions.get(rule)! < positions.get(drop)!;
+}
+
+/** The rule right before `drop` in its chain once the batch's deletions are done (null: none). */
+function keptBefore(rs: Ruleset, chain: NftChain, drop: NftRule, deleted: ReadonlySet<NftRule>): NftRule | null {
+  const rules = rulesOf(rs, chain);
+  for (let i = rules.indexOf(drop) - 1; i >= 0; i--) {
+    if (!deleted.has(rules[i]!)) return rules[i]!;
+  }
+  return null;
 }
 
 function positionsOf(rs: Ruleset): Map<NftRule, number> {

@@ -24,7 +24,8 @@ export interface Shape {
 
 /** Ids travel in rule comments (128 bytes at most in nft). */
 export function checkId(id: string): void {
-  if (Buffer.byteLength(MARK + id) > 128 || /[\n"]/.test(id)) {
+  // UTF-8 takes at most 3 bytes per UTF-16 unit: a short id needs no counting.
+  if ((MARK.length + 3 * id.length > 128 && Buffer.byteLength(MARK + id) > 128) || /[\n"]/.test(id)) {
     throw new MeshpError('MESHP_FIREWALL_FAILED', `opening id ${JSON.stringify(id)} cannot be carried in an nft comment (128 bytes, no quotes)`);
   }
 }
@@ -34,6 +35,50 @@ export function shapeKey(s: Shape): string {
   return `${s.id}|${s.nf}|${s.cidrs.join(',')}|${s.negate ? 1 : 0}|${s.protocol}|${s.port}|${s.match}|${s.verdict}`;
 }
 
+/** Which addresses one of an opening's rules matches. */
+type AddressPart = Pick<Shape, 'nf' | 'cidrs' | 'negate'>;
+
+/**
+ * The address parts of an opening's rules, by everything they depend on: thousands of openings
+ * share a handful of address lists. The parts (and their `cidrs`) are shared, so they are frozen.
+ */
+const addressParts = new Map<string, readonly AddressPart[]>();
+
+function addressesFor(o: Opening, family: Family, privateRange?: string): readonly AddressPart[] {
+  // The refusal's own `except` (the declaration's private range) wins over the plugin option.
+  const spared = o.except?.length ? o.except : privateRange ? [privateRange] : null;
+  const key = `${family}|${o.action}|${o.from.join(',')}|${spared?.join(',') ?? ''}`;
+  let parts = addressParts.get(key);
+  if (!parts) {
+    parts = computeAddresses(o, family, spared).map((p) => Object.freeze({ ...p, cidrs: Object.freeze(p.cidrs) as string[] }));
+    if (addressParts.size > 10_000) addressParts.clear();
+    addressParts.set(key, Object.freeze(parts));
+  }
+  return parts;
+}
+
+function computeAddresses(o: Opening, family: Family, spared: readonly string[] | null): AddressPart[] {
+  const families: IpFamily[] = family === 'inet' ? ['ip', 'ip6'] : family === 'ip' ? ['ip'] : ['ip6'];
+  const nfFor = (f: IpFamily, cidrs: string[]): Shape['nf'] => (family === 'inet' || cidrs.length > 0 ? f : 'any');
+  const out: AddressPart[] = [];
+  if (o.action === 'drop' && o.from.length === 0 && spared) {
+    const exempt = splitFamilies(spared);
+    for (const f of families) {
+      const cidrs = isWhole(exempt[f]) ? null : exempt[f];
+      if (cidrs) out.push({ nf: nfFor(f, cidrs), cidrs, negate: cidrs.length > 0 });
+    }
+    return out;
+  }
+  if (o.from.length === 0) return [{ nf: 'any', cidrs: [], negate: false }];
+  const byFamily = splitFamilies(o.from);
+  for (const f of families) {
+    if (byFamily[f].length === 0) continue;
+    const cidrs = isWhole(byFamily[f]) ? [] : byFamily[f];
+    out.push({ nf: nfFor(f, cidrs), cidrs, negate: false });
+  }
+  return out;
+}
+
 /**
  * The rules an opening needs in a table of `family`. An accept matches its `from` ranges (none:
  * anywhere). A refusal (drop) drops from its `from` ranges; without any, from everywhere outside
@@ -41,28 +86,8 @@ export function shapeKey(s: Shape): string {
  */
 export function shapesFor(o: Opening, family: Family, privateRange?: string): Shape[] {
   checkId(o.id);
-  const base = { id: o.id, protocol: o.protocol, port: o.port, match: o.path === 'forwarded' ? 'ct' : 'dport', verdict: o.action } as const;
-  const families: IpFamily[] = family === 'inet' ? ['ip', 'ip6'] : family === 'ip' ? ['ip'] : ['ip6'];
-  const nfFor = (f: IpFamily, cidrs: string[]): Shape['nf'] => (family === 'inet' || cidrs.length > 0 ? f : 'any');
-  const out: Shape[] = [];
-  // The refusal's own `except` (the declaration's private range) wins over the plugin option.
-  const spared = o.except?.length ? o.except : privateRange ? [privateRange] : null;
-  if (o.action === 'drop' && o.from.length === 0 && spared) {
-    const exempt = splitFamilies(spared);
-    for (const f of families) {
-      const cidrs = isWhole(exempt[f]) ? null : exempt[f];
-      if (cidrs) out.push({ ...base, nf: nfFor(f, cidrs), cidrs, negate: cidrs.length > 0 });
-    }
-    return out;
-  }
-  if (o.from.length === 0) return [{ ...base, nf: 'any', cidrs: [], negate: false }];
-  const byFamily = splitFamilies(o.from);
-  for (const f of families) {
-    if (byFamily[f].length === 0) continue;
-    const cidrs = isWhole(byFamily[f]) ? [] : byFamily[f];
-    out.push({ ...base, nf: nfFor(f, cidrs), cidrs, negate: false });
-  }
-  return out;
+  const match = o.path === 'forwarded' ? 'ct' : 'dport';
+  return addressesFor(o, family, privateRange).map((p) => ({ id: o.id, nf: p.nf, cidrs: p.cidrs, negate: p.negate, protocol: o.protocol, port: o.port, match, verdict: o.action }));
 }
 
 function addrExpr(cidr: string): unknown {
