@@ -1,5 +1,6 @@
 /** Tables and JSON for the admin commands. */
 import { table } from '../output.js';
+import type { SentSummary } from '@meshp/controller';
 
 export interface WireNodeStatus {
   network: string;
@@ -45,15 +46,8 @@ export interface WireFirewall {
   configFile: string;
 }
 
-export interface WireSent {
-  fromVersion: number;
-  toVersion: number;
-  upserts: number;
-  removals: number;
-  components: string[];
-  expectedHash: string;
-  at: string;
-}
+/** What the controller sent, as doctor shows it: the controller's own summary, unchanged on the wire. */
+export type WireSent = SentSummary;
 
 export const modeName = (m: number): string => (m === 1 ? 'adopted' : m === 2 ? 'converged' : 'unknown');
 /** An adopted node stands out wherever nodes are listed. */
