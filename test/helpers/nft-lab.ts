@@ -151,13 +151,29 @@ export async function reachable(from: Netns, host: string, port: number, seconds
 
 /** The ruleset as comparable lines: every object with its statements; handles and counter values left out. */
 export async function ruleLines(l: Lab): Promise<string[]> {
+  const { theirs, mesh } = await splitLines(l);
+  return [...theirs, ...mesh];
+}
+
+/**
+ * The ruleset's lines (see ruleLines) split in two: what lives in the mesh's own table (inet
+ * meshp: its refusals and its batch receipt) and everything else.
+ */
+export async function splitLines(l: Lab): Promise<{ theirs: string[]; mesh: string[] }> {
   const doc = JSON.parse(await l.nft(['-j', 'list', 'ruleset'])) as { nftables: Record<string, Record<string, unknown>>[] };
-  const out: string[] = [];
+  const out = { theirs: [] as string[], mesh: [] as string[] };
   for (const item of doc.nftables) {
     const [kind, body] = Object.entries(item)[0]!;
     if (kind === 'metainfo') continue;
     const { handle: _h, ...rest } = body;
-    out.push(`${kind} ${JSON.stringify(rest).replace(/"counter":\{"packets":\d+,"bytes":\d+\}/g, '"counter":{}')}`);
+    const table = kind === 'table' ? body.name : body.table;
+    const line = `${kind} ${JSON.stringify(rest).replace(/"counter":\{"packets":\d+,"bytes":\d+\}/g, '"counter":{}')}`;
+    (body.family === 'inet' && table === 'meshp' ? out.mesh : out.theirs).push(line);
   }
   return out;
+}
+
+/** The mesh table's lines (see splitLines) are its table and the receipt of the last batch, one element, and nothing else. */
+export function onlyReceipt(mesh: readonly string[]): boolean {
+  return mesh.length === 2 && mesh[0]!.startsWith('table ') && /^set .*"name":"receipt".*"elem":\[\d+\]\}$/.test(mesh[1]!);
 }

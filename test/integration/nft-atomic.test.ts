@@ -35,6 +35,36 @@ else {
     t.same(await calm.ensure([web], [store]), { added: [web.id, store.id], removed: [] }, 'the next ensure, re-listing first, succeeds');
   });
 
+  t.test('nft exiting 0 having applied nothing (pitfall 5) is caught by the missing receipt, on a real ruleset', async (t) => {
+    const l = await lab(t);
+    const inner = localRunner(netnsPrefix(l.server.name));
+    const swallowed: string[][] = [];
+    // A batch nft takes, says nothing about and never commits: exit 0, no change.
+    const silent: Runner = async (argv, o) => {
+      if (argv.includes('-f')) {
+        swallowed.push([...argv]);
+        return { code: 0, stdout: '', stderr: '' };
+      }
+      return inner(argv, o);
+    };
+    const driver = new NftablesDriver({ runner: silent, spawner: localSpawner(), root: l.root, configFile: '/etc/nftables.conf' });
+    const before = await ruleLines(l);
+    const err = (await driver.ensure([web], []).catch((e: unknown) => e)) as MeshpError;
+    t.equal(err?.code, 'MESHP_FIREWALL_FAILED', 'no mesh table yet: no receipt');
+    t.match(err?.message, /receipt \d+ is not in set inet meshp receipt/);
+    t.same(await ruleLines(l), before, 'and nothing was applied');
+
+    const real = new NftablesDriver({ runner: inner, spawner: localSpawner(), root: l.root, configFile: '/etc/nftables.conf' });
+    await real.ensure([web], []);
+    const withReceipt = await ruleLines(l);
+    const err2 = (await driver.ensure([web, { ...web, id: 'dns/incoming/tcp/9053', port: 9053 }], []).catch((e: unknown) => e)) as MeshpError;
+    t.equal(err2?.code, 'MESHP_FIREWALL_FAILED', "an earlier batch's receipt in the set does not pass for this one");
+    t.equal((err2.details as { receipt: number[] }).receipt.length, 1);
+    t.not((err2.details as { receipt: number[] }).receipt[0], (err2.details as { expected: number }).expected);
+    t.same(await ruleLines(l), withReceipt, 'nothing applied');
+    t.equal(swallowed.length, 2, 'each time one batch, swallowed');
+  });
+
   t.test('the drop alone gone between listing and batch: the batch still applies, the accepts where the drop was', async (t) => {
     const l = await lab(t);
     const inner = localRunner(netnsPrefix(l.server.name));

@@ -2,7 +2,7 @@ import t, { type Test } from 'tap';
 import { Host, type Opening } from '@meshp/core';
 import { NftablesPlugin, type NftablesDriver } from '@meshp/firewall-nftables';
 import { labAvailable } from '../helpers/netns.js';
-import { CLIENT_NET, DOCKER_NAT, PUBLISHED, SERVER_CLIENT, SERVER_OUTSIDE, lab, reachable, ruleLines } from '../helpers/nft-lab.js';
+import { CLIENT_NET, DOCKER_NAT, PUBLISHED, SERVER_CLIENT, SERVER_OUTSIDE, lab, onlyReceipt, reachable, splitLines } from '../helpers/nft-lab.js';
 
 if (!labAvailable()) t.plan(0, 'needs root to build network namespaces');
 else {
@@ -29,15 +29,16 @@ else {
   t.test('a forwarded opening matches the original port of a DNATed (published) port', async (t) => {
     const { l, driver } = await bed(t);
     t.notOk(await reachable(l.client, SERVER_CLIENT, PUBLISHED), 'their forward chain drops it');
-    const before = await ruleLines(l);
+    const before = await splitLines(l);
     await driver.ensure([published([CLIENT_NET])], []);
     t.ok(await reachable(l.client, SERVER_CLIENT, PUBLISHED), 'reachable from the private range');
     t.notOk(await reachable(l.outside, SERVER_OUTSIDE, PUBLISHED), 'not from outside');
-    const after = await ruleLines(l);
-    t.same(before.filter((x) => !after.includes(x)), [], 'their rules and the NAT table untouched');
-    const added = after.filter((x) => !before.includes(x));
+    const after = await splitLines(l);
+    t.same(before.theirs.filter((x) => !after.theirs.includes(x)), [], 'their rules and the NAT table untouched');
+    const added = after.theirs.filter((x) => !before.theirs.includes(x));
     t.equal(added.length, 1);
     t.match(added[0], /"chain":"forward","comment":"meshp:web\/forwarded\/tcp\/18080".*"proto-dst"/);
+    t.ok(onlyReceipt(after.mesh), 'and the receipt in the mesh table');
   });
 
   t.test('a refusal in the mesh table drops a published port from outside the private range, whatever else accepts it', async (t) => {
@@ -55,7 +56,10 @@ else {
       'the refusal reads back as it was asked',
     );
     t.same(await driver.ensure([published([])], []), { added: [], removed: [refusal.id] });
-    t.notMatch(await l.nft(['list', 'tables']), /inet meshp/, 'the mesh table goes with its last refusal');
+    t.ok(onlyReceipt((await splitLines(l)).mesh), "the mesh table's chains go with its last refusal; the receipt stays while openings do");
     t.ok(await reachable(l.outside, SERVER_OUTSIDE, PUBLISHED));
+    t.same(await driver.ensure([], []), { added: [], removed: [published([]).id] });
+    t.notMatch(await l.nft(['list', 'tables']), /inet meshp/, 'the mesh table goes with the last opening');
+    t.notOk(await reachable(l.outside, SERVER_OUTSIDE, PUBLISHED), 'their forward chain drops it again');
   });
 }

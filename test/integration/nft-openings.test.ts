@@ -2,7 +2,7 @@ import t, { type Test } from 'tap';
 import { Host, type Opening } from '@meshp/core';
 import { NftablesPlugin, type NftablesDriver } from '@meshp/firewall-nftables';
 import { labAvailable } from '../helpers/netns.js';
-import { CLIENT_NET, CLIENT6_NET, SERVER6, SERVER_CLIENT, SERVER_OUTSIDE, lab, reachable, ruleLines, type Lab } from '../helpers/nft-lab.js';
+import { CLIENT_NET, CLIENT6_NET, SERVER6, SERVER_CLIENT, SERVER_OUTSIDE, lab, onlyReceipt, reachable, ruleLines, splitLines, type Lab } from '../helpers/nft-lab.js';
 
 if (!labAvailable()) t.plan(0, 'needs root to build network namespaces');
 else {
@@ -25,7 +25,8 @@ else {
     const { l, driver } = await adopted(t);
     t.ok(await reachable(l.client, SERVER_CLIENT, 8080), 'the found firewall lets 8080 through');
     t.notOk(await reachable(l.client, SERVER_CLIENT, 9000), 'closed before the opening');
-    const before = await ruleLines(l);
+    const before = await splitLines(l);
+    t.same(before.mesh, [], 'no mesh table before');
 
     const r = await driver.ensure([web], []);
     t.same(r, { added: [web.id], removed: [] });
@@ -33,12 +34,13 @@ else {
     t.ok(await reachable(l.client, SERVER6, 9000), 'and over IPv6');
     t.notOk(await reachable(l.outside, SERVER_OUTSIDE, 9000), 'not from the outside machine');
 
-    const after = await ruleLines(l);
-    const added = after.filter((x) => !before.includes(x));
-    const gone = before.filter((x) => !after.includes(x));
+    const after = await splitLines(l);
+    const added = after.theirs.filter((x) => !before.theirs.includes(x));
+    const gone = before.theirs.filter((x) => !after.theirs.includes(x));
     t.same(gone, [], 'no rule of theirs changed');
     t.equal(added.length, 2, 'one IPv4 and one IPv6 rule');
     t.ok(added.every((x) => x.includes('"comment":"meshp:web/incoming/tcp/9000"')), 'every added rule carries the mark');
+    t.ok(onlyReceipt(after.mesh), `beside them, only the mesh table with the batch's receipt: ${after.mesh.join(' | ')}`);
 
     t.same(await driver.openings(), [web], 'the marked rules read back as the opening');
   });
@@ -79,14 +81,16 @@ else {
   t.test('removing an opening removes only its own rules', async (t) => {
     const { l, driver } = await adopted(t);
     await driver.ensure([web, dns], []);
-    const before = await ruleLines(l);
+    const before = await splitLines(l);
     t.same(await driver.ensure([web], []), { added: [], removed: [dns.id] });
-    const after = await ruleLines(l);
+    const after = await splitLines(l);
     t.same(
-      before.filter((x) => !after.includes(x)).map((x) => /"comment":"([^"]+)"/.exec(x)?.[1]),
+      before.theirs.filter((x) => !after.theirs.includes(x)).map((x) => /"comment":"([^"]+)"/.exec(x)?.[1]),
       ['meshp:dns/incoming/tcp/9053'],
     );
-    t.same(after.filter((x) => !before.includes(x)), []);
+    t.same(after.theirs.filter((x) => !before.theirs.includes(x)), []);
+    t.ok(onlyReceipt(after.mesh), 'the removal has its receipt too');
+    t.not(after.mesh[1], before.mesh[1], 'a new one');
     t.notOk(await reachable(l.client, SERVER_CLIENT, 9053), 'its port closed again');
     t.ok(await reachable(l.client, SERVER_CLIENT, 9000), 'the other one stays open');
   });

@@ -1,4 +1,4 @@
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import t from 'tap';
 import { Host, MeshpError, type Opening } from '@meshp/core';
 import { NftablesDriver, NftablesPlugin, localRunner, localSpawner, type RunResult, type Runner } from '@meshp/firewall-nftables';
@@ -53,59 +53,93 @@ t.test('a missing nft is a sighting without a driver, not a crash of detection',
   t.match(host.firewallSightings(), [{ kind: 'nftables', active: false, summary: 'nft is not installed' }]);
 });
 
-t.test('a batch nft accepts but does not apply (exit 0, nothing echoed) is MESHP_FIREWALL_FAILED', async (t) => {
+/** `nft -j list set inet meshp receipt` output holding these elements. */
+const receiptSet = (...elem: number[]): string =>
+  JSON.stringify({ nftables: [{ metainfo: { version: '1.0.6' } }, { set: { family: 'inet', name: 'receipt', table: 'meshp', type: 'mark', handle: 1, elem } }] });
+
+/** The nonce a native batch file sets as its receipt. */
+function nonceIn(argv: readonly string[]): number {
+  const m = /add element inet meshp receipt \{ (\d+) \}/.exec(readFileSync(argv[argv.length - 1]!, 'utf8'));
+  return m ? Number(m[1]) : NaN;
+}
+
+t.test('a batch nft accepts but does not apply (exit 0, no receipt) is MESHP_FIREWALL_FAILED', async (t) => {
   const calls: string[][] = [];
   const d = driver(async (argv) => {
     calls.push([...argv]);
+    if (argv.includes('set')) return { code: 1, stdout: '', stderr: 'Error: No such file or directory\nlist set inet meshp receipt\n' };
     return ok(argv.includes('list') ? RULESET : '');
   });
   const err = (await d.ensure([web2], []).catch((e: unknown) => e)) as MeshpError;
   t.equal(err?.code, 'MESHP_FIREWALL_FAILED');
-  t.match(err?.message, /did not echo 2 of its 2 rules/);
+  t.match(err?.message, /receipt \d+ is not in set inet meshp receipt/);
   t.same(
     calls.map((c) => c.slice(0, 4).join(' ')),
-    ['nft -j list ruleset', 'nft -e -a -f'],
-    're-listed right before the one batch, which is echoed',
+    ['nft -j list ruleset', 'nft -f ' + calls[1]![2], 'nft -j list set'],
+    're-listed right before the one batch, then its receipt read',
   );
-  t.match(calls[1]![4], /meshp-nft-.*\.nft$/, 'the batch goes through a file, never stdin');
+  t.match(calls[1]![2], /meshp-nft-.*\.nft$/, 'the batch goes through a file, never stdin');
 });
 
-t.test('a batch echoed only in part is MESHP_FIREWALL_FAILED naming what is missing', async (t) => {
-  const d = driver(async (argv, o) => {
-    if (argv.includes('list')) return ok(RULESET);
-    const text = readFileSync(argv[argv.length - 1]!, 'utf8');
-    const first = text.split('\n')[0]!;
-    const echo = `${first} # handle 7\n# new generation 9 by process 1 (nft)\n`;
-    if (o?.stdoutFile) writeFileSync(o.stdoutFile, echo);
-    return ok(o?.stdoutFile ? '' : echo);
+t.test("an earlier batch's receipt does not pass for this one", async (t) => {
+  let old = 0;
+  const listed = JSON.parse(RULESET) as { nftables: object[] };
+  const d = driver(async (argv) => {
+    if (argv.includes('set')) return ok(receiptSet(old));
+    if (argv.includes('list')) return ok(JSON.stringify({ nftables: [...listed.nftables, { set: { family: 'inet', name: 'receipt', table: 'meshp', type: 'mark', handle: 1, elem: [old] } }] }));
+    return ok('');
   });
-  const err = (await d.ensure([web2], []).catch((e: unknown) => e)) as MeshpError;
-  t.equal(err?.code, 'MESHP_FIREWALL_FAILED');
-  t.match(err?.message, /did not echo 1 of its 2 rules/);
-  t.match(err?.details, { missing: ['inet filter input|meshp:web/incoming/tcp/9000'] });
+  for (old of [1, 0xffffffff, 77]) {
+    const err = (await d.ensure([web], []).catch((e: unknown) => e)) as MeshpError;
+    t.equal(err?.code, 'MESHP_FIREWALL_FAILED', `receipt ${old} listed before and after`);
+    t.match(err?.details, { receipt: [old] });
+    t.not((err?.details as { expected?: number })?.expected, old, 'the new nonce is never the one already there');
+  }
+});
+
+t.test('a batch whose receipt reads back is done; the receipt is the only thing read after it', async (t) => {
+  const calls: string[][] = [];
+  let nonce = NaN;
+  const d = driver(async (argv) => {
+    calls.push([...argv]);
+    if (argv.includes('-f')) nonce = nonceIn(argv);
+    if (argv.includes('set')) return ok(receiptSet(nonce));
+    return ok(argv.includes('list') ? RULESET : '');
+  });
+  t.same(await d.ensure([web2], []), { added: [web2.id], removed: [] });
+  t.ok(Number.isInteger(nonce) && nonce >= 1 && nonce <= 0xffffffff, 'the batch carries a 32-bit nonce');
+  t.equal(calls.length, 3);
+});
+
+t.test('malformed receipt output is MESHP_FIREWALL_OUTPUT', async (t) => {
+  for (const out of ['not json', '{"nftables": 1}', receiptSet().replace('"receipt"', '"other"'), JSON.stringify({ nftables: [{ set: { name: 'receipt', table: 'meshp', elem: ['x'] } }] })]) {
+    const d = driver(async (argv) => ok(argv.includes('set') ? out : argv.includes('list') ? RULESET : ''));
+    t.equal(await code(d.ensure([web], [])), 'MESHP_FIREWALL_OUTPUT', out);
+  }
 });
 
 t.test('when nft cannot parse the native batch, the same batch goes as JSON and is checked by a re-list', async (t) => {
   const calls: string[][] = [];
   const d = driver(async (argv) => {
     calls.push([...argv]);
-    if (argv.includes('-e')) return { code: 1, stdout: '', stderr: 'x.nft:1:1-3: Error: syntax error, unexpected junk\n' };
+    if (argv.includes('-f') && !argv.includes('-j')) return { code: 1, stdout: '', stderr: 'x.nft:1:1-3: Error: syntax error, unexpected junk\n' };
     return ok(argv.includes('list') ? RULESET : '');
   });
   const err = (await d.ensure([web], []).catch((e: unknown) => e)) as MeshpError;
   t.equal(err?.code, 'MESHP_FIREWALL_FAILED');
   t.match(err?.message, /still differs/, 'the fake applies nothing: the re-list sees it');
   t.same(
-    calls.map((c) => c.slice(0, 3).join(' ')),
-    ['nft -j list', 'nft -e -a', 'nft -j -f', 'nft -j list'],
+    calls.map((c) => c.slice(0, 2).join(' ')),
+    ['nft -j', 'nft -f', 'nft -j', 'nft -j'],
   );
+  t.same(calls[2]!.slice(0, 3), ['nft', '-j', '-f']);
 });
 
 t.test('a native batch nft refuses for another reason is not retried', async (t) => {
   const calls: string[][] = [];
   const d = driver(async (argv) => {
     calls.push([...argv]);
-    if (argv.includes('-e')) return { code: 1, stdout: '', stderr: 'Error: Could not process rule: No such file or directory\n' };
+    if (argv.includes('-f')) return { code: 1, stdout: '', stderr: 'Error: Could not process rule: No such file or directory\n' };
     return ok(RULESET);
   });
   const err = (await d.ensure([web], []).catch((e: unknown) => e)) as MeshpError;

@@ -87,6 +87,43 @@ t.test('a chain that does not drop gets no opening; the mesh table holds the ref
   t.match(json, /"table":"meshp","chain":"forward","comment":"meshp:r"/);
 });
 
+t.test('the mesh table: there while the mesh has anything in the firewall (it carries the receipt), its chains only while refusals are', async (t) => {
+  const refusal: Opening = { ...web, id: 'r', path: 'forwarded', action: 'drop', from: [] };
+  const meshTable = { table: { family: 'inet', name: 'meshp', handle: 9 } };
+  const receipt = { set: { family: 'inet', table: 'meshp', name: 'receipt', type: 'mark', handle: 1, elem: [5] } };
+  const meshChains = ['input', 'forward'].map((name, i) => ({ chain: { family: 'inet', table: 'meshp', name, handle: 2 + i, type: 'filter', hook: name, prio: 0, policy: 'accept' } }));
+  const refused = planEnsure(ruleset([reject]), [], [refusal]);
+  const refusalRules = refused.additions.map((a, i) => ({ rule: { ...buildRule(a.shape, { family: 'inet', table: 'meshp', chain: a.chain.name }), handle: 30 + i } }));
+  const ours = shapesFor(web, 'inet').map((s) => {
+    const { family: _f, table: _tb, chain: _c, ...r } = buildRule(s, { family: 'inet', table: 'filter', chain: 'input' });
+    return r;
+  });
+
+  const first = planEnsure(ruleset([reject]), [web], []);
+  t.equal(first.meshAfter, true, 'an opening alone: the receipt will make the table');
+  t.notMatch(JSON.stringify(first.commands), /meshp"/, 'no mesh chains for openings alone');
+
+  const dropped = planEnsure(ruleset([...ours, reject], [meshTable, ...meshChains, receipt, ...refusalRules]), [web], []);
+  t.same(
+    dropped.head.map((c) => JSON.stringify(c)),
+    [
+      ...refusalRules.map((r) => JSON.stringify({ delete: { rule: { family: 'inet', table: 'meshp', chain: r.rule.chain, handle: r.rule.handle } } })),
+      JSON.stringify({ delete: { chain: { family: 'inet', table: 'meshp', name: 'input' } } }),
+      JSON.stringify({ delete: { chain: { family: 'inet', table: 'meshp', name: 'forward' } } }),
+    ],
+    'the last refusal goes: its rules, then the two chains, the table stays',
+  );
+  t.same(dropped.removed, ['r']);
+  t.equal(dropped.meshAfter, true);
+
+  const settled = planEnsure(ruleset([...ours, reject], [meshTable, receipt]), [web], []);
+  t.same(settled.commands, [], 'the table with only its receipt, the opening in place: nothing to do');
+
+  const gone = planEnsure(ruleset([...ours, reject], [meshTable, receipt]), [], []);
+  t.same(gone.commands.at(-1), { delete: { table: { family: 'inet', name: 'meshp' } } }, 'nothing of the mesh wanted: the table goes');
+  t.equal(gone.meshAfter, false, 'and no receipt can be read after');
+});
+
 t.test('what is present and effective is kept; marked and unwanted goes; unmarked is never touched', async (t) => {
   const ours = shapesFor(web, 'inet').map((s) => {
     const { family: _f, table: _t, chain: _c, ...r } = buildRule(s, { family: 'inet', table: 'filter', chain: 'input' });

@@ -6,6 +6,8 @@ import { chainKey, tableKey, verdictOf, type NftChain, type NftRule, type NftTab
 export const MESH_TABLE = 'meshp';
 export const DERIVED_TABLE = 'meshp_derived';
 export const MARK = 'meshp:';
+/** The set in the mesh table whose one element names the last batch committed (see receiptLines). */
+export const RECEIPT_SET = 'receipt';
 
 export type TableOwner =
   | 'found' // the found nftables firewall's

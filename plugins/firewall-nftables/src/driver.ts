@@ -1,12 +1,12 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomInt } from 'node:crypto';
 import { access, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { MeshpError, type DerivedFilter, type Door, type EnsureResult, type FirewallDescription, type FirewallDriver, type Opening, type Reach, type RetiredState } from '@meshp/core';
 import { canonical, parseCidr } from './cidr.js';
-import { DERIVED_TABLE, classifyTable, markedId, tablesOwnedBy, foundActive } from './classify.js';
+import { DERIVED_TABLE, MESH_TABLE, RECEIPT_SET, classifyTable, markedId, tablesOwnedBy, foundActive } from './classify.js';
 import { loadInScratch, recreateTables } from './config.js';
 import { derivedBatch } from './derived.js';
-import { additionKeys, missingFromEcho, nativePlan } from './native.js';
+import { nativePlan, receiptLines } from './native.js';
 import { Nft, runTool } from './nft.js';
 import { planEnsure } from './plan.js';
 import { reachOfRuleset } from './reach.js';
@@ -79,22 +79,25 @@ export class NftablesDriver implements FirewallDriver {
     const plan = planEnsure(before, openings, refusals, this.o.privateRange);
     if (plan.head.length === 0 && plan.additions.length === 0) return { added: [], removed: [] };
     const result = { added: plan.added, removed: plan.removed };
-    // Fast path: nft's own syntax, echoed. The kernel echoes a batch's rules only once the whole
-    // transaction has committed, so every added rule echoed with a handle proves the batch applied
-    // (nft can exit 0 having applied nothing, pitfall 5) without listing the ruleset again.
-    const expected = additionKeys(plan.additions);
-    const text = expected.length > 0 ? nativePlan(plan) : null;
-    const echo = text === null ? null : await this.nft.applyEcho(text);
-    if (echo !== null) {
-      const missing = missingFromEcho(expected, echo);
-      if (missing.length > 0) {
-        throw new MeshpError('MESHP_FIREWALL_FAILED', `nft accepted the batch but did not echo ${missing.length} of its ${expected.length} rules as committed`, {
-          details: { missing: missing.slice(0, 20) },
-        });
+    // Fast path: nft's own syntax, ending with a receipt — a fresh nonce in the mesh table's
+    // receipt set. The batch is one transaction: the nonce is there afterwards only if all of it
+    // committed (nft can exit 0 having applied nothing, pitfall 5), and one set reads back in a
+    // few milliseconds, however many rules the batch wrote.
+    const nonce = plan.meshAfter ? freshNonce(before) : null;
+    const text = nonce === null ? null : nativePlan(plan);
+    if (nonce !== null && text !== null && (await this.nft.applyNative(text + receiptLines(nonce)))) {
+      const receipt = await this.nft.receipt();
+      if (!receipt.includes(nonce)) {
+        throw new MeshpError(
+          'MESHP_FIREWALL_FAILED',
+          `nft accepted the batch but its receipt ${nonce} is not in set inet ${MESH_TABLE} ${RECEIPT_SET}: the batch did not commit, or the ruleset was replaced since`,
+          { details: { receipt, expected: nonce } },
+        );
       }
       return result;
     }
-    // Otherwise (a batch of deletions only, or names nft's syntax cannot carry): JSON, then re-list.
+    // Otherwise (a batch that removes the mesh table with the last of our rules, or names nft's
+    // syntax cannot carry): JSON, then re-list.
     await this.nft.apply({ nftables: plan.commands });
     const left = planEnsure(await this.nft.list(), openings, refusals, this.o.privateRange);
     if (left.commands.length > 0) {
@@ -175,6 +178,19 @@ export class NftablesDriver implements FirewallDriver {
   watch(onChange: () => void): { close(): void } {
     return watchRuleset(this.o.spawner, this.o.bin ?? 'nft', onChange);
   }
+}
+
+/** A receipt nonce not already in the listed receipt set, so an old element never passes for a new batch. */
+function freshNonce(rs: Ruleset): number {
+  const old = new Set<unknown>();
+  for (const o of rs.objects) {
+    const set = (o as { set?: { family?: unknown; table?: unknown; name?: unknown; elem?: unknown } }).set;
+    if (set?.family === 'inet' && set.table === MESH_TABLE && set.name === RECEIPT_SET && Array.isArray(set.elem)) set.elem.forEach((e) => old.add(e));
+  }
+  let nonce: number;
+  do nonce = randomInt(1, 0x100000000);
+  while (old.has(nonce));
+  return nonce;
 }
 
 /** Our marked rules read back as openings and refusals, one per id. */

@@ -1,9 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import { constants, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { constants, rmSync, writeFileSync } from 'node:fs';
 import { access } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MeshpError, isMeshpError } from '@meshp/core';
+import { MESH_TABLE, RECEIPT_SET } from './classify.js';
 import type { RunOptions, RunResult, Runner } from './runner.js';
 import { parseRuleset, type Batch, type Ruleset } from './schema.js';
 
@@ -42,23 +43,30 @@ export class Nft {
   }
 
   /**
-   * Loads a file of nft's own syntax with `-e -a`: resolves with the echo (every committed rule
-   * with its new handle), or null when nft could not parse the file — then nothing reached the
-   * kernel, and the caller may send the same batch as JSON.
+   * Loads a file of nft's own syntax: true once nft has applied it, false when nft could not
+   * parse it — then nothing reached the kernel, and the caller may send the same batch as JSON.
    */
-  async applyEcho(text: string): Promise<string | null> {
-    return this.withFile(text, 'nft', async (file) => {
-      const out = `${file}.echo`;
-      try {
-        const { stdout } = await this.run(['-e', '-a', '-f', file], 'nft -e -a -f', { stdoutFile: out });
-        return stdout || readEcho(out);
-      } catch (e) {
-        if (isMeshpError(e, 'MESHP_FIREWALL_FAILED') && /syntax error/.test(String(e.details?.stderr ?? ''))) return null;
-        throw e;
-      } finally {
-        rmSync(out, { force: true });
-      }
-    });
+  async applyNative(text: string): Promise<boolean> {
+    try {
+      await this.applyFile(text);
+      return true;
+    } catch (e) {
+      if (isMeshpError(e, 'MESHP_FIREWALL_FAILED') && /syntax error/.test(String(e.details?.stderr ?? ''))) return false;
+      throw e;
+    }
+  }
+
+  /** The elements of the mesh table's receipt set; none when the set is not there. */
+  async receipt(): Promise<number[]> {
+    const what = `nft -j list set inet ${MESH_TABLE} ${RECEIPT_SET}`;
+    let stdout: string;
+    try {
+      ({ stdout } = await this.run(['-j', 'list', 'set', 'inet', MESH_TABLE, RECEIPT_SET], what));
+    } catch (e) {
+      if (isMeshpError(e, 'MESHP_FIREWALL_FAILED') && /No such file or directory/.test(String(e.details?.stderr ?? ''))) return [];
+      throw e;
+    }
+    return receiptOf(stdout, what);
   }
 
   /** A private file for the batch. Written and removed synchronously: a few hundred kB, mostly in memory (/dev/shm). */
@@ -73,12 +81,26 @@ export class Nft {
   }
 }
 
-function readEcho(file: string): string {
+/** The receipt set's elements from `nft -j list set` output; anything else is MESHP_FIREWALL_OUTPUT. */
+export function receiptOf(text: string, what = 'nft -j list set'): number[] {
+  let doc: unknown;
   try {
-    return readFileSync(file, 'utf8');
-  } catch {
-    return '';
+    doc = JSON.parse(text);
+  } catch (e) {
+    throw new MeshpError('MESHP_FIREWALL_OUTPUT', `${what}: output is not JSON`, { cause: e });
   }
+  const items = (doc as { nftables?: unknown }).nftables;
+  if (!Array.isArray(items)) throw new MeshpError('MESHP_FIREWALL_OUTPUT', `${what}: no "nftables" array`);
+  for (const item of items) {
+    const set = (item as { set?: { name?: unknown; table?: unknown; elem?: unknown } }).set;
+    if (!set || set.name !== RECEIPT_SET || set.table !== MESH_TABLE) continue;
+    if (set.elem === undefined) return [];
+    if (!Array.isArray(set.elem) || !set.elem.every((x) => Number.isInteger(x))) {
+      throw new MeshpError('MESHP_FIREWALL_OUTPUT', `${what}: the receipt's elements are not marks`);
+    }
+    return set.elem as number[];
+  }
+  throw new MeshpError('MESHP_FIREWALL_OUTPUT', `${what}: no set ${RECEIPT_SET} in the output`);
 }
 
 let scratch: Promise<string> | undefined;

@@ -31,6 +31,8 @@ export interface EnsurePlan {
   additions: Addition[];
   added: string[];
   removed: string[];
+  /** The mesh table is there once the batch has run: it can carry the batch's receipt. */
+  meshAfter: boolean;
 }
 
 export function additionCommand(a: Addition): Command {
@@ -40,7 +42,7 @@ export function additionCommand(a: Addition): Command {
   return { insert: { rule } };
 }
 
-function makePlan(head: Command[], additions: Addition[], added: string[], removed: string[]): EnsurePlan {
+function makePlan(head: Command[], additions: Addition[], added: string[], removed: string[], meshAfter: boolean): EnsurePlan {
   let commands: Command[] | undefined;
   return {
     get commands() {
@@ -51,6 +53,7 @@ function makePlan(head: Command[], additions: Addition[], added: string[], remov
     additions,
     added,
     removed,
+    meshAfter,
   };
 }
 
@@ -119,12 +122,19 @@ export function planEnsure(rs: Ruleset, openings: readonly Opening[], refusals: 
   }
 
   const commands: Command[] = [...deletes];
+  // The mesh table holds the refusals (in its two chains) and the receipt of the last batch: it
+  // stays while the mesh has anything in the firewall, its chains only while there are refusals.
   const meshTable = rs.tables.find((t) => classifyTable(t, rs) === 'mesh');
-  const meshWanted = wants.some((w) => w.chain.table === MESH_TABLE);
-  if (meshWanted) {
+  const refusing = wants.some((w) => w.chain.table === MESH_TABLE);
+  const meshAfter = wants.length > 0;
+  if (refusing) {
     if (!meshTable) commands.push({ add: { table: { family: 'inet', name: MESH_TABLE } } });
     for (const c of Object.values(MESH_CHAINS)) {
       if (!chainsByKey.has(chainKey(c))) commands.push({ add: { chain: { ...c } } });
+    }
+  } else if (meshTable && meshAfter) {
+    for (const c of Object.values(MESH_CHAINS)) {
+      if (chainsByKey.has(chainKey(c))) commands.push({ delete: { chain: { family: c.family, table: c.table, name: c.name } } });
     }
   } else if (meshTable) {
     commands.push({ delete: { table: { family: 'inet', name: MESH_TABLE } } });
@@ -145,8 +155,8 @@ export function planEnsure(rs: Ruleset, openings: readonly Opening[], refusals: 
   }
   const wantedIds = new Set(wants.map((w) => w.shape.id));
   const removed = [...deletedIds].filter((id) => !wantedIds.has(id));
-  if (commands.length === 0 && additions.length === 0) return makePlan([], [], [], []);
-  return makePlan(commands, additions, [...added], removed);
+  if (commands.length === 0 && additions.length === 0) return makePlan([], [], [], [], meshAfter);
+  return makePlan(commands, additions, [...added], removed, meshAfter);
 }
 
 /** An accept after the chain's first drop never fires: it is replaced. Handles grow, positions do not: compare positions. */

@@ -1,5 +1,4 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, openSync } from 'node:fs';
 
 export interface RunResult {
   code: number;
@@ -9,12 +8,6 @@ export interface RunResult {
 
 export interface RunOptions {
   input?: string;
-  /**
-   * Write the command's standard output to this file instead of returning it (nft writes its
-   * echo unbuffered, a line in a dozen writes: a pipe makes that slow). A runner may ignore it
-   * and return the output in `stdout` as usual.
-   */
-  stdoutFile?: string;
 }
 
 /**
@@ -36,10 +29,6 @@ export function localRunner(prefix: readonly string[] = []): Runner {
   return (argv, options = {}) =>
     new Promise((resolve, reject) => {
       const full = [...prefix, ...argv];
-      if (options.stdoutFile !== undefined) {
-        runToFile(full, options.stdoutFile, resolve, reject);
-        return;
-      }
       const child = execFile(full[0]!, full.slice(1), { maxBuffer: 256 << 20, encoding: 'utf8' }, (err, stdout, stderr) => {
         if (err && typeof (err as NodeJS.ErrnoException).code === 'string') {
           reject(err);
@@ -52,22 +41,6 @@ export function localRunner(prefix: readonly string[] = []): Runner {
       if (options.input === undefined) child.stdin?.end();
       else child.stdin?.end(options.input);
     });
-}
-
-function runToFile(full: string[], path: string, resolve: (r: RunResult) => void, reject: (e: Error) => void): void {
-  let fd: number;
-  try {
-    fd = openSync(path, 'w', 0o600);
-  } catch (e) {
-    reject(e as Error);
-    return;
-  }
-  const child = spawn(full[0]!, full.slice(1), { stdio: ['ignore', fd, 'pipe'] });
-  closeSync(fd);
-  let stderr = '';
-  child.stderr!.setEncoding('utf8').on('data', (c: string) => (stderr += c));
-  child.on('error', reject);
-  child.on('close', (code, signal) => resolve({ code: code ?? (signal ? 128 : 1), stdout: '', stderr }));
 }
 
 export function localSpawner(prefix: readonly string[] = []): Spawner {
