@@ -1,5 +1,5 @@
 import t from 'tap';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DeltaApplier, REMOVAL_REASON, WIRE_MODE, type StateDelta } from '@meshp/core';
@@ -171,6 +171,61 @@ t.test('a controller restarted from its SQLite state resumes with a delta when t
   t.equal(d.fromVersion, 3);
   t.same(d.upsertPeers.map((p) => p.id), ['z']);
   t.equal(c.hello('n', 'x', 3, 'wrong').snapshotPending, true, 'a hello with another hash gets a snapshot');
+});
+
+t.test('a controller restored from an older copy of its state moves past the versions agents saw; they take its snapshot and follow on', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'meshp-ctl-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const file = join(dir, 'controller.db');
+  const backup = join(dir, 'backup.db');
+  let c = new Controller(new SqliteControllerStore(file));
+  c.createNetwork('n');
+  c.setPolicy('n', [{ from: 'a', to: 'a' }]);
+  c.join('n', { id: 'x', nodeKey: 'kx', tags: ['a'] });
+  c.join('n', { id: 'y', nodeKey: 'ky', tags: ['a'] });
+  const x = new DeltaApplier();
+  const y = new DeltaApplier();
+  sync(c, x, 'x');
+  sync(c, y, 'y');
+  c.close();
+  copyFileSync(file, backup); // the backup: version 3
+
+  c = new Controller(new SqliteControllerStore(file));
+  c.join('n', { id: 'z', nodeKey: 'kz', tags: ['a'] });
+  c.setTags('n', 'z', ['a', 'b']);
+  sync(c, x, 'x');
+  t.equal(x.appliedVersion, 5, 'x saw versions 4 and 5, with z');
+  c.close();
+
+  for (const f of [file, `${file}-wal`, `${file}-shm`]) rmSync(f, { force: true });
+  copyFileSync(backup, file); // restored: version 3, no z
+  c = new Controller(new SqliteControllerStore(file));
+  t.teardown(() => c.close());
+  t.equal(c.stateVersion('n'), 3);
+
+  const hx = x.hello();
+  const r = c.hello('n', 'x', hx.appliedVersion, hx.stateHash);
+  t.same(r, { accepted: false, snapshotPending: true, movedAhead: { from: 3, to: 6 } }, 'x is ahead: the network moves to 6');
+  const snap = c.deltaFor('n', 'x')!;
+  t.same([snap.fromVersion, snap.toVersion], [0, 6], 'a snapshot at 6');
+  const got = x.receive(structuredClone(snap));
+  t.equal(got.status, 'applied', 'x takes it: it is newer than its view');
+  if (got.status === 'applied') t.same(c.ack('n', 'x', got.ack.appliedVersion, got.ack.stateHash), { accepted: true, snapshotPending: false });
+  t.same([...x.view.peers.keys()], ['y'], 'z, of the lost history, is gone from x');
+  t.equal(x.view.hash(), c.snapshotOf('n', 'x').hash);
+
+  const hy = y.hello();
+  t.equal(c.hello('n', 'y', hy.appliedVersion, hy.stateHash).movedAhead, undefined, 'y at 3 was never ahead');
+  t.same(c.deltaFor('n', 'y')!.fromVersion, 0, 'but the log no longer bridges 3 to 6: y gets a snapshot too');
+
+  c.join('n', { id: 'w', nodeKey: 'kw', tags: ['a'] });
+  const d = sync(c, x, 'x')!;
+  t.same([d.fromVersion, d.toVersion], [6, 7], 'the next change reaches x as a delta');
+  t.same([...x.view.peers.keys()].sort(), ['w', 'y']);
+  t.equal(c.stateVersion('n'), 7);
+
+  t.throws(() => c.hello('n', 'x', 2 ** 53, 'h'), { code: 'MESHP_USAGE' }, 'a version no controller sends is refused, not followed');
+  t.equal(c.stateVersion('n'), 7);
 });
 
 t.test('doctor shows the deltas sent and whether the agent hash matched', async (t) => {

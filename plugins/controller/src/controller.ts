@@ -35,7 +35,12 @@ export interface AckResult {
   accepted: boolean;
   /** The agent's hash differed from the one computed for that version (or the version is unknown). */
   snapshotPending: boolean;
+  /** The hello named a version past this controller's: its state is an older copy (see `hello`). */
+  movedAhead?: { from: number; to: number };
 }
+
+/** Versions stay safe integers however far a restored controller moves ahead. */
+const MAX_VERSION = 2 ** 50;
 
 const EXPECTATIONS = 64;
 
@@ -290,10 +295,22 @@ export class Controller {
     return { accepted, snapshotPending: sync.snapshotPending };
   }
 
-  /** A new stream: resume from the agent's own version when its hash is the one expected, else snapshot. */
+  /**
+   * A new stream: resume from the agent's own version when its hash is the one expected, else
+   * snapshot. An agent that applied a version this controller never reached means the controller
+   * runs on an older copy of its state (restored from a backup): the versions after that copy,
+   * which agents saw, belong to a history it no longer has. The network's version then moves past
+   * the agent's and the change log is emptied — no delta bridges two histories — so this agent,
+   * and every other as it asks, gets a snapshot newer than anything it holds (an agent never
+   * goes back to an older version).
+   */
   hello(network: string, id: string, appliedVersion: number, hash: string): AckResult {
     const net = this.#net(network);
     const sync = this.#sync(net, id);
+    if (!Number.isSafeInteger(appliedVersion) || appliedVersion < 0 || appliedVersion > MAX_VERSION) {
+      throw new MeshpError('MESHP_USAGE', `applied version ${appliedVersion} is not a version a controller sends`);
+    }
+    const movedAhead = appliedVersion > net.version ? this.#moveAhead(net, appliedVersion) : undefined;
     const result = this.ack(network, id, appliedVersion, hash);
     if (result.accepted || (appliedVersion === sync.applied && hash === sync.appliedHash && sync.applied > 0)) {
       sync.sent = appliedVersion;
@@ -301,7 +318,7 @@ export class Controller {
       if (!sync.expectations.some((e) => e.version === appliedVersion)) sync.snapshotPending = true;
     } else sync.snapshotPending = true;
     this.#store.transaction(() => this.#store.putSync(network, id, sync));
-    return { accepted: result.accepted, snapshotPending: sync.snapshotPending };
+    return { accepted: result.accepted, snapshotPending: sync.snapshotPending, ...(movedAhead ? { movedAhead } : {}) };
   }
 
   /** The agent refused a delta or lost its view: the next answer is a snapshot. */
@@ -376,6 +393,19 @@ export class Controller {
       this.#store.putNetwork(net.record);
     });
     return net.record.version;
+  }
+
+  /** The network's version moved to one past `seen`, its log emptied: every agent's next answer is a snapshot. */
+  #moveAhead(net: NetworkState, seen: number): { from: number; to: number } {
+    const from = net.record.version;
+    this.#store.transaction(() => {
+      net.record.version = seen + 1;
+      net.log = [];
+      net.record.logFloor = net.record.version;
+      this.#store.truncateLog(net.record.name, net.record.logFloor);
+      this.#store.putNetwork(net.record);
+    });
+    return { from, to: net.record.version };
   }
 
   #truncate(net: NetworkState, keep: number): void {

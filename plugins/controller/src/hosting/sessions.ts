@@ -159,7 +159,13 @@ export class SyncSession {
     this.hub.register(this);
     const r = controller.hello(this.network, this.node, h.appliedVersion, h.stateHash);
     log.info({ network: this.network, node: this.node, peer: this.peer, appliedVersion: h.appliedVersion, resume: !r.snapshotPending }, 'sync stream opened');
-    this.pump();
+    if (r.movedAhead) {
+      log.warn(
+        { network: this.network, node: this.node, appliedVersion: h.appliedVersion, from: r.movedAhead.from, to: r.movedAhead.to },
+        "an agent had applied a version past this controller's: its state is an older copy (restored from a backup?); the network's version moved past it, every node gets a snapshot",
+      );
+      this.hub.poke(this.network);
+    } else this.pump();
   }
 
   #refuse(e: unknown): void {
