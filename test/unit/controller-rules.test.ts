@@ -147,15 +147,22 @@ t.test('a token carries the mode: an enrolled node is adopted when the token say
   t.throws(() => c.enrol(tok.token, { id: 'v', nodeKey: 'kv' }), { code: 'MESHP_USAGE' }, 'one time');
 });
 
-t.test('a controller restarted from its SQLite state resumes with a delta when the hello matches', async (t) => {
+/** A SQLite-backed controller in a folder of its own, network n with x and y both tagged a, policy a→a. */
+function sqliteSetup(t: { teardown(fn: () => void): void }) {
   const dir = mkdtempSync(join(tmpdir(), 'meshp-ctl-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const file = join(dir, 'controller.db');
-  let c = new Controller(new SqliteControllerStore(file));
+  const c = new Controller(new SqliteControllerStore(file));
   c.createNetwork('n');
   c.setPolicy('n', [{ from: 'a', to: 'a' }]);
   c.join('n', { id: 'x', nodeKey: 'kx', tags: ['a'] });
   c.join('n', { id: 'y', nodeKey: 'ky', tags: ['a'] });
+  return { dir, file, c };
+}
+
+t.test('a controller restarted from its SQLite state resumes with a delta when the hello matches', async (t) => {
+  const { file, c: first } = sqliteSetup(t);
+  let c = first;
   const x = new DeltaApplier();
   const r = x.receive(c.deltaFor('n', 'x')!);
   if (r.status === 'applied') c.ack('n', 'x', r.ack.appliedVersion, r.ack.stateHash);
@@ -174,15 +181,9 @@ t.test('a controller restarted from its SQLite state resumes with a delta when t
 });
 
 t.test('a controller restored from an older copy of its state moves past the versions agents saw; they take its snapshot and follow on', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'meshp-ctl-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const file = join(dir, 'controller.db');
+  const { dir, file, c: first } = sqliteSetup(t);
+  let c = first;
   const backup = join(dir, 'backup.db');
-  let c = new Controller(new SqliteControllerStore(file));
-  c.createNetwork('n');
-  c.setPolicy('n', [{ from: 'a', to: 'a' }]);
-  c.join('n', { id: 'x', nodeKey: 'kx', tags: ['a'] });
-  c.join('n', { id: 'y', nodeKey: 'ky', tags: ['a'] });
   const x = new DeltaApplier();
   const y = new DeltaApplier();
   sync(c, x, 'x');

@@ -1,17 +1,13 @@
-import { createHash, randomBytes } from 'node:crypto';
-import { MeshpError, loadDigest, stateHash, storeDigest, type Mode, type StateDelta, type WireDeclaration } from '@meshp/core';
+import { MeshpError, stateHash, type Mode, type StateDelta, type WireDeclaration } from '@meshp/core';
 import { declarationFor } from './components.js';
-import { computeIncremental, computeSnapshot, type Computed } from './compute.js';
+import { computeSnapshot } from './compute.js';
 import { NetworkState } from './network.js';
 import { PolicyIndex } from './policy.js';
 import type { ControllerStore } from './store.js';
+import { TokenBook } from './tokens.js';
+import { checkAppliedVersion, nextDelta, takeAck, takeHello, type AckResult } from './sync.js';
 import type { LogEntry, MemberRecord, ModuleDef, NetworkRecord, PolicyRule, SentSummary, SharedComponentName, SharedComponents, SyncRecord, TokenRecord } from './types.js';
 import { newSync, statusOf, type NodeStatus } from './status.js';
-
-/** Tokens are stored by their hash only. */
-export function tokenHash(token: string): string {
-  return createHash('sha256').update(token).digest('hex');
-}
 
 export interface ControllerOptions {
   /** Changes kept per network for deltas; an agent further behind gets a snapshot. */
@@ -31,19 +27,6 @@ export interface MemberInput {
   settings?: MemberRecord['settings'];
 }
 
-export interface AckResult {
-  accepted: boolean;
-  /** The agent's hash differed from the one computed for that version (or the version is unknown). */
-  snapshotPending: boolean;
-  /** The hello named a version past this controller's: its state is an older copy (see `hello`). */
-  movedAhead?: { from: number; to: number };
-}
-
-/** Versions stay safe integers however far a restored controller moves ahead. */
-const MAX_VERSION = 2 ** 50;
-
-const EXPECTATIONS = 64;
-
 /**
  * The controller's state and the delta protocol's server side, without a transport: the gRPC
  * service calls `deltaFor`, `ack`, `hello` and `resync`. Every change bumps the network's version,
@@ -52,7 +35,7 @@ const EXPECTATIONS = 64;
 export class Controller {
   readonly #store: ControllerStore;
   readonly #networks = new Map<string, NetworkState>();
-  readonly #tokens = new Map<string, TokenRecord>();
+  readonly #tokens: TokenBook;
   readonly #logDepth: number;
   readonly #keepSent: number;
   readonly #now: () => string;
@@ -67,7 +50,7 @@ export class Controller {
     for (const { network, member } of s.members) this.#net(network).putMember(member);
     for (const { network, entry } of s.log) this.#net(network).log.push(entry);
     for (const { network, id, sync } of s.sync) this.#net(network).sync.set(id, sync);
-    for (const t of s.tokens) this.#tokens.set(t.token, t);
+    this.#tokens = new TokenBook(store, this.#now, s.tokens);
     for (const net of this.#networks.values()) net.log.sort((a, b) => a.version - b.version);
   }
 
@@ -214,58 +197,30 @@ export class Controller {
     this.#store.transaction(() => this.#truncate(net, keep));
   }
 
-  // ---- tokens ----------------------------------------------------------------------------------
+  // ---- tokens (tokens.ts) ---------------------------------------------------------------------
 
   createToken(network: string, options: { mode?: Mode; tags?: string[]; ttlSeconds?: number } = {}): TokenRecord {
     this.#net(network);
-    const t: TokenRecord = {
-      token: randomBytes(24).toString('base64url'),
-      network,
-      mode: options.mode ?? 'converged',
-      tags: sorted(options.tags ?? []),
-      expiresAt: new Date(Date.parse(this.#now()) + (options.ttlSeconds ?? 3600) * 1000).toISOString(),
-    };
-    // Only the token's hash is kept, in memory and on disk: a copy of the state enrols no one.
-    const kept = { ...t, token: tokenHash(t.token) };
-    this.#tokens.set(kept.token, kept);
-    this.#store.transaction(() => this.#store.putToken(kept));
-    return t;
+    return this.#tokens.create(network, options);
   }
 
   /** Joins with a one-time token: the mode comes from the token (record 003). */
   enrol(token: string, input: Omit<MemberInput, 'mode' | 'tags'>): { network: string; member: MemberRecord } {
-    const key = tokenHash(token);
-    const t = this.#tokens.get(key);
-    if (!t || Date.parse(t.expiresAt) < Date.parse(this.#now())) throw new MeshpError('MESHP_USAGE', 'the token is unknown or expired');
-    this.#tokens.delete(key);
-    this.#store.transaction(() => this.#store.deleteToken(key));
+    const t = this.#tokens.take(token);
     this.join(t.network, { ...input, mode: t.mode, tags: t.tags });
     return { network: t.network, member: this.member(t.network, input.id)! };
   }
 
-  // ---- the delta protocol -----------------------------------------------------------------------
+  // ---- the delta protocol (sync.ts) -------------------------------------------------------------
 
-  /**
-   * What to send the node now: a delta from where it will be once it applied what it was sent, or a
-   * snapshot when that is unknown, not reachable through the log, or its hash was wrong. Null: nothing to send.
-   */
+  /** What to send the node now (see `nextDelta`); null: nothing to send. */
   deltaFor(network: string, id: string): StateDelta | null {
     const net = this.#net(network);
     this.#member(net, id);
     const sync = this.#sync(net, id);
-    if (sync.sent === net.version && !sync.snapshotPending) return null;
-    const base = sync.snapshotPending ? undefined : sync.expectations.find((e) => e.version === sync.sent);
-    const computed: Computed =
-      (base && computeIncremental(net, id, sync.sent, loadDigest(base.digest))) ?? computeSnapshot(net, id);
-    const hash = stateHash(computed.digest);
-    sync.snapshotPending = false;
-    sync.sent = net.version;
-    sync.expectations = [...sync.expectations.filter((e) => e.version !== net.version), { version: net.version, hash, digest: storeDigest(computed.digest) }]
-      .filter((e) => e.version >= sync.applied)
-      .slice(-EXPECTATIONS);
-    sync.recent = [...sync.recent, summary(computed.delta, hash, this.#now())].slice(-this.#keepSent);
-    this.#store.transaction(() => this.#store.putSync(network, id, sync));
-    return computed.delta;
+    const delta = nextDelta(net, id, sync, this.#now(), this.#keepSent);
+    if (delta) this.#putSync(net, id, sync);
+    return delta;
   }
 
   /** The node's view at the current version and its hash, without touching its sync state. */
@@ -278,21 +233,9 @@ export class Controller {
   ack(network: string, id: string, appliedVersion: number, hash: string): AckResult {
     const net = this.#net(network);
     const sync = this.#sync(net, id);
-    sync.lastAgentHash = hash;
-    const expected = sync.expectations.find((e) => e.version === appliedVersion);
-    let accepted = false;
-    if (expected && expected.hash === hash) {
-      accepted = true;
-      if (appliedVersion > sync.applied || sync.applied === 0) {
-        sync.applied = appliedVersion;
-        sync.appliedHash = hash;
-        sync.expectations = sync.expectations.filter((e) => e.version >= appliedVersion);
-      }
-    } else if (!(appliedVersion === sync.applied && hash === sync.appliedHash && sync.applied > 0)) {
-      sync.snapshotPending = true;
-    }
-    this.#store.transaction(() => this.#store.putSync(network, id, sync));
-    return { accepted, snapshotPending: sync.snapshotPending };
+    const result = takeAck(sync, appliedVersion, hash);
+    this.#putSync(net, id, sync);
+    return result;
   }
 
   /**
@@ -307,18 +250,11 @@ export class Controller {
   hello(network: string, id: string, appliedVersion: number, hash: string): AckResult {
     const net = this.#net(network);
     const sync = this.#sync(net, id);
-    if (!Number.isSafeInteger(appliedVersion) || appliedVersion < 0 || appliedVersion > MAX_VERSION) {
-      throw new MeshpError('MESHP_USAGE', `applied version ${appliedVersion} is not a version a controller sends`);
-    }
+    checkAppliedVersion(appliedVersion);
     const movedAhead = appliedVersion > net.version ? this.#moveAhead(net, appliedVersion) : undefined;
-    const result = this.ack(network, id, appliedVersion, hash);
-    if (result.accepted || (appliedVersion === sync.applied && hash === sync.appliedHash && sync.applied > 0)) {
-      sync.sent = appliedVersion;
-      sync.snapshotPending = false;
-      if (!sync.expectations.some((e) => e.version === appliedVersion)) sync.snapshotPending = true;
-    } else sync.snapshotPending = true;
-    this.#store.transaction(() => this.#store.putSync(network, id, sync));
-    return { accepted: result.accepted, snapshotPending: sync.snapshotPending, ...(movedAhead ? { movedAhead } : {}) };
+    const result = takeHello(sync, appliedVersion, hash);
+    this.#putSync(net, id, sync);
+    return movedAhead ? { ...result, movedAhead } : result;
   }
 
   /** The agent refused a delta or lost its view: the next answer is a snapshot. */
@@ -326,14 +262,14 @@ export class Controller {
     const net = this.#net(network);
     const sync = this.#sync(net, id);
     sync.snapshotPending = true;
-    this.#store.transaction(() => this.#store.putSync(network, id, sync));
+    this.#putSync(net, id, sync);
   }
 
   report(network: string, id: string, r: { firewallKind?: string; held?: number; changed?: number }): void {
     const net = this.#net(network);
     const sync = this.#sync(net, id);
     Object.assign(sync, { firewallKind: r.firewallKind ?? sync.firewallKind, held: r.held ?? sync.held, changed: r.changed ?? sync.changed });
-    this.#store.transaction(() => this.#store.putSync(network, id, sync));
+    this.#putSync(net, id, sync);
   }
 
   // ---- admin --------------------------------------------------------------------------------------
@@ -429,16 +365,15 @@ export class Controller {
     return m;
   }
 
+  #putSync(net: NetworkState, id: string, sync: SyncRecord): void {
+    this.#store.transaction(() => this.#store.putSync(net.record.name, id, sync));
+  }
+
   #sync(net: NetworkState, id: string): SyncRecord {
     let s = net.sync.get(id);
     if (!s) net.sync.set(id, (s = newSync()));
     return s;
   }
-}
-
-function summary(delta: StateDelta, expectedHash: string, at: string): SentSummary {
-  const components = (['dns', 'filter', 'routeGroups', 'relays', 'tunnel', 'declaration'] as const).filter((n) => delta[n] !== undefined);
-  return { fromVersion: delta.fromVersion, toVersion: delta.toVersion, upserts: delta.upsertPeers.length, removals: delta.removePeers.length, components, expectedHash, at };
 }
 
 function sorted(xs: string[]): string[] {

@@ -6,6 +6,8 @@ export * from './components.js';
 export * from './compute.js';
 export * from './status.js';
 export * from './controller.js';
+export * from './sync.js';
+export * from './tokens.js';
 export * from './sqlite-store.js';
 export * from './hosting/index.js';
 export * from './converge.js';
