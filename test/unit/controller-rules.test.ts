@@ -89,6 +89,26 @@ t.test('every change bumps the version; an agent left behind by the log gets a s
   t.equal(x.view.hash(), c.snapshotOf('n', 'x').hash);
 });
 
+t.test("a log depth set on an existing network holds from then on, and cuts a longer log at once", async (t) => {
+  const c = setup();
+  t.equal(c.logDepth('n'), 1000, 'the default');
+  const x = new DeltaApplier();
+  const y = new DeltaApplier();
+  sync(c, x, 'x');
+  sync(c, y, 'y');
+  for (let i = 0; i < 3; i++) c.rotateKey('n', 'z', `k${i}`);
+  sync(c, y, 'y');
+  c.rotateKey('n', 'z', 'k3');
+  c.setLogDepth('n', 2);
+  t.equal(c.logDepth('n'), 2);
+  t.equal(sync(c, y, 'y')!.fromVersion, c.stateVersion('n') - 1, 'one change behind, within the two kept: a delta');
+  t.equal(sync(c, x, 'x')!.fromVersion, 0, 'four changes behind: the log was cut, a snapshot');
+  for (let i = 4; i < 8; i++) c.rotateKey('n', 'z', `k${i}`);
+  t.equal(sync(c, y, 'y')!.fromVersion, 0, 'and it stays at two for the changes after');
+  for (const bad of [0, -1, 2.5, NaN]) t.throws(() => c.setLogDepth('n', bad), { code: 'MESHP_USAGE' }, `${bad} refused`);
+  t.equal(c.logDepth('n'), 2, 'a refused depth changes nothing');
+});
+
 t.test('an ack whose hash differs from the one computed for that version forces a snapshot', async (t) => {
   const c = setup();
   const x = new DeltaApplier();

@@ -9,7 +9,7 @@ const serve: CommandModule<GlobalArgs, GlobalArgs & { listen: string; 'metrics-l
       .option('listen', { type: 'string', demandOption: true, describe: 'HOST:PORT for agents and the CLI' })
       .option('metrics-listen', { type: 'string', describe: 'HOST:PORT for Prometheus /metrics' })
       .option('network', { type: 'string', array: true, default: ['default'], describe: 'networks to make on first start' })
-      .option('log-depth', { type: 'number', describe: 'changes kept per network for deltas (older agents get a snapshot)' })
+      .option('log-depth', { type: 'number', describe: 'changes kept per network for deltas, set on every network at each start (an agent further behind gets a snapshot)' })
       .demandOption('state'),
   handler: async (a) => {
     const { serveController } = await import('../remote/controller.js');

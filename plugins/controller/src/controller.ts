@@ -191,6 +191,22 @@ export class Controller {
     });
   }
 
+  /** How many changes the network's log keeps for deltas. */
+  logDepth(network: string): number {
+    return this.#net(network).record.logDepth;
+  }
+
+  /** Keeps `depth` changes from now on (an agent further behind gets a snapshot); a shorter log is cut at once. */
+  setLogDepth(network: string, depth: number): void {
+    if (!Number.isInteger(depth) || depth < 1) throw new MeshpError('MESHP_USAGE', `a log depth is a whole number of changes, 1 or more, not ${depth}`);
+    const net = this.#net(network);
+    this.#store.transaction(() => {
+      net.record.logDepth = depth;
+      this.#truncate(net, depth);
+      this.#store.putNetwork(net.record);
+    });
+  }
+
   /** Forgets all but the last `keep` changes (the log is also bounded by its depth on every change). */
   truncateLog(network: string, keep: number): void {
     const net = this.#net(network);

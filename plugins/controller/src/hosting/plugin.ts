@@ -51,6 +51,9 @@ export class ControllerHostingPlugin implements Plugin {
 
   constructor(options: ControllerHostingOptions) {
     if (!/:\d+$/.test(options.listen)) throw new MeshpError('MESHP_USAGE', `--listen ${options.listen} is not HOST:PORT`);
+    if (options.logDepth !== undefined && !(Number.isInteger(options.logDepth) && options.logDepth >= 1)) {
+      throw new MeshpError('MESHP_USAGE', `--log-depth ${options.logDepth} is not a whole number of changes, 1 or more`);
+    }
     this.#o = options;
     this.log = options.log ?? createLogger('meshp-controller');
   }
@@ -70,6 +73,14 @@ export class ControllerHostingPlugin implements Plugin {
     const dbFile = join(dir, CONTROLLER_DB);
     const controller = new Controller(new SqliteControllerStore(dbFile), this.#o.logDepth ? { logDepth: this.#o.logDepth } : {});
     for (const n of this.#o.networks ?? [DEFAULT_NETWORK]) if (!controller.networks().includes(n)) controller.createNetwork(n);
+    // --log-depth holds for the networks there already, not only for those made from now on.
+    const depth = this.#o.logDepth;
+    for (const n of controller.networks()) {
+      const was = controller.logDepth(n);
+      if (depth === undefined || was === depth) continue;
+      controller.setLogDepth(n, depth);
+      this.log.info({ network: n, from: was, to: depth }, 'log depth set');
+    }
     const auth = new AuthStore(dbFile);
     const metrics = new Metrics();
     const hub = new SessionHub(controller, auth, metrics, this.log);
