@@ -65,12 +65,21 @@ t.test('a stale preview is refused and changes nothing', async (t) => {
 });
 
 t.test('the flip loads the derived filter and retires the found firewall, config kept on disk', async (t) => {
+  // What an adopted node's applies leave: the mesh table with a batch receipt and a refusal.
+  await l.load(`table inet meshp {
+  set receipt { type mark; elements = { 7 } }
+  chain input { type filter hook input priority 0; policy accept; tcp dport 7777 drop comment "meshp:old/incoming/tcp/7777"; }
+}
+`);
+  t.ok((await tables()).includes('inet meshp'));
   const r = await meshpIn(l.server, ['host', 'converge', ...common, '--yes', '--preview-id', previewId]);
   t.equal(r.code, 0, r.err);
   t.match(r.out, /-> retiring the found nftables firewall/);
   const now = await tables();
   t.ok(now.some((x) => /meshp/.test(x)), `the mesh's derived table is loaded (${now.join(', ')})`);
   t.notOk(now.includes('inet filter'), 'the found table is retired');
+  t.notOk(now.includes('inet meshp'), "the adopted node's mesh table went with the flip: the derived filter holds it all");
+  t.match(r.out, /removed the adopted node's marked rules/);
   t.same(readFileSync(l.configFile), configBefore, 'the found configuration is byte for byte on disk');
   t.ok(await reachable(l.client, SERVER_CLIENT, 8080), 'the declared port is open from its range');
   t.notOk(await reachable(l.client, SERVER_CLIENT, 9000), 'the undeclared port is closed');

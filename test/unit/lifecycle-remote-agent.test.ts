@@ -21,7 +21,7 @@ function machine(t: Subtest, m: Partial<Machine> = {}) {
     kind: 'fake',
     describe: async () => ({ kind: 'fake', manager: 'test', active: state.active, tables: state.active ? ['inet filter'] : [], configFile: '/etc/fake.conf', summary: [] }),
     openings: async () => [],
-    ensure: async () => ({ added: [], removed: [] }),
+    ensure: async (o: unknown[], r: unknown[]) => (o.length + r.length === 0 && state.calls.push('ensure nothing'), { added: [], removed: [] }),
     loadDerived: async () => void (state.calls.push('loadDerived'), (state.derived = true)),
     unloadDerived: async () => void (state.calls.push('unloadDerived'), (state.derived = false)),
     retire: async () => (state.calls.push('retire'), (state.active = false), {}),
@@ -97,9 +97,9 @@ t.test('the recorded preview flips step by step; adopted again, the found firewa
   const steps: LifecycleReport[] = [];
   const out = await reconcileLifecycle(host, wire('converged', id), (l) => steps.push(structuredClone(l)));
   t.match(out.lifecycle, { state: 'converged', previewId: id });
-  t.same(m.state.calls, ['loadDerived', 'retire'], 'derived filter first, then the found firewall retired');
+  t.same(m.state.calls, ['loadDerived', 'retire', 'ensure nothing'], 'derived filter first, then the found firewall retired, then what the mesh wrote while adopted removed');
   t.same(steps.map((s) => s.state), ['flipping', ...out.lifecycle.steps.map(() => 'flipping'), 'converged']);
-  t.match(out.lifecycle.steps, [/^taking web/, /^loading the derived filter/, /^retiring the found fake firewall/, 'converged']);
+  t.match(out.lifecycle.steps, [/^taking web/, /^loading the derived filter/, /^retiring the found fake firewall/, /^removed the adopted node's marked rules/, 'converged']);
   t.notOk(m.state.active);
 
   const later = await reconcileLifecycle(host, wire('converged', id));

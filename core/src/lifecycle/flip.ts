@@ -5,7 +5,7 @@
  * re-enables the retired firewall first, then unloads the derived filter.
  */
 import type { Door, FirewallDriver, Reach, RetiredState } from '../contracts.js';
-import { MeshpError } from '../errors.js';
+import { MeshpError, oneLine } from '../errors.js';
 import type { Host } from '../host.js';
 import type { Declaration } from '../model.js';
 import { Reconciler, RETIRED_KEY, type ReconcileResult } from '../reconcile/reconciler.js';
@@ -93,6 +93,15 @@ export async function flip(host: Host, input: unknown, previewId: string | undef
   }
   await store.setValue(RETIRED_KEY, retired);
   await store.setValue(MODE_KEY, 'converged');
+  // The derived filter holds every opening and refusal now: what the mesh wrote while adopted (its
+  // marked rules, its own table of refusals) goes, so no stale refusal outlives the flip. The node
+  // is converged already; a failure here is reported, and the rules stay until the next flip back.
+  try {
+    await driver.ensure([], []);
+    progress("removed the adopted node's marked rules: the derived filter holds them now");
+  } catch (e) {
+    progress(`the adopted node's marked rules could not be removed (${oneLine(e)}); the derived filter holds every opening and refusal anyway`);
+  }
   progress('converged');
   return { preview, result, retired };
 }
