@@ -90,7 +90,7 @@ export class NftablesDriver implements FirewallDriver {
       if (!receipt.includes(nonce)) {
         throw new MeshpError(
           'MESHP_FIREWALL_FAILED',
-          `nft accepted the batch but its receipt ${nonce} is not in set inet ${MESH_TABLE} ${RECEIPT_SET}: the batch did not commit, or the ruleset was replaced since`,
+          `nft accepted the batch but its receipt ${nonce} is not in set inet ${MESH_TABLE} ${RECEIPT_SET}: the batch did not commit, or the ruleset changed since (a reload, another meshp process)`,
           { details: { receipt, expected: nonce } },
         );
       }
