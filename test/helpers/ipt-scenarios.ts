@@ -1,7 +1,7 @@
 /** The same scenarios for both iptables backends, each on its own lab bed (ipt-lab.ts). */
 import type { Test } from 'tap';
 import type { Opening } from '@meshp/core';
-import { IptablesDriver, nsenterRunner } from '@meshp/firewall-iptables';
+import { IptablesDriver, nsenterRunner, type CommandRunner } from '@meshp/firewall-iptables';
 import { ADDR, iptLab, lineDiff, type Backend, type IptLab } from './ipt-lab.js';
 
 export function opening(o: Partial<Opening> & Pick<Opening, 'port' | 'path'>): Opening {
@@ -150,5 +150,36 @@ export function iptScenarios(tap: Test, backend: Backend): void {
     t.notOk(await lab.reach(lab.outside, ADDR.serverOut, 18080), 'published port closed to others');
     await fw.unloadDerived();
     t.equal(await lab.save(4), retired4, 'unload leaves the ruleset as it was');
+  });
+
+  tap.test(`${backend}: the same derived filter again writes nothing; a changed filter, or a hand edit, loads it again`, async (t) => {
+    const lab = await iptLab(t, backend);
+    const inner = nsenterRunner(lab.server.path);
+    const restores: string[] = [];
+    const counting: CommandRunner = (cmd, args, input) => {
+      if (/restore$/.test(cmd)) restores.push(cmd);
+      return inner(cmd, args, input);
+    };
+    const fw = new IptablesDriver(lab.backend, { runner: counting, root: lab.root, privateRange: ADDR.privateRange });
+    const filter = { openings: [opening({ port: 9090, path: 'incoming', from: [ADDR.privateRange] })], refusals: [] };
+    await fw.loadDerived(filter);
+    const loaded = restores.length;
+    t.ok(loaded >= 1, `loaded (${loaded} restores, one per family)`);
+    const saved = await lab.save(4);
+    await fw.loadDerived(filter);
+    await fw.loadDerived(structuredClone(filter));
+    t.equal(restores.length, loaded, 'the same filter twice more: nothing written');
+    t.equal(await lab.save(4), saved);
+
+    const wider = { ...filter, openings: [...filter.openings, opening({ port: 9091, path: 'incoming' })] };
+    await fw.loadDerived(wider);
+    t.equal(restores.length, 2 * loaded, 'a changed filter is loaded');
+    t.match(await lab.save(4), /-A MESHP-INPUT .*--dport 9091/);
+
+    await lab.add('*filter\n-D MESHP-INPUT -p tcp -m tcp --dport 9091 -m comment --comment "meshp:web/incoming/tcp/9091" -j ACCEPT\nCOMMIT\n');
+    t.notMatch(await lab.save(4), /--dport 9091/, 'a rule deleted by hand');
+    await fw.loadDerived(wider);
+    t.equal(restores.length, 3 * loaded, 'loaded again');
+    t.match(await lab.save(4), /-A MESHP-INPUT .*--dport 9091/, 'the rule is back');
   });
 }

@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap';
 import { readFile } from 'node:fs/promises';
 import { Host, type Opening } from '@meshp/core';
-import { NftablesPlugin, type NftablesDriver, type NftablesRetired } from '@meshp/firewall-nftables';
+import { NftablesDriver, NftablesPlugin, localRunner, localSpawner, netnsPrefix, type NftablesRetired, type Runner } from '@meshp/firewall-nftables';
 import { labAvailable } from '../helpers/netns.js';
 import { CLIENT_NET, DOCKER_NAT, SERVER_CLIENT, SERVER_OUTSIDE, lab, reachable, ruleLines, type Lab } from '../helpers/nft-lab.js';
 
@@ -70,6 +70,44 @@ else {
     await driver.reenable(state);
     t.notOk(await reachable(l.client, SERVER_CLIENT, 9000), 're-enabled: their firewall closes 9000 again');
     t.ok(await reachable(l.client, SERVER_CLIENT, 8080), 'and allows 8080 again');
+  });
+
+  t.test('the same derived filter again writes nothing; a changed filter, or the table changed by hand, loads it again', async (t) => {
+    const l = await lab(t);
+    const inner = localRunner(netnsPrefix(l.server.name));
+    const batches: string[][] = [];
+    const counting: Runner = async (argv, o) => {
+      if (argv.includes('-f')) batches.push([...argv]);
+      return inner(argv, o);
+    };
+    const driver = new NftablesDriver({ runner: counting, spawner: localSpawner(), root: l.root, configFile: '/etc/nftables.conf', privateRange: CLIENT_NET });
+    const filter = { openings: [web], refusals: [store], privateRange: CLIENT_NET };
+    await driver.loadDerived(filter);
+    t.equal(batches.length, 1, 'loaded once');
+    const text = await l.nft(['list', 'table', 'inet', 'meshp_derived']);
+    await driver.loadDerived(filter);
+    await driver.loadDerived(structuredClone(filter));
+    t.equal(batches.length, 1, 'the same filter twice more: the table is there as loaded, nothing written');
+    t.equal(await l.nft(['list', 'table', 'inet', 'meshp_derived']), text);
+
+    await driver.loadDerived({ ...filter, openings: [{ ...web, port: 9001, id: 'web/incoming/tcp/9001' }] });
+    t.equal(batches.length, 2, 'a changed filter is loaded');
+    t.match(await l.nft(['list', 'table', 'inet', 'meshp_derived']), /tcp dport 9001 accept/);
+
+    const rules = JSON.parse(await l.nft(['-j', '-a', 'list', 'chain', 'inet', 'meshp_derived', 'input'])) as { nftables: { rule?: { handle: number; comment?: string } }[] };
+    const opening = rules.nftables.find((x) => x.rule?.comment?.includes('9001'))!.rule!;
+    await l.nft(['delete', 'rule', 'inet', 'meshp_derived', 'input', 'handle', String(opening.handle)]);
+    await driver.loadDerived({ ...filter, openings: [{ ...web, port: 9001, id: 'web/incoming/tcp/9001' }] });
+    t.equal(batches.length, 3, 'a rule deleted by hand: loaded again');
+    t.match(await l.nft(['list', 'table', 'inet', 'meshp_derived']), /tcp dport 9001 accept/, 'and the rule is back');
+
+    await l.nft(['flush', 'ruleset']);
+    await driver.loadDerived({ ...filter, openings: [{ ...web, port: 9001, id: 'web/incoming/tcp/9001' }] });
+    t.equal(batches.length, 4, 'the table gone (a flush, a reboot): loaded again');
+
+    await driver.unloadDerived();
+    await driver.loadDerived({ ...filter, openings: [{ ...web, port: 9001, id: 'web/incoming/tcp/9001' }] });
+    t.equal(batches.length, 6, 'unloaded (one batch), then loaded again');
   });
 
   t.test('watch calls back when someone else reloads, not for our own ensure', async (t) => {

@@ -251,8 +251,9 @@ async function applyPlan(plan: Plan, ctx: InternalContext, now: () => Date, fail
   if (driver) {
     const { openings, refusals } = plan.firewall;
     const derived = decl.mode === 'converged' && (await store.getValue(RETIRED_KEY)) !== null;
-    // A converged node's derived filter is loaded every time (a reboot loses it); a found firewall
-    // holding nothing of the mesh, with nothing wanted, is not touched at all.
+    // A converged node's derived filter is asked for every time (a reboot loses it; the drivers
+    // leave alone one that stands as they loaded it); a found firewall holding nothing of the
+    // mesh, with nothing wanted, is not touched at all.
     if (derived || openings.length + refusals.length > 0 || ctx.present.size > 0) {
       try {
         if (derived) await driver.loadDerived({ openings, refusals, privateRange: decl.settings.privateRange });

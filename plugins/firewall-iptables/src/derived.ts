@@ -99,6 +99,12 @@ export async function loadDerived(d: DriverParts, f: DerivedFilter): Promise<voi
   }
 }
 
+/** The derived filter as it stands in one family's filter table: its chains' rules and the jumps to them, as lines. */
+export function derivedState(filter: SavedTable | undefined): string[] {
+  const own = new Set<string>(Object.values(DERIVED_CHAINS));
+  return (filter?.rules ?? []).filter((r) => own.has(r.chain) || markOf(r.args) === DERIVED_MARK).map((r) => `-A ${r.chain} ${formatArgs(r.args)}`);
+}
+
 export async function unloadDerived(d: DriverParts): Promise<void> {
   const filters = await d.filters();
   for (const fam of FAMILIES) {

@@ -13,7 +13,7 @@ import {
 } from '@meshp/core';
 import type { Family } from './cidr.js';
 import { configFile } from './config.js';
-import { loadDerived, unloadDerived } from './derived.js';
+import { derivedState, loadDerived, unloadDerived } from './derived.js';
 import { inspectBackend } from './inspect.js';
 import { toOpenings, type MarkedSpec } from './marks.js';
 import { desiredSpecs, planEnsure, presentMarked, transaction, type EnsureEdit } from './plan.js';
@@ -38,6 +38,8 @@ export interface IptablesDriverOptions {
 export class IptablesDriver implements FirewallDriver {
   readonly kind: string;
   readonly tools: Record<Family, IptablesTool>;
+  /** The derived filter this driver last loaded: its filter, and what stood in each family after. */
+  #derived: { key: string; state: Record<Family, string[]> } | undefined;
 
   constructor(
     readonly backend: Backend,
@@ -117,11 +119,27 @@ export class IptablesDriver implements FirewallDriver {
     return whileWriting(this.backend, this.options.runner, write);
   }
 
+  /**
+   * Loads the derived filter, unless the one this driver last loaded for the same filter is there
+   * unchanged in both families: a converged node reconciles every few seconds, and its firewall is
+   * left alone when nothing changed (a reload, a reboot or a hand edit makes it load again).
+   */
   async loadDerived(filter: DerivedFilter): Promise<void> {
-    await this.#writing(() => loadDerived(this, { ...filter, privateRange: filter.privateRange ?? this.options.privateRange }));
+    const f = { ...filter, privateRange: filter.privateRange ?? this.options.privateRange };
+    const key = JSON.stringify(f);
+    const last = this.#derived;
+    if (last?.key === key) {
+      const now = await this.filters();
+      if (FAMILIES.every((fam) => sameLines(derivedState(now[fam]), last.state[fam]))) return;
+    }
+    this.#derived = undefined;
+    await this.#writing(() => loadDerived(this, f));
+    const after = await this.filters();
+    this.#derived = { key, state: { 4: derivedState(after[4]), 6: derivedState(after[6]) } };
   }
 
   async unloadDerived(): Promise<void> {
+    this.#derived = undefined;
     await this.#writing(() => unloadDerived(this));
   }
 
@@ -146,4 +164,8 @@ export class IptablesDriver implements FirewallDriver {
   watch(onChange: () => void): { close(): void; readonly ready: Promise<void> } {
     return new IptablesWatcher(this.backend, this.options.runner, onChange, this.options.watch);
   }
+}
+
+function sameLines(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
 }

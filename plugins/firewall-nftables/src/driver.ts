@@ -50,6 +50,8 @@ export class NftablesDriver implements FirewallDriver {
   readonly kind = 'nftables';
   readonly nft: Nft;
   readonly configPath: string;
+  /** The derived table this driver last loaded: its batch, and its chains and rules as listed after. */
+  #derived: { key: string; lines: string[] } | undefined;
 
   constructor(private readonly o: NftablesDriverOptions) {
     this.nft = new Nft(o.runner, o.bin);
@@ -108,15 +110,26 @@ export class NftablesDriver implements FirewallDriver {
     return result;
   }
 
+  /**
+   * Loads the derived table, unless the one this driver last loaded for the same filter is there
+   * unchanged: a converged node reconciles every few seconds, and its firewall is left alone when
+   * nothing changed (a reload, a reboot or a hand edit of the table makes it load again).
+   */
   async loadDerived(filter: DerivedFilter): Promise<void> {
-    await this.nft.apply({ nftables: derivedBatch(filter) });
+    const batch = derivedBatch(filter);
+    const key = JSON.stringify(batch);
+    if (this.#derived?.key === key && sameLines(derivedLines(await this.nft.list()), this.#derived.lines)) return;
+    this.#derived = undefined;
+    await this.nft.apply({ nftables: batch });
     const rs = await this.nft.list();
     if (!rs.tables.some((t) => classifyTable(t, rs) === 'derived')) {
       throw new MeshpError('MESHP_FIREWALL_FAILED', `nft accepted the batch but table inet ${DERIVED_TABLE} is not there`);
     }
+    this.#derived = { key, lines: derivedLines(rs) };
   }
 
   async unloadDerived(): Promise<void> {
+    this.#derived = undefined;
     const rs = await this.nft.list();
     if (!rs.tables.some((t) => classifyTable(t, rs) === 'derived')) return;
     await this.nft.apply({ nftables: [{ delete: { table: { family: 'inet', name: DERIVED_TABLE } } }] });
@@ -178,6 +191,17 @@ export class NftablesDriver implements FirewallDriver {
   watch(onChange: () => void): { close(): void } {
     return watchRuleset(this.o.spawner, this.o.bin ?? 'nft', onChange);
   }
+}
+
+/** The derived table's chains and rules as comparable lines (handles and counter values left out). */
+function derivedLines(rs: Ruleset): string[] {
+  const strip = (o: object) => JSON.stringify(o, (k, v: unknown) => (k === 'handle' ? undefined : k === 'counter' && v && typeof v === 'object' ? {} : v));
+  const ours = (o: { family: string; table: string }) => o.family === 'inet' && o.table === DERIVED_TABLE;
+  return [...rs.chains.filter(ours).map((c) => `chain ${strip(c)}`), ...rs.rules.filter(ours).map((r) => `rule ${strip(r)}`)];
+}
+
+function sameLines(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
 }
 
 /** A receipt nonce not already in the listed receipt set, so an old element never passes for a new batch. */
