@@ -1,19 +1,13 @@
 import { flip, previewConverge, returnToAdopted, type ConvergePreview, type PreviewItem } from '@meshp/core';
 import { confirmChange, printJson, refuse, table } from '../output.js';
+import type { HostApplyArgs } from './apply.js';
 import { assembleHost } from './assembly.js';
 import { readDeclaration } from './declaration.js';
 import { renderReport } from './render.js';
 
-export interface LocalLifecycleArgs {
-  state: string;
-  declaration: string;
-  root: string;
-  firewall: string;
-  dockerSocket?: string;
-  preview: boolean;
+/** `host converge` and `host adopt` take what `host apply` takes, and the preview's id. */
+export interface LocalLifecycleArgs extends HostApplyArgs {
   previewId?: string;
-  yes: boolean;
-  json: boolean;
 }
 
 const AFTER = { open: 'stays open', closes: 'WILL CLOSE', local: 'local only' } as const;

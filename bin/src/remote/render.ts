@@ -1,22 +1,10 @@
 /** Tables and JSON for the admin commands. */
 import { table } from '../output.js';
-import type { SentSummary } from '@meshp/controller';
+import type { NodeStatus, SentSummary } from '@meshp/controller';
 
-export interface WireNodeStatus {
-  network: string;
-  name: string;
+/** A node status as the Admin service sends it: the controller's, with the mode as its wire number. */
+export interface WireNodeStatus extends Omit<NodeStatus, 'mode' | 'convergePreviewId'> {
   mode: number;
-  appliedVersion: number;
-  stateVersion: number;
-  gap: number;
-  firewallKind: string;
-  held: number;
-  changed: number;
-  assignedModules: string[];
-  takenModules: string[];
-  addresses: string[];
-  tags: string[];
-  stateHash: string;
   convergePreviewId?: string;
   lifecycle?: WireLifecycle;
   reportedVersion?: number;
