@@ -127,8 +127,18 @@ export class UfwDriver implements FirewallDriver {
     return { added: ids(missing), removed: ids(stale).filter((id) => !wantedIds.has(id)) };
   }
 
-  private async iptables(): Promise<IptablesDriver> {
-    return new IptablesDriver(await this.backend(), { runner: this.options.runner, root: this.options.root, privateRange: this.options.privateRange });
+  #iptables: Promise<IptablesDriver> | undefined;
+
+  /** One iptables driver for this driver's life: it remembers the derived filter it loaded. */
+  private iptables(): Promise<IptablesDriver> {
+    this.#iptables ??= this.backend().then(
+      (b) => new IptablesDriver(b, { runner: this.options.runner, root: this.options.root, privateRange: this.options.privateRange }),
+      (e: unknown) => {
+        this.#iptables = undefined; // not learnt: asked again next time
+        throw e;
+      },
+    );
+    return this.#iptables;
   }
 
   async loadDerived(filter: DerivedFilter): Promise<void> {
