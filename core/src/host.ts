@@ -15,8 +15,9 @@ import {
   type Plugin,
   type ViewChange,
 } from './contracts.js';
-import { MeshpError, attribute } from './errors.js';
+import { MeshpError, attribute, internal } from './errors.js';
 import type { Transport } from './agent/transport.js';
+import { attributed, attributeTaps, invokeTap, type AnyTap } from './plugin-boundary.js';
 
 /** Named stages for ordering taps; never `before`. */
 export const STAGE = Object.freeze({
@@ -28,7 +29,7 @@ export const STAGE = Object.freeze({
 });
 
 function createHooks() {
-  return Object.freeze({
+  return attributeTaps({
     /** Each firewall plugin records what it sees in the probe, with a driver when it speaks it. */
     firewall: new AsyncSeriesHook<[FirewallProbe]>(['probe'], 'firewall'),
     /** One provider each. */
@@ -97,23 +98,42 @@ export class Host {
     return this;
   }
 
-  /** Calls a hook, attributing a failure to the plugin that raised it. */
-  async call<R>(hook: { name: string | undefined; taps: { name: string }[] }, run: () => Promise<R>): Promise<R> {
+  /**
+   * Calls a hook. Each tap is wrapped when it is registered, so a plugin's failure arrives already
+   * naming its plugin and hook; anything else raised here is core's own (`MESHP_INTERNAL`).
+   */
+  async call<R>(hook: { name: string | undefined }, run: () => Promise<R>): Promise<R> {
     try {
       return await run();
     } catch (e) {
-      const names = hook.taps.map((t) => t.name);
-      const plugin = e instanceof MeshpError && e.attribution ? e.attribution.plugin : names.length === 1 ? names[0]! : names.join('|') || 'host';
-      throw attribute(e, plugin, hook.name ?? 'hook');
+      if (e instanceof MeshpError) throw e;
+      throw internal(e, `hook ${hook.name ?? '?'}`);
     }
   }
 
-  /** The one provider a plugin gave for a part, asked once per host; null when no plugin gives it. */
+  /**
+   * The one provider a plugin gave for a part, asked once per host; null when no plugin gives it.
+   * Every tap is asked: two plugins that both answer are refused (`MESHP_PROVIDER_TWICE`), never a
+   * silent first-wins. What is provided is wrapped so its errors name the plugin and the method.
+   */
   #provide<K extends ProviderName>(name: K): Promise<Provided<K> | null> {
     let p = this.#provided.get(name) as Promise<Provided<K> | null> | undefined;
     if (!p) {
-      const hook = this.hooks[name] as unknown as { name: string | undefined; taps: { name: string }[]; promise(o: HostOptions): Promise<Provided<K> | undefined> };
-      p = this.call(hook, () => hook.promise(this.options)).then((v) => v ?? null);
+      const hook = this.hooks[name] as unknown as { taps: AnyTap[] };
+      p = (async () => {
+        const answers: { plugin: string; value: Provided<K> }[] = [];
+        for (const tap of hook.taps) {
+          const value = (await invokeTap(tap, [this.options])) as Provided<K> | undefined;
+          if (value !== undefined && value !== null) answers.push({ plugin: tap.name, value });
+        }
+        if (answers.length > 1) {
+          throw new MeshpError('MESHP_PROVIDER_TWICE', `${answers.map((a) => a.plugin).join(' and ')} each provide ${name}; load one of them`, {
+            details: { part: name, plugins: answers.map((a) => a.plugin) },
+          });
+        }
+        const one = answers[0];
+        return one ? attributed(one.value, one.plugin, name) : null;
+      })();
       p.catch(() => this.#provided.delete(name));
       this.#provided.set(name, p);
     }
@@ -153,11 +173,12 @@ export class Host {
   async firewall(): Promise<FirewallDriver | null> {
     if (this.#firewall === undefined) {
       const probe: FirewallProbe = { requested: this.options.firewall, root: this.options.root, seen: [] };
-      if (!this.hooks.firewall.isUsed()) {
+      if (this.hooks.firewall.taps.length === 0) {
         this.#firewall = { driver: null, probe };
         return null;
       }
       await this.call(this.hooks.firewall, () => this.hooks.firewall.promise(probe));
+      for (const s of probe.seen) if (s.driver) s.driver = attributed(s.driver, s.by, 'firewall');
       this.#firewall = { driver: chooseFirewall(probe), probe };
     }
     return this.#firewall.driver;
