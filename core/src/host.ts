@@ -8,7 +8,9 @@ import {
   type FirewallProbe,
   type FirewallSighting,
   type HostOptions,
+  type HostHooks,
   type HostReport,
+  type PluginHost,
   type HostStateStore,
   type MachineFacts,
   type Plan,
@@ -28,30 +30,24 @@ export const STAGE = Object.freeze({
   LAST: 100,
 });
 
-function createHooks() {
-  return attributeTaps({
-    /** Each firewall plugin records what it sees in the probe, with a driver when it speaks it. */
+function createHooks(): HostHooks {
+  return attributeTaps<HostHooks>({
     firewall: new AsyncSeriesHook<[FirewallProbe]>(['probe'], 'firewall'),
-    /** One provider each. */
     files: new AsyncSeriesBailHook<[HostOptions], FileStore | undefined>(['options'], 'files'),
     runtime: new AsyncSeriesBailHook<[HostOptions], ContainerRuntime | undefined>(['options'], 'runtime'),
     state: new AsyncSeriesBailHook<[HostOptions], HostStateStore | undefined>(['options'], 'state'),
-    /** How the agent reaches its controller and the controller serves its agents. */
     transport: new AsyncSeriesBailHook<[HostOptions], Transport | undefined>(['options'], 'transport'),
     facts: new AsyncSeriesBailHook<[HostOptions], MachineFacts | undefined>(['options'], 'facts'),
-    /** Plugins may add actions to the plan (they come with their own `run`). */
     plan: new AsyncSeriesWaterfallHook<[Plan, ApplyContext]>(['plan', 'context'], 'plan'),
-    /** A plugin may veto the whole plan with a reason (a string). */
     beforeApply: new AsyncSeriesBailHook<[Plan, ApplyContext], string | undefined>(['plan', 'context'], 'beforeApply'),
     afterApply: new AsyncParallelHook<[HostReport, ApplyContext]>(['report', 'context'], 'afterApply'),
-    /** Plugins add facts to the node's report. */
     report: new AsyncSeriesWaterfallHook<[HostReport]>(['report'], 'report'),
-    /** The peers upserted, removed and unscoped by a delta, and the components that changed. */
     viewChanged: new SyncHook<[ViewChange]>(['change'], 'viewChanged'),
   });
 }
 
-export type Hooks = ReturnType<typeof createHooks>;
+/** The hooks, as declared in the contract (`HostHooks`). */
+export type Hooks = HostHooks;
 
 /** The parts one plugin provides, each through its own hook. */
 type ProviderName = 'files' | 'runtime' | 'facts' | 'transport' | 'state';
@@ -63,7 +59,7 @@ const DEFAULTS: HostOptions = { root: '/', stateDir: '/var/lib/meshp', firewall:
  * The plugin host. Build it, `use` every plugin, then run. Hooks are built once per host:
  * tapable has no untap.
  */
-export class Host {
+export class Host implements PluginHost {
   readonly hooks: Hooks = createHooks();
   readonly options: HostOptions;
   readonly plugins: string[] = [];
