@@ -25,6 +25,7 @@ deps: apt npm
 
 build: deps
 	tsc -b
+	chmod +x bin/dist/main.js examples/agent/dist/main.js
 
 test: build
 	tsc --noEmit -p tsconfig.tap.json

@@ -55,3 +55,9 @@ t.test('meshp completion prints a completion script naming its commands', async 
   const words = spawnSync(process.execPath, [MESHP, '--get-yargs-completions', 'meshp', 'no'], { encoding: 'utf8' });
   t.match(words.stdout, /node/);
 });
+
+t.test('meshp is linked into node_modules/.bin, so `npx meshp` works from the checkout', async (t) => {
+  const r = spawnSync(join(process.cwd(), 'node_modules/.bin/meshp'), ['--help'], { encoding: 'utf8' });
+  t.equal(r.status, 0, r.stderr);
+  t.match(r.stdout, /meshp <command>/);
+});
