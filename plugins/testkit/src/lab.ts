@@ -117,7 +117,7 @@ export async function lab(t: Teardown): Promise<KitLab> {
     async reaches(from, port) {
       const [ns, address] = from === 'client' ? [client, ADDRESSES.server] : [outside, ADDRESSES.serverOutside];
       return ns
-        .exec('timeout', ['2', 'bash', '-c', `exec 3<>/dev/tcp/${address}/${port}`])
+        .exec('timeout', ['1', 'bash', '-c', `exec 3<>/dev/tcp/${address}/${port}`])
         .then(() => true)
         .catch(() => false);
     },
