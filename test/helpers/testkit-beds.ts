@@ -8,6 +8,8 @@ import { NftablesPlugin } from '@meshp/firewall-nftables';
 import { IptablesPlugin, nsenterRunner } from '@meshp/firewall-iptables';
 import { ADDRESSES, FOUND_PORT, type FirewallKitSpec, type KitLab } from '@meshp/testkit';
 import type { Plugin } from '@meshp/core';
+// iptables' found firewall is the ipt lab's: it allows 8080 (the kit's FOUND_PORT) and denies the rest.
+import { RULES_V4, RULES_V6 } from './ipt-lab.js';
 
 export const NFT_CONFIG = `#!/usr/sbin/nft -f
 flush ruleset
@@ -25,29 +27,6 @@ table inet filter {
 \t\ttype filter hook forward priority filter; policy drop;
 \t}
 }
-`;
-
-export const RULES_V4 = `*filter
-:INPUT DROP [0:0]
-:FORWARD DROP [0:0]
-:OUTPUT ACCEPT [0:0]
--A INPUT -i lo -j ACCEPT
--A INPUT -m conntrack --ctstate INVALID -j DROP
--A INPUT -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
--A INPUT -p tcp --dport ${FOUND_PORT} -j ACCEPT
--A INPUT -p tcp -j REJECT --reject-with tcp-reset
-COMMIT
-`;
-
-export const RULES_V6 = `*filter
-:INPUT DROP [0:0]
-:FORWARD DROP [0:0]
-:OUTPUT ACCEPT [0:0]
--A INPUT -i lo -j ACCEPT
--A INPUT -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
--A INPUT -p ipv6-icmp -j ACCEPT
--A INPUT -p tcp --dport ${FOUND_PORT} -j ACCEPT
-COMMIT
 `;
 
 /** The ruleset's objects as lines, handles and counters left out, the mesh's own left out. */
