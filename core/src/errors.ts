@@ -66,12 +66,15 @@ export class MeshpError extends Error {
     this.details = options.details;
   }
 
-  /** One line an operator can act on: code, who refused, why. */
+  /**
+   * One line an operator can act on: the code first (scripts read up to the colon), why, and which
+   * plugin refused at which hook or method, e.g. `MESHP_PLUGIN_FAILED: disk full [files-local at files.write]`.
+   */
   oneLine(): string {
     const who = this.attribution ? ` [${this.attribution.plugin} at ${this.attribution.hook}]` : '';
     const cause =
       this.cause instanceof Error && !(this.cause instanceof MeshpError) && !this.message.includes(this.cause.message) ? `: ${this.cause.message}` : '';
-    return `${this.code}${who}: ${this.message}${cause}`.replace(/\s*\n\s*/g, ' ');
+    return `${this.code}: ${this.message}${cause}${who}`.replace(/\s*\n\s*/g, ' ');
   }
 }
 

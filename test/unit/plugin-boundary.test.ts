@@ -41,7 +41,7 @@ t.test('an error thrown by a provided file store names the plugin and the method
   t.equal((err as MeshpError).code, 'MESHP_PLUGIN_FAILED');
   t.same((err as MeshpError).attribution, { plugin: 'files-a', hook: 'files.write' });
   t.equal((err as MeshpError).cause, cause);
-  t.equal(oneLine(err), 'MESHP_PLUGIN_FAILED [files-a at files.write]: disk full');
+  t.equal(oneLine(err), 'MESHP_PLUGIN_FAILED: disk full [files-a at files.write]');
 });
 
 t.test('a coded error from a plugin keeps its code and gains the attribution', async (t) => {
@@ -69,7 +69,7 @@ t.test('with two firewall taps, the one that fails is named alone and once', asy
   };
   const host = new Host().use(ok, bad);
   const err = await host.firewall().catch((e: unknown) => e);
-  t.equal(oneLine(err), 'MESHP_PLUGIN_FAILED [fw-broken at firewall]: nft exploded');
+  t.equal(oneLine(err), 'MESHP_PLUGIN_FAILED: nft exploded [fw-broken at firewall]');
 });
 
 t.test('a driver a firewall plugin answers with is attributed to that plugin', async (t) => {
