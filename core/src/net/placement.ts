@@ -68,8 +68,11 @@ function scan(rules: readonly ReachRule[], chainName: string, chain: ReachChain,
     if (rule.partial) deniesPart();
     switch (rule.verdict) {
       case 'accept':
+        // A found accept is left to stand where it is: the opening is still placed, so it keeps
+        // working when the found firewall narrows or drops its own accept.
+        break;
       case 'return':
-        // Found accepts and returns take part of the traffic away (an unreadable one: some unknown part).
+        // What returns does not meet the rules below (an unreadable return: some unknown part).
         if (definite) left = subtract(left, definite);
         break;
       case 'drop':
