@@ -188,7 +188,7 @@ export interface Reach {
   /** Whether a rule of the found firewall (not one of the mesh's own) names this port on this path. */
   mentioned: boolean;
   /** The rules that drop some of the door's new connections (a policy drop counts), with the sources they drop. */
-  droppedBy?: { rule: string; from: string[] }[];
+  droppedBy?: { rule: string; from: string[]; partial?: boolean }[];
   /** Rules the walk cannot read that may drop some of them: the answer is not certain for these sources. */
   unread?: { rule: string; from: string[] }[];
 }

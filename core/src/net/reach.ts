@@ -55,6 +55,8 @@ export interface ReachRule {
 export interface RuleHit {
   rule: string;
   from: string[];
+  /** A drop of part of what reached it (a ban, a blocklist): a denial an opening below it respects. */
+  partial?: boolean;
 }
 
 export interface ReachChain {
@@ -121,8 +123,15 @@ interface Walk {
 
 /** Found rules that drop some of the door's traffic, and unreadable ones that may, as walked. */
 interface Notes {
-  dropped: { rule: string; set: AddressSet }[];
+  dropped: { rule: string; set: AddressSet; partial?: boolean }[];
   unread: { rule: string; set: AddressSet }[];
+}
+
+/** Whether a jump's target chain (or one it jumps to) holds a rule that may drop. */
+function targetMayDrop(rule: ReachRule, chain: ReachChain, depth: number): boolean {
+  const rules = rule.target ? chain.regular.get(rule.target) : undefined;
+  if (!rules || depth >= MAX_DEPTH) return false;
+  return rules.some((r) => r.verdict === 'drop' || r.mayDrop || ((r.verdict === 'jump' || r.verdict === 'goto') && targetMayDrop(r, chain, depth + 1)));
 }
 
 function labelOf(rule: ReachRule): string {
@@ -138,7 +147,7 @@ function walk(rules: readonly ReachRule[], chain: ReachChain, entering: AddressS
     const m = matchOf(rule, door);
     if (!m) {
       // A rule the walk cannot read that may drop what is still walking: the answer is not certain.
-      if (notes && rule.found && rule.opaque && (rule.verdict === 'drop' || rule.mayDrop || rule.verdict === 'jump' || rule.verdict === 'goto')) {
+      if (notes && rule.found && rule.opaque && (rule.verdict === 'drop' || rule.mayDrop || ((rule.verdict === 'jump' || rule.verdict === 'goto') && targetMayDrop(rule, chain, 0)))) {
         const p = possibleOf(rule, door);
         const maybe = p ? intersect(left, p) : NOWHERE;
         if (!isEmpty(maybe)) notes.unread.push({ rule: labelOf(rule), set: maybe });
@@ -154,7 +163,7 @@ function walk(rules: readonly ReachRule[], chain: ReachChain, entering: AddressS
         left = subtract(left, hit);
         break;
       case 'drop':
-        if (notes) notes.dropped.push({ rule: labelOf(rule), set: hit });
+        if (notes) notes.dropped.push({ rule: labelOf(rule), set: hit, ...(isEmpty(subtract(left, hit)) ? {} : { partial: true }) });
         left = subtract(left, hit);
         break;
       case 'return':
@@ -198,7 +207,7 @@ export function reachThrough(chains: readonly ReachChain[], door: Door, explain 
   const notes: Notes = { dropped: [], unread: [] };
   for (const c of chains) allowed = intersect(allowed, allowedBy(c, door, notes));
   const mentioned = chains.some((c) => c.rules.some((r) => mentions(r, door)) || [...c.regular.values()].some((rs) => rs.some((r) => mentions(r, door))));
-  const hits = (xs: Notes['dropped']): RuleHit[] => xs.map((x) => ({ rule: x.rule, from: toCidrs(x.set) }));
+  const hits = (xs: Notes['dropped']): RuleHit[] => xs.map((x) => ({ rule: x.rule, from: toCidrs(x.set), ...(x.partial ? { partial: true } : {}) }));
   const base = {
     port: door.port, protocol: door.protocol, path: door.path, mentioned,
     ...(explain ? { droppedBy: hits(notes.dropped), unread: hits(notes.unread) } : {}),

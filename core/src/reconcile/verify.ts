@@ -1,8 +1,9 @@
 /**
  * After `ensure`, the driver's reach walk is asked about every opening the reconcile wrote or
  * kept: an opening is reported created (or owned) only when the walk sees it open from its whole
- * range. One the walk sees closed from part of its range is refused, naming the rule that shadows
- * it; one whose path holds a match the walk cannot read, or a driver without a walk, is unverified.
+ * range, less the sources the found firewall denies in part above it (its bans and blocklists,
+ * which the opening respects by design). One the walk sees closed from more is refused, naming the
+ * rule that shadows it; one whose path holds a match the walk cannot read, or a driver without a walk, is unverified.
  */
 import type { Door, FirewallDriver, Reach } from '../contracts.js';
 import { MeshpError } from '../errors.js';
@@ -49,9 +50,11 @@ export async function verifyOpenings(driver: FirewallDriver, openings: readonly 
   accepts.forEach((o, i) => {
     const r = reach[i];
     const range = rangeOf(o);
-    const missing = r ? subtract(range, allowedOf(r)) : range;
+    // Sources a found rule denies in part (a ban, a blocklist) stay denied: the opening respects them.
+    const respected = setOf((r?.droppedBy ?? []).filter((d) => d.partial).flatMap((d) => d.from));
+    const missing = r ? subtract(subtract(range, allowedOf(r)), respected) : range;
     if (!r || !isEmpty(missing)) {
-      const by = touching(r?.droppedBy, missing);
+      const by = touching(r?.droppedBy?.filter((d) => !d.partial), missing);
       const rule = by.length ? `shadowed by ${by.join('; ')}` : 'no rule the walk can name lets it through';
       out.set(o.id, { state: 'refused', reason: new MeshpError('MESHP_OPENING_INEFFECTIVE', `opening ${o.id} is written but not open from its whole range: ${rule}`).oneLine() });
       return;

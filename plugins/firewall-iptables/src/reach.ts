@@ -15,7 +15,7 @@ import { familyName } from './tool.js';
 
 const PROTOCOL_NUMBERS: Record<string, Protocol> = { tcp: 'tcp', udp: 'udp', '6': 'tcp', '17': 'udp' };
 /** Options without a value. */
-const FLAGS = new Set(['--syn', '--log-uid', '--rcheck', '--update', '--set', '--rsource']);
+const FLAGS = new Set(['--log-uid', '--rcheck', '--update', '--set', '--rsource']);
 
 /** Docker's own chains (not DOCKER-USER, where the found firewall's forward rules go). */
 export function isDockerChain(name: string): boolean {
@@ -124,6 +124,22 @@ export function reachRule(args: readonly string[], chains: ReadonlySet<string>, 
         else if (chains.has(t)) Object.assign(r, { verdict: go ? 'goto' : 'jump', target: t });
         // A target's own options follow it; none of them match packets.
         i = args.length;
+        break;
+      }
+      case '--limit':
+      case '--limit-burst':
+        // `-m limit` matches what is under its rate: at a new connection's pace, every packet.
+        take();
+        break;
+      case '--syn':
+        // A new connection's first packet is a SYN: the door's traffic.
+        break;
+      case '--tcp-flags': {
+        const mask = take();
+        const set = args[i + 1];
+        i++;
+        // FIN,SYN,RST,ACK SYN (or the like): an initial SYN, the door's traffic; anything else unread.
+        if (negate || !mask || set !== 'SYN' || !/SYN/.test(mask) || !/ACK/.test(mask)) r.opaque = true;
         break;
       }
       case '-i':

@@ -69,6 +69,13 @@ function readMatch(m: Match, r: ReachRule): boolean {
     if (!negate) r.loopback = true;
     return true;
   }
+  if (meta?.key === 'pkttype') {
+    // The door's traffic is unicast to this host.
+    const w = words(m.right);
+    if (!w) return false;
+    if (w.includes('host') === negate) r.loopback = true;
+    return true;
+  }
   if (payload && payload.field === 'daddr' && (payload.protocol === 'ip' || payload.protocol === 'ip6') && !negate) {
     const s = spans(m.right);
     const loop = payload.protocol === 'ip' ? cidrSpan('127.0.0.0/8') : cidrSpan('::1/128');
@@ -154,6 +161,9 @@ export function reachRule(rule: NftRule, found: boolean): ReachRule {
       r.verdict = kind;
       const target = (e[kind] as { target?: unknown } | null)?.target;
       if (typeof target === 'string') r.target = target;
+    } else if (kind === 'limit') {
+      // Under its rate a limit passes every packet (a new connection's pace); `limit rate over` only the excess: unread.
+      if ((e.limit as { inv?: boolean } | null)?.inv) r.opaque = true;
     } else if (kind === 'vmap') {
       readVmap(e.vmap as { key?: Match['left']; data?: unknown }, r);
     } else if (!INERT.has(kind)) {
