@@ -178,6 +178,8 @@ export type RetiredState = Record<string, unknown>;
 export interface EnsureResult {
   added: string[]; // opening ids
   removed: string[];
+  /** Openings the driver left no place for (nothing of them written): id and a coded one-line reason. */
+  refused?: { id: string; reason: string }[];
 }
 
 export interface FirewallDriver {
@@ -197,9 +199,10 @@ export interface FirewallDriver {
   /**
    * Optional: where each door is reachable from through the live ruleset as it is now (one read
    * of the ruleset per call), one answer per door in the order asked. An approximation each
-   * plugin's README bounds; a driver without it makes the preview say `unknown`.
+   * plugin's README bounds; a driver without it makes the preview say `unknown`. `explain`: each
+   * answer also names the rules that drop (`droppedBy`) and those the walk cannot read (`unread`).
    */
-  reachability?(doors: Door[]): Promise<Reach[]>;
+  reachability?(doors: Door[], options?: { explain?: boolean }): Promise<Reach[]>;
 }
 
 /** A port on a path as a firewall sees it: a listening socket is `incoming`, a published container port `forwarded`. */
@@ -223,6 +226,10 @@ export interface Reach {
   from?: string[];
   /** Whether a rule of the found firewall (not one of the mesh's own) names this port on this path. */
   mentioned: boolean;
+  /** The rules that drop some of the door's new connections (a policy drop counts), with the sources they drop. */
+  droppedBy?: { rule: string; from: string[]; partial?: boolean }[];
+  /** Rules the walk cannot read that may drop some of them: the answer is not certain for these sources. */
+  unread?: { rule: string; from: string[] }[];
 }
 
 // ---------------------------------------------------------------------------------------------

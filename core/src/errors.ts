@@ -40,6 +40,9 @@ export const CODES = {
   MESHP_MACHINE_IN_USE: 'a converged genesis was asked of a machine in use',
   MESHP_PORT_HELD: 'a port the foundation needs is held',
   MESHP_RANGE_OVERLAP: 'the private range overlaps the machine',
+  MESHP_OPENING_INEFFECTIVE: 'an opening was written but the firewall does not let its range through',
+  MESHP_OPENING_UNPLACEABLE: 'no place in the found firewall honours both its partial denials and its catch-all drop',
+  MESHP_OPENING_UNVERIFIED: 'an opening was written but a match on its path cannot be read to verify it',
 } as const;
 
 export type ErrorCode = keyof typeof CODES;

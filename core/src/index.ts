@@ -10,4 +10,6 @@ export * from './catalogue/index.js';
 export { overlaps, contains } from './net/cidr.js';
 export { addressFamily, addressText, addressToBigInt, parseRange, FAMILY_BITS, type Range } from './net/address.js';
 export { reachThrough, allowedBy, matchOf, mentions, type ReachRule, type ReachChain, type PortMatch } from './net/reach.js';
-export { cidrSpan, toCidrs, spansToSet, type Span, type IpFamily, type AddressSet } from './net/spans.js';
+export { cidrSpan, toCidrs, spansToSet, wholeOf, subtract, intersect, isEmpty, type Span, type IpFamily, type AddressSet } from './net/spans.js';
+export { placeOpening, type Placement } from './net/placement.js';
+export { possibleOf, type RuleHit } from './net/reach.js';

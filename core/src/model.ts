@@ -100,7 +100,8 @@ export type ResourceState =
   | 'changed' // held, and changed since by something else
   | 'released' // held (or kept original), its module unassigned: left in place
   | 'pending' // declared, waiting for its module to be taken
-  | 'refused'; // could not be applied; see reason
+  | 'refused' // could not be applied; see reason
+  | 'unverified'; // written, but the firewall's walk cannot confirm it open (a match it cannot read); see reason
 
 export function resourceKey(kind: ResourceKind, id: string): string {
   return `${kind}:${id}`;

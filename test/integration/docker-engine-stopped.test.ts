@@ -28,7 +28,7 @@ function emptyReport(): HostReport {
     at: new Date().toISOString(),
     firewall: null,
     resources: [],
-    counts: { created: 0, owned: 0, held: 0, changed: 0, released: 0, pending: 0, refused: 0 },
+    counts: { created: 0, owned: 0, held: 0, changed: 0, released: 0, pending: 0, refused: 0, unverified: 0 },
     facts: {},
   };
 }

@@ -86,4 +86,17 @@ else {
     t.equal((err as MeshpError).code, 'MESHP_FIREWALL_UNKNOWN');
     t.match((err as MeshpError).message, /ufw/);
   });
+
+  t.test('a manager enabled by its config under the root is refused on the backend holding the rules, even asked for by name', async (t) => {
+    const { makeHost, root } = await machine(t, { nft: RULES_V4 });
+    await mkdir(join(root, 'etc/firewalld'), { recursive: true });
+    await writeFile(join(root, 'etc/firewalld/firewalld.conf'), 'FirewallBackend=iptables\n');
+    await mkdir(join(root, 'etc/systemd/system/multi-user.target.wants'), { recursive: true });
+    await writeFile(join(root, 'etc/systemd/system/multi-user.target.wants/firewalld.service'), '');
+    await t.rejects(makeHost().firewall(), { code: 'MESHP_FIREWALL_UNKNOWN', message: /firewalld manages the firewall \(seen: etc\/firewalld\/firewalld\.conf/ });
+    await t.rejects(makeHost('iptables-nft').firewall(), { code: 'MESHP_FIREWALL_UNKNOWN' });
+    await mkdir(join(root, 'etc/csf'), { recursive: true });
+    await writeFile(join(root, 'etc/csf/csf.conf'), 'TESTING = "0"\n');
+    await t.rejects(makeHost().firewall(), { code: 'MESHP_FIREWALL_UNKNOWN', message: /csf/ });
+  });
 }

@@ -36,7 +36,7 @@ t.test('a report made before the runtime was asked for does not talk to an engin
     at: 'now',
     firewall: null,
     resources: [],
-    counts: { created: 0, owned: 0, held: 0, changed: 0, released: 0, pending: 0, refused: 0 },
+    counts: { created: 0, owned: 0, held: 0, changed: 0, released: 0, pending: 0, refused: 0, unverified: 0 },
     facts: { other: 1 },
   };
   t.same((await host.hooks.report.promise(report)).facts, { other: 1 });

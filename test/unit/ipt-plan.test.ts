@@ -76,13 +76,16 @@ t.test('planning is idempotent and removes only marked rules that are no longer 
   const b = open({ port: 81, path: 'incoming' });
   const f0 = filter(FOUND);
   const ours = desiredSpecs(4, f0, { openings: [a, b], refusals: [] }).map((s) => `-A INPUT ${buildArgs(s).map((x) => (x.includes(' ') ? `"${x}"` : x)).join(' ')}`);
-  const f1 = filter(`${FOUND}\n${ours.join('\n')}\n-A INPUT -m comment --comment "not ours" -j ACCEPT`);
+  const reject = FOUND.split('\n').at(-1)!;
+  const f1 = filter(`${FOUND.split('\n').slice(0, -1).join('\n')}\n${ours.join('\n')}\n${reject}\n-A INPUT -m comment --comment "not ours" -j ACCEPT`);
   t.same(planEnsure(f1, desiredSpecs(4, f1, { openings: [a, b], refusals: [] })).lines, [], 'nothing to do');
   const edit = planEnsure(f1, desiredSpecs(4, f1, { openings: [a], refusals: [] }));
   t.same(edit.lines.length, 1);
   t.match(edit.lines[0], /^-D INPUT .*meshp:m\/incoming\/tcp\/81/);
   t.same(edit.removed.map((s) => s.id), [b.id]);
-  t.match(edit.inverse[0], /^-I INPUT 7 /, 'the undo puts it back where it was');
+  t.match(edit.inverse[0], /^-I INPUT 6 /, 'the undo puts it back where it was');
+  const late = filter(`${FOUND}\n${ours.join('\n')}`);
+  t.same(planEnsure(late, desiredSpecs(4, late, { openings: [a, b], refusals: [] })).lines.map((l) => l.split(' ').slice(0, 3).join(' ')), ['-D INPUT -s', '-D INPUT -p', '-I INPUT 5', '-I INPUT 6'], 'accepts found below the REJECT are moved above it');
 });
 
 t.test('marked rules read back into the openings they came from', async (t) => {

@@ -1,15 +1,23 @@
 import t from 'tap';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { MeshpError, PLUGIN_API_VERSION, RETIRED_KEY, type FirewallDriver, type Opening, type Plugin } from '@meshp/core';
+import { MeshpError, PLUGIN_API_VERSION, RETIRED_KEY, type Door, type FirewallDriver, type Opening, type Plugin, type Reach } from '@meshp/core';
 import { SqliteHostStore } from '@meshp/state-sqlite';
 import { bed, declaration, stateOf } from '../helpers/host.js';
 
 /** A firewall with no outside world: it remembers what it was asked. Core is tested without root. */
-function recordingFirewall(active = true) {
+function recordingFirewall(active = true, walk: 'open' | 'none' | ((d: Door) => Reach) = 'open') {
   const calls: { op: string; openings?: Opening[]; refusals?: Opening[] }[] = [];
   let present: Opening[] = [];
+  // Its walk sees open what it was last asked to open (a stand-in for a driver's reach walk).
+  const reachability = async (doors: Door[]): Promise<Reach[]> =>
+    doors.map((d) => {
+      if (typeof walk === 'function') return walk(d);
+      const o = present.find((p) => p.port === d.port && p.path === d.path && p.action === 'accept');
+      return { port: d.port, protocol: d.protocol, path: d.path, mentioned: false, ...(o ? (o.from.length ? { now: 'open-from' as const, from: o.from } : { now: 'open' as const }) : { now: 'closed' as const }) };
+    });
   const driver: FirewallDriver = {
+    ...(walk === 'none' ? {} : { reachability }),
     kind: 'recording',
     async describe() { return { kind: 'recording', manager: 'test', active, tables: [], summary: [] }; },
     async openings() { return present; },
@@ -157,4 +165,60 @@ t.test('a firewall that refuses the openings is reported: the openings refused, 
   const r = await b.apply(declaration('adopted', [{ name: 'svc', taken: true, openings: [WEB_OPENING] }]), { extra: [failing] });
   t.equal(stateOf(r, 'opening:svc/forwarded/tcp/8080'), 'refused');
   t.match(r.report.facts.firewallError, /MESHP_FIREWALL_FAILED.*Could not process rule/);
+});
+
+t.test('an opening is reported created only when the walk sees it open from its whole range', async (t) => {
+  const mod = { name: 'svc', taken: true, openings: [WEB_OPENING] };
+  const key = 'opening:svc/forwarded/tcp/8080';
+  const reasonOf = (r: Awaited<ReturnType<ReturnType<typeof bed>['apply']>>) => r.report.resources.find((x) => x.key === key)?.reason ?? '';
+
+  const shadowed = recordingFirewall(true, (d) => ({
+    port: d.port, protocol: d.protocol, path: d.path, mentioned: false, now: 'open-from', from: ['10.77.0.0/25'],
+    droppedBy: [{ rule: '-A FORWARD -s 10.77.0.128/25 -j DROP', from: ['10.77.0.128/25'] }], unread: [],
+  }));
+  const r1 = await bed(t).apply(declaration('adopted', [mod]), { extra: [shadowed.plugin] });
+  t.equal(stateOf(r1, key), 'refused', 'open from half its range: refused');
+  t.match(reasonOf(r1), /^MESHP_OPENING_INEFFECTIVE: .*shadowed by -A FORWARD -s 10\.77\.0\.128\/25 -j DROP/);
+
+  const unread = recordingFirewall(true, (d) => ({
+    port: d.port, protocol: d.protocol, path: d.path, mentioned: false, now: 'open',
+    droppedBy: [], unread: [{ rule: '-A FORWARD -m recent --rcheck -j DROP', from: ['0.0.0.0/0'] }],
+  }));
+  const r2 = await bed(t).apply(declaration('adopted', [mod]), { extra: [unread.plugin] });
+  t.equal(stateOf(r2, key), 'unverified');
+  t.match(reasonOf(r2), /^MESHP_OPENING_UNVERIFIED: .*-m recent --rcheck/);
+  t.equal(r2.report.counts.unverified, 1);
+
+  const blind = recordingFirewall(true, 'none');
+  t.equal(stateOf(await bed(t).apply(declaration('adopted', [mod]), { extra: [blind.plugin] }), key), 'unverified', 'a driver without a walk: unverified, not created');
+
+  const seen = recordingFirewall(true);
+  t.equal(stateOf(await bed(t).apply(declaration('adopted', [mod]), { extra: [seen.plugin] }), key), 'created', 'seen open: created');
+});
+
+t.test("an opening the driver leaves no place for is refused with the driver's reason", async (t) => {
+  const mod = { name: 'svc', taken: true, openings: [WEB_OPENING] };
+  const reason = 'MESHP_OPENING_UNPLACEABLE: opening svc/forwarded/tcp/8080: no place';
+  const plugin: Plugin = {
+    name: 'refusing-firewall',
+    apiVersion: PLUGIN_API_VERSION,
+    apply(host) {
+      host.hooks.firewall.tapPromise('refusing-firewall', async (probe) => {
+        probe.seen.push({
+          kind: 'refusing', active: true, summary: 'test', by: 'refusing-firewall',
+          driver: {
+            kind: 'refusing',
+            async describe() { return { kind: 'refusing', manager: 'test', active: true, tables: [], summary: [] }; },
+            async openings() { return []; },
+            async ensure(openings) { return { added: [], removed: [], refused: openings.map((o) => ({ id: o.id, reason })) }; },
+            async loadDerived() {}, async unloadDerived() {}, async retire() { return {}; }, async reenable() {},
+            async reachability(doors) { return doors.map((d) => ({ ...d, now: 'open' as const, mentioned: false })); },
+          },
+        });
+      });
+    },
+  };
+  const r = await bed(t).apply(declaration('adopted', [mod]), { extra: [plugin] });
+  t.equal(stateOf(r, 'opening:svc/forwarded/tcp/8080'), 'refused', 'refused even though the walk says open');
+  t.equal(r.report.resources.find((x) => x.key === 'opening:svc/forwarded/tcp/8080')?.reason, reason);
 });

@@ -41,6 +41,22 @@ export interface ReachRule {
   notNew?: boolean;
   /** A rule of the found firewall; the mesh's own rules do not count as mentioning a port. */
   found: boolean;
+  /** Matches only the host's own traffic (`-i lo`, a loopback destination): never a new connection from a range. */
+  loopback?: boolean;
+  /** A rule without one verdict that can drop some packets (a verdict map with a drop in it). */
+  mayDrop?: boolean;
+  /** Besides its verdict for new connections, denies some packets of a connection (`ct state vmap { invalid : drop, … }`). */
+  partial?: boolean;
+  /** How an operator finds the rule (`-A INPUT -s … -j DROP`, `inet filter input handle 7`). */
+  label?: string;
+}
+
+/** A found rule that drops some of a door's traffic, or cannot be read and may: with the sources it concerns. */
+export interface RuleHit {
+  rule: string;
+  from: string[];
+  /** A drop of part of what reached it (a ban, a blocklist): a denial an opening below it respects. */
+  partial?: boolean;
 }
 
 export interface ReachChain {
@@ -50,6 +66,8 @@ export interface ReachChain {
   rules: readonly ReachRule[];
   /** The regular chains a jump from this chain can reach (its table's). */
   regular: ReadonlyMap<string, readonly ReachRule[]>;
+  /** How an operator finds the chain (`INPUT`, `inet filter input`). */
+  label?: string;
 }
 
 const MAX_DEPTH = 16;
@@ -67,6 +85,15 @@ function seenPort(door: Door): number {
 /** The sources of a new connection to the door this rule matches, or null when it matches none. */
 export function matchOf(rule: ReachRule, door: Door): AddressSet | null {
   if (rule.opaque || rule.notNew) return null;
+  return possibleOf(rule, door);
+}
+
+/**
+ * The sources of the door's traffic a rule may match, reading only what it can: an unreadable
+ * match or a conntrack state is taken as matching everything its readable parts allow.
+ */
+export function possibleOf(rule: ReachRule, door: Door): AddressSet | null {
+  if (rule.loopback) return null;
   if (rule.paths && !rule.paths.includes(door.path)) return null;
   if (rule.protocols && !rule.protocols.includes(door.protocol)) return null;
   if (rule.dport && !portIn(rule.dport, seenPort(door))) return null;
@@ -94,22 +121,49 @@ interface Walk {
   rest: AddressSet;
 }
 
-function walk(rules: readonly ReachRule[], chain: ReachChain, entering: AddressSet, door: Door, depth: number): Walk {
+/** Found rules that drop some of the door's traffic, and unreadable ones that may, as walked. */
+interface Notes {
+  dropped: { rule: string; set: AddressSet; partial?: boolean }[];
+  unread: { rule: string; set: AddressSet }[];
+}
+
+/** Whether a jump's target chain (or one it jumps to) holds a rule that may drop. */
+function targetMayDrop(rule: ReachRule, chain: ReachChain, depth: number): boolean {
+  const rules = rule.target ? chain.regular.get(rule.target) : undefined;
+  if (!rules || depth >= MAX_DEPTH) return false;
+  return rules.some((r) => r.verdict === 'drop' || r.mayDrop || ((r.verdict === 'jump' || r.verdict === 'goto') && targetMayDrop(r, chain, depth + 1)));
+}
+
+function labelOf(rule: ReachRule): string {
+  return rule.label ?? `a ${rule.verdict} rule`;
+}
+
+function walk(rules: readonly ReachRule[], chain: ReachChain, entering: AddressSet, door: Door, depth: number, notes?: Notes): Walk {
   let left = entering;
   let accepted = NOWHERE;
   let returned = NOWHERE;
   for (const rule of rules) {
     if (isEmpty(left)) break;
     const m = matchOf(rule, door);
-    if (!m) continue;
+    if (!m) {
+      // A rule the walk cannot read that may drop what is still walking: the answer is not certain.
+      if (notes && rule.found && rule.opaque && (rule.verdict === 'drop' || rule.mayDrop || ((rule.verdict === 'jump' || rule.verdict === 'goto') && targetMayDrop(rule, chain, 0)))) {
+        const p = possibleOf(rule, door);
+        const maybe = p ? intersect(left, p) : NOWHERE;
+        if (!isEmpty(maybe)) notes.unread.push({ rule: labelOf(rule), set: maybe });
+      }
+      continue;
+    }
     const hit = intersect(left, m);
     if (isEmpty(hit)) continue;
+    if (notes && rule.found && rule.mayDrop) notes.unread.push({ rule: labelOf(rule), set: hit });
     switch (rule.verdict) {
       case 'accept':
         accepted = union(accepted, hit);
         left = subtract(left, hit);
         break;
       case 'drop':
+        if (notes) notes.dropped.push({ rule: labelOf(rule), set: hit, ...(isEmpty(subtract(left, hit)) ? {} : { partial: true }) });
         left = subtract(left, hit);
         break;
       case 'return':
@@ -121,7 +175,7 @@ function walk(rules: readonly ReachRule[], chain: ReachChain, entering: AddressS
         const target = rule.target ? chain.regular.get(rule.target) : undefined;
         // An unknown target or a loop deeper than the kernel allows: as if the rule were not there.
         if (!target || depth >= MAX_DEPTH) break;
-        const inner = walk(target, chain, hit, door, depth + 1);
+        const inner = walk(target, chain, hit, door, depth + 1, notes);
         accepted = union(accepted, inner.accepted);
         left = subtract(left, hit);
         // After a jump what comes back goes on here; after a goto it goes where this chain returns to.
@@ -137,20 +191,27 @@ function walk(rules: readonly ReachRule[], chain: ReachChain, entering: AddressS
 }
 
 /** The sources one base chain lets through to the door. */
-export function allowedBy(chain: ReachChain, door: Door): AddressSet {
+export function allowedBy(chain: ReachChain, door: Door, notes?: Notes): AddressSet {
   const seen = wholeOf(chain.families);
-  const w = walk(chain.rules, chain, seen, door, 0);
+  const w = walk(chain.rules, chain, seen, door, 0, notes);
   const passed = chain.policy === 'accept' ? union(w.accepted, w.rest) : w.accepted;
+  if (notes && chain.policy === 'drop' && !isEmpty(w.rest)) notes.dropped.push({ rule: chain.label ? `${chain.label} policy drop` : 'the policy drop', set: w.rest });
   // The families the chain does not see pass it untouched.
   return union(passed, subtract(EVERYWHERE, seen));
 }
 
 /** The door's reachability through every base chain on its path. */
-export function reachThrough(chains: readonly ReachChain[], door: Door): Reach {
+/** `explain`: also name the rules that drop some of the door's traffic, and those the walk cannot read that may. */
+export function reachThrough(chains: readonly ReachChain[], door: Door, explain = false): Reach {
   let allowed = EVERYWHERE;
-  for (const c of chains) allowed = intersect(allowed, allowedBy(c, door));
+  const notes: Notes = { dropped: [], unread: [] };
+  for (const c of chains) allowed = intersect(allowed, allowedBy(c, door, notes));
   const mentioned = chains.some((c) => c.rules.some((r) => mentions(r, door)) || [...c.regular.values()].some((rs) => rs.some((r) => mentions(r, door))));
-  const base = { port: door.port, protocol: door.protocol, path: door.path, mentioned };
+  const hits = (xs: Notes['dropped']): RuleHit[] => xs.map((x) => ({ rule: x.rule, from: toCidrs(x.set), ...(x.partial ? { partial: true } : {}) }));
+  const base = {
+    port: door.port, protocol: door.protocol, path: door.path, mentioned,
+    ...(explain ? { droppedBy: hits(notes.dropped), unread: hits(notes.unread) } : {}),
+  };
   if (isEverywhere(allowed)) return { ...base, now: 'open' };
   if (isEmpty(allowed)) return { ...base, now: 'closed' };
   return { ...base, now: 'open-from', from: toCidrs(allowed) };

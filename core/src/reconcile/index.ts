@@ -4,3 +4,4 @@ export { guard, isHeld, vetoReason, type GuardContext } from './guard.js';
 export { decide, decideUndeclared, type Declared, type Records, type Seen } from './rule.js';
 export { canonicalJson, containerSpecHash, sha256, parseMode, type Observation, type ResourceHandler } from './handlers.js';
 export { planOpenings } from './openings.js';
+export { verifyOpenings, type Verdict as OpeningVerdict } from './verify.js';

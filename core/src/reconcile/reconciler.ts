@@ -9,6 +9,7 @@ import { resourceKey, type Declaration, type ResourceKind, type ResourceState } 
 import { guard, type GuardContext } from './guard.js';
 import { containerHandler, fileHandler, missingProvider, type ContentKind, type Handlers, type ResourceHandler } from './handlers.js';
 import { planOpenings } from './openings.js';
+import { verifyOpenings, type Verdict } from './verify.js';
 import { decide, decideUndeclared, type Declared, type Records, type Seen } from './rule.js';
 import { validateDeclaration } from './validate.js';
 
@@ -26,7 +27,7 @@ export interface ReconcileResult {
   failures: { key: string; error: string }[];
 }
 
-const STATES: ResourceState[] = ['created', 'owned', 'held', 'changed', 'released', 'pending', 'refused'];
+const STATES: ResourceState[] = ['created', 'owned', 'held', 'changed', 'released', 'pending', 'refused', 'unverified'];
 
 async function loadRecords(store: HostStateStore): Promise<Records> {
   const [owned, originals, intents] = await Promise.all([store.listOwned(), store.listOriginals(), store.listIntents()]);
@@ -143,7 +144,7 @@ export class Reconciler {
     const guardContext: GuardContext = { mode: decl.mode, taken, records, seen };
     plan = guard(plan, guardContext);
     applyContext.plan = plan;
-    return { plan, context: { decl, store, handlers, records, seen, driver, applyContext, declared, present: present ?? new Set() } };
+    return { plan, context: { decl, store, handlers, records, seen, driver, applyContext, declared, present: present ?? new Set(), verdicts: new Map() } };
   }
 
   async reconcile(input: unknown, options: ReconcileOptions = {}): Promise<ReconcileResult> {
@@ -178,6 +179,13 @@ interface InternalContext {
   present: Set<string>;
   /** Why the firewall refused this reconcile's openings, if it did. */
   firewallError?: string;
+  /** Openings the driver refused or its walk did not see open (or could not read), by key. */
+  verdicts: Map<string, Verdict>;
+}
+
+/** The opening id of an opening action (its key is `opening:<id>`). */
+function openingIdOf(a: Action): string {
+  return a.key.slice(a.key.indexOf(':') + 1);
 }
 
 async function applyPlan(plan: Plan, ctx: InternalContext, now: () => Date, failures: ReconcileResult['failures']): Promise<void> {
@@ -256,8 +264,17 @@ async function applyPlan(plan: Plan, ctx: InternalContext, now: () => Date, fail
     // mesh, with nothing wanted, is not touched at all.
     if (derived || openings.length + refusals.length > 0 || ctx.present.size > 0) {
       try {
+        let refused: { id: string; reason: string }[] = [];
         if (derived) await driver.loadDerived({ openings, refusals, privateRange: decl.settings.privateRange });
-        else await driver.ensure(openings, refusals);
+        else refused = (await driver.ensure(openings, refusals)).refused ?? [];
+        // Nothing is reported created (or owned) that the driver's walk has not seen open.
+        const placed = new Set(refused.map((r) => r.id));
+        const verdicts = await verifyOpenings(driver, openings.filter((o) => !placed.has(o.id)));
+        for (const r of refused) verdicts.set(r.id, { state: 'refused', reason: r.reason });
+        for (const a of plan.actions) {
+          const v = a.kind === 'opening' && a.op !== 'refuse' && a.state !== 'pending' ? verdicts.get(openingIdOf(a)) : undefined;
+          if (v) ctx.verdicts.set(a.key, v);
+        }
       } catch (e) {
         ctx.firewallError = oneLine(e);
         for (const a of plan.actions) if (a.kind === 'opening' && a.op !== 'refuse' && a.state !== 'pending') fail(a, e);
@@ -272,10 +289,11 @@ async function buildReport(plan: Plan, ctx: InternalContext, now: () => Date, fa
   for (const a of plan.actions) {
     if (a.op === 'remove' && !failed.has(a.key)) continue;
     const error = failed.get(a.key);
+    const verdict = error ? undefined : ctx.verdicts.get(a.key);
     resources.push({
       key: a.key, kind: a.kind, module: a.module,
-      state: error ? 'refused' : a.state,
-      ...(error ? { reason: error } : a.reason ? { reason: a.reason } : {}),
+      state: error ? 'refused' : verdict ? verdict.state : a.state,
+      ...(error ? { reason: error } : verdict ? { reason: verdict.reason } : a.reason ? { reason: a.reason } : {}),
     });
   }
   const counts = Object.fromEntries(STATES.map((s) => [s, 0])) as Record<ResourceState, number>;

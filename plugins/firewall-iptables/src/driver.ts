@@ -16,7 +16,7 @@ import { configFile } from './config.js';
 import { derivedState, loadDerived, unloadDerived } from './derived.js';
 import { inspectBackend } from './inspect.js';
 import { toOpenings, type MarkedSpec } from './marks.js';
-import { desiredSpecs, planEnsure, presentMarked, transaction, type EnsureEdit } from './plan.js';
+import { desiredSpecs, planEnsure, presentMarked, transaction, type EnsureEdit, type Unplaceable } from './plan.js';
 import { reachOfFilters } from './reach.js';
 import { reenable, retire } from './retire.js';
 import type { CommandRunner } from './runner.js';
@@ -90,12 +90,20 @@ export class IptablesDriver implements FirewallDriver {
     const filters = await this.filters();
     const wanted = { openings, refusals, privateRange: this.options.privateRange };
     // Plan every family before writing any, so a bad range fails before anything is applied.
-    const edits = FAMILIES.map((f) => ({ family: f, edit: planEnsure(filters[f], desiredSpecs(f, filters[f], wanted)) }));
+    const unplaceable: Unplaceable[] = [];
+    const specs = FAMILIES.map((f) => ({ family: f, specs: desiredSpecs(f, filters[f], wanted, unplaceable) }));
+    // An opening one family leaves no place for is refused in both: nothing of it is written.
+    const refusedIds = new Set(unplaceable.map((u) => u.id));
+    const edits = specs.map(({ family: f, specs: s }) => ({ family: f, edit: planEnsure(filters[f], s.filter((x) => !refusedIds.has(x.id)), f) }));
     if (edits.some((e) => e.edit.lines.length > 0)) await this.#writing(() => this.#apply(edits));
     const wantedIds = new Set([...openings, ...refusals].map((o) => o.id));
     const added = [...new Set(edits.flatMap((e) => e.edit.added.map((s) => s.id)))].sort();
     const removed = [...new Set(edits.flatMap((e) => e.edit.removed.map((s) => s.id)))].filter((id) => !wantedIds.has(id)).sort();
-    return { added, removed };
+    const refused = [...new Map(unplaceable.map((u) => [u.id, u])).values()].map((u) => ({
+      id: u.id,
+      reason: new MeshpError('MESHP_OPENING_UNPLACEABLE', `opening ${u.id}: no place in ${this.kind} honours the found firewall: ${u.reason}`).oneLine(),
+    }));
+    return { added: added.filter((id) => !refusedIds.has(id)), removed, ...(refused.length ? { refused } : {}) };
   }
 
   async #apply(edits: { family: Family; edit: EnsureEdit }[]): Promise<void> {
@@ -152,8 +160,8 @@ export class IptablesDriver implements FirewallDriver {
   }
 
   /** Each door's reach through the live filter tables (one read of each family; see reach.ts for what is counted). */
-  async reachability(doors: Door[]): Promise<Reach[]> {
-    return reachOfFilters(await this.filters(), doors);
+  async reachability(doors: Door[], options: { explain?: boolean } = {}): Promise<Reach[]> {
+    return reachOfFilters(await this.filters(), doors, options.explain === true);
   }
 
   /**

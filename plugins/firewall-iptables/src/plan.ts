@@ -3,9 +3,10 @@
  * remove our stale rules and insert the missing ones just before the found chain's first drop,
  * and the lines that undo them (used when another family's transaction fails).
  */
-import type { Opening } from '@meshp/core';
+import { cidrSpan, placeOpening, spansToSet, subtract, wholeOf, type AddressSet, type IpFamily, type Opening, type Placement } from '@meshp/core';
 import { parseCidr, rangesOf, type Family } from './cidr.js';
 import { buildArgs, DERIVED_MARK, isDrop, isTerminal, markOf, parseMarked, specKey, targetOf, type MarkedSpec } from './marks.js';
+import { reachChain } from './reach.js';
 import { chainRules, formatArgs, optionValue, type SavedRule, type SavedTable } from './save-format.js';
 
 export const DOCKER_USER = 'DOCKER-USER';
@@ -58,17 +59,56 @@ export function sparedFor(family: Family, r: Opening, fallback: string | undefin
   return ranges.map((c) => parseCidr(c)).find((c) => c.family === family) ?? null;
 }
 
-/** The marked rules one family's filter table should hold. */
-export function desiredSpecs(family: Family, filter: SavedTable | undefined, w: Wanted): MarkedSpec[] {
+/** An opening the found chain leaves no place for (see core's placeOpening). */
+export interface Unplaceable {
+  id: string;
+  reason: string;
+}
+
+/** The sources a marked rule admits, as an address set of its family. */
+function rangeOf(family: Family, s: Pick<MarkedSpec, 'source' | 'negated'>): AddressSet {
+  const whole = wholeOf([family as IpFamily]);
+  if (!s.source) return whole;
+  const named = spansToSet([cidrSpan(s.source)]);
+  return s.negated ? subtract(whole, named) : named;
+}
+
+/**
+ * Where one accepting spec goes in its chain, by the placement rule (core's placeOpening): the
+ * chain's rules as read for the reach walk, the mesh's own rules not counted. Null: the chain
+ * needs no opening for this traffic (nothing in it drops all of it).
+ */
+export function placementOf(family: Family, filter: SavedTable | undefined, s: MarkedSpec): Placement {
+  if (!filter) return { kind: 'none' };
+  if (s.chain === DOCKER_USER) return dockerUserPlacement(filter);
+  const chain = reachChain(filter, family, s.path);
+  if (!chain) return { kind: 'none' };
+  return placeOpening(chain, { port: s.port, protocol: s.protocol, path: s.path }, rangeOf(family, s));
+}
+
+/** DOCKER-USER is a user chain Docker made for this: an accept goes before its first terminal rule (its RETURN). */
+function dockerUserPlacement(filter: SavedTable): Placement {
+  const i = chainRules(filter, DOCKER_USER).findIndex((r) => !markOf(r.args) && isTerminal(r.args));
+  return i < 0 ? { kind: 'end', after: -1 } : { kind: 'before', index: i, after: -1 };
+}
+
+/** The marked rules one family's filter table should hold; openings left no place are pushed to `unplaceable`. */
+export function desiredSpecs(family: Family, filter: SavedTable | undefined, w: Wanted, unplaceable: Unplaceable[] = []): MarkedSpec[] {
   const out: MarkedSpec[] = [];
   const docker = hasChain(filter, DOCKER_USER);
-  const forwardChain = docker ? DOCKER_USER : chainDrops(filter, 'FORWARD') ? 'FORWARD' : null;
   for (const o of w.openings) {
-    const chain = o.path === 'incoming' ? (chainDrops(filter, 'INPUT') ? 'INPUT' : null) : forwardChain;
-    if (!chain) continue;
+    const chain = o.path === 'incoming' ? 'INPUT' : docker ? DOCKER_USER : 'FORWARD';
+    const specs: MarkedSpec[] = [];
+    let refused: string | null = null;
     for (const source of sourcesFor(family, o.from) ?? []) {
-      out.push({ id: o.id, chain, source, negated: false, protocol: o.protocol, port: o.port, path: o.path, action: o.action });
+      const spec: MarkedSpec = { id: o.id, chain, source, negated: false, protocol: o.protocol, port: o.port, path: o.path, action: o.action };
+      const p = placementOf(family, filter, spec);
+      if (p.kind === 'refused') refused ??= `${p.rule}: ${p.why}`;
+      else if (p.kind !== 'none') specs.push(spec);
     }
+    // An opening is placed whole or not at all: a refused one changes nothing of the found rules.
+    if (refused !== null) unplaceable.push({ id: o.id, reason: refused });
+    else out.push(...specs);
   }
   for (const r of w.refusals) {
     const priv = sparedFor(family, r, w.privateRange);
@@ -127,44 +167,66 @@ export function acceptPosition(chain: SavedRule[], dropping: Set<string>): numbe
   return i < 0 ? null : i + 1;
 }
 
-export function planEnsure(filter: SavedTable | undefined, desired: MarkedSpec[]): EnsureEdit {
+/** Whether a present accept stands where the placement rule puts it: below every partial denial, above the total one. */
+function wellPlaced(p: Placement, index0: number): boolean {
+  if (p.kind === 'before') return index0 > p.after && index0 < p.index;
+  if (p.kind === 'end') return index0 > p.after;
+  return false;
+}
+
+export function planEnsure(filter: SavedTable | undefined, desired: MarkedSpec[], family: Family = 4): EnsureEdit {
   const present = presentMarked(filter);
   const wanted = new Map(desired.map((s) => [specKey(s), s]));
+  const places = new Map<string, Placement>();
+  const placeOf = (s: MarkedSpec): Placement => {
+    const k = specKey(s);
+    let p = places.get(k);
+    if (!p) places.set(k, (p = placementOf(family, filter, s)));
+    return p;
+  };
   const kept = new Set<string>();
   const stale: PresentRule[] = [];
   for (const p of present) {
     const key = p.spec ? specKey(p.spec) : null;
-    if (key && wanted.has(key) && !kept.has(key)) kept.add(key);
+    // A drop (a refusal) goes on top and stays wherever it is; an accept only where the placement rule puts it.
+    const placed = p.spec && (p.spec.action === 'drop' || wellPlaced(placeOf(p.spec), p.index - 1));
+    if (key && wanted.has(key) && !kept.has(key) && placed) kept.add(key);
     else stale.push(p);
   }
   const missing = [...wanted.entries()].filter(([k]) => !kept.has(k)).map(([, s]) => s);
   const lines: string[] = [];
   const inverse: string[] = [];
   const staleSet = new Set(stale.map((p) => p.rule));
-  // Each chain as it is once the stale rules are deleted (the deletions go first).
-  const sim = new Map<string, SavedRule[]>();
-  for (const r of filter?.rules ?? []) {
-    if (staleSet.has(r)) continue;
-    let chain = sim.get(r.chain);
-    if (!chain) sim.set(r.chain, (chain = []));
-    chain.push(r);
-  }
+  // Each chain as it will be, rule by rule, once the stale rules are deleted (the deletions go
+  // first) and as each insertion lands: an insertion's number is its anchor's place right then.
+  const sim = new Map<string, (SavedRule | null)[]>();
+  const chainOf = (name: string) => {
+    let c = sim.get(name);
+    if (!c) sim.set(name, (c = []));
+    return c;
+  };
+  for (const r of filter?.rules ?? []) if (!staleSet.has(r)) chainOf(r.chain).push(r);
   for (const p of stale) lines.push(`-D ${p.rule.chain} ${formatArgs(p.rule.args)}`);
-  const dropping = droppingChains(filter);
-  // Where the next accept goes in each chain. Our rules are marked, so they never become the drop
-  // point: each insertion at or before it only moves it one down (linear in the rules, not quadratic).
-  const acceptAt = new Map<string, number | null>();
+  const byChain = new Map<string, SavedRule[]>();
+  for (const r of filter?.rules ?? []) {
+    if (!byChain.has(r.chain)) byChain.set(r.chain, []);
+    byChain.get(r.chain)!.push(r);
+  }
   for (const s of missing) {
-    const args = buildArgs(s);
-    if (!acceptAt.has(s.chain)) acceptAt.set(s.chain, acceptPosition(sim.get(s.chain) ?? [], dropping));
-    const next = acceptAt.get(s.chain)!;
-    const at = s.action === 'drop' ? 1 : next;
-    const text = formatArgs(args);
-    if (at === null) {
+    const text = formatArgs(buildArgs(s));
+    const chain = chainOf(s.chain);
+    const p = s.action === 'drop' ? null : placeOf(s);
+    if (p && p.kind === 'before') {
+      const anchor = byChain.get(s.chain)![p.index]!;
+      const at = chain.indexOf(anchor);
+      chain.splice(at, 0, null);
+      lines.push(`-I ${s.chain} ${at + 1} ${text}`);
+    } else if (p) {
+      chain.push(null);
       lines.push(`-A ${s.chain} ${text}`);
     } else {
-      lines.push(`-I ${s.chain} ${at} ${text}`);
-      if (next !== null && at <= next) acceptAt.set(s.chain, next + 1);
+      chain.unshift(null);
+      lines.push(`-I ${s.chain} 1 ${text}`);
     }
     inverse.push(`-D ${s.chain} ${text}`);
   }

@@ -1,12 +1,15 @@
 /**
  * The plugin: on the host's `firewall` probe it reports what each iptables backend holds, with a
- * driver for `iptables-legacy` and `iptables-nft`. Rules that are ufw's are reported as kind `ufw`
- * with no driver, unless a plugin that speaks ufw already answered for them.
+ * driver for `iptables-legacy` and `iptables-nft`. Rules a manager owns (firewalld, ufw, Shorewall,
+ * CSF; see managers.ts) are reported as that manager's kind with no driver, and the backend then
+ * offers none either, unless a plugin that speaks the manager already answered for it.
  */
 import { isMeshpError, PLUGIN_API_VERSION, STAGE, type FirewallProbe, type Host, type Plugin } from '@meshp/core';
 import { parseCidr } from './cidr.js';
 import { IptablesDriver } from './driver.js';
 import { inspectBackend } from './inspect.js';
+import { managersInConfig, managersInRules, mergeManagers } from './managers.js';
+import { findTable } from './save-format.js';
 import { localRunner, type CommandRunner } from './runner.js';
 import { BACKENDS, type Backend } from './tool.js';
 import type { WatchOptions } from './watch.js';
@@ -49,6 +52,9 @@ export class IptablesPlugin implements Plugin {
   }
 
   async probe(probe: FirewallProbe): Promise<void> {
+    const config = await managersInConfig(probe.root);
+    const spoken = (kind: string) => probe.seen.some((s) => s.kind === kind && s.driver);
+    const reported = new Set<string>();
     for (const backend of this.backends) {
       const kind = `iptables-${backend}`;
       let state;
@@ -59,12 +65,19 @@ export class IptablesPlugin implements Plugin {
         probe.seen.push({ kind, active: false, summary: `tools not installed: ${e.message}`, by: this.name });
         continue;
       }
-      if (state.ufw) {
-        if (!probe.seen.some((s) => s.kind === 'ufw' && s.driver)) {
-          probe.seen.push({ kind: 'ufw', active: state.active, summary: `ufw chains in ${kind}: ${state.summary}`, by: this.name });
+      const filters = state.families.map((f) => findTable(f.ruleset, 'filter'));
+      const managers = mergeManagers(managersInRules(filters), config);
+      if (managers.length > 0) {
+        // A manager's rules are its own: this kind offers no driver, so nothing is written into them.
+        for (const m of managers) {
+          if (reported.has(m.kind) || spoken(m.kind)) continue;
+          reported.add(m.kind);
+          probe.seen.push({ kind: m.kind, active: true, summary: `${m.kind} manages the firewall (seen: ${m.seen} in ${kind}); firewall-iptables does not speak it`, by: this.name });
         }
-        // The rules are ufw's: this kind is not active in its own right.
-        probe.seen.push({ kind, active: false, summary: `rules belong to ufw; ${state.summary}`, by: this.name, driver: this.driver(backend, probe.root) });
+        const owners = managers.map((m) => m.kind).join(', ');
+        // The ufw example plugin speaks ufw through this backend's driver, so ufw alone leaves it one.
+        const driver = managers.every((m) => spoken(m.kind)) ? { driver: this.driver(backend, probe.root) } : {};
+        if (state.present || probe.requested === kind) probe.seen.push({ kind, active: false, summary: `rules belong to ${owners}; ${state.summary}`, by: this.name, ...driver });
         continue;
       }
       if (!state.present && probe.requested !== kind) continue;

@@ -10,11 +10,12 @@ import { cidrSpan, reachThrough, type Door, type IpFamily, type PortMatch, type 
 import type { Family } from './cidr.js';
 import { markOf } from './marks.js';
 import { DERIVED_PREFIX, DOCKER_USER } from './plan.js';
-import type { SavedTable } from './save-format.js';
+import { formatArgs, type SavedTable } from './save-format.js';
+import { familyName } from './tool.js';
 
 const PROTOCOL_NUMBERS: Record<string, Protocol> = { tcp: 'tcp', udp: 'udp', '6': 'tcp', '17': 'udp' };
 /** Options without a value. */
-const FLAGS = new Set(['--syn', '--log-uid', '--rcheck', '--update', '--set', '--rsource']);
+const FLAGS = new Set(['--log-uid', '--rcheck', '--update', '--set', '--rsource']);
 
 /** Docker's own chains (not DOCKER-USER, where the found firewall's forward rules go). */
 export function isDockerChain(name: string): boolean {
@@ -125,6 +126,37 @@ export function reachRule(args: readonly string[], chains: ReadonlySet<string>, 
         i = args.length;
         break;
       }
+      case '--limit':
+      case '--limit-burst':
+        // `-m limit` matches what is under its rate: at a new connection's pace, every packet.
+        take();
+        break;
+      case '--syn':
+        // A new connection's first packet is a SYN: the door's traffic.
+        break;
+      case '--tcp-flags': {
+        const mask = take();
+        const set = args[i + 1];
+        i++;
+        // FIN,SYN,RST,ACK SYN (or the like): an initial SYN, the door's traffic; anything else unread.
+        if (negate || !mask || set !== 'SYN' || !/SYN/.test(mask) || !/ACK/.test(mask)) r.opaque = true;
+        break;
+      }
+      case '-i':
+      case '--in-interface': {
+        // Only the host's own traffic comes in on lo: a rule on it never sees a range's new connection.
+        const lo = take() === 'lo';
+        if (lo && !negate) r.loopback = true;
+        else if (!lo) r.opaque = true;
+        break;
+      }
+      case '-d':
+      case '--destination': {
+        const d = take() ?? '';
+        if (!negate && /^(127\.|::1(\/128)?$)/.test(d)) r.loopback = true;
+        else r.opaque = true;
+        break;
+      }
       default:
         // An interface, a destination, a module's option we do not read: the rule is opaque.
         r.opaque = true;
@@ -145,16 +177,19 @@ export function reachChain(filter: SavedTable, family: Family, path: Door['path'
   const read = (chain: string) =>
     filter.rules
       .filter((r) => r.chain === chain)
-      .map((r) => reachRule(r.args, names, !markOf(r.args) && !chain.startsWith(DERIVED_PREFIX)));
+      .map((r) => ({
+        ...reachRule(r.args, names, !markOf(r.args) && !chain.startsWith(DERIVED_PREFIX)),
+        label: `${familyName(family)}tables -A ${chain} ${formatArgs(r.args)}`,
+      }));
   const regular = new Map<string, readonly ReachRule[]>();
   for (const c of filter.chains) if (c.policy === null && names.has(c.name)) regular.set(c.name, read(c.name));
   // Docker sets FORWARD's policy to DROP and accepts published ports in its own chains.
   const policy = docker && path === 'forwarded' ? 'accept' : builtin.policy === 'DROP' ? 'drop' : 'accept';
-  return { policy, families: [family as IpFamily], rules: read(name), regular };
+  return { policy, families: [family as IpFamily], rules: read(name), regular, label: `${familyName(family)}tables ${name}` };
 }
 
 /** Each door's reach through the filter tables of both families, in the order asked. */
-export function reachOfFilters(filters: Record<Family, SavedTable | undefined>, doors: readonly Door[]): Reach[] {
+export function reachOfFilters(filters: Record<Family, SavedTable | undefined>, doors: readonly Door[], explain = false): Reach[] {
   const chainsOf = (path: Door['path']) =>
     ([4, 6] as const).flatMap((f) => {
       const t = filters[f];
@@ -162,5 +197,5 @@ export function reachOfFilters(filters: Record<Family, SavedTable | undefined>, 
       return c ? [c] : [];
     });
   const chains = { incoming: chainsOf('incoming'), forwarded: chainsOf('forwarded') };
-  return doors.map((d) => reachThrough(chains[d.path], d));
+  return doors.map((d) => reachThrough(chains[d.path], d, explain));
 }

@@ -183,3 +183,10 @@ export function foundActive(rs: Ruleset): boolean {
     rs.rules.some((r) => found.has(tableKey(r)) && !isMarked(r) && isDropRule(r))
   );
 }
+
+/** Filter base chains of found tables on a hook: where the placement rule looks for openings of that path. */
+export function filterChains(rs: Ruleset, hook: 'input' | 'forward'): NftChain[] {
+  const found = new Set(tablesOwnedBy(rs, 'found').map(tableKey));
+  // A chain that drops nothing (no drop policy, no drop, no jump to one) needs no opening: not read further.
+  return rs.chains.filter((c) => c.hook === hook && (c.type ?? 'filter') === 'filter' && found.has(tableKey(c)) && chainDrops(rs, c));
+}

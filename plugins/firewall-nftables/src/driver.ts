@@ -8,7 +8,7 @@ import { loadInScratch, recreateTables } from './config.js';
 import { derivedBatch } from './derived.js';
 import { nativePlan, receiptLines } from './native.js';
 import { Nft, runTool } from './nft.js';
-import { planEnsure } from './plan.js';
+import { planEnsure, type Unplaceable } from './plan.js';
 import { reachOfRuleset } from './reach.js';
 import type { Runner, Spawner } from './runner.js';
 import { tableKey, type NftTable, type Ruleset } from './schema.js';
@@ -78,9 +78,15 @@ export class NftablesDriver implements FirewallDriver {
 
   async ensure(openings: Opening[], refusals: Opening[]): Promise<EnsureResult> {
     const before = await this.nft.list();
-    const plan = planEnsure(before, openings, refusals, this.o.privateRange);
-    if (plan.head.length === 0 && plan.additions.length === 0) return { added: [], removed: [] };
-    const result = { added: plan.added, removed: plan.removed };
+    const unplaceable: Unplaceable[] = [];
+    const plan = planEnsure(before, openings, refusals, this.o.privateRange, unplaceable);
+    const refused = unplaceable.map((u) => ({
+      id: u.id,
+      reason: new MeshpError('MESHP_OPENING_UNPLACEABLE', `opening ${u.id}: no place in nftables honours the found firewall: ${u.reason}`).oneLine(),
+    }));
+    const extra = refused.length ? { refused } : {};
+    if (plan.head.length === 0 && plan.additions.length === 0) return { added: [], removed: [], ...extra };
+    const result = { added: plan.added, removed: plan.removed, ...extra };
     // Fast path: nft's own syntax, ending with a receipt — a fresh nonce in the mesh table's
     // receipt set. The batch is one transaction: the nonce is there afterwards only if all of it
     // committed (nft can exit 0 having applied nothing, pitfall 5), and one set reads back in a
@@ -184,8 +190,8 @@ export class NftablesDriver implements FirewallDriver {
   }
 
   /** Each door's reach through the live ruleset, listed once (see reach.ts for what is counted). */
-  async reachability(doors: Door[]): Promise<Reach[]> {
-    return reachOfRuleset(await this.nft.list(), doors);
+  async reachability(doors: Door[], options: { explain?: boolean } = {}): Promise<Reach[]> {
+    return reachOfRuleset(await this.nft.list(), doors, options.explain === true);
   }
 
   watch(onChange: () => void): { close(): void } {

@@ -3,8 +3,9 @@
  * the opening's path, refusals in the mesh's own table; everything else marked goes, nothing
  * unmarked is ever touched.
  */
-import type { Opening } from '@meshp/core';
-import { MESH_TABLE, classifyTable, droppingChains, firstDrop, markedId, rulesOf } from './classify.js';
+import { cidrSpan, placeOpening, spansToSet, wholeOf, type AddressSet, type Opening, type Placement, type ReachChain } from '@meshp/core';
+import { MESH_TABLE, classifyTable, filterChains, markedId, rulesOf } from './classify.js';
+import { reachChainOf } from './reach.js';
 import { buildRule, parseShape, shapeKey, type Shape } from './shape.js';
 import { chainKey, tableKey, type Command, type NftChain, type NftRule, type Ruleset } from './schema.js';
 import { Wants, type OpeningPath } from './wants.js';
@@ -64,6 +65,8 @@ interface Want {
   where: string;
   /** where + "|" + shapeKey(shape). */
   key: string;
+  /** Where it goes in a found chain; null in the mesh's own table. */
+  place: Placement | null;
 }
 
 const MESH_CHAINS: Record<OpeningPath, NftChain> = {
@@ -71,20 +74,64 @@ const MESH_CHAINS: Record<OpeningPath, NftChain> = {
   forwarded: { family: 'inet', table: MESH_TABLE, name: 'forward', type: 'filter', hook: 'forward', prio: 0, policy: 'accept' },
 };
 
-export function wanted(rs: Ruleset, wants: Wants): Want[] {
+/** An accept the found chain leaves no place for (see core's placeOpening). */
+export interface Unplaceable {
+  id: string;
+  reason: string;
+}
+
+/** Where each accept goes in each found base chain, by the placement rule; read once per chain. */
+export class Placements {
+  readonly #chains = new Map<string, ReachChain>();
+  readonly #cache = new Map<string, Placement>();
+
+  constructor(private readonly rs: Ruleset) {}
+
+  of(chain: NftChain, shape: Shape, path: OpeningPath): Placement {
+    const where = chainKey(chain);
+    const key = `${where}|${shape.nf}|${shape.cidrs.join(',')}|${shape.protocol}|${shape.port}|${path}`;
+    let p = this.#cache.get(key);
+    if (!p) {
+      let rc = this.#chains.get(where);
+      if (!rc) this.#chains.set(where, (rc = reachChainOf(this.rs, chain)));
+      p = placeOpening(rc, { port: shape.port, protocol: shape.protocol, path }, rangeOf(shape));
+      this.#cache.set(key, p);
+    }
+    return p;
+  }
+}
+
+function rangeOf(s: Shape): AddressSet {
+  if (s.nf === 'any') return EVERYWHERE_SET;
+  return s.cidrs.length > 0 ? spansToSet(s.cidrs.map(cidrSpan)) : wholeOf([s.nf === 'ip' ? 4 : 6]);
+}
+
+const EVERYWHERE_SET = wholeOf([4, 6]);
+
+export function wanted(rs: Ruleset, wants: Wants, places = new Placements(rs), unplaceable: Unplaceable[] = []): Want[] {
   const out: Want[] = [];
+  const refused = new Set<string>();
   for (const [hook, path] of [['input', 'incoming'], ['forward', 'forwarded']] as const) {
-    for (const chain of droppingChains(rs, hook)) {
+    for (const chain of filterChains(rs, hook)) {
       const where = chainKey(chain);
-      for (const w of wants.accepting(chain.family, path)) out.push({ shape: w.shape, chain, where, key: `${where}|${w.key}` });
+      for (const w of wants.accepting(chain.family, path)) {
+        const p = places.of(chain, w.shape, path);
+        if (p.kind === 'refused') {
+          if (!refused.has(w.shape.id)) unplaceable.push({ id: w.shape.id, reason: `${p.rule}: ${p.why}` });
+          refused.add(w.shape.id);
+        } else if (p.kind !== 'none') {
+          out.push({ shape: w.shape, chain, where, key: `${where}|${w.key}`, place: p });
+        }
+      }
     }
   }
   for (const w of wants.drops) {
     const chain = MESH_CHAINS[w.path];
     const where = chainKey(chain);
-    out.push({ shape: w.shape, chain, where, key: `${where}|${w.key}` });
+    out.push({ shape: w.shape, chain, where, key: `${where}|${w.key}`, place: null });
   }
-  return out;
+  // An opening is placed whole or not at all: a refused one writes nothing in any chain.
+  return refused.size ? out.filter((w) => !refused.has(w.shape.id)) : out;
 }
 
 function wantKey(where: string, shape: Shape): string {
@@ -97,8 +144,9 @@ function presentMarked(rs: Ruleset): NftRule[] {
   return rs.rules.filter((r) => ours.has(tableKey(r)) && markedId(r) !== null);
 }
 
-export function planEnsure(rs: Ruleset, openings: readonly Opening[], refusals: readonly Opening[], privateRange?: string): EnsurePlan {
-  const wants = wanted(rs, new Wants(openings, refusals, privateRange));
+export function planEnsure(rs: Ruleset, openings: readonly Opening[], refusals: readonly Opening[], privateRange?: string, unplaceable: Unplaceable[] = []): EnsurePlan {
+  const places = new Placements(rs);
+  const wants = wanted(rs, new Wants(openings, refusals, privateRange), places, unplaceable);
   const byKey = new Map(wants.map((w) => [w.key, w]));
   const satisfied = new Set<string>();
   const deletes: Command[] = [];
@@ -112,7 +160,8 @@ export function planEnsure(rs: Ruleset, openings: readonly Opening[], refusals: 
     const shape = parseShape(rule, id);
     const key = shape ? wantKey(chainKey(rule), shape) : null;
     const chain = chainsByKey.get(chainKey(rule));
-    if (key && byKey.has(key) && !satisfied.has(key) && chain && effective(rs, chain, rule, positions)) {
+    const want = key ? byKey.get(key) : undefined;
+    if (key && want && !satisfied.has(key) && chain && effective(want.place, rule, positions)) {
       satisfied.add(key);
       continue;
     }
@@ -142,15 +191,11 @@ export function planEnsure(rs: Ruleset, openings: readonly Opening[], refusals: 
 
   const added = new Set<string>();
   const additions: Addition[] = [];
-  const places = new Map<string, { before: NftRule | null; after: NftRule | null }>();
   for (const [key, w] of byKey) {
     if (satisfied.has(key)) continue;
-    let place = places.get(w.where);
-    if (place === undefined) {
-      const before = w.chain.table === MESH_TABLE ? null : firstDrop(rs, w.chain);
-      places.set(w.where, (place = { before, after: before && keptBefore(rs, w.chain, before, deleted) }));
-    }
-    additions.push(place.after ? { shape: w.shape, chain: w.chain, before: place.before, after: place.after } : { shape: w.shape, chain: w.chain, before: place.before });
+    const before = w.place?.kind === 'before' ? rulesOf(rs, w.chain)[w.place.index]! : null;
+    const after = before && keptBefore(rs, w.chain, before, deleted);
+    additions.push(after ? { shape: w.shape, chain: w.chain, before, after } : { shape: w.shape, chain: w.chain, before });
     added.add(w.shape.id);
   }
   const wantedIds = new Set(wants.map((w) => w.shape.id));
@@ -159,12 +204,16 @@ export function planEnsure(rs: Ruleset, openings: readonly Opening[], refusals: 
   return makePlan(commands, additions, [...added], removed, meshAfter);
 }
 
-/** An accept after the chain's first drop never fires: it is replaced. Handles grow, positions do not: compare positions. */
-function effective(rs: Ruleset, chain: NftChain, rule: NftRule, positions: Map<NftRule, number>): boolean {
-  if (chain.table === MESH_TABLE) return true;
-  const drop = firstDrop(rs, chain);
-  if (!drop) return true;
-  return positions.get(rule)! < positions.get(drop)!;
+/**
+ * Whether a present rule stands where the placement rule puts it: below every partial denial,
+ * above the total one (the mesh table's rules stand anywhere). Handles grow, positions do not.
+ */
+function effective(place: Placement | null, rule: NftRule, positions: Map<NftRule, number>): boolean {
+  if (!place) return true;
+  const at = positions.get(rule)!;
+  if (place.kind === 'before') return at > place.after && at < place.index;
+  if (place.kind === 'end') return at > place.after;
+  return false;
 }
 
 /** The rule right before `drop` in its chain once the batch's deletions are done (null: none). */

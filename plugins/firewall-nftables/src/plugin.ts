@@ -1,9 +1,10 @@
 import { access } from 'node:fs/promises';
 import { join } from 'node:path';
-import { MeshpError, PLUGIN_API_VERSION, isMeshpError, type Host, type Plugin } from '@meshp/core';
+import { MeshpError, PLUGIN_API_VERSION, STAGE, isMeshpError, type Host, type Plugin } from '@meshp/core';
 import { parseCidr } from './cidr.js';
 import { classifyTable, foundActive, tablesOwnedBy } from './classify.js';
 import { NftablesDriver } from './driver.js';
+import { managersInConfig, type ManagerSeen } from './managers.js';
 import { localRunner, localSpawner, netnsPrefix, type Runner, type Spawner } from './runner.js';
 import { tableKey, type Ruleset } from './schema.js';
 
@@ -58,7 +59,8 @@ export class NftablesPlugin implements Plugin {
   }
 
   apply(host: Host): void {
-    host.hooks.firewall.tapPromise(this.name, async (probe) => {
+    // After the plugins that speak a manager (stage RESOURCES, like the ufw example) have answered.
+    host.hooks.firewall.tapPromise({ name: this.name, stage: STAGE.CHECKS }, async (probe) => {
       const driver = this.driver(probe.root);
       let rs: Ruleset;
       try {
@@ -69,14 +71,21 @@ export class NftablesPlugin implements Plugin {
         return;
       }
       const firewalld = rs.tables.filter((t) => classifyTable(t, rs) === 'firewalld');
+      let managers: (ManagerSeen & { owns?: boolean })[] = await managersInConfig(probe.root);
       if (firewalld.length > 0) {
-        probe.seen.push({
-          kind: 'firewalld',
-          active: true,
-          summary: `firewalld owns nftables table${firewalld.length > 1 ? 's' : ''} ${firewalld.map((t) => tableKey(t)).join(', ')}`,
-          by: this.name,
-        });
+        const table = `nftables table${firewalld.length > 1 ? 's' : ''} ${firewalld.map((t) => tableKey(t)).join(', ')}`;
+        const config = managers.find((m) => m.kind === 'firewalld');
+        managers = [{ kind: 'firewalld', seen: config ? `${table}; ${config.seen}` : table, owns: true }, ...managers.filter((m) => m !== config)];
       }
+      const spoken = (kind: string) => probe.seen.some((s) => s.kind === kind && s.driver);
+      for (const m of managers) {
+        if (probe.seen.some((s) => s.kind === m.kind)) continue;
+        const summary = m.owns ? `firewalld owns ${m.seen}` : `${m.kind} manages the firewall (seen: ${m.seen}); firewall-nftables does not speak it`;
+        probe.seen.push({ kind: m.kind, active: true, summary, by: this.name });
+      }
+      // A manager's ruleset is its own: no driver is offered beside it (its reload would drop our rules,
+      // and its own table, not walked here, may drop what ours lets through).
+      const managed = managers.filter((m) => !spoken(m.kind));
       const found = tablesOwnedBy(rs, 'found');
       const hasConfig = await access(driver.configPath).then(
         () => true,
@@ -85,13 +94,12 @@ export class NftablesPlugin implements Plugin {
       if (found.length === 0 && !hasConfig && probe.requested !== 'nftables') return;
       const active = foundActive(rs);
       const tables = found.length > 0 ? `tables ${found.map((t) => tableKey(t)).join(', ')}` : 'no tables';
-      probe.seen.push({
-        kind: 'nftables',
-        active,
-        summary: `${tables}${active ? ', dropping' : ', nothing dropped'}${hasConfig ? `; config ${driver.configPath}` : ''}`,
-        by: this.name,
-        driver,
-      });
+      const summary = `${tables}${active ? ', dropping' : ', nothing dropped'}${hasConfig ? `; config ${driver.configPath}` : ''}`;
+      if (managed.length > 0) {
+        probe.seen.push({ kind: 'nftables', active: false, summary: `managed by ${managed.map((m) => m.kind).join(', ')}; ${summary}`, by: this.name });
+        return;
+      }
+      probe.seen.push({ kind: 'nftables', active, summary, by: this.name, driver });
     });
   }
 }

@@ -63,6 +63,28 @@ function readMatch(m: Match, r: ReachRule): boolean {
   const negate = m.op === '!=';
   if (m.op !== '==' && m.op !== 'in' && !negate) return false;
   const { payload, meta, ct } = m.left ?? {};
+  if (meta && (meta.key === 'iif' || meta.key === 'iifname') && typeof m.right === 'string') {
+    // Only the host's own traffic comes in on lo: a rule on it never sees a range's new connection.
+    if (m.right !== 'lo') return false;
+    if (!negate) r.loopback = true;
+    return true;
+  }
+  if (meta?.key === 'pkttype') {
+    // The door's traffic is unicast to this host.
+    const w = words(m.right);
+    if (!w) return false;
+    if (w.includes('host') === negate) r.loopback = true;
+    return true;
+  }
+  if (payload && payload.field === 'daddr' && (payload.protocol === 'ip' || payload.protocol === 'ip6') && !negate) {
+    const s = spans(m.right);
+    const loop = payload.protocol === 'ip' ? cidrSpan('127.0.0.0/8') : cidrSpan('::1/128');
+    if (s && s.every((x) => x.family === loop.family && x.first >= loop.first && x.last <= loop.last)) {
+      r.loopback = true;
+      return true;
+    }
+    return false;
+  }
   if (payload && payload.field === 'dport' && typeof payload.protocol === 'string') {
     const p = ports(m.right);
     if (!p) return false;
@@ -139,11 +161,80 @@ export function reachRule(rule: NftRule, found: boolean): ReachRule {
       r.verdict = kind;
       const target = (e[kind] as { target?: unknown } | null)?.target;
       if (typeof target === 'string') r.target = target;
+    } else if (kind === 'limit') {
+      // Under its rate a limit passes every packet (a new connection's pace); `limit rate over` only the excess: unread.
+      if ((e.limit as { inv?: boolean } | null)?.inv) r.opaque = true;
+    } else if (kind === 'vmap') {
+      readVmap(e.vmap as { key?: Match['left']; data?: unknown }, r);
     } else if (!INERT.has(kind)) {
       r.opaque = true;
     }
   }
   return r;
+}
+
+/** The verdict of a map entry: accept, drop, jump:chain …; null when it is not one. */
+function entryVerdict(v: unknown): { verdict: ReachRule['verdict']; target?: string } | null {
+  if (typeof v !== 'object' || v === null) return null;
+  const k = Object.keys(v)[0];
+  if (k === 'accept' || k === 'return') return { verdict: k };
+  if (k === 'drop' || k === 'reject') return { verdict: 'drop' };
+  if (k === 'jump' || k === 'goto') {
+    const target = (v as Record<string, { target?: unknown }>)[k]?.target;
+    return typeof target === 'string' ? { verdict: k, target } : null;
+  }
+  return null;
+}
+
+/**
+ * A verdict map. On `ct state` a new connection takes the verdict mapped to `new` (NixOS:
+ * `ct state vmap { invalid : drop, …, new : jump input-allow }`), and a drop mapped to another
+ * state denies part of a connection's packets. On any other key the rule cannot be read: it is
+ * opaque, and may drop when one of its verdicts does.
+ */
+function readVmap(vmap: { key?: Match['left']; data?: unknown } | undefined, r: ReachRule): void {
+  const entries = (vmap?.data as { set?: unknown[] } | undefined)?.set;
+  const pairs = Array.isArray(entries) ? entries.filter((x): x is [unknown, unknown] => Array.isArray(x) && x.length === 2) : [];
+  const verdicts = pairs.map(([k, v]) => ({ keys: words(k) ?? [], v: entryVerdict(v) }));
+  const anyDrop = verdicts.some((x) => x.v === null || x.v.verdict === 'drop' || x.v.verdict === 'jump' || x.v.verdict === 'goto');
+  if (vmap?.key?.ct?.key === 'state' && verdicts.every((x) => x.v !== null)) {
+    const forNew = verdicts.find((x) => x.keys.includes('new'))?.v;
+    if (forNew) Object.assign(r, forNew);
+    if (verdicts.some((x) => !x.keys.includes('new') && x.v!.verdict === 'drop')) r.partial = true;
+    return;
+  }
+  r.opaque = true;
+  if (anyDrop) r.mayDrop = true;
+}
+
+/** How an operator finds a rule: its chain and handle, and what it does. */
+function labelOf(rule: NftRule): string {
+  const verdict = rule.expr.map((e) => Object.keys(e)[0]).filter((k) => !['match', 'counter', 'log'].includes(k!)).join(' ');
+  const target = jumpTargetOf(rule);
+  return `${rule.family} ${rule.table} ${rule.chain} handle ${rule.handle ?? '?'} (${verdict || 'no verdict'}${target ? ` ${target}` : ''})`;
+}
+
+function jumpTargetOf(rule: NftRule): string | null {
+  for (const e of rule.expr) {
+    const v = (e.jump ?? e.goto) as { target?: unknown } | undefined;
+    if (v && typeof v.target === 'string') return v.target;
+  }
+  return null;
+}
+
+/** One base chain of a found table as core's reach chain, the mesh's own rules not counted as found. */
+export function reachChainOf(rs: Ruleset, chain: NftChain): ReachChain {
+  const t = tableKey(chain);
+  const rulesByChain = new Map<string, NftRule[]>();
+  for (const r of rs.rules) {
+    if (tableKey(r) !== t) continue;
+    if (!rulesByChain.has(r.chain)) rulesByChain.set(r.chain, []);
+    rulesByChain.get(r.chain)!.push(r);
+  }
+  const read = (name: string) => (rulesByChain.get(name) ?? []).map((r) => ({ ...reachRule(r, !isMarked(r)), label: labelOf(r) }));
+  const regular = new Map<string, readonly ReachRule[]>();
+  for (const c of rs.chains) if (tableKey(c) === t && !c.hook) regular.set(c.name, read(c.name));
+  return { policy: chain.policy ?? 'accept', families: FAMILIES[chain.family] ?? [4, 6], rules: read(chain.name), regular, label: chainKey(chain) };
 }
 
 /** The base chains on `hook` of the tables that count, read once per ruleset. */
@@ -156,7 +247,8 @@ export function reachChains(rs: Ruleset, hook: 'input' | 'forward'): ReachChain[
     if (!byChain.has(k)) byChain.set(k, []);
     byChain.get(k)!.push(r);
   }
-  const read = (c: NftChain) => (byChain.get(chainKey(c)) ?? []).map((r) => reachRule(r, counted.get(tableKey(r)) === 'found' && !isMarked(r)));
+  const read = (c: NftChain) =>
+    (byChain.get(chainKey(c)) ?? []).map((r) => ({ ...reachRule(r, counted.get(tableKey(r)) === 'found' && !isMarked(r)), label: labelOf(r) }));
   const regular = new Map<string, Map<string, readonly ReachRule[]>>();
   for (const c of rs.chains) {
     if (!counted.has(tableKey(c)) || c.hook) continue;
@@ -166,11 +258,11 @@ export function reachChains(rs: Ruleset, hook: 'input' | 'forward'): ReachChain[
   }
   return rs.chains
     .filter((c) => counted.has(tableKey(c)) && c.hook === hook && (c.type ?? 'filter') === 'filter' && FAMILIES[c.family])
-    .map((c) => ({ policy: c.policy ?? 'accept', families: FAMILIES[c.family]!, rules: read(c), regular: regular.get(tableKey(c)) ?? new Map() }));
+    .map((c) => ({ policy: c.policy ?? 'accept', families: FAMILIES[c.family]!, rules: read(c), regular: regular.get(tableKey(c)) ?? new Map(), label: chainKey(c) }));
 }
 
 /** Each door's reach through the ruleset, in the order asked. */
-export function reachOfRuleset(rs: Ruleset, doors: readonly Door[]): Reach[] {
+export function reachOfRuleset(rs: Ruleset, doors: readonly Door[], explain = false): Reach[] {
   const chains = { incoming: reachChains(rs, 'input'), forwarded: reachChains(rs, 'forward') };
-  return doors.map((d) => reachThrough(chains[d.path], d));
+  return doors.map((d) => reachThrough(chains[d.path], d, explain));
 }

@@ -1,0 +1,67 @@
+/**
+ * Firewall managers this plugin does not speak: their rules are theirs, and a rule written beside
+ * them is lost at their next reload or lands where their chains never pass it. Each is recognised
+ * by its footprint in the filter table (its chains) or by its enabled config under the root; a
+ * manager seen means no driver is offered, and the host refuses with MESHP_FIREWALL_UNKNOWN.
+ */
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { SavedTable } from './save-format.js';
+
+export interface ManagerSeen {
+  /** The kind reported to the host: firewalld, ufw, shorewall, csf. */
+  kind: string;
+  /** What was seen, for the operator. */
+  seen: string;
+}
+
+/** Chains only each manager makes. */
+const FOOTPRINTS: { kind: string; test: (names: ReadonlySet<string>) => string | null }[] = [
+  {
+    kind: 'firewalld',
+    test: (n) => ['INPUT_ZONES', 'FORWARD_IN_ZONES', 'INPUT_direct', 'FORWARD_direct'].find((c) => n.has(c)) ?? null,
+  },
+  { kind: 'ufw', test: (n) => [...n].find((c) => /^ufw6?-/.test(c)) ?? null },
+  {
+    kind: 'shorewall',
+    // Shorewall marks its ruleset with an empty `shorewall` chain; its zone chains are net-fw / net2fw.
+    test: (n) => (n.has('shorewall') ? 'shorewall' : n.has('dynamic') && (n.has('net-fw') || n.has('net2fw')) ? 'dynamic, net-fw' : null),
+  },
+  { kind: 'csf', test: (n) => (n.has('LOCALINPUT') && (n.has('ALLOWIN') || n.has('DENYIN') || n.has('LOGDROPIN')) ? 'LOCALINPUT, ALLOWIN/DENYIN' : null) },
+];
+
+/** Managers whose chains are in these filter tables. */
+export function managersInRules(filters: readonly (SavedTable | undefined)[]): ManagerSeen[] {
+  const names = new Set(filters.flatMap((f) => f?.chains.map((c) => c.name) ?? []));
+  return FOOTPRINTS.flatMap((f) => {
+    const hit = f.test(names);
+    return hit ? [{ kind: f.kind, seen: `chain ${hit}` }] : [];
+  });
+}
+
+async function text(path: string): Promise<string | null> {
+  return readFile(path, 'utf8').catch(() => null);
+}
+
+/** Managers enabled by their config under the root (a manager not running now loads its rules at the next boot). */
+export async function managersInConfig(root: string): Promise<ManagerSeen[]> {
+  const out: ManagerSeen[] = [];
+  const wants = (unit: string) => text(join(root, 'etc/systemd/system/multi-user.target.wants', unit)).then((t) => t !== null);
+  if ((await text(join(root, 'etc/firewalld/firewalld.conf'))) !== null && (await wants('firewalld.service'))) {
+    out.push({ kind: 'firewalld', seen: 'etc/firewalld/firewalld.conf, firewalld.service enabled' });
+  }
+  const ufw = await text(join(root, 'etc/ufw/ufw.conf'));
+  if (ufw !== null && /^\s*ENABLED\s*=\s*yes\b/m.test(ufw)) out.push({ kind: 'ufw', seen: 'etc/ufw/ufw.conf ENABLED=yes' });
+  const shorewall = await text(join(root, 'etc/shorewall/shorewall.conf'));
+  if (shorewall !== null && /^\s*STARTUP_ENABLED\s*=\s*Yes\b/im.test(shorewall)) out.push({ kind: 'shorewall', seen: 'etc/shorewall/shorewall.conf STARTUP_ENABLED=Yes' });
+  const csf = await text(join(root, 'etc/csf/csf.conf'));
+  if (csf !== null) out.push({ kind: 'csf', seen: 'etc/csf/csf.conf' });
+  return out;
+}
+
+/** Both, one sighting per kind. */
+export function mergeManagers(...lists: ManagerSeen[][]): ManagerSeen[] {
+  const by = new Map<string, string[]>();
+  for (const m of lists.flat()) by.set(m.kind, [...(by.get(m.kind) ?? []), m.seen]);
+  return [...by].map(([kind, seen]) => ({ kind, seen: seen.join('; ') }));
+}

@@ -1,0 +1,61 @@
+/**
+ * Through the host's reconcile, on real nft in a namespace: an opening the found firewall leaves
+ * no place for is refused (MESHP_OPENING_UNPLACEABLE) with nothing written; one behind a rule the
+ * walk cannot read (a named blocklist set) is reported unverified, naming it; one placed and seen
+ * open is created.
+ */
+import t from 'tap';
+import { NftablesPlugin } from '@meshp/firewall-nftables';
+import { bed, declaration, stateOf } from '../helpers/host.js';
+import { labAvailable, netns, runPrefix, type Teardownable } from '../helpers/netns.js';
+import { fixture } from '../helpers/corpus.js';
+
+const key = 'opening:web/incoming/tcp/7443';
+const web = { name: 'web', taken: true, openings: [{ port: 7443, path: 'incoming' as const, from: ['10.80.0.0/16'] }] };
+
+const ZONED = `flush ruleset
+table inet filter {
+	chain input {
+		type filter hook input priority 0; policy accept;
+		ct state established,related accept
+		jump zone
+	}
+	chain zone {
+		ip saddr 10.80.3.66 reject
+		tcp dport 22 accept
+		reject
+	}
+}
+`;
+
+if (!labAvailable()) t.plan(0, 'needs root to build network namespaces');
+else {
+  const run = async (tt: Teardownable, text: string) => {
+    const ns = await netns(tt, `${runPrefix('nv')}s`);
+    await ns.exec('nft', ['-f', '-'], text);
+    const before = (await ns.exec('nft', ['list', 'ruleset'])).stdout;
+    const b = bed(tt);
+    const r = await b.apply(declaration('adopted', [web]), { extra: [new NftablesPlugin({ netns: ns.name })] });
+    const after = (await ns.exec('nft', ['list', 'ruleset'])).stdout;
+    return { r, before, after, reason: r.report.resources.find((x) => x.key === key)?.reason ?? '' };
+  };
+
+  t.test('no place: refused, naming the jump, nothing written', async (t) => {
+    const { r, before, after, reason } = await run(t, ZONED);
+    t.equal(stateOf(r, key), 'refused');
+    t.match(reason, /^MESHP_OPENING_UNPLACEABLE: .*jump zone/);
+    t.equal(after, before, 'nothing written');
+  });
+
+  t.test('behind a named set: unverified, naming the rule', async (t) => {
+    const { r, reason } = await run(t, fixture('nft-blocklist.nft').text);
+    t.equal(stateOf(r, key), 'unverified');
+    t.match(reason, /^MESHP_OPENING_UNVERIFIED: .*inet filter input handle \d+ \(drop\)/);
+    t.equal(r.report.counts.unverified, 1);
+  });
+
+  t.test('placed and seen open: created', async (t) => {
+    const { r } = await run(t, fixture('puppet-nftables.nft').text);
+    t.equal(stateOf(r, key), 'created');
+  });
+}
