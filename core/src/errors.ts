@@ -39,6 +39,11 @@ export const CODES = {
   MESHP_MACHINE_IN_USE: 'a converged genesis was asked of a machine in use',
   MESHP_PORT_HELD: 'a port the foundation needs is held',
   MESHP_RANGE_OVERLAP: 'the private range overlaps the machine',
+  MESHP_PATH_SYMLINK: 'a declared path goes through or ends at a symlink, which is never followed',
+  MESHP_FILE_NOT_REGULAR: 'a declared path is a FIFO, socket, device or directory, not a regular file',
+  MESHP_FILE_TOO_LARGE: 'a file exceeds the size limit',
+  MESHP_FILE_SWAPPED: 'a file changed between the plan and the write',
+  MESHP_FILE_ALIASED: 'two paths reach one file',
 } as const;
 
 export type ErrorCode = keyof typeof CODES;
