@@ -13,6 +13,7 @@ import { PLUGIN_API_VERSION, type ModuleDecl, type Plugin } from '@meshp/core';
 import { LocalFileStore, LocalFilesPlugin } from '@meshp/files-local';
 import { SqliteHostStore } from '@meshp/state-sqlite';
 import { bed, declaration, stateOf } from '../helpers/host.js';
+import { assertPrivate } from '../helpers/modes.js';
 
 const put = (root: string, p: string, content: string) => {
   mkdirSync(dirname(join(root, p)), { recursive: true });
@@ -177,6 +178,7 @@ t.test('writes leave no temp file and record the identity written', async (t) =>
   const [owned] = await store.listOwned();
   await store.close();
   t.equal(owned!.identity, `${st.dev}:${st.ino}`);
+  assertPrivate(t, b.stateDir);
   t.same(spawnSync('ls', ['-A', join(b.root, 'etc/a/b')], { encoding: 'utf8' }).stdout.trim().split('\n'), ['c.conf']);
 });
 

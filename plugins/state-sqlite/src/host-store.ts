@@ -3,10 +3,12 @@
  * committed durably, so an original recorded is there after a kill -9 at any later point.
  */
 import Database from 'better-sqlite3';
-import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   MeshpError,
+  privateDbFiles,
+  privateDir,
+  sayTightened,
   type HostReport,
   type HostStateStore,
   type IntentRecord,
@@ -69,17 +71,24 @@ function toOriginal(r: OriginalRow): OriginalRecord {
 
 export class SqliteHostStore implements HostStateStore {
   readonly file: string;
+  /** What was found too wide and tightened when the store was opened (also said on stderr). */
+  readonly tightened: string[] = [];
   readonly #db: Database.Database;
 
   constructor(stateDir: string) {
-    mkdirSync(stateDir, { recursive: true, mode: 0o700 });
+    // host.db holds the agent's credential and the originals of held files (a found private key).
+    const said: (string | null)[] = [privateDir(stateDir)];
     this.file = join(stateDir, 'host.db');
+    said.push(...privateDbFiles(this.file));
     try {
       this.#db = new Database(this.file, { timeout: 5000 });
       this.#db.pragma('journal_mode = WAL');
       this.#db.pragma('synchronous = FULL');
       this.#db.exec(SCHEMA);
       migrate(this.#db);
+      said.push(...privateDbFiles(this.file));
+      this.tightened = said.filter((l): l is string => l !== null);
+      sayTightened(this.tightened);
     } catch (e) {
       const busy = e instanceof Error && /locked|busy/i.test(e.message);
       throw new MeshpError(busy ? 'MESHP_STATE_LOCKED' : 'MESHP_STATE_CORRUPT', `cannot open ${this.file}`, { cause: e });
