@@ -44,6 +44,7 @@ export const CODES = {
   MESHP_FILE_TOO_LARGE: 'a file exceeds the size limit',
   MESHP_FILE_SWAPPED: 'a file changed between the plan and the write',
   MESHP_FILE_ALIASED: 'two paths reach one file',
+  MESHP_INPUT_TOO_LARGE: 'an input is over a size or count limit',
 } as const;
 
 export type ErrorCode = keyof typeof CODES;
