@@ -48,7 +48,10 @@ export interface FileWriteOptions {
 export interface FileStore {
   /** The root prefix every path lives under. */
   readonly root: string;
-  /** Absent → null. A path escaping the root is MESHP_PATH_ESCAPES_ROOT. */
+  /**
+   * Absent → null. A path escaping the root is MESHP_PATH_ESCAPES_ROOT; one through a symlink,
+   * or that is not a regular file, over the size limit, is refused with its own code.
+   */
   read(path: string): Promise<FileStat | null>;
   /** Atomic: temp file, fsync, rename, fsync of the folder. Answers the identity of the file written, when known. */
   write(path: string, bytes: Uint8Array, mode: number, options?: FileWriteOptions): Promise<string | void>;

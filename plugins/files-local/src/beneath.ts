@@ -7,13 +7,15 @@
  * O_NOFOLLOW on the last component, and lstat/rename/unlink/mkdir (which never follow a last
  * component), every step is relative to a directory already opened without following a link.
  */
-import { constants, promises as fs, type BigIntStats } from 'node:fs';
+import { constants, existsSync, promises as fs, type BigIntStats } from 'node:fs';
 import { dirname, resolve, sep } from 'node:path';
 import { MeshpError } from '@meshp/core';
 
 const DIR_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
 
 export type Dir = fs.FileHandle;
+
+let procChecked: boolean | undefined;
 
 /** The path through which a name inside an open directory is reached. */
 export function at(dir: Dir, name: string): string {
@@ -85,6 +87,9 @@ export interface Walk {
  */
 export async function walk(root: string, path: string, create: boolean): Promise<Walk | null> {
   const segments = segmentsOf(path);
+  // Without /proc every lookup would answer ENOENT and a present file would be taken for absent.
+  procChecked ??= existsSync('/proc/self/fd');
+  if (!procChecked) throw new MeshpError('MESHP_PROVIDER_MISSING', 'files-local needs /proc mounted (it opens paths relative to open folders through /proc/self/fd)');
   // The root is the operator's: opened as given (it may itself be reached through a symlink).
   let dir: Dir;
   try {
