@@ -2,6 +2,11 @@
 import { oneLine } from '@meshp/core';
 import { createCli } from './cli.js';
 import { Refusal } from './output.js';
+import { guardStream } from './sanitize.js';
+
+// Text a node reported never reaches the terminal as a control sequence (sanitize.ts).
+guardStream(process.stdout);
+guardStream(process.stderr);
 
 try {
   await createCli(process.argv.slice(2)).parseAsync();

@@ -26,7 +26,9 @@ export function refuse(e: unknown): never {
 }
 
 export async function confirm(question: string): Promise<boolean> {
-  const rl = createInterface({ input: process.stdin, output: process.stderr });
+  // terminal: false: readline's own cursor sequences would be escaped by sanitize.ts; the
+  // terminal's cooked mode echoes the answer anyway.
+  const rl = createInterface({ input: process.stdin, output: process.stderr, terminal: false });
   try {
     return /^y(es)?$/i.test((await rl.question(question)).trim());
   } finally {

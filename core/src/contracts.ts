@@ -75,16 +75,26 @@ export interface FileStat {
   bytes: Uint8Array;
   /** Permission bits, e.g. 0o644. */
   mode: number;
+  /** Which file it is, whatever path reached it: "device:inode". */
+  identity?: string;
+}
+
+export interface FileWriteOptions {
+  /** The file the plan saw: its identity, or null for absent. A target that differs is refused (MESHP_FILE_SWAPPED). */
+  expect?: string | null;
 }
 
 export interface FileStore {
   /** The root prefix every path lives under. */
   readonly root: string;
-  /** Absent → null. A path escaping the root is MESHP_PATH_ESCAPES_ROOT. */
+  /**
+   * Absent → null. A path escaping the root is MESHP_PATH_ESCAPES_ROOT; one through a symlink,
+   * or that is not a regular file, over the size limit, is refused with its own code.
+   */
   read(path: string): Promise<FileStat | null>;
-  /** Atomic: temp file, fsync, rename, fsync of the folder. */
-  write(path: string, bytes: Uint8Array, mode: number): Promise<void>;
-  remove(path: string): Promise<void>;
+  /** Atomic: temp file, fsync, rename, fsync of the folder. Answers the identity of the file written, when known. */
+  write(path: string, bytes: Uint8Array, mode: number, options?: FileWriteOptions): Promise<string | void>;
+  remove(path: string, options?: FileWriteOptions): Promise<void>;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -262,6 +272,8 @@ export interface OwnedRecord {
   /** Digest of what the host wrote, in the handler's terms. */
   digest: string;
   at: string;
+  /** Which file the host wrote ("device:inode"), whatever path reaches it; files only. */
+  identity?: string | null;
 }
 
 export interface OriginalRecord {
@@ -275,6 +287,8 @@ export interface OriginalRecord {
   /** Last fingerprint seen while held; differs from `fingerprint` when changed by something else. */
   lastFingerprint: string | null;
   changedAt: string | null;
+  /** Which file was found ("device:inode"), as last seen; files only. */
+  identity?: string | null;
 }
 
 export interface IntentRecord {
@@ -298,7 +312,8 @@ export interface HostStateStore {
   listIntents(): Promise<IntentRecord[]>;
   /** Committed durably before it returns: nothing may touch the resource until then. */
   recordOriginal(rec: OriginalRecord): Promise<void>;
-  noteSeen(key: string, fingerprint: string | null, at: string): Promise<void>;
+  /** `identity`, when given, replaces the recorded one (a held file an editor saved anew is another inode). */
+  noteSeen(key: string, fingerprint: string | null, at: string, identity?: string | null): Promise<void>;
   /** Written before the host changes a resource, so a crash mid-write is recognised on restart. */
   recordIntent(rec: IntentRecord): Promise<void>;
   /** Records the resource as the host's own and clears its intent, in one transaction. */

@@ -43,6 +43,12 @@ export const CODES = {
   MESHP_OPENING_INEFFECTIVE: 'an opening was written but the firewall does not let its range through',
   MESHP_OPENING_UNPLACEABLE: 'no place in the found firewall honours both its partial denials and its catch-all drop',
   MESHP_OPENING_UNVERIFIED: 'an opening was written but a match on its path cannot be read to verify it',
+  MESHP_PATH_SYMLINK: 'a declared path goes through or ends at a symlink, which is never followed',
+  MESHP_FILE_NOT_REGULAR: 'a declared path is a FIFO, socket, device or directory, not a regular file',
+  MESHP_FILE_TOO_LARGE: 'a file exceeds the size limit',
+  MESHP_FILE_SWAPPED: 'a file changed between the plan and the write',
+  MESHP_FILE_ALIASED: 'two paths reach one file',
+  MESHP_INPUT_TOO_LARGE: 'an input is over a size or count limit',
 } as const;
 
 export type ErrorCode = keyof typeof CODES;

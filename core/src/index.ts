@@ -13,3 +13,4 @@ export { reachThrough, allowedBy, matchOf, mentions, type ReachRule, type ReachC
 export { cidrSpan, toCidrs, spansToSet, wholeOf, subtract, intersect, isEmpty, type Span, type IpFamily, type AddressSet } from './net/spans.js';
 export { placeOpening, type Placement } from './net/placement.js';
 export { possibleOf, type RuleHit } from './net/reach.js';
+export * from './private.js';

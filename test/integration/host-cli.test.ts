@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { labAvailable, netns, runPrefix } from '../helpers/netns.js';
+import { assertPrivate } from '../helpers/modes.js';
 
 const MESHP = join(dirname(fileURLToPath(import.meta.url)), '../../bin/dist/main.js');
 
@@ -67,6 +68,7 @@ t.test('the lifecycle of a found file through the CLI', async (t) => {
   t.equal(adopted.code, 0, adopted.err);
   t.same(states(adopted.out), { [`file:${CONF}`]: 'held', 'file:/etc/web/extra.conf': 'created' });
   t.same(readFileSync(join(m.root, CONF)), FOUND, 'the found file is held byte for byte');
+  assertPrivate(t, m.state);
 
   writeFileSync(join(m.root, CONF), 'the predecessor is still writing\n');
   const changed = m.apply(m.declare([web(false)]), '--yes', '--json');

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DeltaApplier, REMOVAL_REASON, WIRE_MODE, type StateDelta } from '@meshp/core';
 import { Controller, MemoryStore, SqliteControllerStore } from '@meshp/controller';
+import { assertPrivate } from '../helpers/modes.js';
 
 /** A network n with members x(a), y(b), z(c); policy a→b. */
 function setup(options: { logDepth?: number } = {}) {
@@ -181,7 +182,8 @@ function sqliteSetup(t: { teardown(fn: () => void): void }) {
 }
 
 t.test('a controller restarted from its SQLite state resumes with a delta when the hello matches', async (t) => {
-  const { file, c: first } = sqliteSetup(t);
+  const { dir, file, c: first } = sqliteSetup(t);
+  assertPrivate(t, dir);
   let c = first;
   const x = new DeltaApplier();
   const r = x.receive(c.deltaFor('n', 'x')!);

@@ -4,6 +4,7 @@ import { dirname, join } from 'node:path';
 import { SqliteHostStore } from '@meshp/state-sqlite';
 import { PLUGIN_API_VERSION, type ModuleDecl, type Plugin } from '@meshp/core';
 import { bed, declaration, stateOf } from '../helpers/host.js';
+import { assertPrivate } from '../helpers/modes.js';
 
 const CONF = '/etc/web/web.conf';
 const KEY = `file:${CONF}`;
@@ -36,6 +37,7 @@ t.test('a found file on an adopted node is held byte for byte, its original reco
   t.equal(read(b.root, CONF), 'predecessor\n');
   const [orig] = await originals(b.stateDir);
   t.equal(Buffer.from(orig!.original).toString(), 'predecessor\n');
+  assertPrivate(t, b.stateDir);
 });
 
 t.test('assigning a module on an adopted node creates what is not there', async (t) => {

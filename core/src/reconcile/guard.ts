@@ -41,9 +41,40 @@ export function vetoReason(action: Action, ctx: GuardContext): string | null {
   return null;
 }
 
+/**
+ * Files reached by more than one path: a declared file whose identity (device and inode) is also
+ * another declared path's, or a recorded file's under another path. Declared keys are compared by
+ * what was seen now; a record not declared any more, by the identity it was last seen with.
+ */
+export function aliased(ctx: GuardContext): Map<string, string> {
+  const current = new Map<string, string>();
+  for (const r of [...ctx.records.originals.values(), ...ctx.records.owned.values()]) {
+    if (r.kind === 'file' && r.identity) current.set(r.key, r.identity);
+  }
+  const declared = new Set<string>();
+  for (const [key, s] of ctx.seen) {
+    if (!key.startsWith('file:')) continue;
+    declared.add(key);
+    if (s && !(s instanceof Error) && s.identity) current.set(key, s.identity);
+    else current.delete(key);
+  }
+  const byIdentity = new Map<string, string[]>();
+  for (const [key, id] of current) byIdentity.set(id, [...(byIdentity.get(id) ?? []), key]);
+  const out = new Map<string, string>();
+  for (const [id, keys] of byIdentity) {
+    if (keys.length < 2) continue;
+    const paths = keys.map((k) => k.slice('file:'.length)).sort();
+    for (const k of keys) {
+      if (declared.has(k)) out.set(k, `MESHP_FILE_ALIASED: ${paths.join(' and ')} are one file (device:inode ${id}); refused`);
+    }
+  }
+  return out;
+}
+
 export function guard(plan: Plan, ctx: GuardContext): Plan {
+  const aliases = aliased(ctx);
   const actions = plan.actions.map((a) => {
-    const reason = vetoReason(a, ctx);
+    const reason = aliases.get(a.key) ?? vetoReason(a, ctx);
     if (reason === null) return a;
     const { run: _run, spec: _spec, ...rest } = a;
     return { ...rest, op: 'refuse' as const, state: 'refused' as const, reason };

@@ -14,12 +14,16 @@ export interface Observation {
   fingerprint: string;
   /** The bytes kept as the original when the resource is found. */
   original(): Promise<Uint8Array>;
+  /** Which file it is ("device:inode"), whatever path reached it; files only. */
+  identity?: string;
 }
 
 export interface WriteContext {
   node: string;
   module: string;
   digest: string;
+  /** What the plan saw there: an identity, null for absent; a target that is no longer it is refused. */
+  expect?: string | null;
 }
 
 export interface ResourceHandler<S> {
@@ -27,8 +31,9 @@ export interface ResourceHandler<S> {
   id(spec: S): string;
   desiredDigest(spec: S): string;
   observe(id: string): Promise<Observation | null>;
-  write(spec: S, ctx: WriteContext): Promise<void>;
-  remove(id: string): Promise<void>;
+  /** Answers the identity of what was written, when the kind has one. */
+  write(spec: S, ctx: WriteContext): Promise<string | void>;
+  remove(id: string, expect?: string | null): Promise<void>;
   /** A declared resource that may not be rewritten once present (create-once files). */
   createOnly?(spec: S): boolean;
 }
@@ -61,12 +66,13 @@ export function fileHandler(files: FileStore): ResourceHandler<FileSpec> {
       const stat = await files.read(path);
       if (!stat) return null;
       const digest = fileDigest(stat.bytes, stat.mode);
-      return { digest, fingerprint: digest, original: async () => stat.bytes };
+      return { digest, fingerprint: digest, original: async () => stat.bytes, ...(stat.identity ? { identity: stat.identity } : {}) };
     },
-    async write(spec) {
-      await files.write(spec.path, new TextEncoder().encode(spec.content), parseMode(spec.mode));
+    async write(spec, ctx) {
+      const options = ctx.expect === undefined ? {} : { expect: ctx.expect };
+      return files.write(spec.path, new TextEncoder().encode(spec.content), parseMode(spec.mode), options);
     },
-    remove: (path) => files.remove(path),
+    remove: (path, expect) => files.remove(path, expect === undefined || expect === null ? {} : { expect }),
     createOnly: (spec) => spec.createOnce === true,
   };
 }

@@ -201,7 +201,7 @@ async function applyPlan(plan: Plan, ctx: InternalContext, now: () => Date, fail
     await store.recordOriginal({
       key: a.key, kind: a.kind, module: a.module,
       original: await s.original(), fingerprint: s.fingerprint,
-      foundAt: at(), lastFingerprint: s.fingerprint, changedAt: null,
+      foundAt: at(), lastFingerprint: s.fingerprint, changedAt: null, identity: s.identity ?? null,
     });
   }
 
@@ -222,25 +222,38 @@ async function applyPlan(plan: Plan, ctx: InternalContext, now: () => Date, fail
         case 'create':
         case 'converge': {
           if (!d || !h) throw missingProvider(a.kind as ContentKind);
+          // What the plan saw: the write is refused if the target is no longer that file.
+          const s = seen.get(a.key);
+          const expect = s === null ? null : s && !(s instanceof Error) && s.identity ? s.identity : undefined;
           await store.recordIntent({ key: a.key, kind: a.kind, module: a.module, digest: d.desired, at: at() });
-          await h.write(d.spec as never, { node: decl.node, module: a.module, digest: d.desired });
-          await store.recordOwned({ key: a.key, kind: a.kind, module: a.module, digest: d.desired, at: at() });
+          const identity = await h.write(d.spec as never, { node: decl.node, module: a.module, digest: d.desired, ...(expect === undefined ? {} : { expect }) });
+          await store.recordOwned({ key: a.key, kind: a.kind, module: a.module, digest: d.desired, at: at(), identity: identity ?? null });
           break;
         }
-        case 'keep':
-          if (a.state === 'owned' && d && !records.owned.has(a.key)) {
-            await store.recordOwned({ key: a.key, kind: a.kind, module: a.module, digest: d.desired, at: at() });
+        case 'keep': {
+          const s = seen.get(a.key);
+          const identity = s && !(s instanceof Error) ? s.identity ?? null : null;
+          const owned = records.owned.get(a.key);
+          if (a.state === 'owned' && d && !owned) {
+            await store.recordOwned({ key: a.key, kind: a.kind, module: a.module, digest: d.desired, at: at(), identity });
+          } else if (a.state === 'owned' && owned && identity && owned.identity !== identity) {
+            // Same content, another inode (an editor saves anew): the record follows the file.
+            await store.recordOwned({ ...owned, identity });
           } else if (a.state === 'changed') {
             await store.noteSeen(a.key, null, at());
           }
           break;
+        }
         case 'hold': {
           const s = seen.get(a.key);
-          if (s && !(s instanceof Error)) await store.noteSeen(a.key, s.fingerprint, at());
+          if (s && !(s instanceof Error)) await store.noteSeen(a.key, s.fingerprint, at(), s.identity);
           break;
         }
         case 'remove': {
           if (!h) throw missingProvider(a.kind as ContentKind);
+          // The store unlinks the entry and refuses one that is no longer a regular file (a symlink
+          // put there is refused, its target never reached). The recorded identity is not required
+          // to match: a node restored from a copy has the same files under new inodes.
           await h.remove(idOf(a.key).id);
           await store.forgetOwned(a.key);
           break;

@@ -8,6 +8,7 @@ import { TokenBook } from './tokens.js';
 import { checkAppliedVersion, nextDelta, takeAck, takeHello, type AckResult } from './sync.js';
 import type { LogEntry, MemberRecord, ModuleDef, NetworkRecord, PolicyRule, SentSummary, SharedComponentName, SharedComponents, SyncRecord, TokenRecord } from './types.js';
 import { newSync, statusOf, type NodeStatus } from './status.js';
+import { checkAssigned, checkMember, checkModule, checkPolicy, checkTags } from './limits.js';
 
 export interface ControllerOptions {
   /** Changes kept per network for deltas; an agent further behind gets a snapshot. */
@@ -94,6 +95,7 @@ export class Controller {
   }
 
   join(network: string, input: MemberInput): number {
+    checkMember(input);
     const net = this.#net(network);
     if (net.members.has(input.id)) throw new MeshpError('MESHP_USAGE', `node ${input.id} is already in ${network}`);
     const m: MemberRecord = {
@@ -151,6 +153,7 @@ export class Controller {
     const net = this.#net(network);
     const m = this.#member(net, id);
     if (!net.moduleOf(module)) throw new MeshpError('MESHP_USAGE', `no module ${module} in the catalogue of ${network}: add it with meshp catalogue add`);
+    checkAssigned(id, [...new Set([...m.assigned, module])].map((x) => net.record.modules[x]));
     return this.updateMember(network, id, { assigned: sorted([...new Set([...m.assigned, module])]) });
   }
 
@@ -167,6 +170,7 @@ export class Controller {
   }
 
   setPolicy(network: string, rules: PolicyRule[]): number {
+    checkPolicy(rules);
     const net = this.#net(network);
     const after = rules.map((r) => ({ from: r.from, to: r.to, ...(r.ports?.length ? { ports: [...r.ports] } : {}) }));
     return this.#commit(net, { version: 0, kind: 'policy', before: net.record.policy, after }, () => {
@@ -184,6 +188,7 @@ export class Controller {
   }
 
   defineModule(network: string, def: ModuleDef): number {
+    checkModule(def);
     const net = this.#net(network);
     const after = structuredClone(def);
     return this.#commit(net, { version: 0, kind: 'module', name: def.name, before: net.record.modules[def.name] ?? null, after }, () => {
@@ -217,11 +222,13 @@ export class Controller {
 
   createToken(network: string, options: { mode?: Mode; tags?: string[]; ttlSeconds?: number } = {}): TokenRecord {
     this.#net(network);
+    checkTags(options.tags);
     return this.#tokens.create(network, options);
   }
 
   /** Joins with a one-time token: the mode comes from the token (record 003). */
   enrol(token: string, input: Omit<MemberInput, 'mode' | 'tags'>): { network: string; member: MemberRecord } {
+    checkMember(input); // before the token is taken: a refused enrolment does not burn it
     const t = this.#tokens.take(token);
     this.join(t.network, { ...input, mode: t.mode, tags: t.tags });
     return { network: t.network, member: this.member(t.network, input.id)! };

@@ -1,5 +1,6 @@
 import Database from 'better-sqlite3';
-import { MeshpError } from '@meshp/core';
+import { dirname } from 'node:path';
+import { MeshpError, privateDbFiles, privateDir, sayTightened } from '@meshp/core';
 import type { ControllerStore, StoredState } from './store.js';
 import type { LogEntry, MemberRecord, NetworkRecord, SyncRecord, TokenRecord } from './types.js';
 
@@ -17,15 +18,24 @@ export class SqliteControllerStore implements ControllerStore {
   readonly #db: Database.Database;
   readonly #q;
 
+  /** What was found too wide and tightened when the store was opened (also said on stderr). */
+  readonly tightened: string[];
+
   constructor(path: string) {
+    // controller.db holds catalogue contents and credentials' digests: its folder 0700, its files 0600.
+    const onDisk = path !== ':memory:' && path !== '';
+    const said = onDisk ? [privateDir(dirname(path)), ...privateDbFiles(path)] : [];
     try {
       this.#db = new Database(path);
       this.#db.pragma('journal_mode = WAL');
       this.#db.pragma('synchronous = NORMAL');
       this.#db.exec(SCHEMA);
+      if (onDisk) said.push(...privateDbFiles(path));
     } catch (cause) {
       throw new MeshpError('MESHP_STATE_CORRUPT', `controller state ${path} cannot be opened`, { cause });
     }
+    this.tightened = said.filter((l): l is string => l !== null);
+    sayTightened(this.tightened);
     const db = this.#db;
     this.#q = {
       putNetwork: db.prepare('INSERT OR REPLACE INTO networks (name, doc) VALUES (?, ?)'),

@@ -1,114 +1,148 @@
 /**
- * Declared files on the local filesystem under a root prefix. Every path is resolved against the
- * root with its symlinks followed; a path that lands outside the root is refused before any byte
- * is written. Writes are atomic: temp file in the same folder, fsync, rename, fsync of the folder.
+ * Declared files on the local filesystem under a root prefix, by identity, not by path.
+ *
+ * Every declared path is walked from the root one folder at a time without following a symlink
+ * (beneath.ts): a symlink anywhere on the way, or at the file itself, is refused, never followed.
+ * Only regular files are read, opened non-blocking (a FIFO cannot hang the host) and up to a size
+ * limit. A write goes to a temp file made exclusively in the same folder, and is renamed over the
+ * target only if the target is still the file the plan saw (device and inode). A removal unlinks
+ * the directory entry, never what a link points to.
  */
 import { randomBytes } from 'node:crypto';
-import { constants, promises as fs } from 'node:fs';
-import { dirname, join, relative, resolve, sep } from 'node:path';
-import { MeshpError, type FileStat, type FileStore } from '@meshp/core';
+import { constants, promises as fs, type BigIntStats } from 'node:fs';
+import { resolve } from 'node:path';
+import { MeshpError, type FileStat, type FileStore, type FileWriteOptions } from '@meshp/core';
+import { at, identityOf, lstatAt, refusal, walk, type Walk } from './beneath.js';
 
-function escapes(root: string, real: string): boolean {
-  const rel = relative(root, real);
-  return rel === '..' || rel.startsWith(`..${sep}`) || resolve(root, rel) !== real;
+/** 16 MiB: a configuration file, not a disk image. */
+export const DEFAULT_MAX_FILE_BYTES = 16 * 1024 * 1024;
+
+const READ_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK | constants.O_NOCTTY;
+const TEMP_FLAGS = constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY | constants.O_NOFOLLOW;
+
+export interface LocalFileStoreOptions {
+  /** Files larger than this are refused (MESHP_FILE_TOO_LARGE), never read. */
+  maxFileBytes?: number;
 }
 
 export class LocalFileStore implements FileStore {
   readonly root: string;
-  #realRoot?: string;
+  readonly maxFileBytes: number;
 
-  constructor(root: string) {
+  constructor(root: string, options: LocalFileStoreOptions = {}) {
     this.root = resolve(root);
+    this.maxFileBytes = options.maxFileBytes ?? DEFAULT_MAX_FILE_BYTES;
   }
 
-  private async realRoot(): Promise<string> {
-    this.#realRoot ??= await fs.realpath(this.root).catch(() => this.root);
-    return this.#realRoot;
+  private async withWalk<T>(path: string, create: boolean, fn: (w: Walk) => Promise<T>): Promise<T | null> {
+    const w = await walk(this.root, path, create);
+    if (!w) return null;
+    try {
+      return await fn(w);
+    } finally {
+      await w.dir.close();
+    }
   }
 
-  /**
-   * The absolute path on the machine for a declared path. Follows every symlink on the way, as far
-   * as the path exists, and refuses one that leads out of the root.
-   */
-  async resolve(path: string): Promise<string> {
-    if (typeof path !== 'string' || !path.startsWith('/') || path.includes('\0')) {
-      throw new MeshpError('MESHP_PATH_INVALID', `not an absolute path: ${JSON.stringify(path)}`);
-    }
-    const root = await this.realRoot();
-    const segments = path.split('/').filter((s) => s !== '');
-    if (segments.some((s) => s === '..' || s === '.')) {
-      throw new MeshpError('MESHP_PATH_ESCAPES_ROOT', `${path} has a "." or ".." segment`);
-    }
-    let current = root;
-    for (const [i, segment] of segments.entries()) {
-      const next = join(current, segment);
-      let real: string;
-      try {
-        real = await fs.realpath(next);
-      } catch (e) {
-        if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
-        // Is it a dangling symlink? Its target may be outside the root.
-        const link = await fs.readlink(next).catch(() => null);
-        if (link !== null) {
-          const target = resolve(dirname(next), link);
-          if (escapes(root, target)) throw new MeshpError('MESHP_PATH_ESCAPES_ROOT', `${path} leads out of the root ${this.root} through a symlink`);
-        }
-        return join(current, ...segments.slice(i));
-      }
-      if (escapes(root, real)) {
-        throw new MeshpError('MESHP_PATH_ESCAPES_ROOT', `${path} leads out of the root ${this.root} through a symlink`);
-      }
-      current = real;
-    }
-    return current;
+  /** The entry at the end of the walk, refused unless absent or a regular file. */
+  private async regular(w: Walk, path: string): Promise<BigIntStats | null> {
+    const st = await lstatAt(w.dir, w.name);
+    if (st && !st.isFile()) throw await refusal(w.dir, w.name, st, path, w.machinePath, this.root);
+    return st;
+  }
+
+  private tooLarge(path: string, size: bigint | number | string): MeshpError {
+    return new MeshpError('MESHP_FILE_TOO_LARGE', `${path} holds ${size} bytes, over the limit of ${this.maxFileBytes}`);
   }
 
   async read(path: string): Promise<FileStat | null> {
-    const real = await this.resolve(path);
-    try {
-      const [bytes, stat] = await Promise.all([fs.readFile(real), fs.stat(real)]);
-      return { bytes: new Uint8Array(bytes), mode: stat.mode & 0o7777 };
-    } catch (e) {
-      const code = (e as NodeJS.ErrnoException).code;
-      if (code === 'ENOENT') return null;
-      throw new MeshpError('MESHP_PATH_INVALID', `cannot read ${path}: ${code ?? String(e)}`, { cause: e });
+    return this.withWalk(path, false, async (w) => {
+      const st = await this.regular(w, path);
+      if (!st) return null;
+      if (st.size > BigInt(this.maxFileBytes)) throw this.tooLarge(path, st.size);
+      let handle: fs.FileHandle;
+      try {
+        handle = await fs.open(at(w.dir, w.name), READ_FLAGS);
+      } catch (e) {
+        const code = (e as NodeJS.ErrnoException).code;
+        if (code === 'ENOENT') return null;
+        throw new MeshpError('MESHP_PATH_INVALID', `cannot read ${path}: ${code ?? String(e)}`, { cause: e });
+      }
+      try {
+        const opened = await handle.stat({ bigint: true });
+        if (!opened.isFile() || identityOf(opened) !== identityOf(st)) {
+          throw new MeshpError('MESHP_FILE_SWAPPED', `${path} was replaced while it was being read`);
+        }
+        // Read at most one byte past the limit: a file that grew meanwhile is still refused.
+        const buffer = Buffer.alloc(Math.min(Number(opened.size), this.maxFileBytes) + 1);
+        let length = 0;
+        for (;;) {
+          const { bytesRead } = await handle.read(buffer, length, buffer.length - length, length);
+          if (bytesRead === 0) break;
+          length += bytesRead;
+          if (length > this.maxFileBytes) throw this.tooLarge(path, `more than ${this.maxFileBytes}`);
+          if (length === buffer.length) break;
+        }
+        return { bytes: new Uint8Array(buffer.subarray(0, length)), mode: Number(opened.mode) & 0o7777, identity: identityOf(opened) };
+      } finally {
+        await handle.close();
+      }
+    });
+  }
+
+  /** Refuses a target that is no longer what the plan saw: absent (null) or this identity. */
+  private checkExpected(path: string, st: BigIntStats | null, expect: string | null | undefined): void {
+    if (expect === undefined) return;
+    const now = st ? identityOf(st) : null;
+    if (now !== expect) {
+      const was = expect === null ? 'absent' : `file ${expect}`;
+      const is = now === null ? 'absent' : `file ${now}`;
+      throw new MeshpError('MESHP_FILE_SWAPPED', `${path} changed since the plan saw it (${was}, now ${is}); not written`);
     }
   }
 
-  async write(path: string, bytes: Uint8Array, mode: number): Promise<void> {
-    const real = await this.resolve(path);
-    const dir = dirname(real);
-    await fs.mkdir(dir, { recursive: true, mode: 0o755 });
-    // The folder may have been created through a symlink made meanwhile: check again.
-    await this.resolve(path);
-    const temp = join(dir, `.${randomBytes(6).toString('hex')}.meshp-tmp`);
-    const handle = await fs.open(temp, constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY, mode & 0o7777);
-    try {
-      await handle.writeFile(bytes);
-      await handle.chmod(mode & 0o7777);
-      await handle.sync();
-    } catch (e) {
+  async write(path: string, bytes: Uint8Array, mode: number, options: FileWriteOptions = {}): Promise<string> {
+    const identity = await this.withWalk(path, true, async (w) => {
+      this.checkExpected(path, await this.regular(w, path), options.expect);
+      const temp = `.${randomBytes(6).toString('hex')}.meshp-tmp`;
+      const handle = await fs.open(at(w.dir, temp), TEMP_FLAGS, mode & 0o7777);
+      let written: BigIntStats;
+      try {
+        await handle.writeFile(bytes);
+        await handle.chmod(mode & 0o7777);
+        await handle.sync();
+        written = await handle.stat({ bigint: true });
+      } catch (e) {
+        await handle.close();
+        await fs.unlink(at(w.dir, temp)).catch(() => undefined);
+        throw e;
+      }
       await handle.close();
-      await fs.rm(temp, { force: true });
-      throw e;
-    }
-    await handle.close();
-    try {
-      await fs.rename(temp, real);
-    } catch (e) {
-      await fs.rm(temp, { force: true });
-      throw e;
-    }
-    const dirHandle = await fs.open(dir, 'r');
-    try {
-      await dirHandle.sync();
-    } finally {
-      await dirHandle.close();
-    }
+      try {
+        // Checked again as late as possible: the window left is between this lstat and rename(2).
+        this.checkExpected(path, await this.regular(w, path), options.expect);
+        await fs.rename(at(w.dir, temp), at(w.dir, w.name));
+      } catch (e) {
+        await fs.unlink(at(w.dir, temp)).catch(() => undefined);
+        throw e;
+      }
+      await w.dir.sync();
+      return identityOf(written);
+    });
+    if (identity === null) throw new MeshpError('MESHP_PATH_INVALID', `cannot make the folders of ${path}`);
+    return identity;
   }
 
-  async remove(path: string): Promise<void> {
-    const real = await this.resolve(path);
-    await fs.rm(real, { force: true });
+  async remove(path: string, options: FileWriteOptions = {}): Promise<void> {
+    await this.withWalk(path, false, async (w) => {
+      const st = await this.regular(w, path);
+      if (!st) return;
+      this.checkExpected(path, st, options.expect);
+      // unlink(2) removes the entry itself; it never reaches what a link points to.
+      await fs.unlink(at(w.dir, w.name)).catch((e: NodeJS.ErrnoException) => {
+        if (e.code !== 'ENOENT') throw e;
+      });
+      await w.dir.sync();
+    });
   }
 }

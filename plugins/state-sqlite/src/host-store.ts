@@ -3,10 +3,12 @@
  * committed durably, so an original recorded is there after a kill -9 at any later point.
  */
 import Database from 'better-sqlite3';
-import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   MeshpError,
+  privateDbFiles,
+  privateDir,
+  sayTightened,
   type HostReport,
   type HostStateStore,
   type IntentRecord,
@@ -30,6 +32,23 @@ CREATE TABLE IF NOT EXISTS reports (id INTEGER PRIMARY KEY AUTOINCREMENT, at TEX
 
 const KEEP_REPORTS = 20;
 
+/**
+ * Changes to the schema of a host.db that exists, in order; `PRAGMA user_version` says how many
+ * were applied. Append only: a node upgraded from any earlier version runs the ones it lacks.
+ */
+const MIGRATIONS = [
+  // 1: which file (device:inode) an owned or found file is, whatever path reaches it.
+  'ALTER TABLE owned ADD COLUMN identity TEXT; ALTER TABLE originals ADD COLUMN identity TEXT;',
+];
+
+function migrate(db: Database.Database): void {
+  const applied = db.pragma('user_version', { simple: true }) as number;
+  db.transaction(() => {
+    for (let i = applied; i < MIGRATIONS.length; i += 1) db.exec(MIGRATIONS[i]!);
+    if (applied < MIGRATIONS.length) db.pragma(`user_version = ${MIGRATIONS.length}`);
+  })();
+}
+
 interface OriginalRow {
   key: string;
   kind: string;
@@ -39,28 +58,37 @@ interface OriginalRow {
   found_at: string;
   last_fingerprint: string | null;
   changed_at: string | null;
+  identity: string | null;
 }
 
 function toOriginal(r: OriginalRow): OriginalRecord {
   return {
     key: r.key, kind: r.kind as ResourceKind, module: r.module,
     original: new Uint8Array(r.original), fingerprint: r.fingerprint, foundAt: r.found_at,
-    lastFingerprint: r.last_fingerprint, changedAt: r.changed_at,
+    lastFingerprint: r.last_fingerprint, changedAt: r.changed_at, identity: r.identity,
   };
 }
 
 export class SqliteHostStore implements HostStateStore {
   readonly file: string;
+  /** What was found too wide and tightened when the store was opened (also said on stderr). */
+  readonly tightened: string[] = [];
   readonly #db: Database.Database;
 
   constructor(stateDir: string) {
-    mkdirSync(stateDir, { recursive: true, mode: 0o700 });
+    // host.db holds the agent's credential and the originals of held files (a found private key).
+    const said: (string | null)[] = [privateDir(stateDir)];
     this.file = join(stateDir, 'host.db');
+    said.push(...privateDbFiles(this.file));
     try {
       this.#db = new Database(this.file, { timeout: 5000 });
       this.#db.pragma('journal_mode = WAL');
       this.#db.pragma('synchronous = FULL');
       this.#db.exec(SCHEMA);
+      migrate(this.#db);
+      said.push(...privateDbFiles(this.file));
+      this.tightened = said.filter((l): l is string => l !== null);
+      sayTightened(this.tightened);
     } catch (e) {
       const busy = e instanceof Error && /locked|busy/i.test(e.message);
       throw new MeshpError(busy ? 'MESHP_STATE_LOCKED' : 'MESHP_STATE_CORRUPT', `cannot open ${this.file}`, { cause: e });
@@ -68,11 +96,11 @@ export class SqliteHostStore implements HostStateStore {
   }
 
   async getOwned(key: string): Promise<OwnedRecord | null> {
-    return (this.#db.prepare('SELECT key, kind, module, digest, at FROM owned WHERE key = ?').get(key) as OwnedRecord | undefined) ?? null;
+    return (this.#db.prepare('SELECT key, kind, module, digest, at, identity FROM owned WHERE key = ?').get(key) as OwnedRecord | undefined) ?? null;
   }
 
   async listOwned(): Promise<OwnedRecord[]> {
-    return this.#db.prepare('SELECT key, kind, module, digest, at FROM owned ORDER BY key').all() as OwnedRecord[];
+    return this.#db.prepare('SELECT key, kind, module, digest, at, identity FROM owned ORDER BY key').all() as OwnedRecord[];
   }
 
   async getOriginal(key: string): Promise<OriginalRecord | null> {
@@ -92,21 +120,22 @@ export class SqliteHostStore implements HostStateStore {
   async recordOriginal(rec: OriginalRecord): Promise<void> {
     this.#db
       .prepare(
-        `INSERT INTO originals (key, kind, module, original, fingerprint, found_at, last_fingerprint, changed_at)
-         VALUES (@key, @kind, @module, @original, @fingerprint, @foundAt, @lastFingerprint, @changedAt)
+        `INSERT INTO originals (key, kind, module, original, fingerprint, found_at, last_fingerprint, changed_at, identity)
+         VALUES (@key, @kind, @module, @original, @fingerprint, @foundAt, @lastFingerprint, @changedAt, @identity)
          ON CONFLICT(key) DO NOTHING`,
       )
-      .run({ ...rec, original: Buffer.from(rec.original) });
+      .run({ ...rec, original: Buffer.from(rec.original), identity: rec.identity ?? null });
   }
 
-  async noteSeen(key: string, fingerprint: string | null, at: string): Promise<void> {
+  async noteSeen(key: string, fingerprint: string | null, at: string, identity?: string | null): Promise<void> {
     this.#db
       .prepare(
         `UPDATE originals SET last_fingerprint = @fingerprint,
-           changed_at = CASE WHEN changed_at IS NULL AND (@fingerprint IS NULL OR @fingerprint != fingerprint) THEN @at ELSE changed_at END
+           changed_at = CASE WHEN changed_at IS NULL AND (@fingerprint IS NULL OR @fingerprint != fingerprint) THEN @at ELSE changed_at END,
+           identity = CASE WHEN @identity IS NULL THEN identity ELSE @identity END
          WHERE key = @key`,
       )
-      .run({ key, fingerprint, at });
+      .run({ key, fingerprint, at, identity: identity ?? null });
   }
 
   async recordIntent(rec: IntentRecord): Promise<void> {
@@ -118,8 +147,11 @@ export class SqliteHostStore implements HostStateStore {
   async recordOwned(rec: OwnedRecord): Promise<void> {
     this.#db.transaction(() => {
       this.#db
-        .prepare('INSERT INTO owned (key, kind, module, digest, at) VALUES (@key, @kind, @module, @digest, @at) ON CONFLICT(key) DO UPDATE SET digest = @digest, at = @at, module = @module')
-        .run(rec);
+        .prepare(
+          `INSERT INTO owned (key, kind, module, digest, at, identity) VALUES (@key, @kind, @module, @digest, @at, @identity)
+           ON CONFLICT(key) DO UPDATE SET digest = @digest, at = @at, module = @module, identity = @identity`,
+        )
+        .run({ ...rec, identity: rec.identity ?? null });
       this.#db.prepare('DELETE FROM intents WHERE key = ?').run(rec.key);
     })();
   }

@@ -7,6 +7,7 @@ import { createPublicKey, randomBytes } from 'node:crypto';
 import { MeshpError, decodeToken, encodeToken, type EnrolInput, type EnrolResult, type Mode } from '@meshp/core';
 import type { Controller } from '../controller.js';
 import type { AuthStore } from './auth-store.js';
+import { checkMember } from '../limits.js';
 
 const NODE_NAME = /^[a-z0-9][a-z0-9_.-]{0,62}$/i;
 
@@ -45,6 +46,7 @@ export class Enrolment {
     if (Date.parse(t.expiresAt) <= this.now().getTime()) throw new MeshpError('MESHP_TOKEN_INVALID', `the enrolment token expired at ${t.expiresAt}`);
     if (!NODE_NAME.test(input.node)) throw new MeshpError('MESHP_USAGE', `node name ${JSON.stringify(input.node)} is not valid`);
     checkNodeKey(input.nodeKey);
+    checkMember({ id: input.node, endpoints: input.endpoints, tags: t.tags }); // before the token is marked used
     if (this.controller.member(t.network, input.node)) throw new MeshpError('MESHP_USAGE', `node ${input.node} is already in ${t.network}`);
     if (!this.auth.markUsed(secret, input.node, this.now().toISOString())) throw new MeshpError('MESHP_TOKEN_INVALID', 'the enrolment token was already used');
     const inner = this.controller.createToken(t.network, { mode: t.mode, tags: t.tags, ttlSeconds: 60 });

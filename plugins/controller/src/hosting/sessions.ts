@@ -4,15 +4,14 @@
  * Any change to a network pumps every stream of that network.
  */
 import { createPublicKey, randomBytes, verify } from 'node:crypto';
-import { MeshpError, challengePayload, isMeshpError, oneLine, splitDelta, type AgentMessage, type ControllerMessage, type HelloMessage, type SyncChannel } from '@meshp/core';
+import { MeshpError, challengePayload, isMeshpError, oneLine, type AgentMessage, type ControllerMessage, type HelloMessage, type SyncChannel } from '@meshp/core';
 import type { Controller } from '../controller.js';
+import { splitForWire } from '../limits.js';
 import type { AuthStore } from './auth-store.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
 
 const HELLO_TIMEOUT_MS = 10_000;
-/** Peers per message: a large snapshot goes in parts, each well under the message limit. */
-const ENTRIES_PER_MESSAGE = 2_000;
 
 type Channel = SyncChannel<AgentMessage, ControllerMessage>;
 
@@ -104,7 +103,16 @@ export class SyncSession {
     const snapshot = delta.fromVersion === 0;
     if (snapshot) metrics.snapshotsSent++;
     else metrics.deltasSent++;
-    for (const part of splitDelta(delta, ENTRIES_PER_MESSAGE)) {
+    // Parts packed by size, each under the message limit; what cannot fit is logged with its
+    // code and not sent (the limits in limits.ts refuse the changes that would cause it).
+    let parts;
+    try {
+      parts = splitForWire(delta);
+    } catch (e) {
+      this.hub.log.error({ network: this.network, node: this.node, fromVersion: delta.fromVersion, toVersion: delta.toVersion, code: isMeshpError(e) ? e.code : undefined, err: oneLine(e) }, 'delta not sent: over the message limit');
+      return;
+    }
+    for (const part of parts) {
       metrics.bytesSent += JSON.stringify(part).length;
       this.ch.send({ delta: part });
     }

@@ -1,0 +1,118 @@
+/**
+ * Bounds on what an operator or a node may put into the controller, checked at the change that
+ * would bring it in (enrolment, catalogue add, policy set, module assign), so that no node's
+ * snapshot can grow past what one message carries and then be sent and refused forever.
+ *
+ * The bounds are sized so that a node's own share of any snapshot is small: a peer entry is at most
+ * ~20 KiB (endpoints, tags, addresses), the modules assigned to one node at most MAX_ASSIGNED_BYTES,
+ * and the sender packs peers into messages by size (splitForWire), so a snapshot of any number of
+ * peers goes in parts each under the message limit.
+ */
+import { DEFAULT_MAX_MESSAGE_BYTES, MeshpError, type StateDelta } from '@meshp/core';
+import type { ModuleDef, PolicyRule } from './types.js';
+
+export const LIMITS = {
+  nameChars: 63,
+  endpoints: 32,
+  endpointChars: 255,
+  tags: 64,
+  tagChars: 63,
+  fileBytes: 1024 * 1024,
+  moduleBytes: 1024 * 1024,
+  assignedBytes: 2 * 1024 * 1024,
+  policyRules: 1_000,
+  policyBytes: 256 * 1024,
+} as const;
+
+const bytes = (v: unknown) => Buffer.byteLength(JSON.stringify(v) ?? '', 'utf8');
+
+function refuse(what: string): never {
+  throw new MeshpError('MESHP_INPUT_TOO_LARGE', what);
+}
+
+function checkName(kind: string, name: unknown): void {
+  if (typeof name === 'string' && name.length > LIMITS.nameChars) refuse(`a ${kind} name of ${name.length} characters is over the limit of ${LIMITS.nameChars}`);
+}
+
+function checkList(kind: string, list: unknown, count: number, chars: number): void {
+  if (!Array.isArray(list)) return;
+  if (list.length > count) refuse(`${list.length} ${kind}s are over the limit of ${count}`);
+  for (const x of list) if (typeof x === 'string' && x.length > chars) refuse(`a ${kind} of ${x.length} characters is over the limit of ${chars}`);
+}
+
+/** A node joining: its name, its endpoints and the tags its token gives it. */
+export function checkMember(input: { id: string; endpoints?: string[]; tags?: string[] }): void {
+  checkName('node', input.id);
+  checkList('endpoint', input.endpoints, LIMITS.endpoints, LIMITS.endpointChars);
+  checkList('tag', input.tags, LIMITS.tags, LIMITS.tagChars);
+}
+
+export function checkTags(tags: string[] | undefined): void {
+  checkList('tag', tags, LIMITS.tags, LIMITS.tagChars);
+}
+
+export function checkModule(def: ModuleDef): void {
+  checkName('module', def.name);
+  for (const f of def.files ?? []) {
+    const size = typeof f.content === 'string' ? Buffer.byteLength(f.content, 'utf8') : 0;
+    if (size > LIMITS.fileBytes) refuse(`module ${def.name}: ${f.path} holds ${size} bytes, over the limit of ${LIMITS.fileBytes}`);
+  }
+  const size = bytes(def);
+  if (size > LIMITS.moduleBytes) refuse(`module ${def.name} is ${size} bytes, over the limit of ${LIMITS.moduleBytes}`);
+}
+
+/** The modules assigned to one node travel in its every snapshot: their sum is bounded. */
+export function checkAssigned(node: string, defs: (ModuleDef | null | undefined)[]): void {
+  const size = defs.reduce((n, d) => n + (d ? bytes(d) : 0), 0);
+  if (size > LIMITS.assignedBytes) refuse(`the modules assigned to ${node} would be ${size} bytes, over the limit of ${LIMITS.assignedBytes}`);
+}
+
+export function checkPolicy(rules: PolicyRule[]): void {
+  if (rules.length > LIMITS.policyRules) refuse(`${rules.length} policy rules are over the limit of ${LIMITS.policyRules}`);
+  for (const r of rules) {
+    checkName('tag', r.from);
+    checkName('tag', r.to);
+  }
+  const size = bytes(rules);
+  if (size > LIMITS.policyBytes) refuse(`a policy of ${size} bytes is over the limit of ${LIMITS.policyBytes}`);
+}
+
+/**
+ * Splits a delta into parts each at most `maxBytes` when encoded (JSON length is the estimate:
+ * the wire's protobuf is never larger for these strings). Peers are packed by size, not count;
+ * the components go whole in the first part. A part that cannot fit (the components alone, or
+ * one peer) is MESHP_MESSAGE_TOO_LARGE: the caller logs it and sends nothing.
+ */
+export function splitForWire(delta: StateDelta, maxBytes = wireBudget()): StateDelta[] {
+  if (bytes(delta) <= maxBytes) return [delta];
+  const { upsertPeers: _u, removePeers: _r, part: _p, ...head } = delta;
+  const headBytes = bytes({ ...head, upsertPeers: [], removePeers: [], part: { index: 999_999, count: 999_999 } });
+  if (headBytes > maxBytes) {
+    throw new MeshpError('MESHP_MESSAGE_TOO_LARGE', `the components of delta ${delta.fromVersion}→${delta.toVersion} are ${headBytes} bytes, over the ${maxBytes}-byte budget of one message`);
+  }
+  const shell = bytes({ fromVersion: delta.fromVersion, toVersion: delta.toVersion, network: delta.network, upsertPeers: [], removePeers: [], part: { index: 999_999, count: 999_999 } });
+  type Draft = { upsertPeers: StateDelta['upsertPeers']; removePeers: StateDelta['removePeers']; size: number };
+  const drafts: Draft[] = [{ upsertPeers: [], removePeers: [], size: headBytes }];
+  const place = (entry: unknown, into: 'upsertPeers' | 'removePeers') => {
+    const size = bytes(entry) + 1;
+    if (shell + size > maxBytes) throw new MeshpError('MESHP_MESSAGE_TOO_LARGE', `one peer entry of ${size} bytes is over the ${maxBytes}-byte budget of one message`);
+    let d = drafts.at(-1)!;
+    if (d.size + size > maxBytes) drafts.push((d = { upsertPeers: [], removePeers: [], size: shell }));
+    (d[into] as unknown[]).push(entry);
+    d.size += size;
+  };
+  for (const r of delta.removePeers) place(r, 'removePeers');
+  for (const u of delta.upsertPeers) place(u, 'upsertPeers');
+  const count = drafts.length;
+  return drafts.map((d, index) => ({
+    ...(index === 0 ? head : { fromVersion: delta.fromVersion, toVersion: delta.toVersion, network: delta.network }),
+    upsertPeers: d.upsertPeers,
+    removePeers: d.removePeers,
+    ...(count > 1 ? { part: { index, count } } : {}),
+  }) as StateDelta);
+}
+
+/** Half the message limit: room for the envelope and any estimate error. */
+export function wireBudget(maxMessageBytes = DEFAULT_MAX_MESSAGE_BYTES): number {
+  return Math.floor(maxMessageBytes / 2);
+}

@@ -1,0 +1,72 @@
+/**
+ * Case 5 of issue 13, in the controller: inputs over their bounds are refused with
+ * MESHP_INPUT_TOO_LARGE at the change that brings them in, and a snapshot of any number of peers
+ * goes in parts each under the message limit, which an agent's applier reassembles.
+ */
+import t from 'tap';
+import { DEFAULT_MAX_MESSAGE_BYTES, DeltaApplier } from '@meshp/core';
+import { Controller, MemoryStore } from '@meshp/controller';
+import { LIMITS, splitForWire, wireBudget } from '../../plugins/controller/src/limits.js';
+
+const TOO_LARGE = { code: 'MESHP_INPUT_TOO_LARGE' };
+const endpoint = (i: number, chars = 200) => `${'e'.repeat(chars - 12)}${String(i).padStart(6, '0')}:51820`;
+
+function controller() {
+  const c = new Controller(new MemoryStore());
+  c.createNetwork('n');
+  return c;
+}
+
+t.test('enrolment: endpoints, tags and names over their bounds are refused; the token is not burnt', async (t) => {
+  const c = controller();
+  const tok = c.createToken('n', { mode: 'adopted' });
+  const many = Array.from({ length: LIMITS.endpoints + 1 }, (_, i) => endpoint(i, 30));
+  t.throws(() => c.enrol(tok.token, { id: 'a', nodeKey: 'k', endpoints: many }), TOO_LARGE);
+  t.throws(() => c.enrol(tok.token, { id: 'a', nodeKey: 'k', endpoints: ['x'.repeat(LIMITS.endpointChars + 1)] }), TOO_LARGE);
+  t.throws(() => c.enrol(tok.token, { id: 'n'.repeat(LIMITS.nameChars + 1), nodeKey: 'k', endpoints: [] }), TOO_LARGE);
+  t.equal(c.enrol(tok.token, { id: 'a', nodeKey: 'k', endpoints: [endpoint(1)] }).member.id, 'a', 'the token still enrols a node within bounds');
+  t.throws(() => c.createToken('n', { tags: Array.from({ length: LIMITS.tags + 1 }, (_, i) => `t${i}`) }), TOO_LARGE);
+});
+
+t.test('catalogue, policy and assignment over their bounds are refused, nothing committed', async (t) => {
+  const c = controller();
+  const v = c.stateVersion('n');
+  t.throws(() => c.defineModule('n', { name: 'big', files: [{ path: '/f', content: 'x'.repeat(LIMITS.fileBytes + 1) }] }), TOO_LARGE);
+  t.throws(() => c.setPolicy('n', Array.from({ length: LIMITS.policyRules + 1 }, (_, i) => ({ from: `a${i}`, to: 'b' }))), TOO_LARGE);
+  t.equal(c.stateVersion('n'), v, 'no change committed');
+  c.join('n', { id: 'x', nodeKey: 'kx' });
+  const half = 'y'.repeat(LIMITS.fileBytes - 1000);
+  for (const name of ['m1', 'm2', 'm3']) c.defineModule('n', { name, files: [{ path: `/${name}`, content: half }] });
+  c.assignModule('n', 'x', 'm1');
+  c.assignModule('n', 'x', 'm2');
+  t.throws(() => c.assignModule('n', 'x', 'm3'), { code: 'MESHP_INPUT_TOO_LARGE', message: /modules assigned to x/ });
+  t.same(c.member('n', 'x')!.assigned, ['m1', 'm2']);
+});
+
+t.test('a snapshot larger than a message goes in parts by size, reassembled exactly', async (t) => {
+  const c = controller();
+  c.setPolicy('n', [{ from: 'a', to: 'a' }]);
+  // 400 peers at their bound of endpoints: ~2.6 MB of view, more than one budget of 2 MiB.
+  const endpoints = Array.from({ length: LIMITS.endpoints }, (_, i) => endpoint(i));
+  for (let i = 0; i < 400; i += 1) c.join('n', { id: `p${i}`, nodeKey: `k${i}`, tags: ['a'], endpoints });
+  const snapshot = c.deltaFor('n', 'p0')!;
+  const parts = splitForWire(snapshot);
+  const budget = wireBudget(DEFAULT_MAX_MESSAGE_BYTES);
+  t.ok(JSON.stringify(snapshot).length > budget, `the snapshot (${JSON.stringify(snapshot).length} bytes) is over one budget`);
+  t.ok(parts.length >= 2, `${parts.length} parts`);
+  for (const p of parts) t.ok(Buffer.byteLength(JSON.stringify(p)) <= budget, `part ${p.part?.index}: ${JSON.stringify(p).length} bytes`);
+  const split = new DeltaApplier();
+  let last;
+  for (const p of parts) last = split.receive(p);
+  t.equal(last?.status, 'applied');
+  const whole = new DeltaApplier();
+  whole.receive(snapshot);
+  t.equal(split.view.hash(), whole.view.hash(), 'the same view as the snapshot in one piece');
+});
+
+t.test('what cannot fit one message is refused with a code, not sent', async (t) => {
+  const c = controller();
+  c.join('n', { id: 'x', nodeKey: 'kx' });
+  const snapshot = c.deltaFor('n', 'x')!;
+  t.throws(() => splitForWire(snapshot, 10), { code: 'MESHP_MESSAGE_TOO_LARGE' });
+});
