@@ -39,6 +39,8 @@ export const CODES = {
   MESHP_MACHINE_IN_USE: 'a converged genesis was asked of a machine in use',
   MESHP_PORT_HELD: 'a port the foundation needs is held',
   MESHP_RANGE_OVERLAP: 'the private range overlaps the machine',
+  MESHP_TUNNEL_FAILED: 'the tunnel device refused a change',
+  MESHP_TUNNEL_UNAVAILABLE: 'no WireGuard implementation is available on this machine',
 } as const;
 
 export type ErrorCode = keyof typeof CODES;

@@ -252,7 +252,7 @@ export interface EnrolRequest {
    * The node's WireGuard public key (Curve25519, base64), distinct from node_key (Ed25519, which
    * signs the Sync challenge). Empty: the node runs no tunnel plugin.
    */
-  tunnelKey: string;
+  tunnelKey?: string | undefined;
 }
 
 export interface EnrolResponse {
@@ -448,7 +448,7 @@ export interface Peer {
   /** The peer may reach this node, this node may not reach it: keys only, for the tunnel's other end. */
   inboundOnly: boolean;
   /** The peer's WireGuard public key (base64); empty when it enrolled without one. */
-  tunnelKey: string;
+  tunnelKey?: string | undefined;
 }
 
 export interface PeerRemoval {
@@ -798,7 +798,7 @@ export interface PreviewItem {
 }
 
 function createBaseEnrolRequest(): EnrolRequest {
-  return { token: "", nodeKey: "", node: "", endpoints: [], tunnelKey: "" };
+  return { token: "", nodeKey: "", node: "", endpoints: [], tunnelKey: undefined };
 }
 
 export const EnrolRequest: MessageFns<EnrolRequest> = {
@@ -815,7 +815,7 @@ export const EnrolRequest: MessageFns<EnrolRequest> = {
     for (const v of message.endpoints) {
       writer.uint32(34).string(v!);
     }
-    if (message.tunnelKey !== "") {
+    if (message.tunnelKey !== undefined) {
       writer.uint32(562).string(message.tunnelKey);
     }
     return writer;
@@ -902,7 +902,7 @@ export const EnrolRequest: MessageFns<EnrolRequest> = {
         ? globalThis.String(object.tunnelKey)
         : isSet(object.tunnel_key)
         ? globalThis.String(object.tunnel_key)
-        : "",
+        : undefined,
     };
   },
 
@@ -920,7 +920,7 @@ export const EnrolRequest: MessageFns<EnrolRequest> = {
     if (message.endpoints?.length) {
       obj.endpoints = message.endpoints;
     }
-    if (message.tunnelKey !== "") {
+    if (message.tunnelKey !== undefined) {
       obj.tunnelKey = message.tunnelKey;
     }
     return obj;
@@ -935,7 +935,7 @@ export const EnrolRequest: MessageFns<EnrolRequest> = {
     message.nodeKey = object.nodeKey ?? "";
     message.node = object.node ?? "";
     message.endpoints = object.endpoints?.map((e) => e) || [];
-    message.tunnelKey = object.tunnelKey ?? "";
+    message.tunnelKey = object.tunnelKey ?? undefined;
     return message;
   },
 };
@@ -3317,7 +3317,7 @@ export const DeltaPart: MessageFns<DeltaPart> = {
 };
 
 function createBasePeer(): Peer {
-  return { id: "", nodeKey: "", addresses: [], tags: [], endpoints: [], inboundOnly: false, tunnelKey: "" };
+  return { id: "", nodeKey: "", addresses: [], tags: [], endpoints: [], inboundOnly: false, tunnelKey: undefined };
 }
 
 export const Peer: MessageFns<Peer> = {
@@ -3340,7 +3340,7 @@ export const Peer: MessageFns<Peer> = {
     if (message.inboundOnly !== false) {
       writer.uint32(48).bool(message.inboundOnly);
     }
-    if (message.tunnelKey !== "") {
+    if (message.tunnelKey !== undefined) {
       writer.uint32(562).string(message.tunnelKey);
     }
     return writer;
@@ -3451,7 +3451,7 @@ export const Peer: MessageFns<Peer> = {
         ? globalThis.String(object.tunnelKey)
         : isSet(object.tunnel_key)
         ? globalThis.String(object.tunnel_key)
-        : "",
+        : undefined,
     };
   },
 
@@ -3475,7 +3475,7 @@ export const Peer: MessageFns<Peer> = {
     if (message.inboundOnly !== false) {
       obj.inboundOnly = message.inboundOnly;
     }
-    if (message.tunnelKey !== "") {
+    if (message.tunnelKey !== undefined) {
       obj.tunnelKey = message.tunnelKey;
     }
     return obj;
@@ -3492,7 +3492,7 @@ export const Peer: MessageFns<Peer> = {
     message.tags = object.tags?.map((e) => e) || [];
     message.endpoints = object.endpoints?.map((e) => e) || [];
     message.inboundOnly = object.inboundOnly ?? false;
-    message.tunnelKey = object.tunnelKey ?? "";
+    message.tunnelKey = object.tunnelKey ?? undefined;
     return message;
   },
 };
