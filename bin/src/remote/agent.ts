@@ -4,7 +4,8 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { Agent, MeshpError, decodeToken, type Host } from '@meshp/core';
-import { assembleAgentHost } from './assembly.js';
+import { agentPlugins, assembleAgentHost } from './assembly.js';
+import { tunnelOf, withTunnelKey } from './tunnel.js';
 import { ensureNodeKey } from './keys.js';
 
 /** What the agent pins and where it connects, kept after enrolment so the token is needed once. */
@@ -20,6 +21,10 @@ export interface AgentArgs {
   dockerSocket?: string;
   intervalMs: number;
   endpoints?: string[];
+  /** `wireguard`: the mesh's private network as a WireGuard tunnel (plugins/tunnel-wireguard). */
+  tunnel?: string;
+  tunnelInterface?: string;
+  tunnelGraceMs?: number;
 }
 
 export interface RunningAgent {
@@ -42,8 +47,11 @@ export async function startAgent(args: AgentArgs, host?: Host): Promise<RunningA
   const key = ensureNodeKey(args.state);
   const target = controllerOf(args);
   const log = pino({ name: 'meshp-agent', base: { pid: process.pid } }, pino.destination({ dest: 1, sync: true }));
-  const h = host ?? assembleAgentHost({ stateDir: args.state, root: args.root, firewall: args.firewall, dockerSocket: args.dockerSocket });
-  const link = (await h.transport()).connect(target);
+  const tunnel = tunnelOf(args, log);
+  if (tunnel && host) throw new MeshpError('MESHP_USAGE', 'the tunnel plugin is loaded with the agent host it builds; a host given in is already assembled');
+  const h = host ?? assembleAgentHost({ stateDir: args.state, root: args.root, firewall: args.firewall, dockerSocket: args.dockerSocket }, [...agentPlugins(args.firewall), ...(tunnel ? [tunnel] : [])]);
+  const base = (await h.transport()).connect(target);
+  const link = tunnel ? withTunnelKey(base, tunnel.publicKey()) : base;
   const agent = new Agent(h, link, {
     node: args.name ?? hostname(),
     token: args.token,
@@ -55,6 +63,8 @@ export async function startAgent(args: AgentArgs, host?: Host): Promise<RunningA
   });
   try {
     await agent.start();
+    // From the view as restored (an agent restart re-configures the running interface), then every delta.
+    await tunnel?.attach(agent.applier.view);
   } catch (e) {
     link.close();
     await h.close();
@@ -66,6 +76,8 @@ export async function startAgent(args: AgentArgs, host?: Host): Promise<RunningA
     host: h,
     stop: async () => {
       await agent.stop();
+      // The tunnel stays up across an agent restart: wireguard-go keeps running, found again by its pid.
+      await tunnel?.close();
       await h.close();
     },
   };
