@@ -91,22 +91,40 @@ export class TunnelFilter {
       `add rule ${T} to_peers ip daddr @inbound4 drop ${c}`,
       `add rule ${T} to_peers ip6 daddr @inbound6 drop ${c}`,
     );
-    for (const p of peers) out.push(...this.upsert(p));
-    for (const a of this.#blocked.values()) out.push(...this.#elements('add', 'blocked', a));
+    // One element command per set: nft checks interval sets per command, so 10,000 single adds cost far more.
+    const bySet = new Map<string, Addrs>();
+    const into = (set: string, a: Addrs) => {
+      const e = bySet.get(set) ?? { v4: [], v6: [] };
+      e.v4.push(...a.v4);
+      e.v6.push(...a.v6);
+      bySet.set(set, e);
+    };
+    for (const p of peers) {
+      const m = this.#member(p);
+      for (const i of m.rules) into(`r${i}`, m);
+      if (m.inbound) into('inbound', m);
+    }
+    for (const a of this.#blocked.values()) into('blocked', a);
+    for (const [set, a] of bySet) out.push(...this.#elements('add', set, a));
     return out;
   }
 
   /** The peer's addresses in the sets of the rules it meets (and in `inbound` when inbound only). */
   upsert(peer: Peer): string[] {
     const out = this.remove(peer.id);
+    const m = this.#member(peer);
+    for (const i of m.rules) out.push(...this.#elements('add', `r${i}`, m));
+    if (m.inbound) out.push(...this.#elements('add', 'inbound', m));
+    return out;
+  }
+
+  #member(peer: Peer): Member {
     const m: Member = { ...split(peer.addresses), rules: [], inbound: peer.inboundOnly };
     this.#rules.forEach((r, i) => {
       if (peer.tags.some((t) => r.sourceTags.has(t))) m.rules.push(i);
     });
-    for (const i of m.rules) out.push(...this.#elements('add', `r${i}`, m));
-    if (m.inbound) out.push(...this.#elements('add', 'inbound', m));
     this.#members.set(peer.id, m);
-    return out;
+    return m;
   }
 
   remove(id: string): string[] {

@@ -263,7 +263,8 @@ export class TunnelWireguardPlugin implements Plugin {
       nft.push(...this.#filter.upsert(peer));
     }
     // Drops first: an unscoped peer is cut off before anything else moves.
-    const rebuild = change.components.includes('filter');
+    // A snapshot or a large change: one table rebuilt from the view costs less than thousands of element commands.
+    const rebuild = change.components.includes('filter') || change.fromVersion === 0 || change.upserted.length + change.removed.length + change.unscoped.length > 256;
     await this.#nft(rebuild ? this.#filter.rebuild(view.components.filter, [...view.peers.values()].map((e) => e.peer)) : nft);
     await device.set(out);
     if (graceChanged) writeGrace(this.#graceFile(), this.#grace.values());
