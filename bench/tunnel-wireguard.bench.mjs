@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DeltaApplier, Host, REMOVAL_REASON } from '@meshp/core';
-import { TunnelWireguardPlugin, uapiGet, socketPath } from '@meshp/tunnel-wireguard';
+import { TunnelWireguardPlugin, uapiGet, uapiSet, upsertLines, removeLines, socketPath } from '@meshp/tunnel-wireguard';
 
 const ROUNDS = 15; // plus warm-up rounds, untimed
 const SIZES = (process.env.BENCH_SIZES ?? '100,10000').split(',').map(Number);
@@ -77,10 +77,32 @@ for (const n of SIZES) {
       const down = await deliver({ network: 'bench', fromVersion: v + 1, toVersion: v + 2, upsertPeers: [], removePeers: [{ id: `p${id}`, reason: REMOVAL_REASON.REMOVED }] });
       if (r >= 3) times.push(up, down);
     }
-    return { snapMs, deltaMs: median(times) };
+    // The device alone: one peer in and out by UAPI, without the plugin or nft.
+    const uapi = [];
+    for (let r = 0; r < ROUNDS + 3; r++) {
+      const key = randomBytes(32).toString('base64');
+      const t0 = performance.now();
+      await uapiSet(socket, upsertLines({ publicKey: key, allowedIps: ['10.101.0.1/32'], endpoint: '192.0.2.1:51820', keepalive: 0 }));
+      const t1 = performance.now();
+      await uapiSet(socket, removeLines(key));
+      if (r >= 3) uapi.push(t1 - t0, performance.now() - t1);
+    }
+    // nft alone: one element in and out of a rule's set of this interface's table.
+    const table = `meshp_wg_${prefix}s${n}`;
+    const nftMs = [];
+    for (let r = 0; r < 7; r++) {
+      for (const op of ['add', 'delete']) {
+        const t0 = performance.now();
+        execFileSync('nft', ['-f', '-'], { input: `${op} element inet ${table} r04 { 10.101.0.1 }\n` });
+        nftMs.push(performance.now() - t0);
+      }
+    }
+    return { snapMs, deltaMs: median(times), uapiMs: median(uapi), nftMs: median(nftMs) };
   });
-  console.log(`${n} peers: snapshot configured in ${results[n].snapMs.toFixed(0)} ms; one-peer delta median ${results[n].deltaMs.toFixed(2)} ms`);
+  console.log(`${n} peers: snapshot configured in ${results[n].snapMs.toFixed(0)} ms; one-peer delta median ${results[n].deltaMs.toFixed(2)} ms (the UAPI call alone ${results[n].uapiMs.toFixed(2)} ms, one nft element change alone ${results[n].nftMs.toFixed(1)} ms)`);
 }
 const [small, large] = SIZES;
 console.log(`ratio t(${large})/t(${small}) for a one-peer delta: ${(results[large].deltaMs / results[small].deltaMs).toFixed(2)} (goal ≤ 2)`);
+console.log(`ratio for the UAPI call alone: ${(results[large].uapiMs / results[small].uapiMs).toFixed(2)}`);
+console.log(`load average while measured: ${(await import('node:os')).loadavg().map((x) => x.toFixed(1)).join(' ')}`);
 console.log(`time to configure a ${large}-peer snapshot: ${results[large].snapMs.toFixed(0)} ms`);

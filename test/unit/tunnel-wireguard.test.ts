@@ -86,17 +86,18 @@ t.test('the filter: a peer whose tags meet a rule is in its set; inbound-only pe
   const script = f.rebuild({ rules: [{ sourceTags: ['web'], destinationTags: ['app'], ports: ['7000/tcp'] }] }, [peer('a', { tags: ['web'] }), peer('b', { tags: ['db'], addresses: ['10.99.0.3'], inboundOnly: true })]);
   t.equal(f.table, 'meshp_wg_wg_x');
   t.ok(script.includes('add rule inet meshp_wg_wg_x from_peers ip saddr @r04 tcp dport 7000 accept comment "meshp:tunnel"'));
-  t.ok(script.includes('add element inet meshp_wg_wg_x r04 { 10.99.0.2/32 }'), 'a (web) may reach 7000');
-  t.notOk(script.some((l) => l.includes('r04 { 10.99.0.3/32 }')), 'b (db) may not');
-  t.ok(script.includes('add element inet meshp_wg_wg_x inbound4 { 10.99.0.3/32 }'));
+  t.ok(script.includes('add element inet meshp_wg_wg_x r04 { 10.99.0.2 }'), 'a (web) may reach 7000');
+  t.notOk(script.some((l) => l.includes('r04 { 10.99.0.3 }')), 'b (db) may not');
+  t.ok(script.includes('add element inet meshp_wg_wg_x inbound4 { 10.99.0.3 }'));
   t.ok(script.filter((l) => l.startsWith('add rule')).every((l) => l.endsWith('comment "meshp:tunnel"')));
-  t.same(f.upsert(peer('a', { tags: ['db'] })), ['delete element inet meshp_wg_wg_x r04 { 10.99.0.2/32 }'], 'a tag change moves the peer out of the set, nothing else');
-  t.same(f.block('a', ['10.99.0.2']), ['add element inet meshp_wg_wg_x blocked4 { 10.99.0.2/32 }']);
+  t.same(f.upsert(peer('a', { tags: ['db'] })), ['delete element inet meshp_wg_wg_x r04 { 10.99.0.2 }'], 'a tag change moves the peer out of the set, nothing else');
+  t.same(f.block('a', ['10.99.0.2']), ['add element inet meshp_wg_wg_x blocked4 { 10.99.0.2 }']);
   t.same(f.block('a', ['10.99.0.2']), [], 'blocked once');
-  t.same(f.unblock('a'), ['delete element inet meshp_wg_wg_x blocked4 { 10.99.0.2/32 }']);
+  t.same(f.unblock('a'), ['delete element inet meshp_wg_wg_x blocked4 { 10.99.0.2 }']);
   t.notOk(f.rebuild(undefined, []).some((l) => l.includes('element') && l.includes('blocked4')), 'a rebuild brings back no lifted block');
   f.block('c', ['10.99.0.4']);
-  t.ok(f.rebuild(undefined, []).includes('add element inet meshp_wg_wg_x blocked4 { 10.99.0.4/32 }'), 'a rebuild keeps a peer in its grace blocked');
+  t.ok(f.rebuild(undefined, []).includes('add element inet meshp_wg_wg_x blocked4 { 10.99.0.4 }'), 'a rebuild keeps a peer in its grace blocked');
+  t.same(f.block('d', ['10.98.0.0/16', 'fd00::5']), ['add element inet meshp_wg_wg_x blocked6 { fd00::5 }', 'add element inet meshp_wg_wg_x blocked4n { 10.98.0.0/16 }'], 'hosts in hash sets, prefixes in interval sets');
 });
 
 t.test('the interface settings: the address takes the private range prefix; the port may be overridden', async (t) => {

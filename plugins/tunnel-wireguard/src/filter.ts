@@ -17,10 +17,21 @@ export function tableName(ifname: string): string {
   return `meshp_wg_${ifname.replace(/[^A-Za-z0-9_]/g, '_')}`;
 }
 
+/** Hosts go to hash sets (constant cost per change); only real prefixes go to interval sets. */
 interface Addrs {
   v4: string[];
   v6: string[];
+  n4: string[];
+  n6: string[];
 }
+
+const FAMILIES = [
+  ['4', 'ip', 'ipv4_addr', ''],
+  ['6', 'ip6', 'ipv6_addr', ''],
+  ['4n', 'ip', 'ipv4_addr', ' flags interval;'],
+  ['6n', 'ip6', 'ipv6_addr', ' flags interval;'],
+] as const;
+const KEY = { '4': 'v4', '6': 'v6', '4n': 'n4', '6n': 'n6' } as const;
 
 interface Member extends Addrs {
   rules: number[];
@@ -33,8 +44,14 @@ interface Rule {
 }
 
 function split(addresses: readonly string[]): Addrs {
-  const routes = addresses.map(hostRoute);
-  return { v4: routes.filter((a) => !a.includes(':')), v6: routes.filter((a) => a.includes(':')) };
+  const out: Addrs = { v4: [], v6: [], n4: [], n6: [] };
+  for (const route of addresses.map(hostRoute)) {
+    const [ip, len] = route.split('/') as [string, string];
+    const v6 = ip.includes(':');
+    if (Number(len) === (v6 ? 128 : 32)) out[v6 ? 'v6' : 'v4'].push(ip);
+    else out[v6 ? 'n6' : 'n4'].push(route);
+  }
+  return out;
 }
 
 export class TunnelFilter {
@@ -59,9 +76,8 @@ export class TunnelFilter {
     const c = `comment "${MARK}"`;
     const out = [`add table ${T}`, `delete table ${T}`, `add table ${T}`];
     const sets = ['blocked', 'inbound', ...this.#rules.map((_, i) => `r${i}`)];
-    for (const s of sets) {
-      out.push(`add set ${T} ${s}4 { type ipv4_addr; flags interval; }`, `add set ${T} ${s}6 { type ipv6_addr; flags interval; }`);
-    }
+    for (const s of sets) for (const [suffix, , type, flags] of FAMILIES) out.push(`add set ${T} ${s}${suffix} { type ${type};${flags} }`);
+    const each = (f: (suffix: string, proto: string) => string) => FAMILIES.map(([suffix, proto]) => f(suffix, proto));
     const ifq = JSON.stringify(this.ifname);
     out.push(
       `add chain ${T} input { type filter hook input priority -1; policy accept; }`,
@@ -70,8 +86,7 @@ export class TunnelFilter {
       `add chain ${T} to_peers`,
       `add rule ${T} input iifname ${ifq} jump from_peers ${c}`,
       `add rule ${T} output oifname ${ifq} jump to_peers ${c}`,
-      `add rule ${T} from_peers ip saddr @blocked4 drop ${c}`,
-      `add rule ${T} from_peers ip6 saddr @blocked6 drop ${c}`,
+      ...each((x, p) => `add rule ${T} from_peers ${p} saddr @blocked${x} drop ${c}`),
       `add rule ${T} from_peers ct state established,related accept ${c}`,
       `add rule ${T} from_peers ct state invalid drop ${c}`,
       `add rule ${T} from_peers icmp type { destination-unreachable, time-exceeded, parameter-problem } accept ${c}`,
@@ -80,23 +95,20 @@ export class TunnelFilter {
     this.#rules.forEach((r, i) => {
       for (const p of r.ports) {
         const match = p.protocol === 'any' ? '' : `${p.protocol} dport ${p.range} `;
-        out.push(`add rule ${T} from_peers ip saddr @r${i}4 ${match}accept ${c}`, `add rule ${T} from_peers ip6 saddr @r${i}6 ${match}accept ${c}`);
+        out.push(...each((x, pr) => `add rule ${T} from_peers ${pr} saddr @r${i}${x} ${match}accept ${c}`));
       }
     });
     out.push(
       `add rule ${T} from_peers drop ${c}`,
-      `add rule ${T} to_peers ip daddr @blocked4 drop ${c}`,
-      `add rule ${T} to_peers ip6 daddr @blocked6 drop ${c}`,
+      ...each((x, p) => `add rule ${T} to_peers ${p} daddr @blocked${x} drop ${c}`),
       `add rule ${T} to_peers ct state established,related accept ${c}`,
-      `add rule ${T} to_peers ip daddr @inbound4 drop ${c}`,
-      `add rule ${T} to_peers ip6 daddr @inbound6 drop ${c}`,
+      ...each((x, p) => `add rule ${T} to_peers ${p} daddr @inbound${x} drop ${c}`),
     );
     // One element command per set: nft checks interval sets per command, so 10,000 single adds cost far more.
     const bySet = new Map<string, Addrs>();
     const into = (set: string, a: Addrs) => {
-      const e = bySet.get(set) ?? { v4: [], v6: [] };
-      e.v4.push(...a.v4);
-      e.v6.push(...a.v6);
+      const e = bySet.get(set) ?? { v4: [], v6: [], n4: [], n6: [] };
+      for (const k of ['v4', 'v6', 'n4', 'n6'] as const) e[k].push(...a[k]);
       bySet.set(set, e);
     };
     for (const p of peers) {
@@ -158,8 +170,10 @@ export class TunnelFilter {
 
   #elements(op: 'add' | 'delete', set: string, a: Addrs): string[] {
     const out: string[] = [];
-    if (a.v4.length) out.push(`${op} element inet ${this.table} ${set}4 { ${a.v4.join(', ')} }`);
-    if (a.v6.length) out.push(`${op} element inet ${this.table} ${set}6 { ${a.v6.join(', ')} }`);
+    for (const [suffix] of FAMILIES) {
+      const xs = a[KEY[suffix]];
+      if (xs.length) out.push(`${op} element inet ${this.table} ${set}${suffix} { ${xs.join(', ')} }`);
+    }
     return out;
   }
 }
