@@ -63,6 +63,13 @@ for await (const line of rl) {
       renameSync(tmp, viewFile);
     }
     out({ msg: 'applied', id: m.id, status: r.status, ms: performance.now() - t0, tunnel: plugin.status() });
+  } else if (m.op === 'change') {
+    // A view change handed to the tap as it is (what the applier does not produce today: a
+    // REMOVED for a peer already out of this node's view, see the README).
+    const t0 = performance.now();
+    host.hooks.viewChanged.call(m.change);
+    await plugin.settled();
+    out({ msg: 'applied', id: m.id, status: 'applied', ms: performance.now() - t0, tunnel: plugin.status() });
   } else if (m.op === 'connect') {
     out({ msg: 'connected', id: m.id, ...(await connect(m.host, m.port, m.timeoutMs ?? 1000)) });
   } else if (m.op === 'status') {
