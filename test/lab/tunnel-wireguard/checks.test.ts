@@ -50,10 +50,13 @@ t.test('the tunnel lab', { skip: labAvailable() ? false : 'needs root for namesp
 
   await t.test('UNSCOPED: traffic blocked at once, the peer and its handshake kept; restored: no new handshake', async (t) => {
     const before = (await n1.wgPeers()).get(n2.publicKey)!;
+    t.ok((await n1.request({ op: 'hold', host: n2.mesh, port: 7000 })).ok, 'n1 holds a connection to n2');
+    t.ok((await n1.request({ op: 'probe', host: n2.mesh, port: 7000 })).ok, 'which echoes');
     const r1 = await send(n1, { upsertPeers: [], removePeers: [{ id: 'n2', reason: REMOVAL_REASON.UNSCOPED }] });
     const r2 = await send(n2, { upsertPeers: [], removePeers: [{ id: 'n1', reason: REMOVAL_REASON.UNSCOPED }], filter: { rules: [] } });
     t.ok(Number(r1.ms) < AT_ONCE_MS && Number(r2.ms) < AT_ONCE_MS, `applied within a second (${Math.round(Number(r1.ms))} ms, ${Math.round(Number(r2.ms))} ms)`);
     t.notOk(await n1.reaches(n2), 'n1 → n2 blocked');
+    t.notOk((await n1.request({ op: 'probe', host: n2.mesh, port: 7000 })).ok, 'the established connection is cut too');
     t.equal((await n1.wgPeers()).get(n2.publicKey), before, 'n1 still holds n2 as a WireGuard peer, same last handshake');
     t.equal((await n2.wgPeers()).has(n1.publicKey), true, 'n2 still holds n1');
     t.same((await status(n1)).grace, ['n2'], 'n2 is in its grace period on n1');
@@ -93,7 +96,8 @@ t.test('the tunnel lab', { skip: labAvailable() ? false : 'needs root for namesp
     const hs = (await n1.wgPeers()).get(n2.publicKey)!;
     await n1.kill();
     t.ok(alive(pid), 'wireguard-go still runs');
-    const { stdout } = await n1.ns.exec('busybox', ['nc', '-w', '2', n2.mesh, '7000']);
+    const greet = `const s = require('net').connect(7000, '${n2.mesh}'); s.once('data', (d) => { process.stdout.write(String(d)); process.exit(0); }); s.on('error', () => process.exit(1)); setTimeout(() => process.exit(2), 3000);`;
+    const { stdout } = await n1.ns.exec(process.execPath, ['-e', greet]).catch((e: { stdout?: string }) => ({ stdout: e.stdout ?? '' }));
     t.match(stdout, /hi from n2/, 'n1 → n2 while no plugin runs on n1');
     const ready = await n1.start(1500);
     t.equal((ready.status as { pid: number }).pid, pid, 'the same wireguard-go, found by its pid');

@@ -27,7 +27,12 @@ await plugin.attach(applier.view);
 
 const servers = [];
 for (const port of conf.serve) {
-  const server = createServer((s) => s.end(`hi from ${conf.name}\n`));
+  // Greets, then echoes: a held connection shows whether an established flow still passes.
+  const server = createServer((s) => {
+    s.on('error', () => undefined);
+    s.write(`hi from ${conf.name}\n`);
+    s.on('data', (d) => s.write(d));
+  });
   await new Promise((resolve) => server.listen(port, '0.0.0.0', resolve));
   servers.push(server);
 }
@@ -43,9 +48,46 @@ function connect(hostAddr, port, timeoutMs) {
       resolve(r);
     };
     const timer = setTimeout(() => done({ ok: false, err: 'timeout' }), timeoutMs);
-    s.on('data', (d) => (data += d));
-    s.on('end', () => done({ ok: data.startsWith('hi from'), data: data.trim() }));
+    s.on('data', (d) => {
+      data += d;
+      if (data.includes('\n')) done({ ok: data.startsWith('hi from'), data: data.trim() });
+    });
+    s.on('end', () => done({ ok: false, err: 'closed' }));
     s.on('error', (e) => done({ ok: false, err: e.code ?? e.message }));
+  });
+}
+
+const held = new Map();
+function hold(hostAddr, port, timeoutMs) {
+  return new Promise((resolve) => {
+    const s = createConnection({ host: hostAddr, port });
+    s.on('error', () => undefined);
+    const timer = setTimeout(() => resolve({ ok: false, err: 'timeout' }), timeoutMs);
+    s.once('data', () => {
+      clearTimeout(timer);
+      held.set(`${hostAddr}:${port}`, s);
+      resolve({ ok: true });
+    });
+  });
+}
+function probe(hostAddr, port, timeoutMs) {
+  const s = held.get(`${hostAddr}:${port}`);
+  if (!s) return { ok: false, err: 'not held' };
+  return new Promise((resolve) => {
+    const token = `p${Math.random()}\n`;
+    let got = '';
+    const onData = (d) => {
+      got += d;
+      if (got.includes(token)) finish({ ok: true });
+    };
+    const finish = (r) => {
+      clearTimeout(timer);
+      s.off('data', onData);
+      resolve(r);
+    };
+    const timer = setTimeout(() => finish({ ok: false, err: 'timeout' }), timeoutMs);
+    s.on('data', onData);
+    s.write(token);
   });
 }
 
@@ -70,12 +112,17 @@ for await (const line of rl) {
     host.hooks.viewChanged.call(m.change);
     await plugin.settled();
     out({ msg: 'applied', id: m.id, status: 'applied', ms: performance.now() - t0, tunnel: plugin.status() });
+  } else if (m.op === 'hold') {
+    out({ msg: 'held', id: m.id, ...(await hold(m.host, m.port, m.timeoutMs ?? 1500)) });
+  } else if (m.op === 'probe') {
+    out({ msg: 'probed', id: m.id, ...(await probe(m.host, m.port, m.timeoutMs ?? 1500)) });
   } else if (m.op === 'connect') {
     out({ msg: 'connected', id: m.id, ...(await connect(m.host, m.port, m.timeoutMs ?? 1000)) });
   } else if (m.op === 'status') {
     out({ msg: 'status', id: m.id, tunnel: plugin.status() });
   } else if (m.op === 'stop') {
     await plugin.close({ down: m.down === true });
+    for (const s of held.values()) s.destroy();
     for (const s of servers) s.close();
     out({ msg: 'stopped', id: m.id });
     process.exit(0);
