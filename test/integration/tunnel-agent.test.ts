@@ -27,7 +27,12 @@ t.test('the agent carries the tunnel', { skip: labAvailable() ? false : 'needs r
   const agentState = join(dir, 'agent');
   const pidFile = join(agentState, 'wireguard', `${ifname}.pid`);
   t.teardown(() => {
-    const pid = Number(readFileSync(pidFile, 'utf8').trim());
+    let pid = 0;
+    try {
+      pid = Number(readFileSync(pidFile, 'utf8').trim());
+    } catch {
+      // never started
+    }
     if (pid && alive(pid)) process.kill(pid, 'SIGKILL');
     spawnSync('rm', ['-f', `/var/run/wireguard/${ifname}.sock`]);
   });
