@@ -1,7 +1,7 @@
 # The README's two commands: `make demo` (the main job) and `make test` (the whole suite).
 # Both work on a fresh Debian 12 machine as root: they install what they need first.
 SHELL := /bin/bash
-APT_PKGS := nftables iptables iproute2 docker.io busybox-static ufw openssl systemd
+APT_PKGS := nftables iptables iproute2 docker.io busybox-static ufw openssl systemd wireguard-go wireguard-tools
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
 .PHONY: all deps apt npm build test demo bench proto-lint clean

@@ -49,6 +49,8 @@ export const CODES = {
   MESHP_FILE_SWAPPED: 'a file changed between the plan and the write',
   MESHP_FILE_ALIASED: 'two paths reach one file',
   MESHP_INPUT_TOO_LARGE: 'an input is over a size or count limit',
+  MESHP_TUNNEL_FAILED: 'the tunnel device refused a change',
+  MESHP_TUNNEL_UNAVAILABLE: 'no WireGuard implementation is available on this machine',
 } as const;
 
 export type ErrorCode = keyof typeof CODES;

@@ -11,6 +11,9 @@ interface Args extends GlobalArgs, PluginArgs {
   'docker-socket'?: string;
   interval: number;
   endpoint: string[];
+  tunnel: string;
+  'tunnel-interface'?: string;
+  'tunnel-grace': number;
 }
 
 export const agentCommand: CommandModule<GlobalArgs, Args> = {
@@ -26,12 +29,16 @@ export const agentCommand: CommandModule<GlobalArgs, Args> = {
       .option('docker-socket', { type: 'string', describe: 'the container engine socket' })
       .option('interval', { type: 'number', default: 10, describe: 'reconcile at least every N seconds' })
       .option('endpoint', { type: 'string', array: true, default: [] as string[], describe: 'addresses peers reach this node at' })
+      .option('tunnel', { type: 'string', choices: ['none', 'wireguard'], default: 'none', describe: 'carry the mesh\'s private network in a WireGuard tunnel' })
+      .option('tunnel-interface', { type: 'string', describe: 'the tunnel interface name, unique on the machine (default meshp0)' })
+      .option('tunnel-grace', { type: 'number', default: 300, describe: 'seconds an out-of-scope peer stays configured (its traffic dropped) before it goes' })
       .demandOption('state'),
   handler: async (a) => {
     const { runAgent, tokenFrom } = await import('../remote/agent.js');
     await runAgent({
       state: a.state!, controller: a.controller, token: tokenFrom(a.token, a['token-file'], process.env.MESHP_TOKEN), plugin: a.plugin, config: a.config, name: a.name, root: a.root, firewall: a.firewall,
       dockerSocket: a['docker-socket'], intervalMs: Math.round(Math.max(0.2, a.interval) * 1000), endpoints: a.endpoint,
+      tunnel: a.tunnel, tunnelInterface: a['tunnel-interface'], tunnelGraceMs: Math.round(Math.max(0, a['tunnel-grace']) * 1000),
     });
   },
 };

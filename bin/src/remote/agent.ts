@@ -6,6 +6,7 @@ import { pino } from 'pino';
 import { Agent, MeshpError, decodeToken, type Host } from '@meshp/core';
 import { DEFAULT_AGENT_CONFIG, loadPlugins, pluginSpecs } from '../plugins/load.js';
 import { agentPlugins, assembleAgentHost } from './assembly.js';
+import { tunnelOf, withTunnelKey } from './tunnel.js';
 import { ensureNodeKey } from './keys.js';
 
 /** What the agent pins and where it connects, kept after enrolment so the token is needed once. */
@@ -24,6 +25,10 @@ export interface AgentArgs {
   /** Plugins to load besides the default ones (`--plugin`), and a config file listing more. */
   plugin?: string[];
   config?: string;
+  /** `wireguard`: the mesh's private network as a WireGuard tunnel (plugins/tunnel-wireguard). */
+  tunnel?: string;
+  tunnelInterface?: string;
+  tunnelGraceMs?: number;
 }
 
 export interface RunningAgent {
@@ -71,9 +76,12 @@ export async function startAgent(args: AgentArgs, host?: Host): Promise<RunningA
   const key = ensureNodeKey(args.state);
   const target = controllerOf(args);
   const log = pino({ name: 'meshp-agent', level: logLevel(process.env.MESHP_LOG_LEVEL), base: { pid: process.pid } }, pino.destination({ dest: 1, sync: true }));
+  const tunnel = tunnelOf(args, log);
+  if (tunnel && host) throw new MeshpError('MESHP_USAGE', 'the tunnel plugin is loaded with the agent host it builds; a host given in is already assembled');
   const extra = host ? [] : await loadPlugins(pluginSpecs(args, DEFAULT_AGENT_CONFIG));
-  const h = host ?? assembleAgentHost({ stateDir: args.state, root: args.root, firewall: args.firewall, dockerSocket: args.dockerSocket }, [...agentPlugins(args.firewall), ...extra]);
-  const link = (await h.transport()).connect(target);
+  const h = host ?? assembleAgentHost({ stateDir: args.state, root: args.root, firewall: args.firewall, dockerSocket: args.dockerSocket }, [...agentPlugins(args.firewall), ...(tunnel ? [tunnel] : []), ...extra]);
+  const base = (await h.transport()).connect(target);
+  const link = tunnel ? withTunnelKey(base, tunnel.publicKey()) : base;
   const agent = new Agent(h, link, {
     node: args.name ?? hostname(),
     token: args.token,
@@ -85,6 +93,8 @@ export async function startAgent(args: AgentArgs, host?: Host): Promise<RunningA
   });
   try {
     await agent.start();
+    // From the view as restored (an agent restart re-configures the running interface), then every delta.
+    await tunnel?.attach(agent.applier.view);
   } catch (e) {
     link.close();
     await h.close();
@@ -96,6 +106,8 @@ export async function startAgent(args: AgentArgs, host?: Host): Promise<RunningA
     host: h,
     stop: async () => {
       await agent.stop();
+      // The tunnel stays up across an agent restart: wireguard-go keeps running, found again by its pid.
+      await tunnel?.close();
       await h.close();
     },
   };

@@ -18,6 +18,8 @@ export interface EnrolInput {
   nodeKey: string;
   node: string;
   endpoints: string[];
+  /** The node's WireGuard public key (base64), when it runs a tunnel plugin. */
+  tunnelKey?: string;
 }
 
 export interface EnrolResult {

@@ -125,5 +125,6 @@ function copyPeer(p: Peer): Peer {
     tags: [...p.tags],
     endpoints: [...p.endpoints],
     inboundOnly: p.inboundOnly === true,
+    ...(p.tunnelKey ? { tunnelKey: p.tunnelKey } : {}),
   };
 }

@@ -12,6 +12,8 @@ export function peerDigest(peer: Peer): bigint {
     tags: peer.tags,
     endpoints: peer.endpoints,
     inboundOnly: peer.inboundOnly,
+    // Only when set, so the hash of a view without tunnel keys is what it always was.
+    ...(peer.tunnelKey ? { tunnelKey: peer.tunnelKey } : {}),
   });
   return BigInt('0x' + sha256Hex(text));
 }

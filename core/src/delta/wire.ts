@@ -18,6 +18,8 @@ export interface Peer {
   endpoints: string[];
   /** The peer may reach this node; this node may not reach it. */
   inboundOnly: boolean;
+  /** The peer's WireGuard public key (base64); absent or empty when it has none. */
+  tunnelKey?: string | undefined;
 }
 
 export interface PeerRemoval {

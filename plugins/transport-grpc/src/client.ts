@@ -36,7 +36,7 @@ export class GrpcControlLink implements ControlLink {
   async enrol(input: EnrolInput): Promise<EnrolResult> {
     const client = await this.#connect();
     return new Promise((resolve, reject) => {
-      client.enrol(input, new Metadata(), { deadline: Date.now() + ENROL_DEADLINE_MS }, (err, res) => {
+      client.enrol({ ...input, tunnelKey: input.tunnelKey ?? '' }, new Metadata(), { deadline: Date.now() + ENROL_DEADLINE_MS }, (err, res) => {
         if (err) reject(fromStatus(err));
         else resolve(enrolFromWire(res));
       });

@@ -248,6 +248,11 @@ export interface EnrolRequest {
   /** The name the node asks for; the controller may refuse a taken one. */
   node: string;
   endpoints: string[];
+  /**
+   * The node's WireGuard public key (Curve25519, base64), distinct from node_key (Ed25519, which
+   * signs the Sync challenge). Empty: the node runs no tunnel plugin.
+   */
+  tunnelKey?: string | undefined;
 }
 
 export interface EnrolResponse {
@@ -442,6 +447,8 @@ export interface Peer {
   endpoints: string[];
   /** The peer may reach this node, this node may not reach it: keys only, for the tunnel's other end. */
   inboundOnly: boolean;
+  /** The peer's WireGuard public key (base64); empty when it enrolled without one. */
+  tunnelKey?: string | undefined;
 }
 
 export interface PeerRemoval {
@@ -791,7 +798,7 @@ export interface PreviewItem {
 }
 
 function createBaseEnrolRequest(): EnrolRequest {
-  return { token: "", nodeKey: "", node: "", endpoints: [] };
+  return { token: "", nodeKey: "", node: "", endpoints: [], tunnelKey: undefined };
 }
 
 export const EnrolRequest: MessageFns<EnrolRequest> = {
@@ -807,6 +814,9 @@ export const EnrolRequest: MessageFns<EnrolRequest> = {
     }
     for (const v of message.endpoints) {
       writer.uint32(34).string(v!);
+    }
+    if (message.tunnelKey !== undefined) {
+      writer.uint32(562).string(message.tunnelKey);
     }
     return writer;
   },
@@ -856,6 +866,14 @@ export const EnrolRequest: MessageFns<EnrolRequest> = {
             message.endpoints.push(reader.string());
             continue;
           }
+          case 70: {
+            if (tag !== 562) {
+              break;
+            }
+
+            message.tunnelKey = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -880,6 +898,11 @@ export const EnrolRequest: MessageFns<EnrolRequest> = {
       endpoints: globalThis.Array.isArray(object?.endpoints)
         ? object.endpoints.map((e: any) => globalThis.String(e))
         : [],
+      tunnelKey: isSet(object.tunnelKey)
+        ? globalThis.String(object.tunnelKey)
+        : isSet(object.tunnel_key)
+        ? globalThis.String(object.tunnel_key)
+        : undefined,
     };
   },
 
@@ -897,6 +920,9 @@ export const EnrolRequest: MessageFns<EnrolRequest> = {
     if (message.endpoints?.length) {
       obj.endpoints = message.endpoints;
     }
+    if (message.tunnelKey !== undefined) {
+      obj.tunnelKey = message.tunnelKey;
+    }
     return obj;
   },
 
@@ -909,6 +935,7 @@ export const EnrolRequest: MessageFns<EnrolRequest> = {
     message.nodeKey = object.nodeKey ?? "";
     message.node = object.node ?? "";
     message.endpoints = object.endpoints?.map((e) => e) || [];
+    message.tunnelKey = object.tunnelKey ?? undefined;
     return message;
   },
 };
@@ -3290,7 +3317,7 @@ export const DeltaPart: MessageFns<DeltaPart> = {
 };
 
 function createBasePeer(): Peer {
-  return { id: "", nodeKey: "", addresses: [], tags: [], endpoints: [], inboundOnly: false };
+  return { id: "", nodeKey: "", addresses: [], tags: [], endpoints: [], inboundOnly: false, tunnelKey: undefined };
 }
 
 export const Peer: MessageFns<Peer> = {
@@ -3312,6 +3339,9 @@ export const Peer: MessageFns<Peer> = {
     }
     if (message.inboundOnly !== false) {
       writer.uint32(48).bool(message.inboundOnly);
+    }
+    if (message.tunnelKey !== undefined) {
+      writer.uint32(562).string(message.tunnelKey);
     }
     return writer;
   },
@@ -3377,6 +3407,14 @@ export const Peer: MessageFns<Peer> = {
             message.inboundOnly = reader.bool();
             continue;
           }
+          case 70: {
+            if (tag !== 562) {
+              break;
+            }
+
+            message.tunnelKey = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3409,6 +3447,11 @@ export const Peer: MessageFns<Peer> = {
         : isSet(object.inbound_only)
         ? globalThis.Boolean(object.inbound_only)
         : false,
+      tunnelKey: isSet(object.tunnelKey)
+        ? globalThis.String(object.tunnelKey)
+        : isSet(object.tunnel_key)
+        ? globalThis.String(object.tunnel_key)
+        : undefined,
     };
   },
 
@@ -3432,6 +3475,9 @@ export const Peer: MessageFns<Peer> = {
     if (message.inboundOnly !== false) {
       obj.inboundOnly = message.inboundOnly;
     }
+    if (message.tunnelKey !== undefined) {
+      obj.tunnelKey = message.tunnelKey;
+    }
     return obj;
   },
 
@@ -3446,6 +3492,7 @@ export const Peer: MessageFns<Peer> = {
     message.tags = object.tags?.map((e) => e) || [];
     message.endpoints = object.endpoints?.map((e) => e) || [];
     message.inboundOnly = object.inboundOnly ?? false;
+    message.tunnelKey = object.tunnelKey ?? undefined;
     return message;
   },
 };

@@ -1,0 +1,27 @@
+/** `meshp agent --tunnel wireguard`: the tunnel plugin, and its public key sent at enrolment. */
+import { join } from 'node:path';
+import { MeshpError, type ControlLink } from '@meshp/core';
+import { TunnelWireguardPlugin, type TunnelLog } from '@meshp/tunnel-wireguard';
+
+export const TUNNEL_KINDS = ['none', 'wireguard'] as const;
+export const DEFAULT_TUNNEL_INTERFACE = 'meshp0';
+
+export function tunnelOf(a: { state: string; tunnel?: string; tunnelInterface?: string; tunnelGraceMs?: number }, log: TunnelLog): TunnelWireguardPlugin | null {
+  if (!a.tunnel || a.tunnel === 'none') return null;
+  if (a.tunnel !== 'wireguard') throw new MeshpError('MESHP_USAGE', `--tunnel ${a.tunnel}: one of ${TUNNEL_KINDS.join(', ')}`);
+  return new TunnelWireguardPlugin({
+    interface: a.tunnelInterface ?? DEFAULT_TUNNEL_INTERFACE,
+    stateDir: join(a.state, 'wireguard'),
+    ...(a.tunnelGraceMs !== undefined ? { graceMs: a.tunnelGraceMs } : {}),
+    log,
+  });
+}
+
+/** The link, with the tunnel's public key added to the enrolment request. */
+export function withTunnelKey(link: ControlLink, tunnelKey: string): ControlLink {
+  return {
+    enrol: (input) => link.enrol({ ...input, tunnelKey }),
+    sync: () => link.sync(),
+    close: () => link.close(),
+  };
+}

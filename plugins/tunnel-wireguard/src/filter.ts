@@ -1,0 +1,179 @@
+/**
+ * The filter component enforced on the tunnel interface, in the mesh's own table (one per
+ * interface, every rule marked `meshp:`): from a peer arrives only what the policy allows, and
+ * nothing at all from or to a peer in its grace period (unscoped: dropped at once, established
+ * flows too). New connections to an inbound-only peer are refused on the way out.
+ *
+ * Peers are elements of sets, so a one-peer delta is a few element changes; only a change of the
+ * filter component rebuilds the table (one transaction: the old table is never half gone).
+ */
+import type { Filter, Peer } from '@meshp/core';
+import { hostRoute } from './peer-config.js';
+import { parsePorts, type PortMatch } from './ports.js';
+
+export const MARK = 'meshp:tunnel';
+
+export function tableName(ifname: string): string {
+  return `meshp_wg_${ifname.replace(/[^A-Za-z0-9_]/g, '_')}`;
+}
+
+/** Hosts go to hash sets (constant cost per change); only real prefixes go to interval sets. */
+interface Addrs {
+  v4: string[];
+  v6: string[];
+  n4: string[];
+  n6: string[];
+}
+
+const FAMILIES = [
+  ['4', 'ip', 'ipv4_addr', ''],
+  ['6', 'ip6', 'ipv6_addr', ''],
+  ['4n', 'ip', 'ipv4_addr', ' flags interval;'],
+  ['6n', 'ip6', 'ipv6_addr', ' flags interval;'],
+] as const;
+const KEY = { '4': 'v4', '6': 'v6', '4n': 'n4', '6n': 'n6' } as const;
+
+interface Member extends Addrs {
+  rules: number[];
+  inbound: boolean;
+}
+
+interface Rule {
+  sourceTags: Set<string>;
+  ports: PortMatch[];
+}
+
+function split(addresses: readonly string[]): Addrs {
+  const out: Addrs = { v4: [], v6: [], n4: [], n6: [] };
+  for (const route of addresses.map(hostRoute)) {
+    const [ip, len] = route.split('/') as [string, string];
+    const v6 = ip.includes(':');
+    if (Number(len) === (v6 ? 128 : 32)) out[v6 ? 'v6' : 'v4'].push(ip);
+    else out[v6 ? 'n6' : 'n4'].push(route);
+  }
+  return out;
+}
+
+export class TunnelFilter {
+  readonly table: string;
+  #rules: Rule[] = [];
+  readonly #members = new Map<string, Member>();
+  readonly #blocked = new Map<string, Addrs>();
+
+  constructor(readonly ifname: string) {
+    this.table = tableName(ifname);
+  }
+
+  get blocked(): string[] {
+    return [...this.#blocked.keys()];
+  }
+
+  /** The whole table, replacing what is there: after a filter change, and at start. */
+  rebuild(filter: Filter | undefined, peers: Iterable<Peer>): string[] {
+    this.#rules = (filter?.rules ?? []).map((r) => ({ sourceTags: new Set(r.sourceTags), ports: parsePorts(r.ports) }));
+    this.#members.clear();
+    const T = `inet ${this.table}`;
+    const c = `comment "${MARK}"`;
+    const out = [`add table ${T}`, `delete table ${T}`, `add table ${T}`];
+    const sets = ['blocked', 'inbound', ...this.#rules.map((_, i) => `r${i}`)];
+    for (const s of sets) for (const [suffix, , type, flags] of FAMILIES) out.push(`add set ${T} ${s}${suffix} { type ${type};${flags} }`);
+    const each = (f: (suffix: string, proto: string) => string) => FAMILIES.map(([suffix, proto]) => f(suffix, proto));
+    const ifq = JSON.stringify(this.ifname);
+    out.push(
+      `add chain ${T} input { type filter hook input priority -1; policy accept; }`,
+      `add chain ${T} output { type filter hook output priority -1; policy accept; }`,
+      `add chain ${T} from_peers`,
+      `add chain ${T} to_peers`,
+      `add rule ${T} input iifname ${ifq} jump from_peers ${c}`,
+      `add rule ${T} output oifname ${ifq} jump to_peers ${c}`,
+      ...each((x, p) => `add rule ${T} from_peers ${p} saddr @blocked${x} drop ${c}`),
+      `add rule ${T} from_peers ct state established,related accept ${c}`,
+      `add rule ${T} from_peers ct state invalid drop ${c}`,
+      `add rule ${T} from_peers icmp type { destination-unreachable, time-exceeded, parameter-problem } accept ${c}`,
+      `add rule ${T} from_peers icmpv6 type { destination-unreachable, packet-too-big, time-exceeded, parameter-problem } accept ${c}`,
+    );
+    this.#rules.forEach((r, i) => {
+      for (const p of r.ports) {
+        const match = p.protocol === 'any' ? '' : `${p.protocol} dport ${p.range} `;
+        out.push(...each((x, pr) => `add rule ${T} from_peers ${pr} saddr @r${i}${x} ${match}accept ${c}`));
+      }
+    });
+    out.push(
+      `add rule ${T} from_peers drop ${c}`,
+      ...each((x, p) => `add rule ${T} to_peers ${p} daddr @blocked${x} drop ${c}`),
+      `add rule ${T} to_peers ct state established,related accept ${c}`,
+      ...each((x, p) => `add rule ${T} to_peers ${p} daddr @inbound${x} drop ${c}`),
+    );
+    // One element command per set: nft checks interval sets per command, so 10,000 single adds cost far more.
+    const bySet = new Map<string, Addrs>();
+    const into = (set: string, a: Addrs) => {
+      const e = bySet.get(set) ?? { v4: [], v6: [], n4: [], n6: [] };
+      for (const k of ['v4', 'v6', 'n4', 'n6'] as const) e[k].push(...a[k]);
+      bySet.set(set, e);
+    };
+    for (const p of peers) {
+      const m = this.#member(p);
+      for (const i of m.rules) into(`r${i}`, m);
+      if (m.inbound) into('inbound', m);
+    }
+    for (const a of this.#blocked.values()) into('blocked', a);
+    for (const [set, a] of bySet) out.push(...this.#elements('add', set, a));
+    return out;
+  }
+
+  /** The peer's addresses in the sets of the rules it meets (and in `inbound` when inbound only). */
+  upsert(peer: Peer): string[] {
+    const out = this.remove(peer.id);
+    const m = this.#member(peer);
+    for (const i of m.rules) out.push(...this.#elements('add', `r${i}`, m));
+    if (m.inbound) out.push(...this.#elements('add', 'inbound', m));
+    return out;
+  }
+
+  #member(peer: Peer): Member {
+    const m: Member = { ...split(peer.addresses), rules: [], inbound: peer.inboundOnly };
+    this.#rules.forEach((r, i) => {
+      if (peer.tags.some((t) => r.sourceTags.has(t))) m.rules.push(i);
+    });
+    this.#members.set(peer.id, m);
+    return m;
+  }
+
+  remove(id: string): string[] {
+    const m = this.#members.get(id);
+    if (!m) return [];
+    this.#members.delete(id);
+    const out: string[] = [];
+    for (const i of m.rules) out.push(...this.#elements('delete', `r${i}`, m));
+    if (m.inbound) out.push(...this.#elements('delete', 'inbound', m));
+    return out;
+  }
+
+  /** Nothing passes to or from these addresses any more, established flows included. */
+  block(id: string, addresses: readonly string[]): string[] {
+    if (this.#blocked.has(id)) return [];
+    const a = split(addresses);
+    this.#blocked.set(id, a);
+    return this.#elements('add', 'blocked', a);
+  }
+
+  unblock(id: string): string[] {
+    const a = this.#blocked.get(id);
+    if (!a) return [];
+    this.#blocked.delete(id);
+    return this.#elements('delete', 'blocked', a);
+  }
+
+  deleteTable(): string[] {
+    return [`add table inet ${this.table}`, `delete table inet ${this.table}`];
+  }
+
+  #elements(op: 'add' | 'delete', set: string, a: Addrs): string[] {
+    const out: string[] = [];
+    for (const [suffix] of FAMILIES) {
+      const xs = a[KEY[suffix]];
+      if (xs.length) out.push(`${op} element inet ${this.table} ${set}${suffix} { ${xs.join(', ')} }`);
+    }
+    return out;
+  }
+}

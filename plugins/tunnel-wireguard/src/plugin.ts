@@ -1,0 +1,306 @@
+/**
+ * The mesh's private network: one WireGuard interface per network membership, fed by the deltas.
+ *
+ * - upserted → the peer with its tunnel key, endpoint and mesh addresses as allowed IPs;
+ * - REMOVED → the peer is gone from the interface at once;
+ * - UNSCOPED → its traffic is dropped at once by the filter, the peer stays configured for a grace
+ *   period (a policy flap costs no handshake), then goes.
+ * Each delta is one device call with only the peers it changed, and at most one nft transaction.
+ */
+import { join } from 'node:path';
+import { rmSync } from 'node:fs';
+import { MeshpError, PLUGIN_API_VERSION, oneLine, type Host, type Peer, type Plugin, type ViewChange, type Components } from '@meshp/core';
+import { openDevice, type Device, type DeviceChange, type Implementation, type PeerOp } from './device.js';
+import { run } from './exec.js';
+import { TunnelFilter } from './filter.js';
+import { readGrace, writeGrace, type GraceEntry } from './grace.js';
+import { ensureTunnelKey, type TunnelKey } from './keys.js';
+import { peerConfig, sameConfig, type PeerConfig } from './peer-config.js';
+import { configureLink, settingsOf, type TunnelSettings } from './settings.js';
+
+export const DEFAULT_GRACE_MS = 5 * 60_000;
+
+/** What the plugin reads: the agent's view (`AgentView` fits). */
+export interface ViewSource {
+  readonly version: number;
+  readonly peers: ReadonlyMap<string, { peer: Peer }>;
+  peer(id: string): Peer | undefined;
+  readonly components: Components;
+}
+
+export interface TunnelLog {
+  info(fields: Record<string, unknown>, msg: string): void;
+  warn(fields: Record<string, unknown>, msg: string): void;
+  error(fields: Record<string, unknown>, msg: string): void;
+}
+
+export interface TunnelWireguardOptions {
+  /** The interface name, unique on the machine (wireguard-go's sockets share one folder). At most 15 characters. */
+  interface: string;
+  /** Where the private key, wireguard-go's pid and the grace list live. Default: the host's state folder + /wireguard. */
+  stateDir?: string;
+  /** How long an unscoped peer stays configured (its traffic dropped). Default 5 minutes. */
+  graceMs?: number;
+  implementation?: 'auto' | Implementation;
+  /** The wireguard-go binary. */
+  wireguardGo?: string;
+  /** The private range, when the declaration does not carry one. */
+  privateRange?: string;
+  /** Overrides the tunnel component's port. */
+  listenPort?: number;
+  /** Enforce the filter component on the interface (default true). */
+  filter?: boolean;
+  log?: TunnelLog;
+}
+
+export interface TunnelStatus {
+  interface: string;
+  implementation: Implementation | null;
+  pid: number | null;
+  publicKey: string;
+  address: string;
+  listenPort: number;
+  appliedVersion: number;
+  peers: number;
+  grace: string[];
+  lastError: string | null;
+}
+
+const SILENT: TunnelLog = { info() {}, warn() {}, error() {} };
+
+export class TunnelWireguardPlugin implements Plugin {
+  readonly name = 'tunnel-wireguard';
+  readonly apiVersion = PLUGIN_API_VERSION;
+  readonly #o: TunnelWireguardOptions & { graceMs: number };
+  readonly #log: TunnelLog;
+  readonly #filter: TunnelFilter;
+  readonly #configured = new Map<string, PeerConfig>();
+  readonly #grace = new Map<string, GraceEntry & { timer?: ReturnType<typeof setTimeout> }>();
+  #stateDir = '';
+  #key: TunnelKey | null = null;
+  #view: ViewSource | null = null;
+  #device: Device | null = null;
+  #settings: TunnelSettings | null = null;
+  #chain: Promise<void> = Promise.resolve();
+  #applied = 0;
+  #lastError: string | null = null;
+  #closed = false;
+
+  constructor(options: TunnelWireguardOptions) {
+    if (!/^[A-Za-z0-9_.-]{1,15}$/.test(options.interface ?? '')) {
+      throw new MeshpError('MESHP_USAGE', `tunnel interface name ${JSON.stringify(options.interface)}: 1 to 15 letters, digits, _ . -`);
+    }
+    const graceMs = options.graceMs ?? DEFAULT_GRACE_MS;
+    if (!Number.isFinite(graceMs) || graceMs < 0) throw new MeshpError('MESHP_USAGE', 'the tunnel grace period is a number of ms ≥ 0');
+    this.#o = { ...options, graceMs };
+    this.#log = options.log ?? SILENT;
+    this.#filter = new TunnelFilter(options.interface);
+  }
+
+  apply(host: Host): void {
+    this.#stateDir = this.#o.stateDir ?? join(host.options.stateDir, 'wireguard');
+    host.hooks.viewChanged.tap(this.name, (change) => {
+      if (this.#view) this.#enqueue('delta', () => this.#onChange(change));
+    });
+    host.hooks.report.tapPromise(this.name, async (report) => ({ ...report, facts: { ...report.facts, tunnel: this.status() } }));
+  }
+
+  /** The public key for enrolment: made on first use, kept in the state folder (0600). */
+  publicKey(): string {
+    this.#key ??= ensureTunnelKey(this.#dir(), this.#o.interface);
+    return this.#key.publicKey;
+  }
+
+  /** Starts from the view as it is (restored from the store after a restart), then follows its deltas. */
+  attach(view: ViewSource): Promise<void> {
+    this.#view = view;
+    this.#enqueue('attach', () => this.#sync());
+    return this.settled();
+  }
+
+  /** Resolves when every change handed over so far has been applied (or refused: see `lastError`). */
+  settled(): Promise<void> {
+    return this.#chain;
+  }
+
+  status(): TunnelStatus {
+    return {
+      interface: this.#o.interface,
+      implementation: this.#device?.implementation ?? null,
+      pid: this.#device?.pid ?? null,
+      publicKey: this.#key?.publicKey ?? '',
+      address: this.#settings?.address ?? '',
+      listenPort: this.#settings?.listenPort ?? 0,
+      appliedVersion: this.#applied,
+      peers: this.#configured.size,
+      grace: [...this.#grace.keys()],
+      lastError: this.#lastError,
+    };
+  }
+
+  /** Stops following the view. The tunnel stays up (an agent restart) unless `down`: then interface, process, table and grace list go. */
+  async close(o: { down?: boolean } = {}): Promise<void> {
+    this.#closed = true;
+    for (const g of this.#grace.values()) clearTimeout(g.timer);
+    await this.#chain;
+    if (!o.down) return;
+    await this.#device?.down();
+    await run('nft', ['-f', '-'], this.#filter.deleteTable().join('\n') + '\n').catch(() => undefined);
+    rmSync(this.#graceFile(), { force: true });
+  }
+
+  #dir(): string {
+    if (!this.#stateDir) throw new MeshpError('MESHP_PLUGIN_INVALID', 'tunnel-wireguard is used before it was applied to a host');
+    return this.#stateDir;
+  }
+
+  #graceFile(): string {
+    return join(this.#dir(), `${this.#o.interface}.grace.json`);
+  }
+
+  #enqueue(what: string, fn: () => Promise<void>): void {
+    this.#chain = this.#chain.then(async () => {
+      if (this.#closed && what !== 'attach') return;
+      try {
+        await fn();
+        this.#lastError = null;
+      } catch (e) {
+        this.#lastError = oneLine(e);
+        this.#log.error({ interface: this.#o.interface, what, err: this.#lastError }, 'tunnel change refused');
+      }
+    });
+  }
+
+  /** The whole interface from the view: after a start or restart. */
+  async #sync(): Promise<void> {
+    const view = this.#view!;
+    this.publicKey();
+    const device = (this.#device ??= await openDevice({ ifname: this.#o.interface, stateDir: this.#dir(), keyFile: this.#key!.file, implementation: this.#o.implementation ?? 'auto', ...(this.#o.wireguardGo ? { binary: this.#o.wireguardGo } : {}) }));
+    await device.up();
+    const settings = settingsOf(view.components, this.#o);
+    await configureLink(this.#o.interface, settings, null);
+    this.#settings = settings;
+    const state = await device.get();
+    const onDevice = new Map(state.peers.map((p) => [p.publicKey, p]));
+    const ops: PeerOp[] = [];
+    const wanted = new Set<string>();
+    this.#configured.clear();
+    for (const { peer } of view.peers.values()) {
+      const conf = peerConfig(peer, settings.keepalive);
+      if (!conf) continue;
+      wanted.add(conf.publicKey);
+      this.#configured.set(peer.id, conf);
+      const d = onDevice.get(conf.publicKey);
+      const same = d && sameConfig({ publicKey: d.publicKey, allowedIps: [...d.allowedIps].sort(), keepalive: d.persistentKeepalive, ...(d.endpoint ? { endpoint: d.endpoint } : {}) }, { ...conf, allowedIps: [...conf.allowedIps].sort() });
+      if (!same) ops.push({ upsert: conf });
+    }
+    const now = Date.now();
+    for (const g of readGrace(this.#graceFile())) {
+      if (g.until <= now || view.peer(g.id) || wanted.has(g.publicKey) || !onDevice.has(g.publicKey)) continue;
+      wanted.add(g.publicKey);
+      this.#configured.set(g.id, { publicKey: g.publicKey, allowedIps: g.addresses, keepalive: settings.keepalive });
+      this.#filter.block(g.id, g.addresses);
+      this.#startGrace(g);
+    }
+    for (const key of onDevice.keys()) if (!wanted.has(key)) ops.push({ remove: key });
+    await this.#nft(this.#filter.rebuild(view.components.filter, [...view.peers.values()].map((e) => e.peer)));
+    const change: DeviceChange = { peers: ops };
+    if (state.privateKey !== this.#key!.privateKey) change.privateKey = this.#key!.privateKey;
+    if (state.listenPort !== settings.listenPort) change.listenPort = settings.listenPort;
+    await device.set(change);
+    writeGrace(this.#graceFile(), this.#grace.values());
+    this.#applied = view.version;
+    this.#log.info({ interface: this.#o.interface, implementation: device.implementation, pid: device.pid, adopted: device.adopted, peers: this.#configured.size, changed: ops.length }, 'tunnel attached');
+  }
+
+  async #onChange(change: ViewChange): Promise<void> {
+    const view = this.#view!;
+    const device = this.#device;
+    if (!device) return this.#sync();
+    const nft: string[] = [];
+    const ops: PeerOp[] = [];
+    const out: DeviceChange = { peers: ops };
+    let graceChanged = false;
+    let settings = this.#settings!;
+    if (change.components.includes('tunnel') || change.components.includes('declaration')) {
+      const next = settingsOf(view.components, this.#o);
+      if (next.address !== settings.address || next.range !== settings.range || next.mtu !== settings.mtu) await configureLink(this.#o.interface, next, settings);
+      if (next.listenPort !== settings.listenPort) out.listenPort = next.listenPort;
+      if (next.keepalive !== settings.keepalive) {
+        for (const [id, c] of this.#configured) if (!this.#grace.has(id)) ops.push({ upsert: Object.assign(c, { keepalive: next.keepalive }) });
+      }
+      this.#settings = settings = next;
+    }
+    for (const id of change.removed) {
+      graceChanged = this.#endGrace(id, nft) || graceChanged;
+      const conf = this.#configured.get(id);
+      if (conf) ops.push({ remove: conf.publicKey });
+      this.#configured.delete(id);
+      nft.push(...this.#filter.remove(id));
+    }
+    for (const id of change.unscoped) {
+      const conf = this.#configured.get(id);
+      nft.push(...this.#filter.remove(id));
+      if (!conf || this.#grace.has(id)) continue;
+      nft.push(...this.#filter.block(id, conf.allowedIps));
+      this.#startGrace({ id, publicKey: conf.publicKey, addresses: conf.allowedIps, until: Date.now() + this.#o.graceMs });
+      graceChanged = true;
+    }
+    for (const id of change.upserted) {
+      const peer = view.peer(id);
+      if (!peer) continue;
+      graceChanged = this.#endGrace(id, nft) || graceChanged;
+      const conf = peerConfig(peer, settings.keepalive);
+      const old = this.#configured.get(id);
+      if (old && old.publicKey !== conf?.publicKey) ops.push({ remove: old.publicKey });
+      if (!conf) {
+        this.#configured.delete(id);
+        this.#log.warn({ peer: id }, 'peer has no tunnel key: not configured');
+      } else {
+        if (!sameConfig(old, conf)) ops.push({ upsert: conf });
+        this.#configured.set(id, conf);
+      }
+      nft.push(...this.#filter.upsert(peer));
+    }
+    // Drops first: an unscoped peer is cut off before anything else moves.
+    // A snapshot or a large change: one table rebuilt from the view costs less than thousands of element commands.
+    const rebuild = change.components.includes('filter') || change.fromVersion === 0 || change.upserted.length + change.removed.length + change.unscoped.length > 256;
+    await this.#nft(rebuild ? this.#filter.rebuild(view.components.filter, [...view.peers.values()].map((e) => e.peer)) : nft);
+    await device.set(out);
+    if (graceChanged) writeGrace(this.#graceFile(), this.#grace.values());
+    this.#applied = change.toVersion;
+  }
+
+  #startGrace(g: GraceEntry): void {
+    const timer = setTimeout(() => this.#enqueue('grace', () => this.#expire(g.id)), Math.max(0, g.until - Date.now()));
+    timer.unref();
+    this.#grace.set(g.id, { ...g, timer });
+  }
+
+  /** The peer is back in scope, or removed: no longer in grace, its traffic no longer blocked. */
+  #endGrace(id: string, nft: string[]): boolean {
+    const g = this.#grace.get(id);
+    if (!g) return false;
+    clearTimeout(g.timer);
+    this.#grace.delete(id);
+    nft.push(...this.#filter.unblock(id));
+    return true;
+  }
+
+  async #expire(id: string): Promise<void> {
+    const g = this.#grace.get(id);
+    if (!g || g.until > Date.now() || !this.#device) return;
+    const nft: string[] = [];
+    this.#endGrace(id, nft);
+    this.#configured.delete(id);
+    await this.#device.set({ peers: [{ remove: g.publicKey }] });
+    await this.#nft(nft);
+    writeGrace(this.#graceFile(), this.#grace.values());
+    this.#log.info({ interface: this.#o.interface, peer: id }, 'grace period over: peer removed');
+  }
+
+  async #nft(lines: string[]): Promise<void> {
+    if (this.#o.filter === false || lines.length === 0) return;
+    await run('nft', ['-f', '-'], lines.join('\n') + '\n');
+  }
+}
