@@ -9,6 +9,7 @@ interface Args extends GlobalArgs {
   'docker-socket'?: string;
   interval: number;
   endpoint: string[];
+  'metrics-listen'?: string;
 }
 
 export const agentCommand: CommandModule<GlobalArgs, Args> = {
@@ -23,12 +24,14 @@ export const agentCommand: CommandModule<GlobalArgs, Args> = {
       .option('docker-socket', { type: 'string', describe: 'the container engine socket' })
       .option('interval', { type: 'number', default: 10, describe: 'reconcile at least every N seconds' })
       .option('endpoint', { type: 'string', array: true, default: [] as string[], describe: 'addresses peers reach this node at' })
+      .option('metrics-listen', { type: 'string', describe: "HOST:PORT for this agent's own Prometheus /metrics" })
       .demandOption('state'),
   handler: async (a) => {
     const { runAgent } = await import('../remote/agent.js');
     await runAgent({
       state: a.state!, controller: a.controller, token: a.token, name: a.name, root: a.root, firewall: a.firewall,
       dockerSocket: a['docker-socket'], intervalMs: Math.round(Math.max(0.2, a.interval) * 1000), endpoints: a.endpoint,
+      metricsListen: a['metrics-listen'],
     });
   },
 };

@@ -20,6 +20,8 @@ export interface AgentArgs {
   dockerSocket?: string;
   intervalMs: number;
   endpoints?: string[];
+  /** HOST:PORT for the agent's own /metrics; none when absent. */
+  metricsListen?: string;
 }
 
 export interface RunningAgent {
@@ -61,10 +63,17 @@ export async function startAgent(args: AgentArgs, host?: Host): Promise<RunningA
     throw e;
   }
   writeFileSync(join(args.state, CONTROLLER_FILE), `${JSON.stringify(target)}\n`, { mode: 0o600 });
+  let metrics: { address: string; close(): Promise<void> } | null = null;
+  if (args.metricsListen) {
+    const { serveAgentMetrics } = await import('./agent-metrics.js');
+    metrics = await serveAgentMetrics(args.metricsListen, agent);
+    log.info({ metrics: metrics.address }, 'agent metrics serving');
+  }
   return {
     agent,
     host: h,
     stop: async () => {
+      await metrics?.close();
       await agent.stop();
       await h.close();
     },

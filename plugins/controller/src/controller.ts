@@ -6,7 +6,7 @@ import { PolicyIndex } from './policy.js';
 import type { ControllerStore } from './store.js';
 import { TokenBook } from './tokens.js';
 import { checkAppliedVersion, nextDelta, takeAck, takeHello, type AckResult } from './sync.js';
-import type { LogEntry, MemberRecord, ModuleDef, NetworkRecord, PolicyRule, SentSummary, SharedComponentName, SharedComponents, SyncRecord, TokenRecord } from './types.js';
+import type { LogEntry, MemberRecord, ModuleDef, NetworkRecord, PolicyRule, ReportedState, SentSummary, SharedComponentName, SharedComponents, SyncRecord, TokenRecord } from './types.js';
 import { newSync, statusOf, type NodeStatus } from './status.js';
 
 export interface ControllerOptions {
@@ -133,12 +133,21 @@ export class Controller {
 
   /** A mode set without a preview: a converged node's agent flips only a machine with nothing to close. */
   setMode(network: string, id: string, mode: Mode): number {
-    return this.updateMember(network, id, { mode, convergePreviewId: '' });
+    return this.#requested(network, id, this.updateMember(network, id, { mode, convergePreviewId: '' }));
   }
 
   /** The operator's flip: the node converged, to exactly this preview (record 003). */
   recordConverged(network: string, id: string, previewId: string): number {
-    return this.updateMember(network, id, { mode: 'converged', convergePreviewId: previewId });
+    return this.#requested(network, id, this.updateMember(network, id, { mode: 'converged', convergePreviewId: previewId }));
+  }
+
+  /** Marks the version a change of mode was asked at: the node's transition is `requested` until its agent reports past it. */
+  #requested(network: string, id: string, version: number): number {
+    const net = this.#net(network);
+    const sync = this.#sync(net, id);
+    sync.requestedVersion = version;
+    this.#putSync(net, id, sync);
+    return version;
   }
 
   /** The declaration the node is sent now. */
@@ -281,10 +290,10 @@ export class Controller {
     this.#putSync(net, id, sync);
   }
 
-  report(network: string, id: string, r: { firewallKind?: string; held?: number; changed?: number }): void {
+  report(network: string, id: string, r: { firewallKind?: string; held?: number; changed?: number; reported?: ReportedState }): void {
     const net = this.#net(network);
     const sync = this.#sync(net, id);
-    Object.assign(sync, { firewallKind: r.firewallKind ?? sync.firewallKind, held: r.held ?? sync.held, changed: r.changed ?? sync.changed });
+    Object.assign(sync, { firewallKind: r.firewallKind ?? sync.firewallKind, held: r.held ?? sync.held, changed: r.changed ?? sync.changed, ...(r.reported ? { reported: r.reported } : {}) });
     this.#putSync(net, id, sync);
   }
 

@@ -5,7 +5,7 @@
 import { MeshpError, declarationFromWire, modeFromWire, modeToWire, type AdminHandler, type ConvergePreview, type ModuleDecl, type ReportMessage, type WireModuleDecl } from '@meshp/core';
 import type { Controller } from '../controller.js';
 import { convergeNode, previewOf } from '../converge.js';
-import type { NodeStatus } from '../status.js';
+import { withLiveness, type NodeStatus } from '../status.js';
 import type { SentSummary } from '../types.js';
 import { secretMatches } from './credential.js';
 import type { Enrolment } from './enrolment.js';
@@ -23,8 +23,14 @@ const need = (r: Req, k: string): string => {
   return v;
 };
 
+/** Mode 0 on the wire: the agent has not said yet. */
+const wireMode = (m: NodeStatus['mode']): number => (m === 'unknown' ? 0 : modeToWire(m));
+
 function nodeToWire(n: NodeStatus, last: ReportMessage | null): Req {
-  return { ...n, mode: modeToWire(n.mode), reportedVersion: last?.appliedVersion ?? 0, ...(last?.lifecycle ? { lifecycle: { ...last.lifecycle } } : {}) };
+  return {
+    ...n, mode: wireMode(n.mode), requestedMode: modeToWire(n.requestedMode), transition: { ...n.transition, mode: modeToWire(n.transition.mode) },
+    reportedVersion: last?.appliedVersion ?? 0, ...(last?.lifecycle ? { lifecycle: { ...last.lifecycle } } : {}),
+  };
 }
 
 function previewToWire(p: ConvergePreview): Req {
@@ -48,18 +54,21 @@ export interface AdminDeps {
   reports(network: string, node: string): ReportMessage | null;
   /** Called after every change to a network. */
   changed(network: string): void;
+  /** The node's stream: open or not, last heard from. */
+  live(network: string, node: string): { connected: boolean; lastSeen: string };
 }
 
 export function adminHandler(d: AdminDeps): AdminHandler {
   const { controller } = d;
-  const node = (net: string, id: string): Req => nodeToWire(controller.showNode(net, id).node, d.reports(net, id));
+  const live = (n: NodeStatus): NodeStatus => withLiveness(n, d.live(n.network, n.name));
+  const node = (net: string, id: string): Req => nodeToWire(live(controller.showNode(net, id).node), d.reports(net, id));
   const methods: Record<string, (r: Req, network: string) => Req> = {
-    listNodes: (_r, net) => ({ nodes: controller.listNodes(net).map((n) => nodeToWire(n, d.reports(net, n.name))) }),
+    listNodes: (_r, net) => ({ nodes: controller.listNodes(net).map((n) => nodeToWire(live(n), d.reports(net, n.name))) }),
     showNode: (r, net) => {
       const s = controller.showNode(net, need(r, 'node'));
       const last = d.reports(net, s.node.name);
       return {
-        node: nodeToWire(s.node, last), recentDeltas: s.recentDeltas.map(sentToWire),
+        node: nodeToWire(live(s.node), last), recentDeltas: s.recentDeltas.map(sentToWire),
         resources: (last?.resources ?? []).map((x) => ({ ...x, reason: x.reason ?? '' })),
         ...(last ? { firewall: { kind: last.firewallKind, active: last.firewallActive, tables: last.firewallTables ?? [], configFile: last.firewallConfigFile ?? '' } } : {}),
         reportedAt: last?.at ?? '',
@@ -79,7 +88,7 @@ export function adminHandler(d: AdminDeps): AdminHandler {
       const s = controller.doctor(net, need(r, 'node'));
       const last = d.reports(net, s.node.name);
       return {
-        ...s, node: nodeToWire(s.node, last), recentDeltas: s.recentDeltas.map(sentToWire),
+        ...s, node: nodeToWire(live(s.node), last), recentDeltas: s.recentDeltas.map(sentToWire),
         agentApplied: last?.applied ?? [], resources: (last?.resources ?? []).map((x) => ({ ...x, reason: x.reason ?? '' })),
         listening: last?.listening ?? [], published: last?.published ?? [], reportedAt: last?.at ?? '',
       };
