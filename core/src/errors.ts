@@ -39,6 +39,9 @@ export const CODES = {
   MESHP_MACHINE_IN_USE: 'a converged genesis was asked of a machine in use',
   MESHP_PORT_HELD: 'a port the foundation needs is held',
   MESHP_RANGE_OVERLAP: 'the private range overlaps the machine',
+  MESHP_NOT_FOUND: 'a node, module or network named does not exist',
+  MESHP_POLICY_INVALID: 'a policy is not valid',
+  MESHP_NAME_TAKEN: 'a node of that name is already in the network',
 } as const;
 
 export type ErrorCode = keyof typeof CODES;

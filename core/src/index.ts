@@ -11,3 +11,4 @@ export { overlaps, contains } from './net/cidr.js';
 export { addressFamily, addressText, addressToBigInt, parseRange, FAMILY_BITS, type Range } from './net/address.js';
 export { reachThrough, allowedBy, matchOf, mentions, type ReachRule, type ReachChain, type PortMatch } from './net/reach.js';
 export { cidrSpan, toCidrs, spansToSet, type Span, type IpFamily, type AddressSet } from './net/spans.js';
+export * from './schema/index.js';

@@ -1,6 +1,6 @@
 /** The admin commands' work: one Admin call each, a table or one JSON document. */
-import { readFileSync } from 'node:fs';
-import { MeshpError, declarationToWire, type ModuleDecl } from '@meshp/core';
+import { readFileSync, statSync } from 'node:fs';
+import { MeshpError, declarationToWire, readCatalogueFile, readPolicyFile, type ModuleDecl } from '@meshp/core';
 import { confirmChange, printJson, table } from '../output.js';
 import { withAdmin, type RemoteArgs } from './admin.js';
 import { modeName, nodeDetail, nodeJson, nodesTable, sentTable, type WireFirewall, type WireNodeStatus, type WireResource, type WireSent } from './render.js';
@@ -25,11 +25,22 @@ export function parseTtl(ttl: string): number {
   return Number(m[1]) * { s: 1, m: 60, h: 3600, d: 86400 }[(m[2] ?? 's') as 's' | 'm' | 'h' | 'd'];
 }
 
+/** Input files are bounded before they are parsed. */
+const MAX_INPUT_BYTES = 16 * 1024 * 1024;
+
 function readJson(file: string): unknown {
+  let text: string;
   try {
-    return JSON.parse(readFileSync(file, 'utf8'));
+    if (statSync(file).size > MAX_INPUT_BYTES) throw new MeshpError('MESHP_USAGE', `${file} is larger than ${MAX_INPUT_BYTES} bytes`);
+    text = readFileSync(file, 'utf8');
   } catch (cause) {
-    throw new MeshpError('MESHP_USAGE', `${file} is not readable JSON`, { cause });
+    if (cause instanceof MeshpError) throw cause;
+    throw new MeshpError('MESHP_USAGE', `${file} is not readable`, { cause });
+  }
+  try {
+    return JSON.parse(text);
+  } catch (cause) {
+    throw new MeshpError('MESHP_USAGE', `${file} is not JSON`, { cause });
   }
 }
 
@@ -90,8 +101,8 @@ export async function moduleChange(a: RemoteArgs & Out & Change & { act: 'assign
 }
 
 export async function catalogueAdd(a: RemoteArgs & Out & Change & { file: string }): Promise<void> {
-  const doc = readJson(a.file) as ModuleDecl | ModuleDecl[] | { modules: ModuleDecl[] };
-  const list = Array.isArray(doc) ? doc : 'modules' in doc && Array.isArray(doc.modules) ? doc.modules : [doc as ModuleDecl];
+  // Checked here by the one schema before anything is sent (and again by the controller before it stores).
+  const list = readCatalogueFile(readJson(a.file)) as ModuleDecl[];
   const modules = declarationToWire({ apiVersion: 'meshp/v1', node: 'catalogue', mode: 'converged', settings: { ports: {} }, modules: list.map((m) => ({ ...m, taken: false })) }).modules;
   const names = modules.map((m) => m.name);
   if (a.preview) return say(a, { preview: true, modules: names }, `would define ${names.join(', ')} in the catalogue of ${a.network ?? 'default'}; nodes that have them assigned get them at once\n(preview: nothing changed)`);
@@ -101,13 +112,12 @@ export async function catalogueAdd(a: RemoteArgs & Out & Change & { file: string
 }
 
 export async function policySet(a: RemoteArgs & Out & Change & { file: string }): Promise<void> {
-  const doc = readJson(a.file) as { rules?: unknown[] } | unknown[];
-  const rules = (Array.isArray(doc) ? doc : doc.rules ?? []) as { from?: string; to?: string; ports?: string[] }[];
-  for (const r of rules) if (typeof r.from !== 'string' || typeof r.to !== 'string') throw new MeshpError('MESHP_USAGE', 'every policy rule needs "from" and "to" tags');
+  // Checked here by the one schema before anything is sent: "rulez" or ports ["eighty"] are refused, naming the field.
+  const rules = readPolicyFile(readJson(a.file));
   const shown = rules.map((x) => `${x.from} -> ${x.to}${x.ports?.length ? ` ports ${x.ports.join(',')}` : ''}`);
   if (a.preview) return say(a, { preview: true, rules }, `would replace the policy of ${a.network ?? 'default'} with ${rules.length} rule(s):\n${shown.map((s) => `  ${s}`).join('\n') || '  (none: no node reaches another)'}\n(preview: nothing changed)`);
   await confirmChange(a.yes, `Replace the policy with ${rules.length} rule(s)?\n${shown.join('\n')}\n`, 'pass --yes to set it (or --preview to see what it does)');
-  const r = await withAdmin(a, (c, network) => c.call('setPolicy', { network, rules: rules.map((x) => ({ fromTag: x.from!, toTag: x.to!, ports: x.ports ?? [] })) }));
+  const r = await withAdmin(a, (c, network) => c.call('setPolicy', { network, rules: rules.map((x) => ({ fromTag: x.from, toTag: x.to, ports: x.ports ?? [] })) }));
   say(a, { stateVersion: r.stateVersion, rules: rules.length }, `policy of ${rules.length} rule(s) set (state version ${r.stateVersion})`);
 }
 

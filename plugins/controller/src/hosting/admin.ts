@@ -2,7 +2,7 @@
  * The Admin service over the Controller: every call authenticated with the admin credential, every
  * change followed by a pump of the network's streams. Requests and answers are in the wire's shapes.
  */
-import { MeshpError, declarationFromWire, modeFromWire, modeToWire, type AdminHandler, type ConvergePreview, type ModuleDecl, type ReportMessage, type WireModuleDecl } from '@meshp/core';
+import { MeshpError, checkModuleDefs, checkPolicy, declarationFromWire, modeFromWire, modeToWire, type AdminHandler, type ConvergePreview, type ModuleDecl, type ReportMessage, type WireModuleDecl } from '@meshp/core';
 import type { Controller } from '../controller.js';
 import { convergeNode, previewOf } from '../converge.js';
 import { withLiveness, type NodeStatus } from '../status.js';
@@ -98,7 +98,8 @@ export function adminHandler(d: AdminDeps): AdminHandler {
     takeModule: (r, net) => change(net, () => controller.takeModule(net, need(r, 'node'), need(r, 'module')), r),
     setMode: (r, net) => change(net, () => controller.setMode(net, need(r, 'node'), modeFromWire(Number(r.mode))), r),
     setPolicy: (r, net) => {
-      const rules = ((r.rules as Req[] | undefined) ?? []).map((x) => ({ from: need(x, 'fromTag'), to: need(x, 'toTag'), ports: (x.ports as string[] | undefined) ?? [] }));
+      // Checked by the one schema before anything is stored: a rule without tags or with ports that are not ports is refused.
+      const rules = checkPolicy(((r.rules as Req[] | undefined) ?? []).map((x) => ({ from: x.fromTag, to: x.toTag, ...((x.ports as string[] | undefined)?.length ? { ports: x.ports } : {}) })));
       const stateVersion = controller.setPolicy(net, rules);
       d.changed(net);
       return { stateVersion };
@@ -109,8 +110,10 @@ export function adminHandler(d: AdminDeps): AdminHandler {
       return d.enrolment.createToken({ network: net, mode, ttlSeconds: ttl, tags: (r.tags as string[] | undefined) ?? [] });
     },
     addCatalogue: (r, net) => {
-      const modules = modulesFromWire((r.modules as WireModuleDecl[] | undefined) ?? []);
-      if (modules.length === 0) throw new MeshpError('MESHP_USAGE', 'the catalogue file defines no module');
+      const wire = (r.modules as WireModuleDecl[] | undefined) ?? [];
+      if (wire.length === 0) throw new MeshpError('MESHP_USAGE', 'the catalogue file defines no module');
+      // Checked by the one schema before anything is stored: each module alone and all of them together.
+      const modules = checkModuleDefs(modulesFromWire(wire).map(({ taken: _t, ...m }) => stripEmpty(m))).map((m) => ({ ...m, taken: false }));
       let stateVersion = controller.stateVersion(net);
       for (const { taken: _t, ...def } of modules) stateVersion = controller.defineModule(net, def);
       d.changed(net);
@@ -142,6 +145,11 @@ export function adminHandler(d: AdminDeps): AdminHandler {
       throw e;
     }
   };
+}
+
+/** The wire carries empty lists and maps where a file had none: the schema reads them as absent. */
+function stripEmpty<T extends object>(m: T): T {
+  return JSON.parse(JSON.stringify(m)) as T;
 }
 
 function modulesFromWire(modules: WireModuleDecl[]): ModuleDecl[] {
