@@ -9,6 +9,13 @@ import { checkInput } from '../schema/check.js';
 import { declarationSchema } from '../schema/declaration.js';
 import { path as pathSchema } from '../schema/fields.js';
 
+/**
+ * An opening's id travels in a firewall rule's comment ("meshp:" + id): nftables keeps 128 bytes of
+ * it, so a longer id would pass here and fail in the driver after other resources were applied.
+ */
+export const OPENING_ID_MAX_BYTES = 122;
+const bytes = (s: string): number => new TextEncoder().encode(s).length;
+
 function fail(message: string): never {
   throw new MeshpError('MESHP_DECLARATION_INVALID', message);
 }
@@ -33,7 +40,11 @@ export function validateDeclaration(d: unknown): Declaration {
     };
     for (const f of m.files ?? []) claim(resourceKey('file', f.path));
     for (const c of m.containers ?? []) claim(resourceKey('container', c.name));
-    for (const o of m.openings ?? []) claim(resourceKey('opening', openingId(m.name, o)));
+    for (const [j, o] of (m.openings ?? []).entries()) {
+      const id = openingId(m.name, o);
+      if (bytes(id) > OPENING_ID_MAX_BYTES) fail(`declaration: modules.${m.name}.openings[${j}]: the opening id ${id.slice(0, 40)}… is longer than ${OPENING_ID_MAX_BYTES} bytes (a firewall comment carries it)`);
+      claim(resourceKey('opening', id));
+    }
   });
   const { $schema: _s, ...rest } = d as Declaration & { $schema?: string };
   return { ...rest, settings: { ...(rest.settings ?? {}), ports: rest.settings?.ports ?? {} } } as Declaration;

@@ -20,7 +20,10 @@ export function checkInput<S extends z.ZodType>(schema: S, value: unknown, what:
   const issue = deepest(r.error.issues);
   const meshp = (issue as { params?: { meshp?: unknown } }).params?.meshp;
   const c = typeof meshp === 'string' && isErrorCode(meshp) ? meshp : code;
-  throw new MeshpError(c, `${what}: ${fieldOf(issue.path)}: ${issue.message}`);
+  // A key the schema does not know is named with the rest: "rulez" explains a missing "rules".
+  const others = r.error.issues.filter((i) => i !== issue && i.code === 'unrecognized_keys').slice(0, 2);
+  const more = others.map((i) => `; ${fieldOf(i.path)}: ${i.message}`).join('');
+  throw new MeshpError(c, `${what}: ${fieldOf(issue.path)}: ${issue.message}${more}`);
 }
 
 type Issue = z.core.$ZodIssue;

@@ -1,5 +1,4 @@
 /** The catalogue's and the policy's inputs, checked the same way by the CLI (before sending) and the controller (before storing). */
-import { MeshpError } from '../errors.js';
 import type { ModuleDecl } from '../model.js';
 import { checkInput } from './check.js';
 import { catalogueFileSchema, moduleDefSchema, policyFileSchema, policyRuleSchema } from './declaration.js';
@@ -22,9 +21,14 @@ export function checkModuleDefs(modules: unknown): Omit<ModuleDecl, 'taken'>[] {
 
 /** `catalogue add FILE`'s document: one module, a list, or { "modules": [...] }. */
 export function readCatalogueFile(doc: unknown): Omit<ModuleDecl, 'taken'>[] {
-  const d = checkInput(catalogueFileSchema, doc, 'catalogue file');
-  const list = Array.isArray(d) ? d : 'modules' in d ? d.modules : [d];
-  return checkModuleDefs(list);
+  // The shape is read from the document first, so a refusal names the field of the shape meant.
+  if (Array.isArray(doc)) return checkModuleDefs(doc);
+  if (typeof doc === 'object' && doc !== null && 'modules' in doc) {
+    const { $schema: _s, ...rest } = doc as Record<string, unknown>;
+    if (Object.keys(rest).length > 1) checkInput(catalogueFileSchema, doc, 'catalogue file');
+    return checkModuleDefs(rest.modules);
+  }
+  return checkModuleDefs([doc]);
 }
 
 /** Policy rules, ports as the wire carries them (strings). */
@@ -35,8 +39,7 @@ export function checkPolicy(rules: unknown): PolicyRuleInput[] {
 
 /** `policy set FILE`'s document: { "rules": [...] } or a bare list. An empty policy must be said in so many words. */
 export function readPolicyFile(doc: unknown): PolicyRuleInput[] {
-  const d = checkInput(policyFileSchema, doc, 'policy file', 'MESHP_POLICY_INVALID');
-  const rules = Array.isArray(d) ? d : d.rules;
-  if (rules === undefined) throw new MeshpError('MESHP_POLICY_INVALID', 'policy file: rules: required');
-  return checkPolicy(rules);
+  if (Array.isArray(doc)) return checkPolicy(doc);
+  const d = checkInput(policyFileSchema.options[0], doc, 'policy file', 'MESHP_POLICY_INVALID');
+  return checkPolicy(d.rules);
 }
