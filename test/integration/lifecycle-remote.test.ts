@@ -64,8 +64,8 @@ const agent = cluster.agent('server', token, l.root);
 await agent.waitFor((x) => x.msg === 'enrolled');
 const catalogue = join(dir, 'web.json');
 writeFileSync(catalogue, JSON.stringify({ modules: [{ name: 'web', openings: [{ port: 8080, path: 'incoming', from: [CLIENT_NET] }] }] }));
-await json('catalogue', 'add', catalogue);
-await json('module', 'assign', 'server', 'web');
+await json('catalogue', 'add', catalogue, '--yes');
+await json('module', 'assign', 'server', 'web', '--yes');
 await until('the adopted node reported the current version', async () => {
   const n = await nodeOf();
   return n.gap === 0 && n.reportedVersion >= n.stateVersion && n.lifecycle?.state === 'adopted' && n.firewall === 'nftables' && n;
@@ -129,7 +129,7 @@ t.test('the flip with the right id: derived filter loaded, found table retired, 
 });
 
 t.test('meshp node adopt brings the found firewall back and the derived table goes', async (t) => {
-  const r = await cli('node', 'adopt', 'server', '--timeout', '60');
+  const r = await cli('node', 'adopt', 'server', '--yes', '--timeout', '60');
   t.equal(r.code, 0, r.err);
   t.match(r.out, /-> re-enabling the found nftables firewall/);
   const now = await tables();

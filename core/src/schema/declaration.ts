@@ -36,9 +36,9 @@ export const settingsSchema = z.strictObject({ ports: z.record(z.string().regex(
 
 export const declarationSchema = z.strictObject({
   $schema: z.string().optional(),
-  apiVersion: z.literal('meshp/v1'),
+  apiVersion: z.literal('meshp/v1', { error: 'must be "meshp/v1"' }),
   node: name,
-  mode: z.enum(['adopted', 'converged']),
+  mode: z.enum(['adopted', 'converged'], { error: 'must be "adopted" or "converged"' }),
   settings: settingsSchema.optional(),
   modules: z.array(moduleDeclSchema).max(1024),
 });

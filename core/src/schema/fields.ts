@@ -20,9 +20,9 @@ export const path = z.string().superRefine((p, ctx) => {
 /** Permission bits only, e.g. "0644": setuid, setgid and sticky bits are not a module's to set. */
 export const fileMode = z.string().regex(/^0?[0-7]{3}$/, 'must be octal permission bits like "0644" (no setuid, setgid or sticky bit)');
 
-export const port = z.number().int().min(1).max(65535);
-export const protocol = z.enum(['tcp', 'udp']);
-export const trafficPath = z.enum(['incoming', 'forwarded']);
+export const port = z.number({ error: 'must be a port 1..65535' }).int('must be a port 1..65535').min(1, 'must be a port 1..65535').max(65535, 'must be a port 1..65535');
+export const protocol = z.enum(['tcp', 'udp'], { error: 'must be tcp or udp' });
+export const trafficPath = z.enum(['incoming', 'forwarded'], { error: 'must be incoming or forwarded' });
 
 /** A range the one address module reads ("10.0.0.0/8", "fd00::/8", a bare address). */
 export const range = z.string().max(64).refine((r) => {

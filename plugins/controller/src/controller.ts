@@ -159,7 +159,7 @@ export class Controller {
   assignModule(network: string, id: string, module: string): number {
     const net = this.#net(network);
     const m = this.#member(net, id);
-    if (!net.moduleOf(module)) throw new MeshpError('MESHP_USAGE', `no module ${module} in the catalogue of ${network}: add it with meshp catalogue add`);
+    if (!net.moduleOf(module)) throw new MeshpError('MESHP_NOT_FOUND', `no module ${module} in the catalogue of ${network}: add it with meshp catalogue add`);
     return this.updateMember(network, id, { assigned: sorted([...new Set([...m.assigned, module])]) });
   }
 
@@ -380,13 +380,13 @@ export class Controller {
 
   #net(name: string): NetworkState {
     const n = this.#networks.get(name);
-    if (!n) throw new MeshpError('MESHP_USAGE', `no network ${name}`);
+    if (!n) throw new MeshpError('MESHP_NOT_FOUND', `no network ${name}`);
     return n;
   }
 
   #member(net: NetworkState, id: string): MemberRecord {
     const m = net.members.get(id);
-    if (!m) throw new MeshpError('MESHP_USAGE', `no node ${id} in ${net.record.name}`);
+    if (!m) throw new MeshpError('MESHP_NOT_FOUND', `no node ${id} in ${net.record.name}`);
     return m;
   }
 

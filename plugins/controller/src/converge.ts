@@ -69,7 +69,7 @@ function asNothingToFlip(p: ConvergePreview): ConvergePreview {
  */
 export function convergeNode(controller: Controller, network: string, node: string, report: ReportMessage | null, previewId?: string): { preview: ConvergePreview; stateVersion: number } {
   const member = controller.member(network, node);
-  if (!member) throw new MeshpError('MESHP_USAGE', `no node ${node} in ${network}`);
+  if (!member) throw new MeshpError('MESHP_NOT_FOUND', `no node ${node} in ${network}`);
   if (member.mode === 'converged' && report?.lifecycle?.state === 'converged') {
     throw new MeshpError('MESHP_LIFECYCLE', `node ${node} is already converged (preview ${report.lifecycle.previewId || 'none'}): adopt it first to flip again`);
   }
