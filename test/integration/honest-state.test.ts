@@ -98,10 +98,13 @@ t.test('a flip with nothing to flip (no firewall plugin) is answered at once wit
 
 t.test('a reconcile the agent refuses as a whole stands out: refusing, with its code, in every view', async (t) => {
   // Each module is valid alone; together on one node they declare one file twice: the agent refuses the declaration.
-  const cat = writeJson(dir, 'clash.json', { modules: [{ name: 'c1', files: [{ path: '/etc/clash.conf', content: 'a' }] }, { name: 'c2', files: [{ path: '/etc/clash.conf', content: 'b' }] }] });
-  t.equal(cli('catalogue', 'add', cat, '--yes').code, 0);
-  t.equal(cli('module', 'assign', 'n1', 'c1', '--yes').code, 0);
-  t.equal(cli('module', 'assign', 'n1', 'c2', '--yes').code, 0);
+  // Defined together they are refused (catalogue add checks the modules as one node's declaration); one by one each passes.
+  const together = cli('catalogue', 'add', writeJson(dir, 'clash.json', { modules: [{ name: 'c1', files: [{ path: '/etc/clash.conf', content: 'a' }] }, { name: 'c2', files: [{ path: '/etc/clash.conf', content: 'b' }] }] }), '--yes');
+  t.match(together.err, /^MESHP_DECLARATION_INVALID: .*declared by both/);
+  for (const name of ['c1', 'c2']) {
+    await adminClient.call('addCatalogue', { network: 'default', modules: [{ name, files: [{ path: '/etc/clash.conf', content: name }], containers: [], openings: [] }] as never });
+    await adminClient.call('assignModule', { network: 'default', node: 'n1', module: name });
+  }
   await until('n1 reports the refusal', 'n1', (x) => x.status === 'refusing');
   const n = nodeOf('n1')!;
   t.match(n, { gap: 0, reconcile: { result: 'refused', code: 'MESHP_DECLARATION_INVALID' } });
@@ -113,7 +116,7 @@ t.test('a reconcile the agent refuses as a whole stands out: refusing, with its 
   t.equal(m.value('meshp_node_reconcile_refused', { node: 'n1' }), 1);
   t.equal(m.value('meshp_node_status', { node: 'n1', status: 'refusing' }), 1);
   t.match(cli('node', 'list').out, /^n1\s+REFUSING/m);
-  t.equal(cli('module', 'unassign', 'n1', 'c2', '--yes').code, 0);
+  await adminClient.call('unassignModule', { network: 'default', node: 'n1', module: 'c2' });
   await until('n1 is ok again', 'n1', (x) => x.status === 'ok');
 });
 
