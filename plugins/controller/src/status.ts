@@ -84,8 +84,9 @@ export function reportedMode(r: ReportedState | undefined): Mode | 'unknown' {
 export function transitionOf(m: MemberRecord, s: SyncRecord): NodeTransition {
   const version = s.requestedVersion ?? 0;
   const base = { mode: m.mode, version, previewId: m.mode === 'converged' ? (m.convergePreviewId ?? '') : '', code: '', message: '' };
-  if (version === 0) return { ...base, state: 'none' };
   const r = s.reported;
+  // The mode the node enrolled with is asked too: a converged enrolment the agent refused (a machine in use) is refused.
+  if (version === 0) return r?.lifecycle?.state === 'refused' ? { ...base, state: 'refused', code: r.lifecycle.code || 'MESHP_REFUSED', message: r.lifecycle.message } : { ...base, state: 'none' };
   if (!r || r.version < version) return { ...base, state: 'requested' };
   const l = r.lifecycle;
   if (l?.state === 'flipping' || l?.state === 'returning') return { ...base, state: 'in-progress' };
@@ -140,7 +141,7 @@ function health(n: NodeStatus, diverged?: string): [NodeHealth, string] {
   if (n.transition.state === 'refused') return ['refusing', `${n.transition.mode === 'converged' ? 'flip' : 'return'} refused: ${n.transition.code}: ${n.transition.message}`];
   if (n.refusedResources > 0) return ['refusing', `${n.refusedResources} resource(s) refused`];
   if (n.transition.state === 'requested' || n.transition.state === 'in-progress') return ['changing', `${n.transition.mode} ${n.transition.state}`];
-  if (n.gap > 0) return ['behind', `behind by ${n.gap}`];
   if (n.mode === 'unknown') return ['pending', 'has not reported yet'];
+  if (n.gap > 0) return ['behind', `behind by ${n.gap}`];
   return ['ok', ''];
 }
