@@ -264,8 +264,9 @@ export class Agent {
 
   /** Sends the report when it says something the last one sent did not. */
   #publish(report: ReportMessage): void {
-    const { at: _at, ...rest } = report;
-    const key = JSON.stringify(rest);
+    const { at: _at, reconcile, ...rest } = report;
+    // The reconcile's time alone is no news: a report per timer tick would be.
+    const key = JSON.stringify({ ...rest, reconcile: reconcile ? { ...reconcile, at: '' } : undefined });
     if (key === this.#sentKey || !this.#channel) return;
     this.#channel.send({ report });
     this.#sentKey = key;
