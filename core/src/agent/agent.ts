@@ -121,7 +121,9 @@ export class Agent {
   requestReconcile(reason: string): void {
     if (this.#stopped) return;
     if (this.#reconciling) {
-      this.#again = true;
+      // A timer tick during a reconcile is not news: on a slow machine (a reconcile longer than the
+      // interval) it would keep the loop running forever, and a delta waiting for it never acked.
+      if (reason !== 'timer') this.#again = true;
       return;
     }
     this.#reconciling = this.#reconcileLoop(reason).finally(() => {
