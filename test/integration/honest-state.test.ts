@@ -8,7 +8,8 @@ import t from 'tap';
 import { join } from 'node:path';
 import { ADMIN_CREDENTIAL_FILE, readAdminCredential } from '@meshp/controller';
 import { AdminClient } from '@meshp/transport-grpc';
-import { createToken, meshp, startAgent, startController, workdir, writeJson } from '../helpers/grpc-procs.js';
+import { mkdirSync } from 'node:fs';
+import { Proc, createToken, meshp, startAgent, startController, workdir, writeJson } from '../helpers/grpc-procs.js';
 import { scrape } from '../helpers/prom.js';
 
 interface NodeJson {
@@ -56,7 +57,12 @@ async function until(what: string, name: string, pred: (n: Wire) => boolean): Pr
 
 // Two agents, both enrolled adopted, no firewall plugin.
 const a1 = startAgent(t, dir, 'n1', ctl.address, createToken(ctl, '--adopted'));
-const a2 = startAgent(t, dir, 'n2', ctl.address, createToken(ctl, '--adopted'));
+// n2 serves its own /metrics too (meshp agent --metrics-listen).
+const n2Root = join(dir, 'n2', 'root');
+mkdirSync(n2Root, { recursive: true });
+const a2 = new Proc(t, ['agent', '--state', join(dir, 'n2', 'state'), '--controller', ctl.address, '--name', 'n2', '--root', n2Root, '--firewall', 'none',
+  '--docker-socket', join(dir, 'n2', 'absent.sock'), '--interval', '1', '--token', createToken(ctl, '--adopted'), '--metrics-listen', '127.0.0.1:0']);
+const agentMetrics = String((await a2.waitFor((l) => l.msg === 'agent metrics serving', 60_000)).metrics);
 await until('n1 reported', 'n1', (n) => n.status === 'ok');
 await until('n2 reported', 'n2', (n) => n.status === 'ok');
 
@@ -94,6 +100,12 @@ t.test('a flip with nothing to flip (no firewall plugin) is answered at once wit
   t.match(nodeOf('n2'), { mode: 'converged', requestedMode: 'converged', status: 'ok', transition: { state: 'done', mode: 'converged' } });
   const m = await scrape(ctl.metrics);
   t.equal(m.value('meshp_node_mode', { node: 'n2', mode: 'converged' }), 1);
+  const own = await scrape(agentMetrics);
+  t.equal(own.value('meshp_agent_connected'), 1, "the agent's own /metrics: connected");
+  t.equal(own.value('meshp_agent_mode', { mode: 'converged' }), 1, '... converged');
+  t.equal(own.value('meshp_agent_reconcile_refused'), 0);
+  t.ok((own.value('meshp_agent_applied_version') ?? 0) > 0, '... with the version it applied');
+  t.equal(own.value('meshp_build_info', {}), 1);
 });
 
 t.test('a reconcile the agent refuses as a whole stands out: refusing, with its code, in every view', async (t) => {
