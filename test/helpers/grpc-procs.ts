@@ -52,6 +52,8 @@ export class Proc {
       resolve(code);
     }));
     t.teardown(() => this.kill('SIGKILL'));
+    // A test file that throws at its top level exits without its teardowns: its processes go with it all the same.
+    process.once('exit', () => this.kill('SIGKILL'));
   }
 
   get pid(): number {
