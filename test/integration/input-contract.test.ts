@@ -18,7 +18,7 @@ const cred = readAdminCredential(join(ctl.state, ADMIN_CREDENTIAL_FILE));
 const adminClient = await AdminClient.connect({ address: ctl.address, fingerprint: cred.fingerprint, credential: cred.secret });
 t.teardown(() => adminClient.close());
 const n2 = startAgent(t, dir, 'n2', ctl.address, createToken(ctl, '--adopted'));
-await n2.proc.waitFor((l) => l.msg === 'reconciled');
+await n2.proc.waitFor((l) => l.msg === 'reconciled', 60_000);
 const stateVersion = async () => Number((await adminClient.call('listNodes', { network: 'default' })).nodes[0]!.stateVersion);
 
 t.test('invalid input is refused with a coded error naming the field, by the CLI and by the controller; nothing is stored', async (t) => {
