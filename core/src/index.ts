@@ -14,3 +14,4 @@ export { cidrSpan, toCidrs, spansToSet, wholeOf, subtract, intersect, isEmpty, t
 export { placeOpening, type Placement } from './net/placement.js';
 export { possibleOf, type RuleHit } from './net/reach.js';
 export * from './private.js';
+export * from './schema/index.js';

@@ -125,14 +125,14 @@ adm node list
 step "6. the predecessor's control still writes web.conf: assigned, the change is reported, not reverted"
 ( i=0; while true; do i=$((i+1)); printf 'listen 8080\nwritten-by predecessor, pass %s\n' $i > "$root/etc/web/web.conf"; sleep 1; done ) &
 writer=$!; pids+=($writer)
-adm module assign m1 web
+adm module assign m1 web --yes
 changed() { meshp host status --state "$state/agent" --json | grep -q '"state": "changed"'; }
 until_ok 60 changed
 meshp host status --state "$state/agent" | grep -E 'web|STATE'
 
 step "7. the operator stops the predecessor's control and takes the module: the cutover"
 kill "$writer"
-adm module take m1 web
+adm module take m1 web --yes
 newweb() { test "$(get m2 10.77.0.1 8080)" = mesh-web; }
 until_ok 120 newweb
 CHECK_MSG="web now answers from m2: $(get m2 10.77.0.1 8080)" check newweb
@@ -147,7 +147,7 @@ CHECK_MSG="the found configuration is still on disk, byte for byte" check cmp -s
 on m1 nft list tables | sed 's/^/      /'
 
 step "   ... and back to adopted: the found firewall is enabled again"
-adm node adopt m1
+adm node adopt m1 --yes
 foundback() { on m1 nft list table inet filter >/dev/null 2>&1; }
 until_ok 60 foundback
 CHECK_MSG="table inet filter is back" check foundback

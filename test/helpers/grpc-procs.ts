@@ -52,6 +52,8 @@ export class Proc {
       resolve(code);
     }));
     t.teardown(() => this.kill('SIGKILL'));
+    // A test file that throws at its top level exits without its teardowns: its processes go with it all the same.
+    process.once('exit', () => this.kill('SIGKILL'));
   }
 
   get pid(): number {
@@ -117,7 +119,8 @@ export interface ControllerProc {
 /** Starts a controller; port 0 (a free one) unless `address` names the one to take again. */
 export async function startController(t: Teardown, state: string, extra: string[] = [], address = '127.0.0.1:0'): Promise<ControllerProc> {
   const proc = new Proc(t, ['controller', 'serve', '--state', state, '--listen', address, '--metrics-listen', '127.0.0.1:0', ...extra]);
-  const line = await proc.waitFor((l) => l.msg === 'controller serving');
+  // A busy machine (several test files at once) can take many seconds to start node: wait long, fail only on a hang.
+  const line = await proc.waitFor((l) => l.msg === 'controller serving', 60_000);
   return { proc, state, address: String(line.address), metrics: String(line.metrics) };
 }
 

@@ -38,12 +38,12 @@ t.test('agents follow a controller through its crash and their own', async (t) =
   };
   let ctl = await startController(t, join(dir, 'ctl'), ['--log-depth', '3']);
   let catalogueVersion = 0;
-  const defineWeb = () => admin('catalogue', 'add', writeJson(dir, `web-${++catalogueVersion}.json`, { modules: [web(`v${catalogueVersion}\n`)] }));
+  const defineWeb = () => admin('catalogue', 'add', writeJson(dir, `web-${++catalogueVersion}.json`, { modules: [web(`v${catalogueVersion}\n`)] }), '--yes');
   defineWeb();
 
   const agents = ['a1', 'a2', 'a3'].map((name) => startAgent(t, dir, name, ctl.address, name === 'a1' ? createToken(ctl, '--adopted') : createToken(ctl)));
   for (const a of agents) await a.proc.waitFor((l) => l.msg === 'applied' && l.snapshot === true);
-  for (const a of agents) admin('module', 'assign', a.name, 'web');
+  for (const a of agents) admin('module', 'assign', a.name, 'web', '--yes');
   await converged(ctl, agents);
   await waitUntil('every agent wrote the file', () => agents.every((a) => content(a) === 'v1\n'));
   for (const a of agents) {
@@ -97,7 +97,7 @@ t.test('agents follow a controller through its crash and their own', async (t) =
   t.equal(a3b.proc.applied()[0]?.snapshot, true, 'beyond the log: a snapshot');
   await waitUntil('a3 has v8', () => content(a3b) === 'v8\n');
 
-  admin('module', 'take', 'a1', 'web');
+  admin('module', 'take', 'a1', 'web', '--yes');
   const nodes = await converged(ctl, [agents[0]!, a2b, a3b]);
   t.same(nodes.map((n) => [n.name, n.gap, n.mode, n.firewall]), [['a1', 0, 'adopted', 'none'], ['a2', 0, 'converged', 'none'], ['a3', 0, 'converged', 'none']], 'node list --json: gap 0 for every node');
 

@@ -120,8 +120,8 @@ t.test('the controller refuses what it must, with a code, and logs it', async (t
 
   const usage = meshp('node', 'show', '--state', ctl.state, '--controller', ctl.address);
   t.equal(usage.code, 2, 'a usage error exits 2');
-  const notAssigned = meshp('module', 'take', 'b1', 'nosuch', '--state', ctl.state, '--controller', ctl.address);
-  t.equal(notAssigned.code, 1);
+  const notAssigned = meshp('module', 'take', 'b1', 'nosuch', '--yes', '--state', ctl.state, '--controller', ctl.address);
+  t.equal(notAssigned.code, 2, 'taking a module not assigned is a usage error');
   t.match(notAssigned.err, /^MESHP_USAGE: module nosuch is not assigned to b1\n$/, 'a refusal is one coded line');
 
   t.ok(good.proc.alive, 'the honest agent was never disturbed');

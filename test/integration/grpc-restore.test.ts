@@ -31,7 +31,7 @@ t.test('agents ahead of a controller restored from a backup take its state and f
     t.equal(r.code, 0, `meshp ${args.join(' ')}: ${r.err}`);
     return r;
   };
-  const defineWeb = (v: string) => admin('catalogue', 'add', writeJson(dir, `web-${v}.json`, { modules: [{ name: 'web', files: [{ path: CONF, content: `${v}\n` }] }] }));
+  const defineWeb = (v: string) => admin('catalogue', 'add', writeJson(dir, `web-${v}.json`, { modules: [{ name: 'web', files: [{ path: CONF, content: `${v}\n` }] }] }), '--yes');
   const settled = (agents: AgentProc[], v: string) =>
     waitUntil(`every node at gap 0 with ${v}`, () => {
       const nodes = nodeList(ctl);
@@ -41,7 +41,7 @@ t.test('agents ahead of a controller restored from a backup take its state and f
   defineWeb('v1');
   const agents = ['r1', 'r2'].map((name) => startAgent(t, dir, name, ctl.address, createToken(ctl)));
   for (const a of agents) await a.proc.waitFor((l) => l.msg === 'applied' && l.snapshot === true);
-  for (const a of agents) admin('module', 'assign', a.name, 'web');
+  for (const a of agents) admin('module', 'assign', a.name, 'web', '--yes');
   const atBackup = (await settled(agents, 'v1'))[0]!.stateVersion;
 
   // The backup: the state as it is now, copied while the controller is stopped.

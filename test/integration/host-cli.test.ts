@@ -123,7 +123,7 @@ t.test('bad input: a clear one-line error and exit codes 1 and 2', async (t) => 
   t.match(broken.err, /^MESHP_DECLARATION_INVALID: .*not JSON/);
   const wrongMode = m.apply(m.declare([], 'sideways'), '--yes');
   t.equal(wrongMode.code, 1);
-  t.match(wrongMode.err, /mode must be "adopted" or "converged"/);
+  t.match(wrongMode.err, /mode: must be "adopted" or "converged"/);
   const usage = meshp('host', 'apply', '--state', m.state);
   t.equal(usage.code, 2);
   t.match(usage.err, /^MESHP_USAGE: .*declaration/);

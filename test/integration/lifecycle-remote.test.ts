@@ -64,8 +64,8 @@ const agent = cluster.agent('server', token, l.root);
 await agent.waitFor((x) => x.msg === 'enrolled');
 const catalogue = join(dir, 'web.json');
 writeFileSync(catalogue, JSON.stringify({ modules: [{ name: 'web', openings: [{ port: 8080, path: 'incoming', from: [CLIENT_NET] }] }] }));
-await json('catalogue', 'add', catalogue);
-await json('module', 'assign', 'server', 'web');
+await json('catalogue', 'add', catalogue, '--yes');
+await json('module', 'assign', 'server', 'web', '--yes');
 await until('the adopted node reported the current version', async () => {
   const n = await nodeOf();
   return n.gap === 0 && n.reportedVersion >= n.stateVersion && n.lifecycle?.state === 'adopted' && n.firewall === 'nftables' && n;
@@ -110,7 +110,7 @@ t.test('the flip with the right id: derived filter loaded, found table retired, 
   t.match(r.out, /-> taking web/);
   t.match(r.out, /-> loading the derived filter/);
   t.match(r.out, /-> retiring the found nftables firewall/);
-  t.match(r.out, new RegExp(`node server converged \\(preview ${previewId}\\)`));
+  t.match(r.out, new RegExp(`node server converged, by its agent's report \\(preview ${previewId}\\)`));
   const now = await tables();
   t.ok(now.some((x) => /meshp/.test(x)), `the derived table is loaded (${now.join(', ')})`);
   t.notOk(now.includes('inet filter'), 'the found table is retired');
@@ -129,7 +129,7 @@ t.test('the flip with the right id: derived filter loaded, found table retired, 
 });
 
 t.test('meshp node adopt brings the found firewall back and the derived table goes', async (t) => {
-  const r = await cli('node', 'adopt', 'server', '--timeout', '60');
+  const r = await cli('node', 'adopt', 'server', '--yes', '--timeout', '60');
   t.equal(r.code, 0, r.err);
   t.match(r.out, /-> re-enabling the found nftables firewall/);
   const now = await tables();
@@ -141,5 +141,23 @@ t.test('meshp node adopt brings the found firewall back and the derived table go
   const { nodes } = await json<{ nodes: NodeJson[] }>('node', 'list');
   t.match(nodes.find((n) => n.name === 'server'), { mode: 'adopted', convergePreviewId: null, lifecycle: { state: 'adopted' } });
   const human = await cli('node', 'list');
-  t.match(human.out, /server\s+ADOPTED/);
+  t.match(human.out, /server\s+\S+\s+ADOPTED/);
+});
+
+t.test('the machine changed between the preview and the flip: refused, and every view says adopted, never converged (issue 11 case 1)', async (t) => {
+  const { preview } = await json<{ preview: { id: string } }>('node', 'converge', 'server', '--preview');
+  await l.serve(l.server, 9100);
+  const r = await cli('node', 'converge', 'server', '--yes', '--preview-id', preview.id, '--timeout', '60');
+  t.equal(r.code, 1, 'refused');
+  t.match(r.err, /^MESHP_PREVIEW_STALE: /);
+  t.notMatch(r.out, /converged/, 'nothing printed says converged');
+  const { nodes } = await json<{ nodes: (NodeJson & { requestedMode: string; status: string; transition: { state: string; code: string } | null })[] }>('node', 'list');
+  const n = nodes.find((x) => x.name === 'server')!;
+  t.equal(n.mode, 'adopted', "the mode is the agent's word");
+  // The controller refuses when the agent already reported the new listener; else the agent refuses on the machine.
+  if (/requested:/.test(r.out)) t.match(n, { requestedMode: 'converged', status: 'refusing', transition: { state: 'refused', code: 'MESHP_PREVIEW_STALE' } }, 'refused by the agent: the transition says so');
+  t.notMatch((await cli('node', 'show', 'server')).out, /: converged/);
+  const d = await json<{ verdict: string }>('doctor', 'server');
+  t.notMatch(d.verdict, /^converged/);
+  t.ok((await tables()).includes('inet filter'), 'the found firewall is still in force');
 });

@@ -297,6 +297,6 @@ t.test('an enrolment token is kept only as its hash: a copy of the state enrols 
 
 t.test('a module not in the catalogue cannot be assigned', async (t) => {
   const c = setup();
-  t.throws(() => c.assignModule('n', 'x', 'nope'), { code: 'MESHP_USAGE', message: /no module nope/ });
+  t.throws(() => c.assignModule('n', 'x', 'nope'), { code: 'MESHP_NOT_FOUND', message: /no module nope/ });
   t.same(c.member('n', 'x')!.assigned, []);
 });

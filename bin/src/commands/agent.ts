@@ -14,6 +14,7 @@ interface Args extends GlobalArgs, PluginArgs {
   tunnel: string;
   'tunnel-interface'?: string;
   'tunnel-grace': number;
+  'metrics-listen'?: string;
 }
 
 export const agentCommand: CommandModule<GlobalArgs, Args> = {
@@ -32,6 +33,7 @@ export const agentCommand: CommandModule<GlobalArgs, Args> = {
       .option('tunnel', { type: 'string', choices: ['none', 'wireguard'], default: 'none', describe: 'carry the mesh\'s private network in a WireGuard tunnel' })
       .option('tunnel-interface', { type: 'string', describe: 'the tunnel interface name, unique on the machine (default meshp0)' })
       .option('tunnel-grace', { type: 'number', default: 300, describe: 'seconds an out-of-scope peer stays configured (its traffic dropped) before it goes' })
+      .option('metrics-listen', { type: 'string', describe: "HOST:PORT for this agent's own Prometheus /metrics" })
       .demandOption('state'),
   handler: async (a) => {
     const { runAgent, tokenFrom } = await import('../remote/agent.js');
@@ -39,6 +41,7 @@ export const agentCommand: CommandModule<GlobalArgs, Args> = {
       state: a.state!, controller: a.controller, token: tokenFrom(a.token, a['token-file'], process.env.MESHP_TOKEN), plugin: a.plugin, config: a.config, name: a.name, root: a.root, firewall: a.firewall,
       dockerSocket: a['docker-socket'], intervalMs: Math.round(Math.max(0.2, a.interval) * 1000), endpoints: a.endpoint,
       tunnel: a.tunnel, tunnelInterface: a['tunnel-interface'], tunnelGraceMs: Math.round(Math.max(0, a['tunnel-grace']) * 1000),
+      metricsListen: a['metrics-listen'],
     });
   },
 };

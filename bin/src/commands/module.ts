@@ -1,6 +1,6 @@
 import type { CommandModule } from 'yargs';
 import type { GlobalArgs } from '../cli.js';
-import { remoteOptions } from './remote-options.js';
+import { changeOptions, remoteOptions, type ChangeArgs } from './remote-options.js';
 
 type Act = 'assign' | 'unassign' | 'take';
 
@@ -10,11 +10,11 @@ const DESCRIBE: Record<Act, string> = {
   take: "take a module on a node: its cutover, from then on its resources converge",
 };
 
-function act(name: Act): CommandModule<GlobalArgs, GlobalArgs & { network: string; credential?: string; node: string; module: string }> {
+function act(name: Act): CommandModule<GlobalArgs, GlobalArgs & ChangeArgs & { network: string; credential?: string; node: string; module: string }> {
   return {
     command: `${name} <node> <module>`,
     describe: DESCRIBE[name],
-    builder: (y) => remoteOptions(y).positional('node', { type: 'string', demandOption: true }).positional('module', { type: 'string', demandOption: true }),
+    builder: (y) => changeOptions(remoteOptions(y)).positional('node', { type: 'string', demandOption: true }).positional('module', { type: 'string', demandOption: true }),
     handler: async (a) => {
       const { moduleChange } = await import('../remote/ops.js');
       await moduleChange({ ...a, act: name });

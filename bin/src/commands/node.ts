@@ -42,12 +42,14 @@ const converge: CommandModule<GlobalArgs, L & { preview: boolean; yes: boolean; 
   },
 };
 
-const adopt: CommandModule<GlobalArgs, L> = {
+const adopt: CommandModule<GlobalArgs, L & { preview: boolean; yes: boolean }> = {
   command: 'adopt <node>',
   describe: 'return the node to adopted: the agent re-enables the found firewall it retired and unloads the derived filter',
   builder: (y) =>
     remoteOptions(y)
       .positional('node', { type: 'string', demandOption: true })
+      .option('preview', { type: 'boolean', default: false, describe: 'say what the return does; change nothing' })
+      .option('yes', { type: 'boolean', default: false, describe: 'return without asking (required off a terminal)' })
       .option('timeout', { type: 'number', default: 120, describe: 'seconds to wait for the node to report the outcome' }),
   handler: async (a) => {
     const { nodeAdopt } = await import('../remote/lifecycle.js');

@@ -1,11 +1,11 @@
 import type { CommandModule } from 'yargs';
 import type { GlobalArgs } from '../cli.js';
-import { remoteOptions } from './remote-options.js';
+import { changeOptions, remoteOptions, type ChangeArgs } from './remote-options.js';
 
-const set: CommandModule<GlobalArgs, GlobalArgs & { network: string; credential?: string; file: string }> = {
+const set: CommandModule<GlobalArgs, GlobalArgs & ChangeArgs & { network: string; credential?: string; file: string }> = {
   command: 'set <file>',
   describe: 'replace the policy from a JSON file: { "rules": [ { "from": TAG, "to": TAG, "ports": [...] } ] }',
-  builder: (y) => remoteOptions(y).positional('file', { type: 'string', demandOption: true }),
+  builder: (y) => changeOptions(remoteOptions(y)).positional('file', { type: 'string', demandOption: true }),
   handler: async (a) => {
     const { policySet } = await import('../remote/ops.js');
     await policySet(a);

@@ -69,7 +69,7 @@ export async function planGenesis(host: Host, o: GenesisOptions): Promise<Genesi
   const foundation = catalogue.filter((m) => m.foundation);
   const ports = { ...defaultPorts(foundation), ...o.ports };
   const unknown = Object.keys(o.ports).filter((p) => !(p in defaultPorts(foundation)));
-  if (unknown.length) throw new MeshpError('MESHP_USAGE', `--port names no foundation port: ${unknown.join(', ')} (known: ${Object.keys(ports).join(', ')})`);
+  if (unknown.length) throw new MeshpError('MESHP_USAGE', `--port names no foundation port: ${unknown.join(', ')} (known: ${Object.keys(defaultPorts(foundation)).join(', ')})`);
   const facts = await host.facts();
   if (!facts) throw new MeshpError('MESHP_PROVIDER_MISSING', 'no plugin provides the machine facts genesis checks');
   const runtime = await host.runtime();

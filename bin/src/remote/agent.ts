@@ -22,6 +22,8 @@ export interface AgentArgs {
   dockerSocket?: string;
   intervalMs: number;
   endpoints?: string[];
+  /** HOST:PORT for the agent's own /metrics; none when absent. */
+  metricsListen?: string;
   /** Plugins to load besides the default ones (`--plugin`), and a config file listing more. */
   plugin?: string[];
   config?: string;
@@ -101,10 +103,17 @@ export async function startAgent(args: AgentArgs, host?: Host): Promise<RunningA
     throw e;
   }
   writeFileSync(join(args.state, CONTROLLER_FILE), `${JSON.stringify(target)}\n`, { mode: 0o600 });
+  let metrics: { address: string; close(): Promise<void> } | null = null;
+  if (args.metricsListen) {
+    const { serveAgentMetrics } = await import('./agent-metrics.js');
+    metrics = await serveAgentMetrics(args.metricsListen, agent);
+    log.info({ metrics: metrics.address }, 'agent metrics serving');
+  }
   return {
     agent,
     host: h,
     stop: async () => {
+      await metrics?.close();
       await agent.stop();
       // The tunnel stays up across an agent restart: wireguard-go keeps running, found again by its pid.
       await tunnel?.close();

@@ -8,7 +8,7 @@ import type { AdminClient } from '@meshp/transport-grpc';
 import { renderPreview } from '../host/converge.js';
 import { Refusal, confirmChange, printJson } from '../output.js';
 import { withAdmin, type RemoteArgs } from './admin.js';
-import { modeShown, nodeJson, type WireLifecycle, type WireNodeStatus } from './render.js';
+import { modeName, nodeJson, type WireNodeStatus } from './render.js';
 
 export interface LifecycleArgs extends RemoteArgs {
   node: string;
@@ -48,37 +48,43 @@ export function previewFromWire(p: WirePreview): ConvergePreview {
 }
 
 function header(node: WireNodeStatus): string {
-  return node.mode === 1 ? `node ${node.name} is ADOPTED: its found firewall is in force` : `node ${node.name} is ${modeShown(node.mode)}`;
+  if (node.mode === 1) return `node ${node.name} is ADOPTED by its agent's last report: its found firewall is in force`;
+  if (node.mode === 2) return `node ${node.name} is converged by its agent's last report`;
+  return `node ${node.name} has not reported its mode yet`;
 }
 
 const out = (a: { json: boolean }, line: string) => {
   if (!a.json) process.stdout.write(`${line}\n`);
 };
 
-/** Polls the node until `done` says the outcome arrived; prints each new step of the lifecycle. */
-async function follow(c: AdminClient, network: string, a: LifecycleArgs, done: (n: WireNodeStatus) => boolean): Promise<{ node: WireNodeStatus; steps: string[] }> {
+/**
+ * Polls the node until its agent reports the outcome of the request recorded at `version` (done or
+ * refused); prints each new step of the lifecycle as it arrives. Nothing is taken from what was asked.
+ */
+async function follow(c: AdminClient, network: string, a: LifecycleArgs, version: number): Promise<{ node: WireNodeStatus; steps: string[] }> {
   const deadline = Date.now() + a.timeout * 1000;
   let printed = 0;
-  let last: WireNodeStatus | null = null;
   for (;;) {
     const node = (await c.call('showNode', { network, node: a.node })).node as unknown as WireNodeStatus;
-    last = node;
+    const t = node.transition;
     const l = node.lifecycle;
-    const finished = done(node);
-    if (l && (finished || l.state === 'flipping' || l.state === 'returning')) {
+    const ours = !!t && t.version >= version;
+    const finished = ours && (t.state === 'done' || t.state === 'refused');
+    if (l && ours && (finished || t.state === 'in-progress')) {
       for (const s of l.steps.slice(printed)) out(a, `-> ${s}`);
       printed = Math.max(printed, l.steps.length);
     }
     if (finished) return { node, steps: l?.steps ?? [] };
     if (Date.now() > deadline) {
-      throw new Refusal(`MESHP_TIMEOUT: node ${a.node} did not report the outcome within ${a.timeout} s (last: ${last.lifecycle?.state || 'nothing'}, reported version ${last.reportedVersion ?? 0}); see meshp node show ${a.node}`);
+      throw new Refusal(`MESHP_TIMEOUT: node ${a.node} did not report the outcome within ${a.timeout} s (${node.connected ? 'connected' : `not connected, last seen ${node.lastSeen || 'never'}`}; transition ${t?.state ?? 'unknown'}, reported version ${node.reportedVersion ?? 0} of ${version}); it is still ${modeName(node.mode)} by its last report; see meshp node show ${a.node}`);
     }
     await new Promise((r) => setTimeout(r, 250));
   }
 }
 
-function refusedLine(l: WireLifecycle): Refusal {
-  return new Refusal(`${l.code || 'MESHP_REFUSED'}: ${l.message || 'the node refused'}`);
+function refusedLine(n: WireNodeStatus): Refusal {
+  const t = n.transition;
+  return new Refusal(`${t?.code || 'MESHP_REFUSED'}: ${t?.message || 'the node refused'} (node ${n.name} is still ${modeName(n.mode)})`);
 }
 
 /** `meshp node converge NODE --preview | --yes [--preview-id ID]`. */
@@ -98,29 +104,34 @@ export async function nodeConverge(a: LifecycleArgs & { preview: boolean; yes: b
     const recorded = r.node as unknown as WireNodeStatus;
     const preview = previewFromWire(r.preview as unknown as WirePreview);
     if (!a.preview && a.yes && !a.json) out(a, `${header(recorded)}\n${renderPreview(preview)}`);
-    out(a, `recorded: ${a.node} converges to preview ${preview.id} (state version ${recorded.stateVersion}); the node flips:`);
-    const { node, steps } = await follow(c, network, a, (n) => {
-      const l = n.lifecycle;
-      return !!l && (n.reportedVersion ?? 0) >= recorded.stateVersion && l.previewId === preview.id && (l.state === 'converged' || l.state === 'refused');
-    });
-    if (a.json) printJson({ node: nodeJson(node), preview, steps, lifecycle: node.lifecycle });
-    if (node.lifecycle!.state === 'refused') throw refusedLine(node.lifecycle!);
-    out(a, `node ${a.node} converged (preview ${preview.id})`);
+    const version = recorded.transition?.version ?? recorded.stateVersion;
+    out(a, `requested: ${a.node} converges to preview ${preview.id} (state version ${version}); waiting for its agent:`);
+    const { node, steps } = await follow(c, network, a, version);
+    if (a.json) printJson({ node: nodeJson(node), preview, steps, lifecycle: node.lifecycle, transition: nodeJson(node).transition });
+    if (node.transition?.state !== 'done') throw refusedLine(node);
+    out(a, `node ${a.node} converged, by its agent's report (preview ${node.lifecycle?.previewId || preview.id})`);
   });
 }
 
 /** `meshp node adopt NODE`: back to adopted; a converged node re-enables the found firewall it retired. */
-export async function nodeAdopt(a: LifecycleArgs): Promise<void> {
+export async function nodeAdopt(a: LifecycleArgs & { preview: boolean; yes: boolean }): Promise<void> {
   await withAdmin(a, async (c, network) => {
+    const now = (await c.call('showNode', { network, node: a.node })).node as unknown as WireNodeStatus;
+    const plan = now.mode === 2
+      ? [`re-enable the found firewall the flip retired`, `unload the mesh's derived filter`, `keep every module's resources; nothing more is taken`]
+      : [`record ${a.node} adopted (it is ${modeName(now.mode)} by its last report): the machine's firewall is not changed`];
+    if (a.preview) {
+      if (a.json) return printJson({ node: nodeJson(now), steps: plan, changed: false });
+      return out(a, `${header(now)}\nnode adopt ${a.node} would:\n${plan.map((s) => `  - ${s}`).join('\n')}\n(preview: nothing changed)`);
+    }
+    await confirmChange(a.yes, `Return ${a.node} to adopted?\n${plan.map((s) => `  - ${s}`).join('\n')}\n`, 'pass --yes to return it (or --preview to see what it does)');
     const r = await c.call('setMode', { network, node: a.node, mode: 1 });
     const recorded = r.node as unknown as WireNodeStatus;
-    out(a, `recorded: ${a.node} is ADOPTED (state version ${recorded.stateVersion}); the node returns:`);
-    const { node, steps } = await follow(c, network, a, (n) => {
-      const l = n.lifecycle;
-      return !!l && (n.reportedVersion ?? 0) >= recorded.stateVersion && (l.state === 'adopted' || l.state === 'refused');
-    });
-    if (a.json) printJson({ node: nodeJson(node), steps, lifecycle: node.lifecycle });
-    if (node.lifecycle!.state === 'refused') throw refusedLine(node.lifecycle!);
-    out(a, `node ${a.node} is ADOPTED: its found firewall is in force`);
+    const version = recorded.transition?.version ?? recorded.stateVersion;
+    out(a, `requested: ${a.node} returns to adopted (state version ${version}); waiting for its agent:`);
+    const { node, steps } = await follow(c, network, a, version);
+    if (a.json) printJson({ node: nodeJson(node), steps, lifecycle: node.lifecycle, transition: nodeJson(node).transition });
+    if (node.transition?.state !== 'done') throw refusedLine(node);
+    out(a, `node ${a.node} is ADOPTED, by its agent's report: its found firewall is in force`);
   });
 }

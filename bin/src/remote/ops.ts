@@ -1,12 +1,17 @@
 /** The admin commands' work: one Admin call each, a table or one JSON document. */
-import { readFileSync } from 'node:fs';
-import { MeshpError, declarationToWire, type ModuleDecl } from '@meshp/core';
-import { printJson, table } from '../output.js';
+import { readFileSync, statSync } from 'node:fs';
+import { MeshpError, declarationToWire, readCatalogueFile, readPolicyFile, type ModuleDecl } from '@meshp/core';
+import { confirmChange, printJson, table } from '../output.js';
 import { withAdmin, type RemoteArgs } from './admin.js';
 import { modeName, nodeDetail, nodeJson, nodesTable, sentTable, type WireFirewall, type WireNodeStatus, type WireResource, type WireSent } from './render.js';
 
 interface Out {
   json: boolean;
+}
+
+interface Change {
+  yes: boolean;
+  preview: boolean;
 }
 
 const say = (o: Out, doc: unknown, human: string): void => {
@@ -20,11 +25,22 @@ export function parseTtl(ttl: string): number {
   return Number(m[1]) * { s: 1, m: 60, h: 3600, d: 86400 }[(m[2] ?? 's') as 's' | 'm' | 'h' | 'd'];
 }
 
+/** Input files are bounded before they are parsed. */
+const MAX_INPUT_BYTES = 16 * 1024 * 1024;
+
 function readJson(file: string): unknown {
+  let text: string;
   try {
-    return JSON.parse(readFileSync(file, 'utf8'));
+    if (statSync(file).size > MAX_INPUT_BYTES) throw new MeshpError('MESHP_USAGE', `${file} is larger than ${MAX_INPUT_BYTES} bytes`);
+    text = readFileSync(file, 'utf8');
   } catch (cause) {
-    throw new MeshpError('MESHP_USAGE', `${file} is not readable JSON`, { cause });
+    if (cause instanceof MeshpError) throw cause;
+    throw new MeshpError('MESHP_USAGE', `${file} is not readable`, { cause });
+  }
+  try {
+    return JSON.parse(text);
+  } catch (cause) {
+    throw new MeshpError('MESHP_USAGE', `${file} is not JSON`, { cause });
   }
 }
 
@@ -63,27 +79,67 @@ export async function nodeShow(a: RemoteArgs & Out & { node: string }): Promise<
   say(a, { node: nodeJson(node), firewall, resources: resources.map((x) => ({ key: x.key, kind: x.kind, module: x.module, state: x.state, ...(x.reason ? { reason: x.reason } : {}) })), reportedAt: r.reportedAt || null, recentDeltas: sent }, human.join('\n'));
 }
 
-export async function moduleChange(a: RemoteArgs & Out & { act: 'assign' | 'unassign' | 'take'; node: string; module: string }): Promise<void> {
+export async function moduleChange(a: RemoteArgs & Out & Change & { act: 'assign' | 'unassign' | 'take'; node: string; module: string }): Promise<void> {
   const method = ({ assign: 'assignModule', unassign: 'unassignModule', take: 'takeModule' } as const)[a.act];
-  const r = await withAdmin(a, (c, network) => c.call(method, { network, node: a.node, module: a.module }));
+  const WHAT = {
+    assign: 'assign: its resources are prepared; what is found is held, nothing is overwritten',
+    unassign: 'unassign: held resources are left in place',
+    take: "take: its cutover, from then on the module's resources converge (files written, containers replaced)",
+  } as const;
+  const r = await withAdmin(a, async (c, network) => {
+    if (a.preview || !a.yes) {
+      const now = (await c.call('showNode', { network, node: a.node })).node as unknown as WireNodeStatus;
+      const what = `module ${a.module} on node ${a.node} (${modeName(now.mode)}; assigned ${now.assignedModules.join(', ') || '-'}; taken ${now.takenModules.join(', ') || '-'}): ${WHAT[a.act]}`;
+      if (a.preview) return { preview: what, node: now };
+      await confirmChange(false, `${a.act} ${what}?`, `pass --yes to ${a.act} (or --preview to see what it does)`);
+    }
+    return c.call(method, { network, node: a.node, module: a.module });
+  });
+  if ('preview' in r) return say(a, { preview: true, would: r.preview, node: nodeJson(r.node) }, `would ${r.preview}\n(preview: nothing changed)`);
   const node = r.node as unknown as WireNodeStatus;
   say(a, { node: nodeJson(node) }, `${a.act} ${a.module} on ${a.node}: assigned ${node.assignedModules.join(', ') || '-'}; taken ${node.takenModules.join(', ') || '-'} (${modeName(node.mode)}, state version ${node.stateVersion})`);
 }
 
-export async function catalogueAdd(a: RemoteArgs & Out & { file: string }): Promise<void> {
-  const doc = readJson(a.file) as ModuleDecl | ModuleDecl[] | { modules: ModuleDecl[] };
-  const list = Array.isArray(doc) ? doc : 'modules' in doc && Array.isArray(doc.modules) ? doc.modules : [doc as ModuleDecl];
+export async function catalogueAdd(a: RemoteArgs & Out & Change & { file: string }): Promise<void> {
+  // Checked here by the one schema before anything is sent (and again by the controller before it stores).
+  const list = readCatalogueFile(readJson(a.file)) as ModuleDecl[];
   const modules = declarationToWire({ apiVersion: 'meshp/v1', node: 'catalogue', mode: 'converged', settings: { ports: {} }, modules: list.map((m) => ({ ...m, taken: false })) }).modules;
+  const names = modules.map((m) => m.name);
+  if (a.preview) return say(a, { preview: true, modules: names }, `would define ${names.join(', ')} in the catalogue of ${a.network ?? 'default'}; nodes that have them assigned get them at once\n(preview: nothing changed)`);
+  await confirmChange(a.yes, `Define ${names.join(', ')} in the catalogue?`, 'pass --yes to define them (or --preview to see what it does)');
   const r = await withAdmin(a, (c, network) => c.call('addCatalogue', { network, modules }));
   say(a, { stateVersion: r.stateVersion, modules: r.modules }, `defined ${r.modules.join(', ')} (state version ${r.stateVersion})`);
 }
 
-export async function policySet(a: RemoteArgs & Out & { file: string }): Promise<void> {
-  const doc = readJson(a.file) as { rules?: unknown[] } | unknown[];
-  const rules = (Array.isArray(doc) ? doc : doc.rules ?? []) as { from?: string; to?: string; ports?: string[] }[];
-  for (const r of rules) if (typeof r.from !== 'string' || typeof r.to !== 'string') throw new MeshpError('MESHP_USAGE', 'every policy rule needs "from" and "to" tags');
-  const r = await withAdmin(a, (c, network) => c.call('setPolicy', { network, rules: rules.map((x) => ({ fromTag: x.from!, toTag: x.to!, ports: x.ports ?? [] })) }));
+export async function policySet(a: RemoteArgs & Out & Change & { file: string }): Promise<void> {
+  // Checked here by the one schema before anything is sent: "rulez" or ports ["eighty"] are refused, naming the field.
+  const rules = readPolicyFile(readJson(a.file));
+  const shown = rules.map((x) => `${x.from} -> ${x.to}${x.ports?.length ? ` ports ${x.ports.join(',')}` : ''}`);
+  if (a.preview) return say(a, { preview: true, rules }, `would replace the policy of ${a.network ?? 'default'} with ${rules.length} rule(s):\n${shown.map((s) => `  ${s}`).join('\n') || '  (none: no node reaches another)'}\n(preview: nothing changed)`);
+  await confirmChange(a.yes, `Replace the policy with ${rules.length} rule(s)?\n${shown.join('\n')}\n`, 'pass --yes to set it (or --preview to see what it does)');
+  const r = await withAdmin(a, (c, network) => c.call('setPolicy', { network, rules: rules.map((x) => ({ fromTag: x.from, toTag: x.to, ports: x.ports ?? [] })) }));
   say(a, { stateVersion: r.stateVersion, rules: rules.length }, `policy of ${rules.length} rule(s) set (state version ${r.stateVersion})`);
+}
+
+/** Doctor's one line: never "converged" over a refusal, a silent agent or a change of mode still under way. */
+export function verdictOf(node: WireNodeStatus, hashMatches: boolean): string {
+  const detail = node.statusDetail ? `: ${node.statusDetail}` : '';
+  switch (node.status) {
+    case 'silent':
+      return `silent${detail}`;
+    case 'pending':
+      return 'pending: the agent has not reported yet';
+    case 'refusing':
+      return `refusing${detail}`;
+    case 'diverged':
+      return `diverged${detail}`;
+    case 'changing':
+      return `changing${detail}`;
+    default:
+      if (!hashMatches) return "the agent's last hash differs from the one expected: a snapshot is due";
+      if (node.gap > 0) return `behind by ${node.gap}`;
+      return 'converged: the agent acked the current version with the expected hash, and its last reconcile was ok';
+  }
 }
 
 export async function doctor(a: RemoteArgs & Out & { node: string }): Promise<void> {
@@ -96,11 +152,11 @@ export async function doctor(a: RemoteArgs & Out & { node: string }): Promise<vo
     return { ...s, applied: got !== undefined, agentHash: got?.stateHash ?? '', hashMatches: got ? got.stateHash === s.expectedHash : false };
   });
   const held = r.resources.filter((x) => x.state === 'held' || x.state === 'changed');
+  const verdict = verdictOf(node, r.hashMatches);
   const doc = {
-    node: nodeJson(node), deltas: matched, expectedHash: r.expectedHash, hashMatches: r.hashMatches, snapshotPending: r.snapshotPending, logFloor: r.logFloor,
+    verdict, node: nodeJson(node), deltas: matched, expectedHash: r.expectedHash, hashMatches: r.hashMatches, snapshotPending: r.snapshotPending, logFloor: r.logFloor,
     reportedAt: r.reportedAt || null, held: held.map((x) => ({ key: x.key, module: x.module, state: x.state })), listening: r.listening, published: r.published,
   };
-  const verdict = node.gap === 0 && r.hashMatches ? 'converged: the agent acked the current version with the expected hash' : r.hashMatches ? `behind by ${node.gap}` : "the agent's last hash differs from the one expected: a snapshot is due";
   const human = [
     nodeDetail(node),
     `${verdict}; snapshot pending ${r.snapshotPending ? 'yes' : 'no'}; log reaches back to version ${r.logFloor}; last report ${r.reportedAt || 'none'}`,

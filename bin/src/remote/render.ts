@@ -3,8 +3,13 @@ import { table } from '../output.js';
 import type { NodeStatus, SentSummary } from '@meshp/controller';
 
 /** A node status as the Admin service sends it: the controller's, with the mode as its wire number. */
-export interface WireNodeStatus extends Omit<NodeStatus, 'mode' | 'convergePreviewId'> {
+export interface WireNodeStatus extends Omit<NodeStatus, 'mode' | 'convergePreviewId' | 'requestedMode' | 'transition' | 'reconcile' | 'status'> {
+  /** The mode the agent last reported (0: not yet). */
   mode: number;
+  requestedMode: number;
+  transition?: Omit<NodeStatus['transition'], 'mode'> & { mode: number };
+  reconcile?: NodeStatus['reconcile'];
+  status: string;
   convergePreviewId?: string;
   lifecycle?: WireLifecycle;
   reportedVersion?: number;
@@ -38,24 +43,32 @@ export interface WireFirewall {
 export type WireSent = SentSummary;
 
 export const modeName = (m: number): string => (m === 1 ? 'adopted' : m === 2 ? 'converged' : 'unknown');
-/** An adopted node stands out wherever nodes are listed. */
-export const modeShown = (m: number): string => (m === 1 ? 'ADOPTED' : modeName(m));
+/** An adopted node stands out wherever nodes are listed; a node that has not reported has no mode to show. */
+export const modeShown = (m: number): string => (m === 1 ? 'ADOPTED' : m === 2 ? 'converged' : '-');
 
-/** The node's lifecycle in a few words: what runs, what was refused. */
+/** The node's lifecycle in a few words, from the agent's word only: what was asked, what runs, what was refused. */
 export function lifecycleNote(n: WireNodeStatus): string {
+  const t = n.transition;
   const l = n.lifecycle;
-  if (!l || !l.state) return n.mode === 2 && n.convergePreviewId ? `flip ${n.convergePreviewId} recorded, not reported yet` : '';
-  if (l.state === 'refused') return `refused: ${l.code}`;
-  if (l.state === 'flipping' || l.state === 'returning') return `${l.state}: ${l.steps.at(-1) ?? 'starting'}`;
-  if (n.mode === 2 && l.state === 'adopted') return n.convergePreviewId ? `flip ${n.convergePreviewId} recorded, not reported yet` : 'converged declared, not reported yet';
-  if (n.mode === 1 && l.state === 'converged') return 'adopt recorded, not reported yet';
-  return l.state === 'converged' && l.previewId ? `flipped to preview ${l.previewId}` : '';
+  const asked = t ? (t.mode === 2 ? `converge${t.previewId ? ` to ${t.previewId}` : ''}` : 'adopt') : '';
+  if (t?.state === 'requested') return `${asked} requested, not reported yet`;
+  if (t?.state === 'in-progress') return `${l?.state ?? 'changing'}: ${l?.steps.at(-1) ?? 'starting'}`;
+  if (t?.state === 'refused') return `${asked} refused: ${t.code}`;
+  if (l?.state === 'converged' && l.previewId) return `flipped to preview ${l.previewId}`;
+  return '';
 }
+
+/** What stands out: a node that is not ok says so in capitals, as `tailscale status` says offline. */
+export const statusShown = (n: WireNodeStatus): string => (!n.status || n.status === 'ok' ? 'ok' : n.status.toUpperCase());
 
 /** The shape scripts rely on (`node list --json`). */
 export function nodeJson(n: WireNodeStatus) {
   return {
-    name: n.name, mode: modeName(n.mode), appliedVersion: n.appliedVersion, stateVersion: n.stateVersion, gap: n.gap,
+    name: n.name, mode: modeName(n.mode), requestedMode: modeName(n.requestedMode), status: n.status || 'pending', statusDetail: n.statusDetail || '',
+    connected: n.connected, lastSeen: n.lastSeen || null,
+    reconcile: n.reconcile?.result ? n.reconcile : null, refusedResources: n.refusedResources ?? 0,
+    transition: n.transition ? { ...n.transition, mode: modeName(n.transition.mode) } : null,
+    appliedVersion: n.appliedVersion, stateVersion: n.stateVersion, gap: n.gap,
     firewall: n.firewallKind, held: n.held, changed: n.changed,
     network: n.network, assigned: n.assignedModules, taken: n.takenModules, addresses: n.addresses, tags: n.tags,
     convergePreviewId: n.convergePreviewId || null, lifecycle: n.lifecycle?.state ? n.lifecycle : null, reportedVersion: n.reportedVersion ?? 0,
@@ -64,14 +77,16 @@ export function nodeJson(n: WireNodeStatus) {
 
 export function nodesTable(nodes: WireNodeStatus[]): string {
   return table(
-    ['NODE', 'MODE', 'APPLIED', 'STATE', 'GAP', 'FIREWALL', 'HELD', 'CHANGED', 'LIFECYCLE'],
-    nodes.map((n) => [n.name, modeShown(n.mode), n.appliedVersion, n.stateVersion, n.gap, n.firewallKind || '-', n.held, n.changed, lifecycleNote(n) || '-']),
+    ['NODE', 'STATUS', 'MODE', 'APPLIED', 'STATE', 'GAP', 'FIREWALL', 'HELD', 'CHANGED', 'REFUSED', 'LAST SEEN', 'NOTE'],
+    nodes.map((n) => [n.name, statusShown(n), modeShown(n.mode), n.appliedVersion, n.stateVersion, n.gap, n.firewallKind || '-', n.held, n.changed, n.refusedResources ?? 0, n.lastSeen || '-', [n.statusDetail, lifecycleNote(n)].filter(Boolean).join('; ') || '-']),
   );
 }
 
 export function nodeDetail(n: WireNodeStatus): string {
   return [
-    `node ${n.name} in ${n.network}: ${modeShown(n.mode)}${n.convergePreviewId ? ` (flip recorded with preview ${n.convergePreviewId})` : ''}`,
+    `node ${n.name} in ${n.network}: ${modeShown(n.mode)} by its agent's last report${n.requestedMode !== n.mode ? `; ${modeName(n.requestedMode)} asked` : ''}${n.convergePreviewId ? ` (flip asked with preview ${n.convergePreviewId})` : ''}`,
+    `status ${statusShown(n)}${n.statusDetail ? `: ${n.statusDetail}` : ''}; ${n.connected ? 'connected' : 'not connected'}; last seen ${n.lastSeen || 'never'}`,
+    `last reconcile: ${n.reconcile?.result ? (n.reconcile.result === 'ok' ? `ok at ${n.reconcile.at}` : `refused: ${n.reconcile.code}: ${n.reconcile.message}`) : 'not reported'}; refused resources ${n.refusedResources ?? 0}`,
     `applied ${n.appliedVersion} of ${n.stateVersion} (gap ${n.gap})  firewall ${n.firewallKind || '-'}  held ${n.held}  changed ${n.changed}`,
     `addresses ${n.addresses.join(', ') || '-'}  tags ${n.tags.join(', ') || '-'}`,
     `assigned ${n.assignedModules.join(', ') || '-'}  taken ${n.takenModules.join(', ') || '-'}`,

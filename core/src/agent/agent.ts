@@ -12,7 +12,7 @@ import { DeltaApplier, type AppliedRecord } from '../delta/applier.js';
 import type { StateDelta } from '../delta/wire.js';
 import { Backoff } from './backoff.js';
 import { reconcileLifecycle } from './lifecycle.js';
-import { PROTOCOL_REVISION, challengePayload, type AgentMessage, type ControlLink, type ControllerMessage, type EnrolResult, type LifecycleReport, type ReportMessage, type SyncChannel, type TransportError } from './transport.js';
+import { PROTOCOL_REVISION, challengePayload, type AgentMessage, type ControlLink, type ControllerMessage, type EnrolResult, type LifecycleReport, type ReconcileOutcome, type ReportMessage, type SyncChannel, type TransportError } from './transport.js';
 
 export const ENROLMENT_KEY = 'agent.enrolment';
 export const VIEW_KEY = 'agent.view';
@@ -75,6 +75,16 @@ export class Agent {
     return this.#enrolment;
   }
 
+  /** The last report made (sent or not), for the agent's own /metrics. */
+  get lastReport(): ReportMessage | null {
+    return this.#lastReport;
+  }
+
+  /** Whether a Sync stream is open now. */
+  get connected(): boolean {
+    return this.#channel !== null;
+  }
+
   /** Restores the view, enrols when not yet enrolled, and starts the loop. Throws when enrolment is refused. */
   async start(): Promise<void> {
     const store = await this.#host.state();
@@ -111,7 +121,9 @@ export class Agent {
   requestReconcile(reason: string): void {
     if (this.#stopped) return;
     if (this.#reconciling) {
-      this.#again = true;
+      // A timer tick during a reconcile is not news: on a slow machine (a reconcile longer than the
+      // interval) it would keep the loop running forever, and a delta waiting for it never acked.
+      if (reason !== 'timer') this.#again = true;
       return;
     }
     this.#reconciling = this.#reconcileLoop(reason).finally(() => {
@@ -254,8 +266,9 @@ export class Agent {
 
   /** Sends the report when it says something the last one sent did not. */
   #publish(report: ReportMessage): void {
-    const { at: _at, ...rest } = report;
-    const key = JSON.stringify(rest);
+    const { at: _at, reconcile, ...rest } = report;
+    // The reconcile's time alone is no news: a report per timer tick would be.
+    const key = JSON.stringify({ ...rest, reconcile: reconcile ? { ...reconcile, at: '' } : undefined });
     if (key === this.#sentKey || !this.#channel) return;
     this.#channel.send({ report });
     this.#sentKey = key;
@@ -276,11 +289,21 @@ export class Agent {
     try {
       const { result, lifecycle } = await reconcileLifecycle(this.#host, wire, (l) => this.#step(l, appliedVersion, modeOfWire(wire.mode)));
       const { report } = result;
-      this.#lastReport = { ...toReportMessage(report, appliedVersion), ...(await this.#facts()), lifecycle };
+      const refusedResources = report.counts.refused ?? 0;
+      const outcome: ReconcileOutcome = refusedResources > 0
+        ? { result: 'refused', code: 'MESHP_REFUSED', message: `${refusedResources} resource(s) refused`, at: report.at, refusedResources }
+        : { result: 'ok', code: '', message: '', at: report.at, refusedResources: 0 };
+      this.#lastReport = { ...toReportMessage(report, appliedVersion), ...(await this.#facts()), lifecycle, reconcile: outcome };
       this.#log.info({ reason, appliedVersion, counts: report.counts, firewall: report.firewall?.kind ?? null, lifecycle: lifecycle.state }, 'reconciled');
       this.#publish(this.#lastReport);
     } catch (e) {
       this.#log.error({ reason, appliedVersion, err: oneLine(e) }, 'reconcile refused');
+      // The controller must see the refusal too: the view was applied (and acked), the machine was not changed.
+      const at = new Date().toISOString();
+      const reconcile: ReconcileOutcome = { result: 'refused', code: isMeshpError(e) ? e.code : 'MESHP_PLUGIN_FAILED', message: isMeshpError(e) ? e.message : oneLine(e), at, refusedResources: 0 };
+      const base: ReportMessage = this.#lastReport ?? { appliedVersion, mode: modeOfWire(wire.mode), firewallKind: '', firewallActive: false, resources: [], at };
+      this.#lastReport = { ...base, appliedVersion, at, reconcile };
+      this.#publish(this.#lastReport);
     }
   }
 }

@@ -71,6 +71,16 @@ export interface ReportMessage {
   lifecycle?: LifecycleReport;
   /** Where each door (listening socket, published port) is reachable from now, as the firewall driver answered. Absent: not known. */
   reach?: { port: number; protocol: string; path: string; now: string; from: string[]; mentioned: boolean }[];
+  /** The last reconcile's result: a refused one (an invalid declaration, a plugin that failed) says so. Absent: an older agent. */
+  reconcile?: ReconcileOutcome;
+}
+
+export interface ReconcileOutcome {
+  result: 'ok' | 'refused';
+  code: string;
+  message: string;
+  at: string;
+  refusedResources: number;
 }
 
 export type LifecycleState = 'adopted' | 'flipping' | 'converged' | 'refused' | 'returning';

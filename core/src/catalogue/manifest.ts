@@ -5,6 +5,8 @@
  */
 import { MeshpError } from '../errors.js';
 import type { ModuleDecl, Settings } from '../model.js';
+import { checkInput } from '../schema/check.js';
+import { catalogueManifestSchema } from '../schema/declaration.js';
 
 export interface CatalogueModule {
   apiVersion: 'meshp/v1';
@@ -53,12 +55,10 @@ export function defaultPorts(modules: CatalogueModule[]): Record<string, number>
   return Object.assign({}, ...modules.map((m) => m.defaults?.ports ?? {}));
 }
 
+/** A catalogue manifest checked by the one schema (core/src/schema): coded, naming the field. */
 export function checkManifest(doc: unknown, where: string): CatalogueModule {
-  const m = doc as CatalogueModule;
-  if (!m || typeof m !== 'object' || m.apiVersion !== 'meshp/v1' || m.kind !== 'Module' || typeof m.name !== 'string') {
-    throw new MeshpError('MESHP_DECLARATION_INVALID', `${where}: not a meshp/v1 Module manifest`);
-  }
-  return m;
+  checkInput(catalogueManifestSchema, doc, where);
+  return doc as CatalogueModule;
 }
 
 /** A catalogue module made concrete for a node: placeholders filled from the node's settings. */

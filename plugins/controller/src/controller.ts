@@ -6,7 +6,7 @@ import { PolicyIndex } from './policy.js';
 import type { ControllerStore } from './store.js';
 import { TokenBook } from './tokens.js';
 import { checkAppliedVersion, nextDelta, takeAck, takeHello, type AckResult } from './sync.js';
-import type { LogEntry, MemberRecord, ModuleDef, NetworkRecord, PolicyRule, SentSummary, SharedComponentName, SharedComponents, SyncRecord, TokenRecord } from './types.js';
+import type { LogEntry, MemberRecord, ModuleDef, NetworkRecord, PolicyRule, ReportedState, SentSummary, SharedComponentName, SharedComponents, SyncRecord, TokenRecord } from './types.js';
 import { newSync, statusOf, type NodeStatus } from './status.js';
 import { checkAssigned, checkMember, checkModule, checkPolicy, checkTags } from './limits.js';
 
@@ -135,12 +135,21 @@ export class Controller {
 
   /** A mode set without a preview: a converged node's agent flips only a machine with nothing to close. */
   setMode(network: string, id: string, mode: Mode): number {
-    return this.updateMember(network, id, { mode, convergePreviewId: '' });
+    return this.#requested(network, id, this.updateMember(network, id, { mode, convergePreviewId: '' }));
   }
 
   /** The operator's flip: the node converged, to exactly this preview (record 003). */
   recordConverged(network: string, id: string, previewId: string): number {
-    return this.updateMember(network, id, { mode: 'converged', convergePreviewId: previewId });
+    return this.#requested(network, id, this.updateMember(network, id, { mode: 'converged', convergePreviewId: previewId }));
+  }
+
+  /** Marks the version a change of mode was asked at: the node's transition is `requested` until its agent reports past it. */
+  #requested(network: string, id: string, version: number): number {
+    const net = this.#net(network);
+    const sync = this.#sync(net, id);
+    sync.requestedVersion = version;
+    this.#putSync(net, id, sync);
+    return version;
   }
 
   /** The declaration the node is sent now. */
@@ -152,7 +161,7 @@ export class Controller {
   assignModule(network: string, id: string, module: string): number {
     const net = this.#net(network);
     const m = this.#member(net, id);
-    if (!net.moduleOf(module)) throw new MeshpError('MESHP_USAGE', `no module ${module} in the catalogue of ${network}: add it with meshp catalogue add`);
+    if (!net.moduleOf(module)) throw new MeshpError('MESHP_NOT_FOUND', `no module ${module} in the catalogue of ${network}: add it with meshp catalogue add`);
     checkAssigned(id, [...new Set([...m.assigned, module])].map((x) => net.record.modules[x]));
     return this.updateMember(network, id, { assigned: sorted([...new Set([...m.assigned, module])]) });
   }
@@ -288,10 +297,10 @@ export class Controller {
     this.#putSync(net, id, sync);
   }
 
-  report(network: string, id: string, r: { firewallKind?: string; held?: number; changed?: number }): void {
+  report(network: string, id: string, r: { firewallKind?: string; held?: number; changed?: number; reported?: ReportedState }): void {
     const net = this.#net(network);
     const sync = this.#sync(net, id);
-    Object.assign(sync, { firewallKind: r.firewallKind ?? sync.firewallKind, held: r.held ?? sync.held, changed: r.changed ?? sync.changed });
+    Object.assign(sync, { firewallKind: r.firewallKind ?? sync.firewallKind, held: r.held ?? sync.held, changed: r.changed ?? sync.changed, ...(r.reported ? { reported: r.reported } : {}) });
     this.#putSync(net, id, sync);
   }
 
@@ -378,13 +387,13 @@ export class Controller {
 
   #net(name: string): NetworkState {
     const n = this.#networks.get(name);
-    if (!n) throw new MeshpError('MESHP_USAGE', `no network ${name}`);
+    if (!n) throw new MeshpError('MESHP_NOT_FOUND', `no network ${name}`);
     return n;
   }
 
   #member(net: NetworkState, id: string): MemberRecord {
     const m = net.members.get(id);
-    if (!m) throw new MeshpError('MESHP_USAGE', `no node ${id} in ${net.record.name}`);
+    if (!m) throw new MeshpError('MESHP_NOT_FOUND', `no node ${id} in ${net.record.name}`);
     return m;
   }
 

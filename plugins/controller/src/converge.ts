@@ -44,7 +44,23 @@ export function factsOfReport(r: ReportMessage): { listening: Listener[]; publis
 export function previewOf(controller: Controller, network: string, node: string, report: ReportMessage | null): ConvergePreview {
   const declaration = validateDeclaration(declarationFromWire(controller.declarationOf(network, node)));
   if (!report) throw new MeshpError('MESHP_LIFECYCLE', `node ${node} has not reported yet: there is nothing to preview from`);
-  return buildPreview({ declaration, ...factsOfReport(report) });
+  const preview = buildPreview({ declaration, ...factsOfReport(report) });
+  return nothingToFlip(report) ? asNothingToFlip(preview) : preview;
+}
+
+/** A node without a firewall plugin: the agent loads no filter and retires none (core/agent/lifecycle.ts). */
+export const nothingToFlip = (r: ReportMessage): boolean => !r.firewallKind || r.firewallKind === 'none';
+
+/** What is true of such a node: nothing closes, the flip only takes the modules. The id stays the one the facts give. */
+function asNothingToFlip(p: ConvergePreview): ConvergePreview {
+  return {
+    ...p,
+    items: p.items.map((i) => (i.after === 'closes' ? { ...i, after: 'open' } : i)),
+    steps: [
+      'the node has no firewall plugin: there is nothing to flip; no filter is loaded, every port stays as it is',
+      ...(p.take.length ? [`take ${p.take.join(', ')}`] : []),
+    ],
+  };
 }
 
 /**
@@ -53,7 +69,7 @@ export function previewOf(controller: Controller, network: string, node: string,
  */
 export function convergeNode(controller: Controller, network: string, node: string, report: ReportMessage | null, previewId?: string): { preview: ConvergePreview; stateVersion: number } {
   const member = controller.member(network, node);
-  if (!member) throw new MeshpError('MESHP_USAGE', `no node ${node} in ${network}`);
+  if (!member) throw new MeshpError('MESHP_NOT_FOUND', `no node ${node} in ${network}`);
   if (member.mode === 'converged' && report?.lifecycle?.state === 'converged') {
     throw new MeshpError('MESHP_LIFECYCLE', `node ${node} is already converged (preview ${report.lifecycle.previewId || 'none'}): adopt it first to flip again`);
   }

@@ -1,12 +1,44 @@
+/**
+ * A node as the operator sees it. Its `mode` is what its agent last reported, never what was asked:
+ * the mode asked is `requestedMode`, and the change between the two is a transition
+ * (requested → in-progress → done | refused) read from the agent's reports past the version the
+ * request was recorded at. `status` is the one word that makes a node needing attention stand out.
+ */
 import type { Mode } from '@meshp/core';
 import type { NetworkState } from './network.js';
-import type { MemberRecord, SyncRecord } from './types.js';
+import type { MemberRecord, ReportedState, SyncRecord } from './types.js';
+
+export type TransitionState = 'none' | 'requested' | 'in-progress' | 'done' | 'refused';
+
+export interface NodeTransition {
+  state: TransitionState;
+  /** The mode asked. */
+  mode: Mode;
+  /** The state version the request was recorded at (0: none since the node joined). */
+  version: number;
+  previewId: string;
+  code: string;
+  message: string;
+}
+
+export interface ReconcileStatus {
+  /** '' until the agent reports one. */
+  result: '' | 'ok' | 'refused';
+  code: string;
+  message: string;
+  at: string;
+}
+
+/** ok | behind | changing | refusing | silent | pending (never reported) | diverged (hash mismatches, see sync.ts). */
+export type NodeHealth = 'ok' | 'behind' | 'changing' | 'refusing' | 'silent' | 'pending' | 'diverged';
 
 /** A membership as the operator sees it: `gap` is the convergence gap. */
 export interface NodeStatus {
   network: string;
   name: string;
-  mode: Mode;
+  /** The mode the agent last reported; 'unknown' until it reports. */
+  mode: Mode | 'unknown';
+  requestedMode: Mode;
   appliedVersion: number;
   stateVersion: number;
   gap: number;
@@ -20,17 +52,55 @@ export interface NodeStatus {
   stateHash: string;
   /** The preview the node's flip was recorded with ('' when none). */
   convergePreviewId: string;
+  transition: NodeTransition;
+  reconcile: ReconcileStatus;
+  refusedResources: number;
+  /** Filled by the hosting side, which holds the streams (see `withLiveness`). */
+  connected: boolean;
+  lastSeen: string;
+  status: NodeHealth;
+  statusDetail: string;
 }
 
 export function newSync(): SyncRecord {
   return { applied: 0, appliedHash: '', sent: 0, expectations: [], snapshotPending: true, recent: [], lastAgentHash: '', firewallKind: '', held: 0, changed: 0 };
 }
 
+/** The mode the machine is in by its agent's word: a running flip is still adopted, a running return still converged. */
+export function reportedMode(r: ReportedState | undefined): Mode | 'unknown' {
+  if (!r) return 'unknown';
+  switch (r.lifecycle?.state) {
+    case 'converged':
+    case 'returning':
+      return 'converged';
+    case 'adopted':
+    case 'flipping':
+      return 'adopted';
+    default:
+      return r.mode;
+  }
+}
+
+export function transitionOf(m: MemberRecord, s: SyncRecord): NodeTransition {
+  const version = s.requestedVersion ?? 0;
+  const base = { mode: m.mode, version, previewId: m.mode === 'converged' ? (m.convergePreviewId ?? '') : '', code: '', message: '' };
+  const r = s.reported;
+  // The mode the node enrolled with is asked too: a converged enrolment the agent refused (a machine in use) is refused.
+  if (version === 0) return r?.lifecycle?.state === 'refused' ? { ...base, state: 'refused', code: r.lifecycle.code || 'MESHP_REFUSED', message: r.lifecycle.message } : { ...base, state: 'none' };
+  if (!r || r.version < version) return { ...base, state: 'requested' };
+  const l = r.lifecycle;
+  if (l?.state === 'flipping' || l?.state === 'returning') return { ...base, state: 'in-progress' };
+  if (l?.state === 'refused') return { ...base, state: 'refused', code: l.code || 'MESHP_REFUSED', message: l.message };
+  return { ...base, state: reportedMode(r) === m.mode ? 'done' : 'requested' };
+}
+
 export function statusOf(net: NetworkState, m: MemberRecord, s: SyncRecord): NodeStatus {
-  return {
+  const r = s.reported;
+  const n: NodeStatus = {
     network: net.record.name,
     name: m.id,
-    mode: m.mode,
+    mode: reportedMode(r),
+    requestedMode: m.mode,
     appliedVersion: s.applied,
     stateVersion: net.version,
     gap: net.version - s.applied,
@@ -43,5 +113,35 @@ export function statusOf(net: NetworkState, m: MemberRecord, s: SyncRecord): Nod
     takenModules: [...m.taken],
     stateHash: s.appliedHash,
     convergePreviewId: m.mode === 'converged' ? (m.convergePreviewId ?? '') : '',
+    transition: transitionOf(m, s),
+    reconcile: r?.reconcile ? { result: r.reconcile.result, code: r.reconcile.code, message: r.reconcile.message, at: r.reconcile.at } : { result: '', code: '', message: '', at: '' },
+    refusedResources: r?.refusedResources ?? 0,
+    connected: false,
+    lastSeen: '',
+    status: 'pending',
+    statusDetail: '',
   };
+  return withLiveness(n, { connected: false, lastSeen: r?.at ?? '' });
+}
+
+/**
+ * The node with its stream's liveness and the word that stands out, worst first: a node that does
+ * not answer, then one that refuses, then one whose change of mode is under way, then one behind.
+ */
+export function withLiveness(n: NodeStatus, live: { connected: boolean; lastSeen: string; diverged?: string }): NodeStatus {
+  const out = { ...n, connected: live.connected, lastSeen: live.lastSeen || n.lastSeen };
+  const [status, statusDetail] = health(out, live.diverged);
+  return { ...out, status, statusDetail };
+}
+
+function health(n: NodeStatus, diverged?: string): [NodeHealth, string] {
+  if (!n.connected) return n.lastSeen ? ['silent', `not connected; last seen ${n.lastSeen}`] : ['pending', 'has not reported yet'];
+  if (diverged) return ['diverged', diverged];
+  if (n.reconcile.result === 'refused') return ['refusing', `${n.reconcile.code}: ${n.reconcile.message}`];
+  if (n.transition.state === 'refused') return ['refusing', `${n.transition.mode === 'converged' ? 'flip' : 'return'} refused: ${n.transition.code}: ${n.transition.message}`];
+  if (n.refusedResources > 0) return ['refusing', `${n.refusedResources} resource(s) refused`];
+  if (n.transition.state === 'requested' || n.transition.state === 'in-progress') return ['changing', `${n.transition.mode} ${n.transition.state}`];
+  if (n.mode === 'unknown') return ['pending', 'has not reported yet'];
+  if (n.gap > 0) return ['behind', `behind by ${n.gap}`];
+  return ['ok', ''];
 }

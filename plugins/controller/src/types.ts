@@ -85,6 +85,21 @@ export interface SyncRecord {
   firewallKind: string;
   held: number;
   changed: number;
+  /** What the agent last reported of itself (status.ts): absent until its first report. */
+  reported?: ReportedState;
+  /** The state version the last change of mode was recorded at (0: none since the node joined). */
+  requestedVersion?: number;
+}
+
+/** The agent's own word, as its last report gave it: the only source of a node's mode and health. */
+export interface ReportedState {
+  /** The version the reported reconcile ran on. */
+  version: number;
+  mode: Mode;
+  lifecycle?: { state: string; previewId: string; code: string; message: string; at: string };
+  reconcile?: { result: 'ok' | 'refused'; code: string; message: string; at: string; refusedResources: number };
+  refusedResources: number;
+  at: string;
 }
 
 export interface TokenRecord {

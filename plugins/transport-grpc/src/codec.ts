@@ -28,6 +28,7 @@ function reportToWire(r: ReportMessage): Report {
     firewallConfigFile: r.firewallConfigFile ?? '',
     ...(r.lifecycle ? { lifecycle: lifecycleToWire(r.lifecycle) } : {}),
     reach: (r.reach ?? []).map((x) => ({ ...x, from: [...x.from] })),
+    ...(r.reconcile ? { reconcile: { ...r.reconcile } } : {}),
   };
 }
 
@@ -59,6 +60,7 @@ function reportFromWire(r: Report): ReportMessage {
     ...(lifecycleFromWire(r.lifecycle) ? { lifecycle: lifecycleFromWire(r.lifecycle)! } : {}),
     // An older agent sends none: the controller's preview then says unknown.
     ...(r.reach.length ? { reach: r.reach.map((x) => ({ ...x, from: [...x.from] })) } : {}),
+    ...(r.reconcile && (r.reconcile.result === 'ok' || r.reconcile.result === 'refused') ? { reconcile: { ...r.reconcile, result: r.reconcile.result } } : {}),
   };
 }
 

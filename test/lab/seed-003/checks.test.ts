@@ -143,7 +143,7 @@ let standIn: { stop(): void };
 
 t.test('6. with the stand-in writing, the held file change is reported and not reverted', async (t) => {
   standIn = b.standIn();
-  const a = await admin('module', 'assign', 'm1', 'web');
+  const a = await admin('module', 'assign', 'm1', 'web', '--yes');
   t.equal(a.code, 0, a.err);
   const r = await until('web.conf to be reported changed', async () => {
     const rep = await report();
@@ -159,7 +159,7 @@ t.test('7. assigning holds the found container and file; taking replaces them an
   t.equal(stateOf(held, `opening:web/forwarded/tcp/${SERVICE_PORT}`), 'pending');
   t.equal(await b.get(b.m2, M1, SERVICE_PORT), 'predecessor-web', 'the found container still serves');
   standIn.stop();
-  const take = await admin('module', 'take', 'm1', 'web');
+  const take = await admin('module', 'take', 'm1', 'web', '--yes');
   t.equal(take.code, 0, take.err);
   const r = await until('web to be taken', async () => {
     const rep = await report();
@@ -196,7 +196,7 @@ t.test('8. converging previews, then changes; returned to adopted, the found fir
   const list = JSON.parse((await admin('node', 'list', '--json')).out);
   t.equal(list.nodes.find((n: { name: string }) => n.name === 'm1').mode, 'converged');
 
-  const back = await admin('node', 'adopt', 'm1', '--json');
+  const back = await admin('node', 'adopt', 'm1', '--yes', '--json');
   t.equal(back.code, 0, back.err);
   const again = await b.nft(['list', 'tables']);
   t.match(again, /inet filter/, 'returned to adopted, the found firewall is enabled again');

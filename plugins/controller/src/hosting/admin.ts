@@ -2,10 +2,10 @@
  * The Admin service over the Controller: every call authenticated with the admin credential, every
  * change followed by a pump of the network's streams. Requests and answers are in the wire's shapes.
  */
-import { MeshpError, declarationFromWire, modeFromWire, modeToWire, type AdminHandler, type ConvergePreview, type ModuleDecl, type ReportMessage, type WireModuleDecl } from '@meshp/core';
+import { MeshpError, checkModuleDefs, checkPolicy, declarationFromWire, modeFromWire, modeToWire, type AdminHandler, type ConvergePreview, type ModuleDecl, type ReportMessage, type WireModuleDecl } from '@meshp/core';
 import type { Controller } from '../controller.js';
 import { convergeNode, previewOf } from '../converge.js';
-import type { NodeStatus } from '../status.js';
+import { withLiveness, type NodeStatus } from '../status.js';
 import type { SentSummary } from '../types.js';
 import { secretMatches } from './credential.js';
 import type { Enrolment } from './enrolment.js';
@@ -23,8 +23,14 @@ const need = (r: Req, k: string): string => {
   return v;
 };
 
+/** Mode 0 on the wire: the agent has not said yet. */
+const wireMode = (m: NodeStatus['mode']): number => (m === 'unknown' ? 0 : modeToWire(m));
+
 function nodeToWire(n: NodeStatus, last: ReportMessage | null): Req {
-  return { ...n, mode: modeToWire(n.mode), reportedVersion: last?.appliedVersion ?? 0, ...(last?.lifecycle ? { lifecycle: { ...last.lifecycle } } : {}) };
+  return {
+    ...n, mode: wireMode(n.mode), requestedMode: modeToWire(n.requestedMode), transition: { ...n.transition, mode: modeToWire(n.transition.mode) },
+    reportedVersion: last?.appliedVersion ?? 0, ...(last?.lifecycle ? { lifecycle: { ...last.lifecycle } } : {}),
+  };
 }
 
 function previewToWire(p: ConvergePreview): Req {
@@ -48,18 +54,21 @@ export interface AdminDeps {
   reports(network: string, node: string): ReportMessage | null;
   /** Called after every change to a network. */
   changed(network: string): void;
+  /** The node's stream: open or not, last heard from. */
+  live(network: string, node: string): { connected: boolean; lastSeen: string };
 }
 
 export function adminHandler(d: AdminDeps): AdminHandler {
   const { controller } = d;
-  const node = (net: string, id: string): Req => nodeToWire(controller.showNode(net, id).node, d.reports(net, id));
+  const live = (n: NodeStatus): NodeStatus => withLiveness(n, d.live(n.network, n.name));
+  const node = (net: string, id: string): Req => nodeToWire(live(controller.showNode(net, id).node), d.reports(net, id));
   const methods: Record<string, (r: Req, network: string) => Req> = {
-    listNodes: (_r, net) => ({ nodes: controller.listNodes(net).map((n) => nodeToWire(n, d.reports(net, n.name))) }),
+    listNodes: (_r, net) => ({ nodes: controller.listNodes(net).map((n) => nodeToWire(live(n), d.reports(net, n.name))) }),
     showNode: (r, net) => {
       const s = controller.showNode(net, need(r, 'node'));
       const last = d.reports(net, s.node.name);
       return {
-        node: nodeToWire(s.node, last), recentDeltas: s.recentDeltas.map(sentToWire),
+        node: nodeToWire(live(s.node), last), recentDeltas: s.recentDeltas.map(sentToWire),
         resources: (last?.resources ?? []).map((x) => ({ ...x, reason: x.reason ?? '' })),
         ...(last ? { firewall: { kind: last.firewallKind, active: last.firewallActive, tables: last.firewallTables ?? [], configFile: last.firewallConfigFile ?? '' } } : {}),
         reportedAt: last?.at ?? '',
@@ -79,7 +88,7 @@ export function adminHandler(d: AdminDeps): AdminHandler {
       const s = controller.doctor(net, need(r, 'node'));
       const last = d.reports(net, s.node.name);
       return {
-        ...s, node: nodeToWire(s.node, last), recentDeltas: s.recentDeltas.map(sentToWire),
+        ...s, node: nodeToWire(live(s.node), last), recentDeltas: s.recentDeltas.map(sentToWire),
         agentApplied: last?.applied ?? [], resources: (last?.resources ?? []).map((x) => ({ ...x, reason: x.reason ?? '' })),
         listening: last?.listening ?? [], published: last?.published ?? [], reportedAt: last?.at ?? '',
       };
@@ -89,7 +98,8 @@ export function adminHandler(d: AdminDeps): AdminHandler {
     takeModule: (r, net) => change(net, () => controller.takeModule(net, need(r, 'node'), need(r, 'module')), r),
     setMode: (r, net) => change(net, () => controller.setMode(net, need(r, 'node'), modeFromWire(Number(r.mode))), r),
     setPolicy: (r, net) => {
-      const rules = ((r.rules as Req[] | undefined) ?? []).map((x) => ({ from: need(x, 'fromTag'), to: need(x, 'toTag'), ports: (x.ports as string[] | undefined) ?? [] }));
+      // Checked by the one schema before anything is stored: a rule without tags or with ports that are not ports is refused.
+      const rules = checkPolicy(((r.rules as Req[] | undefined) ?? []).map((x) => ({ from: x.fromTag, to: x.toTag, ...((x.ports as string[] | undefined)?.length ? { ports: x.ports } : {}) })));
       const stateVersion = controller.setPolicy(net, rules);
       d.changed(net);
       return { stateVersion };
@@ -100,8 +110,10 @@ export function adminHandler(d: AdminDeps): AdminHandler {
       return d.enrolment.createToken({ network: net, mode, ttlSeconds: ttl, tags: (r.tags as string[] | undefined) ?? [] });
     },
     addCatalogue: (r, net) => {
-      const modules = modulesFromWire((r.modules as WireModuleDecl[] | undefined) ?? []);
-      if (modules.length === 0) throw new MeshpError('MESHP_USAGE', 'the catalogue file defines no module');
+      const wire = (r.modules as WireModuleDecl[] | undefined) ?? [];
+      if (wire.length === 0) throw new MeshpError('MESHP_USAGE', 'the catalogue file defines no module');
+      // Checked by the one schema before anything is stored: each module alone and all of them together.
+      const modules = checkModuleDefs(modulesFromWire(wire).map(({ taken: _t, ...m }) => stripEmpty(m))).map((m) => ({ ...m, taken: false }));
       let stateVersion = controller.stateVersion(net);
       for (const { taken: _t, ...def } of modules) stateVersion = controller.defineModule(net, def);
       d.changed(net);
@@ -133,6 +145,11 @@ export function adminHandler(d: AdminDeps): AdminHandler {
       throw e;
     }
   };
+}
+
+/** The wire carries empty lists and maps where a file had none: the schema reads them as absent. */
+function stripEmpty<T extends object>(m: T): T {
+  return JSON.parse(JSON.stringify(m)) as T;
 }
 
 function modulesFromWire(modules: WireModuleDecl[]): ModuleDecl[] {

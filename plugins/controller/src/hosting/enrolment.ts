@@ -27,7 +27,7 @@ export class Enrolment {
   ) {}
 
   createToken(r: TokenRequest): { token: string; expiresAt: string } {
-    if (!this.controller.networks().includes(r.network)) throw new MeshpError('MESHP_USAGE', `no network ${r.network}`);
+    if (!this.controller.networks().includes(r.network)) throw new MeshpError('MESHP_NOT_FOUND', `no network ${r.network}`);
     if (!(r.ttlSeconds > 0 && r.ttlSeconds <= 30 * 86400)) throw new MeshpError('MESHP_USAGE', 'a token lives between 1 s and 30 days');
     const secret = randomBytes(32).toString('base64url');
     const expiresAt = new Date(this.now().getTime() + r.ttlSeconds * 1000).toISOString();
@@ -47,7 +47,12 @@ export class Enrolment {
     if (!NODE_NAME.test(input.node)) throw new MeshpError('MESHP_USAGE', `node name ${JSON.stringify(input.node)} is not valid`);
     checkNodeKey(input.nodeKey);
     checkMember({ id: input.node, endpoints: input.endpoints, tags: t.tags }); // before the token is marked used
-    if (this.controller.member(t.network, input.node)) throw new MeshpError('MESHP_USAGE', `node ${input.node} is already in ${t.network}`);
+    if (this.controller.member(t.network, input.node)) {
+      // Refused before the token is marked used: the same token enrols this machine under another name.
+      let n = 2;
+      while (this.controller.member(t.network, `${input.node}-${n}`)) n++;
+      throw new MeshpError('MESHP_NAME_TAKEN', `node ${input.node} is already in ${t.network}; the token is not spent: start this agent again with --name ${input.node}-${n} (or another name)`);
+    }
     if (!this.auth.markUsed(secret, input.node, this.now().toISOString())) throw new MeshpError('MESHP_TOKEN_INVALID', 'the enrolment token was already used');
     const inner = this.controller.createToken(t.network, { mode: t.mode, tags: t.tags, ttlSeconds: 60 });
     const { network, member } = this.controller.enrol(inner.token, { id: input.node, nodeKey: input.nodeKey, endpoints: input.endpoints });

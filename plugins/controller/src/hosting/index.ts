@@ -2,7 +2,7 @@ export { ControllerHostingPlugin, CONTROLLER_DB, ADDRESS_FILE, type ControllerHo
 export { ADMIN_CREDENTIAL_FILE, parseAdminCredential, readAdminCredential, formatAdminCredential, type AdminCredential } from './credential.js';
 export { ensureCertificate, certificateFingerprint, type ControllerTls } from './tls.js';
 export { DEFAULT_NETWORK } from './admin.js';
-export { Metrics, serveMetrics } from './metrics.js';
+export { Metrics, serveMetrics, BUILD_VERSION } from './metrics.js';
 export { createLogger, type Logger } from './log.js';
 export { AuthStore } from './auth-store.js';
 export { Enrolment } from './enrolment.js';

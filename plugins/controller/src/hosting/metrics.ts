@@ -1,10 +1,27 @@
-/** Prometheus text on `/metrics`: the convergence gap per membership, connected agents, what was sent and refused. */
+/**
+ * Prometheus `/metrics` through prom-client: per node its gap, its stream (connected, last report),
+ * its refusals and its status, with the process metrics and `meshp_build_info`. One registry per
+ * controller (tests run several in one process). A node's labels are its network and name only:
+ * its mode is a value of its own series, so a flip does not cut the gap's history in two.
+ */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { MeshpError } from '@meshp/core';
 import type { Controller } from '../controller.js';
+import { withLiveness, type NodeHealth, type NodeStatus } from '../status.js';
 
-const esc = (v: string): string => v.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
+const HEALTH: NodeHealth[] = ['ok', 'behind', 'changing', 'refusing', 'silent', 'pending', 'diverged'];
+const MODES = ['adopted', 'converged', 'unknown'] as const;
+export const BUILD_VERSION = '0.1.0';
+
+export interface MetricsSource {
+  controller: Controller;
+  connected(): number;
+  live(network: string, node: string): { connected: boolean; lastSeen: string };
+}
+
+const seconds = (iso: string): number => (iso ? Date.parse(iso) / 1000 : 0);
 
 export class Metrics {
   deltasSent = 0;
@@ -12,47 +29,80 @@ export class Metrics {
   bytesSent = 0;
   enrolments = 0;
   readonly refusals = new Map<string, number>();
+  readonly registry = new Registry();
+  #source: MetricsSource | null = null;
+
+  constructor() {
+    const r = this.registry;
+    collectDefaultMetrics({ register: r });
+    new Gauge({ name: 'meshp_build_info', help: 'the running build: always 1', labelNames: ['version', 'node_version'], registers: [r] }).set({ version: BUILD_VERSION, node_version: process.version }, 1);
+    const self = this;
+    const counter = (name: string, help: string, get: () => number) =>
+      new Counter({ name, help, registers: [r], collect() { this.reset(); this.inc(get()); } });
+    counter('meshp_deltas_sent_total', 'incremental deltas sent', () => self.deltasSent);
+    counter('meshp_snapshots_sent_total', 'snapshots (from_version 0) sent', () => self.snapshotsSent);
+    counter('meshp_delta_bytes_sent_total', 'encoded-size estimate of what was sent', () => self.bytesSent);
+    counter('meshp_enrolments_total', 'nodes enrolled', () => self.enrolments);
+    new Counter({ name: 'meshp_refusals_total', help: 'calls and streams refused, by code', labelNames: ['code'], registers: [r], collect() {
+      this.reset();
+      for (const [code, v] of self.refusals) this.inc({ code }, v);
+    } });
+    new Gauge({ name: 'meshp_connected_agents', help: 'agents with an authenticated Sync stream', registers: [r], collect() { this.set(self.#source?.connected() ?? 0); } });
+    new Gauge({ name: 'meshp_state_version', help: 'the state version of each network', labelNames: ['network'], registers: [r], collect() {
+      this.reset();
+      const c = self.#source?.controller;
+      for (const network of c?.networks() ?? []) this.set({ network }, c!.stateVersion(network));
+    } });
+    const perNode = (name: string, help: string, value: (n: NodeStatus) => number) =>
+      new Gauge({ name, help, labelNames: ['network', 'node'], registers: [r], collect() {
+        this.reset();
+        for (const n of self.nodes()) this.set({ network: n.network, node: n.name }, value(n));
+      } });
+    perNode('meshp_convergence_gap', 'state_version - applied_version, per node', (n) => n.gap);
+    perNode('meshp_applied_version', 'the version each node acked', (n) => n.appliedVersion);
+    perNode('meshp_node_connected', '1 while the node has an authenticated Sync stream', (n) => (n.connected ? 1 : 0));
+    perNode('meshp_node_last_report_timestamp_seconds', "when the node's agent was last heard from (0: never)", (n) => seconds(n.lastSeen));
+    perNode('meshp_node_refused_resources', 'resources the last reconcile refused', (n) => n.refusedResources);
+    perNode('meshp_node_reconcile_refused', '1 when the last reconcile was refused as a whole (its code in meshp_node_status)', (n) => (n.reconcile.result === 'refused' ? 1 : 0));
+    new Gauge({ name: 'meshp_node_status', help: 'what stands out of each node: 1 for its status, 0 for the others', labelNames: ['network', 'node', 'status'], registers: [r], collect() {
+      this.reset();
+      for (const n of self.nodes()) for (const status of HEALTH) this.set({ network: n.network, node: n.name, status }, n.status === status ? 1 : 0);
+    } });
+    new Gauge({ name: 'meshp_node_mode', help: "the mode each node's agent last reported: 1 for it, 0 for the others", labelNames: ['network', 'node', 'mode'], registers: [r], collect() {
+      this.reset();
+      for (const n of self.nodes()) for (const mode of MODES) this.set({ network: n.network, node: n.name, mode }, n.mode === mode ? 1 : 0);
+    } });
+  }
+
+  /** Where the per-node series come from (the controller and its streams). */
+  attach(source: MetricsSource): void {
+    this.#source = source;
+  }
 
   refused(code: string): void {
     this.refusals.set(code, (this.refusals.get(code) ?? 0) + 1);
   }
 
-  render(controller: Controller, connected: number): string {
-    const lines: string[] = [];
-    const metric = (name: string, type: string, help: string, samples: [string, number][]) => {
-      lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
-      for (const [labels, v] of samples) lines.push(`${name}${labels} ${v}`);
-    };
-    const gaps: [string, number][] = [];
-    const applied: [string, number][] = [];
-    const versions: [string, number][] = [];
-    for (const network of controller.networks()) {
-      versions.push([`{network="${esc(network)}"}`, controller.stateVersion(network)]);
-      for (const n of controller.listNodes(network)) {
-        const l = `{network="${esc(network)}",node="${esc(n.name)}",mode="${n.mode}"}`;
-        gaps.push([l, n.gap]);
-        applied.push([l, n.appliedVersion]);
-      }
-    }
-    metric('meshp_convergence_gap', 'gauge', 'state_version - applied_version, per membership', gaps);
-    metric('meshp_applied_version', 'gauge', 'the version each membership acked', applied);
-    metric('meshp_state_version', 'gauge', 'the state version of each network', versions);
-    metric('meshp_connected_agents', 'gauge', 'agents with an authenticated Sync stream', [['', connected]]);
-    metric('meshp_deltas_sent_total', 'counter', 'incremental deltas sent', [['', this.deltasSent]]);
-    metric('meshp_snapshots_sent_total', 'counter', 'snapshots (from_version 0) sent', [['', this.snapshotsSent]]);
-    metric('meshp_delta_bytes_sent_total', 'counter', 'encoded-size estimate of what was sent', [['', this.bytesSent]]);
-    metric('meshp_enrolments_total', 'counter', 'nodes enrolled', [['', this.enrolments]]);
-    metric('meshp_refusals_total', 'counter', 'calls and streams refused, by code', [...this.refusals].map(([c, v]) => [`{code="${esc(c)}"}`, v]));
-    return `${lines.join('\n')}\n`;
+  nodes(): NodeStatus[] {
+    const s = this.#source;
+    if (!s) return [];
+    return s.controller.networks().flatMap((network) => s.controller.listNodes(network).map((n) => withLiveness(n, s.live(network, n.name))));
+  }
+
+  render(): Promise<string> {
+    return this.registry.metrics();
   }
 }
 
-export async function serveMetrics(address: string, render: () => string): Promise<{ address: string; close(): Promise<void> }> {
+export async function serveMetrics(address: string, render: () => Promise<string>, contentType = 'text/plain; version=0.0.4; charset=utf-8'): Promise<{ address: string; close(): Promise<void> }> {
   const m = /^\[?([^\]]*)\]?:(\d+)$/.exec(address);
   if (!m) throw new MeshpError('MESHP_USAGE', `${address} is not HOST:PORT`);
   const server: Server = createServer((req, res) => {
     if (req.method === 'GET' && req.url?.split('?')[0] === '/metrics') {
-      res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' }).end(render());
+      render().then(
+        (body) => res.writeHead(200, { 'content-type': contentType }).end(body),
+        (e: unknown) => res.writeHead(500).end(`${e instanceof Error ? e.message : String(e)}\n`),
+      );
     } else res.writeHead(404).end('not found\n');
   });
   await new Promise<void>((resolve, reject) => {

@@ -109,10 +109,11 @@ export class ControllerHostingPlugin implements Plugin {
           metrics.refused(r.code);
           this.log.warn(r, 'refused by the transport');
         },
-        admin: adminHandler({ controller, enrolment, secret: admin.secret, metrics, log: this.log, changed: (n) => hub.poke(n), reports: (n, id) => auth.report(n, id) }),
+        admin: adminHandler({ controller, enrolment, secret: admin.secret, metrics, log: this.log, changed: (n) => hub.poke(n), live: (n, id) => hub.live(n, id), reports: (n, id) => auth.report(n, id) }),
       },
     );
-    const m = this.#o.metricsListen ? await serveMetrics(this.#o.metricsListen, () => metrics.render(controller, hub.connected)) : null;
+    metrics.attach({ controller, connected: () => hub.connected, live: (n, id) => hub.live(n, id) });
+    const m = this.#o.metricsListen ? await serveMetrics(this.#o.metricsListen, () => metrics.render(), metrics.registry.contentType) : null;
     writeFileSync(join(dir, ADDRESS_FILE), `${listener.address}\n`);
     this.#running = { listener, metrics: m, hub, controller, auth };
     this.log.info({ address: listener.address, metrics: m?.address ?? null, fingerprint: tls.fingerprint, networks: controller.networks() }, 'controller serving');

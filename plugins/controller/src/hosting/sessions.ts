@@ -7,6 +7,7 @@ import { createPublicKey, randomBytes, verify } from 'node:crypto';
 import { MeshpError, challengePayload, isMeshpError, oneLine, type AgentMessage, type ControllerMessage, type HelloMessage, type SyncChannel } from '@meshp/core';
 import type { Controller } from '../controller.js';
 import { splitForWire } from '../limits.js';
+import type { ReportedState } from '../types.js';
 import type { AuthStore } from './auth-store.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
@@ -17,6 +18,8 @@ type Channel = SyncChannel<AgentMessage, ControllerMessage>;
 
 export class SessionHub {
   readonly #sessions = new Map<string, SyncSession>();
+  /** When each node's agent was last heard from (any message on an authenticated stream). */
+  readonly #seen = new Map<string, string>();
 
   constructor(
     readonly controller: Controller,
@@ -38,6 +41,17 @@ export class SessionHub {
     const old = this.#sessions.get(key);
     this.#sessions.set(key, s);
     old?.end({ code: 'MESHP_UNAVAILABLE', message: 'a newer stream of this node replaced this one' });
+  }
+
+  /** The agent spoke: it is alive now. */
+  seen(network: string, node: string): void {
+    this.#seen.set(`${network}/${node}`, new Date().toISOString());
+  }
+
+  /** Whether the node's stream is open and when it was last heard from ('' never, since this controller started). */
+  live(network: string, node: string): { connected: boolean; lastSeen: string } {
+    const key = `${network}/${node}`;
+    return { connected: this.#sessions.has(key), lastSeen: this.#seen.get(key) ?? '' };
   }
 
   unregister(s: SyncSession): void {
@@ -128,6 +142,7 @@ export class SyncSession {
       return;
     }
     if ('hello' in m) throw new MeshpError('MESHP_USAGE', 'hello twice on one stream');
+    this.hub.seen(this.network, this.node);
     if ('ack' in m) {
       const r = controller.ack(this.network, this.node, m.ack.appliedVersion, m.ack.stateHash);
       if (!r.accepted) this.hub.log.warn({ network: this.network, node: this.node, appliedVersion: m.ack.appliedVersion }, 'ack hash differs from the view computed for that version: snapshot');
@@ -138,7 +153,13 @@ export class SyncSession {
       this.pump();
     } else if ('report' in m) {
       const count = (s: string) => m.report.resources.filter((r) => r.state === s).length;
-      controller.report(this.network, this.node, { firewallKind: m.report.firewallKind || 'none', held: count('held'), changed: count('changed') });
+      const r = m.report;
+      const reported: ReportedState = {
+        version: r.appliedVersion, mode: r.mode, at: r.at, refusedResources: count('refused'),
+        ...(r.lifecycle ? { lifecycle: { state: r.lifecycle.state, previewId: r.lifecycle.previewId, code: r.lifecycle.code ?? '', message: r.lifecycle.message ?? '', at: r.lifecycle.at } } : {}),
+        ...(r.reconcile ? { reconcile: { ...r.reconcile } } : {}),
+      };
+      controller.report(this.network, this.node, { firewallKind: r.firewallKind || 'none', held: count('held'), changed: count('changed'), reported });
       this.hub.auth.putReport(this.network, this.node, m.report);
     }
   }
@@ -165,6 +186,7 @@ export class SyncSession {
     this.node = owner.node;
     this.#authed = true;
     this.hub.register(this);
+    this.hub.seen(this.network, this.node);
     const r = controller.hello(this.network, this.node, h.appliedVersion, h.stateHash);
     log.info({ network: this.network, node: this.node, peer: this.peer, appliedVersion: h.appliedVersion, resume: !r.snapshotPending }, 'sync stream opened');
     if (r.movedAhead) {

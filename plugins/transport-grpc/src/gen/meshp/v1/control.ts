@@ -346,6 +346,19 @@ export interface Report {
    * live firewall and Docker's NAT. Empty: not known (an older agent, or a driver that cannot say).
    */
   reach: DoorReach[];
+  /** The last reconcile's result: ok, or refused with a code and a message (the view was applied, the machine was not changed). */
+  reconcile?: ReconcileOutcome | undefined;
+}
+
+/** What the last reconcile came to on the machine. */
+export interface ReconcileOutcome {
+  /** ok | refused */
+  result: string;
+  code: string;
+  message: string;
+  at: string;
+  /** Resources the reconcile refused one by one. */
+  refusedResources: number;
 }
 
 /** One door as the firewall driver answered for it. */
@@ -599,6 +612,29 @@ export interface NodeStatus {
   /** From the node's last report. */
   lifecycle?: Lifecycle | undefined;
   reportedVersion: number;
+  /** The mode the operator asked for; `mode` above is the one the agent last reported (0: none yet). */
+  requestedMode: Mode;
+  /** The last change of mode asked: requested -> in-progress -> done | refused. */
+  transition?: NodeTransition | undefined;
+  reconcile?: ReconcileOutcome | undefined;
+  refusedResources: number;
+  connected: boolean;
+  /** When the controller last heard from the agent ('' never). */
+  lastSeen: string;
+  /** ok | behind | changing | refusing | silent | pending | diverged: what stands out. */
+  status: string;
+  statusDetail: string;
+}
+
+export interface NodeTransition {
+  /** none | requested | in-progress | done | refused */
+  state: string;
+  mode: Mode;
+  /** The state version the request was recorded at. */
+  version: number;
+  previewId: string;
+  code: string;
+  message: string;
 }
 
 /** What the controller sent, for doctor: matched by version with what the agent applied. */
@@ -1825,6 +1861,7 @@ function createBaseReport(): Report {
     firewallConfigFile: "",
     lifecycle: undefined,
     reach: [],
+    reconcile: undefined,
   };
 }
 
@@ -1868,6 +1905,9 @@ export const Report: MessageFns<Report> = {
     }
     for (const v of message.reach) {
       DoorReach.encode(v!, writer.uint32(106).fork()).join();
+    }
+    if (message.reconcile !== undefined) {
+      ReconcileOutcome.encode(message.reconcile, writer.uint32(242).fork()).join();
     }
     return writer;
   },
@@ -1989,6 +2029,14 @@ export const Report: MessageFns<Report> = {
             message.reach.push(DoorReach.decode(reader, reader.uint32()));
             continue;
           }
+          case 30: {
+            if (tag !== 242) {
+              break;
+            }
+
+            message.reconcile = ReconcileOutcome.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2046,6 +2094,7 @@ export const Report: MessageFns<Report> = {
       reach: globalThis.Array.isArray(object?.reach)
         ? object.reach.map((e: any) => DoorReach.fromJSON(e))
         : [],
+      reconcile: isSet(object.reconcile) ? ReconcileOutcome.fromJSON(object.reconcile) : undefined,
     };
   },
 
@@ -2090,6 +2139,9 @@ export const Report: MessageFns<Report> = {
     if (message.reach?.length) {
       obj.reach = message.reach.map((e) => DoorReach.toJSON(e));
     }
+    if (message.reconcile !== undefined) {
+      obj.reconcile = ReconcileOutcome.toJSON(message.reconcile);
+    }
     return obj;
   },
 
@@ -2113,6 +2165,146 @@ export const Report: MessageFns<Report> = {
       ? Lifecycle.fromPartial(object.lifecycle)
       : undefined;
     message.reach = object.reach?.map((e) => DoorReach.fromPartial(e)) || [];
+    message.reconcile = (object.reconcile !== undefined && object.reconcile !== null)
+      ? ReconcileOutcome.fromPartial(object.reconcile)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseReconcileOutcome(): ReconcileOutcome {
+  return { result: "", code: "", message: "", at: "", refusedResources: 0 };
+}
+
+export const ReconcileOutcome: MessageFns<ReconcileOutcome> = {
+  encode(message: ReconcileOutcome, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.result !== "") {
+      writer.uint32(10).string(message.result);
+    }
+    if (message.code !== "") {
+      writer.uint32(18).string(message.code);
+    }
+    if (message.message !== "") {
+      writer.uint32(26).string(message.message);
+    }
+    if (message.at !== "") {
+      writer.uint32(34).string(message.at);
+    }
+    if (message.refusedResources !== 0) {
+      writer.uint32(40).uint32(message.refusedResources);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ReconcileOutcome {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseReconcileOutcome();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.result = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.code = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.message = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.at = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.refusedResources = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ReconcileOutcome {
+    return {
+      result: isSet(object.result) ? globalThis.String(object.result) : "",
+      code: isSet(object.code) ? globalThis.String(object.code) : "",
+      message: isSet(object.message) ? globalThis.String(object.message) : "",
+      at: isSet(object.at) ? globalThis.String(object.at) : "",
+      refusedResources: isSet(object.refusedResources)
+        ? globalThis.Number(object.refusedResources)
+        : isSet(object.refused_resources)
+        ? globalThis.Number(object.refused_resources)
+        : 0,
+    };
+  },
+
+  toJSON(message: ReconcileOutcome): unknown {
+    const obj: any = {};
+    if (message.result !== "") {
+      obj.result = message.result;
+    }
+    if (message.code !== "") {
+      obj.code = message.code;
+    }
+    if (message.message !== "") {
+      obj.message = message.message;
+    }
+    if (message.at !== "") {
+      obj.at = message.at;
+    }
+    if (message.refusedResources !== 0) {
+      obj.refusedResources = Math.round(message.refusedResources);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ReconcileOutcome>, I>>(base?: I): ReconcileOutcome {
+    return ReconcileOutcome.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ReconcileOutcome>, I>>(object: I): ReconcileOutcome {
+    const message = createBaseReconcileOutcome();
+    message.result = object.result ?? "";
+    message.code = object.code ?? "";
+    message.message = object.message ?? "";
+    message.at = object.at ?? "";
+    message.refusedResources = object.refusedResources ?? 0;
     return message;
   },
 };
@@ -5696,6 +5888,14 @@ function createBaseNodeStatus(): NodeStatus {
     convergePreviewId: "",
     lifecycle: undefined,
     reportedVersion: 0,
+    requestedMode: 0,
+    transition: undefined,
+    reconcile: undefined,
+    refusedResources: 0,
+    connected: false,
+    lastSeen: "",
+    status: "",
+    statusDetail: "",
   };
 }
 
@@ -5751,6 +5951,30 @@ export const NodeStatus: MessageFns<NodeStatus> = {
     }
     if (message.reportedVersion !== 0) {
       writer.uint32(136).uint32(message.reportedVersion);
+    }
+    if (message.requestedMode !== 0) {
+      writer.uint32(240).int32(message.requestedMode);
+    }
+    if (message.transition !== undefined) {
+      NodeTransition.encode(message.transition, writer.uint32(250).fork()).join();
+    }
+    if (message.reconcile !== undefined) {
+      ReconcileOutcome.encode(message.reconcile, writer.uint32(258).fork()).join();
+    }
+    if (message.refusedResources !== 0) {
+      writer.uint32(264).uint32(message.refusedResources);
+    }
+    if (message.connected !== false) {
+      writer.uint32(272).bool(message.connected);
+    }
+    if (message.lastSeen !== "") {
+      writer.uint32(282).string(message.lastSeen);
+    }
+    if (message.status !== "") {
+      writer.uint32(290).string(message.status);
+    }
+    if (message.statusDetail !== "") {
+      writer.uint32(298).string(message.statusDetail);
     }
     return writer;
   },
@@ -5904,6 +6128,70 @@ export const NodeStatus: MessageFns<NodeStatus> = {
             message.reportedVersion = reader.uint32();
             continue;
           }
+          case 30: {
+            if (tag !== 240) {
+              break;
+            }
+
+            message.requestedMode = reader.int32() as any;
+            continue;
+          }
+          case 31: {
+            if (tag !== 250) {
+              break;
+            }
+
+            message.transition = NodeTransition.decode(reader, reader.uint32());
+            continue;
+          }
+          case 32: {
+            if (tag !== 258) {
+              break;
+            }
+
+            message.reconcile = ReconcileOutcome.decode(reader, reader.uint32());
+            continue;
+          }
+          case 33: {
+            if (tag !== 264) {
+              break;
+            }
+
+            message.refusedResources = reader.uint32();
+            continue;
+          }
+          case 34: {
+            if (tag !== 272) {
+              break;
+            }
+
+            message.connected = reader.bool();
+            continue;
+          }
+          case 35: {
+            if (tag !== 282) {
+              break;
+            }
+
+            message.lastSeen = reader.string();
+            continue;
+          }
+          case 36: {
+            if (tag !== 290) {
+              break;
+            }
+
+            message.status = reader.string();
+            continue;
+          }
+          case 37: {
+            if (tag !== 298) {
+              break;
+            }
+
+            message.statusDetail = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5971,6 +6259,30 @@ export const NodeStatus: MessageFns<NodeStatus> = {
         : isSet(object.reported_version)
         ? globalThis.Number(object.reported_version)
         : 0,
+      requestedMode: isSet(object.requestedMode)
+        ? modeFromJSON(object.requestedMode)
+        : isSet(object.requested_mode)
+        ? modeFromJSON(object.requested_mode)
+        : 0,
+      transition: isSet(object.transition) ? NodeTransition.fromJSON(object.transition) : undefined,
+      reconcile: isSet(object.reconcile) ? ReconcileOutcome.fromJSON(object.reconcile) : undefined,
+      refusedResources: isSet(object.refusedResources)
+        ? globalThis.Number(object.refusedResources)
+        : isSet(object.refused_resources)
+        ? globalThis.Number(object.refused_resources)
+        : 0,
+      connected: isSet(object.connected) ? globalThis.Boolean(object.connected) : false,
+      lastSeen: isSet(object.lastSeen)
+        ? globalThis.String(object.lastSeen)
+        : isSet(object.last_seen)
+        ? globalThis.String(object.last_seen)
+        : "",
+      status: isSet(object.status) ? globalThis.String(object.status) : "",
+      statusDetail: isSet(object.statusDetail)
+        ? globalThis.String(object.statusDetail)
+        : isSet(object.status_detail)
+        ? globalThis.String(object.status_detail)
+        : "",
     };
   },
 
@@ -6027,6 +6339,30 @@ export const NodeStatus: MessageFns<NodeStatus> = {
     if (message.reportedVersion !== 0) {
       obj.reportedVersion = Math.round(message.reportedVersion);
     }
+    if (message.requestedMode !== 0) {
+      obj.requestedMode = modeToJSON(message.requestedMode);
+    }
+    if (message.transition !== undefined) {
+      obj.transition = NodeTransition.toJSON(message.transition);
+    }
+    if (message.reconcile !== undefined) {
+      obj.reconcile = ReconcileOutcome.toJSON(message.reconcile);
+    }
+    if (message.refusedResources !== 0) {
+      obj.refusedResources = Math.round(message.refusedResources);
+    }
+    if (message.connected !== false) {
+      obj.connected = message.connected;
+    }
+    if (message.lastSeen !== "") {
+      obj.lastSeen = message.lastSeen;
+    }
+    if (message.status !== "") {
+      obj.status = message.status;
+    }
+    if (message.statusDetail !== "") {
+      obj.statusDetail = message.statusDetail;
+    }
     return obj;
   },
 
@@ -6054,6 +6390,171 @@ export const NodeStatus: MessageFns<NodeStatus> = {
       ? Lifecycle.fromPartial(object.lifecycle)
       : undefined;
     message.reportedVersion = object.reportedVersion ?? 0;
+    message.requestedMode = object.requestedMode ?? 0;
+    message.transition = (object.transition !== undefined && object.transition !== null)
+      ? NodeTransition.fromPartial(object.transition)
+      : undefined;
+    message.reconcile = (object.reconcile !== undefined && object.reconcile !== null)
+      ? ReconcileOutcome.fromPartial(object.reconcile)
+      : undefined;
+    message.refusedResources = object.refusedResources ?? 0;
+    message.connected = object.connected ?? false;
+    message.lastSeen = object.lastSeen ?? "";
+    message.status = object.status ?? "";
+    message.statusDetail = object.statusDetail ?? "";
+    return message;
+  },
+};
+
+function createBaseNodeTransition(): NodeTransition {
+  return { state: "", mode: 0, version: 0, previewId: "", code: "", message: "" };
+}
+
+export const NodeTransition: MessageFns<NodeTransition> = {
+  encode(message: NodeTransition, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.state !== "") {
+      writer.uint32(10).string(message.state);
+    }
+    if (message.mode !== 0) {
+      writer.uint32(16).int32(message.mode);
+    }
+    if (message.version !== 0) {
+      writer.uint32(24).uint64(message.version);
+    }
+    if (message.previewId !== "") {
+      writer.uint32(34).string(message.previewId);
+    }
+    if (message.code !== "") {
+      writer.uint32(42).string(message.code);
+    }
+    if (message.message !== "") {
+      writer.uint32(50).string(message.message);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): NodeTransition {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseNodeTransition();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.state = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.mode = reader.int32() as any;
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.version = longToNumber(reader.uint64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.previewId = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.code = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.message = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): NodeTransition {
+    return {
+      state: isSet(object.state) ? globalThis.String(object.state) : "",
+      mode: isSet(object.mode) ? modeFromJSON(object.mode) : 0,
+      version: isSet(object.version) ? globalThis.Number(object.version) : 0,
+      previewId: isSet(object.previewId)
+        ? globalThis.String(object.previewId)
+        : isSet(object.preview_id)
+        ? globalThis.String(object.preview_id)
+        : "",
+      code: isSet(object.code) ? globalThis.String(object.code) : "",
+      message: isSet(object.message) ? globalThis.String(object.message) : "",
+    };
+  },
+
+  toJSON(message: NodeTransition): unknown {
+    const obj: any = {};
+    if (message.state !== "") {
+      obj.state = message.state;
+    }
+    if (message.mode !== 0) {
+      obj.mode = modeToJSON(message.mode);
+    }
+    if (message.version !== 0) {
+      obj.version = Math.round(message.version);
+    }
+    if (message.previewId !== "") {
+      obj.previewId = message.previewId;
+    }
+    if (message.code !== "") {
+      obj.code = message.code;
+    }
+    if (message.message !== "") {
+      obj.message = message.message;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<NodeTransition>, I>>(base?: I): NodeTransition {
+    return NodeTransition.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<NodeTransition>, I>>(object: I): NodeTransition {
+    const message = createBaseNodeTransition();
+    message.state = object.state ?? "";
+    message.mode = object.mode ?? 0;
+    message.version = object.version ?? 0;
+    message.previewId = object.previewId ?? "";
+    message.code = object.code ?? "";
+    message.message = object.message ?? "";
     return message;
   },
 };

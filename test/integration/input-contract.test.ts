@@ -1,0 +1,83 @@
+/**
+ * Nothing invalid is accepted and nothing changes unconfirmed (issue 11 cases 4, 6 and 7), with a
+ * real controller and a real agent on 127.0.0.1: invalid policies and modules refused by the CLI and
+ * by the controller, naming the field, with nothing stored; the confirm contract; exit codes,
+ * not-found, JSON errors; a taken node name refused before the token is spent.
+ */
+import t from 'tap';
+import { join } from 'node:path';
+import { ADMIN_CREDENTIAL_FILE, readAdminCredential } from '@meshp/controller';
+import { AdminClient } from '@meshp/transport-grpc';
+import { createToken, meshp, startAgent, startController, workdir, writeJson } from '../helpers/grpc-procs.js';
+
+const dir = workdir(t, 'contract');
+const ctl = await startController(t, join(dir, 'ctl'));
+const admin = ['--state', ctl.state, '--controller', ctl.address];
+const cli = (...args: string[]) => meshp(...args, ...admin);
+const cred = readAdminCredential(join(ctl.state, ADMIN_CREDENTIAL_FILE));
+const adminClient = await AdminClient.connect({ address: ctl.address, fingerprint: cred.fingerprint, credential: cred.secret });
+t.teardown(() => adminClient.close());
+const n2 = startAgent(t, dir, 'n2', ctl.address, createToken(ctl, '--adopted'));
+await n2.proc.waitFor((l) => l.msg === 'reconciled', 60_000);
+const stateVersion = async () => Number((await adminClient.call('listNodes', { network: 'default' })).nodes[0]!.stateVersion);
+
+t.test('invalid input is refused with a coded error naming the field, by the CLI and by the controller; nothing is stored', async (t) => {
+  const before = await stateVersion();
+  const rulez = cli('policy', 'set', writeJson(dir, 'rulez.json', { rulez: [{ from: 'a', to: 'b' }] }), '--yes');
+  t.equal(rulez.code, 1);
+  t.match(rulez.err, /^MESHP_POLICY_INVALID: .*rulez/);
+  const eighty = cli('policy', 'set', writeJson(dir, 'eighty.json', { rules: [{ from: 'a', to: 'b', ports: ['eighty'] }] }), '--yes');
+  t.match(eighty.err, /^MESHP_POLICY_INVALID: .*rules\[0\]\.ports\[0\]/);
+  const relative = cli('catalogue', 'add', writeJson(dir, 'rel.json', { name: 'rel', files: [{ path: 'etc/rel.conf', content: '' }] }), '--yes');
+  t.match(relative.err, /^MESHP_PATH_INVALID: .*files\[0\]\.path/);
+  const modeX = cli('catalogue', 'add', writeJson(dir, 'modex.json', { name: 'mx', files: [{ path: '/etc/mx', content: '', mode: 'x' }] }), '--yes', '--json');
+  t.equal(modeX.code, 1);
+  t.match(JSON.parse(modeX.err), { code: 'MESHP_DECLARATION_INVALID', message: /files\[0\]\.mode/ }, 'a --json command prints its error as JSON on stderr');
+  // The controller checks on its own, whatever the client.
+  await t.rejects(adminClient.call('setPolicy', { network: 'default', rules: [{ fromTag: 'a', toTag: 'b', ports: ['eighty'] }] }), { code: 'MESHP_POLICY_INVALID' });
+  await t.rejects(adminClient.call('setPolicy', { network: 'default', rules: [{ fromTag: '', toTag: 'b', ports: [] }] }), { code: 'MESHP_POLICY_INVALID' });
+  await t.rejects(adminClient.call('addCatalogue', { network: 'default', modules: [{ name: 'rel', files: [{ path: 'etc/x', content: '', mode: '6777' }], containers: [], openings: [] }] as never }), { code: /^MESHP_(PATH|DECLARATION)_INVALID$/ });
+  await t.rejects(adminClient.call('addCatalogue', { network: 'default', modules: [{ name: 'op', files: [], containers: [], openings: [{ port: 80, protocol: 1, path: 1, from: ['300.1.1.1/99'] }] }] as never }), { code: 'MESHP_DECLARATION_INVALID' });
+  t.equal(await stateVersion(), before, 'nothing was stored');
+});
+
+t.test('the confirm contract: --preview changes nothing; off a terminal --yes is required', async (t) => {
+  t.equal(cli('catalogue', 'add', writeJson(dir, 'web.json', { name: 'web', files: [{ path: '/etc/web.conf', content: 'x' }] }), '--yes').code, 0);
+  const before = await stateVersion();
+  for (const args of [['module', 'assign', 'n2', 'web'], ['module', 'take', 'n2', 'web'], ['module', 'unassign', 'n2', 'web'], ['node', 'adopt', 'n2'], ['node', 'converge', 'n2'], ['catalogue', 'add', join(dir, 'web.json')], ['policy', 'set', writeJson(dir, 'p.json', { rules: [] })]]) {
+    const r = cli(...args);
+    t.equal(r.code, 1, `${args.join(' ')} without --yes off a terminal: refused`);
+    t.match(r.err, /MESHP_CONFIRM_NEEDED/);
+  }
+  for (const args of [['module', 'take', 'n2', 'web'], ['node', 'adopt', 'n2'], ['catalogue', 'add', join(dir, 'web.json')], ['policy', 'set', join(dir, 'p.json')]]) {
+    const p = cli(...args, '--preview');
+    t.equal(p.code, 0, `${args.join(' ')} --preview: ${p.err}`);
+    t.match(p.out, /nothing changed/, `${args.join(' ')} --preview says what it would do, and that nothing changed`);
+  }
+  t.equal(await stateVersion(), before, 'nothing changed');
+});
+
+t.test('usage errors exit 2, not-found has its own code', async (t) => {
+  t.equal(cli('token', 'create', '--ttl', '5x').code, 2);
+  const noState = meshp('node', 'list');
+  t.equal(noState.code, 2);
+  t.match(noState.err, /^MESHP_USAGE: /);
+  const g = meshp('genesis', '--port', 'bogus=1', '--state', join(dir, 'g'));
+  t.equal(g.code, 2, g.err);
+  const nosuch = cli('node', 'show', 'nosuch');
+  t.equal(nosuch.code, 1);
+  t.match(nosuch.err, /^MESHP_NOT_FOUND: /);
+  const js = cli('node', 'show', 'nosuch', '--json');
+  t.match(JSON.parse(js.err), { code: 'MESHP_NOT_FOUND' });
+});
+
+t.test('a second agent with a taken name is refused before its token is spent, told a free name', async (t) => {
+  const token = createToken(ctl, '--adopted');
+  const dup = startAgent(t, join(dir, 'dup'), 'n2', ctl.address, token);
+  t.equal(await dup.proc.exited, 1);
+  t.match(dup.proc.stderr, /MESHP_NAME_TAKEN: node n2 is already in default; the token is not spent: start this agent again with --name n2-2/);
+  const again = startAgent(t, join(dir, 'dup2'), 'n2-2', ctl.address, token);
+  await again.proc.waitFor((l) => l.msg === 'enrolled');
+  t.pass('the same token enrols the machine under the name it was told');
+  again.proc.kill('SIGTERM');
+});
