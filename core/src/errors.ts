@@ -39,6 +39,12 @@ export const CODES = {
   MESHP_MACHINE_IN_USE: 'a converged genesis was asked of a machine in use',
   MESHP_PORT_HELD: 'a port the foundation needs is held',
   MESHP_RANGE_OVERLAP: 'the private range overlaps the machine',
+  MESHP_KEY_IN_USE: 'a node key is already enrolled in the network',
+  MESHP_NODE_REVOKED: 'the node was removed: its credential and key are revoked',
+  MESHP_MESSAGE_MALFORMED: 'a message could not be decoded',
+  MESHP_RATE_LIMITED: 'a peer sent more of a message than it may',
+  MESHP_DIVERGED: "an agent's state hash kept differing from the controller's: snapshots stopped",
+  MESHP_VERSION_UNPROVEN: 'a version was claimed without the controller signature that proves it',
 } as const;
 
 export type ErrorCode = keyof typeof CODES;

@@ -193,6 +193,13 @@ export class Agent {
     const store = await this.#host.state();
     await store.setValue(VIEW_KEY, this.applier.view.toSnapshot());
     await store.setValue(RECENT_KEY, this.applier.recent);
+    // The controller's declaration names the node: after `meshp node rename`, the agent says its new name.
+    const named = this.applier.view.components.declaration?.node;
+    if (named && this.#enrolment && named !== this.#enrolment.node) {
+      this.#log.info({ from: this.#enrolment.node, to: named }, 'renamed');
+      this.#enrolment = { ...this.#enrolment, node: named };
+      await store.setValue(ENROLMENT_KEY, this.#enrolment);
+    }
     this.#log.info(
       { fromVersion: delta.fromVersion, toVersion: delta.toVersion, snapshot: delta.fromVersion === 0, upserted: result.change.upserted.length, removed: result.change.removed.length, unscoped: result.change.unscoped.length, components: result.change.components },
       'applied',

@@ -77,6 +77,20 @@ export class Controller {
     return [...this.#networks.keys()];
   }
 
+  /** A network with no member left is forgotten, with its log. */
+  removeNetwork(name: string): void {
+    const net = this.#net(name);
+    if (net.members.size > 0) throw new MeshpError('MESHP_USAGE', `network ${name} still has ${net.members.size} node(s): remove them first`);
+    this.#networks.delete(name);
+    this.#store.transaction(() => this.#store.deleteNetwork(name));
+  }
+
+  /** The network's private range and size, for `network list`. */
+  networkInfo(name: string): { name: string; stateVersion: number; members: number; privateRange: string } {
+    const net = this.#net(name);
+    return { name, stateVersion: net.version, members: net.members.size, privateRange: net.record.privateRange };
+  }
+
   stateVersion(network: string): number {
     return this.#net(network).version;
   }
@@ -114,6 +128,30 @@ export class Controller {
     const net = this.#net(network);
     this.#member(net, id);
     return this.#changeMember(net, id, null);
+  }
+
+  /**
+   * A new name for the node, in one version: its peers see the old name removed and the new one
+   * upserted in the same delta (same key, so a tunnel keyed by it need not move); its sync record
+   * follows it.
+   */
+  renameNode(network: string, id: string, to: string): number {
+    const net = this.#net(network);
+    const before = this.#member(net, id);
+    if (net.members.has(to)) throw new MeshpError('MESHP_USAGE', `node ${to} is already in ${network}`);
+    const after: MemberRecord = { ...structuredClone(before), id: to };
+    const changes = [{ id, before, after: null }, { id: to, before: null, after }];
+    return this.#commit(net, { version: 0, kind: 'members', changes }, () => {
+      const sync = net.sync.get(id) ?? newSync();
+      net.deleteMember(id);
+      net.sync.delete(id);
+      this.#store.deleteMember(net.record.name, id);
+      this.#store.deleteSync(net.record.name, id);
+      net.putMember(after);
+      net.sync.set(to, sync);
+      this.#store.putMember(net.record.name, after);
+      this.#store.putSync(net.record.name, to, sync);
+    });
   }
 
   updateMember(network: string, id: string, patch: Partial<Omit<MemberRecord, 'id'>>): number {

@@ -49,6 +49,8 @@ export interface NetworkRecord {
 
 export type LogEntry =
   | { version: number; kind: 'member'; id: string; before: MemberRecord | null; after: MemberRecord | null }
+  /** Several memberships changed in one version (a rename: the old name gone, the new one there). */
+  | { version: number; kind: 'members'; changes: { id: string; before: MemberRecord | null; after: MemberRecord | null }[] }
   | { version: number; kind: 'policy'; before: PolicyRule[]; after: PolicyRule[] }
   | { version: number; kind: 'component'; name: SharedComponentName; before: unknown; after: unknown }
   | { version: number; kind: 'module'; name: string; before: ModuleDef | null; after: ModuleDef | null };

@@ -23,6 +23,11 @@ const ADMIN_RESPONSES: Record<keyof typeof gen.AdminServiceService, Fns> = {
   addCatalogue: gen.AddCatalogueResponse,
   previewConverge: gen.PreviewConvergeResponse,
   convergeNode: gen.ConvergeNodeResponse,
+  removeNode: gen.RemoveNodeResponse,
+  renameNode: gen.RenameNodeResponse,
+  createNetwork: gen.CreateNetworkResponse,
+  listNetworks: gen.ListNetworksResponse,
+  removeNetwork: gen.RemoveNetworkResponse,
 };
 
 export const ADMIN_METHODS = Object.keys(ADMIN_RESPONSES) as (keyof typeof gen.AdminServiceService)[];

@@ -8,7 +8,7 @@ import { MeshpError, decodeToken, encodeToken, type EnrolInput, type EnrolResult
 import type { Controller } from '../controller.js';
 import type { AuthStore } from './auth-store.js';
 
-const NODE_NAME = /^[a-z0-9][a-z0-9_.-]{0,62}$/i;
+export const NODE_NAME = /^[a-z0-9][a-z0-9_.-]{0,62}$/i;
 
 export interface TokenRequest {
   network: string;
@@ -45,6 +45,10 @@ export class Enrolment {
     if (Date.parse(t.expiresAt) <= this.now().getTime()) throw new MeshpError('MESHP_TOKEN_INVALID', `the enrolment token expired at ${t.expiresAt}`);
     if (!NODE_NAME.test(input.node)) throw new MeshpError('MESHP_USAGE', `node name ${JSON.stringify(input.node)} is not valid`);
     checkNodeKey(input.nodeKey);
+    const revoked = this.auth.revokedKey(t.network, input.nodeKey);
+    if (revoked) throw new MeshpError('MESHP_NODE_REVOKED', `this node key was revoked in ${t.network} when ${revoked.node} was removed (${revoked.at}): make a new key`);
+    const holder = this.controller.members(t.network).find((m) => m.nodeKey === input.nodeKey);
+    if (holder) throw new MeshpError('MESHP_KEY_IN_USE', `node ${holder.id} in ${t.network} is enrolled with this key already: one key per node`);
     if (this.controller.member(t.network, input.node)) throw new MeshpError('MESHP_USAGE', `node ${input.node} is already in ${t.network}`);
     if (!this.auth.markUsed(secret, input.node, this.now().toISOString())) throw new MeshpError('MESHP_TOKEN_INVALID', 'the enrolment token was already used');
     const inner = this.controller.createToken(t.network, { mode: t.mode, tags: t.tags, ttlSeconds: 60 });

@@ -109,7 +109,18 @@ export class ControllerHostingPlugin implements Plugin {
           metrics.refused(r.code);
           this.log.warn(r, 'refused by the transport');
         },
-        admin: adminHandler({ controller, enrolment, secret: admin.secret, metrics, log: this.log, changed: (n) => hub.poke(n), reports: (n, id) => auth.report(n, id) }),
+        admin: adminHandler({ controller, enrolment, secret: admin.secret, metrics, log: this.log, changed: (n) => hub.poke(n), reports: (n, id) => auth.report(n, id),
+          removed: (n, id, nodeKey) => {
+            auth.revoke(n, id, nodeKey, new Date().toISOString());
+            hub.endNode(n, id, { code: 'MESHP_NODE_REVOKED', message: `node ${id} was removed from ${n}` });
+            this.log.warn({ network: n, node: id }, 'node removed: credential and key revoked');
+          },
+          renamed: (n, from, to) => {
+            auth.rename(n, from, to);
+            hub.renamed(n, from, to);
+            this.log.info({ network: n, from, to }, 'node renamed');
+          },
+        }),
       },
     );
     const m = this.#o.metricsListen ? await serveMetrics(this.#o.metricsListen, () => metrics.render(controller, hub.connected)) : null;

@@ -46,6 +46,20 @@ export class SessionHub {
     if (this.#sessions.get(key) === s) this.#sessions.delete(key);
   }
 
+  /** The node's stream, if one is open, ends with this error (a removed node). */
+  endNode(network: string, node: string, error: { code: string; message: string }): void {
+    this.#sessions.get(`${network}/${node}`)?.end(error);
+  }
+
+  /** The node's open stream goes on under its new name. */
+  renamed(network: string, from: string, to: string): void {
+    const s = this.#sessions.get(`${network}/${from}`);
+    if (!s) return;
+    this.#sessions.delete(`${network}/${from}`);
+    s.node = to;
+    this.#sessions.set(`${network}/${to}`, s);
+  }
+
   /** Something changed in the network: every node there may have a delta. */
   poke(network: string): void {
     for (const s of this.#sessions.values()) if (s.network === network) s.pump();
@@ -99,6 +113,8 @@ export class SyncSession {
   pump(): void {
     if (!this.#authed || this.#ended) return;
     const { controller, metrics } = this.hub;
+    // A node removed while its stream was open: the stream ends, the change that removed it stands.
+    if (!controller.member(this.network, this.node)) return this.#refuse(new MeshpError('MESHP_NODE_REVOKED', `node ${this.node} was removed from ${this.network}`));
     const delta = controller.deltaFor(this.network, this.node);
     if (!delta) return;
     const snapshot = delta.fromVersion === 0;
@@ -120,6 +136,7 @@ export class SyncSession {
       return;
     }
     if ('hello' in m) throw new MeshpError('MESHP_USAGE', 'hello twice on one stream');
+    if (!controller.member(this.network, this.node)) throw new MeshpError('MESHP_NODE_REVOKED', `node ${this.node} was removed from ${this.network}`);
     if ('ack' in m) {
       const r = controller.ack(this.network, this.node, m.ack.appliedVersion, m.ack.stateHash);
       if (!r.accepted) this.hub.log.warn({ network: this.network, node: this.node, appliedVersion: m.ack.appliedVersion }, 'ack hash differs from the view computed for that version: snapshot');
@@ -138,8 +155,9 @@ export class SyncSession {
   #hello(h: HelloMessage): void {
     const { auth, controller, log } = this.hub;
     const owner = auth.nodeOf(h.credential);
-    if (!owner) throw new MeshpError('MESHP_AUTH_FAILED', 'the node credential is not known');
-    if (owner.node !== h.node) {
+    if (!owner) throw new MeshpError('MESHP_AUTH_FAILED', 'the node credential is not known (never issued, or revoked by node remove)');
+    // An agent that was offline while it was renamed still says its old name; the declaration tells it the new one.
+    if (owner.node !== h.node && auth.renamedTo(owner.network, h.node) !== owner.node) {
       throw new MeshpError('MESHP_FORBIDDEN', `the credential of ${owner.node} asked for the state of ${h.node}`);
     }
     const member = controller.member(owner.network, owner.node);
