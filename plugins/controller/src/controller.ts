@@ -5,7 +5,7 @@ import { NetworkState } from './network.js';
 import { PolicyIndex } from './policy.js';
 import type { ControllerStore } from './store.js';
 import { TokenBook } from './tokens.js';
-import { checkAppliedVersion, nextDelta, takeAck, takeHello, type AckResult } from './sync.js';
+import { checkAppliedVersion, nextDelta, refreshTarget, takeAck, takeHello, type AckResult } from './sync.js';
 import type { LogEntry, MemberRecord, ModuleDef, NetworkRecord, PolicyRule, SentSummary, SharedComponentName, SharedComponents, SyncRecord, TokenRecord } from './types.js';
 import { newSync, statusOf, type NodeStatus } from './status.js';
 
@@ -331,12 +331,12 @@ export class Controller {
   /** Every membership with its convergence gap (state_version − applied_version). */
   listNodes(network: string): NodeStatus[] {
     const net = this.#net(network);
-    return [...net.members.values()].sort((a, b) => a.id.localeCompare(b.id)).map((m) => statusOf(net, m, this.#sync(net, m.id)));
+    return [...net.members.values()].sort((a, b) => a.id.localeCompare(b.id)).map((m) => statusOf(net, m, this.#checked(net, m.id)));
   }
 
   showNode(network: string, id: string): { node: NodeStatus; recentDeltas: SentSummary[] } {
     const net = this.#net(network);
-    const sync = this.#sync(net, this.#member(net, id).id);
+    const sync = this.#checked(net, this.#member(net, id).id);
     return { node: statusOf(net, net.members.get(id)!, sync), recentDeltas: [...sync.recent] };
   }
 
@@ -421,6 +421,13 @@ export class Controller {
 
   #putSync(net: NetworkState, id: string, sync: SyncRecord): void {
     this.#store.transaction(() => this.#store.putSync(net.record.name, id, sync));
+  }
+
+  /** The sync record with its target brought up to date (for the gap an operator reads). */
+  #checked(net: NetworkState, id: string): SyncRecord {
+    const s = this.#sync(net, id);
+    refreshTarget(net, id, s);
+    return s;
   }
 
   #sync(net: NetworkState, id: string): SyncRecord {

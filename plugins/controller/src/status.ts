@@ -33,7 +33,8 @@ export function statusOf(net: NetworkState, m: MemberRecord, s: SyncRecord): Nod
     mode: m.mode,
     appliedVersion: s.applied,
     stateVersion: net.version,
-    gap: net.version - s.applied,
+    // Lazy fan-out: an idle node whose view did not change is not behind (target: see sync.ts).
+    gap: Math.max(0, (s.target ?? net.version) - s.applied),
     firewallKind: s.firewallKind,
     held: s.held,
     changed: s.changed,

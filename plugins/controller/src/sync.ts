@@ -3,7 +3,7 @@
  * and hellos mean for its sync record. These functions change the record in place; persisting it
  * is the caller's (the controller, in one store transaction).
  */
-import { MeshpError, loadDigest, stateHash, storeDigest, type StateDelta } from '@meshp/core';
+import { COMPONENT_NAMES, MeshpError, loadDigest, stateHash, storeDigest, type StateDelta } from '@meshp/core';
 import { computeIncremental, computeSnapshot, type Computed } from './compute.js';
 import type { NetworkState } from './network.js';
 import type { SentSummary, SyncRecord } from './types.js';
@@ -22,16 +22,57 @@ const EXPECTATIONS = 64;
 const MAX_VERSION = 2 ** 50;
 
 /**
+ * Lazy fan-out: what the versions since the basis did to the node's view. 'same': nothing (the
+ * basis moves to the network's version, nothing is sent or written); a delta from the basis,
+ * relabelled to start at `sent` (the view at the basis is the one at `sent`); null: the log does not
+ * reach back, or the expected view at `sent` is unknown — a snapshot.
+ */
+function pending(net: NetworkState, id: string, sync: SyncRecord): Computed | 'same' | null {
+  const basis = Math.max(sync.basis ?? sync.sent, sync.sent);
+  const base = sync.expectations.find((e) => e.version === sync.sent);
+  if (!base) return null;
+  if (basis === net.version) return same(sync);
+  const computed = computeIncremental(net, id, basis, loadDigest(base.digest));
+  if (!computed) return null;
+  const d = computed.delta;
+  if (d.upsertPeers.length === 0 && d.removePeers.length === 0 && !COMPONENT_NAMES.some((n) => d[n] !== undefined)) {
+    sync.basis = net.version;
+    return same(sync);
+  }
+  return { ...computed, delta: { ...d, fromVersion: sync.sent } };
+}
+
+/** The view is the one sent: nothing to catch up on (a change undone since is no change). */
+function same(sync: SyncRecord): 'same' {
+  sync.target = sync.sent;
+  return 'same';
+}
+
+/**
+ * Brings `target` up to date without sending: a node whose view changed since the basis has the
+ * network's version as its target (the gap then says it is behind); one whose view did not, none.
+ */
+export function refreshTarget(net: NetworkState, id: string, sync: SyncRecord): void {
+  if (sync.snapshotPending || sync.sent === 0) return;
+  const p = pending(net, id, sync);
+  if (p !== 'same') sync.target = net.version;
+}
+
+/**
  * What to send the node now: a delta from where it will be once it applied what it was sent, or a
- * snapshot when that is unknown, not reachable through the log, or its hash was wrong. Null: nothing to send.
+ * snapshot when that is unknown, not reachable through the log, or its hash was wrong. Null: nothing
+ * to send — also when the versions since did not change the node's view (lazy fan-out).
  */
 export function nextDelta(net: NetworkState, id: string, sync: SyncRecord, at: string, keepSent: number): StateDelta | null {
   if (sync.sent === net.version && !sync.snapshotPending) return null;
-  const base = sync.snapshotPending ? undefined : sync.expectations.find((e) => e.version === sync.sent);
-  const computed: Computed = (base && computeIncremental(net, id, sync.sent, loadDigest(base.digest))) ?? computeSnapshot(net, id);
+  const p = sync.snapshotPending ? null : pending(net, id, sync);
+  if (p === 'same') return null;
+  const computed: Computed = p ?? computeSnapshot(net, id);
   const hash = stateHash(computed.digest);
   sync.snapshotPending = false;
   sync.sent = net.version;
+  sync.basis = net.version;
+  sync.target = net.version;
   sync.expectations = [...sync.expectations.filter((e) => e.version !== net.version), { version: net.version, hash, digest: storeDigest(computed.digest) }]
     .filter((e) => e.version >= sync.applied)
     .slice(-EXPECTATIONS);
@@ -61,6 +102,8 @@ export function takeAck(sync: SyncRecord, appliedVersion: number, hash: string):
 export function takeHello(sync: SyncRecord, appliedVersion: number, hash: string): AckResult {
   const result = takeAck(sync, appliedVersion, hash);
   if (result.accepted || (appliedVersion === sync.applied && hash === sync.appliedHash && sync.applied > 0)) {
+    // The basis holds for the version sent; an agent back at another version starts from its own.
+    if (appliedVersion !== sync.sent) sync.basis = appliedVersion;
     sync.sent = appliedVersion;
     sync.snapshotPending = !sync.expectations.some((e) => e.version === appliedVersion);
   } else sync.snapshotPending = true;

@@ -79,6 +79,14 @@ export interface SyncRecord {
   appliedHash: string;
   /** The version the agent will be at once it applies what was sent; deltas continue from here. */
   sent: number;
+  /**
+   * Lazy fan-out: a version ≥ `sent` up to which the controller checked that the node's view did
+   * not change (the view there is the one at `sent`). Deltas are computed from here and labelled
+   * from `sent`. Absent in records written before it: `sent`.
+   */
+  basis?: number;
+  /** The latest version that changed the node's view (gap = target − applied). Absent: the network's version. */
+  target?: number;
   /** Expected view digest per version sent and not yet superseded by an ack. */
   expectations: Expectation[];
   snapshotPending: boolean;
