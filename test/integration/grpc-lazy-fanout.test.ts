@@ -33,11 +33,15 @@ t.test(`a change visible to some of ${N} agents sends a message to those only`, 
 
   const names = Array.from({ length: N }, (_, i) => `n${i}`);
   const agents = names.map((n, i) => startAgent(t, dir, n, ctl.address, createToken(ctl, '--tag', `t${i}`)));
-  const settled = (expect: string[]) =>
-    waitUntil(`${expect.length} nodes at gap 0`, () => {
+  const settled = async (expect: string[]) => {
+    const nodes = await waitUntil(`${expect.length} nodes at gap 0`, () => {
       const nodes = nodeList(ctl);
       return nodes.length === expect.length && nodes.every((n) => n.gap === 0 && n.appliedVersion > 0) && nodes;
     }, 60_000);
+    // The controller's log is read through a pipe: wait until it has the send of every version applied.
+    for (const n of nodes) await ctl.proc.waitFor((l) => sent(l) && l.node === n.name && l.toVersion === n.appliedVersion, 15_000);
+    return nodes;
+  };
   await settled(names);
 
   /** Runs the change, waits until the expected nodes are at gap 0, answers who was sent what. */

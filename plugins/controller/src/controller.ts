@@ -5,7 +5,7 @@ import { NetworkState } from './network.js';
 import { PolicyIndex } from './policy.js';
 import type { ControllerStore } from './store.js';
 import { TokenBook } from './tokens.js';
-import { checkAppliedVersion, nextDelta, refreshTarget, takeAck, takeHello, type AckResult } from './sync.js';
+import { DEFAULT_RESYNC_BOUNDS, checkAppliedVersion, nextDelta, refreshTarget, snapshotAsked, takeAck, takeHello, type AckResult, type ResyncBounds } from './sync.js';
 import type { LogEntry, MemberRecord, ModuleDef, NetworkRecord, PolicyRule, SentSummary, SharedComponentName, SharedComponents, SyncRecord, TokenRecord } from './types.js';
 import { newSync, statusOf, type NodeStatus } from './status.js';
 
@@ -14,6 +14,8 @@ export interface ControllerOptions {
   logDepth?: number;
   /** Deltas sent kept per membership, for doctor. */
   keepSent?: number;
+  /** Backoff between snapshots asked for in a row, and how many before a membership is diverged. */
+  resync?: Partial<ResyncBounds>;
   now?: () => string;
 }
 
@@ -39,12 +41,14 @@ export class Controller {
   readonly #logDepth: number;
   readonly #keepSent: number;
   readonly #now: () => string;
+  readonly #resync: ResyncBounds;
 
   constructor(store: ControllerStore, options: ControllerOptions = {}) {
     this.#store = store;
     this.#logDepth = options.logDepth ?? 1000;
     this.#keepSent = options.keepSent ?? 8;
     this.#now = options.now ?? (() => new Date().toISOString());
+    this.#resync = { ...DEFAULT_RESYNC_BOUNDS, ...options.resync };
     const s = store.load();
     for (const n of s.networks) this.#networks.set(n.name, new NetworkState(n));
     for (const { network, member } of s.members) this.#net(network).putMember(member);
@@ -288,8 +292,16 @@ export class Controller {
     const net = this.#net(network);
     const sync = this.#sync(net, id);
     const result = takeAck(sync, appliedVersion, hash);
+    if (!result.accepted && result.snapshotPending) snapshotAsked(sync, Date.parse(this.#now()), this.#resync, `ack of version ${appliedVersion} with another hash`);
     this.#putSync(net, id, sync);
-    return result;
+    return { ...result, snapshotPending: sync.snapshotPending };
+  }
+
+  /** When a snapshot held back by the backoff may go (epoch ms), or null; and why none goes at all. */
+  snapshotHold(network: string, id: string): { retryAt: number | null; diverged: string | null } {
+    const sync = this.#sync(this.#net(network), id);
+    const at = sync.snapshotPending && (sync.snapshotNotBefore ?? 0) > Date.parse(this.#now()) ? sync.snapshotNotBefore! : null;
+    return { retryAt: at, diverged: sync.diverged ?? null };
   }
 
   /**
@@ -307,6 +319,7 @@ export class Controller {
     checkAppliedVersion(appliedVersion);
     const movedAhead = appliedVersion > net.version ? this.#moveAhead(net, appliedVersion) : undefined;
     const result = takeHello(sync, appliedVersion, hash);
+    if (!result.accepted && result.snapshotPending) snapshotAsked(sync, Date.parse(this.#now()), this.#resync, `hello at version ${appliedVersion} with another hash`);
     this.#putSync(net, id, sync);
     return movedAhead ? { ...result, movedAhead } : result;
   }
@@ -315,7 +328,7 @@ export class Controller {
   resync(network: string, id: string): void {
     const net = this.#net(network);
     const sync = this.#sync(net, id);
-    sync.snapshotPending = true;
+    snapshotAsked(sync, Date.parse(this.#now()), this.#resync, 'the agent asked for a snapshot');
     this.#putSync(net, id, sync);
   }
 

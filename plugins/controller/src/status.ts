@@ -20,6 +20,8 @@ export interface NodeStatus {
   stateHash: string;
   /** The preview the node's flip was recorded with ('' when none). */
   convergePreviewId: string;
+  /** Set when snapshots to this membership stopped (bounded resync): a MESHP code and why; '' otherwise. */
+  diverged: string;
 }
 
 export function newSync(): SyncRecord {
@@ -44,5 +46,6 @@ export function statusOf(net: NetworkState, m: MemberRecord, s: SyncRecord): Nod
     takenModules: [...m.taken],
     stateHash: s.appliedHash,
     convergePreviewId: m.mode === 'converged' ? (m.convergePreviewId ?? '') : '',
+    diverged: s.diverged ?? '',
   };
 }

@@ -64,6 +64,8 @@ export function refreshTarget(net: NetworkState, id: string, sync: SyncRecord): 
  * to send — also when the versions since did not change the node's view (lazy fan-out).
  */
 export function nextDelta(net: NetworkState, id: string, sync: SyncRecord, at: string, keepSent: number): StateDelta | null {
+  if (sync.diverged) return null;
+  if (sync.snapshotPending && (sync.snapshotNotBefore ?? 0) > Date.parse(at)) return null;
   if (sync.sent === net.version && !sync.snapshotPending) return null;
   const p = sync.snapshotPending ? null : pending(net, id, sync);
   if (p === 'same') return null;
@@ -80,6 +82,33 @@ export function nextDelta(net: NetworkState, id: string, sync: SyncRecord, at: s
   return computed.delta;
 }
 
+export interface ResyncBounds {
+  /** The wait before the second snapshot asked for in a row; doubled for each after. */
+  baseMs: number;
+  /** Snapshots in a row after which the membership is marked diverged and none is sent. */
+  max: number;
+}
+
+export const DEFAULT_RESYNC_BOUNDS: ResyncBounds = { baseMs: 1_000, max: 4 };
+
+/**
+ * A snapshot was asked for (a hash that differed, a resync): the first at once, each next one in a
+ * row after an exponentially longer wait, none after `max` — the membership is then diverged, with
+ * a coded reason, and keeps its last good view until an ack or a hello matches again.
+ */
+export function snapshotAsked(sync: SyncRecord, nowMs: number, bounds: ResyncBounds, why: string): void {
+  if (sync.diverged) return;
+  const n = (sync.mismatches ?? 0) + 1;
+  sync.mismatches = n;
+  if (n > bounds.max) {
+    sync.diverged = `MESHP_DIVERGED: ${n - 1} snapshots in a row were not applied with the hash expected (last: ${why})`;
+    sync.snapshotPending = false;
+    return;
+  }
+  sync.snapshotPending = true;
+  sync.snapshotNotBefore = n <= 1 ? 0 : nowMs + bounds.baseMs * 2 ** (n - 2);
+}
+
 /** Only an ack whose hash matches the one computed for its version moves the applied version. */
 export function takeAck(sync: SyncRecord, appliedVersion: number, hash: string): AckResult {
   sync.lastAgentHash = hash;
@@ -87,6 +116,9 @@ export function takeAck(sync: SyncRecord, appliedVersion: number, hash: string):
   let accepted = false;
   if (expected && expected.hash === hash) {
     accepted = true;
+    sync.mismatches = 0;
+    sync.snapshotNotBefore = 0;
+    delete sync.diverged;
     if (appliedVersion > sync.applied || sync.applied === 0) {
       sync.applied = appliedVersion;
       sync.appliedHash = hash;

@@ -87,6 +87,12 @@ export interface SyncRecord {
   basis?: number;
   /** The latest version that changed the node's view (gap = target − applied). Absent: the network's version. */
   target?: number;
+  /** Snapshots asked for in a row (a hash that differed, a resync) without a matching ack since. */
+  mismatches?: number;
+  /** No snapshot before this time (epoch ms): exponential backoff between snapshots asked for in a row. */
+  snapshotNotBefore?: number;
+  /** Set after too many in a row: no more snapshots until an ack or a hello matches; a MESHP code and why. */
+  diverged?: string;
   /** Expected view digest per version sent and not yet superseded by an ack. */
   expectations: Expectation[];
   snapshotPending: boolean;

@@ -24,6 +24,7 @@ export class Metrics {
       for (const [labels, v] of samples) lines.push(`${name}${labels} ${v}`);
     };
     const gaps: [string, number][] = [];
+    const diverged: [string, number][] = [];
     const applied: [string, number][] = [];
     const versions: [string, number][] = [];
     for (const network of controller.networks()) {
@@ -32,6 +33,7 @@ export class Metrics {
         const l = `{network="${esc(network)}",node="${esc(n.name)}",mode="${n.mode}"}`;
         gaps.push([l, n.gap]);
         applied.push([l, n.appliedVersion]);
+        if (n.diverged) diverged.push([`{network="${esc(network)}",node="${esc(n.name)}",code="${esc(n.diverged.split(':')[0]!)}"}`, 1]);
       }
     }
     metric('meshp_convergence_gap', 'gauge', 'state_version - applied_version, per membership', gaps);
@@ -41,6 +43,7 @@ export class Metrics {
     metric('meshp_deltas_sent_total', 'counter', 'incremental deltas sent', [['', this.deltasSent]]);
     metric('meshp_snapshots_sent_total', 'counter', 'snapshots (from_version 0) sent', [['', this.snapshotsSent]]);
     metric('meshp_delta_bytes_sent_total', 'counter', 'encoded-size estimate of what was sent', [['', this.bytesSent]]);
+    metric('meshp_diverged', 'gauge', 'memberships whose snapshots stopped after too many in a row not applied with the hash expected', diverged);
     metric('meshp_enrolments_total', 'counter', 'nodes enrolled', [['', this.enrolments]]);
     metric('meshp_refusals_total', 'counter', 'calls and streams refused, by code', [...this.refusals].map(([c, v]) => [`{code="${esc(c)}"}`, v]));
     return `${lines.join('\n')}\n`;
