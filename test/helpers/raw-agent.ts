@@ -44,14 +44,18 @@ export class RawAgent {
    * Opens a stream; its hello says `hello()` (default: the applier's version and hash). Every delta
    * is applied and answered with `ack(version, realHash)` (default: the real hash).
    */
-  open(o: { hello?: () => { appliedVersion: number; stateHash: string }; ack?: (version: number, hash: string) => string | null } = {}): RawSession {
+  sign(payload: Uint8Array): Uint8Array {
+    return sign(null, payload, this.#key.privateKey);
+  }
+
+  open(o: { hello?: () => { appliedVersion: number; stateHash: string; versionSignature?: Uint8Array }; ack?: (version: number, hash: string) => string | null } = {}): RawSession {
     const ch = this.link.sync();
     const s: RawSession = { ch, deltas: [], errors: [], closed: new Promise((resolve) => ch.onClose(resolve)) };
     ch.onMessage((m) => {
       if ('challenge' in m) {
         const h = o.hello?.() ?? this.applier.hello();
         const signature = sign(null, challengePayload(this.enrolment.node, m.challenge), this.#key.privateKey);
-        ch.send({ hello: { node: this.enrolment.node, credential: this.enrolment.credential, appliedVersion: h.appliedVersion, stateHash: h.stateHash, revision: 1, signature } });
+        ch.send({ hello: { node: this.enrolment.node, credential: this.enrolment.credential, appliedVersion: h.appliedVersion, stateHash: h.stateHash, revision: 1, signature, ...(sig(h) ? { versionSignature: sig(h)! } : {}) } });
       } else if ('error' in m) s.errors.push(m.error);
       else {
         s.deltas.push(m.delta);
@@ -82,3 +86,5 @@ export async function garbageOnSync(ctl: ControllerProc, bytes: Buffer): Promise
     client.close();
   }
 }
+
+const sig = (h: object): Uint8Array | undefined => (h as { versionSignature?: Uint8Array }).versionSignature;

@@ -6,8 +6,11 @@
  * stream are answered MESHP_MESSAGE_MALFORMED and logged with the peer.
  */
 import t from 'tap';
+import { createPrivateKey, sign } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { createToken, startController, waitUntil, workdir, type ControllerProc } from '../helpers/grpc-procs.js';
+import { challengePayload, versionPayload } from '@meshp/core';
+import { createToken, meshp, nodeList, startController, waitUntil, workdir, type ControllerProc } from '../helpers/grpc-procs.js';
 import { RawAgent, garbageOnSync } from '../helpers/raw-agent.js';
 
 async function metrics(ctl: ControllerProc): Promise<string> {
@@ -70,3 +73,75 @@ t.test('resync requests beyond the limit end the stream; garbage bytes get a cod
   t.match(String(logged.peer), /127\.0\.0\.1:\d+/, 'and logged with the peer');
   t.match(await metrics(ctl), /meshp_refusals_total\{code="MESHP_MESSAGE_MALFORMED"\} 1/);
 });
+
+t.test('a version past the network is honoured only with the controller signature; past 2^32 everything still answers', async (t) => {
+  const dir = workdir(t, 'hardening3');
+  const state = join(dir, 'ctl');
+  let ctl = await startController(t, state);
+  const a = new RawAgent(ctl);
+  t.teardown(() => a.link.close());
+  await a.enrol(createToken(ctl), 'claimer');
+  let s = a.open();
+  await waitUntil('snapshot applied', () => a.applier.appliedVersion > 0);
+  const real = s.deltas.at(-1)!;
+  t.ok(real.versionSignature && real.versionSignature.length === 64, 'every delta carries the controller signature of its version');
+  t.equal(real.stateHash, a.applier.view.hash(), 'and the hash expected once applied');
+  s.ch.close();
+  await s.closed;
+  const at = a.applier.appliedVersion;
+
+  // A lie: version 2^32 - 1, no signature; then the real signature replayed for a higher version.
+  const lies = [
+    { what: 'no signature', sig: undefined },
+    { what: 'the signature of another version', sig: real.versionSignature },
+  ];
+  for (const lie of lies) {
+    const mark = ctl.proc.lines.length;
+    const ch = a.link.sync();
+    const closed = new Promise<{ code: string } | undefined>((resolve) => ch.onClose(resolve));
+    ch.onMessage((m) => {
+      if (!('challenge' in m)) return;
+      s = { ch, deltas: [], errors: [], closed } as never;
+      ch.send({ hello: { ...helloOf(a, m.challenge), appliedVersion: 4294967295, ...(lie.sig ? { versionSignature: lie.sig } : {}) } });
+    });
+    t.equal((await closed)?.code, 'MESHP_VERSION_UNPROVEN', `a version claimed with ${lie.what} is refused`);
+    const logged = await ctl.proc.waitFor((l) => l.msg === 'sync refused' && l.code === 'MESHP_VERSION_UNPROVEN', 15_000, mark);
+    t.match(String(logged.peer), /127\.0\.0\.1/, 'and logged with the peer');
+  }
+  t.equal(nodeList(ctl).find((n) => n.name === 'claimer')!.stateVersion, at, "the network's version did not move");
+
+  // A signature the controller did make (read from its key, standing in for a restored controller's
+  // agents): the network moves past 2^32, and every admin answer still serialises.
+  const key = createPrivateKey(readFileSync(join(state, 'controller.version.key')));
+  const far = 2 ** 32 + 5;
+  const sig = sign(null, versionPayload('default', far, a.applier.view.hash()), key);
+  const s2 = a.open({ hello: () => ({ appliedVersion: far, stateHash: a.applier.view.hash(), versionSignature: sig }) });
+  await waitUntil('moved past 2^32', () => a.applier.appliedVersion > far);
+  s2.ch.send({ report: { appliedVersion: a.applier.appliedVersion, mode: 'converged', firewallKind: 'none', firewallActive: false, resources: [], at: new Date().toISOString() } });
+  const check = () => {
+    const node = waitUntil('node list past 2^32', () => {
+      const n = nodeList(ctl).find((x) => x.name === 'claimer');
+      return n && n.gap === 0 && n;
+    });
+    return node;
+  };
+  const n = await check();
+  t.equal(n.stateVersion, far + 1, `node list answers at version ${n.stateVersion}`);
+  const show = meshp('node', 'show', 'claimer', '--json', '--state', state, '--controller', ctl.address);
+  t.equal(show.code, 0, `node show past 2^32: ${show.err}`);
+  const doc = meshp('doctor', 'claimer', '--json', '--state', state, '--controller', ctl.address);
+  t.equal(doc.code, 0, `doctor past 2^32: ${doc.err}`);
+  s2.ch.close();
+  await s2.closed;
+
+  // A store already past 2^32 opens and answers after a restart (every version field is 64-bit).
+  ctl.proc.kill('SIGTERM');
+  await ctl.proc.exited;
+  ctl = await startController(t, state, [], ctl.address);
+  t.equal(nodeList(ctl).find((x) => x.name === 'claimer')!.stateVersion, far + 1, 'after a restart too');
+});
+
+function helloOf(a: RawAgent, nonce: Uint8Array) {
+  const h = a.applier.hello();
+  return { node: a.enrolment.node, credential: a.enrolment.credential, appliedVersion: h.appliedVersion, stateHash: h.stateHash, revision: 1, signature: a.sign(challengePayload(a.enrolment.node, nonce)) };
+}

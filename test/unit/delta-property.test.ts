@@ -146,7 +146,7 @@ function run(s: { logDepth: number; ops: Op[] }, tally: Tally): void {
   };
   const send = (m: string) => {
     const d = c.deltaFor(N, m);
-    if (d) agents.get(m)!.down.push(Wire.encode(d).finish());
+    if (d) agents.get(m)!.down.push(Wire.encode(d as Parameters<typeof Wire.encode>[0]).finish());
   };
   const take = <T>(list: T[], pick: number, f: Fate): T | undefined => {
     if (list.length === 0) return undefined;

@@ -1,4 +1,4 @@
-import { MeshpError, stateHash, type Mode, type StateDelta, type WireDeclaration } from '@meshp/core';
+import { MeshpError, stateHash, versionPayload, type Mode, type StateDelta, type WireDeclaration } from '@meshp/core';
 import { declarationFor } from './components.js';
 import { computeSnapshot } from './compute.js';
 import { NetworkState } from './network.js';
@@ -14,9 +14,20 @@ export interface ControllerOptions {
   logDepth?: number;
   /** Deltas sent kept per membership, for doctor. */
   keepSent?: number;
+  /**
+   * Signs (network, to_version, state_hash) of every delta sent, and checks the signature a hello
+   * presents for a version past the network's. Without one, such a hello is taken on trust (a
+   * library use; the hosted controller always has one).
+   */
+  signer?: VersionSigner;
   /** Backoff between snapshots asked for in a row, and how many before a membership is diverged. */
   resync?: Partial<ResyncBounds>;
   now?: () => string;
+}
+
+export interface VersionSigner {
+  sign(payload: Uint8Array): Uint8Array;
+  verify(payload: Uint8Array, signature: Uint8Array): boolean;
 }
 
 export interface MemberInput {
@@ -42,6 +53,7 @@ export class Controller {
   readonly #keepSent: number;
   readonly #now: () => string;
   readonly #resync: ResyncBounds;
+  readonly #signer: VersionSigner | undefined;
 
   constructor(store: ControllerStore, options: ControllerOptions = {}) {
     this.#store = store;
@@ -49,6 +61,7 @@ export class Controller {
     this.#keepSent = options.keepSent ?? 8;
     this.#now = options.now ?? (() => new Date().toISOString());
     this.#resync = { ...DEFAULT_RESYNC_BOUNDS, ...options.resync };
+    this.#signer = options.signer;
     const s = store.load();
     for (const n of s.networks) this.#networks.set(n.name, new NetworkState(n));
     for (const { network, member } of s.members) this.#net(network).putMember(member);
@@ -277,7 +290,9 @@ export class Controller {
     this.#member(net, id);
     const sync = this.#sync(net, id);
     const delta = nextDelta(net, id, sync, this.#now(), this.#keepSent);
-    if (delta) this.#putSync(net, id, sync);
+    if (!delta) return null;
+    this.#putSync(net, id, sync);
+    delta.versionSignature = this.#signer ? this.#signer.sign(versionPayload(network, delta.toVersion, delta.stateHash ?? '')) : new Uint8Array(0);
     return delta;
   }
 
@@ -313,10 +328,14 @@ export class Controller {
    * and every other as it asks, gets a snapshot newer than anything it holds (an agent never
    * goes back to an older version).
    */
-  hello(network: string, id: string, appliedVersion: number, hash: string): AckResult {
+  hello(network: string, id: string, appliedVersion: number, hash: string, versionSignature?: Uint8Array, revision?: number): AckResult {
     const net = this.#net(network);
     const sync = this.#sync(net, id);
+    if (revision !== undefined && revision > 0) sync.revision = revision;
     checkAppliedVersion(appliedVersion);
+    if (appliedVersion > net.version && this.#signer && !(versionSignature?.length && this.#signer.verify(versionPayload(network, appliedVersion, hash), versionSignature))) {
+      throw new MeshpError('MESHP_VERSION_UNPROVEN', `${id} claims version ${appliedVersion} of ${network} (at ${net.version} here) without this controller's signature for it`);
+    }
     const movedAhead = appliedVersion > net.version ? this.#moveAhead(net, appliedVersion) : undefined;
     const result = takeHello(sync, appliedVersion, hash);
     if (!result.accepted && result.snapshotPending) snapshotAsked(sync, Date.parse(this.#now()), this.#resync, `hello at version ${appliedVersion} with another hash`);

@@ -3,7 +3,8 @@
  * and hellos mean for its sync record. These functions change the record in place; persisting it
  * is the caller's (the controller, in one store transaction).
  */
-import { COMPONENT_NAMES, MeshpError, loadDigest, stateHash, storeDigest, type StateDelta } from '@meshp/core';
+import { COMPONENT_NAMES, CURRENT_REVISION, MeshpError, componentDigest, declarationForRevision, loadDigest, stateHash, storeDigest, type StateDelta, type ViewDigest } from '@meshp/core';
+import { declarationFor } from './components.js';
 import { computeIncremental, computeSnapshot, type Computed } from './compute.js';
 import type { NetworkState } from './network.js';
 import type { SentSummary, SyncRecord } from './types.js';
@@ -42,6 +43,14 @@ function pending(net: NetworkState, id: string, sync: SyncRecord): Computed | 's
   return { ...computed, delta: { ...d, fromVersion: sync.sent } };
 }
 
+/** The hash an agent of `revision` computes for this view: over the fields its decoder knows (core delta/revision.ts). */
+export function hashForRevision(net: NetworkState, id: string, digest: ViewDigest, revision: number): string {
+  const self = net.members.get(id);
+  if (revision >= CURRENT_REVISION || !self || digest.components.declaration === null) return stateHash(digest);
+  const declaration = componentDigest(declarationForRevision(declarationFor(self, net.moduleOf), revision));
+  return stateHash({ ...digest, components: { ...digest.components, declaration } });
+}
+
 /** The view is the one sent: nothing to catch up on (a change undone since is no change). */
 function same(sync: SyncRecord): 'same' {
   sync.target = sync.sent;
@@ -70,7 +79,8 @@ export function nextDelta(net: NetworkState, id: string, sync: SyncRecord, at: s
   const p = sync.snapshotPending ? null : pending(net, id, sync);
   if (p === 'same') return null;
   const computed: Computed = p ?? computeSnapshot(net, id);
-  const hash = stateHash(computed.digest);
+  const hash = hashForRevision(net, id, computed.digest, sync.revision ?? CURRENT_REVISION);
+  computed.delta.stateHash = hash;
   sync.snapshotPending = false;
   sync.sent = net.version;
   sync.basis = net.version;

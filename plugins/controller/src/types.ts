@@ -87,6 +87,8 @@ export interface SyncRecord {
   basis?: number;
   /** The latest version that changed the node's view (gap = target − applied). Absent: the network's version. */
   target?: number;
+  /** The protocol revision of the agent's last hello: the hash it acks is over the fields it knows (absent: the current one). */
+  revision?: number;
   /** Snapshots asked for in a row (a hash that differed, a resync) without a matching ack since. */
   mismatches?: number;
   /** No snapshot before this time (epoch ms): exponential backoff between snapshots asked for in a row. */

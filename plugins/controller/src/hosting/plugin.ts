@@ -16,6 +16,7 @@ import { createLogger, type Logger } from './log.js';
 import { Metrics, serveMetrics } from './metrics.js';
 import { SessionHub } from './sessions.js';
 import { ensureCertificate } from './tls.js';
+import { ensureVersionKey } from './version-key.js';
 
 export const CONTROLLER_DB = 'controller.db';
 /** Written at start so the CLI finds the controller from `--state DIR` alone. */
@@ -71,7 +72,7 @@ export class ControllerHostingPlugin implements Plugin {
     const tls = ensureCertificate(dir, listenHost && listenHost !== '0.0.0.0' ? [listenHost] : []);
     const admin = ensureAdminCredential(dir, tls.fingerprint);
     const dbFile = join(dir, CONTROLLER_DB);
-    const controller = new Controller(new SqliteControllerStore(dbFile), this.#o.logDepth ? { logDepth: this.#o.logDepth } : {});
+    const controller = new Controller(new SqliteControllerStore(dbFile), { ...(this.#o.logDepth ? { logDepth: this.#o.logDepth } : {}), signer: ensureVersionKey(dir) });
     for (const n of this.#o.networks ?? [DEFAULT_NETWORK]) if (!controller.networks().includes(n)) controller.createNetwork(n);
     // --log-depth holds for the networks there already, not only for those made from now on.
     const depth = this.#o.logDepth;

@@ -203,7 +203,7 @@ export class SyncSession {
     this.node = owner.node;
     this.#authed = true;
     this.hub.register(this);
-    const r = controller.hello(this.network, this.node, h.appliedVersion, h.stateHash);
+    const r = controller.hello(this.network, this.node, h.appliedVersion, h.stateHash, h.versionSignature, h.revision);
     log.info({ network: this.network, node: this.node, peer: this.peer, appliedVersion: h.appliedVersion, resume: !r.snapshotPending }, 'sync stream opened');
     if (r.movedAhead) {
       log.warn(

@@ -26,7 +26,7 @@ export const protobufPackage = "meshp.v1";
 export const protobufFileName = "meshp/v1/control.proto";
 
 /**
- * meshp control protocol, revision v1-r1.
+ * meshp control protocol, revision v1-r2 (v1-r1: proto/released).
  *
  * Compatibility rules (enforced by `make proto-lint`: buf lint + buf breaking against proto/released):
  * - Never renumber, retype or reuse a field number; delete a field only by reserving its number and name.
@@ -295,6 +295,8 @@ export interface Hello {
   revision: number;
   /** Ed25519 signature by the node key over "meshp-sync-v1", the node name and the challenge nonce. */
   signature: Uint8Array;
+  /** The controller's version_signature of the delta that brought the agent to applied_version (empty: none kept). */
+  versionSignature: Uint8Array;
 }
 
 /** Sent after a delta is applied. Only an ack moves the controller's applied version. */
@@ -424,7 +426,18 @@ export interface StateDelta {
   declaration?: Declaration | undefined;
   network: string;
   /** Set when one delta is sent in several messages (a large snapshot); the agent commits at the last. */
-  part?: DeltaPart | undefined;
+  part?:
+    | DeltaPart
+    | undefined;
+  /** The state hash the controller expects once this delta is applied (see "The state hash" below). */
+  stateHash: string;
+  /**
+   * The controller's Ed25519 signature over "meshp-version-v1", 0x00, network, 0x00, to_version in
+   * decimal, 0x00, state_hash (UTF-8). The agent keeps the one of the version it applied and presents
+   * it in its Hello: a controller restored from a backup recognises its own signature and moves its
+   * versions ahead; a version claimed without it is refused (MESHP_VERSION_UNPROVEN). Every part carries it.
+   */
+  versionSignature: Uint8Array;
 }
 
 export interface DeltaPart {
@@ -1401,7 +1414,15 @@ export const Challenge: MessageFns<Challenge> = {
 };
 
 function createBaseHello(): Hello {
-  return { node: "", credential: "", appliedVersion: 0, stateHash: "", revision: 0, signature: new Uint8Array(0) };
+  return {
+    node: "",
+    credential: "",
+    appliedVersion: 0,
+    stateHash: "",
+    revision: 0,
+    signature: new Uint8Array(0),
+    versionSignature: new Uint8Array(0),
+  };
 }
 
 export const Hello: MessageFns<Hello> = {
@@ -1423,6 +1444,9 @@ export const Hello: MessageFns<Hello> = {
     }
     if (message.signature.length !== 0) {
       writer.uint32(50).bytes(message.signature);
+    }
+    if (message.versionSignature.length !== 0) {
+      writer.uint32(402).bytes(message.versionSignature);
     }
     return writer;
   },
@@ -1488,6 +1512,14 @@ export const Hello: MessageFns<Hello> = {
             message.signature = reader.bytes();
             continue;
           }
+          case 50: {
+            if (tag !== 402) {
+              break;
+            }
+
+            message.versionSignature = reader.bytes();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1516,6 +1548,11 @@ export const Hello: MessageFns<Hello> = {
         : "",
       revision: isSet(object.revision) ? globalThis.Number(object.revision) : 0,
       signature: isSet(object.signature) ? bytesFromBase64(object.signature) : new Uint8Array(0),
+      versionSignature: isSet(object.versionSignature)
+        ? bytesFromBase64(object.versionSignature)
+        : isSet(object.version_signature)
+        ? bytesFromBase64(object.version_signature)
+        : new Uint8Array(0),
     };
   },
 
@@ -1539,6 +1576,9 @@ export const Hello: MessageFns<Hello> = {
     if (message.signature.length !== 0) {
       obj.signature = base64FromBytes(message.signature);
     }
+    if (message.versionSignature.length !== 0) {
+      obj.versionSignature = base64FromBytes(message.versionSignature);
+    }
     return obj;
   },
 
@@ -1553,6 +1593,7 @@ export const Hello: MessageFns<Hello> = {
     message.stateHash = object.stateHash ?? "";
     message.revision = object.revision ?? 0;
     message.signature = object.signature ?? new Uint8Array(0);
+    message.versionSignature = object.versionSignature ?? new Uint8Array(0);
     return message;
   },
 };
@@ -2987,6 +3028,8 @@ function createBaseStateDelta(): StateDelta {
     declaration: undefined,
     network: "",
     part: undefined,
+    stateHash: "",
+    versionSignature: new Uint8Array(0),
   };
 }
 
@@ -3027,6 +3070,12 @@ export const StateDelta: MessageFns<StateDelta> = {
     }
     if (message.part !== undefined) {
       DeltaPart.encode(message.part, writer.uint32(98).fork()).join();
+    }
+    if (message.stateHash !== "") {
+      writer.uint32(402).string(message.stateHash);
+    }
+    if (message.versionSignature.length !== 0) {
+      writer.uint32(410).bytes(message.versionSignature);
     }
     return writer;
   },
@@ -3140,6 +3189,22 @@ export const StateDelta: MessageFns<StateDelta> = {
             message.part = DeltaPart.decode(reader, reader.uint32());
             continue;
           }
+          case 50: {
+            if (tag !== 402) {
+              break;
+            }
+
+            message.stateHash = reader.string();
+            continue;
+          }
+          case 51: {
+            if (tag !== 410) {
+              break;
+            }
+
+            message.versionSignature = reader.bytes();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3186,6 +3251,16 @@ export const StateDelta: MessageFns<StateDelta> = {
       declaration: isSet(object.declaration) ? Declaration.fromJSON(object.declaration) : undefined,
       network: isSet(object.network) ? globalThis.String(object.network) : "",
       part: isSet(object.part) ? DeltaPart.fromJSON(object.part) : undefined,
+      stateHash: isSet(object.stateHash)
+        ? globalThis.String(object.stateHash)
+        : isSet(object.state_hash)
+        ? globalThis.String(object.state_hash)
+        : "",
+      versionSignature: isSet(object.versionSignature)
+        ? bytesFromBase64(object.versionSignature)
+        : isSet(object.version_signature)
+        ? bytesFromBase64(object.version_signature)
+        : new Uint8Array(0),
     };
   },
 
@@ -3227,6 +3302,12 @@ export const StateDelta: MessageFns<StateDelta> = {
     if (message.part !== undefined) {
       obj.part = DeltaPart.toJSON(message.part);
     }
+    if (message.stateHash !== "") {
+      obj.stateHash = message.stateHash;
+    }
+    if (message.versionSignature.length !== 0) {
+      obj.versionSignature = base64FromBytes(message.versionSignature);
+    }
     return obj;
   },
 
@@ -3257,6 +3338,8 @@ export const StateDelta: MessageFns<StateDelta> = {
       : undefined;
     message.network = object.network ?? "";
     message.part = (object.part !== undefined && object.part !== null) ? DeltaPart.fromPartial(object.part) : undefined;
+    message.stateHash = object.stateHash ?? "";
+    message.versionSignature = object.versionSignature ?? new Uint8Array(0);
     return message;
   },
 };
