@@ -39,3 +39,17 @@ t.test('a v1-r1 agent and a current one both stay in hash agreement when a newer
   t.same(c.listNodes('n').map((n) => [n.name, n.gap, n.diverged]), [['new', 0, ''], ['old', 0, '']], 'both at gap 0, neither diverged');
   t.equal(c.deltaFor('n', 'old'), null, 'and nothing more goes to the v1-r1 agent (no snapshot loop)');
 });
+
+t.test('an agent built between releases (says revision 1, knows the newer field) is accepted too', async (t) => {
+  const c = new Controller(new MemoryStore());
+  c.createNetwork('n');
+  c.join('n', { id: 'dev', nodeKey: 'k-dev' });
+  const a = new DeltaApplier();
+  const h = a.hello();
+  c.hello('n', 'dev', h.appliedVersion, h.stateHash, undefined, 1);
+  c.recordConverged('n', 'dev', 'preview-dev');
+  const d = c.deltaFor('n', 'dev')!;
+  const r = a.receive(Current.decode(Current.encode(d as Parameters<typeof Current.encode>[0]).finish()) as StateDelta);
+  t.equal(r.status, 'applied');
+  if (r.status === 'applied') t.same(c.ack('n', 'dev', r.ack.appliedVersion, r.ack.stateHash), { accepted: true, snapshotPending: false }, 'its hash over every field matches');
+});

@@ -80,12 +80,14 @@ export function nextDelta(net: NetworkState, id: string, sync: SyncRecord, at: s
   if (p === 'same') return null;
   const computed: Computed = p ?? computeSnapshot(net, id);
   const hash = hashForRevision(net, id, computed.digest, sync.revision ?? CURRENT_REVISION);
+  // Agents built between releases said revision 1 and knew some later fields: the hash over every field is accepted too.
+  const alt = stateHash(computed.digest);
   computed.delta.stateHash = hash;
   sync.snapshotPending = false;
   sync.sent = net.version;
   sync.basis = net.version;
   sync.target = net.version;
-  sync.expectations = [...sync.expectations.filter((e) => e.version !== net.version), { version: net.version, hash, digest: storeDigest(computed.digest) }]
+  sync.expectations = [...sync.expectations.filter((e) => e.version !== net.version), { version: net.version, hash, ...(alt !== hash ? { alt } : {}), digest: storeDigest(computed.digest) }]
     .filter((e) => e.version >= sync.applied)
     .slice(-EXPECTATIONS);
   sync.recent = [...sync.recent, summary(computed.delta, hash, at)].slice(-keepSent);
@@ -124,7 +126,7 @@ export function takeAck(sync: SyncRecord, appliedVersion: number, hash: string):
   sync.lastAgentHash = hash;
   const expected = sync.expectations.find((e) => e.version === appliedVersion);
   let accepted = false;
-  if (expected && expected.hash === hash) {
+  if (expected && (expected.hash === hash || expected.alt === hash)) {
     accepted = true;
     sync.mismatches = 0;
     sync.snapshotNotBefore = 0;

@@ -69,6 +69,8 @@ export interface SentSummary {
 export interface Expectation {
   version: number;
   hash: string;
+  /** For an agent of an older revision: the hash over every field, also accepted (see sync.ts). */
+  alt?: string;
   digest: StoredDigest;
 }
 
