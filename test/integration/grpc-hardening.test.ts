@@ -10,7 +10,7 @@ import { createPrivateKey, sign } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { challengePayload, versionPayload } from '@meshp/core';
-import { createToken, meshp, nodeList, startController, waitUntil, workdir, type ControllerProc } from '../helpers/grpc-procs.js';
+import { createToken, meshp, meshpJson, nodeList, startController, waitUntil, workdir, type ControllerProc } from '../helpers/grpc-procs.js';
 import { RawAgent, garbageOnSync } from '../helpers/raw-agent.js';
 
 async function metrics(ctl: ControllerProc): Promise<string> {
@@ -34,6 +34,8 @@ t.test('a hash that keeps differing: bounded snapshots, then diverged', async (t
   t.ok(waits.slice(1).every((w, i) => w >= waits[i]! * 1.5), `the waits between them grow: ${waits.join(', ')} ms`);
   const m = await metrics(ctl);
   t.match(m, /meshp_diverged\{network="default",node="liar",code="MESHP_DIVERGED"\} 1/, '/metrics shows the diverged membership');
+  const listed = meshpJson<{ nodes: { name: string; diverged: string | null }[] }>('node', 'list', '--state', join(dir, 'ctl'), '--controller', ctl.address).nodes;
+  t.match(listed.find((n) => n.name === 'liar')?.diverged ?? '', /^MESHP_DIVERGED: /, 'node list --json carries it, coded');
   // Nothing more goes however often it lies or asks.
   for (let i = 0; i < 3; i++) s.ch.send({ ack: { appliedVersion: liar.applier.appliedVersion, stateHash: 'still-not' } });
   s.ch.send({ resync: { appliedVersion: 0, reason: 2, detail: 'give me more' } });
@@ -127,6 +129,8 @@ t.test('a version past the network is honoured only with the controller signatur
   };
   const n = await check();
   t.equal(n.stateVersion, far + 1, `node list answers at version ${n.stateVersion}`);
+  const wide = await waitUntil('the report past 2^32 listed', () => meshpJson<{ nodes: { name: string; reportedVersion: number }[] }>('node', 'list', '--state', state, '--controller', ctl.address).nodes.find((x) => x.name === 'claimer' && x.reportedVersion > 2 ** 32));
+  t.equal(wide.reportedVersion, far + 1, 'the reported version past 2^32 is listed whole');
   const show = meshp('node', 'show', 'claimer', '--json', '--state', state, '--controller', ctl.address);
   t.equal(show.code, 0, `node show past 2^32: ${show.err}`);
   const doc = meshp('doctor', 'claimer', '--json', '--state', state, '--controller', ctl.address);

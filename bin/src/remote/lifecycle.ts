@@ -71,7 +71,7 @@ async function follow(c: AdminClient, network: string, a: LifecycleArgs, done: (
     }
     if (finished) return { node, steps: l?.steps ?? [] };
     if (Date.now() > deadline) {
-      throw new Refusal(`MESHP_TIMEOUT: node ${a.node} did not report the outcome within ${a.timeout} s (last: ${last.lifecycle?.state || 'nothing'}, reported version ${last.reportedVersion ?? 0}); see meshp node show ${a.node}`);
+      throw new Refusal(`MESHP_TIMEOUT: node ${a.node} did not report the outcome within ${a.timeout} s (last: ${last.lifecycle?.state || 'nothing'}, reported version ${last.reportedVersionWide || last.reportedVersion || 0}); see meshp node show ${a.node}`);
     }
     await new Promise((r) => setTimeout(r, 250));
   }
@@ -101,7 +101,7 @@ export async function nodeConverge(a: LifecycleArgs & { preview: boolean; yes: b
     out(a, `recorded: ${a.node} converges to preview ${preview.id} (state version ${recorded.stateVersion}); the node flips:`);
     const { node, steps } = await follow(c, network, a, (n) => {
       const l = n.lifecycle;
-      return !!l && (n.reportedVersion ?? 0) >= recorded.stateVersion && l.previewId === preview.id && (l.state === 'converged' || l.state === 'refused');
+      return !!l && (n.reportedVersionWide || n.reportedVersion || 0) >= recorded.stateVersion && l.previewId === preview.id && (l.state === 'converged' || l.state === 'refused');
     });
     if (a.json) printJson({ node: nodeJson(node), preview, steps, lifecycle: node.lifecycle });
     if (node.lifecycle!.state === 'refused') throw refusedLine(node.lifecycle!);
@@ -117,7 +117,7 @@ export async function nodeAdopt(a: LifecycleArgs): Promise<void> {
     out(a, `recorded: ${a.node} is ADOPTED (state version ${recorded.stateVersion}); the node returns:`);
     const { node, steps } = await follow(c, network, a, (n) => {
       const l = n.lifecycle;
-      return !!l && (n.reportedVersion ?? 0) >= recorded.stateVersion && (l.state === 'adopted' || l.state === 'refused');
+      return !!l && (n.reportedVersionWide || n.reportedVersion || 0) >= recorded.stateVersion && (l.state === 'adopted' || l.state === 'refused');
     });
     if (a.json) printJson({ node: nodeJson(node), steps, lifecycle: node.lifecycle });
     if (node.lifecycle!.state === 'refused') throw refusedLine(node.lifecycle!);
