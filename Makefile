@@ -4,7 +4,7 @@ SHELL := /bin/bash
 APT_PKGS := nftables iptables iproute2 docker.io busybox-static ufw openssl systemd wireguard-go wireguard-tools
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: all deps apt npm build test demo bench proto-lint clean
+.PHONY: all deps apt npm build test demo bench proto-lint clean compat-agents
 
 all: build
 
@@ -27,7 +27,7 @@ build: deps
 	tsc -b
 	chmod +x bin/dist/main.js examples/agent/dist/main.js
 
-test: build
+test: build compat-agents
 	tsc --noEmit -p tsconfig.tap.json
 	tap
 
@@ -42,3 +42,8 @@ proto-lint: deps
 
 clean:
 	tsc -b --clean
+
+# The agents of two earlier commits, built from git history for test/compat/agents-n2.test.ts.
+compat-agents: npm
+	test/compat/build-agent.sh 63980d1 /tmp/meshp-compat-63980d1
+	test/compat/build-agent.sh f3ee622 /tmp/meshp-compat-f3ee622

@@ -11,6 +11,7 @@ import { controllerCommand } from './commands/controller.js';
 import { doctorCommand } from './commands/doctor.js';
 import { moduleCommand } from './commands/module.js';
 import { nodeCommand } from './commands/node.js';
+import { networkCommand } from './commands/network.js';
 import { policyCommand } from './commands/policy.js';
 import { tokenCommand } from './commands/token.js';
 
@@ -32,6 +33,7 @@ export function createCli(argv: string[]): Argv<GlobalArgs> {
     .command(agentCommand)
     .command(tokenCommand)
     .command(nodeCommand)
+    .command(networkCommand)
     .command(moduleCommand)
     .command(catalogueCommand)
     .command(policyCommand)

@@ -54,6 +54,12 @@ export const CODES = {
   MESHP_NOT_FOUND: 'a node, module or network named does not exist',
   MESHP_POLICY_INVALID: 'a policy is not valid',
   MESHP_NAME_TAKEN: 'a node of that name is already in the network',
+  MESHP_KEY_IN_USE: 'a node key is already enrolled in the network',
+  MESHP_NODE_REVOKED: 'the node was removed: its credential and key are revoked',
+  MESHP_MESSAGE_MALFORMED: 'a message could not be decoded',
+  MESHP_RATE_LIMITED: 'a peer sent more of a message than it may',
+  MESHP_DIVERGED: "an agent's state hash kept differing from the controller's: snapshots stopped",
+  MESHP_VERSION_UNPROVEN: 'a version was claimed without the controller signature that proves it',
 } as const;
 
 export type ErrorCode = keyof typeof CODES;

@@ -46,7 +46,7 @@ t.test('a stream encoded by the current code builds the same view through every 
   const old = Object.entries(REVISIONS).map(([revision, decoder]) => ({ revision, decoder, agent: new DeltaApplier() }));
   let messages = 0;
   recordScenario((d) => {
-    const bytes = Current.encode(d).finish();
+    const bytes = Current.encode(d as Parameters<typeof Current.encode>[0]).finish();
     const r = current.receive(Current.decode(bytes));
     for (const o of old) {
       o.agent.receive(o.decoder.decode(bytes) as StateDelta);

@@ -12,7 +12,7 @@ const revision = process.argv[2] ?? 'v1-r1';
 const agent = new DeltaApplier();
 const lines: string[] = [];
 recordScenario((d) => {
-  const bytes = StateDelta.encode(d).finish();
+  const bytes = StateDelta.encode(d as Parameters<typeof StateDelta.encode>[0]).finish();
   const r = agent.receive(StateDelta.decode(bytes));
   lines.push(JSON.stringify({ delta: Buffer.from(bytes).toString('base64'), status: r.status, ...(r.status === 'applied' ? r.ack : {}) }));
   return r.status === 'applied' ? r.ack : null;

@@ -25,8 +25,9 @@ export class Proc {
   #waiters: (() => void)[] = [];
 
   /** Runs on this machine, or inside the lab namespace `ns`. */
-  constructor(t: Teardown, args: string[], ns?: Netns) {
-    const [cmd, argv] = ns ? ns.wrap(process.execPath, [MESHP, ...args]) : [process.execPath, [MESHP, ...args]];
+  /** `script`: another meshp's main.js (an earlier commit's agent, test/compat). */
+  constructor(t: Teardown, args: string[], ns?: Netns, script = MESHP) {
+    const [cmd, argv] = ns ? ns.wrap(process.execPath, [script, ...args]) : [process.execPath, [script, ...args]];
     this.child = spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
     let buf = '';
     this.child.stdout!.on('data', (d: Buffer) => {

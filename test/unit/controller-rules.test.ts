@@ -17,6 +17,11 @@ function setup(options: { logDepth?: number } = {}) {
   return c;
 }
 
+/** A change every node sees (lazy fan-out sends nothing for a change a node cannot see). */
+function dns(c: Controller, i: number): void {
+  c.setComponent('n', 'dns', { nameservers: [`10.0.0.${i + 1}`], searchDomains: [], records: [] });
+}
+
 /** Sends what the controller has for the node, applies it, acks it. */
 function sync(c: Controller, agent: DeltaApplier, node: string): StateDelta | null {
   const d = c.deltaFor('n', node);
@@ -97,14 +102,14 @@ t.test("a log depth set on an existing network holds from then on, and cuts a lo
   const y = new DeltaApplier();
   sync(c, x, 'x');
   sync(c, y, 'y');
-  for (let i = 0; i < 3; i++) c.rotateKey('n', 'z', `k${i}`);
+  for (let i = 0; i < 3; i++) dns(c, i);
   sync(c, y, 'y');
-  c.rotateKey('n', 'z', 'k3');
+  dns(c, 3);
   c.setLogDepth('n', 2);
   t.equal(c.logDepth('n'), 2);
   t.equal(sync(c, y, 'y')!.fromVersion, c.stateVersion('n') - 1, 'one change behind, within the two kept: a delta');
   t.equal(sync(c, x, 'x')!.fromVersion, 0, 'four changes behind: the log was cut, a snapshot');
-  for (let i = 4; i < 8; i++) c.rotateKey('n', 'z', `k${i}`);
+  for (let i = 4; i < 8; i++) dns(c, i);
   t.equal(sync(c, y, 'y')!.fromVersion, 0, 'and it stays at two for the changes after');
   for (const bad of [0, -1, 2.5, NaN]) t.throws(() => c.setLogDepth('n', bad), { code: 'MESHP_USAGE' }, `${bad} refused`);
   t.equal(c.logDepth('n'), 2, 'a refused depth changes nothing');
@@ -299,4 +304,28 @@ t.test('a module not in the catalogue cannot be assigned', async (t) => {
   const c = setup();
   t.throws(() => c.assignModule('n', 'x', 'nope'), { code: 'MESHP_NOT_FOUND', message: /no module nope/ });
   t.same(c.member('n', 'x')!.assigned, []);
+});
+
+t.test('lazy fan-out: a change a node cannot see sends it nothing; its next delta covers every version since', async (t) => {
+  const c = setup();
+  const [x, y, z] = [new DeltaApplier(), new DeltaApplier(), new DeltaApplier()];
+  sync(c, x, 'x');
+  sync(c, y, 'y');
+  sync(c, z, 'z');
+  const at = c.stateVersion('n');
+  for (let i = 0; i < 3; i++) c.rotateKey('n', 'y', `ky${i}`);
+  t.equal(c.deltaFor('n', 'z'), null, 'z sees neither x nor y: nothing to send');
+  t.ok(c.listNodes('n').find((n) => n.name === 'z')!.gap === 0, 'and z is not behind');
+  t.equal(c.listNodes('n').find((n) => n.name === 'x')!.gap, 3, 'x sees y: it is behind until it applies');
+  t.ok(sync(c, x, 'x'), 'x gets one delta');
+  c.setTags('n', 'z', ['b']);
+  const d = sync(c, z, 'z')!;
+  t.equal(d.fromVersion, at, 'z: one delta from the version it applied, over every version since');
+  t.equal(d.toVersion, c.stateVersion('n'));
+  t.same(d.upsertPeers.map((p) => p.id), ['x'], 'x (a→b) now reaches z');
+  t.equal(z.view.hash(), c.snapshotOf('n', 'z').hash, 'the view built so equals the snapshot');
+  t.equal(c.listNodes('n').find((n) => n.name === 'x')!.gap, 1, 'x sees z come in: behind by that version');
+  sync(c, x, 'x');
+  t.equal(c.deltaFor('n', 'y'), null, 'y sees neither change');
+  t.same(c.listNodes('n').map((n) => n.gap), [0, 0, 0]);
 });

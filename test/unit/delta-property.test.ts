@@ -146,7 +146,7 @@ function run(s: { logDepth: number; ops: Op[] }, tally: Tally): void {
   };
   const send = (m: string) => {
     const d = c.deltaFor(N, m);
-    if (d) agents.get(m)!.down.push(Wire.encode(d).finish());
+    if (d) agents.get(m)!.down.push(Wire.encode(d as Parameters<typeof Wire.encode>[0]).finish());
   };
   const take = <T>(list: T[], pick: number, f: Fate): T | undefined => {
     if (list.length === 0) return undefined;
@@ -256,7 +256,8 @@ function run(s: { logDepth: number; ops: Op[] }, tally: Tally): void {
     for (let round = 0; ; round++) {
       if (round > 4) throw new Error(`${m} did not converge`);
       send(m);
-      if (a.down.length === 0 && a.applier.appliedVersion === c.stateVersion(N)) break;
+      // Lazy fan-out: a node whose view did not change stays at the version it applied.
+      if (a.down.length === 0 && a.up.length === 0 && a.applier.view.hash() === c.snapshotOf(N, m).hash && c.listNodes(N).find((x) => x.name === m)!.gap === 0) break;
       for (const b of a.down.splice(0)) deliverDown(m, a, b);
       for (const u of a.up.splice(0)) deliverUp(m, u);
     }

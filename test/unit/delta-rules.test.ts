@@ -93,11 +93,11 @@ t.test('a duplicate delta is stale, not an error, and is not acked', async (t) =
 
 t.test('an empty component and an absent one are distinct on the wire and in the view', async (t) => {
   const a = atVersion3();
-  const absent = WireStateDelta.decode(WireStateDelta.encode(delta(3, 4)).finish());
+  const absent = WireStateDelta.decode(WireStateDelta.encode(WireStateDelta.fromPartial(delta(3, 4))).finish());
   t.equal(absent.dns, undefined);
   a.receive(absent);
   t.same(a.view.components.dns?.nameservers, ['1.1.1.1'], 'absent: unchanged');
-  const empty = WireStateDelta.decode(WireStateDelta.encode(delta(4, 5, { dns: { nameservers: [], searchDomains: [], records: [] } })).finish());
+  const empty = WireStateDelta.decode(WireStateDelta.encode(WireStateDelta.fromPartial(delta(4, 5, { dns: { nameservers: [], searchDomains: [], records: [] } }))).finish());
   t.ok(empty.dns, 'present after decoding');
   const r = a.receive(empty);
   t.same(a.view.components.dns?.nameservers, [], 'empty: replaced');

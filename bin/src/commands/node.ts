@@ -57,9 +57,29 @@ const adopt: CommandModule<GlobalArgs, L & { preview: boolean; yes: boolean }> =
   },
 };
 
+const remove: CommandModule<GlobalArgs, R & { node: string; yes: boolean }> = {
+  command: 'remove <node>',
+  describe: 'the node leaves the network: its credential and key are revoked, its stream closed, its peers drop it (REMOVED)',
+  builder: (y) => remoteOptions(y).positional('node', { type: 'string', demandOption: true }).option('yes', { type: 'boolean', default: false, describe: 'remove without asking' }),
+  handler: async (a) => {
+    const { nodeRemove } = await import('../remote/membership.js');
+    await nodeRemove(a);
+  },
+};
+
+const rename: CommandModule<GlobalArgs, R & { node: string; 'new-name': string }> = {
+  command: 'rename <node> <new-name>',
+  describe: 'a new name for the node; its key, credential and tunnel stay',
+  builder: (y) => remoteOptions(y).positional('node', { type: 'string', demandOption: true }).positional('new-name', { type: 'string', demandOption: true }),
+  handler: async (a) => {
+    const { nodeRename } = await import('../remote/membership.js');
+    await nodeRename({ ...a, newName: a['new-name'] });
+  },
+};
+
 export const nodeCommand: CommandModule<GlobalArgs, GlobalArgs> = {
   command: 'node <command>',
   describe: 'the nodes of a network',
-  builder: (y) => y.command(list).command(show).command(converge).command(adopt).demandCommand(1),
+  builder: (y) => y.command(list).command(show).command(converge).command(adopt).command(remove).command(rename).demandCommand(1),
   handler: () => undefined,
 };

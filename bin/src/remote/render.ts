@@ -13,6 +13,8 @@ export interface WireNodeStatus extends Omit<NodeStatus, 'mode' | 'convergePrevi
   convergePreviewId?: string;
   lifecycle?: WireLifecycle;
   reportedVersion?: number;
+  /** uint64: the 32-bit reportedVersion is 0 past 2^32. */
+  reportedVersionWide?: number;
 }
 
 export interface WireLifecycle {
@@ -71,7 +73,8 @@ export function nodeJson(n: WireNodeStatus) {
     appliedVersion: n.appliedVersion, stateVersion: n.stateVersion, gap: n.gap,
     firewall: n.firewallKind, held: n.held, changed: n.changed,
     network: n.network, assigned: n.assignedModules, taken: n.takenModules, addresses: n.addresses, tags: n.tags,
-    convergePreviewId: n.convergePreviewId || null, lifecycle: n.lifecycle?.state ? n.lifecycle : null, reportedVersion: n.reportedVersion ?? 0,
+    convergePreviewId: n.convergePreviewId || null, lifecycle: n.lifecycle?.state ? n.lifecycle : null, reportedVersion: n.reportedVersionWide || n.reportedVersion || 0,
+    diverged: n.diverged || null,
   };
 }
 

@@ -18,6 +18,8 @@ export const ENROLMENT_KEY = 'agent.enrolment';
 export const VIEW_KEY = 'agent.view';
 /** The last deltas applied, kept in the host store for `meshp doctor --local`. */
 export const RECENT_KEY = 'agent.recent';
+/** The controller's signature of the version applied: the proof a restored controller asks for. */
+export const VERSION_SIGNATURE_KEY = 'agent.version-signature';
 
 /** pino's call shape: fields first, then the message. */
 export interface AgentLog {
@@ -179,7 +181,9 @@ export class Agent {
     if ('challenge' in m) {
       const { appliedVersion, stateHash } = this.applier.hello();
       const signature = await this.#o.sign(challengePayload(e.node, m.challenge));
-      ch.send({ hello: { node: e.node, credential: e.credential, appliedVersion, stateHash, revision: PROTOCOL_REVISION, signature } });
+      const kept = await (await this.#host.state()).getValue<{ version: number; signature: string }>(VERSION_SIGNATURE_KEY);
+      const versionSignature = kept && kept.version === appliedVersion ? Buffer.from(kept.signature, 'base64') : undefined;
+      ch.send({ hello: { node: e.node, credential: e.credential, appliedVersion, stateHash, revision: PROTOCOL_REVISION, signature, ...(versionSignature ? { versionSignature } : {}) } });
       if (this.#lastReport) ch.send({ report: this.#lastReport });
       return;
     }
@@ -205,6 +209,14 @@ export class Agent {
     const store = await this.#host.state();
     await store.setValue(VIEW_KEY, this.applier.view.toSnapshot());
     await store.setValue(RECENT_KEY, this.applier.recent);
+    if (delta.versionSignature?.length) await store.setValue(VERSION_SIGNATURE_KEY, { version: delta.toVersion, signature: Buffer.from(delta.versionSignature).toString('base64') });
+    // The controller's declaration names the node: after `meshp node rename`, the agent says its new name.
+    const named = this.applier.view.components.declaration?.node;
+    if (named && this.#enrolment && named !== this.#enrolment.node) {
+      this.#log.info({ from: this.#enrolment.node, to: named }, 'renamed');
+      this.#enrolment = { ...this.#enrolment, node: named };
+      await store.setValue(ENROLMENT_KEY, this.#enrolment);
+    }
     this.#log.info(
       { fromVersion: delta.fromVersion, toVersion: delta.toVersion, snapshot: delta.fromVersion === 0, upserted: result.change.upserted.length, removed: result.change.removed.length, unscoped: result.change.unscoped.length, components: result.change.components },
       'applied',

@@ -9,8 +9,8 @@ import type { StateDelta } from '../delta/wire.js';
 
 /** The largest message either end accepts; more is refused (NetBird shipped 4.2 MB maps over gRPC's 4 MB default). */
 export const DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
-/** The protocol revision this agent speaks (v1-r1). */
-export const PROTOCOL_REVISION = 1;
+/** The protocol revision this agent speaks (v1-r2; see delta/revision.ts). */
+export const PROTOCOL_REVISION = 2;
 
 export interface EnrolInput {
   token: string;
@@ -39,6 +39,8 @@ export interface HelloMessage {
   revision: number;
   /** Signature by the node key over `challengePayload(node, nonce)`. */
   signature: Uint8Array;
+  /** The controller's signature of the version applied (StateDelta.version_signature), when kept. */
+  versionSignature?: Uint8Array;
 }
 
 export interface AckMessage {

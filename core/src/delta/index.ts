@@ -6,3 +6,4 @@ export * from './validate.js';
 export * from './apply.js';
 export * from './applier.js';
 export * from './declaration.js';
+export * from './revision.js';

@@ -158,6 +158,15 @@ export interface StateDelta extends Components {
   removePeers: PeerRemoval[];
   network: string;
   part?: DeltaPart | undefined;
+  /** The hash the controller expects once applied ('' or absent: not said). */
+  stateHash?: string | undefined;
+  /** The controller's signature over `versionPayload(network, toVersion, stateHash)`. */
+  versionSignature?: Uint8Array | undefined;
+}
+
+/** What the controller signs for a version it sends (control.proto, StateDelta.version_signature). */
+export function versionPayload(network: string, version: number, stateHash: string): Uint8Array {
+  return new TextEncoder().encode(`meshp-version-v1\u0000${network}\u0000${version}\u0000${stateHash}`);
 }
 
 export function isSnapshot(delta: Pick<StateDelta, 'fromVersion'>): boolean {

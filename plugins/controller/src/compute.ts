@@ -63,7 +63,9 @@ export function computeIncremental(net: NetworkState, nodeId: string, a: number,
   const moduleThen = new Map<string, ModuleDef | null>();
   let policyThen: PolicyIndex | undefined;
   for (const e of entries) {
-    if (e.kind === 'member' && !memberThen.has(e.id)) memberThen.set(e.id, e.before);
+    if (e.kind === 'members') {
+      for (const c of e.changes) if (!memberThen.has(c.id)) memberThen.set(c.id, c.before);
+    } else if (e.kind === 'member' && !memberThen.has(e.id)) memberThen.set(e.id, e.before);
     else if (e.kind === 'policy' && !policyThen) policyThen = new PolicyIndex(e.before);
     else if (e.kind === 'component' && !sharedThen.has(e.name)) sharedThen.set(e.name, e.before);
     else if (e.kind === 'module' && !moduleThen.has(e.name)) moduleThen.set(e.name, e.before);

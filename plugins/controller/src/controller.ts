@@ -1,11 +1,11 @@
-import { MeshpError, stateHash, type Mode, type StateDelta, type WireDeclaration } from '@meshp/core';
+import { MeshpError, stateHash, versionPayload, type Mode, type StateDelta, type WireDeclaration } from '@meshp/core';
 import { declarationFor } from './components.js';
 import { computeSnapshot } from './compute.js';
 import { NetworkState } from './network.js';
 import { PolicyIndex } from './policy.js';
 import type { ControllerStore } from './store.js';
 import { TokenBook } from './tokens.js';
-import { checkAppliedVersion, nextDelta, takeAck, takeHello, type AckResult } from './sync.js';
+import { DEFAULT_RESYNC_BOUNDS, checkAppliedVersion, nextDelta, refreshTarget, snapshotAsked, takeAck, takeHello, type AckResult, type ResyncBounds } from './sync.js';
 import type { LogEntry, MemberRecord, ModuleDef, NetworkRecord, PolicyRule, ReportedState, SentSummary, SharedComponentName, SharedComponents, SyncRecord, TokenRecord } from './types.js';
 import { newSync, statusOf, type NodeStatus } from './status.js';
 import { checkAssigned, checkMember, checkModule, checkPolicy, checkTags } from './limits.js';
@@ -15,7 +15,20 @@ export interface ControllerOptions {
   logDepth?: number;
   /** Deltas sent kept per membership, for doctor. */
   keepSent?: number;
+  /**
+   * Signs (network, to_version, state_hash) of every delta sent, and checks the signature a hello
+   * presents for a version past the network's. Without one, such a hello is taken on trust (a
+   * library use; the hosted controller always has one).
+   */
+  signer?: VersionSigner;
+  /** Backoff between snapshots asked for in a row, and how many before a membership is diverged. */
+  resync?: Partial<ResyncBounds>;
   now?: () => string;
+}
+
+export interface VersionSigner {
+  sign(payload: Uint8Array): Uint8Array;
+  verify(payload: Uint8Array, signature: Uint8Array): boolean;
 }
 
 export interface MemberInput {
@@ -40,12 +53,16 @@ export class Controller {
   readonly #logDepth: number;
   readonly #keepSent: number;
   readonly #now: () => string;
+  readonly #resync: ResyncBounds;
+  readonly #signer: VersionSigner | undefined;
 
   constructor(store: ControllerStore, options: ControllerOptions = {}) {
     this.#store = store;
     this.#logDepth = options.logDepth ?? 1000;
     this.#keepSent = options.keepSent ?? 8;
     this.#now = options.now ?? (() => new Date().toISOString());
+    this.#resync = { ...DEFAULT_RESYNC_BOUNDS, ...options.resync };
+    this.#signer = options.signer;
     const s = store.load();
     for (const n of s.networks) this.#networks.set(n.name, new NetworkState(n));
     for (const { network, member } of s.members) this.#net(network).putMember(member);
@@ -76,6 +93,20 @@ export class Controller {
 
   networks(): string[] {
     return [...this.#networks.keys()];
+  }
+
+  /** A network with no member left is forgotten, with its log. */
+  removeNetwork(name: string): void {
+    const net = this.#net(name);
+    if (net.members.size > 0) throw new MeshpError('MESHP_USAGE', `network ${name} still has ${net.members.size} node(s): remove them first`);
+    this.#networks.delete(name);
+    this.#store.transaction(() => this.#store.deleteNetwork(name));
+  }
+
+  /** The network's private range and size, for `network list`. */
+  networkInfo(name: string): { name: string; stateVersion: number; members: number; privateRange: string } {
+    const net = this.#net(name);
+    return { name, stateVersion: net.version, members: net.members.size, privateRange: net.record.privateRange };
   }
 
   stateVersion(network: string): number {
@@ -116,6 +147,30 @@ export class Controller {
     const net = this.#net(network);
     this.#member(net, id);
     return this.#changeMember(net, id, null);
+  }
+
+  /**
+   * A new name for the node, in one version: its peers see the old name removed and the new one
+   * upserted in the same delta (same key, so a tunnel keyed by it need not move); its sync record
+   * follows it.
+   */
+  renameNode(network: string, id: string, to: string): number {
+    const net = this.#net(network);
+    const before = this.#member(net, id);
+    if (net.members.has(to)) throw new MeshpError('MESHP_USAGE', `node ${to} is already in ${network}`);
+    const after: MemberRecord = { ...structuredClone(before), id: to };
+    const changes = [{ id, before, after: null }, { id: to, before: null, after }];
+    return this.#commit(net, { version: 0, kind: 'members', changes }, () => {
+      const sync = net.sync.get(id) ?? newSync();
+      net.deleteMember(id);
+      net.sync.delete(id);
+      this.#store.deleteMember(net.record.name, id);
+      this.#store.deleteSync(net.record.name, id);
+      net.putMember(after);
+      net.sync.set(to, sync);
+      this.#store.putMember(net.record.name, after);
+      this.#store.putSync(net.record.name, to, sync);
+    });
   }
 
   updateMember(network: string, id: string, patch: Partial<Omit<MemberRecord, 'id'>>): number {
@@ -251,7 +306,9 @@ export class Controller {
     this.#member(net, id);
     const sync = this.#sync(net, id);
     const delta = nextDelta(net, id, sync, this.#now(), this.#keepSent);
-    if (delta) this.#putSync(net, id, sync);
+    if (!delta) return null;
+    this.#putSync(net, id, sync);
+    delta.versionSignature = this.#signer ? this.#signer.sign(versionPayload(network, delta.toVersion, delta.stateHash ?? '')) : new Uint8Array(0);
     return delta;
   }
 
@@ -266,8 +323,16 @@ export class Controller {
     const net = this.#net(network);
     const sync = this.#sync(net, id);
     const result = takeAck(sync, appliedVersion, hash);
+    if (!result.accepted && result.snapshotPending) snapshotAsked(sync, Date.parse(this.#now()), this.#resync, `ack of version ${appliedVersion} with another hash`);
     this.#putSync(net, id, sync);
-    return result;
+    return { ...result, snapshotPending: sync.snapshotPending };
+  }
+
+  /** When a snapshot held back by the backoff may go (epoch ms), or null; and why none goes at all. */
+  snapshotHold(network: string, id: string): { retryAt: number | null; diverged: string | null } {
+    const sync = this.#sync(this.#net(network), id);
+    const at = sync.snapshotPending && (sync.snapshotNotBefore ?? 0) > Date.parse(this.#now()) ? sync.snapshotNotBefore! : null;
+    return { retryAt: at, diverged: sync.diverged ?? null };
   }
 
   /**
@@ -279,12 +344,17 @@ export class Controller {
    * and every other as it asks, gets a snapshot newer than anything it holds (an agent never
    * goes back to an older version).
    */
-  hello(network: string, id: string, appliedVersion: number, hash: string): AckResult {
+  hello(network: string, id: string, appliedVersion: number, hash: string, versionSignature?: Uint8Array, revision?: number): AckResult {
     const net = this.#net(network);
     const sync = this.#sync(net, id);
+    if (revision !== undefined && revision > 0) sync.revision = revision;
     checkAppliedVersion(appliedVersion);
+    if (appliedVersion > net.version && this.#signer && !(versionSignature?.length && this.#signer.verify(versionPayload(network, appliedVersion, hash), versionSignature))) {
+      throw new MeshpError('MESHP_VERSION_UNPROVEN', `${id} claims version ${appliedVersion} of ${network} (at ${net.version} here) without this controller's signature for it`);
+    }
     const movedAhead = appliedVersion > net.version ? this.#moveAhead(net, appliedVersion) : undefined;
     const result = takeHello(sync, appliedVersion, hash);
+    if (!result.accepted && result.snapshotPending) snapshotAsked(sync, Date.parse(this.#now()), this.#resync, `hello at version ${appliedVersion} with another hash`);
     this.#putSync(net, id, sync);
     return movedAhead ? { ...result, movedAhead } : result;
   }
@@ -293,7 +363,7 @@ export class Controller {
   resync(network: string, id: string): void {
     const net = this.#net(network);
     const sync = this.#sync(net, id);
-    sync.snapshotPending = true;
+    snapshotAsked(sync, Date.parse(this.#now()), this.#resync, 'the agent asked for a snapshot');
     this.#putSync(net, id, sync);
   }
 
@@ -309,12 +379,12 @@ export class Controller {
   /** Every membership with its convergence gap (state_version − applied_version). */
   listNodes(network: string): NodeStatus[] {
     const net = this.#net(network);
-    return [...net.members.values()].sort((a, b) => a.id.localeCompare(b.id)).map((m) => statusOf(net, m, this.#sync(net, m.id)));
+    return [...net.members.values()].sort((a, b) => a.id.localeCompare(b.id)).map((m) => statusOf(net, m, this.#checked(net, m.id)));
   }
 
   showNode(network: string, id: string): { node: NodeStatus; recentDeltas: SentSummary[] } {
     const net = this.#net(network);
-    const sync = this.#sync(net, this.#member(net, id).id);
+    const sync = this.#checked(net, this.#member(net, id).id);
     return { node: statusOf(net, net.members.get(id)!, sync), recentDeltas: [...sync.recent] };
   }
 
@@ -399,6 +469,13 @@ export class Controller {
 
   #putSync(net: NetworkState, id: string, sync: SyncRecord): void {
     this.#store.transaction(() => this.#store.putSync(net.record.name, id, sync));
+  }
+
+  /** The sync record with its target brought up to date (for the gap an operator reads). */
+  #checked(net: NetworkState, id: string): SyncRecord {
+    const s = this.#sync(net, id);
+    refreshTarget(net, id, s);
+    return s;
   }
 
   #sync(net: NetworkState, id: string): SyncRecord {

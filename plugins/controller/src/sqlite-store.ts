@@ -47,6 +47,8 @@ export class SqliteControllerStore implements ControllerStore {
       deleteSync: db.prepare('DELETE FROM sync WHERE network = ? AND id = ?'),
       putToken: db.prepare('INSERT OR REPLACE INTO tokens (token, doc) VALUES (?, ?)'),
       deleteToken: db.prepare('DELETE FROM tokens WHERE token = ?'),
+      deleteNetwork: db.prepare('DELETE FROM networks WHERE name = ?'),
+      deleteNetworkLog: db.prepare('DELETE FROM log WHERE network = ?'),
     };
   }
 
@@ -94,6 +96,10 @@ export class SqliteControllerStore implements ControllerStore {
   }
   deleteToken(token: string): void {
     this.#q.deleteToken.run(token);
+  }
+  deleteNetwork(name: string): void {
+    this.#q.deleteNetwork.run(name);
+    this.#q.deleteNetworkLog.run(name);
   }
   close(): void {
     this.#db.close();

@@ -60,6 +60,8 @@ export interface NodeStatus {
   lastSeen: string;
   status: NodeHealth;
   statusDetail: string;
+  /** Set when snapshots to this membership stopped (bounded resync): a MESHP code and why; '' otherwise. */
+  diverged: string;
 }
 
 export function newSync(): SyncRecord {
@@ -103,7 +105,8 @@ export function statusOf(net: NetworkState, m: MemberRecord, s: SyncRecord): Nod
     requestedMode: m.mode,
     appliedVersion: s.applied,
     stateVersion: net.version,
-    gap: net.version - s.applied,
+    // Lazy fan-out: an idle node whose view did not change is not behind (target: see sync.ts).
+    gap: Math.max(0, (s.target ?? net.version) - s.applied),
     firewallKind: s.firewallKind,
     held: s.held,
     changed: s.changed,
@@ -120,6 +123,7 @@ export function statusOf(net: NetworkState, m: MemberRecord, s: SyncRecord): Nod
     lastSeen: '',
     status: 'pending',
     statusDetail: '',
+    diverged: s.diverged ?? '',
   };
   return withLiveness(n, { connected: false, lastSeen: r?.at ?? '' });
 }
@@ -130,7 +134,7 @@ export function statusOf(net: NetworkState, m: MemberRecord, s: SyncRecord): Nod
  */
 export function withLiveness(n: NodeStatus, live: { connected: boolean; lastSeen: string; diverged?: string }): NodeStatus {
   const out = { ...n, connected: live.connected, lastSeen: live.lastSeen || n.lastSeen };
-  const [status, statusDetail] = health(out, live.diverged);
+  const [status, statusDetail] = health(out, live.diverged || n.diverged);
   return { ...out, status, statusDetail };
 }
 

@@ -26,6 +26,8 @@ export interface ControllerStore {
   deleteSync(network: string, id: string): void;
   putToken(t: TokenRecord): void;
   deleteToken(token: string): void;
+  /** Forgets a network with its log (its members and sync records are gone already). */
+  deleteNetwork(name: string): void;
   close(): void;
 }
 
@@ -102,6 +104,10 @@ export class MemoryStore implements ControllerStore {
   }
   deleteToken(token: string): void {
     this.#tokens.delete(token);
+  }
+  deleteNetwork(name: string): void {
+    this.#networks.delete(name);
+    this.#log.delete(name);
   }
   close(): void {}
 }

@@ -3,7 +3,8 @@
  * and hellos mean for its sync record. These functions change the record in place; persisting it
  * is the caller's (the controller, in one store transaction).
  */
-import { MeshpError, loadDigest, stateHash, storeDigest, type StateDelta } from '@meshp/core';
+import { COMPONENT_NAMES, CURRENT_REVISION, MeshpError, componentDigest, declarationForRevision, loadDigest, stateHash, storeDigest, type StateDelta, type ViewDigest } from '@meshp/core';
+import { declarationFor } from './components.js';
 import { computeIncremental, computeSnapshot, type Computed } from './compute.js';
 import type { NetworkState } from './network.js';
 import type { SentSummary, SyncRecord } from './types.js';
@@ -22,21 +23,102 @@ const EXPECTATIONS = 64;
 const MAX_VERSION = 2 ** 50;
 
 /**
+ * Lazy fan-out: what the versions since the basis did to the node's view. 'same': nothing (the
+ * basis moves to the network's version, nothing is sent or written); a delta from the basis,
+ * relabelled to start at `sent` (the view at the basis is the one at `sent`); null: the log does not
+ * reach back, or the expected view at `sent` is unknown — a snapshot.
+ */
+function pending(net: NetworkState, id: string, sync: SyncRecord): Computed | 'same' | null {
+  const basis = Math.max(sync.basis ?? sync.sent, sync.sent);
+  const base = sync.expectations.find((e) => e.version === sync.sent);
+  if (!base) return null;
+  if (basis === net.version) return same(sync);
+  const computed = computeIncremental(net, id, basis, loadDigest(base.digest));
+  if (!computed) return null;
+  const d = computed.delta;
+  if (d.upsertPeers.length === 0 && d.removePeers.length === 0 && !COMPONENT_NAMES.some((n) => d[n] !== undefined)) {
+    sync.basis = net.version;
+    return same(sync);
+  }
+  return { ...computed, delta: { ...d, fromVersion: sync.sent } };
+}
+
+/** The hash an agent of `revision` computes for this view: over the fields its decoder knows (core delta/revision.ts). */
+export function hashForRevision(net: NetworkState, id: string, digest: ViewDigest, revision: number): string {
+  const self = net.members.get(id);
+  if (revision >= CURRENT_REVISION || !self || digest.components.declaration === null) return stateHash(digest);
+  const declaration = componentDigest(declarationForRevision(declarationFor(self, net.moduleOf), revision));
+  return stateHash({ ...digest, components: { ...digest.components, declaration } });
+}
+
+/** The view is the one sent: nothing to catch up on (a change undone since is no change). */
+function same(sync: SyncRecord): 'same' {
+  sync.target = sync.sent;
+  return 'same';
+}
+
+/**
+ * Brings `target` up to date without sending: a node whose view changed since the basis has the
+ * network's version as its target (the gap then says it is behind); one whose view did not, none.
+ */
+export function refreshTarget(net: NetworkState, id: string, sync: SyncRecord): void {
+  if (sync.snapshotPending || sync.sent === 0) return;
+  const p = pending(net, id, sync);
+  if (p !== 'same') sync.target = net.version;
+}
+
+/**
  * What to send the node now: a delta from where it will be once it applied what it was sent, or a
- * snapshot when that is unknown, not reachable through the log, or its hash was wrong. Null: nothing to send.
+ * snapshot when that is unknown, not reachable through the log, or its hash was wrong. Null: nothing
+ * to send — also when the versions since did not change the node's view (lazy fan-out).
  */
 export function nextDelta(net: NetworkState, id: string, sync: SyncRecord, at: string, keepSent: number): StateDelta | null {
+  if (sync.diverged) return null;
+  if (sync.snapshotPending && (sync.snapshotNotBefore ?? 0) > Date.parse(at)) return null;
   if (sync.sent === net.version && !sync.snapshotPending) return null;
-  const base = sync.snapshotPending ? undefined : sync.expectations.find((e) => e.version === sync.sent);
-  const computed: Computed = (base && computeIncremental(net, id, sync.sent, loadDigest(base.digest))) ?? computeSnapshot(net, id);
-  const hash = stateHash(computed.digest);
+  const p = sync.snapshotPending ? null : pending(net, id, sync);
+  if (p === 'same') return null;
+  const computed: Computed = p ?? computeSnapshot(net, id);
+  const hash = hashForRevision(net, id, computed.digest, sync.revision ?? CURRENT_REVISION);
+  // Agents built between releases said revision 1 and knew some later fields: the hash over every field is accepted too.
+  const alt = stateHash(computed.digest);
+  computed.delta.stateHash = hash;
   sync.snapshotPending = false;
   sync.sent = net.version;
-  sync.expectations = [...sync.expectations.filter((e) => e.version !== net.version), { version: net.version, hash, digest: storeDigest(computed.digest) }]
+  sync.basis = net.version;
+  sync.target = net.version;
+  sync.expectations = [...sync.expectations.filter((e) => e.version !== net.version), { version: net.version, hash, ...(alt !== hash ? { alt } : {}), digest: storeDigest(computed.digest) }]
     .filter((e) => e.version >= sync.applied)
     .slice(-EXPECTATIONS);
   sync.recent = [...sync.recent, summary(computed.delta, hash, at)].slice(-keepSent);
   return computed.delta;
+}
+
+export interface ResyncBounds {
+  /** The wait before the second snapshot asked for in a row; doubled for each after. */
+  baseMs: number;
+  /** Snapshots in a row after which the membership is marked diverged and none is sent. */
+  max: number;
+}
+
+export const DEFAULT_RESYNC_BOUNDS: ResyncBounds = { baseMs: 1_000, max: 4 };
+
+/**
+ * A snapshot was asked for (a hash that differed, a resync): the first at once, each next one in a
+ * row after an exponentially longer wait, none after `max` — the membership is then diverged, with
+ * a coded reason, and keeps its last good view until an ack or a hello matches again.
+ */
+export function snapshotAsked(sync: SyncRecord, nowMs: number, bounds: ResyncBounds, why: string): void {
+  if (sync.diverged) return;
+  const n = (sync.mismatches ?? 0) + 1;
+  sync.mismatches = n;
+  if (n > bounds.max) {
+    sync.diverged = `MESHP_DIVERGED: ${n - 1} snapshots in a row were not applied with the hash expected (last: ${why})`;
+    sync.snapshotPending = false;
+    return;
+  }
+  sync.snapshotPending = true;
+  sync.snapshotNotBefore = n <= 1 ? 0 : nowMs + bounds.baseMs * 2 ** (n - 2);
 }
 
 /** Only an ack whose hash matches the one computed for its version moves the applied version. */
@@ -44,8 +126,11 @@ export function takeAck(sync: SyncRecord, appliedVersion: number, hash: string):
   sync.lastAgentHash = hash;
   const expected = sync.expectations.find((e) => e.version === appliedVersion);
   let accepted = false;
-  if (expected && expected.hash === hash) {
+  if (expected && (expected.hash === hash || expected.alt === hash)) {
     accepted = true;
+    sync.mismatches = 0;
+    sync.snapshotNotBefore = 0;
+    delete sync.diverged;
     if (appliedVersion > sync.applied || sync.applied === 0) {
       sync.applied = appliedVersion;
       sync.appliedHash = hash;
@@ -61,6 +146,8 @@ export function takeAck(sync: SyncRecord, appliedVersion: number, hash: string):
 export function takeHello(sync: SyncRecord, appliedVersion: number, hash: string): AckResult {
   const result = takeAck(sync, appliedVersion, hash);
   if (result.accepted || (appliedVersion === sync.applied && hash === sync.appliedHash && sync.applied > 0)) {
+    // The basis holds for the version sent; an agent back at another version starts from its own.
+    if (appliedVersion !== sync.sent) sync.basis = appliedVersion;
     sync.sent = appliedVersion;
     sync.snapshotPending = !sync.expectations.some((e) => e.version === appliedVersion);
   } else sync.snapshotPending = true;

@@ -49,6 +49,8 @@ export interface NetworkRecord {
 
 export type LogEntry =
   | { version: number; kind: 'member'; id: string; before: MemberRecord | null; after: MemberRecord | null }
+  /** Several memberships changed in one version (a rename: the old name gone, the new one there). */
+  | { version: number; kind: 'members'; changes: { id: string; before: MemberRecord | null; after: MemberRecord | null }[] }
   | { version: number; kind: 'policy'; before: PolicyRule[]; after: PolicyRule[] }
   | { version: number; kind: 'component'; name: SharedComponentName; before: unknown; after: unknown }
   | { version: number; kind: 'module'; name: string; before: ModuleDef | null; after: ModuleDef | null };
@@ -67,6 +69,8 @@ export interface SentSummary {
 export interface Expectation {
   version: number;
   hash: string;
+  /** For an agent of an older revision: the hash over every field, also accepted (see sync.ts). */
+  alt?: string;
   digest: StoredDigest;
 }
 
@@ -77,6 +81,22 @@ export interface SyncRecord {
   appliedHash: string;
   /** The version the agent will be at once it applies what was sent; deltas continue from here. */
   sent: number;
+  /**
+   * Lazy fan-out: a version ≥ `sent` up to which the controller checked that the node's view did
+   * not change (the view there is the one at `sent`). Deltas are computed from here and labelled
+   * from `sent`. Absent in records written before it: `sent`.
+   */
+  basis?: number;
+  /** The latest version that changed the node's view (gap = target − applied). Absent: the network's version. */
+  target?: number;
+  /** The protocol revision of the agent's last hello: the hash it acks is over the fields it knows (absent: the current one). */
+  revision?: number;
+  /** Snapshots asked for in a row (a hash that differed, a resync) without a matching ack since. */
+  mismatches?: number;
+  /** No snapshot before this time (epoch ms): exponential backoff between snapshots asked for in a row. */
+  snapshotNotBefore?: number;
+  /** Set after too many in a row: no more snapshots until an ack or a hello matches; a MESHP code and why. */
+  diverged?: string;
   /** Expected view digest per version sent and not yet superseded by an ack. */
   expectations: Expectation[];
   snapshotPending: boolean;

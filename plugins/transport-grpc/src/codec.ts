@@ -65,7 +65,7 @@ function reportFromWire(r: Report): ReportMessage {
 }
 
 export function agentToWire(m: AgentMessage): SyncRequest {
-  if ('hello' in m) return { hello: m.hello };
+  if ('hello' in m) return { hello: { ...m.hello, versionSignature: m.hello.versionSignature ?? new Uint8Array(0) } };
   if ('ack' in m) return { ack: m.ack };
   if ('resync' in m) return { resync: m.resync };
   return { report: reportToWire(m.report) };
@@ -82,7 +82,7 @@ export function agentFromWire(m: SyncRequest): AgentMessage {
 export function controllerToWire(m: ControllerMessage): SyncResponse {
   if ('challenge' in m) return { challenge: { nonce: m.challenge } };
   if ('error' in m) return { error: m.error };
-  const d = m.delta;
+  const d = { ...m.delta, stateHash: m.delta.stateHash ?? '', versionSignature: m.delta.versionSignature ?? new Uint8Array(0) };
   // A declaration made without the preview id (an older computation) goes out with it empty.
   if (d.declaration && d.declaration.convergePreviewId === undefined) return { delta: { ...d, declaration: { ...d.declaration, convergePreviewId: '' } } as WireDelta };
   return { delta: d as WireDelta };

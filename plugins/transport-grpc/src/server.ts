@@ -23,6 +23,11 @@ const ADMIN_RESPONSES: Record<keyof typeof gen.AdminServiceService, Fns> = {
   addCatalogue: gen.AddCatalogueResponse,
   previewConverge: gen.PreviewConvergeResponse,
   convergeNode: gen.ConvergeNodeResponse,
+  removeNode: gen.RemoveNodeResponse,
+  renameNode: gen.RenameNodeResponse,
+  createNetwork: gen.CreateNetworkResponse,
+  listNetworks: gen.ListNetworksResponse,
+  removeNetwork: gen.RemoveNetworkResponse,
 };
 
 export const ADMIN_METHODS = Object.keys(ADMIN_RESPONSES) as (keyof typeof gen.AdminServiceService)[];
@@ -32,6 +37,8 @@ const STATUS_OF: Record<string, Status> = {
   MESHP_AUTH_FAILED: Status.UNAUTHENTICATED,
   MESHP_FORBIDDEN: Status.PERMISSION_DENIED,
   MESHP_MESSAGE_TOO_LARGE: Status.RESOURCE_EXHAUSTED,
+  MESHP_MESSAGE_MALFORMED: Status.INVALID_ARGUMENT,
+  MESHP_RATE_LIMITED: Status.RESOURCE_EXHAUSTED,
 };
 
 function credentialOf(call: ServerUnaryCall<unknown, unknown>): string {
@@ -49,12 +56,31 @@ const OVERSIZED = Symbol('oversized');
 type Oversized = { [OVERSIZED]: number };
 const isOversized = (m: unknown): m is Oversized => typeof m === 'object' && m !== null && OVERSIZED in m;
 
+/**
+ * Bytes that do not decode: grpc-js would end the call with INTERNAL "Error deserializing request",
+ * uncoded and unlogged; the handlers get a marker instead and answer MESHP_MESSAGE_MALFORMED.
+ */
+const MALFORMED = Symbol('malformed');
+type Malformed = { [MALFORMED]: string };
+const isMalformed = (m: unknown): m is Malformed => typeof m === 'object' && m !== null && MALFORMED in m;
+
 function limited<S extends Record<string, { requestDeserialize: (b: Buffer) => unknown }>>(service: S, max: number): S {
   const out: Record<string, unknown> = {};
   for (const [name, def] of Object.entries(service)) {
-    out[name] = { ...def, requestDeserialize: (b: Buffer) => (b.length > max ? { [OVERSIZED]: b.length } : def.requestDeserialize(b)) };
+    const decode = (b: Buffer): unknown => {
+      try {
+        return def.requestDeserialize(b);
+      } catch (e) {
+        return { [MALFORMED]: `${b.length} bytes that are not a ${name} request (${e instanceof Error ? e.message : String(e)})` };
+      }
+    };
+    out[name] = { ...def, requestDeserialize: (b: Buffer) => (b.length > max ? { [OVERSIZED]: b.length } : decode(b)) };
   }
   return out as S;
+}
+
+function malformed(m: Malformed): MeshpError {
+  return new MeshpError('MESHP_MESSAGE_MALFORMED', m[MALFORMED]);
 }
 
 function tooLarge(m: Oversized, max: number): MeshpError {
@@ -72,6 +98,7 @@ export async function listen(options: ListenOptions, services: { control: Contro
   const control: gen.ControlServiceServer = {
     enrol: (call: ServerUnaryCall<gen.EnrolRequest, gen.EnrolResponse>, cb: sendUnaryData<gen.EnrolResponse>) => {
       if (isOversized(call.request)) return cb(toStatus(refuse('Enrol', call.getPeer(), tooLarge(call.request, max))));
+      if (isMalformed(call.request)) return cb(toStatus(refuse('Enrol', call.getPeer(), malformed(call.request))));
       services.control.enrol(call.request, call.getPeer()).then(
         (r) => cb(null, enrolToWire(r)),
         (e) => cb(toStatus(e)),
@@ -82,6 +109,7 @@ export async function listen(options: ListenOptions, services: { control: Contro
         {
           in: (w) => {
             if (isOversized(w)) throw refuse('Sync', call.getPeer(), tooLarge(w, max));
+            if (isMalformed(w)) throw refuse('Sync', call.getPeer(), malformed(w));
             return agentFromWire(w);
           },
           out: controllerToWire,
@@ -99,6 +127,7 @@ export async function listen(options: ListenOptions, services: { control: Contro
   for (const method of ADMIN_METHODS) {
     admin[method] = (call: ServerUnaryCall<Record<string, unknown>, object>, cb: sendUnaryData<object>) => {
       if (isOversized(call.request)) return cb(toStatus(refuse(method, call.getPeer(), tooLarge(call.request, max))));
+      if (isMalformed(call.request)) return cb(toStatus(refuse(method, call.getPeer(), malformed(call.request))));
       services.admin(method, call.request, credentialOf(call), call.getPeer()).then(
         (r) => cb(null, ADMIN_RESPONSES[method].fromPartial(r)),
         (e) => cb(toStatus(e)),

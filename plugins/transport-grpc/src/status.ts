@@ -9,6 +9,8 @@ const TO_STATUS: Partial<Record<ErrorCode, Status>> = {
   MESHP_USAGE: Status.INVALID_ARGUMENT,
   MESHP_MESSAGE_TOO_LARGE: Status.RESOURCE_EXHAUSTED,
   MESHP_DELTA_INVALID: Status.INVALID_ARGUMENT,
+  MESHP_MESSAGE_MALFORMED: Status.INVALID_ARGUMENT,
+  MESHP_RATE_LIMITED: Status.RESOURCE_EXHAUSTED,
 };
 
 /** What a handler threw, as a gRPC status whose details start with the code. */

@@ -8,7 +8,7 @@ import { convergeNode, previewOf } from '../converge.js';
 import { withLiveness, type NodeStatus } from '../status.js';
 import type { SentSummary } from '../types.js';
 import { secretMatches } from './credential.js';
-import type { Enrolment } from './enrolment.js';
+import { NODE_NAME, type Enrolment } from './enrolment.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
 
@@ -27,9 +27,11 @@ const need = (r: Req, k: string): string => {
 const wireMode = (m: NodeStatus['mode']): number => (m === 'unknown' ? 0 : modeToWire(m));
 
 function nodeToWire(n: NodeStatus, last: ReportMessage | null): Req {
+  // reported_version is 32 bits on the wire (v1-r1): a wider version goes in reported_version_wide only.
+  const reported = last?.appliedVersion ?? 0;
   return {
     ...n, mode: wireMode(n.mode), requestedMode: modeToWire(n.requestedMode), transition: { ...n.transition, mode: modeToWire(n.transition.mode) },
-    reportedVersion: last?.appliedVersion ?? 0, ...(last?.lifecycle ? { lifecycle: { ...last.lifecycle } } : {}),
+    reportedVersion: reported <= 0xffffffff ? reported : 0, reportedVersionWide: reported, ...(last?.lifecycle ? { lifecycle: { ...last.lifecycle } } : {}),
   };
 }
 
@@ -56,6 +58,10 @@ export interface AdminDeps {
   changed(network: string): void;
   /** The node's stream: open or not, last heard from. */
   live(network: string, node: string): { connected: boolean; lastSeen: string };
+  /** The node left: revoke its credential and key, end its stream. */
+  removed?(network: string, node: string, nodeKey: string): void;
+  /** The node has a new name: its credential, report and stream follow. */
+  renamed?(network: string, from: string, to: string): void;
 }
 
 export function adminHandler(d: AdminDeps): AdminHandler {
@@ -120,6 +126,41 @@ export function adminHandler(d: AdminDeps): AdminHandler {
       return { stateVersion, modules: modules.map((m) => m.name) };
     },
   };
+
+  // Node and network lifecycle (issue 14): remove revokes, rename keeps the key and the credential.
+  Object.assign(methods, {
+    removeNode: (r: Req, net: string): Req => {
+      const id = need(r, 'node');
+      const m = controller.member(net, id);
+      if (!m) throw new MeshpError('MESHP_USAGE', `no node ${id} in ${net}`);
+      const stateVersion = controller.leave(net, id);
+      d.removed?.(net, id, m.nodeKey);
+      d.changed(net);
+      return { stateVersion };
+    },
+    renameNode: (r: Req, net: string): Req => {
+      const id = need(r, 'node');
+      const to = need(r, 'newName');
+      if (!NODE_NAME.test(to)) throw new MeshpError('MESHP_USAGE', `node name ${JSON.stringify(to)} is not valid`);
+      controller.renameNode(net, id, to);
+      d.renamed?.(net, id, to);
+      d.changed(net);
+      return { node: node(net, to) };
+    },
+    createNetwork: (r: Req): Req => {
+      const name = need(r, 'network');
+      if (!NODE_NAME.test(name)) throw new MeshpError('MESHP_USAGE', `network name ${JSON.stringify(name)} is not valid`);
+      const range = str(r, 'privateRange');
+      if (range && !/^\d{1,3}(\.\d{1,3}){3}\/(\d|[12]\d|3[0-2])$/.test(range)) throw new MeshpError('MESHP_USAGE', `private range ${range} is not an IPv4 CIDR`);
+      controller.createNetwork(name, range ? { privateRange: range } : {});
+      return { network: controller.networkInfo(name) };
+    },
+    listNetworks: (): Req => ({ networks: controller.networks().sort().map((n) => controller.networkInfo(n)) }),
+    removeNetwork: (r: Req): Req => {
+      controller.removeNetwork(need(r, 'network'));
+      return {};
+    },
+  });
 
   function change(net: string, act: () => number, r: Req): Req {
     act();

@@ -13,6 +13,8 @@ CREATE TABLE IF NOT EXISTS hosting_tokens (hash TEXT PRIMARY KEY, network TEXT N
 CREATE TABLE IF NOT EXISTS hosting_credentials (hash TEXT PRIMARY KEY, network TEXT NOT NULL, node TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS hosting_credentials_node ON hosting_credentials (network, node);
 CREATE TABLE IF NOT EXISTS hosting_reports (network TEXT NOT NULL, node TEXT NOT NULL, doc TEXT NOT NULL, PRIMARY KEY (network, node));
+CREATE TABLE IF NOT EXISTS hosting_revoked_keys (network TEXT NOT NULL, node_key TEXT NOT NULL, node TEXT NOT NULL, at TEXT NOT NULL, PRIMARY KEY (network, node_key));
+CREATE TABLE IF NOT EXISTS hosting_renames (network TEXT NOT NULL, old TEXT NOT NULL, new TEXT NOT NULL, PRIMARY KEY (network, old));
 `;
 
 export interface StoredToken {
@@ -70,6 +72,42 @@ export class AuthStore {
   nodeOf(credential: string): { network: string; node: string } | null {
     const r = this.#db.prepare('SELECT network, node FROM hosting_credentials WHERE hash = ?').get(hashSecret(credential)) as { network: string; node: string } | undefined;
     return r ?? null;
+  }
+
+  /**
+   * The node left (`meshp node remove`): its credential is forgotten and its key revoked in the
+   * network, so neither the old credential nor an enrolment with the same key brings it back.
+   */
+  revoke(network: string, node: string, nodeKey: string, at: string): void {
+    this.#db.transaction(() => {
+      this.#db.prepare('DELETE FROM hosting_credentials WHERE network = ? AND node = ?').run(network, node);
+      this.#db.prepare('DELETE FROM hosting_reports WHERE network = ? AND node = ?').run(network, node);
+      this.#db.prepare('DELETE FROM hosting_renames WHERE network = ? AND new = ?').run(network, node);
+      this.#db.prepare('INSERT OR REPLACE INTO hosting_revoked_keys (network, node_key, node, at) VALUES (?, ?, ?, ?)').run(network, nodeKey, node, at);
+    })();
+  }
+
+  /** Who held the key when it was revoked, or null. */
+  revokedKey(network: string, nodeKey: string): { node: string; at: string } | null {
+    const r = this.#db.prepare('SELECT node, at FROM hosting_revoked_keys WHERE network = ? AND node_key = ?').get(network, nodeKey) as { node: string; at: string } | undefined;
+    return r ?? null;
+  }
+
+  /** The credential, the report and the name the agent may still say in its hello follow a rename. */
+  rename(network: string, from: string, to: string): void {
+    this.#db.transaction(() => {
+      this.#db.prepare('UPDATE hosting_credentials SET node = ? WHERE network = ? AND node = ?').run(to, network, from);
+      this.#db.prepare('UPDATE hosting_reports SET node = ? WHERE network = ? AND node = ?').run(to, network, from);
+      this.#db.prepare('UPDATE hosting_renames SET new = ? WHERE network = ? AND new = ?').run(to, network, from);
+      this.#db.prepare('DELETE FROM hosting_renames WHERE network = ? AND old = ?').run(network, to);
+      this.#db.prepare('INSERT OR REPLACE INTO hosting_renames (network, old, new) VALUES (?, ?, ?)').run(network, from, to);
+    })();
+  }
+
+  /** The name `old` carries now, when it was renamed (an agent offline during the rename still says the old one). */
+  renamedTo(network: string, old: string): string | null {
+    const r = this.#db.prepare('SELECT new FROM hosting_renames WHERE network = ? AND old = ?').get(network, old) as { new: string } | undefined;
+    return r?.new ?? null;
   }
 
   /** The node's last report, as it came (for doctor). */

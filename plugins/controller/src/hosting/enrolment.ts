@@ -9,7 +9,7 @@ import type { Controller } from '../controller.js';
 import type { AuthStore } from './auth-store.js';
 import { checkMember } from '../limits.js';
 
-const NODE_NAME = /^[a-z0-9][a-z0-9_.-]{0,62}$/i;
+export const NODE_NAME = /^[a-z0-9][a-z0-9_.-]{0,62}$/i;
 
 export interface TokenRequest {
   network: string;
@@ -47,6 +47,10 @@ export class Enrolment {
     if (!NODE_NAME.test(input.node)) throw new MeshpError('MESHP_USAGE', `node name ${JSON.stringify(input.node)} is not valid`);
     checkNodeKey(input.nodeKey);
     checkMember({ id: input.node, endpoints: input.endpoints, tags: t.tags }); // before the token is marked used
+    const revoked = this.auth.revokedKey(t.network, input.nodeKey);
+    if (revoked) throw new MeshpError('MESHP_NODE_REVOKED', `this node key was revoked in ${t.network} when ${revoked.node} was removed (${revoked.at}): make a new key`);
+    const holder = this.controller.members(t.network).find((m) => m.nodeKey === input.nodeKey);
+    if (holder) throw new MeshpError('MESHP_KEY_IN_USE', `node ${holder.id} in ${t.network} is enrolled with this key already: one key per node`);
     if (this.controller.member(t.network, input.node)) {
       // Refused before the token is marked used: the same token enrols this machine under another name.
       let n = 2;

@@ -16,6 +16,7 @@ import { createLogger, type Logger } from './log.js';
 import { Metrics, serveMetrics } from './metrics.js';
 import { SessionHub } from './sessions.js';
 import { ensureCertificate } from './tls.js';
+import { ensureVersionKey } from './version-key.js';
 
 export const CONTROLLER_DB = 'controller.db';
 /** Written at start so the CLI finds the controller from `--state DIR` alone. */
@@ -71,7 +72,7 @@ export class ControllerHostingPlugin implements Plugin {
     const tls = ensureCertificate(dir, listenHost && listenHost !== '0.0.0.0' ? [listenHost] : []);
     const admin = ensureAdminCredential(dir, tls.fingerprint);
     const dbFile = join(dir, CONTROLLER_DB);
-    const controller = new Controller(new SqliteControllerStore(dbFile), this.#o.logDepth ? { logDepth: this.#o.logDepth } : {});
+    const controller = new Controller(new SqliteControllerStore(dbFile), { ...(this.#o.logDepth ? { logDepth: this.#o.logDepth } : {}), signer: ensureVersionKey(dir) });
     for (const n of this.#o.networks ?? [DEFAULT_NETWORK]) if (!controller.networks().includes(n)) controller.createNetwork(n);
     // --log-depth holds for the networks there already, not only for those made from now on.
     const depth = this.#o.logDepth;
@@ -109,7 +110,18 @@ export class ControllerHostingPlugin implements Plugin {
           metrics.refused(r.code);
           this.log.warn(r, 'refused by the transport');
         },
-        admin: adminHandler({ controller, enrolment, secret: admin.secret, metrics, log: this.log, changed: (n) => hub.poke(n), live: (n, id) => hub.live(n, id), reports: (n, id) => auth.report(n, id) }),
+        admin: adminHandler({ controller, enrolment, secret: admin.secret, metrics, log: this.log, changed: (n) => hub.poke(n), live: (n, id) => hub.live(n, id), reports: (n, id) => auth.report(n, id),
+          removed: (n, id, nodeKey) => {
+            auth.revoke(n, id, nodeKey, new Date().toISOString());
+            hub.endNode(n, id, { code: 'MESHP_NODE_REVOKED', message: `node ${id} was removed from ${n}` });
+            this.log.warn({ network: n, node: id }, 'node removed: credential and key revoked');
+          },
+          renamed: (n, from, to) => {
+            auth.rename(n, from, to);
+            hub.renamed(n, from, to);
+            this.log.info({ network: n, from, to }, 'node renamed');
+          },
+        }),
       },
     );
     metrics.attach({ controller, connected: () => hub.connected, live: (n, id) => hub.live(n, id) });

@@ -13,6 +13,11 @@ import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
 
 const HELLO_TIMEOUT_MS = 10_000;
+/** Resync requests one stream may send in a window; more ends it (MESHP_RATE_LIMITED). */
+const RESYNCS_PER_WINDOW = 10;
+const RESYNC_WINDOW_MS = 60_000;
+/** Peers per message: a large snapshot goes in parts, each well under the message limit. */
+const ENTRIES_PER_MESSAGE = 2_000;
 
 type Channel = SyncChannel<AgentMessage, ControllerMessage>;
 
@@ -59,6 +64,20 @@ export class SessionHub {
     if (this.#sessions.get(key) === s) this.#sessions.delete(key);
   }
 
+  /** The node's stream, if one is open, ends with this error (a removed node). */
+  endNode(network: string, node: string, error: { code: string; message: string }): void {
+    this.#sessions.get(`${network}/${node}`)?.end(error);
+  }
+
+  /** The node's open stream goes on under its new name. */
+  renamed(network: string, from: string, to: string): void {
+    const s = this.#sessions.get(`${network}/${from}`);
+    if (!s) return;
+    this.#sessions.delete(`${network}/${from}`);
+    s.node = to;
+    this.#sessions.set(`${network}/${to}`, s);
+  }
+
   /** Something changed in the network: every node there may have a delta. */
   poke(network: string): void {
     for (const s of this.#sessions.values()) if (s.network === network) s.pump();
@@ -76,6 +95,10 @@ export class SyncSession {
   #ended = false;
   readonly #nonce = randomBytes(32);
   #timer: ReturnType<typeof setTimeout> | null = null;
+  /** A snapshot held back by the backoff: the pump that sends it. */
+  #retry: ReturnType<typeof setTimeout> | null = null;
+  #resyncs: number[] = [];
+  #divergedSaid = false;
 
   constructor(
     private readonly hub: SessionHub,
@@ -94,6 +117,7 @@ export class SyncSession {
     this.ch.onClose((error) => {
       this.#ended = true;
       if (this.#timer) clearTimeout(this.#timer);
+      if (this.#retry) clearTimeout(this.#retry);
       this.hub.unregister(this);
       if (this.#authed) this.hub.log.info({ network: this.network, node: this.node, peer: this.peer, code: error?.code, err: error?.message }, 'sync stream closed');
     });
@@ -112,8 +136,10 @@ export class SyncSession {
   pump(): void {
     if (!this.#authed || this.#ended) return;
     const { controller, metrics } = this.hub;
+    // A node removed while its stream was open: the stream ends, the change that removed it stands.
+    if (!controller.member(this.network, this.node)) return this.#refuse(new MeshpError('MESHP_NODE_REVOKED', `node ${this.node} was removed from ${this.network}`));
     const delta = controller.deltaFor(this.network, this.node);
-    if (!delta) return;
+    if (!delta) return this.#held();
     const snapshot = delta.fromVersion === 0;
     if (snapshot) metrics.snapshotsSent++;
     else metrics.deltasSent++;
@@ -133,6 +159,22 @@ export class SyncSession {
     this.hub.log.info({ network: this.network, node: this.node, fromVersion: delta.fromVersion, toVersion: delta.toVersion, snapshot, upserts: delta.upsertPeers.length, removals: delta.removePeers.length }, snapshot ? 'snapshot sent' : 'delta sent');
   }
 
+  /** Nothing went: a snapshot waits for its backoff (pump again then), or the membership diverged (say so once). */
+  #held(): void {
+    const { retryAt, diverged } = this.hub.controller.snapshotHold(this.network, this.node);
+    if (retryAt !== null && !this.#retry) {
+      this.#retry = setTimeout(() => {
+        this.#retry = null;
+        this.pump();
+      }, Math.max(0, retryAt - Date.now()));
+    }
+    if (diverged && !this.#divergedSaid) {
+      this.#divergedSaid = true;
+      this.hub.metrics.refused('MESHP_DIVERGED');
+      this.hub.log.warn({ network: this.network, node: this.node, peer: this.peer, code: 'MESHP_DIVERGED', err: diverged }, 'membership diverged: no more snapshots until an ack or a hello matches');
+    }
+  }
+
   #receive(m: AgentMessage): void {
     if (this.#ended) return;
     const { controller } = this.hub;
@@ -142,12 +184,17 @@ export class SyncSession {
       return;
     }
     if ('hello' in m) throw new MeshpError('MESHP_USAGE', 'hello twice on one stream');
+    if (!controller.member(this.network, this.node)) throw new MeshpError('MESHP_NODE_REVOKED', `node ${this.node} was removed from ${this.network}`);
     this.hub.seen(this.network, this.node);
     if ('ack' in m) {
       const r = controller.ack(this.network, this.node, m.ack.appliedVersion, m.ack.stateHash);
       if (!r.accepted) this.hub.log.warn({ network: this.network, node: this.node, appliedVersion: m.ack.appliedVersion }, 'ack hash differs from the view computed for that version: snapshot');
-      if (r.snapshotPending) this.pump();
+      // A snapshot now, one held back by the backoff, or none (diverged: #held says so).
+      if (r.snapshotPending || !r.accepted) this.pump();
     } else if ('resync' in m) {
+      const now = Date.now();
+      this.#resyncs = [...this.#resyncs.filter((x) => x > now - RESYNC_WINDOW_MS), now];
+      if (this.#resyncs.length > RESYNCS_PER_WINDOW) throw new MeshpError('MESHP_RATE_LIMITED', `more than ${RESYNCS_PER_WINDOW} resync requests in ${RESYNC_WINDOW_MS / 1000} s on one stream`);
       this.hub.log.warn({ network: this.network, node: this.node, reason: m.resync.reason, detail: m.resync.detail }, 'agent asked for a snapshot');
       controller.resync(this.network, this.node);
       this.pump();
@@ -167,8 +214,9 @@ export class SyncSession {
   #hello(h: HelloMessage): void {
     const { auth, controller, log } = this.hub;
     const owner = auth.nodeOf(h.credential);
-    if (!owner) throw new MeshpError('MESHP_AUTH_FAILED', 'the node credential is not known');
-    if (owner.node !== h.node) {
+    if (!owner) throw new MeshpError('MESHP_AUTH_FAILED', 'the node credential is not known (never issued, or revoked by node remove)');
+    // An agent that was offline while it was renamed still says its old name; the declaration tells it the new one.
+    if (owner.node !== h.node && auth.renamedTo(owner.network, h.node) !== owner.node) {
       throw new MeshpError('MESHP_FORBIDDEN', `the credential of ${owner.node} asked for the state of ${h.node}`);
     }
     const member = controller.member(owner.network, owner.node);
@@ -187,7 +235,7 @@ export class SyncSession {
     this.#authed = true;
     this.hub.register(this);
     this.hub.seen(this.network, this.node);
-    const r = controller.hello(this.network, this.node, h.appliedVersion, h.stateHash);
+    const r = controller.hello(this.network, this.node, h.appliedVersion, h.stateHash, h.versionSignature, h.revision);
     log.info({ network: this.network, node: this.node, peer: this.peer, appliedVersion: h.appliedVersion, resume: !r.snapshotPending }, 'sync stream opened');
     if (r.movedAhead) {
       log.warn(

@@ -1,0 +1,51 @@
+/** `meshp node remove|rename` and `meshp network create|list|remove`: one Admin call each. */
+import { confirmChange, printJson, table } from '../output.js';
+import { withAdmin, type RemoteArgs } from './admin.js';
+import { nodeJson, type WireNodeStatus } from './render.js';
+
+interface Out {
+  json: boolean;
+}
+
+const say = (o: Out, doc: unknown, human: string): void => {
+  if (o.json) printJson(doc);
+  else process.stdout.write(`${human}\n`);
+};
+
+/** Revocation cannot be undone (the key stays refused): asked unless --yes. */
+export async function nodeRemove(a: RemoteArgs & Out & { node: string; yes: boolean }): Promise<void> {
+  await confirmChange(a.yes, `Remove ${a.node} and revoke its credential and key?`, 'pass --yes to remove');
+  const r = await withAdmin(a, (c, network) => c.call('removeNode', { network, node: a.node }));
+  say(a, { removed: a.node, stateVersion: r.stateVersion }, `removed ${a.node}: credential and key revoked, peers told (state version ${r.stateVersion})`);
+}
+
+export async function nodeRename(a: RemoteArgs & Out & { node: string; newName: string }): Promise<void> {
+  const r = await withAdmin(a, (c, network) => c.call('renameNode', { network, node: a.node, newName: a.newName }));
+  const node = r.node as unknown as WireNodeStatus;
+  say(a, { node: nodeJson(node) }, `renamed ${a.node} to ${node.name} (state version ${node.stateVersion})`);
+}
+
+interface NetworkInfo {
+  name: string;
+  stateVersion: number;
+  members: number;
+  privateRange: string;
+}
+
+export async function networkCreate(a: RemoteArgs & Out & { name: string; range?: string }): Promise<void> {
+  const r = await withAdmin(a, (c) => c.call('createNetwork', { network: a.name, privateRange: a.range ?? '' }));
+  const n = r.network as NetworkInfo;
+  say(a, { network: n }, `created network ${n.name} (${n.privateRange})`);
+}
+
+export async function networkList(a: RemoteArgs & Out): Promise<void> {
+  const r = await withAdmin(a, (c) => c.call('listNetworks', {}));
+  const nets = r.networks as NetworkInfo[];
+  say(a, { networks: nets }, table(['NETWORK', 'NODES', 'VERSION', 'RANGE'], nets.map((n) => [n.name, String(n.members), String(n.stateVersion), n.privateRange])));
+}
+
+export async function networkRemove(a: RemoteArgs & Out & { name: string; yes: boolean }): Promise<void> {
+  await confirmChange(a.yes, `Remove network ${a.name}?`, 'pass --yes to remove');
+  await withAdmin(a, (c) => c.call('removeNetwork', { network: a.name }));
+  say(a, { removed: a.name }, `removed network ${a.name}`);
+}

@@ -1,0 +1,21 @@
+/**
+ * Hash agreement across protocol revisions. An agent hashes the view as its own decoder reads it:
+ * a field added to a state component in a later revision is dropped by an older agent's decoder, so
+ * its hash differs from one over every field. The controller therefore computes the hash each agent
+ * is expected to ack over only the fields that agent's revision (Hello.revision) knows — chosen over
+ * a hash of bytes with unknown fields kept, because the generated decoders (ts-proto, and most
+ * others) do not keep unknown fields, and over agents ignoring new fields in the hash, because a
+ * revision that knows a field must have it checked.
+ *
+ * Revisions: 1 = v1-r1 (proto/released) and every agent before issue 14; 2 = v1-r2 (this file's
+ * control.proto: Declaration.converge_preview_id, StateDelta.state_hash/version_signature, …).
+ */
+import type { WireDeclaration } from './wire.js';
+
+export const CURRENT_REVISION = 2;
+
+/** The declaration as a revision-`revision` agent decodes it: the fields it does not know, at their default. */
+export function declarationForRevision(d: WireDeclaration, revision: number): WireDeclaration {
+  if (revision >= 2) return d;
+  return { ...d, convergePreviewId: '' };
+}

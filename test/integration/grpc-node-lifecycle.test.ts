@@ -1,0 +1,115 @@
+/**
+ * The node lifecycle on the admin surface, as real processes on 127.0.0.1 and through the CLI:
+ * a policy change that hides a peer (UNSCOPED on the wire), `meshp node remove` (REMOVED on the
+ * wire, the node's stream ended, its credential and key refused from then on), the next policy
+ * change answered normally, `meshp node rename` (the agent follows), a duplicate key refused at
+ * enrolment, and `meshp network create|list|remove`.
+ */
+import t from 'tap';
+import { copyFileSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { createToken, meshp, meshpJson, nodeList, startAgent, startController, waitUntil, workdir, writeJson, type AgentProc } from '../helpers/grpc-procs.js';
+
+t.test('remove, rename, UNSCOPED and REMOVED through the CLI; a removed node stays out', async (t) => {
+  const dir = workdir(t, 'lifecycle');
+  const state = join(dir, 'ctl');
+  const ctl = await startController(t, state);
+  const cli = (...args: string[]) => meshp(...args, '--state', state, '--controller', ctl.address);
+  const ok = (...args: string[]) => {
+    const r = cli(...args);
+    t.equal(r.code, 0, `meshp ${args.join(' ')}: ${r.err}`);
+    return r;
+  };
+  const policy = (rules: { from: string; to: string }[], tag: string) => ok('policy', 'set', writeJson(dir, `policy-${tag}.json`, { rules }));
+  policy([{ from: 'web', to: 'db' }], 'web-db');
+
+  const web = startAgent(t, dir, 'web1', ctl.address, createToken(ctl, '--tag', 'web'));
+  const db = startAgent(t, dir, 'db1', ctl.address, createToken(ctl, '--tag', 'db'));
+  const ops = startAgent(t, dir, 'ops1', ctl.address, createToken(ctl, '--tag', 'ops'));
+  const all = [web, db, ops];
+  const settled = (agents: AgentProc[]) =>
+    waitUntil(`${agents.map((a) => a.name).join(', ')} at gap 0`, () => {
+      const nodes = nodeList(ctl);
+      return agents.every((a) => nodes.some((n) => n.name === a.name && n.gap === 0 && n.appliedVersion > 0)) && nodes;
+    });
+  await settled(all);
+  for (const a of all) await a.proc.waitFor((l) => l.msg === 'applied');
+
+  // UNSCOPED: the policy no longer lets web1 see db1.
+  let mark = web.proc.lines.length;
+  policy([], 'none');
+  const unscoped = await web.proc.waitFor((l) => l.msg === 'applied' && Number(l.unscoped) === 1, 15_000, mark);
+  t.equal(unscoped.removed, 0, 'a policy change hides the peer: UNSCOPED, not REMOVED');
+  mark = web.proc.lines.length;
+  policy([{ from: 'web', to: 'db' }], 'web-db-again');
+  await web.proc.waitFor((l) => l.msg === 'applied' && Number(l.upserted) === 1, 15_000, mark);
+  await settled(all);
+
+  // REMOVED: db1 leaves. web1 (which sees it) is told; its stream ends; its credential is refused.
+  mark = web.proc.lines.length;
+  const ctlMark = ctl.proc.lines.length;
+  const dbMark = db.proc.lines.length;
+  const t0 = Date.now();
+  ok('node', 'remove', 'db1', '--yes');
+  const removed = await web.proc.waitFor((l) => l.msg === 'applied' && Number(l.removed) === 1, 15_000, mark);
+  t.equal(removed.unscoped, 0, 'web1 got db1 removed with REMOVED');
+  const removedAt = await ctl.proc.waitFor((l) => l.msg === 'node removed: credential and key revoked', 15_000, ctlMark);
+  t.comment(`REMOVED applied by web1 ${Number(removed.time) - Number(removedAt.time)} ms after the controller removed db1 (${Date.now() - t0} ms with the CLI's start-up)`);
+  const refused = await db.proc.waitFor((l) => l.msg === 'controller refused', 15_000, dbMark);
+  t.equal(refused.code, 'MESHP_NODE_REVOKED', 'the removed node is told why its stream ends');
+  const back = await ctl.proc.waitFor((l) => l.msg === 'sync refused' && l.code === 'MESHP_AUTH_FAILED', 20_000, ctlMark);
+  t.match(String(back.err), /revoked/, 'its reconnect with the old credential is refused');
+  t.notOk(nodeList(ctl).some((n) => n.name === 'db1'), 'node list no longer has db1');
+
+  // The next change is answered normally (it used to fail with "no node db1 in default").
+  const next = cli('policy', 'set', writeJson(dir, 'policy-after.json', { rules: [{ from: 'web', to: 'db' }, { from: 'ops', to: 'web' }] }));
+  t.equal(next.code, 0, `policy set after a removal: ${next.err}`);
+  db.proc.kill('SIGKILL');
+  await db.proc.exited;
+
+  // The revoked key cannot enrol again, even with a fresh token; a key in use cannot enrol twice.
+  const reuse = (name: string, from: AgentProc) => {
+    mkdirSync(join(dir, name, 'state'), { recursive: true });
+    copyFileSync(join(from.state, 'node.key'), join(dir, name, 'state', 'node.key'));
+    return startAgent(t, dir, name, ctl.address, createToken(ctl, '--tag', 'db'));
+  };
+  const again = reuse('db2', db);
+  const againExit = await again.proc.exited;
+  t.not(againExit, 0, 'an agent with the revoked key is refused');
+  t.match(again.proc.stderr + JSON.stringify(again.proc.lines), /MESHP_NODE_REVOKED/);
+  const twin = reuse('ops2', ops);
+  t.not(await twin.proc.exited, 0, 'an agent with the key of ops1 is refused');
+  t.match(twin.proc.stderr + JSON.stringify(twin.proc.lines), /MESHP_KEY_IN_USE/);
+
+  // Rename: web1 becomes www1; its peers see the old name go and the new one come in one delta.
+  const opsMark = ops.proc.lines.length;
+  mark = web.proc.lines.length;
+  ok('node', 'rename', 'web1', 'www1');
+  await web.proc.waitFor((l) => l.msg === 'renamed' && l.to === 'www1', 15_000, mark);
+  const seen = await ops.proc.waitFor((l) => l.msg === 'applied' && Number(l.upserted) === 1 && Number(l.removed) === 1, 15_000, opsMark);
+  t.ok(seen, 'ops1 got web1 removed and www1 upserted in one delta');
+  await settled([{ ...web, name: 'www1' }, ops]);
+  // The renamed agent reconnects under its new name.
+  web.proc.kill('SIGKILL');
+  await web.proc.exited;
+  const ctlMark2 = ctl.proc.lines.length;
+  startAgent(t, dir, 'web1', ctl.address);
+  const hello = await ctl.proc.waitFor((l) => l.msg === 'sync stream opened', 20_000, ctlMark2);
+  t.equal(hello.node, 'www1', 'the restarted agent says its new name');
+  t.equal(hello.resume, true, 'and resumes where it was');
+
+  // Networks.
+  ok('network', 'create', 'lab', '--range', '10.77.0.0/24');
+  const nets = meshpJson<{ networks: { name: string; members: number; privateRange: string }[] }>('network', 'list', '--state', state, '--controller', ctl.address).networks;
+  t.same(nets.map((n) => [n.name, n.members]), [['default', 2], ['lab', 0]], 'network list: both networks, with their node counts');
+  const token = createToken(ctl, '--network', 'lab');
+  t.ok(token, 'a token for the new network');
+  const busy = cli('network', 'remove', 'default', '--yes');
+  t.not(busy.code, 0, 'a network with nodes is not removed');
+  t.match(busy.err, /MESHP_USAGE/);
+  ok('network', 'remove', 'lab', '--yes');
+  t.same(meshpJson<{ networks: { name: string }[] }>('network', 'list', '--state', state, '--controller', ctl.address).networks.map((n) => n.name), ['default']);
+  const unasked = cli('node', 'remove', 'ops1');
+  t.not(unasked.code, 0, 'node remove without --yes off a terminal changes nothing');
+  t.match(unasked.err, /MESHP_CONFIRM_NEEDED/);
+});
