@@ -27,7 +27,7 @@ t.test('agents of two earlier commits follow today’s controller', { skip: miss
     t.equal(r.code, 0, `meshp ${args.join(' ')}: ${r.err}`);
   };
   let n = 0;
-  const policy = (rules: [string, string][]) => ok('policy', 'set', writeJson(dir, `p${++n}.json`, { rules: rules.map(([from, to]) => ({ from, to })) }));
+  const policy = (rules: [string, string][]) => ok('policy', 'set', writeJson(dir, `p${++n}.json`, { rules: rules.map(([from, to]) => ({ from, to })) }), '--yes');
   policy([['web', 'db']]);
 
   const old: AgentProc[] = OLD.map((o) => {

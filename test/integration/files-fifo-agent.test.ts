@@ -18,14 +18,14 @@ t.test('a FIFO at a declared path: refused, acked, and SIGTERM still stops the a
     const r = meshp(...args, '--state', ctl.state, '--controller', ctl.address);
     t.equal(r.code, 0, `meshp ${args.join(' ')}: ${r.err}`);
   };
-  admin('catalogue', 'add', writeJson(dir, 'web.json', { modules: [{ name: 'web', files: [{ path: FIFO, content: 'mesh\n' }] }] }));
+  admin('catalogue', 'add', writeJson(dir, 'web.json', { modules: [{ name: 'web', files: [{ path: FIFO, content: 'mesh\n' }] }] }), '--yes');
   // The FIFO is made before the agent starts: its root is its own folder (helpers/grpc-procs.ts).
   const rootOf = join(dir, 'a1', 'root');
   mkdirSync(join(rootOf, 'etc/web'), { recursive: true });
   t.equal(spawnSync('mkfifo', [join(rootOf, FIFO)]).status, 0);
   const agent = startAgent(t, dir, 'a1', ctl.address, createToken(ctl, '--adopted'));
   await agent.proc.waitFor((l) => l.msg === 'applied' && l.snapshot === true);
-  admin('module', 'assign', 'a1', 'web');
+  admin('module', 'assign', 'a1', 'web', '--yes');
   await waitUntil('the node acked the assignment', () => {
     const [n] = nodeList(ctl);
     return n && n.gap === 0 && n.appliedVersion === n.stateVersion && n.appliedVersion > 1;

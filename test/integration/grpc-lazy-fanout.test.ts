@@ -28,7 +28,7 @@ t.test(`a change visible to some of ${N} agents sends a message to those only`, 
     t.equal(r.code, 0, `meshp ${args.join(' ')}: ${r.err}`);
   };
   let policies = 0;
-  const policy = (rules: [string, string][]) => ok('policy', 'set', writeJson(dir, `p${++policies}.json`, { rules: rules.map(([from, to]) => ({ from, to })) }));
+  const policy = (rules: [string, string][]) => ok('policy', 'set', writeJson(dir, `p${++policies}.json`, { rules: rules.map(([from, to]) => ({ from, to })) }), '--yes');
   policy([['t0', 't1'], ['t6', 't7']]);
 
   const names = Array.from({ length: N }, (_, i) => `n${i}`);
@@ -62,8 +62,8 @@ t.test(`a change visible to some of ${N} agents sends a message to those only`, 
   await measure('policy t2→t3', () => policy([['t0', 't1'], ['t6', 't7'], ['t2', 't3']]), ['n2', 'n3'], names);
 
   // A module assigned to one node: its declaration, nobody else's view.
-  ok('catalogue', 'add', writeJson(dir, 'web.json', { modules: [{ name: 'web', files: [{ path: '/etc/web.conf', content: 'x\n' }] }] }));
-  await measure('module assign on n4', () => ok('module', 'assign', 'n4', 'web'), ['n4'], names);
+  ok('catalogue', 'add', writeJson(dir, 'web.json', { modules: [{ name: 'web', files: [{ path: '/etc/web.conf', content: 'x\n' }] }] }), '--yes');
+  await measure('module assign on n4', () => ok('module', 'assign', 'n4', 'web', '--yes'), ['n4'], names);
 
   // A removal seen by one peer (t6 → t7): n6 alone is told; n7's stream is ended, nothing is sent to it.
   await measure('node remove n7', () => ok('node', 'remove', 'n7', '--yes'), ['n6'], names.slice(0, N - 1));

@@ -20,7 +20,7 @@ t.test('remove, rename, UNSCOPED and REMOVED through the CLI; a removed node sta
     t.equal(r.code, 0, `meshp ${args.join(' ')}: ${r.err}`);
     return r;
   };
-  const policy = (rules: { from: string; to: string }[], tag: string) => ok('policy', 'set', writeJson(dir, `policy-${tag}.json`, { rules }));
+  const policy = (rules: { from: string; to: string }[], tag: string) => ok('policy', 'set', writeJson(dir, `policy-${tag}.json`, { rules }), '--yes');
   policy([{ from: 'web', to: 'db' }], 'web-db');
 
   const web = startAgent(t, dir, 'web1', ctl.address, createToken(ctl, '--tag', 'web'));
@@ -62,7 +62,7 @@ t.test('remove, rename, UNSCOPED and REMOVED through the CLI; a removed node sta
   t.notOk(nodeList(ctl).some((n) => n.name === 'db1'), 'node list no longer has db1');
 
   // The next change is answered normally (it used to fail with "no node db1 in default").
-  const next = cli('policy', 'set', writeJson(dir, 'policy-after.json', { rules: [{ from: 'web', to: 'db' }, { from: 'ops', to: 'web' }] }));
+  const next = cli('policy', 'set', writeJson(dir, 'policy-after.json', { rules: [{ from: 'web', to: 'db' }, { from: 'ops', to: 'web' }] }), '--yes');
   t.equal(next.code, 0, `policy set after a removal: ${next.err}`);
   db.proc.kill('SIGKILL');
   await db.proc.exited;
