@@ -1,7 +1,9 @@
 # The README's two commands: `make demo` (the main job) and `make test` (the whole suite).
 # Both work on a fresh Debian 12 machine as root: they install what they need first.
 SHELL := /bin/bash
-APT_PKGS := nftables iptables iproute2 docker.io busybox-static ufw openssl systemd wireguard-go wireguard-tools
+APT_PKGS := nftables iptables iproute2 docker.io busybox-static ufw openssl systemd
+# wireguard-tools recommends a kernel image: these two are installed without recommends.
+APT_NORECS := wireguard-go wireguard-tools
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
 .PHONY: all deps apt npm build test demo bench proto-lint clean compat-agents
@@ -13,6 +15,11 @@ apt:
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi; \
+	missing=""; for p in $(APT_NORECS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing (no recommends):$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
 
 node_modules/.installed: package-lock.json

@@ -9,7 +9,7 @@
  */
 import { join } from 'node:path';
 import { rmSync } from 'node:fs';
-import { MeshpError, PLUGIN_API_VERSION, oneLine, type Host, type Peer, type Plugin, type ViewChange, type Components } from '@meshp/core';
+import { MeshpError, PLUGIN_API_VERSION, oneLine, type PluginHost, type Peer, type Plugin, type ViewChange, type Components } from '@meshp/core';
 import { openDevice, type Device, type DeviceChange, type Implementation, type PeerOp } from './device.js';
 import { run } from './exec.js';
 import { TunnelFilter } from './filter.js';
@@ -97,7 +97,7 @@ export class TunnelWireguardPlugin implements Plugin {
     this.#filter = new TunnelFilter(options.interface);
   }
 
-  apply(host: Host): void {
+  apply(host: PluginHost): void {
     this.#stateDir = this.#o.stateDir ?? join(host.options.stateDir, 'wireguard');
     host.hooks.viewChanged.tap(this.name, (change) => {
       if (this.#view) this.#enqueue('delta', () => this.#onChange(change));
