@@ -31,7 +31,8 @@ t.test('a hash that keeps differing: bounded snapshots, then diverged', async (t
   t.ok(s.deltas.every((d) => d.fromVersion === 0), 'each a snapshot');
   const times = ctl.proc.lines.filter((l) => l.msg === 'snapshot sent' && l.node === 'liar').map((l) => Number(l.time));
   const waits = times.slice(1).map((x, i) => x - times[i]!);
-  t.ok(waits.slice(1).every((w, i) => w >= waits[i]! * 1.5), `the waits between them grow: ${waits.join(', ')} ms`);
+  // Lower bounds only (a timer never fires early; a busy machine only adds): 1 s, 2 s, 4 s.
+  t.ok(waits.length >= 2 && waits.every((w, i) => w >= 1000 * 2 ** i - 50), `the waits between them double: ${waits.join(', ')} ms`);
   const m = await metrics(ctl);
   t.match(m, /meshp_diverged\{network="default",node="liar",code="MESHP_DIVERGED"\} 1/, '/metrics shows the diverged membership');
   const listed = meshpJson<{ nodes: { name: string; diverged: string | null }[] }>('node', 'list', '--state', join(dir, 'ctl'), '--controller', ctl.address).nodes;
@@ -129,7 +130,7 @@ t.test('a version past the network is honoured only with the controller signatur
   };
   const n = await check();
   t.equal(n.stateVersion, far + 1, `node list answers at version ${n.stateVersion}`);
-  const wide = await waitUntil('the report past 2^32 listed', () => meshpJson<{ nodes: { name: string; reportedVersion: number }[] }>('node', 'list', '--state', state, '--controller', ctl.address).nodes.find((x) => x.name === 'claimer' && x.reportedVersion > 2 ** 32));
+  const wide = await waitUntil('the report past 2^32 listed', () => meshpJson<{ nodes: { name: string; reportedVersion: number }[] }>('node', 'list', '--state', state, '--controller', ctl.address).nodes.find((x) => x.name === 'claimer' && x.reportedVersion > 2 ** 32), 90_000);
   t.equal(wide.reportedVersion, far + 1, 'the reported version past 2^32 is listed whole');
   const show = meshp('node', 'show', 'claimer', '--json', '--state', state, '--controller', ctl.address);
   t.equal(show.code, 0, `node show past 2^32: ${show.err}`);

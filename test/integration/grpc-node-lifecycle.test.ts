@@ -3,12 +3,12 @@
  * a policy change that hides a peer (UNSCOPED on the wire), `meshp node remove` (REMOVED on the
  * wire, the node's stream ended, its credential and key refused from then on), the next policy
  * change answered normally, `meshp node rename` (the agent follows), a duplicate key refused at
- * enrolment, and `meshp network create|list|remove`.
+ * enrolment. (`meshp network …`: grpc-networks.test.ts.)
  */
 import t from 'tap';
 import { copyFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { createToken, meshp, meshpJson, nodeList, startAgent, startController, waitUntil, workdir, writeJson, type AgentProc } from '../helpers/grpc-procs.js';
+import { createToken, meshp, nodeList, startAgent, startController, waitUntil, workdir, writeJson, type AgentProc } from '../helpers/grpc-procs.js';
 
 t.test('remove, rename, UNSCOPED and REMOVED through the CLI; a removed node stays out', async (t) => {
   const dir = workdir(t, 'lifecycle');
@@ -98,17 +98,6 @@ t.test('remove, rename, UNSCOPED and REMOVED through the CLI; a removed node sta
   t.equal(hello.node, 'www1', 'the restarted agent says its new name');
   t.equal(hello.resume, true, 'and resumes where it was');
 
-  // Networks.
-  ok('network', 'create', 'lab', '--range', '10.77.0.0/24');
-  const nets = meshpJson<{ networks: { name: string; members: number; privateRange: string }[] }>('network', 'list', '--state', state, '--controller', ctl.address).networks;
-  t.same(nets.map((n) => [n.name, n.members]), [['default', 2], ['lab', 0]], 'network list: both networks, with their node counts');
-  const token = createToken(ctl, '--network', 'lab');
-  t.ok(token, 'a token for the new network');
-  const busy = cli('network', 'remove', 'default', '--yes');
-  t.not(busy.code, 0, 'a network with nodes is not removed');
-  t.match(busy.err, /MESHP_USAGE/);
-  ok('network', 'remove', 'lab', '--yes');
-  t.same(meshpJson<{ networks: { name: string }[] }>('network', 'list', '--state', state, '--controller', ctl.address).networks.map((n) => n.name), ['default']);
   const unasked = cli('node', 'remove', 'ops1');
   t.not(unasked.code, 0, 'node remove without --yes off a terminal changes nothing');
   t.match(unasked.err, /MESHP_CONFIRM_NEEDED/);

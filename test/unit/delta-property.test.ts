@@ -85,9 +85,16 @@ function oracleScope(members: Map<string, string[]>, rules: [string, string][], 
   return out;
 }
 
+/**
+ * Drops and reorders make snapshots asked for in a row; this property is about convergence once
+ * delivery is reliable, so the bounded resync (backoff in wall-clock time, then diverged) is off
+ * here. It is tested on its own, over gRPC, in test/integration/grpc-hardening.test.ts.
+ */
+const UNBOUNDED = { baseMs: 0, max: Number.MAX_SAFE_INTEGER };
+
 function run(s: { logDepth: number; ops: Op[] }, tally: Tally): void {
   let store = new MemoryStore();
-  let c = new Controller(store, { logDepth: s.logDepth });
+  let c = new Controller(store, { logDepth: s.logDepth, resync: UNBOUNDED });
   c.createNetwork(N);
   c.defineModule(N, { name: 'web', files: [{ path: '/etc/web.conf', content: 'web\n' }] });
   const members = new Map<string, string[]>();
@@ -226,7 +233,7 @@ function run(s: { logDepth: number; ops: Op[] }, tally: Tally): void {
       }
       case 'restart':
         store = MemoryStore.from(store.serialise());
-        c = new Controller(store, { logDepth: s.logDepth });
+        c = new Controller(store, { logDepth: s.logDepth, resync: UNBOUNDED });
         for (const [m, a] of agents) {
           a.down = [];
           a.up = [];
