@@ -24,7 +24,7 @@ t.test('a FIFO at a declared path: refused, acked, and SIGTERM still stops the a
   mkdirSync(join(rootOf, 'etc/web'), { recursive: true });
   t.equal(spawnSync('mkfifo', [join(rootOf, FIFO)]).status, 0);
   const agent = startAgent(t, dir, 'a1', ctl.address, createToken(ctl, '--adopted'));
-  await agent.proc.waitFor((l) => l.msg === 'applied' && l.snapshot === true);
+  await agent.proc.waitFor((l) => l.msg === 'applied' && l.snapshot === true, 60_000); // a busy machine starts an agent slowly
   admin('module', 'assign', 'a1', 'web', '--yes');
   await waitUntil('the node acked the assignment', () => {
     const [n] = nodeList(ctl);
