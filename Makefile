@@ -1,7 +1,7 @@
 # The README's two commands: `make demo` (the main job) and `make test` (the whole suite).
 # Both work on a fresh Debian 12 machine as root: they install what they need first.
 SHELL := /bin/bash
-APT_PKGS := nftables iptables iproute2 docker.io busybox-static ufw openssl
+APT_PKGS := nftables iptables iproute2 docker.io busybox-static ufw openssl systemd
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
 .PHONY: all deps apt npm build test demo bench proto-lint clean
@@ -25,6 +25,7 @@ deps: apt npm
 
 build: deps
 	tsc -b
+	chmod +x bin/dist/main.js examples/agent/dist/main.js
 
 test: build
 	tsc --noEmit -p tsconfig.tap.json

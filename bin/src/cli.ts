@@ -36,6 +36,7 @@ export function createCli(argv: string[]): Argv<GlobalArgs> {
     .command(catalogueCommand)
     .command(policyCommand)
     .command(doctorCommand)
+    .completion('completion', 'print a bash/zsh completion script (meshp completion >> ~/.bashrc)')
     .demandCommand(1, 'name a command')
     .strict()
     .help()

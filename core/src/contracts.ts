@@ -1,18 +1,57 @@
 /**
- * The whole plugin contract, in one file. A plugin author reads this and `host.ts`.
+ * The whole plugin contract, in one file: the hooks a plugin taps (`HostHooks`), what it is handed
+ * (`PluginHost`), and every object it may provide. It imports no implementation.
  *
  * Versioned: a plugin states the contract it was written against (`apiVersion`),
  * and the host refuses one it does not speak.
  */
 import type { ContainerSpec, Declaration, Mode, Opening, Protocol, ResourceKind, ResourceState, TrafficPath } from './model.js';
-import type { Host } from './host.js';
+import type { AsyncParallelHook, AsyncSeriesBailHook, AsyncSeriesHook, AsyncSeriesWaterfallHook, SyncHook } from 'tapable';
+import type { Transport } from './agent/transport.js';
 
 export const PLUGIN_API_VERSION = 1 as const;
 
 export interface Plugin {
   readonly name: string;
   readonly apiVersion: typeof PLUGIN_API_VERSION;
-  apply(host: Host): void;
+  apply(host: PluginHost): void;
+}
+
+/**
+ * Every extension point of a host, in one screen. Firewall plugins record what they see in the
+ * probe; each provider hook has one provider (two are `MESHP_PROVIDER_TWICE`); the rest are taps.
+ */
+export interface HostHooks {
+  /** Each firewall plugin records what it sees in the probe, with a driver when it speaks it. */
+  readonly firewall: AsyncSeriesHook<[FirewallProbe]>;
+  /** One provider each. */
+  readonly files: AsyncSeriesBailHook<[HostOptions], FileStore | undefined>;
+  readonly runtime: AsyncSeriesBailHook<[HostOptions], ContainerRuntime | undefined>;
+  readonly state: AsyncSeriesBailHook<[HostOptions], HostStateStore | undefined>;
+  /** How the agent reaches its controller and the controller serves its agents. */
+  readonly transport: AsyncSeriesBailHook<[HostOptions], Transport | undefined>;
+  readonly facts: AsyncSeriesBailHook<[HostOptions], MachineFacts | undefined>;
+  /** Plugins may add actions to the plan (they come with their own `run`). */
+  readonly plan: AsyncSeriesWaterfallHook<[Plan, ApplyContext]>;
+  /** A plugin may veto the whole plan with a reason (a string). */
+  readonly beforeApply: AsyncSeriesBailHook<[Plan, ApplyContext], string | undefined>;
+  readonly afterApply: AsyncParallelHook<[HostReport, ApplyContext]>;
+  /** Plugins add facts to the node's report. */
+  readonly report: AsyncSeriesWaterfallHook<[HostReport]>;
+  /** The peers upserted, removed and unscoped by a delta, and the components that changed. */
+  readonly viewChanged: SyncHook<[ViewChange]>;
+}
+
+/** What a plugin is handed: the hooks to tap, the host's options, and the parts other plugins provide. */
+export interface PluginHost {
+  readonly hooks: HostHooks;
+  readonly options: HostOptions;
+  files(): Promise<FileStore | null>;
+  runtime(): Promise<ContainerRuntime | null>;
+  facts(): Promise<MachineFacts | null>;
+  transport(): Promise<Transport>;
+  state(): Promise<HostStateStore>;
+  firewall(): Promise<FirewallDriver | null>;
 }
 
 /** What a host was started with: the same options whether it runs as agent or as `meshp host`. */

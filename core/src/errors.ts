@@ -11,6 +11,7 @@ export const CODES = {
   MESHP_PROVIDER_TWICE: 'two plugins provide the same part',
   MESHP_PLUGIN_INVALID: 'a plugin does not fit the contract',
   MESHP_PLUGIN_FAILED: 'a plugin failed',
+  MESHP_INTERNAL: 'meshp itself failed (a bug: please report it with this line)',
   MESHP_GUARD_VETO: 'the guard refused an action that would touch a held resource',
   MESHP_VETOED: 'a plugin vetoed the plan',
   MESHP_STATE_CORRUPT: 'the host state store is not readable',
@@ -68,11 +69,15 @@ export class MeshpError extends Error {
     this.details = options.details;
   }
 
-  /** One line an operator can act on: code, who refused, why. */
+  /**
+   * One line an operator can act on: the code first (scripts read up to the colon), why, and which
+   * plugin refused at which hook or method, e.g. `MESHP_PLUGIN_FAILED: disk full [files-local at files.write]`.
+   */
   oneLine(): string {
     const who = this.attribution ? ` [${this.attribution.plugin} at ${this.attribution.hook}]` : '';
-    const cause = this.cause instanceof Error && !(this.cause instanceof MeshpError) ? `: ${this.cause.message}` : '';
-    return `${this.code}${who}: ${this.message}${cause}`.replace(/\s*\n\s*/g, ' ');
+    const cause =
+      this.cause instanceof Error && !(this.cause instanceof MeshpError) && !this.message.includes(this.cause.message) ? `: ${this.cause.message}` : '';
+    return `${this.code}: ${this.message}${cause}${who}`.replace(/\s*\n\s*/g, ' ');
   }
 }
 
@@ -90,8 +95,15 @@ export function attribute(e: unknown, plugin: string, hook: string): MeshpError 
   return new MeshpError('MESHP_PLUGIN_FAILED', message, { cause: e, attribution: { plugin, hook } });
 }
 
+/** A failure of core's own, not of a plugin: kept apart so a plugin is never blamed for it. */
+export function internal(e: unknown, where: string): MeshpError {
+  const message = e instanceof Error ? e.message : String(e);
+  return new MeshpError('MESHP_INTERNAL', `${where}: ${message}`, { cause: e });
+}
+
+/** One line for any error; an error that no plugin raised and that carries no code is core's own. */
 export function oneLine(e: unknown): string {
   if (e instanceof MeshpError) return e.oneLine();
-  if (e instanceof Error) return `MESHP_PLUGIN_FAILED: ${e.message}`;
-  return `MESHP_PLUGIN_FAILED: ${String(e)}`;
+  if (e instanceof Error) return `MESHP_INTERNAL: ${e.message}`;
+  return `MESHP_INTERNAL: ${String(e)}`;
 }

@@ -8,15 +8,18 @@ import {
   type FirewallProbe,
   type FirewallSighting,
   type HostOptions,
+  type HostHooks,
   type HostReport,
+  type PluginHost,
   type HostStateStore,
   type MachineFacts,
   type Plan,
   type Plugin,
   type ViewChange,
 } from './contracts.js';
-import { MeshpError, attribute } from './errors.js';
+import { MeshpError, attribute, internal } from './errors.js';
 import type { Transport } from './agent/transport.js';
+import { attributed, attributeTaps, invokeTap, type AnyTap } from './plugin-boundary.js';
 
 /** Named stages for ordering taps; never `before`. */
 export const STAGE = Object.freeze({
@@ -27,30 +30,24 @@ export const STAGE = Object.freeze({
   LAST: 100,
 });
 
-function createHooks() {
-  return Object.freeze({
-    /** Each firewall plugin records what it sees in the probe, with a driver when it speaks it. */
+function createHooks(): HostHooks {
+  return attributeTaps<HostHooks>({
     firewall: new AsyncSeriesHook<[FirewallProbe]>(['probe'], 'firewall'),
-    /** One provider each. */
     files: new AsyncSeriesBailHook<[HostOptions], FileStore | undefined>(['options'], 'files'),
     runtime: new AsyncSeriesBailHook<[HostOptions], ContainerRuntime | undefined>(['options'], 'runtime'),
     state: new AsyncSeriesBailHook<[HostOptions], HostStateStore | undefined>(['options'], 'state'),
-    /** How the agent reaches its controller and the controller serves its agents. */
     transport: new AsyncSeriesBailHook<[HostOptions], Transport | undefined>(['options'], 'transport'),
     facts: new AsyncSeriesBailHook<[HostOptions], MachineFacts | undefined>(['options'], 'facts'),
-    /** Plugins may add actions to the plan (they come with their own `run`). */
     plan: new AsyncSeriesWaterfallHook<[Plan, ApplyContext]>(['plan', 'context'], 'plan'),
-    /** A plugin may veto the whole plan with a reason (a string). */
     beforeApply: new AsyncSeriesBailHook<[Plan, ApplyContext], string | undefined>(['plan', 'context'], 'beforeApply'),
     afterApply: new AsyncParallelHook<[HostReport, ApplyContext]>(['report', 'context'], 'afterApply'),
-    /** Plugins add facts to the node's report. */
     report: new AsyncSeriesWaterfallHook<[HostReport]>(['report'], 'report'),
-    /** The peers upserted, removed and unscoped by a delta, and the components that changed. */
     viewChanged: new SyncHook<[ViewChange]>(['change'], 'viewChanged'),
   });
 }
 
-export type Hooks = ReturnType<typeof createHooks>;
+/** The hooks, as declared in the contract (`HostHooks`). */
+export type Hooks = HostHooks;
 
 /** The parts one plugin provides, each through its own hook. */
 type ProviderName = 'files' | 'runtime' | 'facts' | 'transport' | 'state';
@@ -62,7 +59,7 @@ const DEFAULTS: HostOptions = { root: '/', stateDir: '/var/lib/meshp', firewall:
  * The plugin host. Build it, `use` every plugin, then run. Hooks are built once per host:
  * tapable has no untap.
  */
-export class Host {
+export class Host implements PluginHost {
   readonly hooks: Hooks = createHooks();
   readonly options: HostOptions;
   readonly plugins: string[] = [];
@@ -97,23 +94,42 @@ export class Host {
     return this;
   }
 
-  /** Calls a hook, attributing a failure to the plugin that raised it. */
-  async call<R>(hook: { name: string | undefined; taps: { name: string }[] }, run: () => Promise<R>): Promise<R> {
+  /**
+   * Calls a hook. Each tap is wrapped when it is registered, so a plugin's failure arrives already
+   * naming its plugin and hook; anything else raised here is core's own (`MESHP_INTERNAL`).
+   */
+  async call<R>(hook: { name: string | undefined }, run: () => Promise<R>): Promise<R> {
     try {
       return await run();
     } catch (e) {
-      const names = hook.taps.map((t) => t.name);
-      const plugin = e instanceof MeshpError && e.attribution ? e.attribution.plugin : names.length === 1 ? names[0]! : names.join('|') || 'host';
-      throw attribute(e, plugin, hook.name ?? 'hook');
+      if (e instanceof MeshpError) throw e;
+      throw internal(e, `hook ${hook.name ?? '?'}`);
     }
   }
 
-  /** The one provider a plugin gave for a part, asked once per host; null when no plugin gives it. */
+  /**
+   * The one provider a plugin gave for a part, asked once per host; null when no plugin gives it.
+   * Every tap is asked: two plugins that both answer are refused (`MESHP_PROVIDER_TWICE`), never a
+   * silent first-wins. What is provided is wrapped so its errors name the plugin and the method.
+   */
   #provide<K extends ProviderName>(name: K): Promise<Provided<K> | null> {
     let p = this.#provided.get(name) as Promise<Provided<K> | null> | undefined;
     if (!p) {
-      const hook = this.hooks[name] as unknown as { name: string | undefined; taps: { name: string }[]; promise(o: HostOptions): Promise<Provided<K> | undefined> };
-      p = this.call(hook, () => hook.promise(this.options)).then((v) => v ?? null);
+      const hook = this.hooks[name] as unknown as { taps: AnyTap[] };
+      p = (async () => {
+        const answers: { plugin: string; value: Provided<K> }[] = [];
+        for (const tap of hook.taps) {
+          const value = (await invokeTap(tap, [this.options])) as Provided<K> | undefined;
+          if (value !== undefined && value !== null) answers.push({ plugin: tap.name, value });
+        }
+        if (answers.length > 1) {
+          throw new MeshpError('MESHP_PROVIDER_TWICE', `${answers.map((a) => a.plugin).join(' and ')} each provide ${name}; load one of them`, {
+            details: { part: name, plugins: answers.map((a) => a.plugin) },
+          });
+        }
+        const one = answers[0];
+        return one ? attributed(one.value, one.plugin, name) : null;
+      })();
       p.catch(() => this.#provided.delete(name));
       this.#provided.set(name, p);
     }
@@ -153,11 +169,12 @@ export class Host {
   async firewall(): Promise<FirewallDriver | null> {
     if (this.#firewall === undefined) {
       const probe: FirewallProbe = { requested: this.options.firewall, root: this.options.root, seen: [] };
-      if (!this.hooks.firewall.isUsed()) {
+      if (this.hooks.firewall.taps.length === 0) {
         this.#firewall = { driver: null, probe };
         return null;
       }
       await this.call(this.hooks.firewall, () => this.hooks.firewall.promise(probe));
+      for (const s of probe.seen) if (s.driver) s.driver = attributed(s.driver, s.by, 'firewall');
       this.#firewall = { driver: chooseFirewall(probe), probe };
     }
     return this.#firewall.driver;

@@ -1,8 +1,10 @@
 import type { CommandModule } from 'yargs';
 import type { GlobalArgs } from '../cli.js';
+import { pluginOptions, type PluginArgs } from './plugin-options.js';
 
-interface Args extends GlobalArgs {
+interface Args extends GlobalArgs, PluginArgs {
   token?: string;
+  'token-file'?: string;
   name?: string;
   root: string;
   firewall: string;
@@ -15,8 +17,9 @@ export const agentCommand: CommandModule<GlobalArgs, Args> = {
   command: 'agent',
   describe: 'follow a controller: enrol once with a token, then apply what it sends until SIGTERM',
   builder: (y) =>
-    y
-      .option('token', { type: 'string', describe: 'the enrolment token (needed once)' })
+    pluginOptions(y)
+      .option('token', { type: 'string', describe: 'the enrolment token (needed once; visible to other users in the process list: prefer --token-file or MESHP_TOKEN)' })
+      .option('token-file', { type: 'string', describe: 'read the enrolment token from this file' })
       .option('name', { type: 'string', describe: 'the node name to ask for (default: the host name)' })
       .option('root', { type: 'string', default: '/', describe: 'prefix of every path the host reads or writes' })
       .option('firewall', { type: 'string', default: 'auto', describe: 'auto, none (load no firewall plugin), or the kind to insist on' })
@@ -25,9 +28,9 @@ export const agentCommand: CommandModule<GlobalArgs, Args> = {
       .option('endpoint', { type: 'string', array: true, default: [] as string[], describe: 'addresses peers reach this node at' })
       .demandOption('state'),
   handler: async (a) => {
-    const { runAgent } = await import('../remote/agent.js');
+    const { runAgent, tokenFrom } = await import('../remote/agent.js');
     await runAgent({
-      state: a.state!, controller: a.controller, token: a.token, name: a.name, root: a.root, firewall: a.firewall,
+      state: a.state!, controller: a.controller, token: tokenFrom(a.token, a['token-file'], process.env.MESHP_TOKEN), plugin: a.plugin, config: a.config, name: a.name, root: a.root, firewall: a.firewall,
       dockerSocket: a['docker-socket'], intervalMs: Math.round(Math.max(0.2, a.interval) * 1000), endpoints: a.endpoint,
     });
   },

@@ -11,6 +11,7 @@ export const hostAdoptCommand: CommandModule<GlobalArgs, LocalLifecycleOptions> 
     await hostAdopt({
       state: argv.state!, declaration: argv.declaration, root: argv.root, firewall: argv.firewall,
       dockerSocket: argv['docker-socket'], preview: false, yes: argv.yes, json: argv.json,
+      plugin: argv.plugin, config: argv.config,
     });
   },
 };

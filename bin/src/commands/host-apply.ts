@@ -1,7 +1,8 @@
 import type { CommandModule } from 'yargs';
 import type { GlobalArgs } from '../cli.js';
+import { pluginOptions, type PluginArgs } from './plugin-options.js';
 
-interface Args extends GlobalArgs {
+interface Args extends GlobalArgs, PluginArgs {
   declaration: string;
   root: string;
   firewall: string;
@@ -14,7 +15,7 @@ export const hostApplyCommand: CommandModule<GlobalArgs, Args> = {
   command: 'apply',
   describe: 'converge the local machine to a declaration file, keeping what it found (like puppet apply)',
   builder: (y) =>
-    y
+    pluginOptions(y)
       .option('declaration', { type: 'string', demandOption: true, describe: 'the declaration (JSON)' })
       .option('root', { type: 'string', default: '/', describe: 'prefix of every path the host reads or writes' })
       .option('firewall', { type: 'string', default: 'auto', describe: 'auto, or the firewall kind to insist on' })
@@ -27,6 +28,7 @@ export const hostApplyCommand: CommandModule<GlobalArgs, Args> = {
     await hostApply({
       state: argv.state!, declaration: argv.declaration, root: argv.root, firewall: argv.firewall,
       dockerSocket: argv['docker-socket'], preview: argv.preview, yes: argv.yes, json: argv.json,
+      plugin: argv.plugin, config: argv.config,
     });
   },
 };

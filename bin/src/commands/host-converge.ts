@@ -1,7 +1,8 @@
 import type { Argv, CommandModule } from 'yargs';
 import type { GlobalArgs } from '../cli.js';
+import { pluginOptions, type PluginArgs } from './plugin-options.js';
 
-export interface LocalLifecycleOptions extends GlobalArgs {
+export interface LocalLifecycleOptions extends GlobalArgs, PluginArgs {
   declaration: string;
   root: string;
   firewall: string;
@@ -10,7 +11,7 @@ export interface LocalLifecycleOptions extends GlobalArgs {
 }
 
 export function lifecycleOptions(y: Argv<GlobalArgs>): Argv<LocalLifecycleOptions> {
-  return y
+  return pluginOptions(y)
     .option('declaration', { type: 'string', demandOption: true, describe: 'the declaration (JSON): the modules assigned to this node' })
     .option('root', { type: 'string', default: '/', describe: 'prefix of every path the host reads or writes' })
     .option('firewall', { type: 'string', default: 'auto', describe: 'auto, or the firewall kind to insist on' })
@@ -36,6 +37,7 @@ export const hostConvergeCommand: CommandModule<GlobalArgs, Args> = {
     await hostConverge({
       state: argv.state!, declaration: argv.declaration, root: argv.root, firewall: argv.firewall,
       dockerSocket: argv['docker-socket'], preview: argv.preview, previewId: argv['preview-id'], yes: argv.yes, json: argv.json,
+      plugin: argv.plugin, config: argv.config,
     });
   },
 };

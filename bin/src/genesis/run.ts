@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Mode } from '@meshp/core';
@@ -6,7 +7,9 @@ import { Refusal, confirmChange, printJson, refuse, table } from '../output.js';
 import { assembleAgentHost } from '../remote/assembly.js';
 import { AGENT_DIR, planGenesis, raiseGenesis, type GenesisPlan } from './genesis.js';
 
-export const DEFAULT_CATALOGUE = fileURLToPath(new URL('../../../examples/catalogue', import.meta.url));
+/** The catalogue shipped inside the CLI package (copied at `npm pack`), else the checkout's examples. */
+const SHIPPED_CATALOGUE = fileURLToPath(new URL('../../catalogue', import.meta.url));
+export const DEFAULT_CATALOGUE = existsSync(SHIPPED_CATALOGUE) ? SHIPPED_CATALOGUE : fileURLToPath(new URL('../../../examples/catalogue', import.meta.url));
 
 export interface GenesisArgs {
   state: string;

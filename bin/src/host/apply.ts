@@ -1,6 +1,7 @@
 import { Reconciler } from '@meshp/core';
 import { Refusal, confirmChange, printJson, refuse } from '../output.js';
-import { assembleHost } from './assembly.js';
+import { pluginSpecs } from '../plugins/load.js';
+import { assembleHostWith } from './assembly.js';
 import { readDeclaration } from './declaration.js';
 import { renderPlan, renderReport } from './render.js';
 
@@ -13,11 +14,14 @@ export interface HostApplyArgs {
   preview: boolean;
   yes: boolean;
   json: boolean;
+  /** Plugins to load besides the default ones (`--plugin`), and a config file listing more. */
+  plugin?: string[];
+  config?: string;
 }
 
 /** Says what it will change, then changes it: --preview stops after saying, --yes skips the question. */
 export async function hostApply(args: HostApplyArgs): Promise<void> {
-  const host = assembleHost({ root: args.root, stateDir: args.state, firewall: args.firewall, dockerSocket: args.dockerSocket });
+  const host = await assembleHostWith({ root: args.root, stateDir: args.state, firewall: args.firewall, dockerSocket: args.dockerSocket }, pluginSpecs(args)).catch(refuse);
   try {
     const declaration = await readDeclaration(args.declaration).catch(refuse);
     const reconciler = new Reconciler(host);

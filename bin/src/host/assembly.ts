@@ -9,6 +9,7 @@ import { IptablesPlugin } from '@meshp/firewall-iptables';
 import { NftablesPlugin } from '@meshp/firewall-nftables';
 import { DockerPlugin } from '@meshp/runtime-docker';
 import { SqliteStatePlugin } from '@meshp/state-sqlite';
+import { loadPlugins, type PluginSpec } from '../plugins/load.js';
 
 export function defaultPlugins(): Plugin[] {
   return [
@@ -19,6 +20,11 @@ export function defaultPlugins(): Plugin[] {
     new IptablesPlugin(),
     new ProcFactsPlugin(),
   ];
+}
+
+/** The default plugins, then the ones an operator asked for by name (`--plugin`, a config file). */
+export async function assembleHostWith(options: Partial<HostOptions>, specs: PluginSpec[], base: Plugin[] = defaultPlugins()): Promise<Host> {
+  return new Host(options).use(...base, ...(await loadPlugins(specs)));
 }
 
 export function assembleHost(options: Partial<HostOptions>, plugins: Plugin[] = defaultPlugins()): Host {

@@ -1,7 +1,8 @@
 import { flip, previewConverge, returnToAdopted, type ConvergePreview, type PreviewItem } from '@meshp/core';
 import { confirmChange, printJson, refuse, table } from '../output.js';
 import type { HostApplyArgs } from './apply.js';
-import { assembleHost } from './assembly.js';
+import { pluginSpecs } from '../plugins/load.js';
+import { assembleHostWith } from './assembly.js';
 import { readDeclaration } from './declaration.js';
 import { renderReport } from './render.js';
 
@@ -42,12 +43,12 @@ export function renderPreview(p: ConvergePreview): string {
 }
 
 function hostFor(args: LocalLifecycleArgs) {
-  return assembleHost({ root: args.root, stateDir: args.state, firewall: args.firewall, dockerSocket: args.dockerSocket });
+  return assembleHostWith({ root: args.root, stateDir: args.state, firewall: args.firewall, dockerSocket: args.dockerSocket }, pluginSpecs(args)).catch(refuse);
 }
 
 /** `meshp host converge`: preview, then (with --yes or a yes on the terminal) the flip. */
 export async function hostConverge(args: LocalLifecycleArgs): Promise<void> {
-  const host = hostFor(args);
+  const host = await hostFor(args);
   try {
     const declaration = await readDeclaration(args.declaration).catch(refuse);
     const preview = await previewConverge(host, declaration).catch(refuse);
@@ -71,7 +72,7 @@ export async function hostConverge(args: LocalLifecycleArgs): Promise<void> {
 
 /** `meshp host adopt`: back to adopted, the found firewall re-enabled. */
 export async function hostAdopt(args: LocalLifecycleArgs): Promise<void> {
-  const host = hostFor(args);
+  const host = await hostFor(args);
   try {
     const declaration = await readDeclaration(args.declaration).catch(refuse);
     await confirmChange(args.yes, 'Re-enable the found firewall and unload the mesh filter?', 'pass --yes to return the node to adopted');

@@ -1,10 +1,11 @@
 /** `meshp agent`: enrol once, then follow the controller until SIGTERM. */
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { Agent, MeshpError, decodeToken, type Host } from '@meshp/core';
-import { assembleAgentHost } from './assembly.js';
+import { DEFAULT_AGENT_CONFIG, loadPlugins, pluginSpecs } from '../plugins/load.js';
+import { agentPlugins, assembleAgentHost } from './assembly.js';
 import { ensureNodeKey } from './keys.js';
 
 /** What the agent pins and where it connects, kept after enrolment so the token is needed once. */
@@ -20,12 +21,40 @@ export interface AgentArgs {
   dockerSocket?: string;
   intervalMs: number;
   endpoints?: string[];
+  /** Plugins to load besides the default ones (`--plugin`), and a config file listing more. */
+  plugin?: string[];
+  config?: string;
 }
 
 export interface RunningAgent {
   agent: Agent;
   host: Host;
   stop(): Promise<void>;
+}
+
+/** The token from --token, else --token-file, else MESHP_TOKEN; a token file is read whole and trimmed. */
+export function tokenFrom(token: string | undefined, file: string | undefined, env: string | undefined): string | undefined {
+  if (token !== undefined && file !== undefined) throw new MeshpError('MESHP_USAGE', 'give the token with --token or --token-file, not both');
+  if (file !== undefined) {
+    let text: string;
+    try {
+      if (statSync(file).size > 64 * 1024) throw new Error('it is over 64 KiB');
+      text = readFileSync(file, 'utf8').trim();
+    } catch (e) {
+      throw new MeshpError('MESHP_USAGE', `--token-file ${file} cannot be read: ${(e as Error).message}`);
+    }
+    if (text === '') throw new MeshpError('MESHP_USAGE', `--token-file ${file} is empty`);
+    return text;
+  }
+  return token ?? (env?.trim() || undefined);
+}
+
+/** The agent's log level: MESHP_LOG_LEVEL (pino's names), info by default. */
+export function logLevel(env: string | undefined): string {
+  const levels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+  if (env === undefined || env === '') return 'info';
+  if (!levels.includes(env)) throw new MeshpError('MESHP_USAGE', `MESHP_LOG_LEVEL=${env}: use one of ${levels.join(', ')}`);
+  return env;
 }
 
 function controllerOf(args: AgentArgs): { address: string; fingerprint: string } {
@@ -41,8 +70,9 @@ function controllerOf(args: AgentArgs): { address: string; fingerprint: string }
 export async function startAgent(args: AgentArgs, host?: Host): Promise<RunningAgent> {
   const key = ensureNodeKey(args.state);
   const target = controllerOf(args);
-  const log = pino({ name: 'meshp-agent', base: { pid: process.pid } }, pino.destination({ dest: 1, sync: true }));
-  const h = host ?? assembleAgentHost({ stateDir: args.state, root: args.root, firewall: args.firewall, dockerSocket: args.dockerSocket });
+  const log = pino({ name: 'meshp-agent', level: logLevel(process.env.MESHP_LOG_LEVEL), base: { pid: process.pid } }, pino.destination({ dest: 1, sync: true }));
+  const extra = host ? [] : await loadPlugins(pluginSpecs(args, DEFAULT_AGENT_CONFIG));
+  const h = host ?? assembleAgentHost({ stateDir: args.state, root: args.root, firewall: args.firewall, dockerSocket: args.dockerSocket }, [...agentPlugins(args.firewall), ...extra]);
   const link = (await h.transport()).connect(target);
   const agent = new Agent(h, link, {
     node: args.name ?? hostname(),
@@ -71,14 +101,32 @@ export async function startAgent(args: AgentArgs, host?: Host): Promise<RunningA
   };
 }
 
-/** Runs until SIGTERM or SIGINT, then stops cleanly. */
+/** How long a stop may take before the process leaves anyway: a unit's stop must not hang. */
+export const STOP_DEADLINE_MS = 1800;
+
+/**
+ * Runs until SIGTERM or SIGINT, then stops cleanly; a stop that takes longer than the deadline (a
+ * reconcile waiting on a slow engine) ends the process anyway: every write meshp makes is atomic, so
+ * the next start picks up where this one was. A second signal ends it at once.
+ */
 export async function runAgent(args: AgentArgs): Promise<void> {
   const running = await startAgent(args);
   await new Promise<void>((resolve) => {
     const stop = () => {
       process.off('SIGTERM', stop);
       process.off('SIGINT', stop);
-      void running.stop().then(resolve);
+      const hard = () => process.exit(1);
+      process.once('SIGTERM', hard);
+      process.once('SIGINT', hard);
+      const deadline = setTimeout(() => {
+        process.stderr.write(`meshp agent: the stop took over ${STOP_DEADLINE_MS} ms; leaving now (every write is atomic)\n`);
+        process.exit(1);
+      }, STOP_DEADLINE_MS);
+      deadline.unref();
+      void running.stop().finally(() => {
+        clearTimeout(deadline);
+        resolve();
+      });
     };
     process.on('SIGTERM', stop);
     process.on('SIGINT', stop);

@@ -9,6 +9,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { Agent, Host, decodeToken } from '@meshp/core';
+import { ProcFactsPlugin } from '@meshp/facts-proc';
 import { LocalFilesPlugin } from '@meshp/files-local';
 import { NftablesPlugin } from '@meshp/firewall-nftables';
 import { SqliteStatePlugin } from '@meshp/state-sqlite';
@@ -30,6 +31,8 @@ const host = new Host({ stateDir, root: '/', firewall: 'auto' }).use(
   new SqliteStatePlugin(),
   new LocalFilesPlugin(),
   new NftablesPlugin(),
+  // The machine's listening sockets and addresses: what the converge preview and genesis read.
+  new ProcFactsPlugin(),
   new GrpcTransportPlugin(),
 );
 
@@ -42,3 +45,4 @@ const agent = new Agent(host, (await host.transport()).connect({ address, finger
 });
 await agent.start();
 process.once('SIGTERM', () => void agent.stop().then(() => host.close()));
+process.once('SIGINT', () => void agent.stop().then(() => host.close()));

@@ -1,0 +1,158 @@
+/**
+ * The firewall-kind conformance suite: what every firewall driver promises (core/src/contracts.ts,
+ * FirewallDriver), checked with real packets on the kit's namespaces. A plugin author hands it a
+ * `setup` that loads a found firewall of their kind into the lab's server and returns their plugin
+ * speaking to it; each check builds a lab of its own.
+ *
+ * The found firewall `setup` loads: allows tcp/8080 from anywhere and established traffic, and
+ * denies every other incoming connection (a policy drop or a final drop/reject), on IPv4 and IPv6
+ * alike (the reach walk reads both: a family left open is reported open, as it is).
+ */
+import { Host, type FirewallDriver, type Opening, type Plugin } from '@meshp/core';
+import { ADDRESSES, lab, labUnavailable, type KitLab, type Teardown } from './lab.js';
+
+export interface FirewallKitBed {
+  /** The author's plugin, set up to speak to `lab.server` (its runner or namespace option). */
+  plugin: Plugin;
+  /** The found firewall's own reload, as its service does it (the mesh's rules may be lost). */
+  reload(): Promise<void>;
+  /** The found firewall's rules without the mesh's marked ones, as comparable lines. */
+  foundRules(): Promise<string[]>;
+}
+
+export interface FirewallKitSpec {
+  /** The kind the plugin's driver answers with. */
+  kind: string;
+  setup(lab: KitLab): Promise<FirewallKitBed>;
+}
+
+/** The part of a tap test the kit uses; tap's `t` fits. */
+export interface KitTest extends Teardown {
+  test(name: string, options: object, fn: (t: KitTest) => Promise<void>): unknown;
+  ok(value: unknown, ...message: [] | [string]): unknown;
+  notOk(value: unknown, ...message: [] | [string]): unknown;
+  equal(found: unknown, wanted: unknown, ...message: [] | [string]): unknown;
+  same(found: unknown, wanted: unknown, ...message: [] | [string]): unknown;
+  fail(...message: [] | [string]): unknown;
+}
+
+export const FOUND_PORT = 8080;
+export const MESH_PORT = 9090;
+
+/** The opening every check declares: tcp/9090 on the input path, from the private range. */
+export const KIT_OPENING: Opening = Object.freeze({
+  id: `kit/incoming/tcp/${MESH_PORT}`,
+  module: 'kit',
+  port: MESH_PORT,
+  protocol: 'tcp',
+  from: [ADDRESSES.privateRange],
+  path: 'incoming',
+  action: 'accept',
+}) as Opening;
+
+interface Bed extends FirewallKitBed {
+  lab: KitLab;
+  driver: FirewallDriver;
+}
+
+async function bed(t: KitTest, spec: FirewallKitSpec): Promise<Bed> {
+  const l = await lab(t);
+  const b = await spec.setup(l);
+  const driver = await new Host({ root: l.root, firewall: spec.kind }).use(b.plugin).firewall();
+  if (!driver) throw new Error(`no driver for ${spec.kind}: the plugin recorded no sighting with one`);
+  await l.serve(FOUND_PORT);
+  await l.serve(MESH_PORT);
+  return { ...b, lab: l, driver };
+}
+
+/** Runs every check of the suite as a subtest of `t`. */
+export function firewallConformance(t: KitTest, spec: FirewallKitSpec): void {
+  const why = labUnavailable();
+  if (why) {
+    t.fail(`the firewall kit cannot run: ${why}`);
+    return;
+  }
+  const o = KIT_OPENING;
+
+  t.test(`${spec.kind}: the plugin detects the found firewall as its kind, active, and the lab is as the kit expects`, {}, async (t) => {
+    const b = await bed(t, spec);
+    t.equal(b.driver.kind, spec.kind);
+    t.ok((await b.driver.describe()).active, 'described active');
+    const auto = await new Host({ root: b.lab.root }).use(b.plugin).firewall();
+    t.equal(auto?.kind, spec.kind, 'found without being named (--firewall auto)');
+    t.ok(await b.lab.reaches('outside', FOUND_PORT), `the found firewall allows ${FOUND_PORT}`);
+    t.notOk(await b.lab.reaches('client', MESH_PORT), `and denies ${MESH_PORT}, also from the private range`);
+  });
+
+  t.test(`${spec.kind}: an opening is reachable from its range only, read back, and idempotent`, {}, async (t) => {
+    const b = await bed(t, spec);
+    t.same(await b.driver.ensure([o], []), { added: [o.id], removed: [] });
+    t.ok(await b.lab.reaches('client', MESH_PORT), 'reachable from the private range');
+    t.notOk(await b.lab.reaches('outside', MESH_PORT), 'not from outside');
+    t.same(await b.driver.openings(), [o], 'read back as written');
+    t.same(await b.driver.ensure([o], []), { added: [], removed: [] }, 'a second ensure changes nothing');
+  });
+
+  t.test(`${spec.kind}: only the mesh's marked rules are ever added or removed`, {}, async (t) => {
+    const b = await bed(t, spec);
+    const found = await b.foundRules();
+    await b.driver.ensure([o], []);
+    t.same(await b.foundRules(), found, 'their rules unchanged with the opening in');
+    t.same(await b.driver.ensure([], []), { added: [], removed: [o.id] });
+    t.same(await b.foundRules(), found, 'their rules unchanged after it went');
+    t.same(await b.driver.openings(), []);
+    t.notOk(await b.lab.reaches('client', MESH_PORT), 'the port is closed again');
+    t.ok(await b.lab.reaches('outside', FOUND_PORT), 'their port still open');
+  });
+
+  t.test(`${spec.kind}: after the found firewall's own reload, the next ensure mends the opening`, {}, async (t) => {
+    const b = await bed(t, spec);
+    await b.driver.ensure([o], []);
+    await b.reload();
+    await b.driver.ensure([o], []);
+    t.same(await b.driver.openings(), [o]);
+    t.ok(await b.lab.reaches('client', MESH_PORT), 'reachable again');
+    t.notOk(await b.lab.reaches('outside', MESH_PORT), 'still not from outside');
+  });
+
+  t.test(`${spec.kind}: the reach walk says what packets find`, {}, async (t) => {
+    const b = await bed(t, spec);
+    if (!b.driver.reachability) {
+      t.fail('the driver has no reachability(): the converge preview would say "unknown" for every door');
+      return;
+    }
+    const door = { port: MESH_PORT, protocol: 'tcp' as const, path: 'incoming' as const };
+    const [before] = await b.driver.reachability([door]);
+    t.equal(before?.now, 'closed', 'closed before the opening');
+    await b.driver.ensure([o], []);
+    const [after] = await b.driver.reachability([door]);
+    t.equal(after?.now, 'open-from', 'open from a range after it');
+    t.same(after?.from, [ADDRESSES.privateRange]);
+    const [theirs] = await b.driver.reachability([{ ...door, port: FOUND_PORT }]);
+    t.equal(theirs?.now, 'open', 'their own port is open from anywhere');
+    t.ok(theirs?.mentioned, 'and a rule of theirs names it');
+  });
+
+  t.test(`${spec.kind}: retire disables the found firewall keeping its configuration; re-enable brings it back as it was`, {}, async (t) => {
+    const b = await bed(t, spec);
+    const found = await b.foundRules();
+    const state = await b.driver.retire();
+    t.ok(await b.lab.reaches('outside', MESH_PORT), 'retired: nothing filters');
+    await b.driver.reenable(state);
+    t.same(await b.foundRules(), found, 'their rules are back as they were');
+    t.notOk(await b.lab.reaches('outside', MESH_PORT), `${MESH_PORT} denied again`);
+    t.ok(await b.lab.reaches('outside', FOUND_PORT), `${FOUND_PORT} allowed again`);
+  });
+
+  t.test(`${spec.kind}: the derived filter lets the openings in from their range and drops the rest`, {}, async (t) => {
+    const b = await bed(t, spec);
+    const state = await b.driver.retire();
+    await b.driver.loadDerived({ openings: [o], refusals: [], privateRange: ADDRESSES.privateRange });
+    t.ok(await b.lab.reaches('client', MESH_PORT), 'the opening from its range');
+    t.notOk(await b.lab.reaches('outside', MESH_PORT), 'not from outside');
+    t.notOk(await b.lab.reaches('outside', FOUND_PORT), 'a port no opening declares is closed');
+    await b.driver.unloadDerived();
+    await b.driver.reenable(state);
+    t.ok(await b.lab.reaches('outside', FOUND_PORT), 'unloaded and re-enabled: their firewall again');
+  });
+}

@@ -1,0 +1,72 @@
+/**
+ * meshp installs like a CLI: every package packed with `npm pack`, installed into an empty folder
+ * (no workspace, no checkout on the path), runs from node_modules/.bin, ships its default catalogue,
+ * and loads a firewall-kind plugin written there from the testkit's template with
+ * `meshp host apply --plugin ./firewall-kind.mjs` inside a namespace of the test's own.
+ *
+ * Third-party packages come through npm as usual (its cache first). The one native addon
+ * (better-sqlite3) is not compiled again: its build from this checkout, for this Node, is copied in.
+ */
+import t from 'tap';
+import { spawnSync } from 'node:child_process';
+import { cpSync, copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { labAvailable, netns, runPrefix } from '../helpers/netns.js';
+import { workdir } from '../helpers/grpc-procs.js';
+import { NFT_CONFIG } from '../helpers/testkit-beds.js';
+
+const REPO = process.cwd();
+const WORKSPACES = ['core', 'bin', ...readdirSync(join(REPO, 'plugins')).map((p) => `plugins/${p}`)];
+
+function npm(args: string[], cwd: string): string {
+  const r = spawnSync('npm', args, { cwd, encoding: 'utf8', timeout: 240_000 });
+  if (r.status !== 0) throw new Error(`npm ${args.join(' ')} → ${r.status}: ${r.stderr.slice(-2000)}`);
+  return r.stdout;
+}
+
+if (!labAvailable()) t.plan(0, 'needs root to build network namespaces');
+else {
+  t.test('the packed packages install into an empty folder and run', async (t) => {
+    const dir = workdir(t, 'pack');
+    const tarballs = join(dir, 'tarballs');
+    mkdirSync(tarballs);
+    npm(['pack', '--silent', ...WORKSPACES.flatMap((w) => ['-w', w]), '--pack-destination', tarballs], REPO);
+    const packed = readdirSync(tarballs).filter((f) => f.endsWith('.tgz'));
+    t.equal(packed.length, WORKSPACES.length, `one tarball per package: ${packed.join(' ')}`);
+
+    const app = join(dir, 'app');
+    mkdirSync(app);
+    writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'operator-app', private: true, type: 'module' }));
+    npm(['install', '--prefer-offline', '--ignore-scripts', '--no-audit', '--no-fund', ...packed.map((f) => join(tarballs, f))], app);
+    const sqlite = (root: string) => JSON.parse(readFileSync(join(root, 'node_modules/better-sqlite3/package.json'), 'utf8')) as { version: string };
+    t.equal(sqlite(app).version, sqlite(REPO).version, 'the same better-sqlite3 as the checkout');
+    cpSync(join(REPO, 'node_modules/better-sqlite3/build'), join(app, 'node_modules/better-sqlite3/build'), { recursive: true });
+
+    const meshp = join(app, 'node_modules/.bin/meshp');
+    const help = spawnSync(meshp, ['--help'], { cwd: app, encoding: 'utf8' });
+    t.equal(help.status, 0, help.stderr);
+    t.match(help.stdout, /meshp host/);
+    const catalogue = join(app, 'node_modules/@meshp/cli/catalogue');
+    t.ok(existsSync(catalogue) && readdirSync(catalogue).length > 0, 'the default catalogue ships inside the CLI package');
+
+    // A plugin author's first kind, from the template the testkit ships.
+    copyFileSync(join(app, 'node_modules/@meshp/testkit/template/firewall-kind.mjs'), join(app, 'firewall-kind.mjs'));
+    const ns = await netns(t, runPrefix('pak'));
+    const root = join(dir, 'root');
+    mkdirSync(join(root, 'etc'), { recursive: true });
+    writeFileSync(join(root, 'etc/mykind.conf'), NFT_CONFIG);
+    await ns.exec('nft', ['-f', join(root, 'etc/mykind.conf')]);
+    const declaration = join(dir, 'declaration.json');
+    writeFileSync(declaration, JSON.stringify({
+      apiVersion: 'meshp/v1', node: 'n1', mode: 'adopted', settings: { ports: {} },
+      modules: [{ name: 'web', taken: true, openings: [{ port: 9090, protocol: 'tcp', from: ['10.79.1.0/24'], path: 'incoming' }] }],
+    }));
+    const [cmd, argv] = ns.wrap(meshp, ['host', 'apply', '--plugin', './firewall-kind.mjs', '--firewall', 'mykind', '--state', join(dir, 'state'),
+      '--root', root, '--declaration', declaration, '--docker-socket', join(dir, 'no-docker.sock'), '--yes', '--json']);
+    const r = spawnSync(cmd, argv, { cwd: app, encoding: 'utf8', timeout: 60_000 });
+    t.equal(r.status, 0, r.stderr);
+    const report = (JSON.parse(r.stdout) as { report: { firewall: { kind: string } } }).report;
+    t.equal(report.firewall.kind, 'mykind', 'the kind the plugin speaks was used');
+    t.match((await ns.exec('nft', ['list', 'ruleset'])).stdout, /tcp dport 9090 accept comment "meshp:web\/incoming\/tcp\/9090"/, 'its opening is in the found chain');
+  });
+}
