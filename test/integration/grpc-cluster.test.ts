@@ -121,7 +121,7 @@ t.test('agents follow a controller through its crash and their own', async (t) =
   t.equal(doc.node.mode, 'adopted', 'and the mode from the token');
 
   const metrics = await (await fetch(`http://${ctl.metrics}/metrics`)).text();
-  t.match(metrics, /meshp_convergence_gap\{network="default",node="a1",mode="adopted"\} 0/);
+  t.match(metrics, /meshp_convergence_gap\{network="default",node="a1"\} 0/);
   t.match(metrics, /meshp_connected_agents 3/);
   t.match(metrics, /meshp_snapshots_sent_total [1-9]/);
   t.match(metrics, /meshp_deltas_sent_total [1-9]/);

@@ -64,7 +64,10 @@ export class Metrics {
     perNode('meshp_node_last_report_timestamp_seconds', "when the node's agent was last heard from (0: never)", (n) => seconds(n.lastSeen));
     perNode('meshp_node_refused_resources', 'resources the last reconcile refused', (n) => n.refusedResources);
     perNode('meshp_node_reconcile_refused', '1 when the last reconcile was refused as a whole (its code in meshp_node_status)', (n) => (n.reconcile.result === 'refused' ? 1 : 0));
-    perNode('meshp_diverged', '1 when snapshots to the node stopped after too many in a row not applied with the hash expected (its code in meshp_node_status)', (n) => (n.diverged ? 1 : 0));
+    new Gauge({ name: 'meshp_diverged', help: 'memberships whose snapshots stopped after too many in a row not applied with the hash expected, by code', labelNames: ['network', 'node', 'code'], registers: [r], collect() {
+      this.reset();
+      for (const n of self.nodes()) if (n.diverged) this.set({ network: n.network, node: n.name, code: n.diverged.split(':')[0]! }, 1);
+    } });
     new Gauge({ name: 'meshp_node_status', help: 'what stands out of each node: 1 for its status, 0 for the others', labelNames: ['network', 'node', 'status'], registers: [r], collect() {
       this.reset();
       for (const n of self.nodes()) for (const status of HEALTH) this.set({ network: n.network, node: n.name, status }, n.status === status ? 1 : 0);
