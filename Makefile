@@ -52,5 +52,5 @@ clean:
 
 # The agents of two earlier commits, built from git history for test/compat/agents-n2.test.ts.
 compat-agents: npm
-	test/compat/build-agent.sh 63980d1 /tmp/meshp-compat-63980d1
-	test/compat/build-agent.sh f3ee622 /tmp/meshp-compat-f3ee622
+	test/compat/build-agent.sh 63980d1 $(CURDIR)/.compat/meshp-compat-63980d1
+	test/compat/build-agent.sh f3ee622 $(CURDIR)/.compat/meshp-compat-f3ee622

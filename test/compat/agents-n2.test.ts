@@ -15,7 +15,7 @@ const OLD = [
   { name: 'old2', commit: '63980d1' },
   { name: 'old1', commit: 'f3ee622' },
 ];
-const built = (commit: string) => join(process.env.MESHP_COMPAT_DIR ?? '/tmp', `meshp-compat-${commit}`, 'bin/dist/main.js');
+const built = (commit: string) => join(process.env.MESHP_COMPAT_DIR ?? join(process.cwd(), '.compat'), `meshp-compat-${commit}`, 'bin/dist/main.js');
 const missing = OLD.filter((o) => !existsSync(built(o.commit)));
 
 t.test('agents of two earlier commits follow today’s controller', { skip: missing.length ? `not built: run make compat-agents (test/compat/build-agent.sh ${missing.map((o) => o.commit).join(', ')})` : false }, async (t) => {
