@@ -72,7 +72,7 @@ t.test('a node that reports is ok, adopted, connected, with its last reconcile o
   t.ok(n.lastSeen, 'last seen is set');
   const d = json<{ node: NodeJson; verdict: string }>('doctor', 'n1');
   t.match(d.node, { mode: 'adopted', status: 'ok' });
-  t.match(d.verdict, /^converged/);
+  t.match(d.verdict, /^in sync/);
   const m = await scrape(ctl.metrics);
   t.equal(m.value('meshp_node_connected', { node: 'n1' }), 1);
   t.equal(m.value('meshp_node_status', { node: 'n1', status: 'ok' }), 1);

@@ -89,12 +89,12 @@ else {
   t.test('a plugin that refuses its options is named, and nothing is written', async (t) => {
     const r = apply('badopts', '--plugin', './stamp.mjs={"label":7}');
     t.equal(r.code, 1);
-    t.match(r.err, /^MESHP_PLUGIN_INVALID.*stamp\.mjs refused its options: stamp needs a string "label"/m);
+    t.match(r.err, /MESHP_PLUGIN_INVALID.*stamp\.mjs refused its options: stamp needs a string/);
   });
 
   t.test('options that are not JSON are a usage error', async (t) => {
     const r = apply('notjson', '--plugin', './stamp.mjs={label:7}');
-    t.equal(r.code, 1);
+    t.equal(r.code, 2, 'usage errors exit 2');
     t.match(r.err, /MESHP_USAGE.*not JSON/);
   });
 

@@ -45,7 +45,7 @@ t.test('the examples pass: catalogue manifests and host apply declarations', asy
 });
 
 t.test('issue 13 item 7: each crash and each gap is a coded refusal naming the field', async (t) => {
-  const c = (extra: Record<string, unknown>) => decl([{ name: 'm', taken: true, containers: [{ name: 'c', image: 'i', ...extra }] }]);
+  const c = (extra: Record<string, unknown>) => decl([{ name: 'm', taken: true, containers: [{ name: 'web', image: 'i', ...extra }] }]);
   refused(t, () => validateDeclaration(c({ ports: 80 })), /^MESHP_DECLARATION_INVALID$/, /containers\[0\]\.ports/, 'container ports not a list');
   refused(t, () => validateDeclaration(c({ ports: [null] })), /^MESHP_DECLARATION_INVALID$/, /ports\[0\]/, 'a null port entry');
   refused(t, () => validateDeclaration(decl([{ name: 'm', taken: true, openings: [{ id: { x: 1 }, port: 80, path: 'incoming' }] }])), /^MESHP_DECLARATION_INVALID$/, /openings\[0\]\.id/, 'an object opening id');

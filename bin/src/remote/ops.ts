@@ -138,7 +138,7 @@ export function verdictOf(node: WireNodeStatus, hashMatches: boolean): string {
     default:
       if (!hashMatches) return "the agent's last hash differs from the one expected: a snapshot is due";
       if (node.gap > 0) return `behind by ${node.gap}`;
-      return 'converged: the agent acked the current version with the expected hash, and its last reconcile was ok';
+      return 'in sync: the agent acked the current version with the expected hash, and its last reconcile was ok';
   }
 }
 

@@ -4,12 +4,12 @@
  * schema does not know ("rulez", "file") is refused, not ignored.
  */
 import { z } from 'zod';
-import { fileMode, name, path, port, portOrPlaceholder, protocol, range, rangeOrPlaceholder, trafficPath } from './fields.js';
+import { containerName, fileMode, name, path, port, portOrPlaceholder, protocol, range, rangeOrPlaceholder, trafficPath } from './fields.js';
 
 function moduleParts<P extends z.ZodType, R extends z.ZodType>(p: P, r: R) {
   const file = z.strictObject({ path, content: z.string(), mode: fileMode.optional(), createOnce: z.boolean().optional() });
   const container = z.strictObject({
-    name,
+    name: containerName,
     image: z.string().min(1).max(512),
     command: z.array(z.string()).max(256).optional(),
     env: z.record(z.string().max(256), z.string()).optional(),

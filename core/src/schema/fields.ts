@@ -7,6 +7,8 @@ export const meshpCode = (code: string) => ({ meshp: code });
 
 export const NAME = /^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$/;
 export const name = z.string().regex(NAME, 'must be a simple name (letters, digits, _ . -; up to 128; not starting with a sign)');
+/** Docker's own rule for a container name: two characters at least (the fuzz test found "x" accepted here and refused by the engine). */
+export const containerName = z.string().regex(/^[a-zA-Z0-9][a-zA-Z0-9_.-]{1,127}$/, 'must be a container name (2 to 128 of letters, digits, _ . -; not starting with a sign)');
 
 /** An absolute path with no `.` or `..` segment, no empty segment and no NUL. */
 export const path = z.string().superRefine((p, ctx) => {
