@@ -33,6 +33,8 @@ deps: apt npm
 build: deps
 	tsc -b
 	chmod +x bin/dist/main.js examples/agent/dist/main.js
+	@# npm links a workspace's bin only if its target exists, and on a clean clone dist/ is built after `npm ci`.
+	ln -sfn ../@meshp/cli/dist/main.js node_modules/.bin/meshp
 
 test: build compat-agents
 	tsc --noEmit -p tsconfig.tap.json
