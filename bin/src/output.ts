@@ -29,8 +29,10 @@ export async function confirm(question: string): Promise<boolean> {
   // terminal: false: readline's own cursor sequences would be escaped by sanitize.ts; the
   // terminal's cooked mode echoes the answer anyway.
   const rl = createInterface({ input: process.stdin, output: process.stderr, terminal: false });
+  // An end of input (Ctrl-D) is a no: the question's promise never settles on its own then.
+  const closed = new Promise<string>((resolve) => rl.once('close', () => resolve('')));
   try {
-    return /^y(es)?$/i.test((await rl.question(question)).trim());
+    return /^y(es)?$/i.test((await Promise.race([rl.question(question), closed])).trim());
   } finally {
     rl.close();
   }

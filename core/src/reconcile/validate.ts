@@ -1,10 +1,11 @@
 /**
  * A declaration checked before anything on the machine is read: its shape by the one schema
- * (core/src/schema), then what a schema cannot say — no resource declared by two modules, no module
- * listed twice. Every refusal is coded and names the field; nothing else is thrown.
+ * (core/src/schema), then what a schema cannot say — no resource declared by two modules (schema/clash.ts),
+ * no module listed twice. Every refusal is coded and names the field; nothing else is thrown.
  */
 import { MeshpError } from '../errors.js';
-import { openingId, resourceKey, type Declaration } from '../model.js';
+import { openingId, type Declaration } from '../model.js';
+import { describeClash, findClash } from '../schema/clash.js';
 import { checkInput } from '../schema/check.js';
 import { declarationSchema } from '../schema/declaration.js';
 import { path as pathSchema } from '../schema/fields.js';
@@ -28,24 +29,17 @@ export function checkPath(path: unknown, where: string): string {
 /** Checks a declaration's shape before anything on the machine is read. Throws MESHP_DECLARATION_INVALID (or a path code). */
 export function validateDeclaration(d: unknown): Declaration {
   const decl = checkInput(declarationSchema, d, 'declaration');
-  const keys = new Map<string, string>();
   const names = new Set<string>();
   decl.modules.forEach((m) => {
     if (names.has(m.name)) fail(`module ${m.name} is listed twice`);
     names.add(m.name);
-    const claim = (key: string) => {
-      const other = keys.get(key);
-      if (other !== undefined) fail(`${key} is declared by both module ${other} and module ${m.name}`);
-      keys.set(key, m.name);
-    };
-    for (const f of m.files ?? []) claim(resourceKey('file', f.path));
-    for (const c of m.containers ?? []) claim(resourceKey('container', c.name));
     for (const [j, o] of (m.openings ?? []).entries()) {
       const id = openingId(m.name, o);
       if (bytes(id) > OPENING_ID_MAX_BYTES) fail(`declaration: modules.${m.name}.openings[${j}]: the opening id ${id.slice(0, 40)}… is longer than ${OPENING_ID_MAX_BYTES} bytes (a firewall comment carries it)`);
-      claim(resourceKey('opening', id));
     }
   });
+  const clash = findClash(decl.modules);
+  if (clash) fail(describeClash(clash));
   const { $schema: _s, ...rest } = d as Declaration & { $schema?: string };
   return { ...rest, settings: { ...(rest.settings ?? {}), ports: rest.settings?.ports ?? {} } } as Declaration;
 }

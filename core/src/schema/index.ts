@@ -5,3 +5,4 @@ export {
 } from './declaration.js';
 export { checkModuleDefs, checkPolicy, readCatalogueFile, readPolicyFile, type PolicyRuleInput } from './inputs.js';
 export { jsonSchemaFiles } from './json-schema.js';
+export { describeClash, findClash, type Clash } from './clash.js';

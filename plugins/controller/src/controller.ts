@@ -9,6 +9,7 @@ import { DEFAULT_RESYNC_BOUNDS, checkAppliedVersion, nextDelta, refreshTarget, s
 import type { LogEntry, MemberRecord, ModuleDef, NetworkRecord, PolicyRule, ReportedState, SentSummary, SharedComponentName, SharedComponents, SyncRecord, TokenRecord } from './types.js';
 import { newSync, statusOf, type NodeStatus } from './status.js';
 import { checkAssigned, checkMember, checkModule, checkPolicy, checkTags } from './limits.js';
+import { checkNoClash } from './clash.js';
 
 export interface ControllerOptions {
   /** Changes kept per network for deltas; an agent further behind gets a snapshot. */
@@ -218,6 +219,7 @@ export class Controller {
     const m = this.#member(net, id);
     if (!net.moduleOf(module)) throw new MeshpError('MESHP_NOT_FOUND', `no module ${module} in the catalogue of ${network}: add it with meshp catalogue add`);
     checkAssigned(id, [...new Set([...m.assigned, module])].map((x) => net.record.modules[x]));
+    checkNoClash({ ...m, assigned: sorted([...new Set([...m.assigned, module])]) }, net.moduleOf);
     return this.updateMember(network, id, { assigned: sorted([...new Set([...m.assigned, module])]) });
   }
 
@@ -254,6 +256,7 @@ export class Controller {
   defineModule(network: string, def: ModuleDef): number {
     checkModule(def);
     const net = this.#net(network);
+    for (const m of net.members.values()) if (m.assigned.includes(def.name)) checkNoClash(m, (x) => (x === def.name ? def : net.moduleOf(x)));
     const after = structuredClone(def);
     return this.#commit(net, { version: 0, kind: 'module', name: def.name, before: net.record.modules[def.name] ?? null, after }, () => {
       net.record.modules = { ...net.record.modules, [def.name]: after };
