@@ -5,10 +5,11 @@
  * not-found, JSON errors; a taken node name refused before the token is spent.
  */
 import t from 'tap';
+import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { ADMIN_CREDENTIAL_FILE, readAdminCredential } from '@meshp/controller';
 import { AdminClient } from '@meshp/transport-grpc';
-import { createToken, meshp, startAgent, startController, workdir, writeJson } from '../helpers/grpc-procs.js';
+import { MESHP, createToken, meshp, startAgent, startController, workdir, writeJson } from '../helpers/grpc-procs.js';
 
 const dir = workdir(t, 'contract');
 const ctl = await startController(t, join(dir, 'ctl'));
@@ -55,6 +56,37 @@ t.test('the confirm contract: --preview changes nothing; off a terminal --yes is
     t.match(p.out, /nothing changed/, `${args.join(' ')} --preview says what it would do, and that nothing changed`);
   }
   t.equal(await stateVersion(), before, 'nothing changed');
+});
+
+/**
+ * On a terminal: the CLI run under a pseudo-terminal by util-linux's `script` (bsdutils, essential on
+ * Debian), its stdin the answer. The question is asked; only "yes" changes the node; "no" and an
+ * end of input (Ctrl-D) leave it as it was.
+ */
+function onTerminal(answer: string, ...args: string[]): { code: number | null; out: string } {
+  const line = [process.execPath, MESHP, ...args, ...admin].map((x) => `'${x.replace(/'/g, `'\\''`)}'`).join(' ');
+  const r = spawnSync('script', ['-qec', line, '/dev/null'], { input: answer, encoding: 'utf8', timeout: 60_000 });
+  if (r.error) throw r.error;
+  return { code: r.status, out: r.stdout };
+}
+
+t.test('on a terminal the command asks, and only a yes changes the node', async (t) => {
+  const assigned = async () => (await adminClient.call('listNodes', { network: 'default' })).nodes[0]!.assignedModules;
+  const before = await stateVersion();
+  for (const [answer, said] of [['no\n', 'no'], ['', 'an end of input']]) {
+    const r = onTerminal(answer, 'module', 'assign', 'n2', 'web');
+    t.match(r.out, /assign module web on node n2 .*\? \[y\/N\]/, `asked (answered ${said})`);
+    t.equal(r.code, 1, `${said}: refused`);
+    t.match(r.out, /MESHP_CONFIRM_NEEDED: nothing was changed/);
+    t.equal(await stateVersion(), before, `${said}: nothing changed`);
+    t.notOk((await assigned()).includes('web'));
+  }
+  const yes = onTerminal('yes\n', 'module', 'assign', 'n2', 'web');
+  t.equal(yes.code, 0, yes.out);
+  t.match(yes.out, /assign web on n2: assigned web/);
+  t.ok((await assigned()).includes('web'), 'yes: assigned');
+  t.ok(await stateVersion() > before, 'yes: a new version');
+  await adminClient.call('unassignModule', { network: 'default', node: 'n2', module: 'web' });
 });
 
 t.test('usage errors exit 2, not-found has its own code', async (t) => {

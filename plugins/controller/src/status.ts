@@ -55,6 +55,8 @@ export interface NodeStatus {
   transition: NodeTransition;
   reconcile: ReconcileStatus;
   refusedResources: number;
+  /** The refused resources' codes with their counts (not on the wire: said in statusDetail and by /metrics). */
+  refusedCodes: Record<string, number>;
   /** Filled by the hosting side, which holds the streams (see `withLiveness`). */
   connected: boolean;
   lastSeen: string;
@@ -119,6 +121,7 @@ export function statusOf(net: NetworkState, m: MemberRecord, s: SyncRecord): Nod
     transition: transitionOf(m, s),
     reconcile: r?.reconcile ? { result: r.reconcile.result, code: r.reconcile.code, message: r.reconcile.message, at: r.reconcile.at } : { result: '', code: '', message: '', at: '' },
     refusedResources: r?.refusedResources ?? 0,
+    refusedCodes: { ...(r?.refusedCodes ?? {}) },
     connected: false,
     lastSeen: '',
     status: 'pending',
@@ -141,11 +144,17 @@ export function withLiveness(n: NodeStatus, live: { connected: boolean; lastSeen
 function health(n: NodeStatus, diverged?: string): [NodeHealth, string] {
   if (!n.connected) return n.lastSeen ? ['silent', `not connected; last seen ${n.lastSeen}`] : ['pending', 'has not reported yet'];
   if (diverged) return ['diverged', diverged];
-  if (n.reconcile.result === 'refused') return ['refusing', `${n.reconcile.code}: ${n.reconcile.message}`];
+  if (n.reconcile.result === 'refused') return ['refusing', `${n.reconcile.code}: ${n.reconcile.message}${codesSaid(n)}`];
   if (n.transition.state === 'refused') return ['refusing', `${n.transition.mode === 'converged' ? 'flip' : 'return'} refused: ${n.transition.code}: ${n.transition.message}`];
-  if (n.refusedResources > 0) return ['refusing', `${n.refusedResources} resource(s) refused`];
+  if (n.refusedResources > 0) return ['refusing', `${n.refusedResources} resource(s) refused${codesSaid(n)}`];
   if (n.transition.state === 'requested' || n.transition.state === 'in-progress') return ['changing', `${n.transition.mode} ${n.transition.state}`];
   if (n.mode === 'unknown') return ['pending', 'has not reported yet'];
   if (n.gap > 0) return ['behind', `behind by ${n.gap}`];
   return ['ok', ''];
+}
+
+/** " (MESHP_A 2, MESHP_B 1)": which codes the refused resources carry; '' when none is known. */
+function codesSaid(n: NodeStatus): string {
+  const codes = Object.entries(n.refusedCodes ?? {}).sort(([a], [b]) => a.localeCompare(b));
+  return codes.length ? ` (${codes.map(([c, k]) => `${c} ${k}`).join(', ')})` : '';
 }

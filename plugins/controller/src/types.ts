@@ -119,6 +119,8 @@ export interface ReportedState {
   lifecycle?: { state: string; previewId: string; code: string; message: string; at: string };
   reconcile?: { result: 'ok' | 'refused'; code: string; message: string; at: string; refusedResources: number };
   refusedResources: number;
+  /** The refused resources' codes, each with how many (the codes the agent's reasons begin with). Absent: none, or an older record. */
+  refusedCodes?: Record<string, number>;
   at: string;
 }
 

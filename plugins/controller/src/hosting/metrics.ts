@@ -64,6 +64,10 @@ export class Metrics {
     perNode('meshp_node_last_report_timestamp_seconds', "when the node's agent was last heard from (0: never)", (n) => seconds(n.lastSeen));
     perNode('meshp_node_refused_resources', 'resources the last reconcile refused', (n) => n.refusedResources);
     perNode('meshp_node_reconcile_refused', '1 when the last reconcile was refused as a whole (its code in meshp_node_status)', (n) => (n.reconcile.result === 'refused' ? 1 : 0));
+    new Gauge({ name: 'meshp_node_refused_resources_by_code', help: 'resources the last reconcile refused, by the code of each refusal', labelNames: ['network', 'node', 'code'], registers: [r], collect() {
+      this.reset();
+      for (const n of self.nodes()) for (const [code, k] of Object.entries(n.refusedCodes ?? {})) this.set({ network: n.network, node: n.name, code }, k);
+    } });
     new Gauge({ name: 'meshp_diverged', help: 'memberships whose snapshots stopped after too many in a row not applied with the hash expected, by code', labelNames: ['network', 'node', 'code'], registers: [r], collect() {
       this.reset();
       for (const n of self.nodes()) if (n.diverged) this.set({ network: n.network, node: n.name, code: n.diverged.split(':')[0]! }, 1);

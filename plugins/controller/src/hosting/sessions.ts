@@ -201,8 +201,10 @@ export class SyncSession {
     } else if ('report' in m) {
       const count = (s: string) => m.report.resources.filter((r) => r.state === s).length;
       const r = m.report;
+      const refusedCodes: Record<string, number> = {};
+      for (const x of r.resources) if (x.state === 'refused') refusedCodes[codeOf(x.reason)] = (refusedCodes[codeOf(x.reason)] ?? 0) + 1;
       const reported: ReportedState = {
-        version: r.appliedVersion, mode: r.mode, at: r.at, refusedResources: count('refused'),
+        version: r.appliedVersion, mode: r.mode, at: r.at, refusedResources: count('refused'), refusedCodes,
         ...(r.lifecycle ? { lifecycle: { state: r.lifecycle.state, previewId: r.lifecycle.previewId, code: r.lifecycle.code ?? '', message: r.lifecycle.message ?? '', at: r.lifecycle.at } } : {}),
         ...(r.reconcile ? { reconcile: { ...r.reconcile } } : {}),
       };
@@ -253,3 +255,6 @@ export class SyncSession {
     this.end({ code, message: isMeshpError(e) ? e.message : String(e) });
   }
 }
+
+/** A refused resource's code: what its reason begins with (MESHP_REFUSED when it names none). */
+const codeOf = (reason: string | undefined): string => /^(MESHP_[A-Z0-9_]+)\b/.exec(reason ?? '')?.[1] ?? 'MESHP_REFUSED';
