@@ -5,16 +5,28 @@
  * not-found, JSON errors; a taken node name refused before the token is spent.
  */
 import t from 'tap';
-import { spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { ADMIN_CREDENTIAL_FILE, readAdminCredential } from '@meshp/controller';
 import { AdminClient } from '@meshp/transport-grpc';
-import { MESHP, createToken, meshp, startAgent, startController, workdir, writeJson } from '../helpers/grpc-procs.js';
+import { MESHP, createToken, startAgent, startController, workdir, writeJson } from '../helpers/grpc-procs.js';
 
 const dir = workdir(t, 'contract');
 const ctl = await startController(t, join(dir, 'ctl'));
 const admin = ['--state', ctl.state, '--controller', ctl.address];
-const cli = (...args: string[]) => meshp(...args, ...admin);
+/** One CLI run, not waited on synchronously: the independent checks of a case run side by side. */
+function run(...args: string[]): Promise<{ code: number | null; out: string; err: string }> {
+  return new Promise((resolve, reject) => {
+    const p = spawn(process.execPath, [MESHP, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    p.stdout.on('data', (d: Buffer) => (out += d.toString('utf8')));
+    p.stderr.on('data', (d: Buffer) => (err += d.toString('utf8')));
+    p.once('error', reject);
+    p.once('close', (code) => resolve({ code, out, err }));
+  });
+}
+const cli = (...args: string[]) => run(...args, ...admin);
 const cred = readAdminCredential(join(ctl.state, ADMIN_CREDENTIAL_FILE));
 const adminClient = await AdminClient.connect({ address: ctl.address, fingerprint: cred.fingerprint, credential: cred.secret });
 t.teardown(() => adminClient.close());
@@ -24,14 +36,16 @@ const stateVersion = async () => Number((await adminClient.call('listNodes', { n
 
 t.test('invalid input is refused with a coded error naming the field, by the CLI and by the controller; nothing is stored', async (t) => {
   const before = await stateVersion();
-  const rulez = cli('policy', 'set', writeJson(dir, 'rulez.json', { rulez: [{ from: 'a', to: 'b' }] }), '--yes');
+  const [rulez, eighty, relative, modeX] = await Promise.all([
+    cli('policy', 'set', writeJson(dir, 'rulez.json', { rulez: [{ from: 'a', to: 'b' }] }), '--yes'),
+    cli('policy', 'set', writeJson(dir, 'eighty.json', { rules: [{ from: 'a', to: 'b', ports: ['eighty'] }] }), '--yes'),
+    cli('catalogue', 'add', writeJson(dir, 'rel.json', { name: 'rel', files: [{ path: 'etc/rel.conf', content: '' }] }), '--yes'),
+    cli('catalogue', 'add', writeJson(dir, 'modex.json', { name: 'mx', files: [{ path: '/etc/mx', content: '', mode: 'x' }] }), '--yes', '--json'),
+  ]);
   t.equal(rulez.code, 1);
   t.match(rulez.err, /^MESHP_POLICY_INVALID: .*rulez/);
-  const eighty = cli('policy', 'set', writeJson(dir, 'eighty.json', { rules: [{ from: 'a', to: 'b', ports: ['eighty'] }] }), '--yes');
   t.match(eighty.err, /^MESHP_POLICY_INVALID: .*rules\[0\]\.ports\[0\]/);
-  const relative = cli('catalogue', 'add', writeJson(dir, 'rel.json', { name: 'rel', files: [{ path: 'etc/rel.conf', content: '' }] }), '--yes');
   t.match(relative.err, /^MESHP_PATH_INVALID: .*files\[0\]\.path/);
-  const modeX = cli('catalogue', 'add', writeJson(dir, 'modex.json', { name: 'mx', files: [{ path: '/etc/mx', content: '', mode: 'x' }] }), '--yes', '--json');
   t.equal(modeX.code, 1);
   t.match(JSON.parse(modeX.err), { code: 'MESHP_DECLARATION_INVALID', message: /files\[0\]\.mode/ }, 'a --json command prints its error as JSON on stderr');
   // The controller checks on its own, whatever the client.
@@ -43,18 +57,20 @@ t.test('invalid input is refused with a coded error naming the field, by the CLI
 });
 
 t.test('the confirm contract: --preview changes nothing; off a terminal --yes is required', async (t) => {
-  t.equal(cli('catalogue', 'add', writeJson(dir, 'web.json', { name: 'web', files: [{ path: '/etc/web.conf', content: 'x' }] }), '--yes').code, 0);
+  t.equal((await cli('catalogue', 'add', writeJson(dir, 'web.json', { name: 'web', files: [{ path: '/etc/web.conf', content: 'x' }] }), '--yes')).code, 0);
   const before = await stateVersion();
-  for (const args of [['module', 'assign', 'n2', 'web'], ['module', 'take', 'n2', 'web'], ['module', 'unassign', 'n2', 'web'], ['node', 'adopt', 'n2'], ['node', 'converge', 'n2'], ['catalogue', 'add', join(dir, 'web.json')], ['policy', 'set', writeJson(dir, 'p.json', { rules: [] })]]) {
-    const r = cli(...args);
-    t.equal(r.code, 1, `${args.join(' ')} without --yes off a terminal: refused`);
-    t.match(r.err, /MESHP_CONFIRM_NEEDED/);
-  }
-  for (const args of [['module', 'take', 'n2', 'web'], ['node', 'adopt', 'n2'], ['catalogue', 'add', join(dir, 'web.json')], ['policy', 'set', join(dir, 'p.json')]]) {
-    const p = cli(...args, '--preview');
-    t.equal(p.code, 0, `${args.join(' ')} --preview: ${p.err}`);
-    t.match(p.out, /nothing changed/, `${args.join(' ')} --preview says what it would do, and that nothing changed`);
-  }
+  const refused = [['module', 'assign', 'n2', 'web'], ['module', 'take', 'n2', 'web'], ['module', 'unassign', 'n2', 'web'], ['node', 'adopt', 'n2'], ['node', 'converge', 'n2'], ['catalogue', 'add', join(dir, 'web.json')], ['policy', 'set', writeJson(dir, 'p.json', { rules: [] })]];
+  const previewed = [['module', 'take', 'n2', 'web'], ['node', 'adopt', 'n2'], ['catalogue', 'add', join(dir, 'web.json')], ['policy', 'set', join(dir, 'p.json')]];
+  // None of these changes anything (that is what is asserted), so they run side by side.
+  const [refusals, previews] = await Promise.all([Promise.all(refused.map((args) => cli(...args))), Promise.all(previewed.map((args) => cli(...args, '--preview')))]);
+  refused.forEach((args, i) => {
+    t.equal(refusals[i]!.code, 1, `${args.join(' ')} without --yes off a terminal: refused`);
+    t.match(refusals[i]!.err, /MESHP_CONFIRM_NEEDED/);
+  });
+  previewed.forEach((args, i) => {
+    t.equal(previews[i]!.code, 0, `${args.join(' ')} --preview: ${previews[i]!.err}`);
+    t.match(previews[i]!.out, /nothing changed/, `${args.join(' ')} --preview says what it would do, and that nothing changed`);
+  });
   t.equal(await stateVersion(), before, 'nothing changed');
 });
 
@@ -63,25 +79,33 @@ t.test('the confirm contract: --preview changes nothing; off a terminal --yes is
  * Debian), its stdin the answer. The question is asked; only "yes" changes the node; "no" and an
  * end of input (Ctrl-D) leave it as it was.
  */
-function onTerminal(answer: string, ...args: string[]): { code: number | null; out: string } {
+function onTerminal(answer: string, ...args: string[]): Promise<{ code: number | null; out: string }> {
   const line = [process.execPath, MESHP, ...args, ...admin].map((x) => `'${x.replace(/'/g, `'\\''`)}'`).join(' ');
-  const r = spawnSync('script', ['-qec', line, '/dev/null'], { input: answer, encoding: 'utf8', timeout: 60_000 });
-  if (r.error) throw r.error;
-  return { code: r.status, out: r.stdout };
+  return new Promise((resolve, reject) => {
+    const p = spawn('script', ['-qec', line, '/dev/null'], { stdio: ['pipe', 'pipe', 'inherit'] });
+    let out = '';
+    p.stdout.on('data', (d: Buffer) => (out += d.toString('utf8')));
+    p.once('error', reject);
+    p.once('close', (code) => resolve({ code, out }));
+    p.stdin.end(answer);
+  });
 }
 
 t.test('on a terminal the command asks, and only a yes changes the node', async (t) => {
   const assigned = async () => (await adminClient.call('listNodes', { network: 'default' })).nodes[0]!.assignedModules;
   const before = await stateVersion();
-  for (const [answer, said] of [['no\n', 'no'], ['', 'an end of input']]) {
-    const r = onTerminal(answer, 'module', 'assign', 'n2', 'web');
+  const answers = [['no\n', 'no'], ['', 'an end of input']] as const;
+  // Neither changes anything (that is what is asserted), so both run side by side.
+  const runs = await Promise.all(answers.map(([answer]) => onTerminal(answer, 'module', 'assign', 'n2', 'web')));
+  for (const [i, [, said]] of answers.entries()) {
+    const r = runs[i]!;
     t.match(r.out, /assign module web on node n2 .*\? \[y\/N\]/, `asked (answered ${said})`);
     t.equal(r.code, 1, `${said}: refused`);
     t.match(r.out, /MESHP_CONFIRM_NEEDED: nothing was changed/);
     t.equal(await stateVersion(), before, `${said}: nothing changed`);
     t.notOk((await assigned()).includes('web'));
   }
-  const yes = onTerminal('yes\n', 'module', 'assign', 'n2', 'web');
+  const yes = await onTerminal('yes\n', 'module', 'assign', 'n2', 'web');
   t.equal(yes.code, 0, yes.out);
   t.match(yes.out, /assign web on n2: assigned web/);
   t.ok((await assigned()).includes('web'), 'yes: assigned');
@@ -90,16 +114,15 @@ t.test('on a terminal the command asks, and only a yes changes the node', async 
 });
 
 t.test('usage errors exit 2, not-found has its own code', async (t) => {
-  t.equal(cli('token', 'create', '--ttl', '5x').code, 2);
-  const noState = meshp('node', 'list');
+  const [ttl, noState, g, nosuch, js] = await Promise.all([
+    cli('token', 'create', '--ttl', '5x'), run('node', 'list'), run('genesis', '--port', 'bogus=1', '--state', join(dir, 'g')), cli('node', 'show', 'nosuch'), cli('node', 'show', 'nosuch', '--json'),
+  ]);
+  t.equal(ttl.code, 2);
   t.equal(noState.code, 2);
   t.match(noState.err, /^MESHP_USAGE: /);
-  const g = meshp('genesis', '--port', 'bogus=1', '--state', join(dir, 'g'));
   t.equal(g.code, 2, g.err);
-  const nosuch = cli('node', 'show', 'nosuch');
   t.equal(nosuch.code, 1);
   t.match(nosuch.err, /^MESHP_NOT_FOUND: /);
-  const js = cli('node', 'show', 'nosuch', '--json');
   t.match(JSON.parse(js.err), { code: 'MESHP_NOT_FOUND' });
 });
 
