@@ -26,7 +26,8 @@ export interface NsCluster {
   address: string;
   /** Admin CLI arguments reaching the controller. */
   admin: string[];
-  agent(name: string, token: string, root: string, extra?: string[]): NsProc;
+  /** `intervalS`: the agent's timer reconcile; a delta is reconciled at once whatever it is. */
+  agent(name: string, token: string, root: string, extra?: string[], intervalS?: number): NsProc;
 }
 
 /** A controller on the namespace's loopback; agents started in the same namespace. */
@@ -38,12 +39,12 @@ export async function nsCluster(t: Teardownable, ns: Netns, dir: string): Promis
   const admin = ['--state', state, '--controller', address];
   return {
     controller, address, admin,
-    agent: (name, token, root, extra = []) => {
+    agent: (name, token, root, extra = [], intervalS = 1) => {
       const base = join(dir, name);
       mkdirSync(base, { recursive: true });
       return new NsProc(t, ns, [
         'agent', '--state', join(base, 'state'), '--controller', address, '--name', name, '--root', root,
-        '--docker-socket', join(base, 'absent-docker.sock'), '--interval', '1', '--token', token, ...extra,
+        '--docker-socket', join(base, 'absent-docker.sock'), '--interval', String(intervalS), '--token', token, ...extra,
       ]);
     },
   };
