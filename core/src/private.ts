@@ -9,7 +9,7 @@
  * link that cannot be told from meshp's own; a database file that is a symlink, not a regular
  * file, another user's, or hard-linked elsewhere would have meshp chmod and write another file.
  */
-import { chmodSync, closeSync, constants, lstatSync, mkdirSync, openSync, type Stats } from 'node:fs';
+import { chmodSync, closeSync, constants, lstatSync, mkdirSync, openSync, statSync, type Stats } from 'node:fs';
 import { MeshpError } from './errors.js';
 
 const oct = (m: number) => (m & 0o7777).toString(8).padStart(4, '0');
@@ -70,6 +70,22 @@ export function privateDbFiles(file: string): string[] {
     said.push(`${f} had mode ${oct(st.mode)}; tightened to 0600`);
   }
   return said;
+}
+
+/**
+ * A file that names code meshp runs (a config's plugin list): refused (MESHP_STATE_UNSAFE) when
+ * anyone but its owner could write it, or its owner is neither this user nor root. It is followed
+ * if a link (a config may live elsewhere), and what it reaches is checked.
+ */
+export function trustedFile(file: string, what: string): void {
+  const st = statSync(file);
+  const me = process.geteuid?.();
+  if (me !== undefined && st.uid !== me && st.uid !== 0) {
+    throw unsafe(`${what} ${file} belongs to uid ${st.uid}, neither this user nor root, and names code meshp runs`, `give it to root, or to this user`);
+  }
+  if ((st.mode & 0o022) !== 0) {
+    throw unsafe(`${what} ${file} has mode ${oct(st.mode)}: others could change the code it makes meshp run`, `chmod go-w ${file}`);
+  }
 }
 
 /** Says on stderr what was tightened: stdout may be a JSON document or a JSON log. */

@@ -127,3 +127,19 @@ t.test('what others could write is refused with a code, never tightened and used
   t.equal(statSync(shared).mode & 0o7777, 0o1777);
   t.notOk(existsSync(join(shared, 'controller.db')));
 });
+
+t.test('a config that names plugins is refused when others could write it', async (t) => {
+  const { readPluginConfig } = await import('../../bin/src/plugins/load.js');
+  const dir = wideFolder(t);
+  const file = join(dir, 'agent.json');
+  writeFileSync(file, JSON.stringify({ plugins: ['./evil.mjs'] }));
+  chmodSync(file, 0o644);
+  t.same(readPluginConfig(file).map((s) => s.module), ['./evil.mjs'], '0644, root\'s: read');
+  for (const mode of [0o666, 0o664]) {
+    chmodSync(file, mode);
+    t.throws(() => readPluginConfig(file), { code: 'MESHP_STATE_UNSAFE', message: /others could change the code it makes meshp run/ }, mode.toString(8));
+  }
+  chmodSync(file, 0o644);
+  chownSync(file, 65534, 65534);
+  t.throws(() => readPluginConfig(file), { code: 'MESHP_STATE_UNSAFE', message: /belongs to uid 65534/ }, "another user's");
+});
