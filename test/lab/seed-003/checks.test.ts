@@ -8,7 +8,7 @@ import t from 'tap';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { labAvailable } from '../../helpers/netns.js';
-import { FOUND_FIREWALL, M1, M1_OUT, M2, PRIVATE, SERVICE_PORT, STRAY_PORT, WEB_CONF, WEB_CONF_BYTES, bed, fileBytes, type Bed, type Daemon } from './bed.js';
+import { FOUND_FIREWALL, M1, M1_OUT, PRIVATE, SERVICE_PORT, STRAY_PORT, WEB_CONF, WEB_CONF_BYTES, bed, fileBytes, type Bed, type Daemon } from './bed.js';
 
 if (!labAvailable()) {
   t.plan(0, 'the lab needs root for namespaces, nftables and a Docker engine');
