@@ -54,4 +54,6 @@ t.test('a FIFO at a declared path: refused, acked, and SIGTERM still stops the a
   const code = await Promise.race([agent.proc.exited, new Promise<string>((r) => setTimeout(() => r('still running'), 30_000))]);
   t.not(code, 'still running', 'SIGTERM stopped the agent without anyone writing to the FIFO');
   t.comment(`stopped ${Date.now() - before} ms after SIGTERM, exit ${String(code)}`);
+  const said = agent.proc.lines.find((l) => l.msg === 'stopped');
+  t.comment(`the agent logged 'stopped' ${said ? `${Number(said.time) - before} ms` : 'never'} after SIGTERM`);
 });

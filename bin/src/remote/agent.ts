@@ -146,6 +146,9 @@ export async function runAgent(args: AgentArgs): Promise<void> {
       deadline.unref();
       void running.stop().finally(() => {
         clearTimeout(deadline);
+        // Stopped (its log is flushed: pino writes synchronously). A handle left open somewhere (seen:
+        // the process lingered ~15 s after 'stopped') must not hold a stopped agent: it leaves now.
+        setTimeout(() => process.exit(0), 100).unref();
         resolve();
       });
     };
