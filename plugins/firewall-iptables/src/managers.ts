@@ -16,7 +16,7 @@ export type { ManagerSeen };
 const FOOTPRINTS: { kind: string; test: (names: ReadonlySet<string>) => string | null }[] = [
   {
     kind: 'firewalld',
-    test: (n) => ['INPUT_ZONES', 'FORWARD_IN_ZONES', 'INPUT_direct', 'FORWARD_direct'].find((c) => n.has(c)) ?? null,
+    test: (n) => ['INPUT_ZONES', 'FORWARD_IN_ZONES', 'INPUT_direct', 'FORWARD_direct', 'INPUT_dispatch', 'FORWARD_dispatch'].find((c) => n.has(c)) ?? null,
   },
   { kind: 'ufw', test: (n) => [...n].find((c) => /^ufw6?-/.test(c)) ?? null },
   {
