@@ -182,12 +182,36 @@ export async function checkFixture(t: Test, b: Bed, name: string): Promise<void>
   t.equal(await snapshot(), original, 'withdrawn: exactly the original');
 }
 
+/**
+ * MESHP_OPENING_INEFFECTIVE on a real case: between the mesh's write and its walk, someone else
+ * (an administrator, another tool) puts a drop of the mesh's port above the opening. The walk must
+ * report the opening refused, naming that rule, and the port is indeed closed; nothing is stood in.
+ */
+export async function checkShadowed(t: Test, b: Bed): Promise<void> {
+  const f = fixture(b.backend === null ? 'arch-nftables.nft' : 'arch-stateful.rules.v4');
+  await loadFixture(b, f);
+  const root = await mkdtemp(join(tmpdir(), 'fc-root-'));
+  t.teardown(() => rm(root, { recursive: true, force: true }));
+  const driver = (await hostFor(b, root).firewall()) as FirewallDriver;
+  const web: Opening = { id: 'web/incoming/tcp/7443', module: 'web', port: MESH_PORT, protocol: 'tcp', from: [PRIVATE], path: 'incoming', action: 'accept' };
+  t.same((await driver.ensure([web], [])).refused ?? [], [], 'placed');
+  t.same([...(await verifyOpenings(driver, [web])).values()], [], 'open from the whole range');
+  if (b.backend === null) await b.server.exec('nft', ['insert', 'rule', 'inet', 'filter', 'input', 'tcp', 'dport', String(MESH_PORT), 'drop']);
+  else await b.server.exec(`iptables-${b.backend}`, ['-I', 'INPUT', '1', '-p', 'tcp', '-m', 'tcp', '--dport', String(MESH_PORT), '-j', 'DROP']);
+  const verdict = (await verifyOpenings(driver, [web])).get(web.id);
+  t.equal(verdict?.state, 'refused', 'the walk no longer sees it open: refused, not created');
+  t.match(verdict?.reason, b.backend === null ? /^MESHP_OPENING_INEFFECTIVE: opening web\/incoming\/tcp\/7443 .*shadowed by inet filter input handle \d+ \(drop\)/ : /^MESHP_OPENING_INEFFECTIVE: opening web\/incoming\/tcp\/7443 .*shadowed by .*INPUT.*7443.*DROP/, `the shadowing rule is named: ${verdict?.reason}`);
+  t.notOk(await b.from.client.reach(SERVER, MESH_PORT), 'and the port is indeed closed');
+  await driver.ensure([], []);
+}
+
 /** The fixtures of one backend: one bed built once, one tap subtest per fixture on it. */
 export function corpus(tap: Test, names: readonly string[], backend: Backend | null): void {
   const kind = backend === null ? 'nftables' : `iptables-${backend}`;
   tap.test(`the corpus on ${kind}`, async (t) => {
     const b = await corpusBed(t, backend);
     for (const name of names) await t.test(name, (tt) => checkFixture(tt, b, name));
+    await t.test('a drop put above the opening after it was written: MESHP_OPENING_INEFFECTIVE', (tt) => checkShadowed(tt, b));
   });
 }
 
