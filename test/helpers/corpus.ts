@@ -205,6 +205,30 @@ export async function checkShadowed(t: Test, b: Bed): Promise<void> {
   await driver.ensure([], []);
 }
 
+/**
+ * Retire and re-enable (adopt back) under fail2ban: the found rules come back and the mesh's
+ * accept goes back where the placement rule puts it, below the ban chains' jumps, not at the old
+ * first drop point above them; the table is exactly as it was after the opening was placed.
+ */
+export async function checkReenable(t: Test, b: Bed): Promise<void> {
+  const f = fixture('fail2ban.rules.v4');
+  const { snapshot } = await loadFixture(b, f);
+  const root = await mkdtemp(join(tmpdir(), 'fc-root-'));
+  t.teardown(() => rm(root, { recursive: true, force: true }));
+  const driver = (await hostFor(b, root).firewall()) as FirewallDriver;
+  const web: Opening = { id: 'web/incoming/tcp/7443', module: 'web', port: MESH_PORT, protocol: 'tcp', from: [PRIVATE], path: 'incoming', action: 'accept' };
+  await driver.ensure([web], []);
+  const placed = await snapshot();
+  const state = await driver.retire();
+  t.notSame(await snapshot(), placed, 'retired: the found rules are out');
+  await driver.reenable(JSON.parse(JSON.stringify(state)) as typeof state);
+  t.equal(await snapshot(), placed, 're-enabled: exactly as placed, the accept below the ban jumps');
+  const [fromPrivate, fromBanned] = await Promise.all([b.from.client.reach(SERVER, MESH_PORT), b.from.banned.reach('10.80.3.1', MESH_PORT)]);
+  t.ok(fromPrivate, 'open from the private range');
+  t.notOk(fromBanned, 'the banned address still refused on the mesh port');
+  await driver.ensure([], []);
+}
+
 /** The fixtures of one backend: one bed built once, one tap subtest per fixture on it. */
 export function corpus(tap: Test, names: readonly string[], backend: Backend | null): void {
   const kind = backend === null ? 'nftables' : `iptables-${backend}`;
@@ -212,6 +236,7 @@ export function corpus(tap: Test, names: readonly string[], backend: Backend | n
     const b = await corpusBed(t, backend);
     for (const name of names) await t.test(name, (tt) => checkFixture(tt, b, name));
     await t.test('a drop put above the opening after it was written: MESHP_OPENING_INEFFECTIVE', (tt) => checkShadowed(tt, b));
+    if (backend !== null) await t.test('retired and re-enabled under fail2ban: the accept back below the bans', (tt) => checkReenable(tt, b));
   });
 }
 
