@@ -51,7 +51,9 @@ t.test('a FIFO at a declared path: refused, acked, and SIGTERM still stops the a
 
   const before = Date.now();
   agent.proc.kill('SIGTERM');
-  const code = await Promise.race([agent.proc.exited, new Promise<string>((r) => setTimeout(() => r('still running'), 30_000))]);
+  let timer: NodeJS.Timeout | undefined;
+  const code = await Promise.race([agent.proc.exited, new Promise<string>((r) => (timer = setTimeout(() => r('still running'), 30_000)))]);
+  clearTimeout(timer); // a pending 30 s timer would hold the test file open after its last assertion
   t.not(code, 'still running', 'SIGTERM stopped the agent without anyone writing to the FIFO');
   t.comment(`stopped ${Date.now() - before} ms after SIGTERM, exit ${String(code)}`);
   const said = agent.proc.lines.find((l) => l.msg === 'stopped');
