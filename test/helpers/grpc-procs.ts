@@ -25,9 +25,9 @@ export class Proc {
   #waiters: (() => void)[] = [];
 
   /** Runs on this machine, or inside the lab namespace `ns`. */
-  /** `script`: another meshp's main.js (an earlier commit's agent, test/compat). */
-  constructor(t: Teardown, args: string[], ns?: Netns, script = MESHP) {
-    const [cmd, argv] = ns ? ns.wrap(process.execPath, [script, ...args]) : [process.execPath, [script, ...args]];
+  /** `script`: another meshp's main.js (an earlier commit's agent, test/compat); `exe`: what runs it (node, or the Python client's interpreter). */
+  constructor(t: Teardown, args: string[], ns?: Netns, script = MESHP, exe = process.execPath) {
+    const [cmd, argv] = ns ? ns.wrap(exe, [script, ...args]) : [exe, [script, ...args]];
     this.child = spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
     let buf = '';
     this.child.stdout!.on('data', (d: Buffer) => {
