@@ -168,12 +168,13 @@ export function nodeList(ctl: ControllerProc): NodeRow[] {
   return meshpJson<{ nodes: NodeRow[] }>('node', 'list', '--state', ctl.state, '--controller', ctl.address).nodes;
 }
 
-export async function waitUntil<T>(what: string, fn: () => T | undefined | false, timeoutMs = 20_000): Promise<T> {
+/** Polls `fn` (sync or async) every 250 ms until it answers something truthy. */
+export async function waitUntil<T>(what: string, fn: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 20_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {
     try {
-      const v = fn();
+      const v = await fn();
       if (v) return v;
     } catch (e) {
       last = e;

@@ -9,6 +9,7 @@ import t from 'tap';
 import { copyFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { createToken, meshp, nodeList, startAgent, startController, waitUntil, workdir, writeJson, type AgentProc } from '../helpers/grpc-procs.js';
+import { RawAgent } from '../helpers/raw-agent.js';
 
 t.test('remove, rename, UNSCOPED and REMOVED through the CLI; a removed node stays out', async (t) => {
   const dir = workdir(t, 'lifecycle');
@@ -24,7 +25,8 @@ t.test('remove, rename, UNSCOPED and REMOVED through the CLI; a removed node sta
   policy([{ from: 'web', to: 'db' }], 'web-db');
 
   const web = startAgent(t, dir, 'web1', ctl.address, createToken(ctl, '--tag', 'web'));
-  const db = startAgent(t, dir, 'db1', ctl.address, createToken(ctl, '--tag', 'db'));
+  const dbToken = createToken(ctl, '--tag', 'db');
+  const db = startAgent(t, dir, 'db1', ctl.address, dbToken);
   const ops = startAgent(t, dir, 'ops1', ctl.address, createToken(ctl, '--tag', 'ops'));
   const all = [web, db, ops];
   const settled = (agents: AgentProc[]) =>
@@ -60,6 +62,10 @@ t.test('remove, rename, UNSCOPED and REMOVED through the CLI; a removed node sta
   const back = await ctl.proc.waitFor((l) => l.msg === 'sync refused' && l.code === 'MESHP_AUTH_FAILED', 20_000, ctlMark);
   t.match(String(back.err), /revoked/, 'its reconnect with the old credential is refused');
   t.notOk(nodeList(ctl).some((n) => n.name === 'db1'), 'node list no longer has db1');
+  const replayer = new RawAgent(ctl);
+  t.teardown(() => replayer.link.close());
+  const replay = await replayer.enrol(dbToken, 'db3').then(() => 'enrolled', (e: unknown) => String(e));
+  t.match(replay, /MESHP_TOKEN_INVALID: .*unknown/, "the removed node's spent token is gone from the store: a replay is unknown");
 
   // The next change is answered normally (it used to fail with "no node db1 in default").
   const next = cli('policy', 'set', writeJson(dir, 'policy-after.json', { rules: [{ from: 'web', to: 'db' }, { from: 'ops', to: 'web' }] }), '--yes');
