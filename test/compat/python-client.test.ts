@@ -13,7 +13,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Proc, createToken, meshp, nodeList, startController, waitUntil, workdir, writeJson, type LogLine } from '../helpers/grpc-procs.js';
+import { Proc, createToken, meshp, nodeList, startController, waitUntil, workdir, writeJson, type LogLine, nodes as listNodes } from '../helpers/grpc-procs.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../..');
 const PY = join(process.env.MESHP_PYTHON_VENV ?? join(ROOT, '.venv'), 'bin/python');
@@ -85,7 +85,7 @@ t.test('a Python client from control.proto alone follows a real controller', { s
   await web.waitFor((l) => l.event === 'applied' && l.from_version !== 0, 20_000, mark);
   inHashAgreement(web);
   const last = web.lines.filter((l) => l.event === 'applied').at(-1)!;
-  const row = await waitUntil('pyweb at gap 0', () => nodeList(ctl).find((x) => x.name === 'pyweb' && x.gap === 0 && x.appliedVersion === last.to_version));
+  const row = await waitUntil('pyweb at gap 0', async () => (await listNodes(ctl)).find((x) => x.name === 'pyweb' && x.gap === 0 && x.appliedVersion === last.to_version));
   t.equal(row.appliedVersion, last.to_version, "the controller took the Python client's acks: gap 0 at the version it applied");
 
   // A new stream resumes from the version the client kept, with the controller's signature of it.

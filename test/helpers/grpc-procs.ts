@@ -7,6 +7,8 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { ADMIN_CREDENTIAL_FILE, readAdminCredential } from '@meshp/controller';
+import { AdminClient } from '@meshp/transport-grpc';
 import type { Netns } from './netns.js';
 
 export const MESHP = join(dirname(fileURLToPath(import.meta.url)), '../../bin/dist/main.js');
@@ -100,7 +102,7 @@ export function workdir(t: Teardown, tag: string): string {
 }
 
 export function meshp(...args: string[]): { code: number | null; out: string; err: string } {
-  const r = spawnSync(process.execPath, [MESHP, ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 30_000 });
+  const r = spawnSync(process.execPath, [MESHP, ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 120_000 });
   return { code: r.status, out: r.stdout, err: r.stderr };
 }
 
@@ -115,6 +117,8 @@ export interface ControllerProc {
   state: string;
   address: string;
   metrics: string;
+  /** An Admin client in this process (one connection, closed in teardown): polling without a CLI process per look. */
+  admin?: () => Promise<AdminClient>;
 }
 
 /** Starts a controller; port 0 (a free one) unless `address` names the one to take again. */
@@ -122,7 +126,13 @@ export async function startController(t: Teardown, state: string, extra: string[
   const proc = new Proc(t, ['controller', 'serve', '--state', state, '--listen', address, '--metrics-listen', '127.0.0.1:0', ...extra]);
   // A busy machine (several test files at once) can take many seconds to start node: wait long, fail only on a hang.
   const line = await proc.waitFor((l) => l.msg === 'controller serving', 60_000);
-  return { proc, state, address: String(line.address), metrics: String(line.metrics) };
+  let admin: Promise<AdminClient> | undefined;
+  t.teardown(() => admin?.then((c) => c.close(), () => undefined));
+  const connect = () => {
+    const cred = readAdminCredential(join(state, ADMIN_CREDENTIAL_FILE));
+    return AdminClient.connect({ address: String(line.address), fingerprint: cred.fingerprint, credential: cred.secret });
+  };
+  return { proc, state, address: String(line.address), metrics: String(line.metrics), admin: () => (admin ??= connect()) };
 }
 
 export interface AgentProc {
@@ -162,6 +172,21 @@ export interface NodeRow {
   firewall: string;
   held: number;
   changed: number;
+}
+
+/**
+ * The rows `meshp node list` shows, read in this process over the Admin service (name, versions, gap):
+ * for waits that poll; a CLI process per look costs seconds on a busy machine. Assertions about what
+ * the CLI answers use nodeList.
+ */
+export async function nodes(ctl: ControllerProc, network = 'default'): Promise<NodeRow[]> {
+  if (!ctl.admin) return nodeList(ctl);
+  const r = await (await ctl.admin()).call('listNodes', { network });
+  const MODES = ['unspecified', 'adopted', 'converged'];
+  return r.nodes.map((n) => ({
+    name: n.name, mode: MODES[Number(n.mode)] ?? String(n.mode), appliedVersion: Number(n.appliedVersion), stateVersion: Number(n.stateVersion),
+    gap: Number(n.gap), firewall: n.firewallKind, held: n.held, changed: n.changed,
+  }));
 }
 
 export function nodeList(ctl: ControllerProc): NodeRow[] {

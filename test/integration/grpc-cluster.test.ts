@@ -6,15 +6,15 @@
 import t from 'tap';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { createToken, meshp, nodeList, startAgent, startController, waitUntil, workdir, writeJson, type AgentProc, type ControllerProc, type LogLine } from '../helpers/grpc-procs.js';
+import { createToken, meshp, nodeList, startAgent, startController, waitUntil, workdir, writeJson, type AgentProc, type ControllerProc, type LogLine, nodes as listNodes } from '../helpers/grpc-procs.js';
 
 const CONF = '/etc/web/web.conf';
 const web = (content: string) => ({ name: 'web', files: [{ path: CONF, content }] });
 
 /** Every node acked the current version; then each agent's own log has caught up to it too. */
 async function converged(ctl: ControllerProc, agents: AgentProc[]) {
-  const nodes = await waitUntil(`${agents.length} nodes at gap 0`, () => {
-    const nodes = nodeList(ctl);
+  const nodes = await waitUntil(`${agents.length} nodes at gap 0`, async () => {
+    const nodes = await listNodes(ctl);
     return nodes.length === agents.length && nodes.every((x) => x.gap === 0) && nodes;
   });
   // Lazy fan-out: a node whose view did not change stays at the version it applied (gap 0 all the same).

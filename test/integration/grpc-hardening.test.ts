@@ -11,7 +11,7 @@ import { createPrivateKey, sign } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { challengePayload, versionPayload } from '@meshp/core';
-import { createToken, meshp, meshpJson, nodeList, startController, waitUntil, workdir, writeJson, type ControllerProc } from '../helpers/grpc-procs.js';
+import { createToken, meshp, meshpJson, nodeList, startController, waitUntil, workdir, writeJson, type ControllerProc, nodes as listNodes } from '../helpers/grpc-procs.js';
 import { RawAgent, garbageOnSync } from '../helpers/raw-agent.js';
 
 async function metrics(ctl: ControllerProc): Promise<string> {
@@ -154,7 +154,8 @@ t.test('a version past the network is honoured only with the controller signatur
   await waitUntil('moved past 2^32', () => a.applier.appliedVersion > far);
   s2.ch.send({ report: { appliedVersion: a.applier.appliedVersion, mode: 'converged', firewallKind: 'none', firewallActive: false, resources: [], at: new Date().toISOString() } });
   const check = () => {
-    const node = waitUntil('node list past 2^32', () => {
+    const node = waitUntil('node list past 2^32', async () => {
+      if (!(await listNodes(ctl)).some((x) => x.name === 'claimer' && x.gap === 0)) return false;
       const n = nodeList(ctl).find((x) => x.name === 'claimer');
       return n && n.gap === 0 && n;
     });

@@ -6,7 +6,7 @@
  */
 import t from 'tap';
 import { join } from 'node:path';
-import { createToken, meshp, nodeList, startAgent, startController, waitUntil, workdir, writeJson, type AgentProc, type ControllerProc, type LogLine } from '../helpers/grpc-procs.js';
+import { createToken, meshp, nodeList, startAgent, startController, waitUntil, workdir, writeJson, type AgentProc, type ControllerProc, type LogLine, nodes as listNodes } from '../helpers/grpc-procs.js';
 
 const N = 8;
 
@@ -34,8 +34,8 @@ t.test(`a change visible to some of ${N} agents sends a message to those only`, 
   const names = Array.from({ length: N }, (_, i) => `n${i}`);
   const agents = names.map((n, i) => startAgent(t, dir, n, ctl.address, createToken(ctl, '--tag', `t${i}`)));
   const settled = async (expect: string[]) => {
-    const nodes = await waitUntil(`${expect.length} nodes at gap 0`, () => {
-      const nodes = nodeList(ctl);
+    const nodes = await waitUntil(`${expect.length} nodes at gap 0`, async () => {
+      const nodes = await listNodes(ctl);
       return nodes.length === expect.length && nodes.every((n) => n.gap === 0 && n.appliedVersion > 0) && nodes;
     }, 60_000);
     // The controller's log is read through a pipe: wait until it has the send of every version applied.

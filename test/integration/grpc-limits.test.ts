@@ -6,7 +6,7 @@
  */
 import t from 'tap';
 import { join } from 'node:path';
-import { Proc, createToken, nodeList, startAgent, startController, waitUntil, workdir } from '../helpers/grpc-procs.js';
+import { Proc, createToken, nodeList, startAgent, startController, waitUntil, workdir, nodes as listNodes } from '../helpers/grpc-procs.js';
 import { RawAgent } from '../helpers/raw-agent.js';
 
 const bloated = Array.from({ length: 40 }, (_, i) => `${'endpoint-'.repeat(20)}${i}.example:51820`);
@@ -30,8 +30,8 @@ t.test('endpoint bloat is refused at enrolment; the others converge', async (t) 
   const a1 = startAgent(t, dir, 'a1', ctl.address, token);
   const a2 = startAgent(t, dir, 'a2', ctl.address, createToken(ctl));
   for (const a of [a1, a2]) await a.proc.waitFor((l) => l.msg === 'applied' && l.snapshot === true, 60_000);
-  await waitUntil('both nodes at gap 0', () => {
-    const nodes = nodeList(ctl);
+  await waitUntil('both nodes at gap 0', async () => {
+    const nodes = await listNodes(ctl);
     return nodes.length === 2 && nodes.every((n) => n.gap === 0);
   });
   t.notOk(ctl.proc.lines.some((l) => l.msg === 'delta not sent: over the message limit'), 'no delta held back');

@@ -8,7 +8,7 @@
 import t from 'tap';
 import { copyFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { createToken, meshp, nodeList, startAgent, startController, waitUntil, workdir, writeJson, type AgentProc } from '../helpers/grpc-procs.js';
+import { createToken, meshp, nodeList, startAgent, startController, waitUntil, workdir, writeJson, type AgentProc, nodes as listNodes } from '../helpers/grpc-procs.js';
 import { RawAgent } from '../helpers/raw-agent.js';
 
 t.test('remove, rename, UNSCOPED and REMOVED through the CLI; a removed node stays out', async (t) => {
@@ -30,8 +30,8 @@ t.test('remove, rename, UNSCOPED and REMOVED through the CLI; a removed node sta
   const ops = startAgent(t, dir, 'ops1', ctl.address, createToken(ctl, '--tag', 'ops'));
   const all = [web, db, ops];
   const settled = (agents: AgentProc[]) =>
-    waitUntil(`${agents.map((a) => a.name).join(', ')} at gap 0`, () => {
-      const nodes = nodeList(ctl);
+    waitUntil(`${agents.map((a) => a.name).join(', ')} at gap 0`, async () => {
+      const nodes = await listNodes(ctl);
       return agents.every((a) => nodes.some((n) => n.name === a.name && n.gap === 0 && n.appliedVersion > 0)) && nodes;
     });
   await settled(all);
