@@ -9,7 +9,7 @@
 import t from 'tap';
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { Proc, createToken, meshp, nodeList, startAgent, startController, waitUntil, workdir, writeJson, type AgentProc, nodes as listNodes } from '../helpers/grpc-procs.js';
+import { Proc, createToken, meshp, startAgent, startController, waitUntil, workdir, writeJson, type AgentProc, nodes as listNodes } from '../helpers/grpc-procs.js';
 
 const OLD = [
   { name: 'old2', commit: '63980d1' },

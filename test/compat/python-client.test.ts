@@ -13,7 +13,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Proc, createToken, meshp, nodeList, startController, waitUntil, workdir, writeJson, type LogLine, nodes as listNodes } from '../helpers/grpc-procs.js';
+import { Proc, meshp, startController, waitUntil, workdir, writeJson, type LogLine, nodes as listNodes, tokenFor } from '../helpers/grpc-procs.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../..');
 const PY = join(process.env.MESHP_PYTHON_VENV ?? join(ROOT, '.venv'), 'bin/python');
@@ -43,7 +43,7 @@ t.test('a Python client from control.proto alone follows a real controller', { s
   };
   policy([['web', 'db']]);
 
-  const webToken = createToken(ctl, '--tag', 'web');
+  const webToken = await tokenFor(ctl, ['web']);
   let web = client('pyweb', '--token', webToken);
   const enrolled = await web.waitFor((l) => l.event === 'enrolled' || l.event === 'refused', 20_000);
   t.equal(enrolled.event, 'enrolled', `enrolled: ${JSON.stringify(enrolled)}`);
@@ -53,7 +53,7 @@ t.test('a Python client from control.proto alone follows a real controller', { s
 
   // A join the client can see.
   let mark = web.lines.length;
-  const db = client('pydb', '--token', createToken(ctl, '--tag', 'db'));
+  const db = client('pydb', '--token', await tokenFor(ctl, ['db']));
   const join1 = await applied(web, (l) => (l.upserted as string[]).includes('pydb'), mark);
   t.same(join1.peers, ['pydb'], 'the join: pydb upserted');
   await applied(db, (l) => l.snapshot === true, 0);
@@ -100,7 +100,7 @@ t.test('a Python client from control.proto alone follows a real controller', { s
   await web.exited;
 
   // The refusals, each read from its MESHP code.
-  const probe = new Proc(t, ['probe', '--stubs', stubs, '--state', join(dir, 'pyweb'), '--controller', ctl.address, '--token', createToken(ctl), '--used-token', webToken], undefined, CLIENT, PY);
+  const probe = new Proc(t, ['probe', '--stubs', stubs, '--state', join(dir, 'pyweb'), '--controller', ctl.address, '--token', await tokenFor(ctl), '--used-token', webToken], undefined, CLIENT, PY);
   const r = (await probe.waitFor((l) => l.event === 'probed', 30_000)) as Record<string, { code: string; errors?: { code: string }[] }>;
   t.equal(r.replayed_token!.code, 'MESHP_TOKEN_INVALID', 'a replayed token');
   t.equal(r.key_in_use!.code, 'MESHP_KEY_IN_USE', "this node's key under another name");

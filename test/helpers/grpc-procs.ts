@@ -153,6 +153,12 @@ export function startAgent(t: Teardown, dir: string, name: string, controller: s
   return { proc: new Proc(t, args), name, state, root };
 }
 
+/** A token made in this process over the Admin service (what `meshp token create --tag … [--adopted]` makes), without a CLI process. */
+export async function tokenFor(ctl: ControllerProc, tags: string[] = [], adopted = false): Promise<string> {
+  if (!ctl.admin) return createToken(ctl, ...tags.flatMap((x) => ['--tag', x]), ...(adopted ? ['--adopted'] : []));
+  return (await (await ctl.admin()).call('createToken', { network: 'default', mode: adopted ? 1 : 2, ttlSeconds: 3600, tags })).token;
+}
+
 export function createToken(ctl: ControllerProc, ...extra: string[]): string {
   return meshpJson<{ token: string }>('token', 'create', '--state', ctl.state, '--controller', ctl.address, ...extra).token;
 }

@@ -11,7 +11,7 @@ import { createPrivateKey, sign } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { challengePayload, versionPayload } from '@meshp/core';
-import { createToken, meshp, meshpJson, nodeList, startController, waitUntil, workdir, writeJson, type ControllerProc, nodes as listNodes } from '../helpers/grpc-procs.js';
+import { tokenFor, meshp, meshpJson, nodeList, startController, waitUntil, workdir, writeJson, type ControllerProc, nodes as listNodes } from '../helpers/grpc-procs.js';
 import { RawAgent, garbageOnSync } from '../helpers/raw-agent.js';
 
 async function metrics(ctl: ControllerProc): Promise<string> {
@@ -24,11 +24,11 @@ t.test('a hash that keeps differing: bounded snapshots, then diverged', async (t
   const DIVERGED = 'membership diverged: no more snapshots until an ack or a hello matches';
   const liar = new RawAgent(ctl);
   t.teardown(() => liar.link.close());
-  await liar.enrol(createToken(ctl, '--tag', 'a'), 'liar');
+  await liar.enrol(await tokenFor(ctl, ['a']), 'liar');
   // A second one, diverged alongside, that is mended meanwhile: it heals by the snapshot its next view change brings.
   const mended = new RawAgent(ctl);
   t.teardown(() => mended.link.close());
-  await mended.enrol(createToken(ctl, '--tag', 'a'), 'mended');
+  await mended.enrol(await tokenFor(ctl, ['a']), 'mended');
   let mendedLies = true;
   const s = liar.open({ ack: () => 'not-the-hash' });
   const s2 = mended.open({ ack: (_v, hash) => (mendedLies ? 'not-the-hash' : hash) });
@@ -92,7 +92,7 @@ t.test('resync requests beyond the limit end the stream; garbage bytes get a cod
   const ctl = await startController(t, join(dir, 'ctl'));
   const a = new RawAgent(ctl);
   t.teardown(() => a.link.close());
-  await a.enrol(createToken(ctl), 'asker');
+  await a.enrol(await tokenFor(ctl), 'asker');
   const s = a.open();
   await waitUntil('snapshot', () => s.deltas.length > 0);
   for (let i = 0; i < 12; i++) s.ch.send({ resync: { appliedVersion: a.applier.appliedVersion, reason: 1, detail: `ask ${i}` } });
@@ -115,7 +115,7 @@ t.test('a version past the network is honoured only with the controller signatur
   let ctl = await startController(t, state);
   const a = new RawAgent(ctl);
   t.teardown(() => a.link.close());
-  await a.enrol(createToken(ctl), 'claimer');
+  await a.enrol(await tokenFor(ctl), 'claimer');
   let s = a.open();
   await waitUntil('snapshot applied', () => a.applier.appliedVersion > 0);
   const real = s.deltas.at(-1)!;

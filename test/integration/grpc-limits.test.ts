@@ -6,7 +6,7 @@
  */
 import t from 'tap';
 import { join } from 'node:path';
-import { Proc, createToken, nodeList, startAgent, startController, waitUntil, workdir, nodes as listNodes } from '../helpers/grpc-procs.js';
+import { Proc, tokenFor, nodeList, startAgent, startController, waitUntil, workdir, nodes as listNodes } from '../helpers/grpc-procs.js';
 import { RawAgent } from '../helpers/raw-agent.js';
 
 const bloated = Array.from({ length: 40 }, (_, i) => `${'endpoint-'.repeat(20)}${i}.example:51820`);
@@ -14,7 +14,7 @@ const bloated = Array.from({ length: 40 }, (_, i) => `${'endpoint-'.repeat(20)}$
 t.test('endpoint bloat is refused at enrolment; the others converge', async (t) => {
   const dir = workdir(t, 'limits');
   const ctl = await startController(t, join(dir, 'ctl'));
-  const token = createToken(ctl, '--adopted');
+  const token = await tokenFor(ctl, [], true);
   const base = join(dir, 'bloat');
   const args = ['agent', '--state', join(base, 'state'), '--controller', ctl.address, '--name', 'bloat', '--root', join(base, 'root'),
     '--firewall', 'none', '--docker-socket', join(base, 'absent.sock'), '--interval', '1', '--token', token, ...bloated.flatMap((e) => ['--endpoint', e])];
@@ -28,7 +28,7 @@ t.test('endpoint bloat is refused at enrolment; the others converge', async (t) 
 
   // The same token still enrols a node within bounds, and a second node joins it; both converge.
   const a1 = startAgent(t, dir, 'a1', ctl.address, token);
-  const a2 = startAgent(t, dir, 'a2', ctl.address, createToken(ctl));
+  const a2 = startAgent(t, dir, 'a2', ctl.address, await tokenFor(ctl));
   for (const a of [a1, a2]) await a.proc.waitFor((l) => l.msg === 'applied' && l.snapshot === true, 60_000);
   await waitUntil('both nodes at gap 0', async () => {
     const nodes = await listNodes(ctl);
@@ -39,7 +39,7 @@ t.test('endpoint bloat is refused at enrolment; the others converge', async (t) 
   // One connection (one link): four streams waiting for their hello are held, a fifth is refused.
   const raw = new RawAgent(ctl);
   t.teardown(() => raw.link.close());
-  await raw.enrol(createToken(ctl), 'conn1');
+  await raw.enrol(await tokenFor(ctl), 'conn1');
   const idle = Array.from({ length: 4 }, () => {
     const ch = raw.link.sync();
     return { ch, challenged: new Promise<void>((resolve) => ch.onMessage((m) => 'challenge' in m && resolve())), closed: new Promise<unknown>((resolve) => ch.onClose(resolve)) };
@@ -56,7 +56,7 @@ t.test('endpoint bloat is refused at enrolment; the others converge', async (t) 
   // twenty a minute are answered, the next is refused.
   const hi = new RawAgent(ctl);
   t.teardown(() => hi.link.close());
-  await hi.enrol(createToken(ctl), 'conn2');
+  await hi.enrol(await tokenFor(ctl), 'conn2');
   let last: Awaited<ReturnType<RawAgent['open']>['closed']> | undefined;
   let answered = 0;
   for (let i = 0; i < 21; i++) {

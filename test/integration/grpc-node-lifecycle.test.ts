@@ -8,7 +8,7 @@
 import t from 'tap';
 import { copyFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { createToken, meshp, nodeList, startAgent, startController, waitUntil, workdir, writeJson, type AgentProc, nodes as listNodes } from '../helpers/grpc-procs.js';
+import { createToken, meshp, nodeList, startAgent, startController, waitUntil, workdir, writeJson, type AgentProc, nodes as listNodes, tokenFor } from '../helpers/grpc-procs.js';
 import { RawAgent } from '../helpers/raw-agent.js';
 
 t.test('remove, rename, UNSCOPED and REMOVED through the CLI; a removed node stays out', async (t) => {
@@ -24,10 +24,10 @@ t.test('remove, rename, UNSCOPED and REMOVED through the CLI; a removed node sta
   const policy = (rules: { from: string; to: string }[], tag: string) => ok('policy', 'set', writeJson(dir, `policy-${tag}.json`, { rules }), '--yes');
   policy([{ from: 'web', to: 'db' }], 'web-db');
 
-  const web = startAgent(t, dir, 'web1', ctl.address, createToken(ctl, '--tag', 'web'));
-  const dbToken = createToken(ctl, '--tag', 'db');
+  const [webToken, dbToken, opsToken] = await Promise.all(['web', 'db', 'ops'].map((x) => tokenFor(ctl, [x])));
+  const web = startAgent(t, dir, 'web1', ctl.address, webToken);
   const db = startAgent(t, dir, 'db1', ctl.address, dbToken);
-  const ops = startAgent(t, dir, 'ops1', ctl.address, createToken(ctl, '--tag', 'ops'));
+  const ops = startAgent(t, dir, 'ops1', ctl.address, opsToken);
   const all = [web, db, ops];
   const settled = (agents: AgentProc[]) =>
     waitUntil(`${agents.map((a) => a.name).join(', ')} at gap 0`, async () => {
