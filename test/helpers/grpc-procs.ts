@@ -71,8 +71,8 @@ export class Proc {
     if (this.alive) process.kill(this.pid, signal);
   }
 
-  /** Waits for a log line that matches, from index `from` on. */
-  async waitFor(pred: (l: LogLine) => boolean, timeoutMs = 15_000, from = 0): Promise<LogLine> {
+  /** Waits for a log line that matches, from index `from` on. The default waits long: a busy machine can take many seconds to start a process; it fails only on a hang. */
+  async waitFor(pred: (l: LogLine) => boolean, timeoutMs = 60_000, from = 0): Promise<LogLine> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const hit = this.lines.slice(from).find(pred);
