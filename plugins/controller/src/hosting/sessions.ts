@@ -30,8 +30,6 @@ interface Connection {
   hellos: number[];
   resyncs: number[];
 }
-/** Peers per message: a large snapshot goes in parts, each well under the message limit. */
-const ENTRIES_PER_MESSAGE = 2_000;
 
 type Channel = SyncChannel<AgentMessage, ControllerMessage>;
 
