@@ -9,6 +9,7 @@ import t from 'tap';
 import { copyFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { createToken, meshp, nodeList, startAgent, startController, waitUntil, workdir, writeJson, type AgentProc, nodes as listNodes, tokenFor } from '../helpers/grpc-procs.js';
+import { isMeshpError } from '@meshp/core';
 import { RawAgent } from '../helpers/raw-agent.js';
 
 t.test('remove, rename, UNSCOPED and REMOVED through the CLI; a removed node stays out', async (t) => {
@@ -64,7 +65,7 @@ t.test('remove, rename, UNSCOPED and REMOVED through the CLI; a removed node sta
   t.notOk(nodeList(ctl).some((n) => n.name === 'db1'), 'node list no longer has db1');
   const replayer = new RawAgent(ctl);
   t.teardown(() => replayer.link.close());
-  const replay = await replayer.enrol(dbToken, 'db3').then(() => 'enrolled', (e: unknown) => String(e));
+  const replay = await replayer.enrol(dbToken, 'db3').then(() => 'enrolled', (e: unknown) => (isMeshpError(e) ? `${e.code}: ${e.message}` : String(e)));
   t.match(replay, /MESHP_TOKEN_INVALID: .*unknown/, "the removed node's spent token is gone from the store: a replay is unknown");
 
   // The next change is answered normally (it used to fail with "no node db1 in default").
