@@ -1,22 +1,10 @@
 /**
- * Nothing a node reports reaches the operator's terminal as a control sequence. A process name
- * set by any local user (prctl PR_SET_NAME), a reason, a path: all are text from elsewhere, and
- * an ESC, CSI, OSC or BEL in them would move the cursor, retitle the window, hide lines or worse.
- *
- * Every control character but newline and tab (C0, DEL, C1) and the bidirectional overrides is
- * written as its JSON escape, `\u001b`: visible and inert in a table, and, inside a JSON
- * document, a valid escape that decodes to the very character (JSON.stringify already escapes C0,
- * not C1 or the overrides), so `--json` output keeps the data exact.
+ * The CLI's output through sanitize (core/src/sanitize.ts): nothing a node reports reaches the
+ * operator's terminal as a control sequence.
  */
+import { sanitize } from '@meshp/core';
 
-// eslint-disable-next-line no-control-regex
-const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
-
-const escape = (c: string) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`;
-
-export function sanitize(text: string): string {
-  return text.replace(CONTROL, escape);
-}
+export { sanitize };
 
 type Write = typeof process.stdout.write;
 

@@ -60,6 +60,7 @@ export const CODES = {
   MESHP_RATE_LIMITED: 'a peer sent more of a message than it may',
   MESHP_DIVERGED: "an agent's state hash kept differing from the controller's: snapshots stopped",
   MESHP_VERSION_UNPROVEN: 'a version was claimed without the controller signature that proves it',
+  MESHP_STATE_UNSAFE: 'a state folder or file others could write or swap: refused, not used',
 } as const;
 
 export type ErrorCode = keyof typeof CODES;

@@ -6,7 +6,7 @@
  * unchanged except the marked ones, back within one ensure after the found firewall's own reload,
  * exactly the original after the opening is withdrawn; managers refused with nothing written.
  */
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -14,7 +14,8 @@ import type { Test } from 'tap';
 import { Host, verifyOpenings, type FirewallDriver, type Opening } from '@meshp/core';
 import { IptablesPlugin, nsenterRunner } from '@meshp/firewall-iptables';
 import { NftablesPlugin } from '@meshp/firewall-nftables';
-import { httpd, reach, reaper, tool, type Backend } from './ipt-lab.js';
+import { httpd, reaper, tool, type Backend } from './ipt-lab.js';
+import { prober, type Prober } from './prober.js';
 import { netns, runPrefix, wire, type Netns } from './netns.js';
 
 export const FIXTURES = new URL('../fixtures/firewalls/', import.meta.url).pathname;
@@ -31,6 +32,8 @@ export interface Fixture {
   open: number;
   banned?: string;
   source: string;
+  /** A gap the corpus found and the plugins do not close yet: `ack: why`. Its check is a tap todo, shown, not hidden. */
+  known?: string;
 }
 
 export function fixture(name: string): Fixture {
@@ -38,19 +41,28 @@ export function fixture(name: string): Fixture {
   const head = (k: string) => new RegExp(`^# ${k}: (.+)$`, 'm').exec(text)?.[1]?.trim();
   const source = head('source');
   if (!source) throw new Error(`fixture ${name} names no source`);
-  return { name, text, kind: head('kind') as Fixture['kind'], expect: head('expect') ?? 'placed', open: Number(head('open') ?? 22), banned: head('banned'), source };
+  return { name, text, kind: head('kind') as Fixture['kind'], expect: head('expect') ?? 'placed', open: Number(head('open') ?? 22), banned: head('banned'), source, known: head('known') };
 }
 
-interface Bed {
+/**
+ * One bed per backend, shared by every fixture of that backend: four namespaces, two servers
+ * listening, built once. Each fixture replaces the server's ruleset whole before its checks (nft's
+ * `flush ruleset` heads every .nft fixture; iptables-restore replaces the filter table it names),
+ * so nothing of one fixture reaches the next.
+ */
+export interface Bed {
+  backend: Backend | null;
   server: Netns;
   client: Netns;
   banned: Netns;
   outside: Netns;
-  load(): Promise<void>;
-  snapshot(): Promise<string>;
+  /** Probers living in the client, the banned and the outside namespaces. */
+  from: { client: Prober; banned: Prober; outside: Prober };
+  /** Starts a server on this port once. */
+  serve(port: number): Promise<void>;
 }
 
-async function bed(t: Test, f: Fixture, backend: Backend | null): Promise<Bed> {
+export async function corpusBed(t: Test, backend: Backend | null): Promise<Bed> {
   const p = runPrefix('fc');
   const server = await netns(t, `${p}s`);
   const client = await netns(t, `${p}c`);
@@ -59,6 +71,27 @@ async function bed(t: Test, f: Fixture, backend: Backend | null): Promise<Bed> {
   await wire(server, `${SERVER}/24`, client, `${CLIENT}/24`, `${p}1`);
   await wire(server, '10.80.3.1/24', banned, '10.80.3.66/24', `${p}3`);
   await wire(server, '10.81.2.1/24', outside, '10.81.2.2/24', `${p}2`);
+  const www = await mkdtemp(join(tmpdir(), `${p}-www-`));
+  t.teardown(() => rm(www, { recursive: true, force: true }));
+  const children = reaper(t);
+  const served = new Set<number>();
+  const serve = async (port: number) => {
+    if (served.has(port)) return;
+    served.add(port);
+    children.push(await httpd(server, port, www));
+  };
+  await serve(MESH_PORT);
+  const from = { client: await prober(t, client), banned: await prober(t, banned), outside: await prober(t, outside) };
+  return { backend, server, client, banned, outside, from, serve };
+}
+
+interface Loaded {
+  load(): Promise<void>;
+  snapshot(): Promise<string>;
+}
+
+async function loadFixture(b: Bed, f: Fixture): Promise<Loaded> {
+  const { server, backend } = b;
   const load = async () => {
     if (backend === null) await server.exec('nft', ['-f', '-'], f.text);
     else await server.exec(tool(backend, 4, 'restore'), [], f.text);
@@ -72,11 +105,8 @@ async function bed(t: Test, f: Fixture, backend: Backend | null): Promise<Bed> {
   await load();
   // Conntrack is loaded by the fixture's rules: from now on a bare ACK is INVALID, not picked up.
   await server.exec('sysctl', ['-q', '-w', 'net.netfilter.nf_conntrack_tcp_loose=0']).catch(() => undefined);
-  const www = await mkdtemp(join(tmpdir(), `${p}-www-`));
-  t.teardown(() => rm(www, { recursive: true, force: true }));
-  const children = reaper(t);
-  children.push(await httpd(server, MESH_PORT, www), await httpd(server, f.open, www));
-  return { server, client, banned, outside, load, snapshot };
+  await b.serve(f.open);
+  return { load, snapshot };
 }
 
 /** The found rules without the mesh's: marked lines and the mesh's own table left out. */
@@ -88,87 +118,132 @@ function foundPart(text: string): string {
     .join('\n');
 }
 
-const ACK = `
-import socket,struct,sys,random,time
-src,dst,port=sys.argv[1],sys.argv[2],int(sys.argv[3])
-sport=random.randint(20000,60000)
-def csum(b):
-    if len(b)%2: b+=b'\\0'
-    s=sum(struct.unpack('!%dH'%(len(b)//2),b)); s=(s>>16)+(s&0xffff); s+=s>>16; return ~s&0xffff
-h=struct.pack('!HHIIBBHHH',sport,port,random.randint(1,2**31),random.randint(1,2**31),5<<4,0x10,65535,0,0)
-c=csum(socket.inet_aton(src)+socket.inet_aton(dst)+struct.pack('!BBH',0,6,len(h))+h)
-h=h[:16]+struct.pack('!H',c)+h[18:]
-s=socket.socket(socket.AF_INET,socket.SOCK_RAW,socket.IPPROTO_TCP)
-s.settimeout(0.2)
-s.sendto(h,(dst,0))
-end=time.time()+1.0
-while time.time()<end:
-    try: d,a=s.recvfrom(65535)
-    except socket.timeout: continue
-    if a[0]!=dst: continue
-    t=d[(d[0]&15)*4:]
-    if struct.unpack('!HH',t[:4])==(port,sport) and t[13]&4: print('rst'); sys.exit(0)
-print('none')
-`;
-
-/** Whether a bare TCP ACK (no connection) to the port is answered with a RST. */
-async function answersAck(ns: Netns, port: number): Promise<boolean> {
-  return (await ns.exec('python3', ['-c', ACK, CLIENT, SERVER, String(port)])).stdout.trim() === 'rst';
-}
-
-function hostFor(b: Bed, backend: Backend | null, root: string, requested = 'auto'): Host {
+function hostFor(b: Bed, root: string, requested = 'auto'): Host {
+  const backend = b.backend;
   const plugin = backend === null
     ? new NftablesPlugin({ netns: b.server.name, privateRange: PRIVATE })
     : new IptablesPlugin({ runner: nsenterRunner(b.server.path), backends: [backend], privateRange: PRIVATE });
   return new Host({ root, firewall: requested }).use(plugin);
 }
 
-/** Every check of the corpus for one fixture on one backend (null: nftables). */
-export async function checkFixture(t: Test, name: string, backend: Backend | null): Promise<void> {
+/**
+ * Every check of the corpus for one fixture on the bed's backend (null: nftables). Probes that do
+ * not change the ruleset run side by side: a refused probe waits out its timeout, and they are
+ * independent connections (each its own source port, its own conntrack entry).
+ */
+export async function checkFixture(t: Test, b: Bed, name: string): Promise<void> {
   const f = fixture(name);
   t.comment(`${name}: ${f.source}`);
-  const b = await bed(t, f, backend);
+  const { load, snapshot } = await loadFixture(b, f);
   const root = await mkdtemp(join(tmpdir(), 'fc-root-'));
   t.teardown(() => rm(root, { recursive: true, force: true }));
-  const original = await b.snapshot();
-  const kind = backend === null ? 'nftables' : `iptables-${backend}`;
+  const original = await snapshot();
+  const kind = b.backend === null ? 'nftables' : `iptables-${b.backend}`;
 
   if (f.expect.startsWith('manager:')) {
     const manager = f.expect.slice('manager:'.length);
-    await t.rejects(hostFor(b, backend, root).firewall(), { code: 'MESHP_FIREWALL_UNKNOWN', message: new RegExp(manager) }, `${manager} refused, named`);
-    await t.rejects(hostFor(b, backend, root, kind).firewall(), { code: 'MESHP_FIREWALL_UNKNOWN' }, `${kind} asked for by name: refused too`);
-    t.equal(await b.snapshot(), original, 'nothing written');
+    await t.rejects(hostFor(b, root).firewall(), { code: 'MESHP_FIREWALL_UNKNOWN', message: new RegExp(manager) }, `${manager} refused, named`);
+    await t.rejects(hostFor(b, root, kind).firewall(), { code: 'MESHP_FIREWALL_UNKNOWN' }, `${kind} asked for by name: refused too`);
+    t.equal(await snapshot(), original, 'nothing written');
     return;
   }
 
-  const driver = (await hostFor(b, backend, root).firewall()) as FirewallDriver;
+  const driver = (await hostFor(b, root).firewall()) as FirewallDriver;
   t.equal(driver.kind, kind);
   const web: Opening = { id: 'web/incoming/tcp/7443', module: 'web', port: MESH_PORT, protocol: 'tcp', from: [PRIVATE], path: 'incoming', action: 'accept' };
-  t.notOk(await reach(b.client, SERVER, MESH_PORT), 'closed before the opening');
-  t.ok(await reach(b.client, SERVER, f.open), `the found firewall's own port ${f.open} is open`);
-  const ackOnOpen = await answersAck(b.client, f.open);
+  const [closedBefore, ownOpen, ackOnOpen] = await Promise.all([b.from.client.reach(SERVER, MESH_PORT), b.from.client.reach(SERVER, f.open), b.from.client.answersAck(CLIENT, SERVER, f.open)]);
+  t.notOk(closedBefore, 'closed before the opening');
+  t.ok(ownOpen, `the found firewall's own port ${f.open} is open`);
 
   const result = await driver.ensure([web], []);
   t.same(result.refused ?? [], [], 'placed');
   const verdicts = await verifyOpenings(driver, [web]);
   if (f.expect === 'unverified') t.equal(verdicts.get(web.id)?.state, 'unverified', `unverified: ${verdicts.get(web.id)?.reason}`);
   else t.same([...verdicts.values()], [], 'the walk sees it open from the whole range');
-  t.ok(await reach(b.client, SERVER, MESH_PORT), 'reachable from the private range');
-  t.notOk(await reach(b.outside, '10.81.2.1', MESH_PORT), 'not from outside');
-  if (f.banned) t.notOk(await reach(b.banned, '10.80.3.1', MESH_PORT), `the banned ${f.banned} is still refused on the mesh's port`);
-  t.equal(await answersAck(b.client, MESH_PORT), ackOnOpen, `a bare ACK is ${ackOnOpen ? 'answered' : 'dropped'} on the mesh's port as on ${f.open}`);
-  t.equal(foundPart(await b.snapshot()), foundPart(original), 'the found rules unchanged');
+  const [fromPrivate, fromOutside, fromBanned, ackOnMesh] = await Promise.all([
+    b.from.client.reach(SERVER, MESH_PORT),
+    b.from.outside.reach('10.81.2.1', MESH_PORT),
+    f.banned ? b.from.banned.reach('10.80.3.1', MESH_PORT) : Promise.resolve(false),
+    b.from.client.answersAck(CLIENT, SERVER, MESH_PORT),
+  ]);
+  t.ok(fromPrivate, 'reachable from the private range');
+  t.notOk(fromOutside, 'not from outside');
+  if (f.banned) t.notOk(fromBanned, `the banned ${f.banned} is still refused on the mesh's port`);
+  const ackGap = f.known?.startsWith('ack:') ? { todo: f.known } : {};
+  t.equal(ackOnMesh, ackOnOpen, `a bare ACK is ${ackOnOpen ? 'answered' : 'dropped'} on the mesh's port as on ${f.open}`, ackGap);
+  t.equal(foundPart(await snapshot()), foundPart(original), 'the found rules unchanged');
 
-  await b.load();
-  t.notOk(await reach(b.client, SERVER, MESH_PORT), "the found firewall's reload loses the opening");
+  await load();
+  t.notOk(await b.from.client.reach(SERVER, MESH_PORT), "the found firewall's reload loses the opening");
   await driver.ensure([web], []);
-  t.ok(await reach(b.client, SERVER, MESH_PORT), 'back after one ensure');
+  t.ok(await b.from.client.reach(SERVER, MESH_PORT), 'back after one ensure');
 
   await driver.ensure([], []);
-  t.equal(await b.snapshot(), original, 'withdrawn: exactly the original');
+  t.equal(await snapshot(), original, 'withdrawn: exactly the original');
 }
 
-/** One tap subtest per fixture. */
+/**
+ * MESHP_OPENING_INEFFECTIVE on a real case: between the mesh's write and its walk, someone else
+ * (an administrator, another tool) puts a drop of the mesh's port above the opening. The walk must
+ * report the opening refused, naming that rule, and the port is indeed closed; nothing is stood in.
+ */
+export async function checkShadowed(t: Test, b: Bed): Promise<void> {
+  const f = fixture(b.backend === null ? 'arch-nftables.nft' : 'arch-stateful.rules.v4');
+  await loadFixture(b, f);
+  const root = await mkdtemp(join(tmpdir(), 'fc-root-'));
+  t.teardown(() => rm(root, { recursive: true, force: true }));
+  const driver = (await hostFor(b, root).firewall()) as FirewallDriver;
+  const web: Opening = { id: 'web/incoming/tcp/7443', module: 'web', port: MESH_PORT, protocol: 'tcp', from: [PRIVATE], path: 'incoming', action: 'accept' };
+  t.same((await driver.ensure([web], [])).refused ?? [], [], 'placed');
+  t.same([...(await verifyOpenings(driver, [web])).values()], [], 'open from the whole range');
+  if (b.backend === null) await b.server.exec('nft', ['insert', 'rule', 'inet', 'filter', 'input', 'tcp', 'dport', String(MESH_PORT), 'drop']);
+  else await b.server.exec(`iptables-${b.backend}`, ['-I', 'INPUT', '1', '-p', 'tcp', '-m', 'tcp', '--dport', String(MESH_PORT), '-j', 'DROP']);
+  const verdict = (await verifyOpenings(driver, [web])).get(web.id);
+  t.equal(verdict?.state, 'refused', 'the walk no longer sees it open: refused, not created');
+  t.match(verdict?.reason, b.backend === null ? /^MESHP_OPENING_INEFFECTIVE: opening web\/incoming\/tcp\/7443 .*shadowed by inet filter input handle \d+ \(drop\)/ : /^MESHP_OPENING_INEFFECTIVE: opening web\/incoming\/tcp\/7443 .*shadowed by .*INPUT.*7443.*DROP/, `the shadowing rule is named: ${verdict?.reason}`);
+  t.notOk(await b.from.client.reach(SERVER, MESH_PORT), 'and the port is indeed closed');
+  await driver.ensure([], []);
+}
+
+/**
+ * Retire and re-enable (adopt back) under fail2ban: the found rules come back and the mesh's
+ * accept goes back where the placement rule puts it, below the ban chains' jumps, not at the old
+ * first drop point above them; the table is exactly as it was after the opening was placed.
+ */
+export async function checkReenable(t: Test, b: Bed): Promise<void> {
+  const f = fixture('fail2ban.rules.v4');
+  const { snapshot } = await loadFixture(b, f);
+  const root = await mkdtemp(join(tmpdir(), 'fc-root-'));
+  t.teardown(() => rm(root, { recursive: true, force: true }));
+  const driver = (await hostFor(b, root).firewall()) as FirewallDriver;
+  const web: Opening = { id: 'web/incoming/tcp/7443', module: 'web', port: MESH_PORT, protocol: 'tcp', from: [PRIVATE], path: 'incoming', action: 'accept' };
+  await driver.ensure([web], []);
+  const placed = await snapshot();
+  const state = await driver.retire();
+  t.notSame(await snapshot(), placed, 'retired: the found rules are out');
+  await driver.reenable(JSON.parse(JSON.stringify(state)) as typeof state);
+  t.equal(await snapshot(), placed, 're-enabled: exactly as placed, the accept below the ban jumps');
+  const [fromPrivate, fromBanned] = await Promise.all([b.from.client.reach(SERVER, MESH_PORT), b.from.banned.reach('10.80.3.1', MESH_PORT)]);
+  t.ok(fromPrivate, 'open from the private range');
+  t.notOk(fromBanned, 'the banned address still refused on the mesh port');
+  await driver.ensure([], []);
+}
+
+/** The fixtures of one backend: one bed built once, one tap subtest per fixture on it. */
 export function corpus(tap: Test, names: readonly string[], backend: Backend | null): void {
-  for (const name of names) tap.test(`${name} (${backend === null ? 'nftables' : `iptables-${backend}`})`, (t) => checkFixture(t, name, backend));
+  const kind = backend === null ? 'nftables' : `iptables-${backend}`;
+  tap.test(`the corpus on ${kind}`, async (t) => {
+    const b = await corpusBed(t, backend);
+    for (const name of names) await t.test(name, (tt) => checkFixture(tt, b, name));
+    await t.test('a drop put above the opening after it was written: MESHP_OPENING_INEFFECTIVE', (tt) => checkShadowed(tt, b));
+    if (backend !== null) await t.test('retired and re-enabled under fail2ban: the accept back below the bans', (tt) => checkReenable(tt, b));
+  });
+}
+
+/** Fixtures by the kind of their text. */
+export function fixturesOf(kind: Fixture['kind']): string[] {
+  return readdirSync(FIXTURES)
+    .filter((n) => !n.endsWith('.md'))
+    .sort()
+    .filter((n) => fixture(n).kind === kind);
 }

@@ -2,8 +2,9 @@ import t from 'tap';
 import { Host, MeshpError } from '@meshp/core';
 import { IptablesPlugin, nsenterRunner } from '@meshp/firewall-iptables';
 import { labAvailable, netns, runPrefix, type Netns, type Teardownable } from '../helpers/netns.js';
-import { RULES_V4, tool, type Backend } from '../helpers/ipt-lab.js';
-import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
+import { reaper, RULES_V4, tool, type Backend } from '../helpers/ipt-lab.js';
+import { spawn } from 'node:child_process';
+import { copyFile, mkdtemp, mkdir, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -98,5 +99,23 @@ else {
     await mkdir(join(root, 'etc/csf'), { recursive: true });
     await writeFile(join(root, 'etc/csf/csf.conf'), 'TESTING = "0"\n');
     await t.rejects(makeHost().firewall(), { code: 'MESHP_FIREWALL_UNKNOWN', message: /csf/ });
+  });
+
+  t.test('a firewalld running now is refused by its process, with no config and no chains of its own yet', async (t) => {
+    const { makeHost, root } = await machine(t, { nft: RULES_V4 });
+    // The root's process table is this machine's; the daemon is a real process whose program is named firewalld.
+    await symlink('/proc', join(root, 'proc'));
+    const bin = await mkdtemp(join(tmpdir(), 'fwd-'));
+    t.teardown(() => rm(bin, { recursive: true, force: true }));
+    await mkdir(join(bin, 'usr/sbin'), { recursive: true });
+    await copyFile('/bin/sleep', join(bin, 'usr/sbin/firewalld'));
+    const daemon = spawn(join(bin, 'usr/sbin/firewalld'), ['300'], { stdio: 'ignore' });
+    reaper(t).push(daemon);
+    await t.rejects(makeHost().firewall(), { code: 'MESHP_FIREWALL_UNKNOWN', message: new RegExp(`firewalld manages the firewall \\(seen: process ${daemon.pid} `) });
+    await t.rejects(makeHost('iptables-nft').firewall(), { code: 'MESHP_FIREWALL_UNKNOWN' }, 'asked for by name: refused too');
+    const gone = new Promise((r) => daemon.once('exit', r));
+    process.kill(daemon.pid!, 'SIGKILL');
+    await gone;
+    t.equal((await makeHost().firewall())?.kind, 'iptables-nft', 'the daemon gone: the backend is offered again');
   });
 }

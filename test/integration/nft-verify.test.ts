@@ -1,8 +1,9 @@
 /**
  * Through the host's reconcile, on real nft in a namespace: an opening the found firewall leaves
  * no place for is refused (MESHP_OPENING_UNPLACEABLE) with nothing written; one behind a rule the
- * walk cannot read (a named blocklist set) is reported unverified, naming it; one placed and seen
- * open is created.
+ * walk cannot read (a blocklist set whose elements carry timeouts) is reported unverified, naming
+ * it; one behind a plain named blocklist set, read by the walk, and one placed and seen open are
+ * created.
  */
 import t from 'tap';
 import { NftablesPlugin } from '@meshp/firewall-nftables';
@@ -28,6 +29,23 @@ table inet filter {
 }
 `;
 
+/** A blocklist whose bans expire, as ban tools keep them: each element carries its timeout, which the walk does not read. */
+const EXPIRING = `flush ruleset
+table inet filter {
+	set blocklist_v4 {
+		type ipv4_addr
+		flags timeout
+		elements = { 10.80.3.66 timeout 1h }
+	}
+	chain input {
+		type filter hook input priority 0; policy drop;
+		ct state established,related accept
+		ip saddr @blocklist_v4 drop
+		tcp dport 22 accept
+	}
+}
+`;
+
 if (!labAvailable()) t.plan(0, 'needs root to build network namespaces');
 else {
   const run = async (tt: Teardownable, text: string) => {
@@ -47,11 +65,16 @@ else {
     t.equal(after, before, 'nothing written');
   });
 
-  t.test('behind a named set: unverified, naming the rule', async (t) => {
-    const { r, reason } = await run(t, fixture('nft-blocklist.nft').text);
+  t.test('behind a named set whose bans expire (elements with timeouts): unverified, naming the rule', async (t) => {
+    const { r, reason } = await run(t, EXPIRING);
     t.equal(stateOf(r, key), 'unverified');
     t.match(reason, /^MESHP_OPENING_UNVERIFIED: .*inet filter input handle \d+ \(drop\)/);
     t.equal(r.report.counts.unverified, 1);
+  });
+
+  t.test('behind a plain named blocklist set: the walk reads its elements, created', async (t) => {
+    const { r } = await run(t, fixture('nft-blocklist.nft').text);
+    t.equal(stateOf(r, key), 'created');
   });
 
   t.test('placed and seen open: created', async (t) => {

@@ -4,7 +4,7 @@
  */
 import t from 'tap';
 import { spawnSync } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, linkSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Controller, SqliteControllerStore } from '@meshp/controller';
@@ -70,4 +70,76 @@ t.test('controller.db: a wide folder and files tightened; catalogue contents unr
   c.createNetwork('default');
   assertPrivate(t, dir);
   t.equal(nobodyReads(file), false);
+});
+
+/** The real CLI on a state folder: its exit code and stderr. */
+const hostStatus = (state: string) => spawnSync(process.execPath, [MESHP, 'host', 'status', '--state', state], { encoding: 'utf8' });
+
+t.test('what others could write is refused with a code, never tightened and used', async (t) => {
+  const dir = wideFolder(t);
+  writeFileSync(join(dir, 'victim'), 'not meshp\n');
+  chmodSync(join(dir, 'victim'), 0o644);
+
+  // A folder anyone could write, with a link planted where host.db goes.
+  const open = join(dir, 'open');
+  mkdirSync(open);
+  chmodSync(open, 0o777);
+  symlinkSync(join(dir, 'victim'), join(open, 'host.db'));
+  let r = hostStatus(open);
+  t.not(r.status, 0, 'refused');
+  t.match(r.stderr, /MESHP_STATE_UNSAFE: state folder .*open has mode 0777: others could have put files or links in it/);
+  t.equal(statSync(open).mode & 0o7777, 0o777, 'the folder is left as found, not tightened and used');
+  t.equal(statSync(join(dir, 'victim')).mode & 0o7777, 0o644, 'the link target is not chmodded');
+  t.equal(readFileSync(join(dir, 'victim'), 'utf8'), 'not meshp\n');
+
+  // Group-writable is the same.
+  chmodSync(open, 0o770);
+  t.match(hostStatus(open).stderr, /MESHP_STATE_UNSAFE: .*mode 0770/);
+
+  // A folder of another user's, even 0700: its owner can widen it again.
+  const theirs = join(dir, 'theirs');
+  mkdirSync(theirs, { mode: 0o700 });
+  writeFileSync(join(theirs, 'host.db'), '');
+  chmodSync(join(theirs, 'host.db'), 0o644);
+  chownSync(join(theirs, 'host.db'), 65534, 65534);
+  chownSync(theirs, 65534, 65534);
+  r = hostStatus(theirs);
+  t.match(r.stderr, /MESHP_STATE_UNSAFE: state folder .*theirs belongs to uid 65534/);
+  t.equal(statSync(join(theirs, 'host.db')).mode & 0o7777, 0o644, 'nothing in it is touched');
+  t.same(readdirSync(theirs), ['host.db'], 'nothing made in it');
+
+  // A private folder, but host.db is a link (planted when it was wide) or a hard link.
+  const linked = join(dir, 'linked');
+  mkdirSync(linked, { mode: 0o700 });
+  symlinkSync(join(dir, 'victim'), join(linked, 'host.db'));
+  t.match(hostStatus(linked).stderr, /MESHP_STATE_UNSAFE: .*linked\/host\.db is a symlink/);
+  t.equal(statSync(join(dir, 'victim')).mode & 0o7777, 0o644, 'its target is not chmodded');
+  rmSync(join(linked, 'host.db'));
+  linkSync(join(dir, 'victim'), join(linked, 'host.db'));
+  t.match(hostStatus(linked).stderr, /MESHP_STATE_UNSAFE: .*host\.db has 2 names \(a hard link\)/);
+  t.equal(readFileSync(join(dir, 'victim'), 'utf8'), 'not meshp\n', 'nothing written to it');
+
+  // The controller's store in a shared folder such as /tmp (1777): refused, the folder untouched.
+  const shared = join(dir, 'shared');
+  mkdirSync(shared);
+  chmodSync(shared, 0o1777);
+  t.throws(() => new SqliteControllerStore(join(shared, 'controller.db')), { code: 'MESHP_STATE_UNSAFE' });
+  t.equal(statSync(shared).mode & 0o7777, 0o1777);
+  t.notOk(existsSync(join(shared, 'controller.db')));
+});
+
+t.test('a config that names plugins is refused when others could write it', async (t) => {
+  const { readPluginConfig } = await import('../../bin/src/plugins/load.js');
+  const dir = wideFolder(t);
+  const file = join(dir, 'agent.json');
+  writeFileSync(file, JSON.stringify({ plugins: ['./evil.mjs'] }));
+  chmodSync(file, 0o644);
+  t.same(readPluginConfig(file).map((s) => s.module), ['./evil.mjs'], '0644, root\'s: read');
+  for (const mode of [0o666, 0o664]) {
+    chmodSync(file, mode);
+    t.throws(() => readPluginConfig(file), { code: 'MESHP_STATE_UNSAFE', message: /others could change the code it makes meshp run/ }, mode.toString(8));
+  }
+  chmodSync(file, 0o644);
+  chownSync(file, 65534, 65534);
+  t.throws(() => readPluginConfig(file), { code: 'MESHP_STATE_UNSAFE', message: /belongs to uid 65534/ }, "another user's");
 });

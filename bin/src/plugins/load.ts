@@ -9,7 +9,7 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { MeshpError, type Plugin } from '@meshp/core';
+import { MeshpError, trustedFile, type Plugin } from '@meshp/core';
 
 export interface PluginSpec {
   module: string;
@@ -50,6 +50,7 @@ export function parsePluginArg(arg: string, base = process.cwd()): PluginSpec {
 export function readPluginConfig(file: string): PluginSpec[] {
   let text: string;
   try {
+    trustedFile(file, 'config'); // it names code to run: only its owner (root or this user) may write it
     if (statSync(file).size > MAX_CONFIG_BYTES) throw usage(`config ${file} is over ${MAX_CONFIG_BYTES} bytes`);
     text = readFileSync(file, 'utf8');
   } catch (e) {

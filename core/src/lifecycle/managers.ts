@@ -24,3 +24,33 @@ export async function managersInConfig(read: (path: string) => Promise<string | 
   if (csf !== null) out.push({ kind: 'csf', seen: 'etc/csf/csf.conf' });
   return out;
 }
+
+/**
+ * Managers seen running, from the process table (argv of each process, as /proc/PID/cmdline holds
+ * it): a daemon running now rewrites the firewall at its next reload whatever its config says.
+ * firewalld runs as `python3 … /usr/sbin/firewalld`; csf's daemon renames itself `lfd - sleeping`.
+ */
+const DAEMONS: { kind: string; test: (argv: readonly string[]) => boolean }[] = [
+  {
+    kind: 'firewalld',
+    // The program itself, or the script its python interpreter runs (not `grep firewalld`).
+    test: (argv) => /(^|\/)firewalld$/.test(argv[0] ?? '') || (/(^|\/)python[\d.]*$/.test(argv[0] ?? '') && argv.slice(1, 4).some((a) => /(^|\/)firewalld$/.test(a))),
+  },
+  { kind: 'csf', test: (argv) => /^lfd\b/.test(argv[0] ?? '') || (argv[0] ?? '').endsWith('/lfd') },
+];
+
+export function managersRunning(processes: readonly { pid: number; argv: readonly string[] }[]): ManagerSeen[] {
+  return DAEMONS.flatMap((d) => {
+    const hit = processes.find((p) => d.test(p.argv));
+    return hit ? [{ kind: d.kind, seen: `process ${hit.pid} (${hit.argv.join(' ').slice(0, 80)}) running` }] : [];
+  });
+}
+
+/** managersRunning over the process table under the root (`proc/PID/cmdline`), read through the plugin's own I/O. */
+export async function managersRunningRead(list: (path: string) => Promise<string[]>, read: (path: string) => Promise<string | null>): Promise<ManagerSeen[]> {
+  const pids = (await list('proc')).filter((n) => /^\d+$/.test(n));
+  const processes = await Promise.all(
+    pids.map(async (pid) => ({ pid: Number(pid), argv: ((await read(`proc/${pid}/cmdline`)) ?? '').split('\0').filter(Boolean) })),
+  );
+  return managersRunning(processes.filter((p) => p.argv.length > 0));
+}

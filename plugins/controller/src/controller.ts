@@ -260,6 +260,28 @@ export class Controller {
     });
   }
 
+  /**
+   * Several modules as one change to the store (catalogue add): all of them or none. Each is
+   * checked before any is stored; a store that fails midway rolls back in one transaction, and
+   * what the controller holds in memory is put back with it.
+   */
+  defineModules(network: string, defs: ModuleDef[]): number {
+    for (const def of defs) checkModule(def);
+    const net = this.#net(network);
+    const saved = { record: structuredClone(net.record), log: [...net.log] };
+    let version = net.record.version;
+    try {
+      this.#store.transaction(() => {
+        for (const def of defs) version = this.defineModule(network, def);
+      });
+    } catch (e) {
+      Object.assign(net.record, saved.record);
+      net.log = saved.log;
+      throw e;
+    }
+    return version;
+  }
+
   /** How many changes the network's log keeps for deltas. */
   logDepth(network: string): number {
     return this.#net(network).record.logDepth;

@@ -4,9 +4,9 @@
  * by its footprint in the filter table (its chains) or by its enabled config under the root; a
  * manager seen means no driver is offered, and the host refuses with MESHP_FIREWALL_UNKNOWN.
  */
-import { readFile } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { managersInConfigRead, type ManagerSeen } from '@meshp/core';
+import { managersInConfigRead, managersRunningRead, type ManagerSeen } from '@meshp/core';
 import type { SavedTable } from './save-format.js';
 
 export type { ManagerSeen };
@@ -16,7 +16,7 @@ export type { ManagerSeen };
 const FOOTPRINTS: { kind: string; test: (names: ReadonlySet<string>) => string | null }[] = [
   {
     kind: 'firewalld',
-    test: (n) => ['INPUT_ZONES', 'FORWARD_IN_ZONES', 'INPUT_direct', 'FORWARD_direct'].find((c) => n.has(c)) ?? null,
+    test: (n) => ['INPUT_ZONES', 'FORWARD_IN_ZONES', 'INPUT_direct', 'FORWARD_direct', 'INPUT_dispatch', 'FORWARD_dispatch'].find((c) => n.has(c)) ?? null,
   },
   { kind: 'ufw', test: (n) => [...n].find((c) => /^ufw6?-/.test(c)) ?? null },
   {
@@ -36,9 +36,15 @@ export function managersInRules(filters: readonly (SavedTable | undefined)[]): M
   });
 }
 
-/** Managers enabled by their config under the root: core's one list, read from this root. */
-export function managersInConfig(root: string): Promise<ManagerSeen[]> {
-  return managersInConfigRead((path) => readFile(join(root, path), 'utf8').catch(() => null));
+/** Managers enabled by their config under the root, or running (the process table under the root): core's one list, read from this root. */
+export async function managersInConfig(root: string): Promise<ManagerSeen[]> {
+  const read = (path: string) => readFile(join(root, path), 'utf8').catch(() => null);
+  const list = (path: string) => readdir(join(root, path)).catch(() => []);
+  // Enabled by config, or running now (a daemon rewrites the rules at its next reload whatever its config says).
+  const [config, running] = await Promise.all([managersInConfigRead(read), managersRunningRead(list, read)]);
+  const by = new Map<string, string[]>();
+  for (const m of [...config, ...running]) by.set(m.kind, [...(by.get(m.kind) ?? []), m.seen]);
+  return [...by].map(([kind, seen]) => ({ kind, seen: seen.join('; ') }));
 }
 
 /** Both, one sighting per kind. */

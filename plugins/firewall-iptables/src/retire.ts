@@ -8,7 +8,7 @@ import { MeshpError, type RetiredState } from '@meshp/core';
 import type { Family } from './cidr.js';
 import { configFile } from './config.js';
 import { isDrop, markOf, parseMarked, targetOf } from './marks.js';
-import { acceptPosition, droppingChains, isForeignChain, transaction } from './plan.js';
+import { isForeignChain, placementOf, transaction } from './plan.js';
 import { runChecked, type CommandRunner } from './runner.js';
 import { BUILTIN_CHAINS, findTable, formatArgs, optionValue, parseSave, ruleKey, type SavedRule, type SavedTable } from './save-format.js';
 import { FAMILIES, type Backend, type IptablesTool } from './tool.js';
@@ -123,7 +123,7 @@ function fromRecord(rec: RetiredFamily): SavedTable {
   };
 }
 
-function reenableFamily(live: SavedTable | undefined, config: SavedTable): { head: string[]; lines: string[] } {
+function reenableFamily(family: Family, live: SavedTable | undefined, config: SavedTable): { head: string[]; lines: string[] } {
   const head: string[] = [];
   const lines: string[] = [];
   const userChains = config.chains.filter((c) => c.policy === null && !isForeignChain(c.name));
@@ -145,10 +145,14 @@ function reenableFamily(live: SavedTable | undefined, config: SavedTable): { hea
     lines.push(`-A ${r.chain} ${formatArgs(r.args)}`);
     sim.set(r.chain, [...(sim.get(r.chain) ?? []), r]);
   }
-  const dropping = droppingChains({ name: 'filter', chains: config.chains, rules: found });
   for (const r of ours) {
     const chain = sim.get(r.chain) ?? [];
-    const at = isDrop(r.args) ? 1 : acceptPosition(chain, dropping);
+    // An accept goes back where the placement rule puts it in the table as it will be (below every
+    // partial denial such as a ban, above the total one), as ensure would place it; a refusal on top.
+    const table: SavedTable = { name: 'filter', chains: config.chains, rules: [...sim.values()].flat() };
+    const spec = parseMarked(r);
+    const p = isDrop(r.args) || !spec ? null : placementOf(family, table, spec);
+    const at = p === null ? 1 : p.kind === 'before' ? p.index + 1 : null;
     if (at === null) chain.push(r);
     else chain.splice(at - 1, 0, r);
     sim.set(r.chain, chain);
@@ -163,7 +167,7 @@ export async function reenable(d: DriverParts, state: RetiredState): Promise<voi
   for (const f of FAMILIES) {
     const config = (await loadConfig(d, f)) ?? (recorded[String(f)] ? fromRecord(recorded[String(f)]!) : null);
     if (!config) continue;
-    const { head, lines } = reenableFamily(filters[f], config);
+    const { head, lines } = reenableFamily(f, filters[f], config);
     if (head.length || lines.length) await d.tools[f].restore(transaction(lines, 'filter', head));
   }
 }

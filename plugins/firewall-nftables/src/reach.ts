@@ -29,9 +29,17 @@ function ports(right: unknown): [number, number][] | null {
   return null;
 }
 
-function spans(right: unknown): Span[] | null {
+/** A table's named sets: name to the elements `nft -j` lists (absent: no elements). */
+export type NamedSets = ReadonlyMap<string, unknown[]>;
+
+function spans(right: unknown, sets?: NamedSets): Span[] | null {
   try {
-    if (typeof right === 'string') return right.startsWith('@') ? null : [cidrSpan(right)];
+    if (typeof right === 'string') {
+      if (!right.startsWith('@')) return [cidrSpan(right)];
+      // A named set is read as it holds now (the walk runs right after the write); an element with a timeout or a comment is unread.
+      const elements = sets?.get(right.slice(1));
+      return elements ? spans({ set: elements }) : null;
+    }
     if (typeof right !== 'object' || right === null) return null;
     const o = right as { prefix?: { addr: string; len: number }; range?: [string, string]; set?: unknown[] };
     if (o.prefix) return [cidrSpan(`${o.prefix.addr}/${o.prefix.len}`)];
@@ -40,7 +48,7 @@ function spans(right: unknown): Span[] | null {
       return a && b ? [{ family: a.family, first: a.first, last: b.last }] : null;
     }
     if (Array.isArray(o.set)) {
-      const parts = o.set.map(spans);
+      const parts = o.set.map((x) => spans(x));
       return parts.every((p) => p !== null) ? (parts as Span[][]).flat() : null;
     }
   } catch {
@@ -59,7 +67,7 @@ function words(right: unknown): string[] | null {
 const protocolsOf = (names: string[]): Protocol[] => names.filter((n): n is Protocol => n === 'tcp' || n === 'udp');
 
 /** Reads one match into the rule; false when it cannot be read. */
-function readMatch(m: Match, r: ReachRule): boolean {
+function readMatch(m: Match, r: ReachRule, sets?: NamedSets): boolean {
   const negate = m.op === '!=';
   if (m.op !== '==' && m.op !== 'in' && !negate) return false;
   const { payload, meta, ct } = m.left ?? {};
@@ -77,7 +85,7 @@ function readMatch(m: Match, r: ReachRule): boolean {
     return true;
   }
   if (payload && payload.field === 'daddr' && (payload.protocol === 'ip' || payload.protocol === 'ip6') && !negate) {
-    const s = spans(m.right);
+    const s = spans(m.right, sets);
     const loop = payload.protocol === 'ip' ? cidrSpan('127.0.0.0/8') : cidrSpan('::1/128');
     if (s && s.every((x) => x.family === loop.family && x.first >= loop.first && x.last <= loop.last)) {
       r.loopback = true;
@@ -93,7 +101,7 @@ function readMatch(m: Match, r: ReachRule): boolean {
     return true;
   }
   if (payload && payload.field === 'saddr' && (payload.protocol === 'ip' || payload.protocol === 'ip6')) {
-    const s = spans(m.right);
+    const s = spans(m.right, sets);
     if (!s) return false;
     r.families = [payload.protocol === 'ip' ? 4 : 6];
     r.sources = { spans: s, negate };
@@ -138,7 +146,7 @@ function readMatch(m: Match, r: ReachRule): boolean {
     return true;
   }
   if (ct && ct.dir === 'original' && typeof ct.key === 'string' && /^(ip6? )?saddr$/.test(ct.key)) {
-    const s = spans(m.right);
+    const s = spans(m.right, sets);
     if (!s) return false;
     if (ct.key !== 'saddr') r.families = [ct.key === 'ip saddr' ? 4 : 6];
     r.sources = { spans: s, negate };
@@ -148,12 +156,12 @@ function readMatch(m: Match, r: ReachRule): boolean {
 }
 
 /** One rule as core's reach rule; a match it cannot read makes it opaque (it matches nothing). */
-export function reachRule(rule: NftRule, found: boolean): ReachRule {
+export function reachRule(rule: NftRule, found: boolean, sets?: NamedSets): ReachRule {
   const r: ReachRule = { verdict: 'none', found };
   for (const e of rule.expr as Expr[]) {
     const kind = Object.keys(e)[0]!;
     if (kind === 'match') {
-      if (!readMatch(e.match as Match, r)) r.opaque = true;
+      if (!readMatch(e.match as Match, r, sets)) r.opaque = true;
     } else if (kind === 'accept') r.verdict = 'accept';
     else if (kind === 'drop' || kind === 'reject') r.verdict = 'drop';
     else if (kind === 'return') r.verdict = 'return';
@@ -222,6 +230,16 @@ function jumpTargetOf(rule: NftRule): string | null {
   return null;
 }
 
+/** The named sets of one table (by its key), from the listed objects. */
+export function setsOf(rs: Ruleset, table: string): NamedSets {
+  const out = new Map<string, unknown[]>();
+  for (const o of rs.objects) {
+    const set = (o as { set?: { family: string; table: string; name: string; elem?: unknown[] } }).set;
+    if (set && tableKey(set as { family: string; table?: string; name: string }) === table) out.set(set.name, set.elem ?? []);
+  }
+  return out;
+}
+
 /** One base chain of a found table as core's reach chain, the mesh's own rules not counted as found. */
 export function reachChainOf(rs: Ruleset, chain: NftChain): ReachChain {
   const t = tableKey(chain);
@@ -231,7 +249,8 @@ export function reachChainOf(rs: Ruleset, chain: NftChain): ReachChain {
     if (!rulesByChain.has(r.chain)) rulesByChain.set(r.chain, []);
     rulesByChain.get(r.chain)!.push(r);
   }
-  const read = (name: string) => (rulesByChain.get(name) ?? []).map((r) => ({ ...reachRule(r, !isMarked(r)), label: labelOf(r) }));
+  const sets = setsOf(rs, t);
+  const read = (name: string) => (rulesByChain.get(name) ?? []).map((r) => ({ ...reachRule(r, !isMarked(r), sets), label: labelOf(r) }));
   const regular = new Map<string, readonly ReachRule[]>();
   for (const c of rs.chains) if (tableKey(c) === t && !c.hook) regular.set(c.name, read(c.name));
   return { policy: chain.policy ?? 'accept', families: FAMILIES[chain.family] ?? [4, 6], rules: read(chain.name), regular, label: chainKey(chain) };
@@ -240,6 +259,8 @@ export function reachChainOf(rs: Ruleset, chain: NftChain): ReachChain {
 /** The base chains on `hook` of the tables that count, read once per ruleset. */
 export function reachChains(rs: Ruleset, hook: 'input' | 'forward'): ReachChain[] {
   const counted = new Map(rs.tables.filter((t) => COUNTED.includes(classifyTable(t, rs))).map((t) => [tableKey(t), classifyTable(t, rs)]));
+  const setCache = new Map<string, NamedSets>();
+  const setsByTable = (t: string) => setCache.get(t) ?? setCache.set(t, setsOf(rs, t)).get(t)!;
   const byChain = new Map<string, NftRule[]>();
   for (const r of rs.rules) {
     if (!counted.has(tableKey(r))) continue;
@@ -248,7 +269,7 @@ export function reachChains(rs: Ruleset, hook: 'input' | 'forward'): ReachChain[
     byChain.get(k)!.push(r);
   }
   const read = (c: NftChain) =>
-    (byChain.get(chainKey(c)) ?? []).map((r) => ({ ...reachRule(r, counted.get(tableKey(r)) === 'found' && !isMarked(r)), label: labelOf(r) }));
+    (byChain.get(chainKey(c)) ?? []).map((r) => ({ ...reachRule(r, counted.get(tableKey(r)) === 'found' && !isMarked(r), setsByTable(tableKey(r))), label: labelOf(r) }));
   const regular = new Map<string, Map<string, readonly ReachRule[]>>();
   for (const c of rs.chains) {
     if (!counted.has(tableKey(c)) || c.hook) continue;

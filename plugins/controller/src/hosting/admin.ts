@@ -120,8 +120,8 @@ export function adminHandler(d: AdminDeps): AdminHandler {
       if (wire.length === 0) throw new MeshpError('MESHP_USAGE', 'the catalogue file defines no module');
       // Checked by the one schema before anything is stored: each module alone and all of them together.
       const modules = checkModuleDefs(modulesFromWire(wire).map(({ taken: _t, ...m }) => stripEmpty(m))).map((m) => ({ ...m, taken: false }));
-      let stateVersion = controller.stateVersion(net);
-      for (const { taken: _t, ...def } of modules) stateVersion = controller.defineModule(net, def);
+      // One transaction: a catalogue file is defined whole or not at all.
+      const stateVersion = controller.defineModules(net, modules.map(({ taken: _t, ...def }) => def));
       d.changed(net);
       return { stateVersion, modules: modules.map((m) => m.name) };
     },

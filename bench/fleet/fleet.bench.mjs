@@ -1,0 +1,191 @@
+// The fleet simulator (issue 15): N agents in this one process, each with its own Ed25519 key,
+// its own pinned TLS channel and Sync stream to one real `meshp controller serve` (its own
+// process), built from the project's client pieces (GrpcControlLink, core's DeltaApplier); the
+// host is a no-op: every delta is applied to the view and acked at once, as the real agent does
+// after its reconcile. Agents are in groups of 50 (tag gK; the policy lets each group reach itself).
+//
+// It prints per N: the enrolment rate, the time to open N streams and get their snapshots, the
+// controller's CPU and RSS per agent, and for a join (a new agent in group 0), a policy change
+// (group 0's rule) and a removal (a group-0 node): the messages sent, the controller CPU, and the
+// time from the admin call until every agent that was sent the change has acked it (p50/p99/max),
+// with each node's gap read back from the controller. The full-state baseline is what pushing every
+// agent its whole view would send: N messages per change, printed next to it.
+//
+// Run after `make build`: node bench/fleet/fleet.bench.mjs [sizes, default 200,1000]
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { spawn } from 'node:child_process';
+import { generateKeyPairSync, sign } from 'node:crypto';
+import { createInterface } from 'node:readline';
+import { DeltaApplier, PROTOCOL_REVISION, challengePayload } from '@meshp/core';
+import { GrpcControlLink } from '@meshp/transport-grpc';
+import { connectAdmin } from '../../bin/dist/remote/admin.js';
+
+const MESHP = new URL('../../bin/dist/main.js', import.meta.url).pathname;
+const sizes = (process.argv[2] ?? '200,1000').split(',').map(Number);
+const GROUP = 50;
+const CONCURRENCY = 50;
+const fmt = (n, d = 1) => n.toLocaleString('en-US', { maximumFractionDigits: d });
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** utime+stime of a process, in ms, and its RSS in KB, from /proc. */
+function usage(pid) {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const ticks = Number(f[11]) + Number(f[12]);
+  const rss = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]);
+  return { cpuMs: ticks * 10, rssKb: rss };
+}
+
+async function startController(state) {
+  const child = spawn(process.execPath, [MESHP, 'controller', 'serve', '--state', state, '--listen', '127.0.0.1:0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  child.stderr.resume();
+  const lines = createInterface({ input: child.stdout });
+  const serving = await new Promise((resolve, reject) => {
+    lines.on('line', (l) => {
+      try {
+        const o = JSON.parse(l);
+        if (o.msg === 'controller serving') resolve(o);
+      } catch {
+        // not a log line
+      }
+    });
+    child.once('exit', (c) => reject(new Error(`controller exited ${c}`)));
+  });
+  return { child, address: String(serving.address), fingerprint: String(serving.fingerprint) };
+}
+
+class SimAgent {
+  applier = new DeltaApplier();
+  key = generateKeyPairSync('ed25519');
+  acked = new Map(); // version → time acked
+  deltas = 0;
+  firstAt = 0;
+
+  constructor(ctl, name) {
+    this.name = name;
+    this.link = new GrpcControlLink({ address: ctl.address, fingerprint: ctl.fingerprint });
+  }
+
+  async enrol(token) {
+    const nodeKey = this.key.publicKey.export({ type: 'spki', format: 'der' }).toString('base64');
+    this.enrolment = await this.link.enrol({ token, nodeKey, node: this.name, endpoints: [] });
+  }
+
+  open() {
+    const ch = this.link.sync();
+    this.ch = ch;
+    ch.onMessage((m) => {
+      if ('challenge' in m) {
+        const { appliedVersion, stateHash } = this.applier.hello();
+        const signature = sign(null, challengePayload(this.enrolment.node, m.challenge), this.key.privateKey);
+        ch.send({ hello: { node: this.enrolment.node, credential: this.enrolment.credential, appliedVersion, stateHash, revision: PROTOCOL_REVISION, signature } });
+      } else if ('delta' in m) {
+        this.deltas++;
+        let r;
+        try {
+          r = this.applier.receive(m.delta);
+        } catch (err) {
+          ch.send({ resync: this.applier.resyncRequest(err) });
+          return;
+        }
+        if (r.status !== 'applied') return;
+        if (!this.firstAt) this.firstAt = performance.now();
+        this.acked.set(r.ack.appliedVersion, performance.now());
+        ch.send({ ack: r.ack });
+      }
+    });
+  }
+
+  close() {
+    this.ch?.close?.();
+    this.link.close?.();
+  }
+}
+
+async function pool(items, n, fn) {
+  let i = 0;
+  await Promise.all(Array.from({ length: Math.min(n, items.length) }, async () => {
+    while (i < items.length) await fn(items[i++]);
+  }));
+}
+
+const pct = (xs, p) => (xs.length ? [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))] : NaN);
+
+async function run(n) {
+  const dir = mkdtempSync(join(tmpdir(), 'meshp-fleet-'));
+  const ctl = await startController(join(dir, 'ctl'));
+  const admin = await connectAdmin({ state: join(dir, 'ctl') });
+  const network = 'default';
+  const groups = Math.ceil(n / GROUP);
+  const rules = Array.from({ length: groups }, (_, g) => ({ fromTag: `g${g}`, toTag: `g${g}`, ports: [] }));
+  await admin.call('setPolicy', { network, rules });
+  const idle = usage(ctl.child.pid);
+
+  // Enrolment: one token each (single-use), CONCURRENCY at a time.
+  const agents = Array.from({ length: n }, (_, i) => new SimAgent(ctl, `a${i}`));
+  let t0 = performance.now();
+  await pool(agents, CONCURRENCY, async (a) => {
+    const g = Number(a.name.slice(1)) % groups;
+    const { token } = await admin.call('createToken', { network, mode: 2, ttlSeconds: 3600, tags: [`g${g}`] });
+    await a.enrol(token);
+  });
+  const enrolS = (performance.now() - t0) / 1000;
+
+  // Streams opened, snapshots received.
+  t0 = performance.now();
+  for (const a of agents) a.open();
+  while (agents.some((a) => !a.firstAt)) await sleep(50);
+  const snapS = (performance.now() - t0) / 1000;
+  await sleep(1000);
+  const held = usage(ctl.child.pid);
+
+  const rows = [];
+  const change = async (name, act) => {
+    for (const a of agents) a.acked.clear();
+    const before = usage(ctl.child.pid);
+    const sentBefore = agents.reduce((s, a) => s + a.deltas, 0);
+    const start = performance.now();
+    await act();
+    // settle: no new ack for 1 s
+    let last = -1;
+    for (;;) {
+      await sleep(1000);
+      const now = agents.reduce((s, a) => s + a.acked.size, 0);
+      if (now === last) break;
+      last = now;
+    }
+    const after = usage(ctl.child.pid);
+    const times = agents.filter((a) => a.acked.size).map((a) => Math.max(...a.acked.values()) - start);
+    const { nodes } = await admin.call('listNodes', { network });
+    const gaps = nodes.filter((x) => Number(x.gap ?? 0) !== 0).length;
+    rows.push({ name, messages: agents.reduce((s, a) => s + a.deltas, 0) - sentBefore, acked: times.length, cpuMs: after.cpuMs - before.cpuMs, p50: pct(times, 50), p99: pct(times, 99), max: Math.max(0, ...times), gaps });
+  };
+
+  const late = new SimAgent(ctl, 'late');
+  await change('join', async () => {
+    const { token } = await admin.call('createToken', { network, mode: 2, ttlSeconds: 3600, tags: ['g0'] });
+    await late.enrol(token);
+    late.open();
+    agents.push(late);
+  });
+  await change('policy change', () => admin.call('setPolicy', { network, rules: rules.map((r, g) => (g === 0 ? { ...r, ports: ['443'] } : r)) }));
+  await change('removal', () => admin.call('removeNode', { network, node: 'a0' }));
+
+  console.log(`\nN = ${fmt(n)} agents in groups of ${GROUP}; controller pid ${ctl.child.pid}`);
+  console.log(`enrolment: ${fmt(n / enrolS)}/s (${fmt(enrolS)} s); ${fmt(n)} streams opened and snapshotted in ${fmt(snapS)} s`);
+  console.log(`controller while enrolling and snapshotting: ${fmt((held.cpuMs - idle.cpuMs) / n, 2)} ms CPU per agent; RSS ${fmt((held.rssKb - idle.rssKb) / n)} KB per agent (${fmt(held.rssKb / 1024)} MB)`);
+  console.log('change          msgs  acked  ctl cpu ms   gap-0 p50   p99    max ms  gaps≠0 | full-state msgs  ratio');
+  for (const r of rows) {
+    console.log([r.name.padEnd(14), fmt(r.messages).padStart(5), fmt(r.acked).padStart(6), fmt(r.cpuMs).padStart(11), fmt(r.p50, 0).padStart(11), fmt(r.p99, 0).padStart(5), fmt(r.max, 0).padStart(9), String(r.gaps).padStart(7), '|', fmt(agents.length).padStart(15), `${fmt(agents.length / Math.max(1, r.messages))}x`.padStart(6)].join(' '));
+  }
+  for (const a of agents) a.close();
+  admin.close();
+  ctl.child.kill('SIGTERM');
+  await new Promise((r) => ctl.child.once('exit', r));
+  rmSync(dir, { recursive: true, force: true });
+}
+
+for (const n of sizes) await run(n);
+process.exit(0);

@@ -1,7 +1,0 @@
-/** Part of the corpus of found firewalls (test/helpers/corpus.ts) on iptables-nft: every check, real packets between namespaces. */
-import t from 'tap';
-import { corpus } from '../helpers/corpus.js';
-import { labAvailable } from '../helpers/netns.js';
-
-if (!labAvailable()) t.plan(0, 'needs root to build network namespaces');
-else corpus(t, ['kube-proxy.rules.v4', 'shorewall.rules.v4', 'csf.rules.v4'], 'nft');
