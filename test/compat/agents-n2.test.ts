@@ -9,7 +9,7 @@
 import t from 'tap';
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { Proc, createToken, meshp, nodeList, startAgent, startController, waitUntil, workdir, writeJson, type AgentProc } from '../helpers/grpc-procs.js';
+import { Proc, createToken, meshp, startAgent, startController, waitUntil, workdir, writeJson, type AgentProc, nodes as listNodes } from '../helpers/grpc-procs.js';
 
 const OLD = [
   { name: 'old2', commit: '63980d1' },
@@ -39,8 +39,8 @@ t.test('agents of two earlier commits follow today’s controller', { skip: miss
   });
   startAgent(t, dir, 'db1', ctl.address, createToken(ctl, '--tag', 'db'));
   const settled = (names: string[]) =>
-    waitUntil(`${names.join(', ')} at gap 0`, () => {
-      const nodes = nodeList(ctl);
+    waitUntil(`${names.join(', ')} at gap 0`, async () => {
+      const nodes = await listNodes(ctl);
       return names.every((x) => nodes.some((m) => m.name === x && m.gap === 0 && m.appliedVersion > 0)) && nodes;
     }, 60_000);
   await settled(['old2', 'old1', 'db1']);

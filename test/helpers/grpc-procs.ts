@@ -7,6 +7,8 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { ADMIN_CREDENTIAL_FILE, readAdminCredential } from '@meshp/controller';
+import { AdminClient } from '@meshp/transport-grpc';
 import type { Netns } from './netns.js';
 import { Deadline } from './budget.js';
 
@@ -26,9 +28,9 @@ export class Proc {
   #waiters: (() => void)[] = [];
 
   /** Runs on this machine, or inside the lab namespace `ns`. */
-  /** `script`: another meshp's main.js (an earlier commit's agent, test/compat). */
-  constructor(t: Teardown, args: string[], ns?: Netns, script = MESHP) {
-    const [cmd, argv] = ns ? ns.wrap(process.execPath, [script, ...args]) : [process.execPath, [script, ...args]];
+  /** `script`: another meshp's main.js (an earlier commit's agent, test/compat); `exe`: what runs it (node, or the Python client's interpreter). */
+  constructor(t: Teardown, args: string[], ns?: Netns, script = MESHP, exe = process.execPath) {
+    const [cmd, argv] = ns ? ns.wrap(exe, [script, ...args]) : [exe, [script, ...args]];
     this.child = spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
     let buf = '';
     this.child.stdout!.on('data', (d: Buffer) => {
@@ -70,7 +72,7 @@ export class Proc {
     if (this.alive) process.kill(this.pid, signal);
   }
 
-  /** Waits for a log line that matches, from index `from` on. */
+  /** Waits for a log line that matches, from index `from` on (the budget in idle-machine time, stretched by the load: budget.ts). */
   async waitFor(pred: (l: LogLine) => boolean, timeoutMs = 15_000, from = 0): Promise<LogLine> {
     const deadline = new Deadline(timeoutMs);
     for (;;) {
@@ -101,7 +103,7 @@ export function workdir(t: Teardown, tag: string): string {
 }
 
 export function meshp(...args: string[]): { code: number | null; out: string; err: string } {
-  const r = spawnSync(process.execPath, [MESHP, ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 30_000 });
+  const r = spawnSync(process.execPath, [MESHP, ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 120_000 });
   return { code: r.status, out: r.stdout, err: r.stderr };
 }
 
@@ -116,6 +118,8 @@ export interface ControllerProc {
   state: string;
   address: string;
   metrics: string;
+  /** An Admin client in this process (one connection, closed in teardown): polling without a CLI process per look. */
+  admin?: () => Promise<AdminClient>;
 }
 
 /** Starts a controller; port 0 (a free one) unless `address` names the one to take again. */
@@ -123,7 +127,13 @@ export async function startController(t: Teardown, state: string, extra: string[
   const proc = new Proc(t, ['controller', 'serve', '--state', state, '--listen', address, '--metrics-listen', '127.0.0.1:0', ...extra]);
   // A busy machine (several test files at once) can take many seconds to start node: wait long, fail only on a hang.
   const line = await proc.waitFor((l) => l.msg === 'controller serving', 60_000);
-  return { proc, state, address: String(line.address), metrics: String(line.metrics) };
+  let admin: Promise<AdminClient> | undefined;
+  t.teardown(() => admin?.then((c) => c.close(), () => undefined));
+  const connect = () => {
+    const cred = readAdminCredential(join(state, ADMIN_CREDENTIAL_FILE));
+    return AdminClient.connect({ address: String(line.address), fingerprint: cred.fingerprint, credential: cred.secret });
+  };
+  return { proc, state, address: String(line.address), metrics: String(line.metrics), admin: () => (admin ??= connect()) };
 }
 
 export interface AgentProc {
@@ -142,6 +152,12 @@ export function startAgent(t: Teardown, dir: string, name: string, controller: s
   const args = ['agent', '--state', state, '--controller', controller, '--name', name, '--root', root, '--firewall', 'none', '--docker-socket', join(base, 'absent-docker.sock'), '--interval', '1'];
   if (token) args.push('--token', token);
   return { proc: new Proc(t, args), name, state, root };
+}
+
+/** A token made in this process over the Admin service (what `meshp token create --tag … [--adopted]` makes), without a CLI process. */
+export async function tokenFor(ctl: ControllerProc, tags: string[] = [], adopted = false): Promise<string> {
+  if (!ctl.admin) return createToken(ctl, ...tags.flatMap((x) => ['--tag', x]), ...(adopted ? ['--adopted'] : []));
+  return (await (await ctl.admin()).call('createToken', { network: 'default', mode: adopted ? 1 : 2, ttlSeconds: 3600, tags })).token;
 }
 
 export function createToken(ctl: ControllerProc, ...extra: string[]): string {
@@ -165,17 +181,33 @@ export interface NodeRow {
   changed: number;
 }
 
+/**
+ * The rows `meshp node list` shows, read in this process over the Admin service (name, versions, gap):
+ * for waits that poll; a CLI process per look costs seconds on a busy machine. Assertions about what
+ * the CLI answers use nodeList.
+ */
+export async function nodes(ctl: ControllerProc, network = 'default'): Promise<NodeRow[]> {
+  if (!ctl.admin) return nodeList(ctl);
+  const r = await (await ctl.admin()).call('listNodes', { network });
+  const MODES = ['unspecified', 'adopted', 'converged'];
+  return r.nodes.map((n) => ({
+    name: n.name, mode: MODES[Number(n.mode)] ?? String(n.mode), appliedVersion: Number(n.appliedVersion), stateVersion: Number(n.stateVersion),
+    gap: Number(n.gap), firewall: n.firewallKind, held: n.held, changed: n.changed,
+  }));
+}
+
 export function nodeList(ctl: ControllerProc): NodeRow[] {
   return meshpJson<{ nodes: NodeRow[] }>('node', 'list', '--state', ctl.state, '--controller', ctl.address).nodes;
 }
 
-export async function waitUntil<T>(what: string, fn: () => T | undefined | false, timeoutMs = 20_000): Promise<T> {
+/** Polls `fn` (sync or async) until it answers something truthy. */
+export async function waitUntil<T>(what: string, fn: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 20_000): Promise<T> {
   const deadline = new Deadline(timeoutMs);
   let step = 200;
   let last: unknown;
   for (;;) {
     try {
-      const v = fn();
+      const v = await fn();
       if (v) return v;
     } catch (e) {
       last = e;

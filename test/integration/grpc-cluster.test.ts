@@ -6,15 +6,15 @@
 import t from 'tap';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { createToken, meshp, nodeList, startAgent, startController, waitUntil, workdir, writeJson, type AgentProc, type ControllerProc, type LogLine } from '../helpers/grpc-procs.js';
+import { meshp, startAgent, startController, waitUntil, workdir, writeJson, type AgentProc, type ControllerProc, type LogLine, nodes as listNodes, tokenFor } from '../helpers/grpc-procs.js';
 
 const CONF = '/etc/web/web.conf';
 const web = (content: string) => ({ name: 'web', files: [{ path: CONF, content }] });
 
 /** Every node acked the current version; then each agent's own log has caught up to it too. */
 async function converged(ctl: ControllerProc, agents: AgentProc[]) {
-  const nodes = await waitUntil(`${agents.length} nodes at gap 0`, () => {
-    const nodes = nodeList(ctl);
+  const nodes = await waitUntil(`${agents.length} nodes at gap 0`, async () => {
+    const nodes = await listNodes(ctl);
     return nodes.length === agents.length && nodes.every((x) => x.gap === 0) && nodes;
   });
   // Lazy fan-out: a node whose view did not change stays at the version it applied (gap 0 all the same).
@@ -41,7 +41,8 @@ t.test('agents follow a controller through its crash and their own', async (t) =
   const defineWeb = () => admin('catalogue', 'add', writeJson(dir, `web-${++catalogueVersion}.json`, { modules: [web(`v${catalogueVersion}\n`)] }), '--yes');
   defineWeb();
 
-  const agents = ['a1', 'a2', 'a3'].map((name) => startAgent(t, dir, name, ctl.address, name === 'a1' ? createToken(ctl, '--adopted') : createToken(ctl)));
+  const tokens = await Promise.all(['a1', 'a2', 'a3'].map((name) => tokenFor(ctl, [], name === 'a1')));
+  const agents = ['a1', 'a2', 'a3'].map((name, i) => startAgent(t, dir, name, ctl.address, tokens[i]));
   for (const a of agents) await a.proc.waitFor((l) => l.msg === 'applied' && l.snapshot === true);
   for (const a of agents) admin('module', 'assign', a.name, 'web', '--yes');
   await converged(ctl, agents);

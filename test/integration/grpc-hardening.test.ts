@@ -1,7 +1,8 @@
 /**
  * What a misbehaving client can and cannot make a real controller do, over real gRPC: a hash that
  * keeps differing gets snapshots with exponential backoff, then the membership is `diverged` (coded,
- * on /metrics and in the controller's log) and no more snapshots go; a matching hello clears it;
+ * on /metrics, in the controller's log, and told to the agent) and no more snapshots go; its next view
+ * change brings one snapshot again, which heals it when applied with the hash expected; a matching hello clears it;
  * resync requests beyond the limit end the stream with MESHP_RATE_LIMITED; garbage bytes on the
  * stream are answered MESHP_MESSAGE_MALFORMED and logged with the peer.
  */
@@ -10,7 +11,7 @@ import { createPrivateKey, sign } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { challengePayload, versionPayload } from '@meshp/core';
-import { createToken, meshp, meshpJson, nodeList, startController, waitUntil, workdir, type ControllerProc } from '../helpers/grpc-procs.js';
+import { tokenFor, meshp, meshpJson, nodeList, startController, waitUntil, workdir, writeJson, type ControllerProc, nodes as listNodes } from '../helpers/grpc-procs.js';
 import { RawAgent, garbageOnSync } from '../helpers/raw-agent.js';
 
 async function metrics(ctl: ControllerProc): Promise<string> {
@@ -20,12 +21,21 @@ async function metrics(ctl: ControllerProc): Promise<string> {
 t.test('a hash that keeps differing: bounded snapshots, then diverged', async (t) => {
   const dir = workdir(t, 'hardening');
   const ctl = await startController(t, join(dir, 'ctl'));
+  const DIVERGED = 'membership diverged: no more snapshots until an ack or a hello matches';
   const liar = new RawAgent(ctl);
   t.teardown(() => liar.link.close());
-  await liar.enrol(createToken(ctl), 'liar');
+  await liar.enrol(await tokenFor(ctl, ['a']), 'liar');
+  // A second one, diverged alongside, that is mended meanwhile: it heals by the snapshot its next view change brings.
+  const mended = new RawAgent(ctl);
+  t.teardown(() => mended.link.close());
+  await mended.enrol(await tokenFor(ctl, ['a']), 'mended');
+  let mendedLies = true;
   const s = liar.open({ ack: () => 'not-the-hash' });
-  const line = await ctl.proc.waitFor((l) => l.msg === 'membership diverged: no more snapshots until an ack or a hello matches', 60_000);
+  const s2 = mended.open({ ack: (_v, hash) => (mendedLies ? 'not-the-hash' : hash) });
+  const line = await ctl.proc.waitFor((l) => l.msg === DIVERGED && l.node === 'liar', 60_000);
   t.equal(line.code, 'MESHP_DIVERGED', 'the controller says why, with a code');
+  await waitUntil('the agent told', () => s.errors.length > 0);
+  t.same(s.errors.map((e) => e.code), ['MESHP_DIVERGED'], 'the agent is told once, on a stream that stays open');
   const sent = s.deltas.length;
   t.ok(sent >= 2 && sent <= 4, `${sent} snapshots before diverged (the storm was hundreds a second)`);
   t.ok(s.deltas.every((d) => d.fromVersion === 0), 'each a snapshot');
@@ -42,8 +52,30 @@ t.test('a hash that keeps differing: bounded snapshots, then diverged', async (t
   s.ch.send({ resync: { appliedVersion: 0, reason: 2, detail: 'give me more' } });
   await new Promise((r) => setTimeout(r, 1_500));
   t.equal(s.deltas.length, sent, 'no snapshot after diverged');
+
+  // A change of their view (who may reach tag a): one snapshot each. The liar's hash still differs:
+  // diverged again at once, no backoff round; the mended one's matches: healed, at gap 0.
+  await ctl.proc.waitFor((l) => l.msg === DIVERGED && l.node === 'mended', 60_000);
+  const mendedSent = s2.deltas.length;
+  mendedLies = false;
+  const mark = ctl.proc.lines.length;
+  const set = meshp('policy', 'set', writeJson(dir, 'b-to-a.json', { rules: [{ from: 'b', to: 'a' }] }), '--yes', '--state', join(dir, 'ctl'), '--controller', ctl.address);
+  t.equal(set.code, 0, `policy set: ${set.err}`);
+  await ctl.proc.waitFor((l) => l.msg === DIVERGED && l.node === 'liar', 20_000, mark);
+  t.equal(s.deltas.length, sent + 1, 'a view change brings the diverged liar one snapshot, no more');
+  t.equal(s.deltas.at(-1)!.fromVersion, 0);
+  await waitUntil('told again', () => s.errors.length > 1);
+  t.same(s.errors.map((e) => e.code), ['MESHP_DIVERGED', 'MESHP_DIVERGED'], 'and it is told again');
+  const healed = await waitUntil('mended healed', async () => {
+    const text = await metrics(ctl);
+    return !/meshp_diverged\{[^}]*node="mended"/.test(text) && /meshp_convergence_gap\{network="default",node="mended"\} 0/.test(text) && text;
+  });
+  t.match(healed, /meshp_diverged\{network="default",node="liar",code="MESHP_DIVERGED"\} 1/, 'the liar is still diverged');
+  t.equal(s2.deltas.length, mendedSent + 1, 'the mended agent healed by that one snapshot');
   s.ch.close();
   await s.closed;
+  s2.ch.close();
+  await s2.closed;
 
   // The agent comes back with the view it really holds: the hello matches, diverged is cleared.
   const honest = liar.open();
@@ -60,7 +92,7 @@ t.test('resync requests beyond the limit end the stream; garbage bytes get a cod
   const ctl = await startController(t, join(dir, 'ctl'));
   const a = new RawAgent(ctl);
   t.teardown(() => a.link.close());
-  await a.enrol(createToken(ctl), 'asker');
+  await a.enrol(await tokenFor(ctl), 'asker');
   const s = a.open();
   await waitUntil('snapshot', () => s.deltas.length > 0);
   for (let i = 0; i < 12; i++) s.ch.send({ resync: { appliedVersion: a.applier.appliedVersion, reason: 1, detail: `ask ${i}` } });
@@ -83,7 +115,7 @@ t.test('a version past the network is honoured only with the controller signatur
   let ctl = await startController(t, state);
   const a = new RawAgent(ctl);
   t.teardown(() => a.link.close());
-  await a.enrol(createToken(ctl), 'claimer');
+  await a.enrol(await tokenFor(ctl), 'claimer');
   let s = a.open();
   await waitUntil('snapshot applied', () => a.applier.appliedVersion > 0);
   const real = s.deltas.at(-1)!;
@@ -122,7 +154,8 @@ t.test('a version past the network is honoured only with the controller signatur
   await waitUntil('moved past 2^32', () => a.applier.appliedVersion > far);
   s2.ch.send({ report: { appliedVersion: a.applier.appliedVersion, mode: 'converged', firewallKind: 'none', firewallActive: false, resources: [], at: new Date().toISOString() } });
   const check = () => {
-    const node = waitUntil('node list past 2^32', () => {
+    const node = waitUntil('node list past 2^32', async () => {
+      if (!(await listNodes(ctl)).some((x) => x.name === 'claimer' && x.gap === 0)) return false;
       const n = nodeList(ctl).find((x) => x.name === 'claimer');
       return n && n.gap === 0 && n;
     });

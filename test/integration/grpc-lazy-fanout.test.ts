@@ -6,7 +6,7 @@
  */
 import t from 'tap';
 import { join } from 'node:path';
-import { createToken, meshp, nodeList, startAgent, startController, waitUntil, workdir, writeJson, type AgentProc, type ControllerProc, type LogLine } from '../helpers/grpc-procs.js';
+import { tokenFor, meshp, nodeList, startAgent, startController, waitUntil, workdir, writeJson, type AgentProc, type ControllerProc, type LogLine, nodes as listNodes } from '../helpers/grpc-procs.js';
 
 const N = 8;
 
@@ -32,10 +32,11 @@ t.test(`a change visible to some of ${N} agents sends a message to those only`, 
   policy([['t0', 't1'], ['t6', 't7']]);
 
   const names = Array.from({ length: N }, (_, i) => `n${i}`);
-  const agents = names.map((n, i) => startAgent(t, dir, n, ctl.address, createToken(ctl, '--tag', `t${i}`)));
+  const tokens = await Promise.all(names.map((_, i) => tokenFor(ctl, [`t${i}`])));
+  const agents = names.map((n, i) => startAgent(t, dir, n, ctl.address, tokens[i]));
   const settled = async (expect: string[]) => {
-    const nodes = await waitUntil(`${expect.length} nodes at gap 0`, () => {
-      const nodes = nodeList(ctl);
+    const nodes = await waitUntil(`${expect.length} nodes at gap 0`, async () => {
+      const nodes = await listNodes(ctl);
       return nodes.length === expect.length && nodes.every((n) => n.gap === 0 && n.appliedVersion > 0) && nodes;
     }, 60_000);
     // The controller's log is read through a pipe: wait until it has the send of every version applied.
@@ -69,7 +70,7 @@ t.test(`a change visible to some of ${N} agents sends a message to those only`, 
   await measure('node remove n7', () => ok('node', 'remove', 'n7', '--yes'), ['n6'], names.slice(0, N - 1));
 
   // A join seen by one member (t0 → t1: a second t1 node is seen by n0): n0 and the new node's snapshot.
-  const token = createToken(ctl, '--tag', 't1');
+  const token = await tokenFor(ctl, ['t1']);
   let late: AgentProc | undefined;
   await measure('join of n8', () => void (late = startAgent(t, dir, 'n8', ctl.address, token)), ['n0', 'n8'], [...names.slice(0, N - 1), 'n8']);
   await late!.proc.waitFor((l) => l.msg === 'applied' && l.snapshot === true);

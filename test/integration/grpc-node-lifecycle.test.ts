@@ -8,7 +8,9 @@
 import t from 'tap';
 import { copyFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { createToken, meshp, nodeList, startAgent, startController, waitUntil, workdir, writeJson, type AgentProc } from '../helpers/grpc-procs.js';
+import { createToken, meshp, nodeList, startAgent, startController, waitUntil, workdir, writeJson, type AgentProc, nodes as listNodes, tokenFor } from '../helpers/grpc-procs.js';
+import { isMeshpError } from '@meshp/core';
+import { RawAgent } from '../helpers/raw-agent.js';
 
 t.test('remove, rename, UNSCOPED and REMOVED through the CLI; a removed node stays out', async (t) => {
   const dir = workdir(t, 'lifecycle');
@@ -23,13 +25,14 @@ t.test('remove, rename, UNSCOPED and REMOVED through the CLI; a removed node sta
   const policy = (rules: { from: string; to: string }[], tag: string) => ok('policy', 'set', writeJson(dir, `policy-${tag}.json`, { rules }), '--yes');
   policy([{ from: 'web', to: 'db' }], 'web-db');
 
-  const web = startAgent(t, dir, 'web1', ctl.address, createToken(ctl, '--tag', 'web'));
-  const db = startAgent(t, dir, 'db1', ctl.address, createToken(ctl, '--tag', 'db'));
-  const ops = startAgent(t, dir, 'ops1', ctl.address, createToken(ctl, '--tag', 'ops'));
+  const [webToken, dbToken, opsToken] = await Promise.all(['web', 'db', 'ops'].map((x) => tokenFor(ctl, [x])));
+  const web = startAgent(t, dir, 'web1', ctl.address, webToken);
+  const db = startAgent(t, dir, 'db1', ctl.address, dbToken);
+  const ops = startAgent(t, dir, 'ops1', ctl.address, opsToken);
   const all = [web, db, ops];
   const settled = (agents: AgentProc[]) =>
-    waitUntil(`${agents.map((a) => a.name).join(', ')} at gap 0`, () => {
-      const nodes = nodeList(ctl);
+    waitUntil(`${agents.map((a) => a.name).join(', ')} at gap 0`, async () => {
+      const nodes = await listNodes(ctl);
       return agents.every((a) => nodes.some((n) => n.name === a.name && n.gap === 0 && n.appliedVersion > 0)) && nodes;
     });
   await settled(all);
@@ -60,6 +63,10 @@ t.test('remove, rename, UNSCOPED and REMOVED through the CLI; a removed node sta
   const back = await ctl.proc.waitFor((l) => l.msg === 'sync refused' && l.code === 'MESHP_AUTH_FAILED', 20_000, ctlMark);
   t.match(String(back.err), /revoked/, 'its reconnect with the old credential is refused');
   t.notOk(nodeList(ctl).some((n) => n.name === 'db1'), 'node list no longer has db1');
+  const replayer = new RawAgent(ctl);
+  t.teardown(() => replayer.link.close());
+  const replay = await replayer.enrol(dbToken, 'db3').then(() => 'enrolled', (e: unknown) => (isMeshpError(e) ? `${e.code}: ${e.message}` : String(e)));
+  t.match(replay, /MESHP_TOKEN_INVALID: .*unknown/, "the removed node's spent token is gone from the store: a replay is unknown");
 
   // The next change is answered normally (it used to fail with "no node db1 in default").
   const next = cli('policy', 'set', writeJson(dir, 'policy-after.json', { rules: [{ from: 'web', to: 'db' }, { from: 'ops', to: 'web' }] }), '--yes');

@@ -103,6 +103,10 @@ t.test('the controller refuses what it must, with a code, and logs it', async (t
   const thief = keyPair();
   const stolen = await syncAs(link, hello('x1', thief.sign));
   t.equal(stolen.error?.code, 'MESHP_AUTH_FAILED', 'a credential presented without the key it was enrolled with');
+  // The released v1-r1 hello carries no signature: refused on purpose (proto/README.md), whatever revision it says.
+  const v1r1 = await syncAs(link, hello('x1', () => Buffer.alloc(0)));
+  t.equal(v1r1.error?.code, 'MESHP_AUTH_FAILED', 'an unsigned (v1-r1) hello');
+  t.match(v1r1.error?.message ?? '', /unsigned hello .*v1-r1/, 'named as the deliberate break');
 
   const oversizedEnrol = await link.enrol({ token: createToken(ctl), nodeKey: 'k'.repeat(5 * 1024 * 1024), node: 'big', endpoints: [] }).catch((e: unknown) => e);
   t.ok(isMeshpError(oversizedEnrol, 'MESHP_MESSAGE_TOO_LARGE'), `an oversized enrolment: ${String(oversizedEnrol)}`);

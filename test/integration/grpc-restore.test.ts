@@ -6,7 +6,7 @@
 import t from 'tap';
 import { copyFileSync, existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { createToken, meshp, nodeList, startAgent, startController, waitUntil, workdir, writeJson, type AgentProc, type ControllerProc } from '../helpers/grpc-procs.js';
+import { meshp, startAgent, startController, waitUntil, workdir, writeJson, type AgentProc, type ControllerProc, nodes as listNodes, tokenFor } from '../helpers/grpc-procs.js';
 
 const CONF = '/etc/web/web.conf';
 
@@ -33,13 +33,14 @@ t.test('agents ahead of a controller restored from a backup take its state and f
   };
   const defineWeb = (v: string) => admin('catalogue', 'add', writeJson(dir, `web-${v}.json`, { modules: [{ name: 'web', files: [{ path: CONF, content: `${v}\n` }] }] }), '--yes');
   const settled = (agents: AgentProc[], v: string) =>
-    waitUntil(`every node at gap 0 with ${v}`, () => {
-      const nodes = nodeList(ctl);
+    waitUntil(`every node at gap 0 with ${v}`, async () => {
+      const nodes = await listNodes(ctl);
       return nodes.length === agents.length && nodes.every((n) => n.gap === 0) && agents.every((a) => content(a) === `${v}\n`) && nodes;
     });
 
   defineWeb('v1');
-  const agents = ['r1', 'r2'].map((name) => startAgent(t, dir, name, ctl.address, createToken(ctl)));
+  const tokens = await Promise.all(['r1', 'r2'].map(() => tokenFor(ctl)));
+  const agents = ['r1', 'r2'].map((name, i) => startAgent(t, dir, name, ctl.address, tokens[i]));
   for (const a of agents) await a.proc.waitFor((l) => l.msg === 'applied' && l.snapshot === true);
   for (const a of agents) admin('module', 'assign', a.name, 'web', '--yes');
   const atBackup = (await settled(agents, 'v1'))[0]!.stateVersion;

@@ -73,7 +73,7 @@ export function refreshTarget(net: NetworkState, id: string, sync: SyncRecord): 
  * to send — also when the versions since did not change the node's view (lazy fan-out).
  */
 export function nextDelta(net: NetworkState, id: string, sync: SyncRecord, at: string, keepSent: number): StateDelta | null {
-  if (sync.diverged) return null;
+  if (sync.diverged && !healByChange(net, id, sync)) return null;
   if (sync.snapshotPending && (sync.snapshotNotBefore ?? 0) > Date.parse(at)) return null;
   if (sync.sent === net.version && !sync.snapshotPending) return null;
   const p = sync.snapshotPending ? null : pending(net, id, sync);
@@ -92,6 +92,20 @@ export function nextDelta(net: NetworkState, id: string, sync: SyncRecord, at: s
     .slice(-EXPECTATIONS);
   sync.recent = [...sync.recent, summary(computed.delta, hash, at)].slice(-keepSent);
   return computed.delta;
+}
+
+/**
+ * A diverged membership gets one snapshot again when its view changes (the operator's change may be
+ * what the agent could not apply, or the agent was mended meanwhile): the change, not the client,
+ * decides, so a client still cannot make snapshots come. `mismatches` stays past the bound, so a
+ * snapshot applied with another hash again diverges at once; one applied with the hash expected heals.
+ */
+function healByChange(net: NetworkState, id: string, sync: SyncRecord): boolean {
+  if (sync.sent === net.version || pending(net, id, sync) === 'same') return false;
+  delete sync.diverged;
+  sync.snapshotPending = true;
+  sync.snapshotNotBefore = 0;
+  return true;
 }
 
 export interface ResyncBounds {

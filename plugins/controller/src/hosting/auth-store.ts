@@ -75,13 +75,16 @@ export class AuthStore {
   }
 
   /**
-   * The node left (`meshp node remove`): its credential is forgotten and its key revoked in the
-   * network, so neither the old credential nor an enrolment with the same key brings it back.
+   * The node left (`meshp node remove`): its credential, report and spent token are forgotten and its
+   * key revoked in the network, so neither the old credential, nor its token, nor an enrolment with the
+   * same key brings it back.
    */
   revoke(network: string, node: string, nodeKey: string, at: string): void {
     this.#db.transaction(() => {
       this.#db.prepare('DELETE FROM hosting_credentials WHERE network = ? AND node = ?').run(network, node);
       this.#db.prepare('DELETE FROM hosting_reports WHERE network = ? AND node = ?').run(network, node);
+      // The token it enrolled with (under this name or one it had before a rename) goes too: a replay is then unknown.
+      this.#db.prepare('DELETE FROM hosting_tokens WHERE network = ? AND used_at IS NOT NULL AND (used_by = ? OR used_by IN (SELECT old FROM hosting_renames WHERE network = ? AND new = ?))').run(network, node, network, node);
       this.#db.prepare('DELETE FROM hosting_renames WHERE network = ? AND new = ?').run(network, node);
       this.#db.prepare('INSERT OR REPLACE INTO hosting_revoked_keys (network, node_key, node, at) VALUES (?, ?, ?, ?)').run(network, nodeKey, node, at);
     })();

@@ -13,9 +13,23 @@ import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
 
 const HELLO_TIMEOUT_MS = 10_000;
-/** Resync requests one stream may send in a window; more ends it (MESHP_RATE_LIMITED). */
+/** Resync requests one connection may send in a window; more ends the stream (MESHP_RATE_LIMITED). */
 const RESYNCS_PER_WINDOW = 10;
 const RESYNC_WINDOW_MS = 60_000;
+/**
+ * Per connection (one HTTP/2 connection: the peer's address and port): Sync streams open at once
+ * (an agent needs one; a reconnect may overlap the old one), and hellos in a window — each costs a
+ * signature check and, with another hash, a snapshot. More is refused MESHP_RATE_LIMITED.
+ */
+const STREAMS_PER_CONNECTION = 4;
+const HELLOS_PER_WINDOW = 20;
+const HELLO_WINDOW_MS = 60_000;
+
+interface Connection {
+  open: number;
+  hellos: number[];
+  resyncs: number[];
+}
 
 type Channel = SyncChannel<AgentMessage, ControllerMessage>;
 
@@ -23,6 +37,7 @@ export class SessionHub {
   readonly #sessions = new Map<string, SyncSession>();
   /** When each node's agent was last heard from (any message on an authenticated stream). */
   readonly #seen = new Map<string, string>();
+  readonly #connections = new Map<string, Connection>();
 
   constructor(
     readonly controller: Controller,
@@ -36,7 +51,35 @@ export class SessionHub {
   }
 
   open(channel: Channel, peer: string): void {
-    new SyncSession(this, channel, peer).start();
+    const now = Date.now();
+    for (const [k, c] of this.#connections) if (c.open === 0 && !c.hellos.some((x) => x > now - HELLO_WINDOW_MS) && !c.resyncs.some((x) => x > now - RESYNC_WINDOW_MS)) this.#connections.delete(k);
+    const c = this.#connections.get(peer) ?? { open: 0, hellos: [], resyncs: [] };
+    this.#connections.set(peer, c);
+    const session = new SyncSession(this, channel, peer);
+    if (c.open >= STREAMS_PER_CONNECTION) {
+      session.refuse(new MeshpError('MESHP_RATE_LIMITED', `more than ${STREAMS_PER_CONNECTION} Sync streams open at once on one connection`));
+      return;
+    }
+    c.open++;
+    session.start(() => c.open--);
+  }
+
+  /** A hello on `peer`'s connection: refused past the window's allowance. */
+  hello(peer: string): void {
+    this.#count(peer, 'hellos', HELLOS_PER_WINDOW, HELLO_WINDOW_MS, 'hellos');
+  }
+
+  /** A resync request on `peer`'s connection: refused past the window's allowance (a new stream does not reset it). */
+  resync(peer: string): void {
+    this.#count(peer, 'resyncs', RESYNCS_PER_WINDOW, RESYNC_WINDOW_MS, 'resync requests');
+  }
+
+  #count(peer: string, kind: 'hellos' | 'resyncs', max: number, windowMs: number, what: string): void {
+    const c = this.#connections.get(peer);
+    if (!c) return;
+    const now = Date.now();
+    c[kind] = [...c[kind].filter((x) => x > now - windowMs), now];
+    if (c[kind].length > max) throw new MeshpError('MESHP_RATE_LIMITED', `more than ${max} ${what} in ${windowMs / 1000} s on one connection`);
   }
 
   register(s: SyncSession): void {
@@ -95,7 +138,6 @@ export class SyncSession {
   #timer: ReturnType<typeof setTimeout> | null = null;
   /** A snapshot held back by the backoff: the pump that sends it. */
   #retry: ReturnType<typeof setTimeout> | null = null;
-  #resyncs: number[] = [];
   #divergedSaid = false;
 
   constructor(
@@ -104,7 +146,8 @@ export class SyncSession {
     private readonly peer: string,
   ) {}
 
-  start(): void {
+  /** `closed`: called once when the stream ends (the hub's count of streams per connection). */
+  start(closed: () => void = () => undefined): void {
     this.ch.onMessage((m) => {
       try {
         this.#receive(m);
@@ -114,6 +157,7 @@ export class SyncSession {
     });
     this.ch.onClose((error) => {
       this.#ended = true;
+      closed();
       if (this.#timer) clearTimeout(this.#timer);
       if (this.#retry) clearTimeout(this.#retry);
       this.hub.unregister(this);
@@ -138,6 +182,7 @@ export class SyncSession {
     if (!controller.member(this.network, this.node)) return this.#refuse(new MeshpError('MESHP_NODE_REVOKED', `node ${this.node} was removed from ${this.network}`));
     const delta = controller.deltaFor(this.network, this.node);
     if (!delta) return this.#held();
+    this.#divergedSaid = false;
     const snapshot = delta.fromVersion === 0;
     if (snapshot) metrics.snapshotsSent++;
     else metrics.deltasSent++;
@@ -170,7 +215,10 @@ export class SyncSession {
       this.#divergedSaid = true;
       this.hub.metrics.refused('MESHP_DIVERGED');
       this.hub.log.warn({ network: this.network, node: this.node, peer: this.peer, code: 'MESHP_DIVERGED', err: diverged }, 'membership diverged: no more snapshots until an ack or a hello matches');
+      // The agent is told (it keeps its last good view; the stream stays open): its next view change brings one snapshot again.
+      this.ch.send({ error: { code: 'MESHP_DIVERGED', message: diverged } });
     }
+    if (!diverged) this.#divergedSaid = false;
   }
 
   #receive(m: AgentMessage): void {
@@ -190,9 +238,7 @@ export class SyncSession {
       // A snapshot now, one held back by the backoff, or none (diverged: #held says so).
       if (r.snapshotPending || !r.accepted) this.pump();
     } else if ('resync' in m) {
-      const now = Date.now();
-      this.#resyncs = [...this.#resyncs.filter((x) => x > now - RESYNC_WINDOW_MS), now];
-      if (this.#resyncs.length > RESYNCS_PER_WINDOW) throw new MeshpError('MESHP_RATE_LIMITED', `more than ${RESYNCS_PER_WINDOW} resync requests in ${RESYNC_WINDOW_MS / 1000} s on one stream`);
+      this.hub.resync(this.peer);
       this.hub.log.warn({ network: this.network, node: this.node, reason: m.resync.reason, detail: m.resync.detail }, 'agent asked for a snapshot');
       controller.resync(this.network, this.node);
       this.pump();
@@ -213,6 +259,7 @@ export class SyncSession {
 
   #hello(h: HelloMessage): void {
     const { auth, controller, log } = this.hub;
+    this.hub.hello(this.peer);
     const owner = auth.nodeOf(h.credential);
     if (!owner) throw new MeshpError('MESHP_AUTH_FAILED', 'the node credential is not known (never issued, or revoked by node remove)');
     // An agent that was offline while it was renamed still says its old name; the declaration tells it the new one.
@@ -221,6 +268,8 @@ export class SyncSession {
     }
     const member = controller.member(owner.network, owner.node);
     if (!member) throw new MeshpError('MESHP_AUTH_FAILED', `node ${owner.node} is no longer in ${owner.network}`);
+    // A deliberate break (proto/README.md): v1-r1's hello carries no signature, and a credential alone no longer syncs.
+    if (!h.signature || h.signature.length === 0) throw new MeshpError('MESHP_AUTH_FAILED', `unsigned hello from ${h.node}: a v1-r1 agent (the v1-r2 controller needs the challenge signed with the node key; upgrade the agent, its key and credential stay valid)`);
     let good = false;
     try {
       const key = createPublicKey({ key: Buffer.from(member.nodeKey, 'base64'), format: 'der', type: 'spki' });
@@ -244,6 +293,11 @@ export class SyncSession {
       );
       this.hub.poke(this.network);
     } else this.pump();
+  }
+
+  /** Ends the stream with the error's code, logged with the peer (also a stream refused before it starts). */
+  refuse(e: unknown): void {
+    this.#refuse(e);
   }
 
   #refuse(e: unknown): void {

@@ -243,7 +243,10 @@ export function trafficPathToJSON(object: TrafficPath): string {
 
 export interface EnrolRequest {
   token: string;
-  /** The node's public key. */
+  /**
+   * The node's public key: Ed25519, SubjectPublicKeyInfo DER, base64 (standard, padded). One key
+   * per node: a key already enrolled is refused (MESHP_KEY_IN_USE), a removed node's (MESHP_NODE_REVOKED).
+   */
   nodeKey: string;
   /** The name the node asks for; the controller may refuse a taken one. */
   node: string;
@@ -298,7 +301,10 @@ export interface Hello {
   stateHash: string;
   /** The protocol revision the agent speaks (1 for v1-r1). */
   revision: number;
-  /** Ed25519 signature by the node key over "meshp-sync-v1", the node name and the challenge nonce. */
+  /**
+   * Ed25519 signature by the node key over the bytes "meshp-sync-v1", 0x00, the node name (UTF-8),
+   * 0x00, Challenge.nonce.
+   */
   signature: Uint8Array;
   /** The controller's version_signature of the delta that brought the agent to applied_version (empty: none kept). */
   versionSignature: Uint8Array;
@@ -458,6 +464,10 @@ export interface StateDelta {
   versionSignature: Uint8Array;
 }
 
+/**
+ * Parts of one delta share from_version and to_version and come in order (index 0 .. count-1):
+ * the delta is the removals and upserts of all parts, with the components of the first.
+ */
 export interface DeltaPart {
   index: number;
   count: number;
@@ -10723,6 +10733,16 @@ export const RemoveNetworkResponse: MessageFns<RemoveNetworkResponse> = {
   },
 };
 
+/**
+ * Connecting, for a client in any language: the controller serves gRPC over TLS with a self-signed
+ * certificate (its names include localhost and 127.0.0.1). The client pins it: it reads the
+ * certificate the server presents, refuses it unless the hex SHA-256 of its DER bytes equals the
+ * fingerprint of the enrolment token, then trusts exactly that certificate for the channel.
+ * The enrolment token is `meshp1.<claims>.<secret>`: claims is base64url (no padding) of the JSON
+ * {"n": network, "a": adopted (bool), "f": certificate fingerprint (64 lowercase hex)}; the whole
+ * token goes in EnrolRequest.token. A refusal is a gRPC status whose details begin with its stable
+ * code, `MESHP_…: message` (on Sync, a SyncError with the same code comes first when it can).
+ */
 export type ControlServiceService = typeof ControlServiceService;
 export const ControlServiceService = {
   /** Joins a network with a one-time token; answers the node's name and credential. */
