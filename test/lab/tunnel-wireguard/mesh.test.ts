@@ -22,6 +22,7 @@ interface Agent {
   ifname: string;
   state: string;
   proc: Proc | null;
+  args: string[];
 }
 
 t.test('a controller and three agents carry traffic over the tunnel', { skip: labAvailable() ? false : 'needs root for namespaces and wireguard-go (CI runs it as root)' }, async (t) => {
@@ -84,14 +85,11 @@ t.test('a controller and three agents carry traffic over the tunnel', { skip: la
     const state = join(dir, name, 'state');
     const root = join(dir, name, 'root');
     mkdirSync(root, { recursive: true });
-    const a: Agent = { name, ns, ifname: `${prefix}w${i}`, state, proc: null };
+    const a: Agent = { name, ns, ifname: `${prefix}w${i}`, state, proc: null, args: [] };
     agents.push(a);
-    a.proc = new Proc(
-      t,
-      ['agent', '--state', state, '--controller', CONTROL, '--name', name, '--root', root, '--firewall', 'none', '--docker-socket', join(dir, name, 'absent.sock'),
-        '--interval', '1', '--token', tokens[k]!, '--endpoint', `10.97.0.${i}:51820`, '--tunnel', 'wireguard', '--tunnel-interface', a.ifname],
-      ns,
-    );
+    a.args = ['agent', '--state', state, '--controller', CONTROL, '--name', name, '--root', root, '--firewall', 'none', '--docker-socket', join(dir, name, 'absent.sock'),
+      '--interval', '1', '--endpoint', `10.97.0.${i}:51820`, '--tunnel', 'wireguard', '--tunnel-interface', a.ifname];
+    a.proc = new Proc(t, [...a.args, '--token', tokens[k]!], ns);
   }
   const [a1, a2, a3] = agents as [Agent, Agent, Agent];
 
@@ -158,6 +156,23 @@ t.test('a controller and three agents carry traffic over the tunnel', { skip: la
     t.notOk(await pings(a3, addr.get(a2)!, 2), 'a3 → a2 not answered');
     t.notOk(await pings(a3, addr.get(a1)!, 1), 'a3 → a1 not answered');
     t.ok(await pings(a1, addr.get(a2)!, 3), 'a1 → a2 still answered');
+  });
+
+  await t.test("a1 restarted with a new key: its report carries it, a2's interface swaps it in, traffic resumes", async (t) => {
+    const old = keyOf(a1);
+    const wgPid = Number(readIf(join(a1.state, 'wireguard', `${a1.ifname}.pid`)));
+    a1.proc!.kill('SIGTERM');
+    await a1.proc!.exited;
+    t.ok(alive(wgPid), "wireguard-go outlives the agent's stop");
+    rmSync(join(a1.state, 'wireguard', `${a1.ifname}.key`));
+    a1.proc = new Proc(t, a1.args, a1.ns);
+    await a1.proc.waitFor((l) => l.msg === 'tunnel attached', 60_000);
+    const fresh = keyOf(a1);
+    t.not(fresh, old, 'a new key in the state folder');
+    t.equal(Number(readIf(join(a1.state, 'wireguard', `${a1.ifname}.pid`))), wgPid, 'the restarted agent adopted the running wireguard-go');
+    await until("a2 holds a1's new key and not the old one", async () => JSON.stringify(await wgPeers(a2)) === JSON.stringify([fresh]), 30_000);
+    t.pass("a2's interface holds a1's new key only");
+    t.ok(await pings(a1, addr.get(a2)!, 5), 'a1 → a2 answered with the new key');
   });
 });
 
