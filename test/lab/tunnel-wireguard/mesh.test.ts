@@ -88,7 +88,7 @@ t.test('a controller and three agents carry traffic over the tunnel', { skip: la
     const a: Agent = { name, ns, ifname: `${prefix}w${i}`, state, proc: null, args: [] };
     agents.push(a);
     a.args = ['agent', '--state', state, '--controller', CONTROL, '--name', name, '--root', root, '--firewall', 'none', '--docker-socket', join(dir, name, 'absent.sock'),
-      '--interval', '1', '--endpoint', `10.97.0.${i}:51820`, '--tunnel', 'wireguard', '--tunnel-interface', a.ifname];
+      '--interval', '5', '--endpoint', `10.97.0.${i}:51820`, '--tunnel', 'wireguard', '--tunnel-interface', a.ifname];
     a.proc = new Proc(t, [...a.args, '--token', tokens[k]!], ns);
   }
   const [a1, a2, a3] = agents as [Agent, Agent, Agent];
@@ -190,6 +190,6 @@ async function until(what: string, fn: () => Promise<boolean>, timeoutMs: number
   const deadline = Date.now() + timeoutMs;
   while (!(await fn().catch(() => false))) {
     if (Date.now() > deadline) throw new Error(`timed out: ${what}`);
-    await sleep(50);
+    await sleep(100);
   }
 }
