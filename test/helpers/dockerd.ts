@@ -8,6 +8,7 @@ import { mkdtempSync, openSync, closeSync, readFileSync, writeFileSync, mkdirSyn
 import { join } from 'node:path';
 import Docker from 'dockerode';
 import { Netns, netns as makeNetns, runPrefix, sh, type Teardownable } from './netns.js';
+import { Deadline } from './budget.js';
 
 export const BUSYBOX_IMAGE = 'lab/busybox:1';
 const APPLETS = ['sh', 'httpd', 'nc', 'sleep', 'cat', 'echo', 'ls', 'mkdir', 'wget', 'true', 'false'];
@@ -49,8 +50,8 @@ function alive(pid: number): boolean {
 }
 
 async function waitFor(check: () => Promise<boolean> | boolean, ms: number, step = 50): Promise<boolean> {
-  const until = Date.now() + ms;
-  while (Date.now() < until) {
+  const deadline = new Deadline(ms);
+  while (!deadline.expired()) {
     if (await check()) return true;
     await new Promise((r) => setTimeout(r, step));
   }

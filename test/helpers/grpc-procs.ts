@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Netns } from './netns.js';
+import { Deadline } from './budget.js';
 
 export const MESHP = join(dirname(fileURLToPath(import.meta.url)), '../../bin/dist/main.js');
 
@@ -71,12 +72,12 @@ export class Proc {
 
   /** Waits for a log line that matches, from index `from` on. */
   async waitFor(pred: (l: LogLine) => boolean, timeoutMs = 15_000, from = 0): Promise<LogLine> {
-    const deadline = Date.now() + timeoutMs;
+    const deadline = new Deadline(timeoutMs);
     for (;;) {
       const hit = this.lines.slice(from).find(pred);
       if (hit) return hit;
       if (!this.alive) throw new Error(`process ${this.pid} exited before the line came; stderr: ${this.stderr}`);
-      const left = deadline - Date.now();
+      const left = deadline.left();
       if (left <= 0) throw new Error(`timed out waiting for a log line; last lines: ${JSON.stringify(this.lines.slice(-5))}; stderr: ${this.stderr}`);
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, Math.min(left, 500));
@@ -169,7 +170,8 @@ export function nodeList(ctl: ControllerProc): NodeRow[] {
 }
 
 export async function waitUntil<T>(what: string, fn: () => T | undefined | false, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
+  const deadline = new Deadline(timeoutMs);
+  let step = 200;
   let last: unknown;
   for (;;) {
     try {
@@ -178,7 +180,9 @@ export async function waitUntil<T>(what: string, fn: () => T | undefined | false
     } catch (e) {
       last = e;
     }
-    if (Date.now() > deadline) throw new Error(`timed out: ${what}${last ? ` (${String(last)})` : ''}`);
-    await new Promise((r) => setTimeout(r, 250));
+    if (deadline.expired()) throw new Error(`timed out: ${what}${last ? ` (${String(last)})` : ''}`);
+    // Each look may run the CLI: look less often as the wait grows, so the wait does not load the machine.
+    await new Promise((r) => setTimeout(r, step));
+    step = Math.min(1000, Math.round(step * 1.5));
   }
 }

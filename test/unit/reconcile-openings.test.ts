@@ -1,6 +1,6 @@
 import t from 'tap';
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { MeshpError, PLUGIN_API_VERSION, RETIRED_KEY, type Door, type FirewallDriver, type Opening, type Plugin, type Reach } from '@meshp/core';
 import { SqliteHostStore } from '@meshp/state-sqlite';
 import { bed, declaration, stateOf } from '../helpers/host.js';

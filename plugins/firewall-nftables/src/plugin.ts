@@ -1,5 +1,4 @@
 import { access } from 'node:fs/promises';
-import { join } from 'node:path';
 import { MeshpError, PLUGIN_API_VERSION, STAGE, isMeshpError, type Host, type Plugin } from '@meshp/core';
 import { parseCidr } from './cidr.js';
 import { classifyTable, foundActive, tablesOwnedBy } from './classify.js';

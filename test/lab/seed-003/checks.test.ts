@@ -8,13 +8,16 @@ import t from 'tap';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { labAvailable } from '../../helpers/netns.js';
-import { FOUND_FIREWALL, M1, M1_OUT, M2, PRIVATE, SERVICE_PORT, STRAY_PORT, WEB_CONF, WEB_CONF_BYTES, bed, fileBytes, type Bed, type Daemon } from './bed.js';
+import { fileBudget, until } from '../../helpers/budget.js';
+import { FOUND_FIREWALL, M1, M1_OUT, PRIVATE, SERVICE_PORT, STRAY_PORT, WEB_CONF, WEB_CONF_BYTES, bed, fileBytes, type Bed, type Daemon } from './bed.js';
 
 if (!labAvailable()) {
   t.plan(0, 'the lab needs root for namespaces, nftables and a Docker engine');
   process.exit(0);
 }
 
+// The whole scenario in idle-machine time; a busy machine gets more (see helpers/budget.ts).
+fileBudget(240);
 const b: Bed = await bed(t);
 const sock = ['--docker-socket', b.engine.socket];
 const privateNet = ['--private-range', PRIVATE, '--private-interface', `${b.prefix}pa`];
@@ -50,16 +53,6 @@ interface Report {
 async function report(): Promise<Report | null> {
   const r = await b.meshp(b.m1, ['host', 'status', '--state', agentState, '--json']);
   return r.code === 0 ? (JSON.parse(r.out) as Report) : null;
-}
-
-async function until<T>(what: string, f: () => Promise<T | null | undefined | false>, seconds = 40): Promise<T> {
-  const end = Date.now() + seconds * 1000;
-  for (;;) {
-    const v = await f();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 300));
-  }
 }
 
 const stateOf = (r: Report | null, key: string) => r?.resources.find((x) => x.key === key)?.state;

@@ -16,8 +16,6 @@ const HELLO_TIMEOUT_MS = 10_000;
 /** Resync requests one stream may send in a window; more ends it (MESHP_RATE_LIMITED). */
 const RESYNCS_PER_WINDOW = 10;
 const RESYNC_WINDOW_MS = 60_000;
-/** Peers per message: a large snapshot goes in parts, each well under the message limit. */
-const ENTRIES_PER_MESSAGE = 2_000;
 
 type Channel = SyncChannel<AgentMessage, ControllerMessage>;
 
