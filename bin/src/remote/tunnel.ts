@@ -1,6 +1,6 @@
 /** `meshp agent --tunnel wireguard`: the tunnel plugin, and its public key sent at enrolment. */
 import { join } from 'node:path';
-import { MeshpError, type ControlLink } from '@meshp/core';
+import { MeshpError, type AgentMessage, type ControlLink } from '@meshp/core';
 import { TunnelWireguardPlugin, type TunnelLog } from '@meshp/tunnel-wireguard';
 
 export const TUNNEL_KINDS = ['none', 'wireguard'] as const;
@@ -17,11 +17,22 @@ export function tunnelOf(a: { state: string; tunnel?: string; tunnelInterface?: 
   });
 }
 
-/** The link, with the tunnel's public key added to the enrolment request. */
+/**
+ * The link, with the tunnel's public key added to the enrolment request and to every report: a key
+ * made anew (its file removed, the agent restarted) reaches the controller as a key change.
+ */
 export function withTunnelKey(link: ControlLink, tunnelKey: string): ControlLink {
   return {
     enrol: (input) => link.enrol({ ...input, tunnelKey }),
-    sync: () => link.sync(),
+    sync: () => {
+      const ch = link.sync();
+      return {
+        send: (m: AgentMessage) => ch.send('report' in m ? { report: { ...m.report, tunnelKey } } : m),
+        onMessage: (l) => ch.onMessage(l),
+        onClose: (l) => ch.onClose(l),
+        close: (e) => ch.close(e),
+      };
+    },
     close: () => link.close(),
   };
 }

@@ -75,6 +75,8 @@ export interface ReportMessage {
   reach?: { port: number; protocol: string; path: string; now: string; from: string[]; mentioned: boolean }[];
   /** The last reconcile's result: a refused one (an invalid declaration, a plugin that failed) says so. Absent: an older agent. */
   reconcile?: ReconcileOutcome;
+  /** The node's WireGuard public key now, when it runs a tunnel: another than the stored one is a key change. */
+  tunnelKey?: string;
 }
 
 export interface ReconcileOutcome {

@@ -42,7 +42,11 @@ function applyIncrement(view: AgentView, delta: StateDelta, limits: DeltaLimits)
 
   for (const r of delta.removePeers) {
     const had = current(r.id);
-    if (!had) continue;
+    if (!had) {
+      // A peer unscoped earlier and now gone: outside the view (no hash moves), but a tunnel may hold it in grace.
+      if (r.reason === REMOVAL_REASON.REMOVED) change.removed.push(r.id);
+      continue;
+    }
     removePeer(digest, had.digest);
     staged.set(r.id, null);
     (r.reason === REMOVAL_REASON.REMOVED ? change.removed : change.unscoped).push(r.id);

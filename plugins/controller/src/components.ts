@@ -11,6 +11,7 @@ export function peerImage(m: MemberRecord, scope: Scope): Peer {
     tags: [...m.tags],
     endpoints: [...m.endpoints],
     inboundOnly: scope === SCOPE.INBOUND_ONLY,
+    ...(m.tunnelKey ? { tunnelKey: m.tunnelKey } : {}),
   };
 }
 
@@ -26,8 +27,15 @@ export function filterFor(node: MemberRecord, policy: PolicyIndex): Filter {
 const key = (r: { sourceTags: string[]; destinationTags: string[]; ports: string[] }): string =>
   `${r.sourceTags.join(',')}>${r.destinationTags.join(',')}:${r.ports.join(',')}`;
 
-export function tunnelFor(node: MemberRecord): Tunnel {
-  return { address: node.addresses[0] ?? '', listenPort: node.settings.ports['tunnel'] ?? 51820, mtu: 1280, keepaliveSeconds: 25 };
+/**
+ * The node's tunnel: its mesh address with the private range's prefix (`100.96.0.3/16`), so the
+ * interface's address also routes the whole range through it, on every node whatever its settings.
+ */
+export function tunnelFor(node: MemberRecord, privateRange = ''): Tunnel {
+  const bare = node.addresses[0] ?? '';
+  const prefix = /^[^/]+\/(\d{1,3})$/.exec(privateRange)?.[1];
+  const address = bare && prefix && !bare.includes('/') ? `${bare}/${prefix}` : bare;
+  return { address, listenPort: node.settings.ports['tunnel'] ?? 51820, mtu: 1280, keepaliveSeconds: 25 };
 }
 
 /**
@@ -63,6 +71,8 @@ export interface ComponentInputs {
   policy: PolicyIndex;
   shared: SharedComponents;
   moduleOf: (name: string) => ModuleDef | null;
+  /** The network's private range: the prefix of the tunnel's address. */
+  privateRange?: string;
 }
 
 export function componentsFor(i: ComponentInputs): Required<Components> {
@@ -71,7 +81,7 @@ export function componentsFor(i: ComponentInputs): Required<Components> {
     filter: filterFor(i.node, i.policy),
     routeGroups: i.shared.routeGroups,
     relays: i.shared.relays,
-    tunnel: tunnelFor(i.node),
+    tunnel: tunnelFor(i.node, i.privateRange),
     declaration: declarationFor(i.node, i.moduleOf),
   };
 }

@@ -25,6 +25,8 @@ export interface Computed {
   digest: ViewDigest;
 }
 
+const NONE: ReadonlySet<string> = new Set();
+
 const byId = (a: { id: string }, b: { id: string }): number => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 
 /** The node's whole view at the network's current version (from_version 0). */
@@ -42,7 +44,7 @@ export function computeSnapshot(net: NetworkState, nodeId: string): Computed {
     if (scope !== SCOPE.NONE) peers.push(peerImage(m, scope));
   }
   peers.sort(byId);
-  const components = componentsFor({ node: self, policy: net.policy, shared: net.record.components, moduleOf: net.moduleOf });
+  const components = componentsFor({ node: self, policy: net.policy, shared: net.record.components, moduleOf: net.moduleOf, privateRange: net.record.privateRange });
   const delta: StateDelta = { ...emptyDelta(net.record.name, 0, net.version), upsertPeers: peers, ...components };
   return { delta, digest: digestOf(peers, components) };
 }
@@ -53,7 +55,7 @@ export function computeSnapshot(net: NetworkState, nodeId: string): Computed {
  * node's own tags changed — the holders of the tags whose reachability moved (through the tag index).
  * Null when the log does not reach back to `a` or the node did not exist at `a`: send a snapshot.
  */
-export function computeIncremental(net: NetworkState, nodeId: string, a: number, base: ViewDigest): Computed | null {
+export function computeIncremental(net: NetworkState, nodeId: string, a: number, base: ViewDigest, graced: ReadonlySet<string> = NONE): Computed | null {
   const entries = net.since(a);
   const selfNow = net.members.get(nodeId);
   if (!entries || !selfNow) return null;
@@ -96,6 +98,8 @@ export function computeIncremental(net: NetworkState, nodeId: string, a: number,
     const sNow = now ? polNow.scope(selfNow, now) : SCOPE.NONE;
     const dThen = then && sThen !== SCOPE.NONE ? peerDigest(peerImage(then, sThen)) : null;
     if (!now || sNow === SCOPE.NONE) {
+      // Out of the view already, but perhaps still held in the node's tunnel grace: it is told the peer left.
+      if (dThen === null && !now && then && graced.has(id)) removePeers.push({ id, reason: REMOVAL_REASON.REMOVED });
       if (dThen === null) continue;
       removePeer(digest, dThen);
       removePeers.push({ id, reason: now ? REMOVAL_REASON.UNSCOPED : REMOVAL_REASON.REMOVED });
@@ -115,7 +119,7 @@ export function computeIncremental(net: NetworkState, nodeId: string, a: number,
   const changed: Components = {};
   for (const name of sharedThen.keys()) changed[name] = net.record.components[name] as never;
   if (policyThen || ownTagsMoved) changed.filter = filterFor(selfNow, polNow);
-  if (memberThen.has(nodeId)) changed.tunnel = tunnelFor(selfNow);
+  if (memberThen.has(nodeId)) changed.tunnel = tunnelFor(selfNow, net.record.privateRange);
   const modulesMoved = [...moduleThen.keys()].some((m) => selfThen.assigned.includes(m) || selfNow.assigned.includes(m));
   if (memberThen.has(nodeId) || modulesMoved) changed.declaration = declarationFor(selfNow, net.moduleOf);
   for (const [name, value] of Object.entries(changed) as [ComponentName, Components[ComponentName]][]) {

@@ -10,6 +10,7 @@ import type { LogEntry, MemberRecord, ModuleDef, NetworkRecord, PolicyRule, Repo
 import { newSync, statusOf, type NodeStatus } from './status.js';
 import { checkAssigned, checkMember, checkModule, checkPolicy, checkTags } from './limits.js';
 import { checkNoClash } from './clash.js';
+import { checkTunnelKey } from './tunnel-key.js';
 
 export interface ControllerOptions {
   /** Changes kept per network for deltas; an agent further behind gets a snapshot. */
@@ -40,6 +41,8 @@ export interface MemberInput {
   endpoints?: string[];
   mode?: Mode;
   settings?: MemberRecord['settings'];
+  /** The node's WireGuard public key (base64), when it runs a tunnel. */
+  tunnelKey?: string;
 }
 
 /**
@@ -130,6 +133,7 @@ export class Controller {
     checkMember(input);
     const net = this.#net(network);
     if (net.members.has(input.id)) throw new MeshpError('MESHP_USAGE', `node ${input.id} is already in ${network}`);
+    if (input.tunnelKey) checkTunnelKey(input.tunnelKey, net.members.values(), input.id);
     const m: MemberRecord = {
       id: input.id,
       nodeKey: input.nodeKey,
@@ -140,6 +144,7 @@ export class Controller {
       assigned: [],
       taken: [],
       settings: input.settings ?? { ports: {} },
+      ...(input.tunnelKey ? { tunnelKey: input.tunnelKey } : {}),
     };
     return this.#changeMember(net, input.id, m, true);
   }
@@ -183,6 +188,22 @@ export class Controller {
 
   rotateKey(network: string, id: string, nodeKey: string): number {
     return this.updateMember(network, id, { nodeKey });
+  }
+
+  /**
+   * The node's new tunnel key (a rotation, or a tunnel started after enrolment): a normal change,
+   * so every peer that sees the node gets it in its next delta. The same key again changes nothing
+   * (the current version is returned); '' withdraws it.
+   */
+  setTunnelKey(network: string, id: string, tunnelKey: string): number {
+    const net = this.#net(network);
+    const m = this.#member(net, id);
+    if ((m.tunnelKey ?? '') === tunnelKey) return net.version;
+    if (tunnelKey) checkTunnelKey(tunnelKey, net.members.values(), id);
+    const after: MemberRecord = { ...structuredClone(m) };
+    if (tunnelKey) after.tunnelKey = tunnelKey;
+    else delete after.tunnelKey;
+    return this.#changeMember(net, id, after);
   }
 
   setTags(network: string, id: string, tags: string[]): number {

@@ -11,3 +11,4 @@ export * from './tokens.js';
 export * from './sqlite-store.js';
 export * from './hosting/index.js';
 export * from './converge.js';
+export * from './tunnel-key.js';

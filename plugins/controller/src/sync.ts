@@ -3,7 +3,7 @@
  * and hellos mean for its sync record. These functions change the record in place; persisting it
  * is the caller's (the controller, in one store transaction).
  */
-import { COMPONENT_NAMES, CURRENT_REVISION, MeshpError, componentDigest, declarationForRevision, loadDigest, stateHash, storeDigest, type StateDelta, type ViewDigest } from '@meshp/core';
+import { COMPONENT_NAMES, CURRENT_REVISION, MeshpError, REMOVAL_REASON, componentDigest, declarationForRevision, loadDigest, stateHash, storeDigest, type StateDelta, type ViewDigest } from '@meshp/core';
 import { declarationFor } from './components.js';
 import { computeIncremental, computeSnapshot, type Computed } from './compute.js';
 import type { NetworkState } from './network.js';
@@ -33,7 +33,7 @@ function pending(net: NetworkState, id: string, sync: SyncRecord): Computed | 's
   const base = sync.expectations.find((e) => e.version === sync.sent);
   if (!base) return null;
   if (basis === net.version) return same(sync);
-  const computed = computeIncremental(net, id, basis, loadDigest(base.digest));
+  const computed = computeIncremental(net, id, basis, loadDigest(base.digest), new Set(sync.graced ?? []));
   if (!computed) return null;
   const d = computed.delta;
   if (d.upsertPeers.length === 0 && d.removePeers.length === 0 && !COMPONENT_NAMES.some((n) => d[n] !== undefined)) {
@@ -91,6 +91,7 @@ export function nextDelta(net: NetworkState, id: string, sync: SyncRecord, at: s
     .filter((e) => e.version >= sync.applied)
     .slice(-EXPECTATIONS);
   sync.recent = [...sync.recent, summary(computed.delta, hash, at)].slice(-keepSent);
+  trackGraced(sync, computed.delta);
   return computed.delta;
 }
 
@@ -106,6 +107,21 @@ function healByChange(net: NetworkState, id: string, sync: SyncRecord): boolean 
   sync.snapshotPending = true;
   sync.snapshotNotBefore = 0;
   return true;
+}
+
+/** Peers kept per membership as possibly in grace; the oldest go first (a REMOVED then finds the grace run out). */
+const GRACED = 4096;
+
+/** Who the node may hold in a tunnel grace period after this delta (see SyncRecord.graced). */
+function trackGraced(sync: SyncRecord, d: StateDelta): void {
+  const graced = new Set(sync.graced ?? []);
+  for (const r of d.removePeers) {
+    graced.delete(r.id);
+    if (r.reason === REMOVAL_REASON.UNSCOPED) graced.add(r.id);
+  }
+  for (const p of d.upsertPeers) graced.delete(p.id);
+  if (graced.size === 0) delete sync.graced;
+  else sync.graced = [...graced].slice(-GRACED);
 }
 
 export interface ResyncBounds {

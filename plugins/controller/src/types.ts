@@ -13,6 +13,11 @@ export interface MemberRecord {
   settings: Settings;
   /** The preview the operator's flip was recorded with ('' or absent: none). Only meaningful when converged. */
   convergePreviewId?: string;
+  /**
+   * The node's WireGuard public key (base64), given at enrolment or changed since; absent: it runs no
+   * tunnel. A record stored before the field existed reads as absent, so no stored row needs rewriting.
+   */
+  tunnelKey?: string;
 }
 
 /** Members tagged `from` may reach members tagged `to`. */
@@ -97,6 +102,12 @@ export interface SyncRecord {
   snapshotNotBefore?: number;
   /** Set after too many in a row: no more snapshots until an ack or a hello matches; a MESHP code and why. */
   diverged?: string;
+  /**
+   * Peers this node was told were UNSCOPED and not since back in scope nor removed: its tunnel may
+   * hold them in a grace period, so their removal is sent to it too (REMOVED of a peer outside the
+   * view changes no hash). Absent: none.
+   */
+  graced?: string[];
   /** Expected view digest per version sent and not yet superseded by an ack. */
   expectations: Expectation[];
   snapshotPending: boolean;

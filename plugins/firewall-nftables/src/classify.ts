@@ -5,6 +5,8 @@ import { chainKey, tableKey, verdictOf, type NftChain, type NftRule, type NftTab
 
 export const MESH_TABLE = 'meshp';
 export const DERIVED_TABLE = 'meshp_derived';
+/** The tunnel plugin's tables, one per interface (`inet meshp_wg_IF`): the mesh's own, never found. */
+export const TUNNEL_TABLE_PREFIX = 'meshp_wg_';
 export const MARK = 'meshp:';
 /** The set in the mesh table whose one element names the last batch committed (see receiptLines). */
 export const RECEIPT_SET = 'receipt';
@@ -13,6 +15,7 @@ export type TableOwner =
   | 'found' // the found nftables firewall's
   | 'mesh' // our refusals table
   | 'derived' // our converged-node table
+  | 'tunnel' // the tunnel plugin's filter on its interface
   | 'firewalld' // a different kind
   | 'iptables-nft' // the iptables plugin's (comments invisible to nft -j, pitfall 7)
   | 'docker' // the container engine's (nftables backend)
@@ -73,6 +76,7 @@ function classify(table: NftTable, rs: Ruleset, rules: NftRule[]): TableOwner {
   const key = tableKey(table);
   if (table.family === 'inet' && table.name === MESH_TABLE) return 'mesh';
   if (table.family === 'inet' && table.name === DERIVED_TABLE) return 'derived';
+  if (table.family === 'inet' && table.name.startsWith(TUNNEL_TABLE_PREFIX)) return 'tunnel';
   if (table.name === 'firewalld') return 'firewalld';
   if (table.name.startsWith('docker')) return 'docker';
   if (table.family !== 'ip' && table.family !== 'ip6' && table.family !== 'inet') return 'other';

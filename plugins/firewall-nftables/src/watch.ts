@@ -4,7 +4,7 @@
  * sets our rules carry are not news.
  */
 import type { ChildProcess } from 'node:child_process';
-import { DERIVED_TABLE, MARK, MESH_TABLE } from './classify.js';
+import { DERIVED_TABLE, MARK, MESH_TABLE, TUNNEL_TABLE_PREFIX } from './classify.js';
 import type { Spawner } from './runner.js';
 
 export function isOurEvent(event: Record<string, Record<string, Record<string, unknown>>>): boolean {
@@ -15,7 +15,7 @@ export function isOurEvent(event: Record<string, Record<string, Record<string, u
   if (!body) return true;
   if (typeof body.comment === 'string' && body.comment.startsWith(MARK)) return true;
   const table = kind === 'table' ? body.name : body.table;
-  if (body.family === 'inet' && (table === MESH_TABLE || table === DERIVED_TABLE)) return true;
+  if (body.family === 'inet' && (table === MESH_TABLE || table === DERIVED_TABLE || String(table).startsWith(TUNNEL_TABLE_PREFIX))) return true;
   if ((kind === 'set' || kind === 'element') && typeof body.name === 'string' && body.name.startsWith('__set')) return true;
   return false;
 }

@@ -29,6 +29,7 @@ function reportToWire(r: ReportMessage): Report {
     ...(r.lifecycle ? { lifecycle: lifecycleToWire(r.lifecycle) } : {}),
     reach: (r.reach ?? []).map((x) => ({ ...x, from: [...x.from] })),
     ...(r.reconcile ? { reconcile: { ...r.reconcile } } : {}),
+    ...(r.tunnelKey ? { tunnelKey: r.tunnelKey } : {}),
   };
 }
 
@@ -61,6 +62,7 @@ function reportFromWire(r: Report): ReportMessage {
     // An older agent sends none: the controller's preview then says unknown.
     ...(r.reach.length ? { reach: r.reach.map((x) => ({ ...x, from: [...x.from] })) } : {}),
     ...(r.reconcile && (r.reconcile.result === 'ok' || r.reconcile.result === 'refused') ? { reconcile: { ...r.reconcile, result: r.reconcile.result } } : {}),
+    ...(r.tunnelKey ? { tunnelKey: r.tunnelKey } : {}),
   };
 }
 

@@ -8,6 +8,7 @@ import { MeshpError, decodeToken, encodeToken, type EnrolInput, type EnrolResult
 import type { Controller } from '../controller.js';
 import type { AuthStore } from './auth-store.js';
 import { checkMember } from '../limits.js';
+import { checkTunnelKey } from '../tunnel-key.js';
 
 export const NODE_NAME = /^[a-z0-9][a-z0-9_.-]{0,62}$/i;
 
@@ -49,6 +50,8 @@ export class Enrolment {
     checkMember({ id: input.node, endpoints: input.endpoints, tags: t.tags }); // before the token is marked used
     const revoked = this.auth.revokedKey(t.network, input.nodeKey);
     if (revoked) throw new MeshpError('MESHP_NODE_REVOKED', `this node key was revoked in ${t.network} when ${revoked.node} was removed (${revoked.at}): make a new key`);
+    // Checked before the token is spent: a refused key leaves the token for a corrected start.
+    if (input.tunnelKey) checkTunnelKey(input.tunnelKey, this.controller.members(t.network), input.node);
     const holder = this.controller.members(t.network).find((m) => m.nodeKey === input.nodeKey);
     if (holder) throw new MeshpError('MESHP_KEY_IN_USE', `node ${holder.id} in ${t.network} is enrolled with this key already: one key per node`);
     if (this.controller.member(t.network, input.node)) {
@@ -59,7 +62,7 @@ export class Enrolment {
     }
     if (!this.auth.markUsed(secret, input.node, this.now().toISOString())) throw new MeshpError('MESHP_TOKEN_INVALID', 'the enrolment token was already used');
     const inner = this.controller.createToken(t.network, { mode: t.mode, tags: t.tags, ttlSeconds: 60 });
-    const { network, member } = this.controller.enrol(inner.token, { id: input.node, nodeKey: input.nodeKey, endpoints: input.endpoints });
+    const { network, member } = this.controller.enrol(inner.token, { id: input.node, nodeKey: input.nodeKey, endpoints: input.endpoints, ...(input.tunnelKey ? { tunnelKey: input.tunnelKey } : {}) });
     const credential = randomBytes(32).toString('base64url');
     this.auth.putCredential(credential, network, member.id);
     return { network, node: member.id, credential, mode: member.mode, addresses: [...member.addresses] };

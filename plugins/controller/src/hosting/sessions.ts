@@ -254,6 +254,17 @@ export class SyncSession {
       };
       controller.report(this.network, this.node, { firewallKind: r.firewallKind || 'none', held: count('held'), changed: count('changed'), reported });
       this.hub.auth.putReport(this.network, this.node, m.report);
+      // A tunnel key other than the stored one: a key change, sent on to every peer that sees this node.
+      if (r.tunnelKey && r.tunnelKey !== controller.member(this.network, this.node)?.tunnelKey) {
+        try {
+          controller.setTunnelKey(this.network, this.node, r.tunnelKey);
+          this.hub.log.info({ network: this.network, node: this.node }, 'tunnel key changed');
+          this.hub.poke(this.network);
+        } catch (e) {
+          // Refused (another node's key, not a key): the stored key stays, the stream goes on.
+          this.hub.log.warn({ network: this.network, node: this.node, code: isMeshpError(e) ? e.code : undefined, err: oneLine(e) }, 'tunnel key change refused');
+        }
+      }
     }
   }
 

@@ -355,7 +355,15 @@ export interface Report {
    */
   reach: DoorReach[];
   /** The last reconcile's result: ok, or refused with a code and a message (the view was applied, the machine was not changed). */
-  reconcile?: ReconcileOutcome | undefined;
+  reconcile?:
+    | ReconcileOutcome
+    | undefined;
+  /**
+   * The node's WireGuard public key now (base64). A key other than the one enrolled is a key change:
+   * the controller stores it and sends it to every peer that sees the node. Empty: no tunnel, or an
+   * older agent; nothing changes.
+   */
+  tunnelKey?: string | undefined;
 }
 
 /** What the last reconcile came to on the machine. */
@@ -1970,6 +1978,7 @@ function createBaseReport(): Report {
     lifecycle: undefined,
     reach: [],
     reconcile: undefined,
+    tunnelKey: undefined,
   };
 }
 
@@ -2016,6 +2025,9 @@ export const Report: MessageFns<Report> = {
     }
     if (message.reconcile !== undefined) {
       ReconcileOutcome.encode(message.reconcile, writer.uint32(242).fork()).join();
+    }
+    if (message.tunnelKey !== undefined) {
+      writer.uint32(642).string(message.tunnelKey);
     }
     return writer;
   },
@@ -2145,6 +2157,14 @@ export const Report: MessageFns<Report> = {
             message.reconcile = ReconcileOutcome.decode(reader, reader.uint32());
             continue;
           }
+          case 80: {
+            if (tag !== 642) {
+              break;
+            }
+
+            message.tunnelKey = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2203,6 +2223,11 @@ export const Report: MessageFns<Report> = {
         ? object.reach.map((e: any) => DoorReach.fromJSON(e))
         : [],
       reconcile: isSet(object.reconcile) ? ReconcileOutcome.fromJSON(object.reconcile) : undefined,
+      tunnelKey: isSet(object.tunnelKey)
+        ? globalThis.String(object.tunnelKey)
+        : isSet(object.tunnel_key)
+        ? globalThis.String(object.tunnel_key)
+        : undefined,
     };
   },
 
@@ -2250,6 +2275,9 @@ export const Report: MessageFns<Report> = {
     if (message.reconcile !== undefined) {
       obj.reconcile = ReconcileOutcome.toJSON(message.reconcile);
     }
+    if (message.tunnelKey !== undefined) {
+      obj.tunnelKey = message.tunnelKey;
+    }
     return obj;
   },
 
@@ -2276,6 +2304,7 @@ export const Report: MessageFns<Report> = {
     message.reconcile = (object.reconcile !== undefined && object.reconcile !== null)
       ? ReconcileOutcome.fromPartial(object.reconcile)
       : undefined;
+    message.tunnelKey = object.tunnelKey ?? undefined;
     return message;
   },
 };
