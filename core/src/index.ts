@@ -15,3 +15,4 @@ export { placeOpening, type Placement } from './net/placement.js';
 export { possibleOf, type RuleHit } from './net/reach.js';
 export * from './private.js';
 export * from './schema/index.js';
+export { adminMethod, type AdminCall, type AdminMap, type AdminMethods } from './contract/admin.js';
