@@ -16,3 +16,4 @@ export { possibleOf, type RuleHit } from './net/reach.js';
 export * from './private.js';
 export * from './schema/index.js';
 export { sanitize, logOptions } from './sanitize.js';
+export { adminMethod, type AdminCall, type AdminMap, type AdminMethods } from './contract/admin.js';

@@ -35,3 +35,19 @@ export async function withAdmin<T>(a: RemoteArgs, fn: (c: AdminClient, network: 
     c.close();
   }
 }
+
+/**
+ * A message field the controller always sets: proto3 leaves a sub-message optional on the wire, so an
+ * answer without it is a controller that does not speak this CLI's protocol, refused by name.
+ */
+export function present<T>(v: T | undefined, field: string): T {
+  if (v === undefined) throw new MeshpError('MESHP_MESSAGE_MALFORMED', `the controller's answer has no ${field}`);
+  return v;
+}
+
+/** A string field the proto leaves open but this CLI reads as one of a few words: checked, not cast. */
+export function oneOf<T extends string>(v: string, words: readonly T[], field: string): T {
+  const found = words.find((w) => w === v);
+  if (found === undefined) throw new MeshpError('MESHP_MESSAGE_MALFORMED', `the controller's answer has ${field} ${JSON.stringify(v)}, not one of ${words.join(', ')}`);
+  return found;
+}

@@ -4,10 +4,10 @@
  * which this prints as it arrives, until the node says converged, adopted, or refused.
  */
 import type { ConvergePreview, PreviewItem } from '@meshp/core';
-import type { AdminClient } from '@meshp/transport-grpc';
+import type { AdminClient, wire } from '@meshp/transport-grpc';
 import { renderPreview } from '../host/converge.js';
 import { Refusal, confirmChange, printJson } from '../output.js';
-import { withAdmin, type RemoteArgs } from './admin.js';
+import { oneOf, present, withAdmin, type RemoteArgs } from './admin.js';
 import { modeName, nodeJson, type WireNodeStatus } from './render.js';
 
 export interface LifecycleArgs extends RemoteArgs {
@@ -16,22 +16,16 @@ export interface LifecycleArgs extends RemoteArgs {
   timeout: number;
 }
 
-interface WirePreview {
-  id: string;
-  node: string;
-  firewall?: { kind: string; active: boolean; tables: string[]; configFile: string };
-  items: { source: string; protocol: string; port: number; address: string; holder: string; declaredBy: string; after: string; from: string[]; now?: string; nowFrom?: string[]; mentioned?: boolean }[];
-  take: string[];
-  steps: string[];
-}
+type WirePreview = wire.ConvergePreview;
 
-const KNOWN_NOW = new Set(['open', 'open-from', 'closed']);
+const KNOWN_NOW = ['open', 'open-from', 'closed'] as const;
 
 /** A controller that does not say where a door is reachable now (an older one) gives `unknown`. */
 function nowFromWire(i: WirePreview['items'][number]): Pick<PreviewItem, 'now' | 'nowFrom' | 'mentioned'> {
   if (i.now === 'local') return { now: 'local' };
-  if (!i.now || !KNOWN_NOW.has(i.now)) return { now: 'unknown' };
-  return { now: i.now as PreviewItem['now'], ...(i.now === 'open-from' ? { nowFrom: [...(i.nowFrom ?? [])] } : {}), mentioned: i.mentioned ?? false };
+  const now = KNOWN_NOW.find((w) => w === i.now);
+  if (!now) return { now: 'unknown' };
+  return { now, ...(now === 'open-from' ? { nowFrom: [...(i.nowFrom ?? [])] } : {}), mentioned: i.mentioned ?? false };
 }
 
 export function previewFromWire(p: WirePreview): ConvergePreview {
@@ -40,8 +34,8 @@ export function previewFromWire(p: WirePreview): ConvergePreview {
     id: p.id, node: p.node, take: [...p.take], steps: [...p.steps],
     firewall: { kind: fw.kind, active: fw.active, tables: [...fw.tables], ...(fw.configFile ? { configFile: fw.configFile } : {}) },
     items: p.items.map((i) => ({
-      source: i.source as 'socket' | 'published', protocol: i.protocol as 'tcp' | 'udp', port: i.port, address: i.address, holder: i.holder,
-      declaredBy: i.declaredBy || null, after: i.after as 'open' | 'closes' | 'local', ...(i.from.length ? { from: [...i.from] } : {}),
+      source: oneOf(i.source, ['socket', 'published'], 'source'), protocol: oneOf(i.protocol, ['tcp', 'udp'], 'protocol'), port: i.port, address: i.address, holder: i.holder,
+      declaredBy: i.declaredBy || null, after: oneOf(i.after, ['open', 'closes', 'local'], 'after'), ...(i.from.length ? { from: [...i.from] } : {}),
       ...nowFromWire(i),
     })),
   };
@@ -65,7 +59,7 @@ async function follow(c: AdminClient, network: string, a: LifecycleArgs, version
   const deadline = Date.now() + a.timeout * 1000;
   let printed = 0;
   for (;;) {
-    const node = (await c.call('showNode', { network, node: a.node })).node as unknown as WireNodeStatus;
+    const node = present((await c.call('showNode', { network, node: a.node })).node, 'node');
     const t = node.transition;
     const l = node.lifecycle;
     const ours = !!t && t.version >= version;
@@ -92,8 +86,8 @@ export async function nodeConverge(a: LifecycleArgs & { preview: boolean; yes: b
   await withAdmin(a, async (c, network) => {
     if (a.preview || !a.yes) {
       const r = await c.call('previewConverge', { network, node: a.node });
-      const node = r.node as unknown as WireNodeStatus;
-      const preview = previewFromWire(r.preview as unknown as WirePreview);
+      const node = present(r.node, 'node');
+      const preview = previewFromWire(present(r.preview, 'preview'));
       if (a.preview && a.json) return printJson({ node: nodeJson(node), preview });
       out(a, `${header(node)}\n${renderPreview(preview)}`);
       if (a.preview) return out(a, `(preview: nothing changed; flip with meshp node converge ${a.node} --yes --preview-id ${preview.id})`);
@@ -101,8 +95,8 @@ export async function nodeConverge(a: LifecycleArgs & { preview: boolean; yes: b
       a.previewId ??= preview.id;
     }
     const r = await c.call('convergeNode', { network, node: a.node, previewId: a.previewId ?? '' });
-    const recorded = r.node as unknown as WireNodeStatus;
-    const preview = previewFromWire(r.preview as unknown as WirePreview);
+    const recorded = present(r.node, 'node');
+    const preview = previewFromWire(present(r.preview, 'preview'));
     if (!a.preview && a.yes && !a.json) out(a, `${header(recorded)}\n${renderPreview(preview)}`);
     const version = recorded.transition?.version ?? recorded.stateVersion;
     out(a, `requested: ${a.node} converges to preview ${preview.id} (state version ${version}); waiting for its agent:`);
@@ -116,7 +110,7 @@ export async function nodeConverge(a: LifecycleArgs & { preview: boolean; yes: b
 /** `meshp node adopt NODE`: back to adopted; a converged node re-enables the found firewall it retired. */
 export async function nodeAdopt(a: LifecycleArgs & { preview: boolean; yes: boolean }): Promise<void> {
   await withAdmin(a, async (c, network) => {
-    const now = (await c.call('showNode', { network, node: a.node })).node as unknown as WireNodeStatus;
+    const now = present((await c.call('showNode', { network, node: a.node })).node, 'node');
     const plan = now.mode === 2
       ? [`re-enable the found firewall the flip retired`, `unload the mesh's derived filter`, `keep every module's resources; nothing more is taken`]
       : [`record ${a.node} adopted (it is ${modeName(now.mode)} by its last report): the machine's firewall is not changed`];
@@ -126,7 +120,7 @@ export async function nodeAdopt(a: LifecycleArgs & { preview: boolean; yes: bool
     }
     await confirmChange(a.yes, `Return ${a.node} to adopted?\n${plan.map((s) => `  - ${s}`).join('\n')}\n`, 'pass --yes to return it (or --preview to see what it does)');
     const r = await c.call('setMode', { network, node: a.node, mode: 1 });
-    const recorded = r.node as unknown as WireNodeStatus;
+    const recorded = present(r.node, 'node');
     const version = recorded.transition?.version ?? recorded.stateVersion;
     out(a, `requested: ${a.node} returns to adopted (state version ${version}); waiting for its agent:`);
     const { node, steps } = await follow(c, network, a, version);

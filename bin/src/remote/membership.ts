@@ -1,7 +1,7 @@
 /** `meshp node remove|rename` and `meshp network create|list|remove`: one Admin call each. */
 import { confirmChange, printJson, table } from '../output.js';
-import { withAdmin, type RemoteArgs } from './admin.js';
-import { nodeJson, type WireNodeStatus } from './render.js';
+import { present, withAdmin, type RemoteArgs } from './admin.js';
+import { nodeJson } from './render.js';
 
 interface Out {
   json: boolean;
@@ -21,26 +21,19 @@ export async function nodeRemove(a: RemoteArgs & Out & { node: string; yes: bool
 
 export async function nodeRename(a: RemoteArgs & Out & { node: string; newName: string }): Promise<void> {
   const r = await withAdmin(a, (c, network) => c.call('renameNode', { network, node: a.node, newName: a.newName }));
-  const node = r.node as unknown as WireNodeStatus;
+  const node = present(r.node, 'node');
   say(a, { node: nodeJson(node) }, `renamed ${a.node} to ${node.name} (state version ${node.stateVersion})`);
-}
-
-interface NetworkInfo {
-  name: string;
-  stateVersion: number;
-  members: number;
-  privateRange: string;
 }
 
 export async function networkCreate(a: RemoteArgs & Out & { name: string; range?: string }): Promise<void> {
   const r = await withAdmin(a, (c) => c.call('createNetwork', { network: a.name, privateRange: a.range ?? '' }));
-  const n = r.network as NetworkInfo;
+  const n = present(r.network, 'network');
   say(a, { network: n }, `created network ${n.name} (${n.privateRange})`);
 }
 
 export async function networkList(a: RemoteArgs & Out): Promise<void> {
   const r = await withAdmin(a, (c) => c.call('listNetworks', {}));
-  const nets = r.networks as NetworkInfo[];
+  const nets = r.networks;
   say(a, { networks: nets }, table(['NETWORK', 'NODES', 'VERSION', 'RANGE'], nets.map((n) => [n.name, String(n.members), String(n.stateVersion), n.privateRange])));
 }
 

@@ -2,8 +2,8 @@
 import { readFileSync, statSync } from 'node:fs';
 import { MeshpError, declarationToWire, readCatalogueFile, readPolicyFile, type ModuleDecl } from '@meshp/core';
 import { confirmChange, printJson, table } from '../output.js';
-import { withAdmin, type RemoteArgs } from './admin.js';
-import { modeName, nodeDetail, nodeJson, nodesTable, sentTable, type WireFirewall, type WireNodeStatus, type WireResource, type WireSent } from './render.js';
+import { present, withAdmin, type RemoteArgs } from './admin.js';
+import { modeName, nodeDetail, nodeJson, nodesTable, sentTable, type WireNodeStatus } from './render.js';
 
 interface Out {
   json: boolean;
@@ -52,16 +52,16 @@ export async function tokenCreate(a: RemoteArgs & Out & { adopted: boolean; ttl:
 
 export async function nodeList(a: RemoteArgs & Out): Promise<void> {
   const r = await withAdmin(a, (c, network) => c.call('listNodes', { network }));
-  const nodes = r.nodes as unknown as WireNodeStatus[];
+  const nodes = r.nodes;
   say(a, { nodes: nodes.map(nodeJson) }, nodes.length ? nodesTable(nodes) : 'no nodes');
 }
 
 export async function nodeShow(a: RemoteArgs & Out & { node: string }): Promise<void> {
   const r = await withAdmin(a, (c, network) => c.call('showNode', { network, node: a.node }));
-  const node = r.node as unknown as WireNodeStatus;
-  const sent = r.recentDeltas as unknown as WireSent[];
-  const resources = r.resources as unknown as WireResource[];
-  const fw = r.firewall as WireFirewall | undefined;
+  const node = present(r.node, 'node');
+  const sent = r.recentDeltas;
+  const resources = r.resources;
+  const fw = r.firewall;
   const firewall = fw ? { kind: fw.kind || 'none', active: fw.active, tables: fw.tables, configFile: fw.configFile || null } : null;
   const human = [
     nodeDetail(node),
@@ -88,7 +88,7 @@ export async function moduleChange(a: RemoteArgs & Out & Change & { act: 'assign
   } as const;
   const r = await withAdmin(a, async (c, network) => {
     if (a.preview || !a.yes) {
-      const now = (await c.call('showNode', { network, node: a.node })).node as unknown as WireNodeStatus;
+      const now = present((await c.call('showNode', { network, node: a.node })).node, 'node');
       const what = `module ${a.module} on node ${a.node} (${modeName(now.mode)}; assigned ${now.assignedModules.join(', ') || '-'}; taken ${now.takenModules.join(', ') || '-'}): ${WHAT[a.act]}`;
       if (a.preview) return { preview: what, node: now };
       await confirmChange(false, `${a.act} ${what}?`, `pass --yes to ${a.act} (or --preview to see what it does)`);
@@ -96,7 +96,7 @@ export async function moduleChange(a: RemoteArgs & Out & Change & { act: 'assign
     return c.call(method, { network, node: a.node, module: a.module });
   });
   if ('preview' in r) return say(a, { preview: true, would: r.preview, node: nodeJson(r.node) }, `would ${r.preview}\n(preview: nothing changed)`);
-  const node = r.node as unknown as WireNodeStatus;
+  const node = present(r.node, 'node');
   say(a, { node: nodeJson(node) }, `${a.act} ${a.module} on ${a.node}: assigned ${node.assignedModules.join(', ') || '-'}; taken ${node.takenModules.join(', ') || '-'} (${modeName(node.mode)}, state version ${node.stateVersion})`);
 }
 
@@ -144,8 +144,8 @@ export function verdictOf(node: WireNodeStatus, hashMatches: boolean): string {
 
 export async function doctor(a: RemoteArgs & Out & { node: string }): Promise<void> {
   const r = await withAdmin(a, (c, network) => c.call('doctor', { network, node: a.node }));
-  const node = r.node as unknown as WireNodeStatus;
-  const sent = r.recentDeltas as unknown as WireSent[];
+  const node = present(r.node, 'node');
+  const sent = r.recentDeltas;
   const applied = new Map(r.agentApplied.map((x) => [x.toVersion, x]));
   const matched = sent.map((s) => {
     const got = applied.get(s.toVersion);

@@ -1,48 +1,13 @@
 /** Tables and JSON for the admin commands. */
 import { table } from '../output.js';
-import type { NodeStatus, SentSummary } from '@meshp/controller';
+import type { wire } from '@meshp/transport-grpc';
 
-/** A node status as the Admin service sends it: the controller's, with the mode as its wire number. */
-export interface WireNodeStatus extends Omit<NodeStatus, 'mode' | 'convergePreviewId' | 'requestedMode' | 'transition' | 'reconcile' | 'status'> {
-  /** The mode the agent last reported (0: not yet). */
-  mode: number;
-  requestedMode: number;
-  transition?: Omit<NodeStatus['transition'], 'mode'> & { mode: number };
-  reconcile?: NodeStatus['reconcile'];
-  status: string;
-  convergePreviewId?: string;
-  lifecycle?: WireLifecycle;
-  reportedVersion?: number;
-  /** uint64: the 32-bit reportedVersion is 0 past 2^32. */
-  reportedVersionWide?: number;
-}
-
-export interface WireLifecycle {
-  state: string;
-  previewId: string;
-  steps: string[];
-  code: string;
-  message: string;
-  at: string;
-}
-
-export interface WireResource {
-  key: string;
-  kind: string;
-  module: string;
-  state: string;
-  reason: string;
-}
-
-export interface WireFirewall {
-  kind: string;
-  active: boolean;
-  tables: string[];
-  configFile: string;
-}
-
-/** What the controller sent, as doctor shows it: the controller's own summary, unchanged on the wire. */
-export type WireSent = SentSummary;
+/** The Admin service's shapes, as control.proto defines them (the typed admin map: no casts between). */
+export type WireNodeStatus = wire.NodeStatus;
+export type WireLifecycle = wire.Lifecycle;
+export type WireResource = wire.ResourceStatus;
+export type WireFirewall = wire.FirewallState;
+export type WireSent = wire.SentDelta;
 
 export const modeName = (m: number): string => (m === 1 ? 'adopted' : m === 2 ? 'converged' : 'unknown');
 /** An adopted node stands out wherever nodes are listed; a node that has not reported has no mode to show. */

@@ -6,6 +6,7 @@
 import type { Mode } from '../model.js';
 import type { ResourceReport } from '../contracts.js';
 import type { StateDelta } from '../delta/wire.js';
+import type { AdminHandler } from '../contract/admin.js';
 
 /** The largest message either end accepts; more is refused (NetBird shipped 4.2 MB maps over gRPC's 4 MB default). */
 export const DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
@@ -147,11 +148,8 @@ export interface ControlHandlers {
   sync(channel: SyncChannel<AgentMessage, ControllerMessage>, peer: string): void;
 }
 
-/**
- * The Admin service, by method name (ListNodes, ShowNode, …): request and response in the
- * transport's message shapes. `credential` is what the caller presented.
- */
-export type AdminHandler = (method: string, request: Record<string, unknown>, credential: string, peer: string) => Promise<Record<string, unknown>>;
+/** The Admin service, by method name: typed per method through an admin map (contract/admin.ts). */
+export type { AdminHandler };
 
 /** A call or stream the transport refused before a handler saw it (an oversized message). */
 export type Refused = (r: { method: string; peer: string; code: string; message: string }) => void;

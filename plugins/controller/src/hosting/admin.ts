@@ -2,7 +2,8 @@
  * The Admin service over the Controller: every call authenticated with the admin credential, every
  * change followed by a pump of the network's streams. Requests and answers are in the wire's shapes.
  */
-import { MeshpError, checkModuleDefs, checkPolicy, declarationFromWire, modeFromWire, modeToWire, type AdminHandler, type ConvergePreview, type ModuleDecl, type ReportMessage, type WireModuleDecl } from '@meshp/core';
+import { MeshpError, adminMethod, checkModuleDefs, checkPolicy, declarationFromWire, modeFromWire, modeToWire, type AdminHandler, type AdminMethods, type ConvergePreview, type ModuleDecl, type ReportMessage, type WireModuleDecl } from '@meshp/core';
+import type { AdminAnswer, AdminApi } from '@meshp/transport-grpc';
 import type { Controller } from '../controller.js';
 import { convergeNode, previewOf } from '../converge.js';
 import { withLiveness, type NodeStatus } from '../status.js';
@@ -14,11 +15,8 @@ import type { Metrics } from './metrics.js';
 
 export const DEFAULT_NETWORK = 'default';
 
-type Req = Record<string, unknown>;
-
-const str = (r: Req, k: string): string => (typeof r[k] === 'string' ? (r[k] as string) : '');
-const need = (r: Req, k: string): string => {
-  const v = str(r, k);
+/** A required string field: proto3 sends '' for one left out. */
+const need = (v: string, k: string): string => {
   if (!v) throw new MeshpError('MESHP_USAGE', `${k} is required`);
   return v;
 };
@@ -26,7 +24,9 @@ const need = (r: Req, k: string): string => {
 /** Mode 0 on the wire: the agent has not said yet. */
 const wireMode = (m: NodeStatus['mode']): number => (m === 'unknown' ? 0 : modeToWire(m));
 
-function nodeToWire(n: NodeStatus, last: ReportMessage | null): Req {
+type WireNode = NonNullable<AdminAnswer<'showNode'>['node']>;
+
+function nodeToWire(n: NodeStatus, last: ReportMessage | null): WireNode {
   // reported_version is 32 bits on the wire (v1-r1): a wider version goes in reported_version_wide only.
   const reported = last?.appliedVersion ?? 0;
   return {
@@ -35,14 +35,14 @@ function nodeToWire(n: NodeStatus, last: ReportMessage | null): Req {
   };
 }
 
-function previewToWire(p: ConvergePreview): Req {
+function previewToWire(p: ConvergePreview): NonNullable<AdminAnswer<'previewConverge'>['preview']> {
   return {
     id: p.id, node: p.node, firewall: { ...p.firewall }, take: [...p.take], steps: [...p.steps],
     items: p.items.map((i) => ({ ...i, declaredBy: i.declaredBy ?? '', from: [...(i.from ?? [])], nowFrom: [...(i.nowFrom ?? [])], mentioned: i.mentioned ?? false })),
   };
 }
 
-function sentToWire(s: SentSummary): Req {
+function sentToWire(s: SentSummary): NonNullable<AdminAnswer<'showNode'>['recentDeltas']>[number] {
   return { ...s };
 }
 
@@ -67,11 +67,11 @@ export interface AdminDeps {
 export function adminHandler(d: AdminDeps): AdminHandler {
   const { controller } = d;
   const live = (n: NodeStatus): NodeStatus => withLiveness(n, d.live(n.network, n.name));
-  const node = (net: string, id: string): Req => nodeToWire(live(controller.showNode(net, id).node), d.reports(net, id));
-  const methods: Record<string, (r: Req, network: string) => Req> = {
+  const node = (net: string, id: string): WireNode => nodeToWire(live(controller.showNode(net, id).node), d.reports(net, id));
+  const methods: AdminMethods<AdminApi> = {
     listNodes: (_r, net) => ({ nodes: controller.listNodes(net).map((n) => nodeToWire(live(n), d.reports(net, n.name))) }),
     showNode: (r, net) => {
-      const s = controller.showNode(net, need(r, 'node'));
+      const s = controller.showNode(net, need(r.node, 'node'));
       const last = d.reports(net, s.node.name);
       return {
         node: nodeToWire(live(s.node), last), recentDeltas: s.recentDeltas.map(sentToWire),
@@ -81,17 +81,17 @@ export function adminHandler(d: AdminDeps): AdminHandler {
       };
     },
     previewConverge: (r, net) => {
-      const id = need(r, 'node');
+      const id = need(r.node, 'node');
       return { preview: previewToWire(previewOf(controller, net, id, d.reports(net, id))), node: node(net, id) };
     },
     convergeNode: (r, net) => {
-      const id = need(r, 'node');
-      const { preview } = convergeNode(controller, net, id, d.reports(net, id), str(r, 'previewId') || undefined);
+      const id = need(r.node, 'node');
+      const { preview } = convergeNode(controller, net, id, d.reports(net, id), r.previewId || undefined);
       d.changed(net);
       return { preview: previewToWire(preview), node: node(net, id) };
     },
     doctor: (r, net) => {
-      const s = controller.doctor(net, need(r, 'node'));
+      const s = controller.doctor(net, need(r.node, 'node'));
       const last = d.reports(net, s.node.name);
       return {
         ...s, node: nodeToWire(live(s.node), last), recentDeltas: s.recentDeltas.map(sentToWire),
@@ -99,24 +99,24 @@ export function adminHandler(d: AdminDeps): AdminHandler {
         listening: last?.listening ?? [], published: last?.published ?? [], reportedAt: last?.at ?? '',
       };
     },
-    assignModule: (r, net) => change(net, () => controller.assignModule(net, need(r, 'node'), need(r, 'module')), r),
-    unassignModule: (r, net) => change(net, () => controller.unassignModule(net, need(r, 'node'), need(r, 'module')), r),
-    takeModule: (r, net) => change(net, () => controller.takeModule(net, need(r, 'node'), need(r, 'module')), r),
-    setMode: (r, net) => change(net, () => controller.setMode(net, need(r, 'node'), modeFromWire(Number(r.mode))), r),
+    assignModule: (r, net) => change(net, () => controller.assignModule(net, need(r.node, 'node'), need(r.module, 'module')), r),
+    unassignModule: (r, net) => change(net, () => controller.unassignModule(net, need(r.node, 'node'), need(r.module, 'module')), r),
+    takeModule: (r, net) => change(net, () => controller.takeModule(net, need(r.node, 'node'), need(r.module, 'module')), r),
+    setMode: (r, net) => change(net, () => controller.setMode(net, need(r.node, 'node'), modeFromWire(r.mode)), r),
     setPolicy: (r, net) => {
       // Checked by the one schema before anything is stored: a rule without tags or with ports that are not ports is refused.
-      const rules = checkPolicy(((r.rules as Req[] | undefined) ?? []).map((x) => ({ from: x.fromTag, to: x.toTag, ...((x.ports as string[] | undefined)?.length ? { ports: x.ports } : {}) })));
+      const rules = checkPolicy(r.rules.map((x) => ({ from: x.fromTag, to: x.toTag, ...(x.ports.length ? { ports: x.ports } : {}) })));
       const stateVersion = controller.setPolicy(net, rules);
       d.changed(net);
       return { stateVersion };
     },
     createToken: (r, net) => {
-      const mode = Number(r.mode ?? 0) === 0 ? 'converged' : modeFromWire(Number(r.mode));
-      const ttl = Number(r.ttlSeconds ?? 0) || 3600;
-      return d.enrolment.createToken({ network: net, mode, ttlSeconds: ttl, tags: (r.tags as string[] | undefined) ?? [] });
+      const mode = r.mode === 0 ? 'converged' : modeFromWire(r.mode);
+      const ttl = r.ttlSeconds || 3600;
+      return d.enrolment.createToken({ network: net, mode, ttlSeconds: ttl, tags: r.tags });
     },
     addCatalogue: (r, net) => {
-      const wire = (r.modules as WireModuleDecl[] | undefined) ?? [];
+      const wire: WireModuleDecl[] = r.modules;
       if (wire.length === 0) throw new MeshpError('MESHP_USAGE', 'the catalogue file defines no module');
       // Checked by the one schema before anything is stored: each module alone and all of them together.
       const modules = checkModuleDefs(modulesFromWire(wire).map(({ taken: _t, ...m }) => stripEmpty(m))).map((m) => ({ ...m, taken: false }));
@@ -125,12 +125,9 @@ export function adminHandler(d: AdminDeps): AdminHandler {
       d.changed(net);
       return { stateVersion, modules: modules.map((m) => m.name) };
     },
-  };
-
-  // Node and network lifecycle (issue 14): remove revokes, rename keeps the key and the credential.
-  Object.assign(methods, {
-    removeNode: (r: Req, net: string): Req => {
-      const id = need(r, 'node');
+    // Node and network lifecycle (issue 14): remove revokes, rename keeps the key and the credential.
+    removeNode: (r, net) => {
+      const id = need(r.node, 'node');
       const m = controller.member(net, id);
       if (!m) throw new MeshpError('MESHP_USAGE', `no node ${id} in ${net}`);
       const stateVersion = controller.leave(net, id);
@@ -138,34 +135,34 @@ export function adminHandler(d: AdminDeps): AdminHandler {
       d.changed(net);
       return { stateVersion };
     },
-    renameNode: (r: Req, net: string): Req => {
-      const id = need(r, 'node');
-      const to = need(r, 'newName');
+    renameNode: (r, net) => {
+      const id = need(r.node, 'node');
+      const to = need(r.newName, 'newName');
       if (!NODE_NAME.test(to)) throw new MeshpError('MESHP_USAGE', `node name ${JSON.stringify(to)} is not valid`);
       controller.renameNode(net, id, to);
       d.renamed?.(net, id, to);
       d.changed(net);
       return { node: node(net, to) };
     },
-    createNetwork: (r: Req): Req => {
-      const name = need(r, 'network');
+    createNetwork: (r) => {
+      const name = need(r.network, 'network');
       if (!NODE_NAME.test(name)) throw new MeshpError('MESHP_USAGE', `network name ${JSON.stringify(name)} is not valid`);
-      const range = str(r, 'privateRange');
+      const range = r.privateRange;
       if (range && !/^\d{1,3}(\.\d{1,3}){3}\/(\d|[12]\d|3[0-2])$/.test(range)) throw new MeshpError('MESHP_USAGE', `private range ${range} is not an IPv4 CIDR`);
       controller.createNetwork(name, range ? { privateRange: range } : {});
       return { network: controller.networkInfo(name) };
     },
-    listNetworks: (): Req => ({ networks: controller.networks().sort().map((n) => controller.networkInfo(n)) }),
-    removeNetwork: (r: Req): Req => {
-      controller.removeNetwork(need(r, 'network'));
+    listNetworks: () => ({ networks: controller.networks().sort().map((n) => controller.networkInfo(n)) }),
+    removeNetwork: (r) => {
+      controller.removeNetwork(need(r.network, 'network'));
       return {};
     },
-  });
+  };
 
-  function change(net: string, act: () => number, r: Req): Req {
+  function change(net: string, act: () => number, r: { node: string }): { node: WireNode } {
     act();
     d.changed(net);
-    return { node: node(net, need(r, 'node')) };
+    return { node: node(net, need(r.node, 'node')) };
   }
 
   return async (method, request, credential, peer) => {
@@ -174,9 +171,9 @@ export function adminHandler(d: AdminDeps): AdminHandler {
       d.log.warn({ method, peer, code: 'MESHP_AUTH_FAILED' }, 'admin call refused');
       throw new MeshpError('MESHP_AUTH_FAILED', 'the admin credential is not the one this controller made');
     }
-    const fn = methods[method];
+    const fn = adminMethod(methods, method);
     if (!fn) throw new MeshpError('MESHP_USAGE', `no admin method ${method}`);
-    const network = str(request, 'network') || DEFAULT_NETWORK;
+    const network = ('network' in request && typeof request.network === 'string' && request.network) || DEFAULT_NETWORK;
     try {
       const out = fn(request, network);
       d.log.info({ method, network, peer }, 'admin call');
