@@ -1,12 +1,12 @@
 # The README's two commands: `make demo` (the main job) and `make test` (the whole suite).
 # Both work on a fresh Debian 12 machine as root: they install what they need first.
 SHELL := /bin/bash
-APT_PKGS := nftables iptables iproute2 docker.io busybox-static ufw openssl systemd python3 python3-venv
+APT_PKGS := nftables iptables iproute2 docker.io busybox-static ufw openssl systemd python3 python3-grpcio python3-protobuf python3-cryptography protobuf-compiler protobuf-compiler-grpc
 # wireguard-tools recommends a kernel image: these two are installed without recommends.
 APT_NORECS := wireguard-go wireguard-tools
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: all deps apt npm build test demo bench proto-lint clean compat-agents lint python-client
+.PHONY: all deps apt npm build test demo bench proto-lint clean compat-agents lint
 
 all: build
 
@@ -36,7 +36,7 @@ build: deps
 	@# npm links a workspace's bin only if its target exists, and on a clean clone dist/ is built after `npm ci`.
 	ln -sfn ../@meshp/cli/dist/main.js node_modules/.bin/meshp
 
-test: build compat-agents python-client
+test: build compat-agents
 	tsc --noEmit -p tsconfig.tap.json
 	$(MAKE) lint
 	@# Each file's timeout is kept in idle-machine time, stretched on a busy machine (test/helpers/budget.ts).
@@ -63,11 +63,3 @@ compat-agents: npm
 	test/compat/build-agent.sh 63980d1 $(CURDIR)/.compat/meshp-compat-63980d1
 	test/compat/build-agent.sh f3ee622 $(CURDIR)/.compat/meshp-compat-f3ee622
 
-# The Python client of test/compat/python-client.test.ts: a venv inside the checkout (Debian's own
-# Python is externally managed), with what test/compat/python/requirements.txt pins.
-python-client: .venv/.installed
-
-.venv/.installed: test/compat/python/requirements.txt | apt
-	python3 -m venv .venv
-	.venv/bin/pip install -q --disable-pip-version-check -r test/compat/python/requirements.txt
-	@touch $@

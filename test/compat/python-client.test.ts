@@ -5,8 +5,9 @@
  * 127.0.0.1. It enrols, applies a snapshot, a join, UNSCOPED and REMOVED (made through the CLI) and
  * a declaration, with the hash it computes equal to the one the controller expects for every delta
  * and its acks accepted (gap 0); it resumes on a new stream with the version signature it kept; and
- * it reads the refusals' codes. The Python side is installed by `make python-client` (`make test`
- * runs it): a venv under the checkout (.venv) with grpcio, grpcio-tools and cryptography.
+ * it reads the refusals' codes. The Python side is Debian's (`make apt`, run by `make test`): python3 with
+ * python3-grpcio, python3-protobuf and python3-cryptography; the stubs come from Debian's protoc and
+ * grpc_python_plugin. Nothing comes from PyPI, which the machines this runs on do not reach.
  */
 import t from 'tap';
 import { spawnSync } from 'node:child_process';
@@ -16,15 +17,18 @@ import { fileURLToPath } from 'node:url';
 import { Proc, meshp, startController, waitUntil, workdir, writeJson, type LogLine, nodes as listNodes, tokenFor } from '../helpers/grpc-procs.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../..');
-const PY = join(process.env.MESHP_PYTHON_VENV ?? join(ROOT, '.venv'), 'bin/python');
+// Debian's own Python with Debian's grpcio, protobuf and cryptography (APT_PKGS): PyPI is not needed.
+const PY = process.env.MESHP_PYTHON ?? '/usr/bin/python3';
+const PROTOC = 'protoc';
+const GRPC_PLUGIN = '/usr/bin/grpc_python_plugin';
 const CLIENT = join(ROOT, 'test/compat/python/meshp_client.py');
 
-t.test('a Python client from control.proto alone follows a real controller', { skip: existsSync(PY) ? false : `no ${PY}: run make python-client (make test runs it)` }, async (t) => {
+t.test('a Python client from control.proto alone follows a real controller', { skip: existsSync(PY) && existsSync(GRPC_PLUGIN) ? false : `no ${PY} or ${GRPC_PLUGIN}: run make apt (make test runs it)` }, async (t) => {
   const dir = workdir(t, 'python');
   const state = join(dir, 'ctl');
   const stubs = join(dir, 'stubs');
   mkdirSync(stubs);
-  const gen = spawnSync(PY, ['-m', 'grpc_tools.protoc', '-I', join(ROOT, 'proto'), `--python_out=${stubs}`, `--grpc_python_out=${stubs}`, 'meshp/v1/control.proto'], { encoding: 'utf8' });
+  const gen = spawnSync(PROTOC, ['-I', join(ROOT, 'proto'), `--python_out=${stubs}`, `--grpc_out=${stubs}`, `--plugin=protoc-gen-grpc=${GRPC_PLUGIN}`, 'meshp/v1/control.proto'], { encoding: 'utf8' });
   t.equal(gen.status, 0, `stubs generated from control.proto: ${gen.stderr}`);
 
   const ctl = await startController(t, state);

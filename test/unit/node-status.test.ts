@@ -4,8 +4,9 @@
  * show` and doctor's verdict — never as converged. Only the agent's report of the flip makes it converged.
  */
 import t from 'tap';
-import { Controller, MemoryStore, convergeNode, withLiveness, type ReportedState } from '@meshp/controller';
+import { Controller, MemoryStore, convergeNode, nodeToWire, withLiveness, type ReportedState } from '@meshp/controller';
 import { DeltaApplier, type ReportMessage } from '@meshp/core';
+import { wire as pb } from '@meshp/transport-grpc';
 import { lifecycleNote, nodeDetail, nodesTable, type WireNodeStatus } from '../../bin/src/remote/render.js';
 import { verdictOf } from '../../bin/src/remote/ops.js';
 
@@ -16,9 +17,7 @@ const report: ReportMessage = {
 };
 
 function wire(c: Controller, connected = true): WireNodeStatus {
-  const n = withLiveness(c.listNodes(NET)[0]!, { connected, lastSeen: '2026-01-01T00:00:05Z' });
-  const m = (x: string) => (x === 'adopted' ? 1 : x === 'converged' ? 2 : 0);
-  return { ...n, mode: m(n.mode), requestedMode: m(n.requestedMode), transition: { ...n.transition, mode: m(n.transition.mode) } } as WireNodeStatus;
+  return pb.NodeStatus.fromPartial(nodeToWire(withLiveness(c.listNodes(NET)[0]!, { connected, lastSeen: '2026-01-01T00:00:05Z' }), null));
 }
 
 /** The agent applies and acks everything sent: gap 0. */

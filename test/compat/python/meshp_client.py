@@ -2,7 +2,7 @@
 
 Nothing here is taken from the TypeScript code: the token format, the TLS pin, the challenge
 signature, the delta rules and the state hash are what the proto's comments say. The stubs are
-generated from the proto at test time (grpc_tools.protoc) into STUBS, given on the command line.
+generated from the proto at test time (protoc with grpc_python_plugin) into STUBS, given on the command line.
 
 Every event is one JSON line on stdout; the test reads them.
 

@@ -26,7 +26,8 @@ const wireMode = (m: NodeStatus['mode']): number => (m === 'unknown' ? 0 : modeT
 
 type WireNode = NonNullable<AdminAnswer<'showNode'>['node']>;
 
-function nodeToWire(n: NodeStatus, last: ReportMessage | null): WireNode {
+/** A node's status as the admin API sends it (modes as wire numbers, the reported version in both widths). */
+export function nodeToWire(n: NodeStatus, last: ReportMessage | null): WireNode {
   // reported_version is 32 bits on the wire (v1-r1): a wider version goes in reported_version_wide only.
   const reported = last?.appliedVersion ?? 0;
   return {
