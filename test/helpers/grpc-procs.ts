@@ -10,6 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { ADMIN_CREDENTIAL_FILE, readAdminCredential } from '@meshp/controller';
 import { AdminClient } from '@meshp/transport-grpc';
 import type { Netns } from './netns.js';
+import type { Subtest } from './tap-types.js';
 import { Deadline, loadFactor, until } from './budget.js';
 import { widerThanPrivate } from './modes.js';
 
@@ -136,6 +137,20 @@ export function meshpAsync(...args: string[]): Promise<{ code: number | null; ou
       resolve({ code, out, err });
     });
   });
+}
+
+/**
+ * The CLI against one controller, for tests that script it: `ok` asserts a command succeeded,
+ * `policy` sets the rules (each from → to) with a fresh file each time.
+ */
+export function adminCli(t: Subtest, ctl: ControllerProc, dir: string) {
+  const ok = (...args: string[]) => {
+    const r = meshp(...args, '--state', ctl.state, '--controller', ctl.address);
+    t.equal(r.code, 0, `meshp ${args.join(' ')}: ${r.err}`);
+  };
+  let n = 0;
+  const policy = (rules: [string, string][]) => ok('policy', 'set', writeJson(dir, `p${++n}.json`, { rules: rules.map(([from, to]) => ({ from, to })) }), '--yes');
+  return { ok, policy };
 }
 
 export async function meshpJsonAsync<T>(...args: string[]): Promise<T> {

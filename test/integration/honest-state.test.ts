@@ -8,9 +8,9 @@ import t from 'tap';
 import { join } from 'node:path';
 import { ADMIN_CREDENTIAL_FILE, readAdminCredential } from '@meshp/controller';
 import { AdminClient } from '@meshp/transport-grpc';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdirSync, symlinkSync } from 'node:fs';
-import { MESHP, Proc, startController, workdir, writeJson } from '../helpers/grpc-procs.js';
+import { Proc, meshpAsync, startController, workdir, writeJson } from '../helpers/grpc-procs.js';
 import { scrape } from '../helpers/prom.js';
 
 interface NodeJson {
@@ -32,17 +32,7 @@ const dir = workdir(t, 'honest');
 const ctl = await startController(t, join(dir, 'ctl'));
 const admin = ['--state', ctl.state, '--controller', ctl.address];
 /** The CLI as a process, not waited on synchronously: the views of one case are read side by side. */
-function cli(...args: string[]): Promise<{ code: number | null; out: string; err: string }> {
-  return new Promise((resolve, reject) => {
-    const p = spawn(process.execPath, [MESHP, ...args, ...admin], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    p.stdout.on('data', (d: Buffer) => (out += d.toString('utf8')));
-    p.stderr.on('data', (d: Buffer) => (err += d.toString('utf8')));
-    p.once('error', reject);
-    p.once('close', (code) => resolve({ code, out, err }));
-  });
-}
+const cli = (...args: string[]) => meshpAsync(...args, ...admin);
 const json = async <T>(...args: string[]): Promise<T> => {
   const r = await cli(...args, '--json');
   if (r.code !== 0) throw new Error(`meshp ${args.join(' ')} → ${r.code}: ${r.err}`);
