@@ -57,6 +57,16 @@ export class Proc {
       for (const w of this.#waiters.splice(0)) w();
       resolve(code);
     }));
+    // host.db holds the credential and held files' originals, controller.db catalogue contents (issue 13):
+    // the state folder of every controller and agent of today's meshp a test runs is checked private once
+    // the process is gone (teardowns run last-registered first: after the kill, before the folder goes).
+    const state = script === MESHP && (args[0] === 'agent' || (args[0] === 'controller' && args[1] === 'serve')) ? args[args.indexOf('--state') + 1] : undefined;
+    if (state) {
+      t.teardown(() => {
+        const wide = widerThanPrivate(state);
+        if (wide) throw new Error(`meshp ${args[0]}'s state not private: ${wide}`);
+      });
+    }
     t.teardown(() => this.kill('SIGKILL'));
     // A test file that throws at its top level exits without its teardowns: its processes go with it all the same.
     process.once('exit', () => this.kill('SIGKILL'));
@@ -198,12 +208,6 @@ export function startAgent(t: Teardown, dir: string, name: string, controller: s
   mkdirSync(root, { recursive: true });
   const args = ['agent', '--state', state, '--controller', controller, '--name', name, '--root', root, '--firewall', 'none', '--docker-socket', join(base, 'absent-docker.sock'), '--interval', '1'];
   if (token) args.push('--token', token);
-  // host.db holds the credential and held files' originals (issue 13): checked once the agent is gone
-  // (teardowns run last-registered first, so after its kill and before the folder is removed).
-  t.teardown(() => {
-    const wide = widerThanPrivate(state);
-    if (wide) throw new Error(`agent ${name}'s state not private: ${wide}`);
-  });
   return { proc: new Proc(t, args), name, state, root };
 }
 
