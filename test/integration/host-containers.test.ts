@@ -12,6 +12,7 @@ import { labAvailable } from '../helpers/netns.js';
 import { BUSYBOX_IMAGE, startDockerd } from '../helpers/dockerd.js';
 import { probe, serving, webSpec } from '../helpers/docker-lab.js';
 import { bed, declaration, stateOf } from '../helpers/host.js';
+import { assertPrivate } from '../helpers/modes.js';
 
 if (!labAvailable()) {
   t.plan(0, 'needs root to run a Docker engine in a namespace');
@@ -43,6 +44,7 @@ t.test('a found container on an adopted node is held and keeps serving', async (
   t.equal(info.Id, id, 'the same container: not stopped, renamed or replaced');
   t.equal(await probe(engine.netns, 18080), 'predecessor');
   const store = new SqliteHostStore(b.stateDir);
+  assertPrivate(t, b.stateDir); // issue 13: the state folder 0700, its database 0600
   const [orig] = await store.listOriginals();
   await store.close();
   t.equal(JSON.parse(Buffer.from(orig!.original).toString()).Id, id, 'its inspect document is the original');

@@ -13,6 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { SqliteHostStore } from '@meshp/state-sqlite';
 import { LocalFileStore } from '@meshp/files-local';
 import { Host, Reconciler, PLUGIN_API_VERSION, type Plugin } from '@meshp/core';
+import { assertPrivate } from '../helpers/modes.js';
 
 const SCRIPT = join(dirname(fileURLToPath(import.meta.url)), '../helpers/crash-apply.mjs');
 const HELD = '/etc/web/web.conf';
@@ -86,6 +87,7 @@ async function check(t: Subtest, m: { root: string; state: string }, label: stri
   t.equal(readFileSync(join(m.root, NEW), 'utf8'), 'extra\n');
   t.notOk(existsSync(join(m.root, OLD)), `${label}: the host's own undeclared file is removed`);
   const store = new SqliteHostStore(m.state);
+  assertPrivate(t, m.state); // issue 13: the state folder 0700, its database 0600
   const originals = new Map((await store.listOriginals()).map((o) => [o.key, Buffer.from(o.original)]));
   await store.close();
   t.same(originals.get(`file:${HELD}`), HELD_BYTES, `${label}: the held original is recorded`);

@@ -10,6 +10,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Controller, SqliteControllerStore } from '@meshp/controller';
+import { dirname } from 'node:path';
+import { assertPrivate } from '../helpers/modes.js';
 
 const mod = (name: string) => ({ name, files: [{ path: `/etc/${name}.conf`, content: `${name}\n` }] });
 
@@ -18,6 +20,7 @@ t.test('a store failure on the third module leaves none of them defined', async 
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const file = join(dir, 'controller.db');
   const store = new SqliteControllerStore(file);
+  assertPrivate(t, dirname(file)); // issue 13: the state folder 0700, its database 0600
   let c = new Controller(store);
   c.createNetwork('n');
   c.join('n', { id: 'x', nodeKey: 'kx', tags: [] });

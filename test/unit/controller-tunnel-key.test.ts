@@ -12,6 +12,8 @@ import { DeltaApplier, REMOVAL_REASON, isMeshpError, type StateDelta, type ViewC
 import { Controller, MemoryStore, SqliteControllerStore, type ControllerStore } from '@meshp/controller';
 import { classifyTable, parseRuleset } from '@meshp/firewall-nftables';
 import { generatePrivateKey, publicKeyOf } from '@meshp/tunnel-wireguard';
+import { dirname } from 'node:path';
+import { assertPrivate } from '../helpers/modes.js';
 
 const KX = publicKeyOf(generatePrivateKey());
 const KY = publicKeyOf(generatePrivateKey());
@@ -137,6 +139,7 @@ t.test('the key is kept in controller.db across a restart; a member stored witho
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const file = join(dir, 'controller.db');
   let c = setup(new SqliteControllerStore(file));
+  assertPrivate(t, dirname(file)); // issue 13: the state folder 0700, its database 0600
   c.close();
   c = new Controller(new SqliteControllerStore(file));
   t.equal(c.member('n', 'x')?.tunnelKey, KX);

@@ -2,6 +2,7 @@ import t from 'tap';
 import { MeshpError, PLUGIN_API_VERSION, RETIRED_KEY, flip, type FirewallDriver, type Plugin } from '@meshp/core';
 import { SqliteHostStore } from '@meshp/state-sqlite';
 import { bed, declaration } from '../helpers/host.js';
+import { assertPrivate } from '../helpers/modes.js';
 
 /** A found firewall and machine facts with no outside world: core's lifecycle tested without root. */
 function machine(retireFails: boolean) {
@@ -42,6 +43,7 @@ t.test('the flip loads the derived filter before it retires the found firewall',
   await flip(host, decl, undefined);
   t.same(m.calls.filter((c) => c !== 'ensure'), ['loadDerived', 'retire'], 'never less protected than before at any step');
   const store = new SqliteHostStore(b.stateDir);
+  assertPrivate(t, b.stateDir); // issue 13: the state folder 0700, its database 0600
   t.ok(await store.getValue(RETIRED_KEY), 'the retired state is recorded for the return');
   await store.close();
 });

@@ -4,12 +4,14 @@ import { join } from 'node:path';
 import { SqliteHostStore } from '@meshp/state-sqlite';
 import { bed, declaration, stateOf } from '../helpers/host.js';
 import { parseMode, sha256 } from '@meshp/core';
+import { assertPrivate } from '../helpers/modes.js';
 
 t.test('an interrupted write of the host own file is recognised on restart, not taken for found', async (t) => {
   const b = bed(t);
   // The state a kill between "write" and "record owned" leaves: an intent, and the file as meant.
   const content = 'mesh\n';
   const s = new SqliteHostStore(b.stateDir);
+  assertPrivate(t, b.stateDir); // issue 13: the state folder 0700, its database 0600
   const digest = `${sha256(content)}:${parseMode('0644').toString(8).padStart(4, '0')}`;
   await s.recordIntent({ key: 'file:/etc/a.conf', kind: 'file', module: 'web', digest, at: new Date().toISOString() });
   await s.close();

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { MeshpError, PLUGIN_API_VERSION, RETIRED_KEY, type Door, type FirewallDriver, type Opening, type Plugin, type Reach } from '@meshp/core';
 import { SqliteHostStore } from '@meshp/state-sqlite';
 import { bed, declaration, stateOf } from '../helpers/host.js';
+import { assertPrivate } from '../helpers/modes.js';
 
 /** A firewall with no outside world: it remembers what it was asked. Core is tested without root. */
 function recordingFirewall(active = true, walk: 'open' | 'none' | ((d: Door) => Reach) = 'open') {
@@ -105,6 +106,7 @@ t.test('an active firewall no plugin speaks refuses the apply, and nothing is wr
 t.test('a converged node whose found firewall was retired gets the derived filter, not openings in a found chain', async (t) => {
   const b = bed(t);
   const s = new SqliteHostStore(b.stateDir);
+  assertPrivate(t, b.stateDir); // issue 13: the state folder 0700, its database 0600
   await s.setValue(RETIRED_KEY, { tables: ['inet filter'] });
   await s.close();
   const fw = recordingFirewall(false);
