@@ -104,7 +104,8 @@ export function desiredSpecs(family: Family, filter: SavedTable | undefined, w: 
       const spec: MarkedSpec = { id: o.id, chain, source, negated: false, protocol: o.protocol, port: o.port, path: o.path, action: o.action };
       const p = placementOf(family, filter, spec);
       if (p.kind === 'refused') refused ??= `${p.rule}: ${p.why}`;
-      else if (p.kind !== 'none') specs.push(spec);
+      // Where the found chain keeps invalid packets out, the accept does too (core's deniesInvalid).
+      else if (p.kind !== 'none') specs.push(p.invalid ? { ...spec, valid: true } : spec);
     }
     // An opening is placed whole or not at all: a refused one changes nothing of the found rules.
     if (refused !== null) unplaceable.push({ id: o.id, reason: refused });

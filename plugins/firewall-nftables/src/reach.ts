@@ -131,6 +131,7 @@ function readMatch(m: Match, r: ReachRule, sets?: NamedSets): boolean {
     if (!w) return false;
     // A new connection is in state new: a rule on other states only sees connections already under way.
     if (w.includes('new') === negate) r.notNew = true;
+    r.invalid = w.includes('invalid') === negate ? 'skips' : 'matches';
     return true;
   }
   if (ct?.key === 'status') {
@@ -209,6 +210,7 @@ function readVmap(vmap: { key?: Match['left']; data?: unknown } | undefined, r: 
     const forNew = verdicts.find((x) => x.keys.includes('new'))?.v;
     if (forNew) Object.assign(r, forNew);
     if (verdicts.some((x) => !x.keys.includes('new') && x.v!.verdict === 'drop')) r.partial = true;
+    if (verdicts.some((x) => x.keys.includes('invalid') && x.v!.verdict === 'drop')) r.invalid = 'matches';
     return;
   }
   r.opaque = true;
