@@ -272,6 +272,54 @@ export async function checkReenable(t: Test, b: Bed): Promise<void> {
   await driver.ensure([], []);
 }
 
+/**
+ * A published port on a host with Docker's chains (docker.rules.v4, moby's own ruleset): a
+ * container namespace behind the server's `docker0`, its port 80 published as 8080 (Docker's DNAT),
+ * and an administrator's ban in DOCKER-USER, where Docker's docs put user rules. The mesh's
+ * forwarded opening lands in DOCKER-USER below the ban; Docker's chains are not touched; the port
+ * is reachable through the DNAT from the private range, not from outside nor from the banned address.
+ */
+export async function checkDockerUser(t: Test, b: Bed): Promise<void> {
+  const backend = b.backend!;
+  const ipt = `iptables-${backend}`;
+  const { snapshot } = await loadFixture(b, fixture('docker.rules.v4'));
+  const p = runPrefix('fk');
+  const box = await netns(t, `${p}k`);
+  await wire(b.server, '172.17.0.1/16', box, '172.17.0.2/16', p);
+  for (const args of [['link', 'set', `${p}a`, 'down'], ['link', 'set', `${p}a`, 'name', 'docker0'], ['link', 'set', 'docker0', 'up']]) await b.server.exec('ip', args);
+  await box.exec('ip', ['route', 'add', 'default', 'via', '172.17.0.1']);
+  await b.server.exec('sysctl', ['-q', '-w', 'net.ipv4.ip_forward=1']);
+  const nat = ['-p', 'tcp', '--dport', '8080', '-j', 'DNAT', '--to-destination', '172.17.0.2:80'];
+  await b.server.exec(ipt, ['-t', 'nat', '-A', 'PREROUTING', ...nat]);
+  t.teardown(() => b.server.exec(ipt, ['-t', 'nat', '-D', 'PREROUTING', ...nat]).catch(() => undefined));
+  const www = await mkdtemp(join(tmpdir(), `${p}-www-`));
+  t.teardown(() => rm(www, { recursive: true, force: true }));
+  reaper(t).push(await httpd(box, 80, www));
+  await b.server.exec(ipt, ['-I', 'DOCKER-USER', '-s', '10.80.3.66/32', '-j', 'DROP']);
+  const original = await snapshot();
+  const dockers = (text: string) => text.split('\n').filter((l) => /^(-A|:)DOCKER(?!-USER)/.test(l)).join('\n');
+
+  const root = await mkdtemp(join(tmpdir(), 'fc-root-'));
+  t.teardown(() => rm(root, { recursive: true, force: true }));
+  const driver = (await hostFor(b, root).firewall()) as FirewallDriver;
+  const app: Opening = { id: 'app/forwarded/tcp/8080', module: 'app', port: 8080, protocol: 'tcp', from: [PRIVATE], path: 'forwarded', action: 'accept' };
+  t.notOk(await b.from.client.reach(SERVER, 8080), "closed before the opening: Docker's DOCKER chain drops what it does not publish");
+  t.same((await driver.ensure([app], [])).refused ?? [], [], 'placed');
+  t.same([...(await verifyOpenings(driver, [app])).values()], [], 'the walk sees it open from the whole range, less the ban');
+  const after = await snapshot();
+  const userChain = after.split('\n').filter((l) => l.startsWith('-A DOCKER-USER'));
+  t.match(userChain, [/-s 10\.80\.3\.66\/32 -j DROP/, /-s 10\.80\.0\.0\/16 .*--ctorigdstport 8080 .*meshp:app\/forwarded\/tcp\/8080.* -j ACCEPT/, /^-A DOCKER-USER -j RETURN$/], 'in DOCKER-USER, below the ban, above the RETURN');
+  t.equal(dockers(after), dockers(original), 'DOCKER and DOCKER-ISOLATION-* untouched');
+  const [fromPrivate, fromOutside, fromBanned] = await Promise.all([
+    b.from.client.reach(SERVER, 8080), b.from.outside.reach('10.81.2.1', 8080), b.from.banned.reach('10.80.3.1', 8080),
+  ]);
+  t.ok(fromPrivate, 'the published port reachable from the private range, through the DNAT');
+  t.notOk(fromOutside, 'not from outside');
+  t.notOk(fromBanned, 'the address banned in DOCKER-USER still refused');
+  await driver.ensure([], []);
+  t.equal(await snapshot(), original, 'withdrawn: exactly the original');
+}
+
 /** The fixtures of one backend: one bed built once, one tap subtest per fixture on it. */
 export function corpus(tap: Test, names: readonly string[], backend: Backend | null): void {
   const kind = backend === null ? 'nftables' : `iptables-${backend}`;
@@ -280,6 +328,7 @@ export function corpus(tap: Test, names: readonly string[], backend: Backend | n
     for (const name of names) await t.test(name, (tt) => checkFixture(tt, b, name));
     await t.test('a drop put above the opening after it was written: MESHP_OPENING_INEFFECTIVE', (tt) => checkShadowed(tt, b));
     if (backend !== null) await t.test('retired and re-enabled under fail2ban: the accept back below the bans', (tt) => checkReenable(tt, b));
+    if (backend !== null) await t.test("Docker's chains: a published port's opening in DOCKER-USER, below a ban there, Docker's chains untouched", (tt) => checkDockerUser(tt, b));
   });
 }
 
