@@ -11,7 +11,7 @@ export { overlaps, contains } from './net/cidr.js';
 export { addressFamily, addressText, addressToBigInt, parseRange, FAMILY_BITS, type Range } from './net/address.js';
 export { reachThrough, allowedBy, matchOf, mentions, type ReachRule, type ReachChain, type PortMatch } from './net/reach.js';
 export { cidrSpan, toCidrs, spansToSet, wholeOf, subtract, intersect, isEmpty, type Span, type IpFamily, type AddressSet } from './net/spans.js';
-export { placeOpening, type Placement } from './net/placement.js';
+export { deniesInvalid, placeOpening, type Placement } from './net/placement.js';
 export { possibleOf, type RuleHit } from './net/reach.js';
 export * from './private.js';
 export * from './schema/index.js';

@@ -67,6 +67,6 @@ else {
     t.equal(r.status, 0, r.stderr);
     const report = (JSON.parse(r.stdout) as { report: { firewall: { kind: string } } }).report;
     t.equal(report.firewall.kind, 'mykind', 'the kind the plugin speaks was used');
-    t.match((await ns.exec('nft', ['list', 'ruleset'])).stdout, /tcp dport 9090 accept comment "meshp:web\/incoming\/tcp\/9090"/, 'its opening is in the found chain');
+    t.match((await ns.exec('nft', ['list', 'ruleset'])).stdout, /tcp dport 9090 ct state != invalid accept comment "meshp:web\/incoming\/tcp\/9090"/, 'its opening is in the found chain (keeping invalid packets out, as the found chain does)');
   });
 }

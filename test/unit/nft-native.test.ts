@@ -88,6 +88,7 @@ t.test('a plan rendered from its shapes is the same script as its JSON commands 
   const refusal: Opening = { ...web, id: 'r', path: 'forwarded', action: 'drop', from: [] };
   const additions: Addition[] = [
     ...shapesFor(web, 'inet').map((shape) => ({ shape, chain: input, before })),
+    ...shapesFor({ ...web, id: 'valid' }, 'inet').map((shape) => ({ shape: { ...shape, valid: true }, chain: input, before })),
     ...shapesFor({ ...web, from: [] }, 'inet').map((shape) => ({ shape, chain: input, before: null })),
     ...shapesFor({ ...web, id: 'one', from: ['10.8.0.1', 'fd00::1'] }, 'inet').map((shape) => ({ shape, chain: input, before })),
     ...shapesFor({ ...web, path: 'forwarded', protocol: 'udp' }, 'ip6').map((shape) => ({ shape, chain: fwd, before: null })),

@@ -137,3 +137,18 @@ t.test('one answer per door, in the order asked', async (t) => {
   const doors = [socket(9000), published(18081, 80), socket(8080)];
   t.same(reachOfRuleset(rs(found), doors).map((r) => `${r.path}/${r.port}`), ['incoming/9000', 'forwarded/18081', 'incoming/8080']);
 });
+
+t.test("a named set's elements with a timeout (CrowdSec's, fail2ban's bans) are read as bans until they expire", async (t) => {
+  const bans = table('ip', 'crowdsec', [{ name: 'crowdsec-chain-input', hook: 'input', rules: [{ expr: [saddr('ip', '@crowdsec-blacklists'), { counter: null }, { drop: null }] }] }]);
+  // As `nft -j list ruleset` prints `elements = { 10.80.3.66 timeout 4h, 192.0.2.0/24 timeout 1m comment "x" }`.
+  const set = { set: { family: 'ip', table: 'crowdsec', name: 'crowdsec-blacklists', type: 'ipv4_addr', flags: ['timeout', 'interval'], elem: [
+    { elem: { val: '10.80.3.66', timeout: 14400, expires: 14399 } },
+    { elem: { val: prefix('192.0.2.0', 24), timeout: 60, expires: 59, comment: 'x' } },
+  ] } };
+  const ssh = table('inet', 'filter', [{ name: 'input', hook: 'input', policy: 'drop', rules: [{ expr: [dport('tcp', 22), { accept: null }] }] }]);
+  const [r] = reachOfRuleset(rs(bans, [set], ssh), [socket(22)], true);
+  t.equal(r!.now, 'open-from');
+  t.same(r!.unread, [], 'nothing unread: the set is read');
+  t.same(r!.droppedBy?.[0]?.from, ['10.80.3.66/32', '192.0.2.0/24'], 'its elements are the bans');
+  t.notOk(r!.from?.some((c) => c.startsWith('10.80.3.66')), 'the banned address is not among the sources that reach it');
+});

@@ -1,6 +1,6 @@
 /** core's placement rule on reach chains as the plugins read them: partial denials above, the total one below. */
 import t from 'tap';
-import { placeOpening, spansToSet, cidrSpan, type ReachChain, type ReachRule } from '@meshp/core';
+import { deniesInvalid, placeOpening, spansToSet, cidrSpan, type ReachChain, type ReachRule } from '@meshp/core';
 
 const door = { port: 7443, protocol: 'tcp' as const, path: 'incoming' as const };
 const range = spansToSet([cidrSpan('10.80.0.0/16')]);
@@ -39,4 +39,20 @@ t.test('an unreadable drop is taken as partial; a policy that accepts with no to
   t.same(placeOpening(chain([r({ verdict: 'drop', opaque: true })]), door, range), { kind: 'end', after: 0 });
   t.same(placeOpening(chain([r({ verdict: 'drop', sources: src('10.80.3.66/32') })], {}, 'accept'), door, range), { kind: 'none' });
   t.same(placeOpening(chain([r({ verdict: 'drop', loopback: true })], {}, 'accept'), door, range), { kind: 'none' }, 'a rule on lo never sees the range');
+});
+
+t.test("a chain that keeps invalid packets out: the opening's accept must too (Debian's workstation.nft, an explicit invalid drop)", async (t) => {
+  const ssh = { ranges: [[22, 22]] as [number, number][], negate: false };
+  // `ct state established,related accept; tcp dport 22 ct state new accept; drop`: a bare ACK to 22 meets the drop.
+  const debian = chain([r({ verdict: 'accept', notNew: true, invalid: 'skips' }), r({ verdict: 'accept', dport: ssh, invalid: 'skips' }), r({ verdict: 'drop' })]);
+  t.same(placeOpening(debian, door, range), { kind: 'before', index: 2, after: -1, invalid: true });
+  // Without a state match on its accept, the found chain answers a bare ACK on 22: nothing to keep.
+  const plain = chain([r({ verdict: 'accept', notNew: true, invalid: 'skips' }), r({ verdict: 'accept', dport: ssh }), r({ verdict: 'drop' })]);
+  t.same(placeOpening(plain, door, range), { kind: 'before', index: 2, after: -1 });
+  t.notOk(deniesInvalid(plain), 'an established accept alone says nothing of invalid packets');
+  // `ct state invalid drop` in a jumped-to chain (puppet-nftables' `global`), and a vmap's `invalid : drop` (NixOS).
+  const global = [r({ verdict: 'drop', notNew: true, invalid: 'matches' })];
+  t.ok(deniesInvalid(chain([r({ verdict: 'jump', target: 'global' }), r({ verdict: 'drop' })], { global })));
+  t.ok(deniesInvalid(chain([r({ verdict: 'jump', target: 'allow', partial: true, invalid: 'matches' })], { allow: [] })));
+  t.notOk(deniesInvalid(chain([r({ verdict: 'drop', notNew: true, invalid: 'matches', loopback: true })])), 'a rule on lo only is not about the range');
 });

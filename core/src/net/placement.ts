@@ -16,10 +16,14 @@ import { intersect, isEmpty, subtract, wholeOf, type AddressSet } from './spans.
 export type Placement =
   /** Nothing in the chain drops all of the traffic: the chain needs no opening. */
   | { kind: 'none' }
-  /** Insert before rule `index` (0-based in the chain's rules); `after`: the last partial denial above it, or -1. */
-  | { kind: 'before'; index: number; after: number }
-  /** Only the policy drops all of it: append; `after` as above. */
-  | { kind: 'end'; after: number }
+  /**
+   * Insert before rule `index` (0-based in the chain's rules); `after`: the last partial denial
+   * above it, or -1. `invalid`: the found chain denies packets in conntrack state invalid (see
+   * deniesInvalid): the accept must not take them either (`ct state != invalid`).
+   */
+  | { kind: 'before'; index: number; after: number; invalid?: boolean }
+  /** Only the policy drops all of it: append; `after` and `invalid` as above. */
+  | { kind: 'end'; after: number; invalid?: boolean }
   /** No position honours both sides: the rule that leaves none, and why. */
   | { kind: 'refused'; rule: string; why: string };
 
@@ -116,6 +120,31 @@ function scan(rules: readonly ReachRule[], chainName: string, chain: ReachChain,
 }
 
 /**
+ * Whether the found chain keeps packets in conntrack state invalid out: it drops them by name
+ * (`ct state invalid drop`, a vmap's `invalid : drop`, `--ctstate INVALID -j DROP`), or its own
+ * accepts of new connections take only valid ones (`ct state new accept`, as Debian's
+ * workstation.nft: there a bare ACK to an open port falls to the catch-all drop). An opening
+ * below such a chain's accepts widens its denial of new connections, not of invalid packets.
+ * Read without the door: a chain's way with invalid packets is one for all its ports.
+ */
+export function deniesInvalid(chain: ReachChain): boolean {
+  const seen = new Set<string>();
+  const look = (rules: readonly ReachRule[], depth: number): boolean =>
+    rules.some((r) => {
+      if (!r.found || r.loopback) return false;
+      if (r.invalid === 'matches' && (r.verdict === 'drop' || r.partial)) return true;
+      if (r.invalid === 'skips' && r.verdict === 'accept' && !r.notNew) return true;
+      if ((r.verdict === 'jump' || r.verdict === 'goto') && r.target && !seen.has(r.target) && depth < MAX_DEPTH) {
+        seen.add(r.target);
+        const target = chain.regular.get(r.target);
+        return !!target && look(target, depth + 1);
+      }
+      return false;
+    });
+  return look(chain.rules, 0);
+}
+
+/**
  * Where an opening of `door` from `range` goes in one base chain (rules read by the plugin, the
  * mesh's own marked as not found).
  */
@@ -125,7 +154,8 @@ export function placeOpening(chain: ReachChain, door: Door, range: AddressSet): 
   const name = chain.label ?? 'the chain';
   const s = scan(chain.rules, name, chain, entering, door, 0);
   if (s.conflict) return { kind: 'refused', ...s.conflict };
-  if (s.total) return { kind: 'before', index: s.total.index, after: s.lastPartial };
-  if (chain.policy === 'drop' && !isEmpty(s.rest)) return { kind: 'end', after: s.lastPartial };
+  const invalid = deniesInvalid(chain) ? { invalid: true } : {};
+  if (s.total) return { kind: 'before', index: s.total.index, after: s.lastPartial, ...invalid };
+  if (chain.policy === 'drop' && !isEmpty(s.rest)) return { kind: 'end', after: s.lastPartial, ...invalid };
   return { kind: 'none' };
 }

@@ -39,6 +39,12 @@ export interface ReachRule {
   opaque?: boolean;
   /** Matches only connections already under way (`ct state established,related`, invalid ones). */
   notNew?: boolean;
+  /**
+   * What its conntrack state match does with packets in state invalid (a bare ACK no connection
+   * knows): `matches` (`ct state invalid`, a vmap entry `invalid : drop`), `skips` (`ct state new`,
+   * `ct state != invalid`, `--ctstate NEW`). Absent: no state match.
+   */
+  invalid?: 'matches' | 'skips';
   /** A rule of the found firewall; the mesh's own rules do not count as mentioning a port. */
   found: boolean;
   /** Matches only the host's own traffic (`-i lo`, a loopback destination): never a new connection from a range. */

@@ -21,10 +21,12 @@ export interface MarkedSpec {
   port: number;
   path: TrafficPath;
   action: Opening['action'];
+  /** `-m conntrack ! --ctstate INVALID`: an accept in a found chain that keeps invalid packets out (core's deniesInvalid). */
+  valid?: boolean;
 }
 
 export function specKey(s: MarkedSpec): string {
-  return [s.id, s.chain, s.negated ? '!' : '', s.source ?? '*', s.protocol, s.port, s.path, s.action].join('|');
+  return [s.id, s.chain, s.negated ? '!' : '', s.source ?? '*', s.protocol, s.port, s.path, s.action, s.valid ? 'valid' : ''].join('|');
 }
 
 export function markOf(args: readonly string[]): string | null {
@@ -60,7 +62,8 @@ export function buildArgs(s: MarkedSpec): string[] {
       ? ['-p', s.protocol, '-m', s.protocol, '--dport', String(s.port)]
       : // Only the original direction: a reply carries the same original port, from the container's address.
         ['-p', s.protocol, '-m', 'conntrack', '--ctorigdstport', String(s.port), '--ctdir', 'ORIGINAL'];
-  return [...src, ...match, '-m', 'comment', '--comment', `${MARK}${s.id}`, '-j', s.action === 'accept' ? 'ACCEPT' : 'DROP'];
+  const state = s.valid ? ['-m', 'conntrack', '!', '--ctstate', 'INVALID'] : [];
+  return [...src, ...match, ...state, '-m', 'comment', '--comment', `${MARK}${s.id}`, '-j', s.action === 'accept' ? 'ACCEPT' : 'DROP'];
 }
 
 /** Reads one of our rules back; null for a rule that is not an opening (the derived jumps, a rule edited by hand). */
@@ -76,6 +79,8 @@ export function parseMarked(rule: SavedRule): MarkedSpec | null {
   const portText = dport ?? orig;
   if (!action || (protocol !== 'tcp' && protocol !== 'udp') || !portText || !/^\d+$/.test(portText)) return null;
   const si = a.indexOf('-s');
+  const ci = a.indexOf('--ctstate');
+  const valid = ci > 0 && a[ci - 1] === '!' && a[ci + 1] === 'INVALID';
   return {
     id: mark.slice(MARK.length),
     chain: rule.chain,
@@ -85,6 +90,7 @@ export function parseMarked(rule: SavedRule): MarkedSpec | null {
     port: Number(portText),
     path: dport !== undefined ? 'incoming' : 'forwarded',
     action,
+    ...(valid ? { valid } : {}),
   };
 }
 

@@ -3,7 +3,7 @@
  * remove our stale rules and insert the missing ones just before the found chain's first drop,
  * and the lines that undo them (used when another family's transaction fails).
  */
-import { cidrSpan, placeOpening, spansToSet, subtract, wholeOf, type AddressSet, type IpFamily, type Opening, type Placement } from '@meshp/core';
+import { cidrSpan, placeOpening, spansToSet, subtract, wholeOf, type AddressSet, type Door, type IpFamily, type Opening, type Placement, type ReachChain } from '@meshp/core';
 import { parseCidr, rangesOf, type Family } from './cidr.js';
 import { buildArgs, DERIVED_MARK, isDrop, isTerminal, markOf, parseMarked, specKey, targetOf, type MarkedSpec } from './marks.js';
 import { reachChain } from './reach.js';
@@ -80,16 +80,28 @@ function rangeOf(family: Family, s: Pick<MarkedSpec, 'source' | 'negated'>): Add
  */
 export function placementOf(family: Family, filter: SavedTable | undefined, s: MarkedSpec): Placement {
   if (!filter) return { kind: 'none' };
-  if (s.chain === DOCKER_USER) return dockerUserPlacement(filter);
   const chain = reachChain(filter, family, s.path);
   if (!chain) return { kind: 'none' };
-  return placeOpening(chain, { port: s.port, protocol: s.protocol, path: s.path }, rangeOf(family, s));
+  const door = { port: s.port, protocol: s.protocol, path: s.path };
+  if (s.chain === DOCKER_USER) return dockerUserPlacement(filter, chain, door, rangeOf(family, s));
+  return placeOpening(chain, door, rangeOf(family, s));
 }
 
-/** DOCKER-USER is a user chain Docker made for this: an accept goes before its first terminal rule (its RETURN). */
-function dockerUserPlacement(filter: SavedTable): Placement {
-  const i = chainRules(filter, DOCKER_USER).findIndex((r) => !markOf(r.args) && isTerminal(r.args));
-  return i < 0 ? { kind: 'end', after: -1 } : { kind: 'before', index: i, after: -1 };
+/**
+ * DOCKER-USER is where Docker says the administrator's forward rules go, ahead of its own chains
+ * (which the mesh never edits): the placement rule read in it as if it ended in a drop — what it
+ * lets through meets Docker's `! -i docker0 -o docker0 -j DROP` for any port Docker does not
+ * publish itself. So the accept goes below the administrator's bans there (`-s … -j DROP`), above
+ * a drop of all of it, and at the latest just above the chain's closing bare `-j RETURN`.
+ */
+function dockerUserPlacement(filter: SavedTable, forward: ReachChain, door: Door, range: AddressSet): Placement {
+  const raw = chainRules(filter, DOCKER_USER);
+  const rules = forward.regular.get(DOCKER_USER) ?? [];
+  const ret = raw.findIndex((r) => !markOf(r.args) && r.args.length === 2 && r.args[0] === '-j' && r.args[1] === 'RETURN');
+  const head = ret < 0 ? rules : rules.slice(0, ret);
+  const p = placeOpening({ ...forward, policy: 'drop', rules: head, label: DOCKER_USER }, door, range);
+  if (p.kind !== 'end' || ret < 0) return p;
+  return { kind: 'before', index: ret, after: p.after, ...(p.invalid ? { invalid: true } : {}) };
 }
 
 /** The marked rules one family's filter table should hold; openings left no place are pushed to `unplaceable`. */
@@ -104,7 +116,8 @@ export function desiredSpecs(family: Family, filter: SavedTable | undefined, w: 
       const spec: MarkedSpec = { id: o.id, chain, source, negated: false, protocol: o.protocol, port: o.port, path: o.path, action: o.action };
       const p = placementOf(family, filter, spec);
       if (p.kind === 'refused') refused ??= `${p.rule}: ${p.why}`;
-      else if (p.kind !== 'none') specs.push(spec);
+      // Where the found chain keeps invalid packets out, the accept does too (core's deniesInvalid).
+      else if (p.kind !== 'none') specs.push(p.invalid ? { ...spec, valid: true } : spec);
     }
     // An opening is placed whole or not at all: a refused one changes nothing of the found rules.
     if (refused !== null) unplaceable.push({ id: o.id, reason: refused });

@@ -100,6 +100,7 @@ export function reachRule(args: readonly string[], chains: ReadonlySet<string>, 
         const states = (take() ?? '').split(',');
         // A new connection is NEW: a rule on other states sees only connections already under way.
         if (states.includes('NEW') === negate) r.notNew = true;
+        r.invalid = states.includes('INVALID') === negate ? 'skips' : 'matches';
         break;
       }
       case '--ctdir':

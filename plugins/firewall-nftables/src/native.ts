@@ -73,6 +73,7 @@ function statement(e: Expr): string | null {
     const a = addr(right);
     return a ? `ct original ${ct.key} ${not}${a}` : null;
   }
+  if (ct?.key === 'state' && !ct.dir && not && right === 'invalid') return 'ct state != invalid';
   if (not) return null;
   if (meta?.key === 'nfproto' && (right === 'ipv4' || right === 'ipv6')) return `meta nfproto ${right}`;
   if (meta?.key === 'l4proto' && typeof right === 'string' && PROTOCOL.test(right)) return `meta l4proto ${right}`;
@@ -180,7 +181,7 @@ function ruleText(shape: Shape): string | null {
     from = `meta nfproto ${shape.nf === 'ip' ? 'ipv4' : 'ipv6'} `;
   }
   const port = shape.match === 'dport' ? `${shape.protocol} dport ${shape.port}` : `meta l4proto ${shape.protocol} ct original proto-dst ${shape.port}`;
-  return `${from}${port} ${shape.verdict} comment "${comment}"`;
+  return `${from}${port} ${shape.valid ? 'ct state != invalid ' : ''}${shape.verdict} comment "${comment}"`;
 }
 
 /** One of our rules, straight from its shape: the same rule as `buildRule` in nft syntax. Null: not speakable. */

@@ -120,7 +120,9 @@ export function wanted(rs: Ruleset, wants: Wants, places = new Placements(rs), u
           if (!refused.has(w.shape.id)) unplaceable.push({ id: w.shape.id, reason: `${p.rule}: ${p.why}` });
           refused.add(w.shape.id);
         } else if (p.kind !== 'none') {
-          out.push({ shape: w.shape, chain, where, key: `${where}|${w.key}`, place: p });
+          // Where the found chain keeps invalid packets out, the accept does too (core's deniesInvalid).
+          const shape = p.invalid ? { ...w.shape, valid: true } : w.shape;
+          out.push({ shape, chain, where, key: p.invalid ? `${where}|${shapeKey(shape)}` : `${where}|${w.key}`, place: p });
         }
       }
     }

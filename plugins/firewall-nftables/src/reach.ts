@@ -36,11 +36,16 @@ function spans(right: unknown, sets?: NamedSets): Span[] | null {
   try {
     if (typeof right === 'string') {
       if (!right.startsWith('@')) return [cidrSpan(right)];
-      // A named set is read as it holds now (the walk runs right after the write); an element with a timeout or a comment is unread.
+      // A named set is read as it holds now (the walk runs right after the write): the bans
+      // fail2ban, sshguard or CrowdSec's bouncer hold there, also those with a timeout.
       const elements = sets?.get(right.slice(1));
       return elements ? spans({ set: elements }) : null;
     }
     if (typeof right !== 'object' || right === null) return null;
+    // An element with a timeout, an expiry or a comment is listed as `{ elem: { val, timeout, expires, comment } }`:
+    // until it expires (the kernel then drops it from the set) it matches as its value does.
+    const elem = (right as { elem?: { val?: unknown } }).elem;
+    if (elem && typeof elem === 'object') return elem.val === undefined ? null : spans(elem.val);
     const o = right as { prefix?: { addr: string; len: number }; range?: [string, string]; set?: unknown[] };
     if (o.prefix) return [cidrSpan(`${o.prefix.addr}/${o.prefix.len}`)];
     if (Array.isArray(o.range)) {
@@ -131,6 +136,7 @@ function readMatch(m: Match, r: ReachRule, sets?: NamedSets): boolean {
     if (!w) return false;
     // A new connection is in state new: a rule on other states only sees connections already under way.
     if (w.includes('new') === negate) r.notNew = true;
+    r.invalid = w.includes('invalid') === negate ? 'skips' : 'matches';
     return true;
   }
   if (ct?.key === 'status') {
@@ -209,6 +215,7 @@ function readVmap(vmap: { key?: Match['left']; data?: unknown } | undefined, r: 
     const forNew = verdicts.find((x) => x.keys.includes('new'))?.v;
     if (forNew) Object.assign(r, forNew);
     if (verdicts.some((x) => !x.keys.includes('new') && x.v!.verdict === 'drop')) r.partial = true;
+    if (verdicts.some((x) => x.keys.includes('invalid') && x.v!.verdict === 'drop')) r.invalid = 'matches';
     return;
   }
   r.opaque = true;

@@ -20,6 +20,8 @@ export interface Shape {
   /** 'dport': the packet's own port (input); 'ct': the original destination before DNAT (forward). */
   match: 'dport' | 'ct';
   verdict: 'accept' | 'drop';
+  /** `ct state != invalid`: an accept in a found chain that keeps invalid packets out (core's deniesInvalid). */
+  valid?: boolean;
 }
 
 /** Ids travel in rule comments (128 bytes at most in nft). */
@@ -32,7 +34,7 @@ export function checkId(id: string): void {
 
 /** Equal keys for equal shapes. The id leads; the fields after it never hold "|", so the key is unambiguous. */
 export function shapeKey(s: Shape): string {
-  return `${s.id}|${s.nf}|${s.cidrs.join(',')}|${s.negate ? 1 : 0}|${s.protocol}|${s.port}|${s.match}|${s.verdict}`;
+  return `${s.id}|${s.nf}|${s.cidrs.join(',')}|${s.negate ? 1 : 0}|${s.protocol}|${s.port}|${s.match}|${s.verdict}${s.valid ? '|valid' : ''}`;
 }
 
 /** Which addresses one of an opening's rules matches. */
@@ -96,6 +98,8 @@ function addrExpr(cidr: string): unknown {
   return Number(len) === full ? addr : { prefix: { addr, len: Number(len) } };
 }
 
+const VALID_MATCH: Expr = { match: { op: '!=', left: { ct: { key: 'state' } }, right: 'invalid' } };
+
 export function buildExpr(s: Shape): Expr[] {
   const expr: Expr[] = [];
   if (s.cidrs.length > 0) {
@@ -112,6 +116,7 @@ export function buildExpr(s: Shape): Expr[] {
     expr.push({ match: { op: '==', left: { meta: { key: 'l4proto' } }, right: s.protocol } });
     expr.push({ match: { op: '==', left: { ct: { key: 'proto-dst', dir: 'original' } }, right: s.port } });
   }
+  if (s.valid) expr.push(VALID_MATCH);
   expr.push({ [s.verdict]: null });
   return expr;
 }
@@ -169,6 +174,8 @@ export function parseShape(rule: NftRule, id: string): Shape | null {
         s.protocol = right as Protocol;
       } else if (left.ct?.key === 'proto-dst' && left.ct.dir === 'original' && typeof right === 'number') {
         Object.assign(s, { match: 'ct', port: right });
+      } else if (left.ct?.key === 'state' && !left.ct.dir && op === '!=' && right === 'invalid') {
+        s.valid = true;
       } else {
         return null;
       }
