@@ -54,3 +54,15 @@ export async function managersRunningRead(list: (path: string) => Promise<string
   );
   return managersRunning(processes.filter((p) => p.argv.length > 0));
 }
+
+/**
+ * Managers enabled by their config, or running now (a daemon rewrites the rules at its next reload
+ * whatever its config says), one entry per kind with every sighting: what both firewall plugins ask,
+ * through their own reading of the root.
+ */
+export async function managersSeen(read: (path: string) => Promise<string | null>, list: (path: string) => Promise<string[]>): Promise<ManagerSeen[]> {
+  const [config, running] = await Promise.all([managersInConfig(read), managersRunningRead(list, read)]);
+  const by = new Map<string, string[]>();
+  for (const m of [...config, ...running]) by.set(m.kind, [...(by.get(m.kind) ?? []), m.seen]);
+  return [...by].map(([kind, seen]) => ({ kind, seen: seen.join('; ') }));
+}

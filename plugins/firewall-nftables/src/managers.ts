@@ -6,17 +6,14 @@
  */
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { managersInConfigRead, managersRunningRead, type ManagerSeen } from '@meshp/core';
+import { managersSeen, type ManagerSeen } from '@meshp/core';
 
 export type { ManagerSeen };
 
 /** Managers enabled by their config under the root, or running (the process table under the root): core's one list, read from this root. */
-export async function managersInConfig(root: string): Promise<ManagerSeen[]> {
-  const read = (path: string) => readFile(join(root, path), 'utf8').catch(() => null);
-  const list = (path: string) => readdir(join(root, path)).catch(() => []);
-  // Enabled by config, or running now (a daemon rewrites the rules at its next reload whatever its config says).
-  const [config, running] = await Promise.all([managersInConfigRead(read), managersRunningRead(list, read)]);
-  const by = new Map<string, string[]>();
-  for (const m of [...config, ...running]) by.set(m.kind, [...(by.get(m.kind) ?? []), m.seen]);
-  return [...by].map(([kind, seen]) => ({ kind, seen: seen.join('; ') }));
+export function managersInConfig(root: string): Promise<ManagerSeen[]> {
+  return managersSeen(
+    (path) => readFile(join(root, path), 'utf8').catch(() => null),
+    (path) => readdir(join(root, path)).catch(() => []),
+  );
 }
