@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isMeshpError, type Peer } from '@meshp/core';
-import { TunnelFilter, endpointOf, ensureTunnelKey, parseGet, parsePorts, peerConfig, publicKeyOf, settingsOf, uapiLines, keyToHex } from '@meshp/tunnel-wireguard';
+import { TunnelFilter, endpointOf, foundationPorts, ensureTunnelKey, parseGet, parsePorts, peerConfig, publicKeyOf, settingsOf, uapiLines, keyToHex } from '@meshp/tunnel-wireguard';
 
 const KEY_A = Buffer.from('77076d0a7318a57d3c16c17251b26645df4c2f87ebc0992ab177fba51db92c2a', 'hex').toString('base64');
 const PUB_A = Buffer.from('8520f0098930a754748b7ddcb43ef75a0dbf3a0d26381af4eba4a98eaa9b4e6a', 'hex').toString('base64');
@@ -105,3 +105,17 @@ t.test('the interface settings: the address takes the private range prefix; the 
   t.same(s, { address: '10.99.0.2/24', range: '10.99.0.0/24', listenPort: 51830, mtu: 1380, keepalive: 0 });
   t.equal(settingsOf({}, { listenPort: 1 }).listenPort, 1);
 });
+
+t.test('every peer in the view reaches the foundation ports (settings), whatever the policy; the tunnel port aside', async (t) => {
+  const ports = foundationPorts({ declaration: { settings: { ports: { store: 15432, control: 7443, tunnel: 51820 } } } as never });
+  t.same(ports, [7443, 15432], 'the declaration\'s ports without the tunnel\'s own');
+  const f = new TunnelFilter('wg_x');
+  const script = f.rebuild({ rules: [] }, [peer('a', { addresses: ['10.99.0.2'] })], ports);
+  t.ok(script.includes('add rule inet meshp_wg_wg_x from_peers ip saddr @mesh4 tcp dport { 7443, 15432 } accept comment "meshp:tunnel"'), 'one rule: mesh members to the foundation ports');
+  t.ok(script.includes('add element inet meshp_wg_wg_x mesh4 { 10.99.0.2 }'), 'the peer is a mesh member');
+  t.ok(script.indexOf('@blocked4 drop') < script.findIndex((l) => l.includes('@mesh4')), 'a blocked (unscoped) peer is dropped before');
+  t.same(f.upsert(peer('b', { addresses: ['10.99.0.3'] })).filter((l) => l.includes('mesh4')), ['add element inet meshp_wg_wg_x mesh4 { 10.99.0.3 }'], 'an upserted peer joins the set');
+  t.same(f.remove('b').filter((l) => l.includes('mesh4')), ['delete element inet meshp_wg_wg_x mesh4 { 10.99.0.3 }'], 'a removed one leaves it');
+  t.notOk(new TunnelFilter('wg_y').rebuild(undefined, []).some((l) => l.includes('dport {')), 'no foundation ports, no rule');
+});
+

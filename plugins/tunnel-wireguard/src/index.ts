@@ -1,4 +1,4 @@
-export { TunnelWireguardPlugin, DEFAULT_GRACE_MS, type TunnelWireguardOptions, type TunnelStatus, type ViewSource, type TunnelLog } from './plugin.js';
+export { TunnelWireguardPlugin, DEFAULT_GRACE_MS, foundationPorts, type TunnelWireguardOptions, type TunnelStatus, type ViewSource, type TunnelLog } from './plugin.js';
 export { ensureTunnelKey, publicKeyOf, generatePrivateKey, keyToHex, keyFromHex, isTunnelKey, type TunnelKey } from './keys.js';
 export { uapiGet, uapiSet, uapiCall, parseGet, socketPath, SOCKET_DIR, type DeviceState, type DevicePeer } from './uapi.js';
 export { TunnelFilter, tableName, MARK } from './filter.js';
