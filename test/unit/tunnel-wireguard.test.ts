@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isMeshpError, type Peer } from '@meshp/core';
-import { TunnelFilter, endpointOf, foundationPorts, ensureTunnelKey, parseGet, parsePorts, peerConfig, publicKeyOf, settingsOf, uapiLines, keyToHex } from '@meshp/tunnel-wireguard';
+import { TunnelFilter, endpointOf, foundationPorts, withTunnelOpening, ensureTunnelKey, parseGet, parsePorts, peerConfig, publicKeyOf, settingsOf, uapiLines, keyToHex } from '@meshp/tunnel-wireguard';
 
 const KEY_A = Buffer.from('77076d0a7318a57d3c16c17251b26645df4c2f87ebc0992ab177fba51db92c2a', 'hex').toString('base64');
 const PUB_A = Buffer.from('8520f0098930a754748b7ddcb43ef75a0dbf3a0d26381af4eba4a98eaa9b4e6a', 'hex').toString('base64');
@@ -119,3 +119,14 @@ t.test('every peer in the view reaches the foundation ports (settings), whatever
   t.notOk(new TunnelFilter('wg_y').rebuild(undefined, []).some((l) => l.includes('dport {')), 'no foundation ports, no rule');
 });
 
+t.test("the tunnel's UDP port is added to every plan's openings, once, only where a firewall plugin can open it", async (t) => {
+  const plan = (kind: string | null, openings: { id: string }[] = []) => ({ node: 'n', mode: 'converged' as const, actions: [], firewall: { openings: openings as never[], refusals: [], kind } });
+  const p = withTunnelOpening(plan('nftables'), { ports: { tunnel: 51999 } });
+  t.same(p.firewall.openings.map((o) => [o.id, o.port, o.protocol, o.path, o.from]), [['tunnel/incoming/udp/51999', 51999, 'udp', 'incoming', []]], 'from anywhere, on the settings\' port');
+  t.same(p.actions.map((a) => [a.key, a.op, a.module]), [['opening:tunnel/incoming/udp/51999', 'create', 'tunnel']], 'reported like any opening');
+  t.equal(withTunnelOpening(plan('nftables'), { ports: {} }).firewall.openings[0]!.port, 51820, 'the default port');
+  t.equal(withTunnelOpening(plan('nftables'), undefined, 40000).firewall.openings[0]!.port, 40000, 'the plugin option wins');
+  const has = plan('nftables', [{ id: 'tunnel/incoming/udp/51820' }]);
+  t.equal(withTunnelOpening(has, { ports: {} }), has, 'a node assigned the tunnel module has it once');
+  for (const kind of [null, 'none']) t.same(withTunnelOpening(plan(kind), { ports: {} }).firewall.openings, [], `no firewall plugin (${kind}): nothing claimed open`);
+});

@@ -7,3 +7,4 @@ export { peerConfig, endpointOf, hostRoute, upsertLines, removeLines, DEFAULT_PO
 export { uapiLines, parseDump, openDevice, UserspaceDevice, KernelDevice, type Device, type DeviceChange, type PeerOp, type Implementation } from './device.js';
 export { WireguardGo, alive } from './wireguard-go.js';
 export { settingsOf, type TunnelSettings } from './settings.js';
+export { tunnelOpening, withTunnelOpening } from './opening.js';

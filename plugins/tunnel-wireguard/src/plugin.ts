@@ -16,6 +16,7 @@ import { TunnelFilter } from './filter.js';
 import { readGrace, writeGrace, type GraceEntry } from './grace.js';
 import { ensureTunnelKey, type TunnelKey } from './keys.js';
 import { peerConfig, sameConfig, type PeerConfig } from './peer-config.js';
+import { withTunnelOpening } from './opening.js';
 import { configureLink, settingsOf, type TunnelSettings } from './settings.js';
 
 export const DEFAULT_GRACE_MS = 5 * 60_000;
@@ -108,6 +109,7 @@ export class TunnelWireguardPlugin implements Plugin {
     host.hooks.viewChanged.tap(this.name, (change) => {
       if (this.#view) this.#enqueue('delta', () => this.#onChange(change));
     });
+    host.hooks.plan.tapPromise(this.name, async (plan, ctx) => withTunnelOpening(plan, ctx.declaration.settings, this.#o.listenPort));
     host.hooks.report.tapPromise(this.name, async (report) => ({ ...report, facts: { ...report.facts, tunnel: this.status() } }));
   }
 
