@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The README's main job: seed 003 told as a story on a lab made here and removed at the end.
 # A control-node in use (a found nftables firewall, a Docker engine with the predecessor's service,
-# a config file, a container on the registry's port), a second machine on the private network, and
-# a machine outside it — all network namespaces of this run. Nothing outside them is touched.
+# a config file, a container on the registry's port), a second machine on the same underlay, and a
+# machine outside — all network namespaces of this run. No link between them is private: the mesh's
+# private network is the WireGuard tunnel genesis raises. Nothing outside the lab is touched.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 [ "$(id -u)" = 0 ] || { echo "the lab needs root (network namespaces, nftables, a Docker engine)"; exit 1; }
@@ -11,11 +12,17 @@ p="md$(printf '%04x' $((RANDOM % 65536)))"
 lab=$(mktemp -d "/tmp/$p.XXXX")
 root=$lab/root state=$lab/state sock=$lab/docker.sock
 pids=()
+wg1="${p}w1" wg2="${p}w2"   # tunnel interfaces: unique on this machine (wireguard-go's sockets share one folder)
 cleanup() {
   set +e
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null; done
   sleep 0.5
   for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null; done
+  # each wireguard-go by the pid its agent kept (it outlives an agent on purpose), then its socket
+  for f in "$state/agent/wireguard/$wg1.pid" "$lab/m2-state/wireguard/$wg2.pid"; do
+    [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null
+  done
+  rm -f "/var/run/wireguard/$wg1.sock" "/var/run/wireguard/$wg2.sock"
   if [ -f "$lab/docker.pid" ]; then
     # the engine of this run, by its pidfile: its containers first, then the engine
     ids=$(DOCKER_HOST=unix://$sock /usr/bin/docker ps -aq 2>/dev/null)
@@ -40,7 +47,7 @@ unreach() { ! reach "$@"; }
 get() { on "$1" timeout 2 busybox wget -q -O- "http://$2:$3/" 2>/dev/null; }
 until_ok() { local n=$1; shift; for _ in $(seq "$n"); do "$@" && return 0; sleep 0.5; done; return 1; }
 
-step "the lab: m1 (control-node in use), m2 (private network 10.77.0.0/24), m3 (outside, 10.78.0.0/24)"
+step "the lab: m1 (control-node in use) and m2 on an underlay (10.77.0.0/24), m3 outside (10.78.0.0/24); the mesh's private network will be a tunnel"
 for n in m1 m2 m3; do ip netns add "$p$n"; ip -n "$p$n" link set lo up; done
 ip link add "${p}pa" type veth peer name "${p}pb"; ip link set "${p}pa" netns "${p}m1"; ip link set "${p}pb" netns "${p}m2"
 ip link add "${p}oa" type veth peer name "${p}ob"; ip link set "${p}oa" netns "${p}m1"; ip link set "${p}ob" netns "${p}m3"
@@ -91,7 +98,8 @@ step "1. genesis without --adopted on this machine: refused, naming what it foun
 if on m1 node "$here/bin/dist/main.js" genesis "${common[@]}" --yes; then echo "it should have refused"; exit 1; fi
 
 step "2. genesis --adopted: the registry's port is held, so refused, naming the holder"
-net=(--adopted --private-range 10.77.0.0/24 --private-interface "${p}pa")
+# No --private-interface: the private network is a WireGuard tunnel (100.96.0.0/16), its port a foundation port.
+net=(--adopted --tunnel-interface "$wg1" --endpoint 10.77.0.1:51820)
 if on m1 node "$here/bin/dist/main.js" genesis "${common[@]}" "${net[@]}" --yes; then echo "it should have refused"; exit 1; fi
 
 step "   ... given another port, the foundation comes up"
@@ -104,23 +112,33 @@ adm() { on m1 node "$here/bin/dist/main.js" "$@" --state "$state" --controller 1
 gap0() { adm node list --json 2>/dev/null | node -e "const n=JSON.parse(require('fs').readFileSync(0)).nodes.find(x=>x.name==='$1'); process.exit(n&&n.gap===0&&n.appliedVersion>0?0:1)" 2>/dev/null; }
 until_ok 80 gap0 m1
 adm node list
+mesh1() { on m1 ip -4 -o addr show dev "$wg1" 2>/dev/null | awk '{print $4}' | cut -d/ -f1; }
+until_ok 40 test -n "$(mesh1)"
+say "m1's agent raised the tunnel genesis chose: $wg1 $(mesh1) ($(on m1 wg show "$wg1" listen-port)/udp)"
 
 step "3. nothing that serves changed"
 CHECK_MSG="web still answers from m2: $(get m2 10.77.0.1 8080)" check test "$(get m2 10.77.0.1 8080)" = predecessor-web
 CHECK_MSG="web.conf is byte for byte what it was" check cmp -s "$root/etc/web/web.conf" "$lab/web.conf.orig"
 say "the found table now, the mesh's rules marked meshp:"; on m1 nft list table inet filter | sed 's/^/      /'
 
-step "4. the store (15432) is reachable over the private network, not from outside"
-CHECK_MSG="m2 reaches the store" check reach m2 10.77.0.1 15432
-CHECK_MSG="m3 does not" check unreach m3 10.78.0.1 15432
-
-step "5. the second machine enrols through the found firewall"
-token=$(adm token create --adopted --json | node -e "process.stdout.write(JSON.parse(require('fs').readFileSync(0)).token)")
+step "4. the second machine enrols over the underlay (the control port is the one door there) and brings its tunnel up"
+printf '{"rules":[{"from":"demo","to":"control-node"}]}\n' > "$lab/policy.json"
+adm policy set "$lab/policy.json" --yes >/dev/null
+token=$(adm token create --adopted --tag demo --json | node -e "process.stdout.write(JSON.parse(require('fs').readFileSync(0)).token)")
 setsid nsenter --net="/var/run/netns/${p}m2" -- node "$here/bin/dist/main.js" agent --state "$lab/m2-state" --root "$lab/m2-root" \
-  --controller 10.77.0.1:7443 --token "$token" --name m2 --interval 2 >"$lab/agent-m2.log" 2>&1 &
+  --controller 10.77.0.1:7443 --token "$token" --name m2 --interval 2 --firewall none \
+  --tunnel wireguard --tunnel-interface "$wg2" --endpoint 10.77.0.2:51820 >"$lab/agent-m2.log" 2>&1 &
 pids+=($!)
 until_ok 80 gap0 m2
 adm node list
+m1mesh=$(mesh1)
+until_ok 40 reach m2 "$m1mesh" 15432
+on m2 wg show "$wg2" | sed 's/^/      /'
+
+step "5. the store (15432) answers over the tunnel, not from outside"
+CHECK_MSG="m2 reaches the store at m1's mesh address $m1mesh" check reach m2 "$m1mesh" 15432
+CHECK_MSG="m2 does not reach it over the underlay" check unreach m2 10.77.0.1 15432
+CHECK_MSG="m3 does not" check unreach m3 10.78.0.1 15432
 
 step "6. the predecessor's control still writes web.conf: assigned, the change is reported, not reverted"
 ( i=0; while true; do i=$((i+1)); printf 'listen 8080\nwritten-by predecessor, pass %s\n' $i > "$root/etc/web/web.conf"; sleep 1; done ) &
@@ -144,6 +162,7 @@ adm node converge m1 --yes --preview-id "$id"
 CHECK_MSG="the declared port 8080 is open" check newweb
 CHECK_MSG="the stray published port 18081, which no rule mentioned, is closed" check unreach m2 10.77.0.1 18081
 CHECK_MSG="the found configuration is still on disk, byte for byte" check cmp -s "$root/etc/nftables.conf" "$lab/nftables.conf.orig"
+CHECK_MSG="the tunnel went through the flip: m2 still reaches the store over it" check until_ok 20 reach m2 "$m1mesh" 15432
 on m1 nft list tables | sed 's/^/      /'
 
 step "   ... and back to adopted: the found firewall is enabled again"

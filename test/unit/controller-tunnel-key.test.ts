@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DeltaApplier, REMOVAL_REASON, isMeshpError, type StateDelta, type ViewChange } from '@meshp/core';
-import { Controller, MemoryStore, SqliteControllerStore, type ControllerStore } from '@meshp/controller';
+import { Controller, MemoryStore, SqliteControllerStore, endpointsOf, observedEndpoint, type ControllerStore } from '@meshp/controller';
 import { classifyTable, parseRuleset } from '@meshp/firewall-nftables';
 import { generatePrivateKey, publicKeyOf } from '@meshp/tunnel-wireguard';
 import { dirname } from 'node:path';
@@ -160,4 +160,25 @@ t.test("the nftables driver counts the tunnel's tables as the mesh's own, never 
     }),
   );
   t.same(rs.tables.map((x) => classifyTable(x, rs)), ['tunnel', 'found'], 'only the inet table of that name is the tunnel');
+});
+
+t.test("endpoints: the told ones first, then the Sync stream's source address on the node's tunnel port", async (t) => {
+  t.equal(observedEndpoint('ipv4:10.97.0.3:40122', 51820), '10.97.0.3:51820', "gRPC's ipv4 form");
+  t.equal(observedEndpoint('10.97.0.3:40122', 51000), '10.97.0.3:51000', 'the bare form, the node\'s own port');
+  t.equal(observedEndpoint('ipv6:[2001:db8::7]:40122', 51820), '[2001:db8::7]:51820');
+  t.equal(observedEndpoint('ipv6:[::ffff:10.97.0.3]:40122', 51820), '10.97.0.3:51820', 'a v4-mapped address read as v4');
+  for (const p of ['ipv4:127.0.0.1:4000', 'ipv6:[::1]:4000', 'unix:/tmp/s', '']) t.equal(observedEndpoint(p, 51820), null, `nothing from ${JSON.stringify(p)}`);
+  t.same(endpointsOf({ endpoints: ['192.0.2.1:51820'], observedEndpoint: '10.97.0.3:51820' }), ['192.0.2.1:51820', '10.97.0.3:51820'], 'told first: the tunnel uses the first');
+  t.same(endpointsOf({ endpoints: ['10.97.0.3:51820'], observedEndpoint: '10.97.0.3:51820' }), ['10.97.0.3:51820'], 'an address told already is not repeated');
+  t.same(endpointsOf({ endpoints: [] }), []);
+
+  const c = setup();
+  const x = new DeltaApplier();
+  sync(c, x, 'x');
+  const before = x.view.peer('y')?.endpoints;
+  c.updateMember('n', 'y', { observedEndpoint: '10.97.0.9:51820' });
+  const d = sync(c, x, 'x');
+  t.ok(d, 'the observed address is a change: x gets a delta');
+  t.same(before, [], 'y was enrolled with no endpoint');
+  t.same(x.view.peer('y')?.endpoints, ['10.97.0.9:51820'], "x's view of y now carries where the controller saw y");
 });

@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isMeshpError, type Peer } from '@meshp/core';
-import { TunnelFilter, endpointOf, ensureTunnelKey, parseGet, parsePorts, peerConfig, publicKeyOf, settingsOf, uapiLines, keyToHex } from '@meshp/tunnel-wireguard';
+import { TunnelFilter, endpointOf, foundationPorts, withTunnelOpening, ensureTunnelKey, parseGet, parsePorts, peerConfig, publicKeyOf, settingsOf, uapiLines, keyToHex } from '@meshp/tunnel-wireguard';
 
 const KEY_A = Buffer.from('77076d0a7318a57d3c16c17251b26645df4c2f87ebc0992ab177fba51db92c2a', 'hex').toString('base64');
 const PUB_A = Buffer.from('8520f0098930a754748b7ddcb43ef75a0dbf3a0d26381af4eba4a98eaa9b4e6a', 'hex').toString('base64');
@@ -104,4 +104,29 @@ t.test('the interface settings: the address takes the private range prefix; the 
   const s = settingsOf({ tunnel: { address: '10.99.0.2', listenPort: 51830, mtu: 1380, keepaliveSeconds: 0 } }, { privateRange: '10.99.0.0/24' });
   t.same(s, { address: '10.99.0.2/24', range: '10.99.0.0/24', listenPort: 51830, mtu: 1380, keepalive: 0 });
   t.equal(settingsOf({}, { listenPort: 1 }).listenPort, 1);
+});
+
+t.test('every peer in the view reaches the foundation ports (settings), whatever the policy; the tunnel port aside', async (t) => {
+  const ports = foundationPorts({ declaration: { settings: { ports: { store: 15432, control: 7443, tunnel: 51820 } } } as never });
+  t.same(ports, [7443, 15432], 'the declaration\'s ports without the tunnel\'s own');
+  const f = new TunnelFilter('wg_x');
+  const script = f.rebuild({ rules: [] }, [peer('a', { addresses: ['10.99.0.2'] })], ports);
+  t.ok(script.includes('add rule inet meshp_wg_wg_x from_peers ip saddr @mesh4 tcp dport { 7443, 15432 } accept comment "meshp:tunnel"'), 'one rule: mesh members to the foundation ports');
+  t.ok(script.includes('add element inet meshp_wg_wg_x mesh4 { 10.99.0.2 }'), 'the peer is a mesh member');
+  t.ok(script.indexOf('@blocked4 drop') < script.findIndex((l) => l.includes('@mesh4')), 'a blocked (unscoped) peer is dropped before');
+  t.same(f.upsert(peer('b', { addresses: ['10.99.0.3'] })).filter((l) => l.includes('mesh4')), ['add element inet meshp_wg_wg_x mesh4 { 10.99.0.3 }'], 'an upserted peer joins the set');
+  t.same(f.remove('b').filter((l) => l.includes('mesh4')), ['delete element inet meshp_wg_wg_x mesh4 { 10.99.0.3 }'], 'a removed one leaves it');
+  t.notOk(new TunnelFilter('wg_y').rebuild(undefined, []).some((l) => l.includes('dport {')), 'no foundation ports, no rule');
+});
+
+t.test("the tunnel's UDP port is added to every plan's openings, once, only where a firewall plugin can open it", async (t) => {
+  const plan = (kind: string | null, openings: { id: string }[] = []) => ({ node: 'n', mode: 'converged' as const, actions: [], firewall: { openings: openings as never[], refusals: [], kind } });
+  const p = withTunnelOpening(plan('nftables'), { ports: { tunnel: 51999 } });
+  t.same(p.firewall.openings.map((o) => [o.id, o.port, o.protocol, o.path, o.from]), [['tunnel/incoming/udp/51999', 51999, 'udp', 'incoming', []]], 'from anywhere, on the settings\' port');
+  t.same(p.actions.map((a) => [a.key, a.op, a.module]), [['opening:tunnel/incoming/udp/51999', 'create', 'tunnel']], 'reported like any opening');
+  t.equal(withTunnelOpening(plan('nftables'), { ports: {} }).firewall.openings[0]!.port, 51820, 'the default port');
+  t.equal(withTunnelOpening(plan('nftables'), undefined, 40000).firewall.openings[0]!.port, 40000, 'the plugin option wins');
+  const has = plan('nftables', [{ id: 'tunnel/incoming/udp/51820' }]);
+  t.equal(withTunnelOpening(has, { ports: {} }), has, 'a node assigned the tunnel module has it once');
+  for (const kind of [null, 'none']) t.same(withTunnelOpening(plan(kind), { ports: {} }).firewall.openings, [], `no firewall plugin (${kind}): nothing claimed open`);
 });

@@ -11,7 +11,7 @@ interface Args extends GlobalArgs, PluginArgs {
   'docker-socket'?: string;
   interval: number;
   endpoint: string[];
-  tunnel: string;
+  tunnel?: string;
   'tunnel-interface'?: string;
   'tunnel-grace': number;
   'metrics-listen'?: string;
@@ -30,7 +30,7 @@ export const agentCommand: CommandModule<GlobalArgs, Args> = {
       .option('docker-socket', { type: 'string', describe: 'the container engine socket' })
       .option('interval', { type: 'number', default: 10, describe: 'reconcile at least every N seconds' })
       .option('endpoint', { type: 'string', array: true, default: [] as string[], describe: 'addresses peers reach this node at' })
-      .option('tunnel', { type: 'string', choices: ['none', 'wireguard'], default: 'none', describe: 'carry the mesh\'s private network in a WireGuard tunnel' })
+      .option('tunnel', { type: 'string', choices: ['none', 'wireguard'], describe: "carry the mesh's private network in a WireGuard tunnel (default: what genesis chose for this state folder, else none)" })
       .option('tunnel-interface', { type: 'string', describe: 'the tunnel interface name, unique on the machine (default meshp0)' })
       .option('tunnel-grace', { type: 'number', default: 300, describe: 'seconds an out-of-scope peer stays configured (its traffic dropped) before it goes' })
       .option('metrics-listen', { type: 'string', describe: "HOST:PORT for this agent's own Prometheus /metrics" })

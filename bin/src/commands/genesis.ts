@@ -12,6 +12,8 @@ interface Args extends GlobalArgs {
   node?: string;
   listen: string;
   'private-interface'?: string;
+  'tunnel-interface'?: string;
+  endpoint: string[];
   preview: boolean;
   yes: boolean;
 }
@@ -30,7 +32,9 @@ export const genesisCommand: CommandModule<GlobalArgs, Args> = {
       .option('firewall', { type: 'string', default: 'auto', describe: 'auto, or the firewall kind to insist on' })
       .option('node', { type: 'string', describe: "this node's name (default: the host name)" })
       .option('listen', { type: 'string', default: '0.0.0.0', describe: 'the address the controller will listen on; its port is the control port (--port control=PORT)' })
-      .option('private-interface', { type: 'string', describe: 'an interface that already carries the private network (its addresses are not a conflict)' })
+      .option('private-interface', { type: 'string', describe: 'an interface that already carries the private network (its addresses are not a conflict); without it the private network is a WireGuard tunnel' })
+      .option('tunnel-interface', { type: 'string', describe: "the tunnel's interface name when no --private-interface is given (default meshp0)" })
+      .option('endpoint', { type: 'string', array: true, default: [] as string[], describe: "IP:PORT where peers reach this node's tunnel" })
       .option('preview', { type: 'boolean', default: false, describe: 'check and say what would be raised; change nothing' })
       .option('yes', { type: 'boolean', default: false, describe: 'raise without asking' })
       .demandOption('state'),
@@ -38,7 +42,7 @@ export const genesisCommand: CommandModule<GlobalArgs, Args> = {
     const { genesis, DEFAULT_CATALOGUE } = await import('../genesis/run.js');
     await genesis({
       state: a.state!, adopted: a.adopted, port: a.port, privateRange: a['private-range'], catalogue: a.catalogue ?? DEFAULT_CATALOGUE,
-      root: a.root, dockerSocket: a['docker-socket'], firewall: a.firewall, node: a.node, listen: a.listen, privateInterface: a['private-interface'], preview: a.preview, yes: a.yes, json: a.json,
+      root: a.root, dockerSocket: a['docker-socket'], firewall: a.firewall, node: a.node, listen: a.listen, privateInterface: a['private-interface'], tunnelInterface: a['tunnel-interface'], endpoint: a.endpoint, preview: a.preview, yes: a.yes, json: a.json,
     });
   },
 };

@@ -29,6 +29,7 @@ import {
 import { AuthStore, CONTROLLER_DB, Controller, DEFAULT_NETWORK, Enrolment, SqliteControllerStore, ensureCertificate } from '@meshp/controller';
 import { CONTROLLER_FILE } from '../remote/agent.js';
 import { ensureNodeKey } from '../remote/keys.js';
+import { bootstrapCatalogue, prepareTunnel, privateNetworkOf, type PrivateNetwork } from './private-network.js';
 
 export const AGENT_DIR = 'agent';
 
@@ -41,8 +42,12 @@ export interface GenesisOptions {
   node?: string;
   /** The address the controller listens on; its port is the node's `control` setting. */
   listen: string;
-  /** The interface that already carries the private network, if any. */
+  /** The interface that already carries the private network, if any; without one, the tunnel is. */
   privateInterface?: string;
+  /** The tunnel's interface when genesis raises the tunnel (default meshp0). */
+  tunnelInterface?: string;
+  /** Where peers reach this node's tunnel (IP:PORT), as `meshp agent --endpoint`. */
+  endpoints?: string[];
 }
 
 export interface GenesisPlan {
@@ -52,6 +57,8 @@ export interface GenesisPlan {
   foundation: string[];
   catalogue: string[];
   firewall: { kind: string; active: boolean };
+  /** The private network: the interface given, or the tunnel genesis raises. */
+  privateNetwork: PrivateNetwork;
   findings: GenesisFinding[];
 }
 
@@ -65,6 +72,7 @@ export function readCatalogue(dir: string): CatalogueModule[] {
 
 /** Everything genesis needs to know, read before anything is written. */
 export async function planGenesis(host: Host, o: GenesisOptions): Promise<GenesisPlan> {
+  const privateNetwork = privateNetworkOf(o);
   const catalogue = readCatalogue(o.catalogue);
   const foundation = catalogue.filter((m) => m.foundation);
   const ports = { ...defaultPorts(foundation), ...o.ports };
@@ -97,6 +105,7 @@ export async function planGenesis(host: Host, o: GenesisOptions): Promise<Genesi
     foundation: foundation.map((m) => m.name),
     catalogue: catalogue.map((m) => m.name),
     firewall: { kind: firewall.kind, active: firewall.active },
+    privateNetwork,
     findings,
   };
 }
@@ -125,7 +134,7 @@ export async function raiseGenesis(host: Host, o: GenesisOptions, plan: GenesisP
   if (plan.findings.length > 0) throw new MeshpError(plan.findings[0]!.code, plan.findings.map((f) => f.message).join('; '));
   const dbFile = join(o.state, CONTROLLER_DB);
   if (existsSync(dbFile)) throw new MeshpError('MESHP_LIFECYCLE', `${o.state} already holds a controller: genesis happens once`);
-  const catalogue = readCatalogue(o.catalogue);
+  const catalogue = bootstrapCatalogue(readCatalogue(o.catalogue), plan.privateNetwork);
   mkdirSync(o.state, { recursive: true, mode: 0o700 });
 
   progress('making the controller certificate');
@@ -145,9 +154,11 @@ export async function raiseGenesis(host: Host, o: GenesisOptions, plan: GenesisP
     progress(`enrolling this machine as node ${plan.node} (${plan.mode})`);
     const agentDir = join(o.state, AGENT_DIR);
     const key = ensureNodeKey(agentDir);
+    const tunnelKey = prepareTunnel(agentDir, plan.privateNetwork);
+    if (tunnelKey) progress(`the private network is a WireGuard tunnel on ${plan.privateNetwork.interface}: its key made, its agent raises it`);
     const enrolment = new Enrolment(controller, auth, tls.fingerprint);
     const { token } = enrolment.createToken({ network: DEFAULT_NETWORK, mode: plan.mode, ttlSeconds: 60, tags: ['control-node'] });
-    const enrolled = enrolment.enrol({ token, nodeKey: key.publicKey, node: plan.node, endpoints: [] });
+    const enrolled = enrolment.enrol({ token, nodeKey: key.publicKey, node: plan.node, endpoints: o.endpoints ?? [], ...(tunnelKey ? { tunnelKey } : {}) });
     controller.updateMember(DEFAULT_NETWORK, plan.node, { settings: plan.settings });
     for (const name of plan.foundation) controller.assignModule(DEFAULT_NETWORK, plan.node, name);
     const store = await host.state();

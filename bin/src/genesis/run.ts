@@ -23,6 +23,8 @@ export interface GenesisArgs {
   node?: string;
   listen: string;
   privateInterface?: string;
+  tunnelInterface?: string;
+  endpoint?: string[];
   preview: boolean;
   yes: boolean;
   json: boolean;
@@ -44,6 +46,9 @@ function renderPlan(p: GenesisPlan): string {
   return [
     `genesis of node ${p.node}, ${p.mode === 'adopted' ? 'ADOPTED: the machine keeps its configuration and firewall' : 'converged'}`,
     `found firewall: ${p.firewall.kind}${p.firewall.active ? ' (active)' : ''}; private range ${p.settings.privateRange}`,
+    p.privateNetwork.kind === 'tunnel'
+      ? `private network: a WireGuard tunnel on ${p.privateNetwork.interface} (UDP ${p.settings.ports['tunnel'] ?? 51820}); the control port is open on the underlay for enrolment (tokens are the gate), the store, registry, bus and broker only over the tunnel`
+      : `private network: the interface ${p.privateNetwork.interface}, as it is`,
     `foundation modules: ${p.foundation.join(', ')} on the ports below (the node's settings from now on)`,
     table(['PORT', 'NUMBER'], ports),
   ].join('\n');
@@ -51,7 +56,7 @@ function renderPlan(p: GenesisPlan): string {
 
 export async function genesis(args: GenesisArgs): Promise<void> {
   const mode: Mode = args.adopted ? 'adopted' : 'converged';
-  const options = { state: args.state, mode, ports: parsePorts(args.port), privateRange: args.privateRange, catalogue: args.catalogue, node: args.node, listen: args.listen, privateInterface: args.privateInterface };
+  const options = { state: args.state, mode, ports: parsePorts(args.port), privateRange: args.privateRange, catalogue: args.catalogue, node: args.node, listen: args.listen, privateInterface: args.privateInterface, tunnelInterface: args.tunnelInterface, endpoints: args.endpoint ?? [] };
   const host = assembleAgentHost({ stateDir: join(args.state, AGENT_DIR), root: args.root, firewall: args.firewall, dockerSocket: args.dockerSocket });
   try {
     const plan = await planGenesis(host, options).catch(refuse);
@@ -75,7 +80,8 @@ export async function genesis(args: GenesisArgs): Promise<void> {
       process.stdout.write(`${renderReport(done.report)}\n`);
       process.stdout.write(
         `\nnext: meshp controller serve --state ${args.state} --listen ${done.listen}\n` +
-          `      meshp agent --state ${join(args.state, AGENT_DIR)} --root ${args.root} --name ${done.plan.node}\n`,
+          `      meshp agent --state ${join(args.state, AGENT_DIR)} --root ${args.root} --name ${done.plan.node}` +
+          `${done.plan.privateNetwork.kind === 'tunnel' ? '   (it raises the tunnel genesis chose)' : ''}\n`,
       );
     }
   } finally {

@@ -2,15 +2,19 @@
 import { join } from 'node:path';
 import { MeshpError, type AgentMessage, type ControlLink } from '@meshp/core';
 import { TunnelWireguardPlugin, type TunnelLog } from '@meshp/tunnel-wireguard';
+import { DEFAULT_TUNNEL_INTERFACE, savedTunnel } from '../genesis/private-network.js';
 
 export const TUNNEL_KINDS = ['none', 'wireguard'] as const;
-export const DEFAULT_TUNNEL_INTERFACE = 'meshp0';
+export { DEFAULT_TUNNEL_INTERFACE };
 
+/** `--tunnel` when given; else the tunnel genesis chose for this state folder (the control-node's agent); else none. */
 export function tunnelOf(a: { state: string; tunnel?: string; tunnelInterface?: string; tunnelGraceMs?: number }, log: TunnelLog): TunnelWireguardPlugin | null {
-  if (!a.tunnel || a.tunnel === 'none') return null;
-  if (a.tunnel !== 'wireguard') throw new MeshpError('MESHP_USAGE', `--tunnel ${a.tunnel}: one of ${TUNNEL_KINDS.join(', ')}`);
+  const saved = a.tunnel === undefined ? savedTunnel(a.state) : null;
+  const kind = a.tunnel ?? saved?.tunnel ?? 'none';
+  if (kind === 'none') return null;
+  if (kind !== 'wireguard') throw new MeshpError('MESHP_USAGE', `--tunnel ${kind}: one of ${TUNNEL_KINDS.join(', ')}`);
   return new TunnelWireguardPlugin({
-    interface: a.tunnelInterface ?? DEFAULT_TUNNEL_INTERFACE,
+    interface: a.tunnelInterface ?? saved?.interface ?? DEFAULT_TUNNEL_INTERFACE,
     stateDir: join(a.state, 'wireguard'),
     ...(a.tunnelGraceMs !== undefined ? { graceMs: a.tunnelGraceMs } : {}),
     log,

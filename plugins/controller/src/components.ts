@@ -1,6 +1,7 @@
 import { WIRE_MODE, declarationToWire, fillSettings, type Components, type Filter, type Peer, type Tunnel, type WireDeclaration } from '@meshp/core';
 import { SCOPE, type PolicyIndex, type Scope } from './policy.js';
 import type { MemberRecord, ModuleDef, SharedComponents } from './types.js';
+import { endpointsOf } from './observed.js';
 
 /** The peer as `node` sees it. */
 export function peerImage(m: MemberRecord, scope: Scope): Peer {
@@ -9,7 +10,7 @@ export function peerImage(m: MemberRecord, scope: Scope): Peer {
     nodeKey: m.nodeKey,
     addresses: [...m.addresses],
     tags: [...m.tags],
-    endpoints: [...m.endpoints],
+    endpoints: endpointsOf(m),
     inboundOnly: scope === SCOPE.INBOUND_ONLY,
     ...(m.tunnelKey ? { tunnelKey: m.tunnelKey } : {}),
   };

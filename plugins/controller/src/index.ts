@@ -12,3 +12,4 @@ export * from './sqlite-store.js';
 export * from './hosting/index.js';
 export * from './converge.js';
 export * from './tunnel-key.js';
+export { observedEndpoint, endpointsOf } from './observed.js';

@@ -18,6 +18,8 @@ export interface MemberRecord {
    * tunnel. A record stored before the field existed reads as absent, so no stored row needs rewriting.
    */
   tunnelKey?: string;
+  /** Where the controller saw this tunnel node's Sync stream come from, on its tunnel port (`IP:PORT`): an endpoint after the told ones. */
+  observedEndpoint?: string;
 }
 
 /** Members tagged `from` may reach members tagged `to`. */

@@ -2,7 +2,9 @@
  * The filter component enforced on the tunnel interface, in the mesh's own table (one per
  * interface, every rule marked `meshp:`): from a peer arrives only what the policy allows, and
  * nothing at all from or to a peer in its grace period (unscoped: dropped at once, established
- * flows too). New connections to an inbound-only peer are refused on the way out.
+ * flows too). New connections to an inbound-only peer are refused on the way out. Every peer in
+ * the view (set `mesh`) reaches this node's foundation ports (the declaration's settings: store,
+ * registry, bus, control …) whatever the policy: they are the mesh's own services.
  *
  * Peers are elements of sets, so a one-peer delta is a few element changes; only a change of the
  * filter component rebuilds the table (one transaction: the old table is never half gone).
@@ -57,6 +59,7 @@ function split(addresses: readonly string[]): Addrs {
 export class TunnelFilter {
   readonly table: string;
   #rules: Rule[] = [];
+  #foundation: number[] = [];
   readonly #members = new Map<string, Member>();
   readonly #blocked = new Map<string, Addrs>();
 
@@ -68,14 +71,20 @@ export class TunnelFilter {
     return [...this.#blocked.keys()];
   }
 
+  /** The foundation ports the table was built with (tcp): a change of them needs a rebuild. */
+  get foundation(): number[] {
+    return this.#foundation;
+  }
+
   /** The whole table, replacing what is there: after a filter change, and at start. */
-  rebuild(filter: Filter | undefined, peers: Iterable<Peer>): string[] {
+  rebuild(filter: Filter | undefined, peers: Iterable<Peer>, foundation: readonly number[] = []): string[] {
+    this.#foundation = [...new Set(foundation)].filter((p) => Number.isInteger(p) && p > 0 && p < 65536).sort((a, b) => a - b);
     this.#rules = (filter?.rules ?? []).map((r) => ({ sourceTags: new Set(r.sourceTags), ports: parsePorts(r.ports) }));
     this.#members.clear();
     const T = `inet ${this.table}`;
     const c = `comment "${MARK}"`;
     const out = [`add table ${T}`, `delete table ${T}`, `add table ${T}`];
-    const sets = ['blocked', 'inbound', ...this.#rules.map((_, i) => `r${i}`)];
+    const sets = ['blocked', 'inbound', 'mesh', ...this.#rules.map((_, i) => `r${i}`)];
     for (const s of sets) for (const [suffix, , type, flags] of FAMILIES) out.push(`add set ${T} ${s}${suffix} { type ${type};${flags} }`);
     const each = (f: (suffix: string, proto: string) => string) => FAMILIES.map(([suffix, proto]) => f(suffix, proto));
     const ifq = JSON.stringify(this.ifname);
@@ -92,6 +101,10 @@ export class TunnelFilter {
       `add rule ${T} from_peers icmp type { destination-unreachable, time-exceeded, parameter-problem } accept ${c}`,
       `add rule ${T} from_peers icmpv6 type { destination-unreachable, packet-too-big, time-exceeded, parameter-problem } accept ${c}`,
     );
+    if (this.#foundation.length) {
+      const ports = `{ ${this.#foundation.join(', ')} }`;
+      out.push(...each((x, pr) => `add rule ${T} from_peers ${pr} saddr @mesh${x} tcp dport ${ports} accept ${c}`));
+    }
     this.#rules.forEach((r, i) => {
       for (const p of r.ports) {
         const match = p.protocol === 'any' ? '' : `${p.protocol} dport ${p.range} `;
@@ -113,6 +126,7 @@ export class TunnelFilter {
     };
     for (const p of peers) {
       const m = this.#member(p);
+      into('mesh', m);
       for (const i of m.rules) into(`r${i}`, m);
       if (m.inbound) into('inbound', m);
     }
@@ -123,8 +137,11 @@ export class TunnelFilter {
 
   /** The peer's addresses in the sets of the rules it meets (and in `inbound` when inbound only). */
   upsert(peer: Peer): string[] {
-    const out = this.remove(peer.id);
+    const before = this.#members.get(peer.id);
+    const same = before !== undefined && JSON.stringify(split(peer.addresses)) === JSON.stringify(split([...before.v4, ...before.v6, ...before.n4, ...before.n6]));
+    const out = this.remove(peer.id, same);
     const m = this.#member(peer);
+    if (!same) out.push(...this.#elements('add', 'mesh', m));
     for (const i of m.rules) out.push(...this.#elements('add', `r${i}`, m));
     if (m.inbound) out.push(...this.#elements('add', 'inbound', m));
     return out;
@@ -139,11 +156,12 @@ export class TunnelFilter {
     return m;
   }
 
-  remove(id: string): string[] {
+  /** The peer out of every set (`keepMesh`: an upsert with the same addresses leaves it a mesh member). */
+  remove(id: string, keepMesh = false): string[] {
     const m = this.#members.get(id);
     if (!m) return [];
     this.#members.delete(id);
-    const out: string[] = [];
+    const out: string[] = keepMesh ? [] : this.#elements('delete', 'mesh', m);
     for (const i of m.rules) out.push(...this.#elements('delete', `r${i}`, m));
     if (m.inbound) out.push(...this.#elements('delete', 'inbound', m));
     return out;

@@ -1,4 +1,4 @@
-export { TunnelWireguardPlugin, DEFAULT_GRACE_MS, type TunnelWireguardOptions, type TunnelStatus, type ViewSource, type TunnelLog } from './plugin.js';
+export { TunnelWireguardPlugin, DEFAULT_GRACE_MS, foundationPorts, type TunnelWireguardOptions, type TunnelStatus, type ViewSource, type TunnelLog } from './plugin.js';
 export { ensureTunnelKey, publicKeyOf, generatePrivateKey, keyToHex, keyFromHex, isTunnelKey, type TunnelKey } from './keys.js';
 export { uapiGet, uapiSet, uapiCall, parseGet, socketPath, SOCKET_DIR, type DeviceState, type DevicePeer } from './uapi.js';
 export { TunnelFilter, tableName, MARK } from './filter.js';
@@ -7,3 +7,4 @@ export { peerConfig, endpointOf, hostRoute, upsertLines, removeLines, DEFAULT_PO
 export { uapiLines, parseDump, openDevice, UserspaceDevice, KernelDevice, type Device, type DeviceChange, type PeerOp, type Implementation } from './device.js';
 export { WireguardGo, alive } from './wireguard-go.js';
 export { settingsOf, type TunnelSettings } from './settings.js';
+export { tunnelOpening, withTunnelOpening } from './opening.js';

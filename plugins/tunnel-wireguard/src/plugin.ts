@@ -16,9 +16,16 @@ import { TunnelFilter } from './filter.js';
 import { readGrace, writeGrace, type GraceEntry } from './grace.js';
 import { ensureTunnelKey, type TunnelKey } from './keys.js';
 import { peerConfig, sameConfig, type PeerConfig } from './peer-config.js';
+import { withTunnelOpening } from './opening.js';
 import { configureLink, settingsOf, type TunnelSettings } from './settings.js';
 
 export const DEFAULT_GRACE_MS = 5 * 60_000;
+
+/** This node's foundation ports from its declaration's settings (the tunnel's own UDP port aside): every peer reaches them. */
+export function foundationPorts(c: Components): number[] {
+  const ports = c.declaration?.settings?.ports ?? {};
+  return Object.entries(ports).filter(([name]) => name !== 'tunnel').map(([, p]) => p).sort((a, b) => a - b);
+}
 
 /** What the plugin reads: the agent's view (`AgentView` fits). */
 export interface ViewSource {
@@ -102,6 +109,7 @@ export class TunnelWireguardPlugin implements Plugin {
     host.hooks.viewChanged.tap(this.name, (change) => {
       if (this.#view) this.#enqueue('delta', () => this.#onChange(change));
     });
+    host.hooks.plan.tapPromise(this.name, async (plan, ctx) => withTunnelOpening(plan, ctx.declaration.settings, this.#o.listenPort));
     host.hooks.report.tapPromise(this.name, async (report) => ({ ...report, facts: { ...report.facts, tunnel: this.status() } }));
   }
 
@@ -203,7 +211,7 @@ export class TunnelWireguardPlugin implements Plugin {
       this.#startGrace(g);
     }
     for (const key of onDevice.keys()) if (!wanted.has(key)) ops.push({ remove: key });
-    await this.#nft(this.#filter.rebuild(view.components.filter, [...view.peers.values()].map((e) => e.peer)));
+    await this.#nft(this.#filter.rebuild(view.components.filter, [...view.peers.values()].map((e) => e.peer), foundationPorts(view.components)));
     const change: DeviceChange = { peers: ops };
     if (state.privateKey !== this.#key!.privateKey) change.privateKey = this.#key!.privateKey;
     if (state.listenPort !== settings.listenPort) change.listenPort = settings.listenPort;
@@ -264,8 +272,9 @@ export class TunnelWireguardPlugin implements Plugin {
     }
     // Drops first: an unscoped peer is cut off before anything else moves.
     // A snapshot or a large change: one table rebuilt from the view costs less than thousands of element commands.
-    const rebuild = change.components.includes('filter') || change.fromVersion === 0 || change.upserted.length + change.removed.length + change.unscoped.length > 256;
-    await this.#nft(rebuild ? this.#filter.rebuild(view.components.filter, [...view.peers.values()].map((e) => e.peer)) : nft);
+    const foundation = foundationPorts(view.components);
+    const rebuild = change.components.includes('filter') || change.fromVersion === 0 || change.upserted.length + change.removed.length + change.unscoped.length > 256 || foundation.join() !== this.#filter.foundation.join();
+    await this.#nft(rebuild ? this.#filter.rebuild(view.components.filter, [...view.peers.values()].map((e) => e.peer), foundation) : nft);
     await device.set(out);
     if (graceChanged) writeGrace(this.#graceFile(), this.#grace.values());
     this.#applied = change.toVersion;

@@ -1,195 +1,197 @@
 /**
- * A real mesh over its own tunnel: a controller and three agents (`meshp agent --tunnel wireguard`),
- * each in its own namespace, joined only by an underlay bridge. The agents enrol over the underlay
- * with their tunnel keys, get each other's keys from the controller's deltas, and ping each other
- * over their mesh addresses. A policy that hides a3 from a1 cuts that pair while a1 keeps a3's
- * WireGuard peer (its grace period); `meshp node remove a3` then takes a3's peer off a1 (which had
- * it only in grace) and off a2, and a3 reaches no one with its old keys.
+ * A real mesh over its own tunnel (issue 16): `meshp genesis` without `--private-interface` on the
+ * control-node, three agents enrolling over the underlay (no shared private link), five namespaces.
+ * Every pair the policy allows reaches each other over the tunnel (TCP), no other pair does; the
+ * store answers over the tunnel and not from a machine outside, where only the control port (the
+ * bootstrap door) answers; the converged control-node's derived filter lets the tunnel's UDP port
+ * in; a node told no endpoint is reached where the controller saw it; a policy flap blocks a pair
+ * and keeps its WireGuard session; a controller restart and an agent restart tear no tunnel down;
+ * a new key is swapped in by the peers; `meshp node remove` takes the node off every interface.
  */
 import t from 'tap';
-import { mkdirSync, readFileSync, rmSync } from 'node:fs';
+import Database from 'better-sqlite3';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { MESHP, Proc, workdir, writeJson } from '../../helpers/grpc-procs.js';
-import { labAvailable, netns, runPrefix, sh, type Netns } from '../../helpers/netns.js';
-import { publicKeyOf } from '@meshp/tunnel-wireguard';
+import { workdir } from '../../helpers/grpc-procs.js';
+import { labAvailable } from '../../helpers/netns.js';
+import { fileBudget, until } from '../../helpers/budget.js';
 import { alive } from './bed.js';
+import { CONTROL_IP, OTHER_PORT, PORT, STORE, keyOf, meshAddress, meshBed, reaches, reachesSoon, wgEndpoints, wgPeers, wgPid, type Node } from './mesh-bed.js';
 
-const CONTROL = '10.97.0.10:7443';
+fileBudget(240);
 
-interface Agent {
-  name: string;
-  ns: Netns;
-  ifname: string;
-  state: string;
-  proc: Proc | null;
-  args: string[];
-}
+t.test('genesis raises the tunnel as the private network; agents enrol over the underlay', { skip: labAvailable() ? false : 'needs root for namespaces, Docker and wireguard-go (CI runs it as root)' }, async (t) => {
+  const started = Date.now();
+  const b = await meshBed(t, workdir(t, 'wgmesh'));
+  const { c } = b;
+  const [a1, a2, a3] = b.agents as [Node, Node, Node];
+  const all = [c, a1, a2, a3];
+  const rules = [
+    { from: 'x', to: 'y', ports: [`${PORT}/tcp`] },
+    { from: 'y', to: 'x', ports: [`${PORT}/tcp`] },
+    { from: 'z', to: 'y', ports: [`${PORT}/tcp`] },
+    // Every agent may reach the control-node, on a port nothing serves: its foundation ports are open to it anyway.
+    ...['x', 'y', 'z'].map((tag) => ({ from: tag, to: 'control-node', ports: ['9/tcp'] })),
+  ];
+  const [, ...tokens] = await Promise.all([b.policy(rules), ...['x', 'y', 'z'].map(async (tag) => (JSON.parse(await b.cli('token', 'create', '--tag', tag, '--json')) as { token: string }).token)]);
+  b.startAgent(c);
+  b.agents.forEach((a, k) => b.startAgent(a, ['--token', tokens[k]!]));
+  const attached = new Map<Node, number>();
+  const mesh = new Map<Node, string>();
 
-t.test('a controller and three agents carry traffic over the tunnel', { skip: labAvailable() ? false : 'needs root for namespaces and wireguard-go (CI runs it as root)' }, async (t) => {
-  const prefix = runPrefix('wgm');
-  const dir = workdir(t, 'wgmesh');
-  const agents: Agent[] = [];
-  // Registered before anything starts: agents by pid, then each wireguard-go by the pid its agent kept, then sockets.
-  t.teardown(async () => {
-    for (const a of agents) a.proc?.kill('SIGKILL');
-    for (const a of agents) {
-      const pid = Number(readIf(join(a.state, 'wireguard', `${a.ifname}.pid`)));
-      if (pid && alive(pid)) {
-        process.kill(pid, 'SIGTERM');
-        for (let i = 0; i < 100 && alive(pid); i++) await sleep(50);
-        if (alive(pid)) process.kill(pid, 'SIGKILL');
-      }
-      rmSync(`/var/run/wireguard/${a.ifname}.sock`, { force: true });
+  await t.test('each node configures exactly the peers its view holds, with the keys the controller handed out', async (t) => {
+    t.equal(b.genesis.plan.privateNetwork.kind, 'tunnel', 'genesis chose the tunnel: no --private-interface was given');
+    for (const n of all) attached.set(n, Number((await n.proc!.waitFor((l) => l.msg === 'tunnel attached', 90_000)).pid));
+    t.pass("the control-node's agent raised the tunnel from genesis's choice, without --tunnel");
+    const key = new Map(all.map((n) => [n, keyOf(n)]));
+    const want: [Node, Node[]][] = [[c, [a1, a2, a3]], [a1, [c, a2]], [a2, [c, a1, a3]], [a3, [c, a2]]];
+    for (const [n, peers] of want) {
+      const keys = JSON.stringify(peers.map((p) => key.get(p)).sort());
+      await until(`${n.name}'s peers`, async () => JSON.stringify([...(await wgPeers(n)).keys()].sort()) === keys, 40);
+      t.pass(`${n.name} holds ${peers.map((p) => p.name).join(', ')}`);
     }
+    for (const n of all) mesh.set(n, await meshAddress(n));
+    t.ok([...mesh.values()].every((x) => x.startsWith('100.96.')), 'mesh addresses from the private range');
   });
 
-  const under = await netns(t, `${prefix}u`);
-  await under.exec('ip', ['link', 'add', 'br0', 'type', 'bridge']);
-  await under.exec('ip', ['link', 'set', 'br0', 'up']);
-  const machine = async (name: string, address: string, i: number) => {
-    const ns = await netns(t, `${prefix}${name}`);
-    const [a, b] = [`${prefix}v${i}a`, `${prefix}v${i}b`];
-    await sh('ip', ['link', 'add', a, 'type', 'veth', 'peer', 'name', b]);
-    await sh('ip', ['link', 'set', a, 'netns', ns.name]);
-    await sh('ip', ['link', 'set', b, 'netns', under.name]);
-    await ns.exec('ip', ['addr', 'add', `${address}/24`, 'dev', a]);
-    await ns.exec('ip', ['link', 'set', a, 'up']);
-    await under.exec('ip', ['link', 'set', b, 'master', 'br0', 'up']);
-    return ns;
-  };
-
-  // The machines are made while the controller starts: on a loaded machine node's start-up is most of the time.
-  const ctlNs = await machine('c', CONTROL.split(':')[0]!, 0);
-  const ctlState = join(dir, 'ctl');
-  const ctl = new Proc(t, ['controller', 'serve', '--state', ctlState, '--listen', CONTROL], ctlNs);
-  const spec = [[1, 'x'], [2, 'y'], [3, 'z']] as const;
-  const machines = await Promise.all(spec.map(([i]) => machine(`a${i}`, `10.97.0.${i}`, i)));
-  await ctl.waitFor((l) => l.msg === 'controller serving', 60_000);
-  /** The operator's CLI, on the controller's machine; async, so the processes' logs keep flowing meanwhile. */
-  const cli = async (...args: string[]): Promise<string> => {
-    const [cmd, argv] = ctlNs.wrap(process.execPath, [MESHP, ...args, '--state', ctlState, '--controller', CONTROL]);
-    try {
-      return (await sh(cmd, argv)).stdout;
-    } catch (e) {
-      throw new Error(`meshp ${args.join(' ')}: ${(e as { stderr?: string }).stderr ?? String(e)}`);
+  await t.test("the converged control-node: its derived filter lets the tunnel's UDP port in; its tunnel went through the flip", async (t) => {
+    await c.proc!.waitFor((l) => l.msg === 'lifecycle' && l.state === 'converged', 60_000);
+    // The firewall plugin genesis found there (Docker's iptables-nft, or nftables): both listings.
+    const ruleset = (await c.ns.exec('nft', ['list', 'ruleset'])).stdout + (await c.ns.exec('iptables-nft-save', []).catch(() => ({ stdout: '' }))).stdout;
+    t.ok(ruleset.includes('meshp:tunnel/incoming/udp/51820'), "the tunnel's port opened in the derived filter");
+    t.ok(ruleset.includes('meshp:control/incoming/tcp/7443'), 'the control port too');
+    t.equal(wgPid(c), attached.get(c), 'the same wireguard-go as before the flip');
+    t.ok(alive(wgPid(c)), 'still running');
+    for (const a of b.agents) {
+      await until(`${a.name}'s handshake with m1`, async () => ((await wgPeers(a)).get(keyOf(c)) ?? 0) > 0, 20);
     }
-  };
-  let policies = 0;
-  const policy = (rules: [string, string][]) => cli('policy', 'set', writeJson(dir, `p${++policies}.json`, { rules: rules.map(([from, to]) => ({ from, to })) }), '--yes');
-  const all: [string, string][] = [['x', 'y'], ['y', 'x'], ['x', 'z'], ['z', 'x'], ['y', 'z'], ['z', 'y']];
-  const [, ...tokens] = await Promise.all([policy(all), ...spec.map(async ([, tag]) => (JSON.parse(await cli('token', 'create', '--tag', tag, '--json')) as { token: string }).token)]);
-
-  for (const [k, [i]] of spec.entries()) {
-    const name = `a${i}`;
-    const ns = machines[k]!;
-    const state = join(dir, name, 'state');
-    const root = join(dir, name, 'root');
-    mkdirSync(root, { recursive: true });
-    const a: Agent = { name, ns, ifname: `${prefix}w${i}`, state, proc: null, args: [] };
-    agents.push(a);
-    a.args = ['agent', '--state', state, '--controller', CONTROL, '--name', name, '--root', root, '--firewall', 'none', '--docker-socket', join(dir, name, 'absent.sock'),
-      '--interval', '5', '--endpoint', `10.97.0.${i}:51820`, '--tunnel', 'wireguard', '--tunnel-interface', a.ifname];
-    a.proc = new Proc(t, [...a.args, '--token', tokens[k]!], ns);
-  }
-  const [a1, a2, a3] = agents as [Agent, Agent, Agent];
-
-  /** The public key of the private key the agent keeps in its state folder. */
-  const keyOf = (a: Agent) => publicKeyOf(readIf(join(a.state, 'wireguard', `${a.ifname}.key`)) ?? '');
-  const wgPeers = async (a: Agent): Promise<string[]> => {
-    const { stdout } = await a.ns.exec('wg', ['show', a.ifname, 'peers']);
-    return stdout.split('\n').filter(Boolean).sort();
-  };
-  const meshAddress = async (a: Agent): Promise<string> => {
-    const { stdout } = await a.ns.exec('ip', ['-j', 'addr', 'show', 'dev', a.ifname]);
-    const info = JSON.parse(stdout) as { addr_info: { family: string; local: string }[] }[];
-    return info[0]?.addr_info.find((x) => x.family === 'inet')?.local ?? '';
-  };
-  /** One ping over the tunnel; the first may wait for the handshake, so a few tries. */
-  const pings = async (from: Agent, to: string, tries: number): Promise<boolean> => {
-    for (let i = 0; i < tries; i++) {
-      const ok = await from.ns.exec('busybox', ['ping', '-c', '1', '-W', '1', to]).then(() => true, () => false);
-      if (ok) return true;
-    }
-    return false;
-  };
-
-  await t.test('the agents enrol with their keys and each configures the two others from the deltas', async (t) => {
-    for (const a of agents) await a.proc!.waitFor((l) => l.msg === 'tunnel attached', 60_000);
-    const keys = new Map(agents.map((a) => [a.name, keyOf(a)]));
-    t.ok([...keys.values()].every((k) => k.length === 44), 'each agent made its key in its state folder');
-    for (const a of agents) {
-      const want = agents.filter((b) => b !== a).map((b) => keys.get(b.name)!).sort();
-      await until(`${a.name} holds the two other keys`, async () => JSON.stringify(await wgPeers(a)) === JSON.stringify(want), 30_000);
-      t.pass(`${a.name}'s interface holds exactly the keys of the two others`);
-    }
+    t.pass('every agent has a WireGuard session with the converged control-node');
   });
 
-  const addr = new Map<Agent, string>();
-  await t.test('every agent pings every other over its mesh address', async (t) => {
-    for (const a of agents) addr.set(a, await meshAddress(a));
-    t.same([...addr.values()].map((x) => x.startsWith('100.96.')), [true, true, true], 'mesh addresses from the private range');
-    for (const a of agents) for (const b of agents) if (a !== b) t.ok(await pings(a, addr.get(b)!, 5), `${a.name} → ${b.name} over the tunnel`);
+  await t.test('TCP over the tunnel: every pair the policy allows reaches, no other', async (t) => {
+    const allowed: [Node, Node][] = [[a1, a2], [a2, a1], [a3, a2]];
+    const denied: [Node, Node, string][] = [[a1, a3, 'no rule either way'], [a3, a1, 'no rule either way'], [a2, a3, 'a3 may reach a2, not the other way']];
+    for (const [f, to] of allowed) t.ok(await reachesSoon(f.ns, mesh.get(to)!, PORT), `${f.name} → ${to.name}:${PORT}`);
+    const no = await Promise.all([
+      ...denied.map(([f, to]) => reaches(f.ns, mesh.get(to)!, PORT)),
+      ...allowed.map(([f, to]) => reaches(f.ns, mesh.get(to)!, OTHER_PORT)),
+    ]);
+    denied.forEach(([f, to, why], i) => t.notOk(no[i], `${f.name} ↛ ${to.name} (${why})`));
+    allowed.forEach(([f, to], i) => t.notOk(no[denied.length + i], `${f.name} ↛ ${to.name}:${OTHER_PORT} (no rule names it)`));
   });
 
-  await t.test('a policy that hides a3 from a1 cuts that pair; a1 keeps a3 configured (grace)', async (t) => {
-    const mark = a1.proc!.lines.length;
-    await policy(all.filter(([f, to]) => !(f === 'x' && to === 'z') && !(f === 'z' && to === 'x')));
-    await a1.proc!.waitFor((l) => l.msg === 'applied' && Number(l.unscoped) === 1, 30_000, mark);
-    await a1.proc!.waitFor((l) => l.msg !== 'applied', 5_000, a1.proc!.lines.length - 1).catch(() => undefined);
-    t.notOk(await pings(a1, addr.get(a3)!, 1), 'a1 → a3 no longer answered');
-    t.ok((await wgPeers(a1)).includes(keyOf(a3)), "a3's peer is still on a1's interface");
-    t.ok(await pings(a1, addr.get(a2)!, 3), 'a1 → a2 still answered');
+  await t.test('the store answers over the tunnel, not from outside; the control port is the one door on the underlay', async (t) => {
+    const m1 = mesh.get(c)!;
+    for (const a of b.agents) {
+      t.ok(await reachesSoon(a.ns, m1, STORE), `${a.name} → the store over the tunnel`);
+      t.ok(await reachesSoon(a.ns, m1, 7443), `${a.name} → control over the tunnel (a foundation port; the policy names only 9/tcp)`);
+    }
+    const [store, bus, registry, control, underlay] = await Promise.all([
+      reaches(b.outside, CONTROL_IP, STORE), reaches(b.outside, CONTROL_IP, 14222), reaches(b.outside, CONTROL_IP, 15000),
+      reaches(b.outside, CONTROL_IP, 7443), reaches(a1.ns, CONTROL_IP, STORE),
+    ]);
+    t.notOk(store, 'outside ↛ the store');
+    t.notOk(bus, 'outside ↛ the bus');
+    t.notOk(registry, 'outside ↛ the registry');
+    t.ok(control, 'outside → the control port (enrolment: tokens are the gate)');
+    t.notOk(underlay, 'an enrolled node ↛ the store over the underlay either');
   });
 
-  await t.test('node remove a3: its peer leaves a1 (held in grace) and a2 at once; its old keys reach no one', async (t) => {
+  await t.test('a3 was told no endpoint: its peers reach it where the controller saw its stream come from', async (t) => {
+    const db = new Database(join(b.ctlState, 'controller.db'), { readonly: true, fileMustExist: true });
+    const doc = (id: string) => JSON.parse((db.prepare('SELECT doc FROM members WHERE id = ?').get(id) as { doc: string }).doc) as { endpoints: string[]; observedEndpoint?: string };
+    const [r1, r3] = [doc('a1'), doc('a3')];
+    db.close();
+    t.same(r3.endpoints, [], 'a3 enrolled with no endpoint');
+    t.equal(r3.observedEndpoint, '10.97.0.3:51820', 'the controller recorded its source address on its tunnel port');
+    t.same(r1.endpoints, ['10.97.0.1:51820'], 'a1 was told its endpoint');
+    t.equal((await wgEndpoints(a2)).get(keyOf(a3)), '10.97.0.3:51820', "a2's interface reaches a3 there");
+  });
+
+  await t.test('a policy flap: a1 ↔ a2 blocked at once, the peer and its session kept; restored, the same session carries', async (t) => {
+    const before = (await wgPeers(a1)).get(keyOf(a2))!;
+    await b.policy(rules.filter((r) => !(r.from === 'x' && r.to === 'y') && !(r.from === 'y' && r.to === 'x')));
+    const t0 = Date.now();
+    await until('a1 ↛ a2', async () => !(await reaches(a1.ns, mesh.get(a2)!, PORT)), 20, 50);
+    t.comment(`a1 → a2 blocked ${Date.now() - t0} ms after the policy was set (a probe takes up to 1 s)`);
+    t.pass('a1 ↛ a2');
+    const during = (await wgPeers(a1)).get(keyOf(a2));
+    t.ok(during !== undefined && during > 0, "a2's peer and its handshake are still on a1's interface (grace)");
+    t.ok(await reachesSoon(a3.ns, mesh.get(a2)!, PORT), 'a3 → a2 unaffected');
+    await b.policy(rules);
+    t.ok(await reachesSoon(a1.ns, mesh.get(a2)!, PORT, 20), 'restored: a1 → a2');
+    const after = (await wgPeers(a1)).get(keyOf(a2))!;
+    // WireGuard itself re-keys a session 120 s after its handshake; a peer torn down and set up again would shake hands at once.
+    t.ok(after === during || after - during! >= 120, `no handshake made by the flap (handshakes at ${during} and ${after}, the one before the flap at ${before})`);
+  });
+
+  await t.test('a controller restart tears no tunnel down: traffic flows while it is away, the peers are the same after', async (t) => {
+    const pids = all.map(wgPid);
+    const peers = await Promise.all(all.map(async (n) => [...(await wgPeers(n)).keys()].sort().join()));
+    b.ctl.kill('SIGTERM');
+    await b.ctl.exited;
+    t.ok(await reachesSoon(a1.ns, mesh.get(a2)!, PORT, 5), 'a1 → a2 with the controller down');
+    t.ok(await reachesSoon(a3.ns, mesh.get(c)!, STORE, 5), 'a3 → the store with the controller down');
+    const mark = Date.now();
+    await b.startController();
+    for (const n of all) await b.ctl.waitFor((l) => l.msg === 'sync stream opened' && l.node === n.name, 60_000);
+    t.comment(`the four agents back on their streams ${Date.now() - mark} ms after the controller started`);
+    t.same(all.map(wgPid), pids, 'every wireguard-go is the one from before');
+    t.same(await Promise.all(all.map(async (n) => [...(await wgPeers(n)).keys()].sort().join())), peers, 'every interface holds the same peers');
+    t.ok(await reachesSoon(a1.ns, mesh.get(a2)!, PORT, 5), 'a1 → a2');
+  });
+
+  await t.test('an agent restart tears no tunnel down: wireguard-go carries traffic while the agent is away, and is adopted again', async (t) => {
+    const pid = wgPid(a1);
+    const peers = [...(await wgPeers(a1)).keys()].sort();
+    a1.proc!.kill('SIGTERM');
+    await a1.proc!.exited;
+    t.ok(alive(pid), "wireguard-go outlives the agent's stop");
+    t.ok(await reachesSoon(a1.ns, mesh.get(a2)!, PORT, 5), 'a1 → a2 with its agent stopped');
+    const p = b.startAgent(a1);
+    const line = await p.waitFor((l) => l.msg === 'tunnel attached', 60_000);
+    t.equal(Number(line.pid), pid, 'the restarted agent adopted the running wireguard-go');
+    t.equal(line.adopted, true);
+    t.same([...(await wgPeers(a1)).keys()].sort(), peers, 'the same peers');
+    t.ok(await reachesSoon(a1.ns, mesh.get(a2)!, PORT, 5), 'a1 → a2');
+  });
+
+  await t.test('a1 restarted with a new key: a2 and m1 swap it in, traffic resumes', async (t) => {
+    const old = keyOf(a1);
+    a1.proc!.kill('SIGTERM');
+    await a1.proc!.exited;
+    rmSync(join(a1.state, 'wireguard', `${a1.ifname}.key`));
+    b.startAgent(a1);
+    await a1.proc!.waitFor((l) => l.msg === 'tunnel attached', 60_000);
+    const fresh = keyOf(a1);
+    t.not(fresh, old, 'a new key in the state folder');
+    for (const n of [a2, c]) {
+      await until(`${n.name} swaps a1's key`, async () => {
+        const keys = await wgPeers(n);
+        return keys.has(fresh) && !keys.has(old);
+      }, 30);
+      t.pass(`${n.name} holds a1's new key and not the old one`);
+    }
+    t.ok(await reachesSoon(a1.ns, mesh.get(a2)!, PORT), 'a1 → a2 with the new key');
+  });
+
+  await t.test('node remove a3: its peer leaves every interface; with its old keys it reaches no one', async (t) => {
     const k3 = keyOf(a3);
-    const mark = ctl.lines.length;
-    const removing = cli('node', 'remove', 'a3', '--yes');
-    const removedAt = Number((await ctl.waitFor((l) => l.msg === 'node removed: credential and key revoked', 60_000, mark)).time);
-    const gone = await Promise.all([a1, a2].map(async (a) => {
-      await until(`${a.name} drops a3's key`, async () => !(await wgPeers(a)).includes(k3), 15_000);
+    const mark = b.ctl.lines.length;
+    const removing = b.cli('node', 'remove', 'a3', '--yes');
+    const removedAt = Number((await b.ctl.waitFor((l) => l.msg === 'node removed: credential and key revoked', 60_000, mark)).time);
+    const gone = await Promise.all([a2, c, a1].map(async (n) => {
+      await until(`${n.name} drops a3's key`, async () => !(await wgPeers(n)).has(k3), 15, 50);
       return Date.now() - removedAt;
     }));
     await removing;
-    t.pass("a3's peer is gone from a1 and a2");
-    t.comment(`a3's peer seen gone by \`wg show\` (polled) ${gone.join(' and ')} ms after the controller removed it (a1, a2)`);
-    t.notOk(await pings(a3, addr.get(a2)!, 2), 'a3 → a2 not answered');
-    t.notOk(await pings(a3, addr.get(a1)!, 1), 'a3 → a1 not answered');
-    t.ok(await pings(a1, addr.get(a2)!, 3), 'a1 → a2 still answered');
+    t.pass("a3's peer is gone from a2 and m1 (a1 never had it)");
+    t.comment(`a3's peer seen gone by \`wg show\` (polled) ${gone.slice(0, 2).join(' and ')} ms after the controller removed it (a2, m1)`);
+    const [toA2, toStore] = await Promise.all([reaches(a3.ns, mesh.get(a2)!, PORT), reaches(a3.ns, mesh.get(c)!, STORE)]);
+    t.notOk(toA2, 'a3 ↛ a2');
+    t.notOk(toStore, 'a3 ↛ the store');
+    t.ok(await reachesSoon(a1.ns, mesh.get(a2)!, PORT, 5), 'a1 → a2 still');
   });
-
-  await t.test("a1 restarted with a new key: its report carries it, a2's interface swaps it in, traffic resumes", async (t) => {
-    const old = keyOf(a1);
-    const wgPid = Number(readIf(join(a1.state, 'wireguard', `${a1.ifname}.pid`)));
-    a1.proc!.kill('SIGTERM');
-    await a1.proc!.exited;
-    t.ok(alive(wgPid), "wireguard-go outlives the agent's stop");
-    rmSync(join(a1.state, 'wireguard', `${a1.ifname}.key`));
-    a1.proc = new Proc(t, a1.args, a1.ns);
-    await a1.proc.waitFor((l) => l.msg === 'tunnel attached', 60_000);
-    const fresh = keyOf(a1);
-    t.not(fresh, old, 'a new key in the state folder');
-    t.equal(Number(readIf(join(a1.state, 'wireguard', `${a1.ifname}.pid`))), wgPid, 'the restarted agent adopted the running wireguard-go');
-    await until("a2 holds a1's new key and not the old one", async () => JSON.stringify(await wgPeers(a2)) === JSON.stringify([fresh]), 30_000);
-    t.pass("a2's interface holds a1's new key only");
-    t.ok(await pings(a1, addr.get(a2)!, 5), 'a1 → a2 answered with the new key');
-  });
+  t.comment(`lab run: ${Date.now() - started} ms`);
 });
 
-function readIf(file: string): string | null {
-  try {
-    return readFileSync(file, 'utf8').trim();
-  } catch {
-    return null;
-  }
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function until(what: string, fn: () => Promise<boolean>, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await fn().catch(() => false))) {
-    if (Date.now() > deadline) throw new Error(`timed out: ${what}`);
-    await sleep(100);
-  }
-}

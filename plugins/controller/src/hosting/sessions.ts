@@ -9,6 +9,7 @@ import type { Controller } from '../controller.js';
 import { splitForWire } from '../limits.js';
 import type { ReportedState } from '../types.js';
 import type { AuthStore } from './auth-store.js';
+import { observedEndpoint } from '../observed.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
 
@@ -295,6 +296,12 @@ export class SyncSession {
     this.#authed = true;
     this.hub.register(this);
     this.hub.seen(this.network, this.node);
+    // A tunnel node's source address, as seen here, becomes an endpoint its peers are given (issue 16).
+    const observed = member.tunnelKey ? observedEndpoint(this.peer, member.settings.ports['tunnel'] ?? 51820) : null;
+    if (observed && observed !== member.observedEndpoint) {
+      controller.updateMember(this.network, this.node, { observedEndpoint: observed });
+      this.hub.poke(this.network);
+    }
     const r = controller.hello(this.network, this.node, h.appliedVersion, h.stateHash, h.versionSignature, h.revision);
     log.info({ network: this.network, node: this.node, peer: this.peer, appliedVersion: h.appliedVersion, resume: !r.snapshotPending }, 'sync stream opened');
     if (r.movedAhead) {
