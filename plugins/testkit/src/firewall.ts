@@ -42,6 +42,8 @@ export interface KitTest extends Teardown {
   equal(found: unknown, wanted: unknown, ...message: [] | [string]): unknown;
   same(found: unknown, wanted: unknown, ...message: [] | [string]): unknown;
   fail(...message: [] | [string]): unknown;
+  not(found: unknown, notWanted: unknown, ...message: [] | [string]): unknown;
+  pass(...message: [] | [string]): unknown;
   /** Whether every assertion so far passed (tap's); the kit reloads the lab after a check that failed. */
   passing?(): boolean;
 }
