@@ -2,3 +2,4 @@ export { ADDRESSES, lab, labUnavailable, type KitLab, type Namespace, type Teard
 export { FOUND_PORT, KIT_OPENING, MESH_PORT, firewallConformance, type FirewallCheck, type FirewallKitBed, type FirewallKitSpec, type KitTest } from './firewall.js';
 export { fileStoreConformance, type FileStoreKitSpec } from './files.js';
 export { runtimeConformance, type RuntimeCheck, type RuntimeKitEngine, type RuntimeKitSpec } from './runtime.js';
+export { standalone } from './standalone.js';
