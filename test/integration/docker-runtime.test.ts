@@ -1,7 +1,8 @@
 import t from 'tap';
 import Docker from 'dockerode';
 import { LABEL_MODULE, LABEL_NODE, LABEL_SPEC_HASH, MeshpError, type ContainerMark, type ContainerSpec } from '@meshp/core';
-import { DockerRuntime, asideName, specHash } from '@meshp/runtime-docker';
+import { DockerPlugin, DockerRuntime, asideName, specHash } from '@meshp/runtime-docker';
+import { runtimeConformance } from '@meshp/testkit';
 import { labAvailable } from '../helpers/netns.js';
 import { BUSYBOX_IMAGE, startDockerd } from '../helpers/dockerd.js';
 import { probe, serving, webSpec } from '../helpers/docker-lab.js';
@@ -198,4 +199,29 @@ t.test('an absent socket is MESHP_RUNTIME_UNAVAILABLE', async (t) => {
   t.equal(e.code, 'MESHP_RUNTIME_UNAVAILABLE');
   t.match(e.message, /absent\.sock/);
   t.equal((await caught(gone.ensure(app1, mark(app1)))).code, 'MESHP_RUNTIME_UNAVAILABLE');
+});
+
+// The testkit's runtime conformance suite on this file's engine (an engine costs seconds): its own
+// container names (kit-*) and ports (18181-18183), so nothing above is disturbed.
+t.test('the runtime conformance kit (@meshp/testkit) against runtime-docker', async (t) => {
+  runtimeConformance(t, {
+    async engine() {
+      return {
+        plugin: new DockerPlugin({ stopGraceSeconds: 1 }),
+        hostOptions: { dockerSocket: engine.socket },
+        image: BUSYBOX_IMAGE,
+        get: async (port) => (await probe(ns, port, 1)) ?? null,
+        async foreign(name, hostPort, text) {
+          const c = await docker.createContainer({
+            name,
+            Image: BUSYBOX_IMAGE,
+            Cmd: serving(text),
+            ExposedPorts: { '80/tcp': {} },
+            HostConfig: { PortBindings: { '80/tcp': [{ HostPort: String(hostPort) }] } },
+          });
+          await c.start();
+        },
+      };
+    },
+  });
 });

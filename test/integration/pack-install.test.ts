@@ -1,8 +1,9 @@
 /**
  * meshp installs like a CLI: every package packed with `npm pack`, installed into an empty folder
- * (no workspace, no checkout on the path), runs from node_modules/.bin, ships its default catalogue,
- * and loads a firewall-kind plugin written there from the testkit's template with
- * `meshp host apply --plugin ./firewall-kind.mjs` inside a namespace of the test's own.
+ * (no workspace, no checkout on the path), runs from node_modules/.bin, ships its default catalogue;
+ * a firewall-kind plugin written there from the testkit's template passes the installed testkit
+ * (run by plain node), and `meshp host apply --plugin ./my-kind` applies with it inside a
+ * namespace of the test's own (issue 17's "Done when").
  *
  * Third-party packages come through npm as usual (its cache first). The one native addon
  * (better-sqlite3) is not compiled again: its build from this checkout, for this Node, is copied in.
@@ -23,6 +24,34 @@ function npm(args: string[], cwd: string): string {
   if (r.status !== 0) throw new Error(`npm ${args.join(' ')} → ${r.status}: ${r.stderr.slice(-2000)}`);
   return r.stdout;
 }
+
+/** The author's test of their kind (the template's nftables ruleset as the found firewall), for plain node. */
+const KIND_TEST = String.raw`import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { ADDRESSES, firewallConformance, standalone } from '@meshp/testkit';
+import MyKindPlugin from './index.mjs';
+
+const CONFIG = ${JSON.stringify(NFT_CONFIG)};
+/** The ruleset's objects but the mesh's, without handles and counters. */
+async function foundRules(lab) {
+  const doc = JSON.parse((await lab.server.exec('nft', ['-j', 'list', 'ruleset'])).stdout);
+  return doc.nftables
+    .map((item) => Object.entries(item)[0])
+    .filter(([kind, body]) => kind !== 'metainfo' && !String(body.table ?? body.name).startsWith('meshp') && !JSON.stringify(body).includes('meshp:'))
+    .map(([kind, { handle, ...rest }]) => kind + ' ' + JSON.stringify(rest).replace(/"counter":\{[^}]*\}/g, '"counter":{}'));
+}
+
+await standalone('my-kind', (t) => firewallConformance(t, {
+  kind: 'mykind',
+  async setup(lab) {
+    const file = join(lab.root, 'etc/mykind.conf');
+    await writeFile(file, CONFIG);
+    const reload = async () => void (await lab.server.exec('nft', ['-f', file]));
+    await reload();
+    return { plugin: new MyKindPlugin({ netns: lab.server.name, privateRange: ADDRESSES.privateRange }), reload, foundRules: () => foundRules(lab) };
+  },
+}));
+`;
 
 if (!labAvailable()) t.plan(0, 'needs root to build network namespaces');
 else {
@@ -49,8 +78,18 @@ else {
     const catalogue = join(app, 'node_modules/@meshp/cli/catalogue');
     t.ok(existsSync(catalogue) && readdirSync(catalogue).length > 0, 'the default catalogue ships inside the CLI package');
 
-    // A plugin author's first kind, from the template the testkit ships.
-    copyFileSync(join(app, 'node_modules/@meshp/testkit/template/firewall-kind.mjs'), join(app, 'firewall-kind.mjs'));
+    // A plugin author's first kind, from the template the testkit ships: a package of its own.
+    const kind = join(app, 'my-kind');
+    mkdirSync(kind);
+    copyFileSync(join(app, 'node_modules/@meshp/testkit/template/firewall-kind.mjs'), join(kind, 'index.mjs'));
+    writeFileSync(join(kind, 'package.json'), JSON.stringify({ name: 'my-kind', private: true, type: 'module', exports: './index.mjs' }));
+    // Its test, as the author writes it: the kit from the installed package, run by plain node.
+    writeFileSync(join(kind, 'conformance.test.mjs'), KIND_TEST);
+    const kit = spawnSync(process.execPath, ['my-kind/conformance.test.mjs'], { cwd: app, encoding: 'utf8', timeout: 240_000 });
+    t.equal(kit.status, 0, `the kit passes on the kind: ${kit.stdout.split('\n').filter((l) => l.includes('not ok')).join('; ')} ${kit.stderr.slice(-1000)}`);
+    const checks = kit.stdout.split('\n').filter((l) => /^ok \d+ - mykind: /.test(l));
+    t.equal(checks.length, 7, `every check of the firewall suite ran and passed: ${checks.length}`);
+
     const ns = await netns(t, runPrefix('pak'));
     const root = join(dir, 'root');
     mkdirSync(join(root, 'etc'), { recursive: true });
@@ -61,7 +100,7 @@ else {
       apiVersion: 'meshp/v1', node: 'n1', mode: 'adopted', settings: { ports: {} },
       modules: [{ name: 'web', taken: true, openings: [{ port: 9090, protocol: 'tcp', from: ['10.79.1.0/24'], path: 'incoming' }] }],
     }));
-    const [cmd, argv] = ns.wrap(meshp, ['host', 'apply', '--plugin', './firewall-kind.mjs', '--firewall', 'mykind', '--state', join(dir, 'state'),
+    const [cmd, argv] = ns.wrap(meshp, ['host', 'apply', '--plugin', './my-kind', '--firewall', 'mykind', '--state', join(dir, 'state'),
       '--root', root, '--declaration', declaration, '--docker-socket', join(dir, 'no-docker.sock'), '--yes', '--json']);
     const r = spawnSync(cmd, argv, { cwd: app, encoding: 'utf8', timeout: 60_000 });
     t.equal(r.status, 0, r.stderr);

@@ -6,10 +6,12 @@
 import {
   MeshpError,
   type DerivedFilter,
+  type Door,
   type EnsureResult,
   type FirewallDescription,
   type FirewallDriver,
   type Opening,
+  type Reach,
   type RetiredState,
 } from '@meshp/core';
 import { IptablesDriver, IptablesTool, MARK, parseCidr, parseSave, runChecked, type Backend, type CommandRunner } from '@meshp/firewall-iptables';
@@ -109,7 +111,8 @@ export class UfwDriver implements FirewallDriver {
     const wantedKeys = new Set(wanted.map(ruleKey));
     const stale = [...new Map(present.filter((r) => !wantedKeys.has(ruleKey(r))).map((r) => [ruleKey(r), r])).values()];
     const missing = [...new Map(wanted.filter((r) => !presentKeys.has(ruleKey(r))).map((r) => [ruleKey(r), r])).values()];
-    for (const r of stale) await this.ufw(['delete', ...ruleWords(r)]);
+    // A route rule is deleted with `ufw route delete …`; `ufw delete route …` is a syntax error.
+    for (const r of stale) await this.ufw(r.route ? ['route', 'delete', ...ruleWords(r).slice(1)] : ['delete', ...ruleWords(r)]);
     let any = (await this.rules()).length > 0;
     // Denies go to the top (refusals are final); a refusal's allow from the private range goes above its deny.
     const denies = missing.filter((r) => r.action === 'deny');
@@ -139,6 +142,11 @@ export class UfwDriver implements FirewallDriver {
       },
     );
     return this.#iptables;
+  }
+
+  /** ufw's chains are iptables chains: the iptables kind's reach walk reads them as packets meet them. */
+  async reachability(doors: Door[], options?: { explain?: boolean }): Promise<Reach[]> {
+    return (await this.iptables()).reachability(doors, options);
   }
 
   async loadDerived(filter: DerivedFilter): Promise<void> {

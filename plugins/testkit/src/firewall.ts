@@ -2,7 +2,7 @@
  * The firewall-kind conformance suite: what every firewall driver promises (core/src/contracts.ts,
  * FirewallDriver), checked with real packets on the kit's namespaces. A plugin author hands it a
  * `setup` that loads a found firewall of their kind into the lab's server and returns their plugin
- * speaking to it; each check builds a lab of its own.
+ * speaking to it; the checks share one lab, put back between them by the found firewall's reload.
  *
  * The found firewall `setup` loads: allows tcp/8080 from anywhere and established traffic, and
  * denies every other incoming connection (a policy drop or a final drop/reject), on IPv4 and IPv6
@@ -20,10 +20,18 @@ export interface FirewallKitBed {
   foundRules(): Promise<string[]>;
 }
 
+/** The checks, by name: what `known` marks. */
+export type FirewallCheck = 'detect' | 'openings' | 'marked-only' | 'reload' | 'reach' | 'retire' | 'derived';
+
 export interface FirewallKitSpec {
   /** The kind the plugin's driver answers with. */
   kind: string;
   setup(lab: KitLab): Promise<FirewallKitBed>;
+  /**
+   * Checks known to fail, each with the bug that makes it fail: run and reported as tap todos,
+   * so the run stays green and the bug stays in sight. Remove an entry when its bug is fixed.
+   */
+  known?: Partial<Record<FirewallCheck, string>>;
 }
 
 /** The part of a tap test the kit uses; tap's `t` fits. */
@@ -34,6 +42,10 @@ export interface KitTest extends Teardown {
   equal(found: unknown, wanted: unknown, ...message: [] | [string]): unknown;
   same(found: unknown, wanted: unknown, ...message: [] | [string]): unknown;
   fail(...message: [] | [string]): unknown;
+  not(found: unknown, notWanted: unknown, ...message: [] | [string]): unknown;
+  pass(...message: [] | [string]): unknown;
+  /** Whether every assertion so far passed (tap's); the kit reloads the lab after a check that failed. */
+  passing?(): boolean;
 }
 
 export const FOUND_PORT = 8080;
@@ -55,7 +67,7 @@ interface Bed extends FirewallKitBed {
   driver: FirewallDriver;
 }
 
-async function bed(t: KitTest, spec: FirewallKitSpec): Promise<Bed> {
+async function bed(t: Teardown, spec: FirewallKitSpec): Promise<Bed> {
   const l = await lab(t);
   const b = await spec.setup(l);
   const driver = await new Host({ root: l.root, firewall: spec.kind }).use(b.plugin).firewall();
@@ -63,6 +75,29 @@ async function bed(t: KitTest, spec: FirewallKitSpec): Promise<Bed> {
   await l.serve(FOUND_PORT);
   await l.serve(MESH_PORT);
   return { ...b, lab: l, driver };
+}
+
+/**
+ * One lab for all the checks of a run (a lab costs seconds): the first check finds it as `setup`
+ * left it. A check that passed leaves it so, but for its openings: the next one starts with an
+ * `ensure` of nothing. After a check that failed, the found firewall's own reload comes first, so
+ * one failure (an opening, a retirement or a derived filter left behind) does not fail the rest.
+ */
+function sharedBed(t: KitTest, spec: FirewallKitSpec): { fresh(): Promise<Bed>; done(passed: boolean): void } {
+  let made: Promise<Bed> | undefined;
+  let clean = true;
+  return {
+    async fresh() {
+      if (!made) return (made = bed(t, spec));
+      const b = await made;
+      if (!clean) await b.reload();
+      await b.driver.ensure([], []);
+      return b;
+    },
+    done(passed) {
+      clean = passed;
+    },
+  };
 }
 
 /** Runs every check of the suite as a subtest of `t`. */
@@ -73,9 +108,24 @@ export function firewallConformance(t: KitTest, spec: FirewallKitSpec): void {
     return;
   }
   const o = KIT_OPENING;
+  const shared = sharedBed(t, spec);
+  const fresh = () => shared.fresh();
+  const check = (id: FirewallCheck, name: string, fn: (t: KitTest) => Promise<void>) => {
+    const bug = spec.known?.[id];
+    t.test(`${spec.kind}: ${name}`, bug ? { todo: `known bug: ${bug}` } : {}, async (t) => {
+      let threw = true;
+      try {
+        await fn(t);
+        threw = false;
+      } finally {
+        // tap's `passing()`; a test object without it is taken as failed. A known bug may leave a mess.
+        shared.done(!threw && !bug && (t.passing?.() ?? false));
+      }
+    });
+  };
 
-  t.test(`${spec.kind}: the plugin detects the found firewall as its kind, active, and the lab is as the kit expects`, {}, async (t) => {
-    const b = await bed(t, spec);
+  check('detect', `the plugin detects the found firewall as its kind, active, and the lab is as the kit expects`, async (t) => {
+    const b = await fresh();
     t.equal(b.driver.kind, spec.kind);
     t.ok((await b.driver.describe()).active, 'described active');
     const auto = await new Host({ root: b.lab.root }).use(b.plugin).firewall();
@@ -84,8 +134,8 @@ export function firewallConformance(t: KitTest, spec: FirewallKitSpec): void {
     t.notOk(await b.lab.reaches('client', MESH_PORT), `and denies ${MESH_PORT}, also from the private range`);
   });
 
-  t.test(`${spec.kind}: an opening is reachable from its range only, read back, and idempotent`, {}, async (t) => {
-    const b = await bed(t, spec);
+  check('openings', `an opening is reachable from its range only, read back, and idempotent`, async (t) => {
+    const b = await fresh();
     t.same(await b.driver.ensure([o], []), { added: [o.id], removed: [] });
     t.ok(await b.lab.reaches('client', MESH_PORT), 'reachable from the private range');
     t.notOk(await b.lab.reaches('outside', MESH_PORT), 'not from outside');
@@ -93,8 +143,8 @@ export function firewallConformance(t: KitTest, spec: FirewallKitSpec): void {
     t.same(await b.driver.ensure([o], []), { added: [], removed: [] }, 'a second ensure changes nothing');
   });
 
-  t.test(`${spec.kind}: only the mesh's marked rules are ever added or removed`, {}, async (t) => {
-    const b = await bed(t, spec);
+  check('marked-only', `only the mesh's marked rules are ever added or removed`, async (t) => {
+    const b = await fresh();
     const found = await b.foundRules();
     await b.driver.ensure([o], []);
     t.same(await b.foundRules(), found, 'their rules unchanged with the opening in');
@@ -105,8 +155,8 @@ export function firewallConformance(t: KitTest, spec: FirewallKitSpec): void {
     t.ok(await b.lab.reaches('outside', FOUND_PORT), 'their port still open');
   });
 
-  t.test(`${spec.kind}: after the found firewall's own reload, the next ensure mends the opening`, {}, async (t) => {
-    const b = await bed(t, spec);
+  check('reload', `after the found firewall's own reload, the next ensure mends the opening`, async (t) => {
+    const b = await fresh();
     await b.driver.ensure([o], []);
     await b.reload();
     await b.driver.ensure([o], []);
@@ -115,26 +165,26 @@ export function firewallConformance(t: KitTest, spec: FirewallKitSpec): void {
     t.notOk(await b.lab.reaches('outside', MESH_PORT), 'still not from outside');
   });
 
-  t.test(`${spec.kind}: the reach walk says what packets find`, {}, async (t) => {
-    const b = await bed(t, spec);
+  check('reach', `the reach walk says what packets find`, async (t) => {
+    const b = await fresh();
     if (!b.driver.reachability) {
       t.fail('the driver has no reachability(): the converge preview would say "unknown" for every door');
       return;
     }
     const door = { port: MESH_PORT, protocol: 'tcp' as const, path: 'incoming' as const };
     const [before] = await b.driver.reachability([door]);
-    t.equal(before?.now, 'closed', 'closed before the opening');
+    t.equal(before?.now, 'closed', `closed before the opening (${JSON.stringify(before)})`);
     await b.driver.ensure([o], []);
     const [after] = await b.driver.reachability([door]);
-    t.equal(after?.now, 'open-from', 'open from a range after it');
+    t.equal(after?.now, 'open-from', `open from a range after it (${JSON.stringify(after)})`);
     t.same(after?.from, [ADDRESSES.privateRange]);
     const [theirs] = await b.driver.reachability([{ ...door, port: FOUND_PORT }]);
-    t.equal(theirs?.now, 'open', 'their own port is open from anywhere');
+    t.equal(theirs?.now, 'open', `their own port is open from anywhere (${JSON.stringify(theirs)})`);
     t.ok(theirs?.mentioned, 'and a rule of theirs names it');
   });
 
-  t.test(`${spec.kind}: retire disables the found firewall keeping its configuration; re-enable brings it back as it was`, {}, async (t) => {
-    const b = await bed(t, spec);
+  check('retire', `retire disables the found firewall keeping its configuration; re-enable brings it back as it was`, async (t) => {
+    const b = await fresh();
     const found = await b.foundRules();
     const state = await b.driver.retire();
     t.ok(await b.lab.reaches('outside', MESH_PORT), 'retired: nothing filters');
@@ -144,8 +194,8 @@ export function firewallConformance(t: KitTest, spec: FirewallKitSpec): void {
     t.ok(await b.lab.reaches('outside', FOUND_PORT), `${FOUND_PORT} allowed again`);
   });
 
-  t.test(`${spec.kind}: the derived filter lets the openings in from their range and drops the rest`, {}, async (t) => {
-    const b = await bed(t, spec);
+  check('derived', `the derived filter lets the openings in from their range and drops the rest`, async (t) => {
+    const b = await fresh();
     const state = await b.driver.retire();
     await b.driver.loadDerived({ openings: [o], refusals: [], privateRange: ADDRESSES.privateRange });
     t.ok(await b.lab.reaches('client', MESH_PORT), 'the opening from its range');

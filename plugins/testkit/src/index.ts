@@ -1,3 +1,5 @@
 export { ADDRESSES, lab, labUnavailable, type KitLab, type Namespace, type Teardown } from './lab.js';
-export { FOUND_PORT, KIT_OPENING, MESH_PORT, firewallConformance, type FirewallKitBed, type FirewallKitSpec, type KitTest } from './firewall.js';
+export { FOUND_PORT, KIT_OPENING, MESH_PORT, firewallConformance, type FirewallCheck, type FirewallKitBed, type FirewallKitSpec, type KitTest } from './firewall.js';
 export { fileStoreConformance, type FileStoreKitSpec } from './files.js';
+export { runtimeConformance, type RuntimeCheck, type RuntimeKitEngine, type RuntimeKitSpec } from './runtime.js';
+export { standalone } from './standalone.js';
