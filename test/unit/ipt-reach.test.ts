@@ -95,3 +95,22 @@ t.test('rules on an interface or a destination are opaque: they open and close n
   const r = reachOfFilters({ 4: f, 6: f }, [socket(6000), socket(6001)]);
   t.same(r.map((x) => [x.now, x.mentioned]), [['closed', true], ['closed', true]]);
 });
+
+t.test('-m addrtype (ufw-not-local): a door is LOCAL on the incoming path, never BROADCAST or MULTICAST', async (t) => {
+  // ufw's before-input chain, as `ufw enable` writes it (ufw 0.36 before.rules), around an accepted port.
+  const chains = ':INPUT DROP [0:0]\n:FORWARD DROP [0:0]\n:OUTPUT ACCEPT [0:0]\n:ufw-not-local - [0:0]';
+  const ufw = (port: number) => filter([
+    '-A INPUT -j ufw-not-local',
+    `-A INPUT -p tcp -m tcp --dport ${port} -j ACCEPT`,
+    '-A ufw-not-local -m addrtype --dst-type LOCAL -j RETURN',
+    '-A ufw-not-local -m addrtype --dst-type MULTICAST -j RETURN',
+    '-A ufw-not-local -m addrtype --dst-type BROADCAST -j RETURN',
+    '-A ufw-not-local -j DROP',
+  ], chains);
+  t.match(reachOfFilters({ 4: ufw(8080), 6: filter([]) }, [socket(8080)])[0], { now: 'open-from', from: ['0.0.0.0/0'] }, 'the LOCAL return lets the door through to its accept');
+  t.match(reachOfFilters({ 4: ufw(8081), 6: filter([]) }, [socket(8080)])[0], { now: 'closed' }, 'and a port no rule accepts stays closed');
+  const notLocal = filter(['-A INPUT -m addrtype ! --dst-type LOCAL -j DROP', '-A INPUT -p tcp -m tcp --dport 8080 -j ACCEPT']);
+  t.match(reachOfFilters({ 4: notLocal, 6: filter([]) }, [socket(8080)])[0], { now: 'open-from', from: ['0.0.0.0/0'] }, '! --dst-type LOCAL does not drop traffic to the host');
+  const fwd = filter(['-A FORWARD -m addrtype --dst-type LOCAL -j DROP', '-A FORWARD -p tcp -m tcp --dport 80 -j ACCEPT'], ':INPUT DROP [0:0]\n:FORWARD DROP [0:0]\n:OUTPUT ACCEPT [0:0]');
+  t.match(reachOfFilters({ 4: fwd, 6: filter([]) }, [published(8080, 80)])[0], { now: /^open/ }, 'a DNATed connection is not LOCAL on the forwarded path');
+});

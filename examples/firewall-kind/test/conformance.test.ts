@@ -35,11 +35,6 @@ else {
           foundRules: async () => (await u.ufw('status', 'verbose')).split('\n').filter((l) => l && !l.includes('meshp:')),
         };
       },
-      known: {
-        // Reported to the iptables plugin's owner: its reach walk does not read `-m addrtype --dst-type
-        // LOCAL -j RETURN`, so ufw's `ufw-not-local -j DROP` reads as dropping every incoming IPv4 port.
-        reach: 'firewall-iptables reach walk: `-m addrtype --dst-type LOCAL -j RETURN` unread, ufw-not-local DROP taken for every IPv4 packet',
-      },
     });
     const lab = () => {
       if (!bed) throw new Error('the kit made no lab');

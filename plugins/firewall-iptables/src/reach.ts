@@ -6,7 +6,7 @@
  * the found firewall (in FORWARD or DOCKER-USER) drops it, whatever FORWARD's policy, which Docker
  * sets to DROP itself.
  */
-import { cidrSpan, reachThrough, type Door, type IpFamily, type PortMatch, type Protocol, type Reach, type ReachChain, type ReachRule, type Span } from '@meshp/core';
+import { cidrSpan, reachThrough, type Door, type IpFamily, type PortMatch, type Protocol, type Reach, type ReachChain, type ReachRule, type Span, type TrafficPath } from '@meshp/core';
 import type { Family } from './cidr.js';
 import { markOf } from './marks.js';
 import { DERIVED_PREFIX, DOCKER_USER } from './plan.js';
@@ -101,6 +101,17 @@ export function reachRule(args: readonly string[], chains: ReadonlySet<string>, 
         // A new connection is NEW: a rule on other states sees only connections already under way.
         if (states.includes('NEW') === negate) r.notNew = true;
         r.invalid = states.includes('INVALID') === negate ? 'skips' : 'matches';
+        break;
+      }
+      case '--dst-type': {
+        // `-m addrtype`: a door's traffic is unicast, to this host's own address on the incoming path
+        // (LOCAL), to a container's after DNAT on the forwarded one; never BROADCAST, MULTICAST … (ufw's
+        // ufw-not-local RETURNs LOCAL, then drops the rest).
+        const types = (take() ?? '').split(',');
+        const on = (path: TrafficPath) => types.includes('UNICAST') || (path === 'incoming' && types.includes('LOCAL'));
+        const paths = (['incoming', 'forwarded'] as const).filter((p) => on(p) !== negate && (!r.paths || r.paths.includes(p)));
+        if (paths.length === 0) r.loopback = true; // matches no new connection from a range (see ReachRule.loopback)
+        else r.paths = paths;
         break;
       }
       case '--ctdir':
