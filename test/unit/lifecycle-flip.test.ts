@@ -1,18 +1,19 @@
 import t from 'tap';
-import { MeshpError, PLUGIN_API_VERSION, RETIRED_KEY, flip, type FirewallDriver, type Plugin } from '@meshp/core';
+import { MeshpError, PLUGIN_API_VERSION, RETIRED_KEY, flip, previewConverge, resourceKey, toOpening, type DerivedFilter, type FirewallDriver, type Listener, type Plugin } from '@meshp/core';
 import { SqliteHostStore } from '@meshp/state-sqlite';
 import { bed, declaration } from '../helpers/host.js';
 import { assertPrivate } from '../helpers/modes.js';
 
 /** A found firewall and machine facts with no outside world: core's lifecycle tested without root. */
-function machine(retireFails: boolean) {
+function machine(retireFails: boolean, listening: Listener[] = []) {
   const calls: string[] = [];
+  const derived: DerivedFilter[] = [];
   const driver: FirewallDriver = {
     kind: 'recording',
     async describe() { return { kind: 'recording', manager: 'test', active: true, tables: ['inet filter'], summary: [] }; },
     async openings() { return []; },
     async ensure() { calls.push('ensure'); return { added: [], removed: [] }; },
-    async loadDerived() { calls.push('loadDerived'); },
+    async loadDerived(f) { calls.push('loadDerived'); derived.push(f); },
     async unloadDerived() { calls.push('unloadDerived'); },
     async retire() {
       calls.push('retire');
@@ -28,10 +29,10 @@ function machine(retireFails: boolean) {
       host.hooks.firewall.tapPromise('machine', async (probe) => {
         probe.seen.push({ kind: 'recording', active: true, summary: 'test', by: 'machine', driver });
       });
-      host.hooks.facts.tapPromise('machine', async () => ({ listening: async () => [], addresses: async () => [] }));
+      host.hooks.facts.tapPromise('machine', async () => ({ listening: async () => listening, addresses: async () => [] }));
     },
   };
-  return { plugin, calls };
+  return { plugin, calls, derived };
 }
 
 const decl = declaration('adopted', [{ name: 'svc', taken: false, openings: [{ port: 8080, path: 'incoming' }] }]);
@@ -64,4 +65,29 @@ t.test('a flip against a stale preview id changes nothing', async (t) => {
   const m = machine(false);
   await t.rejects(flip(b.host([m.plugin]), decl, 'not-this-preview'), { code: 'MESHP_PREVIEW_STALE' });
   t.same(m.calls, []);
+});
+
+t.test("a plugin's own opening (the tunnel's port, added through the plan hook) is previewed open and goes into the derived filter at the flip", async (t) => {
+  const b = bed(t);
+  const m = machine(false, [{ protocol: 'udp', address: '0.0.0.0', port: 51820, family: 4, process: 'wireguard-go' }]);
+  const port: Plugin = {
+    name: 'tunnel-like',
+    apiVersion: PLUGIN_API_VERSION,
+    apply(host) {
+      host.hooks.plan.tap('tunnel-like', (plan) => {
+        const o = toOpening('tunnel', { port: 51820, protocol: 'udp', path: 'incoming', from: [] });
+        if (!plan.firewall.kind) return plan;
+        return {
+          ...plan,
+          actions: [...plan.actions, { key: resourceKey('opening', o.id), kind: 'opening', module: 'tunnel', op: 'create', state: 'created', spec: o, by: 'tunnel-like' }],
+          firewall: { ...plan.firewall, openings: [...plan.firewall.openings, o] },
+        };
+      });
+    },
+  };
+  const host = b.host([m.plugin, port]);
+  const preview = await previewConverge(host, decl);
+  t.match(preview.items.find((i) => i.port === 51820), { after: 'open', declaredBy: 'tunnel' }, 'not previewed as closing');
+  await flip(host, decl, preview.id);
+  t.same(m.derived[0]!.openings.map((o) => `${o.protocol}/${o.port}`).sort(), ['tcp/8080', 'udp/51820'], 'the derived filter holds it from the flip on');
 });

@@ -42,7 +42,15 @@ export async function previewConverge(host: Host, input: unknown): Promise<Conve
     driver.describe(),
   ]);
   const reach = await reachOf(driver, previewDoors(listening, published));
-  return buildPreview({ declaration: decl, listening, published, firewall, ...(reach ? { reach } : {}) });
+  // What the derived filter will hold is the converged plan's openings, plugins' included: a port a
+  // plugin opens on every node (the tunnel's) is not previewed as closing.
+  const { plan } = await new Reconciler(host).plan(convergedOf(decl), { preview: true });
+  return buildPreview({ declaration: decl, listening, published, firewall, openings: plan.firewall.openings, ...(reach ? { reach } : {}) });
+}
+
+/** The declaration as it is once converged: every module taken. */
+function convergedOf(adopted: Declaration): Declaration {
+  return { ...adopted, mode: 'converged', modules: adopted.modules.map((m) => ({ ...m, taken: true })) };
 }
 
 /** The driver's answer for each door; null when it cannot say (the preview then says `unknown`). */
@@ -66,14 +74,17 @@ export async function flip(host: Host, input: unknown, previewId: string | undef
   if (previewId !== undefined && previewId !== preview.id) {
     throw new MeshpError('MESHP_PREVIEW_STALE', `the machine changed since preview ${previewId} (now ${preview.id}): preview again`);
   }
-  const adopted = validateDeclaration(input);
-  const converged: Declaration = { ...adopted, mode: 'converged', modules: adopted.modules.map((m) => ({ ...m, taken: true })) };
+  const converged = convergedOf(validateDeclaration(input));
   const driver = await driverOf(host);
 
   progress(`taking ${preview.take.length ? preview.take.join(', ') : 'no module (all taken)'}`);
   const result = await new Reconciler(host).reconcile(converged);
 
-  const { openings, refusals } = planOpenings(converged, new Set(), null, null);
+  const declared = planOpenings(converged, new Set(), null, null);
+  // Plugins' own openings (the tunnel's port, through the `plan` hook) go into the derived filter at the flip, not a reconcile later.
+  const ids = new Set(declared.openings.map((o) => o.id));
+  const openings = [...declared.openings, ...result.plan.firewall.openings.filter((o) => !ids.has(o.id))];
+  const { refusals } = declared;
   progress(`loading the derived filter (${openings.length} openings, ${refusals.length} refusals)`);
   await driver.loadDerived({ openings, refusals, privateRange: converged.settings.privateRange });
 

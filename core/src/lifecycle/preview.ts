@@ -49,6 +49,11 @@ export interface PreviewInputs {
   firewall: FirewallDescription;
   /** The firewall's answer for each door (`previewDoors`); a door without one is `unknown`. */
   reach?: Reach[];
+  /**
+   * The openings the converged plan holds, plugins' own included (the tunnel's port, added through the
+   * `plan` hook to every plan); absent: the declaration's alone.
+   */
+  openings?: Opening[];
 }
 
 function isLoopback(address: string): boolean {
@@ -96,7 +101,7 @@ function nowOf(reach: ReadonlyMap<string, Reach>, path: Door['path'], protocol: 
 
 export function buildPreview(input: PreviewInputs): ConvergePreview {
   const { declaration: decl, firewall } = input;
-  const openings = openingsOf(decl);
+  const openings = input.openings ?? openingsOf(decl);
   const opening = (port: number, protocol: Protocol, path: Opening['path']) =>
     openings.find((o) => o.port === port && o.protocol === protocol && o.path === path);
   const items: PreviewItem[] = [];
