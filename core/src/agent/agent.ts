@@ -20,6 +20,8 @@ export const VIEW_KEY = 'agent.view';
 export const RECENT_KEY = 'agent.recent';
 /** The controller's signature of the version applied: the proof a restored controller asks for. */
 export const VERSION_SIGNATURE_KEY = 'agent.version-signature';
+/** Enrol calls made before giving up on an unreachable controller (the process is restarted by its supervisor after). */
+const ENROL_ATTEMPTS = 5;
 
 /** pino's call shape: fields first, then the message. */
 export interface AgentLog {
@@ -96,7 +98,7 @@ export class Agent {
     this.#enrolment = await store.getValue<EnrolResult>(ENROLMENT_KEY);
     if (!this.#enrolment) {
       if (!this.#o.token) throw new MeshpError('MESHP_USAGE', 'this node is not enrolled yet: give it a token');
-      this.#enrolment = await this.#link.enrol({ token: this.#o.token, nodeKey: this.#o.nodeKey, node: this.#o.node, endpoints: this.#o.endpoints ?? [] });
+      this.#enrolment = await this.#enrol(this.#o.token);
       await store.setValue(ENROLMENT_KEY, this.#enrolment);
       this.#log.info({ network: this.#enrolment.network, node: this.#enrolment.node, mode: this.#enrolment.mode }, 'enrolled');
     }
@@ -104,6 +106,24 @@ export class Agent {
     await this.#watchFirewall();
     this.#timer = setInterval(() => this.requestReconcile('timer'), this.#o.intervalMs ?? 10_000);
     this.#loop = this.#connectLoop();
+  }
+
+  /**
+   * Enrols; an answer that did not arrive (unreachable, a deadline) is asked again with the same
+   * token and key: the controller completes the same enrolment with a new credential (it spends the
+   * token only once the node has one). Refusals are not retried.
+   */
+  async #enrol(token: string): Promise<EnrolResult> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.#link.enrol({ token, nodeKey: this.#o.nodeKey, node: this.#o.node, endpoints: this.#o.endpoints ?? [] });
+      } catch (e) {
+        if (!isMeshpError(e, 'MESHP_UNAVAILABLE') || attempt >= ENROL_ATTEMPTS || this.#stopped) throw e;
+        const retryMs = this.#backoff.next();
+        this.#log.warn({ code: e.code, err: e.message, attempt, retryMs }, 'enrolment answer not received; asking again with the same token and key');
+        await new Promise((r) => setTimeout(r, retryMs));
+      }
+    }
   }
 
   /** Stops cleanly: the stream closed, the timer and the watch gone, a running reconcile finished. */

@@ -93,9 +93,14 @@ export class ControllerHostingPlugin implements Plugin {
         control: {
           enrol: async (input, peer) => {
             try {
-              const r = enrolment.enrol(input);
+              const { resumed, ...r } = enrolment.enrol(input);
+              if (resumed) {
+                this.log.info({ network: r.network, node: r.node, peer }, 'enrolment completed again: a new credential for the same key (the first answer was lost)');
+                return r;
+              }
               metrics.enrolments++;
               this.log.info({ network: r.network, node: r.node, mode: r.mode, peer }, 'node enrolled');
+              // The answer goes first: the peers learn of the join after this call returned (hub.poke only schedules).
               hub.poke(r.network);
               return r;
             } catch (e) {

@@ -119,9 +119,19 @@ export class SessionHub {
     this.#sessions.set(`${network}/${to}`, s);
   }
 
-  /** Something changed in the network: every node there may have a delta. */
+  readonly #poked = new Set<string>();
+
+  /**
+   * Something changed in the network: every node there may have a delta. Only scheduled: the call
+   * that made the change (an Enrol, an admin call) is answered before any delta goes out.
+   */
   poke(network: string): void {
-    for (const s of this.#sessions.values()) if (s.network === network) s.pump();
+    if (this.#poked.has(network)) return;
+    this.#poked.add(network);
+    setImmediate(() => {
+      this.#poked.delete(network);
+      for (const s of this.#sessions.values()) if (s.network === network) s.pump();
+    });
   }
 
   closeAll(): void {
@@ -295,6 +305,8 @@ export class SyncSession {
     this.#authed = true;
     this.hub.register(this);
     this.hub.seen(this.network, this.node);
+    // The node holds its credential: the token it enrolled with is spent for good.
+    auth.confirm(this.network, this.node, new Date().toISOString());
     const r = controller.hello(this.network, this.node, h.appliedVersion, h.stateHash, h.versionSignature, h.revision);
     log.info({ network: this.network, node: this.node, peer: this.peer, appliedVersion: h.appliedVersion, resume: !r.snapshotPending }, 'sync stream opened');
     if (r.movedAhead) {
