@@ -15,6 +15,7 @@ import { Enrolment } from './enrolment.js';
 import { createLogger, type Logger } from './log.js';
 import { Metrics, serveMetrics } from './metrics.js';
 import { SessionHub } from './sessions.js';
+import type { FanOutOptions } from './fanout.js';
 import { ensureCertificate } from './tls.js';
 import { ensureVersionKey } from './version-key.js';
 
@@ -33,6 +34,8 @@ export interface ControllerHostingOptions {
   logDepth?: number;
   maxMessageBytes?: number;
   log?: Logger;
+  /** How the fan-out of a change is cut into turns of the event loop (fanout.ts). */
+  fanout?: FanOutOptions;
 }
 
 export interface RunningController {
@@ -84,7 +87,7 @@ export class ControllerHostingPlugin implements Plugin {
     }
     const auth = new AuthStore(dbFile);
     const metrics = new Metrics();
-    const hub = new SessionHub(controller, auth, metrics, this.log);
+    const hub = new SessionHub(controller, auth, metrics, this.log, this.#o.fanout);
     const enrolment = new Enrolment(controller, auth, tls.fingerprint);
     const transport = await host.transport();
     const listener = await transport.listen(

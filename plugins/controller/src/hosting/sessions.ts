@@ -11,6 +11,7 @@ import type { ReportedState } from '../types.js';
 import type { AuthStore } from './auth-store.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
+import { FanOut, type FanOutOptions } from './fanout.js';
 
 const HELLO_TIMEOUT_MS = 10_000;
 /** Resync requests one connection may send in a window; more ends the stream (MESHP_RATE_LIMITED). */
@@ -38,13 +39,19 @@ export class SessionHub {
   /** When each node's agent was last heard from (any message on an authenticated stream). */
   readonly #seen = new Map<string, string>();
   readonly #connections = new Map<string, Connection>();
+  /** The authenticated streams of each network: a change pokes those only. */
+  readonly #byNetwork = new Map<string, Set<SyncSession>>();
+  readonly fanout: FanOut;
 
   constructor(
     readonly controller: Controller,
     readonly auth: AuthStore,
     readonly metrics: Metrics,
     readonly log: Logger,
-  ) {}
+    fanout: FanOutOptions = {},
+  ) {
+    this.fanout = new FanOut(fanout);
+  }
 
   get connected(): number {
     return this.#sessions.size;
@@ -86,6 +93,7 @@ export class SessionHub {
     const key = `${s.network}/${s.node}`;
     const old = this.#sessions.get(key);
     this.#sessions.set(key, s);
+    this.#index(s);
     old?.end({ code: 'MESHP_UNAVAILABLE', message: 'a newer stream of this node replaced this one' });
   }
 
@@ -103,6 +111,14 @@ export class SessionHub {
   unregister(s: SyncSession): void {
     const key = `${s.network}/${s.node}`;
     if (this.#sessions.get(key) === s) this.#sessions.delete(key);
+    this.#byNetwork.get(s.network)?.delete(s);
+    this.fanout.drop(s);
+  }
+
+  #index(s: SyncSession): void {
+    let set = this.#byNetwork.get(s.network);
+    if (!set) this.#byNetwork.set(s.network, (set = new Set()));
+    set.add(s);
   }
 
   /** The node's stream, if one is open, ends with this error (a removed node). */
@@ -119,19 +135,13 @@ export class SessionHub {
     this.#sessions.set(`${network}/${to}`, s);
   }
 
-  readonly #poked = new Set<string>();
-
   /**
-   * Something changed in the network: every node there may have a delta. Only scheduled: the call
-   * that made the change (an Enrol, an admin call) is answered before any delta goes out.
+   * Something changed in the network: every node there may have a delta. Only queued (fanout.ts):
+   * the call that made the change (an Enrol, an admin call) is answered before any delta goes out.
    */
   poke(network: string): void {
-    if (this.#poked.has(network)) return;
-    this.#poked.add(network);
-    setImmediate(() => {
-      this.#poked.delete(network);
-      for (const s of this.#sessions.values()) if (s.network === network) s.pump();
-    });
+    const streams = this.#byNetwork.get(network);
+    if (streams) this.fanout.add(streams);
   }
 
   closeAll(): void {

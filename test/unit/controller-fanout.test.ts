@@ -1,0 +1,127 @@
+/**
+ * The fan-out never blocks (issue 15): the real SessionHub and Controller, 400 authenticated
+ * streams over an in-memory channel (each a DeltaApplier that acks what it applies, as an agent
+ * does). A change seen by all of them is fanned out in chunks that yield to the event loop: the call
+ * that made it returns before any delta is sent, an admin call made during the fan-out is answered
+ * before it ends, and two quick changes reach a node as one delta.
+ */
+import t from 'tap';
+import { generateKeyPairSync, sign, type KeyObject } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { AuthStore, Controller, Enrolment, MemoryStore, Metrics, SessionHub, adminHandler, createLogger } from '@meshp/controller';
+import { DeltaApplier, PROTOCOL_REVISION, challengePayload, type AgentMessage, type ControllerMessage, type StateDelta, type SyncChannel, type TransportError } from '@meshp/core';
+
+const N = 400;
+const NET = 'default';
+
+/** One end of a stream in memory; what crosses goes a microtask later, as over a socket. */
+class MemoryStream implements SyncChannel<AgentMessage, ControllerMessage> {
+  readonly #in: ((m: AgentMessage) => void)[] = [];
+  readonly #closed: ((e?: TransportError) => void)[] = [];
+  ended = false;
+  deltas: StateDelta[] = [];
+  readonly applier = new DeltaApplier();
+
+  constructor(private readonly node: string, private readonly credential: string, private readonly key: KeyObject) {}
+
+  send(m: ControllerMessage): void {
+    if (this.ended) return;
+    queueMicrotask(() => this.#agent(m));
+  }
+  onMessage(l: (m: AgentMessage) => void): void {
+    this.#in.push(l);
+  }
+  onClose(l: (e?: TransportError) => void): void {
+    this.#closed.push(l);
+  }
+  close(e?: TransportError): void {
+    if (this.ended) return;
+    this.ended = true;
+    for (const l of this.#closed) l(e);
+  }
+  #say(m: AgentMessage): void {
+    queueMicrotask(() => this.#in.forEach((l) => l(m)));
+  }
+  #agent(m: ControllerMessage): void {
+    if ('challenge' in m) {
+      const { appliedVersion, stateHash } = this.applier.hello();
+      this.#say({ hello: { node: this.node, credential: this.credential, appliedVersion, stateHash, revision: PROTOCOL_REVISION, signature: sign(null, challengePayload(this.node, m.challenge), this.key) } });
+    } else if ('delta' in m) {
+      this.deltas.push(m.delta);
+      const r = this.applier.receive(structuredClone(m.delta));
+      if (r.status === 'applied') this.#say({ ack: r.ack });
+    }
+  }
+}
+
+t.test(`a change seen by ${N} streams: answered first, fanned out in chunks, coalesced`, async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'meshp-fanout-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const controller = new Controller(new MemoryStore());
+  controller.createNetwork(NET);
+  controller.setPolicy(NET, [{ from: 'all', to: 'all' }]);
+  const auth = new AuthStore(join(dir, 'auth.db'));
+  t.teardown(() => auth.close());
+  const log = createLogger('fanout-test', 'silent');
+  const metrics = new Metrics();
+  const hub = new SessionHub(controller, auth, metrics, log);
+  const admin = adminHandler({ controller, enrolment: new Enrolment(controller, auth, 'f'.repeat(64)), secret: 'admin-secret', metrics, log, reports: () => null, changed: (n) => hub.poke(n), live: (n, id) => hub.live(n, id) });
+
+  const streams: MemoryStream[] = [];
+  for (let i = 0; i < N; i++) {
+    const { publicKey, privateKey } = generateKeyPairSync('ed25519');
+    const id = `n${i}`;
+    controller.join(NET, { id, nodeKey: publicKey.export({ type: 'spki', format: 'der' }).toString('base64'), tags: ['all'] });
+    auth.putCredential(`cred-${id}`, NET, id);
+    const s = new MemoryStream(id, `cred-${id}`, privateKey);
+    streams.push(s);
+    hub.open(s, `peer-${i}`);
+  }
+  const top = () => controller.stateVersion(NET);
+  const settled = async () => {
+    for (let i = 0; i < 200 && !streams.every((s) => s.applier.appliedVersion === top()); i++) await new Promise((r) => setTimeout(r, 10));
+    await hub.fanout.idle();
+  };
+  await settled();
+  t.ok(streams.every((s) => s.applier.appliedVersion === top()), `${N} streams snapshotted at version ${top()}`);
+  for (const s of streams) s.deltas = [];
+
+  // A join every stream sees, made through the admin surface's way of saying "changed".
+  const turnsBefore = hub.fanout.turns;
+  controller.join(NET, { id: 'late', nodeKey: 'late-key', tags: ['all'] });
+  hub.poke(NET);
+  t.equal(streams.filter((s) => s.deltas.length > 0).length, 0, 'the call that made the change returns before any delta is sent');
+  t.equal(hub.fanout.pending, N, 'every stream is queued');
+
+  // An admin call arriving during the fan-out.
+  const answered = await new Promise<{ delivered: number; nodes: number }>((resolve) => {
+    setImmediate(() => {
+      void admin('listNodes', { network: NET }, 'admin-secret', 'operator').then((r) => {
+        resolve({ delivered: streams.filter((s) => s.deltas.length > 0).length, nodes: (r as { nodes: unknown[] }).nodes.length });
+      });
+    });
+  });
+  t.equal(answered.nodes, N + 1, 'the admin call was answered');
+  t.ok(answered.delivered < N, `the admin call was answered before the fan-out ended (${answered.delivered} of ${N} streams sent their delta by then)`);
+  await settled();
+  t.ok(hub.fanout.turns - turnsBefore > 1, `the fan-out took ${hub.fanout.turns - turnsBefore} turns of the event loop, not one`);
+  t.ok(streams.every((s) => s.deltas.length === 1 && s.deltas[0]!.upsertPeers.some((p) => p.id === 'late')), 'each stream got one delta with the new peer');
+  t.ok(streams.every((s) => s.applier.appliedVersion === top()), 'and acked it');
+
+  // Two quick changes to one node's view (two tags for n1, seen by n0 too) before its turn: one delta each.
+  for (const s of streams) s.deltas = [];
+  const from = top();
+  controller.setTags(NET, 'n1', ['all', 'x']);
+  hub.poke(NET);
+  controller.setTags(NET, 'n1', ['all', 'x', 'y']);
+  hub.poke(NET);
+  await settled();
+  const n0 = streams[0]!;
+  t.equal(n0.deltas.length, 1, 'two changes, one delta to n0');
+  t.same([n0.deltas[0]!.fromVersion, n0.deltas[0]!.toVersion], [from, from + 2], 'spanning both versions');
+  t.same(n0.deltas[0]!.upsertPeers.find((p) => p.id === 'n1')?.tags, ['all', 'x', 'y'], 'with the peer as it is after both');
+  t.ok(streams.every((s) => s.deltas.length <= 1), `at most one delta per stream for two changes (${streams.reduce((k, s) => k + s.deltas.length, 0)} in all, not ${2 * N})`);
+  hub.closeAll();
+});
