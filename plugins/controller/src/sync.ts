@@ -184,6 +184,27 @@ export function takeHello(sync: SyncRecord, appliedVersion: number, hash: string
   return { accepted: result.accepted, snapshotPending: sync.snapshotPending };
 }
 
+/**
+ * A hello at a version this controller keeps no expectation for, because its record of what it sent
+ * was not written yet when it stopped (sync records are group-committed: see `Controller`): the
+ * agent's hash is checked against the node's view now. The same hash means the agent holds the
+ * current view, whatever version it names; that version is then expected, as if its ack had been
+ * kept (true), and the caller moves the basis to the network's version. Another hash: nothing is
+ * added, and a snapshot follows as before.
+ */
+export function recoverExpectation(net: NetworkState, id: string, sync: SyncRecord, appliedVersion: number, hash: string): boolean {
+  if (appliedVersion <= 0 || appliedVersion > net.version || !hash) return false;
+  if (sync.expectations.some((e) => e.version === appliedVersion)) return false;
+  const c = computeSnapshot(net, id);
+  const expected = hashForRevision(net, id, c.digest, sync.revision ?? CURRENT_REVISION);
+  const alt = stateHash(c.digest);
+  if (hash !== expected && hash !== alt) return false;
+  sync.expectations = [...sync.expectations, { version: appliedVersion, hash: expected, ...(alt !== expected ? { alt } : {}), digest: storeDigest(c.digest) }]
+    .sort((a, b) => a.version - b.version)
+    .slice(-EXPECTATIONS);
+  return true;
+}
+
 /** A hello's version must be one a controller could have sent. */
 export function checkAppliedVersion(appliedVersion: number): void {
   if (!Number.isSafeInteger(appliedVersion) || appliedVersion < 0 || appliedVersion > MAX_VERSION) {

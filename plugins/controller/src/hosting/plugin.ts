@@ -20,6 +20,8 @@ import { ensureCertificate } from './tls.js';
 import { ensureVersionKey } from './version-key.js';
 
 export const CONTROLLER_DB = 'controller.db';
+/** Acks and sends reach the disk by group commit, at most this long after (controller.ts, `flushSync`). */
+export const DEFAULT_SYNC_FLUSH_MS = 1_000;
 /** Written at start so the CLI finds the controller from `--state DIR` alone. */
 export const ADDRESS_FILE = 'controller.address';
 
@@ -34,6 +36,8 @@ export interface ControllerHostingOptions {
   logDepth?: number;
   maxMessageBytes?: number;
   log?: Logger;
+  /** Group commit of sync records (ms; Controller's `syncFlushMs`). Default 1000. */
+  syncFlushMs?: number;
   /** How the fan-out of a change is cut into turns of the event loop (fanout.ts). */
   fanout?: FanOutOptions;
 }
@@ -75,7 +79,9 @@ export class ControllerHostingPlugin implements Plugin {
     const tls = ensureCertificate(dir, listenHost && listenHost !== '0.0.0.0' ? [listenHost] : []);
     const admin = ensureAdminCredential(dir, tls.fingerprint);
     const dbFile = join(dir, CONTROLLER_DB);
-    const controller = new Controller(new SqliteControllerStore(dbFile), { ...(this.#o.logDepth ? { logDepth: this.#o.logDepth } : {}), signer: ensureVersionKey(dir) });
+    const controller = new Controller(new SqliteControllerStore(dbFile), {
+      ...(this.#o.logDepth ? { logDepth: this.#o.logDepth } : {}), signer: ensureVersionKey(dir), syncFlushMs: this.#o.syncFlushMs ?? DEFAULT_SYNC_FLUSH_MS,
+    });
     for (const n of this.#o.networks ?? [DEFAULT_NETWORK]) if (!controller.networks().includes(n)) controller.createNetwork(n);
     // --log-depth holds for the networks there already, not only for those made from now on.
     const depth = this.#o.logDepth;
