@@ -8,6 +8,7 @@
 import t from 'tap';
 import { join } from 'node:path';
 import { ADMIN_CREDENTIAL_FILE, readAdminCredential } from '@meshp/controller';
+import { wire } from '@meshp/transport-grpc';
 import { nodes, startController, tokenFor, waitUntil, workdir } from '../helpers/grpc-procs.js';
 import { SimAgent } from '../helpers/sim-agent.js';
 
@@ -39,6 +40,14 @@ t.test(`${N} agents acked a change the store never got: after a kill and restart
   }, 60_000);
   t.ok(ctl.proc.lines.slice(before).filter((l) => l.msg === 'delta sent').length >= N, 'each agent was sent the change');
   t.ok(agents.every((a) => a.applier.appliedVersion === top), `every agent applied version ${top}`);
+
+  // meshp_delta_bytes_sent_total counts the bytes on the wire: the sum of each delta's protobuf encoding.
+  const encoded = agents.reduce((sum, a) => sum + a.deltas.reduce((k, d) => k + wire.SyncResponse.encode(wire.SyncResponse.fromPartial({ delta: d as wire.StateDelta })).finish().length, 0), 0);
+  const text = await (await fetch(`http://${ctl.metrics}/metrics`)).text();
+  const counted = Number(/^meshp_delta_bytes_sent_total (\d+)$/m.exec(text)?.[1] ?? NaN);
+  t.equal(counted, encoded, `meshp_delta_bytes_sent_total is the encoded size of the ${agents.reduce((k, a) => k + a.deltas.length, 0)} messages received (${encoded} bytes)`);
+  const json = agents.reduce((sum, a) => sum + a.deltas.reduce((k, d) => k + JSON.stringify(d).length, 0), 0);
+  t.ok(counted < json, `and not their JSON length (${json})`);
 
   ctl.proc.kill('SIGKILL');
   await ctl.proc.exited;

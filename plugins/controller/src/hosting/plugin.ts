@@ -119,6 +119,9 @@ export class ControllerHostingPlugin implements Plugin {
             }
           },
           sync: (channel, peer) => hub.open(channel, peer),
+          deltaBytes: (bytes) => {
+            metrics.bytesSent += bytes;
+          },
         },
         refused: (r) => {
           metrics.refused(r.code);

@@ -215,10 +215,8 @@ export class SyncSession {
       this.hub.log.error({ network: this.network, node: this.node, fromVersion: delta.fromVersion, toVersion: delta.toVersion, code: isMeshpError(e) ? e.code : undefined, err: oneLine(e) }, 'delta not sent: over the message limit');
       return;
     }
-    for (const part of parts) {
-      metrics.bytesSent += JSON.stringify(part).length;
-      this.ch.send({ delta: part });
-    }
+    // Their size on the wire is counted by the transport as it encodes them (metrics.bytesSent).
+    for (const part of parts) this.ch.send({ delta: part });
     this.hub.log.info({ network: this.network, node: this.node, fromVersion: delta.fromVersion, toVersion: delta.toVersion, snapshot, upserts: delta.upsertPeers.length, removals: delta.removePeers.length }, snapshot ? 'snapshot sent' : 'delta sent');
   }
 
