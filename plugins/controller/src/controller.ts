@@ -382,6 +382,9 @@ export class Controller {
     const net = this.#net(network);
     const sync = this.#sync(net, id);
     const result = takeAck(sync, appliedVersion, hash);
+    // An agent acks a version once it reconciled it, and reports before the ack only when its host's
+    // facts changed: its last report stands for the version acked (an older agent reports again anyway).
+    if (result.accepted && sync.reported && appliedVersion > sync.reported.version) sync.reported = { ...sync.reported, version: appliedVersion };
     if (!result.accepted && result.snapshotPending) snapshotAsked(sync, Date.parse(this.#now()), this.#resync, `ack of version ${appliedVersion} with another hash`);
     this.#putSync(net, id, sync);
     return { ...result, snapshotPending: sync.snapshotPending };

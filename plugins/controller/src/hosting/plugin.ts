@@ -127,7 +127,7 @@ export class ControllerHostingPlugin implements Plugin {
           metrics.refused(r.code);
           this.log.warn(r, 'refused by the transport');
         },
-        admin: adminHandler({ controller, enrolment, secret: admin.secret, metrics, log: this.log, changed: (n) => hub.poke(n), live: (n, id) => hub.live(n, id), reports: (n, id) => auth.report(n, id),
+        admin: adminHandler({ controller, enrolment, secret: admin.secret, metrics, log: this.log, changed: (n) => hub.poke(n), live: (n, id) => hub.live(n, id), reports: (n, id) => hub.reportOf(n, id),
           removed: (n, id, nodeKey) => {
             auth.revoke(n, id, nodeKey, new Date().toISOString());
             hub.endNode(n, id, { code: 'MESHP_NODE_REVOKED', message: `node ${id} was removed from ${n}` });

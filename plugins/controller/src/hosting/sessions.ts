@@ -4,7 +4,7 @@
  * Any change to a network pumps every stream of that network.
  */
 import { createPublicKey, randomBytes, verify } from 'node:crypto';
-import { MeshpError, challengePayload, isMeshpError, oneLine, type AgentMessage, type ControllerMessage, type HelloMessage, type SyncChannel } from '@meshp/core';
+import { MeshpError, challengePayload, isMeshpError, oneLine, type ReportMessage, type AgentMessage, type ControllerMessage, type HelloMessage, type SyncChannel } from '@meshp/core';
 import type { Controller } from '../controller.js';
 import { splitForWire } from '../limits.js';
 import type { ReportedState } from '../types.js';
@@ -14,6 +14,8 @@ import type { Metrics } from './metrics.js';
 import { FanOut, type FanOutOptions } from './fanout.js';
 
 const HELLO_TIMEOUT_MS = 10_000;
+/** Acks kept per node for doctor (as many deltas as the controller keeps sent: keepSent). */
+const ACKS_KEPT = 8;
 /** Resync requests one connection may send in a window; more ends the stream (MESHP_RATE_LIMITED). */
 const RESYNCS_PER_WINDOW = 10;
 const RESYNC_WINDOW_MS = 60_000;
@@ -97,6 +99,33 @@ export class SessionHub {
     old?.end({ code: 'MESHP_UNAVAILABLE', message: 'a newer stream of this node replaced this one' });
   }
 
+  /** The last acks of each node (version and hash), newest last: what it applied, between its reports. */
+  readonly #acks = new Map<string, { fromVersion: number; toVersion: number; stateHash: string }[]>();
+
+  acked(network: string, node: string, version: number, stateHash: string): void {
+    const key = `${network}/${node}`;
+    const list = this.#acks.get(key) ?? [];
+    if (list.at(-1)?.toVersion === version) return;
+    list.push({ fromVersion: list.at(-1)?.toVersion ?? 0, toVersion: version, stateHash });
+    if (list.length > ACKS_KEPT) list.splice(0, list.length - ACKS_KEPT);
+    this.#acks.set(key, list);
+  }
+
+  /**
+   * The node's last report with what it acked since: an agent reports when its host's facts change
+   * and acks every version it reconciled, so the report stands for the last version acked, and the
+   * deltas applied (for doctor) are the report's and the acks'.
+   */
+  reportOf(network: string, node: string): ReportMessage | null {
+    const r = this.auth.report(network, node);
+    const acks = this.#acks.get(`${network}/${node}`);
+    if (!r || !acks?.length) return r;
+    const byVersion = new Map((r.applied ?? []).map((a) => [a.toVersion, a]));
+    for (const a of acks) if (!byVersion.has(a.toVersion)) byVersion.set(a.toVersion, a);
+    const applied = [...byVersion.values()].sort((a, b) => a.toVersion - b.toVersion).slice(-ACKS_KEPT);
+    return { ...r, appliedVersion: Math.max(r.appliedVersion, acks.at(-1)!.toVersion), applied };
+  }
+
   /** The agent spoke: it is alive now. */
   seen(network: string, node: string): void {
     this.#seen.set(`${network}/${node}`, new Date().toISOString());
@@ -123,11 +152,15 @@ export class SessionHub {
 
   /** The node's stream, if one is open, ends with this error (a removed node). */
   endNode(network: string, node: string, error: { code: string; message: string }): void {
+    this.#acks.delete(`${network}/${node}`);
     this.#sessions.get(`${network}/${node}`)?.end(error);
   }
 
   /** The node's open stream goes on under its new name. */
   renamed(network: string, from: string, to: string): void {
+    const acks = this.#acks.get(`${network}/${from}`);
+    this.#acks.delete(`${network}/${from}`);
+    if (acks) this.#acks.set(`${network}/${to}`, acks);
     const s = this.#sessions.get(`${network}/${from}`);
     if (!s) return;
     this.#sessions.delete(`${network}/${from}`);
@@ -252,6 +285,7 @@ export class SyncSession {
     this.hub.seen(this.network, this.node);
     if ('ack' in m) {
       const r = controller.ack(this.network, this.node, m.ack.appliedVersion, m.ack.stateHash);
+      if (r.accepted) this.hub.acked(this.network, this.node, m.ack.appliedVersion, m.ack.stateHash);
       if (!r.accepted) this.hub.log.warn({ network: this.network, node: this.node, appliedVersion: m.ack.appliedVersion }, 'ack hash differs from the view computed for that version: snapshot');
       // A snapshot now, one held back by the backoff, or none (diverged: #held says so).
       if (r.snapshotPending || !r.accepted) this.pump();
