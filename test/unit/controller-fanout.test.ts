@@ -1,11 +1,12 @@
 /**
- * The fan-out never blocks (issue 15): the real SessionHub and Controller, 400 authenticated
+ * The fan-out never blocks (issue 15): the real SessionHub and Controller, 250 authenticated
  * streams over an in-memory channel (each a DeltaApplier that acks what it applies, as an agent
  * does). A change seen by all of them is fanned out in chunks that yield to the event loop: the call
  * that made it returns before any delta is sent, an admin call made during the fan-out is answered
  * before it ends, and two quick changes reach a node as one delta.
  */
 import t from 'tap';
+import type { Subtest as Tap } from '../helpers/tap-types.js';
 import { generateKeyPairSync, sign, type KeyObject } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -13,7 +14,7 @@ import { join } from 'node:path';
 import { AuthStore, Controller, Enrolment, MemoryStore, Metrics, SessionHub, adminHandler, createLogger } from '@meshp/controller';
 import { DeltaApplier, PROTOCOL_REVISION, challengePayload, type AgentMessage, type ControllerMessage, type StateDelta, type SyncChannel, type TransportError } from '@meshp/core';
 
-const N = 400;
+const N = 250;
 const NET = 'default';
 
 /** One end of a stream in memory; what crosses goes a microtask later, as over a socket. */
@@ -24,7 +25,7 @@ class MemoryStream implements SyncChannel<AgentMessage, ControllerMessage> {
   deltas: StateDelta[] = [];
   readonly applier = new DeltaApplier();
 
-  constructor(private readonly node: string, private readonly credential: string, private readonly key: KeyObject) {}
+  constructor(readonly node: string, private readonly credential: string, private readonly key: KeyObject) {}
 
   send(m: ControllerMessage): void {
     if (this.ended) return;
@@ -56,35 +57,46 @@ class MemoryStream implements SyncChannel<AgentMessage, ControllerMessage> {
   }
 }
 
-t.test(`a change seen by ${N} streams: answered first, fanned out in chunks, coalesced`, async (t) => {
+/** The real hub and controller with `n` authenticated in-memory streams, node i tagged by `tagOf(i)`. */
+async function bed(t: Tap, n: number, rules: { from: string; to: string }[], tagOf: (i: number) => string) {
   const dir = mkdtempSync(join(tmpdir(), 'meshp-fanout-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const controller = new Controller(new MemoryStore());
   controller.createNetwork(NET);
-  controller.setPolicy(NET, [{ from: 'all', to: 'all' }]);
+  controller.setPolicy(NET, rules);
   const auth = new AuthStore(join(dir, 'auth.db'));
   t.teardown(() => auth.close());
   const log = createLogger('fanout-test', 'silent');
   const metrics = new Metrics();
   const hub = new SessionHub(controller, auth, metrics, log);
-  const admin = adminHandler({ controller, enrolment: new Enrolment(controller, auth, 'f'.repeat(64)), secret: 'admin-secret', metrics, log, reports: () => null, changed: (n) => hub.poke(n), live: (n, id) => hub.live(n, id) });
-
+  t.teardown(() => hub.closeAll());
   const streams: MemoryStream[] = [];
-  for (let i = 0; i < N; i++) {
+  for (let i = 0; i < n; i++) {
     const { publicKey, privateKey } = generateKeyPairSync('ed25519');
     const id = `n${i}`;
-    controller.join(NET, { id, nodeKey: publicKey.export({ type: 'spki', format: 'der' }).toString('base64'), tags: ['all'] });
+    controller.join(NET, { id, nodeKey: publicKey.export({ type: 'spki', format: 'der' }).toString('base64'), tags: [tagOf(i)] });
     auth.putCredential(`cred-${id}`, NET, id);
     const s = new MemoryStream(id, `cred-${id}`, privateKey);
     streams.push(s);
     hub.open(s, `peer-${i}`);
   }
   const top = () => controller.stateVersion(NET);
+  /** Until the fan-out is done and every stream's node is at gap 0 (the node list read only then: it costs). */
   const settled = async () => {
-    for (let i = 0; i < 200 && !streams.every((s) => s.applier.appliedVersion === top()); i++) await new Promise((r) => setTimeout(r, 10));
-    await hub.fanout.idle();
+    const streamed = new Set(streams.map((s) => s.node));
+    for (let i = 0; i < 200; i++) {
+      await hub.fanout.idle();
+      await new Promise((r) => setTimeout(r, 5));
+      if (hub.fanout.pending === 0 && controller.listNodes(NET).every((x) => !streamed.has(x.name) || x.gap === 0)) return;
+    }
   };
   await settled();
+  return { controller, auth, log, metrics, hub, streams, top, settled };
+}
+
+t.test(`a change seen by ${N} streams: answered first, fanned out in chunks, coalesced`, async (t) => {
+  const { controller, auth, log, metrics, hub, streams, top, settled } = await bed(t, N, [{ from: 'all', to: 'all' }], () => 'all');
+  const admin = adminHandler({ controller, enrolment: new Enrolment(controller, auth, 'f'.repeat(64)), secret: 'admin-secret', metrics, log, reports: () => null, changed: (n) => hub.poke(n), live: (n, id) => hub.live(n, id) });
   t.ok(streams.every((s) => s.applier.appliedVersion === top()), `${N} streams snapshotted at version ${top()}`);
   for (const s of streams) s.deltas = [];
 
@@ -123,5 +135,36 @@ t.test(`a change seen by ${N} streams: answered first, fanned out in chunks, coa
   t.same([n0.deltas[0]!.fromVersion, n0.deltas[0]!.toVersion], [from, from + 2], 'spanning both versions');
   t.same(n0.deltas[0]!.upsertPeers.find((p) => p.id === 'n1')?.tags, ['all', 'x', 'y'], 'with the peer as it is after both');
   t.ok(streams.every((s) => s.deltas.length <= 1), `at most one delta per stream for two changes (${streams.reduce((k, s) => k + s.deltas.length, 0)} in all, not ${2 * N})`);
-  hub.closeAll();
+});
+
+t.test('the fan-out pumps only the streams a change concerns, found through the indexes', async (t) => {
+  const G = 8;
+  const SIZE = 25;
+  const rules = Array.from({ length: G }, (_, g) => ({ from: `g${g}`, to: `g${g}` }));
+  const { controller, hub, streams, top, settled } = await bed(t, G * SIZE, rules, (i) => `g${i % G}`);
+  t.ok(streams.every((s) => s.applier.appliedVersion > 0), `${G * SIZE} streams snapshotted`);
+  hub.poke(NET); // the hub's first fan-out covers everyone: from here on, only what changes concern
+  await settled();
+  const queued = (change: () => void): number => {
+    for (const s of streams) s.deltas = [];
+    change();
+    hub.poke(NET);
+    return hub.fanout.pending;
+  };
+  let k = queued(() => controller.join(NET, { id: 'late', nodeKey: 'late-key', tags: ['g0'] }));
+  t.equal(k, SIZE, `a join in group 0 queues its ${SIZE} members' streams, not ${G * SIZE}`);
+  await settled();
+  t.same(streams.filter((s) => s.deltas.length > 0).map((s) => s.applier.view.peer('late') !== undefined), Array(SIZE).fill(true), 'and those got the new peer');
+
+  k = queued(() => controller.setPolicy(NET, rules.map((r, g) => (g === 3 ? { ...r, ports: ['443'] } : r))));
+  t.equal(k, SIZE, `a policy change of group 3 queues its ${SIZE} streams`);
+  await settled();
+  t.equal(streams.filter((s) => s.deltas.length > 0).length, SIZE, 'and those got their new filter');
+
+  k = queued(() => controller.setTags(NET, 'n1', ['g1', 'g2']));
+  t.equal(k, 2 * SIZE, 'a node that joins a second group: the members of both (itself included)');
+  await settled();
+  t.ok(controller.listNodes(NET).every((n) => n.name === 'late' || n.gap === 0), `every node with a stream at gap 0 at version ${top()}`);
+  const views = streams.map((s, i) => s.applier.view.hash() === controller.snapshotOf(NET, `n${i}`).hash);
+  t.ok(views.every(Boolean), 'every view built by deltas equals the snapshot of the same version');
 });

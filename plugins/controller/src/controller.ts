@@ -11,6 +11,7 @@ import { newSync, statusOf, type NodeStatus } from './status.js';
 import { checkAssigned, checkMember, checkModule, checkPolicy, checkTags } from './limits.js';
 import { checkNoClash } from './clash.js';
 import { checkTunnelKey } from './tunnel-key.js';
+import { affectedBy } from './scope.js';
 
 export interface ControllerOptions {
   /** Changes kept per network for deltas; an agent further behind gets a snapshot. */
@@ -369,6 +370,16 @@ export class Controller {
     this.#putSync(net, id, sync);
     delta.versionSignature = this.#signer ? this.#signer.sign(versionPayload(network, delta.toVersion, delta.stateHash ?? '')) : new Uint8Array(0);
     return delta;
+  }
+
+  /**
+   * The nodes whose view the changes after version `since` may have changed (scope.ts), for the
+   * fan-out; null: any node (a shared component, a removal, or a log that no longer reaches back).
+   */
+  affectedSince(network: string, since: number): Set<string> | null {
+    const net = this.#net(network);
+    const entries = net.since(since);
+    return entries ? affectedBy(net, entries) : null;
   }
 
   /** The node's view at the current version and its hash, without touching its sync state. */

@@ -34,7 +34,15 @@ function pending(net: NetworkState, id: string, sync: SyncRecord): Computed | 's
   if (!base) return null;
   if (basis === net.version) return same(sync);
   const computed = computeIncremental(net, id, basis, loadDigest(base.digest), new Set(sync.graced ?? []));
-  if (!computed) return null;
+  if (!computed) {
+    // The log no longer reaches the basis: a node no change concerned for that long (the fan-out
+    // pumps only the nodes concerned) still has the view it was sent, and needs nothing then.
+    if (!net.members.has(id)) return null;
+    const now = computeSnapshot(net, id);
+    if (stateHash(now.digest) !== stateHash(loadDigest(base.digest))) return null;
+    sync.basis = net.version;
+    return same(sync);
+  }
   const d = computed.delta;
   if (d.upsertPeers.length === 0 && d.removePeers.length === 0 && !COMPONENT_NAMES.some((n) => d[n] !== undefined)) {
     sync.basis = net.version;

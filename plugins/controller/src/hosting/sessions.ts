@@ -174,8 +174,23 @@ export class SessionHub {
    */
   poke(network: string): void {
     const streams = this.#byNetwork.get(network);
-    if (streams) this.fanout.add(streams);
+    const version = this.controller.networks().includes(network) ? this.controller.stateVersion(network) : 0;
+    const since = this.#fannedAt.get(network);
+    this.#fannedAt.set(network, version);
+    if (!streams) return;
+    // Only the nodes the changes since the last fan-out concern (scope.ts), found through the indexes.
+    const ids = since === undefined ? null : since >= version ? new Set<string>() : this.controller.affectedSince(network, since);
+    if (ids === null || ids.size >= streams.size) return this.fanout.add(streams);
+    const some: SyncSession[] = [];
+    for (const id of ids) {
+      const s = this.#sessions.get(`${network}/${id}`);
+      if (s) some.push(s);
+    }
+    this.fanout.add(some);
   }
+
+  /** The network's version at its last fan-out: the next one covers the changes after it. */
+  readonly #fannedAt = new Map<string, number>();
 
   closeAll(): void {
     for (const s of [...this.#sessions.values()]) s.end({ code: 'MESHP_UNAVAILABLE', message: 'the controller is stopping' });
