@@ -19,7 +19,7 @@ import { spawn } from 'node:child_process';
 import { generateKeyPairSync, sign } from 'node:crypto';
 import { createInterface } from 'node:readline';
 import { DeltaApplier, PROTOCOL_REVISION, challengePayload } from '@meshp/core';
-import { GrpcControlLink } from '@meshp/transport-grpc';
+import { GrpcControlLink, wire } from '@meshp/transport-grpc';
 import { connectAdmin } from '../../bin/dist/remote/admin.js';
 
 const MESHP = new URL('../../bin/dist/main.js', import.meta.url).pathname;
@@ -61,6 +61,7 @@ class SimAgent {
   key = generateKeyPairSync('ed25519');
   acked = new Map(); // version → time acked
   deltas = 0;
+  bytes = 0;
   firstAt = 0;
 
   constructor(ctl, name) {
@@ -83,6 +84,8 @@ class SimAgent {
         ch.send({ hello: { node: this.enrolment.node, credential: this.enrolment.credential, appliedVersion, stateHash, revision: PROTOCOL_REVISION, signature } });
       } else if ('delta' in m) {
         this.deltas++;
+        // Its size on the wire: the protobuf encoding of the message received.
+        this.bytes += wire.SyncResponse.encode(wire.SyncResponse.fromPartial({ delta: m.delta })).finish().length;
         let r;
         try {
           r = this.applier.receive(m.delta);
@@ -146,6 +149,7 @@ async function run(n) {
     for (const a of agents) a.acked.clear();
     const before = usage(ctl.child.pid);
     const sentBefore = agents.reduce((s, a) => s + a.deltas, 0);
+    const bytesBefore = agents.reduce((s, a) => s + a.bytes, 0);
     const start = performance.now();
     await act();
     // settle: no new ack for 1 s
@@ -160,7 +164,7 @@ async function run(n) {
     const times = agents.filter((a) => a.acked.size).map((a) => Math.max(...a.acked.values()) - start);
     const { nodes } = await admin.call('listNodes', { network });
     const gaps = nodes.filter((x) => Number(x.gap ?? 0) !== 0).length;
-    rows.push({ name, messages: agents.reduce((s, a) => s + a.deltas, 0) - sentBefore, acked: times.length, cpuMs: after.cpuMs - before.cpuMs, p50: pct(times, 50), p99: pct(times, 99), max: Math.max(0, ...times), gaps });
+    rows.push({ name, bytes: agents.reduce((s, a) => s + a.bytes, 0) - bytesBefore, messages: agents.reduce((s, a) => s + a.deltas, 0) - sentBefore, acked: times.length, cpuMs: after.cpuMs - before.cpuMs, p50: pct(times, 50), p99: pct(times, 99), max: Math.max(0, ...times), gaps });
   };
 
   const late = new SimAgent(ctl, 'late');
@@ -176,9 +180,9 @@ async function run(n) {
   console.log(`\nN = ${fmt(n)} agents in groups of ${GROUP}; controller pid ${ctl.child.pid}`);
   console.log(`enrolment: ${fmt(n / enrolS)}/s (${fmt(enrolS)} s); ${fmt(n)} streams opened and snapshotted in ${fmt(snapS)} s`);
   console.log(`controller while enrolling and snapshotting: ${fmt((held.cpuMs - idle.cpuMs) / n, 2)} ms CPU per agent; RSS ${fmt((held.rssKb - idle.rssKb) / n)} KB per agent (${fmt(held.rssKb / 1024)} MB)`);
-  console.log('change          msgs  acked  ctl cpu ms   gap-0 p50   p99    max ms  gaps≠0 | full-state msgs  ratio');
+  console.log('change          msgs    bytes  acked  ctl cpu ms   gap-0 p50   p99    max ms  gaps≠0 | full-state msgs  ratio');
   for (const r of rows) {
-    console.log([r.name.padEnd(14), fmt(r.messages).padStart(5), fmt(r.acked).padStart(6), fmt(r.cpuMs).padStart(11), fmt(r.p50, 0).padStart(11), fmt(r.p99, 0).padStart(5), fmt(r.max, 0).padStart(9), String(r.gaps).padStart(7), '|', fmt(agents.length).padStart(15), `${fmt(agents.length / Math.max(1, r.messages))}x`.padStart(6)].join(' '));
+    console.log([r.name.padEnd(14), fmt(r.messages).padStart(5), fmt(r.bytes).padStart(8), fmt(r.acked).padStart(6), fmt(r.cpuMs).padStart(11), fmt(r.p50, 0).padStart(11), fmt(r.p99, 0).padStart(5), fmt(r.max, 0).padStart(9), String(r.gaps).padStart(7), '|', fmt(agents.length).padStart(15), `${fmt(agents.length / Math.max(1, r.messages))}x`.padStart(6)].join(' '));
   }
   for (const a of agents) a.close();
   admin.close();

@@ -161,10 +161,15 @@ t.test('the fan-out pumps only the streams a change concerns, found through the 
   await settled();
   t.equal(streams.filter((s) => s.deltas.length > 0).length, SIZE, 'and those got their new filter');
 
+  k = queued(() => controller.leave(NET, 'n8'));
+  t.equal(k, SIZE, `a removal in group 0 queues its ${SIZE} members' streams (its own ends)`);
+  await settled();
+  t.equal(streams.filter((s) => s.deltas.some((d) => d.removePeers.some((r) => r.id === 'n8'))).length, SIZE - 1, 'and the others of group 0 were told');
+
   k = queued(() => controller.setTags(NET, 'n1', ['g1', 'g2']));
   t.equal(k, 2 * SIZE, 'a node that joins a second group: the members of both (itself included)');
   await settled();
   t.ok(controller.listNodes(NET).every((n) => n.name === 'late' || n.gap === 0), `every node with a stream at gap 0 at version ${top()}`);
-  const views = streams.map((s, i) => s.applier.view.hash() === controller.snapshotOf(NET, `n${i}`).hash);
+  const views = streams.map((s, i) => i === 8 || s.applier.view.hash() === controller.snapshotOf(NET, `n${i}`).hash);
   t.ok(views.every(Boolean), 'every view built by deltas equals the snapshot of the same version');
 });

@@ -135,6 +135,16 @@ export class Controller {
     return this.#net(network).members.get(id);
   }
 
+  /** The member enrolled with this node key, if any (an index, not a scan). */
+  memberByKey(network: string, nodeKey: string): MemberRecord | undefined {
+    const net = this.#net(network);
+    const id = net.byKey.get(nodeKey);
+    if (id === undefined) return undefined;
+    const m = net.members.get(id);
+    // Kept in step by putMember/deleteMember; a library use may give two members one key: then look.
+    return m?.nodeKey === nodeKey ? m : [...net.members.values()].find((x) => x.nodeKey === nodeKey);
+  }
+
   members(network: string): MemberRecord[] {
     return [...this.#net(network).members.values()];
   }
@@ -374,7 +384,7 @@ export class Controller {
 
   /**
    * The nodes whose view the changes after version `since` may have changed (scope.ts), for the
-   * fan-out; null: any node (a shared component, a removal, or a log that no longer reaches back).
+   * fan-out; null: any node (a shared component, or a log that no longer reaches back).
    */
   affectedSince(network: string, since: number): Set<string> | null {
     const net = this.#net(network);

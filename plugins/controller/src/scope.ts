@@ -25,11 +25,12 @@ export function affectedBy(net: NetworkState, entries: readonly LogEntry[]): Set
       case 'members': {
         const changes = e.kind === 'member' ? [e] : e.changes;
         for (const c of changes) {
-          // A removal is also told to nodes that hold the peer in a tunnel grace after an unscoping: not indexed, so all.
-          if (!c.after) return null;
           out.add(c.id);
           if (c.before) watchers(c.before);
-          watchers(c.after);
+          if (c.after) watchers(c.after);
+          // A removal is also told to the nodes that may hold the peer in a tunnel grace after an
+          // unscoping (SyncRecord.graced): a look at each record, no delta computed for the others.
+          else for (const [id, sync] of net.sync) if (sync.graced?.includes(c.id)) out.add(id);
         }
         break;
       }

@@ -61,7 +61,7 @@ export class Enrolment {
     if (!retry && Date.parse(t.expiresAt) <= this.now().getTime()) throw new MeshpError('MESHP_TOKEN_INVALID', `the enrolment token expired at ${t.expiresAt}`);
     checkNodeKey(input.nodeKey);
     if (retry) {
-      const holder = this.controller.members(t.network).find((m) => m.nodeKey === input.nodeKey);
+      const holder = this.controller.memberByKey(t.network, input.nodeKey);
       if (holder) return { ...this.#credential(t.network, holder.id), resumed: true };
       // Marked used but never joined (the controller stopped in between): the enrolment goes on below.
     }
@@ -71,7 +71,7 @@ export class Enrolment {
     if (revoked) throw new MeshpError('MESHP_NODE_REVOKED', `this node key was revoked in ${t.network} when ${revoked.node} was removed (${revoked.at}): make a new key`);
     // Checked before the token is spent: a refused key leaves the token for a corrected start.
     if (input.tunnelKey) checkTunnelKey(input.tunnelKey, this.controller.members(t.network), input.node);
-    const holder = this.controller.members(t.network).find((m) => m.nodeKey === input.nodeKey);
+    const holder = this.controller.memberByKey(t.network, input.nodeKey);
     if (holder) throw new MeshpError('MESHP_KEY_IN_USE', `node ${holder.id} in ${t.network} is enrolled with this key already: one key per node`);
     if (this.controller.member(t.network, input.node)) {
       // Refused before the token is marked used: the same token enrols this machine under another name.
