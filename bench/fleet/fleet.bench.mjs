@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import { spawn } from 'node:child_process';
 import { generateKeyPairSync, sign } from 'node:crypto';
 import { createInterface } from 'node:readline';
-import { DeltaApplier, PROTOCOL_REVISION, challengePayload } from '@meshp/core';
+import { Backoff, DeltaApplier, PROTOCOL_REVISION, challengePayload } from '@meshp/core';
 import { GrpcControlLink, wire } from '@meshp/transport-grpc';
 import { connectAdmin } from '../../bin/dist/remote/admin.js';
 
@@ -63,6 +63,11 @@ class SimAgent {
   deltas = 0;
   bytes = 0;
   firstAt = 0;
+  /** Streams opened (reconnects: the agent's own jittered backoff) and how they ended. */
+  opens = 0;
+  ends = new Map();
+  backoff = new Backoff({ initialMs: 250, maxMs: 15_000 });
+  closed = false;
 
   constructor(ctl, name) {
     this.name = name;
@@ -75,8 +80,15 @@ class SimAgent {
   }
 
   open() {
+    if (this.closed) return;
     const ch = this.link.sync();
     this.ch = ch;
+    this.opens++;
+    ch.onClose((e) => {
+      const code = e?.code ?? 'closed';
+      this.ends.set(code, (this.ends.get(code) ?? 0) + 1);
+      if (!this.closed) setTimeout(() => this.open(), this.backoff.next());
+    });
     ch.onMessage((m) => {
       if ('challenge' in m) {
         const { appliedVersion, stateHash } = this.applier.hello();
@@ -95,6 +107,7 @@ class SimAgent {
         }
         if (r.status !== 'applied') return;
         if (!this.firstAt) this.firstAt = performance.now();
+        this.backoff.reset();
         this.acked.set(r.ack.appliedVersion, performance.now());
         ch.send({ ack: r.ack });
       }
@@ -102,9 +115,16 @@ class SimAgent {
   }
 
   close() {
+    this.closed = true;
     this.ch?.close?.();
     this.link.close?.();
   }
+}
+
+function ends(agents) {
+  const out = new Map();
+  for (const a of agents) for (const [k, v] of a.ends) out.set(k, (out.get(k) ?? 0) + v);
+  return out;
 }
 
 async function pool(items, n, fn) {
@@ -139,7 +159,13 @@ async function run(n) {
   // Streams opened, snapshots received.
   t0 = performance.now();
   for (const a of agents) a.open();
-  while (agents.some((a) => !a.firstAt)) await sleep(50);
+  for (let last = -1, still = 0; agents.some((a) => !a.firstAt); ) {
+    await sleep(500);
+    const got = agents.filter((a) => a.firstAt).length;
+    still = got === last ? still + 1 : 0;
+    last = got;
+    if (still > 0 && still % 20 === 0) console.error(`waiting: ${got} of ${n} snapshotted; stream ends so far: ${JSON.stringify(Object.fromEntries(ends(agents)))}`);
+  }
   const snapS = (performance.now() - t0) / 1000;
   await sleep(1000);
   const held = usage(ctl.child.pid);
@@ -184,6 +210,8 @@ async function run(n) {
   for (const r of rows) {
     console.log([r.name.padEnd(14), fmt(r.messages).padStart(5), fmt(r.bytes).padStart(8), fmt(r.acked).padStart(6), fmt(r.cpuMs).padStart(11), fmt(r.p50, 0).padStart(11), fmt(r.p99, 0).padStart(5), fmt(r.max, 0).padStart(9), String(r.gaps).padStart(7), '|', fmt(agents.length).padStart(15), `${fmt(agents.length / Math.max(1, r.messages))}x`.padStart(6)].join(' '));
   }
+  const e = ends(agents);
+  console.log(`streams opened ${fmt(agents.reduce((k, a) => k + a.opens, 0))} for ${fmt(agents.length)} agents; ended: ${e.size ? JSON.stringify(Object.fromEntries(e)) : 'none'}`);
   for (const a of agents) a.close();
   admin.close();
   ctl.child.kill('SIGTERM');
