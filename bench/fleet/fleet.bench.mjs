@@ -8,8 +8,10 @@
 // controller's CPU and RSS per agent, and for a join (a new agent in group 0), a policy change
 // (group 0's rule) and a removal (a group-0 node): the messages sent, the controller CPU, and the
 // time from the admin call until every agent that was sent the change has acked it (p50/p99/max),
-// with each node's gap read back from the controller. The full-state baseline is what pushing every
-// agent its whole view would send: N messages per change, printed next to it.
+// with each node's gap read back from the controller, and the bytes those messages took on the wire
+// (each one's protobuf encoding). The full-state baseline is what pushing every agent its whole view
+// would send: N messages per change, printed next to it. An agent whose stream ends reconnects with
+// the agent's own jittered backoff; how streams ended is printed last.
 //
 // Run after `make build`: node bench/fleet/fleet.bench.mjs [sizes, default 200,1000]
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -41,6 +43,9 @@ function usage(pid) {
 async function startController(state) {
   const child = spawn(process.execPath, [MESHP, 'controller', 'serve', '--state', state, '--listen', '127.0.0.1:0'], { stdio: ['ignore', 'pipe', 'pipe'] });
   child.stderr.resume();
+  // The controller goes with the bench, however it ends (a timeout, ^C).
+  process.once('exit', () => child.kill('SIGKILL'));
+  for (const sig of ['SIGINT', 'SIGTERM']) process.once(sig, () => process.exit(130));
   const lines = createInterface({ input: child.stdout });
   const serving = await new Promise((resolve, reject) => {
     lines.on('line', (l) => {
