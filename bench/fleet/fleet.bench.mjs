@@ -81,7 +81,16 @@ class SimAgent {
 
   async enrol(token) {
     const nodeKey = this.key.publicKey.export({ type: 'spki', format: 'der' }).toString('base64');
-    this.enrolment = await this.link.enrol({ token, nodeKey, node: this.name, endpoints: [] });
+    // As the agent does: an answer that did not come (a busy machine) is asked again with the same token and key.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        this.enrolment = await this.link.enrol({ token, nodeKey, node: this.name, endpoints: [] });
+        return;
+      } catch (e) {
+        if (e?.code !== 'MESHP_UNAVAILABLE' || attempt >= 5) throw e;
+        await sleep(this.backoff.next());
+      }
+    }
   }
 
   open() {

@@ -46,6 +46,8 @@ export class AuthStore {
       const cols = (this.#db.prepare('PRAGMA table_info(hosting_tokens)').all() as { name: string }[]).map((c) => c.name);
       if (!cols.includes('used_key')) this.#db.exec('ALTER TABLE hosting_tokens ADD COLUMN used_key TEXT');
       if (!cols.includes('confirmed_at')) this.#db.exec("ALTER TABLE hosting_tokens ADD COLUMN confirmed_at TEXT; UPDATE hosting_tokens SET confirmed_at = used_at WHERE used_at IS NOT NULL");
+      // A hello looks for its node's pending token by name: indexed, however many tokens were used.
+      this.#db.exec('CREATE INDEX IF NOT EXISTS hosting_tokens_pending ON hosting_tokens (network, used_by) WHERE confirmed_at IS NULL');
       this.#pending = this.#countPending();
     } catch (cause) {
       throw new MeshpError('MESHP_STATE_CORRUPT', `controller state ${path} cannot be opened`, { cause });
@@ -76,12 +78,12 @@ export class AuthStore {
 
   /**
    * The node opened a stream with its credential: it has it, and the token it enrolled with is
-   * spent for good (no retry completes it again). Tokens pending are few: one indexed look when none is.
+   * spent for good (no retry completes it again). Tokens pending are few: none pending, no look; else one indexed update.
    */
   confirm(network: string, node: string, at: string): void {
     if (this.#pending === 0) return;
     const n = this.#db.prepare('UPDATE hosting_tokens SET confirmed_at = ? WHERE network = ? AND used_by = ? AND confirmed_at IS NULL AND used_at IS NOT NULL').run(at, network, node).changes;
-    if (n > 0) this.#pending = this.#countPending();
+    if (n > 0) this.#pending = Math.max(0, this.#pending - n);
   }
 
   #pending = 0;
