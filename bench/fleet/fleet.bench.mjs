@@ -163,12 +163,15 @@ async function run(n) {
   // Enrolment: one token each (single-use), CONCURRENCY at a time.
   const agents = Array.from({ length: n }, (_, i) => new SimAgent(ctl, `a${i}`));
   let t0 = performance.now();
+  let enrolled = 0;
   await pool(agents, CONCURRENCY, async (a) => {
     const g = Number(a.name.slice(1)) % groups;
     const { token } = await admin.call('createToken', { network, mode: 2, ttlSeconds: 3600, tags: [`g${g}`] });
     await a.enrol(token);
+    if (++enrolled % 1000 === 0) console.error(`[N=${n}] ${enrolled} enrolled after ${fmt((performance.now() - t0) / 1000)} s`);
   });
   const enrolS = (performance.now() - t0) / 1000;
+  console.error(`[N=${n}] enrolled ${n} in ${fmt(enrolS)} s (${fmt(n / enrolS)}/s)`);
 
   // Streams opened, snapshots received.
   t0 = performance.now();
@@ -181,6 +184,7 @@ async function run(n) {
     if (still > 0 && still % 20 === 0) console.error(`waiting: ${got} of ${n} snapshotted; stream ends so far: ${JSON.stringify(Object.fromEntries(ends(agents)))}`);
   }
   const snapS = (performance.now() - t0) / 1000;
+  console.error(`[N=${n}] ${n} streams opened and snapshotted in ${fmt(snapS)} s`);
   await sleep(1000);
   const held = usage(ctl.child.pid);
 
