@@ -170,6 +170,23 @@ t.test('the fan-out pumps only the streams a change concerns, found through the 
   t.equal(k, 2 * SIZE, 'a node that joins a second group: the members of both (itself included)');
   await settled();
   t.ok(controller.listNodes(NET).every((n) => n.name === 'late' || n.gap === 0), `every node with a stream at gap 0 at version ${top()}`);
+
+  // A short log: changes that do not concern group 0 go past its depth; group 0's next change is still a delta.
+  controller.setLogDepth(NET, 2);
+  // (Not through settled(): reading the node list brings every basis up to date, which would hide this.)
+  const quiet = async () => {
+    await hub.fanout.idle();
+    for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
+  };
+  for (let i = 0; i < 4; i++) {
+    queued(() => controller.setTags(NET, 'n3', ['g3', `x${i}`]));
+    await quiet();
+  }
+  queued(() => controller.setTags(NET, 'n0', ['g0', 'y']));
+  await settled();
+  const g0 = streams.filter((_, i) => i % G === 0 && i !== 8 && i !== 0);
+  t.ok(g0.every((s) => s.deltas.length === 1 && s.deltas[0]!.fromVersion > 0), `group 0's ${g0.length} other streams got a delta, not a snapshot, past the log's depth of unconcerned changes`);
+  t.ok(streams.every((s) => s.deltas.every((d) => d.fromVersion > 0)), 'no snapshot anywhere');
   const views = streams.map((s, i) => i === 8 || s.applier.view.hash() === controller.snapshotOf(NET, `n${i}`).hash);
   t.ok(views.every(Boolean), 'every view built by deltas equals the snapshot of the same version');
 });

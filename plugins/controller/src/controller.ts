@@ -392,6 +392,23 @@ export class Controller {
     return entries ? affectedBy(net, entries) : null;
   }
 
+  /**
+   * The nodes in `nodes` that the changes after `since` did not concern (not in `concerned`), and
+   * whose basis had reached `since`, have the same view at the network's version: their basis moves
+   * there, so a later change that does concern them is a delta from a version the log still holds.
+   * A plain number per node (no delta computed, nothing written: a hello sets the basis again).
+   */
+  advanceUnconcerned(network: string, since: number, concerned: ReadonlySet<string>, nodes: Iterable<string>): void {
+    const net = this.#net(network);
+    for (const id of nodes) {
+      if (concerned.has(id)) continue;
+      const sync = net.sync.get(id);
+      if (!sync) continue;
+      const basis = Math.max(sync.basis ?? sync.sent, sync.sent);
+      if (basis >= since && basis < net.version) sync.basis = net.version;
+    }
+  }
+
   /** The node's view at the current version and its hash, without touching its sync state. */
   snapshotOf(network: string, id: string): { delta: StateDelta; hash: string } {
     const c = computeSnapshot(this.#net(network), id);

@@ -181,6 +181,8 @@ export class SessionHub {
     // Only the nodes the changes since the last fan-out concern (scope.ts), found through the indexes.
     const ids = since === undefined ? null : since >= version ? new Set<string>() : this.controller.affectedSince(network, since);
     if (ids === null || ids.size >= streams.size) return this.fanout.add(streams);
+    // The others keep their view: their basis follows (a cheap pass), so the log need not reach back for them.
+    if (since !== undefined) this.controller.advanceUnconcerned(network, since, ids, [...streams].map((s) => s.node));
     const some: SyncSession[] = [];
     for (const id of ids) {
       const s = this.#sessions.get(`${network}/${id}`);
