@@ -9,7 +9,7 @@
 import t from 'tap';
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { Proc, createToken, meshp, startAgent, startController, waitUntil, workdir, writeJson, type AgentProc, nodes as listNodes } from '../helpers/grpc-procs.js';
+import { Proc, adminCli, createToken, startAgent, startController, waitUntil, workdir, type AgentProc, nodes as listNodes } from '../helpers/grpc-procs.js';
 
 const OLD = [
   { name: 'old2', commit: '63980d1' },
@@ -22,12 +22,7 @@ t.test('agents of two earlier commits follow today’s controller', { skip: miss
   const dir = workdir(t, 'compat');
   const state = join(dir, 'ctl');
   const ctl = await startController(t, state);
-  const ok = (...args: string[]) => {
-    const r = meshp(...args, '--state', state, '--controller', ctl.address);
-    t.equal(r.code, 0, `meshp ${args.join(' ')}: ${r.err}`);
-  };
-  let n = 0;
-  const policy = (rules: [string, string][]) => ok('policy', 'set', writeJson(dir, `p${++n}.json`, { rules: rules.map(([from, to]) => ({ from, to })) }), '--yes');
+  const { ok, policy } = adminCli(t, ctl, dir);
   policy([['web', 'db']]);
 
   const old: AgentProc[] = OLD.map((o) => {

@@ -14,7 +14,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Proc, meshp, startController, waitUntil, workdir, writeJson, type LogLine, nodes as listNodes, tokenFor } from '../helpers/grpc-procs.js';
+import { Proc, adminCli, startController, waitUntil, workdir, writeJson, type LogLine, nodes as listNodes, tokenFor } from '../helpers/grpc-procs.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../..');
 // Debian's own Python with Debian's grpcio, protobuf and cryptography (APT_PKGS): PyPI is not needed.
@@ -32,12 +32,7 @@ t.test('a Python client from control.proto alone follows a real controller', { s
   t.equal(gen.status, 0, `stubs generated from control.proto: ${gen.stderr}`);
 
   const ctl = await startController(t, state);
-  const ok = (...args: string[]) => {
-    const r = meshp(...args, '--state', state, '--controller', ctl.address);
-    t.equal(r.code, 0, `meshp ${args.join(' ')}: ${r.err}`);
-  };
-  let n = 0;
-  const policy = (rules: [string, string][]) => ok('policy', 'set', writeJson(dir, `p${++n}.json`, { rules: rules.map(([from, to]) => ({ from, to })) }), '--yes');
+  const { ok, policy } = adminCli(t, ctl, dir);
   const client = (name: string, ...args: string[]) => new Proc(t, ['follow', '--stubs', stubs, '--state', join(dir, name), '--controller', ctl.address, '--name', name, ...args], undefined, CLIENT, PY);
   const applied = (p: Proc, pred: (l: LogLine) => boolean, from: number) => p.waitFor((l) => l.event === 'applied' && pred(l), 20_000, from);
   const inHashAgreement = (p: Proc) => {

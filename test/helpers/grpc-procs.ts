@@ -10,7 +10,9 @@ import { fileURLToPath } from 'node:url';
 import { ADMIN_CREDENTIAL_FILE, readAdminCredential } from '@meshp/controller';
 import { AdminClient } from '@meshp/transport-grpc';
 import type { Netns } from './netns.js';
-import { Deadline } from './budget.js';
+import type { Subtest } from './tap-types.js';
+import { Deadline, loadFactor, until } from './budget.js';
+import { widerThanPrivate } from './modes.js';
 
 export const MESHP = join(dirname(fileURLToPath(import.meta.url)), '../../bin/dist/main.js');
 
@@ -108,9 +110,51 @@ export function meshp(...args: string[]): { code: number | null; out: string; er
 }
 
 export function meshpJson<T>(...args: string[]): T {
-  const r = meshp(...args, '--json');
+  return parseJson<T>(args, meshp(...args, '--json'));
+}
+
+function parseJson<T>(args: string[], r: { code: number | null; out: string; err: string }): T {
   if (r.code !== 0) throw new Error(`meshp ${args.join(' ')} → ${r.code}: ${r.err}`);
   return JSON.parse(r.out) as T;
+}
+
+/**
+ * `meshp` without blocking this process. A test that holds streams in this process (RawAgent, a
+ * control link) must use it: spawnSync stops the event loop, and a CLI run that takes longer than
+ * the keepalive timeout on a busy machine gets those streams closed by the controller.
+ */
+export function meshpAsync(...args: string[]): Promise<{ code: number | null; out: string; err: string }> {
+  return new Promise((resolve, reject) => {
+    const c = spawn(process.execPath, [MESHP, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    c.stdout.on('data', (d: Buffer) => (out += d.toString('utf8')));
+    c.stderr.on('data', (d: Buffer) => (err += d.toString('utf8')));
+    const timer = setTimeout(() => c.kill('SIGKILL'), 120_000 * loadFactor());
+    c.once('error', reject);
+    c.once('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, out, err });
+    });
+  });
+}
+
+/**
+ * The CLI against one controller, for tests that script it: `ok` asserts a command succeeded,
+ * `policy` sets the rules (each from → to) with a fresh file each time.
+ */
+export function adminCli(t: Subtest, ctl: ControllerProc, dir: string) {
+  const ok = (...args: string[]) => {
+    const r = meshp(...args, '--state', ctl.state, '--controller', ctl.address);
+    t.equal(r.code, 0, `meshp ${args.join(' ')}: ${r.err}`);
+  };
+  let n = 0;
+  const policy = (rules: [string, string][]) => ok('policy', 'set', writeJson(dir, `p${++n}.json`, { rules: rules.map(([from, to]) => ({ from, to })) }), '--yes');
+  return { ok, policy };
+}
+
+export async function meshpJsonAsync<T>(...args: string[]): Promise<T> {
+  return parseJson<T>(args, await meshpAsync(...args, '--json'));
 }
 
 export interface ControllerProc {
@@ -127,6 +171,9 @@ export async function startController(t: Teardown, state: string, extra: string[
   const proc = new Proc(t, ['controller', 'serve', '--state', state, '--listen', address, '--metrics-listen', '127.0.0.1:0', ...extra]);
   // A busy machine (several test files at once) can take many seconds to start node: wait long, fail only on a hang.
   const line = await proc.waitFor((l) => l.msg === 'controller serving', 60_000);
+  // controller.db holds catalogue contents and credentials' digests (issue 13): every controller a test runs is checked.
+  const wide = widerThanPrivate(state);
+  if (wide) throw new Error(`controller state not private: ${wide}`);
   let admin: Promise<AdminClient> | undefined;
   t.teardown(() => admin?.then((c) => c.close(), () => undefined));
   const connect = () => {
@@ -151,6 +198,12 @@ export function startAgent(t: Teardown, dir: string, name: string, controller: s
   mkdirSync(root, { recursive: true });
   const args = ['agent', '--state', state, '--controller', controller, '--name', name, '--root', root, '--firewall', 'none', '--docker-socket', join(base, 'absent-docker.sock'), '--interval', '1'];
   if (token) args.push('--token', token);
+  // host.db holds the credential and held files' originals (issue 13): checked once the agent is gone
+  // (teardowns run last-registered first, so after its kill and before the folder is removed).
+  t.teardown(() => {
+    const wide = widerThanPrivate(state);
+    if (wide) throw new Error(`agent ${name}'s state not private: ${wide}`);
+  });
   return { proc: new Proc(t, args), name, state, root };
 }
 
@@ -162,6 +215,10 @@ export async function tokenFor(ctl: ControllerProc, tags: string[] = [], adopted
 
 export function createToken(ctl: ControllerProc, ...extra: string[]): string {
   return meshpJson<{ token: string }>('token', 'create', '--state', ctl.state, '--controller', ctl.address, ...extra).token;
+}
+
+export async function createTokenAsync(ctl: ControllerProc, ...extra: string[]): Promise<string> {
+  return (await meshpJsonAsync<{ token: string }>('token', 'create', '--state', ctl.state, '--controller', ctl.address, ...extra)).token;
 }
 
 export function writeJson(dir: string, name: string, doc: unknown): string {
@@ -200,21 +257,25 @@ export function nodeList(ctl: ControllerProc): NodeRow[] {
   return meshpJson<{ nodes: NodeRow[] }>('node', 'list', '--state', ctl.state, '--controller', ctl.address).nodes;
 }
 
+export async function nodeListAsync(ctl: ControllerProc): Promise<NodeRow[]> {
+  return (await meshpJsonAsync<{ nodes: NodeRow[] }>('node', 'list', '--state', ctl.state, '--controller', ctl.address)).nodes;
+}
+
 /** Polls `fn` (sync or async) until it answers something truthy. */
 export async function waitUntil<T>(what: string, fn: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 20_000): Promise<T> {
-  const deadline = new Deadline(timeoutMs);
-  let step = 200;
+  // A look that throws (a CLI process that failed, a controller still starting) counts as not yet; the last error is told on timeout.
   let last: unknown;
-  for (;;) {
+  const look = async () => {
     try {
-      const v = await fn();
-      if (v) return v;
+      return await fn();
     } catch (e) {
       last = e;
+      return undefined;
     }
-    if (deadline.expired()) throw new Error(`timed out: ${what}${last ? ` (${String(last)})` : ''}`);
-    // Each look may run the CLI: look less often as the wait grows, so the wait does not load the machine.
-    await new Promise((r) => setTimeout(r, step));
-    step = Math.min(1000, Math.round(step * 1.5));
+  };
+  try {
+    return await until(what, look, timeoutMs / 1000);
+  } catch (e) {
+    throw new Error(`${(e as Error).message}${last ? ` (last error: ${String(last)})` : ''}`);
   }
 }

@@ -11,7 +11,7 @@ import { createPrivateKey, sign } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { challengePayload, versionPayload } from '@meshp/core';
-import { tokenFor, meshp, meshpJson, nodeList, startController, waitUntil, workdir, writeJson, type ControllerProc, nodes as listNodes } from '../helpers/grpc-procs.js';
+import { tokenFor, meshpAsync, meshpJsonAsync, nodeListAsync, startController, waitUntil, workdir, writeJson, type ControllerProc, nodes as listNodes } from '../helpers/grpc-procs.js';
 import { RawAgent, garbageOnSync } from '../helpers/raw-agent.js';
 
 async function metrics(ctl: ControllerProc): Promise<string> {
@@ -45,7 +45,7 @@ t.test('a hash that keeps differing: bounded snapshots, then diverged', async (t
   t.ok(waits.length >= 2 && waits.every((w, i) => w >= 1000 * 2 ** i - 50), `the waits between them double: ${waits.join(', ')} ms`);
   const m = await metrics(ctl);
   t.match(m, /meshp_diverged\{network="default",node="liar",code="MESHP_DIVERGED"\} 1/, '/metrics shows the diverged membership');
-  const listed = meshpJson<{ nodes: { name: string; diverged: string | null }[] }>('node', 'list', '--state', join(dir, 'ctl'), '--controller', ctl.address).nodes;
+  const listed = (await meshpJsonAsync<{ nodes: { name: string; diverged: string | null }[] }>('node', 'list', '--state', join(dir, 'ctl'), '--controller', ctl.address)).nodes;
   t.match(listed.find((n) => n.name === 'liar')?.diverged ?? '', /^MESHP_DIVERGED: /, 'node list --json carries it, coded');
   // Nothing more goes however often it lies or asks.
   for (let i = 0; i < 3; i++) s.ch.send({ ack: { appliedVersion: liar.applier.appliedVersion, stateHash: 'still-not' } });
@@ -59,7 +59,7 @@ t.test('a hash that keeps differing: bounded snapshots, then diverged', async (t
   const mendedSent = s2.deltas.length;
   mendedLies = false;
   const mark = ctl.proc.lines.length;
-  const set = meshp('policy', 'set', writeJson(dir, 'b-to-a.json', { rules: [{ from: 'b', to: 'a' }] }), '--yes', '--state', join(dir, 'ctl'), '--controller', ctl.address);
+  const set = await meshpAsync('policy', 'set', writeJson(dir, 'b-to-a.json', { rules: [{ from: 'b', to: 'a' }] }), '--yes', '--state', join(dir, 'ctl'), '--controller', ctl.address);
   t.equal(set.code, 0, `policy set: ${set.err}`);
   await ctl.proc.waitFor((l) => l.msg === DIVERGED && l.node === 'liar', 20_000, mark);
   t.equal(s.deltas.length, sent + 1, 'a view change brings the diverged liar one snapshot, no more');
@@ -143,7 +143,7 @@ t.test('a version past the network is honoured only with the controller signatur
     const logged = await ctl.proc.waitFor((l) => l.msg === 'sync refused' && l.code === 'MESHP_VERSION_UNPROVEN', 15_000, mark);
     t.match(String(logged.peer), /127\.0\.0\.1/, 'and logged with the peer');
   }
-  t.equal(nodeList(ctl).find((n) => n.name === 'claimer')!.stateVersion, at, "the network's version did not move");
+  t.equal((await nodeListAsync(ctl)).find((n) => n.name === 'claimer')!.stateVersion, at, "the network's version did not move");
 
   // A signature the controller did make (read from its key, standing in for a restored controller's
   // agents): the network moves past 2^32, and every admin answer still serialises.
@@ -156,18 +156,18 @@ t.test('a version past the network is honoured only with the controller signatur
   const check = () => {
     const node = waitUntil('node list past 2^32', async () => {
       if (!(await listNodes(ctl)).some((x) => x.name === 'claimer' && x.gap === 0)) return false;
-      const n = nodeList(ctl).find((x) => x.name === 'claimer');
+      const n = (await nodeListAsync(ctl)).find((x) => x.name === 'claimer');
       return n && n.gap === 0 && n;
     });
     return node;
   };
   const n = await check();
   t.equal(n.stateVersion, far + 1, `node list answers at version ${n.stateVersion}`);
-  const wide = await waitUntil('the report past 2^32 listed', () => meshpJson<{ nodes: { name: string; reportedVersion: number }[] }>('node', 'list', '--state', state, '--controller', ctl.address).nodes.find((x) => x.name === 'claimer' && x.reportedVersion > 2 ** 32), 90_000);
+  const wide = await waitUntil('the report past 2^32 listed', async () => (await meshpJsonAsync<{ nodes: { name: string; reportedVersion: number }[] }>('node', 'list', '--state', state, '--controller', ctl.address)).nodes.find((x) => x.name === 'claimer' && x.reportedVersion > 2 ** 32), 90_000);
   t.equal(wide.reportedVersion, far + 1, 'the reported version past 2^32 is listed whole');
-  const show = meshp('node', 'show', 'claimer', '--json', '--state', state, '--controller', ctl.address);
+  const show = await meshpAsync('node', 'show', 'claimer', '--json', '--state', state, '--controller', ctl.address);
   t.equal(show.code, 0, `node show past 2^32: ${show.err}`);
-  const doc = meshp('doctor', 'claimer', '--json', '--state', state, '--controller', ctl.address);
+  const doc = await meshpAsync('doctor', 'claimer', '--json', '--state', state, '--controller', ctl.address);
   t.equal(doc.code, 0, `doctor past 2^32: ${doc.err}`);
   s2.ch.close();
   await s2.closed;
@@ -176,7 +176,7 @@ t.test('a version past the network is honoured only with the controller signatur
   ctl.proc.kill('SIGTERM');
   await ctl.proc.exited;
   ctl = await startController(t, state, [], ctl.address);
-  t.equal(nodeList(ctl).find((x) => x.name === 'claimer')!.stateVersion, far + 1, 'after a restart too');
+  t.equal((await nodeListAsync(ctl)).find((x) => x.name === 'claimer')!.stateVersion, far + 1, 'after a restart too');
 });
 
 function helloOf(a: RawAgent, nonce: Uint8Array) {

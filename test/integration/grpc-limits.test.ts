@@ -6,7 +6,7 @@
  */
 import t from 'tap';
 import { join } from 'node:path';
-import { Proc, tokenFor, nodeList, startAgent, startController, waitUntil, workdir, nodes as listNodes } from '../helpers/grpc-procs.js';
+import { Proc, tokenFor, nodeListAsync, startAgent, startController, waitUntil, workdir, nodes as listNodes } from '../helpers/grpc-procs.js';
 import { RawAgent } from '../helpers/raw-agent.js';
 
 const bloated = Array.from({ length: 40 }, (_, i) => `${'endpoint-'.repeat(20)}${i}.example:51820`);
@@ -22,7 +22,7 @@ t.test('endpoint bloat is refused at enrolment; the others converge', async (t) 
   const code = await Promise.race([bloat.exited, new Promise<string>((r) => setTimeout(() => r('still running'), 30_000))]);
   t.equal(code, 1, 'the agent stops with a refusal');
   t.match(bloat.stderr + JSON.stringify(bloat.lines), /MESHP_INPUT_TOO_LARGE: 40 endpoints are over the limit of 32/);
-  t.same(nodeList(ctl).map((n) => n.name), [], 'nothing joined');
+  t.same((await nodeListAsync(ctl)).map((n) => n.name), [], 'nothing joined');
   const logged = await ctl.proc.waitFor((l) => l.msg === 'enrolment refused');
   t.equal(logged.code, 'MESHP_INPUT_TOO_LARGE', 'the controller logs the refusal with its code');
 

@@ -8,7 +8,7 @@
 import t from 'tap';
 import { copyFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { createToken, meshp, nodeList, startAgent, startController, waitUntil, workdir, writeJson, type AgentProc, nodes as listNodes, tokenFor } from '../helpers/grpc-procs.js';
+import { createTokenAsync, meshpAsync, nodeListAsync, startAgent, startController, waitUntil, workdir, writeJson, type AgentProc, nodes as listNodes, tokenFor } from '../helpers/grpc-procs.js';
 import { isMeshpError } from '@meshp/core';
 import { RawAgent } from '../helpers/raw-agent.js';
 
@@ -16,14 +16,14 @@ t.test('remove, rename, UNSCOPED and REMOVED through the CLI; a removed node sta
   const dir = workdir(t, 'lifecycle');
   const state = join(dir, 'ctl');
   const ctl = await startController(t, state);
-  const cli = (...args: string[]) => meshp(...args, '--state', state, '--controller', ctl.address);
-  const ok = (...args: string[]) => {
-    const r = cli(...args);
+  const cli = (...args: string[]) => meshpAsync(...args, '--state', state, '--controller', ctl.address);
+  const ok = async (...args: string[]) => {
+    const r = await cli(...args);
     t.equal(r.code, 0, `meshp ${args.join(' ')}: ${r.err}`);
     return r;
   };
-  const policy = (rules: { from: string; to: string }[], tag: string) => ok('policy', 'set', writeJson(dir, `policy-${tag}.json`, { rules }), '--yes');
-  policy([{ from: 'web', to: 'db' }], 'web-db');
+  const policy = async (rules: { from: string; to: string }[], tag: string) => await ok('policy', 'set', writeJson(dir, `policy-${tag}.json`, { rules }), '--yes');
+  await policy([{ from: 'web', to: 'db' }], 'web-db');
 
   const [webToken, dbToken, opsToken] = await Promise.all(['web', 'db', 'ops'].map((x) => tokenFor(ctl, [x])));
   const web = startAgent(t, dir, 'web1', ctl.address, webToken);
@@ -40,11 +40,11 @@ t.test('remove, rename, UNSCOPED and REMOVED through the CLI; a removed node sta
 
   // UNSCOPED: the policy no longer lets web1 see db1.
   let mark = web.proc.lines.length;
-  policy([], 'none');
+  await policy([], 'none');
   const unscoped = await web.proc.waitFor((l) => l.msg === 'applied' && Number(l.unscoped) === 1, 15_000, mark);
   t.equal(unscoped.removed, 0, 'a policy change hides the peer: UNSCOPED, not REMOVED');
   mark = web.proc.lines.length;
-  policy([{ from: 'web', to: 'db' }], 'web-db-again');
+  await policy([{ from: 'web', to: 'db' }], 'web-db-again');
   await web.proc.waitFor((l) => l.msg === 'applied' && Number(l.upserted) === 1, 15_000, mark);
   await settled(all);
 
@@ -53,7 +53,7 @@ t.test('remove, rename, UNSCOPED and REMOVED through the CLI; a removed node sta
   const ctlMark = ctl.proc.lines.length;
   const dbMark = db.proc.lines.length;
   const t0 = Date.now();
-  ok('node', 'remove', 'db1', '--yes');
+  await ok('node', 'remove', 'db1', '--yes');
   const removed = await web.proc.waitFor((l) => l.msg === 'applied' && Number(l.removed) === 1, 15_000, mark);
   t.equal(removed.unscoped, 0, 'web1 got db1 removed with REMOVED');
   const removedAt = await ctl.proc.waitFor((l) => l.msg === 'node removed: credential and key revoked', 15_000, ctlMark);
@@ -62,36 +62,36 @@ t.test('remove, rename, UNSCOPED and REMOVED through the CLI; a removed node sta
   t.equal(refused.code, 'MESHP_NODE_REVOKED', 'the removed node is told why its stream ends');
   const back = await ctl.proc.waitFor((l) => l.msg === 'sync refused' && l.code === 'MESHP_AUTH_FAILED', 20_000, ctlMark);
   t.match(String(back.err), /revoked/, 'its reconnect with the old credential is refused');
-  t.notOk(nodeList(ctl).some((n) => n.name === 'db1'), 'node list no longer has db1');
+  t.notOk((await nodeListAsync(ctl)).some((n) => n.name === 'db1'), 'node list no longer has db1');
   const replayer = new RawAgent(ctl);
   t.teardown(() => replayer.link.close());
   const replay = await replayer.enrol(dbToken, 'db3').then(() => 'enrolled', (e: unknown) => (isMeshpError(e) ? `${e.code}: ${e.message}` : String(e)));
   t.match(replay, /MESHP_TOKEN_INVALID: .*unknown/, "the removed node's spent token is gone from the store: a replay is unknown");
 
   // The next change is answered normally (it used to fail with "no node db1 in default").
-  const next = cli('policy', 'set', writeJson(dir, 'policy-after.json', { rules: [{ from: 'web', to: 'db' }, { from: 'ops', to: 'web' }] }), '--yes');
+  const next = await cli('policy', 'set', writeJson(dir, 'policy-after.json', { rules: [{ from: 'web', to: 'db' }, { from: 'ops', to: 'web' }] }), '--yes');
   t.equal(next.code, 0, `policy set after a removal: ${next.err}`);
   db.proc.kill('SIGKILL');
   await db.proc.exited;
 
   // The revoked key cannot enrol again, even with a fresh token; a key in use cannot enrol twice.
-  const reuse = (name: string, from: AgentProc) => {
+  const reuse = async (name: string, from: AgentProc) => {
     mkdirSync(join(dir, name, 'state'), { recursive: true });
     copyFileSync(join(from.state, 'node.key'), join(dir, name, 'state', 'node.key'));
-    return startAgent(t, dir, name, ctl.address, createToken(ctl, '--tag', 'db'));
+    return startAgent(t, dir, name, ctl.address, await createTokenAsync(ctl, '--tag', 'db'));
   };
-  const again = reuse('db2', db);
+  const again = await reuse('db2', db);
   const againExit = await again.proc.exited;
   t.not(againExit, 0, 'an agent with the revoked key is refused');
   t.match(again.proc.stderr + JSON.stringify(again.proc.lines), /MESHP_NODE_REVOKED/);
-  const twin = reuse('ops2', ops);
+  const twin = await reuse('ops2', ops);
   t.not(await twin.proc.exited, 0, 'an agent with the key of ops1 is refused');
   t.match(twin.proc.stderr + JSON.stringify(twin.proc.lines), /MESHP_KEY_IN_USE/);
 
   // Rename: web1 becomes www1; its peers see the old name go and the new one come in one delta.
   const opsMark = ops.proc.lines.length;
   mark = web.proc.lines.length;
-  ok('node', 'rename', 'web1', 'www1');
+  await ok('node', 'rename', 'web1', 'www1');
   await web.proc.waitFor((l) => l.msg === 'renamed' && l.to === 'www1', 15_000, mark);
   const seen = await ops.proc.waitFor((l) => l.msg === 'applied' && Number(l.upserted) === 1 && Number(l.removed) === 1, 15_000, opsMark);
   t.ok(seen, 'ops1 got web1 removed and www1 upserted in one delta');
@@ -105,7 +105,7 @@ t.test('remove, rename, UNSCOPED and REMOVED through the CLI; a removed node sta
   t.equal(hello.node, 'www1', 'the restarted agent says its new name');
   t.equal(hello.resume, true, 'and resumes where it was');
 
-  const unasked = cli('node', 'remove', 'ops1');
+  const unasked = await cli('node', 'remove', 'ops1');
   t.not(unasked.code, 0, 'node remove without --yes off a terminal changes nothing');
   t.match(unasked.err, /MESHP_CONFIRM_NEEDED/);
 });

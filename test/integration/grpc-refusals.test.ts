@@ -10,7 +10,7 @@ import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { challengePayload, decodeToken, encodeToken, isMeshpError, type ControlLink, type TransportError } from '@meshp/core';
 import { GrpcControlLink } from '@meshp/transport-grpc';
-import { createToken, meshp, startAgent, startController, workdir, type ControllerProc } from '../helpers/grpc-procs.js';
+import { createTokenAsync, meshpAsync, startAgent, startController, workdir, type ControllerProc } from '../helpers/grpc-procs.js';
 
 function keyPair() {
   const { privateKey, publicKey } = generateKeyPairSync('ed25519');
@@ -49,11 +49,11 @@ t.test('the controller refuses what it must, with a code, and logs it', async (t
   t.equal(statSync(join(ctl.state, 'tls/controller.key')).mode & 0o777, 0o600, 'the TLS key is 0600');
 
   // A good enrolment, to have someone to impersonate.
-  const good = startAgent(t, dir, 'b1', ctl.address, createToken(ctl));
+  const good = startAgent(t, dir, 'b1', ctl.address, await createTokenAsync(ctl));
   await good.proc.waitFor((l) => l.msg === 'applied');
   t.equal(statSync(join(good.state, 'node.key')).mode & 0o777, 0o600, "the node's private key is 0600");
 
-  const real = decodeToken(createToken(ctl));
+  const real = decodeToken(await createTokenAsync(ctl));
   const forged = encodeToken(real.claims, 'A'.repeat(43));
   t.match(await refusedAgent(t, ctl, dir, 'f1', forged), /^MESHP_TOKEN_INVALID: .*unknown/, 'a forged token');
   await logged('MESHP_TOKEN_INVALID');
@@ -61,25 +61,25 @@ t.test('the controller refuses what it must, with a code, and logs it', async (t
   const altered = encodeToken({ ...real.claims, adopted: !real.claims.adopted }, real.secret);
   t.match(await refusedAgent(t, ctl, dir, 'f2', altered), /^MESHP_TOKEN_INVALID: .*altered/, 'a token whose claims were changed');
 
-  const once = createToken(ctl);
+  const once = await createTokenAsync(ctl);
   const first = startAgent(t, dir, 'r1', ctl.address, once);
   await first.proc.waitFor((l) => l.msg === 'enrolled');
   t.match(await refusedAgent(t, ctl, dir, 'r2', once), /^MESHP_TOKEN_INVALID: .*already used/, 'a replayed token');
 
-  const short = createToken(ctl, '--ttl', '1s');
+  const short = await createTokenAsync(ctl, '--ttl', '1s');
   await new Promise((r) => setTimeout(r, 1_300));
   t.match(await refusedAgent(t, ctl, dir, 'e1', short), /^MESHP_TOKEN_INVALID: .*expired/, 'an expired token');
 
-  const other = decodeToken(createToken(ctl));
+  const other = decodeToken(await createTokenAsync(ctl));
   const pinned = encodeToken({ ...other.claims, fingerprint: 'ab'.repeat(32) }, other.secret);
   t.match(await refusedAgent(t, ctl, dir, 'p1', pinned), /^MESHP_TLS_PIN: /, 'a controller whose certificate is not the pinned one');
   const wrongPin = join(dir, 'wrong-pin.credential');
   writeFileSync(wrongPin, readFileSync(join(ctl.state, 'admin.credential'), 'utf8').replace(/\.[0-9a-f]{64}\./, `.${'cd'.repeat(32)}.`));
-  t.match(meshp('node', 'list', '--credential', wrongPin, '--controller', ctl.address).err, /^MESHP_TLS_PIN: /, 'the CLI pins too');
+  t.match((await meshpAsync('node', 'list', '--credential', wrongPin, '--controller', ctl.address)).err, /^MESHP_TLS_PIN: /, 'the CLI pins too');
 
   const wrongAdmin = join(dir, 'wrong.credential');
   writeFileSync(wrongAdmin, readFileSync(join(ctl.state, 'admin.credential'), 'utf8').replace(/\.[^.]+$/, `.${'x'.repeat(43)}\n`));
-  const denied = meshp('node', 'list', '--credential', wrongAdmin, '--controller', ctl.address);
+  const denied = await meshpAsync('node', 'list', '--credential', wrongAdmin, '--controller', ctl.address);
   t.equal(denied.code, 1);
   t.match(denied.err, /^MESHP_AUTH_FAILED: /, 'a wrong admin credential');
   await logged('MESHP_AUTH_FAILED');
@@ -89,7 +89,7 @@ t.test('the controller refuses what it must, with a code, and logs it', async (t
   const link = new GrpcControlLink({ address: ctl.address, fingerprint, maxMessageBytes: 64 * 1024 * 1024 });
   t.teardown(() => link.close());
   const me = keyPair();
-  const enrolled = await link.enrol({ token: createToken(ctl), nodeKey: me.nodeKey, node: 'x1', endpoints: [] });
+  const enrolled = await link.enrol({ token: await createTokenAsync(ctl), nodeKey: me.nodeKey, node: 'x1', endpoints: [] });
   t.equal(enrolled.node, 'x1');
 
   const hello = (node: string, signer = me.sign) => (nonce: Uint8Array) => ({
@@ -108,7 +108,7 @@ t.test('the controller refuses what it must, with a code, and logs it', async (t
   t.equal(v1r1.error?.code, 'MESHP_AUTH_FAILED', 'an unsigned (v1-r1) hello');
   t.match(v1r1.error?.message ?? '', /unsigned hello .*v1-r1/, 'named as the deliberate break');
 
-  const oversizedEnrol = await link.enrol({ token: createToken(ctl), nodeKey: 'k'.repeat(5 * 1024 * 1024), node: 'big', endpoints: [] }).catch((e: unknown) => e);
+  const oversizedEnrol = await link.enrol({ token: await createTokenAsync(ctl), nodeKey: 'k'.repeat(5 * 1024 * 1024), node: 'big', endpoints: [] }).catch((e: unknown) => e);
   t.ok(isMeshpError(oversizedEnrol, 'MESHP_MESSAGE_TOO_LARGE'), `an oversized enrolment: ${String(oversizedEnrol)}`);
   await ctl.proc.waitFor((l) => l.code === 'MESHP_MESSAGE_TOO_LARGE' && l.method === 'Enrol', 5_000);
 
@@ -119,12 +119,12 @@ t.test('the controller refuses what it must, with a code, and logs it', async (t
 
   const small = new GrpcControlLink({ address: ctl.address, fingerprint });
   t.teardown(() => small.close());
-  const local = await small.enrol({ token: createToken(ctl), nodeKey: 'k'.repeat(5 * 1024 * 1024), node: 'big2', endpoints: [] }).catch((e: unknown) => e);
+  const local = await small.enrol({ token: await createTokenAsync(ctl), nodeKey: 'k'.repeat(5 * 1024 * 1024), node: 'big2', endpoints: [] }).catch((e: unknown) => e);
   t.ok(isMeshpError(local, 'MESHP_MESSAGE_TOO_LARGE'), 'the client side has the same limit');
 
-  const usage = meshp('node', 'show', '--state', ctl.state, '--controller', ctl.address);
+  const usage = await meshpAsync('node', 'show', '--state', ctl.state, '--controller', ctl.address);
   t.equal(usage.code, 2, 'a usage error exits 2');
-  const notAssigned = meshp('module', 'take', 'b1', 'nosuch', '--yes', '--state', ctl.state, '--controller', ctl.address);
+  const notAssigned = await meshpAsync('module', 'take', 'b1', 'nosuch', '--yes', '--state', ctl.state, '--controller', ctl.address);
   t.equal(notAssigned.code, 2, 'taking a module not assigned is a usage error');
   t.match(notAssigned.err, /^MESHP_USAGE: module nosuch is not assigned to b1\n$/, 'a refusal is one coded line');
 

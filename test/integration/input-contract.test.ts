@@ -9,23 +9,13 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { ADMIN_CREDENTIAL_FILE, readAdminCredential } from '@meshp/controller';
 import { AdminClient } from '@meshp/transport-grpc';
-import { MESHP, createToken, startAgent, startController, workdir, writeJson } from '../helpers/grpc-procs.js';
+import { MESHP, createToken, meshpAsync, startAgent, startController, workdir, writeJson } from '../helpers/grpc-procs.js';
 
 const dir = workdir(t, 'contract');
 const ctl = await startController(t, join(dir, 'ctl'));
 const admin = ['--state', ctl.state, '--controller', ctl.address];
 /** One CLI run, not waited on synchronously: the independent checks of a case run side by side. */
-function run(...args: string[]): Promise<{ code: number | null; out: string; err: string }> {
-  return new Promise((resolve, reject) => {
-    const p = spawn(process.execPath, [MESHP, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    p.stdout.on('data', (d: Buffer) => (out += d.toString('utf8')));
-    p.stderr.on('data', (d: Buffer) => (err += d.toString('utf8')));
-    p.once('error', reject);
-    p.once('close', (code) => resolve({ code, out, err }));
-  });
-}
+const run = meshpAsync;
 const cli = (...args: string[]) => run(...args, ...admin);
 const cred = readAdminCredential(join(ctl.state, ADMIN_CREDENTIAL_FILE));
 const adminClient = await AdminClient.connect({ address: ctl.address, fingerprint: cred.fingerprint, credential: cred.secret });

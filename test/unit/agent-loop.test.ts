@@ -8,6 +8,7 @@ import { Agent, PLUGIN_API_VERSION, challengePayload, type AgentLog, type Firewa
 import { Controller, MemoryStore } from '@meshp/controller';
 import { bed } from '../helpers/host.js';
 import { FakeLink, type FakeChannel } from '../helpers/grpc-fake-link.js';
+import { until } from '../helpers/budget.js';
 
 const NET = 'n';
 
@@ -187,12 +188,11 @@ t.test('the agent reconciles on the timer and when the firewall watch fires', as
   await ch.waitFor('ack');
   const reconciled = (reason: string) => w.events.filter((e) => e.msg === 'reconciled' && e.fields.reason === reason).length;
   t.ok(reconciled('delta') >= 1, 'on the delta');
-  await new Promise((r) => setTimeout(r, 350));
-  t.ok(reconciled('timer') >= 2, `on the timer (${reconciled('timer')})`);
+  // Waited for, not slept on: a busy machine delays timers, it does not make them fire early.
+  t.ok(await until('two timer reconciles', () => reconciled('timer') >= 2, 20, 20), `on the timer (${reconciled('timer')})`);
   t.ok(fire, 'the agent watches the firewall');
   fire!();
-  await new Promise((r) => setTimeout(r, 100));
-  t.ok(reconciled('firewall') + reconciled('again') >= 1, 'when the firewall was reloaded');
+  t.ok(await until('a reconcile for the reload', () => reconciled('firewall') + reconciled('again') >= 1, 20, 20), 'when the firewall was reloaded');
   await a.stop();
   t.ok(watchClosed, 'stop closes the watch');
   const after = w.events.length;
