@@ -8,8 +8,10 @@
 // controller's CPU and RSS per agent, and for a join (a new agent in group 0), a policy change
 // (group 0's rule) and a removal (a group-0 node): the messages sent, the controller CPU, and the
 // time from the admin call until every agent that was sent the change has acked it (p50/p99/max),
-// with each node's gap read back from the controller. The full-state baseline is what pushing every
-// agent its whole view would send: N messages per change, printed next to it.
+// with each node's gap read back from the controller, and the bytes those messages took on the wire
+// (each one's protobuf encoding). The full-state baseline is what pushing every agent its whole view
+// would send: N messages per change, printed next to it. An agent whose stream ends reconnects with
+// the agent's own jittered backoff; how streams ended is printed last.
 //
 // Run after `make build`: node bench/fleet/fleet.bench.mjs [sizes, default 200,1000]
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -18,8 +20,8 @@ import { join } from 'node:path';
 import { spawn } from 'node:child_process';
 import { generateKeyPairSync, sign } from 'node:crypto';
 import { createInterface } from 'node:readline';
-import { DeltaApplier, PROTOCOL_REVISION, challengePayload } from '@meshp/core';
-import { GrpcControlLink } from '@meshp/transport-grpc';
+import { Backoff, DeltaApplier, PROTOCOL_REVISION, challengePayload } from '@meshp/core';
+import { GrpcControlLink, wire } from '@meshp/transport-grpc';
 import { connectAdmin } from '../../bin/dist/remote/admin.js';
 
 const MESHP = new URL('../../bin/dist/main.js', import.meta.url).pathname;
@@ -41,6 +43,9 @@ function usage(pid) {
 async function startController(state) {
   const child = spawn(process.execPath, [MESHP, 'controller', 'serve', '--state', state, '--listen', '127.0.0.1:0'], { stdio: ['ignore', 'pipe', 'pipe'] });
   child.stderr.resume();
+  // The controller goes with the bench, however it ends (a timeout, ^C).
+  process.once('exit', () => child.kill('SIGKILL'));
+  for (const sig of ['SIGINT', 'SIGTERM']) process.once(sig, () => process.exit(130));
   const lines = createInterface({ input: child.stdout });
   const serving = await new Promise((resolve, reject) => {
     lines.on('line', (l) => {
@@ -61,7 +66,13 @@ class SimAgent {
   key = generateKeyPairSync('ed25519');
   acked = new Map(); // version → time acked
   deltas = 0;
+  bytes = 0;
   firstAt = 0;
+  /** Streams opened (reconnects: the agent's own jittered backoff) and how they ended. */
+  opens = 0;
+  ends = new Map();
+  backoff = new Backoff({ initialMs: 250, maxMs: 15_000 });
+  closed = false;
 
   constructor(ctl, name) {
     this.name = name;
@@ -70,12 +81,28 @@ class SimAgent {
 
   async enrol(token) {
     const nodeKey = this.key.publicKey.export({ type: 'spki', format: 'der' }).toString('base64');
-    this.enrolment = await this.link.enrol({ token, nodeKey, node: this.name, endpoints: [] });
+    // As the agent does: an answer that did not come (a busy machine) is asked again with the same token and key.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        this.enrolment = await this.link.enrol({ token, nodeKey, node: this.name, endpoints: [] });
+        return;
+      } catch (e) {
+        if (e?.code !== 'MESHP_UNAVAILABLE' || attempt >= 5) throw e;
+        await sleep(this.backoff.next());
+      }
+    }
   }
 
   open() {
+    if (this.closed) return;
     const ch = this.link.sync();
     this.ch = ch;
+    this.opens++;
+    ch.onClose((e) => {
+      const code = e?.code ?? 'closed';
+      this.ends.set(code, (this.ends.get(code) ?? 0) + 1);
+      if (!this.closed) setTimeout(() => this.open(), this.backoff.next());
+    });
     ch.onMessage((m) => {
       if ('challenge' in m) {
         const { appliedVersion, stateHash } = this.applier.hello();
@@ -83,6 +110,8 @@ class SimAgent {
         ch.send({ hello: { node: this.enrolment.node, credential: this.enrolment.credential, appliedVersion, stateHash, revision: PROTOCOL_REVISION, signature } });
       } else if ('delta' in m) {
         this.deltas++;
+        // Its size on the wire: the protobuf encoding of the message received.
+        this.bytes += wire.SyncResponse.encode(wire.SyncResponse.fromPartial({ delta: m.delta })).finish().length;
         let r;
         try {
           r = this.applier.receive(m.delta);
@@ -92,6 +121,7 @@ class SimAgent {
         }
         if (r.status !== 'applied') return;
         if (!this.firstAt) this.firstAt = performance.now();
+        this.backoff.reset();
         this.acked.set(r.ack.appliedVersion, performance.now());
         ch.send({ ack: r.ack });
       }
@@ -99,9 +129,16 @@ class SimAgent {
   }
 
   close() {
+    this.closed = true;
     this.ch?.close?.();
     this.link.close?.();
   }
+}
+
+function ends(agents) {
+  const out = new Map();
+  for (const a of agents) for (const [k, v] of a.ends) out.set(k, (out.get(k) ?? 0) + v);
+  return out;
 }
 
 async function pool(items, n, fn) {
@@ -126,18 +163,28 @@ async function run(n) {
   // Enrolment: one token each (single-use), CONCURRENCY at a time.
   const agents = Array.from({ length: n }, (_, i) => new SimAgent(ctl, `a${i}`));
   let t0 = performance.now();
+  let enrolled = 0;
   await pool(agents, CONCURRENCY, async (a) => {
     const g = Number(a.name.slice(1)) % groups;
     const { token } = await admin.call('createToken', { network, mode: 2, ttlSeconds: 3600, tags: [`g${g}`] });
     await a.enrol(token);
+    if (++enrolled % 1000 === 0) console.error(`[N=${n}] ${enrolled} enrolled after ${fmt((performance.now() - t0) / 1000)} s`);
   });
   const enrolS = (performance.now() - t0) / 1000;
+  console.error(`[N=${n}] enrolled ${n} in ${fmt(enrolS)} s (${fmt(n / enrolS)}/s)`);
 
   // Streams opened, snapshots received.
   t0 = performance.now();
   for (const a of agents) a.open();
-  while (agents.some((a) => !a.firstAt)) await sleep(50);
+  for (let last = -1, still = 0; agents.some((a) => !a.firstAt); ) {
+    await sleep(500);
+    const got = agents.filter((a) => a.firstAt).length;
+    still = got === last ? still + 1 : 0;
+    last = got;
+    if (still > 0 && still % 20 === 0) console.error(`waiting: ${got} of ${n} snapshotted; stream ends so far: ${JSON.stringify(Object.fromEntries(ends(agents)))}`);
+  }
   const snapS = (performance.now() - t0) / 1000;
+  console.error(`[N=${n}] ${n} streams opened and snapshotted in ${fmt(snapS)} s`);
   await sleep(1000);
   const held = usage(ctl.child.pid);
 
@@ -146,6 +193,7 @@ async function run(n) {
     for (const a of agents) a.acked.clear();
     const before = usage(ctl.child.pid);
     const sentBefore = agents.reduce((s, a) => s + a.deltas, 0);
+    const bytesBefore = agents.reduce((s, a) => s + a.bytes, 0);
     const start = performance.now();
     await act();
     // settle: no new ack for 1 s
@@ -160,7 +208,7 @@ async function run(n) {
     const times = agents.filter((a) => a.acked.size).map((a) => Math.max(...a.acked.values()) - start);
     const { nodes } = await admin.call('listNodes', { network });
     const gaps = nodes.filter((x) => Number(x.gap ?? 0) !== 0).length;
-    rows.push({ name, messages: agents.reduce((s, a) => s + a.deltas, 0) - sentBefore, acked: times.length, cpuMs: after.cpuMs - before.cpuMs, p50: pct(times, 50), p99: pct(times, 99), max: Math.max(0, ...times), gaps });
+    rows.push({ name, bytes: agents.reduce((s, a) => s + a.bytes, 0) - bytesBefore, messages: agents.reduce((s, a) => s + a.deltas, 0) - sentBefore, acked: times.length, cpuMs: after.cpuMs - before.cpuMs, p50: pct(times, 50), p99: pct(times, 99), max: Math.max(0, ...times), gaps });
   };
 
   const late = new SimAgent(ctl, 'late');
@@ -176,10 +224,12 @@ async function run(n) {
   console.log(`\nN = ${fmt(n)} agents in groups of ${GROUP}; controller pid ${ctl.child.pid}`);
   console.log(`enrolment: ${fmt(n / enrolS)}/s (${fmt(enrolS)} s); ${fmt(n)} streams opened and snapshotted in ${fmt(snapS)} s`);
   console.log(`controller while enrolling and snapshotting: ${fmt((held.cpuMs - idle.cpuMs) / n, 2)} ms CPU per agent; RSS ${fmt((held.rssKb - idle.rssKb) / n)} KB per agent (${fmt(held.rssKb / 1024)} MB)`);
-  console.log('change          msgs  acked  ctl cpu ms   gap-0 p50   p99    max ms  gaps≠0 | full-state msgs  ratio');
+  console.log('change          msgs    bytes  acked  ctl cpu ms   gap-0 p50   p99    max ms  gaps≠0 | full-state msgs  ratio');
   for (const r of rows) {
-    console.log([r.name.padEnd(14), fmt(r.messages).padStart(5), fmt(r.acked).padStart(6), fmt(r.cpuMs).padStart(11), fmt(r.p50, 0).padStart(11), fmt(r.p99, 0).padStart(5), fmt(r.max, 0).padStart(9), String(r.gaps).padStart(7), '|', fmt(agents.length).padStart(15), `${fmt(agents.length / Math.max(1, r.messages))}x`.padStart(6)].join(' '));
+    console.log([r.name.padEnd(14), fmt(r.messages).padStart(5), fmt(r.bytes).padStart(8), fmt(r.acked).padStart(6), fmt(r.cpuMs).padStart(11), fmt(r.p50, 0).padStart(11), fmt(r.p99, 0).padStart(5), fmt(r.max, 0).padStart(9), String(r.gaps).padStart(7), '|', fmt(agents.length).padStart(15), `${fmt(agents.length / Math.max(1, r.messages))}x`.padStart(6)].join(' '));
   }
+  const e = ends(agents);
+  console.log(`streams opened ${fmt(agents.reduce((k, a) => k + a.opens, 0))} for ${fmt(agents.length)} agents; ended: ${e.size ? JSON.stringify(Object.fromEntries(e)) : 'none'}`);
   for (const a of agents) a.close();
   admin.close();
   ctl.child.kill('SIGTERM');

@@ -8,6 +8,7 @@
 import type { ContainerSpec, Declaration, Mode, Opening, Protocol, ResourceKind, ResourceState, TrafficPath } from './model.js';
 import type { AsyncParallelHook, AsyncSeriesBailHook, AsyncSeriesHook, AsyncSeriesWaterfallHook, SyncHook } from 'tapable';
 import type { Transport } from './agent/transport.js';
+import type { Peer, StateDelta } from './delta/wire.js';
 
 export const PLUGIN_API_VERSION = 1 as const;
 
@@ -325,6 +326,25 @@ export interface HostStateStore {
   saveReport(report: HostReport): Promise<void>;
   lastReports(n: number): Promise<StoredReport[]>;
   close(): Promise<void>;
+  /** Optional: the agent's view kept per peer, written in the size of a delta, in one transaction (core/src/agent/view-store.ts). */
+  saveView?(w: ViewWrite): Promise<void>;
+  /** The view kept by `saveView`, as a snapshot of its version; null when none was kept. */
+  loadView?(): Promise<StateDelta | null>;
+}
+
+/** What one applied delta changed in the agent's view, for a store that keeps it per peer. */
+export interface ViewWrite {
+  network: string;
+  version: number;
+  /** The whole view: what the store held of it before goes. */
+  full: boolean;
+  upsert: Peer[];
+  /** Peer ids gone from the view (removed or unscoped). */
+  remove: string[];
+  /** Components by name, each its value now (null: absent). */
+  components: Record<string, unknown>;
+  /** Other records written in the same transaction, by name (null deletes). */
+  values: Record<string, unknown>;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -87,6 +87,32 @@ t.test('a delta is applied, reconciled, persisted and then acked with the versio
   t.equal(w.controller.listNodes(NET)[0]!.gap, 0);
 });
 
+t.test('a delta that changes no fact of the host is answered with its ack alone: no report before or after it', async (t) => {
+  const w = world(t);
+  await w.agent({ token: 'T' }).start();
+  const ch = await w.link.nextChannel(1);
+  await w.serve(ch);
+  const [snapAck] = await ch.waitFor('ack');
+  w.controller.ack(NET, 'a1', snapAck!.appliedVersion, snapAck!.stateHash);
+  await ch.waitFor('report');
+  const mark = ch.sent.length;
+  w.controller.setComponent(NET, 'dns', { nameservers: ['10.9.9.9'], searchDomains: [], records: [] });
+  ch.deliver({ delta: w.controller.deltaFor(NET, 'a1')! });
+  const acks = await ch.waitFor('ack', 2);
+  t.ok(w.controller.ack(NET, 'a1', acks[1]!.appliedVersion, acks[1]!.stateHash).accepted, 'acked with the hash expected');
+  await new Promise((r) => setTimeout(r, 200));
+  t.same(ch.sent.slice(mark).map((m) => Object.keys(m)[0]), ['ack'], 'one message for the delta: its ack (not report, ack, report)');
+  t.equal(w.controller.listNodes(NET)[0]!.gap, 0);
+
+  // A change of the host's facts (a module's file written) is reported, once, before the ack.
+  w.controller.assignModule(NET, 'a1', 'web');
+  const mark2 = ch.sent.length;
+  ch.deliver({ delta: w.controller.deltaFor(NET, 'a1')! });
+  await ch.waitFor('ack', 3);
+  await new Promise((r) => setTimeout(r, 200));
+  t.same(ch.sent.slice(mark2).map((m) => Object.keys(m)[0]), ['report', 'ack'], 'facts changed: one report, then the ack');
+});
+
 t.test('an agent restarted resumes from its persisted view without a new token', async (t) => {
   const w = world(t);
   const first = w.agent({ token: 'T' });

@@ -244,12 +244,17 @@ t.test('a controller restored from an older copy of its state moves past the ver
 
   const hy = y.hello();
   t.equal(c.hello('n', 'y', hy.appliedVersion, hy.stateHash).movedAhead, undefined, 'y at 3 was never ahead');
-  t.same(c.deltaFor('n', 'y')!.fromVersion, 0, 'but the log no longer bridges 3 to 6: y gets a snapshot too');
+  // The log no longer bridges 3 to 6, but y's view (of the history kept) is the view at 6, by hash: nothing to send (issue 15).
+  t.equal(c.deltaFor('n', 'y'), null, 'the log no longer bridges 3 to 6, but y holds the view at 6 (its hash checked): nothing to send');
+  t.equal(c.listNodes('n').find((n) => n.name === 'y')!.gap, 0, 'y is not behind');
 
   c.join('n', { id: 'w', nodeKey: 'kw', tags: ['a'] });
   const d = sync(c, x, 'x')!;
   t.same([d.fromVersion, d.toVersion], [6, 7], 'the next change reaches x as a delta');
   t.same([...x.view.peers.keys()].sort(), ['w', 'y']);
+  const dy = sync(c, y, 'y')!;
+  t.same([dy.fromVersion, dy.toVersion], [3, 7], 'and y as a delta from the version it holds');
+  t.equal(y.view.hash(), c.snapshotOf('n', 'y').hash, "y's view is the snapshot's");
   t.equal(c.stateVersion('n'), 7);
 
   t.throws(() => c.hello('n', 'x', 2 ** 53, 'h'), { code: 'MESHP_USAGE' }, 'a version no controller sends is refused, not followed');

@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { MeshpError, RECENT_KEY, VIEW_KEY, type AppliedRecord, type StateDelta } from '@meshp/core';
+import { MeshpError, RECENT_KEY, loadView, type AppliedRecord } from '@meshp/core';
 import { SqliteHostStore } from '@meshp/state-sqlite';
 import { printJson, refuse, table } from '../output.js';
 
@@ -9,7 +9,7 @@ export async function doctorLocal(args: { state: string; json: boolean }): Promi
   if (!existsSync(join(args.state, 'host.db'))) refuse(new MeshpError('MESHP_STATE_CORRUPT', `no host state in ${args.state}`));
   const store = new SqliteHostStore(args.state);
   try {
-    const view = await store.getValue<StateDelta>(VIEW_KEY);
+    const view = (await loadView(store)).snapshot;
     const recent = (await store.getValue<AppliedRecord[]>(RECENT_KEY)) ?? [];
     const [last] = await store.lastReports(1);
     const held = last?.report.resources.filter((r) => r.state === 'held' || r.state === 'changed') ?? [];

@@ -9,10 +9,11 @@ export interface ServeArgs {
   metricsListen?: string;
   networks: string[];
   logDepth?: number;
+  syncFlushMs?: number;
 }
 
 export async function serveController(a: ServeArgs): Promise<void> {
-  const plugin = new ControllerHostingPlugin({ listen: a.listen, metricsListen: a.metricsListen, networks: a.networks, logDepth: a.logDepth });
+  const plugin = new ControllerHostingPlugin({ listen: a.listen, metricsListen: a.metricsListen, networks: a.networks, logDepth: a.logDepth, ...(a.syncFlushMs !== undefined ? { syncFlushMs: a.syncFlushMs } : {}) });
   new Host({ stateDir: a.state }).use(new GrpcTransportPlugin(), plugin);
   await plugin.start();
   await new Promise<void>((resolve) => {

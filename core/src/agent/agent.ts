@@ -11,15 +11,18 @@ import type { Host } from '../host.js';
 import { DeltaApplier, type AppliedRecord } from '../delta/applier.js';
 import type { StateDelta } from '../delta/wire.js';
 import { Backoff } from './backoff.js';
+import { loadView, persistView } from './view-store.js';
 import { reconcileLifecycle } from './lifecycle.js';
 import { PROTOCOL_REVISION, challengePayload, type AgentMessage, type ControlLink, type ControllerMessage, type EnrolResult, type LifecycleReport, type ReconcileOutcome, type ReportMessage, type SyncChannel, type TransportError } from './transport.js';
 
 export const ENROLMENT_KEY = 'agent.enrolment';
-export const VIEW_KEY = 'agent.view';
+// VIEW_KEY: view-store.ts
 /** The last deltas applied, kept in the host store for `meshp doctor --local`. */
 export const RECENT_KEY = 'agent.recent';
 /** The controller's signature of the version applied: the proof a restored controller asks for. */
 export const VERSION_SIGNATURE_KEY = 'agent.version-signature';
+/** Enrol calls made before giving up on an unreachable controller (the process is restarted by its supervisor after). */
+const ENROL_ATTEMPTS = 5;
 
 /** pino's call shape: fields first, then the message. */
 export interface AgentLog {
@@ -64,6 +67,8 @@ export class Agent {
   /** What the last report sent said, but its time: a report goes up when this changes. */
   #sentKey = '';
   #loop: Promise<void> | null = null;
+  /** The store holds the view per peer (view-store.ts): a delta writes only what it changed. */
+  #viewPerPeer = false;
 
   constructor(host: Host, link: ControlLink, options: AgentOptions) {
     this.#host = host;
@@ -90,13 +95,14 @@ export class Agent {
   /** Restores the view, enrols when not yet enrolled, and starts the loop. Throws when enrolment is refused. */
   async start(): Promise<void> {
     const store = await this.#host.state();
-    const saved = await store.getValue<StateDelta>(VIEW_KEY);
-    if (saved) this.applier.restore(saved);
+    const saved = await loadView(store);
+    if (saved.snapshot) this.applier.restore(saved.snapshot);
+    this.#viewPerPeer = saved.perPeer;
     this.applier.recent.push(...((await store.getValue<AppliedRecord[]>(RECENT_KEY)) ?? []));
     this.#enrolment = await store.getValue<EnrolResult>(ENROLMENT_KEY);
     if (!this.#enrolment) {
       if (!this.#o.token) throw new MeshpError('MESHP_USAGE', 'this node is not enrolled yet: give it a token');
-      this.#enrolment = await this.#link.enrol({ token: this.#o.token, nodeKey: this.#o.nodeKey, node: this.#o.node, endpoints: this.#o.endpoints ?? [] });
+      this.#enrolment = await this.#enrol(this.#o.token);
       await store.setValue(ENROLMENT_KEY, this.#enrolment);
       this.#log.info({ network: this.#enrolment.network, node: this.#enrolment.node, mode: this.#enrolment.mode }, 'enrolled');
     }
@@ -104,6 +110,24 @@ export class Agent {
     await this.#watchFirewall();
     this.#timer = setInterval(() => this.requestReconcile('timer'), this.#o.intervalMs ?? 10_000);
     this.#loop = this.#connectLoop();
+  }
+
+  /**
+   * Enrols; an answer that did not arrive (unreachable, a deadline) is asked again with the same
+   * token and key: the controller completes the same enrolment with a new credential (it spends the
+   * token only once the node has one). Refusals are not retried.
+   */
+  async #enrol(token: string): Promise<EnrolResult> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.#link.enrol({ token, nodeKey: this.#o.nodeKey, node: this.#o.node, endpoints: this.#o.endpoints ?? [] });
+      } catch (e) {
+        if (!isMeshpError(e, 'MESHP_UNAVAILABLE') || attempt >= ENROL_ATTEMPTS || this.#stopped) throw e;
+        const retryMs = this.#backoff.next();
+        this.#log.warn({ code: e.code, err: e.message, attempt, retryMs }, 'enrolment answer not received; asking again with the same token and key');
+        await new Promise((r) => setTimeout(r, retryMs));
+      }
+    }
   }
 
   /** Stops cleanly: the stream closed, the timer and the watch gone, a running reconcile finished. */
@@ -207,9 +231,11 @@ export class Agent {
     if (result.status !== 'applied') return;
     this.#backoff.reset();
     const store = await this.#host.state();
-    await store.setValue(VIEW_KEY, this.applier.view.toSnapshot());
-    await store.setValue(RECENT_KEY, this.applier.recent);
-    if (delta.versionSignature?.length) await store.setValue(VERSION_SIGNATURE_KEY, { version: delta.toVersion, signature: Buffer.from(delta.versionSignature).toString('base64') });
+    // Only what the delta changed (a snapshot, or a view not yet kept per peer: all of it), in one write.
+    const values: Record<string, unknown> = { [RECENT_KEY]: this.applier.recent };
+    if (delta.versionSignature?.length) values[VERSION_SIGNATURE_KEY] = { version: delta.toVersion, signature: Buffer.from(delta.versionSignature).toString('base64') };
+    await persistView(store, this.applier.view, delta.fromVersion === 0 || !this.#viewPerPeer ? null : result.change, values);
+    this.#viewPerPeer = store.saveView !== undefined;
     // The controller's declaration names the node: after `meshp node rename`, the agent says its new name.
     const named = this.applier.view.components.declaration?.node;
     if (named && this.#enrolment && named !== this.#enrolment.node) {
@@ -224,10 +250,9 @@ export class Agent {
     this.#host.hooks.viewChanged.call(result.change);
     this.requestReconcile('delta');
     await this.#reconciling;
-    if (this.#channel === ch) {
-      ch.send({ ack: result.ack });
-      if (this.#lastReport) ch.send({ report: this.#lastReport });
-    }
+    // The ack follows the reconcile of this version (the controller takes it as reported at it); a
+    // report went before it only if the host's facts changed (#publish): one message per delta, not three.
+    if (this.#channel === ch) ch.send({ ack: result.ack });
   }
 
   async #reconcileLoop(reason: string): Promise<void> {
@@ -276,10 +301,11 @@ export class Agent {
     return out;
   }
 
-  /** Sends the report when it says something the last one sent did not. */
+  /** Sends the report when the host's facts changed since the last one sent. */
   #publish(report: ReportMessage): void {
-    const { at: _at, reconcile, ...rest } = report;
-    // The reconcile's time alone is no news: a report per timer tick would be.
+    const { at: _at, reconcile, appliedVersion: _v, applied: _a, ...rest } = report;
+    // The reconcile's time alone is no news (a report per timer tick would be), nor is a new version
+    // or the list of deltas applied: the ack says those (the controller counts an ack as reported at its version).
     const key = JSON.stringify({ ...rest, reconcile: reconcile ? { ...reconcile, at: '' } : undefined });
     if (key === this.#sentKey || !this.#channel) return;
     this.#channel.send({ report });

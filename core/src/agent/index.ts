@@ -3,3 +3,4 @@ export * from './token.js';
 export * from './backoff.js';
 export * from './agent.js';
 export { reconcileLifecycle, LIFECYCLE_KEY, type LifecycleOutcome, type LifecycleStep } from './lifecycle.js';
+export * from './view-store.js';

@@ -146,6 +146,8 @@ export interface ConnectOptions {
 export interface ControlHandlers {
   enrol(input: EnrolInput, peer: string): Promise<EnrolResult>;
   sync(channel: SyncChannel<AgentMessage, ControllerMessage>, peer: string): void;
+  /** Called with the encoded size (bytes on the wire, framing aside) of every state delta written on a Sync stream. */
+  deltaBytes?(bytes: number): void;
 }
 
 /** The Admin service, by method name: typed per method through an admin map (contract/admin.ts). */

@@ -5,12 +5,13 @@ import { NetworkState } from './network.js';
 import { PolicyIndex } from './policy.js';
 import type { ControllerStore } from './store.js';
 import { TokenBook } from './tokens.js';
-import { DEFAULT_RESYNC_BOUNDS, checkAppliedVersion, nextDelta, refreshTarget, snapshotAsked, takeAck, takeHello, type AckResult, type ResyncBounds } from './sync.js';
+import { DEFAULT_RESYNC_BOUNDS, checkAppliedVersion, nextDelta, recoverExpectation, refreshTarget, snapshotAsked, takeAck, takeHello, type AckResult, type ResyncBounds } from './sync.js';
 import type { LogEntry, MemberRecord, ModuleDef, NetworkRecord, PolicyRule, ReportedState, SentSummary, SharedComponentName, SharedComponents, SyncRecord, TokenRecord } from './types.js';
 import { newSync, statusOf, type NodeStatus } from './status.js';
 import { checkAssigned, checkMember, checkModule, checkPolicy, checkTags } from './limits.js';
 import { checkNoClash } from './clash.js';
 import { checkTunnelKey } from './tunnel-key.js';
+import { affectedBy } from './scope.js';
 
 export interface ControllerOptions {
   /** Changes kept per network for deltas; an agent further behind gets a snapshot. */
@@ -26,6 +27,12 @@ export interface ControllerOptions {
   /** Backoff between snapshots asked for in a row, and how many before a membership is diverged. */
   resync?: Partial<ResyncBounds>;
   now?: () => string;
+  /**
+   * Group commit of sync records (what each node was sent, what it acked, its last report): written
+   * together at most this long (ms) after the first change among them, in one transaction, never one
+   * write per ack. 0 (the default for a library use): each is written at once. See `flushSync`.
+   */
+  syncFlushMs?: number;
 }
 
 export interface VersionSigner {
@@ -59,6 +66,12 @@ export class Controller {
   readonly #now: () => string;
   readonly #resync: ResyncBounds;
   readonly #signer: VersionSigner | undefined;
+  readonly #syncFlushMs: number;
+  /** Sync records changed since the last flush, by network and node. */
+  readonly #dirty = new Map<string, { net: NetworkState; id: string }>();
+  #flushTimer: ReturnType<typeof setTimeout> | null = null;
+  /** Store transactions that wrote sync records by group commit, and records written (for tests and the bench). */
+  readonly syncWrites = { flushes: 0, records: 0 };
 
   constructor(store: ControllerStore, options: ControllerOptions = {}) {
     this.#store = store;
@@ -67,6 +80,7 @@ export class Controller {
     this.#now = options.now ?? (() => new Date().toISOString());
     this.#resync = { ...DEFAULT_RESYNC_BOUNDS, ...options.resync };
     this.#signer = options.signer;
+    this.#syncFlushMs = options.syncFlushMs ?? 0;
     const s = store.load();
     for (const n of s.networks) this.#networks.set(n.name, new NetworkState(n));
     for (const { network, member } of s.members) this.#net(network).putMember(member);
@@ -119,6 +133,16 @@ export class Controller {
 
   member(network: string, id: string): MemberRecord | undefined {
     return this.#net(network).members.get(id);
+  }
+
+  /** The member enrolled with this node key, if any (an index, not a scan). */
+  memberByKey(network: string, nodeKey: string): MemberRecord | undefined {
+    const net = this.#net(network);
+    const id = net.byKey.get(nodeKey);
+    if (id === undefined) return undefined;
+    const m = net.members.get(id);
+    // Kept in step by putMember/deleteMember; a library use may give two members one key: then look.
+    return m?.nodeKey === nodeKey ? m : [...net.members.values()].find((x) => x.nodeKey === nodeKey);
   }
 
   members(network: string): MemberRecord[] {
@@ -225,7 +249,7 @@ export class Controller {
     const net = this.#net(network);
     const sync = this.#sync(net, id);
     sync.requestedVersion = version;
-    this.#putSync(net, id, sync);
+    this.#putSync(net, id, sync, true);
     return version;
   }
 
@@ -358,6 +382,33 @@ export class Controller {
     return delta;
   }
 
+  /**
+   * The nodes whose view the changes after version `since` may have changed (scope.ts), for the
+   * fan-out; null: any node (a shared component, or a log that no longer reaches back).
+   */
+  affectedSince(network: string, since: number): Set<string> | null {
+    const net = this.#net(network);
+    const entries = net.since(since);
+    return entries ? affectedBy(net, entries) : null;
+  }
+
+  /**
+   * The nodes in `nodes` that the changes after `since` did not concern (not in `concerned`), and
+   * whose basis had reached `since`, have the same view at the network's version: their basis moves
+   * there, so a later change that does concern them is a delta from a version the log still holds.
+   * A plain number per node (no delta computed, nothing written: a hello sets the basis again).
+   */
+  advanceUnconcerned(network: string, since: number, concerned: ReadonlySet<string>, nodes: Iterable<string>): void {
+    const net = this.#net(network);
+    for (const id of nodes) {
+      if (concerned.has(id)) continue;
+      const sync = net.sync.get(id);
+      if (!sync) continue;
+      const basis = Math.max(sync.basis ?? sync.sent, sync.sent);
+      if (basis >= since && basis < net.version) sync.basis = net.version;
+    }
+  }
+
   /** The node's view at the current version and its hash, without touching its sync state. */
   snapshotOf(network: string, id: string): { delta: StateDelta; hash: string } {
     const c = computeSnapshot(this.#net(network), id);
@@ -369,6 +420,9 @@ export class Controller {
     const net = this.#net(network);
     const sync = this.#sync(net, id);
     const result = takeAck(sync, appliedVersion, hash);
+    // An agent acks a version once it reconciled it, and reports before the ack only when its host's
+    // facts changed: its last report stands for the version acked (an older agent reports again anyway).
+    if (result.accepted && sync.reported && appliedVersion > sync.reported.version) sync.reported = { ...sync.reported, version: appliedVersion };
     if (!result.accepted && result.snapshotPending) snapshotAsked(sync, Date.parse(this.#now()), this.#resync, `ack of version ${appliedVersion} with another hash`);
     this.#putSync(net, id, sync);
     return { ...result, snapshotPending: sync.snapshotPending };
@@ -399,7 +453,10 @@ export class Controller {
       throw new MeshpError('MESHP_VERSION_UNPROVEN', `${id} claims version ${appliedVersion} of ${network} (at ${net.version} here) without this controller's signature for it`);
     }
     const movedAhead = appliedVersion > net.version ? this.#moveAhead(net, appliedVersion) : undefined;
+    // Its ack lost in a restart (group commit): the hello says it again, checked against the view now.
+    const recovered = !movedAhead && recoverExpectation(net, id, sync, appliedVersion, hash);
     const result = takeHello(sync, appliedVersion, hash);
+    if (recovered && result.accepted) sync.basis = net.version;
     if (!result.accepted && result.snapshotPending) snapshotAsked(sync, Date.parse(this.#now()), this.#resync, `hello at version ${appliedVersion} with another hash`);
     this.#putSync(net, id, sync);
     return movedAhead ? { ...result, movedAhead } : result;
@@ -441,7 +498,38 @@ export class Controller {
     return { node, recentDeltas, expectedHash: sync.appliedHash, hashMatches: sync.lastAgentHash === sync.appliedHash, snapshotPending: sync.snapshotPending, logFloor: net.record.logFloor };
   }
 
+  /**
+   * Writes the sync records changed since the last flush, in one transaction; answers how many.
+   *
+   * The crash-safe rule of this group commit: a crash loses at most the sends and acks of the last
+   * `syncFlushMs`, never a change (a change is committed at once with the records it creates). After
+   * a restart an agent at most says its ack again: its hello carries its applied version and hash,
+   * which the controller checks against the node's view now (`recoverExpectation`), so an agent that
+   * was current resumes with no snapshot, and one that was behind gets its delta or a snapshot.
+   */
+  flushSync(): number {
+    if (this.#flushTimer) clearTimeout(this.#flushTimer);
+    this.#flushTimer = null;
+    if (this.#dirty.size === 0) return 0;
+    const items = [...this.#dirty.values()];
+    this.#dirty.clear();
+    let n = 0;
+    this.#store.transaction(() => {
+      for (const { net, id } of items) {
+        const sync = net.sync.get(id);
+        // A node removed (or renamed) since: its record went with the change.
+        if (this.#networks.get(net.record.name) !== net || !sync || !net.members.has(id)) continue;
+        this.#store.putSync(net.record.name, id, sync);
+        n++;
+      }
+    });
+    this.syncWrites.flushes++;
+    this.syncWrites.records += n;
+    return n;
+  }
+
   close(): void {
+    this.flushSync();
     this.#store.close();
   }
 
@@ -513,8 +601,19 @@ export class Controller {
     return m;
   }
 
-  #putSync(net: NetworkState, id: string, sync: SyncRecord): void {
-    this.#store.transaction(() => this.#store.putSync(net.record.name, id, sync));
+  /** `durable`: written now (an operator's act); otherwise by the group commit (see `flushSync`). */
+  #putSync(net: NetworkState, id: string, sync: SyncRecord, durable = false): void {
+    const key = `${net.record.name}\u0000${id}`;
+    if (durable || this.#syncFlushMs <= 0) {
+      this.#dirty.delete(key);
+      this.#store.transaction(() => this.#store.putSync(net.record.name, id, sync));
+      return;
+    }
+    this.#dirty.set(key, { net, id });
+    if (!this.#flushTimer) {
+      this.#flushTimer = setTimeout(() => this.flushSync(), this.#syncFlushMs);
+      this.#flushTimer.unref?.();
+    }
   }
 
   /** The sync record with its target brought up to date (for the gap an operator reads). */

@@ -6,6 +6,8 @@ export class NetworkState {
   readonly members = new Map<string, MemberRecord>();
   readonly sync = new Map<string, SyncRecord>();
   readonly tags = new TagIndex();
+  /** node key → member id: an enrolment checks its key in O(1), not by scanning the members. */
+  readonly byKey = new Map<string, string>();
   /** Entries of versions (record.logFloor, record.version], one per version, in order. */
   log: LogEntry[] = [];
   policy: PolicyIndex;
@@ -29,13 +31,16 @@ export class NetworkState {
   putMember(m: MemberRecord): void {
     const old = this.members.get(m.id);
     if (old) this.tags.remove(old);
+    if (old && this.byKey.get(old.nodeKey) === old.id) this.byKey.delete(old.nodeKey);
     this.members.set(m.id, m);
     this.tags.add(m);
+    this.byKey.set(m.nodeKey, m.id);
   }
 
   deleteMember(id: string): void {
     const old = this.members.get(id);
     if (old) this.tags.remove(old);
+    if (old && this.byKey.get(old.nodeKey) === id) this.byKey.delete(old.nodeKey);
     this.members.delete(id);
   }
 }

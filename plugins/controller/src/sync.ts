@@ -34,7 +34,15 @@ function pending(net: NetworkState, id: string, sync: SyncRecord): Computed | 's
   if (!base) return null;
   if (basis === net.version) return same(sync);
   const computed = computeIncremental(net, id, basis, loadDigest(base.digest), new Set(sync.graced ?? []));
-  if (!computed) return null;
+  if (!computed) {
+    // The log no longer reaches the basis: a node no change concerned for that long (the fan-out
+    // pumps only the nodes concerned) still has the view it was sent, and needs nothing then.
+    if (!net.members.has(id)) return null;
+    const now = computeSnapshot(net, id);
+    if (stateHash(now.digest) !== stateHash(loadDigest(base.digest))) return null;
+    sync.basis = net.version;
+    return same(sync);
+  }
   const d = computed.delta;
   if (d.upsertPeers.length === 0 && d.removePeers.length === 0 && !COMPONENT_NAMES.some((n) => d[n] !== undefined)) {
     sync.basis = net.version;
@@ -182,6 +190,27 @@ export function takeHello(sync: SyncRecord, appliedVersion: number, hash: string
     sync.snapshotPending = !sync.expectations.some((e) => e.version === appliedVersion);
   } else sync.snapshotPending = true;
   return { accepted: result.accepted, snapshotPending: sync.snapshotPending };
+}
+
+/**
+ * A hello at a version this controller keeps no expectation for, because its record of what it sent
+ * was not written yet when it stopped (sync records are group-committed: see `Controller`): the
+ * agent's hash is checked against the node's view now. The same hash means the agent holds the
+ * current view, whatever version it names; that version is then expected, as if its ack had been
+ * kept (true), and the caller moves the basis to the network's version. Another hash: nothing is
+ * added, and a snapshot follows as before.
+ */
+export function recoverExpectation(net: NetworkState, id: string, sync: SyncRecord, appliedVersion: number, hash: string): boolean {
+  if (appliedVersion <= 0 || appliedVersion > net.version || !hash) return false;
+  if (sync.expectations.some((e) => e.version === appliedVersion)) return false;
+  const c = computeSnapshot(net, id);
+  const expected = hashForRevision(net, id, c.digest, sync.revision ?? CURRENT_REVISION);
+  const alt = stateHash(c.digest);
+  if (hash !== expected && hash !== alt) return false;
+  sync.expectations = [...sync.expectations, { version: appliedVersion, hash: expected, ...(alt !== expected ? { alt } : {}), digest: storeDigest(c.digest) }]
+    .sort((a, b) => a.version - b.version)
+    .slice(-EXPECTATIONS);
+  return true;
 }
 
 /** A hello's version must be one a controller could have sent. */

@@ -14,7 +14,10 @@ import {
   type IntentRecord,
   type OriginalRecord,
   type OwnedRecord,
+  type Peer,
   type ResourceKind,
+  type StateDelta,
+  type ViewWrite,
   type StoredReport,
 } from '@meshp/core';
 
@@ -39,7 +42,15 @@ const KEEP_REPORTS = 20;
 const MIGRATIONS = [
   // 1: which file (device:inode) an owned or found file is, whatever path reaches it.
   'ALTER TABLE owned ADD COLUMN identity TEXT; ALTER TABLE originals ADD COLUMN identity TEXT;',
+  // 2: the agent's view per peer and per component, so a delta writes what it changed (saveView).
+  `CREATE TABLE IF NOT EXISTS view_peers (id TEXT PRIMARY KEY, doc TEXT NOT NULL);
+   CREATE TABLE IF NOT EXISTS view_components (name TEXT PRIMARY KEY, doc TEXT NOT NULL);`,
 ];
+
+type ViewQueries = Record<'clearPeers' | 'clearComponents' | 'delPeer' | 'putPeer' | 'delComponent' | 'putComponent' | 'delValue' | 'putValue', Database.Statement>;
+
+/** The row that says a view is kept per peer, and at which version. */
+const VIEW_META = 'agent.view.meta';
 
 function migrate(db: Database.Database): void {
   const applied = db.pragma('user_version', { simple: true }) as number;
@@ -190,6 +201,53 @@ export class SqliteHostStore implements HostStateStore {
   async lastReports(n: number): Promise<StoredReport[]> {
     const rows = this.#db.prepare('SELECT at, report FROM reports ORDER BY id DESC LIMIT ?').all(n) as { at: string; report: string }[];
     return rows.map((r) => ({ at: r.at, report: JSON.parse(r.report) as HostReport }));
+  }
+
+  #viewQ: ViewQueries | null = null;
+
+  #view(): ViewQueries {
+    this.#viewQ ??= {
+      clearPeers: this.#db.prepare('DELETE FROM view_peers'),
+      clearComponents: this.#db.prepare('DELETE FROM view_components'),
+      delPeer: this.#db.prepare('DELETE FROM view_peers WHERE id = ?'),
+      putPeer: this.#db.prepare('INSERT INTO view_peers (id, doc) VALUES (?, ?) ON CONFLICT(id) DO UPDATE SET doc = excluded.doc'),
+      delComponent: this.#db.prepare('DELETE FROM view_components WHERE name = ?'),
+      putComponent: this.#db.prepare('INSERT INTO view_components (name, doc) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET doc = excluded.doc'),
+      delValue: this.#db.prepare('DELETE FROM kv WHERE name = ?'),
+      putValue: this.#db.prepare('INSERT INTO kv (name, value) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET value = excluded.value'),
+    };
+    return this.#viewQ;
+  }
+
+  /** What a delta changed in the agent's view, with the records written beside it, in one durable transaction. */
+  async saveView(w: ViewWrite): Promise<void> {
+    const q = this.#view();
+    this.#db.transaction(() => {
+      if (w.full) {
+        q.clearPeers.run();
+        q.clearComponents.run();
+      }
+      for (const id of w.remove) q.delPeer.run(id);
+      for (const p of w.upsert) q.putPeer.run(p.id, JSON.stringify(p));
+      for (const [name, v] of Object.entries(w.components)) {
+        if (v === null || v === undefined) q.delComponent.run(name);
+        else q.putComponent.run(name, JSON.stringify(v));
+      }
+      q.putValue.run(VIEW_META, JSON.stringify({ network: w.network, version: w.version }));
+      for (const [name, v] of Object.entries(w.values)) {
+        if (v === null || v === undefined) q.delValue.run(name);
+        else q.putValue.run(name, JSON.stringify(v));
+      }
+    })();
+  }
+
+  async loadView(): Promise<StateDelta | null> {
+    const meta = await this.getValue<{ network: string; version: number }>(VIEW_META);
+    if (!meta) return null;
+    const peers = (this.#db.prepare('SELECT doc FROM view_peers ORDER BY id').all() as { doc: string }[]).map((r) => JSON.parse(r.doc) as Peer);
+    const out: StateDelta = { fromVersion: 0, toVersion: meta.version, upsertPeers: peers, removePeers: [], network: meta.network };
+    for (const r of this.#db.prepare('SELECT name, doc FROM view_components').all() as { name: string; doc: string }[]) Object.assign(out, { [r.name]: JSON.parse(r.doc) as unknown });
+    return out;
   }
 
   async close(): Promise<void> {

@@ -121,7 +121,20 @@ export async function listen(options: ListenOptions, services: { control: Contro
       services.control.sync(ch, call.getPeer());
     },
   };
-  server.addService(limited(gen.ControlServiceService, max), control);
+  // Each StateDelta's size is taken where grpc-js encodes it: the bytes that go on the wire, not an estimate.
+  const syncDef = gen.ControlServiceService.sync;
+  const counted = {
+    ...gen.ControlServiceService,
+    sync: {
+      ...syncDef,
+      responseSerialize: (v: gen.SyncResponse): Buffer => {
+        const b = syncDef.responseSerialize(v);
+        if (v.delta) services.control.deltaBytes?.(b.length);
+        return b;
+      },
+    },
+  };
+  server.addService(limited(counted, max), control);
 
   const admin: Record<string, UntypedHandleCall> = {};
   for (const method of ADMIN_METHODS) {

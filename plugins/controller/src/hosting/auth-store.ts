@@ -25,6 +25,10 @@ export interface StoredToken {
   expiresAt: string;
   usedAt: string | null;
   usedBy: string | null;
+  /** The node key the token was used with (null: used before keys were kept, or not used). */
+  usedKey: string | null;
+  /** When the node first opened a stream with the credential it got: from then on the token is spent for good. */
+  confirmedAt: string | null;
 }
 
 export const hashSecret = (s: string): string => createHash('sha256').update(s).digest('hex');
@@ -38,12 +42,19 @@ export class AuthStore {
       this.#db.pragma('journal_mode = WAL');
       this.#db.pragma('busy_timeout = 5000');
       this.#db.exec(SCHEMA);
+      // Added columns (a state folder from before atomic enrolment): a token used then counts as spent.
+      const cols = (this.#db.prepare('PRAGMA table_info(hosting_tokens)').all() as { name: string }[]).map((c) => c.name);
+      if (!cols.includes('used_key')) this.#db.exec('ALTER TABLE hosting_tokens ADD COLUMN used_key TEXT');
+      if (!cols.includes('confirmed_at')) this.#db.exec("ALTER TABLE hosting_tokens ADD COLUMN confirmed_at TEXT; UPDATE hosting_tokens SET confirmed_at = used_at WHERE used_at IS NOT NULL");
+      // A hello looks for its node's pending token by name: indexed, however many tokens were used.
+      this.#db.exec('CREATE INDEX IF NOT EXISTS hosting_tokens_pending ON hosting_tokens (network, used_by) WHERE confirmed_at IS NULL');
+      this.#pending = this.#countPending();
     } catch (cause) {
       throw new MeshpError('MESHP_STATE_CORRUPT', `controller state ${path} cannot be opened`, { cause });
     }
   }
 
-  putToken(secret: string, t: Omit<StoredToken, 'usedAt' | 'usedBy'>): void {
+  putToken(secret: string, t: Omit<StoredToken, 'usedAt' | 'usedBy' | 'usedKey' | 'confirmedAt'>): void {
     this.#db
       .prepare('INSERT INTO hosting_tokens (hash, network, mode, tags, fingerprint, expires_at) VALUES (?, ?, ?, ?, ?, ?)')
       .run(hashSecret(secret), t.network, t.mode, JSON.stringify(t.tags), t.fingerprint, t.expiresAt);
@@ -51,15 +62,39 @@ export class AuthStore {
 
   getToken(secret: string): StoredToken | null {
     const r = this.#db.prepare('SELECT * FROM hosting_tokens WHERE hash = ?').get(hashSecret(secret)) as
-      | { network: string; mode: Mode; tags: string; fingerprint: string; expires_at: string; used_at: string | null; used_by: string | null }
+      | { network: string; mode: Mode; tags: string; fingerprint: string; expires_at: string; used_at: string | null; used_by: string | null; used_key: string | null; confirmed_at: string | null }
       | undefined;
     if (!r) return null;
-    return { network: r.network, mode: r.mode, tags: JSON.parse(r.tags) as string[], fingerprint: r.fingerprint, expiresAt: r.expires_at, usedAt: r.used_at, usedBy: r.used_by };
+    return {
+      network: r.network, mode: r.mode, tags: JSON.parse(r.tags) as string[], fingerprint: r.fingerprint, expiresAt: r.expires_at,
+      usedAt: r.used_at, usedBy: r.used_by, usedKey: r.used_key, confirmedAt: r.confirmed_at,
+    };
   }
 
-  /** Single use: true only for the first caller. */
-  markUsed(secret: string, by: string, at: string): boolean {
-    return this.#db.prepare('UPDATE hosting_tokens SET used_at = ?, used_by = ? WHERE hash = ? AND used_at IS NULL').run(at, by, hashSecret(secret)).changes === 1;
+  /** Single use: true only for the first caller. The key is kept: an enrolment whose answer was lost is completed with it (enrolment.ts). */
+  markUsed(secret: string, by: string, at: string, nodeKey: string): boolean {
+    return this.#db.prepare('UPDATE hosting_tokens SET used_at = ?, used_by = ?, used_key = ? WHERE hash = ? AND used_at IS NULL').run(at, by, nodeKey, hashSecret(secret)).changes === 1;
+  }
+
+  /**
+   * The node opened a stream with its credential: it has it, and the token it enrolled with is
+   * spent for good (no retry completes it again). Tokens pending are few: none pending, no look; else one indexed update.
+   */
+  confirm(network: string, node: string, at: string): void {
+    if (this.#pending === 0) return;
+    const n = this.#db.prepare('UPDATE hosting_tokens SET confirmed_at = ? WHERE network = ? AND used_by = ? AND confirmed_at IS NULL AND used_at IS NOT NULL').run(at, network, node).changes;
+    if (n > 0) this.#pending = Math.max(0, this.#pending - n);
+  }
+
+  #pending = 0;
+
+  #countPending(): number {
+    return (this.#db.prepare('SELECT COUNT(*) AS n FROM hosting_tokens WHERE used_at IS NOT NULL AND confirmed_at IS NULL').get() as { n: number }).n;
+  }
+
+  /** Called after a token is marked used: the next hello looks for it. */
+  pendingAdded(): void {
+    this.#pending = Math.max(0, this.#pending) + 1;
   }
 
   putCredential(credential: string, network: string, node: string): void {

@@ -36,23 +36,42 @@ export class Enrolment {
     return { token: encodeToken({ network: r.network, adopted: r.mode === 'adopted', fingerprint: this.fingerprint }, secret), expiresAt };
   }
 
-  enrol(input: EnrolInput): EnrolResult {
+  /**
+   * Atomic from the node's side: the token is marked used with the node's key, the node joins and
+   * its credential is stored, and the answer carries the credential. If that answer is lost (a
+   * deadline, a dropped connection), the node retries with the same token and the same key and gets
+   * a new credential for the same membership (the one never received is replaced); the token is
+   * spent for good only when the node first opens a stream with its credential (`AuthStore.confirm`).
+   * A retry with another key is refused (MESHP_TOKEN_INVALID), so no one else completes it.
+   * `resumed`: this call completed an earlier enrolment (nothing changed in the network).
+   */
+  enrol(input: EnrolInput): EnrolResult & { resumed: boolean } {
     const { claims, secret } = decodeToken(input.token);
     const t = this.auth.getToken(secret);
     if (!t) throw new MeshpError('MESHP_TOKEN_INVALID', 'the enrolment token is unknown (forged, or from another controller)');
     if (t.network !== claims.network || (t.mode === 'adopted') !== claims.adopted || t.fingerprint !== claims.fingerprint) {
       throw new MeshpError('MESHP_TOKEN_INVALID', 'the enrolment token claims were altered');
     }
-    if (t.usedAt) throw new MeshpError('MESHP_TOKEN_INVALID', `the enrolment token was already used (by ${t.usedBy} at ${t.usedAt})`);
-    if (Date.parse(t.expiresAt) <= this.now().getTime()) throw new MeshpError('MESHP_TOKEN_INVALID', `the enrolment token expired at ${t.expiresAt}`);
-    if (!NODE_NAME.test(input.node)) throw new MeshpError('MESHP_USAGE', `node name ${JSON.stringify(input.node)} is not valid`);
+    const retry = t.usedAt !== null && t.confirmedAt === null && t.usedKey === input.nodeKey;
+    if (t.usedAt && !retry) {
+      const how = t.usedKey && t.usedKey !== input.nodeKey ? ' with another key' : '';
+      throw new MeshpError('MESHP_TOKEN_INVALID', `the enrolment token was already used (by ${t.usedBy} at ${t.usedAt}${how})`);
+    }
+    // A retry completes an enrolment made before the expiry; a first use must be before it.
+    if (!retry && Date.parse(t.expiresAt) <= this.now().getTime()) throw new MeshpError('MESHP_TOKEN_INVALID', `the enrolment token expired at ${t.expiresAt}`);
     checkNodeKey(input.nodeKey);
+    if (retry) {
+      const holder = this.controller.memberByKey(t.network, input.nodeKey);
+      if (holder) return { ...this.#credential(t.network, holder.id), resumed: true };
+      // Marked used but never joined (the controller stopped in between): the enrolment goes on below.
+    }
+    if (!NODE_NAME.test(input.node)) throw new MeshpError('MESHP_USAGE', `node name ${JSON.stringify(input.node)} is not valid`);
     checkMember({ id: input.node, endpoints: input.endpoints, tags: t.tags }); // before the token is marked used
     const revoked = this.auth.revokedKey(t.network, input.nodeKey);
     if (revoked) throw new MeshpError('MESHP_NODE_REVOKED', `this node key was revoked in ${t.network} when ${revoked.node} was removed (${revoked.at}): make a new key`);
     // Checked before the token is spent: a refused key leaves the token for a corrected start.
     if (input.tunnelKey) checkTunnelKey(input.tunnelKey, this.controller.members(t.network), input.node);
-    const holder = this.controller.members(t.network).find((m) => m.nodeKey === input.nodeKey);
+    const holder = this.controller.memberByKey(t.network, input.nodeKey);
     if (holder) throw new MeshpError('MESHP_KEY_IN_USE', `node ${holder.id} in ${t.network} is enrolled with this key already: one key per node`);
     if (this.controller.member(t.network, input.node)) {
       // Refused before the token is marked used: the same token enrols this machine under another name.
@@ -60,9 +79,18 @@ export class Enrolment {
       while (this.controller.member(t.network, `${input.node}-${n}`)) n++;
       throw new MeshpError('MESHP_NAME_TAKEN', `node ${input.node} is already in ${t.network}; the token is not spent: start this agent again with --name ${input.node}-${n} (or another name)`);
     }
-    if (!this.auth.markUsed(secret, input.node, this.now().toISOString())) throw new MeshpError('MESHP_TOKEN_INVALID', 'the enrolment token was already used');
+    if (!retry) {
+      if (!this.auth.markUsed(secret, input.node, this.now().toISOString(), input.nodeKey)) throw new MeshpError('MESHP_TOKEN_INVALID', 'the enrolment token was already used');
+      this.auth.pendingAdded();
+    }
     const inner = this.controller.createToken(t.network, { mode: t.mode, tags: t.tags, ttlSeconds: 60 });
     const { network, member } = this.controller.enrol(inner.token, { id: input.node, nodeKey: input.nodeKey, endpoints: input.endpoints, ...(input.tunnelKey ? { tunnelKey: input.tunnelKey } : {}) });
+    return { ...this.#credential(network, member.id), resumed: false };
+  }
+
+  /** A new credential for the member (one lost before it arrived is replaced: one credential per node). */
+  #credential(network: string, id: string): EnrolResult {
+    const member = this.controller.member(network, id)!;
     const credential = randomBytes(32).toString('base64url');
     this.auth.putCredential(credential, network, member.id);
     return { network, node: member.id, credential, mode: member.mode, addresses: [...member.addresses] };

@@ -41,7 +41,7 @@ export class Metrics {
       new Counter({ name, help, registers: [r], collect() { this.reset(); this.inc(get()); } });
     counter('meshp_deltas_sent_total', 'incremental deltas sent', () => self.deltasSent);
     counter('meshp_snapshots_sent_total', 'snapshots (from_version 0) sent', () => self.snapshotsSent);
-    counter('meshp_delta_bytes_sent_total', 'encoded-size estimate of what was sent', () => self.bytesSent);
+    counter('meshp_delta_bytes_sent_total', 'bytes of the state deltas and snapshots sent, as encoded on the wire (protobuf)', () => self.bytesSent);
     counter('meshp_enrolments_total', 'nodes enrolled', () => self.enrolments);
     new Counter({ name: 'meshp_refusals_total', help: 'calls and streams refused, by code', labelNames: ['code'], registers: [r], collect() {
       this.reset();

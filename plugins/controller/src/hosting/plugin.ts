@@ -15,10 +15,13 @@ import { Enrolment } from './enrolment.js';
 import { createLogger, type Logger } from './log.js';
 import { Metrics, serveMetrics } from './metrics.js';
 import { SessionHub } from './sessions.js';
+import type { FanOutOptions } from './fanout.js';
 import { ensureCertificate } from './tls.js';
 import { ensureVersionKey } from './version-key.js';
 
 export const CONTROLLER_DB = 'controller.db';
+/** Acks and sends reach the disk by group commit, at most this long after (controller.ts, `flushSync`). */
+export const DEFAULT_SYNC_FLUSH_MS = 1_000;
 /** Written at start so the CLI finds the controller from `--state DIR` alone. */
 export const ADDRESS_FILE = 'controller.address';
 
@@ -33,6 +36,10 @@ export interface ControllerHostingOptions {
   logDepth?: number;
   maxMessageBytes?: number;
   log?: Logger;
+  /** Group commit of sync records (ms; Controller's `syncFlushMs`). Default 1000. */
+  syncFlushMs?: number;
+  /** How the fan-out of a change is cut into turns of the event loop (fanout.ts). */
+  fanout?: FanOutOptions;
 }
 
 export interface RunningController {
@@ -72,7 +79,9 @@ export class ControllerHostingPlugin implements Plugin {
     const tls = ensureCertificate(dir, listenHost && listenHost !== '0.0.0.0' ? [listenHost] : []);
     const admin = ensureAdminCredential(dir, tls.fingerprint);
     const dbFile = join(dir, CONTROLLER_DB);
-    const controller = new Controller(new SqliteControllerStore(dbFile), { ...(this.#o.logDepth ? { logDepth: this.#o.logDepth } : {}), signer: ensureVersionKey(dir) });
+    const controller = new Controller(new SqliteControllerStore(dbFile), {
+      ...(this.#o.logDepth ? { logDepth: this.#o.logDepth } : {}), signer: ensureVersionKey(dir), syncFlushMs: this.#o.syncFlushMs ?? DEFAULT_SYNC_FLUSH_MS,
+    });
     for (const n of this.#o.networks ?? [DEFAULT_NETWORK]) if (!controller.networks().includes(n)) controller.createNetwork(n);
     // --log-depth holds for the networks there already, not only for those made from now on.
     const depth = this.#o.logDepth;
@@ -84,7 +93,7 @@ export class ControllerHostingPlugin implements Plugin {
     }
     const auth = new AuthStore(dbFile);
     const metrics = new Metrics();
-    const hub = new SessionHub(controller, auth, metrics, this.log);
+    const hub = new SessionHub(controller, auth, metrics, this.log, this.#o.fanout);
     const enrolment = new Enrolment(controller, auth, tls.fingerprint);
     const transport = await host.transport();
     const listener = await transport.listen(
@@ -93,9 +102,14 @@ export class ControllerHostingPlugin implements Plugin {
         control: {
           enrol: async (input, peer) => {
             try {
-              const r = enrolment.enrol(input);
+              const { resumed, ...r } = enrolment.enrol(input);
+              if (resumed) {
+                this.log.info({ network: r.network, node: r.node, peer }, 'enrolment completed again: a new credential for the same key (the first answer was lost)');
+                return r;
+              }
               metrics.enrolments++;
               this.log.info({ network: r.network, node: r.node, mode: r.mode, peer }, 'node enrolled');
+              // The answer goes first: the peers learn of the join after this call returned (hub.poke only schedules).
               hub.poke(r.network);
               return r;
             } catch (e) {
@@ -105,12 +119,15 @@ export class ControllerHostingPlugin implements Plugin {
             }
           },
           sync: (channel, peer) => hub.open(channel, peer),
+          deltaBytes: (bytes) => {
+            metrics.bytesSent += bytes;
+          },
         },
         refused: (r) => {
           metrics.refused(r.code);
           this.log.warn(r, 'refused by the transport');
         },
-        admin: adminHandler({ controller, enrolment, secret: admin.secret, metrics, log: this.log, changed: (n) => hub.poke(n), live: (n, id) => hub.live(n, id), reports: (n, id) => auth.report(n, id),
+        admin: adminHandler({ controller, enrolment, secret: admin.secret, metrics, log: this.log, changed: (n) => hub.poke(n), live: (n, id) => hub.live(n, id), reports: (n, id) => hub.reportOf(n, id),
           removed: (n, id, nodeKey) => {
             auth.revoke(n, id, nodeKey, new Date().toISOString());
             hub.endNode(n, id, { code: 'MESHP_NODE_REVOKED', message: `node ${id} was removed from ${n}` });

@@ -4,7 +4,7 @@
  * Any change to a network pumps every stream of that network.
  */
 import { createPublicKey, randomBytes, verify } from 'node:crypto';
-import { MeshpError, challengePayload, isMeshpError, oneLine, type AgentMessage, type ControllerMessage, type HelloMessage, type SyncChannel } from '@meshp/core';
+import { MeshpError, challengePayload, isMeshpError, oneLine, type ReportMessage, type AgentMessage, type ControllerMessage, type HelloMessage, type SyncChannel } from '@meshp/core';
 import type { Controller } from '../controller.js';
 import { splitForWire } from '../limits.js';
 import type { ReportedState } from '../types.js';
@@ -12,8 +12,11 @@ import type { AuthStore } from './auth-store.js';
 import { observedEndpoint } from '../observed.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
+import { FanOut, type FanOutOptions } from './fanout.js';
 
 const HELLO_TIMEOUT_MS = 10_000;
+/** Acks kept per node for doctor (as many deltas as the controller keeps sent: keepSent). */
+const ACKS_KEPT = 8;
 /** Resync requests one connection may send in a window; more ends the stream (MESHP_RATE_LIMITED). */
 const RESYNCS_PER_WINDOW = 10;
 const RESYNC_WINDOW_MS = 60_000;
@@ -39,13 +42,19 @@ export class SessionHub {
   /** When each node's agent was last heard from (any message on an authenticated stream). */
   readonly #seen = new Map<string, string>();
   readonly #connections = new Map<string, Connection>();
+  /** The authenticated streams of each network: a change pokes those only. */
+  readonly #byNetwork = new Map<string, Set<SyncSession>>();
+  readonly fanout: FanOut;
 
   constructor(
     readonly controller: Controller,
     readonly auth: AuthStore,
     readonly metrics: Metrics,
     readonly log: Logger,
-  ) {}
+    fanout: FanOutOptions = {},
+  ) {
+    this.fanout = new FanOut(fanout);
+  }
 
   get connected(): number {
     return this.#sessions.size;
@@ -87,7 +96,35 @@ export class SessionHub {
     const key = `${s.network}/${s.node}`;
     const old = this.#sessions.get(key);
     this.#sessions.set(key, s);
+    this.#index(s);
     old?.end({ code: 'MESHP_UNAVAILABLE', message: 'a newer stream of this node replaced this one' });
+  }
+
+  /** The last acks of each node (version and hash), newest last: what it applied, between its reports. */
+  readonly #acks = new Map<string, { fromVersion: number; toVersion: number; stateHash: string }[]>();
+
+  acked(network: string, node: string, version: number, stateHash: string): void {
+    const key = `${network}/${node}`;
+    const list = this.#acks.get(key) ?? [];
+    if (list.at(-1)?.toVersion === version) return;
+    list.push({ fromVersion: list.at(-1)?.toVersion ?? 0, toVersion: version, stateHash });
+    if (list.length > ACKS_KEPT) list.splice(0, list.length - ACKS_KEPT);
+    this.#acks.set(key, list);
+  }
+
+  /**
+   * The node's last report with what it acked since: an agent reports when its host's facts change
+   * and acks every version it reconciled, so the report stands for the last version acked, and the
+   * deltas applied (for doctor) are the report's and the acks'.
+   */
+  reportOf(network: string, node: string): ReportMessage | null {
+    const r = this.auth.report(network, node);
+    const acks = this.#acks.get(`${network}/${node}`);
+    if (!r || !acks?.length) return r;
+    const byVersion = new Map((r.applied ?? []).map((a) => [a.toVersion, a]));
+    for (const a of acks) if (!byVersion.has(a.toVersion)) byVersion.set(a.toVersion, a);
+    const applied = [...byVersion.values()].sort((a, b) => a.toVersion - b.toVersion).slice(-ACKS_KEPT);
+    return { ...r, appliedVersion: Math.max(r.appliedVersion, acks.at(-1)!.toVersion), applied };
   }
 
   /** The agent spoke: it is alive now. */
@@ -104,15 +141,27 @@ export class SessionHub {
   unregister(s: SyncSession): void {
     const key = `${s.network}/${s.node}`;
     if (this.#sessions.get(key) === s) this.#sessions.delete(key);
+    this.#byNetwork.get(s.network)?.delete(s);
+    this.fanout.drop(s);
+  }
+
+  #index(s: SyncSession): void {
+    let set = this.#byNetwork.get(s.network);
+    if (!set) this.#byNetwork.set(s.network, (set = new Set()));
+    set.add(s);
   }
 
   /** The node's stream, if one is open, ends with this error (a removed node). */
   endNode(network: string, node: string, error: { code: string; message: string }): void {
+    this.#acks.delete(`${network}/${node}`);
     this.#sessions.get(`${network}/${node}`)?.end(error);
   }
 
   /** The node's open stream goes on under its new name. */
   renamed(network: string, from: string, to: string): void {
+    const acks = this.#acks.get(`${network}/${from}`);
+    this.#acks.delete(`${network}/${from}`);
+    if (acks) this.#acks.set(`${network}/${to}`, acks);
     const s = this.#sessions.get(`${network}/${from}`);
     if (!s) return;
     this.#sessions.delete(`${network}/${from}`);
@@ -120,10 +169,31 @@ export class SessionHub {
     this.#sessions.set(`${network}/${to}`, s);
   }
 
-  /** Something changed in the network: every node there may have a delta. */
+  /**
+   * Something changed in the network: every node there may have a delta. Only queued (fanout.ts):
+   * the call that made the change (an Enrol, an admin call) is answered before any delta goes out.
+   */
   poke(network: string): void {
-    for (const s of this.#sessions.values()) if (s.network === network) s.pump();
+    const streams = this.#byNetwork.get(network);
+    const version = this.controller.networks().includes(network) ? this.controller.stateVersion(network) : 0;
+    const since = this.#fannedAt.get(network);
+    this.#fannedAt.set(network, version);
+    if (!streams) return;
+    // Only the nodes the changes since the last fan-out concern (scope.ts), found through the indexes.
+    const ids = since === undefined ? null : since >= version ? new Set<string>() : this.controller.affectedSince(network, since);
+    if (ids === null || ids.size >= streams.size) return this.fanout.add(streams);
+    // The others keep their view: their basis follows (a cheap pass), so the log need not reach back for them.
+    if (since !== undefined) this.controller.advanceUnconcerned(network, since, ids, [...streams].map((s) => s.node));
+    const some: SyncSession[] = [];
+    for (const id of ids) {
+      const s = this.#sessions.get(`${network}/${id}`);
+      if (s) some.push(s);
+    }
+    this.fanout.add(some);
   }
+
+  /** The network's version at its last fan-out: the next one covers the changes after it. */
+  readonly #fannedAt = new Map<string, number>();
 
   closeAll(): void {
     for (const s of [...this.#sessions.values()]) s.end({ code: 'MESHP_UNAVAILABLE', message: 'the controller is stopping' });
@@ -196,10 +266,8 @@ export class SyncSession {
       this.hub.log.error({ network: this.network, node: this.node, fromVersion: delta.fromVersion, toVersion: delta.toVersion, code: isMeshpError(e) ? e.code : undefined, err: oneLine(e) }, 'delta not sent: over the message limit');
       return;
     }
-    for (const part of parts) {
-      metrics.bytesSent += JSON.stringify(part).length;
-      this.ch.send({ delta: part });
-    }
+    // Their size on the wire is counted by the transport as it encodes them (metrics.bytesSent).
+    for (const part of parts) this.ch.send({ delta: part });
     this.hub.log.info({ network: this.network, node: this.node, fromVersion: delta.fromVersion, toVersion: delta.toVersion, snapshot, upserts: delta.upsertPeers.length, removals: delta.removePeers.length }, snapshot ? 'snapshot sent' : 'delta sent');
   }
 
@@ -235,6 +303,7 @@ export class SyncSession {
     this.hub.seen(this.network, this.node);
     if ('ack' in m) {
       const r = controller.ack(this.network, this.node, m.ack.appliedVersion, m.ack.stateHash);
+      if (r.accepted) this.hub.acked(this.network, this.node, m.ack.appliedVersion, m.ack.stateHash);
       if (!r.accepted) this.hub.log.warn({ network: this.network, node: this.node, appliedVersion: m.ack.appliedVersion }, 'ack hash differs from the view computed for that version: snapshot');
       // A snapshot now, one held back by the backoff, or none (diverged: #held says so).
       if (r.snapshotPending || !r.accepted) this.pump();
@@ -302,6 +371,8 @@ export class SyncSession {
       controller.updateMember(this.network, this.node, { observedEndpoint: observed });
       this.hub.poke(this.network);
     }
+    // The node holds its credential: the token it enrolled with is spent for good.
+    auth.confirm(this.network, this.node, new Date().toISOString());
     const r = controller.hello(this.network, this.node, h.appliedVersion, h.stateHash, h.versionSignature, h.revision);
     log.info({ network: this.network, node: this.node, peer: this.peer, appliedVersion: h.appliedVersion, resume: !r.snapshotPending }, 'sync stream opened');
     if (r.movedAhead) {

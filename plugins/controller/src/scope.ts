@@ -1,0 +1,57 @@
+/**
+ * Who a change concerns, from the change log and the indexes (tag → members, policy by tag both
+ * ways), without looking at every node: the fan-out pumps those streams only, so a change that
+ * concerns k nodes costs O(k), whatever the size of the network. A superset is safe (a node whose
+ * view did not change is sent nothing); a node left out would miss its delta until its next one, so
+ * what cannot be bounded cheaply answers null: everyone.
+ */
+import type { NetworkState } from './network.js';
+import type { LogEntry, MemberRecord, PolicyRule } from './types.js';
+
+/** The members whose view the entries may have changed; null: any of them. */
+export function affectedBy(net: NetworkState, entries: readonly LogEntry[]): Set<string> | null {
+  const out = new Set<string>();
+  const holders = (tags: Iterable<string>) => {
+    for (const t of tags) for (const id of net.tags.members(t)) out.add(id);
+  };
+  /** Everyone who sees (or saw) this member, under the policy now: the holders of the tags that reach it or that it reaches. */
+  const watchers = (m: MemberRecord) => {
+    holders(net.policy.reachTags(m.tags));
+    holders(net.policy.reachedByTags(m.tags));
+  };
+  for (const e of entries) {
+    switch (e.kind) {
+      case 'member':
+      case 'members': {
+        const changes = e.kind === 'member' ? [e] : e.changes;
+        for (const c of changes) {
+          out.add(c.id);
+          if (c.before) watchers(c.before);
+          if (c.after) watchers(c.after);
+          // A removal is also told to the nodes that may hold the peer in a tunnel grace after an
+          // unscoping (SyncRecord.graced): a look at each record, no delta computed for the others.
+          else for (const [id, sync] of net.sync) if (sync.graced?.includes(c.id)) out.add(id);
+        }
+        break;
+      }
+      case 'policy':
+        for (const r of changedRules(e.before, e.after)) holders([r.from, r.to]);
+        break;
+      case 'module':
+        for (const m of net.members.values()) if (m.assigned.includes(e.name)) out.add(m.id);
+        break;
+      default:
+        // A shared component (dns, relays, route groups) is in every view.
+        return null;
+    }
+  }
+  return out;
+}
+
+/** The rules in one list and not the other (a rule whose ports changed is in both differences). */
+function changedRules(before: readonly PolicyRule[], after: readonly PolicyRule[]): PolicyRule[] {
+  const key = (r: PolicyRule) => JSON.stringify([r.from, r.to, r.ports ?? []]);
+  const a = new Set(before.map(key));
+  const b = new Set(after.map(key));
+  return [...before.filter((r) => !b.has(key(r))), ...after.filter((r) => !a.has(key(r)))];
+}

@@ -1,0 +1,66 @@
+/**
+ * An agent in this process, made of the project's client pieces (GrpcControlLink, core's
+ * DeltaApplier) over real gRPC, with a no-op host: every delta is applied to the view and acked at
+ * once. It reconnects when its stream ends (until closed), as the agent does. For transport tests
+ * that need several agents without a process each.
+ */
+import { generateKeyPairSync, sign } from 'node:crypto';
+import { DeltaApplier, PROTOCOL_REVISION, challengePayload, type EnrolResult, type StateDelta, type SyncChannel, type ControllerMessage, type AgentMessage } from '@meshp/core';
+import { GrpcControlLink } from '@meshp/transport-grpc';
+
+export class SimAgent {
+  readonly applier = new DeltaApplier();
+  readonly key = generateKeyPairSync('ed25519');
+  readonly link: GrpcControlLink;
+  enrolment: EnrolResult | null = null;
+  deltas: StateDelta[] = [];
+  streams = 0;
+  #ch: SyncChannel<ControllerMessage, AgentMessage> | null = null;
+  #closed = false;
+
+  constructor(readonly name: string, address: string, fingerprint: string) {
+    this.link = new GrpcControlLink({ address, fingerprint });
+  }
+
+  get nodeKey(): string {
+    return this.key.publicKey.export({ type: 'spki', format: 'der' }).toString('base64');
+  }
+
+  async enrol(token: string): Promise<void> {
+    this.enrolment = await this.link.enrol({ token, nodeKey: this.nodeKey, node: this.name, endpoints: [] });
+  }
+
+  open(): void {
+    if (this.#closed) return;
+    const ch = this.link.sync();
+    this.#ch = ch;
+    this.streams++;
+    ch.onMessage((m) => {
+      const e = this.enrolment!;
+      if ('challenge' in m) {
+        const { appliedVersion, stateHash } = this.applier.hello();
+        ch.send({ hello: { node: e.node, credential: e.credential, appliedVersion, stateHash, revision: PROTOCOL_REVISION, signature: sign(null, challengePayload(e.node, m.challenge), this.key.privateKey) } });
+      } else if ('delta' in m) {
+        this.deltas.push(m.delta);
+        let r;
+        try {
+          r = this.applier.receive(structuredClone(m.delta));
+        } catch (err) {
+          ch.send({ resync: this.applier.resyncRequest(err) });
+          return;
+        }
+        if (r.status === 'applied') ch.send({ ack: r.ack });
+      }
+    });
+    ch.onClose(() => {
+      if (this.#ch === ch) this.#ch = null;
+      if (!this.#closed) setTimeout(() => this.open(), 200 + Math.random() * 200);
+    });
+  }
+
+  close(): void {
+    this.#closed = true;
+    this.#ch?.close();
+    this.link.close();
+  }
+}
