@@ -9,7 +9,7 @@
  * peers goes in parts each under the message limit.
  */
 import { DEFAULT_MAX_MESSAGE_BYTES, MeshpError, type StateDelta } from '@meshp/core';
-import type { ModuleDef, PolicyRule } from './types.js';
+import type { ModuleDef, PolicyRule } from '@meshp/core/delta';
 
 export const LIMITS = {
   nameChars: 63,

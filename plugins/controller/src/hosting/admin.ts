@@ -7,7 +7,7 @@ import type { AdminAnswer, AdminApi } from '@meshp/transport-grpc';
 import type { Controller } from '../controller.js';
 import { convergeNode, previewOf } from '../converge.js';
 import { withLiveness, type NodeStatus } from '../status.js';
-import type { SentSummary } from '../types.js';
+import type { SentSummary } from '@meshp/core/delta';
 import { secretMatches } from './credential.js';
 import { NODE_NAME, type Enrolment } from './enrolment.js';
 import type { Logger } from './log.js';
