@@ -1,4 +1,5 @@
-import { MeshpError, stateHash, versionPayload, type Mode, type StateDelta, type WireDeclaration } from '@meshp/core';
+import { MeshpError, type Mode, type StateDelta, type WireDeclaration } from '@meshp/core';
+import { stateHash, versionPayload } from '@meshp/core/delta';
 import { declarationFor } from '@meshp/core/delta';
 import { computeSnapshot } from '@meshp/core/delta';
 import { NetworkState } from '@meshp/core/delta';

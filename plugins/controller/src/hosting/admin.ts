@@ -2,7 +2,10 @@
  * The Admin service over the Controller: every call authenticated with the admin credential, every
  * change followed by a pump of the network's streams. Requests and answers are in the wire's shapes.
  */
-import { MeshpError, adminMethod, checkModuleDefs, checkPolicy, declarationFromWire, modeFromWire, modeToWire, type AdminHandler, type AdminMethods, type ConvergePreview, type ModuleDecl, type ReportMessage, type WireModuleDecl } from '@meshp/core';
+import { MeshpError, adminMethod, type AdminHandler, type AdminMethods, type ModuleDecl, type ReportMessage, type WireModuleDecl } from '@meshp/core';
+import { declarationFromWire, modeFromWire, modeToWire } from '@meshp/core/delta';
+import type { ConvergePreview } from '@meshp/core/lifecycle';
+import { checkModuleDefs, checkPolicy } from '@meshp/core/schema';
 import type { AdminAnswer, AdminApi } from '@meshp/transport-grpc';
 import type { Controller } from '../controller.js';
 import { convergeNode, previewOf } from '../converge.js';
