@@ -52,28 +52,85 @@ export function parseProcNet(text: string, protocol: Protocol, family: 4 | 6): R
   return out;
 }
 
-async function owners(): Promise<Map<string, { pid: number; process: string }>> {
-  const map = new Map<string, { pid: number; process: string }>();
+interface Owner {
+  pid: number;
+  process: string;
+}
+
+/** The socket inodes a process holds open (readlink of each of its fds). */
+async function socketsOf(pid: string): Promise<Set<string>> {
+  const held = new Set<string>();
+  const fds = await fs.readdir(`/proc/${pid}/fd`).catch(() => [] as string[]);
+  for (const fd of fds) {
+    const m = /^socket:\[(\d+)\]$/.exec(await fs.readlink(`/proc/${pid}/fd/${fd}`).catch(() => ''));
+    if (m) held.add(m[1]!);
+  }
+  return held;
+}
+
+const comm = async (pid: string): Promise<string> => (await fs.readFile(`/proc/${pid}/comm`, 'utf8').catch(() => '?')).trim();
+
+/** Every socket inode of every process: one readlink per open fd on the machine. */
+async function scanAll(): Promise<Map<string, Owner>> {
+  const map = new Map<string, Owner>();
   const pids = (await fs.readdir('/proc')).filter((d) => /^\d+$/.test(d));
   await Promise.all(
     pids.map(async (pid) => {
-      const fds = await fs.readdir(`/proc/${pid}/fd`).catch(() => [] as string[]);
-      let comm: string | undefined;
-      for (const fd of fds) {
-        const link = await fs.readlink(`/proc/${pid}/fd/${fd}`).catch(() => '');
-        const m = /^socket:\[(\d+)\]$/.exec(link);
-        if (!m) continue;
-        comm ??= (await fs.readFile(`/proc/${pid}/comm`, 'utf8').catch(() => '?')).trim();
+      const held = await socketsOf(pid);
+      if (!held.size) return;
+      const name = await comm(pid);
+      for (const inode of held) {
         // A socket shared by a parent and its forked children is named by the parent: the lowest pid.
-        const known = map.get(m[1]!);
-        if (!known || Number(pid) < known.pid) map.set(m[1]!, { pid: Number(pid), process: comm });
+        const known = map.get(inode);
+        if (!known || Number(pid) < known.pid) map.set(inode, { pid: Number(pid), process: name });
       }
     }),
   );
   return map;
 }
 
-export async function listening(): Promise<Listener[]> {
+/**
+ * Who holds each listening socket. Reading every fd of every process costs one readlink per open fd
+ * on the machine (tens of milliseconds on a busy server, every reconcile), so an owner found once is
+ * remembered by the socket's inode and re-checked in that one process only; the whole machine is
+ * read again only when a listening socket is new or its remembered owner no longer holds it. A
+ * socket no visible process holds (another pid namespace) is remembered as ownerless until then.
+ */
+const remembered = new Map<string, Owner | null>();
+
+async function owners(inodes: ReadonlySet<string>, rescan: boolean): Promise<Map<string, Owner>> {
+  if (rescan) remembered.clear();
+  const found = new Map<string, Owner | null>();
+  const byPid = new Map<number, string[]>();
+  let stale = false;
+  for (const inode of inodes) {
+    const o = remembered.get(inode);
+    if (o === undefined) stale = true;
+    else if (o === null) found.set(inode, null);
+    else byPid.set(o.pid, [...(byPid.get(o.pid) ?? []), inode]);
+  }
+  for (const [pid, list] of byPid) {
+    if (stale) break;
+    const held = await socketsOf(String(pid));
+    const name = held.size ? await comm(String(pid)) : '';
+    for (const inode of list) {
+      if (held.has(inode)) found.set(inode, { pid, process: name });
+      else stale = true;
+    }
+  }
+  if (stale) {
+    const all = await scanAll();
+    for (const inode of inodes) found.set(inode, all.get(inode) ?? null);
+  }
+  remembered.clear();
+  for (const [inode, o] of found) remembered.set(inode, o);
+  const out = new Map<string, Owner>();
+  for (const [inode, o] of found) if (o) out.set(inode, o);
+  return out;
+}
+
+/** `rescan` forgets the remembered owners and reads every process's fds (the baseline in bench/). */
+export async function listening(opts: { rescan?: boolean } = {}): Promise<Listener[]> {
   const tables: [string, Protocol, 4 | 6][] = [
     ['/proc/net/tcp', 'tcp', 4], ['/proc/net/tcp6', 'tcp', 6], ['/proc/net/udp', 'udp', 4], ['/proc/net/udp6', 'udp', 6],
   ];
@@ -82,7 +139,7 @@ export async function listening(): Promise<Listener[]> {
     const text = await fs.readFile(file, 'utf8').catch(() => '');
     raw.push(...parseProcNet(text, protocol, family));
   }
-  const who = await owners();
+  const who = await owners(new Set(raw.map((r) => r.inode)), opts.rescan === true);
   const seen = new Set<string>();
   const out: Listener[] = [];
   for (const { inode, ...s } of raw) {
