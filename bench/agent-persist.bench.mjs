@@ -7,7 +7,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DeltaApplier, VIEW_KEY, persistView } from '@meshp/core';
+import { VIEW_KEY, persistView } from '@meshp/core/agent';
+import { DeltaApplier } from '@meshp/core/delta';
 import { SqliteHostStore } from '@meshp/state-sqlite';
 
 const sizes = (process.argv[2] ?? '1000,50000').split(',').map(Number);

@@ -1,7 +1,7 @@
 // One join in an all-to-all network: the fan-out of deltas vs a full-state push, in the same run.
 // And an agent applying a one-peer delta to a large view vs a small one.
 // Run after `npx tsc -b`: node bench/delta-fanout.bench.mjs [sizes, default 500,5000,50000]
-import { DeltaApplier, addPeer, componentDigest, emptyDigest, peerDigest, removePeer, stateHash, storeDigest } from '@meshp/core';
+import { DeltaApplier, addPeer, componentDigest, emptyDigest, peerDigest, removePeer, stateHash, storeDigest } from '@meshp/core/delta';
 import { Controller, MemoryStore, PolicyIndex, componentsFor, peerImage, SCOPE } from '@meshp/controller';
 import { StateDelta } from '../plugins/transport-grpc/dist/gen/meshp/v1/control.js';
 

@@ -7,7 +7,7 @@
 // deltas; the N acks the old fan-out then received and wrote to its store are not counted, so the
 // CPU ratio understates the old cost.
 // Run after `npx tsc -b`: node bench/lazy-fanout.bench.mjs [sizes, default 1000,10000]
-import { DeltaApplier } from '@meshp/core';
+import { DeltaApplier } from '@meshp/core/delta';
 import { Controller, MemoryStore } from '@meshp/controller';
 import { StateDelta } from '../plugins/transport-grpc/dist/gen/meshp/v1/control.js';
 

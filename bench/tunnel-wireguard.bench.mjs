@@ -9,7 +9,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { DeltaApplier, Host, REMOVAL_REASON } from '@meshp/core';
+import { Host } from '@meshp/core/host';
+import { DeltaApplier, REMOVAL_REASON } from '@meshp/core/delta';
 import { TunnelWireguardPlugin, uapiGet, uapiSet, upsertLines, removeLines, socketPath } from '@meshp/tunnel-wireguard';
 
 const ROUNDS = 15; // plus warm-up rounds, untimed

@@ -20,7 +20,8 @@ import { join } from 'node:path';
 import { spawn } from 'node:child_process';
 import { generateKeyPairSync, sign } from 'node:crypto';
 import { createInterface } from 'node:readline';
-import { Backoff, DeltaApplier, PROTOCOL_REVISION, challengePayload } from '@meshp/core';
+import { Backoff, PROTOCOL_REVISION, challengePayload } from '@meshp/core/agent';
+import { DeltaApplier } from '@meshp/core/delta';
 import { GrpcControlLink, wire } from '@meshp/transport-grpc';
 import { connectAdmin } from '../../bin/dist/remote/admin.js';
 

@@ -3,7 +3,8 @@
  * Exit status: 0 success, 1 refusal, 2 usage error (a MESHP_USAGE refusal included). With --json the
  * error is one JSON document on stderr, {"code","message"}, as well as the exit status.
  */
-import { isMeshpError, oneLine } from '@meshp/core';
+import { isMeshpError } from '@meshp/core';
+import { oneLine } from '@meshp/core/util';
 import { createCli } from './cli.js';
 import { Refusal } from './output.js';
 import { guardStream } from './sanitize.js';

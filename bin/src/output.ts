@@ -1,6 +1,6 @@
 /** What every command prints: a human table by default, one JSON document with --json. */
 import { createInterface } from 'node:readline/promises';
-import { oneLine } from '@meshp/core';
+import { oneLine } from '@meshp/core/util';
 
 export function table(headers: string[], rows: (string | number | undefined)[][]): string {
   const cells = [headers, ...rows.map((r) => r.map((c) => (c === undefined ? '' : String(c))))];

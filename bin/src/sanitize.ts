@@ -2,7 +2,7 @@
  * The CLI's output through sanitize (core/src/sanitize.ts): nothing a node reports reaches the
  * operator's terminal as a control sequence.
  */
-import { sanitize } from '@meshp/core';
+import { sanitize } from '@meshp/core/util';
 
 export { sanitize };
 

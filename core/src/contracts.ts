@@ -12,6 +12,15 @@ import type { Peer, StateDelta } from './delta/wire.js';
 
 export const PLUGIN_API_VERSION = 1 as const;
 
+/** Named stages for ordering taps; never `before`. */
+export const STAGE = Object.freeze({
+  FIRST: -100,
+  RESOURCES: 0,
+  OPENINGS: 10,
+  CHECKS: 50,
+  LAST: 100,
+});
+
 export interface Plugin {
   readonly name: string;
   readonly apiVersion: typeof PLUGIN_API_VERSION;

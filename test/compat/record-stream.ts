@@ -4,7 +4,7 @@
  *   (from the repository root) node --import=./node_modules/@tapjs/typescript/dist/esm/import.mjs test/compat/record-stream.ts v1-r1
  */
 import { writeFileSync } from 'node:fs';
-import { DeltaApplier } from '@meshp/core';
+import { DeltaApplier } from '@meshp/core/delta';
 import { StateDelta } from '../../plugins/transport-grpc/dist/gen/meshp/v1/control.js';
 import { recordScenario } from './scenario.js';
 

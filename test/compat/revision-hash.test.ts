@@ -5,7 +5,8 @@
  * so the v1-r1 agent's acks match and it is not sent snapshot after snapshot.
  */
 import t from 'tap';
-import { CURRENT_REVISION, DeltaApplier, type StateDelta } from '@meshp/core';
+import type { StateDelta } from '@meshp/core';
+import { CURRENT_REVISION, DeltaApplier } from '@meshp/core/delta';
 import { Controller, MemoryStore } from '@meshp/controller';
 import { StateDelta as Current } from '../../plugins/transport-grpc/dist/gen/meshp/v1/control.js';
 import { StateDelta as R1 } from './v1-r1/control.js';

@@ -3,7 +3,8 @@
  * protocol knows (joins, leaves, key rotations, policy moving scope both ways, inbound-only peers,
  * components, modules taken on an adopted node, a snapshot after log truncation, a several-part delta).
  */
-import { splitDelta, type StateDelta } from '@meshp/core';
+import type { StateDelta } from '@meshp/core';
+import { splitDelta } from '@meshp/core/delta';
 import { Controller, MemoryStore } from '@meshp/controller';
 
 export function recordScenario(onDelta: (d: StateDelta) => { appliedVersion: number; stateHash: string } | null): void {

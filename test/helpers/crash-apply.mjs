@@ -2,7 +2,9 @@
 // SIGKILL of this very process at the N-th boundary of a machine- or record-changing call.
 // usage: node crash-apply.mjs ROOT STATE DECLARATION KILL_AT   (KILL_AT 0: never; prints the count)
 import { readFileSync } from 'node:fs';
-import { Host, Reconciler, PLUGIN_API_VERSION } from '@meshp/core';
+import { PLUGIN_API_VERSION } from '@meshp/core';
+import { Host } from '@meshp/core/host';
+import { Reconciler } from '@meshp/core/reconcile';
 import { LocalFileStore } from '@meshp/files-local';
 import { SqliteHostStore } from '@meshp/state-sqlite';
 

@@ -2,7 +2,9 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Host, Reconciler, type Declaration, type ModuleDecl, type Plugin } from '@meshp/core';
+import type { Declaration, ModuleDecl, Plugin } from '@meshp/core';
+import { Host } from '@meshp/core/host';
+import { Reconciler } from '@meshp/core/reconcile';
 import { LocalFilesPlugin } from '@meshp/files-local';
 import { SqliteStatePlugin } from '@meshp/state-sqlite';
 import type { Teardownable } from './netns.js';

@@ -2,7 +2,8 @@
 // the real host with the real file and state plugins, root '/', as an agent runs by default.
 // Prints what happened as one JSON document.
 import { lstatSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { Host, Reconciler } from '@meshp/core';
+import { Host } from '@meshp/core/host';
+import { Reconciler } from '@meshp/core/reconcile';
 import { LocalFilesPlugin } from '@meshp/files-local';
 import { SqliteStatePlugin } from '@meshp/state-sqlite';
 

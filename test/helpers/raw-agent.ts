@@ -5,7 +5,9 @@
  */
 import { generateKeyPairSync, sign } from 'node:crypto';
 import { Client, Metadata, type ClientDuplexStream } from '@grpc/grpc-js';
-import { DeltaApplier, challengePayload, type AgentMessage, type ControllerMessage, type EnrolResult, type StateDelta, type SyncChannel } from '@meshp/core';
+import type { AgentMessage, ControllerMessage, EnrolResult, StateDelta, SyncChannel } from '@meshp/core';
+import { challengePayload } from '@meshp/core/agent';
+import { DeltaApplier } from '@meshp/core/delta';
 import { GrpcControlLink, channelOptions, fetchPinnedCertificate, pinnedCredentials } from '@meshp/transport-grpc';
 import type { ControllerProc } from './grpc-procs.js';
 

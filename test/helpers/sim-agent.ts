@@ -5,7 +5,9 @@
  * that need several agents without a process each.
  */
 import { generateKeyPairSync, sign } from 'node:crypto';
-import { DeltaApplier, PROTOCOL_REVISION, challengePayload, type EnrolResult, type StateDelta, type SyncChannel, type ControllerMessage, type AgentMessage } from '@meshp/core';
+import type { EnrolResult, StateDelta, SyncChannel, ControllerMessage, AgentMessage } from '@meshp/core';
+import { PROTOCOL_REVISION, challengePayload } from '@meshp/core/agent';
+import { DeltaApplier } from '@meshp/core/delta';
 import { GrpcControlLink } from '@meshp/transport-grpc';
 
 export class SimAgent {

@@ -1,5 +1,6 @@
 import t from 'tap';
-import { Host, MeshpError, type HostReport } from '@meshp/core';
+import { MeshpError, type HostReport } from '@meshp/core';
+import { Host } from '@meshp/core/host';
 import { DockerPlugin, DockerRuntime, specHash } from '@meshp/runtime-docker';
 import { labAvailable } from '../helpers/netns.js';
 import { startDockerd } from '../helpers/dockerd.js';

@@ -10,7 +10,8 @@ import t from 'tap';
 import { createPrivateKey, sign } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { challengePayload, versionPayload } from '@meshp/core';
+import { challengePayload } from '@meshp/core/agent';
+import { versionPayload } from '@meshp/core/delta';
 import { tokenFor, meshpAsync, meshpJsonAsync, nodeListAsync, startController, waitUntil, workdir, writeJson, type ControllerProc, nodes as listNodes } from '../helpers/grpc-procs.js';
 import { RawAgent, garbageOnSync } from '../helpers/raw-agent.js';
 

@@ -8,7 +8,8 @@ import type { Subtest } from '../helpers/tap-types.js';
 import { generateKeyPairSync, sign } from 'node:crypto';
 import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { challengePayload, decodeToken, encodeToken, isMeshpError, type ControlLink, type TransportError } from '@meshp/core';
+import { isMeshpError, type ControlLink, type TransportError } from '@meshp/core';
+import { challengePayload, decodeToken, encodeToken } from '@meshp/core/agent';
 import { GrpcControlLink } from '@meshp/transport-grpc';
 import { createTokenAsync, meshpAsync, startAgent, startController, workdir, type ControllerProc } from '../helpers/grpc-procs.js';
 

@@ -5,7 +5,8 @@
  * engine gone mid-life gives a coded refusal and loses no record.
  */
 import t from 'tap';
-import { LABEL_MODULE, LABEL_SPEC_HASH, containerSpecHash, type ModuleDecl } from '@meshp/core';
+import { LABEL_MODULE, LABEL_SPEC_HASH, type ModuleDecl } from '@meshp/core';
+import { containerSpecHash } from '@meshp/core/reconcile';
 import { DockerPlugin } from '@meshp/runtime-docker';
 import { SqliteHostStore } from '@meshp/state-sqlite';
 import { labAvailable } from '../helpers/netns.js';

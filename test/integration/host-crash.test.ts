@@ -12,7 +12,9 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SqliteHostStore } from '@meshp/state-sqlite';
 import { LocalFileStore } from '@meshp/files-local';
-import { Host, Reconciler, PLUGIN_API_VERSION, type Plugin } from '@meshp/core';
+import { PLUGIN_API_VERSION, type Plugin } from '@meshp/core';
+import { Host } from '@meshp/core/host';
+import { Reconciler } from '@meshp/core/reconcile';
 import { assertPrivate } from '../helpers/modes.js';
 
 const SCRIPT = join(dirname(fileURLToPath(import.meta.url)), '../helpers/crash-apply.mjs');

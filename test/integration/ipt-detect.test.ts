@@ -1,5 +1,6 @@
 import t from 'tap';
-import { Host, MeshpError } from '@meshp/core';
+import { MeshpError } from '@meshp/core';
+import { Host } from '@meshp/core/host';
 import { IptablesPlugin, nsenterRunner } from '@meshp/firewall-iptables';
 import { labAvailable, netns, runPrefix, type Netns, type Teardownable } from '../helpers/netns.js';
 import { reaper, RULES_V4, tool, type Backend } from '../helpers/ipt-lab.js';

@@ -7,7 +7,7 @@
 import t from 'tap';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
-import { logOptions } from '@meshp/core';
+import { logOptions } from '@meshp/core/util';
 import { meshp, startController, workdir } from '../helpers/grpc-procs.js';
 
 const HOSTILE = 'n\u009b2J\u001b]0;owned\u0007\u202eevil\u2066\u061c\u007f';

@@ -1,6 +1,7 @@
 import t, { type Test } from 'tap';
 import { readFile } from 'node:fs/promises';
-import { Host, type Opening } from '@meshp/core';
+import type { Opening } from '@meshp/core';
+import { Host } from '@meshp/core/host';
 import { NftablesDriver, NftablesPlugin, localRunner, localSpawner, netnsPrefix, type NftablesRetired, type Runner } from '@meshp/firewall-nftables';
 import { labAvailable } from '../helpers/netns.js';
 import { CLIENT_NET, DOCKER_NAT, SERVER_CLIENT, SERVER_OUTSIDE, lab, reachable, ruleLines, type Lab } from '../helpers/nft-lab.js';

@@ -1,6 +1,7 @@
 import t from 'tap';
 import { rm } from 'node:fs/promises';
-import { Host, MeshpError } from '@meshp/core';
+import { MeshpError } from '@meshp/core';
+import { Host } from '@meshp/core/host';
 import { NftablesPlugin, type NftablesDriver } from '@meshp/firewall-nftables';
 import { labAvailable, netns, runPrefix } from '../helpers/netns.js';
 import { lab } from '../helpers/nft-lab.js';

@@ -1,5 +1,6 @@
 import t, { type Test } from 'tap';
-import { Host, type Opening } from '@meshp/core';
+import type { Opening } from '@meshp/core';
+import { Host } from '@meshp/core/host';
 import { NftablesPlugin, type NftablesDriver } from '@meshp/firewall-nftables';
 import { labAvailable } from '../helpers/netns.js';
 import { CLIENT_NET, DOCKER_NAT, PUBLISHED, SERVER_CLIENT, SERVER_OUTSIDE, lab, onlyReceipt, reachable, splitLines } from '../helpers/nft-lab.js';

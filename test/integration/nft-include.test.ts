@@ -1,7 +1,7 @@
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import t from 'tap';
-import { Host } from '@meshp/core';
+import { Host } from '@meshp/core/host';
 import { NftablesPlugin, type NftablesDriver, type NftablesRetired } from '@meshp/firewall-nftables';
 import { labAvailable } from '../helpers/netns.js';
 import { FOUND_CONFIG, lab, ruleLines } from '../helpers/nft-lab.js';

@@ -1,5 +1,6 @@
 import t from 'tap';
-import { Host, type Opening } from '@meshp/core';
+import type { Opening } from '@meshp/core';
+import { Host } from '@meshp/core/host';
 import { NftablesPlugin, type NftablesDriver } from '@meshp/firewall-nftables';
 import { labAvailable } from '../helpers/netns.js';
 import { CLIENT_NET, SERVER_CLIENT, SERVER_OUTSIDE, lab, reachable } from '../helpers/nft-lab.js';

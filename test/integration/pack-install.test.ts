@@ -78,6 +78,14 @@ else {
     const catalogue = join(app, 'node_modules/@meshp/cli/catalogue');
     t.ok(existsSync(catalogue) && readdirSync(catalogue).length > 0, 'the default catalogue ships inside the CLI package');
 
+    // Every entry of the installed core (the root and its helper subpaths) loads, with its types shipped.
+    const coreDir = join(app, 'node_modules/@meshp/core');
+    const entries = JSON.parse(readFileSync(join(coreDir, 'package.json'), 'utf8')).exports as Record<string, { types: string }>;
+    const load = Object.keys(entries).map((k) => `await import(${JSON.stringify(k === '.' ? '@meshp/core' : `@meshp/core/${k.slice(2)}`)});`).join(' ');
+    const loaded = spawnSync(process.execPath, ['--input-type=module', '-e', load], { cwd: app, encoding: 'utf8' });
+    t.equal(loaded.status, 0, `every @meshp/core entry loads (${Object.keys(entries).length}): ${loaded.stderr}`);
+    t.ok(Object.values(entries).every((e) => existsSync(join(coreDir, e.types))), 'every entry ships its types');
+
     // A plugin author's first kind, from the template the testkit ships: a package of its own.
     const kind = join(app, 'my-kind');
     mkdirSync(kind);

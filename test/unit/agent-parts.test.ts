@@ -1,6 +1,7 @@
 /** The agent's small parts: reconnect backoff, token claims, the challenge payload. */
 import t from 'tap';
-import { Backoff, challengePayload, decodeToken, encodeToken, isMeshpError, normaliseFingerprint } from '@meshp/core';
+import { isMeshpError } from '@meshp/core';
+import { Backoff, challengePayload, decodeToken, encodeToken, normaliseFingerprint } from '@meshp/core/agent';
 
 t.test('reconnect delays grow, are capped, and are jittered between half and all of their ceiling', async (t) => {
   const low = new Backoff({ initialMs: 100, maxMs: 1_000, random: () => 0 });

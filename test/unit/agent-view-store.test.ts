@@ -8,7 +8,9 @@ import t from 'tap';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DeltaApplier, REMOVAL_REASON, VIEW_KEY, loadView, persistView, type Peer, type StateDelta, type ViewWrite } from '@meshp/core';
+import type { Peer, StateDelta, ViewWrite } from '@meshp/core';
+import { VIEW_KEY, loadView, persistView } from '@meshp/core/agent';
+import { DeltaApplier, REMOVAL_REASON } from '@meshp/core/delta';
 import { SqliteHostStore } from '@meshp/state-sqlite';
 
 const peer = (i: number, tag = 'a'): Peer => ({ id: `p${i}`, nodeKey: `k${i}`, addresses: [`100.96.${i >> 8}.${i & 255}`], tags: [tag], endpoints: [], inboundOnly: false });

@@ -12,7 +12,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AuthStore, Controller, Enrolment, MemoryStore, Metrics, SessionHub, adminHandler, createLogger } from '@meshp/controller';
-import { DeltaApplier, PROTOCOL_REVISION, challengePayload, type AgentMessage, type ControllerMessage, type StateDelta, type SyncChannel, type TransportError } from '@meshp/core';
+import type { AgentMessage, ControllerMessage, StateDelta, SyncChannel, TransportError } from '@meshp/core';
+import { PROTOCOL_REVISION, challengePayload } from '@meshp/core/agent';
+import { DeltaApplier } from '@meshp/core/delta';
 
 const N = 250;
 const NET = 'default';

@@ -4,7 +4,8 @@
  * goes in parts each under the message limit, which an agent's applier reassembles.
  */
 import t from 'tap';
-import { DEFAULT_MAX_MESSAGE_BYTES, DeltaApplier } from '@meshp/core';
+import { DEFAULT_MAX_MESSAGE_BYTES } from '@meshp/core/agent';
+import { DeltaApplier } from '@meshp/core/delta';
 import { Controller, MemoryStore } from '@meshp/controller';
 import { LIMITS, splitForWire, wireBudget } from '../../plugins/controller/src/limits.js';
 

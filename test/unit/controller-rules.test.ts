@@ -2,7 +2,8 @@ import t from 'tap';
 import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DeltaApplier, REMOVAL_REASON, WIRE_MODE, type StateDelta } from '@meshp/core';
+import type { StateDelta } from '@meshp/core';
+import { DeltaApplier, REMOVAL_REASON, WIRE_MODE } from '@meshp/core/delta';
 import { Controller, MemoryStore, SqliteControllerStore } from '@meshp/controller';
 import { assertPrivate } from '../helpers/modes.js';
 

@@ -6,7 +6,7 @@
  */
 import t from 'tap';
 import { Controller, MemoryStore, type ControllerStore } from '@meshp/controller';
-import { DeltaApplier } from '@meshp/core';
+import { DeltaApplier } from '@meshp/core/delta';
 
 const NET = 'n';
 const N = 40;

@@ -7,7 +7,8 @@
  */
 import t from 'tap';
 import fc from 'fast-check';
-import { DeltaApplier, protoCanonicalJson, type StateDelta } from '@meshp/core';
+import type { StateDelta } from '@meshp/core';
+import { DeltaApplier, protoCanonicalJson } from '@meshp/core/delta';
 import { Controller, MemoryStore, type PolicyRule } from '@meshp/controller';
 import { StateDelta as Wire } from '../../plugins/transport-grpc/dist/gen/meshp/v1/control.js';
 

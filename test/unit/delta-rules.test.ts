@@ -1,5 +1,6 @@
 import t, { type Test } from 'tap';
-import { DeltaApplier, REMOVAL_REASON, WIRE_MODE, isMeshpError, splitDelta, type Peer, type StateDelta } from '@meshp/core';
+import { isMeshpError, type Peer, type StateDelta } from '@meshp/core';
+import { DeltaApplier, REMOVAL_REASON, WIRE_MODE, splitDelta } from '@meshp/core/delta';
 import { StateDelta as WireStateDelta } from '../../plugins/transport-grpc/dist/gen/meshp/v1/control.js';
 
 const peer = (id: string, extra: Partial<Peer> = {}): Peer => ({ id, nodeKey: `key-${id}`, addresses: [`10.0.0.${id.length}`], tags: ['t'], endpoints: [], inboundOnly: false, ...extra });

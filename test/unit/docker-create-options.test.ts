@@ -1,5 +1,6 @@
 import t from 'tap';
-import { LABEL_MODULE, LABEL_NODE, LABEL_SPEC_HASH, containerSpecHash, type ContainerSpec } from '@meshp/core';
+import { LABEL_MODULE, LABEL_NODE, LABEL_SPEC_HASH, type ContainerSpec } from '@meshp/core';
+import { containerSpecHash } from '@meshp/core/reconcile';
 import { canonicalJson, createOptions, portsFromInspect, portsFromList, specHash } from '@meshp/runtime-docker';
 
 const mark = { node: 'n1', module: 'site', specHash: 'h1' };

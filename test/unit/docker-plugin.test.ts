@@ -1,5 +1,6 @@
 import t from 'tap';
-import { Host, PLUGIN_API_VERSION, type HostReport } from '@meshp/core';
+import { PLUGIN_API_VERSION, type HostReport } from '@meshp/core';
+import { Host } from '@meshp/core/host';
 import { DEFAULT_DOCKER_SOCKET, DockerPlugin, DockerRuntime } from '@meshp/runtime-docker';
 
 async function socketOf(host: Host): Promise<string> {

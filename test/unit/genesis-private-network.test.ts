@@ -7,7 +7,7 @@ import t from 'tap';
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { CatalogueModule } from '@meshp/core';
+import type { CatalogueModule } from '@meshp/core/catalogue';
 import { bootstrapCatalogue, prepareTunnel, privateNetworkOf, savedTunnel } from '../../bin/src/genesis/private-network.js';
 import { readCatalogue } from '../../bin/src/genesis/genesis.js';
 import { tunnelOf } from '../../bin/src/remote/tunnel.js';

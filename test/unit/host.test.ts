@@ -1,5 +1,6 @@
 import t from 'tap';
-import { Host, PLUGIN_API_VERSION, MeshpError, type Plugin } from '@meshp/core';
+import { PLUGIN_API_VERSION, MeshpError, type Plugin } from '@meshp/core';
+import { Host } from '@meshp/core/host';
 
 t.test('a plugin speaking another contract version is refused', async (t) => {
   const host = new Host();

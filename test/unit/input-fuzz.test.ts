@@ -7,7 +7,10 @@
  */
 import t from 'tap';
 import fc from 'fast-check';
-import { MeshpError, checkModuleDefs, checkManifest, readPolicyFile, toOpening, validateDeclaration, type Declaration } from '@meshp/core';
+import { MeshpError, toOpening, type Declaration } from '@meshp/core';
+import { validateDeclaration } from '@meshp/core/reconcile';
+import { checkManifest } from '@meshp/core/catalogue';
+import { checkModuleDefs, readPolicyFile } from '@meshp/core/schema';
 import { shapesFor } from '@meshp/firewall-nftables';
 import { createOptions } from '@meshp/runtime-docker';
 

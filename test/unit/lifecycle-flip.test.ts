@@ -1,5 +1,7 @@
 import t from 'tap';
-import { MeshpError, PLUGIN_API_VERSION, RETIRED_KEY, flip, previewConverge, resourceKey, toOpening, type DerivedFilter, type FirewallDriver, type Listener, type Plugin } from '@meshp/core';
+import { MeshpError, PLUGIN_API_VERSION, resourceKey, toOpening, type DerivedFilter, type FirewallDriver, type Listener, type Plugin } from '@meshp/core';
+import { RETIRED_KEY } from '@meshp/core/reconcile';
+import { flip, previewConverge } from '@meshp/core/lifecycle';
 import { SqliteHostStore } from '@meshp/state-sqlite';
 import { bed, declaration } from '../helpers/host.js';
 import { assertPrivate } from '../helpers/modes.js';

@@ -2,7 +2,10 @@ import t from 'tap';
 import { readFileSync, readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { checkGenesis, checkManifest, defaultPorts, overlaps, renderModule, validateDeclaration, type GenesisFacts } from '@meshp/core';
+import { validateDeclaration } from '@meshp/core/reconcile';
+import { checkGenesis, type GenesisFacts } from '@meshp/core/lifecycle';
+import { checkManifest, defaultPorts, renderModule } from '@meshp/core/catalogue';
+import { overlaps } from '@meshp/core/net';
 
 const CATALOGUE = join(dirname(fileURLToPath(import.meta.url)), '../../examples/catalogue');
 const catalogue = readdirSync(CATALOGUE).filter((f) => f.endsWith('.json')).map((f) => checkManifest(JSON.parse(readFileSync(join(CATALOGUE, f), 'utf8')), f));

@@ -1,5 +1,6 @@
 import t from 'tap';
-import { buildPreview, previewDoors, type Declaration, type FirewallDescription, type Reach } from '@meshp/core';
+import type { Declaration, FirewallDescription, Reach } from '@meshp/core';
+import { buildPreview, previewDoors } from '@meshp/core/lifecycle';
 
 const fw: FirewallDescription = { kind: 'nftables', manager: 'nftables.service', active: true, tables: ['inet filter'], configFile: '/etc/nftables.conf', summary: [] };
 

@@ -5,7 +5,12 @@
  */
 import t from 'tap';
 import type { Subtest } from '../helpers/tap-types.js';
-import { PLUGIN_API_VERSION, RETIRED_KEY, declarationToWire, previewConverge, reconcileLifecycle, type Declaration, type FirewallDriver, type Host, type LifecycleReport, type Listener, type Plugin, type WireDeclaration } from '@meshp/core';
+import { PLUGIN_API_VERSION, type Declaration, type FirewallDriver, type LifecycleReport, type Listener, type Plugin, type WireDeclaration } from '@meshp/core';
+import type { Host } from '@meshp/core/host';
+import { reconcileLifecycle } from '@meshp/core/agent';
+import { declarationToWire } from '@meshp/core/delta';
+import { RETIRED_KEY } from '@meshp/core/reconcile';
+import { previewConverge } from '@meshp/core/lifecycle';
 import { bed } from '../helpers/host.js';
 
 interface Machine {

@@ -1,6 +1,9 @@
 /** The controller's side of converging a node: the preview from the last report, the flip recorded only for it. */
 import t from 'tap';
-import { DeltaApplier, WIRE_MODE, buildPreview, declarationFromWire, isMeshpError, validateDeclaration, type ReportMessage, type WireDeclaration } from '@meshp/core';
+import { isMeshpError, type ReportMessage, type WireDeclaration } from '@meshp/core';
+import { DeltaApplier, WIRE_MODE, declarationFromWire } from '@meshp/core/delta';
+import { validateDeclaration } from '@meshp/core/reconcile';
+import { buildPreview } from '@meshp/core/lifecycle';
 import { Controller, MemoryStore, convergeNode, factsOfReport, previewOf } from '@meshp/controller';
 
 const NET = 'n';

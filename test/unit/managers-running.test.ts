@@ -1,6 +1,6 @@
 /** Firewall managers recognised by their running process (core/src/lifecycle/managers.ts). */
 import t from 'tap';
-import { managersRunning } from '@meshp/core';
+import { managersRunning } from '@meshp/core/lifecycle';
 
 t.test('firewalld under its python interpreter, csf by the name lfd gives itself', async (t) => {
   const seen = managersRunning([

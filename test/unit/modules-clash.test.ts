@@ -6,7 +6,9 @@
  */
 import t from 'tap';
 import { Controller, MemoryStore } from '@meshp/controller';
-import { findClash, validateDeclaration, type ModuleDecl } from '@meshp/core';
+import type { ModuleDecl } from '@meshp/core';
+import { validateDeclaration } from '@meshp/core/reconcile';
+import { findClash } from '@meshp/core/schema';
 
 const NET = 'n';
 type Mod = Omit<ModuleDecl, 'taken'>;

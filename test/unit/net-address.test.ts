@@ -1,5 +1,5 @@
 import t from 'tap';
-import { addressText, addressToBigInt, parseRange, toCidrs, spansToSet } from '@meshp/core';
+import { addressText, addressToBigInt, parseRange, toCidrs, spansToSet } from '@meshp/core/net';
 
 t.test('ranges read back in the canonical form firewalls print', async (t) => {
   t.equal(parseRange('10.1.2.3/24').text, '10.1.2.0/24', 'host bits masked off');

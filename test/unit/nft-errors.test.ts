@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import t from 'tap';
-import { Host, MeshpError, type Opening } from '@meshp/core';
+import { MeshpError, type Opening } from '@meshp/core';
+import { Host } from '@meshp/core/host';
 import { NftablesDriver, NftablesPlugin, localRunner, localSpawner, type RunResult, type Runner } from '@meshp/firewall-nftables';
 
 const RULESET = JSON.stringify({

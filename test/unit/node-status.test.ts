@@ -5,7 +5,8 @@
  */
 import t from 'tap';
 import { Controller, MemoryStore, convergeNode, nodeToWire, withLiveness, type ReportedState } from '@meshp/controller';
-import { DeltaApplier, type ReportMessage } from '@meshp/core';
+import type { ReportMessage } from '@meshp/core';
+import { DeltaApplier } from '@meshp/core/delta';
 import { wire as pb } from '@meshp/transport-grpc';
 import { lifecycleNote, nodeDetail, nodesTable, type WireNodeStatus } from '../../bin/src/remote/render.js';
 import { verdictOf } from '../../bin/src/remote/ops.js';

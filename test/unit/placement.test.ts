@@ -1,6 +1,6 @@
 /** core's placement rule on reach chains as the plugins read them: partial denials above, the total one below. */
 import t from 'tap';
-import { deniesInvalid, placeOpening, spansToSet, cidrSpan, type ReachChain, type ReachRule } from '@meshp/core';
+import { deniesInvalid, placeOpening, spansToSet, cidrSpan, type ReachChain, type ReachRule } from '@meshp/core/net';
 
 const door = { port: 7443, protocol: 'tcp' as const, path: 'incoming' as const };
 const range = spansToSet([cidrSpan('10.80.0.0/16')]);

@@ -1,5 +1,7 @@
 import t from 'tap';
-import { Host, PLUGIN_API_VERSION, MeshpError, oneLine, type FileStore, type Plugin } from '@meshp/core';
+import { PLUGIN_API_VERSION, MeshpError, type FileStore, type Plugin } from '@meshp/core';
+import { Host } from '@meshp/core/host';
+import { oneLine } from '@meshp/core/util';
 
 function filesPlugin(name: string, store: Partial<FileStore>): Plugin {
   return {

@@ -3,7 +3,7 @@ import { mkdirSync, writeFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { SqliteHostStore } from '@meshp/state-sqlite';
 import { bed, declaration, stateOf } from '../helpers/host.js';
-import { parseMode, sha256 } from '@meshp/core';
+import { parseMode, sha256 } from '@meshp/core/reconcile';
 import { assertPrivate } from '../helpers/modes.js';
 
 t.test('an interrupted write of the host own file is recognised on restart, not taken for found', async (t) => {

@@ -1,7 +1,8 @@
 import t from 'tap';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { MeshpError, PLUGIN_API_VERSION, RETIRED_KEY, type Door, type FirewallDriver, type Opening, type Plugin, type Reach } from '@meshp/core';
+import { MeshpError, PLUGIN_API_VERSION, type Door, type FirewallDriver, type Opening, type Plugin, type Reach } from '@meshp/core';
+import { RETIRED_KEY } from '@meshp/core/reconcile';
 import { SqliteHostStore } from '@meshp/state-sqlite';
 import { bed, declaration, stateOf } from '../helpers/host.js';
 import { assertPrivate } from '../helpers/modes.js';

@@ -8,7 +8,10 @@ import type { Subtest } from '../helpers/tap-types.js';
 import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { MeshpError, checkManifest, checkModuleDefs, jsonSchemaFiles, readCatalogueFile, readPolicyFile, validateDeclaration } from '@meshp/core';
+import { MeshpError } from '@meshp/core';
+import { validateDeclaration } from '@meshp/core/reconcile';
+import { checkManifest } from '@meshp/core/catalogue';
+import { checkModuleDefs, jsonSchemaFiles, readCatalogueFile, readPolicyFile } from '@meshp/core/schema';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../..');
 

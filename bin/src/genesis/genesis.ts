@@ -9,24 +9,15 @@
 import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
-import {
-  ENROLMENT_KEY,
-  MeshpError,
-  Reconciler,
-  checkGenesis,
-  checkManifest,
-  defaultPorts,
-  renderModule,
-  type CatalogueModule,
-  type Declaration,
-  type GenesisFinding,
-  type Host,
-  type Mode,
-  type ReconcileResult,
-  type Settings,
-} from '@meshp/core';
+import { MeshpError, type Declaration, type Mode, type Settings } from '@meshp/core';
+import type { Host } from '@meshp/core/host';
+import { ENROLMENT_KEY } from '@meshp/core/agent';
+import { Reconciler, type ReconcileResult } from '@meshp/core/reconcile';
+import { checkGenesis, type GenesisFinding } from '@meshp/core/lifecycle';
+import { checkManifest, defaultPorts, renderModule, type CatalogueModule } from '@meshp/core/catalogue';
 
-import { AuthStore, CONTROLLER_DB, CONTROL_NODE_TAG, Controller, DEFAULT_NETWORK, Enrolment, SqliteControllerStore, ensureCertificate } from '@meshp/controller';
+import { CONTROL_NODE_TAG } from '@meshp/core/delta';
+import { AuthStore, CONTROLLER_DB, Controller, DEFAULT_NETWORK, Enrolment, SqliteControllerStore, ensureCertificate } from '@meshp/controller';
 import { CONTROLLER_FILE } from '../remote/agent.js';
 import { ensureNodeKey } from '../remote/keys.js';
 import { bootstrapCatalogue, prepareTunnel, privateNetworkOf, type PrivateNetwork } from './private-network.js';

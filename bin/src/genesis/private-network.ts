@@ -15,7 +15,8 @@
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { MeshpError, type CatalogueModule } from '@meshp/core';
+import { MeshpError } from '@meshp/core';
+import type { CatalogueModule } from '@meshp/core/catalogue';
 import { ensureTunnelKey } from '@meshp/tunnel-wireguard';
 
 /** In the agent's state folder: the tunnel its agent raises when no `--tunnel` flag is given. */

@@ -1,4 +1,4 @@
-import { Reconciler } from '@meshp/core';
+import { Reconciler } from '@meshp/core/reconcile';
 import { Refusal, confirmChange, printJson, refuse } from '../output.js';
 import { pluginSpecs } from '../plugins/load.js';
 import { assembleHostWith } from './assembly.js';

@@ -2,7 +2,8 @@
  * The default assembly of a host: the plugins `meshp host` and `meshp agent` load.
  * An operator building their own agent lists their own (see examples/agent).
  */
-import { Host, type HostOptions, type Plugin } from '@meshp/core';
+import type { HostOptions, Plugin } from '@meshp/core';
+import { Host } from '@meshp/core/host';
 import { ProcFactsPlugin } from '@meshp/facts-proc';
 import { LocalFilesPlugin } from '@meshp/files-local';
 import { IptablesPlugin } from '@meshp/firewall-iptables';

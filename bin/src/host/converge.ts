@@ -1,4 +1,4 @@
-import { flip, previewConverge, returnToAdopted, type ConvergePreview, type PreviewItem } from '@meshp/core';
+import { flip, previewConverge, returnToAdopted, type ConvergePreview, type PreviewItem } from '@meshp/core/lifecycle';
 import { confirmChange, printJson, refuse, table } from '../output.js';
 import type { HostApplyArgs } from './apply.js';
 import { pluginSpecs } from '../plugins/load.js';

@@ -1,6 +1,8 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { MeshpError, RECENT_KEY, loadView, type AppliedRecord } from '@meshp/core';
+import { MeshpError } from '@meshp/core';
+import { RECENT_KEY, loadView } from '@meshp/core/agent';
+import type { AppliedRecord } from '@meshp/core/delta';
 import { SqliteHostStore } from '@meshp/state-sqlite';
 import { printJson, refuse, table } from '../output.js';
 

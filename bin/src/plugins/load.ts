@@ -9,7 +9,8 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { MeshpError, trustedFile, type Plugin } from '@meshp/core';
+import { MeshpError, type Plugin } from '@meshp/core';
+import { trustedFile } from '@meshp/core/util';
 
 export interface PluginSpec {
   module: string;

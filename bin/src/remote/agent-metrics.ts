@@ -3,7 +3,7 @@
  * read on the node itself — useful when the controller cannot be reached, which is when it matters.
  */
 import { Gauge, Registry, collectDefaultMetrics } from 'prom-client';
-import type { Agent } from '@meshp/core';
+import type { Agent } from '@meshp/core/agent';
 import { BUILD_VERSION, serveMetrics } from '@meshp/controller';
 
 const seconds = (iso: string | undefined): number => (iso ? Date.parse(iso) / 1000 : 0);

@@ -2,7 +2,8 @@
  * The default agent: the host's default plugins plus the gRPC transport. `--firewall none` loads no
  * firewall plugin at all, so nothing probes or touches the machine's firewall.
  */
-import { Host, type HostOptions, type Plugin } from '@meshp/core';
+import type { HostOptions, Plugin } from '@meshp/core';
+import { Host } from '@meshp/core/host';
 import { GrpcTransportPlugin } from '@meshp/transport-grpc';
 import { defaultPlugins } from '../host/assembly.js';
 

@@ -1,5 +1,5 @@
 /** `meshp controller serve`: the controller plugin on a server host with the gRPC transport. */
-import { Host } from '@meshp/core';
+import { Host } from '@meshp/core/host';
 import { ControllerHostingPlugin } from '@meshp/controller';
 import { GrpcTransportPlugin } from '@meshp/transport-grpc';
 

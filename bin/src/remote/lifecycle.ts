@@ -3,7 +3,7 @@
  * and records the flip (or the return); the agent does it on the machine and reports each step,
  * which this prints as it arrives, until the node says converged, adopted, or refused.
  */
-import type { ConvergePreview, PreviewItem } from '@meshp/core';
+import type { ConvergePreview, PreviewItem } from '@meshp/core/lifecycle';
 import type { AdminClient, wire } from '@meshp/transport-grpc';
 import { renderPreview } from '../host/converge.js';
 import { Refusal, confirmChange, printJson } from '../output.js';

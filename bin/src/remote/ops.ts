@@ -1,6 +1,8 @@
 /** The admin commands' work: one Admin call each, a table or one JSON document. */
 import { readFileSync, statSync } from 'node:fs';
-import { MeshpError, declarationToWire, readCatalogueFile, readPolicyFile, type ModuleDecl } from '@meshp/core';
+import { MeshpError, type ModuleDecl } from '@meshp/core';
+import { declarationToWire } from '@meshp/core/delta';
+import { readCatalogueFile, readPolicyFile } from '@meshp/core/schema';
 import { confirmChange, printJson, table } from '../output.js';
 import { present, withAdmin, type RemoteArgs } from './admin.js';
 import { modeName, nodeDetail, nodeJson, nodesTable, sentTable, type WireNodeStatus } from './render.js';

@@ -7,7 +7,7 @@ import type { FirewallDriver, HostReport, Listener, PublishedPort } from '../con
 import { reachOf } from '../lifecycle/flip.js';
 import { previewDoors } from '../lifecycle/preview.js';
 import { MeshpError, isMeshpError, oneLine } from '../errors.js';
-import type { Host } from '../host.js';
+import type { Host } from '../host/host.js';
 import { DeltaApplier, type AppliedRecord } from '../delta/applier.js';
 import type { StateDelta } from '../delta/wire.js';
 import { Backoff } from './backoff.js';

@@ -7,7 +7,7 @@
  * return: core's `returnToAdopted`. Anything refused leaves the machine adopted, and says why.
  */
 import { MeshpError, isMeshpError, oneLine } from '../errors.js';
-import type { Host } from '../host.js';
+import type { Host } from '../host/host.js';
 import type { Declaration } from '../model.js';
 import { declarationFromWire } from '../delta/declaration.js';
 import type { WireDeclaration } from '../delta/wire.js';

@@ -6,7 +6,7 @@
  */
 import type { Door, FirewallDriver, Reach, RetiredState } from '../contracts.js';
 import { MeshpError, oneLine } from '../errors.js';
-import type { Host } from '../host.js';
+import type { Host } from '../host/host.js';
 import type { Declaration } from '../model.js';
 import { Reconciler, RETIRED_KEY, type ReconcileResult } from '../reconcile/reconciler.js';
 import { planOpenings } from '../reconcile/openings.js';

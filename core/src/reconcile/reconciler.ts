@@ -4,7 +4,7 @@
  */
 import type { Action, ApplyContext, FirewallDriver, HostReport, HostStateStore, Plan, ResourceReport } from '../contracts.js';
 import { MeshpError, isMeshpError, oneLine } from '../errors.js';
-import type { Host } from '../host.js';
+import type { Host } from '../host/host.js';
 import { resourceKey, type Declaration, type ResourceKind, type ResourceState } from '../model.js';
 import { guard, type GuardContext } from './guard.js';
 import { containerHandler, fileHandler, missingProvider, type ContentKind, type Handlers, type ResourceHandler } from './handlers.js';

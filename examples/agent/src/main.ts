@@ -8,7 +8,8 @@ import { createPrivateKey, createPublicKey, generateKeyPairSync, sign } from 'no
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
-import { Agent, Host, decodeToken } from '@meshp/core';
+import { Host } from '@meshp/core/host';
+import { Agent, decodeToken } from '@meshp/core/agent';
 import { ProcFactsPlugin } from '@meshp/facts-proc';
 import { LocalFilesPlugin } from '@meshp/files-local';
 import { NftablesPlugin } from '@meshp/firewall-nftables';

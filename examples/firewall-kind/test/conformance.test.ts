@@ -5,7 +5,8 @@
  * copies: a `setup` that loads a found firewall of the kind and hands the kit the plugin.
  */
 import t from 'tap';
-import { Host, isMeshpError, type Opening } from '@meshp/core';
+import { isMeshpError, type Opening } from '@meshp/core';
+import { Host } from '@meshp/core/host';
 import { IptablesPlugin } from '@meshp/firewall-iptables';
 import { ADDRESSES, FOUND_PORT, MESH_PORT, firewallConformance, labUnavailable, type KitLab } from '@meshp/testkit';
 import { UfwDriver, UfwPlugin } from '../src/index.js';

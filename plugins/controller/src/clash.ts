@@ -4,9 +4,10 @@
  * would make such a pair — an assign, or a module redefined under a node that has it — before
  * anything is stored, naming both modules and the resource.
  */
-import { MeshpError, declarationFromWire, describeClash, findClash } from '@meshp/core';
-import { declarationFor } from './components.js';
-import type { MemberRecord, ModuleDef } from './types.js';
+import { MeshpError } from '@meshp/core';
+import { declarationFromWire } from '@meshp/core/delta';
+import { describeClash, findClash } from '@meshp/core/schema';
+import { declarationFor, type MemberRecord, type ModuleDef } from '@meshp/core/delta';
 
 /** Throws MESHP_MODULES_CLASH when the node's modules, as it would be sent them, claim one resource twice. */
 export function checkNoClash(node: MemberRecord, moduleOf: (name: string) => ModuleDef | null): void {

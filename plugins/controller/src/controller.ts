@@ -1,17 +1,18 @@
-import { MeshpError, stateHash, versionPayload, type Mode, type StateDelta, type WireDeclaration } from '@meshp/core';
-import { declarationFor } from './components.js';
-import { computeSnapshot } from './compute.js';
-import { NetworkState } from './network.js';
-import { PolicyIndex } from './policy.js';
+import { MeshpError, type Mode, type StateDelta, type WireDeclaration } from '@meshp/core';
+import { stateHash, versionPayload } from '@meshp/core/delta';
+import { declarationFor } from '@meshp/core/delta';
+import { computeSnapshot } from '@meshp/core/delta';
+import { NetworkState } from '@meshp/core/delta';
+import { PolicyIndex } from '@meshp/core/delta';
 import type { ControllerStore } from './store.js';
-import { TokenBook } from './tokens.js';
-import { DEFAULT_RESYNC_BOUNDS, checkAppliedVersion, nextDelta, recoverExpectation, refreshTarget, snapshotAsked, takeAck, takeHello, type AckResult, type ResyncBounds } from './sync.js';
-import type { LogEntry, MemberRecord, ModuleDef, NetworkRecord, PolicyRule, ReportedState, SentSummary, SharedComponentName, SharedComponents, SyncRecord, TokenRecord } from './types.js';
+import { TokenBook, type TokenRecord } from './tokens.js';
+import { DEFAULT_RESYNC_BOUNDS, checkAppliedVersion, nextDelta, recoverExpectation, refreshTarget, snapshotAsked, takeAck, takeHello, type AckResult, type ResyncBounds } from '@meshp/core/delta';
+import type { LogEntry, MemberRecord, ModuleDef, NetworkRecord, PolicyRule, ReportedState, SentSummary, SharedComponentName, SharedComponents, SyncRecord } from '@meshp/core/delta';
 import { newSync, statusOf, type NodeStatus } from './status.js';
 import { checkAssigned, checkMember, checkModule, checkPolicy, checkTags } from './limits.js';
 import { checkNoClash } from './clash.js';
 import { checkTunnelKey } from './tunnel-key.js';
-import { affectedBy } from './scope.js';
+import { affectedBy } from '@meshp/core/delta';
 
 export interface ControllerOptions {
   /** Changes kept per network for deltas; an agent further behind gets a snapshot. */

@@ -5,7 +5,10 @@
  * for the preview the operator saw; the agent re-checks that id against the machine before it
  * changes anything.
  */
-import { MeshpError, buildPreview, declarationFromWire, validateDeclaration, type ConvergePreview, type Listener, type Protocol, type PublishedPort, type Reach, type ReportMessage } from '@meshp/core';
+import { MeshpError, type Listener, type Protocol, type PublishedPort, type Reach, type ReportMessage } from '@meshp/core';
+import { declarationFromWire } from '@meshp/core/delta';
+import { validateDeclaration } from '@meshp/core/reconcile';
+import { buildPreview, type ConvergePreview } from '@meshp/core/lifecycle';
 import type { Controller } from './controller.js';
 
 const protocolOf = (p: string): Protocol => (p === 'udp' ? 'udp' : 'tcp');

@@ -1,15 +1,11 @@
-export * from './types.js';
+// The records a store keeps (the controller's store seam names them): they live in core's delta,
+// beside the protocol's server half that reads them; re-exported for store implementations.
+export type { LogEntry, MemberRecord, ModuleDef, NetworkRecord, PolicyRule, ReportedState, SentSummary, SharedComponentName, SharedComponents, SyncRecord, Expectation } from '@meshp/core/delta';
 export * from './store.js';
-export * from './policy.js';
-export * from './network.js';
-export * from './components.js';
-export * from './compute.js';
 export * from './status.js';
 export * from './controller.js';
-export * from './sync.js';
 export * from './tokens.js';
 export * from './sqlite-store.js';
 export * from './hosting/index.js';
 export * from './converge.js';
 export * from './tunnel-key.js';
-export { observedEndpoint, endpointsOf } from './observed.js';

@@ -8,8 +8,9 @@
  * and the sender packs peers into messages by size (splitForWire), so a snapshot of any number of
  * peers goes in parts each under the message limit.
  */
-import { DEFAULT_MAX_MESSAGE_BYTES, MeshpError, type StateDelta } from '@meshp/core';
-import type { ModuleDef, PolicyRule } from './types.js';
+import { MeshpError, type StateDelta } from '@meshp/core';
+import { DEFAULT_MAX_MESSAGE_BYTES } from '@meshp/core/agent';
+import type { ModuleDef, PolicyRule } from '@meshp/core/delta';
 
 export const LIMITS = {
   nameChars: 63,

@@ -1,8 +1,10 @@
 import Database from 'better-sqlite3';
 import { dirname } from 'node:path';
-import { MeshpError, privateDbFiles, privateDir, sayTightened } from '@meshp/core';
+import { MeshpError } from '@meshp/core';
+import { privateDbFiles, privateDir, sayTightened } from '@meshp/core/util';
 import type { ControllerStore, StoredState } from './store.js';
-import type { LogEntry, MemberRecord, NetworkRecord, SyncRecord, TokenRecord } from './types.js';
+import type { LogEntry, MemberRecord, NetworkRecord, SyncRecord } from '@meshp/core/delta';
+import type { TokenRecord } from './tokens.js';
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS networks (name TEXT PRIMARY KEY, doc TEXT NOT NULL);

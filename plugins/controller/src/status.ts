@@ -5,8 +5,7 @@
  * request was recorded at. `status` is the one word that makes a node needing attention stand out.
  */
 import type { Mode } from '@meshp/core';
-import type { NetworkState } from './network.js';
-import type { MemberRecord, ReportedState, SyncRecord } from './types.js';
+import type { MemberRecord, NetworkState, ReportedState, SyncRecord } from '@meshp/core/delta';
 
 export type TransitionState = 'none' | 'requested' | 'in-progress' | 'done' | 'refused';
 
@@ -107,7 +106,7 @@ export function statusOf(net: NetworkState, m: MemberRecord, s: SyncRecord): Nod
     requestedMode: m.mode,
     appliedVersion: s.applied,
     stateVersion: net.version,
-    // Lazy fan-out: an idle node whose view did not change is not behind (target: see sync.ts).
+    // Lazy fan-out: an idle node whose view did not change is not behind (target: see core/src/delta/sync.ts).
     gap: Math.max(0, (s.target ?? net.version) - s.applied),
     firewallKind: s.firewallKind,
     held: s.held,

@@ -1,4 +1,5 @@
-import type { LogEntry, MemberRecord, NetworkRecord, SyncRecord, TokenRecord } from './types.js';
+import type { LogEntry, MemberRecord, NetworkRecord, SyncRecord } from '@meshp/core/delta';
+import type { TokenRecord } from './tokens.js';
 
 /** Everything the controller persists, as loaded on start. */
 export interface StoredState {

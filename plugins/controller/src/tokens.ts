@@ -5,7 +5,15 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { MeshpError, type Mode } from '@meshp/core';
 import type { ControllerStore } from './store.js';
-import type { TokenRecord } from './types.js';
+
+/** A one-time enrolment token as the store keeps it. */
+export interface TokenRecord {
+  token: string;
+  network: string;
+  mode: Mode;
+  tags: string[];
+  expiresAt: string;
+}
 
 export function tokenHash(token: string): string {
   return createHash('sha256').update(token).digest('hex');

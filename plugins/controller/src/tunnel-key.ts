@@ -4,7 +4,7 @@
  * interface that configures both.
  */
 import { MeshpError } from '@meshp/core';
-import type { MemberRecord } from './types.js';
+import type { MemberRecord } from '@meshp/core/delta';
 
 const KEY = /^[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=$/;
 

@@ -1,4 +1,4 @@
-import { PLUGIN_API_VERSION, type Host, type Plugin } from '@meshp/core';
+import { PLUGIN_API_VERSION, type Plugin, type PluginHost } from '@meshp/core';
 import { addresses } from './addresses.js';
 import { listening } from './proc-net.js';
 
@@ -7,7 +7,7 @@ export class ProcFactsPlugin implements Plugin {
   readonly name = 'facts-proc';
   readonly apiVersion = PLUGIN_API_VERSION;
 
-  apply(host: Host): void {
+  apply(host: PluginHost): void {
     host.hooks.facts.tapPromise(this.name, async () => ({ listening, addresses }));
   }
 }

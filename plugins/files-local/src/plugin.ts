@@ -1,4 +1,4 @@
-import { PLUGIN_API_VERSION, type Host, type Plugin } from '@meshp/core';
+import { PLUGIN_API_VERSION, type Plugin, type PluginHost } from '@meshp/core';
 import { LocalFileStore, type LocalFileStoreOptions } from './local-store.js';
 
 /** The size limit from the environment, when set: an operator's agent may hold larger files. */
@@ -16,7 +16,7 @@ export class LocalFilesPlugin implements Plugin {
 
   constructor(private readonly options: LocalFileStoreOptions = {}) {}
 
-  apply(host: Host): void {
+  apply(host: PluginHost): void {
     const maxFileBytes = this.options.maxFileBytes ?? maxFromEnv();
     host.hooks.files.tapPromise(this.name, async (options) => new LocalFileStore(options.root, maxFileBytes === undefined ? {} : { maxFileBytes }));
   }

@@ -1,5 +1,5 @@
 /** CIDR ranges in the canonical form iptables-save prints (network address, prefix length). */
-import { parseRange } from '@meshp/core';
+import { parseRange } from '@meshp/core/net';
 
 export type Family = 4 | 6;
 

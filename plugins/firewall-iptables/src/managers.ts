@@ -6,7 +6,7 @@
  */
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { managersSeen, type ManagerSeen } from '@meshp/core';
+import { managersSeen, type ManagerSeen } from '@meshp/core/lifecycle';
 import type { SavedTable } from './save-format.js';
 
 export type { ManagerSeen };

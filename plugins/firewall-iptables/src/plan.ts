@@ -3,7 +3,8 @@
  * remove our stale rules and insert the missing ones just before the found chain's first drop,
  * and the lines that undo them (used when another family's transaction fails).
  */
-import { cidrSpan, placeOpening, spansToSet, subtract, wholeOf, type AddressSet, type Door, type IpFamily, type Opening, type Placement, type ReachChain } from '@meshp/core';
+import type { Door, Opening } from '@meshp/core';
+import { cidrSpan, placeOpening, spansToSet, subtract, wholeOf, type AddressSet, type IpFamily, type Placement, type ReachChain } from '@meshp/core/net';
 import { parseCidr, rangesOf, type Family } from './cidr.js';
 import { buildArgs, DERIVED_MARK, isDrop, isTerminal, markOf, parseMarked, specKey, targetOf, type MarkedSpec } from './marks.js';
 import { reachChain } from './reach.js';

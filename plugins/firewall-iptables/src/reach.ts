@@ -6,7 +6,8 @@
  * the found firewall (in FORWARD or DOCKER-USER) drops it, whatever FORWARD's policy, which Docker
  * sets to DROP itself.
  */
-import { cidrSpan, reachThrough, type Door, type IpFamily, type PortMatch, type Protocol, type Reach, type ReachChain, type ReachRule, type Span, type TrafficPath } from '@meshp/core';
+import type { Door, Protocol, Reach, TrafficPath } from '@meshp/core';
+import { cidrSpan, reachThrough, type IpFamily, type PortMatch, type ReachChain, type ReachRule, type Span } from '@meshp/core/net';
 import type { Family } from './cidr.js';
 import { markOf } from './marks.js';
 import { DERIVED_PREFIX, DOCKER_USER } from './plan.js';

@@ -2,7 +2,7 @@
  * Address ranges as nft lists them back: nft merges adjacent prefixes of a set into ranges,
  * so both what we want and what we find are reduced to the same canonical list of CIDRs.
  */
-import { addressFamily, addressText, addressToBigInt, parseRange, spansToSet, toCidrs } from '@meshp/core';
+import { addressFamily, addressText, addressToBigInt, parseRange, spansToSet, toCidrs } from '@meshp/core/net';
 
 export type IpFamily = 'ip' | 'ip6';
 

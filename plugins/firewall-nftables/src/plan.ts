@@ -3,7 +3,8 @@
  * the opening's path, refusals in the mesh's own table; everything else marked goes, nothing
  * unmarked is ever touched.
  */
-import { cidrSpan, placeOpening, spansToSet, wholeOf, type AddressSet, type Opening, type Placement, type ReachChain } from '@meshp/core';
+import type { Opening } from '@meshp/core';
+import { cidrSpan, placeOpening, spansToSet, wholeOf, type AddressSet, type Placement, type ReachChain } from '@meshp/core/net';
 import { MESH_TABLE, classifyTable, filterChains, markedId, rulesOf } from './classify.js';
 import { reachChainOf } from './reach.js';
 import { buildRule, parseShape, shapeKey, type Shape } from './shape.js';

@@ -5,7 +5,8 @@
  * its job (a published port is forwarded by Docker unless one of those rules drops it), and the
  * iptables kinds answer for the rest of them.
  */
-import { cidrSpan, reachThrough, type Door, type IpFamily, type PortMatch, type Protocol, type Reach, type ReachChain, type ReachRule, type Span } from '@meshp/core';
+import type { Door, Protocol, Reach } from '@meshp/core';
+import { cidrSpan, reachThrough, type IpFamily, type PortMatch, type ReachChain, type ReachRule, type Span } from '@meshp/core/net';
 import { classifyTable, isMarked, type TableOwner } from './classify.js';
 import { chainKey, tableKey, type Expr, type NftChain, type NftRule, type Ruleset } from './schema.js';
 

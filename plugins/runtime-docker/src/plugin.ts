@@ -1,4 +1,4 @@
-import { MeshpError, PLUGIN_API_VERSION, STAGE, type Host, type Plugin } from '@meshp/core';
+import { MeshpError, PLUGIN_API_VERSION, STAGE, type Plugin, type PluginHost } from '@meshp/core';
 import { DEFAULT_DOCKER_SOCKET, DockerRuntime } from './runtime.js';
 
 export interface DockerPluginOptions {
@@ -30,7 +30,7 @@ export class DockerPlugin implements Plugin {
     this.options = Object.freeze({ ...options });
   }
 
-  apply(host: Host): void {
+  apply(host: PluginHost): void {
     let runtime: DockerRuntime | undefined;
     host.hooks.runtime.tapPromise(this.name, async (options) => {
       runtime = new DockerRuntime({

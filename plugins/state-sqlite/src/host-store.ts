@@ -6,9 +6,6 @@ import Database from 'better-sqlite3';
 import { join } from 'node:path';
 import {
   MeshpError,
-  privateDbFiles,
-  privateDir,
-  sayTightened,
   type HostReport,
   type HostStateStore,
   type IntentRecord,
@@ -20,6 +17,7 @@ import {
   type ViewWrite,
   type StoredReport,
 } from '@meshp/core';
+import { privateDbFiles, privateDir, sayTightened } from '@meshp/core/util';
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS owned (

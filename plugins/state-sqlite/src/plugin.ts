@@ -1,4 +1,4 @@
-import { PLUGIN_API_VERSION, type Host, type Plugin } from '@meshp/core';
+import { PLUGIN_API_VERSION, type Plugin, type PluginHost } from '@meshp/core';
 import { SqliteHostStore } from './host-store.js';
 
 /** Provides the host state store: one SQLite file in the host's state folder. */
@@ -6,7 +6,7 @@ export class SqliteStatePlugin implements Plugin {
   readonly name = 'state-sqlite';
   readonly apiVersion = PLUGIN_API_VERSION;
 
-  apply(host: Host): void {
+  apply(host: PluginHost): void {
     host.hooks.state.tapPromise(this.name, async (options) => new SqliteHostStore(options.stateDir));
   }
 }

@@ -8,7 +8,8 @@ import { execFileSync } from 'node:child_process';
 import { lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { Host, isMeshpError, type FileStore, type Plugin } from '@meshp/core';
+import { isMeshpError, type FileStore, type Plugin } from '@meshp/core';
+import { Host } from '@meshp/core/host';
 import type { KitTest } from './firewall.js';
 
 export interface FileStoreKitSpec {

@@ -8,7 +8,8 @@
  * denies every other incoming connection (a policy drop or a final drop/reject), on IPv4 and IPv6
  * alike (the reach walk reads both: a family left open is reported open, as it is).
  */
-import { Host, type FirewallDriver, type Opening, type Plugin } from '@meshp/core';
+import type { FirewallDriver, Opening, Plugin } from '@meshp/core';
+import { Host } from '@meshp/core/host';
 import { ADDRESSES, lab, labUnavailable, type KitLab, type Teardown } from './lab.js';
 
 export interface FirewallKitBed {

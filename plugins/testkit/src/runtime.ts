@@ -11,7 +11,6 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
-  Host,
   LABEL_MODULE,
   LABEL_NODE,
   LABEL_SPEC_HASH,
@@ -22,6 +21,7 @@ import {
   type HostOptions,
   type Plugin,
 } from '@meshp/core';
+import { Host } from '@meshp/core/host';
 import type { KitTest } from './firewall.js';
 import type { Teardown } from './lab.js';
 

@@ -1,6 +1,7 @@
 /** The agent's side of the Control service over gRPC, TLS pinned to the controller's fingerprint. */
 import { Metadata, type ClientDuplexStream } from '@grpc/grpc-js';
-import { DEFAULT_MAX_MESSAGE_BYTES, type AgentMessage, type ConnectOptions, type ControlLink, type ControllerMessage, type EnrolInput, type EnrolResult, type SyncChannel } from '@meshp/core';
+import type { AgentMessage, ConnectOptions, ControlLink, ControllerMessage, EnrolInput, EnrolResult, SyncChannel } from '@meshp/core';
+import { DEFAULT_MAX_MESSAGE_BYTES } from '@meshp/core/agent';
 import { agentToWire, controllerFromWire, enrolFromWire } from './codec.js';
 import { ControlServiceClient, type SyncRequest, type SyncResponse } from './gen/meshp/v1/control.js';
 import { StreamChannel } from './channel.js';

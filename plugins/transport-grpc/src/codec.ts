@@ -2,7 +2,8 @@
  * Between the transport contract's messages (core) and the generated ones (ts-proto). Mostly the
  * same shapes; modes and resource states need a word, and a oneof is an object with one key set.
  */
-import { MeshpError, modeFromWire, modeToWire, type AgentMessage, type ControllerMessage, type EnrolResult, type LifecycleReport, type LifecycleState, type ReportMessage, type StateDelta } from '@meshp/core';
+import { MeshpError, type AgentMessage, type ControllerMessage, type EnrolResult, type LifecycleReport, type LifecycleState, type ReportMessage, type StateDelta } from '@meshp/core';
+import { modeFromWire, modeToWire } from '@meshp/core/delta';
 import type { EnrolResponse, Lifecycle, Report, StateDelta as WireDelta, SyncRequest, SyncResponse } from './gen/meshp/v1/control.js';
 
 export function enrolToWire(r: EnrolResult): EnrolResponse {

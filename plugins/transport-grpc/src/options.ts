@@ -1,4 +1,4 @@
-import { DEFAULT_MAX_MESSAGE_BYTES } from '@meshp/core';
+import { DEFAULT_MAX_MESSAGE_BYTES } from '@meshp/core/agent';
 import type { ChannelOptions } from '@grpc/grpc-js';
 
 /** Both ends: message size limits, and keepalives so a dead peer is noticed within a minute. */

@@ -6,7 +6,8 @@
  */
 import { connect, type PeerCertificate } from 'node:tls';
 import { credentials, type ChannelCredentials } from '@grpc/grpc-js';
-import { MeshpError, normaliseFingerprint } from '@meshp/core';
+import { MeshpError } from '@meshp/core';
+import { normaliseFingerprint } from '@meshp/core/agent';
 
 function splitAddress(address: string): { host: string; port: number } {
   const m = /^\[?([^\]]*)\]?:(\d+)$/.exec(address);

@@ -1,4 +1,4 @@
-import { PLUGIN_API_VERSION, type ConnectOptions, type ControlLink, type Host, type ListenOptions, type Plugin, type Transport, type TransportListener, type AdminHandler, type ControlHandlers, type Refused } from '@meshp/core';
+import { PLUGIN_API_VERSION, type ConnectOptions, type ControlLink, type ListenOptions, type Plugin, type Transport, type TransportListener, type AdminHandler, type ControlHandlers, type Refused, type PluginHost } from '@meshp/core';
 import { GrpcControlLink } from './client.js';
 import { listen } from './server.js';
 
@@ -16,7 +16,7 @@ export class GrpcTransport implements Transport {
 export class GrpcTransportPlugin implements Plugin {
   readonly name = 'transport-grpc';
   readonly apiVersion = PLUGIN_API_VERSION;
-  apply(host: Host): void {
+  apply(host: PluginHost): void {
     host.hooks.transport.tapPromise(this.name, async () => new GrpcTransport());
   }
 }

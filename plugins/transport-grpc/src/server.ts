@@ -1,6 +1,7 @@
 /** The controller's side: Control and Admin services on one TLS port. */
 import { Server, ServerCredentials, status as Status, type sendUnaryData, type ServerDuplexStream, type ServerUnaryCall, type UntypedHandleCall } from '@grpc/grpc-js';
-import { DEFAULT_MAX_MESSAGE_BYTES, MeshpError, type AdminHandler, type Refused, type AgentMessage, type ControlHandlers, type ControllerMessage, type ListenOptions, type TransportListener } from '@meshp/core';
+import { MeshpError, type AdminHandler, type Refused, type AgentMessage, type ControlHandlers, type ControllerMessage, type ListenOptions, type TransportListener } from '@meshp/core';
+import { DEFAULT_MAX_MESSAGE_BYTES } from '@meshp/core/agent';
 import { agentFromWire, controllerToWire, enrolToWire } from './codec.js';
 import { StreamChannel } from './channel.js';
 import * as gen from './gen/meshp/v1/control.js';

@@ -13,16 +13,13 @@
  * filter component rebuilds the table (one transaction: the old table is never half gone).
  */
 import type { Filter, Peer } from '@meshp/core';
+// The control-node's tag: every member has it in view whatever the policy (core/src/delta/policy.ts),
+// so its being a peer opens none of the member's foundation ports.
+import { CONTROL_NODE_TAG } from '@meshp/core/delta';
 import { hostRoute } from './peer-config.js';
 import { parsePorts, type PortMatch } from './ports.js';
 
 export const MARK = 'meshp:tunnel';
-
-/**
- * The tag of the control-node (the controller's CONTROL_NODE_TAG, given by genesis): every member
- * has it in view whatever the policy, so its being a peer opens none of the member's foundation ports.
- */
-export const CONTROL_NODE_TAG = 'control-node';
 
 export function tableName(ifname: string): string {
   return `meshp_wg_${ifname.replace(/[^A-Za-z0-9_]/g, '_')}`;

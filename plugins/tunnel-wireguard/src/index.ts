@@ -1,7 +1,7 @@
 export { TunnelWireguardPlugin, DEFAULT_GRACE_MS, foundationPorts, type TunnelWireguardOptions, type TunnelStatus, type ViewSource, type TunnelLog } from './plugin.js';
 export { ensureTunnelKey, publicKeyOf, generatePrivateKey, keyToHex, keyFromHex, isTunnelKey, type TunnelKey } from './keys.js';
 export { uapiGet, uapiSet, uapiCall, parseGet, socketPath, SOCKET_DIR, type DeviceState, type DevicePeer } from './uapi.js';
-export { TunnelFilter, tableName, MARK, CONTROL_NODE_TAG } from './filter.js';
+export { TunnelFilter, tableName, MARK } from './filter.js';
 export { parsePorts, type PortMatch } from './ports.js';
 export { peerConfig, endpointOf, hostRoute, upsertLines, removeLines, DEFAULT_PORT, type PeerConfig } from './peer-config.js';
 export { uapiLines, parseDump, openDevice, UserspaceDevice, KernelDevice, type Device, type DeviceChange, type PeerOp, type Implementation } from './device.js';

@@ -9,7 +9,8 @@
  */
 import { join } from 'node:path';
 import { rmSync } from 'node:fs';
-import { MeshpError, PLUGIN_API_VERSION, oneLine, type PluginHost, type Peer, type Plugin, type ViewChange, type Components } from '@meshp/core';
+import { MeshpError, PLUGIN_API_VERSION, type PluginHost, type Peer, type Plugin, type ViewChange, type Components } from '@meshp/core';
+import { oneLine } from '@meshp/core/util';
 import { openDevice, type Device, type DeviceChange, type Implementation, type PeerOp } from './device.js';
 import { run } from './exec.js';
 import { TunnelFilter } from './filter.js';

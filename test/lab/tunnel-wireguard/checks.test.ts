@@ -11,7 +11,8 @@
  * with the peer removed.
  */
 import t from 'tap';
-import { REMOVAL_REASON, type StateDelta } from '@meshp/core';
+import type { StateDelta } from '@meshp/core';
+import { REMOVAL_REASON } from '@meshp/core/delta';
 import type { TunnelStatus } from '@meshp/tunnel-wireguard';
 import { labAvailable } from '../../helpers/netns.js';
 import { OTHER_PORT, alive, peerOf, tunnelLab, tunnelOf, type LabNode } from './bed.js';

@@ -6,7 +6,8 @@ import { createConnection, createServer } from 'node:net';
 import { readFileSync, writeFileSync, renameSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { join } from 'node:path';
-import { DeltaApplier, Host } from '@meshp/core';
+import { Host } from '@meshp/core/host';
+import { DeltaApplier } from '@meshp/core/delta';
 import { TunnelWireguardPlugin } from '@meshp/tunnel-wireguard';
 
 const conf = JSON.parse(process.argv[2]);

@@ -4,7 +4,8 @@
  * controller token that `Controller.enrol` consumes (the mode comes from the token, record 003).
  */
 import { createPublicKey, randomBytes } from 'node:crypto';
-import { MeshpError, decodeToken, encodeToken, type EnrolInput, type EnrolResult, type Mode } from '@meshp/core';
+import { MeshpError, type EnrolInput, type EnrolResult, type Mode } from '@meshp/core';
+import { decodeToken, encodeToken } from '@meshp/core/agent';
 import type { Controller } from '../controller.js';
 import type { AuthStore } from './auth-store.js';
 import { checkMember } from '../limits.js';

@@ -5,7 +5,8 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { MeshpError, PLUGIN_API_VERSION, isMeshpError, oneLine, type Host, type Plugin, type TransportListener } from '@meshp/core';
+import { MeshpError, PLUGIN_API_VERSION, isMeshpError, type Plugin, type TransportListener, type PluginHost } from '@meshp/core';
+import { oneLine } from '@meshp/core/util';
 import { Controller } from '../controller.js';
 import { SqliteControllerStore } from '../sqlite-store.js';
 import { adminHandler, DEFAULT_NETWORK } from './admin.js';
@@ -54,7 +55,7 @@ export class ControllerHostingPlugin implements Plugin {
   readonly apiVersion = PLUGIN_API_VERSION;
   readonly #o: ControllerHostingOptions;
   readonly log: Logger;
-  #host?: Host;
+  #host?: PluginHost;
   #running: { listener: TransportListener; metrics: { close(): Promise<void> } | null; hub: SessionHub; controller: Controller; auth: AuthStore } | null = null;
 
   constructor(options: ControllerHostingOptions) {
@@ -66,7 +67,7 @@ export class ControllerHostingPlugin implements Plugin {
     this.log = options.log ?? createLogger('meshp-controller');
   }
 
-  apply(host: Host): void {
+  apply(host: PluginHost): void {
     this.#host = host;
   }
 

@@ -4,12 +4,14 @@
  * Any change to a network pumps every stream of that network.
  */
 import { createPublicKey, randomBytes, verify } from 'node:crypto';
-import { MeshpError, challengePayload, isMeshpError, oneLine, type ReportMessage, type AgentMessage, type ControllerMessage, type HelloMessage, type SyncChannel } from '@meshp/core';
+import { MeshpError, isMeshpError, type ReportMessage, type AgentMessage, type ControllerMessage, type HelloMessage, type SyncChannel } from '@meshp/core';
+import { challengePayload } from '@meshp/core/agent';
+import { oneLine } from '@meshp/core/util';
 import type { Controller } from '../controller.js';
 import { splitForWire } from '../limits.js';
-import type { ReportedState } from '../types.js';
+import type { ReportedState } from '@meshp/core/delta';
 import type { AuthStore } from './auth-store.js';
-import { observedEndpoint } from '../observed.js';
+import { observedEndpoint } from '@meshp/core/delta';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
 import { FanOut, type FanOutOptions } from './fanout.js';

@@ -6,7 +6,8 @@ import { execFileSync } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync } from 'node:fs';
 import { join } from 'node:path';
-import { MeshpError, normaliseFingerprint } from '@meshp/core';
+import { MeshpError } from '@meshp/core';
+import { normaliseFingerprint } from '@meshp/core/agent';
 
 export interface ControllerTls {
   certPem: string;

@@ -4,7 +4,7 @@
  * address is a hint for nodes with no endpoint of their own (or a stale one); it is not NAT
  * traversal: behind NAT it is the NAT's address, and the NAT must forward the tunnel's port.
  */
-import type { MemberRecord } from './types.js';
+import type { MemberRecord } from './records.js';
 
 /** `IP:PORT` (`[IPv6]:PORT`) for gRPC's peer string (`ipv4:10.0.0.1:40000`, `ipv6:[::1]:40000`, `10.0.0.1:40000`); null for loopback or what cannot be read. */
 export function observedEndpoint(peer: string, port: number): string | null {

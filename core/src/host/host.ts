@@ -16,19 +16,10 @@ import {
   type Plan,
   type Plugin,
   type ViewChange,
-} from './contracts.js';
-import { MeshpError, attribute, internal } from './errors.js';
-import type { Transport } from './agent/transport.js';
+} from '../contracts.js';
+import { MeshpError, attribute, internal } from '../errors.js';
+import type { Transport } from '../agent/transport.js';
 import { attributed, attributeTaps, invokeTap, type AnyTap } from './plugin-boundary.js';
-
-/** Named stages for ordering taps; never `before`. */
-export const STAGE = Object.freeze({
-  FIRST: -100,
-  RESOURCES: 0,
-  OPENINGS: 10,
-  CHECKS: 50,
-  LAST: 100,
-});
 
 function createHooks(): HostHooks {
   return attributeTaps<HostHooks>({

@@ -1,4 +1,4 @@
-import type { MemberRecord, PolicyRule } from './types.js';
+import type { MemberRecord, PolicyRule } from './records.js';
 
 export const SCOPE = Object.freeze({ NONE: 0, REACH: 1, INBOUND_ONLY: 2 });
 export type Scope = (typeof SCOPE)[keyof typeof SCOPE];

@@ -3,7 +3,7 @@
  * object it provided (a file store, a firewall driver, a runtime) — fails with an error that names
  * the plugin and the hook or method (Rollup's PLUGIN_ERROR with its plugin code), the cause kept.
  */
-import { attribute } from './errors.js';
+import { attribute } from '../errors.js';
 
 /** A tap as tapable keeps it. */
 export interface AnyTap {

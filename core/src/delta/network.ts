@@ -1,5 +1,5 @@
 import { PolicyIndex, TagIndex } from './policy.js';
-import type { LogEntry, MemberRecord, ModuleDef, NetworkRecord, SyncRecord } from './types.js';
+import type { LogEntry, MemberRecord, ModuleDef, NetworkRecord, SyncRecord } from './records.js';
 
 /** One network in memory: its record, members, indexes and change log. */
 export class NetworkState {

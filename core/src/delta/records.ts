@@ -1,4 +1,6 @@
-import type { Dns, Mode, ModuleDecl, Relays as RelayList, RouteGroups as RouteGroupList, Settings, StoredDigest } from '@meshp/core';
+import type { Mode, ModuleDecl, Settings } from '../model.js';
+import type { StoredDigest } from './hash.js';
+import type { Dns, Relays as RelayList, RouteGroups as RouteGroupList } from './wire.js';
 
 /** A node's membership of a network, as the controller keeps it. */
 export interface MemberRecord {
@@ -135,12 +137,4 @@ export interface ReportedState {
   /** The refused resources' codes, each with how many (the codes the agent's reasons begin with). Absent: none, or an older record. */
   refusedCodes?: Record<string, number>;
   at: string;
-}
-
-export interface TokenRecord {
-  token: string;
-  network: string;
-  mode: Mode;
-  tags: string[];
-  expiresAt: string;
 }

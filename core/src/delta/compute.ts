@@ -1,23 +1,9 @@
-import {
-  REMOVAL_REASON,
-  addPeer,
-  cloneDigest,
-  componentDigest,
-  digestOf,
-  emptyDelta,
-  peerDigest,
-  removePeer,
-  type ComponentName,
-  type Components,
-  type Peer,
-  type PeerRemoval,
-  type StateDelta,
-  type ViewDigest,
-} from '@meshp/core';
+import { addPeer, cloneDigest, componentDigest, digestOf, peerDigest, removePeer, type ViewDigest } from './hash.js';
+import { REMOVAL_REASON, emptyDelta, type ComponentName, type Components, type Peer, type PeerRemoval, type StateDelta } from './wire.js';
 import { componentsFor, declarationFor, filterFor, peerImage, tunnelFor } from './components.js';
 import type { NetworkState } from './network.js';
 import { PolicyIndex, SCOPE, isControlNode } from './policy.js';
-import type { MemberRecord, ModuleDef, SharedComponentName } from './types.js';
+import type { MemberRecord, ModuleDef, SharedComponentName } from './records.js';
 
 export interface Computed {
   delta: StateDelta;

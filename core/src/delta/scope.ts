@@ -7,7 +7,7 @@
  */
 import type { NetworkState } from './network.js';
 import { isControlNode } from './policy.js';
-import type { LogEntry, MemberRecord, PolicyRule } from './types.js';
+import type { LogEntry, MemberRecord, PolicyRule } from './records.js';
 
 /** The members whose view the entries may have changed; null: any of them. */
 export function affectedBy(net: NetworkState, entries: readonly LogEntry[]): Set<string> | null {
