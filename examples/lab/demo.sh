@@ -122,8 +122,7 @@ CHECK_MSG="web.conf is byte for byte what it was" check cmp -s "$root/etc/web/we
 say "the found table now, the mesh's rules marked meshp:"; on m1 nft list table inet filter | sed 's/^/      /'
 
 step "4. the second machine enrols over the underlay (the control port is the one door there) and brings its tunnel up"
-printf '{"rules":[{"from":"demo","to":"control-node"}]}\n' > "$lab/policy.json"
-adm policy set "$lab/policy.json" --yes >/dev/null
+say "no policy rule is set: every member has the control-node in its view (the mesh's own rule), whatever the policy"
 token=$(adm token create --adopted --tag demo --json | node -e "process.stdout.write(JSON.parse(require('fs').readFileSync(0)).token)")
 setsid nsenter --net="/var/run/netns/${p}m2" -- node "$here/bin/dist/main.js" agent --state "$lab/m2-state" --root "$lab/m2-root" \
   --controller 10.77.0.1:7443 --token "$token" --name m2 --interval 2 --firewall none \

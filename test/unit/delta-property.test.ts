@@ -14,7 +14,8 @@ import { StateDelta as Wire } from '../../plugins/transport-grpc/dist/gen/meshp/
 
 const RUNS = Number(process.env['MESHP_PROPERTY_RUNS'] ?? 10_000);
 const IDS = ['n0', 'n1', 'n2', 'n3', 'n4', 'n5'];
-const TAGS = ['a', 'b', 'c'];
+/** `control-node` carries the mesh's own rule (every member sees its holder; it sees every member). */
+const TAGS = ['a', 'b', 'c', 'control-node'];
 const N = 'net';
 
 type Fate = 'deliver' | 'drop' | 'dup';
@@ -80,8 +81,8 @@ function oracleScope(members: Map<string, string[]>, rules: [string, string][], 
   const allows = (from: string[], to: string[]) => rules.some(([f, x]) => from.includes(f) && to.includes(x));
   for (const [peer, theirs] of members) {
     if (peer === node) continue;
-    if (allows(mine, theirs)) out.set(peer, false);
-    else if (allows(theirs, mine)) out.set(peer, true);
+    if (allows(mine, theirs) || theirs.includes('control-node')) out.set(peer, false);
+    else if (allows(theirs, mine) || mine.includes('control-node')) out.set(peer, true);
   }
   return out;
 }
@@ -104,11 +105,18 @@ function run(s: { logDepth: number; ops: Op[] }, tally: Tally): void {
   const expected = new Map<string, { json: string; hash: string }>();
   const scopes = new Map<string, Map<string, boolean>>();
   let keys = 0;
+  /** Each member's snapshot hash at the version recorded last: a view that changed must be one the fan-out finds (scope.ts). */
+  let last = { version: -1, hashes: new Map<string, string>() };
 
   const record = () => {
     const v = c.stateVersion(N);
+    const affected = last.version === v - 1 ? c.affectedSince(N, v - 1) : null;
+    const hashes = new Map<string, string>();
     for (const m of members.keys()) {
       const snap = c.snapshotOf(N, m);
+      hashes.set(m, snap.hash);
+      const before = last.hashes.get(m);
+      if (affected && before !== undefined && before !== snap.hash && !affected.has(m)) throw new Error(`the view of ${m} changed at ${v} and the fan-out would not pump it`);
       const scope = oracleScope(members, rules, m);
       const got = new Map(snap.delta.upsertPeers.map((p) => [p.id, p.inboundOnly]));
       if (got.size !== scope.size || [...got].some(([p, inb]) => scope.get(p) !== inb)) {
@@ -117,6 +125,7 @@ function run(s: { logDepth: number; ops: Op[] }, tally: Tally): void {
       expected.set(`${m}@${v}`, { json: protoCanonicalJson(snap.delta), hash: snap.hash });
       scopes.set(`${m}@${v}`, scope);
     }
+    last = { version: v, hashes };
   };
   const hello = (m: string) => {
     const a = agents.get(m)!;

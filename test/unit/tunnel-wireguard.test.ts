@@ -111,7 +111,7 @@ t.test('every peer in the view reaches the foundation ports (settings), whatever
   t.same(ports, [7443, 15432], 'the declaration\'s ports without the tunnel\'s own');
   const f = new TunnelFilter('wg_x');
   const script = f.rebuild({ rules: [] }, [peer('a', { addresses: ['10.99.0.2'] })], ports);
-  t.ok(script.includes('add rule inet meshp_wg_wg_x from_peers ip saddr @mesh4 tcp dport { 7443, 15432 } accept comment "meshp:tunnel"'), 'one rule: mesh members to the foundation ports');
+  t.ok(script.includes('add rule inet meshp_wg_wg_x from_peers ip saddr @mesh4 ip saddr != @control4 tcp dport { 7443, 15432 } accept comment "meshp:tunnel"'), 'one rule: mesh members (a control-node aside) to the foundation ports');
   t.ok(script.includes('add element inet meshp_wg_wg_x mesh4 { 10.99.0.2 }'), 'the peer is a mesh member');
   t.ok(script.indexOf('@blocked4 drop') < script.findIndex((l) => l.includes('@mesh4')), 'a blocked (unscoped) peer is dropped before');
   t.same(f.upsert(peer('b', { addresses: ['10.99.0.3'] })).filter((l) => l.includes('mesh4')), ['add element inet meshp_wg_wg_x mesh4 { 10.99.0.3 }'], 'an upserted peer joins the set');

@@ -16,6 +16,7 @@ import { Reconciler, type ReconcileResult } from '@meshp/core/reconcile';
 import { checkGenesis, type GenesisFinding } from '@meshp/core/lifecycle';
 import { checkManifest, defaultPorts, renderModule, type CatalogueModule } from '@meshp/core/catalogue';
 
+import { CONTROL_NODE_TAG } from '@meshp/core/delta';
 import { AuthStore, CONTROLLER_DB, Controller, DEFAULT_NETWORK, Enrolment, SqliteControllerStore, ensureCertificate } from '@meshp/controller';
 import { CONTROLLER_FILE } from '../remote/agent.js';
 import { ensureNodeKey } from '../remote/keys.js';
@@ -147,7 +148,8 @@ export async function raiseGenesis(host: Host, o: GenesisOptions, plan: GenesisP
     const tunnelKey = prepareTunnel(agentDir, plan.privateNetwork);
     if (tunnelKey) progress(`the private network is a WireGuard tunnel on ${plan.privateNetwork.interface}: its key made, its agent raises it`);
     const enrolment = new Enrolment(controller, auth, tls.fingerprint);
-    const { token } = enrolment.createToken({ network: DEFAULT_NETWORK, mode: plan.mode, ttlSeconds: 60, tags: ['control-node'] });
+    // The tag carries the mesh's own rule: every member has this node in its view, whatever the policy.
+    const { token } = enrolment.createToken({ network: DEFAULT_NETWORK, mode: plan.mode, ttlSeconds: 60, tags: [CONTROL_NODE_TAG] });
     const enrolled = enrolment.enrol({ token, nodeKey: key.publicKey, node: plan.node, endpoints: o.endpoints ?? [], ...(tunnelKey ? { tunnelKey } : {}) });
     controller.updateMember(DEFAULT_NETWORK, plan.node, { settings: plan.settings });
     for (const name of plan.foundation) controller.assignModule(DEFAULT_NETWORK, plan.node, name);

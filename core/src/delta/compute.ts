@@ -2,7 +2,7 @@ import { addPeer, cloneDigest, componentDigest, digestOf, peerDigest, removePeer
 import { REMOVAL_REASON, emptyDelta, type ComponentName, type Components, type Peer, type PeerRemoval, type StateDelta } from './wire.js';
 import { componentsFor, declarationFor, filterFor, peerImage, tunnelFor } from './components.js';
 import type { NetworkState } from './network.js';
-import { PolicyIndex, SCOPE } from './policy.js';
+import { PolicyIndex, SCOPE, isControlNode } from './policy.js';
 import type { MemberRecord, ModuleDef, SharedComponentName } from './records.js';
 
 export interface Computed {
@@ -19,7 +19,8 @@ const byId = (a: { id: string }, b: { id: string }): number => (a.id < b.id ? -1
 export function computeSnapshot(net: NetworkState, nodeId: string): Computed {
   const self = net.members.get(nodeId);
   if (!self) throw new Error(`no member ${nodeId}`);
-  const ids = new Set<string>();
+  // A control-node sees every member (policy.ts: CONTROL_NODE_TAG), tagged or not.
+  const ids = isControlNode(self.tags) ? new Set(net.members.keys()) : new Set<string>();
   for (const t of net.policy.reachTags(self.tags)) for (const id of net.tags.members(t)) ids.add(id);
   for (const t of net.policy.reachedByTags(self.tags)) for (const id of net.tags.members(t)) ids.add(id);
   const peers: Peer[] = [];
@@ -71,6 +72,8 @@ export function computeIncremental(net: NetworkState, nodeId: string, a: number,
     symmetric(polThen.reachTags(selfThen.tags), polNow.reachTags(selfNow.tags), moved);
     symmetric(polThen.reachedByTags(selfThen.tags), polNow.reachedByTags(selfNow.tags), moved);
     for (const t of moved) for (const id of net.tags.members(t)) candidates.add(id);
+    // The node became, or stopped being, a control-node: every member's scope may have moved.
+    if (isControlNode(selfThen.tags) !== isControlNode(selfNow.tags)) for (const id of net.members.keys()) candidates.add(id);
   }
   candidates.delete(nodeId);
 

@@ -3,6 +3,22 @@ import type { MemberRecord, PolicyRule } from './records.js';
 export const SCOPE = Object.freeze({ NONE: 0, REACH: 1, INBOUND_ONLY: 2 });
 export type Scope = (typeof SCOPE)[keyof typeof SCOPE];
 
+/**
+ * The tag genesis gives the control-node. It carries the mesh's own rule, which no policy can take
+ * away: every member has the control-node in its view as a peer it may reach, and the control-node
+ * has every member in its view, inbound only unless a rule lets it reach that member. So every node
+ * has a tunnel to the store, registry, bus and control (the tunnel's filter on the control-node opens
+ * its foundation ports, and only them, to every peer in its view), and a policy change never
+ * UNSCOPEs the control-node from a member. On a member nothing more is opened to the control-node
+ * than the policy's rules allow: its filter component is the rules to its own tags, as before.
+ */
+export const CONTROL_NODE_TAG = 'control-node';
+
+/** Whether the holder of these tags is a control-node (see CONTROL_NODE_TAG). */
+export function isControlNode(tags: readonly string[]): boolean {
+  return tags.includes(CONTROL_NODE_TAG);
+}
+
 /** The policy indexed by tag, both ways. */
 export class PolicyIndex {
   readonly #out = new Map<string, Set<string>>();
@@ -15,21 +31,21 @@ export class PolicyIndex {
     }
   }
 
-  /** Tags the holder of `tags` may reach. */
+  /** Tags the holder of `tags` may reach: the control-node's always (the mesh's own rule). */
   reachTags(tags: readonly string[]): Set<string> {
-    return collect(this.#out, tags);
+    return collect(this.#out, tags).add(CONTROL_NODE_TAG);
   }
 
-  /** Tags whose holders may reach the holder of `tags`. */
+  /** Tags whose holders may reach the holder of `tags` by a rule (a control-node is reached by every member: not listed here). */
   reachedByTags(tags: readonly string[]): Set<string> {
     return collect(this.#in, tags);
   }
 
-  /** What `peer` is in `node`'s view: reachable, inbound only, or out of scope. */
+  /** What `peer` is in `node`'s view: reachable, inbound only, or out of scope; a control-node is always in it. */
   scope(node: MemberRecord, peer: MemberRecord): Scope {
     if (node.id === peer.id) return SCOPE.NONE;
-    if (meets(this.#out, node.tags, peer.tags)) return SCOPE.REACH;
-    if (meets(this.#in, node.tags, peer.tags)) return SCOPE.INBOUND_ONLY;
+    if (meets(this.#out, node.tags, peer.tags) || isControlNode(peer.tags)) return SCOPE.REACH;
+    if (meets(this.#in, node.tags, peer.tags) || isControlNode(node.tags)) return SCOPE.INBOUND_ONLY;
     return SCOPE.NONE;
   }
 

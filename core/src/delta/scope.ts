@@ -6,6 +6,7 @@
  * what cannot be bounded cheaply answers null: everyone.
  */
 import type { NetworkState } from './network.js';
+import { isControlNode } from './policy.js';
 import type { LogEntry, MemberRecord, PolicyRule } from './records.js';
 
 /** The members whose view the entries may have changed; null: any of them. */
@@ -25,6 +26,8 @@ export function affectedBy(net: NetworkState, entries: readonly LogEntry[]): Set
       case 'members': {
         const changes = e.kind === 'member' ? [e] : e.changes;
         for (const c of changes) {
+          // Every member sees a control-node (policy.ts: CONTROL_NODE_TAG): a change of one concerns everyone.
+          if ((c.before && isControlNode(c.before.tags)) || (c.after && isControlNode(c.after.tags))) return null;
           out.add(c.id);
           if (c.before) watchers(c.before);
           if (c.after) watchers(c.after);

@@ -4,12 +4,18 @@
  * nothing at all from or to a peer in its grace period (unscoped: dropped at once, established
  * flows too). New connections to an inbound-only peer are refused on the way out. Every peer in
  * the view (set `mesh`) reaches this node's foundation ports (the declaration's settings: store,
- * registry, bus, control …) whatever the policy: they are the mesh's own services.
+ * registry, bus, control …) whatever the policy: they are the mesh's own services — except a
+ * control-node (set `control`): it is in every member's view by the mesh's own rule, not by the
+ * policy, so on a member it reaches only what the policy's rules allow (the foundation ports are the
+ * control-node's; every member reaches them there).
  *
  * Peers are elements of sets, so a one-peer delta is a few element changes; only a change of the
  * filter component rebuilds the table (one transaction: the old table is never half gone).
  */
 import type { Filter, Peer } from '@meshp/core';
+// The control-node's tag: every member has it in view whatever the policy (core/src/delta/policy.ts),
+// so its being a peer opens none of the member's foundation ports.
+import { CONTROL_NODE_TAG } from '@meshp/core/delta';
 import { hostRoute } from './peer-config.js';
 import { parsePorts, type PortMatch } from './ports.js';
 
@@ -38,6 +44,8 @@ const KEY = { '4': 'v4', '6': 'v6', '4n': 'n4', '6n': 'n6' } as const;
 interface Member extends Addrs {
   rules: number[];
   inbound: boolean;
+  /** A control-node: kept out of the foundation rule (set `control`). */
+  control: boolean;
 }
 
 interface Rule {
@@ -84,7 +92,7 @@ export class TunnelFilter {
     const T = `inet ${this.table}`;
     const c = `comment "${MARK}"`;
     const out = [`add table ${T}`, `delete table ${T}`, `add table ${T}`];
-    const sets = ['blocked', 'inbound', 'mesh', ...this.#rules.map((_, i) => `r${i}`)];
+    const sets = ['blocked', 'inbound', 'mesh', 'control', ...this.#rules.map((_, i) => `r${i}`)];
     for (const s of sets) for (const [suffix, , type, flags] of FAMILIES) out.push(`add set ${T} ${s}${suffix} { type ${type};${flags} }`);
     const each = (f: (suffix: string, proto: string) => string) => FAMILIES.map(([suffix, proto]) => f(suffix, proto));
     const ifq = JSON.stringify(this.ifname);
@@ -103,7 +111,7 @@ export class TunnelFilter {
     );
     if (this.#foundation.length) {
       const ports = `{ ${this.#foundation.join(', ')} }`;
-      out.push(...each((x, pr) => `add rule ${T} from_peers ${pr} saddr @mesh${x} tcp dport ${ports} accept ${c}`));
+      out.push(...each((x, pr) => `add rule ${T} from_peers ${pr} saddr @mesh${x} ${pr} saddr != @control${x} tcp dport ${ports} accept ${c}`));
     }
     this.#rules.forEach((r, i) => {
       for (const p of r.ports) {
@@ -129,6 +137,7 @@ export class TunnelFilter {
       into('mesh', m);
       for (const i of m.rules) into(`r${i}`, m);
       if (m.inbound) into('inbound', m);
+      if (m.control) into('control', m);
     }
     for (const a of this.#blocked.values()) into('blocked', a);
     for (const [set, a] of bySet) out.push(...this.#elements('add', set, a));
@@ -144,11 +153,12 @@ export class TunnelFilter {
     if (!same) out.push(...this.#elements('add', 'mesh', m));
     for (const i of m.rules) out.push(...this.#elements('add', `r${i}`, m));
     if (m.inbound) out.push(...this.#elements('add', 'inbound', m));
+    if (m.control) out.push(...this.#elements('add', 'control', m));
     return out;
   }
 
   #member(peer: Peer): Member {
-    const m: Member = { ...split(peer.addresses), rules: [], inbound: peer.inboundOnly };
+    const m: Member = { ...split(peer.addresses), rules: [], inbound: peer.inboundOnly, control: peer.tags.includes(CONTROL_NODE_TAG) };
     this.#rules.forEach((r, i) => {
       if (peer.tags.some((t) => r.sourceTags.has(t))) m.rules.push(i);
     });
@@ -164,6 +174,7 @@ export class TunnelFilter {
     const out: string[] = keepMesh ? [] : this.#elements('delete', 'mesh', m);
     for (const i of m.rules) out.push(...this.#elements('delete', `r${i}`, m));
     if (m.inbound) out.push(...this.#elements('delete', 'inbound', m));
+    if (m.control) out.push(...this.#elements('delete', 'control', m));
     return out;
   }
 

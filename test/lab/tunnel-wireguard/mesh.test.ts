@@ -5,8 +5,10 @@
  * store answers over the tunnel and not from a machine outside, where only the control port (the
  * bootstrap door) answers; the converged control-node's derived filter lets the tunnel's UDP port
  * in; a node told no endpoint is reached where the controller saw it; a policy flap blocks a pair
- * and keeps its WireGuard session; a controller restart and an agent restart tear no tunnel down;
- * a new key is swapped in by the peers; `meshp node remove` takes the node off every interface.
+ * and keeps its WireGuard session; under an empty policy every agent still reaches the control-node's
+ * store and control (the mesh's own rule), and no other agent; a controller restart and an agent
+ * restart tear no tunnel down; a new key is swapped in by the peers; `meshp node remove` takes the
+ * node off every interface.
  */
 import t from 'tap';
 import Database from 'better-sqlite3';
@@ -30,8 +32,9 @@ t.test('genesis raises the tunnel as the private network; agents enrol over the 
     { from: 'x', to: 'y', ports: [`${PORT}/tcp`] },
     { from: 'y', to: 'x', ports: [`${PORT}/tcp`] },
     { from: 'z', to: 'y', ports: [`${PORT}/tcp`] },
-    // Every agent may reach the control-node, on a port nothing serves: its foundation ports are open to it anyway.
-    ...['x', 'y', 'z'].map((tag) => ({ from: tag, to: 'control-node', ports: ['9/tcp'] })),
+    // a1 may reach the control-node by a rule, on a port nothing serves; a2 and a3 by none: every
+    // member has the control-node in view and reaches its foundation ports whatever the policy.
+    { from: 'x', to: 'control-node', ports: ['9/tcp'] },
   ];
   const [, ...tokens] = await Promise.all([b.policy(rules), ...['x', 'y', 'z'].map(async (tag) => (JSON.parse(await b.cli('token', 'create', '--tag', tag, '--json')) as { token: string }).token)]);
   b.startAgent(c);
@@ -84,7 +87,7 @@ t.test('genesis raises the tunnel as the private network; agents enrol over the 
     const m1 = mesh.get(c)!;
     for (const a of b.agents) {
       t.ok(await reachesSoon(a.ns, m1, STORE), `${a.name} → the store over the tunnel`);
-      t.ok(await reachesSoon(a.ns, m1, 7443), `${a.name} → control over the tunnel (a foundation port; the policy names only 9/tcp)`);
+      t.ok(await reachesSoon(a.ns, m1, 7443), `${a.name} → control over the tunnel (a foundation port; ${a === a1 ? 'the policy names only 9/tcp' : 'no rule names the control-node'})`);
     }
     const [store, bus, registry, control, underlay] = await Promise.all([
       reaches(b.outside, CONTROL_IP, STORE), reaches(b.outside, CONTROL_IP, 14222), reaches(b.outside, CONTROL_IP, 15000),
@@ -108,7 +111,7 @@ t.test('genesis raises the tunnel as the private network; agents enrol over the 
     t.equal((await wgEndpoints(a2)).get(keyOf(a3)), '10.97.0.3:51820', "a2's interface reaches a3 there");
   });
 
-  await t.test('a policy flap: a1 ↔ a2 blocked at once, the peer and its session kept; restored, the same session carries', async (t) => {
+  await t.test("a policy flap: a1 ↔ a2 blocked at once, the peer and its session kept; then an empty policy: every agent still reaches the control-node's store and control, no other agent; restored, the same sessions carry", async (t) => {
     const before = (await wgPeers(a1)).get(keyOf(a2))!;
     await b.policy(rules.filter((r) => !(r.from === 'x' && r.to === 'y') && !(r.from === 'y' && r.to === 'x')));
     const t0 = Date.now();
@@ -118,6 +121,26 @@ t.test('genesis raises the tunnel as the private network; agents enrol over the 
     const during = (await wgPeers(a1)).get(keyOf(a2));
     t.ok(during !== undefined && during > 0, "a2's peer and its handshake are still on a1's interface (grace)");
     t.ok(await reachesSoon(a3.ns, mesh.get(a2)!, PORT), 'a3 → a2 unaffected');
+
+    // No rule at all (a1's rule to the control-node gone too): the mesh's own rule keeps m1 in every view.
+    const m1 = mesh.get(c)!;
+    const held = await Promise.all(b.agents.map(async (a) => (await wgPeers(a)).get(keyOf(c)) ?? 0));
+    await b.policy([]);
+    const pairs: [Node, Node][] = b.agents.flatMap((f) => b.agents.filter((to) => to !== f).map((to): [Node, Node] => [f, to]));
+    await until('no agent reaches another', async () => !(await Promise.all(pairs.map(([f, to]) => reaches(f.ns, mesh.get(to)!, PORT)))).some(Boolean), 20, 50);
+    t.pass('an empty policy: no agent reaches another (a3 → a2 no longer either)');
+    for (const a of b.agents) {
+      t.ok(await reachesSoon(a.ns, m1, STORE, 5), `${a.name} → the store over the tunnel, with no rule at all`);
+      t.ok(await reachesSoon(a.ns, m1, 7443, 5), `${a.name} → control over the tunnel`);
+    }
+    const now = await Promise.all(b.agents.map(async (a) => (await wgPeers(a)).get(keyOf(c))));
+    // An UNSCOPED m1 would be blocked (no store above); a REMOVED one gone, or back with a new handshake.
+    b.agents.forEach((a, i) => t.ok(now[i] !== undefined && (now[i] === held[i] || now[i]! - held[i]! >= 120), `${a.name} holds m1's peer and its session (handshakes at ${held[i]} and ${now[i]})`));
+    const [outside, toA1, toA3] = await Promise.all([reaches(b.outside, CONTROL_IP, STORE), reaches(c.ns, mesh.get(a1)!, PORT), reaches(c.ns, mesh.get(a3)!, PORT)]);
+    t.notOk(outside, 'outside ↛ the store');
+    t.notOk(toA1, 'm1 ↛ a1: the control-node holds members inbound only, it opens no connection to them');
+    t.notOk(toA3, 'm1 ↛ a3');
+
     await b.policy(rules);
     t.ok(await reachesSoon(a1.ns, mesh.get(a2)!, PORT, 20), 'restored: a1 → a2');
     const after = (await wgPeers(a1)).get(keyOf(a2))!;
