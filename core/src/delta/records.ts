@@ -54,6 +54,11 @@ export interface NetworkRecord {
   modules: Record<string, ModuleDef>;
   privateRange: string;
   nextHost: number;
+  /**
+   * The scope rule the members' views were computed with (sync.ts SCOPE_RULE). Absent: 1, written
+   * before the control-node was in every member's view; a controller loading it checks each view once.
+   */
+  scopeRule?: number;
 }
 
 export type LogEntry =

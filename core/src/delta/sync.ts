@@ -62,6 +62,34 @@ export function hashForRevision(net: NetworkState, id: string, digest: ViewDiges
   return stateHash({ ...digest, components: { ...digest.components, declaration } });
 }
 
+/**
+ * The scope rule views are computed with now. 2: the control-node is in every member's view and
+ * every member in the control-node's, whatever the policy (policy.ts CONTROL_NODE_TAG).
+ */
+export const SCOPE_RULE = 2;
+
+/**
+ * A network whose views were computed under an older scope rule, loaded by this controller: no log
+ * entry made the difference, so no delta can carry it. Each membership's view as sent is compared
+ * once with the one the rule computes now; one that differs gets a snapshot (the agent then has what
+ * the controller would send a new member), one that does not is left alone. Returns the ids whose
+ * sync record changed; the caller persists them with the record, whose `scopeRule` is now current.
+ */
+export function rescope(net: NetworkState): string[] {
+  const changed: string[] = [];
+  for (const [id, sync] of net.sync) {
+    if (!net.members.has(id) || sync.sent === 0 || sync.snapshotPending) continue;
+    const base = sync.expectations.find((e) => e.version === sync.sent);
+    if (base && stateHash(loadDigest(base.digest)) === stateHash(computeSnapshot(net, id).digest)) continue;
+    sync.snapshotPending = true;
+    sync.snapshotNotBefore = 0;
+    sync.target = net.version;
+    changed.push(id);
+  }
+  net.record.scopeRule = SCOPE_RULE;
+  return changed;
+}
+
 /** The view is the one sent: nothing to catch up on (a change undone since is no change). */
 function same(sync: SyncRecord): 'same' {
   sync.target = sync.sent;

@@ -1,5 +1,5 @@
 import { MeshpError, type Mode, type StateDelta, type WireDeclaration } from '@meshp/core';
-import { stateHash, versionPayload } from '@meshp/core/delta';
+import { stateHash, versionPayload, SCOPE_RULE, rescope } from '@meshp/core/delta';
 import { declarationFor } from '@meshp/core/delta';
 import { computeSnapshot } from '@meshp/core/delta';
 import { NetworkState } from '@meshp/core/delta';
@@ -89,6 +89,16 @@ export class Controller {
     for (const { network, id, sync } of s.sync) this.#net(network).sync.set(id, sync);
     this.#tokens = new TokenBook(store, this.#now, s.tokens);
     for (const net of this.#networks.values()) net.log.sort((a, b) => a.version - b.version);
+    for (const net of this.#networks.values()) if ((net.record.scopeRule ?? 1) < SCOPE_RULE) this.#rescope(net);
+  }
+
+  /** A network written under an older scope rule: its views checked once, those that differ snapshotted (sync.ts rescope). */
+  #rescope(net: NetworkState): void {
+    const changed = rescope(net);
+    this.#store.transaction(() => {
+      this.#store.putNetwork(net.record);
+      for (const id of changed) this.#store.putSync(net.record.name, id, net.sync.get(id)!);
+    });
   }
 
   // ---- networks and memberships --------------------------------------------------------------
@@ -105,6 +115,7 @@ export class Controller {
       modules: {},
       privateRange: options.privateRange ?? '100.96.0.0/16',
       nextHost: 1,
+      scopeRule: SCOPE_RULE,
     };
     this.#networks.set(name, new NetworkState(record));
     this.#store.transaction(() => this.#store.putNetwork(record));
