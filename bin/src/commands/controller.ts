@@ -1,7 +1,7 @@
 import type { CommandModule } from 'yargs';
 import type { GlobalArgs } from '../cli.js';
 
-const serve: CommandModule<GlobalArgs, GlobalArgs & { listen: string; 'metrics-listen'?: string; network: string[]; 'log-depth'?: number; 'sync-flush-ms'?: number }> = {
+const serve: CommandModule<GlobalArgs, GlobalArgs & { listen: string; 'metrics-listen'?: string; network: string[]; 'log-depth'?: number; 'sync-flush-ms'?: number; store?: string }> = {
   command: 'serve',
   describe: 'serve agents and operators: Control and Admin over TLS, state in one SQLite file in --state DIR',
   builder: (y) =>
@@ -11,10 +11,11 @@ const serve: CommandModule<GlobalArgs, GlobalArgs & { listen: string; 'metrics-l
       .option('network', { type: 'string', array: true, default: ['default'], describe: 'networks to make on first start' })
       .option('log-depth', { type: 'number', describe: 'changes kept per network for deltas, set on every network at each start (an agent further behind gets a snapshot)' })
       .option('sync-flush-ms', { type: 'number', describe: "group commit of what agents were sent and acked, at most this long after it (default 1000; a crash loses at most this, agents' hellos say it again)" })
+      .option('store', { type: 'string', describe: "where the controller's state lives: 'sqlite' (default: controller.db in --state DIR) or postgres://USER@HOST/DB (several replicas may share one database; docs/store-postgres.md)" })
       .demandOption('state'),
   handler: async (a) => {
     const { serveController } = await import('../remote/controller.js');
-    await serveController({ state: a.state!, listen: a.listen, metricsListen: a['metrics-listen'], networks: a.network, logDepth: a['log-depth'], syncFlushMs: a['sync-flush-ms'] });
+    await serveController({ state: a.state!, listen: a.listen, metricsListen: a['metrics-listen'], networks: a.network, logDepth: a['log-depth'], syncFlushMs: a['sync-flush-ms'], store: a.store });
   },
 };
 

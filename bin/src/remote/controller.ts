@@ -1,6 +1,6 @@
 /** `meshp controller serve`: the controller plugin on a server host with the gRPC transport. */
-import { Host } from '@meshp/core';
-import { ControllerHostingPlugin } from '@meshp/controller';
+import { Host, MeshpError } from '@meshp/core';
+import { ControllerHostingPlugin, type SharedStore } from '@meshp/controller';
 import { GrpcTransportPlugin } from '@meshp/transport-grpc';
 
 export interface ServeArgs {
@@ -10,10 +10,22 @@ export interface ServeArgs {
   networks: string[];
   logDepth?: number;
   syncFlushMs?: number;
+  /** 'sqlite' (the default) or a postgres:// URL. */
+  store?: string;
+}
+
+/** `--store`: none or 'sqlite', the state folder's SQLite file; a postgres:// URL, that database (migrated first). */
+export async function sharedStore(store: string | undefined): Promise<SharedStore | undefined> {
+  if (store === undefined || store === 'sqlite') return undefined;
+  const { isPostgresUrl, openPostgresStore } = await import('@meshp/store-postgres');
+  if (!isPostgresUrl(store)) throw new MeshpError('MESHP_USAGE', "--store is 'sqlite' or a postgres:// URL");
+  const pg = await openPostgresStore(store);
+  return { controller: pg.store, auth: pg.auth, label: pg.label, follow: () => pg.follower.start(), unfollow: () => pg.follower.close() };
 }
 
 export async function serveController(a: ServeArgs): Promise<void> {
-  const plugin = new ControllerHostingPlugin({ listen: a.listen, metricsListen: a.metricsListen, networks: a.networks, logDepth: a.logDepth, ...(a.syncFlushMs !== undefined ? { syncFlushMs: a.syncFlushMs } : {}) });
+  const store = await sharedStore(a.store);
+  const plugin = new ControllerHostingPlugin({ listen: a.listen, metricsListen: a.metricsListen, networks: a.networks, logDepth: a.logDepth, ...(a.syncFlushMs !== undefined ? { syncFlushMs: a.syncFlushMs } : {}), ...(store ? { store } : {}) });
   new Host({ stateDir: a.state }).use(new GrpcTransportPlugin(), plugin);
   await plugin.start();
   await new Promise<void>((resolve) => {

@@ -12,6 +12,7 @@ import { checkAssigned, checkMember, checkModule, checkPolicy, checkTags } from 
 import { checkNoClash } from './clash.js';
 import { checkTunnelKey } from './tunnel-key.js';
 import { affectedBy } from './scope.js';
+import { applyRemote } from './remote.js';
 
 export interface ControllerOptions {
   /** Changes kept per network for deltas; an agent further behind gets a snapshot. */
@@ -72,6 +73,8 @@ export class Controller {
   #flushTimer: ReturnType<typeof setTimeout> | null = null;
   /** Store transactions that wrote sync records by group commit, and records written (for tests and the bench). */
   readonly syncWrites = { flushes: 0, records: 0 };
+  /** A store shared with other controllers told this one of their change to a network (after it was applied here). */
+  onRemoteChange: ((network: string) => void) | null = null;
 
   constructor(store: ControllerStore, options: ControllerOptions = {}) {
     this.#store = store;
@@ -88,6 +91,10 @@ export class Controller {
     for (const { network, id, sync } of s.sync) this.#net(network).sync.set(id, sync);
     this.#tokens = new TokenBook(store, this.#now, s.tokens);
     for (const net of this.#networks.values()) net.log.sort((a, b) => a.version - b.version);
+    store.follow?.((c) => {
+      applyRemote(this.#networks, c);
+      this.onRemoteChange?.(c.network);
+    });
   }
 
   // ---- networks and memberships --------------------------------------------------------------
@@ -446,6 +453,9 @@ export class Controller {
    */
   hello(network: string, id: string, appliedVersion: number, hash: string, versionSignature?: Uint8Array, revision?: number): AckResult {
     const net = this.#net(network);
+    // A shared store: the node's stream may have been on another controller, whose record is the one written (unless this one holds a newer, unflushed).
+    const stored = this.#dirty.has(`${network}\u0000${id}`) ? undefined : this.#store.syncRecord?.(network, id);
+    if (stored) net.sync.set(id, stored);
     const sync = this.#sync(net, id);
     if (revision !== undefined && revision > 0) sync.revision = revision;
     checkAppliedVersion(appliedVersion);

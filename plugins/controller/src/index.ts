@@ -1,5 +1,6 @@
 export * from './types.js';
 export * from './store.js';
+export { applyRemote } from './remote.js';
 export * from './policy.js';
 export * from './network.js';
 export * from './components.js';

@@ -31,6 +31,9 @@ export interface StoredToken {
   confirmedAt: string | null;
 }
 
+/** What the hosting needs of its token and credential store (AuthStore here; store-postgres's for replicas). */
+export type AuthBook = Pick<AuthStore, keyof AuthStore>;
+
 export const hashSecret = (s: string): string => createHash('sha256').update(s).digest('hex');
 
 export class AuthStore {

@@ -9,7 +9,8 @@ import { MeshpError, PLUGIN_API_VERSION, isMeshpError, oneLine, type Host, type 
 import { Controller } from '../controller.js';
 import { SqliteControllerStore } from '../sqlite-store.js';
 import { adminHandler, DEFAULT_NETWORK } from './admin.js';
-import { AuthStore } from './auth-store.js';
+import { AuthStore, type AuthBook } from './auth-store.js';
+import type { ControllerStore } from '../store.js';
 import { ensureAdminCredential } from './credential.js';
 import { Enrolment } from './enrolment.js';
 import { createLogger, type Logger } from './log.js';
@@ -40,6 +41,18 @@ export interface ControllerHostingOptions {
   syncFlushMs?: number;
   /** How the fan-out of a change is cut into turns of the event loop (fanout.ts). */
   fanout?: FanOutOptions;
+  /** The state elsewhere than the state folder's SQLite file: a database shared by replicas (store-postgres). */
+  store?: SharedStore;
+}
+
+/** The controller's store and the hosting's tokens and credentials in one shared database; `follow` starts learning of the other replicas' changes. */
+export interface SharedStore {
+  controller: ControllerStore;
+  auth: AuthBook;
+  /** Where, for the log (no password). */
+  label: string;
+  follow(): Promise<void>;
+  unfollow(): Promise<void>;
 }
 
 export interface RunningController {
@@ -55,7 +68,7 @@ export class ControllerHostingPlugin implements Plugin {
   readonly #o: ControllerHostingOptions;
   readonly log: Logger;
   #host?: Host;
-  #running: { listener: TransportListener; metrics: { close(): Promise<void> } | null; hub: SessionHub; controller: Controller; auth: AuthStore } | null = null;
+  #running: { listener: TransportListener; metrics: { close(): Promise<void> } | null; hub: SessionHub; controller: Controller; auth: AuthBook } | null = null;
 
   constructor(options: ControllerHostingOptions) {
     if (!/:\d+$/.test(options.listen)) throw new MeshpError('MESHP_USAGE', `--listen ${options.listen} is not HOST:PORT`);
@@ -79,7 +92,8 @@ export class ControllerHostingPlugin implements Plugin {
     const tls = ensureCertificate(dir, listenHost && listenHost !== '0.0.0.0' ? [listenHost] : []);
     const admin = ensureAdminCredential(dir, tls.fingerprint);
     const dbFile = join(dir, CONTROLLER_DB);
-    const controller = new Controller(new SqliteControllerStore(dbFile), {
+    const shared = this.#o.store;
+    const controller = new Controller(shared?.controller ?? new SqliteControllerStore(dbFile), {
       ...(this.#o.logDepth ? { logDepth: this.#o.logDepth } : {}), signer: ensureVersionKey(dir), syncFlushMs: this.#o.syncFlushMs ?? DEFAULT_SYNC_FLUSH_MS,
     });
     for (const n of this.#o.networks ?? [DEFAULT_NETWORK]) if (!controller.networks().includes(n)) controller.createNetwork(n);
@@ -91,10 +105,13 @@ export class ControllerHostingPlugin implements Plugin {
       controller.setLogDepth(n, depth);
       this.log.info({ network: n, from: was, to: depth }, 'log depth set');
     }
-    const auth = new AuthStore(dbFile);
+    const auth = shared?.auth ?? new AuthStore(dbFile);
     const metrics = new Metrics();
     const hub = new SessionHub(controller, auth, metrics, this.log, this.#o.fanout);
     const enrolment = new Enrolment(controller, auth, tls.fingerprint);
+    // Another replica's change, applied here: the agents connected here get their deltas (after the call that caught up).
+    controller.onRemoteChange = (n) => setImmediate(() => hub.poke(n));
+    await shared?.follow();
     const transport = await host.transport();
     const listener = await transport.listen(
       { address: this.#o.listen, certPem: tls.certPem, keyPem: tls.keyPem, maxMessageBytes: this.#o.maxMessageBytes },
@@ -145,7 +162,7 @@ export class ControllerHostingPlugin implements Plugin {
     const m = this.#o.metricsListen ? await serveMetrics(this.#o.metricsListen, () => metrics.render(), metrics.registry.contentType) : null;
     writeFileSync(join(dir, ADDRESS_FILE), `${listener.address}\n`);
     this.#running = { listener, metrics: m, hub, controller, auth };
-    this.log.info({ address: listener.address, metrics: m?.address ?? null, fingerprint: tls.fingerprint, networks: controller.networks() }, 'controller serving');
+    this.log.info({ address: listener.address, metrics: m?.address ?? null, fingerprint: tls.fingerprint, networks: controller.networks(), store: shared?.label ?? CONTROLLER_DB }, 'controller serving');
     return { address: listener.address, metricsAddress: m?.address ?? null, fingerprint: tls.fingerprint, controller };
   }
 
@@ -156,6 +173,7 @@ export class ControllerHostingPlugin implements Plugin {
     r.hub.closeAll();
     await r.listener.close();
     await r.metrics?.close();
+    await this.#o.store?.unfollow();
     r.auth.close();
     r.controller.close();
     this.log.info({}, 'controller stopped');

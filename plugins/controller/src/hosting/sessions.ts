@@ -8,7 +8,7 @@ import { MeshpError, challengePayload, isMeshpError, oneLine, type ReportMessage
 import type { Controller } from '../controller.js';
 import { splitForWire } from '../limits.js';
 import type { ReportedState } from '../types.js';
-import type { AuthStore } from './auth-store.js';
+import type { AuthBook } from './auth-store.js';
 import { observedEndpoint } from '../observed.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
@@ -48,7 +48,7 @@ export class SessionHub {
 
   constructor(
     readonly controller: Controller,
-    readonly auth: AuthStore,
+    readonly auth: AuthBook,
     readonly metrics: Metrics,
     readonly log: Logger,
     fanout: FanOutOptions = {},
