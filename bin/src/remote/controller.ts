@@ -20,7 +20,7 @@ export async function sharedStore(store: string | undefined): Promise<SharedStor
   const { isPostgresUrl, openPostgresStore } = await import('@meshp/store-postgres');
   if (!isPostgresUrl(store)) throw new MeshpError('MESHP_USAGE', "--store is 'sqlite' or a postgres:// URL");
   const pg = await openPostgresStore(store);
-  return { controller: pg.store, auth: pg.auth, label: pg.label, follow: () => pg.follower.start(), unfollow: () => pg.follower.close() };
+  return { controller: pg.store, auth: pg.auth, label: pg.label, follow: () => pg.follower.start(), unfollow: () => pg.follower.close(), catchUp: () => void pg.store.catchUp() };
 }
 
 export async function serveController(a: ServeArgs): Promise<void> {

@@ -5,7 +5,7 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { MeshpError, PLUGIN_API_VERSION, isMeshpError, oneLine, type Host, type Plugin, type TransportListener } from '@meshp/core';
+import { MeshpError, PLUGIN_API_VERSION, isMeshpError, oneLine, type AdminHandler, type Host, type Plugin, type TransportListener } from '@meshp/core';
 import { Controller } from '../controller.js';
 import { SqliteControllerStore } from '../sqlite-store.js';
 import { adminHandler, DEFAULT_NETWORK } from './admin.js';
@@ -53,6 +53,8 @@ export interface SharedStore {
   label: string;
   follow(): Promise<void>;
   unfollow(): Promise<void>;
+  /** Applies what the other replicas committed, now (before an Enrol or admin call: its checks see their changes). */
+  catchUp(): void;
 }
 
 export interface RunningController {
@@ -60,6 +62,15 @@ export interface RunningController {
   metricsAddress: string | null;
   fingerprint: string;
   controller: Controller;
+}
+
+/** With a shared store, every admin call first catches up with the other replicas. */
+function fresh(shared: SharedStore | undefined, handler: AdminHandler): AdminHandler {
+  if (!shared) return handler;
+  return async (method, request, credential, peer) => {
+    shared.catchUp();
+    return handler(method, request, credential, peer);
+  };
 }
 
 export class ControllerHostingPlugin implements Plugin {
@@ -119,6 +130,7 @@ export class ControllerHostingPlugin implements Plugin {
         control: {
           enrol: async (input, peer) => {
             try {
+              shared?.catchUp();
               const { resumed, ...r } = enrolment.enrol(input);
               if (resumed) {
                 this.log.info({ network: r.network, node: r.node, peer }, 'enrolment completed again: a new credential for the same key (the first answer was lost)');
@@ -144,7 +156,7 @@ export class ControllerHostingPlugin implements Plugin {
           metrics.refused(r.code);
           this.log.warn(r, 'refused by the transport');
         },
-        admin: adminHandler({ controller, enrolment, secret: admin.secret, metrics, log: this.log, changed: (n) => hub.poke(n), live: (n, id) => hub.live(n, id), reports: (n, id) => hub.reportOf(n, id),
+        admin: fresh(shared, adminHandler({ controller, enrolment, secret: admin.secret, metrics, log: this.log, changed: (n) => hub.poke(n), live: (n, id) => hub.live(n, id), reports: (n, id) => hub.reportOf(n, id),
           removed: (n, id, nodeKey) => {
             auth.revoke(n, id, nodeKey, new Date().toISOString());
             hub.endNode(n, id, { code: 'MESHP_NODE_REVOKED', message: `node ${id} was removed from ${n}` });
@@ -155,7 +167,7 @@ export class ControllerHostingPlugin implements Plugin {
             hub.renamed(n, from, to);
             this.log.info({ network: n, from, to }, 'node renamed');
           },
-        }),
+        })),
       },
     );
     metrics.attach({ controller, connected: () => hub.connected, live: (n, id) => hub.live(n, id) });
