@@ -31,7 +31,8 @@ export class SyncPg {
 
   constructor(url: string, timeoutMs = DEFAULT_CALL_TIMEOUT_MS) {
     const { port1, port2 } = new MessageChannel();
-    this.#worker = new Worker(new URL('./worker.js', import.meta.url), { workerData: { url, port: port2, flag: this.#flag }, transferList: [port2] });
+    // Plain JS: none of the parent's --import loaders (a test runner's) are needed there.
+    this.#worker = new Worker(new URL('./worker.js', import.meta.url), { workerData: { url, port: port2, flag: this.#flag }, transferList: [port2], execArgv: [] });
     this.#worker.unref();
     this.#worker.on('error', (e) => {
       this.#broken = `the database thread failed: ${e.message}`;
