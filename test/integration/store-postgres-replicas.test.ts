@@ -111,5 +111,7 @@ if (missing) {
     const again = await startController(t, join(dir, 'a'), flags, a.address);
     t.equal(await version(again), v3, 'A, restarted, is at the version B reached');
     t.same((await nodes(again)).map((n) => n.name).sort(), all.map((x) => x.name).sort(), 'with every member');
+    again.proc.kill('SIGTERM');
+    t.equal(await again.proc.exited, 0, 'and stops cleanly on SIGTERM (its database connections closed)');
   });
 }

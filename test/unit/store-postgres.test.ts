@@ -144,6 +144,24 @@ if (missing) {
     t.ok(b.follower.notices >= 1, 'a notice came');
   });
 
+  t.test('a replica whose log no longer reaches back takes the network whole; a network removed there is removed here', async (t) => {
+    const url = await cluster.createDb('whole');
+    const a = await open(url);
+    const b = await open(url);
+    const ca = new Controller(a.store);
+    ca.createNetwork('n', { logDepth: 2 });
+    ca.createNetwork('gone');
+    const cb = new Controller(b.store);
+    for (let i = 0; i < 5; i++) ca.join('n', { id: `m${i}`, nodeKey: `k${i}`, tags: ['x'] });
+    ca.leave('n', 'm0');
+    ca.removeNetwork('gone');
+    t.equal(b.store.catchUp(), 2, 'two networks changed there');
+    t.same(cb.members('n').map((m) => m.id).sort(), ['m1', 'm2', 'm3', 'm4'], 'every member, though the log kept only 2 of the 6 changes');
+    t.equal(cb.stateVersion('n'), 6, 'at their version');
+    t.same(cb.affectedSince('n', 4), ca.affectedSince('n', 4), 'with the same log');
+    t.same(cb.networks(), ['n'], 'the network removed there is gone here');
+  });
+
   t.test("the hosting's tokens and credentials are shared: a token is used once across replicas", async (t) => {
     const url = await cluster.createDb('auth');
     const a = await open(url);
