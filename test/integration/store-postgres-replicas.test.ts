@@ -87,6 +87,9 @@ if (missing) {
     await waitUntil(`every agent at ${v2}, gap 0 on its replica`, () => current(v2, spread), 60_000);
     t.ok(onB.every((x) => x.applier.view.peer('late')), 'the agents on B see the node that joined through A');
     t.ok(onB.every((x) => x.applier.view.size === all.length - 1), `each sees the ${all.length - 1} others`);
+    // Each replica shows every node's gap, those of the nodes on the other one too (as that one wrote them).
+    await waitUntil('both replicas show gap 0 for every node', () => current(v2, [[a, all], [b, all]]), 60_000);
+    t.pass(`each replica shows gap 0 and version ${v2} for every node, the other one's included`);
 
     // A killed by its pid: its agents go to B and resume there, no snapshot.
     const streamsBefore = new Map(onA.map((x) => [x.name, x.streams]));

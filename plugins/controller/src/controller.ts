@@ -489,6 +489,17 @@ export class Controller {
 
   // ---- admin --------------------------------------------------------------------------------------
 
+  /**
+   * A shared store: the sync records of the nodes whose streams are elsewhere (`here` says which are
+   * on this controller) as their controller last wrote them, so a gap read here is theirs.
+   */
+  reloadSync(network: string, here: (id: string) => boolean): void {
+    const net = this.#net(network);
+    const ids = [...net.members.keys()].filter((id) => !here(id) && !this.#dirty.has(`${network}\u0000${id}`));
+    if (ids.length === 0 || !this.#store.syncRecords) return;
+    for (const [id, s] of this.#store.syncRecords(network, ids)) if (net.members.has(id)) net.sync.set(id, s);
+  }
+
   /** Every membership with its convergence gap (state_version − applied_version). */
   listNodes(network: string): NodeStatus[] {
     const net = this.#net(network);

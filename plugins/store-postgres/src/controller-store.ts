@@ -161,6 +161,11 @@ export class PostgresControllerStore implements ControllerStore {
     return this.#db.rows<Row>('SELECT doc FROM sync WHERE network = $1 AND id = $2', [network, id])[0]?.doc as SyncRecord | undefined;
   }
 
+  syncRecords(network: string, ids: string[]): Map<string, SyncRecord> {
+    const rows = this.#db.rows<Row>('SELECT id, doc FROM sync WHERE network = $1 AND id = ANY($2)', [network, ids]);
+    return new Map(rows.map((r) => [r.id as string, r.doc as SyncRecord]));
+  }
+
   putNetwork(n: NetworkRecord): void {
     this.#op('INSERT INTO networks (name, version, doc) VALUES ($1, $2, $3) ON CONFLICT (name) DO UPDATE SET version = EXCLUDED.version, doc = EXCLUDED.doc', [n.name, n.version, JSON.stringify(n)]);
     if (this.#ops) this.#put.set(n.name, n.version);

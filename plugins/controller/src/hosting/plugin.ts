@@ -11,7 +11,7 @@ import { SqliteControllerStore } from '../sqlite-store.js';
 import { adminHandler, DEFAULT_NETWORK } from './admin.js';
 import { AuthStore, type AuthBook } from './auth-store.js';
 import type { ControllerStore } from '../store.js';
-import { ensureAdminCredential } from './credential.js';
+import { ensureAdminCredential, secretMatches } from './credential.js';
 import { Enrolment } from './enrolment.js';
 import { createLogger, type Logger } from './log.js';
 import { Metrics, serveMetrics } from './metrics.js';
@@ -64,11 +64,18 @@ export interface RunningController {
   controller: Controller;
 }
 
+/** Admin calls that show nodes' gaps: on a shared store, those of nodes on other replicas are read as those wrote them. */
+const SHOWS_GAPS = new Set(['listNodes', 'showNode', 'doctor']);
+
 /** With a shared store, every admin call first catches up with the other replicas. */
-function fresh(shared: SharedStore | undefined, handler: AdminHandler): AdminHandler {
+function fresh(shared: SharedStore | undefined, secret: string, controller: Controller, hub: SessionHub, handler: AdminHandler): AdminHandler {
   if (!shared) return handler;
   return async (method, request, credential, peer) => {
+    // A caller without the credential costs no database read: the handler refuses it.
+    if (!credential || !secretMatches(credential, secret)) return handler(method, request, credential, peer);
     shared.catchUp();
+    const network = ('network' in request && typeof request.network === 'string' && request.network) || DEFAULT_NETWORK;
+    if (SHOWS_GAPS.has(method) && controller.networks().includes(network)) controller.reloadSync(network, (id) => hub.live(network, id).connected);
     return handler(method, request, credential, peer);
   };
 }
@@ -156,7 +163,7 @@ export class ControllerHostingPlugin implements Plugin {
           metrics.refused(r.code);
           this.log.warn(r, 'refused by the transport');
         },
-        admin: fresh(shared, adminHandler({ controller, enrolment, secret: admin.secret, metrics, log: this.log, changed: (n) => hub.poke(n), live: (n, id) => hub.live(n, id), reports: (n, id) => hub.reportOf(n, id),
+        admin: fresh(shared, admin.secret, controller, hub, adminHandler({ controller, enrolment, secret: admin.secret, metrics, log: this.log, changed: (n) => hub.poke(n), live: (n, id) => hub.live(n, id), reports: (n, id) => hub.reportOf(n, id),
           removed: (n, id, nodeKey) => {
             auth.revoke(n, id, nodeKey, new Date().toISOString());
             hub.endNode(n, id, { code: 'MESHP_NODE_REVOKED', message: `node ${id} was removed from ${n}` });
