@@ -109,6 +109,15 @@ if (missing) {
     t.same((await cluster.query('atomic', "SELECT version FROM networks WHERE name = 'n'"))[0], { version: before }, 'database: the version where it was');
     c.defineModules('n', [mod('a'), mod('b')]);
     t.equal(c.stateVersion('n'), before + 2, 'the same change without the fault: both');
+
+    // The database refuses a change's writes after the controller applied it in memory: this replica stops.
+    await cluster.query('atomic', 'ALTER TABLE log ADD CONSTRAINT refuse_all CHECK (false) NOT VALID');
+    const told: string[] = [];
+    a.store.onPoisoned = (e) => told.push(e.code);
+    t.throws(() => c.join('n', { id: 'x', nodeKey: 'kx' }), { code: 'MESHP_STATE_CORRUPT' }, 'the write refused');
+    t.same(told, ['MESHP_STORE_UNAVAILABLE'], 'the replica is told to stop, once');
+    t.throws(() => c.join('n', { id: 'y', nodeKey: 'ky' }), { code: 'MESHP_STORE_UNAVAILABLE' }, 'and takes no further change from memory the database does not hold');
+    t.same((await cluster.query('atomic', "SELECT version FROM networks WHERE name = 'n'"))[0], { version: before + 2 }, 'the database holds none of it');
   });
 
   t.test('two controllers on one database: consecutive versions, each learns the other\'s changes', async (t) => {

@@ -19,7 +19,12 @@ export async function sharedStore(store: string | undefined): Promise<SharedStor
   if (store === undefined || store === 'sqlite') return undefined;
   const { isPostgresUrl, openPostgresStore } = await import('@meshp/store-postgres');
   if (!isPostgresUrl(store)) throw new MeshpError('MESHP_USAGE', "--store is 'sqlite' or a postgres:// URL");
-  const pg = await openPostgresStore(store);
+  const pg = await openPostgresStore(store, { onError: (e) => process.stderr.write(`meshp controller: the database follower: ${e.message}\n`) });
+  // Its memory ahead of the database: this replica must not go on (docs/store-postgres.md, crash safety).
+  pg.store.onPoisoned = (e) => {
+    process.stderr.write(`meshp controller: ${e.oneLine()}\n`);
+    process.exit(1);
+  };
   return { controller: pg.store, auth: pg.auth, label: pg.label, follow: () => pg.follower.start(), unfollow: () => pg.follower.close(), catchUp: () => void pg.store.catchUp() };
 }
 

@@ -7,6 +7,7 @@
  * (follow.ts) and catch up at once; a poll catches what a lost notice missed.
  */
 import type { ControllerStore, LogEntry, MemberRecord, NetworkRecord, RemoteChange, StoredState, SyncRecord, TokenRecord } from '@meshp/controller';
+import { MeshpError } from '@meshp/core';
 import type { Row, Stmt, SyncPg } from './sync-pg.js';
 
 /** The advisory lock every store transaction takes (an arbitrary constant of meshp's). */
@@ -27,6 +28,14 @@ export class PostgresControllerStore implements ControllerStore {
   #apply: ((c: RemoteChange) => void) | null = null;
   /** Transactions committed, and catch-ups that found another replica's changes (for tests and the bench). */
   readonly counts = { transactions: 0, caughtUp: 0 };
+  /**
+   * Set when a change's writes failed after the controller had applied it in memory: the memory then
+   * holds what the database does not, and this replica must not go on from it (every later
+   * transaction is refused). `onPoisoned` is told once: the serve command exits, to start again from
+   * the database (its agents meanwhile go to another replica).
+   */
+  #poisoned: string | null = null;
+  onPoisoned: ((e: MeshpError) => void) | null = null;
 
   constructor(db: SyncPg) {
     this.#db = db;
@@ -60,7 +69,7 @@ export class PostgresControllerStore implements ControllerStore {
   /** Reads what other replicas committed and hands it to the controller (outside a transaction: in one of its own). */
   catchUp(): number {
     if (this.#depth > 0) return 0;
-    this.#db.run([{ text: 'BEGIN' }]);
+    this.#refuseIfPoisoned();
     try {
       const n = this.#catchUpLocked();
       this.#db.run([{ text: 'COMMIT' }]);
@@ -81,7 +90,7 @@ export class PostgresControllerStore implements ControllerStore {
       }
       return;
     }
-    this.#db.run([{ text: 'BEGIN' }]);
+    this.#refuseIfPoisoned();
     this.#depth = 1;
     this.#ops = [];
     this.#put.clear();
@@ -92,7 +101,12 @@ export class PostgresControllerStore implements ControllerStore {
       for (const [name, version] of this.#put) {
         if (version > (this.#known.get(name) ?? -1)) notices.push({ text: 'SELECT pg_notify($1, $2)', values: [CHANNEL, `${name}:${version}`] });
       }
-      this.#db.run([...this.#ops, ...notices, { text: 'COMMIT' }]);
+      try {
+        this.#db.run([...this.#ops, ...notices, { text: 'COMMIT' }]);
+      } catch (e) {
+        this.#poison(e);
+        throw e;
+      }
       for (const [name, version] of this.#put) this.#known.set(name, version);
       for (const name of this.#gone) this.#known.delete(name);
       this.counts.transactions++;
@@ -107,9 +121,20 @@ export class PostgresControllerStore implements ControllerStore {
     }
   }
 
-  /** Takes the lock (held to the end of the transaction open) and applies what others committed since. */
+  #refuseIfPoisoned(): void {
+    if (this.#poisoned) throw new MeshpError('MESHP_STORE_UNAVAILABLE', `this replica's memory holds a change its database did not take (${this.#poisoned}): restart it`);
+  }
+
+  #poison(e: unknown): void {
+    if (this.#poisoned) return;
+    this.#poisoned = e instanceof Error ? e.message : String(e);
+    const err = new MeshpError('MESHP_STORE_UNAVAILABLE', `a change's writes failed after it was applied in memory (${this.#poisoned}): this replica stops, to start again from the database`, { cause: e });
+    this.onPoisoned?.(err);
+  }
+
+  /** Opens a transaction, takes the lock (held to its end) and applies what others committed since. */
   #catchUpLocked(): number {
-    const [, versions] = this.#db.run([{ text: 'SELECT pg_advisory_xact_lock($1)', values: [STORE_LOCK] }, { text: 'SELECT name, version FROM networks' }]);
+    const [, , versions] = this.#db.run([{ text: 'BEGIN' }, { text: 'SELECT pg_advisory_xact_lock($1)', values: [STORE_LOCK] }, { text: 'SELECT name, version FROM networks' }]);
     const there = new Map(versions!.rows.map((r) => [r.name as string, r.version as number]));
     const changes: RemoteChange[] = [];
     for (const [name, version] of there) {
