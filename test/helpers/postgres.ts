@@ -5,9 +5,9 @@
  * in t.teardown, also when the test fails.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { chownSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { chownSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import pg from 'pg';
 
 export const PG_BIN = '/usr/lib/postgresql/15/bin';
@@ -37,8 +37,17 @@ export interface PgCluster {
 
 const asPostgres = (cmd: string, args: string[]) => execFileSync('runuser', ['-u', 'postgres', '--', cmd, ...args], { stdio: ['ignore', 'pipe', 'pipe'], timeout: 120_000 });
 
+/** Whether the postgres user can reach into `dir` (every folder above it searchable by others). */
+function reachable(dir: string): boolean {
+  for (let d = dir; ; d = dirname(d)) {
+    if ((statSync(d).mode & 0o001) === 0) return false;
+    if (dirname(d) === d) return true;
+  }
+}
+
 export function startPostgres(t: Teardown): PgCluster {
-  const dir = mkdtempSync(join(tmpdir(), 'meshp-pg-'));
+  // A TMPDIR under root's home is out of the postgres user's reach: /tmp then.
+  const dir = mkdtempSync(join(reachable(tmpdir()) ? tmpdir() : '/tmp', 'meshp-pg-'));
   const data = join(dir, 'data');
   let pid: number | null = null;
   const stop = () => {
