@@ -453,9 +453,11 @@ export class Controller {
    */
   hello(network: string, id: string, appliedVersion: number, hash: string, versionSignature?: Uint8Array, revision?: number): AckResult {
     const net = this.#net(network);
-    // A shared store: the node's stream may have been on another controller, whose record is the one written (unless this one holds a newer, unflushed).
+    // A shared store: the node's stream may have been on another controller, whose record is the one
+    // written; this one's is kept when it is as far (its stream was here: its basis may be further).
     const stored = this.#dirty.has(`${network}\u0000${id}`) ? undefined : this.#store.syncRecord?.(network, id);
-    if (stored) net.sync.set(id, stored);
+    const mine = net.sync.get(id);
+    if (stored && (!mine || stored.sent > mine.sent || stored.applied > mine.applied)) net.sync.set(id, stored);
     const sync = this.#sync(net, id);
     if (revision !== undefined && revision > 0) sync.revision = revision;
     checkAppliedVersion(appliedVersion);
