@@ -3,7 +3,7 @@ import type { GlobalArgs } from '../cli.js';
 
 const serve: CommandModule<GlobalArgs, GlobalArgs & { listen: string; 'metrics-listen'?: string; network: string[]; 'log-depth'?: number; 'sync-flush-ms'?: number; store?: string }> = {
   command: 'serve',
-  describe: 'serve agents and operators: Control and Admin over TLS, state in one SQLite file in --state DIR',
+  describe: 'serve agents and operators: Control and Admin over TLS, state in one SQLite file in --state DIR (or a PostgreSQL database shared by replicas: --store)',
   builder: (y) =>
     y
       .option('listen', { type: 'string', demandOption: true, describe: 'HOST:PORT for agents and the CLI' })
