@@ -7,8 +7,12 @@
  * versions and learning each other's changes, and the hosting's token single-use across them.
  */
 import t from 'tap';
-import { Controller, MemoryStore, hashSecret } from '@meshp/controller';
-import { MIGRATIONS, migrate, openPostgresStore, schemaVersions, type PostgresStore } from '@meshp/store-postgres';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { AuthStore, Controller, MemoryStore, SqliteControllerStore, hashSecret } from '@meshp/controller';
+import { meshp } from '../helpers/grpc-procs.js';
+import { MIGRATIONS, copyState, migrate, openPostgresStore, schemaVersions, type PostgresStore } from '@meshp/store-postgres';
 import { postgresMissing, startPostgres } from '../helpers/postgres.js';
 
 const missing = postgresMissing();
@@ -169,6 +173,43 @@ if (missing) {
     t.equal(cb.stateVersion('n'), 6, 'at their version');
     t.same(cb.affectedSince('n', 4), ca.affectedSince('n', 4), 'with the same log');
     t.same(cb.networks(), ['n'], 'the network removed there is gone here');
+  });
+
+  t.test('meshp controller copy-store: a SQLite state into an empty database, all of it; a second copy refused', async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'meshp-copy-'));
+    t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+    const file = join(dir, 'controller.db');
+    const c = new Controller(new SqliteControllerStore(file));
+    c.createNetwork('default', { logDepth: 3 });
+    for (const id of ['a', 'b', 'c', 'd']) c.join('default', { id, nodeKey: `k${id}`, tags: ['x'] });
+    c.setPolicy('default', [{ from: 'x', to: 'x' }]);
+    c.deltaFor('default', 'a');
+    const members = c.members('default');
+    const version = c.stateVersion('default');
+    const view = c.snapshotOf('default', 'a').hash;
+    c.close();
+    const auth = new AuthStore(file);
+    auth.putCredential('cred-a', 'default', 'a');
+    auth.putToken('unused', { network: 'default', mode: 'converged', tags: [], fingerprint: 'f', expiresAt: '2099-01-01T00:00:00.000Z' });
+    auth.revoke('default', 'gone', 'kgone', 'then');
+    auth.close();
+
+    const url = await cluster.createDb('copy');
+    const r = meshp('controller', 'copy-store', '--state', dir, '--to', url, '--json');
+    t.equal(r.code, 0, `copied: ${r.err}`);
+    t.match(JSON.parse(r.out), { networks: 1, members: 4, log: 3, sync: 4 }, 'it says what it copied');
+    const pg = await open(url);
+    const again = new Controller(pg.store);
+    t.equal(again.stateVersion('default'), version, 'the version');
+    t.same(again.members('default'), members, 'the members');
+    t.equal(again.snapshotOf('default', 'a').hash, view, 'the same view for a node');
+    t.equal(pg.store.syncRecord('default', 'a')?.sent, version, 'the sync records: what a node was sent');
+    t.same(pg.auth.nodeOf('cred-a'), { network: 'default', node: 'a' }, 'credentials: an agent keeps its own');
+    t.equal(pg.auth.getToken('unused')?.usedAt, null, 'tokens');
+    t.same(pg.auth.revokedKey('default', 'kgone'), { node: 'gone', at: 'then' }, 'revoked keys');
+    const sqlite = new SqliteControllerStore(file);
+    t.throws(() => copyState(pg.db, sqlite.load(), {}), { code: 'MESHP_USAGE' }, 'a second copy into a database that holds a state is refused');
+    sqlite.close();
   });
 
   t.test("the hosting's tokens and credentials are shared: a token is used once across replicas", async (t) => {

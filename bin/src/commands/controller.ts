@@ -19,9 +19,20 @@ const serve: CommandModule<GlobalArgs, GlobalArgs & { listen: string; 'metrics-l
   },
 };
 
+const copyStore: CommandModule<GlobalArgs, GlobalArgs & { to: string }> = {
+  command: 'copy-store',
+  describe: "copy a stopped controller's state (controller.db in --state DIR) into an empty PostgreSQL database, all of it or none: agents keep their credentials and versions",
+  builder: (y) => y.option('to', { type: 'string', demandOption: true, describe: 'postgres://USER@HOST/DB (migrated first; refused if it holds a state already)' }).demandOption('state'),
+  handler: async (a) => {
+    const { copyStore: copy } = await import('../remote/controller.js');
+    const counts = await copy(a.state!, a.to);
+    process.stdout.write(a.json ? `${JSON.stringify(counts)}\n` : `copied ${counts.networks} network(s), ${counts.members} member(s), ${counts.log} log entries, ${counts.sync} sync records, ${counts.hosting} token/credential rows\n`);
+  },
+};
+
 export const controllerCommand: CommandModule<GlobalArgs, GlobalArgs> = {
   command: 'controller <command>',
   describe: 'the controller',
-  builder: (y) => y.command(serve).demandCommand(1),
+  builder: (y) => y.command(serve).command(copyStore).demandCommand(1),
   handler: () => undefined,
 };

@@ -1,6 +1,8 @@
 /** `meshp controller serve`: the controller plugin on a server host with the gRPC transport. */
 import { Host, MeshpError } from '@meshp/core';
-import { ControllerHostingPlugin, type SharedStore } from '@meshp/controller';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { AuthStore, CONTROLLER_DB, ControllerHostingPlugin, SqliteControllerStore, type SharedStore } from '@meshp/controller';
 import { GrpcTransportPlugin } from '@meshp/transport-grpc';
 
 export interface ServeArgs {
@@ -26,6 +28,24 @@ export async function sharedStore(store: string | undefined): Promise<SharedStor
     process.exit(1);
   };
   return { controller: pg.store, auth: pg.auth, label: pg.label, follow: () => pg.follower.start(), unfollow: () => pg.follower.close(), catchUp: () => void pg.store.catchUp() };
+}
+
+/** `meshp controller copy-store`: the state folder's controller.db into an empty PostgreSQL database (store-postgres copy.ts). */
+export async function copyStore(state: string, to: string): Promise<Record<string, number>> {
+  const { copyState, isPostgresUrl, openPostgresStore } = await import('@meshp/store-postgres');
+  if (!isPostgresUrl(to)) throw new MeshpError('MESHP_USAGE', '--to is a postgres:// URL');
+  const file = join(state, CONTROLLER_DB);
+  if (!existsSync(file)) throw new MeshpError('MESHP_NOT_FOUND', `no ${CONTROLLER_DB} in ${state}`);
+  const sqlite = new SqliteControllerStore(file);
+  const auth = new AuthStore(file);
+  const pg = await openPostgresStore(to);
+  try {
+    return { ...copyState(pg.db, sqlite.load(), auth.dump()) };
+  } finally {
+    sqlite.close();
+    auth.close();
+    await pg.close();
+  }
 }
 
 export async function serveController(a: ServeArgs): Promise<void> {

@@ -16,11 +16,14 @@ export { PostgresAuthStore } from './auth-store.js';
 export { Follower, DEFAULT_POLL_MS, type FollowOptions } from './follow.js';
 export { MIGRATIONS, migrate, schemaVersions, redact, type Migration } from './migrations.js';
 export { SyncPg, type Stmt, type Row } from './sync-pg.js';
+export { copyState, type CopyCounts } from './copy.js';
 
 export interface PostgresStore {
   store: PostgresControllerStore;
   auth: PostgresAuthStore;
   follower: Follower;
+  /** The connection both stores use (for a copy into the database: copy.ts). */
+  db: SyncPg;
   /** The URL without its password, for the log. */
   label: string;
   /** Migrations applied by this open. */
@@ -41,6 +44,7 @@ export async function openPostgresStore(url: string, options: FollowOptions & { 
     store,
     auth: new PostgresAuthStore(db),
     follower,
+    db,
     label: redact(url),
     migrated,
     close: async () => {

@@ -4,7 +4,7 @@ export { ensureCertificate, certificateFingerprint, type ControllerTls } from '.
 export { DEFAULT_NETWORK, adminHandler, nodeToWire, type AdminDeps } from './admin.js';
 export { Metrics, serveMetrics, BUILD_VERSION } from './metrics.js';
 export { createLogger, type Logger } from './log.js';
-export { AuthStore, hashSecret, type AuthBook, type StoredToken } from './auth-store.js';
+export { AuthStore, HOSTING_TABLES, hashSecret, type AuthBook, type StoredToken } from './auth-store.js';
 export { Enrolment } from './enrolment.js';
 export { SessionHub, SyncSession } from './sessions.js';
 export { FanOut, DEFAULT_FANOUT, type FanOutOptions } from './fanout.js';
