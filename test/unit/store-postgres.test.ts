@@ -145,7 +145,7 @@ if (missing) {
     t.same(cb.affectedSince('n', 2), new Set(['x', 'y']), "B's log holds A's change: the fan-out is scoped from it");
     // A removal there is a removal here.
     ca.leave('n', 'y');
-    b.store.catchUp();
+    cb.refresh(); // what a hello does for a node it does not know yet
     t.notOk(cb.member('n', 'y'), 'a node removed through A is gone from B');
     t.equal(cb.stateVersion('n'), ca.stateVersion('n'), 'both at one version');
     t.same(cb.snapshotOf('n', 'x').hash, ca.snapshotOf('n', 'x').hash, 'and compute the same view');

@@ -491,6 +491,11 @@ export class Controller {
 
   // ---- admin --------------------------------------------------------------------------------------
 
+  /** A shared store: what other controllers committed, applied now (a node enrolled there a moment ago). */
+  refresh(): void {
+    this.#store.catchUp?.();
+  }
+
   /**
    * A shared store: the sync records of the nodes whose streams are elsewhere (`here` says which are
    * on this controller) as their controller last wrote them, so a gap read here is theirs.

@@ -36,6 +36,8 @@ export interface ControllerStore {
   follow?(apply: (c: RemoteChange) => void): void;
   /** The node's sync record as last written (shared store: its stream may have been on another controller). */
   syncRecord?(network: string, id: string): SyncRecord | undefined;
+  /** Applies what other controllers committed, now (shared store; see `follow`); how many networks changed. */
+  catchUp?(): number;
   /** The sync records of these nodes as last written (shared store), by node. */
   syncRecords?(network: string, ids: string[]): Map<string, SyncRecord>;
 }

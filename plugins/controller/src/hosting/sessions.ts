@@ -347,6 +347,8 @@ export class SyncSession {
     if (owner.node !== h.node && auth.renamedTo(owner.network, h.node) !== owner.node) {
       throw new MeshpError('MESHP_FORBIDDEN', `the credential of ${owner.node} asked for the state of ${h.node}`);
     }
+    // Enrolled through another controller on the same database a moment ago: caught up first.
+    if (!controller.member(owner.network, owner.node)) controller.refresh();
     const member = controller.member(owner.network, owner.node);
     if (!member) throw new MeshpError('MESHP_AUTH_FAILED', `node ${owner.node} is no longer in ${owner.network}`);
     // A deliberate break (proto/README.md): v1-r1's hello carries no signature, and a credential alone no longer syncs.
