@@ -13,8 +13,13 @@
 // would send: N messages per change, printed next to it. An agent whose stream ends reconnects with
 // the agent's own jittered backoff; how streams ended is printed last.
 //
-// Run after `make build`: node bench/fleet/fleet.bench.mjs [sizes, default 200,1000]
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+// With `--store postgres://…` the controller keeps its state in that database (each size in a schema
+// of its own, made and dropped by the bench: nothing else in the database is touched), and with
+// `--replicas K` K controllers share it, the agents spread over them round-robin; admin calls go to
+// the first; CPU and RSS are summed over the replicas; gaps are read from the replica each agent is on.
+//
+// Run after `make build`: node bench/fleet/fleet.bench.mjs [sizes, default 200,1000] [--store postgres://…] [--replicas K]
+import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawn } from 'node:child_process';
@@ -26,14 +31,25 @@ import { GrpcControlLink, wire } from '@meshp/transport-grpc';
 import { connectAdmin } from '../../bin/dist/remote/admin.js';
 
 const MESHP = new URL('../../bin/dist/main.js', import.meta.url).pathname;
-const sizes = (process.argv[2] ?? '200,1000').split(',').map(Number);
+const argv = process.argv.slice(2);
+const flag = (name) => {
+  const i = argv.indexOf(name);
+  if (i < 0) return undefined;
+  const v = argv[i + 1];
+  argv.splice(i, 2);
+  return v;
+};
+const STORE = flag('--store');
+const REPLICAS = Number(flag('--replicas') ?? 1);
+if (REPLICAS > 1 && !STORE) throw new Error('--replicas needs --store postgres://… (replicas share one database)');
+const sizes = (argv[0] ?? '200,1000').split(',').map(Number);
 const GROUP = 50;
 const CONCURRENCY = 50;
 const fmt = (n, d = 1) => n.toLocaleString('en-US', { maximumFractionDigits: d });
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /** utime+stime of a process, in ms, and its RSS in KB, from /proc. */
-function usage(pid) {
+function usageOf(pid) {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
   const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   const ticks = Number(f[11]) + Number(f[12]);
@@ -41,8 +57,8 @@ function usage(pid) {
   return { cpuMs: ticks * 10, rssKb: rss };
 }
 
-async function startController(state) {
-  const child = spawn(process.execPath, [MESHP, 'controller', 'serve', '--state', state, '--listen', '127.0.0.1:0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+async function startController(state, store) {
+  const child = spawn(process.execPath, [MESHP, 'controller', 'serve', '--state', state, '--listen', '127.0.0.1:0', ...(store ? ['--store', store] : [])], { stdio: ['ignore', 'pipe', 'pipe'] });
   child.stderr.resume();
   // The controller goes with the bench, however it ends (a timeout, ^C).
   process.once('exit', () => child.kill('SIGKILL'));
@@ -151,18 +167,55 @@ async function pool(items, n, fn) {
 
 const pct = (xs, p) => (xs.length ? [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))] : NaN);
 
+/** A schema of its own in the database for one size (search_path in the URL), and how to drop it. */
+async function schemaFor(url, n) {
+  const { default: pg } = await import('pg');
+  const name = `meshp_fleet_${n}_${process.pid}`;
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  await c.query(`CREATE SCHEMA ${name}`);
+  await c.end();
+  return {
+    url: `${url}${url.includes('?') ? '&' : '?'}options=${encodeURIComponent(`-c search_path=${name}`)}`,
+    drop: async () => {
+      const d = new pg.Client({ connectionString: url });
+      await d.connect();
+      await d.query(`DROP SCHEMA ${name} CASCADE`);
+      await d.end();
+    },
+  };
+}
+
+/** Another replica's folder: the first one's certificate (agents pin it), version key and admin credential. */
+function replicaState(from, to) {
+  mkdirSync(join(to, 'tls'), { recursive: true, mode: 0o700 });
+  for (const f of ['tls/controller.crt', 'tls/controller.key', 'controller.version.key', 'admin.credential']) {
+    copyFileSync(join(from, f), join(to, f));
+    chmodSync(join(to, f), 0o600);
+  }
+}
+
 async function run(n) {
   const dir = mkdtempSync(join(tmpdir(), 'meshp-fleet-'));
-  const ctl = await startController(join(dir, 'ctl'));
-  const admin = await connectAdmin({ state: join(dir, 'ctl') });
+  const schema = STORE ? await schemaFor(STORE, n) : null;
+  const ctls = [await startController(join(dir, 'ctl0'), schema?.url)];
+  for (let k = 1; k < REPLICAS; k++) {
+    replicaState(join(dir, 'ctl0'), join(dir, `ctl${k}`));
+    ctls.push(await startController(join(dir, `ctl${k}`), schema?.url));
+  }
+  const ctl = ctls[0];
+  const admins = await Promise.all(ctls.map((_, k) => connectAdmin({ state: join(dir, `ctl${k}`) })));
+  const admin = admins[0];
+  /** CPU and RSS of every replica, summed. */
+  const usage = () => ctls.map((c) => usageOf(c.child.pid)).reduce((a, b) => ({ cpuMs: a.cpuMs + b.cpuMs, rssKb: a.rssKb + b.rssKb }));
   const network = 'default';
   const groups = Math.ceil(n / GROUP);
   const rules = Array.from({ length: groups }, (_, g) => ({ fromTag: `g${g}`, toTag: `g${g}`, ports: [] }));
   await admin.call('setPolicy', { network, rules });
-  const idle = usage(ctl.child.pid);
+  const idle = usage();
 
   // Enrolment: one token each (single-use), CONCURRENCY at a time.
-  const agents = Array.from({ length: n }, (_, i) => new SimAgent(ctl, `a${i}`));
+  const agents = Array.from({ length: n }, (_, i) => new SimAgent(ctls[i % ctls.length], `a${i}`));
   let t0 = performance.now();
   let enrolled = 0;
   await pool(agents, CONCURRENCY, async (a) => {
@@ -187,12 +240,12 @@ async function run(n) {
   const snapS = (performance.now() - t0) / 1000;
   console.error(`[N=${n}] ${n} streams opened and snapshotted in ${fmt(snapS)} s`);
   await sleep(1000);
-  const held = usage(ctl.child.pid);
+  const held = usage();
 
   const rows = [];
   const change = async (name, act) => {
     for (const a of agents) a.acked.clear();
-    const before = usage(ctl.child.pid);
+    const before = usage();
     const sentBefore = agents.reduce((s, a) => s + a.deltas, 0);
     const bytesBefore = agents.reduce((s, a) => s + a.bytes, 0);
     const start = performance.now();
@@ -205,10 +258,14 @@ async function run(n) {
       if (now === last) break;
       last = now;
     }
-    const after = usage(ctl.child.pid);
+    const after = usage();
     const times = agents.filter((a) => a.acked.size).map((a) => Math.max(...a.acked.values()) - start);
-    const { nodes } = await admin.call('listNodes', { network });
-    const gaps = nodes.filter((x) => Number(x.gap ?? 0) !== 0).length;
+    // Each replica knows exactly the gaps of the agents connected to it.
+    let gaps = 0;
+    for (const a of admins) {
+      const { nodes } = await a.call('listNodes', { network });
+      gaps += nodes.filter((x) => (admins.length === 1 || x.connected) && Number(x.gap ?? 0) !== 0).length;
+    }
     rows.push({ name, bytes: agents.reduce((s, a) => s + a.bytes, 0) - bytesBefore, messages: agents.reduce((s, a) => s + a.deltas, 0) - sentBefore, acked: times.length, cpuMs: after.cpuMs - before.cpuMs, p50: pct(times, 50), p99: pct(times, 99), max: Math.max(0, ...times), gaps });
   };
 
@@ -222,7 +279,7 @@ async function run(n) {
   await change('policy change', () => admin.call('setPolicy', { network, rules: rules.map((r, g) => (g === 0 ? { ...r, ports: ['443'] } : r)) }));
   await change('removal', () => admin.call('removeNode', { network, node: 'a0' }));
 
-  console.log(`\nN = ${fmt(n)} agents in groups of ${GROUP}; controller pid ${ctl.child.pid}`);
+  console.log(`\nN = ${fmt(n)} agents in groups of ${GROUP}; ${STORE ? `PostgreSQL, ${ctls.length} replica(s)` : 'SQLite'}; controller pid ${ctls.map((c) => c.child.pid).join(', ')}`);
   console.log(`enrolment: ${fmt(n / enrolS)}/s (${fmt(enrolS)} s); ${fmt(n)} streams opened and snapshotted in ${fmt(snapS)} s`);
   console.log(`controller while enrolling and snapshotting: ${fmt((held.cpuMs - idle.cpuMs) / n, 2)} ms CPU per agent; RSS ${fmt((held.rssKb - idle.rssKb) / n)} KB per agent (${fmt(held.rssKb / 1024)} MB)`);
   console.log('change          msgs    bytes  acked  ctl cpu ms   gap-0 p50   p99    max ms  gaps≠0 | full-state msgs  ratio');
@@ -232,9 +289,12 @@ async function run(n) {
   const e = ends(agents);
   console.log(`streams opened ${fmt(agents.reduce((k, a) => k + a.opens, 0))} for ${fmt(agents.length)} agents; ended: ${e.size ? JSON.stringify(Object.fromEntries(e)) : 'none'}`);
   for (const a of agents) a.close();
-  admin.close();
-  ctl.child.kill('SIGTERM');
-  await new Promise((r) => ctl.child.once('exit', r));
+  for (const a of admins) a.close();
+  for (const c of ctls) {
+    c.child.kill('SIGTERM');
+    await new Promise((r) => c.child.once('exit', r));
+  }
+  await schema?.drop();
   rmSync(dir, { recursive: true, force: true });
 }
 

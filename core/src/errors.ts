@@ -62,6 +62,8 @@ export const CODES = {
   MESHP_VERSION_UNPROVEN: 'a version was claimed without the controller signature that proves it',
   MESHP_STATE_UNSAFE: 'a state folder or file others could write or swap: refused, not used',
   MESHP_MODULES_CLASH: 'two modules of one node declare the same file, container, opening or host port',
+  MESHP_STORE_TOO_NEW: "the controller's database has a schema newer than this meshp knows: refused, not changed",
+  MESHP_STORE_UNAVAILABLE: "the controller's database did not answer",
 } as const;
 
 export type ErrorCode = keyof typeof CODES;

@@ -2,7 +2,8 @@
  * An agent in this process, made of the project's client pieces (GrpcControlLink, core's
  * DeltaApplier) over real gRPC, with a no-op host: every delta is applied to the view and acked at
  * once. It reconnects when its stream ends (until closed), as the agent does. For transport tests
- * that need several agents without a process each.
+ * that need several agents without a process each. Given several addresses (controller replicas on
+ * one database), it starts with the first and moves to the next each time its stream ends.
  */
 import { generateKeyPairSync, sign } from 'node:crypto';
 import type { EnrolResult, StateDelta, SyncChannel, ControllerMessage, AgentMessage } from '@meshp/core';
@@ -13,15 +14,23 @@ import { GrpcControlLink } from '@meshp/transport-grpc';
 export class SimAgent {
   readonly applier = new DeltaApplier();
   readonly key = generateKeyPairSync('ed25519');
-  readonly link: GrpcControlLink;
+  link: GrpcControlLink;
+  readonly #addresses: string[];
+  #at = 0;
   enrolment: EnrolResult | null = null;
   deltas: StateDelta[] = [];
   streams = 0;
   #ch: SyncChannel<ControllerMessage, AgentMessage> | null = null;
   #closed = false;
 
-  constructor(readonly name: string, address: string, fingerprint: string) {
-    this.link = new GrpcControlLink({ address, fingerprint });
+  constructor(readonly name: string, address: string | string[], readonly fingerprint: string) {
+    this.#addresses = Array.isArray(address) ? address : [address];
+    this.link = new GrpcControlLink({ address: this.#addresses[0]!, fingerprint });
+  }
+
+  /** The controller address its link goes to now. */
+  get address(): string {
+    return this.#addresses[this.#at]!;
   }
 
   get nodeKey(): string {
@@ -56,7 +65,13 @@ export class SimAgent {
     });
     ch.onClose(() => {
       if (this.#ch === ch) this.#ch = null;
-      if (!this.#closed) setTimeout(() => this.open(), 200 + Math.random() * 200);
+      if (this.#closed) return;
+      if (this.#addresses.length > 1) {
+        this.link.close();
+        this.#at = (this.#at + 1) % this.#addresses.length;
+        this.link = new GrpcControlLink({ address: this.address, fingerprint: this.fingerprint });
+      }
+      setTimeout(() => this.open(), 200 + Math.random() * 200);
     });
   }
 

@@ -1,9 +1,9 @@
 import type { CommandModule } from 'yargs';
 import type { GlobalArgs } from '../cli.js';
 
-const serve: CommandModule<GlobalArgs, GlobalArgs & { listen: string; 'metrics-listen'?: string; network: string[]; 'log-depth'?: number; 'sync-flush-ms'?: number }> = {
+const serve: CommandModule<GlobalArgs, GlobalArgs & { listen: string; 'metrics-listen'?: string; network: string[]; 'log-depth'?: number; 'sync-flush-ms'?: number; store?: string }> = {
   command: 'serve',
-  describe: 'serve agents and operators: Control and Admin over TLS, state in one SQLite file in --state DIR',
+  describe: 'serve agents and operators: Control and Admin over TLS, state in one SQLite file in --state DIR (or a PostgreSQL database shared by replicas: --store)',
   builder: (y) =>
     y
       .option('listen', { type: 'string', demandOption: true, describe: 'HOST:PORT for agents and the CLI' })
@@ -11,16 +11,28 @@ const serve: CommandModule<GlobalArgs, GlobalArgs & { listen: string; 'metrics-l
       .option('network', { type: 'string', array: true, default: ['default'], describe: 'networks to make on first start' })
       .option('log-depth', { type: 'number', describe: 'changes kept per network for deltas, set on every network at each start (an agent further behind gets a snapshot)' })
       .option('sync-flush-ms', { type: 'number', describe: "group commit of what agents were sent and acked, at most this long after it (default 1000; a crash loses at most this, agents' hellos say it again)" })
+      .option('store', { type: 'string', describe: "where the controller's state lives: 'sqlite' (default: controller.db in --state DIR) or postgres://USER@HOST/DB (several replicas may share one database; docs/store-postgres.md)" })
       .demandOption('state'),
   handler: async (a) => {
     const { serveController } = await import('../remote/controller.js');
-    await serveController({ state: a.state!, listen: a.listen, metricsListen: a['metrics-listen'], networks: a.network, logDepth: a['log-depth'], syncFlushMs: a['sync-flush-ms'] });
+    await serveController({ state: a.state!, listen: a.listen, metricsListen: a['metrics-listen'], networks: a.network, logDepth: a['log-depth'], syncFlushMs: a['sync-flush-ms'], store: a.store });
+  },
+};
+
+const copyStore: CommandModule<GlobalArgs, GlobalArgs & { to: string }> = {
+  command: 'copy-store',
+  describe: "copy a stopped controller's state (controller.db in --state DIR) into an empty PostgreSQL database, all of it or none: agents keep their credentials and versions",
+  builder: (y) => y.option('to', { type: 'string', demandOption: true, describe: 'postgres://USER@HOST/DB (migrated first; refused if it holds a state already)' }).demandOption('state'),
+  handler: async (a) => {
+    const { copyStore: copy } = await import('../remote/controller.js');
+    const counts = await copy(a.state!, a.to);
+    process.stdout.write(a.json ? `${JSON.stringify(counts)}\n` : `copied ${counts.networks} network(s), ${counts.members} member(s), ${counts.log} log entries, ${counts.sync} sync records, ${counts.hosting} token/credential rows\n`);
   },
 };
 
 export const controllerCommand: CommandModule<GlobalArgs, GlobalArgs> = {
   command: 'controller <command>',
   describe: 'the controller',
-  builder: (y) => y.command(serve).demandCommand(1),
+  builder: (y) => y.command(serve).command(copyStore).demandCommand(1),
   handler: () => undefined,
 };

@@ -1,6 +1,9 @@
 /** `meshp controller serve`: the controller plugin on a server host with the gRPC transport. */
 import { Host } from '@meshp/core/host';
-import { ControllerHostingPlugin } from '@meshp/controller';
+import { MeshpError } from '@meshp/core';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { AuthStore, CONTROLLER_DB, ControllerHostingPlugin, SqliteControllerStore, type SharedStore } from '@meshp/controller';
 import { GrpcTransportPlugin } from '@meshp/transport-grpc';
 
 export interface ServeArgs {
@@ -10,10 +13,45 @@ export interface ServeArgs {
   networks: string[];
   logDepth?: number;
   syncFlushMs?: number;
+  /** 'sqlite' (the default) or a postgres:// URL. */
+  store?: string;
+}
+
+/** `--store`: none or 'sqlite', the state folder's SQLite file; a postgres:// URL, that database (migrated first). */
+export async function sharedStore(store: string | undefined): Promise<SharedStore | undefined> {
+  if (store === undefined || store === 'sqlite') return undefined;
+  const { isPostgresUrl, openPostgresStore } = await import('@meshp/store-postgres');
+  if (!isPostgresUrl(store)) throw new MeshpError('MESHP_USAGE', "--store is 'sqlite' or a postgres:// URL");
+  const pg = await openPostgresStore(store, { onError: (e) => process.stderr.write(`meshp controller: the database follower: ${e.message}\n`) });
+  // Its memory ahead of the database: this replica must not go on (docs/store-postgres.md, crash safety).
+  pg.store.onPoisoned = (e) => {
+    process.stderr.write(`meshp controller: ${e.oneLine()}\n`);
+    process.exit(1);
+  };
+  return { controller: pg.store, auth: pg.auth, label: pg.label, follow: () => pg.follower.start(), unfollow: () => pg.follower.close(), catchUp: () => void pg.store.catchUp() };
+}
+
+/** `meshp controller copy-store`: the state folder's controller.db into an empty PostgreSQL database (store-postgres copy.ts). */
+export async function copyStore(state: string, to: string): Promise<Record<string, number>> {
+  const { copyState, isPostgresUrl, openPostgresStore } = await import('@meshp/store-postgres');
+  if (!isPostgresUrl(to)) throw new MeshpError('MESHP_USAGE', '--to is a postgres:// URL');
+  const file = join(state, CONTROLLER_DB);
+  if (!existsSync(file)) throw new MeshpError('MESHP_NOT_FOUND', `no ${CONTROLLER_DB} in ${state}`);
+  const sqlite = new SqliteControllerStore(file);
+  const auth = new AuthStore(file);
+  const pg = await openPostgresStore(to);
+  try {
+    return { ...copyState(pg.db, sqlite.load(), auth.dump()) };
+  } finally {
+    sqlite.close();
+    auth.close();
+    await pg.close();
+  }
 }
 
 export async function serveController(a: ServeArgs): Promise<void> {
-  const plugin = new ControllerHostingPlugin({ listen: a.listen, metricsListen: a.metricsListen, networks: a.networks, logDepth: a.logDepth, ...(a.syncFlushMs !== undefined ? { syncFlushMs: a.syncFlushMs } : {}) });
+  const store = await sharedStore(a.store);
+  const plugin = new ControllerHostingPlugin({ listen: a.listen, metricsListen: a.metricsListen, networks: a.networks, logDepth: a.logDepth, ...(a.syncFlushMs !== undefined ? { syncFlushMs: a.syncFlushMs } : {}), ...(store ? { store } : {}) });
   new Host({ stateDir: a.state }).use(new GrpcTransportPlugin(), plugin);
   await plugin.start();
   await new Promise<void>((resolve) => {

@@ -13,6 +13,7 @@ import { checkAssigned, checkMember, checkModule, checkPolicy, checkTags } from 
 import { checkNoClash } from './clash.js';
 import { checkTunnelKey } from './tunnel-key.js';
 import { affectedBy } from '@meshp/core/delta';
+import { applyRemote } from './remote.js';
 
 export interface ControllerOptions {
   /** Changes kept per network for deltas; an agent further behind gets a snapshot. */
@@ -73,6 +74,8 @@ export class Controller {
   #flushTimer: ReturnType<typeof setTimeout> | null = null;
   /** Store transactions that wrote sync records by group commit, and records written (for tests and the bench). */
   readonly syncWrites = { flushes: 0, records: 0 };
+  /** A store shared with other controllers told this one of their change to a network (after it was applied here). */
+  onRemoteChange: ((network: string) => void) | null = null;
 
   constructor(store: ControllerStore, options: ControllerOptions = {}) {
     this.#store = store;
@@ -90,6 +93,10 @@ export class Controller {
     this.#tokens = new TokenBook(store, this.#now, s.tokens);
     for (const net of this.#networks.values()) net.log.sort((a, b) => a.version - b.version);
     for (const net of this.#networks.values()) if ((net.record.scopeRule ?? 1) < SCOPE_RULE) this.#rescope(net);
+    store.follow?.((c) => {
+      applyRemote(this.#networks, c);
+      this.onRemoteChange?.(c.network);
+    });
   }
 
   /** A network written under an older scope rule: its views checked once, those that differ snapshotted (sync.ts rescope). */
@@ -458,6 +465,11 @@ export class Controller {
    */
   hello(network: string, id: string, appliedVersion: number, hash: string, versionSignature?: Uint8Array, revision?: number): AckResult {
     const net = this.#net(network);
+    // A shared store: the node's stream may have been on another controller, whose record is the one
+    // written; this one's is kept when it is as far (its stream was here: its basis may be further).
+    const stored = this.#dirty.has(`${network}\u0000${id}`) ? undefined : this.#store.syncRecord?.(network, id);
+    const mine = net.sync.get(id);
+    if (stored && (!mine || stored.sent > mine.sent || stored.applied > mine.applied)) net.sync.set(id, stored);
     const sync = this.#sync(net, id);
     if (revision !== undefined && revision > 0) sync.revision = revision;
     checkAppliedVersion(appliedVersion);
@@ -490,6 +502,22 @@ export class Controller {
   }
 
   // ---- admin --------------------------------------------------------------------------------------
+
+  /** A shared store: what other controllers committed, applied now (a node enrolled there a moment ago). */
+  refresh(): void {
+    this.#store.catchUp?.();
+  }
+
+  /**
+   * A shared store: the sync records of the nodes whose streams are elsewhere (`here` says which are
+   * on this controller) as their controller last wrote them, so a gap read here is theirs.
+   */
+  reloadSync(network: string, here: (id: string) => boolean): void {
+    const net = this.#net(network);
+    const ids = [...net.members.keys()].filter((id) => !here(id) && !this.#dirty.has(`${network}\u0000${id}`));
+    if (ids.length === 0 || !this.#store.syncRecords) return;
+    for (const [id, s] of this.#store.syncRecords(network, ids)) if (net.members.has(id)) net.sync.set(id, s);
+  }
 
   /** Every membership with its convergence gap (state_version − applied_version). */
   listNodes(network: string): NodeStatus[] {

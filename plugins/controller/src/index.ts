@@ -2,6 +2,7 @@
 // beside the protocol's server half that reads them; re-exported for store implementations.
 export type { LogEntry, MemberRecord, ModuleDef, NetworkRecord, PolicyRule, ReportedState, SentSummary, SharedComponentName, SharedComponents, SyncRecord, Expectation } from '@meshp/core/delta';
 export * from './store.js';
+export { applyRemote } from './remote.js';
 export * from './status.js';
 export * from './controller.js';
 export * from './tokens.js';

@@ -30,6 +30,28 @@ export interface ControllerStore {
   /** Forgets a network with its log (its members and sync records are gone already). */
   deleteNetwork(name: string): void;
   close(): void;
+  /**
+   * A store shared by several controllers (store-postgres): `apply` is called with what the others
+   * committed, before this one's next transaction and when the store is told of it.
+   */
+  follow?(apply: (c: RemoteChange) => void): void;
+  /** The node's sync record as last written (shared store: its stream may have been on another controller). */
+  syncRecord?(network: string, id: string): SyncRecord | undefined;
+  /** Applies what other controllers committed, now (shared store; see `follow`); how many networks changed. */
+  catchUp?(): number;
+  /** The sync records of these nodes as last written (shared store), by node. */
+  syncRecords?(network: string, ids: string[]): Map<string, SyncRecord>;
+}
+
+/** What another controller sharing the store committed to one network (see `ControllerStore.follow`). */
+export interface RemoteChange {
+  network: string;
+  /** The network as committed; null: it was removed. */
+  record: NetworkRecord | null;
+  /** The entries past the version this controller knew, in order; with `members`, the whole log kept. */
+  entries: LogEntry[];
+  /** Every member, when the entries do not reach back to the version known (or the network is new here). */
+  members: MemberRecord[] | null;
 }
 
 const key = (network: string, id: string): string => `${network}\u0000${id}`;

@@ -31,6 +31,9 @@ export interface StoredToken {
   confirmedAt: string | null;
 }
 
+/** What the hosting needs of its token and credential store (AuthStore here; store-postgres's for replicas). */
+export type AuthBook = Pick<AuthStore, Exclude<keyof AuthStore, 'dump'>>;
+
 export const hashSecret = (s: string): string => createHash('sha256').update(s).digest('hex');
 
 export class AuthStore {
@@ -161,4 +164,12 @@ export class AuthStore {
   close(): void {
     this.#db.close();
   }
+
+  /** Every row of the hosting's tables, by table, as stored (for a copy to another store: store-postgres). */
+  dump(): Record<(typeof HOSTING_TABLES)[number], Record<string, unknown>[]> {
+    return Object.fromEntries(HOSTING_TABLES.map((t) => [t, this.#db.prepare(`SELECT * FROM ${t}`).all() as Record<string, unknown>[]])) as Record<(typeof HOSTING_TABLES)[number], Record<string, unknown>[]>;
+  }
 }
+
+/** The hosting's tables, in the order a copy writes them. */
+export const HOSTING_TABLES = ['hosting_tokens', 'hosting_credentials', 'hosting_reports', 'hosting_revoked_keys', 'hosting_renames'] as const;

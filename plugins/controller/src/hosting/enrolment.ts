@@ -7,7 +7,7 @@ import { createPublicKey, randomBytes } from 'node:crypto';
 import { MeshpError, type EnrolInput, type EnrolResult, type Mode } from '@meshp/core';
 import { decodeToken, encodeToken } from '@meshp/core/agent';
 import type { Controller } from '../controller.js';
-import type { AuthStore } from './auth-store.js';
+import type { AuthBook } from './auth-store.js';
 import { checkMember } from '../limits.js';
 import { checkTunnelKey } from '../tunnel-key.js';
 
@@ -23,7 +23,7 @@ export interface TokenRequest {
 export class Enrolment {
   constructor(
     private readonly controller: Controller,
-    private readonly auth: AuthStore,
+    private readonly auth: AuthBook,
     private readonly fingerprint: string,
     private readonly now: () => Date = () => new Date(),
   ) {}

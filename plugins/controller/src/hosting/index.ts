@@ -1,10 +1,10 @@
-export { ControllerHostingPlugin, CONTROLLER_DB, ADDRESS_FILE, type ControllerHostingOptions, type RunningController } from './plugin.js';
+export { ControllerHostingPlugin, CONTROLLER_DB, ADDRESS_FILE, type ControllerHostingOptions, type RunningController, type SharedStore } from './plugin.js';
 export { ADMIN_CREDENTIAL_FILE, parseAdminCredential, readAdminCredential, formatAdminCredential, type AdminCredential } from './credential.js';
 export { ensureCertificate, certificateFingerprint, type ControllerTls } from './tls.js';
 export { DEFAULT_NETWORK, adminHandler, nodeToWire, type AdminDeps } from './admin.js';
 export { Metrics, serveMetrics, BUILD_VERSION } from './metrics.js';
 export { createLogger, type Logger } from './log.js';
-export { AuthStore } from './auth-store.js';
+export { AuthStore, HOSTING_TABLES, hashSecret, type AuthBook, type StoredToken } from './auth-store.js';
 export { Enrolment } from './enrolment.js';
 export { SessionHub, SyncSession } from './sessions.js';
 export { FanOut, DEFAULT_FANOUT, type FanOutOptions } from './fanout.js';

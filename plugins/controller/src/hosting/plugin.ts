@@ -5,13 +5,14 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { MeshpError, PLUGIN_API_VERSION, isMeshpError, type Plugin, type TransportListener, type PluginHost } from '@meshp/core';
+import { MeshpError, PLUGIN_API_VERSION, isMeshpError, type AdminHandler, type Plugin, type TransportListener, type PluginHost } from '@meshp/core';
 import { oneLine } from '@meshp/core/util';
 import { Controller } from '../controller.js';
 import { SqliteControllerStore } from '../sqlite-store.js';
 import { adminHandler, DEFAULT_NETWORK } from './admin.js';
-import { AuthStore } from './auth-store.js';
-import { ensureAdminCredential } from './credential.js';
+import { AuthStore, type AuthBook } from './auth-store.js';
+import type { ControllerStore } from '../store.js';
+import { ensureAdminCredential, secretMatches } from './credential.js';
 import { Enrolment } from './enrolment.js';
 import { createLogger, type Logger } from './log.js';
 import { Metrics, serveMetrics } from './metrics.js';
@@ -41,6 +42,20 @@ export interface ControllerHostingOptions {
   syncFlushMs?: number;
   /** How the fan-out of a change is cut into turns of the event loop (fanout.ts). */
   fanout?: FanOutOptions;
+  /** The state elsewhere than the state folder's SQLite file: a database shared by replicas (store-postgres). */
+  store?: SharedStore;
+}
+
+/** The controller's store and the hosting's tokens and credentials in one shared database; `follow` starts learning of the other replicas' changes. */
+export interface SharedStore {
+  controller: ControllerStore;
+  auth: AuthBook;
+  /** Where, for the log (no password). */
+  label: string;
+  follow(): Promise<void>;
+  unfollow(): Promise<void>;
+  /** Applies what the other replicas committed, now (before an Enrol or admin call: its checks see their changes). */
+  catchUp(): void;
 }
 
 export interface RunningController {
@@ -50,13 +65,29 @@ export interface RunningController {
   controller: Controller;
 }
 
+/** Admin calls that show nodes' gaps: on a shared store, those of nodes on other replicas are read as those wrote them. */
+const SHOWS_GAPS = new Set(['listNodes', 'showNode', 'doctor']);
+
+/** With a shared store, every admin call first catches up with the other replicas. */
+function fresh(shared: SharedStore | undefined, secret: string, controller: Controller, hub: SessionHub, handler: AdminHandler): AdminHandler {
+  if (!shared) return handler;
+  return async (method, request, credential, peer) => {
+    // A caller without the credential costs no database read: the handler refuses it.
+    if (!credential || !secretMatches(credential, secret)) return handler(method, request, credential, peer);
+    shared.catchUp();
+    const network = ('network' in request && typeof request.network === 'string' && request.network) || DEFAULT_NETWORK;
+    if (SHOWS_GAPS.has(method) && controller.networks().includes(network)) controller.reloadSync(network, (id) => hub.live(network, id).connected);
+    return handler(method, request, credential, peer);
+  };
+}
+
 export class ControllerHostingPlugin implements Plugin {
   readonly name = 'controller';
   readonly apiVersion = PLUGIN_API_VERSION;
   readonly #o: ControllerHostingOptions;
   readonly log: Logger;
   #host?: PluginHost;
-  #running: { listener: TransportListener; metrics: { close(): Promise<void> } | null; hub: SessionHub; controller: Controller; auth: AuthStore } | null = null;
+  #running: { listener: TransportListener; metrics: { close(): Promise<void> } | null; hub: SessionHub; controller: Controller; auth: AuthBook } | null = null;
 
   constructor(options: ControllerHostingOptions) {
     if (!/:\d+$/.test(options.listen)) throw new MeshpError('MESHP_USAGE', `--listen ${options.listen} is not HOST:PORT`);
@@ -80,7 +111,8 @@ export class ControllerHostingPlugin implements Plugin {
     const tls = ensureCertificate(dir, listenHost && listenHost !== '0.0.0.0' ? [listenHost] : []);
     const admin = ensureAdminCredential(dir, tls.fingerprint);
     const dbFile = join(dir, CONTROLLER_DB);
-    const controller = new Controller(new SqliteControllerStore(dbFile), {
+    const shared = this.#o.store;
+    const controller = new Controller(shared?.controller ?? new SqliteControllerStore(dbFile), {
       ...(this.#o.logDepth ? { logDepth: this.#o.logDepth } : {}), signer: ensureVersionKey(dir), syncFlushMs: this.#o.syncFlushMs ?? DEFAULT_SYNC_FLUSH_MS,
     });
     for (const n of this.#o.networks ?? [DEFAULT_NETWORK]) if (!controller.networks().includes(n)) controller.createNetwork(n);
@@ -92,10 +124,13 @@ export class ControllerHostingPlugin implements Plugin {
       controller.setLogDepth(n, depth);
       this.log.info({ network: n, from: was, to: depth }, 'log depth set');
     }
-    const auth = new AuthStore(dbFile);
+    const auth = shared?.auth ?? new AuthStore(dbFile);
     const metrics = new Metrics();
     const hub = new SessionHub(controller, auth, metrics, this.log, this.#o.fanout);
     const enrolment = new Enrolment(controller, auth, tls.fingerprint);
+    // Another replica's change, applied here: the agents connected here get their deltas (after the call that caught up).
+    controller.onRemoteChange = (n) => setImmediate(() => hub.poke(n));
+    await shared?.follow();
     const transport = await host.transport();
     const listener = await transport.listen(
       { address: this.#o.listen, certPem: tls.certPem, keyPem: tls.keyPem, maxMessageBytes: this.#o.maxMessageBytes },
@@ -103,6 +138,7 @@ export class ControllerHostingPlugin implements Plugin {
         control: {
           enrol: async (input, peer) => {
             try {
+              shared?.catchUp();
               const { resumed, ...r } = enrolment.enrol(input);
               if (resumed) {
                 this.log.info({ network: r.network, node: r.node, peer }, 'enrolment completed again: a new credential for the same key (the first answer was lost)');
@@ -128,7 +164,7 @@ export class ControllerHostingPlugin implements Plugin {
           metrics.refused(r.code);
           this.log.warn(r, 'refused by the transport');
         },
-        admin: adminHandler({ controller, enrolment, secret: admin.secret, metrics, log: this.log, changed: (n) => hub.poke(n), live: (n, id) => hub.live(n, id), reports: (n, id) => hub.reportOf(n, id),
+        admin: fresh(shared, admin.secret, controller, hub, adminHandler({ controller, enrolment, secret: admin.secret, metrics, log: this.log, changed: (n) => hub.poke(n), live: (n, id) => hub.live(n, id), reports: (n, id) => hub.reportOf(n, id),
           removed: (n, id, nodeKey) => {
             auth.revoke(n, id, nodeKey, new Date().toISOString());
             hub.endNode(n, id, { code: 'MESHP_NODE_REVOKED', message: `node ${id} was removed from ${n}` });
@@ -139,14 +175,14 @@ export class ControllerHostingPlugin implements Plugin {
             hub.renamed(n, from, to);
             this.log.info({ network: n, from, to }, 'node renamed');
           },
-        }),
+        })),
       },
     );
     metrics.attach({ controller, connected: () => hub.connected, live: (n, id) => hub.live(n, id) });
     const m = this.#o.metricsListen ? await serveMetrics(this.#o.metricsListen, () => metrics.render(), metrics.registry.contentType) : null;
     writeFileSync(join(dir, ADDRESS_FILE), `${listener.address}\n`);
     this.#running = { listener, metrics: m, hub, controller, auth };
-    this.log.info({ address: listener.address, metrics: m?.address ?? null, fingerprint: tls.fingerprint, networks: controller.networks() }, 'controller serving');
+    this.log.info({ address: listener.address, metrics: m?.address ?? null, fingerprint: tls.fingerprint, networks: controller.networks(), store: shared?.label ?? CONTROLLER_DB }, 'controller serving');
     return { address: listener.address, metricsAddress: m?.address ?? null, fingerprint: tls.fingerprint, controller };
   }
 
@@ -157,6 +193,7 @@ export class ControllerHostingPlugin implements Plugin {
     r.hub.closeAll();
     await r.listener.close();
     await r.metrics?.close();
+    await this.#o.store?.unfollow();
     r.auth.close();
     r.controller.close();
     this.log.info({}, 'controller stopped');

@@ -10,7 +10,7 @@ import { oneLine } from '@meshp/core/util';
 import type { Controller } from '../controller.js';
 import { splitForWire } from '../limits.js';
 import type { ReportedState } from '@meshp/core/delta';
-import type { AuthStore } from './auth-store.js';
+import type { AuthBook } from './auth-store.js';
 import { observedEndpoint } from '@meshp/core/delta';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
@@ -50,7 +50,7 @@ export class SessionHub {
 
   constructor(
     readonly controller: Controller,
-    readonly auth: AuthStore,
+    readonly auth: AuthBook,
     readonly metrics: Metrics,
     readonly log: Logger,
     fanout: FanOutOptions = {},
@@ -349,6 +349,8 @@ export class SyncSession {
     if (owner.node !== h.node && auth.renamedTo(owner.network, h.node) !== owner.node) {
       throw new MeshpError('MESHP_FORBIDDEN', `the credential of ${owner.node} asked for the state of ${h.node}`);
     }
+    // Enrolled through another controller on the same database a moment ago: caught up first.
+    if (!controller.member(owner.network, owner.node)) controller.refresh();
     const member = controller.member(owner.network, owner.node);
     if (!member) throw new MeshpError('MESHP_AUTH_FAILED', `node ${owner.node} is no longer in ${owner.network}`);
     // A deliberate break (proto/README.md): v1-r1's hello carries no signature, and a credential alone no longer syncs.

@@ -1,0 +1,124 @@
+/**
+ * The hosting's tokens and credentials (the SQLite AuthStore's tables, in PostgreSQL), read and
+ * written through at each call: every replica sees a credential another issued, a token another
+ * made, a key another revoked, with nothing cached here.
+ */
+import type { Mode, ReportMessage } from '@meshp/core';
+import { hashSecret, type AuthBook, type StoredToken } from '@meshp/controller';
+import type { SyncPg } from './sync-pg.js';
+
+interface TokenRow {
+  network: string;
+  mode: Mode;
+  tags: string;
+  fingerprint: string;
+  expires_at: string;
+  used_at: string | null;
+  used_by: string | null;
+  used_key: string | null;
+  confirmed_at: string | null;
+}
+
+export class PostgresAuthStore implements AuthBook {
+  readonly #db: SyncPg;
+  /** Whether `close` also closes the connection (shared with the controller's store: no). */
+  readonly #owns: boolean;
+
+  constructor(db: SyncPg, owns = false) {
+    this.#db = db;
+    this.#owns = owns;
+  }
+
+  putToken(secret: string, t: Omit<StoredToken, 'usedAt' | 'usedBy' | 'usedKey' | 'confirmedAt'>): void {
+    this.#db.rows('INSERT INTO hosting_tokens (hash, network, mode, tags, fingerprint, expires_at) VALUES ($1, $2, $3, $4, $5, $6)', [
+      hashSecret(secret), t.network, t.mode, JSON.stringify(t.tags), t.fingerprint, t.expiresAt,
+    ]);
+  }
+
+  getToken(secret: string): StoredToken | null {
+    const r = this.#db.rows<TokenRow>('SELECT * FROM hosting_tokens WHERE hash = $1', [hashSecret(secret)])[0];
+    if (!r) return null;
+    return {
+      network: r.network, mode: r.mode, tags: JSON.parse(r.tags) as string[], fingerprint: r.fingerprint, expiresAt: r.expires_at,
+      usedAt: r.used_at, usedBy: r.used_by, usedKey: r.used_key, confirmedAt: r.confirmed_at,
+    };
+  }
+
+  /** Single use across replicas: the row's update is the arbiter, true only for the first caller. */
+  markUsed(secret: string, by: string, at: string, nodeKey: string): boolean {
+    const [r] = this.#db.run([{ text: 'UPDATE hosting_tokens SET used_at = $1, used_by = $2, used_key = $3 WHERE hash = $4 AND used_at IS NULL', values: [at, by, nodeKey, hashSecret(secret)] }]);
+    return r!.rowCount === 1;
+  }
+
+  /** One indexed update per hello: a count of tokens pending kept in memory would not see the other replicas'. */
+  confirm(network: string, node: string, at: string): void {
+    this.#db.rows('UPDATE hosting_tokens SET confirmed_at = $1 WHERE network = $2 AND used_by = $3 AND confirmed_at IS NULL AND used_at IS NOT NULL', [at, network, node]);
+  }
+
+  pendingAdded(): void {}
+
+  putCredential(credential: string, network: string, node: string): void {
+    this.#tx([
+      ['DELETE FROM hosting_credentials WHERE network = $1 AND node = $2', [network, node]],
+      ['INSERT INTO hosting_credentials (hash, network, node) VALUES ($1, $2, $3)', [hashSecret(credential), network, node]],
+    ]);
+  }
+
+  nodeOf(credential: string): { network: string; node: string } | null {
+    return this.#db.rows<{ network: string; node: string }>('SELECT network, node FROM hosting_credentials WHERE hash = $1', [hashSecret(credential)])[0] ?? null;
+  }
+
+  revoke(network: string, node: string, nodeKey: string, at: string): void {
+    this.#tx([
+      ['DELETE FROM hosting_credentials WHERE network = $1 AND node = $2', [network, node]],
+      ['DELETE FROM hosting_reports WHERE network = $1 AND node = $2', [network, node]],
+      ['DELETE FROM hosting_tokens WHERE network = $1 AND used_at IS NOT NULL AND (used_by = $2 OR used_by IN (SELECT old FROM hosting_renames WHERE network = $1 AND new = $2))', [network, node]],
+      ['DELETE FROM hosting_renames WHERE network = $1 AND new = $2', [network, node]],
+      ['INSERT INTO hosting_revoked_keys (network, node_key, node, at) VALUES ($1, $2, $3, $4) ON CONFLICT (network, node_key) DO UPDATE SET node = EXCLUDED.node, at = EXCLUDED.at', [network, nodeKey, node, at]],
+    ]);
+  }
+
+  revokedKey(network: string, nodeKey: string): { node: string; at: string } | null {
+    return this.#db.rows<{ node: string; at: string }>('SELECT node, at FROM hosting_revoked_keys WHERE network = $1 AND node_key = $2', [network, nodeKey])[0] ?? null;
+  }
+
+  rename(network: string, from: string, to: string): void {
+    this.#tx([
+      ['UPDATE hosting_credentials SET node = $1 WHERE network = $2 AND node = $3', [to, network, from]],
+      ['UPDATE hosting_reports SET node = $1 WHERE network = $2 AND node = $3', [to, network, from]],
+      ['UPDATE hosting_renames SET new = $1 WHERE network = $2 AND new = $3', [to, network, from]],
+      ['DELETE FROM hosting_renames WHERE network = $1 AND old = $2', [network, to]],
+      ['INSERT INTO hosting_renames (network, old, new) VALUES ($1, $2, $3) ON CONFLICT (network, old) DO UPDATE SET new = EXCLUDED.new', [network, from, to]],
+    ]);
+  }
+
+  renamedTo(network: string, old: string): string | null {
+    return this.#db.rows<{ new: string }>('SELECT new FROM hosting_renames WHERE network = $1 AND old = $2', [network, old])[0]?.new ?? null;
+  }
+
+  putReport(network: string, node: string, report: ReportMessage): void {
+    this.#db.rows('INSERT INTO hosting_reports (network, node, doc) VALUES ($1, $2, $3) ON CONFLICT (network, node) DO UPDATE SET doc = EXCLUDED.doc', [network, node, JSON.stringify(report)]);
+  }
+
+  report(network: string, node: string): ReportMessage | null {
+    const r = this.#db.rows<{ doc: string }>('SELECT doc FROM hosting_reports WHERE network = $1 AND node = $2', [network, node])[0];
+    return r ? (JSON.parse(r.doc) as ReportMessage) : null;
+  }
+
+  close(): void {
+    if (this.#owns) this.#db.close();
+  }
+
+  #tx(stmts: [string, unknown[]][]): void {
+    try {
+      this.#db.run([{ text: 'BEGIN' }, ...stmts.map(([text, values]) => ({ text, values })), { text: 'COMMIT' }]);
+    } catch (e) {
+      try {
+        this.#db.run([{ text: 'ROLLBACK' }]);
+      } catch {
+        // the connection went with the transaction
+      }
+      throw e;
+    }
+  }
+}

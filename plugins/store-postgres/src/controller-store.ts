@@ -1,0 +1,232 @@
+/**
+ * The controller's state in PostgreSQL, shared by several `meshp controller serve` replicas. Each
+ * keeps the whole state in memory, as with SQLite; every store transaction is one PostgreSQL
+ * transaction that first takes the store's advisory lock and catches up with what the others
+ * committed (so this replica's next version follows theirs: two never hand out the same one), then
+ * writes, notifies `meshp_change` with `<network>:<version>` and commits. The others LISTEN
+ * (follow.ts) and catch up at once; a poll catches what a lost notice missed.
+ */
+import type { ControllerStore, LogEntry, MemberRecord, NetworkRecord, RemoteChange, StoredState, SyncRecord, TokenRecord } from '@meshp/controller';
+import { MeshpError } from '@meshp/core';
+import type { Row, Stmt, SyncPg } from './sync-pg.js';
+
+/** The advisory lock every store transaction takes (an arbitrary constant of meshp's). */
+export const STORE_LOCK = 0x6d657369;
+export const CHANNEL = 'meshp_change';
+
+export class PostgresControllerStore implements ControllerStore {
+  readonly #db: SyncPg;
+  /** Statements of the open transaction; null outside one. */
+  #ops: Stmt[] | null = null;
+  /** Networks whose record this transaction put, with the version put. */
+  #put = new Map<string, number>();
+  #depth = 0;
+  /** Networks this transaction removed. */
+  #gone = new Set<string>();
+  /** The version of each network this replica's memory holds (all committed). */
+  readonly #known = new Map<string, number>();
+  #apply: ((c: RemoteChange) => void) | null = null;
+  /** Transactions committed, and catch-ups that found another replica's changes (for tests and the bench). */
+  readonly counts = { transactions: 0, caughtUp: 0 };
+  /**
+   * Set when a change's writes failed after the controller had applied it in memory: the memory then
+   * holds what the database does not, and this replica must not go on from it (every later
+   * transaction is refused). `onPoisoned` is told once: the serve command exits, to start again from
+   * the database (its agents meanwhile go to another replica).
+   */
+  #poisoned: string | null = null;
+  onPoisoned: ((e: MeshpError) => void) | null = null;
+
+  constructor(db: SyncPg) {
+    this.#db = db;
+  }
+
+  load(): StoredState {
+    const [networks, members, log, sync, tokens] = this.#db.run([
+      { text: 'BEGIN ISOLATION LEVEL REPEATABLE READ' },
+      { text: 'SELECT doc FROM networks' },
+      { text: 'SELECT network, doc FROM members' },
+      { text: 'SELECT network, doc FROM log ORDER BY network, version' },
+      { text: 'SELECT network, id, doc FROM sync' },
+      { text: 'SELECT doc FROM tokens' },
+      { text: 'COMMIT' },
+    ]).slice(1, 6).map((r) => r.rows);
+    const state: StoredState = {
+      networks: networks!.map((r) => r.doc as NetworkRecord),
+      members: members!.map((r) => ({ network: r.network as string, member: r.doc as MemberRecord })),
+      log: log!.map((r) => ({ network: r.network as string, entry: r.doc as LogEntry })),
+      sync: sync!.map((r) => ({ network: r.network as string, id: r.id as string, sync: r.doc as SyncRecord })),
+      tokens: tokens!.map((r) => r.doc as TokenRecord),
+    };
+    for (const n of state.networks) this.#known.set(n.name, n.version);
+    return state;
+  }
+
+  follow(apply: (c: RemoteChange) => void): void {
+    this.#apply = apply;
+  }
+
+  /** Reads what other replicas committed and hands it to the controller (outside a transaction: in one of its own). */
+  catchUp(): number {
+    if (this.#depth > 0) return 0;
+    this.#refuseIfPoisoned();
+    try {
+      const n = this.#catchUpLocked();
+      this.#db.run([{ text: 'COMMIT' }]);
+      return n;
+    } catch (e) {
+      this.#rollback();
+      throw e;
+    }
+  }
+
+  transaction(fn: () => void): void {
+    if (this.#depth > 0) {
+      this.#depth++;
+      try {
+        fn();
+      } finally {
+        this.#depth--;
+      }
+      return;
+    }
+    this.#refuseIfPoisoned();
+    this.#depth = 1;
+    this.#ops = [];
+    this.#put.clear();
+    try {
+      this.#catchUpLocked();
+      fn();
+      const notices: Stmt[] = [];
+      for (const [name, version] of this.#put) {
+        if (version > (this.#known.get(name) ?? -1)) notices.push({ text: 'SELECT pg_notify($1, $2)', values: [CHANNEL, `${name}:${version}`] });
+      }
+      try {
+        this.#db.run([...this.#ops, ...notices, { text: 'COMMIT' }]);
+      } catch (e) {
+        this.#poison(e);
+        throw e;
+      }
+      for (const [name, version] of this.#put) this.#known.set(name, version);
+      for (const name of this.#gone) this.#known.delete(name);
+      this.counts.transactions++;
+    } catch (e) {
+      this.#rollback();
+      throw e;
+    } finally {
+      this.#depth = 0;
+      this.#ops = null;
+      this.#put.clear();
+      this.#gone.clear();
+    }
+  }
+
+  #refuseIfPoisoned(): void {
+    if (this.#poisoned) throw new MeshpError('MESHP_STORE_UNAVAILABLE', `this replica's memory holds a change its database did not take (${this.#poisoned}): restart it`);
+  }
+
+  #poison(e: unknown): void {
+    if (this.#poisoned) return;
+    this.#poisoned = e instanceof Error ? e.message : String(e);
+    const err = new MeshpError('MESHP_STORE_UNAVAILABLE', `a change's writes failed after it was applied in memory (${this.#poisoned}): this replica stops, to start again from the database`, { cause: e });
+    this.onPoisoned?.(err);
+  }
+
+  /** Opens a transaction, takes the lock (held to its end) and applies what others committed since. */
+  #catchUpLocked(): number {
+    const [, , versions] = this.#db.run([{ text: 'BEGIN' }, { text: 'SELECT pg_advisory_xact_lock($1)', values: [STORE_LOCK] }, { text: 'SELECT name, version FROM networks' }]);
+    const there = new Map(versions!.rows.map((r) => [r.name as string, r.version as number]));
+    const changes: RemoteChange[] = [];
+    for (const [name, version] of there) {
+      const known = this.#known.get(name);
+      if (known !== undefined && known >= version) continue;
+      const [rec, log] = this.#db.run([
+        { text: 'SELECT doc FROM networks WHERE name = $1', values: [name] },
+        { text: 'SELECT doc FROM log WHERE network = $1 AND version > $2 ORDER BY version', values: [name, known ?? 0] },
+      ]);
+      const record = rec!.rows[0]!.doc as NetworkRecord;
+      let entries = log!.rows.map((r) => r.doc as LogEntry);
+      // The log no longer reaches back to what this replica knew (or the network is new here): every member, and the whole log.
+      const whole = known === undefined || entries[0]?.version !== known + 1;
+      let members: MemberRecord[] | null = null;
+      if (whole) {
+        const [m, all] = this.#db.run([
+          { text: 'SELECT doc FROM members WHERE network = $1', values: [name] },
+          { text: 'SELECT doc FROM log WHERE network = $1 ORDER BY version', values: [name] },
+        ]);
+        members = m!.rows.map((r) => r.doc as MemberRecord);
+        entries = all!.rows.map((r) => r.doc as LogEntry);
+      }
+      changes.push({ network: name, record, entries, members });
+    }
+    for (const name of this.#known.keys()) if (!there.has(name)) changes.push({ network: name, record: null, entries: [], members: null });
+    for (const c of changes) {
+      if (c.record) this.#known.set(c.network, c.record.version);
+      else this.#known.delete(c.network);
+      this.#apply?.(c);
+    }
+    if (changes.length > 0) this.counts.caughtUp++;
+    return changes.length;
+  }
+
+  #rollback(): void {
+    try {
+      this.#db.run([{ text: 'ROLLBACK' }]);
+    } catch {
+      // The connection is gone with its transaction: nothing to roll back.
+    }
+  }
+
+  #op(text: string, values: unknown[]): void {
+    if (this.#ops) this.#ops.push({ text, values });
+    else this.transaction(() => this.#ops!.push({ text, values }));
+  }
+
+  syncRecord(network: string, id: string): SyncRecord | undefined {
+    return this.#db.rows<Row>('SELECT doc FROM sync WHERE network = $1 AND id = $2', [network, id])[0]?.doc as SyncRecord | undefined;
+  }
+
+  syncRecords(network: string, ids: string[]): Map<string, SyncRecord> {
+    const rows = this.#db.rows<Row>('SELECT id, doc FROM sync WHERE network = $1 AND id = ANY($2)', [network, ids]);
+    return new Map(rows.map((r) => [r.id as string, r.doc as SyncRecord]));
+  }
+
+  putNetwork(n: NetworkRecord): void {
+    this.#op('INSERT INTO networks (name, version, doc) VALUES ($1, $2, $3) ON CONFLICT (name) DO UPDATE SET version = EXCLUDED.version, doc = EXCLUDED.doc', [n.name, n.version, JSON.stringify(n)]);
+    if (this.#ops) this.#put.set(n.name, n.version);
+  }
+  putMember(network: string, m: MemberRecord): void {
+    this.#op('INSERT INTO members (network, id, doc) VALUES ($1, $2, $3) ON CONFLICT (network, id) DO UPDATE SET doc = EXCLUDED.doc', [network, m.id, JSON.stringify(m)]);
+  }
+  deleteMember(network: string, id: string): void {
+    this.#op('DELETE FROM members WHERE network = $1 AND id = $2', [network, id]);
+  }
+  appendLog(network: string, e: LogEntry): void {
+    this.#op('INSERT INTO log (network, version, doc) VALUES ($1, $2, $3) ON CONFLICT (network, version) DO UPDATE SET doc = EXCLUDED.doc', [network, e.version, JSON.stringify(e)]);
+  }
+  truncateLog(network: string, floor: number): void {
+    this.#op('DELETE FROM log WHERE network = $1 AND version <= $2', [network, floor]);
+  }
+  putSync(network: string, id: string, s: SyncRecord): void {
+    this.#op('INSERT INTO sync (network, id, doc) VALUES ($1, $2, $3) ON CONFLICT (network, id) DO UPDATE SET doc = EXCLUDED.doc', [network, id, JSON.stringify(s)]);
+  }
+  deleteSync(network: string, id: string): void {
+    this.#op('DELETE FROM sync WHERE network = $1 AND id = $2', [network, id]);
+  }
+  putToken(t: TokenRecord): void {
+    this.#op('INSERT INTO tokens (token, doc) VALUES ($1, $2) ON CONFLICT (token) DO UPDATE SET doc = EXCLUDED.doc', [t.token, JSON.stringify(t)]);
+  }
+  deleteToken(token: string): void {
+    this.#op('DELETE FROM tokens WHERE token = $1', [token]);
+  }
+  deleteNetwork(name: string): void {
+    this.#op('DELETE FROM networks WHERE name = $1', [name]);
+    this.#op('DELETE FROM log WHERE network = $1', [name]);
+    // Its own removal is no remote change: forgotten here once committed.
+    this.#put.delete(name);
+    this.#gone.add(name);
+  }
+  close(): void {
+    this.#db.close();
+  }
+}

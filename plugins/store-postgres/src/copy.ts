@@ -1,0 +1,59 @@
+/**
+ * Moving a controller from SQLite to PostgreSQL: the state folder's controller.db — the controller's
+ * state and the hosting's tokens, credentials, reports, revoked keys and renames — copied into an
+ * empty, migrated database in one transaction (all of it or none). Agents keep their credentials
+ * and versions: pointed at a replica on the database, they resume.
+ */
+import { HOSTING_TABLES, type StoredState } from '@meshp/controller';
+import { MeshpError } from '@meshp/core';
+import type { Stmt, SyncPg } from './sync-pg.js';
+
+/** Each table's columns, in the order the copy writes them (the SQLite AuthStore's names). */
+const HOSTING_COLUMNS: Record<(typeof HOSTING_TABLES)[number], string[]> = {
+  hosting_tokens: ['hash', 'network', 'mode', 'tags', 'fingerprint', 'expires_at', 'used_at', 'used_by', 'used_key', 'confirmed_at'],
+  hosting_credentials: ['hash', 'network', 'node'],
+  hosting_reports: ['network', 'node', 'doc'],
+  hosting_revoked_keys: ['network', 'node_key', 'node', 'at'],
+  hosting_renames: ['network', 'old', 'new'],
+};
+
+/** One statement per table: the rows go as one JSON array, unpacked by PostgreSQL. */
+function insertAll(table: string, columns: string[], rows: Record<string, unknown>[]): Stmt {
+  const pick = (c: string) => (c === 'doc' && !table.startsWith('hosting_') ? `x->'doc'` : c === 'version' ? `(x->>'version')::int` : `x->>'${c}'`);
+  return { text: `INSERT INTO ${table} (${columns.join(', ')}) SELECT ${columns.map(pick).join(', ')} FROM jsonb_array_elements($1::jsonb) AS x`, values: [JSON.stringify(rows)] };
+}
+
+export interface CopyCounts {
+  networks: number;
+  members: number;
+  log: number;
+  sync: number;
+  tokens: number;
+  hosting: number;
+}
+
+/** Copies into the database `db` (migrated); refused when it holds a controller's state already. */
+export function copyState(db: SyncPg, state: StoredState, hosting: Partial<Record<(typeof HOSTING_TABLES)[number], Record<string, unknown>[]>>): CopyCounts {
+  const held = db.rows<{ n: number }>('SELECT count(*)::int AS n FROM networks')[0]!.n;
+  if (held > 0) throw new MeshpError('MESHP_USAGE', `the database holds a controller's state already (${held} network(s)): copy into an empty one`);
+  const stmts: Stmt[] = [
+    insertAll('networks', ['name', 'version', 'doc'], state.networks.map((n) => ({ name: n.name, version: n.version, doc: n }))),
+    insertAll('members', ['network', 'id', 'doc'], state.members.map((m) => ({ network: m.network, id: m.member.id, doc: m.member }))),
+    insertAll('log', ['network', 'version', 'doc'], state.log.map((l) => ({ network: l.network, version: l.entry.version, doc: l.entry }))),
+    insertAll('sync', ['network', 'id', 'doc'], state.sync.map((s) => ({ network: s.network, id: s.id, doc: s.sync }))),
+    insertAll('tokens', ['token', 'doc'], state.tokens.map((t) => ({ token: t.token, doc: t }))),
+    ...HOSTING_TABLES.map((t) => insertAll(t, HOSTING_COLUMNS[t], (hosting[t] ?? []).map((r) => Object.fromEntries(HOSTING_COLUMNS[t].map((c) => [c, r[c] ?? null]))))),
+  ];
+  try {
+    db.run([{ text: 'BEGIN' }, ...stmts, { text: 'COMMIT' }]);
+  } catch (e) {
+    try {
+      db.run([{ text: 'ROLLBACK' }]);
+    } catch {
+      // the connection went with the transaction
+    }
+    throw e;
+  }
+  const hostingRows = HOSTING_TABLES.reduce((k, t) => k + (hosting[t]?.length ?? 0), 0);
+  return { networks: state.networks.length, members: state.members.length, log: state.log.length, sync: state.sync.length, tokens: state.tokens.length, hosting: hostingRows };
+}

@@ -1,0 +1,94 @@
+/**
+ * The database's schema, versioned: `meshp_schema` records each migration applied, by number. Each
+ * migration runs in one transaction with its record, under an advisory lock, so replicas that start
+ * at once apply it once. A database that records a number past the last one known here was
+ * migrated by a newer meshp: refused (MESHP_STORE_TOO_NEW), nothing touched.
+ */
+import pg from 'pg';
+import { MeshpError } from '@meshp/core';
+
+export interface Migration {
+  version: number;
+  what: string;
+  sql: string;
+}
+
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    what: "the controller's state: networks, members, change log, sync records, tokens (each record a JSON document)",
+    sql: `
+CREATE TABLE networks (name TEXT PRIMARY KEY, version INTEGER NOT NULL, doc JSONB NOT NULL);
+CREATE TABLE members (network TEXT NOT NULL, id TEXT NOT NULL, doc JSONB NOT NULL, PRIMARY KEY (network, id));
+CREATE TABLE log (network TEXT NOT NULL, version INTEGER NOT NULL, doc JSONB NOT NULL, PRIMARY KEY (network, version));
+CREATE TABLE sync (network TEXT NOT NULL, id TEXT NOT NULL, doc JSONB NOT NULL, PRIMARY KEY (network, id));
+CREATE TABLE tokens (token TEXT PRIMARY KEY, doc JSONB NOT NULL);`,
+  },
+  {
+    version: 2,
+    what: "the hosting's tables: enrolment tokens and node credentials by hash, reports, revoked keys, renames",
+    sql: `
+CREATE TABLE hosting_tokens (hash TEXT PRIMARY KEY, network TEXT NOT NULL, mode TEXT NOT NULL, tags TEXT NOT NULL, fingerprint TEXT NOT NULL,
+  expires_at TEXT NOT NULL, used_at TEXT, used_by TEXT, used_key TEXT, confirmed_at TEXT);
+CREATE INDEX hosting_tokens_pending ON hosting_tokens (network, used_by) WHERE confirmed_at IS NULL;
+CREATE TABLE hosting_credentials (hash TEXT PRIMARY KEY, network TEXT NOT NULL, node TEXT NOT NULL);
+CREATE INDEX hosting_credentials_node ON hosting_credentials (network, node);
+CREATE TABLE hosting_reports (network TEXT NOT NULL, node TEXT NOT NULL, doc TEXT NOT NULL, PRIMARY KEY (network, node));
+CREATE TABLE hosting_revoked_keys (network TEXT NOT NULL, node_key TEXT NOT NULL, node TEXT NOT NULL, at TEXT NOT NULL, PRIMARY KEY (network, node_key));
+CREATE TABLE hosting_renames (network TEXT NOT NULL, old TEXT NOT NULL, new TEXT NOT NULL, PRIMARY KEY (network, old));`,
+  },
+];
+
+/** The advisory lock migrations take (an arbitrary constant of meshp's). */
+const MIGRATION_LOCK = 0x6d657368;
+
+/** Applies the migrations the database lacks; the numbers applied now. */
+export async function migrate(url: string, migrations: readonly Migration[] = MIGRATIONS): Promise<number[]> {
+  const c = new pg.Client({ connectionString: url });
+  try {
+    await c.connect();
+  } catch (cause) {
+    throw new MeshpError('MESHP_STORE_UNAVAILABLE', `the controller's database ${redact(url)} cannot be reached: ${(cause as Error).message}`, { cause });
+  }
+  const known = Math.max(0, ...migrations.map((m) => m.version));
+  const applied: number[] = [];
+  try {
+    for (const m of [{ version: 0, what: '', sql: '' }, ...migrations]) {
+      await c.query('BEGIN');
+      try {
+        await c.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
+        await c.query('CREATE TABLE IF NOT EXISTS meshp_schema (version INTEGER PRIMARY KEY, what TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())');
+        const at = Number((await c.query<{ v: number | null }>('SELECT max(version) AS v FROM meshp_schema')).rows[0]?.v ?? 0);
+        if (at > known) throw new MeshpError('MESHP_STORE_TOO_NEW', `the controller's database is at schema ${at}, this meshp knows up to ${known}: run a meshp at least as new as the one that migrated it`);
+        if (m.version > at) {
+          await c.query(m.sql);
+          await c.query('INSERT INTO meshp_schema (version, what) VALUES ($1, $2)', [m.version, m.what]);
+          applied.push(m.version);
+        }
+        await c.query('COMMIT');
+      } catch (e) {
+        await c.query('ROLLBACK').catch(() => undefined);
+        throw e;
+      }
+    }
+  } finally {
+    await c.end().catch(() => undefined);
+  }
+  return applied;
+}
+
+/** The schema versions recorded, in order. */
+export async function schemaVersions(url: string): Promise<number[]> {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    return (await c.query<{ version: number }>('SELECT version FROM meshp_schema ORDER BY version')).rows.map((r) => r.version);
+  } finally {
+    await c.end();
+  }
+}
+
+/** The URL without its password, for messages. */
+export function redact(url: string): string {
+  return url.replace(/\/\/([^:/@]*):[^@/]*@/, '//$1:***@');
+}

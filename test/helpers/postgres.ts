@@ -1,0 +1,98 @@
+/**
+ * A PostgreSQL 15 cluster of the test's own: initdb in a temp folder owned by the `postgres` user,
+ * a postmaster that listens only on a unix socket in that folder (no TCP), trust for local
+ * connections. Stopped (pg_ctl stop -D on its own folder, then its pid if still there) and removed
+ * in t.teardown, also when the test fails.
+ */
+import { execFileSync, spawnSync } from 'node:child_process';
+import { chownSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import pg from 'pg';
+
+export const PG_BIN = '/usr/lib/postgresql/15/bin';
+
+interface Teardown {
+  teardown(fn: () => unknown): void;
+}
+
+/** Why PostgreSQL tests cannot run here, or null. */
+export function postgresMissing(): string | null {
+  if (!existsSync(join(PG_BIN, 'initdb'))) return `PostgreSQL 15 is not installed (${PG_BIN}; the Makefile's APT_PKGS has postgresql-15)`;
+  if (spawnSync('id', ['-u', 'postgres']).status !== 0) return 'no postgres user (installed with postgresql-15)';
+  if (process.getuid?.() !== 0) return 'the cluster is made as the postgres user: the test runs as root';
+  return null;
+}
+
+export interface PgCluster {
+  dir: string;
+  /** postgres://… on the unix socket, to the database `db`. */
+  url(db?: string): string;
+  /** A database of its own (CREATE DATABASE). */
+  createDb(name: string): Promise<string>;
+  /** One statement's rows, on its own connection. */
+  query<T extends Record<string, unknown> = Record<string, unknown>>(db: string, sql: string, values?: unknown[]): Promise<T[]>;
+  stop(): void;
+}
+
+const asPostgres = (cmd: string, args: string[]) => execFileSync('runuser', ['-u', 'postgres', '--', cmd, ...args], { stdio: ['ignore', 'pipe', 'pipe'], timeout: 120_000 });
+
+/** Whether the postgres user can reach into `dir` (every folder above it searchable by others). */
+function reachable(dir: string): boolean {
+  for (let d = dir; ; d = dirname(d)) {
+    if ((statSync(d).mode & 0o001) === 0) return false;
+    if (dirname(d) === d) return true;
+  }
+}
+
+export function startPostgres(t: Teardown): PgCluster {
+  // A TMPDIR under root's home is out of the postgres user's reach: /tmp then.
+  const dir = mkdtempSync(join(reachable(tmpdir()) ? tmpdir() : '/tmp', 'meshp-pg-'));
+  const data = join(dir, 'data');
+  let pid: number | null = null;
+  const stop = () => {
+    if (existsSync(join(data, 'postmaster.pid'))) {
+      try {
+        asPostgres(join(PG_BIN, 'pg_ctl'), ['stop', '-D', data, '-m', 'immediate', '-w', '-t', '30']);
+      } catch {
+        // told by its pid below
+      }
+    }
+    if (pid !== null) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // gone already
+      }
+    }
+  };
+  t.teardown(() => {
+    stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  chownSync(dir, Number(execFileSync('id', ['-u', 'postgres']).toString().trim()), Number(execFileSync('id', ['-g', 'postgres']).toString().trim()));
+  asPostgres(join(PG_BIN, 'initdb'), ['-D', data, '-U', 'postgres', '--auth=trust', '--no-sync', '-E', 'UTF8', '--locale=C']);
+  // Only the unix socket in the test's folder; fsync off (a test cluster: speed, not durability).
+  asPostgres(join(PG_BIN, 'pg_ctl'), ['start', '-D', data, '-w', '-t', '60', '-l', join(dir, 'log'), '-o', `-c listen_addresses='' -k ${dir} -c fsync=off -c max_connections=50`]);
+  pid = Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0]);
+  const url = (db = 'postgres') => `postgres://postgres@/${db}?host=${encodeURIComponent(dir)}`;
+  const query = async <T extends Record<string, unknown>>(db: string, sql: string, values: unknown[] = []) => {
+    const c = new pg.Client({ connectionString: url(db) });
+    await c.connect();
+    try {
+      return (await c.query(sql, values)).rows as T[];
+    } finally {
+      await c.end();
+    }
+  };
+  return {
+    dir,
+    url,
+    createDb: async (name) => {
+      await query('postgres', `CREATE DATABASE ${name}`);
+      return url(name);
+    },
+    query,
+    stop,
+  };
+}
