@@ -9,6 +9,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ADMIN_CREDENTIAL_FILE, readAdminCredential } from '@meshp/controller';
 import { AdminClient } from '@meshp/transport-grpc';
+import type { ModuleDecl } from '@meshp/core';
+import { declarationToWire } from '@meshp/core/delta';
 import type { Netns } from './netns.js';
 import type { Subtest } from './tap-types.js';
 import { Deadline, loadFactor, until } from './budget.js';
@@ -211,10 +213,40 @@ export function startAgent(t: Teardown, dir: string, name: string, controller: s
   return { proc: new Proc(t, args), name, state, root };
 }
 
-/** A token made in this process over the Admin service (what `meshp token create --tag … [--adopted]` makes), without a CLI process. */
-export async function tokenFor(ctl: ControllerProc, tags: string[] = [], adopted = false): Promise<string> {
-  if (!ctl.admin) return createToken(ctl, ...tags.flatMap((x) => ['--tag', x]), ...(adopted ? ['--adopted'] : []));
-  return (await (await ctl.admin()).call('createToken', { network: 'default', mode: adopted ? 1 : 2, ttlSeconds: 3600, tags })).token;
+/** A token made in this process over the Admin service (what `meshp token create --tag … [--adopted] [--ttl]` makes), without a CLI process. */
+export async function tokenFor(ctl: ControllerProc, tags: string[] = [], adopted = false, ttlSeconds = 3600): Promise<string> {
+  if (!ctl.admin) return createToken(ctl, ...tags.flatMap((x) => ['--tag', x]), ...(adopted ? ['--adopted'] : []), '--ttl', `${ttlSeconds}s`);
+  return (await (await ctl.admin()).call('createToken', { network: 'default', mode: adopted ? 1 : 2, ttlSeconds, tags })).token;
+}
+
+/**
+ * What the CLI's admin commands send, over the controller's Admin client in this process: for tests
+ * where a controller's or an agent's behaviour is under test, not the CLI (a CLI process costs
+ * seconds on a busy machine; the CLI itself is tested in input-contract, lifecycle-remote, the labs).
+ * `ctl` is read at each call, so a test that restarts its controller keeps using the one helper.
+ */
+export function adminCalls(ctl: () => ControllerProc, network = 'default') {
+  const c = async () => {
+    const x = ctl();
+    if (!x.admin) throw new Error('this controller has no in-process Admin client');
+    return x.admin();
+  };
+  const module = (method: 'assignModule' | 'unassignModule' | 'takeModule') => async (node: string, name: string) => (await c()).call(method, { network, node, module: name });
+  return {
+    /** `meshp catalogue add` of these modules. */
+    catalogue: async (modules: Omit<ModuleDecl, 'taken'>[]) => {
+      const wire = declarationToWire({ apiVersion: 'meshp/v1', node: 'catalogue', mode: 'converged', settings: { ports: {} }, modules: modules.map((m) => ({ ...m, taken: false })) }).modules;
+      return (await c()).call('addCatalogue', { network, modules: wire });
+    },
+    assign: module('assignModule'),
+    unassign: module('unassignModule'),
+    take: module('takeModule'),
+    /** `meshp policy set` with these rules (each from → to, optionally ports). */
+    policy: async (rules: { from: string; to: string; ports?: string[] }[]) =>
+      (await c()).call('setPolicy', { network, rules: rules.map((r) => ({ fromTag: r.from, toTag: r.to, ports: r.ports ?? [] })) }),
+    remove: async (node: string) => (await c()).call('removeNode', { network, node }),
+    rename: async (node: string, newName: string) => (await c()).call('renameNode', { network, node, newName }),
+  };
 }
 
 export function createToken(ctl: ControllerProc, ...extra: string[]): string {

@@ -6,7 +6,7 @@
 import t from 'tap';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { meshp, startAgent, startController, waitUntil, workdir, writeJson, type AgentProc, type ControllerProc, type LogLine, nodes as listNodes, tokenFor } from '../helpers/grpc-procs.js';
+import { adminCalls, meshpAsync, startAgent, startController, waitUntil, workdir, type AgentProc, type ControllerProc, type LogLine, nodes as listNodes, tokenFor } from '../helpers/grpc-procs.js';
 
 const CONF = '/etc/web/web.conf';
 const web = (content: string) => ({ name: 'web', files: [{ path: CONF, content }] });
@@ -31,20 +31,17 @@ const opened = (name: string) => (l: LogLine) => l.msg === 'sync stream opened' 
 
 t.test('agents follow a controller through its crash and their own', async (t) => {
   const dir = workdir(t, 'cluster');
-  const admin = (...args: string[]) => {
-    const r = meshp(...args, '--state', join(dir, 'ctl'), '--controller', ctl.address);
-    t.equal(r.code, 0, `meshp ${args.join(' ')}: ${r.err}`);
-    return r;
-  };
   let ctl = await startController(t, join(dir, 'ctl'), ['--log-depth', '3']);
+  // The cluster's behaviour is under test here, not the CLI: admin calls from this process.
+  const admin = adminCalls(() => ctl);
   let catalogueVersion = 0;
-  const defineWeb = () => admin('catalogue', 'add', writeJson(dir, `web-${++catalogueVersion}.json`, { modules: [web(`v${catalogueVersion}\n`)] }), '--yes');
-  defineWeb();
+  const defineWeb = () => admin.catalogue([web(`v${++catalogueVersion}\n`)]);
+  await defineWeb();
 
   const tokens = await Promise.all(['a1', 'a2', 'a3'].map((name) => tokenFor(ctl, [], name === 'a1')));
   const agents = ['a1', 'a2', 'a3'].map((name, i) => startAgent(t, dir, name, ctl.address, tokens[i]));
   for (const a of agents) await a.proc.waitFor((l) => l.msg === 'applied' && l.snapshot === true);
-  for (const a of agents) admin('module', 'assign', a.name, 'web', '--yes');
+  for (const a of agents) await admin.assign(a.name, 'web');
   await converged(ctl, agents);
   await waitUntil('every agent wrote the file', () => agents.every((a) => content(a) === 'v1\n'));
   for (const a of agents) {
@@ -62,7 +59,7 @@ t.test('agents follow a controller through its crash and their own', async (t) =
     const line = await ctl.proc.waitFor(opened(a.name), 20_000);
     t.equal(line.resume, true, `${a.name} resumed where it was, no snapshot due`);
   }
-  defineWeb();
+  await defineWeb();
   await converged(ctl, agents);
   await waitUntil('every agent has v2', () => agents.every((a) => content(a) === 'v2\n'));
   agents.forEach((a, i) => {
@@ -73,7 +70,7 @@ t.test('agents follow a controller through its crash and their own', async (t) =
 
   // An agent killed -9 mid-stream resumes from its applied version.
   const a2 = agents[1]!;
-  defineWeb();
+  await defineWeb();
   a2.proc.kill('SIGKILL');
   await a2.proc.exited;
   const ctlMark = ctl.proc.lines.length;
@@ -81,7 +78,7 @@ t.test('agents follow a controller through its crash and their own', async (t) =
   const hello = await ctl.proc.waitFor(opened('a2'), 20_000, ctlMark);
   t.equal(hello.resume, true, 'a2 said where it was and resumed from there');
   t.ok(Number(hello.appliedVersion) > 0, `a2 resumed from version ${hello.appliedVersion}`);
-  defineWeb();
+  await defineWeb();
   await converged(ctl, [agents[0]!, a2b, agents[2]!]);
   await waitUntil('a2 has v4', () => content(a2b) === 'v4\n');
   t.ok(a2b.proc.applied().length >= 1 && a2b.proc.applied().every((l) => l.snapshot === false), 'a2 after its crash: deltas only');
@@ -92,14 +89,14 @@ t.test('agents follow a controller through its crash and their own', async (t) =
   a3.proc.kill('SIGTERM');
   t.equal(await a3.proc.exited, 0, 'SIGTERM stops the agent cleanly');
   t.ok(a3.proc.lines.some((l) => l.msg === 'stopped'));
-  for (let i = 0; i < 4; i++) defineWeb();
+  for (let i = 0; i < 4; i++) await defineWeb();
   const a3b = startAgent(t, dir, 'a3', ctl.address);
   await a3b.proc.waitFor((l) => l.msg === 'applied');
   t.equal(a3b.proc.applied()[0]?.snapshot, true, 'beyond the log: a snapshot');
   await waitUntil('a3 has v8', () => content(a3b) === 'v8\n');
 
   const beforeTake = ctl.proc.lines.length;
-  admin('module', 'take', 'a1', 'web', '--yes');
+  await admin.take('a1', 'web');
   const nodes = await converged(ctl, [agents[0]!, a2b, a3b]);
   await ctl.proc.waitFor((l) => l.msg === 'delta sent' && l.node === 'a1', 15_000, beforeTake);
   t.same(nodes.map((n) => [n.name, n.gap, n.mode, n.firewall]), [['a1', 0, 'adopted', 'none'], ['a2', 0, 'converged', 'none'], ['a3', 0, 'converged', 'none']], 'node list --json: gap 0 for every node');
@@ -111,8 +108,8 @@ t.test('agents follow a controller through its crash and their own', async (t) =
   t.ok(nodes.filter((n) => n.name !== 'a1').every((n) => n.appliedVersion < n.stateVersion && n.gap === 0), 'a2 and a3 stay at the version they applied, and are not behind');
 
   type Doctor = { node: { mode: string; taken: string[] }; deltas: { toVersion: number; applied: boolean; hashMatches: boolean }[]; held: unknown[] };
-  const doc = await waitUntil('doctor sees the last delta applied', () => {
-    const r = meshp('doctor', 'a1', '--json', '--state', join(dir, 'ctl'), '--controller', ctl.address);
+  const doc = await waitUntil('doctor sees the last delta applied', async () => {
+    const r = await meshpAsync('doctor', 'a1', '--json', '--state', join(dir, 'ctl'), '--controller', ctl.address);
     const d = JSON.parse(r.out) as Doctor;
     const latest = d.deltas.at(-1);
     return latest && latest.toVersion === a1Node.stateVersion && latest.applied && d;
