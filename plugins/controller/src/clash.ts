@@ -5,9 +5,8 @@
  * anything is stored, naming both modules and the resource.
  */
 import { MeshpError } from '@meshp/core';
-import { declarationFromWire } from '@meshp/core/delta';
+import { declarationFromWire, declarationFor, type MemberRecord, type ModuleDef } from '@meshp/core/delta';
 import { describeClash, findClash } from '@meshp/core/schema';
-import { declarationFor, type MemberRecord, type ModuleDef } from '@meshp/core/delta';
 
 /** Throws MESHP_MODULES_CLASH when the node's modules, as it would be sent them, claim one resource twice. */
 export function checkNoClash(node: MemberRecord, moduleOf: (name: string) => ModuleDef | null): void {

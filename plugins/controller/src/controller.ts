@@ -1,18 +1,11 @@
 import { MeshpError, type Mode, type StateDelta, type WireDeclaration } from '@meshp/core';
-import { stateHash, versionPayload, SCOPE_RULE, rescope } from '@meshp/core/delta';
-import { declarationFor } from '@meshp/core/delta';
-import { computeSnapshot } from '@meshp/core/delta';
-import { NetworkState } from '@meshp/core/delta';
-import { PolicyIndex } from '@meshp/core/delta';
+import { stateHash, versionPayload, SCOPE_RULE, rescope, declarationFor, computeSnapshot, NetworkState, PolicyIndex, DEFAULT_RESYNC_BOUNDS, checkAppliedVersion, nextDelta, recoverExpectation, refreshTarget, snapshotAsked, takeAck, takeHello, affectedBy, type AckResult, type ResyncBounds, type LogEntry, type MemberRecord, type ModuleDef, type NetworkRecord, type PolicyRule, type ReportedState, type SentSummary, type SharedComponentName, type SharedComponents, type SyncRecord } from '@meshp/core/delta';
 import type { ControllerStore } from './store.js';
 import { TokenBook, type TokenRecord } from './tokens.js';
-import { DEFAULT_RESYNC_BOUNDS, checkAppliedVersion, nextDelta, recoverExpectation, refreshTarget, snapshotAsked, takeAck, takeHello, type AckResult, type ResyncBounds } from '@meshp/core/delta';
-import type { LogEntry, MemberRecord, ModuleDef, NetworkRecord, PolicyRule, ReportedState, SentSummary, SharedComponentName, SharedComponents, SyncRecord } from '@meshp/core/delta';
 import { newSync, statusOf, type NodeStatus } from './status.js';
 import { checkAssigned, checkMember, checkModule, checkPolicy, checkTags } from './limits.js';
 import { checkNoClash } from './clash.js';
 import { checkTunnelKey } from './tunnel-key.js';
-import { affectedBy } from '@meshp/core/delta';
 import { applyRemote } from './remote.js';
 
 export interface ControllerOptions {

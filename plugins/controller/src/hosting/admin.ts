@@ -3,14 +3,13 @@
  * change followed by a pump of the network's streams. Requests and answers are in the wire's shapes.
  */
 import { MeshpError, adminMethod, type AdminHandler, type AdminMethods, type ModuleDecl, type ReportMessage, type WireModuleDecl } from '@meshp/core';
-import { declarationFromWire, modeFromWire, modeToWire } from '@meshp/core/delta';
+import { declarationFromWire, modeFromWire, modeToWire, type SentSummary } from '@meshp/core/delta';
 import type { ConvergePreview } from '@meshp/core/lifecycle';
 import { checkModuleDefs, checkPolicy } from '@meshp/core/schema';
 import type { AdminAnswer, AdminApi } from '@meshp/transport-grpc';
 import type { Controller } from '../controller.js';
 import { convergeNode, previewOf } from '../converge.js';
 import { withLiveness, type NodeStatus } from '../status.js';
-import type { SentSummary } from '@meshp/core/delta';
 import { secretMatches } from './credential.js';
 import { NODE_NAME, type Enrolment } from './enrolment.js';
 import type { Logger } from './log.js';
