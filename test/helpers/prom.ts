@@ -17,10 +17,28 @@ export interface Scrape {
   labels(name: string): Record<string, string>[];
 }
 
+/**
+ * GET /metrics as text. fetch reuses an idle keep-alive connection, and the server may close it at
+ * that moment (node's http server closes idle ones after 5 s): the request then fails with
+ * UND_ERR_SOCKET "other side closed" though nothing is wrong. A GET is idempotent, so it is sent once
+ * more on a new connection, as Prometheus's own client does.
+ */
+export async function metricsText(address: string): Promise<string> {
+  const get = async () => {
+    const res = await fetch(`http://${address}/metrics`);
+    if (!res.ok) throw new Error(`/metrics answered ${res.status}`);
+    return res.text();
+  };
+  try {
+    return await get();
+  } catch (e) {
+    if ((e as { cause?: { code?: string } }).cause?.code !== 'UND_ERR_SOCKET') throw e;
+    return get();
+  }
+}
+
 export async function scrape(address: string): Promise<Scrape> {
-  const res = await fetch(`http://${address}/metrics`);
-  if (!res.ok) throw new Error(`/metrics answered ${res.status}`);
-  const families = parse(await res.text());
+  const families = parse(await metricsText(address));
   const family = (name: string) => families.find((f) => f.name === name);
   return {
     families,

@@ -6,6 +6,7 @@
  * every agent is back at gap 0 without a snapshot.
  */
 import t from 'tap';
+import { metricsText } from '../helpers/prom.js';
 import { join } from 'node:path';
 import { ADMIN_CREDENTIAL_FILE, readAdminCredential } from '@meshp/controller';
 import { wire } from '@meshp/transport-grpc';
@@ -43,7 +44,7 @@ t.test(`${N} agents acked a change the store never got: after a kill and restart
 
   // meshp_delta_bytes_sent_total counts the bytes on the wire: the sum of each delta's protobuf encoding.
   const encoded = agents.reduce((sum, a) => sum + a.deltas.reduce((k, d) => k + wire.SyncResponse.encode(wire.SyncResponse.fromPartial({ delta: d as wire.StateDelta })).finish().length, 0), 0);
-  const text = await (await fetch(`http://${ctl.metrics}/metrics`)).text();
+  const text = await metricsText(ctl.metrics);
   const counted = Number(/^meshp_delta_bytes_sent_total (\d+)$/m.exec(text)?.[1] ?? NaN);
   t.equal(counted, encoded, `meshp_delta_bytes_sent_total is the encoded size of the ${agents.reduce((k, a) => k + a.deltas.length, 0)} messages received (${encoded} bytes)`);
   const json = agents.reduce((sum, a) => sum + a.deltas.reduce((k, d) => k + JSON.stringify(d).length, 0), 0);

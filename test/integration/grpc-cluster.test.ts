@@ -4,6 +4,7 @@
  * back, with one when it does not); an agent killed -9 mid-stream resumes from its applied version.
  */
 import t from 'tap';
+import { metricsText } from '../helpers/prom.js';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { adminCalls, meshpAsync, startAgent, startController, waitUntil, workdir, type AgentProc, type ControllerProc, type LogLine, nodes as listNodes, tokenFor } from '../helpers/grpc-procs.js';
@@ -118,7 +119,7 @@ t.test('agents follow a controller through its crash and their own', async (t) =
   t.same(doc.node.taken, ['web'], 'the declaration carries the taken module');
   t.equal(doc.node.mode, 'adopted', 'and the mode from the token');
 
-  const metrics = await (await fetch(`http://${ctl.metrics}/metrics`)).text();
+  const metrics = await metricsText(ctl.metrics);
   t.match(metrics, /meshp_convergence_gap\{network="default",node="a1"\} 0/);
   t.match(metrics, /meshp_connected_agents 3/);
   t.match(metrics, /meshp_snapshots_sent_total [1-9]/);
