@@ -79,12 +79,12 @@ t.test('remove, rename, UNSCOPED and REMOVED; a removed node stays out', async (
     copyFileSync(join(from.state, 'node.key'), join(dir, name, 'state', 'node.key'));
     return startAgent(t, dir, name, ctl.address, await tokenFor(ctl, ['db']));
   };
-  const again = await reuse('db2', db);
-  const againExit = await again.proc.exited;
+  // The two are independent: started side by side.
+  const [again, twin] = await Promise.all([reuse('db2', db), reuse('ops2', ops)]);
+  const [againExit, twinExit] = await Promise.all([again.proc.exited, twin.proc.exited]);
   t.not(againExit, 0, 'an agent with the revoked key is refused');
   t.match(again.proc.stderr + JSON.stringify(again.proc.lines), /MESHP_NODE_REVOKED/);
-  const twin = await reuse('ops2', ops);
-  t.not(await twin.proc.exited, 0, 'an agent with the key of ops1 is refused');
+  t.not(twinExit, 0, 'an agent with the key of ops1 is refused');
   t.match(twin.proc.stderr + JSON.stringify(twin.proc.lines), /MESHP_KEY_IN_USE/);
 
   // Rename: web1 becomes www1; its peers see the old name go and the new one come in one delta.
