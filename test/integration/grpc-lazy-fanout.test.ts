@@ -6,7 +6,7 @@
  */
 import t from 'tap';
 import { join } from 'node:path';
-import { tokenFor, meshp, nodeList, startAgent, startController, waitUntil, workdir, writeJson, type AgentProc, type ControllerProc, type LogLine, nodes as listNodes } from '../helpers/grpc-procs.js';
+import { adminCalls, tokenFor, startAgent, startController, waitUntil, workdir, type AgentProc, type ControllerProc, type LogLine, nodes as listNodes } from '../helpers/grpc-procs.js';
 
 const N = 8;
 
@@ -23,13 +23,10 @@ t.test(`a change visible to some of ${N} agents sends a message to those only`, 
   const dir = workdir(t, 'lazy');
   const state = join(dir, 'ctl');
   const ctl = await startController(t, state);
-  const ok = (...args: string[]) => {
-    const r = meshp(...args, '--state', state, '--controller', ctl.address);
-    t.equal(r.code, 0, `meshp ${args.join(' ')}: ${r.err}`);
-  };
-  let policies = 0;
-  const policy = (rules: [string, string][]) => ok('policy', 'set', writeJson(dir, `p${++policies}.json`, { rules: rules.map(([from, to]) => ({ from, to })) }), '--yes');
-  policy([['t0', 't1'], ['t6', 't7']]);
+  // The controller's fan-out is under test here, not the CLI: admin calls from this process, each asserted to succeed.
+  const admin = adminCalls(() => ctl);
+  const policy = (rules: [string, string][]) => t.resolves(admin.policy(rules.map(([from, to]) => ({ from, to }))), `policy set ${JSON.stringify(rules)}`);
+  await policy([['t0', 't1'], ['t6', 't7']]);
 
   const names = Array.from({ length: N }, (_, i) => `n${i}`);
   const tokens = await Promise.all(names.map((_, i) => tokenFor(ctl, [`t${i}`])));
@@ -46,10 +43,10 @@ t.test(`a change visible to some of ${N} agents sends a message to those only`, 
   await settled(names);
 
   /** Runs the change, waits until the expected nodes are at gap 0, answers who was sent what. */
-  const measure = async (what: string, change: () => void, expect: string[], nodes: string[]) => {
+  const measure = async (what: string, change: () => unknown, expect: string[], nodes: string[]) => {
     const mark = ctl.proc.lines.length;
     const before = await sentTotal(ctl);
-    change();
+    await change();
     await settled(nodes);
     for (const n of expect) await ctl.proc.waitFor((l) => sent(l) && l.node === n, 15_000, mark);
     const to = ctl.proc.lines.slice(mark).filter(sent).map((l) => String(l.node)).sort();
@@ -63,11 +60,11 @@ t.test(`a change visible to some of ${N} agents sends a message to those only`, 
   await measure('policy t2→t3', () => policy([['t0', 't1'], ['t6', 't7'], ['t2', 't3']]), ['n2', 'n3'], names);
 
   // A module assigned to one node: its declaration, nobody else's view.
-  ok('catalogue', 'add', writeJson(dir, 'web.json', { modules: [{ name: 'web', files: [{ path: '/etc/web.conf', content: 'x\n' }] }] }), '--yes');
-  await measure('module assign on n4', () => ok('module', 'assign', 'n4', 'web', '--yes'), ['n4'], names);
+  await t.resolves(admin.catalogue([{ name: 'web', files: [{ path: '/etc/web.conf', content: 'x\n' }] }]), 'catalogue add web');
+  await measure('module assign on n4', () => t.resolves(admin.assign('n4', 'web'), 'module assign n4 web'), ['n4'], names);
 
   // A removal seen by one peer (t6 → t7): n6 alone is told; n7's stream is ended, nothing is sent to it.
-  await measure('node remove n7', () => ok('node', 'remove', 'n7', '--yes'), ['n6'], names.slice(0, N - 1));
+  await measure('node remove n7', () => t.resolves(admin.remove('n7'), 'node remove n7'), ['n6'], names.slice(0, N - 1));
 
   // A join seen by one member (t0 → t1: a second t1 node is seen by n0): n0 and the new node's snapshot.
   const token = await tokenFor(ctl, ['t1']);
@@ -75,7 +72,7 @@ t.test(`a change visible to some of ${N} agents sends a message to those only`, 
   await measure('join of n8', () => void (late = startAgent(t, dir, 'n8', ctl.address, token)), ['n0', 'n8'], [...names.slice(0, N - 1), 'n8']);
   await late!.proc.waitFor((l) => l.msg === 'applied' && l.snapshot === true);
 
-  const nodes = nodeList(ctl);
+  const nodes = await listNodes(ctl);
   const top = Math.max(...nodes.map((n) => n.stateVersion));
   t.ok(nodes.some((n) => n.appliedVersion < top && n.gap === 0), 'idle nodes stay at the version they applied, with gap 0');
   t.ok(agents.slice(0, N - 1).every((a) => a.proc.alive), 'every agent still runs');

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { isMeshpError, type ControlLink, type TransportError } from '@meshp/core';
 import { challengePayload, decodeToken, encodeToken } from '@meshp/core/agent';
 import { GrpcControlLink } from '@meshp/transport-grpc';
-import { createTokenAsync, meshpAsync, startAgent, startController, workdir, type ControllerProc } from '../helpers/grpc-procs.js';
+import { meshpAsync, startAgent, startController, tokenFor, workdir, type ControllerProc } from '../helpers/grpc-procs.js';
 
 function keyPair() {
   const { privateKey, publicKey } = generateKeyPairSync('ed25519');
@@ -45,16 +45,18 @@ t.test('the controller refuses what it must, with a code, and logs it', async (t
   const dir = workdir(t, 'refusals');
   const ctl = await startController(t, join(dir, 'ctl'));
   const logged = (code: string) => ctl.proc.waitFor((l) => l.code === code, 5_000);
+  // Tokens are made over the in-process Admin client (the controller's refusals are under test, not
+  // `meshp token create`); the CLI runs below stay where its own output and exit code are asserted.
 
   t.equal(statSync(join(ctl.state, 'admin.credential')).mode & 0o777, 0o600, 'the admin credential is 0600');
   t.equal(statSync(join(ctl.state, 'tls/controller.key')).mode & 0o777, 0o600, 'the TLS key is 0600');
 
   // A good enrolment, to have someone to impersonate.
-  const good = startAgent(t, dir, 'b1', ctl.address, await createTokenAsync(ctl));
+  const good = startAgent(t, dir, 'b1', ctl.address, await tokenFor(ctl));
   await good.proc.waitFor((l) => l.msg === 'applied');
   t.equal(statSync(join(good.state, 'node.key')).mode & 0o777, 0o600, "the node's private key is 0600");
 
-  const real = decodeToken(await createTokenAsync(ctl));
+  const real = decodeToken(await tokenFor(ctl));
   const forged = encodeToken(real.claims, 'A'.repeat(43));
   t.match(await refusedAgent(t, ctl, dir, 'f1', forged), /^MESHP_TOKEN_INVALID: .*unknown/, 'a forged token');
   await logged('MESHP_TOKEN_INVALID');
@@ -62,16 +64,16 @@ t.test('the controller refuses what it must, with a code, and logs it', async (t
   const altered = encodeToken({ ...real.claims, adopted: !real.claims.adopted }, real.secret);
   t.match(await refusedAgent(t, ctl, dir, 'f2', altered), /^MESHP_TOKEN_INVALID: .*altered/, 'a token whose claims were changed');
 
-  const once = await createTokenAsync(ctl);
+  const once = await tokenFor(ctl);
   const first = startAgent(t, dir, 'r1', ctl.address, once);
   await first.proc.waitFor((l) => l.msg === 'enrolled');
   t.match(await refusedAgent(t, ctl, dir, 'r2', once), /^MESHP_TOKEN_INVALID: .*already used/, 'a replayed token');
 
-  const short = await createTokenAsync(ctl, '--ttl', '1s');
+  const short = await tokenFor(ctl, [], false, 1);
   await new Promise((r) => setTimeout(r, 1_300));
   t.match(await refusedAgent(t, ctl, dir, 'e1', short), /^MESHP_TOKEN_INVALID: .*expired/, 'an expired token');
 
-  const other = decodeToken(await createTokenAsync(ctl));
+  const other = decodeToken(await tokenFor(ctl));
   const pinned = encodeToken({ ...other.claims, fingerprint: 'ab'.repeat(32) }, other.secret);
   t.match(await refusedAgent(t, ctl, dir, 'p1', pinned), /^MESHP_TLS_PIN: /, 'a controller whose certificate is not the pinned one');
   const wrongPin = join(dir, 'wrong-pin.credential');
@@ -90,7 +92,7 @@ t.test('the controller refuses what it must, with a code, and logs it', async (t
   const link = new GrpcControlLink({ address: ctl.address, fingerprint, maxMessageBytes: 64 * 1024 * 1024 });
   t.teardown(() => link.close());
   const me = keyPair();
-  const enrolled = await link.enrol({ token: await createTokenAsync(ctl), nodeKey: me.nodeKey, node: 'x1', endpoints: [] });
+  const enrolled = await link.enrol({ token: await tokenFor(ctl), nodeKey: me.nodeKey, node: 'x1', endpoints: [] });
   t.equal(enrolled.node, 'x1');
 
   const hello = (node: string, signer = me.sign) => (nonce: Uint8Array) => ({
@@ -109,7 +111,7 @@ t.test('the controller refuses what it must, with a code, and logs it', async (t
   t.equal(v1r1.error?.code, 'MESHP_AUTH_FAILED', 'an unsigned (v1-r1) hello');
   t.match(v1r1.error?.message ?? '', /unsigned hello .*v1-r1/, 'named as the deliberate break');
 
-  const oversizedEnrol = await link.enrol({ token: await createTokenAsync(ctl), nodeKey: 'k'.repeat(5 * 1024 * 1024), node: 'big', endpoints: [] }).catch((e: unknown) => e);
+  const oversizedEnrol = await link.enrol({ token: await tokenFor(ctl), nodeKey: 'k'.repeat(5 * 1024 * 1024), node: 'big', endpoints: [] }).catch((e: unknown) => e);
   t.ok(isMeshpError(oversizedEnrol, 'MESHP_MESSAGE_TOO_LARGE'), `an oversized enrolment: ${String(oversizedEnrol)}`);
   await ctl.proc.waitFor((l) => l.code === 'MESHP_MESSAGE_TOO_LARGE' && l.method === 'Enrol', 5_000);
 
@@ -120,7 +122,7 @@ t.test('the controller refuses what it must, with a code, and logs it', async (t
 
   const small = new GrpcControlLink({ address: ctl.address, fingerprint });
   t.teardown(() => small.close());
-  const local = await small.enrol({ token: await createTokenAsync(ctl), nodeKey: 'k'.repeat(5 * 1024 * 1024), node: 'big2', endpoints: [] }).catch((e: unknown) => e);
+  const local = await small.enrol({ token: await tokenFor(ctl), nodeKey: 'k'.repeat(5 * 1024 * 1024), node: 'big2', endpoints: [] }).catch((e: unknown) => e);
   t.ok(isMeshpError(local, 'MESHP_MESSAGE_TOO_LARGE'), 'the client side has the same limit');
 
   const usage = await meshpAsync('node', 'show', '--state', ctl.state, '--controller', ctl.address);
