@@ -7,6 +7,7 @@
  * stream are answered MESHP_MESSAGE_MALFORMED and logged with the peer.
  */
 import t from 'tap';
+import { metricsText } from '../helpers/prom.js';
 import { createPrivateKey, sign } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -16,7 +17,7 @@ import { adminCalls, tokenFor, meshpAsync, meshpJsonAsync, startController, wait
 import { RawAgent, garbageOnSync } from '../helpers/raw-agent.js';
 
 async function metrics(ctl: ControllerProc): Promise<string> {
-  return (await fetch(`http://${ctl.metrics}/metrics`)).text();
+  return metricsText(ctl.metrics);
 }
 
 t.test('a hash that keeps differing: bounded snapshots, then diverged', async (t) => {

@@ -5,13 +5,14 @@
  * and are not behind (gap 0 at the version they applied).
  */
 import t from 'tap';
+import { metricsText } from '../helpers/prom.js';
 import { join } from 'node:path';
 import { adminCalls, tokenFor, startAgent, startController, waitUntil, workdir, type AgentProc, type ControllerProc, type LogLine, nodes as listNodes } from '../helpers/grpc-procs.js';
 
 const N = 8;
 
 async function sentTotal(ctl: ControllerProc): Promise<number> {
-  const text = await (await fetch(`http://${ctl.metrics}/metrics`)).text();
+  const text = await metricsText(ctl.metrics);
   const m = /^meshp_deltas_sent_total (\d+)$/m.exec(text);
   const s = /^meshp_snapshots_sent_total (\d+)$/m.exec(text);
   return Number(m?.[1] ?? NaN) + Number(s?.[1] ?? NaN);
