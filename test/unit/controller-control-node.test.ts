@@ -12,6 +12,7 @@ import type { StateDelta } from '@meshp/core';
 import { CONTROL_NODE_TAG, DeltaApplier, PolicyIndex, REMOVAL_REASON, filterFor } from '@meshp/core/delta';
 import { Controller, MemoryStore } from '@meshp/controller';
 import { TunnelFilter, foundationPorts } from '@meshp/tunnel-wireguard';
+import { syncNode } from '../helpers/controller-sync.js';
 
 const FOUNDATION = { ports: { store: 15432, control: 7443, tunnel: 51820 } };
 
@@ -26,14 +27,7 @@ function setup() {
   return c;
 }
 
-function sync(c: Controller, agent: DeltaApplier, node: string): StateDelta | null {
-  const d = c.deltaFor('n', node);
-  if (!d) return null;
-  const r = agent.receive(structuredClone(d));
-  if (r.status !== 'applied') throw new Error(`${node} did not apply ${d.fromVersion}→${d.toVersion}`);
-  c.ack('n', node, r.ack.appliedVersion, r.ack.stateHash);
-  return d;
-}
+const sync = (c: Controller, agent: DeltaApplier, node: string): StateDelta | null => syncNode(c, agent, node)?.delta ?? null;
 
 const view = (a: DeltaApplier) => Object.fromEntries([...a.view.peers].map(([id, e]) => [id, e.peer.inboundOnly ? 'inbound' : 'reach']));
 

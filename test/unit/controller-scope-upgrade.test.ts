@@ -7,20 +7,14 @@
 import t from 'tap';
 import { CONTROL_NODE_TAG, DeltaApplier, SCOPE_RULE } from '@meshp/core/delta';
 import { Controller, MemoryStore } from '@meshp/controller';
+import { syncNode } from '../helpers/controller-sync.js';
 
 interface Serialised {
   networks: { name: string; scopeRule?: number }[];
   members: { network: string; member: { id: string; tags: string[] } }[];
 }
 
-function sync(c: Controller, net: string, agent: DeltaApplier, node: string) {
-  const d = c.deltaFor(net, node);
-  if (!d) return null;
-  const r = agent.receive(structuredClone(d));
-  if (r.status !== 'applied') throw new Error(`${node} did not apply ${d.fromVersion}→${d.toVersion}`);
-  c.ack(net, node, r.ack.appliedVersion, r.ack.stateHash);
-  return d;
-}
+const sync = (c: Controller, net: string, agent: DeltaApplier, node: string) => syncNode(c, agent, node, net)?.delta ?? null;
 
 t.test('views computed under the old rule: those that differ get one snapshot, the others nothing', async (t) => {
   // The old world: m1 not yet tagged as the control-node, so x and y see no one (no policy).

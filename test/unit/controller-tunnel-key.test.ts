@@ -15,6 +15,7 @@ import { classifyTable, parseRuleset } from '@meshp/firewall-nftables';
 import { generatePrivateKey, publicKeyOf } from '@meshp/tunnel-wireguard';
 import { dirname } from 'node:path';
 import { assertPrivate } from '../helpers/modes.js';
+import { syncNode } from '../helpers/controller-sync.js';
 
 const KX = publicKeyOf(generatePrivateKey());
 const KY = publicKeyOf(generatePrivateKey());
@@ -35,13 +36,9 @@ function setup(store: ControllerStore = new MemoryStore()) {
 const seen = new Map<DeltaApplier, ViewChange[]>();
 
 function sync(c: Controller, agent: DeltaApplier, node: string): StateDelta | null {
-  const d = c.deltaFor('n', node);
-  if (!d) return null;
-  const r = agent.receive(structuredClone(d));
-  if (r.status !== 'applied') throw new Error(`${node} did not apply ${d.fromVersion}→${d.toVersion}: ${JSON.stringify(r)}`);
-  seen.set(agent, [...(seen.get(agent) ?? []), r.change]);
-  c.ack('n', node, r.ack.appliedVersion, r.ack.stateHash);
-  return d;
+  const r = syncNode(c, agent, node);
+  if (r) seen.set(agent, [...(seen.get(agent) ?? []), r.applied.change]);
+  return r?.delta ?? null;
 }
 
 const code = (fn: () => unknown): string | undefined => {
