@@ -3,6 +3,7 @@
  * which speaks netlink) or wireguard-go's (configured on its UAPI socket). Either way a change is
  * one call with only the peers it touches, never a process per peer.
  */
+import { MeshpError } from '@meshp/core';
 import { keyToHex } from './keys.js';
 import { run } from './exec.js';
 import { removeLines, upsertLines, type PeerConfig } from './peer-config.js';
@@ -89,7 +90,14 @@ export class KernelDevice implements Device {
 
   async up(): Promise<void> {
     this.#adopted = await linkExists(this.ifname);
-    if (!this.#adopted) await run('ip', ['link', 'add', this.ifname, 'type', 'wireguard']);
+    if (this.#adopted) return;
+    try {
+      await run('ip', ['link', 'add', this.ifname, 'type', 'wireguard']);
+    } catch (e) {
+      // The kernel has no WireGuard (no module): said as unavailable, with the way out.
+      const said = e instanceof Error ? e.message.replace(/^[^:]*: /, '') : String(e);
+      throw new MeshpError('MESHP_TUNNEL_UNAVAILABLE', `kernel WireGuard: ip link add ${this.ifname} type wireguard: ${said} (no wireguard module? implementation wireguard-go runs in userspace)`, { cause: e });
+    }
   }
 
   async set(change: DeviceChange): Promise<void> {
