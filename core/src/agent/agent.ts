@@ -169,8 +169,11 @@ export class Agent {
 
   async #connectLoop(): Promise<void> {
     while (!this.#stopped) {
-      const error = await this.#session();
+      const { error, opened } = await this.#session();
       if (this.#stopped) break;
+      // A controller that was there and went away (a replica killed): the next round starts soon, still
+      // jittered; one that refuses the stream, or was never reached, backs off further each time.
+      if (opened && error?.code === 'MESHP_UNAVAILABLE') this.#backoff.reset();
       const delay = this.#backoff.next();
       this.#log.warn({ code: error?.code, err: error?.message, retryMs: delay }, 'stream ended; reconnecting');
       await new Promise<void>((resolve) => {
@@ -185,17 +188,19 @@ export class Agent {
   }
 
   /** One Sync stream, until it ends. Messages are handled one at a time, in order. */
-  #session(): Promise<TransportError | undefined> {
+  #session(): Promise<{ error: TransportError | undefined; opened: boolean }> {
     return new Promise((resolve) => {
       const ch = this.#link.sync();
       this.#channel = ch;
       let chain = Promise.resolve();
+      let opened = false;
       ch.onMessage((m) => {
+        opened = true;
         chain = chain.then(() => this.#handle(ch, m)).catch((e) => this.#log.error({ err: oneLine(e) }, 'message handling failed'));
       });
       ch.onClose((error) => {
         if (this.#channel === ch) this.#channel = null;
-        void chain.then(() => resolve(error));
+        void chain.then(() => resolve({ error, opened }));
       });
     });
   }
