@@ -3,8 +3,9 @@
  * one PostgreSQL database (a cluster of the test's own, helpers/postgres.ts), over real gRPC on
  * 127.0.0.1. It enrols through A and converges; a spent token given to a second agent is refused by
  * A and never shown to B; A killed by its pid, the agent moves to B by itself, logs it, and a change
- * made through B reaches it (gap 0 on B). Started again on a controller.json of the old
- * single-address form, it still starts.
+ * made through B reaches it (gap 0 on B). A started again and B hung (SIGSTOP), the keepalive notices
+ * and the agent moves back to A. Started again on a controller.json of the old single-address form,
+ * it still starts.
  */
 import t from 'tap';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -92,15 +93,39 @@ if (missing) {
       t.pass("the module assigned through B is on x's machine");
     });
 
+    // A started again on its address; the agent stays on B (it moves only when its replica is lost).
+    const a2 = await startController(t, join(dir, 'a'), flags, a.address);
+
+    await t.test('B hangs (SIGSTOP: its sockets open, nothing answered): the keepalive notices, and the agent moves back to A', async (t) => {
+      const mark = x.proc.lines.length;
+      const aMark = a2.proc.lines.length;
+      const stoppedAt = Date.now();
+      process.kill(b.proc.pid, 'SIGSTOP');
+      t.teardown(() => b.proc.kill('SIGKILL'));
+      const moved = await x.proc.waitFor((l) => l.msg === 'on controller' && l.controller === a.address, 120_000, mark);
+      t.equal(moved.from, b.address, 'the log names A, and B it came from');
+      t.comment(`on A ${Number(moved.time) - stoppedAt} ms after B stopped (keepalive: a ping after 20 s idle, 10 s for its answer; load ${loadavg()[0]!.toFixed(1)})`);
+      t.match(x.proc.lines.slice(mark).find((l) => l.msg === 'controller unavailable; trying the next'), { controller: b.address, next: a.address, code: 'MESHP_UNAVAILABLE' }, 'lost as unavailable');
+      const before = (await nodes(a2)).find((r) => r.name === 'x')!.stateVersion;
+      await adminCalls(() => a2).policy([{ from: 'all', to: 'all', ports: ['8443'] }]);
+      await waitUntil('x at gap 0 on A after a change made there', async () => {
+        const r = await current(a2, 'x');
+        return r && r.stateVersion > before ? r : false;
+      }, 60_000);
+      t.ok(a2.proc.lines.slice(aMark).some((l) => l.msg === 'sync stream opened' && l.node === 'x' && l.resume === true), 'resumed on A');
+      b.proc.kill('SIGKILL');
+      await b.proc.exited;
+    });
+
     await t.test("controller.json in the old single-address form (an agent upgraded in place) still starts", async (t) => {
       x.proc.kill('SIGTERM');
       t.equal(await x.proc.exited, 0, 'x stopped cleanly');
-      writeFileSync(join(x.state, 'controller.json'), `${JSON.stringify({ address: b.address, fingerprint })}\n`, { mode: 0o600 });
+      writeFileSync(join(x.state, 'controller.json'), `${JSON.stringify({ address: a.address, fingerprint })}\n`, { mode: 0o600 });
       const again = startAgent(t, dir, 'x', []);
       const on = await again.proc.waitFor((l) => l.msg === 'on controller', 60_000);
-      t.equal(on.controller, b.address, 'started on the address kept, no --controller, no token');
-      await waitUntil('x at gap 0 on B again', () => current(b, 'x'), 60_000);
-      t.same(JSON.parse(readFileSync(join(x.state, 'controller.json'), 'utf8')), { address: b.address, addresses: [b.address], fingerprint }, 'and kept it in the new form');
+      t.equal(on.controller, a.address, 'started on the address kept, no --controller, no token');
+      await waitUntil('x at gap 0 on A again', () => current(a2, 'x'), 60_000);
+      t.same(JSON.parse(readFileSync(join(x.state, 'controller.json'), 'utf8')), { address: a.address, addresses: [a.address], fingerprint }, 'and kept it in the new form');
       again.proc.kill('SIGTERM');
       t.equal(await again.proc.exited, 0, 'and stops cleanly');
     });
