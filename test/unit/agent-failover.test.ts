@@ -185,6 +185,33 @@ t.test('the agent on two replicas: moves to B when its stream to A is lost, and 
   await again.waitFor('hello');
 });
 
+t.test('a stream lost as unavailable after it was open longer than the longest delay starts the next round at the shortest; one lost soon after opening backs off further', async (t) => {
+  const b = bed(t, 'auto');
+  const link = new FakeLink(answer);
+  const { events, log } = recorder();
+  const { privateKey, publicKey } = generateKeyPairSync('ed25519');
+  // random 1: every delay is its ceiling, 10, 20, 40, 80 ms.
+  const agent = new Agent(b.host(), link, {
+    node: 'a1', token: 'T', nodeKey: publicKey.export({ type: 'spki', format: 'der' }).toString('base64'), sign: (p) => sign(null, p, privateKey),
+    intervalMs: 60_000, backoff: { initialMs: 10, maxMs: 80, random: () => 1 }, log,
+  });
+  t.teardown(() => agent.stop());
+  await agent.start();
+  const delays = () => events.filter((x) => x.msg === 'stream ended; reconnecting').map((x) => x.fields.retryMs);
+  for (let n = 1; n <= 3; n++) (await link.nextChannel(n)).close(UNAVAILABLE);
+  const quick = await link.nextChannel(4);
+  quick.deliver({ challenge: new Uint8Array([1]) });
+  await quick.waitFor('hello');
+  quick.close(UNAVAILABLE);
+  const settled = await link.nextChannel(5);
+  settled.deliver({ challenge: new Uint8Array([2]) });
+  await settled.waitFor('hello');
+  await new Promise((r) => setTimeout(r, 150));
+  settled.close(UNAVAILABLE);
+  await link.nextChannel(6);
+  t.same(delays(), [10, 20, 40, 80, 10], 'never reached: 10, 20, 40; open a moment: 80; open longer than 80 ms: 10 again');
+});
+
 t.test('controller.json: the old single-address form still loads; the list is kept, with the first address beside it', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'meshp-failover-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
