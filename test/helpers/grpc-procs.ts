@@ -3,7 +3,7 @@
  * killed by its pid in t.teardown; every folder is removed there too.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -195,6 +195,16 @@ export async function startController(t: Teardown, state: string, extra: string[
   return { proc, state, address: String(line.address), metrics: String(line.metrics), admin: () => (admin ??= connect()) };
 }
 
+/** A second replica's state folder: the same certificate (agents pin it), version key and admin credential as the first's. */
+export function replicaState(from: string, to: string): void {
+  mkdirSync(join(to, 'tls'), { recursive: true, mode: 0o700 });
+  chmodSync(to, 0o700);
+  for (const f of ['tls/controller.crt', 'tls/controller.key', 'controller.version.key', ADMIN_CREDENTIAL_FILE]) {
+    copyFileSync(join(from, f), join(to, f));
+    chmodSync(join(to, f), 0o600);
+  }
+}
+
 export interface AgentProc {
   proc: Proc;
   name: string;
@@ -202,13 +212,18 @@ export interface AgentProc {
   root: string;
 }
 
-/** An agent that touches nothing of this machine: files under its own root, no firewall plugin, no engine. */
-export function startAgent(t: Teardown, dir: string, name: string, controller: string, token?: string): AgentProc {
+/**
+ * An agent that touches nothing of this machine: files under its own root, no firewall plugin, no
+ * engine. `controller`: one address, or each replica's (`--controller` repeated; none: what its
+ * state folder kept).
+ */
+export function startAgent(t: Teardown, dir: string, name: string, controller: string | string[], token?: string): AgentProc {
   const base = join(dir, name);
   const root = join(base, 'root');
   const state = join(base, 'state');
   mkdirSync(root, { recursive: true });
-  const args = ['agent', '--state', state, '--controller', controller, '--name', name, '--root', root, '--firewall', 'none', '--docker-socket', join(base, 'absent-docker.sock'), '--interval', '1'];
+  const controllers = (Array.isArray(controller) ? controller : [controller]).flatMap((c) => ['--controller', c]);
+  const args = ['agent', '--state', state, ...controllers, '--name', name, '--root', root, '--firewall', 'none', '--docker-socket', join(base, 'absent-docker.sock'), '--interval', '1'];
   if (token) args.push('--token', token);
   return { proc: new Proc(t, args), name, state, root };
 }

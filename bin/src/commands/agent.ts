@@ -2,7 +2,8 @@ import type { CommandModule } from 'yargs';
 import type { GlobalArgs } from '../cli.js';
 import { pluginOptions, type PluginArgs } from './plugin-options.js';
 
-interface Args extends GlobalArgs, PluginArgs {
+interface Args extends Omit<GlobalArgs, 'controller'>, PluginArgs {
+  controller?: string[];
   token?: string;
   'token-file'?: string;
   name?: string;
@@ -22,6 +23,11 @@ export const agentCommand: CommandModule<GlobalArgs, Args> = {
   describe: 'follow a controller: enrol once with a token, then apply what it sends until SIGTERM',
   builder: (y) =>
     pluginOptions(y)
+      .option('controller', {
+        type: 'string',
+        array: true,
+        describe: 'HOST:PORT of the controller; repeat it for each replica sharing one store (same certificate): tried in order, the next when one is unavailable. Kept in the state folder: needed at the first start only',
+      })
       .option('token', { type: 'string', describe: 'the enrolment token (needed once; visible to other users in the process list: prefer --token-file or MESHP_TOKEN)' })
       .option('token-file', { type: 'string', describe: 'read the enrolment token from this file' })
       .option('name', { type: 'string', describe: 'the node name to ask for (default: the host name)' })

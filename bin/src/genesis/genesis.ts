@@ -6,7 +6,7 @@
  * resources held, the rest created; on an adopted node, openings from the private range and marked
  * refusals from anywhere else on the forwarded path.
  */
-import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { MeshpError, type Declaration, type Mode, type Settings } from '@meshp/core';
@@ -18,7 +18,7 @@ import { checkManifest, defaultPorts, renderModule, type CatalogueModule } from 
 
 import { CONTROL_NODE_TAG } from '@meshp/core/delta';
 import { AuthStore, CONTROLLER_DB, Controller, DEFAULT_NETWORK, Enrolment, SqliteControllerStore, ensureCertificate } from '@meshp/controller';
-import { CONTROLLER_FILE } from '../remote/agent.js';
+import { CONTROLLER_FILE, writeControllerFile } from '../remote/agent.js';
 import { ensureNodeKey } from '../remote/keys.js';
 import { bootstrapCatalogue, prepareTunnel, privateNetworkOf, type PrivateNetwork } from './private-network.js';
 
@@ -156,7 +156,7 @@ export async function raiseGenesis(host: Host, o: GenesisOptions, plan: GenesisP
     const store = await host.state();
     await store.setValue(ENROLMENT_KEY, enrolled);
     const address = `${listenHost && listenHost !== '0.0.0.0' ? listenHost : '127.0.0.1'}:${controlPort}`;
-    writeFileSync(join(agentDir, CONTROLLER_FILE), `${JSON.stringify({ address, fingerprint: tls.fingerprint })}\n`, { mode: 0o600 });
+    writeControllerFile(join(agentDir, CONTROLLER_FILE), { addresses: [address], fingerprint: tls.fingerprint });
 
     progress('raising the foundation: what is found is held, the rest created');
     const reconciler = new Reconciler(host);

@@ -1,11 +1,11 @@
-/** `meshp agent`: enrol once, then follow the controller until SIGTERM. */
+/** `meshp agent`: enrol once, then follow the controller (one of its replicas) until SIGTERM. */
 import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { MeshpError } from '@meshp/core';
 import type { Host } from '@meshp/core/host';
-import { Agent, decodeToken } from '@meshp/core/agent';
+import { Agent, FailoverLink, decodeToken } from '@meshp/core/agent';
 import { logOptions } from '@meshp/core/util';
 import { DEFAULT_AGENT_CONFIG, loadPlugins, pluginSpecs } from '../plugins/load.js';
 import { agentPlugins, assembleAgentHost } from './assembly.js';
@@ -17,7 +17,8 @@ export const CONTROLLER_FILE = 'controller.json';
 
 export interface AgentArgs {
   state: string;
-  controller?: string;
+  /** HOST:PORT of each controller replica, tried in order; kept in controller.json once started. */
+  controller?: string | string[];
   token?: string;
   name?: string;
   root: string;
@@ -67,14 +68,37 @@ export function logLevel(env: string | undefined): string {
   return env;
 }
 
-function controllerOf(args: AgentArgs): { address: string; fingerprint: string } {
-  const file = join(args.state, CONTROLLER_FILE);
-  const saved = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as { address: string; fingerprint: string }) : null;
+/** Where the agent connects: every replica's HOST:PORT (one store, one certificate) and the one pin. */
+export interface ControllerTarget {
+  addresses: string[];
+  fingerprint: string;
+}
+
+/**
+ * controller.json as kept: `{ addresses, fingerprint }`, with `address` (the first) beside them for an
+ * older meshp started on the folder again; an older meshp wrote `{ address, fingerprint }` only.
+ */
+export function readControllerFile(file: string): ControllerTarget | null {
+  if (!existsSync(file)) return null;
+  const saved = JSON.parse(readFileSync(file, 'utf8')) as { address?: unknown; addresses?: unknown; fingerprint?: unknown };
+  const addresses = Array.isArray(saved.addresses) ? saved.addresses.filter((a): a is string => typeof a === 'string') : typeof saved.address === 'string' ? [saved.address] : [];
+  return { addresses, fingerprint: typeof saved.fingerprint === 'string' ? saved.fingerprint : '' };
+}
+
+export function writeControllerFile(file: string, target: ControllerTarget): void {
+  writeFileSync(file, `${JSON.stringify({ address: target.addresses[0], addresses: target.addresses, fingerprint: target.fingerprint })}\n`, { mode: 0o600 });
+}
+
+/** The addresses given (`--controller`, repeatable) else those kept; the pin from the token else the one kept. */
+export function controllerOf(args: Pick<AgentArgs, 'state' | 'controller' | 'token'>): ControllerTarget {
+  const saved = readControllerFile(join(args.state, CONTROLLER_FILE));
   const fingerprint = args.token ? decodeToken(args.token).claims.fingerprint : saved?.fingerprint;
-  const address = args.controller ?? saved?.address;
+  const given = typeof args.controller === 'string' ? [args.controller] : (args.controller ?? []);
+  const addresses = [...new Set(given.length > 0 ? given : (saved?.addresses ?? []))];
   if (!fingerprint) throw new MeshpError('MESHP_USAGE', 'this node is not enrolled yet: give it --token');
-  if (!address) throw new MeshpError('MESHP_USAGE', 'name the controller with --controller HOST:PORT');
-  return { address, fingerprint };
+  if (addresses.length === 0) throw new MeshpError('MESHP_USAGE', 'name the controller with --controller HOST:PORT (repeat it for each replica)');
+  for (const a of addresses) if (!/^(\[[^\]]+\]|[^\s:[\]]+):\d{1,5}$/.test(a)) throw new MeshpError('MESHP_USAGE', `--controller ${a} is not HOST:PORT`);
+  return { addresses, fingerprint };
 }
 
 export async function startAgent(args: AgentArgs, host?: Host): Promise<RunningAgent> {
@@ -85,7 +109,8 @@ export async function startAgent(args: AgentArgs, host?: Host): Promise<RunningA
   if (tunnel && host) throw new MeshpError('MESHP_USAGE', 'the tunnel plugin is loaded with the agent host it builds; a host given in is already assembled');
   const extra = host ? [] : await loadPlugins(pluginSpecs(args, DEFAULT_AGENT_CONFIG));
   const h = host ?? assembleAgentHost({ stateDir: args.state, root: args.root, firewall: args.firewall, dockerSocket: args.dockerSocket }, [...agentPlugins(args.firewall), ...(tunnel ? [tunnel] : []), ...extra]);
-  const base = (await h.transport()).connect(target);
+  const transport = await h.transport();
+  const base = new FailoverLink(target.addresses.map((address) => ({ address, link: transport.connect({ address, fingerprint: target.fingerprint }) })), log);
   const link = tunnel ? withTunnelKey(base, tunnel.publicKey()) : base;
   const agent = new Agent(h, link, {
     node: args.name ?? hostname(),
@@ -105,7 +130,7 @@ export async function startAgent(args: AgentArgs, host?: Host): Promise<RunningA
     await h.close();
     throw e;
   }
-  writeFileSync(join(args.state, CONTROLLER_FILE), `${JSON.stringify(target)}\n`, { mode: 0o600 });
+  writeControllerFile(join(args.state, CONTROLLER_FILE), target);
   let metrics: { address: string; close(): Promise<void> } | null = null;
   if (args.metricsListen) {
     const { serveAgentMetrics } = await import('./agent-metrics.js');

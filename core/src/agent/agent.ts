@@ -55,6 +55,8 @@ export class Agent {
   readonly #o: AgentOptions;
   readonly #log: AgentLog;
   readonly #backoff: Backoff;
+  /** The longest reconnect delay: a stream open longer than this was settled, not a fight or a crash loop. */
+  readonly #settledMs: number;
   #enrolment: EnrolResult | null = null;
   #channel: SyncChannel<ControllerMessage, AgentMessage> | null = null;
   #stopped = false;
@@ -75,7 +77,9 @@ export class Agent {
     this.#link = link;
     this.#o = options;
     this.#log = options.log ?? SILENT;
-    this.#backoff = new Backoff(options.backoff ?? { initialMs: 250, maxMs: 15_000 });
+    const backoff = options.backoff ?? { initialMs: 250, maxMs: 15_000 };
+    this.#backoff = new Backoff(backoff);
+    this.#settledMs = backoff.maxMs;
   }
 
   get enrolment(): EnrolResult | null {
@@ -169,8 +173,13 @@ export class Agent {
 
   async #connectLoop(): Promise<void> {
     while (!this.#stopped) {
-      const error = await this.#session();
+      const { error, openMs } = await this.#session();
       if (this.#stopped) break;
+      // A controller that was there for a while and went away (a replica killed): the next round starts
+      // soon, still jittered, even when no delta reset the backoff since the last failures. A stream
+      // refused, never opened, or lost soon after it opened (a crash loop, a twin with the same
+      // credential replacing it) backs off further each time.
+      if (error?.code === 'MESHP_UNAVAILABLE' && openMs >= this.#settledMs) this.#backoff.reset();
       const delay = this.#backoff.next();
       this.#log.warn({ code: error?.code, err: error?.message, retryMs: delay }, 'stream ended; reconnecting');
       await new Promise<void>((resolve) => {
@@ -184,18 +193,21 @@ export class Agent {
     }
   }
 
-  /** One Sync stream, until it ends. Messages are handled one at a time, in order. */
-  #session(): Promise<TransportError | undefined> {
+  /** One Sync stream, until it ends (with how long it was open: 0 when the controller never spoke). Messages are handled one at a time, in order. */
+  #session(): Promise<{ error: TransportError | undefined; openMs: number }> {
     return new Promise((resolve) => {
       const ch = this.#link.sync();
       this.#channel = ch;
       let chain = Promise.resolve();
+      let openedAt: number | null = null;
       ch.onMessage((m) => {
+        openedAt ??= Date.now();
         chain = chain.then(() => this.#handle(ch, m)).catch((e) => this.#log.error({ err: oneLine(e) }, 'message handling failed'));
       });
       ch.onClose((error) => {
         if (this.#channel === ch) this.#channel = null;
-        void chain.then(() => resolve(error));
+        const openMs = openedAt === null ? 0 : Date.now() - openedAt;
+        void chain.then(() => resolve({ error, openMs }));
       });
     });
   }

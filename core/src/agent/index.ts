@@ -1,6 +1,7 @@
 export * from './transport.js';
 export * from './token.js';
 export * from './backoff.js';
+export * from './failover.js';
 export * from './agent.js';
 export { reconcileLifecycle, LIFECYCLE_KEY, type LifecycleOutcome, type LifecycleStep } from './lifecycle.js';
 export * from './view-store.js';
