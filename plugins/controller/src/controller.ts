@@ -440,10 +440,15 @@ export class Controller {
     return { ...result, snapshotPending: sync.snapshotPending };
   }
 
-  /** When a snapshot held back by the backoff may go (epoch ms), or null; and why none goes at all. */
+  /**
+   * When a snapshot held back by the backoff may go (epoch ms), or null; and why none goes at all.
+   * A pending snapshot always has a time, even one already past: `deltaFor` read the clock a moment
+   * before, and a hold that ran out in between (a timer fires up to a millisecond early; a busy
+   * machine stretches the moment) must still be pumped again, never left without a timer.
+   */
   snapshotHold(network: string, id: string): { retryAt: number | null; diverged: string | null } {
     const sync = this.#sync(this.#net(network), id);
-    const at = sync.snapshotPending && (sync.snapshotNotBefore ?? 0) > Date.parse(this.#now()) ? sync.snapshotNotBefore! : null;
+    const at = sync.snapshotPending && !sync.diverged ? Math.max(sync.snapshotNotBefore ?? 0, Date.parse(this.#now())) : null;
     return { retryAt: at, diverged: sync.diverged ?? null };
   }
 

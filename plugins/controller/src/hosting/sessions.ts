@@ -276,10 +276,12 @@ export class SyncSession {
   #held(): void {
     const { retryAt, diverged } = this.hub.controller.snapshotHold(this.network, this.node);
     if (retryAt !== null && !this.#retry) {
+      // +1 ms: a timer may fire up to a millisecond before the wall clock says its time has come.
+      const wait = Math.max(0, retryAt - Date.now()) + 1;
       this.#retry = setTimeout(() => {
         this.#retry = null;
         this.pump();
-      }, Math.max(0, retryAt - Date.now()));
+      }, wait);
     }
     if (diverged && !this.#divergedSaid) {
       this.#divergedSaid = true;
