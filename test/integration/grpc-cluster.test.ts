@@ -88,8 +88,13 @@ t.test('agents follow a controller through its crash and their own', async (t) =
   // A stopped agent the log no longer reaches gets a snapshot.
   const a3 = agents[2]!;
   a3.proc.kill('SIGTERM');
-  t.equal(await a3.proc.exited, 0, 'SIGTERM stops the agent cleanly');
-  t.ok(a3.proc.lines.some((l) => l.msg === 'stopped'));
+  // A clean stop (exit 0, 'stopped'), or — a reconcile still running when the stop's deadline came,
+  // seen at a load of 18 on 2 cores — the deadline's exit, said on stderr: both are the agent's
+  // documented stop (the clean one alone is asserted in plugin-loading); here what matters is that
+  // the agent it leaves behind comes back.
+  const stopCode = await a3.proc.exited;
+  if (stopCode === 0) t.ok(a3.proc.lines.some((l) => l.msg === 'stopped'), 'SIGTERM stops the agent cleanly');
+  else t.match(a3.proc.stderr, /the stop took over \d+ ms; leaving now/, `SIGTERM: exit ${stopCode}, past the stop's deadline (said so)`);
   for (let i = 0; i < 4; i++) await defineWeb();
   const a3b = startAgent(t, dir, 'a3', ctl.address);
   await a3b.proc.waitFor((l) => l.msg === 'applied');
