@@ -9,25 +9,14 @@
  * killed replica started again loads the state the survivor wrote.
  */
 import t from 'tap';
-import { chmodSync, copyFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { ADMIN_CREDENTIAL_FILE, readAdminCredential } from '@meshp/controller';
-import { nodes, startController, tokenFor, waitUntil, workdir, type ControllerProc } from '../helpers/grpc-procs.js';
+import { nodes, replicaState, startController, tokenFor, waitUntil, workdir, type ControllerProc } from '../helpers/grpc-procs.js';
 import { SimAgent } from '../helpers/sim-agent.js';
 import { postgresMissing, startPostgres } from '../helpers/postgres.js';
 
 const missing = postgresMissing();
 const PER_REPLICA = 3;
-
-/** A second replica's state folder: the same certificate (agents pin it), version key and admin credential as the first's. */
-function replicaState(from: string, to: string): void {
-  mkdirSync(join(to, 'tls'), { recursive: true, mode: 0o700 });
-  chmodSync(to, 0o700);
-  for (const f of ['tls/controller.crt', 'tls/controller.key', 'controller.version.key', ADMIN_CREDENTIAL_FILE]) {
-    copyFileSync(join(from, f), join(to, f));
-    chmodSync(join(to, f), 0o600);
-  }
-}
 
 if (missing) {
   t.plan(0, `skipped: the replica test needs a PostgreSQL cluster of its own: ${missing}`);
