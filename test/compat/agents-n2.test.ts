@@ -37,11 +37,15 @@ t.test('agents of two earlier commits follow today’s controller', { skip: miss
     return { proc: new Proc(t, args, undefined, built(o.commit)), name: o.name, state: join(base, 'state'), root };
   });
   startAgent(t, dir, 'db1', ctl.address, await tokenFor(ctl, ['db']));
+  // On a timeout the old agents' own state is said too (alive or not, their last lines): seen once at load 24, unexplained.
   const settled = (names: string[]) =>
     waitUntil(`${names.join(', ')} at gap 0`, async () => {
       const nodes = await listNodes(ctl);
       return names.every((x) => nodes.some((m) => m.name === x && m.gap === 0 && m.appliedVersion > 0)) && nodes;
-    }, 60_000);
+    }, 60_000).catch((e: Error) => {
+      const said = old.map((a) => `${a.name}: ${a.proc.alive ? 'running' : 'exited'}; last lines ${JSON.stringify(a.proc.lines.slice(-3))}; stderr ${a.proc.stderr.slice(-300)}`);
+      throw new Error(`${e.message}\n${said.join('\n')}`);
+    });
   await settled(['old2', 'old1', 'db1']);
   for (const a of old) t.ok(a.proc.lines.some((l) => l.msg === 'enrolled'), `${a.name} enrolled`);
 
