@@ -210,16 +210,19 @@ async function run(n) {
   const perWorker = (x) => Math.max(1, Math.round(x / nWorkers));
   let sim0 = simUsage();
   t0 = now();
+  const ctlEnrol0 = usage();
   await all('enrol', { concurrency: perWorker(CONCURRENCY) });
   const enrolS = (now() - t0) / 1000;
   const enrolLoad = load();
   const simEnrol = simUsage().cpuMs - sim0.cpuMs;
+  const ctlEnrol = usage().cpuMs - ctlEnrol0.cpuMs;
   const firstK = marks.length ? (marks[0] - t0) / 1000 : NaN;
   const lastK = marks.length >= 2 ? (marks.at(-1) - marks.at(-2)) / 1000 : NaN;
   console.error(`[N=${n}] enrolled ${n} in ${fmt(enrolS)} s (${fmt(n / enrolS)}/s) over ${nWorkers} worker(s); load ${enrolLoad}`);
 
   // Streams opened, at most OPEN_WINDOW waiting for their snapshot; snapshots received.
   sim0 = simUsage();
+  const ctlSnap0 = usage();
   t0 = now();
   const opening = all('open', { window: perWorker(OPEN_WINDOW) });
   opening.catch(() => undefined);
@@ -235,6 +238,7 @@ async function run(n) {
   const snapS = (now() - t0) / 1000;
   const snapLoad = load();
   const simSnap = simUsage().cpuMs - sim0.cpuMs;
+  const ctlSnap = usage().cpuMs - ctlSnap0.cpuMs;
   console.error(`[N=${n}] ${n} streams opened and snapshotted in ${fmt(snapS)} s; load ${snapLoad}`);
   await sleep(1000);
   const held = usage();
@@ -278,7 +282,7 @@ async function run(n) {
   console.log(`\nN = ${fmt(n)} agents in groups of ${GROUP}; ${STORE ? `PostgreSQL, ${ctls.length} replica(s)` : 'SQLite'}; controller pid ${ctls.map((c) => c.child.pid).join(', ')} (open-file limit ${ctls.map((c) => c.nofile).join(', ')}); ${nWorkers} simulator process(es)`);
   console.log(`enrolment: ${fmt(n / enrolS)}/s (${fmt(enrolS)} s${marks.length >= 2 ? `; first 1,000 in ${fmt(firstK)} s, last 1,000 in ${fmt(lastK)} s` : ''}), load ${enrolLoad}`);
   console.log(`${fmt(n)} streams opened and snapshotted in ${fmt(snapS)} s (at most ${fmt(perWorker(OPEN_WINDOW) * nWorkers)} waiting at once), load ${snapLoad}`);
-  console.log(`controller while enrolling and snapshotting: ${fmt((held.cpuMs - idle.cpuMs) / n, 2)} ms CPU per agent; RSS ${fmt((held.rssKb - idle.rssKb) / n)} KB per agent (${fmt(held.rssKb / 1024)} MB)`);
+  console.log(`controller while enrolling and snapshotting: ${fmt((held.cpuMs - idle.cpuMs) / n, 2)} ms CPU per agent; RSS ${fmt((held.rssKb - idle.rssKb) / n)} KB per agent (${fmt(held.rssKb / 1024)} MB); busy ${fmt(ctlEnrol / 10 / enrolS, 0)}% of a core enrolling, ${fmt(ctlSnap / 10 / snapS, 0)}% snapshotting`);
   console.log(`simulator: ${fmt(simEnrol / 1000)} s CPU enrolling (${fmt(simEnrol / 10 / enrolS, 0)}% of a core), ${fmt(simSnap / 1000)} s snapshotting (${fmt(simSnap / 10 / snapS, 0)}%); RSS ${fmt(simHeld.rssKb / 1024)} MB`);
   console.log('change          msgs    bytes  acked  ctl cpu ms   gap-0 p50   p99    max ms  gaps≠0 | full-state msgs  ratio | load');
   for (const r of rows) {
