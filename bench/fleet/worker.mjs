@@ -125,6 +125,18 @@ let admin;
 let network;
 const agents = [];
 
+/** A token for one agent; a call that timed out on a busy machine is made again (an unused token is harmless). */
+async function newToken(tag) {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return (await admin.call('createToken', { network, mode: 2, ttlSeconds: 3600, tags: [tag] })).token;
+    } catch (e) {
+      if (e?.code !== 'MESHP_UNAVAILABLE' || attempt >= 5) throw e;
+      await sleep(1000 * attempt);
+    }
+  }
+}
+
 const commands = {
   async init(m) {
     ({ plan, ctls, network } = m);
@@ -134,8 +146,7 @@ const commands = {
   async enrol(m) {
     await pool(plan, m.concurrency, async (p) => {
       const a = new SimAgent(ctls[p.ctl], p.name);
-      const { token } = await admin.call('createToken', { network, mode: 2, ttlSeconds: 3600, tags: [p.tag] });
-      await a.enrol(token);
+      await a.enrol(await newToken(p.tag));
       agents.push(a);
       process.send({ enrolled: 1 });
     });
