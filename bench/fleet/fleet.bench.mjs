@@ -24,7 +24,10 @@
 // `--replicas K` K controllers share it, the agents spread over them round-robin; admin calls go to
 // the first; CPU and RSS are summed over the replicas; gaps are read from the replica each agent is on.
 // The controller is started with its open-file limit raised to 2N + 1,000 (it holds one socket per
-// agent); the limit it got is printed.
+// agent); the limit it got is printed, and said on stderr when it is under one per agent. Only a
+// process allowed to (CAP_SYS_RESOURCE) raises the hard limit: where it cannot (a container without
+// it), raise it for the shell that runs the bench (`ulimit -Hn`, systemd LimitNOFILE). From one
+// loopback address the agents also share about 28,000 ephemeral ports (ip_local_port_range).
 //
 // Run after `make build`: node bench/fleet/fleet.bench.mjs [sizes, default 200,1000] [--store postgres://…]
 //   [--replicas K] [--workers W] [--open-window M] [--concurrency C (enrolments at once, default 50)]
