@@ -154,6 +154,8 @@ function replicaState(from, to) {
 
 async function run(n) {
   const dir = mkdtempSync(join(tmpdir(), 'meshp-fleet-'));
+  // Also when a run fails (after the controllers are killed: their 'exit' handlers come first).
+  process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
   const schema = STORE ? await schemaFor(STORE, n) : null;
   // Raised, never lowered below this process's own.
   const own = Number(/Max open files\s+(\d+)/.exec(readFileSync('/proc/self/limits', 'utf8'))?.[1] ?? 0);
