@@ -1,36 +1,46 @@
-// The fleet simulator (issue 15): N agents in this one process, each with its own Ed25519 key,
-// its own pinned TLS channel and Sync stream to one real `meshp controller serve` (its own
-// process), built from the project's client pieces (GrpcControlLink, core's DeltaApplier); the
-// host is a no-op: every delta is applied to the view and acked at once, as the real agent does
-// after its reconcile. Agents are in groups of 50 (tag gK; the policy lets each group reach itself).
+// The fleet simulator (issue 15): N agents, each with its own Ed25519 key, its own pinned TLS
+// channel and Sync stream to one real `meshp controller serve` (its own process), built from the
+// project's client pieces (GrpcControlLink, core's DeltaApplier); the host is a no-op: every delta is
+// applied to the view and acked at once, as the real agent does after its reconcile. Agents are in
+// groups of 50 (tag gK; the policy lets each group reach itself). The agents are spread over
+// `--workers W` processes (worker.mjs, default one per 2,500 agents, at most 8), each with its share,
+// driven from here over IPC, so that the clients are not what is measured: at 10,000 agents one
+// process was saturated (TLS, protobuf, its own timers) while the controller was not.
 //
-// It prints per N: the enrolment rate, the time to open N streams and get their snapshots, the
-// controller's CPU and RSS per agent, and for a join (a new agent in group 0), a policy change
-// (group 0's rule) and a removal (a group-0 node): the messages sent, the controller CPU, and the
-// time from the admin call until every agent that was sent the change has acked it (p50/p99/max),
-// with each node's gap read back from the controller, and the bytes those messages took on the wire
-// (each one's protobuf encoding). The full-state baseline is what pushing every agent its whole view
-// would send: N messages per change, printed next to it. An agent whose stream ends reconnects with
-// the agent's own jittered backoff; how streams ended is printed last.
+// It prints per N: the enrolment rate (and the first and last thousand's), the time to open N
+// streams and get their snapshots (opened with at most `--open-window` of them waiting for their
+// snapshot, default 200: a pace set by the controller, not a burst of N), the controller's CPU and
+// RSS per agent, and for a join (a new agent in group 0), a policy change (group 0's rule) and a
+// removal (a group-0 node): the messages sent, the controller CPU, and the time from the admin call
+// until every agent that was sent the change has acked it (p50/p99/max), with each node's gap read
+// back from the controller, and the bytes those messages took on the wire (each one's protobuf
+// encoding). The full-state baseline is what pushing every agent its whole view would send: N
+// messages per change, printed next to it. An agent whose stream ends reconnects with the agent's
+// own jittered backoff; how streams ended is printed last. The machine's load average is printed with
+// each phase, and the simulator's own CPU, so a figure taken on a busy machine says so.
 //
 // With `--store postgres://…` the controller keeps its state in that database (each size in a schema
 // of its own, made and dropped by the bench: nothing else in the database is touched), and with
 // `--replicas K` K controllers share it, the agents spread over them round-robin; admin calls go to
 // the first; CPU and RSS are summed over the replicas; gaps are read from the replica each agent is on.
+// The controller is started with its open-file limit raised to 2N + 1,000 (it holds one socket per
+// agent); the limit it got is printed, and said on stderr when it is under one per agent. Only a
+// process allowed to (CAP_SYS_RESOURCE) raises the hard limit: where it cannot (a container without
+// it), raise it for the shell that runs the bench (`ulimit -Hn`, systemd LimitNOFILE). From one
+// loopback address the agents also share about 28,000 ephemeral ports (ip_local_port_range).
 //
-// Run after `make build`: node bench/fleet/fleet.bench.mjs [sizes, default 200,1000] [--store postgres://…] [--replicas K]
+// Run after `make build`: node bench/fleet/fleet.bench.mjs [sizes, default 200,1000] [--store postgres://…]
+//   [--replicas K] [--workers W] [--open-window M] [--concurrency C (enrolments at once, default 50)]
+// FLEET_CONTROLLER_NODE_ARGS: node flags for the controller (e.g. `--cpu-prof --cpu-prof-dir=/tmp/p`).
 import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { spawn } from 'node:child_process';
-import { generateKeyPairSync, sign } from 'node:crypto';
+import { fork, spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import { Backoff, PROTOCOL_REVISION, challengePayload } from '@meshp/core/agent';
-import { DeltaApplier } from '@meshp/core/delta';
-import { GrpcControlLink, wire } from '@meshp/transport-grpc';
 import { connectAdmin } from '../../bin/dist/remote/admin.js';
 
 const MESHP = new URL('../../bin/dist/main.js', import.meta.url).pathname;
+const WORKER = new URL('./worker.mjs', import.meta.url).pathname;
 const argv = process.argv.slice(2);
 const flag = (name) => {
   const i = argv.indexOf(name);
@@ -41,12 +51,16 @@ const flag = (name) => {
 };
 const STORE = flag('--store');
 const REPLICAS = Number(flag('--replicas') ?? 1);
+const WORKERS = flag('--workers');
+const OPEN_WINDOW = Number(flag('--open-window') ?? 200);
+const CONCURRENCY = Number(flag('--concurrency') ?? 50);
 if (REPLICAS > 1 && !STORE) throw new Error('--replicas needs --store postgres://… (replicas share one database)');
 const sizes = (argv[0] ?? '200,1000').split(',').map(Number);
 const GROUP = 50;
-const CONCURRENCY = 50;
 const fmt = (n, d = 1) => n.toLocaleString('en-US', { maximumFractionDigits: d });
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const now = () => performance.timeOrigin + performance.now();
+const load = () => loadavg().map((x) => x.toFixed(2)).join(' ');
 
 /** utime+stime of a process, in ms, and its RSS in KB, from /proc. */
 function usageOf(pid) {
@@ -57,8 +71,11 @@ function usageOf(pid) {
   return { cpuMs: ticks * 10, rssKb: rss };
 }
 
-async function startController(state, store) {
-  const child = spawn(process.execPath, [MESHP, 'controller', 'serve', '--state', state, '--listen', '127.0.0.1:0', ...(store ? ['--store', store] : [])], { stdio: ['ignore', 'pipe', 'pipe'] });
+async function startController(state, store, nofile) {
+  const nodeArgs = (process.env.FLEET_CONTROLLER_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  // Through a shell only to raise its open-file limit (exec: the pid is the controller's).
+  const args = [...nodeArgs, MESHP, 'controller', 'serve', '--state', state, '--listen', '127.0.0.1:0', ...(store ? ['--store', store] : [])];
+  const child = spawn('/bin/sh', ['-c', `ulimit -n ${nofile} 2>/dev/null || ulimit -n hard 2>/dev/null; exec "$0" "$@"`, process.execPath, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   child.stderr.resume();
   // The controller goes with the bench, however it ends (a timeout, ^C).
   process.once('exit', () => child.kill('SIGKILL'));
@@ -75,94 +92,34 @@ async function startController(state, store) {
     });
     child.once('exit', (c) => reject(new Error(`controller exited ${c}`)));
   });
-  return { child, address: String(serving.address), fingerprint: String(serving.fingerprint) };
+  const limit = /Max open files\s+(\d+)/.exec(readFileSync(`/proc/${child.pid}/limits`, 'utf8'))?.[1];
+  return { child, address: String(serving.address), fingerprint: String(serving.fingerprint), nofile: Number(limit) };
 }
 
-class SimAgent {
-  applier = new DeltaApplier();
-  key = generateKeyPairSync('ed25519');
-  acked = new Map(); // version → time acked
-  deltas = 0;
-  bytes = 0;
-  firstAt = 0;
-  /** Streams opened (reconnects: the agent's own jittered backoff) and how they ended. */
-  opens = 0;
-  ends = new Map();
-  backoff = new Backoff({ initialMs: 250, maxMs: 15_000 });
-  closed = false;
-
-  constructor(ctl, name) {
-    this.name = name;
-    this.link = new GrpcControlLink({ address: ctl.address, fingerprint: ctl.fingerprint });
-  }
-
-  async enrol(token) {
-    const nodeKey = this.key.publicKey.export({ type: 'spki', format: 'der' }).toString('base64');
-    // As the agent does: an answer that did not come (a busy machine) is asked again with the same token and key.
-    for (let attempt = 1; ; attempt++) {
-      try {
-        this.enrolment = await this.link.enrol({ token, nodeKey, node: this.name, endpoints: [] });
-        return;
-      } catch (e) {
-        if (e?.code !== 'MESHP_UNAVAILABLE' || attempt >= 5) throw e;
-        await sleep(this.backoff.next());
-      }
-    }
-  }
-
-  open() {
-    if (this.closed) return;
-    const ch = this.link.sync();
-    this.ch = ch;
-    this.opens++;
-    ch.onClose((e) => {
-      const code = e?.code ?? 'closed';
-      this.ends.set(code, (this.ends.get(code) ?? 0) + 1);
-      if (!this.closed) setTimeout(() => this.open(), this.backoff.next());
+/** A worker process (worker.mjs) and a call to it: a promise of its answer. */
+function startWorker(onProgress) {
+  const child = fork(WORKER, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  process.once('exit', () => child.kill('SIGKILL'));
+  const waiting = new Map();
+  let next = 0;
+  child.on('message', (m) => {
+    if (m.id === undefined) return onProgress(m);
+    const w = waiting.get(m.id);
+    waiting.delete(m.id);
+    if (m.ok) w.resolve(m.r);
+    else w.reject(new Error(`worker ${child.pid}: ${m.error}`));
+  });
+  child.once('exit', (code) => {
+    for (const w of waiting.values()) w.reject(new Error(`worker ${child.pid} exited ${code}`));
+    waiting.clear();
+  });
+  const call = (cmd, args = {}) =>
+    new Promise((resolve, reject) => {
+      const id = next++;
+      waiting.set(id, { resolve, reject });
+      child.send({ id, cmd, ...args });
     });
-    ch.onMessage((m) => {
-      if ('challenge' in m) {
-        const { appliedVersion, stateHash } = this.applier.hello();
-        const signature = sign(null, challengePayload(this.enrolment.node, m.challenge), this.key.privateKey);
-        ch.send({ hello: { node: this.enrolment.node, credential: this.enrolment.credential, appliedVersion, stateHash, revision: PROTOCOL_REVISION, signature } });
-      } else if ('delta' in m) {
-        this.deltas++;
-        // Its size on the wire: the protobuf encoding of the message received.
-        this.bytes += wire.SyncResponse.encode(wire.SyncResponse.fromPartial({ delta: m.delta })).finish().length;
-        let r;
-        try {
-          r = this.applier.receive(m.delta);
-        } catch (err) {
-          ch.send({ resync: this.applier.resyncRequest(err) });
-          return;
-        }
-        if (r.status !== 'applied') return;
-        if (!this.firstAt) this.firstAt = performance.now();
-        this.backoff.reset();
-        this.acked.set(r.ack.appliedVersion, performance.now());
-        ch.send({ ack: r.ack });
-      }
-    });
-  }
-
-  close() {
-    this.closed = true;
-    this.ch?.close?.();
-    this.link.close?.();
-  }
-}
-
-function ends(agents) {
-  const out = new Map();
-  for (const a of agents) for (const [k, v] of a.ends) out.set(k, (out.get(k) ?? 0) + v);
-  return out;
-}
-
-async function pool(items, n, fn) {
-  let i = 0;
-  await Promise.all(Array.from({ length: Math.min(n, items.length) }, async () => {
-    while (i < items.length) await fn(items[i++]);
-  }));
+  return { child, call };
 }
 
 const pct = (xs, p) => (xs.length ? [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))] : NaN);
@@ -197,13 +154,18 @@ function replicaState(from, to) {
 
 async function run(n) {
   const dir = mkdtempSync(join(tmpdir(), 'meshp-fleet-'));
+  // Also when a run fails (after the controllers are killed: their 'exit' handlers come first).
+  process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
   const schema = STORE ? await schemaFor(STORE, n) : null;
-  const ctls = [await startController(join(dir, 'ctl0'), schema?.url)];
+  // Raised, never lowered below this process's own.
+  const own = Number(/Max open files\s+(\d+)/.exec(readFileSync('/proc/self/limits', 'utf8'))?.[1] ?? 0);
+  const nofile = Math.max(own, 2 * n + 1000);
+  const ctls = [await startController(join(dir, 'ctl0'), schema?.url, nofile)];
   for (let k = 1; k < REPLICAS; k++) {
     replicaState(join(dir, 'ctl0'), join(dir, `ctl${k}`));
-    ctls.push(await startController(join(dir, `ctl${k}`), schema?.url));
+    ctls.push(await startController(join(dir, `ctl${k}`), schema?.url, nofile));
   }
-  const ctl = ctls[0];
+  if (ctls.some((c) => c.nofile < n + 100)) console.error(`[N=${n}] the controller's open-file limit is ${ctls.map((c) => c.nofile).join(', ')}: fewer than one per agent`);
   const admins = await Promise.all(ctls.map((_, k) => connectAdmin({ state: join(dir, `ctl${k}`) })));
   const admin = admins[0];
   /** CPU and RSS of every replica, summed. */
@@ -212,83 +174,129 @@ async function run(n) {
   const groups = Math.ceil(n / GROUP);
   const rules = Array.from({ length: groups }, (_, g) => ({ fromTag: `g${g}`, toTag: `g${g}`, ports: [] }));
   await admin.call('setPolicy', { network, rules });
+
+  // The agents, round-robin over the workers (a0, the one removed, and the late joiner on worker 0).
+  const nWorkers = Math.max(1, Math.min(n, Number(WORKERS ?? Math.min(8, Math.ceil(n / 2500)))));
+  let enrolled = 0;
+  const marks = [];
+  let t0 = 0;
+  const workers = Array.from({ length: nWorkers }, () =>
+    startWorker((m) => {
+      if (!m.enrolled) return;
+      enrolled += m.enrolled;
+      if (enrolled % 1000 === 0) {
+        marks.push(now());
+        console.error(`[N=${n}] ${enrolled} enrolled after ${fmt((now() - t0) / 1000)} s (load ${load()})`);
+      }
+    }),
+  );
+  const simUsage = () => workers.map((w) => usageOf(w.child.pid)).reduce((a, b) => ({ cpuMs: a.cpuMs + b.cpuMs, rssKb: a.rssKb + b.rssKb }));
+  const all = (cmd, args) => Promise.all(workers.map((w) => w.call(cmd, args)));
+  const counts = async () => {
+    const cs = await all('counts');
+    const out = { agents: 0, snapshotted: 0, acked: 0, deltas: 0, bytes: 0, opens: 0, ends: {} };
+    for (const c of cs) {
+      for (const k of ['agents', 'snapshotted', 'acked', 'deltas', 'bytes', 'opens']) out[k] += c[k];
+      for (const [k, v] of Object.entries(c.ends)) out.ends[k] = (out.ends[k] ?? 0) + v;
+    }
+    return out;
+  };
+  const ctlRefs = ctls.map((c) => ({ address: c.address, fingerprint: c.fingerprint }));
+  await Promise.all(
+    workers.map((w, k) => {
+      const plan = [];
+      for (let i = k; i < n; i += nWorkers) plan.push({ name: `a${i}`, ctl: i % ctls.length, tag: `g${i % groups}` });
+      return w.call('init', { plan, ctls: ctlRefs, network, adminState: join(dir, 'ctl0') });
+    }),
+  );
   const idle = usage();
 
-  // Enrolment: one token each (single-use), CONCURRENCY at a time.
-  const agents = Array.from({ length: n }, (_, i) => new SimAgent(ctls[i % ctls.length], `a${i}`));
-  let t0 = performance.now();
-  let enrolled = 0;
-  await pool(agents, CONCURRENCY, async (a) => {
-    const g = Number(a.name.slice(1)) % groups;
-    const { token } = await admin.call('createToken', { network, mode: 2, ttlSeconds: 3600, tags: [`g${g}`] });
-    await a.enrol(token);
-    if (++enrolled % 1000 === 0) console.error(`[N=${n}] ${enrolled} enrolled after ${fmt((performance.now() - t0) / 1000)} s`);
-  });
-  const enrolS = (performance.now() - t0) / 1000;
-  console.error(`[N=${n}] enrolled ${n} in ${fmt(enrolS)} s (${fmt(n / enrolS)}/s)`);
+  // Enrolment: one token each (single-use), CONCURRENCY at a time over all workers.
+  const perWorker = (x) => Math.max(1, Math.round(x / nWorkers));
+  let sim0 = simUsage();
+  t0 = now();
+  const ctlEnrol0 = usage();
+  await all('enrol', { concurrency: perWorker(CONCURRENCY) });
+  const enrolS = (now() - t0) / 1000;
+  const enrolLoad = load();
+  const simEnrol = simUsage().cpuMs - sim0.cpuMs;
+  const ctlEnrol = usage().cpuMs - ctlEnrol0.cpuMs;
+  const firstK = marks.length ? (marks[0] - t0) / 1000 : NaN;
+  const lastK = marks.length >= 2 ? (marks.at(-1) - marks.at(-2)) / 1000 : NaN;
+  console.error(`[N=${n}] enrolled ${n} in ${fmt(enrolS)} s (${fmt(n / enrolS)}/s) over ${nWorkers} worker(s); load ${enrolLoad}`);
 
-  // Streams opened, snapshots received.
-  t0 = performance.now();
-  for (const a of agents) a.open();
-  for (let last = -1, still = 0; agents.some((a) => !a.firstAt); ) {
+  // Streams opened, at most OPEN_WINDOW waiting for their snapshot; snapshots received.
+  sim0 = simUsage();
+  const ctlSnap0 = usage();
+  t0 = now();
+  const opening = all('open', { window: perWorker(OPEN_WINDOW) });
+  opening.catch(() => undefined);
+  for (let last = -1, still = 0; ; ) {
     await sleep(500);
-    const got = agents.filter((a) => a.firstAt).length;
-    still = got === last ? still + 1 : 0;
-    last = got;
-    if (still > 0 && still % 20 === 0) console.error(`waiting: ${got} of ${n} snapshotted; stream ends so far: ${JSON.stringify(Object.fromEntries(ends(agents)))}`);
+    const c = await counts();
+    if (c.snapshotted >= n) break;
+    still = c.snapshotted === last ? still + 1 : 0;
+    last = c.snapshotted;
+    if (still > 0 && still % 20 === 0) console.error(`waiting: ${c.snapshotted} of ${n} snapshotted; stream ends so far: ${JSON.stringify(c.ends)}`);
   }
-  const snapS = (performance.now() - t0) / 1000;
-  console.error(`[N=${n}] ${n} streams opened and snapshotted in ${fmt(snapS)} s`);
+  await opening;
+  const snapS = (now() - t0) / 1000;
+  const snapLoad = load();
+  const simSnap = simUsage().cpuMs - sim0.cpuMs;
+  const ctlSnap = usage().cpuMs - ctlSnap0.cpuMs;
+  console.error(`[N=${n}] ${n} streams opened and snapshotted in ${fmt(snapS)} s; load ${snapLoad}`);
   await sleep(1000);
   const held = usage();
+  const simHeld = simUsage();
 
   const rows = [];
   const change = async (name, act) => {
-    for (const a of agents) a.acked.clear();
+    await all('clearAcks');
     const before = usage();
-    const sentBefore = agents.reduce((s, a) => s + a.deltas, 0);
-    const bytesBefore = agents.reduce((s, a) => s + a.bytes, 0);
-    const start = performance.now();
+    const c0 = await counts();
+    const start = now();
     await act();
     // settle: no new ack for 1 s
     let last = -1;
+    let c1;
     for (;;) {
       await sleep(1000);
-      const now = agents.reduce((s, a) => s + a.acked.size, 0);
-      if (now === last) break;
-      last = now;
+      c1 = await counts();
+      if (c1.acked === last) break;
+      last = c1.acked;
     }
     const after = usage();
-    const times = agents.filter((a) => a.acked.size).map((a) => Math.max(...a.acked.values()) - start);
+    const times = (await all('ackTimes')).flat().map((t) => t - start);
     // Each replica knows exactly the gaps of the agents connected to it.
     let gaps = 0;
     for (const a of admins) {
       const { nodes } = await a.call('listNodes', { network });
       gaps += nodes.filter((x) => (admins.length === 1 || x.connected) && Number(x.gap ?? 0) !== 0).length;
     }
-    rows.push({ name, bytes: agents.reduce((s, a) => s + a.bytes, 0) - bytesBefore, messages: agents.reduce((s, a) => s + a.deltas, 0) - sentBefore, acked: times.length, cpuMs: after.cpuMs - before.cpuMs, p50: pct(times, 50), p99: pct(times, 99), max: Math.max(0, ...times), gaps });
+    rows.push({ name, bytes: c1.bytes - c0.bytes, messages: c1.deltas - c0.deltas, acked: times.length, cpuMs: after.cpuMs - before.cpuMs, p50: pct(times, 50), p99: pct(times, 99), max: Math.max(0, ...times), gaps, load: load() });
   };
 
-  const late = new SimAgent(ctl, 'late');
   await change('join', async () => {
     const { token } = await admin.call('createToken', { network, mode: 2, ttlSeconds: 3600, tags: ['g0'] });
-    await late.enrol(token);
-    late.open();
-    agents.push(late);
+    await workers[0].call('late', { name: 'late', token });
   });
   await change('policy change', () => admin.call('setPolicy', { network, rules: rules.map((r, g) => (g === 0 ? { ...r, ports: ['443'] } : r)) }));
   await change('removal', () => admin.call('removeNode', { network, node: 'a0' }));
+  const end = await counts();
 
-  console.log(`\nN = ${fmt(n)} agents in groups of ${GROUP}; ${STORE ? `PostgreSQL, ${ctls.length} replica(s)` : 'SQLite'}; controller pid ${ctls.map((c) => c.child.pid).join(', ')}`);
-  console.log(`enrolment: ${fmt(n / enrolS)}/s (${fmt(enrolS)} s); ${fmt(n)} streams opened and snapshotted in ${fmt(snapS)} s`);
-  console.log(`controller while enrolling and snapshotting: ${fmt((held.cpuMs - idle.cpuMs) / n, 2)} ms CPU per agent; RSS ${fmt((held.rssKb - idle.rssKb) / n)} KB per agent (${fmt(held.rssKb / 1024)} MB)`);
-  console.log('change          msgs    bytes  acked  ctl cpu ms   gap-0 p50   p99    max ms  gaps≠0 | full-state msgs  ratio');
+  console.log(`\nN = ${fmt(n)} agents in groups of ${GROUP}; ${STORE ? `PostgreSQL, ${ctls.length} replica(s)` : 'SQLite'}; controller pid ${ctls.map((c) => c.child.pid).join(', ')} (open-file limit ${ctls.map((c) => c.nofile).join(', ')}); ${nWorkers} simulator process(es)`);
+  console.log(`enrolment: ${fmt(n / enrolS)}/s (${fmt(enrolS)} s${marks.length >= 2 ? `; first 1,000 in ${fmt(firstK)} s, last 1,000 in ${fmt(lastK)} s` : ''}), load ${enrolLoad}`);
+  console.log(`${fmt(n)} streams opened and snapshotted in ${fmt(snapS)} s (at most ${fmt(perWorker(OPEN_WINDOW) * nWorkers)} waiting at once), load ${snapLoad}`);
+  console.log(`controller while enrolling and snapshotting: ${fmt((held.cpuMs - idle.cpuMs) / n, 2)} ms CPU per agent; RSS ${fmt((held.rssKb - idle.rssKb) / n)} KB per agent (${fmt(held.rssKb / 1024)} MB); busy ${fmt(ctlEnrol / 10 / enrolS, 0)}% of a core enrolling, ${fmt(ctlSnap / 10 / snapS, 0)}% snapshotting`);
+  console.log(`simulator: ${fmt(simEnrol / 1000)} s CPU enrolling (${fmt(simEnrol / 10 / enrolS, 0)}% of a core), ${fmt(simSnap / 1000)} s snapshotting (${fmt(simSnap / 10 / snapS, 0)}%); RSS ${fmt(simHeld.rssKb / 1024)} MB`);
+  console.log('change          msgs    bytes  acked  ctl cpu ms   gap-0 p50   p99    max ms  gaps≠0 | full-state msgs  ratio | load');
   for (const r of rows) {
-    console.log([r.name.padEnd(14), fmt(r.messages).padStart(5), fmt(r.bytes).padStart(8), fmt(r.acked).padStart(6), fmt(r.cpuMs).padStart(11), fmt(r.p50, 0).padStart(11), fmt(r.p99, 0).padStart(5), fmt(r.max, 0).padStart(9), String(r.gaps).padStart(7), '|', fmt(agents.length).padStart(15), `${fmt(agents.length / Math.max(1, r.messages))}x`.padStart(6)].join(' '));
+    console.log([r.name.padEnd(14), fmt(r.messages).padStart(5), fmt(r.bytes).padStart(8), fmt(r.acked).padStart(6), fmt(r.cpuMs).padStart(11), fmt(r.p50, 0).padStart(11), fmt(r.p99, 0).padStart(5), fmt(r.max, 0).padStart(9), String(r.gaps).padStart(7), '|', fmt(end.agents).padStart(15), `${fmt(end.agents / Math.max(1, r.messages))}x`.padStart(6), '|', r.load].join(' '));
   }
-  const e = ends(agents);
-  console.log(`streams opened ${fmt(agents.reduce((k, a) => k + a.opens, 0))} for ${fmt(agents.length)} agents; ended: ${e.size ? JSON.stringify(Object.fromEntries(e)) : 'none'}`);
-  for (const a of agents) a.close();
+  const e = Object.entries(end.ends);
+  console.log(`streams opened ${fmt(end.opens)} for ${fmt(end.agents)} agents; ended: ${e.length ? JSON.stringify(end.ends) : 'none'}`);
+  await all('close').catch(() => undefined);
+  for (const w of workers) if (w.child.exitCode === null) await new Promise((r) => w.child.once('exit', r));
   for (const a of admins) a.close();
   for (const c of ctls) {
     c.child.kill('SIGTERM');

@@ -15,7 +15,7 @@ export { PostgresControllerStore, STORE_LOCK, CHANNEL } from './controller-store
 export { PostgresAuthStore } from './auth-store.js';
 export { Follower, DEFAULT_POLL_MS, type FollowOptions } from './follow.js';
 export { MIGRATIONS, migrate, schemaVersions, redact, type Migration } from './migrations.js';
-export { SyncPg, type Stmt, type Row } from './sync-pg.js';
+export { SyncPg, waitForAnswer, type Stmt, type Row } from './sync-pg.js';
 export { copyState, type CopyCounts } from './copy.js';
 
 export interface PostgresStore {

@@ -22,6 +22,21 @@ export type Answer =
 /** How long one batch may take before the database counts as gone. */
 export const DEFAULT_CALL_TIMEOUT_MS = 30_000;
 
+/**
+ * Blocks until the database thread has set the flag (its answer is on the port), or the time is up
+ * (false). A wake alone is not an answer: the thread stores the flag, then notifies, and it may be
+ * descheduled between the two, so its notify for one batch can come while this thread already waits
+ * for the next one (seen under load: "woke with no answer"). The flag is what says so.
+ */
+export function waitForAnswer(flag: Int32Array, timeoutMs: number): boolean {
+  const deadline = performance.now() + timeoutMs;
+  while (Atomics.load(flag, 0) === 0) {
+    const left = deadline - performance.now();
+    if (left <= 0 || Atomics.wait(flag, 0, 0, left) === 'timed-out') return Atomics.load(flag, 0) !== 0;
+  }
+  return true;
+}
+
 export class SyncPg {
   readonly #worker: Worker;
   readonly #port: MessagePort;
@@ -46,7 +61,7 @@ export class SyncPg {
     if (this.#broken) throw new MeshpError('MESHP_STORE_UNAVAILABLE', this.#broken);
     Atomics.store(this.#flag, 0, 0);
     this.#port.postMessage(stmts);
-    if (Atomics.wait(this.#flag, 0, 0, this.#timeoutMs) === 'timed-out') {
+    if (!waitForAnswer(this.#flag, this.#timeoutMs)) {
       // An answer that comes later would be taken for the next batch's: this connection is not used again.
       this.#broken = `no answer from the database within ${this.#timeoutMs} ms`;
       throw new MeshpError('MESHP_STORE_UNAVAILABLE', this.#broken);

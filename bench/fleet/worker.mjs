@@ -1,0 +1,203 @@
+// One process of the fleet simulator (fleet.bench.mjs forks several): its share of the agents,
+// each with its own Ed25519 key, pinned TLS channel and Sync stream, driven by the parent over IPC.
+// A request is { id, cmd, ... }; the answer { id, ok, r } or { id, ok: false, error }; progress
+// without an id ({ enrolled } every agent). Times are absolute (timeOrigin + now) so the parent can
+// compare them across processes.
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+import { generateKeyPairSync, sign } from 'node:crypto';
+import { Backoff, PROTOCOL_REVISION, challengePayload } from '@meshp/core/agent';
+import { DeltaApplier } from '@meshp/core/delta';
+import { GrpcControlLink, wire } from '@meshp/transport-grpc';
+import { connectAdmin } from '../../bin/dist/remote/admin.js';
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const now = () => performance.timeOrigin + performance.now();
+
+// grpc-js keeps one global subchannel pool per process and, for every new channel, compares it with
+// every subchannel to the same target (channelOptionsEqual), O(N) per channel. A real agent has one
+// channel; N of them in one process made each enrolment cost O(N) here (at N = 3,000, 8.5 s of this
+// process's CPU in getOrCreateSubchannel, growing with every agent). Each link's credentials are its
+// own (pinnedCredentials makes a new secure context), so no two links ever shared a subchannel: the
+// pool is kept per credentials instead, which finds the same subchannels without the scan.
+{
+  const grpcRequire = createRequire(fileURLToPath(import.meta.resolve('@meshp/transport-grpc')));
+  const { SubchannelPool, getSubchannelPool } = grpcRequire('@grpc/grpc-js/build/src/subchannel-pool.js');
+  const global = getSubchannelPool(true);
+  if (typeof global?.getOrCreateSubchannel !== 'function' || typeof SubchannelPool !== 'function') throw new Error('grpc-js subchannel pool not where the fleet bench expects it');
+  const byCredentials = new WeakMap();
+  global.getOrCreateSubchannel = (uri, address, args, creds) => {
+    let pool = byCredentials.get(creds);
+    if (!pool) byCredentials.set(creds, (pool = new SubchannelPool()));
+    return pool.getOrCreateSubchannel(uri, address, args, creds);
+  };
+}
+
+class SimAgent {
+  applier = new DeltaApplier();
+  key = generateKeyPairSync('ed25519');
+  acked = new Map(); // version → time acked
+  deltas = 0;
+  bytes = 0;
+  firstAt = 0;
+  /** Streams opened (reconnects: the agent's own jittered backoff) and how they ended. */
+  opens = 0;
+  ends = new Map();
+  backoff = new Backoff({ initialMs: 250, maxMs: 15_000 });
+  closed = false;
+
+  constructor(ctl, name) {
+    this.name = name;
+    this.link = new GrpcControlLink({ address: ctl.address, fingerprint: ctl.fingerprint });
+    this.first = new Promise((r) => (this.gotFirst = r));
+  }
+
+  async enrol(token) {
+    const nodeKey = this.key.publicKey.export({ type: 'spki', format: 'der' }).toString('base64');
+    // As the agent does: an answer that did not come (a busy machine) is asked again with the same token and key.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        this.enrolment = await this.link.enrol({ token, nodeKey, node: this.name, endpoints: [] });
+        return;
+      } catch (e) {
+        if (e?.code !== 'MESHP_UNAVAILABLE' || attempt >= 5) throw e;
+        await sleep(this.backoff.next());
+      }
+    }
+  }
+
+  open() {
+    if (this.closed) return;
+    const ch = this.link.sync();
+    this.ch = ch;
+    this.opens++;
+    ch.onClose((e) => {
+      const code = e?.code ?? 'closed';
+      this.ends.set(code, (this.ends.get(code) ?? 0) + 1);
+      if (!this.closed) setTimeout(() => this.open(), this.backoff.next());
+    });
+    ch.onMessage((m) => {
+      if ('challenge' in m) {
+        const { appliedVersion, stateHash } = this.applier.hello();
+        const signature = sign(null, challengePayload(this.enrolment.node, m.challenge), this.key.privateKey);
+        ch.send({ hello: { node: this.enrolment.node, credential: this.enrolment.credential, appliedVersion, stateHash, revision: PROTOCOL_REVISION, signature } });
+      } else if ('delta' in m) {
+        this.deltas++;
+        // Its size on the wire: the protobuf encoding of the message received.
+        this.bytes += wire.SyncResponse.encode(wire.SyncResponse.fromPartial({ delta: m.delta })).finish().length;
+        let r;
+        try {
+          r = this.applier.receive(m.delta);
+        } catch (err) {
+          ch.send({ resync: this.applier.resyncRequest(err) });
+          return;
+        }
+        if (r.status !== 'applied') return;
+        if (!this.firstAt) {
+          this.firstAt = now();
+          this.gotFirst();
+        }
+        this.backoff.reset();
+        this.acked.set(r.ack.appliedVersion, now());
+        ch.send({ ack: r.ack });
+      }
+    });
+  }
+
+  close() {
+    this.closed = true;
+    this.ch?.close?.();
+    this.link.close?.();
+  }
+}
+
+async function pool(items, n, fn) {
+  let i = 0;
+  await Promise.all(Array.from({ length: Math.min(n, items.length) }, async () => {
+    while (i < items.length) await fn(items[i++]);
+  }));
+}
+
+/** { name, ctl, tag } given by init; the agents once enrolled. */
+let plan = [];
+let ctls = [];
+let admin;
+let network;
+const agents = [];
+
+/** A token for one agent; a call that timed out on a busy machine is made again (an unused token is harmless). */
+async function newToken(tag) {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return (await admin.call('createToken', { network, mode: 2, ttlSeconds: 3600, tags: [tag] })).token;
+    } catch (e) {
+      if (e?.code !== 'MESHP_UNAVAILABLE' || attempt >= 5) throw e;
+      await sleep(1000 * attempt);
+    }
+  }
+}
+
+const commands = {
+  async init(m) {
+    ({ plan, ctls, network } = m);
+    admin = await connectAdmin({ state: m.adminState });
+  },
+  /** One token each (single-use), `concurrency` at a time. */
+  async enrol(m) {
+    await pool(plan, m.concurrency, async (p) => {
+      const a = new SimAgent(ctls[p.ctl], p.name);
+      await a.enrol(await newToken(p.tag));
+      agents.push(a);
+      process.send({ enrolled: 1 });
+    });
+  },
+  /** Streams opened with at most `window` of them waiting for their snapshot; answered once all are open. */
+  async open(m) {
+    await pool(agents, m.window, async (a) => {
+      a.open();
+      await a.first;
+    });
+  },
+  counts() {
+    const ends = {};
+    let snapshotted = 0, acked = 0, deltas = 0, bytes = 0, opens = 0;
+    for (const a of agents) {
+      if (a.firstAt) snapshotted++;
+      acked += a.acked.size;
+      deltas += a.deltas;
+      bytes += a.bytes;
+      opens += a.opens;
+      for (const [k, v] of a.ends) ends[k] = (ends[k] ?? 0) + v;
+    }
+    return { agents: agents.length, snapshotted, acked, deltas, bytes, opens, ends };
+  },
+  clearAcks() {
+    for (const a of agents) a.acked.clear();
+  },
+  /** The last ack time of every agent that acked since clearAcks. */
+  ackTimes() {
+    return agents.filter((a) => a.acked.size).map((a) => Math.max(...a.acked.values()));
+  },
+  /** A new agent, enrolled with the token the parent made, its stream opened. */
+  async late(m) {
+    const a = new SimAgent(ctls[0], m.name);
+    await a.enrol(m.token);
+    a.open();
+    agents.push(a);
+  },
+  close() {
+    for (const a of agents) a.close();
+    admin?.close();
+    setTimeout(() => process.exit(0), 100);
+  },
+};
+
+process.on('message', async (m) => {
+  try {
+    const r = await commands[m.cmd](m);
+    process.send({ id: m.id, ok: true, r });
+  } catch (e) {
+    process.send({ id: m.id, ok: false, error: String(e?.stack ?? e) });
+  }
+});
+process.on('disconnect', () => process.exit(0));
