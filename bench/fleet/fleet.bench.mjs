@@ -282,7 +282,7 @@ async function run(n) {
       const { nodes } = await a.call('listNodes', { network });
       gaps += nodes.filter((x) => (admins.length === 1 || x.connected) && Number(x.gap ?? 0) !== 0).length;
     }
-    rows.push({ name, bytes: c1.bytes - c0.bytes, messages: c1.deltas - c0.deltas, acked: times.length, cpuMs: after.cpuMs - before.cpuMs, netMs: Math.max(0, after.cpuMs - before.cpuMs - idleRate * windowMs), windowMs, p50: pct(times, 50), p99: pct(times, 99), max: Math.max(0, ...times), gaps, load: load() });
+    rows.push({ name, bytes: c1.bytes - c0.bytes, messages: c1.deltas - c0.deltas, acked: times.length, cpuMs: after.cpuMs - before.cpuMs, netMs: after.cpuMs - before.cpuMs - idleRate * windowMs, windowMs, p50: pct(times, 50), p99: pct(times, 99), max: Math.max(0, ...times), gaps, load: load() });
   };
 
   await change('join', async () => {
@@ -298,10 +298,10 @@ async function run(n) {
   console.log(`${fmt(n)} streams opened and snapshotted in ${fmt(snapS)} s (at most ${fmt(perWorker(OPEN_WINDOW) * nWorkers)} waiting at once), load ${snapLoad}`);
   console.log(`controller while enrolling and snapshotting: ${fmt((held.cpuMs - idle.cpuMs) / n, 2)} ms CPU per agent; RSS ${fmt((held.rssKb - idle.rssKb) / n)} KB per agent (${fmt(held.rssKb / 1024)} MB); busy ${fmt(ctlEnrol / 10 / enrolS, 0)}% of a core enrolling, ${fmt(ctlSnap / 10 / snapS, 0)}% snapshotting`);
   console.log(`simulator: ${fmt(simEnrol / 1000)} s CPU enrolling (${fmt(simEnrol / 10 / enrolS, 0)}% of a core), ${fmt(simSnap / 1000)} s snapshotting (${fmt(simSnap / 10 / snapS, 0)}%); RSS ${fmt(simHeld.rssKb / 1024)} MB`);
-  console.log(`controller idle (no change): ${fmt(idleRate * 1000)} ms CPU a second; 'ctl cpu ms' below is a change's window net of it (the whole window in brackets, and its length)`);
+  console.log(`controller idle (no change): ${fmt(idleRate * 1000)} ms CPU a second; 'ctl cpu ms' below is a change's window net of it (the whole window in brackets, and its length; '<10': below what /proc's 10 ms ticks and the idle estimate can tell)`);
   console.log('change          msgs    bytes  acked  ctl cpu ms (window)      gap-0 p50   p99    max ms  gaps≠0 | full-state msgs  ratio | load');
   for (const r of rows) {
-    console.log([r.name.padEnd(14), fmt(r.messages).padStart(5), fmt(r.bytes).padStart(8), fmt(r.acked).padStart(6), fmt(r.netMs, 0).padStart(11), `(${fmt(r.cpuMs)} in ${fmt(r.windowMs / 1000)} s)`.padEnd(16), fmt(r.p50, 0).padStart(11), fmt(r.p99, 0).padStart(5), fmt(r.max, 0).padStart(9), String(r.gaps).padStart(7), '|', fmt(end.agents).padStart(15), `${fmt(end.agents / Math.max(1, r.messages))}x`.padStart(6), '|', r.load].join(' '));
+    console.log([r.name.padEnd(14), fmt(r.messages).padStart(5), fmt(r.bytes).padStart(8), fmt(r.acked).padStart(6), (r.netMs >= 10 ? fmt(r.netMs, 0) : '<10').padStart(11), `(${fmt(r.cpuMs)} in ${fmt(r.windowMs / 1000)} s)`.padEnd(16), fmt(r.p50, 0).padStart(11), fmt(r.p99, 0).padStart(5), fmt(r.max, 0).padStart(9), String(r.gaps).padStart(7), '|', fmt(end.agents).padStart(15), `${fmt(end.agents / Math.max(1, r.messages))}x`.padStart(6), '|', r.load].join(' '));
   }
   const e = Object.entries(end.ends);
   console.log(`streams opened ${fmt(end.opens)} for ${fmt(end.agents)} agents; ended: ${e.length ? JSON.stringify(end.ends) : 'none'}`);
