@@ -29,8 +29,20 @@
 // it), raise it for the shell that runs the bench (`ulimit -Hn`, systemd LimitNOFILE). From one
 // loopback address the agents also share about 28,000 ephemeral ports (ip_local_port_range).
 //
+// Then joins at a steady rate (`--join-rate R` a second for `--join-seconds S`, default 10 for 10 s;
+// their tokens made beforehand), each a new agent in a group of its own turn (g1, g2, …): for each, the
+// time from its Enrol call until every agent of its group applied and acked the delta bringing it (its
+// gap back to 0), and until the joiner's own snapshot; the goal is every gap 0 within 2 s p99.
+//
+// `--streams-per-connection K` (default 1): K agents in a row share one TLS connection (one HTTP/2
+// session, K Sync streams; each agent its own key, credential, stream and signed Hello). Only for a
+// machine whose open-file limit cannot give the controller a socket per agent (this container's hard
+// limit is 20,000): the RSS per agent then leaves out the connections. Run the same N with K = 1 and
+// K > 1 to see what a connection costs.
+//
 // Run after `make build`: node bench/fleet/fleet.bench.mjs [sizes, default 200,1000] [--store postgres://…]
 //   [--replicas K] [--workers W] [--open-window M] [--concurrency C (enrolments at once, default 50)]
+//   [--join-rate R] [--join-seconds S] [--streams-per-connection K]
 // FLEET_CONTROLLER_NODE_ARGS: node flags for the controller (e.g. `--cpu-prof --cpu-prof-dir=/tmp/p`).
 import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -54,6 +66,9 @@ const REPLICAS = Number(flag('--replicas') ?? 1);
 const WORKERS = flag('--workers');
 const OPEN_WINDOW = Number(flag('--open-window') ?? 200);
 const CONCURRENCY = Number(flag('--concurrency') ?? 50);
+const JOIN_RATE = Number(flag('--join-rate') ?? 10);
+const JOIN_SECONDS = Number(flag('--join-seconds') ?? 10);
+const SHARE = Math.max(1, Number(flag('--streams-per-connection') ?? 1));
 if (REPLICAS > 1 && !STORE) throw new Error('--replicas needs --store postgres://… (replicas share one database)');
 const sizes = (argv[0] ?? '200,1000').split(',').map(Number);
 const GROUP = 50;
@@ -71,12 +86,17 @@ function usageOf(pid) {
   return { cpuMs: ticks * 10, rssKb: rss };
 }
 
+/** Every controller started and every schema made, so that a failed run still stops and drops them. */
+const started = [];
+const schemas = new Set();
+
 async function startController(state, store, nofile) {
   const nodeArgs = (process.env.FLEET_CONTROLLER_NODE_ARGS ?? '').split(' ').filter(Boolean);
   // Through a shell only to raise its open-file limit (exec: the pid is the controller's).
   const args = [...nodeArgs, MESHP, 'controller', 'serve', '--state', state, '--listen', '127.0.0.1:0', ...(store ? ['--store', store] : [])];
   const child = spawn('/bin/sh', ['-c', `ulimit -n ${nofile} 2>/dev/null || ulimit -n hard 2>/dev/null; exec "$0" "$@"`, process.execPath, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   child.stderr.resume();
+  started.push(child);
   // The controller goes with the bench, however it ends (a timeout, ^C).
   process.once('exit', () => child.kill('SIGKILL'));
   for (const sig of ['SIGINT', 'SIGTERM']) process.once(sig, () => process.exit(130));
@@ -132,15 +152,15 @@ async function schemaFor(url, n) {
   await c.connect();
   await c.query(`CREATE SCHEMA ${name}`);
   await c.end();
-  return {
-    url: `${url}${url.includes('?') ? '&' : '?'}options=${encodeURIComponent(`-c search_path=${name}`)}`,
-    drop: async () => {
-      const d = new pg.Client({ connectionString: url });
-      await d.connect();
-      await d.query(`DROP SCHEMA ${name} CASCADE`);
-      await d.end();
-    },
+  const drop = async () => {
+    schemas.delete(drop);
+    const d = new pg.Client({ connectionString: url });
+    await d.connect();
+    await d.query(`DROP SCHEMA ${name} CASCADE`);
+    await d.end();
   };
+  schemas.add(drop);
+  return { url: `${url}${url.includes('?') ? '&' : '?'}options=${encodeURIComponent(`-c search_path=${name}`)}`, drop };
 }
 
 /** Another replica's folder: the first one's certificate (agents pin it), version key and admin credential. */
@@ -159,13 +179,13 @@ async function run(n) {
   const schema = STORE ? await schemaFor(STORE, n) : null;
   // Raised, never lowered below this process's own.
   const own = Number(/Max open files\s+(\d+)/.exec(readFileSync('/proc/self/limits', 'utf8'))?.[1] ?? 0);
-  const nofile = Math.max(own, 2 * n + 1000);
+  const nofile = Math.max(own, 2 * Math.ceil(n / SHARE) + 1000);
   const ctls = [await startController(join(dir, 'ctl0'), schema?.url, nofile)];
   for (let k = 1; k < REPLICAS; k++) {
     replicaState(join(dir, 'ctl0'), join(dir, `ctl${k}`));
     ctls.push(await startController(join(dir, `ctl${k}`), schema?.url, nofile));
   }
-  if (ctls.some((c) => c.nofile < n + 100)) console.error(`[N=${n}] the controller's open-file limit is ${ctls.map((c) => c.nofile).join(', ')}: fewer than one per agent`);
+  if (ctls.some((c) => c.nofile < n / SHARE + 100)) console.error(`[N=${n}] the controller's open-file limit is ${ctls.map((c) => c.nofile).join(', ')}: fewer than one per agent`);
   const admins = await Promise.all(ctls.map((_, k) => connectAdmin({ state: join(dir, `ctl${k}`) })));
   const admin = admins[0];
   /** CPU and RSS of every replica, summed. */
@@ -206,7 +226,7 @@ async function run(n) {
     workers.map((w, k) => {
       const plan = [];
       for (let i = k; i < n; i += nWorkers) plan.push({ name: `a${i}`, ctl: i % ctls.length, tag: `g${i % groups}` });
-      return w.call('init', { plan, ctls: ctlRefs, network, adminState: join(dir, 'ctl0') });
+      return w.call('init', { plan, ctls: ctlRefs, network, adminState: join(dir, 'ctl0'), share: SHARE });
     }),
   );
   const idle = usage();
@@ -291,9 +311,61 @@ async function run(n) {
   });
   await change('policy change', () => admin.call('setPolicy', { network, rules: rules.map((r, g) => (g === 0 ? { ...r, ports: ['443'] } : r)) }));
   await change('removal', () => admin.call('removeNode', { network, node: 'a0' }));
+
+  // Joins at JOIN_RATE a second, each into the next group (not g0, whose rule changed above).
+  const total = Math.round(JOIN_RATE * JOIN_SECONDS);
+  const joinTags = Array.from({ length: total }, (_, i) => `g${groups > 1 ? 1 + (i % (groups - 1)) : 0}`);
+  const joinTokens = [];
+  for (const tag of joinTags) joinTokens.push((await admin.call('createToken', { network, mode: 2, ttlSeconds: 3600, tags: [tag] })).token);
+  await all('clearAcks');
+  let joinRow;
+  {
+    const before = usage();
+    const start = now();
+    const calls = [];
+    for (let i = 0; i < total; i++) {
+      await sleep(start + (i * 1000) / JOIN_RATE - now());
+      const name = `j${i}`;
+      const tag = joinTags[i];
+      calls.push(workers[i % nWorkers].call('late', { name, token: joinTokens[i], tag, ctl: i % ctls.length }).then((r) => ({ ...r, name, tag, worker: i % nWorkers })));
+    }
+    // The rate the joins were asked at (the last one asked at start + (total - 1) / rate).
+    const rate = total > 1 ? (total - 1) / ((now() - start) / 1000) : JOIN_RATE;
+    const joins = await Promise.all(calls);
+    // settle: every joiner has its snapshot and no new ack for 1 s
+    for (let last = -1; ; ) {
+      await sleep(1000);
+      const c = await counts();
+      if (c.acked === last && c.snapshotted >= c.agents) break;
+      last = c.acked;
+    }
+    const after = usage();
+    const windowMs = now() - start;
+    const reports = await all('joinReport', { joins: joins.map(({ name, node, tag, start: s }) => ({ name, node, tag, start: s })) });
+    const lat = [];
+    const own = [];
+    let missing = 0;
+    let ownMissing = 0;
+    for (const perWorker of reports) {
+      perWorker.forEach((r) => {
+        lat.push(...r.lat);
+        missing += r.missing;
+        if (r.own === null) ownMissing++;
+        else if (r.own !== undefined) own.push(r.own);
+      });
+    }
+    const answered = joins.map((j) => j.answered - j.start);
+    let gaps = 0;
+    for (const a of admins) {
+      const { nodes } = await a.call('listNodes', { network });
+      gaps += nodes.filter((x) => (admins.length === 1 || x.connected) && Number(x.gap ?? 0) !== 0).length;
+    }
+    const every = [...lat, ...own];
+    joinRow = { total, rate, lat, own, every, missing, ownMissing, answered, gaps, cpuMs: after.cpuMs - before.cpuMs, netMs: after.cpuMs - before.cpuMs - idleRate * windowMs, windowMs, load: load() };
+  }
   const end = await counts();
 
-  console.log(`\nN = ${fmt(n)} agents in groups of ${GROUP}; ${STORE ? `PostgreSQL, ${ctls.length} replica(s)` : 'SQLite'}; controller pid ${ctls.map((c) => c.child.pid).join(', ')} (open-file limit ${ctls.map((c) => c.nofile).join(', ')}); ${nWorkers} simulator process(es)`);
+  console.log(`\nN = ${fmt(n)} agents in groups of ${GROUP}${SHARE > 1 ? `, ${SHARE} agents' streams to a TLS connection` : ''}; ${STORE ? `PostgreSQL, ${ctls.length} replica(s)` : 'SQLite'}; controller pid ${ctls.map((c) => c.child.pid).join(', ')} (open-file limit ${ctls.map((c) => c.nofile).join(', ')}); ${nWorkers} simulator process(es)`);
   console.log(`enrolment: ${fmt(n / enrolS)}/s (${fmt(enrolS)} s${marks.length >= 2 ? `; first 1,000 in ${fmt(firstK)} s, last 1,000 in ${fmt(lastK)} s` : ''}), load ${enrolLoad}`);
   console.log(`${fmt(n)} streams opened and snapshotted in ${fmt(snapS)} s (at most ${fmt(perWorker(OPEN_WINDOW) * nWorkers)} waiting at once), load ${snapLoad}`);
   console.log(`controller while enrolling and snapshotting: ${fmt((held.cpuMs - idle.cpuMs) / n, 2)} ms CPU per agent; RSS ${fmt((held.rssKb - idle.rssKb) / n)} KB per agent (${fmt(held.rssKb / 1024)} MB); busy ${fmt(ctlEnrol / 10 / enrolS, 0)}% of a core enrolling, ${fmt(ctlSnap / 10 / snapS, 0)}% snapshotting`);
@@ -302,6 +374,16 @@ async function run(n) {
   console.log('change          msgs    bytes  acked  ctl cpu ms (window)      gap-0 p50   p99    max ms  gaps≠0 | full-state msgs  ratio | load');
   for (const r of rows) {
     console.log([r.name.padEnd(14), fmt(r.messages).padStart(5), fmt(r.bytes).padStart(8), fmt(r.acked).padStart(6), (r.netMs >= 10 ? fmt(r.netMs, 0) : '<10').padStart(11), `(${fmt(r.cpuMs)} in ${fmt(r.windowMs / 1000)} s)`.padEnd(16), fmt(r.p50, 0).padStart(11), fmt(r.p99, 0).padStart(5), fmt(r.max, 0).padStart(9), String(r.gaps).padStart(7), '|', fmt(end.agents).padStart(15), `${fmt(end.agents / Math.max(1, r.messages))}x`.padStart(6), '|', r.load].join(' '));
+  }
+  {
+    const j = joinRow;
+    const q = (xs) => `${fmt(pct(xs, 50), 0)} / ${fmt(pct(xs, 99), 0)} / ${fmt(Math.max(0, ...xs), 0)} ms`;
+    console.log(`joins at ${fmt(j.rate)}/s (${j.total} in ${fmt(JOIN_SECONDS)} s, each into a group of ${GROUP}), load ${j.load}:`);
+    console.log(`  Enrol answered p50 / p99 / max: ${q(j.answered)}`);
+    console.log(`  each group's agents applied and acked the join (gap 0), over ${fmt(j.lat.length)} agent-joins: p50 / p99 / max ${q(j.lat)}; never: ${j.missing}`);
+    console.log(`  the joiner's own snapshot: ${q(j.own)}; never: ${j.ownMissing}`);
+    console.log(`  every gap back to 0 (both): p99 ${fmt(pct(j.every, 99), 0)} ms (goal: 2,000 ms); nodes not at gap 0 after: ${j.gaps}`);
+    console.log(`  controller CPU net of idle: ${fmt(j.netMs / j.total, 1)} ms a join (${fmt(j.cpuMs)} ms in ${fmt(j.windowMs / 1000)} s in all)`);
   }
   const e = Object.entries(end.ends);
   console.log(`streams opened ${fmt(end.opens)} for ${fmt(end.agents)} agents; ended: ${e.length ? JSON.stringify(end.ends) : 'none'}`);
@@ -316,5 +398,17 @@ async function run(n) {
   rmSync(dir, { recursive: true, force: true });
 }
 
-for (const n of sizes) await run(n);
+try {
+  for (const n of sizes) await run(n);
+} catch (e) {
+  // A failed run leaves nothing behind: its controllers stopped first (they hold the schema), then its schema dropped.
+  console.error(e);
+  for (const c of started) {
+    if (c.exitCode !== null || c.signalCode !== null) continue;
+    c.kill('SIGKILL');
+    await new Promise((r) => c.once('exit', r));
+  }
+  for (const drop of schemas) await drop().catch((err) => console.error(`the bench's schema could not be dropped: ${err.message}`));
+  process.exit(1);
+}
 process.exit(0);

@@ -20,16 +20,29 @@ const now = () => performance.timeOrigin + performance.now();
 // process's CPU in getOrCreateSubchannel, growing with every agent). Each link's credentials are its
 // own (pinnedCredentials makes a new secure context), so no two links ever shared a subchannel: the
 // pool is kept per credentials instead, which finds the same subchannels without the scan.
+//
+// With `share` K > 1 (--streams-per-connection), K links in a row are given one pool and the first
+// one's credentials (the same pin), so their calls share one subchannel: one TLS connection and HTTP/2
+// session carrying K agents' Sync streams. Each agent still has its own key, credential and stream
+// and signs its own Hello; only the socket is shared. It is how more agents than the controller's
+// open-file limit can be held on a machine that cannot raise it (this container: 20,000).
+let share = 1;
 {
   const grpcRequire = createRequire(fileURLToPath(import.meta.resolve('@meshp/transport-grpc')));
   const { SubchannelPool, getSubchannelPool } = grpcRequire('@grpc/grpc-js/build/src/subchannel-pool.js');
   const global = getSubchannelPool(true);
   if (typeof global?.getOrCreateSubchannel !== 'function' || typeof SubchannelPool !== 'function') throw new Error('grpc-js subchannel pool not where the fleet bench expects it');
   const byCredentials = new WeakMap();
+  let made = 0;
+  let group = null;
   global.getOrCreateSubchannel = (uri, address, args, creds) => {
-    let pool = byCredentials.get(creds);
-    if (!pool) byCredentials.set(creds, (pool = new SubchannelPool()));
-    return pool.getOrCreateSubchannel(uri, address, args, creds);
+    let entry = byCredentials.get(creds);
+    if (!entry) {
+      if (!group || made % share === 0) group = { pool: new SubchannelPool(), creds };
+      made++;
+      byCredentials.set(creds, (entry = group));
+    }
+    return entry.pool.getOrCreateSubchannel(uri, address, args, entry.creds);
   };
 }
 
@@ -45,9 +58,12 @@ class SimAgent {
   ends = new Map();
   backoff = new Backoff({ initialMs: 250, maxMs: 15_000 });
   closed = false;
+  /** Peer id → when a delta (not a snapshot) first brought it: when this agent's gap for that join was 0. */
+  seen = new Map();
 
-  constructor(ctl, name) {
+  constructor(ctl, name, tag) {
     this.name = name;
+    this.tag = tag;
     this.link = new GrpcControlLink({ address: ctl.address, fingerprint: ctl.fingerprint });
     this.first = new Promise((r) => (this.gotFirst = r));
   }
@@ -93,6 +109,7 @@ class SimAgent {
           return;
         }
         if (r.status !== 'applied') return;
+        if (m.delta.fromVersion !== 0) for (const p of m.delta.upsertPeers ?? []) if (!this.seen.has(p.id)) this.seen.set(p.id, now());
         if (!this.firstAt) {
           this.firstAt = now();
           this.gotFirst();
@@ -140,12 +157,13 @@ async function newToken(tag) {
 const commands = {
   async init(m) {
     ({ plan, ctls, network } = m);
+    share = Math.max(1, m.share ?? 1);
     admin = await connectAdmin({ state: m.adminState });
   },
   /** One token each (single-use), `concurrency` at a time. */
   async enrol(m) {
     await pool(plan, m.concurrency, async (p) => {
-      const a = new SimAgent(ctls[p.ctl], p.name);
+      const a = new SimAgent(ctls[p.ctl], p.name, p.tag);
       await a.enrol(await newToken(p.tag));
       agents.push(a);
       process.send({ enrolled: 1 });
@@ -172,7 +190,10 @@ const commands = {
     return { agents: agents.length, snapshotted, acked, deltas, bytes, opens, ends };
   },
   clearAcks() {
-    for (const a of agents) a.acked.clear();
+    for (const a of agents) {
+      a.acked.clear();
+      a.seen.clear();
+    }
   },
   /** The last ack time of every agent that acked since clearAcks. */
   ackTimes() {
@@ -180,10 +201,38 @@ const commands = {
   },
   /** A new agent, enrolled with the token the parent made, its stream opened. */
   async late(m) {
-    const a = new SimAgent(ctls[0], m.name);
+    const a = new SimAgent(ctls[m.ctl ?? 0], m.name, m.tag);
+    const start = now();
     await a.enrol(m.token);
+    const answered = now();
     a.open();
     agents.push(a);
+    return { node: a.enrolment.node, start, answered };
+  },
+  /**
+   * For each join { name, node, tag, start }: how long after its start each agent of its group that
+   * had its snapshot before then applied (and acked) the delta bringing the new node, and how many
+   * such agents never did; and the joiner's own first snapshot, if it is one of this worker's.
+   */
+  joinReport(m) {
+    const byTag = new Map();
+    for (const a of agents) {
+      if (!byTag.has(a.tag)) byTag.set(a.tag, []);
+      byTag.get(a.tag).push(a);
+    }
+    const byName = new Map(agents.map((a) => [a.name, a]));
+    return m.joins.map((j) => {
+      const lat = [];
+      let missing = 0;
+      for (const a of byTag.get(j.tag) ?? []) {
+        if (a.name === j.name || !a.firstAt || a.firstAt >= j.start) continue;
+        const t = a.seen.get(j.node);
+        if (t === undefined) missing++;
+        else lat.push(t - j.start);
+      }
+      const self = byName.get(j.name);
+      return { lat, missing, own: self ? (self.firstAt ? self.firstAt - j.start : null) : undefined };
+    });
   },
   close() {
     for (const a of agents) a.close();
