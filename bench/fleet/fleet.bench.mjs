@@ -38,13 +38,14 @@
 // session, K Sync streams; each agent its own key, credential, stream and signed Hello). Only for a
 // machine whose open-file limit cannot give the controller a socket per agent (this container's hard
 // limit is 20,000): the RSS per agent then leaves out the connections. Run the same N with K = 1 and
-// K > 1 to see what a connection costs.
+// K > 1 to see what a connection costs. The controller is told to allow K streams a connection
+// (`--streams-per-connection`: by default it refuses a fifth, MESHP_RATE_LIMITED).
 //
 // Run after `make build`: node bench/fleet/fleet.bench.mjs [sizes, default 200,1000] [--store postgres://…]
 //   [--replicas K] [--workers W] [--open-window M] [--concurrency C (enrolments at once, default 50)]
 //   [--join-rate R] [--join-seconds S] [--streams-per-connection K]
 // FLEET_CONTROLLER_NODE_ARGS: node flags for the controller (e.g. `--cpu-prof --cpu-prof-dir=/tmp/p`).
-import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fork, spawn } from 'node:child_process';
@@ -93,7 +94,7 @@ const schemas = new Set();
 async function startController(state, store, nofile) {
   const nodeArgs = (process.env.FLEET_CONTROLLER_NODE_ARGS ?? '').split(' ').filter(Boolean);
   // Through a shell only to raise its open-file limit (exec: the pid is the controller's).
-  const args = [...nodeArgs, MESHP, 'controller', 'serve', '--state', state, '--listen', '127.0.0.1:0', ...(store ? ['--store', store] : [])];
+  const args = [...nodeArgs, MESHP, 'controller', 'serve', '--state', state, '--listen', '127.0.0.1:0', ...(store ? ['--store', store] : []), ...(SHARE > 1 ? ['--streams-per-connection', String(SHARE)] : [])];
   const child = spawn('/bin/sh', ['-c', `ulimit -n ${nofile} 2>/dev/null || ulimit -n hard 2>/dev/null; exec "$0" "$@"`, process.execPath, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   child.stderr.resume();
   started.push(child);
@@ -267,6 +268,8 @@ async function run(n) {
   console.error(`[N=${n}] ${n} streams opened and snapshotted in ${fmt(snapS)} s; load ${snapLoad}`);
   await sleep(1000);
   const held = usage();
+  // The controllers' open files with every stream open: about one socket per agent, or per K with --streams-per-connection.
+  const openFiles = ctls.reduce((sum, c) => sum + readdirSync(`/proc/${c.child.pid}/fd`).length, 0);
   const simHeld = simUsage();
 
   // The controller's CPU while nothing changes (keepalives, timers, the group commit), per ms: a
@@ -368,7 +371,7 @@ async function run(n) {
   console.log(`\nN = ${fmt(n)} agents in groups of ${GROUP}${SHARE > 1 ? `, ${SHARE} agents' streams to a TLS connection` : ''}; ${STORE ? `PostgreSQL, ${ctls.length} replica(s)` : 'SQLite'}; controller pid ${ctls.map((c) => c.child.pid).join(', ')} (open-file limit ${ctls.map((c) => c.nofile).join(', ')}); ${nWorkers} simulator process(es)`);
   console.log(`enrolment: ${fmt(n / enrolS)}/s (${fmt(enrolS)} s${marks.length >= 2 ? `; first 1,000 in ${fmt(firstK)} s, last 1,000 in ${fmt(lastK)} s` : ''}), load ${enrolLoad}`);
   console.log(`${fmt(n)} streams opened and snapshotted in ${fmt(snapS)} s (at most ${fmt(perWorker(OPEN_WINDOW) * nWorkers)} waiting at once), load ${snapLoad}`);
-  console.log(`controller while enrolling and snapshotting: ${fmt((held.cpuMs - idle.cpuMs) / n, 2)} ms CPU per agent; RSS ${fmt((held.rssKb - idle.rssKb) / n)} KB per agent (${fmt(held.rssKb / 1024)} MB); busy ${fmt(ctlEnrol / 10 / enrolS, 0)}% of a core enrolling, ${fmt(ctlSnap / 10 / snapS, 0)}% snapshotting`);
+  console.log(`controller while enrolling and snapshotting: ${fmt((held.cpuMs - idle.cpuMs) / n, 2)} ms CPU per agent; RSS ${fmt((held.rssKb - idle.rssKb) / n)} KB per agent (${fmt(held.rssKb / 1024)} MB); ${fmt(openFiles)} open files; busy ${fmt(ctlEnrol / 10 / enrolS, 0)}% of a core enrolling, ${fmt(ctlSnap / 10 / snapS, 0)}% snapshotting`);
   console.log(`simulator: ${fmt(simEnrol / 1000)} s CPU enrolling (${fmt(simEnrol / 10 / enrolS, 0)}% of a core), ${fmt(simSnap / 1000)} s snapshotting (${fmt(simSnap / 10 / snapS, 0)}%); RSS ${fmt(simHeld.rssKb / 1024)} MB`);
   console.log(`controller idle (no change): ${fmt(idleRate * 1000)} ms CPU a second; 'ctl cpu ms' below is a change's window net of it (the whole window in brackets, and its length; '<10': below what /proc's 10 ms ticks and the idle estimate can tell)`);
   console.log('change          msgs    bytes  acked  ctl cpu ms (window)      gap-0 p50   p99    max ms  gaps≠0 | full-state msgs  ratio | load');

@@ -5,6 +5,7 @@
  * holds at most 4 Sync streams at once and takes at most 20 hellos a minute (MESHP_RATE_LIMITED).
  */
 import t from 'tap';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Proc, tokenFor, nodeListAsync, startAgent, startController, waitUntil, workdir, nodes as listNodes } from '../helpers/grpc-procs.js';
 import { RawAgent } from '../helpers/raw-agent.js';
@@ -73,4 +74,30 @@ t.test('endpoint bloat is refused at enrolment; the others converge', async (t) 
   t.equal(answered, 20, 'twenty hellos on one connection are answered');
   t.equal(last?.code, 'MESHP_RATE_LIMITED', 'the twenty-first is refused');
   t.match(String(last?.message), /more than 20 hellos in 60 s on one connection/);
+});
+
+t.test('--streams-per-connection: a controller behind a multiplexing proxy holds that many streams on one connection, and no more', async (t) => {
+  const dir = workdir(t, 'limits-k');
+  const ctl = await startController(t, join(dir, 'ctl'), ['--streams-per-connection', '6']);
+  const raw = new RawAgent(ctl);
+  t.teardown(() => raw.link.close());
+  await raw.enrol(await tokenFor(ctl), 'k1');
+  const held = Array.from({ length: 6 }, () => {
+    const ch = raw.link.sync();
+    return { ch, challenged: new Promise<void>((resolve) => ch.onMessage((m) => 'challenge' in m && resolve())), closed: new Promise<unknown>((resolve) => ch.onClose(resolve)) };
+  });
+  await Promise.all(held.map((s) => s.challenged));
+  t.pass('six Sync streams at once on one connection are each challenged');
+  const seventh = raw.open();
+  t.equal((await seventh.closed)?.code, 'MESHP_RATE_LIMITED', 'a seventh is refused');
+  const limited = await ctl.proc.waitFor((l) => l.msg === 'sync refused' && l.code === 'MESHP_RATE_LIMITED');
+  t.match(String(limited.err), /more than 6 Sync streams open at once on one connection/, 'and logged with the limit it was given');
+  for (const s of held) s.ch.close();
+  await Promise.all(held.map((s) => s.closed));
+
+  // Not a whole number of at least one: the controller does not start, and says why.
+  const bad = new Proc(t, ['controller', 'serve', '--state', join(dir, 'bad'), '--listen', '127.0.0.1:0', '--streams-per-connection', '0']);
+  t.equal(await bad.exited, 2, 'a controller told 0 streams a connection does not start (a usage error)');
+  t.match(bad.stderr, /MESHP_USAGE: --streams-per-connection must be a whole number of at least 1, not 0/);
+  t.notOk(existsSync(join(dir, 'bad')), 'and made nothing: no state folder');
 });

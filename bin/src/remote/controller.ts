@@ -15,6 +15,8 @@ export interface ServeArgs {
   syncFlushMs?: number;
   /** 'sqlite' (the default) or a postgres:// URL. */
   store?: string;
+  /** Sync streams one connection may hold (agents behind a multiplexing proxy). */
+  streamsPerConnection?: number;
 }
 
 /** `--store`: none or 'sqlite', the state folder's SQLite file; a postgres:// URL, that database (migrated first). */
@@ -50,8 +52,11 @@ export async function copyStore(state: string, to: string): Promise<Record<strin
 }
 
 export async function serveController(a: ServeArgs): Promise<void> {
+  // Checked before anything is made (the state folder, the store).
+  const k = a.streamsPerConnection;
+  if (k !== undefined && !(Number.isInteger(k) && k >= 1)) throw new MeshpError('MESHP_USAGE', `--streams-per-connection must be a whole number of at least 1, not ${k}`);
   const store = await sharedStore(a.store);
-  const plugin = new ControllerHostingPlugin({ listen: a.listen, metricsListen: a.metricsListen, networks: a.networks, logDepth: a.logDepth, ...(a.syncFlushMs !== undefined ? { syncFlushMs: a.syncFlushMs } : {}), ...(store ? { store } : {}) });
+  const plugin = new ControllerHostingPlugin({ listen: a.listen, metricsListen: a.metricsListen, networks: a.networks, logDepth: a.logDepth, ...(a.syncFlushMs !== undefined ? { syncFlushMs: a.syncFlushMs } : {}), ...(a.streamsPerConnection !== undefined ? { streamsPerConnection: a.streamsPerConnection } : {}), ...(store ? { store } : {}) });
   new Host({ stateDir: a.state }).use(new GrpcTransportPlugin(), plugin);
   await plugin.start();
   await new Promise<void>((resolve) => {

@@ -42,6 +42,8 @@ export interface ControllerHostingOptions {
   syncFlushMs?: number;
   /** How the fan-out of a change is cut into turns of the event loop (fanout.ts). */
   fanout?: FanOutOptions;
+  /** Sync streams one connection may hold at once (default 4; more for agents behind a multiplexing proxy). */
+  streamsPerConnection?: number;
   /** The state elsewhere than the state folder's SQLite file: a database shared by replicas (store-postgres). */
   store?: SharedStore;
 }
@@ -126,7 +128,7 @@ export class ControllerHostingPlugin implements Plugin {
     }
     const auth = shared?.auth ?? new AuthStore(dbFile);
     const metrics = new Metrics();
-    const hub = new SessionHub(controller, auth, metrics, this.log, this.#o.fanout);
+    const hub = new SessionHub(controller, auth, metrics, this.log, { ...(this.#o.fanout ? { fanout: this.#o.fanout } : {}), ...(this.#o.streamsPerConnection !== undefined ? { streamsPerConnection: this.#o.streamsPerConnection } : {}) });
     const enrolment = new Enrolment(controller, auth, tls.fingerprint);
     // Another replica's change, applied here: the agents connected here get their deltas (after the call that caught up).
     controller.onRemoteChange = (n) => setImmediate(() => hub.poke(n));

@@ -24,11 +24,22 @@ const RESYNC_WINDOW_MS = 60_000;
 /**
  * Per connection (one HTTP/2 connection: the peer's address and port): Sync streams open at once
  * (an agent needs one; a reconnect may overlap the old one), and hellos in a window — each costs a
- * signature check and, with another hash, a snapshot. More is refused MESHP_RATE_LIMITED.
+ * signature check and, with another hash, a snapshot. More is refused MESHP_RATE_LIMITED. A proxy
+ * that carries many agents over one connection raises the streams (`streamsPerConnection`); the
+ * hellos and resyncs allowed grow with it, per stream as for one agent's connection.
  */
-const STREAMS_PER_CONNECTION = 4;
-const HELLOS_PER_WINDOW = 20;
+export const STREAMS_PER_CONNECTION = 4;
+const HELLOS_PER_STREAM = 5;
 const HELLO_WINDOW_MS = 60_000;
+/** Connections with nothing open and nothing counted are forgotten at most this often (a sweep is O(connections)). */
+const SWEEP_EVERY_MS = 10_000;
+
+export interface SessionHubOptions {
+  /** How the fan-out of a change is cut into turns of the event loop (fanout.ts). */
+  fanout?: FanOutOptions;
+  /** Sync streams one connection may hold at once (default 4: one agent, a reconnect overlapping). */
+  streamsPerConnection?: number;
+}
 
 interface Connection {
   open: number;
@@ -43,6 +54,8 @@ export class SessionHub {
   /** When each node's agent was last heard from (any message on an authenticated stream). */
   readonly #seen = new Map<string, string>();
   readonly #connections = new Map<string, Connection>();
+  #swept = 0;
+  readonly #streamsPerConnection: number;
   /** The authenticated streams of each network: a change pokes those only. */
   readonly #byNetwork = new Map<string, Set<SyncSession>>();
   readonly fanout: FanOut;
@@ -52,9 +65,12 @@ export class SessionHub {
     readonly auth: AuthBook,
     readonly metrics: Metrics,
     readonly log: Logger,
-    fanout: FanOutOptions = {},
+    options: SessionHubOptions = {},
   ) {
-    this.fanout = new FanOut(fanout);
+    this.fanout = new FanOut(options.fanout);
+    const streams = options.streamsPerConnection ?? STREAMS_PER_CONNECTION;
+    if (!Number.isInteger(streams) || streams < 1) throw new MeshpError('MESHP_USAGE', `streams per connection must be a whole number of at least 1, not ${streams}`);
+    this.#streamsPerConnection = streams;
   }
 
   get connected(): number {
@@ -63,12 +79,15 @@ export class SessionHub {
 
   open(channel: Channel, peer: string): void {
     const now = Date.now();
-    for (const [k, c] of this.#connections) if (c.open === 0 && !c.hellos.some((x) => x > now - HELLO_WINDOW_MS) && !c.resyncs.some((x) => x > now - RESYNC_WINDOW_MS)) this.#connections.delete(k);
+    if (now - this.#swept >= SWEEP_EVERY_MS) {
+      this.#swept = now;
+      for (const [k, c] of this.#connections) if (c.open === 0 && !c.hellos.some((x) => x > now - HELLO_WINDOW_MS) && !c.resyncs.some((x) => x > now - RESYNC_WINDOW_MS)) this.#connections.delete(k);
+    }
     const c = this.#connections.get(peer) ?? { open: 0, hellos: [], resyncs: [] };
     this.#connections.set(peer, c);
     const session = new SyncSession(this, channel, peer);
-    if (c.open >= STREAMS_PER_CONNECTION) {
-      session.refuse(new MeshpError('MESHP_RATE_LIMITED', `more than ${STREAMS_PER_CONNECTION} Sync streams open at once on one connection`));
+    if (c.open >= this.#streamsPerConnection) {
+      session.refuse(new MeshpError('MESHP_RATE_LIMITED', `more than ${this.#streamsPerConnection} Sync streams open at once on one connection`));
       return;
     }
     c.open++;
@@ -77,12 +96,12 @@ export class SessionHub {
 
   /** A hello on `peer`'s connection: refused past the window's allowance. */
   hello(peer: string): void {
-    this.#count(peer, 'hellos', HELLOS_PER_WINDOW, HELLO_WINDOW_MS, 'hellos');
+    this.#count(peer, 'hellos', HELLOS_PER_STREAM * this.#streamsPerConnection, HELLO_WINDOW_MS, 'hellos');
   }
 
   /** A resync request on `peer`'s connection: refused past the window's allowance (a new stream does not reset it). */
   resync(peer: string): void {
-    this.#count(peer, 'resyncs', RESYNCS_PER_WINDOW, RESYNC_WINDOW_MS, 'resync requests');
+    this.#count(peer, 'resyncs', Math.ceil((RESYNCS_PER_WINDOW * this.#streamsPerConnection) / STREAMS_PER_CONNECTION), RESYNC_WINDOW_MS, 'resync requests');
   }
 
   #count(peer: string, kind: 'hellos' | 'resyncs', max: number, windowMs: number, what: string): void {
