@@ -18,7 +18,8 @@ import { tokenCommand } from './commands/token.js';
 export interface GlobalArgs {
   json: boolean;
   state?: string;
-  controller?: string;
+  /** Several when repeated: replicas, the first that answers is used. */
+  controller?: string | string[];
 }
 
 export function createCli(argv: string[]): Argv<GlobalArgs> {
@@ -26,7 +27,7 @@ export function createCli(argv: string[]): Argv<GlobalArgs> {
     .scriptName('meshp')
     .option('json', { type: 'boolean', default: false, describe: 'one JSON document instead of a table' })
     .option('state', { type: 'string', describe: 'the state folder' })
-    .option('controller', { type: 'string', describe: 'HOST:PORT of the controller' })
+    .option('controller', { type: 'string', describe: 'HOST:PORT of the controller; repeat it for replicas sharing one database: the first that answers is used' })
     .command(genesisCommand)
     .command(hostCommand)
     .command(controllerCommand)

@@ -6,7 +6,8 @@ import { ADDRESS_FILE, ADMIN_CREDENTIAL_FILE, DEFAULT_NETWORK, readAdminCredenti
 import { AdminClient } from '@meshp/transport-grpc';
 
 export interface RemoteArgs {
-  controller?: string;
+  /** One address, or several replicas' (`--controller` repeated): the first that answers is used. */
+  controller?: string | string[];
   state?: string;
   credential?: string;
   network?: string;
@@ -20,10 +21,21 @@ export async function connectAdmin(a: RemoteArgs): Promise<AdminClient> {
   const file = a.credential ?? (a.state ? join(a.state, ADMIN_CREDENTIAL_FILE) : undefined);
   if (!file) throw new MeshpError('MESHP_USAGE', 'give --credential FILE or --state DIR (the controller state folder)');
   const cred = readAdminCredential(file);
-  let address = a.controller;
-  if (!address && a.state && existsSync(join(a.state, ADDRESS_FILE))) address = readFileSync(join(a.state, ADDRESS_FILE), 'utf8').trim();
-  if (!address) throw new MeshpError('MESHP_USAGE', 'name the controller with --controller HOST:PORT');
-  return AdminClient.connect({ address, fingerprint: cred.fingerprint, credential: cred.secret });
+  const addresses = [a.controller ?? []].flat().filter(Boolean);
+  if (!addresses.length && a.state && existsSync(join(a.state, ADDRESS_FILE))) addresses.push(readFileSync(join(a.state, ADDRESS_FILE), 'utf8').trim());
+  if (!addresses.length) throw new MeshpError('MESHP_USAGE', 'name the controller with --controller HOST:PORT');
+  // Replicas in the order given; only one that cannot be reached is passed over (nothing was sent
+  // to it). Any other refusal (a certificate that is not the pinned one) stops here.
+  const unreachable: string[] = [];
+  for (const address of addresses) {
+    try {
+      return await AdminClient.connect({ address, fingerprint: cred.fingerprint, credential: cred.secret });
+    } catch (e) {
+      if (!(e instanceof MeshpError) || e.code !== 'MESHP_UNAVAILABLE' || addresses.length === 1) throw e;
+      unreachable.push(e.message);
+    }
+  }
+  throw new MeshpError('MESHP_UNAVAILABLE', `no controller answered: ${unreachable.join('; ')}`);
 }
 
 /** Runs one admin call and closes the client whatever happens. */
