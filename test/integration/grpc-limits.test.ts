@@ -7,8 +7,21 @@
 import t from 'tap';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { Proc, tokenFor, nodeListAsync, startAgent, startController, waitUntil, workdir, nodes as listNodes } from '../helpers/grpc-procs.js';
+import { Proc, tokenFor, nodeListAsync, startAgent, startController, waitUntil, workdir, nodes as listNodes, type ControllerProc } from '../helpers/grpc-procs.js';
 import { RawAgent } from '../helpers/raw-agent.js';
+
+/** A raw agent enrolled as `node`, and `k` Sync streams on its one connection, each challenged (held open, no hello). */
+async function heldStreams(t: { teardown(fn: () => unknown): void }, ctl: ControllerProc, node: string, k: number) {
+  const raw = new RawAgent(ctl);
+  t.teardown(() => raw.link.close());
+  await raw.enrol(await tokenFor(ctl), node);
+  const streams = Array.from({ length: k }, () => {
+    const ch = raw.link.sync();
+    return { ch, challenged: new Promise<void>((resolve) => ch.onMessage((m) => 'challenge' in m && resolve())), closed: new Promise<unknown>((resolve) => ch.onClose(resolve)) };
+  });
+  await Promise.all(streams.map((s) => s.challenged));
+  return { raw, streams };
+}
 
 const bloated = Array.from({ length: 40 }, (_, i) => `${'endpoint-'.repeat(20)}${i}.example:51820`);
 
@@ -38,14 +51,7 @@ t.test('endpoint bloat is refused at enrolment; the others converge', async (t) 
   t.notOk(ctl.proc.lines.some((l) => l.msg === 'delta not sent: over the message limit'), 'no delta held back');
 
   // One connection (one link): four streams waiting for their hello are held, a fifth is refused.
-  const raw = new RawAgent(ctl);
-  t.teardown(() => raw.link.close());
-  await raw.enrol(await tokenFor(ctl), 'conn1');
-  const idle = Array.from({ length: 4 }, () => {
-    const ch = raw.link.sync();
-    return { ch, challenged: new Promise<void>((resolve) => ch.onMessage((m) => 'challenge' in m && resolve())), closed: new Promise<unknown>((resolve) => ch.onClose(resolve)) };
-  });
-  await Promise.all(idle.map((s) => s.challenged));
+  const { raw, streams: idle } = await heldStreams(t, ctl, 'conn1', 4);
   const fifth = raw.open();
   t.equal((await fifth.closed)?.code, 'MESHP_RATE_LIMITED', 'a fifth Sync stream at once on one connection is refused');
   const limited = await ctl.proc.waitFor((l) => l.msg === 'sync refused' && l.code === 'MESHP_RATE_LIMITED');
@@ -79,14 +85,7 @@ t.test('endpoint bloat is refused at enrolment; the others converge', async (t) 
 t.test('--streams-per-connection: a controller behind a multiplexing proxy holds that many streams on one connection, and no more', async (t) => {
   const dir = workdir(t, 'limits-k');
   const ctl = await startController(t, join(dir, 'ctl'), ['--streams-per-connection', '6']);
-  const raw = new RawAgent(ctl);
-  t.teardown(() => raw.link.close());
-  await raw.enrol(await tokenFor(ctl), 'k1');
-  const held = Array.from({ length: 6 }, () => {
-    const ch = raw.link.sync();
-    return { ch, challenged: new Promise<void>((resolve) => ch.onMessage((m) => 'challenge' in m && resolve())), closed: new Promise<unknown>((resolve) => ch.onClose(resolve)) };
-  });
-  await Promise.all(held.map((s) => s.challenged));
+  const { raw, streams: held } = await heldStreams(t, ctl, 'k1', 6);
   t.pass('six Sync streams at once on one connection are each challenged');
   const seventh = raw.open();
   t.equal((await seventh.closed)?.code, 'MESHP_RATE_LIMITED', 'a seventh is refused');
