@@ -45,11 +45,10 @@
 //   [--replicas K] [--workers W] [--open-window M] [--concurrency C (enrolments at once, default 50)]
 //   [--join-rate R] [--join-seconds S] [--streams-per-connection K]
 // FLEET_CONTROLLER_NODE_ARGS: node flags for the controller (e.g. `--cpu-prof --cpu-prof-dir=/tmp/p`).
-import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { chmodSync, closeSync, copyFileSync, mkdirSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fork, spawn } from 'node:child_process';
-import { createInterface } from 'node:readline';
 import { connectAdmin } from '../../bin/dist/remote/admin.js';
 
 const MESHP = new URL('../../bin/dist/main.js', import.meta.url).pathname;
@@ -95,24 +94,33 @@ async function startController(state, store, nofile) {
   const nodeArgs = (process.env.FLEET_CONTROLLER_NODE_ARGS ?? '').split(' ').filter(Boolean);
   // Through a shell only to raise its open-file limit (exec: the pid is the controller's).
   const args = [...nodeArgs, MESHP, 'controller', 'serve', '--state', state, '--listen', '127.0.0.1:0', ...(store ? ['--store', store] : []), ...(SHARE > 1 ? ['--streams-per-connection', String(SHARE)] : [])];
-  const child = spawn('/bin/sh', ['-c', `ulimit -n ${nofile} 2>/dev/null || ulimit -n hard 2>/dev/null; exec "$0" "$@"`, process.execPath, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  // Its log lines go to a file, as to a journal: a pipe this process read would push back on the
+  // controller's synchronous log writes whenever this process is slow to read (a busy machine).
+  mkdirSync(state, { recursive: true, mode: 0o700 });
+  const logFile = join(state, 'controller.log');
+  const out = openSync(logFile, 'a');
+  const child = spawn('/bin/sh', ['-c', `ulimit -n ${nofile} 2>/dev/null || ulimit -n hard 2>/dev/null; exec "$0" "$@"`, process.execPath, ...args], { stdio: ['ignore', out, 'pipe'] });
+  closeSync(out);
   child.stderr.resume();
   started.push(child);
   // The controller goes with the bench, however it ends (a timeout, ^C).
   process.once('exit', () => child.kill('SIGKILL'));
   for (const sig of ['SIGINT', 'SIGTERM']) process.once(sig, () => process.exit(130));
-  const lines = createInterface({ input: child.stdout });
-  const serving = await new Promise((resolve, reject) => {
-    lines.on('line', (l) => {
+  let exited = null;
+  child.once('exit', (c) => (exited = c));
+  let serving;
+  while (!serving) {
+    if (exited !== null) throw new Error(`controller exited ${exited}`);
+    await sleep(100);
+    for (const l of readFileSync(logFile, 'utf8').split('\n')) {
       try {
         const o = JSON.parse(l);
-        if (o.msg === 'controller serving') resolve(o);
+        if (o.msg === 'controller serving') serving = o;
       } catch {
-        // not a log line
+        // not a (whole) log line
       }
-    });
-    child.once('exit', (c) => reject(new Error(`controller exited ${c}`)));
-  });
+    }
+  }
   const limit = /Max open files\s+(\d+)/.exec(readFileSync(`/proc/${child.pid}/limits`, 'utf8'))?.[1];
   return { child, address: String(serving.address), fingerprint: String(serving.fingerprint), nofile: Number(limit) };
 }

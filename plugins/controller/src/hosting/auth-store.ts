@@ -57,14 +57,21 @@ export class AuthStore {
     }
   }
 
+  /** Each statement prepared once (preparing costs more than running one of these). */
+  readonly #statements = new Map<string, Database.Statement>();
+  #stmt(sql: string): Database.Statement {
+    let st = this.#statements.get(sql);
+    if (!st) this.#statements.set(sql, (st = this.#db.prepare(sql)));
+    return st;
+  }
+
   putToken(secret: string, t: Omit<StoredToken, 'usedAt' | 'usedBy' | 'usedKey' | 'confirmedAt'>): void {
-    this.#db
-      .prepare('INSERT INTO hosting_tokens (hash, network, mode, tags, fingerprint, expires_at) VALUES (?, ?, ?, ?, ?, ?)')
+    this.#stmt('INSERT INTO hosting_tokens (hash, network, mode, tags, fingerprint, expires_at) VALUES (?, ?, ?, ?, ?, ?)')
       .run(hashSecret(secret), t.network, t.mode, JSON.stringify(t.tags), t.fingerprint, t.expiresAt);
   }
 
   getToken(secret: string): StoredToken | null {
-    const r = this.#db.prepare('SELECT * FROM hosting_tokens WHERE hash = ?').get(hashSecret(secret)) as
+    const r = this.#stmt('SELECT * FROM hosting_tokens WHERE hash = ?').get(hashSecret(secret)) as
       | { network: string; mode: Mode; tags: string; fingerprint: string; expires_at: string; used_at: string | null; used_by: string | null; used_key: string | null; confirmed_at: string | null }
       | undefined;
     if (!r) return null;
@@ -76,7 +83,7 @@ export class AuthStore {
 
   /** Single use: true only for the first caller. The key is kept: an enrolment whose answer was lost is completed with it (enrolment.ts). */
   markUsed(secret: string, by: string, at: string, nodeKey: string): boolean {
-    return this.#db.prepare('UPDATE hosting_tokens SET used_at = ?, used_by = ?, used_key = ? WHERE hash = ? AND used_at IS NULL').run(at, by, nodeKey, hashSecret(secret)).changes === 1;
+    return this.#stmt('UPDATE hosting_tokens SET used_at = ?, used_by = ?, used_key = ? WHERE hash = ? AND used_at IS NULL').run(at, by, nodeKey, hashSecret(secret)).changes === 1;
   }
 
   /**
@@ -85,14 +92,14 @@ export class AuthStore {
    */
   confirm(network: string, node: string, at: string): void {
     if (this.#pending === 0) return;
-    const n = this.#db.prepare('UPDATE hosting_tokens SET confirmed_at = ? WHERE network = ? AND used_by = ? AND confirmed_at IS NULL AND used_at IS NOT NULL').run(at, network, node).changes;
+    const n = this.#stmt('UPDATE hosting_tokens SET confirmed_at = ? WHERE network = ? AND used_by = ? AND confirmed_at IS NULL AND used_at IS NOT NULL').run(at, network, node).changes;
     if (n > 0) this.#pending = Math.max(0, this.#pending - n);
   }
 
   #pending = 0;
 
   #countPending(): number {
-    return (this.#db.prepare('SELECT COUNT(*) AS n FROM hosting_tokens WHERE used_at IS NOT NULL AND confirmed_at IS NULL').get() as { n: number }).n;
+    return (this.#stmt('SELECT COUNT(*) AS n FROM hosting_tokens WHERE used_at IS NOT NULL AND confirmed_at IS NULL').get() as { n: number }).n;
   }
 
   /** Called after a token is marked used: the next hello looks for it. */
@@ -102,13 +109,13 @@ export class AuthStore {
 
   putCredential(credential: string, network: string, node: string): void {
     this.#db.transaction(() => {
-      this.#db.prepare('DELETE FROM hosting_credentials WHERE network = ? AND node = ?').run(network, node);
-      this.#db.prepare('INSERT INTO hosting_credentials (hash, network, node) VALUES (?, ?, ?)').run(hashSecret(credential), network, node);
+      this.#stmt('DELETE FROM hosting_credentials WHERE network = ? AND node = ?').run(network, node);
+      this.#stmt('INSERT INTO hosting_credentials (hash, network, node) VALUES (?, ?, ?)').run(hashSecret(credential), network, node);
     })();
   }
 
   nodeOf(credential: string): { network: string; node: string } | null {
-    const r = this.#db.prepare('SELECT network, node FROM hosting_credentials WHERE hash = ?').get(hashSecret(credential)) as { network: string; node: string } | undefined;
+    const r = this.#stmt('SELECT network, node FROM hosting_credentials WHERE hash = ?').get(hashSecret(credential)) as { network: string; node: string } | undefined;
     return r ?? null;
   }
 
@@ -119,45 +126,45 @@ export class AuthStore {
    */
   revoke(network: string, node: string, nodeKey: string, at: string): void {
     this.#db.transaction(() => {
-      this.#db.prepare('DELETE FROM hosting_credentials WHERE network = ? AND node = ?').run(network, node);
-      this.#db.prepare('DELETE FROM hosting_reports WHERE network = ? AND node = ?').run(network, node);
+      this.#stmt('DELETE FROM hosting_credentials WHERE network = ? AND node = ?').run(network, node);
+      this.#stmt('DELETE FROM hosting_reports WHERE network = ? AND node = ?').run(network, node);
       // The token it enrolled with (under this name or one it had before a rename) goes too: a replay is then unknown.
-      this.#db.prepare('DELETE FROM hosting_tokens WHERE network = ? AND used_at IS NOT NULL AND (used_by = ? OR used_by IN (SELECT old FROM hosting_renames WHERE network = ? AND new = ?))').run(network, node, network, node);
-      this.#db.prepare('DELETE FROM hosting_renames WHERE network = ? AND new = ?').run(network, node);
-      this.#db.prepare('INSERT OR REPLACE INTO hosting_revoked_keys (network, node_key, node, at) VALUES (?, ?, ?, ?)').run(network, nodeKey, node, at);
+      this.#stmt('DELETE FROM hosting_tokens WHERE network = ? AND used_at IS NOT NULL AND (used_by = ? OR used_by IN (SELECT old FROM hosting_renames WHERE network = ? AND new = ?))').run(network, node, network, node);
+      this.#stmt('DELETE FROM hosting_renames WHERE network = ? AND new = ?').run(network, node);
+      this.#stmt('INSERT OR REPLACE INTO hosting_revoked_keys (network, node_key, node, at) VALUES (?, ?, ?, ?)').run(network, nodeKey, node, at);
     })();
   }
 
   /** Who held the key when it was revoked, or null. */
   revokedKey(network: string, nodeKey: string): { node: string; at: string } | null {
-    const r = this.#db.prepare('SELECT node, at FROM hosting_revoked_keys WHERE network = ? AND node_key = ?').get(network, nodeKey) as { node: string; at: string } | undefined;
+    const r = this.#stmt('SELECT node, at FROM hosting_revoked_keys WHERE network = ? AND node_key = ?').get(network, nodeKey) as { node: string; at: string } | undefined;
     return r ?? null;
   }
 
   /** The credential, the report and the name the agent may still say in its hello follow a rename. */
   rename(network: string, from: string, to: string): void {
     this.#db.transaction(() => {
-      this.#db.prepare('UPDATE hosting_credentials SET node = ? WHERE network = ? AND node = ?').run(to, network, from);
-      this.#db.prepare('UPDATE hosting_reports SET node = ? WHERE network = ? AND node = ?').run(to, network, from);
-      this.#db.prepare('UPDATE hosting_renames SET new = ? WHERE network = ? AND new = ?').run(to, network, from);
-      this.#db.prepare('DELETE FROM hosting_renames WHERE network = ? AND old = ?').run(network, to);
-      this.#db.prepare('INSERT OR REPLACE INTO hosting_renames (network, old, new) VALUES (?, ?, ?)').run(network, from, to);
+      this.#stmt('UPDATE hosting_credentials SET node = ? WHERE network = ? AND node = ?').run(to, network, from);
+      this.#stmt('UPDATE hosting_reports SET node = ? WHERE network = ? AND node = ?').run(to, network, from);
+      this.#stmt('UPDATE hosting_renames SET new = ? WHERE network = ? AND new = ?').run(to, network, from);
+      this.#stmt('DELETE FROM hosting_renames WHERE network = ? AND old = ?').run(network, to);
+      this.#stmt('INSERT OR REPLACE INTO hosting_renames (network, old, new) VALUES (?, ?, ?)').run(network, from, to);
     })();
   }
 
   /** The name `old` carries now, when it was renamed (an agent offline during the rename still says the old one). */
   renamedTo(network: string, old: string): string | null {
-    const r = this.#db.prepare('SELECT new FROM hosting_renames WHERE network = ? AND old = ?').get(network, old) as { new: string } | undefined;
+    const r = this.#stmt('SELECT new FROM hosting_renames WHERE network = ? AND old = ?').get(network, old) as { new: string } | undefined;
     return r?.new ?? null;
   }
 
   /** The node's last report, as it came (for doctor). */
   putReport(network: string, node: string, report: ReportMessage): void {
-    this.#db.prepare('INSERT OR REPLACE INTO hosting_reports (network, node, doc) VALUES (?, ?, ?)').run(network, node, JSON.stringify(report));
+    this.#stmt('INSERT OR REPLACE INTO hosting_reports (network, node, doc) VALUES (?, ?, ?)').run(network, node, JSON.stringify(report));
   }
 
   report(network: string, node: string): ReportMessage | null {
-    const r = this.#db.prepare('SELECT doc FROM hosting_reports WHERE network = ? AND node = ?').get(network, node) as { doc: string } | undefined;
+    const r = this.#stmt('SELECT doc FROM hosting_reports WHERE network = ? AND node = ?').get(network, node) as { doc: string } | undefined;
     return r ? (JSON.parse(r.doc) as ReportMessage) : null;
   }
 
