@@ -154,7 +154,9 @@ export class SessionHub {
 
   /** The node's stream, if one is open, ends with this error (a removed node). */
   endNode(network: string, node: string, error: { code: string; message: string }): void {
+    // Nothing of a removed node stays behind (nodes come and go: an entry each would add up).
     this.#acks.delete(`${network}/${node}`);
+    this.#seen.delete(`${network}/${node}`);
     this.#sessions.get(`${network}/${node}`)?.end(error);
   }
 
@@ -163,6 +165,9 @@ export class SessionHub {
     const acks = this.#acks.get(`${network}/${from}`);
     this.#acks.delete(`${network}/${from}`);
     if (acks) this.#acks.set(`${network}/${to}`, acks);
+    const seen = this.#seen.get(`${network}/${from}`);
+    this.#seen.delete(`${network}/${from}`);
+    if (seen) this.#seen.set(`${network}/${to}`, seen);
     const s = this.#sessions.get(`${network}/${from}`);
     if (!s) return;
     this.#sessions.delete(`${network}/${from}`);
