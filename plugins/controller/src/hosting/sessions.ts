@@ -371,6 +371,8 @@ export class SyncSession {
     }
     if (!good) throw new MeshpError('MESHP_AUTH_FAILED', `the hello of ${h.node} is not signed by its enrolled key`);
     if (this.#timer) clearTimeout(this.#timer);
+    // Not kept: a cleared timer held for the stream's life is its Timeout and closure, per agent.
+    this.#timer = null;
     this.network = owner.network;
     this.node = owner.node;
     this.#authed = true;
