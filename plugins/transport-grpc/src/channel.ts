@@ -11,7 +11,8 @@ interface Duplex<W> {
 
 export class StreamChannel<In, Out, WireIn, WireOut> implements SyncChannel<In, Out> {
   #stream: Duplex<WireOut> | null = null;
-  #queue: Out[] = [];
+  /** What was sent before the stream was attached; none after (not kept for the stream's life). */
+  #queue: Out[] | null = [];
   #closed = false;
   #onMessage: ((m: In) => void)[] = [];
   #onClose: ((e?: TransportError) => void)[] = [];
@@ -41,13 +42,15 @@ export class StreamChannel<In, Out, WireIn, WireOut> implements SyncChannel<In, 
     stream.on('error', (e) => this.#ended(this.mapError(e)));
     stream.on('end', () => this.#ended());
     stream.on('close', () => this.#ended());
-    for (const m of this.#queue.splice(0)) stream.write(this.codec.out(m));
+    const queued = this.#queue ?? [];
+    this.#queue = null;
+    for (const m of queued) stream.write(this.codec.out(m));
   }
 
   send(message: Out): void {
     if (this.#closed) return;
     if (this.#stream) this.#stream.write(this.codec.out(message));
-    else this.#queue.push(message);
+    else this.#queue?.push(message);
   }
 
   onMessage(listener: (message: In) => void): void {

@@ -23,5 +23,8 @@ export function serverOptions(maxMessageBytes = DEFAULT_MAX_MESSAGE_BYTES): Chan
     ...channelOptions(maxMessageBytes),
     'grpc.max_receive_message_length': maxMessageBytes * 2,
     'grpc.http2.min_ping_interval_without_data_ms': 5_000,
+    // Channelz (grpc-js's introspection, served by nothing here) tracks every connection and call:
+    // about 1 KB of heap per connection, kept for each agent's idle stream (issue 15).
+    'grpc.enable_channelz': 0,
   };
 }

@@ -173,7 +173,9 @@ export class SessionHub {
 
   /** The node's stream, if one is open, ends with this error (a removed node). */
   endNode(network: string, node: string, error: { code: string; message: string }): void {
+    // Nothing of a removed node stays behind (nodes come and go: an entry each would add up).
     this.#acks.delete(`${network}/${node}`);
+    this.#seen.delete(`${network}/${node}`);
     this.#sessions.get(`${network}/${node}`)?.end(error);
   }
 
@@ -182,6 +184,9 @@ export class SessionHub {
     const acks = this.#acks.get(`${network}/${from}`);
     this.#acks.delete(`${network}/${from}`);
     if (acks) this.#acks.set(`${network}/${to}`, acks);
+    const seen = this.#seen.get(`${network}/${from}`);
+    this.#seen.delete(`${network}/${from}`);
+    if (seen) this.#seen.set(`${network}/${to}`, seen);
     const s = this.#sessions.get(`${network}/${from}`);
     if (!s) return;
     this.#sessions.delete(`${network}/${from}`);
@@ -385,6 +390,8 @@ export class SyncSession {
     }
     if (!good) throw new MeshpError('MESHP_AUTH_FAILED', `the hello of ${h.node} is not signed by its enrolled key`);
     if (this.#timer) clearTimeout(this.#timer);
+    // Not kept: a cleared timer held for the stream's life is its Timeout and closure, per agent.
+    this.#timer = null;
     this.network = owner.network;
     this.node = owner.node;
     this.#authed = true;
