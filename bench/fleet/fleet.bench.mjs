@@ -52,6 +52,8 @@ import { fork, spawn } from 'node:child_process';
 import { connectAdmin } from '../../bin/dist/remote/admin.js';
 
 const MESHP = new URL('../../bin/dist/main.js', import.meta.url).pathname;
+// One 'exit' handler per controller, worker and temp folder (up to 8 workers and K replicas a size): not a leak.
+process.setMaxListeners(0);
 const WORKER = new URL('./worker.mjs', import.meta.url).pathname;
 const argv = process.argv.slice(2);
 const flag = (name) => {
