@@ -153,6 +153,18 @@ function startWorker(onProgress) {
   return { child, call };
 }
 
+/** Every node, a page at a time (at 50,000 the whole list is over one message's limit). */
+async function allNodes(admin, network) {
+  const all = [];
+  let pageToken = '';
+  do {
+    const r = await admin.call('listNodes', { network, pageSize: 1000, pageToken });
+    all.push(...r.nodes);
+    pageToken = r.nextPageToken;
+  } while (pageToken);
+  return all;
+}
+
 const pct = (xs, p) => (xs.length ? [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))] : NaN);
 
 /** A schema of its own in the database for one size (search_path in the URL), and how to drop it. */
@@ -312,7 +324,7 @@ async function run(n) {
     // Each replica knows exactly the gaps of the agents connected to it.
     let gaps = 0;
     for (const a of admins) {
-      const { nodes } = await a.call('listNodes', { network });
+      const nodes = await allNodes(a, network);
       gaps += nodes.filter((x) => (admins.length === 1 || x.connected) && Number(x.gap ?? 0) !== 0).length;
     }
     rows.push({ name, bytes: c1.bytes - c0.bytes, messages: c1.deltas - c0.deltas, acked: times.length, cpuMs: after.cpuMs - before.cpuMs, netMs: after.cpuMs - before.cpuMs - idleRate * windowMs, windowMs, p50: pct(times, 50), p99: pct(times, 99), max: Math.max(0, ...times), gaps, load: load() });
@@ -370,7 +382,7 @@ async function run(n) {
     const answered = joins.map((j) => j.answered - j.start);
     let gaps = 0;
     for (const a of admins) {
-      const { nodes } = await a.call('listNodes', { network });
+      const nodes = await allNodes(a, network);
       gaps += nodes.filter((x) => (admins.length === 1 || x.connected) && Number(x.gap ?? 0) !== 0).length;
     }
     const every = [...lat, ...own];

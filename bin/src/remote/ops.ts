@@ -52,9 +52,20 @@ export async function tokenCreate(a: RemoteArgs & Out & { adopted: boolean; ttl:
   say(a, { token: r.token, expiresAt: r.expiresAt }, r.token);
 }
 
+/** Nodes asked for a page at a time: a large network's list is over one message's limit. */
+const NODES_PAGE = 500;
+
 export async function nodeList(a: RemoteArgs & Out): Promise<void> {
-  const r = await withAdmin(a, (c, network) => c.call('listNodes', { network }));
-  const nodes = r.nodes;
+  const nodes = await withAdmin(a, async (c, network) => {
+    const all = [];
+    let pageToken = '';
+    do {
+      const r = await c.call('listNodes', { network, pageSize: NODES_PAGE, pageToken });
+      all.push(...r.nodes);
+      pageToken = r.nextPageToken;
+    } while (pageToken);
+    return all;
+  });
   say(a, { nodes: nodes.map(nodeJson) }, nodes.length ? nodesTable(nodes) : 'no nodes');
 }
 

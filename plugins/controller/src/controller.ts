@@ -523,6 +523,17 @@ export class Controller {
     return [...net.members.values()].sort((a, b) => a.id.localeCompare(b.id)).map((m) => statusOf(net, m, this.#checked(net, m.id)));
   }
 
+  /**
+   * One page of listNodes, in its order (by id): the nodes after `after` ('' from the first), at most
+   * `limit`; `next` is the page's last id when more follow, else ''. Only the page's statuses are computed.
+   */
+  listNodesPage(network: string, after: string, limit: number): { nodes: NodeStatus[]; next: string } {
+    const net = this.#net(network);
+    const ids = [...net.members.keys()].filter((id) => after === '' || id.localeCompare(after) > 0).sort((a, b) => a.localeCompare(b));
+    const page = ids.slice(0, Math.max(1, limit));
+    return { nodes: page.map((id) => statusOf(net, net.members.get(id)!, this.#checked(net, id))), next: ids.length > page.length ? page.at(-1)! : '' };
+  }
+
   showNode(network: string, id: string): { node: NodeStatus; recentDeltas: SentSummary[] } {
     const net = this.#net(network);
     const sync = this.#checked(net, this.#member(net, id).id);

@@ -67,12 +67,21 @@ export interface AdminDeps {
   renamed?(network: string, from: string, to: string): void;
 }
 
+/** The most nodes one ListNodes page holds (a NodeStatus with its held resources is a few KB; the message limit is 4 MB). */
+export const MAX_NODES_PAGE = 1_000;
+
 export function adminHandler(d: AdminDeps): AdminHandler {
   const { controller } = d;
   const live = (n: NodeStatus): NodeStatus => withLiveness(n, d.live(n.network, n.name));
   const node = (net: string, id: string): WireNode => nodeToWire(live(controller.showNode(net, id).node), d.reports(net, id));
   const methods: AdminMethods<AdminApi> = {
-    listNodes: (_r, net) => ({ nodes: controller.listNodes(net).map((n) => nodeToWire(live(n), d.reports(net, n.name))) }),
+    listNodes: (r, net) => {
+      const wire = (n: NodeStatus) => nodeToWire(live(n), d.reports(net, n.name));
+      // No page asked for: every node, as before (a client from before pages; over the message limit it is refused).
+      if (!r.pageSize && !r.pageToken) return { nodes: controller.listNodes(net).map(wire), nextPageToken: '' };
+      const { nodes, next } = controller.listNodesPage(net, r.pageToken ?? '', Math.min(r.pageSize || MAX_NODES_PAGE, MAX_NODES_PAGE));
+      return { nodes: nodes.map(wire), nextPageToken: next };
+    },
     showNode: (r, net) => {
       const s = controller.showNode(net, need(r.node, 'node'));
       const last = d.reports(net, s.node.name);

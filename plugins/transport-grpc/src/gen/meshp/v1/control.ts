@@ -688,10 +688,22 @@ export interface SentDelta {
 
 export interface ListNodesRequest {
   network: string;
+  /**
+   * At most this many nodes in the answer, in name order (0: every node in one answer, as before;
+   * an answer over the message limit is then refused). The controller may give fewer (at most 1,000).
+   */
+  pageSize: number;
+  /** The previous answer's next_page_token: the page after it (nodes named after its last one). */
+  pageToken: string;
 }
 
 export interface ListNodesResponse {
   nodes: NodeStatus[];
+  /**
+   * Not empty: more nodes follow; ask again with it as page_token. A node added or removed while
+   * the pages are read is in them or not, as it was when its page was read.
+   */
+  nextPageToken: string;
 }
 
 export interface ShowNodeRequest {
@@ -6956,13 +6968,19 @@ export const SentDelta: MessageFns<SentDelta> = {
 };
 
 function createBaseListNodesRequest(): ListNodesRequest {
-  return { network: "" };
+  return { network: "", pageSize: 0, pageToken: "" };
 }
 
 export const ListNodesRequest: MessageFns<ListNodesRequest> = {
   encode(message: ListNodesRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.network !== "") {
       writer.uint32(10).string(message.network);
+    }
+    if (message.pageSize !== 0) {
+      writer.uint32(400).uint32(message.pageSize);
+    }
+    if (message.pageToken !== "") {
+      writer.uint32(410).string(message.pageToken);
     }
     return writer;
   },
@@ -6988,6 +7006,22 @@ export const ListNodesRequest: MessageFns<ListNodesRequest> = {
             message.network = reader.string();
             continue;
           }
+          case 50: {
+            if (tag !== 400) {
+              break;
+            }
+
+            message.pageSize = reader.uint32();
+            continue;
+          }
+          case 51: {
+            if (tag !== 410) {
+              break;
+            }
+
+            message.pageToken = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -7001,13 +7035,31 @@ export const ListNodesRequest: MessageFns<ListNodesRequest> = {
   },
 
   fromJSON(object: any): ListNodesRequest {
-    return { network: isSet(object.network) ? globalThis.String(object.network) : "" };
+    return {
+      network: isSet(object.network) ? globalThis.String(object.network) : "",
+      pageSize: isSet(object.pageSize)
+        ? globalThis.Number(object.pageSize)
+        : isSet(object.page_size)
+        ? globalThis.Number(object.page_size)
+        : 0,
+      pageToken: isSet(object.pageToken)
+        ? globalThis.String(object.pageToken)
+        : isSet(object.page_token)
+        ? globalThis.String(object.page_token)
+        : "",
+    };
   },
 
   toJSON(message: ListNodesRequest): unknown {
     const obj: any = {};
     if (message.network !== "") {
       obj.network = message.network;
+    }
+    if (message.pageSize !== 0) {
+      obj.pageSize = Math.round(message.pageSize);
+    }
+    if (message.pageToken !== "") {
+      obj.pageToken = message.pageToken;
     }
     return obj;
   },
@@ -7018,18 +7070,23 @@ export const ListNodesRequest: MessageFns<ListNodesRequest> = {
   fromPartial<I extends Exact<DeepPartial<ListNodesRequest>, I>>(object: I): ListNodesRequest {
     const message = createBaseListNodesRequest();
     message.network = object.network ?? "";
+    message.pageSize = object.pageSize ?? 0;
+    message.pageToken = object.pageToken ?? "";
     return message;
   },
 };
 
 function createBaseListNodesResponse(): ListNodesResponse {
-  return { nodes: [] };
+  return { nodes: [], nextPageToken: "" };
 }
 
 export const ListNodesResponse: MessageFns<ListNodesResponse> = {
   encode(message: ListNodesResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     for (const v of message.nodes) {
       NodeStatus.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.nextPageToken !== "") {
+      writer.uint32(402).string(message.nextPageToken);
     }
     return writer;
   },
@@ -7055,6 +7112,14 @@ export const ListNodesResponse: MessageFns<ListNodesResponse> = {
             message.nodes.push(NodeStatus.decode(reader, reader.uint32()));
             continue;
           }
+          case 50: {
+            if (tag !== 402) {
+              break;
+            }
+
+            message.nextPageToken = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -7070,6 +7135,11 @@ export const ListNodesResponse: MessageFns<ListNodesResponse> = {
   fromJSON(object: any): ListNodesResponse {
     return {
       nodes: globalThis.Array.isArray(object?.nodes) ? object.nodes.map((e: any) => NodeStatus.fromJSON(e)) : [],
+      nextPageToken: isSet(object.nextPageToken)
+        ? globalThis.String(object.nextPageToken)
+        : isSet(object.next_page_token)
+        ? globalThis.String(object.next_page_token)
+        : "",
     };
   },
 
@@ -7077,6 +7147,9 @@ export const ListNodesResponse: MessageFns<ListNodesResponse> = {
     const obj: any = {};
     if (message.nodes?.length) {
       obj.nodes = message.nodes.map((e) => NodeStatus.toJSON(e));
+    }
+    if (message.nextPageToken !== "") {
+      obj.nextPageToken = message.nextPageToken;
     }
     return obj;
   },
@@ -7087,6 +7160,7 @@ export const ListNodesResponse: MessageFns<ListNodesResponse> = {
   fromPartial<I extends Exact<DeepPartial<ListNodesResponse>, I>>(object: I): ListNodesResponse {
     const message = createBaseListNodesResponse();
     message.nodes = object.nodes?.map((e) => NodeStatus.fromPartial(e)) || [];
+    message.nextPageToken = object.nextPageToken ?? "";
     return message;
   },
 };
