@@ -38,7 +38,7 @@ function pending(net: NetworkState, id: string, sync: SyncRecord): Computed | 's
   if (basis === net.version) return same(sync);
   // No change since the basis concerned the node (noted as each was made: `noteChange`): the view
   // is the one sent, without a walk of the log — a gap read of a quiet node costs O(1).
-  if (net.touchedAt(id) <= basis) {
+  if (basis < net.version && net.touchedAt(id) <= basis) {
     sync.basis = net.version;
     return same(sync);
   }
