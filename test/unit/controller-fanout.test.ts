@@ -11,10 +11,10 @@ import { generateKeyPairSync, sign, type KeyObject } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AuthStore, Controller, Enrolment, MemoryStore, Metrics, SessionHub, adminHandler, createLogger } from '@meshp/controller';
+import { AuthStore, Controller, Enrolment, MemoryStore, Metrics, SessionHub, SyncSession, adminHandler, createLogger } from '@meshp/controller';
 import type { AgentMessage, ControllerMessage, StateDelta, SyncChannel, TransportError } from '@meshp/core';
 import { PROTOCOL_REVISION, challengePayload } from '@meshp/core/agent';
-import { DeltaApplier } from '@meshp/core/delta';
+import { DeltaApplier, SyncRecords } from '@meshp/core/delta';
 
 const N = 250;
 const NET = 'default';
@@ -191,4 +191,82 @@ t.test('the fan-out pumps only the streams a change concerns, found through the 
   t.ok(streams.every((s) => s.deltas.every((d) => d.fromVersion > 0)), 'no snapshot anywhere');
   const views = streams.map((s, i) => i === 8 || s.applier.view.hash() === controller.snapshotOf(NET, `n${i}`).hash);
   t.ok(views.every(Boolean), 'every view built by deltas equals the snapshot of the same version');
+});
+
+/**
+ * Issue 15's goal, counted rather than timed: a change that concerns k nodes reads O(k) sync records
+ * and pumps O(k) streams, whatever the size of the network. The same changes (a join, a policy
+ * change, a removal, all in group 0 of groups of 10) at 4 groups and at 16 do the same work; before,
+ * every change moved the basis of every other stream (a read of each record: 4 times as many at 16).
+ */
+t.test("a change's work depends on the nodes it concerns, not on the network's size", async (t) => {
+  const SIZE = 10;
+  const work = { reads: 0, pumps: 0 };
+  const get = SyncRecords.prototype.get;
+  const pump = SyncSession.prototype.pump;
+  const iterate = SyncRecords.prototype[Symbol.iterator];
+  SyncRecords.prototype.get = function (this: SyncRecords, id: string) {
+    work.reads++;
+    return get.call(this, id);
+  };
+  SyncRecords.prototype[Symbol.iterator] = function (this: SyncRecords) {
+    work.reads += this.size;
+    return iterate.call(this);
+  };
+  SyncSession.prototype.pump = function (this: SyncSession) {
+    work.pumps++;
+    pump.call(this);
+  };
+  t.teardown(() => {
+    SyncRecords.prototype.get = get;
+    SyncRecords.prototype[Symbol.iterator] = iterate;
+    SyncSession.prototype.pump = pump;
+  });
+  const measure = async (groups: number) => {
+    const rules = Array.from({ length: groups }, (_, g) => ({ from: `g${g}`, to: `g${g}` }));
+    const { controller, hub, streams, settled } = await bed(t, groups * SIZE, rules, (i) => `g${Math.floor(i / SIZE)}`);
+    hub.poke(NET); // the hub's first fan-out covers everyone: from here on, only what changes concern
+    await settled();
+    // Until the fan-out is done and the acks are in (not through settled(): a node list reads every record).
+    const quiet = async () => {
+      for (let i = 0; i < 5; i++) {
+        await hub.fanout.idle();
+        for (let j = 0; j < 5; j++) await new Promise((r) => setImmediate(r));
+      }
+    };
+    const counted = async (change: () => void) => {
+      for (const s of streams) s.deltas = [];
+      work.reads = 0;
+      work.pumps = 0;
+      change();
+      hub.poke(NET);
+      await quiet();
+      return { ...work, deltas: streams.reduce((k, s) => k + s.deltas.length, 0) };
+    };
+    const out = {
+      join: await counted(() => controller.join(NET, { id: 'late', nodeKey: 'late-key', tags: ['g0'] })),
+      policy: await counted(() => controller.setPolicy(NET, rules.map((r, g) => (g === 0 ? { ...r, ports: ['443'] } : r)))),
+      removal: await counted(() => controller.leave(NET, 'n1')),
+    };
+    // The gaps read back are exact: a node with no stream is behind after a change that concerns it, and only then.
+    const [g0, g1] = [streams[2]!, streams[SIZE + 2]!];
+    g0.close();
+    g1.close();
+    await quiet();
+    controller.setTags(NET, 'n3', ['g0', 'z']);
+    hub.poke(NET);
+    await quiet();
+    const gaps = new Map(controller.listNodes(NET).map((n) => [n.name, n.gap]));
+    t.ok(gaps.get(g0.node)! > 0, `at ${groups * SIZE} nodes: ${g0.node} (group 0, no stream) is behind after a change to group 0`);
+    t.equal(gaps.get(g1.node), 0, `at ${groups * SIZE} nodes: ${g1.node} (group 1, no stream) is not`);
+    t.ok([...gaps].every(([id, gap]) => id === g0.node || id === 'late' || gap === 0), 'every other node is at gap 0');
+    hub.closeAll();
+    return out;
+  };
+  const small = await measure(4);
+  const large = await measure(16);
+  for (const name of ['join', 'policy', 'removal'] as const) {
+    t.ok(small[name].deltas > 0 && small[name].deltas <= SIZE + 1, `${name}: ${small[name].deltas} deltas for a group of ${SIZE}`);
+    t.same(large[name], small[name], `${name}: the same work at 160 nodes as at 40 (${JSON.stringify(small[name])})`);
+  }
 });

@@ -3,7 +3,7 @@ import { REMOVAL_REASON, emptyDelta, type ComponentName, type Components, type P
 import { componentsFor, declarationFor, filterFor, peerImage, tunnelFor } from './components.js';
 import type { NetworkState } from './network.js';
 import { PolicyIndex, SCOPE, isControlNode } from './policy.js';
-import type { MemberRecord, ModuleDef, SharedComponentName } from './records.js';
+import type { MemberRecord, ModuleDef, PolicyRule, SharedComponentName } from './records.js';
 
 export interface Computed {
   delta: StateDelta;
@@ -55,7 +55,7 @@ export function computeIncremental(net: NetworkState, nodeId: string, a: number,
     if (e.kind === 'members') {
       for (const c of e.changes) if (!memberThen.has(c.id)) memberThen.set(c.id, c.before);
     } else if (e.kind === 'member' && !memberThen.has(e.id)) memberThen.set(e.id, e.before);
-    else if (e.kind === 'policy' && !policyThen) policyThen = new PolicyIndex(e.before);
+    else if (e.kind === 'policy' && !policyThen) policyThen = policyBefore(e.before);
     else if (e.kind === 'component' && !sharedThen.has(e.name)) sharedThen.set(e.name, e.before);
     else if (e.kind === 'module' && !moduleThen.has(e.name)) moduleThen.set(e.name, e.before);
   }
@@ -118,6 +118,17 @@ export function computeIncremental(net: NetworkState, nodeId: string, a: number,
     Object.assign(delta, { [name]: value });
   }
   return { delta, digest };
+}
+
+/**
+ * The policy before a logged policy change, indexed once per entry (an entry's rules never change),
+ * not once per node the change concerns: at 10,000 nodes in groups of 50 a policy has 200 rules.
+ */
+const policiesBefore = new WeakMap<readonly PolicyRule[], PolicyIndex>();
+function policyBefore(rules: readonly PolicyRule[]): PolicyIndex {
+  let p = policiesBefore.get(rules);
+  if (!p) policiesBefore.set(rules, (p = new PolicyIndex(rules)));
+  return p;
 }
 
 function sameList(a: readonly string[], b: readonly string[]): boolean {

@@ -23,12 +23,17 @@ export function isControlNode(tags: readonly string[]): boolean {
 export class PolicyIndex {
   readonly #out = new Map<string, Set<string>>();
   readonly #in = new Map<string, Set<string>>();
+  /** destination tag → the positions of its rules: a node's inbound rules without a pass over every rule. */
+  readonly #byTo = new Map<string, number[]>();
 
   constructor(readonly rules: readonly PolicyRule[]) {
-    for (const r of rules) {
+    rules.forEach((r, i) => {
       add(this.#out, r.from, r.to);
       add(this.#in, r.to, r.from);
-    }
+      const at = this.#byTo.get(r.to);
+      if (at) at.push(i);
+      else this.#byTo.set(r.to, [i]);
+    });
   }
 
   /** Tags the holder of `tags` may reach: the control-node's always (the mesh's own rule). */
@@ -51,8 +56,9 @@ export class PolicyIndex {
 
   /** The rules whose destination is one of these tags: who may reach the node. */
   inboundRules(tags: readonly string[]): PolicyRule[] {
-    const mine = new Set(tags);
-    return this.rules.filter((r) => mine.has(r.to));
+    const at = new Set<number>();
+    for (const t of tags) for (const i of this.#byTo.get(t) ?? []) at.add(i);
+    return [...at].sort((a, b) => a - b).map((i) => this.rules[i]!);
   }
 }
 

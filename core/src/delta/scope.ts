@@ -32,8 +32,8 @@ export function affectedBy(net: NetworkState, entries: readonly LogEntry[]): Set
           if (c.before) watchers(c.before);
           if (c.after) watchers(c.after);
           // A removal is also told to the nodes that may hold the peer in a tunnel grace after an
-          // unscoping (SyncRecord.graced): a look at each record, no delta computed for the others.
-          else for (const [id, sync] of net.sync) if (sync.graced?.includes(c.id)) out.add(id);
+          // unscoping (SyncRecord.graced), found through the index of who holds whom (network.ts SyncRecords).
+          else for (const id of net.sync.holdersOf(c.id)) out.add(id);
         }
         break;
       }

@@ -36,6 +36,12 @@ function pending(net: NetworkState, id: string, sync: SyncRecord): Computed | 's
   const base = sync.expectations.find((e) => e.version === sync.sent);
   if (!base) return null;
   if (basis === net.version) return same(sync);
+  // No change since the basis concerned the node (noted as each was made: `noteChange`): the view
+  // is the one sent, without a walk of the log — a gap read of a quiet node costs O(1).
+  if (basis < net.version && net.touchedAt(id) <= basis) {
+    sync.basis = net.version;
+    return same(sync);
+  }
   const computed = computeIncremental(net, id, basis, loadDigest(base.digest), new Set(sync.graced ?? []));
   if (!computed) {
     // The log no longer reaches the basis: a node no change concerned for that long (the fan-out
@@ -90,6 +96,25 @@ export function rescope(net: NetworkState): string[] {
   return changed;
 }
 
+/**
+ * The changes of versions (from, to] may have moved the views of `ids` (scope.ts `affectedBy`;
+ * null: of every member), noted as they are made, in order. A node among them that no earlier change
+ * concerned since its basis has, at `from`, the view it was sent: its basis moves there, so the delta
+ * it is sent is built from the log since `from`, however long it was quiet. The nodes not among them
+ * are not looked at (O(k) for a change that concerns k nodes, whatever the size of the network):
+ * `pending` finds them untouched since their basis when it is read.
+ */
+export function noteChange(net: NetworkState, from: number, to: number, ids: Iterable<string> | null): void {
+  const list = ids === null ? null : [...ids];
+  for (const id of list ?? []) {
+    const sync = net.sync.get(id);
+    if (!sync) continue;
+    const basis = Math.max(sync.basis ?? sync.sent, sync.sent);
+    if (basis < from && net.touchedAt(id) <= basis) sync.basis = from;
+  }
+  net.touch(to, list);
+}
+
 /** The view is the one sent: nothing to catch up on (a change undone since is no change). */
 function same(sync: SyncRecord): 'same' {
   sync.target = sync.sent;
@@ -130,7 +155,7 @@ export function nextDelta(net: NetworkState, id: string, sync: SyncRecord, at: s
     .filter((e) => e.version >= sync.applied)
     .slice(-EXPECTATIONS);
   sync.recent = [...sync.recent, summary(computed.delta, hash, at)].slice(-keepSent);
-  trackGraced(sync, computed.delta);
+  trackGraced(net, id, sync, computed.delta);
   return computed.delta;
 }
 
@@ -152,11 +177,14 @@ function healByChange(net: NetworkState, id: string, sync: SyncRecord): boolean 
 const GRACED = 4096;
 
 /** Who the node may hold in a tunnel grace period after this delta (see SyncRecord.graced). */
-function trackGraced(sync: SyncRecord, d: StateDelta): void {
+function trackGraced(net: NetworkState, id: string, sync: SyncRecord, d: StateDelta): void {
   const graced = new Set(sync.graced ?? []);
   for (const r of d.removePeers) {
     graced.delete(r.id);
-    if (r.reason === REMOVAL_REASON.UNSCOPED) graced.add(r.id);
+    if (r.reason === REMOVAL_REASON.UNSCOPED) {
+      graced.add(r.id);
+      net.sync.graced(r.id, id);
+    }
   }
   for (const p of d.upsertPeers) graced.delete(p.id);
   if (graced.size === 0) delete sync.graced;

