@@ -226,5 +226,16 @@ if (missing) {
     b.auth.revoke('n', 'node1', 'key1', 'now');
     t.equal(a.auth.nodeOf('cred'), null, 'revoked through B, unknown to A');
     t.same(a.auth.revokedKey('n', 'key1'), { node: 'node1', at: 'now' }, 'and its key revoked there');
+    t.equal(a.auth.getToken('secret'), null, 'and the token it enrolled with is gone (a replay is unknown)');
+
+    // Under the name it had before a rename, the spent token goes with the node too.
+    b.auth.putToken('secret2', { network: 'n', mode: 'converged', tags: [], fingerprint: 'f', expiresAt: '2099-01-01T00:00:00.000Z' });
+    t.equal(b.auth.markUsed('secret2', 'old-name', 'now', 'key3'), true);
+    b.auth.putToken('other', { network: 'n', mode: 'converged', tags: [], fingerprint: 'f', expiresAt: '2099-01-01T00:00:00.000Z' });
+    t.equal(b.auth.markUsed('other', 'someone-else', 'now', 'key4'), true);
+    a.auth.rename('n', 'old-name', 'new-name');
+    a.auth.revoke('n', 'new-name', 'key3', 'now');
+    t.equal(b.auth.getToken('secret2'), null, "a renamed node's token is deleted by its new name");
+    t.equal(b.auth.getToken('other')?.usedBy, 'someone-else', "another node's spent token is not touched");
   });
 }

@@ -72,7 +72,8 @@ export class PostgresAuthStore implements AuthBook {
     this.#tx([
       ['DELETE FROM hosting_credentials WHERE network = $1 AND node = $2', [network, node]],
       ['DELETE FROM hosting_reports WHERE network = $1 AND node = $2', [network, node]],
-      ['DELETE FROM hosting_tokens WHERE network = $1 AND used_at IS NOT NULL AND (used_by = $2 OR used_by IN (SELECT old FROM hosting_renames WHERE network = $1 AND new = $2))', [network, node]],
+      // One IN over a UNION (as the SQLite store): the index on used tokens by node answers it.
+      ['DELETE FROM hosting_tokens WHERE network = $1 AND used_at IS NOT NULL AND used_by IN (SELECT $2 UNION SELECT old FROM hosting_renames WHERE network = $1 AND new = $2)', [network, node]],
       ['DELETE FROM hosting_renames WHERE network = $1 AND new = $2', [network, node]],
       ['INSERT INTO hosting_revoked_keys (network, node_key, node, at) VALUES ($1, $2, $3, $4) ON CONFLICT (network, node_key) DO UPDATE SET node = EXCLUDED.node, at = EXCLUDED.at', [network, nodeKey, node, at]],
     ]);

@@ -37,6 +37,12 @@ CREATE TABLE hosting_reports (network TEXT NOT NULL, node TEXT NOT NULL, doc TEX
 CREATE TABLE hosting_revoked_keys (network TEXT NOT NULL, node_key TEXT NOT NULL, node TEXT NOT NULL, at TEXT NOT NULL, PRIMARY KEY (network, node_key));
 CREATE TABLE hosting_renames (network TEXT NOT NULL, old TEXT NOT NULL, new TEXT NOT NULL, PRIMARY KEY (network, old));`,
   },
+  {
+    version: 3,
+    what: "the used tokens by node: a node's removal deletes its spent token through it, not by reading every token",
+    sql: `
+CREATE INDEX hosting_tokens_used_by ON hosting_tokens (network, used_by) WHERE used_at IS NOT NULL;`,
+  },
 ];
 
 /** The advisory lock migrations take (an arbitrary constant of meshp's). */
