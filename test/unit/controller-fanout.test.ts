@@ -7,57 +7,16 @@
  */
 import t from 'tap';
 import type { Subtest as Tap } from '../helpers/tap-types.js';
-import { generateKeyPairSync, sign, type KeyObject } from 'node:crypto';
+import { generateKeyPairSync } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AuthStore, Controller, Enrolment, MemoryStore, Metrics, SessionHub, SyncSession, adminHandler, createLogger } from '@meshp/controller';
-import type { AgentMessage, ControllerMessage, StateDelta, SyncChannel, TransportError } from '@meshp/core';
-import { PROTOCOL_REVISION, challengePayload } from '@meshp/core/agent';
-import { DeltaApplier, SyncRecords } from '@meshp/core/delta';
+import { SyncRecords } from '@meshp/core/delta';
+import { MemoryStream } from '../helpers/memory-stream.js';
 
 const N = 250;
 const NET = 'default';
-
-/** One end of a stream in memory; what crosses goes a microtask later, as over a socket. */
-class MemoryStream implements SyncChannel<AgentMessage, ControllerMessage> {
-  readonly #in: ((m: AgentMessage) => void)[] = [];
-  readonly #closed: ((e?: TransportError) => void)[] = [];
-  ended = false;
-  deltas: StateDelta[] = [];
-  readonly applier = new DeltaApplier();
-
-  constructor(readonly node: string, private readonly credential: string, private readonly key: KeyObject) {}
-
-  send(m: ControllerMessage): void {
-    if (this.ended) return;
-    queueMicrotask(() => this.#agent(m));
-  }
-  onMessage(l: (m: AgentMessage) => void): void {
-    this.#in.push(l);
-  }
-  onClose(l: (e?: TransportError) => void): void {
-    this.#closed.push(l);
-  }
-  close(e?: TransportError): void {
-    if (this.ended) return;
-    this.ended = true;
-    for (const l of this.#closed) l(e);
-  }
-  #say(m: AgentMessage): void {
-    queueMicrotask(() => this.#in.forEach((l) => l(m)));
-  }
-  #agent(m: ControllerMessage): void {
-    if ('challenge' in m) {
-      const { appliedVersion, stateHash } = this.applier.hello();
-      this.#say({ hello: { node: this.node, credential: this.credential, appliedVersion, stateHash, revision: PROTOCOL_REVISION, signature: sign(null, challengePayload(this.node, m.challenge), this.key) } });
-    } else if ('delta' in m) {
-      this.deltas.push(m.delta);
-      const r = this.applier.receive(structuredClone(m.delta));
-      if (r.status === 'applied') this.#say({ ack: r.ack });
-    }
-  }
-}
 
 /** The real hub and controller with `n` authenticated in-memory streams, node i tagged by `tagOf(i)`. */
 async function bed(t: Tap, n: number, rules: { from: string; to: string }[], tagOf: (i: number) => string) {

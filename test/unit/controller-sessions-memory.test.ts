@@ -6,57 +6,15 @@
  */
 import t from 'tap';
 import type { Subtest } from '../helpers/tap-types.js';
-import { generateKeyPairSync, sign, type KeyObject } from 'node:crypto';
+import { generateKeyPairSync } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AuthStore, Controller, MemoryStore, Metrics, SessionHub, createLogger } from '@meshp/controller';
-import type { AgentMessage, ControllerMessage, SyncChannel, TransportError } from '@meshp/core';
-import { PROTOCOL_REVISION, challengePayload } from '@meshp/core/agent';
-import { DeltaApplier } from '@meshp/core/delta';
 import { until } from '../helpers/budget.js';
+import { MemoryStream } from '../helpers/memory-stream.js';
 
 const NET = 'default';
-
-/** One end of a stream in memory: it answers the challenge and acks what it applies, as an agent does. */
-class MemoryStream implements SyncChannel<AgentMessage, ControllerMessage> {
-  readonly #in: ((m: AgentMessage) => void)[] = [];
-  readonly #closed: ((e?: TransportError) => void)[] = [];
-  ended = false;
-  snapshots = 0;
-  readonly applier = new DeltaApplier();
-
-  constructor(readonly node: string, private readonly credential: string, private readonly key: KeyObject) {}
-
-  send(m: ControllerMessage): void {
-    if (this.ended) return;
-    queueMicrotask(() => this.#agent(m));
-  }
-  onMessage(l: (m: AgentMessage) => void): void {
-    this.#in.push(l);
-  }
-  onClose(l: (e?: TransportError) => void): void {
-    this.#closed.push(l);
-  }
-  close(e?: TransportError): void {
-    if (this.ended) return;
-    this.ended = true;
-    for (const l of this.#closed) l(e);
-  }
-  #say(m: AgentMessage): void {
-    queueMicrotask(() => this.#in.forEach((l) => l(m)));
-  }
-  #agent(m: ControllerMessage): void {
-    if ('challenge' in m) {
-      const { appliedVersion, stateHash } = this.applier.hello();
-      this.#say({ hello: { node: this.node, credential: this.credential, appliedVersion, stateHash, revision: PROTOCOL_REVISION, signature: sign(null, challengePayload(this.node, m.challenge), this.key) } });
-    } else if ('delta' in m) {
-      this.snapshots++;
-      const r = this.applier.receive(structuredClone(m.delta));
-      if (r.status === 'applied') this.#say({ ack: r.ack });
-    }
-  }
-}
 
 function bed(t: Subtest) {
   const dir = mkdtempSync(join(tmpdir(), 'meshp-sessions-memory-'));
