@@ -3,7 +3,7 @@ import { Host } from '@meshp/core/host';
 import { MeshpError } from '@meshp/core';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { AuthStore, CONTROLLER_DB, ControllerHostingPlugin, SqliteControllerStore, type SharedStore } from '@meshp/controller';
+import { AuthStore, CONTROLLER_DB, ControllerHostingPlugin, SqliteControllerStore, checkStreamsPerConnection, type SharedStore } from '@meshp/controller';
 import { GrpcTransportPlugin } from '@meshp/transport-grpc';
 
 export interface ServeArgs {
@@ -53,8 +53,7 @@ export async function copyStore(state: string, to: string): Promise<Record<strin
 
 export async function serveController(a: ServeArgs): Promise<void> {
   // Checked before anything is made (the state folder, the store).
-  const k = a.streamsPerConnection;
-  if (k !== undefined && !(Number.isInteger(k) && k >= 1)) throw new MeshpError('MESHP_USAGE', `--streams-per-connection must be a whole number of at least 1, not ${k}`);
+  if (a.streamsPerConnection !== undefined) checkStreamsPerConnection(a.streamsPerConnection);
   const store = await sharedStore(a.store);
   const plugin = new ControllerHostingPlugin({ listen: a.listen, metricsListen: a.metricsListen, networks: a.networks, logDepth: a.logDepth, ...(a.syncFlushMs !== undefined ? { syncFlushMs: a.syncFlushMs } : {}), ...(a.streamsPerConnection !== undefined ? { streamsPerConnection: a.streamsPerConnection } : {}), ...(store ? { store } : {}) });
   new Host({ stateDir: a.state }).use(new GrpcTransportPlugin(), plugin);

@@ -502,8 +502,7 @@ export class Controller {
 
   /** Every membership with its convergence gap (state_version − applied_version). */
   listNodes(network: string): NodeStatus[] {
-    const net = this.#net(network);
-    return [...net.members.values()].sort((a, b) => a.id.localeCompare(b.id)).map((m) => statusOf(net, m, this.#checked(net, m.id)));
+    return this.listNodesPage(network, '', Infinity).nodes;
   }
 
   /**

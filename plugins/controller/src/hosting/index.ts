@@ -6,5 +6,5 @@ export { Metrics, serveMetrics, BUILD_VERSION } from './metrics.js';
 export { createLogger, type Logger } from './log.js';
 export { AuthStore, HOSTING_TABLES, hashSecret, type AuthBook, type StoredToken } from './auth-store.js';
 export { Enrolment } from './enrolment.js';
-export { SessionHub, SyncSession } from './sessions.js';
+export { SessionHub, SyncSession, checkStreamsPerConnection } from './sessions.js';
 export { FanOut, DEFAULT_FANOUT, type FanOutOptions } from './fanout.js';

@@ -32,6 +32,12 @@ export const STREAMS_PER_CONNECTION = 4;
 const HELLOS_PER_STREAM = 5;
 const HELLO_WINDOW_MS = 60_000;
 
+/** `streamsPerConnection` as given, or MESHP_USAGE: a whole number of at least 1 (the CLI checks it before anything is made). */
+export function checkStreamsPerConnection(k: number): number {
+  if (!Number.isInteger(k) || k < 1) throw new MeshpError('MESHP_USAGE', `--streams-per-connection must be a whole number of at least 1, not ${k}`);
+  return k;
+}
+
 export interface SessionHubOptions {
   /** How the fan-out of a change is cut into turns of the event loop (fanout.ts). */
   fanout?: FanOutOptions;
@@ -65,9 +71,7 @@ export class SessionHub {
     options: SessionHubOptions = {},
   ) {
     this.fanout = new FanOut(options.fanout);
-    const streams = options.streamsPerConnection ?? STREAMS_PER_CONNECTION;
-    if (!Number.isInteger(streams) || streams < 1) throw new MeshpError('MESHP_USAGE', `streams per connection must be a whole number of at least 1, not ${streams}`);
-    this.#streamsPerConnection = streams;
+    this.#streamsPerConnection = checkStreamsPerConnection(options.streamsPerConnection ?? STREAMS_PER_CONNECTION);
   }
 
   get connected(): number {
