@@ -51,6 +51,7 @@ export const CODES = {
   MESHP_INPUT_TOO_LARGE: 'an input is over a size or count limit',
   MESHP_TUNNEL_FAILED: 'the tunnel device refused a change',
   MESHP_TUNNEL_UNAVAILABLE: 'no WireGuard implementation is available on this machine',
+  MESHP_TUNNEL_MISMATCH: "the tunnel asked for is not the one this node records (its interface and key): refused, nothing changed",
   MESHP_NOT_FOUND: 'a node, module or network named does not exist',
   MESHP_POLICY_INVALID: 'a policy is not valid',
   MESHP_NAME_TAKEN: 'a node of that name is already in the network',

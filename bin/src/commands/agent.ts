@@ -14,6 +14,7 @@ interface Args extends Omit<GlobalArgs, 'controller'>, PluginArgs {
   endpoint: string[];
   tunnel?: string;
   'tunnel-interface'?: string;
+  'tunnel-move'?: boolean;
   'tunnel-grace': number;
   'metrics-listen'?: string;
 }
@@ -36,8 +37,9 @@ export const agentCommand: CommandModule<GlobalArgs, Args> = {
       .option('docker-socket', { type: 'string', describe: 'the container engine socket' })
       .option('interval', { type: 'number', default: 10, describe: 'reconcile at least every N seconds' })
       .option('endpoint', { type: 'string', array: true, default: [] as string[], describe: 'addresses peers reach this node at' })
-      .option('tunnel', { type: 'string', choices: ['none', 'wireguard'], describe: "carry the mesh's private network in a WireGuard tunnel (default: what genesis chose for this state folder, else none)" })
-      .option('tunnel-interface', { type: 'string', describe: 'the tunnel interface name, unique on the machine (default meshp0)' })
+      .option('tunnel', { type: 'string', choices: ['none', 'wireguard'], describe: "carry the mesh's private network in a WireGuard tunnel, or not (default: the tunnel recorded in the state folder, else wireguard in a tunnel network; the choice is recorded)" })
+      .option('tunnel-interface', { type: 'string', describe: 'the tunnel interface name, unique on the machine (default: the recorded one, else meshp0); another than the recorded one is refused' })
+      .option('tunnel-move', { type: 'boolean', describe: 'move the recorded tunnel to --tunnel-interface with its key (the old interface is taken down first)' })
       .option('tunnel-grace', { type: 'number', default: 300, describe: 'seconds an out-of-scope peer stays configured (its traffic dropped) before it goes' })
       .option('metrics-listen', { type: 'string', describe: "HOST:PORT for this agent's own Prometheus /metrics" })
       .demandOption('state'),
@@ -46,7 +48,7 @@ export const agentCommand: CommandModule<GlobalArgs, Args> = {
     await runAgent({
       state: a.state!, controller: a.controller, token: tokenFrom(a.token, a['token-file'], process.env.MESHP_TOKEN), plugin: a.plugin, config: a.config, name: a.name, root: a.root, firewall: a.firewall,
       dockerSocket: a['docker-socket'], intervalMs: Math.round(Math.max(0.2, a.interval) * 1000), endpoints: a.endpoint,
-      tunnel: a.tunnel, tunnelInterface: a['tunnel-interface'], tunnelGraceMs: Math.round(Math.max(0, a['tunnel-grace']) * 1000),
+      tunnel: a.tunnel, tunnelInterface: a['tunnel-interface'], tunnelMove: a['tunnel-move'], tunnelGraceMs: Math.round(Math.max(0, a['tunnel-grace']) * 1000),
       metricsListen: a['metrics-listen'],
     });
   },

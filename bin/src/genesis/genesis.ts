@@ -137,7 +137,8 @@ export async function raiseGenesis(host: Host, o: GenesisOptions, plan: GenesisP
   const auth = new AuthStore(dbFile);
   try {
     progress(`creating network ${DEFAULT_NETWORK} (${o.privateRange}) and its catalogue (${catalogue.map((m) => m.name).join(', ')})`);
-    controller.createNetwork(DEFAULT_NETWORK, { privateRange: o.privateRange });
+    // The network says what carries its private network: with the tunnel, members raise it by default.
+    controller.createNetwork(DEFAULT_NETWORK, { privateRange: o.privateRange, privateNetwork: plan.privateNetwork.kind });
     for (const m of catalogue) {
       controller.defineModule(DEFAULT_NETWORK, { name: m.name, files: m.files, containers: m.containers, openings: m.openings } as never);
     }

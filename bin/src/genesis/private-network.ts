@@ -13,22 +13,16 @@
  * challenge on every Sync stream. The store, registry, bus and broker stay private: opened from the
  * private range only (the tunnel's addresses), with refusals from anywhere else on the forwarded path.
  */
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { MeshpError } from '@meshp/core';
 import type { CatalogueModule } from '@meshp/core/catalogue';
 import { ensureTunnelKey } from '@meshp/tunnel-wireguard';
+import { DEFAULT_TUNNEL_INTERFACE, TUNNEL_FILE, readTunnelRecord, writeTunnelRecord, type TunnelRecord } from '../remote/tunnel-record.js';
 
-/** In the agent's state folder: the tunnel its agent raises when no `--tunnel` flag is given. */
-export const TUNNEL_FILE = 'tunnel.json';
-export const DEFAULT_TUNNEL_INTERFACE = 'meshp0';
+/** In the agent's state folder: the tunnel its agent raises when no `--tunnel` flag is given (remote/tunnel-record.ts). */
+export { TUNNEL_FILE, DEFAULT_TUNNEL_INTERFACE };
 
 export type PrivateNetwork = { kind: 'interface'; interface: string } | { kind: 'tunnel'; interface: string };
-
-export interface TunnelChoice {
-  tunnel: 'wireguard';
-  interface: string;
-}
 
 export function privateNetworkOf(o: { privateInterface?: string; tunnelInterface?: string }): PrivateNetwork {
   if (o.privateInterface) return { kind: 'interface', interface: o.privateInterface };
@@ -46,19 +40,16 @@ export function bootstrapCatalogue(catalogue: CatalogueModule[], net: PrivateNet
   return catalogue.map((m) => (m.name !== 'control' ? m : { ...m, openings: (m.openings ?? []).map((o) => ({ ...(o as Record<string, unknown>), from: [] })) }));
 }
 
-/** The control-node's tunnel key (made now, kept in its agent's state folder) and the agent's choice file. */
+/** The control-node's tunnel key (made now, kept in its agent's state folder) and its agent's tunnel record. */
 export function prepareTunnel(agentDir: string, net: PrivateNetwork): string | undefined {
   if (net.kind !== 'tunnel') return undefined;
   const key = ensureTunnelKey(join(agentDir, 'wireguard'), net.interface);
-  const choice: TunnelChoice = { tunnel: 'wireguard', interface: net.interface };
-  writeFileSync(join(agentDir, TUNNEL_FILE), `${JSON.stringify(choice)}\n`, { mode: 0o600 });
+  writeTunnelRecord(agentDir, { tunnel: 'wireguard', interface: net.interface, publicKey: key.publicKey });
   return key.publicKey;
 }
 
 /** What genesis left for this agent: its tunnel when it raised one; null otherwise. */
-export function savedTunnel(state: string): TunnelChoice | null {
-  const file = join(state, TUNNEL_FILE);
-  if (!existsSync(file)) return null;
-  const c = JSON.parse(readFileSync(file, 'utf8')) as Partial<TunnelChoice>;
-  return c.tunnel === 'wireguard' && typeof c.interface === 'string' ? { tunnel: 'wireguard', interface: c.interface } : null;
+export function savedTunnel(state: string): TunnelRecord | null {
+  const r = readTunnelRecord(state);
+  return r?.tunnel === 'wireguard' ? r : null;
 }

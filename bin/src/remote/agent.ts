@@ -9,7 +9,7 @@ import { Agent, FailoverLink, decodeToken } from '@meshp/core/agent';
 import { logOptions } from '@meshp/core/util';
 import { DEFAULT_AGENT_CONFIG, loadPlugins, pluginSpecs } from '../plugins/load.js';
 import { agentPlugins, assembleAgentHost } from './assembly.js';
-import { tunnelOf, withTunnelKey } from './tunnel.js';
+import { recordTunnel, tunnelDecision, tunnelOf, withTunnel } from './tunnel.js';
 import { ensureNodeKey } from './keys.js';
 
 /** What the agent pins and where it connects, kept after enrolment so the token is needed once. */
@@ -31,9 +31,14 @@ export interface AgentArgs {
   /** Plugins to load besides the default ones (`--plugin`), and a config file listing more. */
   plugin?: string[];
   config?: string;
-  /** `wireguard`: the mesh's private network as a WireGuard tunnel (plugins/tunnel-wireguard). */
+  /**
+   * `wireguard`: the mesh's private network as a WireGuard tunnel (plugins/tunnel-wireguard); `none`:
+   * none. Absent: the tunnel recorded in the state folder, else the network's word (tunnel-record.ts).
+   */
   tunnel?: string;
   tunnelInterface?: string;
+  /** Move a recorded tunnel to `tunnelInterface`, with its key (otherwise another name is refused). */
+  tunnelMove?: boolean;
   tunnelGraceMs?: number;
 }
 
@@ -102,16 +107,19 @@ export function controllerOf(args: Pick<AgentArgs, 'state' | 'controller' | 'tok
 }
 
 export async function startAgent(args: AgentArgs, host?: Host): Promise<RunningAgent> {
+  // The tunnel asked against the one recorded: a mismatch is refused before anything is written.
+  tunnelDecision(args);
   const key = ensureNodeKey(args.state);
   const target = controllerOf(args);
   const log = pino(logOptions('meshp-agent', logLevel(process.env.MESHP_LOG_LEVEL)), pino.destination({ dest: 1, sync: true }));
-  const tunnel = tunnelOf(args, log);
+  const tunnel = await tunnelOf(args, log);
   if (tunnel && host) throw new MeshpError('MESHP_USAGE', 'the tunnel plugin is loaded with the agent host it builds; a host given in is already assembled');
   const extra = host ? [] : await loadPlugins(pluginSpecs(args, DEFAULT_AGENT_CONFIG));
   const h = host ?? assembleAgentHost({ stateDir: args.state, root: args.root, firewall: args.firewall, dockerSocket: args.dockerSocket }, [...agentPlugins(args.firewall), ...(tunnel ? [tunnel] : []), ...extra]);
   const transport = await h.transport();
   const base = new FailoverLink(target.addresses.map((address) => ({ address, link: transport.connect({ address, fingerprint: target.fingerprint }) })), log);
-  const link = tunnel ? withTunnelKey(base, tunnel.publicKey()) : base;
+  if (tunnel) recordTunnel(args.state, tunnel, log);
+  const link = tunnel ? withTunnel(base, tunnel) : base;
   const agent = new Agent(h, link, {
     node: args.name ?? hostname(),
     token: args.token,

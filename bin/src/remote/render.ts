@@ -40,6 +40,7 @@ export function nodeJson(n: WireNodeStatus) {
     network: n.network, assigned: n.assignedModules, taken: n.takenModules, addresses: n.addresses, tags: n.tags,
     convergePreviewId: n.convergePreviewId || null, lifecycle: n.lifecycle?.state ? n.lifecycle : null, reportedVersion: n.reportedVersionWide || n.reportedVersion || 0,
     diverged: n.diverged || null,
+    tunnel: n.tunnel || null, tunnelInterface: n.tunnelInterface || null,
   };
 }
 
@@ -56,10 +57,18 @@ export function nodeDetail(n: WireNodeStatus): string {
     `status ${statusShown(n)}${n.statusDetail ? `: ${n.statusDetail}` : ''}; ${n.connected ? 'connected' : 'not connected'}; last seen ${n.lastSeen || 'never'}`,
     `last reconcile: ${n.reconcile?.result ? (n.reconcile.result === 'ok' ? `ok at ${n.reconcile.at}` : `refused: ${n.reconcile.code}: ${n.reconcile.message}`) : 'not reported'}; refused resources ${n.refusedResources ?? 0}`,
     `applied ${n.appliedVersion} of ${n.stateVersion} (gap ${n.gap})  firewall ${n.firewallKind || '-'}  held ${n.held}  changed ${n.changed}`,
-    `addresses ${n.addresses.join(', ') || '-'}  tags ${n.tags.join(', ') || '-'}`,
+    `addresses ${n.addresses.join(', ') || '-'}${meshAddressNote(n)}  tags ${n.tags.join(', ') || '-'}`,
     `assigned ${n.assignedModules.join(', ') || '-'}  taken ${n.takenModules.join(', ') || '-'}`,
     ...(lifecycleNote(n) ? [`lifecycle: ${lifecycleNote(n)}`] : []),
   ].join('\n');
+}
+
+/** A tunnel network's member whose tunnel is not up holds no mesh address: the allocation is not claimed as held. */
+function meshAddressNote(n: WireNodeStatus): string {
+  if (n.tunnel === 'up') return ` (tunnel ${n.tunnelInterface})`;
+  if (n.tunnel === 'none') return ' (allocated, not held: no tunnel)';
+  if (n.tunnel === 'down') return ` (allocated, not known to be held: tunnel ${n.tunnelInterface} failed)`;
+  return '';
 }
 
 export function sentTable(sent: WireSent[]): string {

@@ -1,37 +1,76 @@
-/** `meshp agent --tunnel wireguard`: the tunnel plugin, and its public key sent at enrolment. */
+/** `meshp agent`'s tunnel: the plugin for the tunnel this node runs (tunnel-record.ts), and its key and state in every report. */
 import { join } from 'node:path';
-import { MeshpError, type AgentMessage, type ControlLink } from '@meshp/core';
-import { TunnelWireguardPlugin, type TunnelLog } from '@meshp/tunnel-wireguard';
-import { DEFAULT_TUNNEL_INTERFACE, savedTunnel } from '../genesis/private-network.js';
+import { type AgentMessage, type ControlLink } from '@meshp/core';
+import { decodeToken } from '@meshp/core/agent';
+import { TunnelWireguardPlugin, moveTunnel, type TunnelLog } from '@meshp/tunnel-wireguard';
+import { DEFAULT_TUNNEL_INTERFACE, TUNNEL_KINDS, decideTunnel, knownTunnel, readTunnelRecord, writeTunnelRecord, type TunnelDecision } from './tunnel-record.js';
 
-export const TUNNEL_KINDS = ['none', 'wireguard'] as const;
-export { DEFAULT_TUNNEL_INTERFACE };
+export { DEFAULT_TUNNEL_INTERFACE, TUNNEL_KINDS };
 
-/** `--tunnel` when given; else the tunnel genesis chose for this state folder (the control-node's agent); else none. */
-export function tunnelOf(a: { state: string; tunnel?: string; tunnelInterface?: string; tunnelGraceMs?: number }, log: TunnelLog): TunnelWireguardPlugin | null {
-  const saved = a.tunnel === undefined ? savedTunnel(a.state) : null;
-  const kind = a.tunnel ?? saved?.tunnel ?? 'none';
-  if (kind === 'none') return null;
-  if (kind !== 'wireguard') throw new MeshpError('MESHP_USAGE', `--tunnel ${kind}: one of ${TUNNEL_KINDS.join(', ')}`);
-  return new TunnelWireguardPlugin({
-    interface: a.tunnelInterface ?? saved?.interface ?? DEFAULT_TUNNEL_INTERFACE,
-    stateDir: join(a.state, 'wireguard'),
-    ...(a.tunnelGraceMs !== undefined ? { graceMs: a.tunnelGraceMs } : {}),
-    log,
-  });
+export interface TunnelArgs {
+  state: string;
+  tunnel?: string;
+  tunnelInterface?: string;
+  tunnelMove?: boolean;
+  tunnelGraceMs?: number;
+  /** The enrolment token: a tunnel network's says so. */
+  token?: string;
+}
+
+/** What this start runs: refused here (MESHP_TUNNEL_MISMATCH, MESHP_USAGE) before anything changes. */
+export function tunnelDecision(a: TunnelArgs): TunnelDecision {
+  const networkTunnel = a.token ? decodeToken(a.token).claims.tunnel === 'wireguard' : false;
+  return decideTunnel({ tunnel: a.tunnel, interface: a.tunnelInterface, move: a.tunnelMove, networkTunnel }, knownTunnel(a.state, a.tunnelInterface));
 }
 
 /**
- * The link, with the tunnel's public key added to the enrolment request and to every report: a key
- * made anew (its file removed, the agent restarted) reaches the controller as a key change.
+ * The tunnel plugin for this start, or null; a move asked with `--tunnel-move` done first (the old
+ * interface down, the key renamed). `--tunnel none` is recorded, so a restart without flags keeps it.
  */
-export function withTunnelKey(link: ControlLink, tunnelKey: string): ControlLink {
+export async function tunnelOf(a: TunnelArgs, log: TunnelLog): Promise<TunnelWireguardPlugin | null> {
+  const d = tunnelDecision(a);
+  if (d.tunnel === 'none') {
+    if (d.explicit && readTunnelRecord(a.state)?.tunnel !== 'none') writeTunnelRecord(a.state, { tunnel: 'none' });
+    return null;
+  }
+  const plugin = new TunnelWireguardPlugin({ interface: d.interface, stateDir: join(a.state, 'wireguard'), ...(a.tunnelGraceMs !== undefined ? { graceMs: a.tunnelGraceMs } : {}), log });
+  if (d.moveFrom) {
+    log.info({ from: d.moveFrom, to: d.interface }, 'tunnel moving: the old interface goes down, the key goes with it');
+    const moved = await moveTunnel({ stateDir: join(a.state, 'wireguard'), from: d.moveFrom, to: d.interface });
+    log.info({ ...moved }, 'tunnel moved');
+  }
+  log.info({ interface: d.interface, why: d.why }, 'tunnel chosen');
+  return plugin;
+}
+
+/** Once the plugin has its key (after the host is assembled): the tunnel as it runs now, recorded. */
+export function recordTunnel(state: string, plugin: TunnelWireguardPlugin, log: TunnelLog): void {
+  const before = readTunnelRecord(state);
+  const now = { tunnel: 'wireguard' as const, interface: plugin.status().interface, publicKey: plugin.publicKey() };
+  if (before?.tunnel === 'wireguard' && before.interface === now.interface && before.publicKey && before.publicKey !== now.publicKey) {
+    // Its key file removed on purpose (a rotation): the new key reaches the peers as a key change.
+    log.warn({ interface: now.interface, was: before.publicKey, now: now.publicKey }, 'tunnel key made anew: not the recorded one');
+  }
+  if (JSON.stringify(before) !== JSON.stringify(now)) writeTunnelRecord(state, now);
+}
+
+/**
+ * The link, with the tunnel's public key added to the enrolment request and to every report, with
+ * its interface and why it is not up: a key made anew reaches the controller as a key change, a
+ * tunnel that failed is flagged on the node's status.
+ */
+export function withTunnel(link: ControlLink, tunnel: TunnelWireguardPlugin): ControlLink {
+  const tunnelKey = tunnel.publicKey();
   return {
     enrol: (input) => link.enrol({ ...input, tunnelKey }),
     sync: () => {
       const ch = link.sync();
+      const report = (r: Extract<AgentMessage, { report: unknown }>['report']) => {
+        const s = tunnel.status();
+        return { ...r, tunnelKey, tunnelInterface: s.interface, ...(s.lastError ? { tunnelError: s.lastError } : {}) };
+      };
       return {
-        send: (m: AgentMessage) => ch.send('report' in m ? { report: { ...m.report, tunnelKey } } : m),
+        send: (m: AgentMessage) => ch.send('report' in m ? { report: report(m.report) } : m),
         onMessage: (l) => ch.onMessage(l),
         onClose: (l) => ch.onClose(l),
         close: (e) => ch.close(e),

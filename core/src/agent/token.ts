@@ -11,12 +11,17 @@ export interface TokenClaims {
   adopted: boolean;
   /** SHA-256 of the controller's certificate, hex. */
   fingerprint: string;
+  /**
+   * The network's private network is a WireGuard tunnel: the agent raises one by default. Advisory
+   * (not checked by the controller): it only chooses what the agent itself runs.
+   */
+  tunnel?: 'wireguard';
 }
 
 const PREFIX = 'meshp1';
 
 export function encodeToken(claims: TokenClaims, secret: string): string {
-  const body = Buffer.from(JSON.stringify({ n: claims.network, a: claims.adopted, f: claims.fingerprint })).toString('base64url');
+  const body = Buffer.from(JSON.stringify({ n: claims.network, a: claims.adopted, f: claims.fingerprint, ...(claims.tunnel ? { t: claims.tunnel } : {}) })).toString('base64url');
   return `${PREFIX}.${body}.${secret}`;
 }
 
@@ -31,11 +36,11 @@ export function decodeToken(token: string): { claims: TokenClaims; secret: strin
   } catch (cause) {
     throw new MeshpError('MESHP_TOKEN_INVALID', 'the enrolment token claims cannot be read', { cause });
   }
-  const c = raw as { n?: unknown; a?: unknown; f?: unknown };
+  const c = raw as { n?: unknown; a?: unknown; f?: unknown; t?: unknown };
   if (typeof c.n !== 'string' || typeof c.a !== 'boolean' || typeof c.f !== 'string' || !/^[0-9a-f]{64}$/.test(c.f)) {
     throw new MeshpError('MESHP_TOKEN_INVALID', 'the enrolment token claims are malformed');
   }
-  return { claims: { network: c.n, adopted: c.a, fingerprint: c.f }, secret: parts[2] };
+  return { claims: { network: c.n, adopted: c.a, fingerprint: c.f, ...(c.t === 'wireguard' ? { tunnel: 'wireguard' as const } : {}) }, secret: parts[2] };
 }
 
 /** Colon-separated upper-case (as node:crypto prints it) or plain hex → plain lower-case hex. */

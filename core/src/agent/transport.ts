@@ -78,6 +78,10 @@ export interface ReportMessage {
   reconcile?: ReconcileOutcome;
   /** The node's WireGuard public key now, when it runs a tunnel: another than the stored one is a key change. */
   tunnelKey?: string;
+  /** The tunnel's interface, when it runs one. */
+  tunnelInterface?: string;
+  /** Why the tunnel is not up (a MESHP code and why); absent when it is, or when none runs. */
+  tunnelError?: string;
 }
 
 export interface ReconcileOutcome {

@@ -53,6 +53,12 @@ export interface NetworkRecord {
   components: SharedComponents;
   modules: Record<string, ModuleDef>;
   privateRange: string;
+  /**
+   * What carries the private network: `tunnel` (genesis without --private-interface: every member
+   * raises a WireGuard tunnel, and one without is flagged) or `interface` (a network the machines
+   * share already). Absent: not said (a network made by an older genesis, or without one).
+   */
+  privateNetwork?: 'tunnel' | 'interface';
   nextHost: number;
   /**
    * The scope rule the members' views were computed with (sync.ts SCOPE_RULE). Absent: 1, written
@@ -141,5 +147,7 @@ export interface ReportedState {
   refusedResources: number;
   /** The refused resources' codes, each with how many (the codes the agent's reasons begin with). Absent: none, or an older record. */
   refusedCodes?: Record<string, number>;
+  /** The tunnel the agent runs, by its report: its key sent or not, its interface, why it is not up ('' when it is). Absent: an older record. */
+  tunnel?: { key: boolean; interface: string; error: string };
   at: string;
 }

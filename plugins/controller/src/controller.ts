@@ -103,7 +103,8 @@ export class Controller {
 
   // ---- networks and memberships --------------------------------------------------------------
 
-  createNetwork(name: string, options: { logDepth?: number; privateRange?: string } = {}): void {
+  /** `privateNetwork: 'tunnel'` (genesis without --private-interface): members raise the tunnel by default, and one without is flagged. */
+  createNetwork(name: string, options: { logDepth?: number; privateRange?: string; privateNetwork?: 'tunnel' | 'interface' } = {}): void {
     if (this.#networks.has(name)) throw new MeshpError('MESHP_USAGE', `network ${name} exists`);
     const record: NetworkRecord = {
       name,
@@ -114,6 +115,7 @@ export class Controller {
       components: { dns: { nameservers: [], searchDomains: [], records: [] }, relays: { relays: [] }, routeGroups: { groups: [] } },
       modules: {},
       privateRange: options.privateRange ?? '100.96.0.0/16',
+      ...(options.privateNetwork ? { privateNetwork: options.privateNetwork } : {}),
       nextHost: 1,
       scopeRule: SCOPE_RULE,
     };
@@ -137,6 +139,11 @@ export class Controller {
   networkInfo(name: string): { name: string; stateVersion: number; members: number; privateRange: string } {
     const net = this.#net(name);
     return { name, stateVersion: net.version, members: net.members.size, privateRange: net.record.privateRange };
+  }
+
+  /** Whether the network's private network is the tunnel (said at its making; see NetworkRecord.privateNetwork). */
+  isTunnelNetwork(network: string): boolean {
+    return this.#net(network).record.privateNetwork === 'tunnel';
   }
 
   stateVersion(network: string): number {

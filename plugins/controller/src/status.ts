@@ -28,8 +28,14 @@ export interface ReconcileStatus {
   at: string;
 }
 
-/** ok | behind | changing | refusing | silent | pending (never reported) | diverged (hash mismatches, see sync.ts). */
-export type NodeHealth = 'ok' | 'behind' | 'changing' | 'refusing' | 'silent' | 'pending' | 'diverged';
+/**
+ * ok | behind | changing | refusing | silent | pending (never reported) | diverged (hash mismatches, see sync.ts)
+ * | no-tunnel (a member of a tunnel network whose agent runs no tunnel, or one that is not up).
+ */
+export type NodeHealth = 'ok' | 'behind' | 'changing' | 'refusing' | 'silent' | 'pending' | 'diverged' | 'no-tunnel';
+
+/** In a tunnel network: up | none | down, by the agent's last report; '' outside one, or before a report says. */
+export type TunnelHealth = '' | 'up' | 'none' | 'down';
 
 /** A membership as the operator sees it: `gap` is the convergence gap. */
 export interface NodeStatus {
@@ -63,6 +69,11 @@ export interface NodeStatus {
   statusDetail: string;
   /** Set when snapshots to this membership stopped (bounded resync): a MESHP code and why; '' otherwise. */
   diverged: string;
+  tunnel: TunnelHealth;
+  /** The tunnel's interface as the agent reported it ('' when none). */
+  tunnelInterface: string;
+  /** Why the tunnel is not up, as the agent reported it (not on the wire: said in statusDetail). */
+  tunnelError: string;
 }
 
 export function newSync(): SyncRecord {
@@ -126,6 +137,7 @@ export function statusOf(net: NetworkState, m: MemberRecord, s: SyncRecord): Nod
     status: 'pending',
     statusDetail: '',
     diverged: s.diverged ?? '',
+    ...tunnelOf(net, r),
   };
   return withLiveness(n, { connected: false, lastSeen: r?.at ?? '' });
 }
@@ -146,10 +158,30 @@ function health(n: NodeStatus, diverged?: string): [NodeHealth, string] {
   if (n.reconcile.result === 'refused') return ['refusing', `${n.reconcile.code}: ${n.reconcile.message}${codesSaid(n)}`];
   if (n.transition.state === 'refused') return ['refusing', `${n.transition.mode === 'converged' ? 'flip' : 'return'} refused: ${n.transition.code}: ${n.transition.message}`];
   if (n.refusedResources > 0) return ['refusing', `${n.refusedResources} resource(s) refused${codesSaid(n)}`];
+  const tunnel = tunnelSaid(n);
+  if (tunnel) return tunnel;
   if (n.transition.state === 'requested' || n.transition.state === 'in-progress') return ['changing', `${n.transition.mode} ${n.transition.state}`];
   if (n.mode === 'unknown') return ['pending', 'has not reported yet'];
   if (n.gap > 0) return ['behind', `behind by ${n.gap}`];
   return ['ok', ''];
+}
+
+/** The tunnel a member of a tunnel network runs, by its agent's last report (issue 33). */
+export function tunnelOf(net: NetworkState, r: ReportedState | undefined): Pick<NodeStatus, 'tunnel' | 'tunnelInterface' | 'tunnelError'> {
+  const t = r?.tunnel;
+  if (net.record.privateNetwork !== 'tunnel' || !t) return { tunnel: '', tunnelInterface: t?.interface ?? '', tunnelError: '' };
+  return { tunnel: !t.key ? 'none' : t.error ? 'down' : 'up', tunnelInterface: t.interface, tunnelError: t.error };
+}
+
+/**
+ * A member of a tunnel network without a working tunnel is not ok, and its mesh address is not
+ * claimed: allocated by the controller, it is held only by a tunnel that is up.
+ */
+function tunnelSaid(n: NodeStatus): [NodeHealth, string] | null {
+  const address = n.addresses.join(', ') || '-';
+  if (n.tunnel === 'none') return ['no-tunnel', `a member of a tunnel network whose agent runs no tunnel (--tunnel none, or an agent that does not raise one): its mesh address ${address} is not held`];
+  if (n.tunnel === 'down') return ['no-tunnel', `its tunnel${n.tunnelInterface ? ` ${n.tunnelInterface}` : ''} failed: ${n.tunnelError}; its mesh address ${address} is not known to be held`];
+  return null;
 }
 
 /** " (MESHP_A 2, MESHP_B 1)": which codes the refused resources carry; '' when none is known. */

@@ -31,6 +31,8 @@ function reportToWire(r: ReportMessage): Report {
     reach: (r.reach ?? []).map((x) => ({ ...x, from: [...x.from] })),
     ...(r.reconcile ? { reconcile: { ...r.reconcile } } : {}),
     ...(r.tunnelKey ? { tunnelKey: r.tunnelKey } : {}),
+    ...(r.tunnelInterface ? { tunnelInterface: r.tunnelInterface } : {}),
+    ...(r.tunnelError ? { tunnelError: r.tunnelError } : {}),
   };
 }
 
@@ -64,6 +66,8 @@ function reportFromWire(r: Report): ReportMessage {
     ...(r.reach.length ? { reach: r.reach.map((x) => ({ ...x, from: [...x.from] })) } : {}),
     ...(r.reconcile && (r.reconcile.result === 'ok' || r.reconcile.result === 'refused') ? { reconcile: { ...r.reconcile, result: r.reconcile.result } } : {}),
     ...(r.tunnelKey ? { tunnelKey: r.tunnelKey } : {}),
+    ...(r.tunnelInterface ? { tunnelInterface: r.tunnelInterface } : {}),
+    ...(r.tunnelError ? { tunnelError: r.tunnelError } : {}),
   };
 }
 

@@ -8,3 +8,4 @@ export { uapiLines, parseDump, openDevice, UserspaceDevice, KernelDevice, type D
 export { WireguardGo, alive } from './wireguard-go.js';
 export { settingsOf, type TunnelSettings } from './settings.js';
 export { tunnelOpening, withTunnelOpening } from './opening.js';
+export { moveTunnel, type MovedTunnel } from './move.js';

@@ -34,7 +34,9 @@ export class Enrolment {
     const secret = randomBytes(32).toString('base64url');
     const expiresAt = new Date(this.now().getTime() + r.ttlSeconds * 1000).toISOString();
     this.auth.putToken(secret, { network: r.network, mode: r.mode, tags: r.tags, fingerprint: this.fingerprint, expiresAt });
-    return { token: encodeToken({ network: r.network, adopted: r.mode === 'adopted', fingerprint: this.fingerprint }, secret), expiresAt };
+    // A tunnel network's token says so: the agent then raises the tunnel without being told (issue 33).
+    const tunnel = this.controller.isTunnelNetwork(r.network) ? { tunnel: 'wireguard' as const } : {};
+    return { token: encodeToken({ network: r.network, adopted: r.mode === 'adopted', fingerprint: this.fingerprint, ...tunnel }, secret), expiresAt };
   }
 
   /**

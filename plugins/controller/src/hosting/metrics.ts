@@ -11,7 +11,7 @@ import { MeshpError } from '@meshp/core';
 import type { Controller } from '../controller.js';
 import { withLiveness, type NodeHealth, type NodeStatus } from '../status.js';
 
-const HEALTH: NodeHealth[] = ['ok', 'behind', 'changing', 'refusing', 'silent', 'pending', 'diverged'];
+const HEALTH: NodeHealth[] = ['ok', 'behind', 'changing', 'refusing', 'silent', 'pending', 'diverged', 'no-tunnel'];
 const MODES = ['adopted', 'converged', 'unknown'] as const;
 export const BUILD_VERSION = '0.1.0';
 

@@ -356,6 +356,7 @@ export class SyncSession {
         version: r.appliedVersion, mode: r.mode, at: r.at, refusedResources: count('refused'), refusedCodes,
         ...(r.lifecycle ? { lifecycle: { state: r.lifecycle.state, previewId: r.lifecycle.previewId, code: r.lifecycle.code ?? '', message: r.lifecycle.message ?? '', at: r.lifecycle.at } } : {}),
         ...(r.reconcile ? { reconcile: { ...r.reconcile } } : {}),
+        tunnel: { key: !!r.tunnelKey, interface: r.tunnelInterface ?? '', error: r.tunnelError ?? '' },
       };
       controller.report(this.network, this.node, { firewallKind: r.firewallKind || 'none', held: count('held'), changed: count('changed'), reported });
       this.hub.auth.putReport(this.network, this.node, m.report);

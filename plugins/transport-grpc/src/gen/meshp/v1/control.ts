@@ -363,7 +363,15 @@ export interface Report {
    * the controller stores it and sends it to every peer that sees the node. Empty: no tunnel, or an
    * older agent; nothing changes.
    */
-  tunnelKey?: string | undefined;
+  tunnelKey?:
+    | string
+    | undefined;
+  /** The tunnel's interface (meshp0), when the agent runs one; empty: none. */
+  tunnelInterface?:
+    | string
+    | undefined;
+  /** Why the tunnel is not up (a MESHP code and why); empty: up, or none runs. */
+  tunnelError?: string | undefined;
 }
 
 /** What the last reconcile came to on the machine. */
@@ -662,6 +670,13 @@ export interface NodeStatus {
   reportedVersionWide: number;
   /** Set when the controller stopped resending snapshots to this membership: a MESHP code and why. */
   diverged: string;
+  /**
+   * In a network whose private network is the tunnel: up | none (the agent runs no tunnel) | down
+   * (its tunnel's last change failed: Report.tunnel_error); empty: not a tunnel network, or not reported yet.
+   */
+  tunnel: string;
+  /** The tunnel's interface, as the agent last reported it. */
+  tunnelInterface: string;
 }
 
 export interface NodeTransition {
@@ -1991,6 +2006,8 @@ function createBaseReport(): Report {
     reach: [],
     reconcile: undefined,
     tunnelKey: undefined,
+    tunnelInterface: undefined,
+    tunnelError: undefined,
   };
 }
 
@@ -2040,6 +2057,12 @@ export const Report: MessageFns<Report> = {
     }
     if (message.tunnelKey !== undefined) {
       writer.uint32(642).string(message.tunnelKey);
+    }
+    if (message.tunnelInterface !== undefined) {
+      writer.uint32(722).string(message.tunnelInterface);
+    }
+    if (message.tunnelError !== undefined) {
+      writer.uint32(730).string(message.tunnelError);
     }
     return writer;
   },
@@ -2177,6 +2200,22 @@ export const Report: MessageFns<Report> = {
             message.tunnelKey = reader.string();
             continue;
           }
+          case 90: {
+            if (tag !== 722) {
+              break;
+            }
+
+            message.tunnelInterface = reader.string();
+            continue;
+          }
+          case 91: {
+            if (tag !== 730) {
+              break;
+            }
+
+            message.tunnelError = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2240,6 +2279,16 @@ export const Report: MessageFns<Report> = {
         : isSet(object.tunnel_key)
         ? globalThis.String(object.tunnel_key)
         : undefined,
+      tunnelInterface: isSet(object.tunnelInterface)
+        ? globalThis.String(object.tunnelInterface)
+        : isSet(object.tunnel_interface)
+        ? globalThis.String(object.tunnel_interface)
+        : undefined,
+      tunnelError: isSet(object.tunnelError)
+        ? globalThis.String(object.tunnelError)
+        : isSet(object.tunnel_error)
+        ? globalThis.String(object.tunnel_error)
+        : undefined,
     };
   },
 
@@ -2290,6 +2339,12 @@ export const Report: MessageFns<Report> = {
     if (message.tunnelKey !== undefined) {
       obj.tunnelKey = message.tunnelKey;
     }
+    if (message.tunnelInterface !== undefined) {
+      obj.tunnelInterface = message.tunnelInterface;
+    }
+    if (message.tunnelError !== undefined) {
+      obj.tunnelError = message.tunnelError;
+    }
     return obj;
   },
 
@@ -2317,6 +2372,8 @@ export const Report: MessageFns<Report> = {
       ? ReconcileOutcome.fromPartial(object.reconcile)
       : undefined;
     message.tunnelKey = object.tunnelKey ?? undefined;
+    message.tunnelInterface = object.tunnelInterface ?? undefined;
+    message.tunnelError = object.tunnelError ?? undefined;
     return message;
   },
 };
@@ -6089,6 +6146,8 @@ function createBaseNodeStatus(): NodeStatus {
     statusDetail: "",
     reportedVersionWide: 0,
     diverged: "",
+    tunnel: "",
+    tunnelInterface: "",
   };
 }
 
@@ -6174,6 +6233,12 @@ export const NodeStatus: MessageFns<NodeStatus> = {
     }
     if (message.diverged !== "") {
       writer.uint32(410).string(message.diverged);
+    }
+    if (message.tunnel !== "") {
+      writer.uint32(562).string(message.tunnel);
+    }
+    if (message.tunnelInterface !== "") {
+      writer.uint32(570).string(message.tunnelInterface);
     }
     return writer;
   },
@@ -6407,6 +6472,22 @@ export const NodeStatus: MessageFns<NodeStatus> = {
             message.diverged = reader.string();
             continue;
           }
+          case 70: {
+            if (tag !== 562) {
+              break;
+            }
+
+            message.tunnel = reader.string();
+            continue;
+          }
+          case 71: {
+            if (tag !== 570) {
+              break;
+            }
+
+            message.tunnelInterface = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -6504,6 +6585,12 @@ export const NodeStatus: MessageFns<NodeStatus> = {
         ? globalThis.Number(object.reported_version_wide)
         : 0,
       diverged: isSet(object.diverged) ? globalThis.String(object.diverged) : "",
+      tunnel: isSet(object.tunnel) ? globalThis.String(object.tunnel) : "",
+      tunnelInterface: isSet(object.tunnelInterface)
+        ? globalThis.String(object.tunnelInterface)
+        : isSet(object.tunnel_interface)
+        ? globalThis.String(object.tunnel_interface)
+        : "",
     };
   },
 
@@ -6590,6 +6677,12 @@ export const NodeStatus: MessageFns<NodeStatus> = {
     if (message.diverged !== "") {
       obj.diverged = message.diverged;
     }
+    if (message.tunnel !== "") {
+      obj.tunnel = message.tunnel;
+    }
+    if (message.tunnelInterface !== "") {
+      obj.tunnelInterface = message.tunnelInterface;
+    }
     return obj;
   },
 
@@ -6631,6 +6724,8 @@ export const NodeStatus: MessageFns<NodeStatus> = {
     message.statusDetail = object.statusDetail ?? "";
     message.reportedVersionWide = object.reportedVersionWide ?? 0;
     message.diverged = object.diverged ?? "";
+    message.tunnel = object.tunnel ?? "";
+    message.tunnelInterface = object.tunnelInterface ?? "";
     return message;
   },
 };
