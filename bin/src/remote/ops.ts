@@ -148,6 +148,8 @@ export function verdictOf(node: WireNodeStatus, hashMatches: boolean): string {
       return `diverged${detail}`;
     case 'changing':
       return `changing${detail}`;
+    case 'no-tunnel':
+      return `no tunnel${detail}`;
     default:
       if (!hashMatches) return "the agent's last hash differs from the one expected: a snapshot is due";
       if (node.gap > 0) return `behind by ${node.gap}`;
