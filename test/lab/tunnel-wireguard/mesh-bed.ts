@@ -159,8 +159,9 @@ export async function meshBed(t: Teardown, dir: string): Promise<MeshBed> {
     const ifname = `${prefix}w${k + 1}`;
     // a3 is told no endpoint: its peers find it where the controller saw it.
     const endpoint = k === 2 ? [] : ['--endpoint', `10.97.0.${k + 1}:51820`];
+    // No --tunnel: genesis made the network a tunnel network, its tokens say so (issue 33); the interface is named only to be unique here.
     return { name, ns, ifname, state, proc: null, args: ['agent', '--state', state, '--controller', CONTROL, '--name', name, '--root', aroot, '--firewall', 'none',
-      '--docker-socket', join(dir, name, 'absent.sock'), '--interval', '2', ...endpoint, '--tunnel', 'wireguard', '--tunnel-interface', ifname] };
+      '--docker-socket', join(dir, name, 'absent.sock'), '--interval', '2', ...endpoint, '--tunnel-interface', ifname] };
   });
   nodes.push(...agents);
   for (const a of agents) {

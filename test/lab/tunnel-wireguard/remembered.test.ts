@@ -94,7 +94,7 @@ t.test('a member of a tunnel network raises the tunnel unasked and keeps it', { 
   let key = '';
   await t.test('started with no tunnel flags: it raises meshp0 and records it', async (t) => {
     const p = startM1(['--token', tok1]);
-    const up = await p.waitFor((l) => l.msg === 'tunnel attached', 60_000);
+    const up = await p.waitFor((l) => l.msg === 'tunnel attached', 40_000);
     t.equal(up.interface, 'meshp0', 'the default interface, no --tunnel given');
     pid = Number(up.pid);
     key = await wg('show', 'meshp0', 'public-key');
@@ -108,7 +108,7 @@ t.test('a member of a tunnel network raises the tunnel unasked and keeps it', { 
   for (const [label, extra] of [['no tunnel flags', []], ['--tunnel wireguard alone', ['--tunnel', 'wireguard']]] as const) {
     await t.test(`restarted with ${label}: the same interface, wireguard-go and key`, async (t) => {
       const p = startM1([...extra]);
-      const up = await p.waitFor((l) => l.msg === 'tunnel attached', 60_000);
+      const up = await p.waitFor((l) => l.msg === 'tunnel attached', 40_000);
       t.match(up, { interface: 'meshp0', adopted: true, pid }, 'meshp0 adopted: the same wireguard-go');
       t.equal(await wg('show', 'meshp0', 'public-key'), key, 'wg show: the same public key');
       t.same(await links(m1), ['meshp0'], 'no second interface');
@@ -133,7 +133,7 @@ t.test('a member of a tunnel network raises the tunnel unasked and keeps it', { 
   await t.test('--tunnel-move: the tunnel moves with its key, the old interface goes', async (t) => {
     const other = `${prefix}y`;
     const p = startM1(['--tunnel-interface', other, '--tunnel-move']);
-    const up = await p.waitFor((l) => l.msg === 'tunnel attached', 60_000);
+    const up = await p.waitFor((l) => l.msg === 'tunnel attached', 40_000);
     t.equal(up.interface, other);
     t.equal(await wg('show', other, 'public-key'), key, 'the same key on the new interface');
     t.same(await links(m1), [other], 'meshp0 gone: one interface');
