@@ -28,12 +28,13 @@ interface NodeRow { name: string; status: string; statusDetail: string; tunnel: 
 
 /** A namespace's network, in a private mount namespace where /var/run/wireguard is `wgRun`. */
 class IsolatedNs extends Netns {
-  constructor(ns: Netns, readonly wgRun: string) {
+  constructor(ns: Netns, readonly wgRun: string, readonly env: Record<string, string> = {}) {
     super(ns.name);
   }
 
   override wrap(cmd: string, args: string[]): [string, string[]] {
-    return ['unshare', ['-m', '--propagation', 'private', 'sh', '-c', 'n="$1"; shift; mount --bind "$0" /var/run/wireguard && exec nsenter --net="$n" -- "$@"', this.wgRun, this.path, cmd, ...args]];
+    const env = Object.entries(this.env).map(([k, v]) => `${k}=${v}`);
+    return ['unshare', ['-m', '--propagation', 'private', 'sh', '-c', 'n="$1"; shift; mount --bind "$0" /var/run/wireguard && exec nsenter --net="$n" -- "$@"', this.wgRun, this.path, 'env', ...env, cmd, ...args]];
   }
 
   override exec(cmd: string, args: string[], input?: string) {
@@ -50,19 +51,22 @@ t.test('a member of a tunnel network raises the tunnel unasked and keeps it', { 
   mkdirSync('/var/run/wireguard', { recursive: true, mode: 0o700 });
   const s1 = join(dir, 'm1', 'state');
   const wgDir = join(s1, 'wireguard');
-  const pids = () => (existsSync(wgDir) ? readdirSync(wgDir).filter((f) => f.endsWith('.pid')).map((f) => Number(readFileSync(join(wgDir, f), 'utf8'))) : []);
+  const s3 = join(dir, 'm3', 'state');
+  const pidsIn = (d: string) => (existsSync(d) ? readdirSync(d).filter((f) => f.endsWith('.pid')).map((f) => Number(readFileSync(join(d, f), 'utf8'))) : []);
+  const pids = () => [...pidsIn(wgDir), ...pidsIn(join(s3, 'wireguard'))];
   const killWg = () => {
     for (const pid of pids()) if (pid && alive(pid)) process.kill(pid, 'SIGKILL');
   };
   t.teardown(killWg);
   process.once('exit', killWg);
 
-  const [c, n1, n2] = (await Promise.all(['c', 'm1', 'm2'].map((x) => netns(t, `${prefix}${x}`)))) as [Netns, Netns, Netns];
+  const [c, n1, n2, n3] = (await Promise.all(['c', 'm1', 'm2', 'm3'].map((x) => netns(t, `${prefix}${x}`)))) as [Netns, Netns, Netns, Netns];
   await wire(c, `${CTL_IP}/24`, n1, '10.98.1.2/24', `${prefix}a`);
   await wire(c, '10.98.2.1/24', n2, '10.98.2.2/24', `${prefix}b`);
+  await wire(c, '10.98.3.1/24', n3, '10.98.3.2/24', `${prefix}c`);
   const [m1, m2] = [new IsolatedNs(n1, wgRun), new IsolatedNs(n2, wgRun)];
   const wg = async (...args: string[]) => (await m1.exec('wg', args)).stdout.trim();
-  const links = async (ns: Netns) => (JSON.parse((await ns.exec('ip', ['-j', 'link', 'show'])).stdout) as { ifname: string }[]).map((l) => l.ifname).filter((n) => n !== 'lo' && !/^.{7}[ab][ab]$/.test(n)).sort(); // the veth ends are PREFIX + aa|ab|ba|bb
+  const links = async (ns: Netns) => (JSON.parse((await ns.exec('ip', ['-j', 'link', 'show'])).stdout) as { ifname: string }[]).map((l) => l.ifname).filter((n) => n !== 'lo' && !/^.{7}[abc][ab]$/.test(n)).sort(); // the veth ends: PREFIX + aa|ab|ba|bb|ca|cb
 
   // The network as genesis makes it without --private-interface: its private network is the tunnel.
   const ctlState = join(dir, 'ctl');
@@ -87,7 +91,7 @@ t.test('a member of a tunnel network raises the tunnel unasked and keeps it', { 
     p.kill('SIGTERM');
     await p.exited;
   };
-  const [tok1, tok2] = await Promise.all([token(), token()]);
+  const [tok1, tok2, tok3] = await Promise.all([token(), token(), token()]);
   const record = () => readFileSync(join(s1, 'tunnel.json'), 'utf8');
 
   let pid = 0;
@@ -151,5 +155,35 @@ t.test('a member of a tunnel network raises the tunnel unasked and keeps it', { 
     t.match(r.statusDetail, /runs no tunnel.*mesh address 100\.96\.0\.\d+ is not held/);
     t.same(await links(m2), [], 'it holds no tunnel interface');
     t.same(JSON.parse(readFileSync(join(s2, 'tunnel.json'), 'utf8')), { tunnel: 'none' }, 'the opt-out recorded');
+  });
+
+  await t.test('examples/systemd/meshp-agent.service as shipped: its ExecStart raises the tunnel and holds the address node list gives', async (t) => {
+    // What an operator does: agent.env from the example with the controller and token filled in.
+    const sysd = join(process.cwd(), 'examples/systemd');
+    const unit = readFileSync(join(sysd, 'meshp-agent.service'), 'utf8');
+    const env = Object.fromEntries(readFileSync(join(sysd, 'agent.env.example'), 'utf8').split('\n').filter((l) => /^[A-Z_]+=/.test(l)).map((l) => l.split(/=(.*)/s).slice(0, 2) as [string, string]));
+    Object.assign(env, { MESHP_CONTROLLER: '10.98.3.1:7443', MESHP_TOKEN: tok3 });
+    const [bin, ...argv] = /^ExecStart=(.*)$/m.exec(unit)![1]!.split(/\s+/).map((w) => w.replace(/\$\{(\w+)\}/g, (_, k: string) => env[k] ?? ''));
+    t.equal(bin, '/usr/local/bin/meshp');
+    t.notOk(argv.some((a) => a.startsWith('--tunnel')), 'no tunnel flag in the unit');
+    const stateDir = `/var/lib/${/^StateDirectory=(.*)$/m.exec(unit)![1]}`;
+    t.equal(argv[argv.indexOf('--state') + 1], stateDir, 'the state folder is its StateDirectory');
+    // The lab's confinement only: the state folder and root in the test's folder, no Docker engine of the machine's.
+    const lab = [...argv.map((a) => (a === stateDir ? s3 : a)), '--root', join(dir, 'm3', 'root'), '--docker-socket', join(dir, 'm3', 'absent.sock')];
+    mkdirSync(join(dir, 'm3', 'root'), { recursive: true });
+    const wgRun3 = join(dir, 'wgrun3');
+    mkdirSync(wgRun3, { mode: 0o700 });
+    const m3 = new IsolatedNs(n3, wgRun3, { MESHP_TOKEN: env.MESHP_TOKEN! });
+    const p = new Proc(t, lab, m3);
+    const up = await p.waitFor((l) => l.msg === 'tunnel attached', 40_000);
+    t.equal(up.interface, 'meshp0');
+    const r = await until('the unit-started member reported up', async () => {
+      const x = (JSON.parse(await cli('node', 'list', '--json')) as { nodes: (NodeRow & { addresses: string[] })[] }).nodes.find((n) => n.tunnelInterface === 'meshp0' && n.tunnel === 'up' && !['m1', 'm2'].includes(n.name));
+      return x ?? null;
+    }, 30);
+    t.equal(r.status, 'ok', `node list: ${r.name} ok`);
+    const held = JSON.parse((await m3.exec('ip', ['-j', 'addr', 'show', 'dev', 'meshp0'])).stdout) as { addr_info: { local: string }[] }[];
+    t.ok(held[0]?.addr_info.some((a) => a.local === r.addresses[0]), `meshp0 holds ${r.addresses[0]}, the address node list gives`);
+    t.match(JSON.parse(readFileSync(join(s3, 'tunnel.json'), 'utf8')), { tunnel: 'wireguard', interface: 'meshp0' }, 'recorded in its state folder');
   });
 });
