@@ -13,7 +13,7 @@ import { writeFileSync } from 'node:fs';
 import { MESHP, Proc, workdir } from '../../helpers/grpc-procs.js';
 import { labAvailable, sh } from '../../helpers/netns.js';
 import { fileBudget, until } from '../../helpers/budget.js';
-import { PORT, STORE, keyOf, meshAddress, meshBed, reaches, reachesSoon, wgPeers } from './mesh-bed.js';
+import { PORT, STORE, keyOf, meshAddress, meshBed, reaches, reachesSoon, wgPeers } from '../tunnel-wireguard/mesh-bed.js';
 
 fileBudget(240);
 
