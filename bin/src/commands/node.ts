@@ -1,6 +1,6 @@
 import type { CommandModule } from 'yargs';
 import type { GlobalArgs } from '../cli.js';
-import { remoteOptions } from './remote-options.js';
+import { changeOptions, remoteOptions, type ChangeArgs } from './remote-options.js';
 
 type R = GlobalArgs & { network: string; credential?: string };
 
@@ -58,10 +58,10 @@ const adopt: CommandModule<GlobalArgs, L & { preview: boolean; yes: boolean }> =
   },
 };
 
-const remove: CommandModule<GlobalArgs, R & { node: string; yes: boolean }> = {
+const remove: CommandModule<GlobalArgs, R & ChangeArgs & { node: string }> = {
   command: 'remove <node>',
   describe: 'the node leaves the network: its credential and key are revoked, its stream closed, its peers drop it (REMOVED)',
-  builder: (y) => remoteOptions(y).positional('node', { type: 'string', demandOption: true }).option('yes', { type: 'boolean', default: false, describe: 'remove without asking' }),
+  builder: (y) => changeOptions(remoteOptions(y)).positional('node', { type: 'string', demandOption: true }),
   handler: async (a) => {
     const { nodeRemove } = await import('../remote/membership.js');
     await nodeRemove(a);
