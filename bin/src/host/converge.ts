@@ -34,6 +34,8 @@ export function nowShown(i: PreviewItem): string {
 /** What the flip does to the door; one that closes with live connections says so (perhaps the operator's own ssh session). */
 function afterShown(i: PreviewItem): string {
   if (i.after === 'open' && i.from?.length) return `stays open from ${i.from.join(', ')}`;
+  // Already closed by the found firewall: the flip keeps it so, it does not close it.
+  if (i.after === 'closes' && i.now === 'closed') return 'stays closed';
   if (i.after === 'closes' && i.liveConnections) return `WILL CLOSE: ${i.liveConnections} LIVE${i.port === 22 || /^sshd?\b/.test(i.holder) ? ' (ssh: your session?)' : ''}`;
   return AFTER[i.after];
 }

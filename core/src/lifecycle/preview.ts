@@ -166,11 +166,14 @@ export function buildPreview(input: PreviewInputs): ConvergePreview {
   items.sort((a, b) => a.port - b.port || a.protocol.localeCompare(b.protocol) || a.source.localeCompare(b.source) || a.address.localeCompare(b.address));
   const take = decl.modules.filter((m) => !m.taken).map((m) => m.name);
   const fw = { kind: firewall.kind, active: firewall.active, tables: firewall.tables, ...(firewall.configFile ? { configFile: firewall.configFile } : {}) };
-  const closes = items.filter((i) => i.after === 'closes').length;
+  // A door the found firewall already closes is not one the flip closes: it stays closed.
+  const closes = items.filter((i) => i.after === 'closes' && i.now !== 'closed').length;
+  const shut = items.filter((i) => i.after === 'closes' && i.now === 'closed').length;
   const live = liveDoorsClosing(items);
   const steps = [
     ...take.map((m) => `take module ${m} (its held resources are replaced by what it declares)`),
-    `load the mesh's derived filter: drop by default, ${openings.length} opening${openings.length === 1 ? '' : 's'} allowed, ${closes} reachable port${closes === 1 ? '' : 's'} close`,
+    `load the mesh's derived filter: drop by default, ${openings.length} opening${openings.length === 1 ? '' : 's'} allowed, ${closes} reachable port${closes === 1 ? '' : 's'} close` +
+      `${shut ? `, ${shut} already closed stay${shut === 1 ? 's' : ''} closed` : ''}`,
     firewall.active
       ? `retire the found ${firewall.kind} firewall by disabling it; its configuration${firewall.configFile ? ` (${firewall.configFile})` : ''} stays on disk`
       : 'no found firewall to retire',
