@@ -48,6 +48,18 @@ t.test('a held foundation port is refused with the name of its holder', async (t
   t.same(checkGenesis({ ...input, mode: 'adopted', ports: { ...input.ports, registry: 15001 } }, held), [], 'another port: free');
 });
 
+t.test("the mesh's own foundation containers (its labels) are neither in use nor holders of their own port (issue 33 item 8)", async (t) => {
+  const store = { container: 'meshp-store', containerPort: 5432, hostPort: 15432, hostIp: '0.0.0.0', protocol: 'tcp' as const };
+  const container = (labels: Record<string, string>) => ({ name: 'meshp-store', id: 'c1', image: 'postgres:15', state: 'running', labels, ports: [store] });
+  const proxy = { protocol: 'tcp' as const, address: '0.0.0.0', port: 15432, family: 4 as const, process: 'docker-proxy', pid: 9 };
+  const ours: GenesisFacts = { ...quiet, published: [store], containers: [container({ 'meshp.module': 'store', 'meshp.node': 'm1' })], listening: [...quiet.listening, proxy] };
+  t.same(checkGenesis(input, ours), [], 'a foundation raised before on this engine: nothing found');
+  const stranger: GenesisFacts = { ...ours, containers: [container({})] };
+  t.same(checkGenesis(input, stranger).map((f) => f.code), ['MESHP_MACHINE_IN_USE', 'MESHP_PORT_HELD'], 'the same container without the labels is a predecessor');
+  const other: GenesisFacts = { ...ours, containers: [container({ 'meshp.module': 'registry' })] };
+  t.match(checkGenesis({ ...input, mode: 'adopted' }, other), [{ code: 'MESHP_PORT_HELD', message: /store=15432 is held by docker-proxy \(pid 9\) on 0\.0\.0\.0, container meshp-store/ }], "another module's container on the port holds it");
+});
+
 t.test('a private range overlapping a predecessor tunnel is refused, naming the interface', async (t) => {
   const tunnel = { ...quiet, addresses: [...quiet.addresses, { interface: 'wg-old', cidr: '10.77.0.0/16' }] };
   const [f] = checkGenesis({ ...input, mode: 'adopted' }, tunnel);
