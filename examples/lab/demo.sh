@@ -93,7 +93,9 @@ until_ok 20 get m2 10.77.0.1 8080 >/dev/null
 say "web answers from m2: $(get m2 10.77.0.1 8080)"
 cp "$root/etc/nftables.conf" "$lab/nftables.conf.orig"
 
-common=(--state "$state" --root "$root" --docker-socket "$sock" --node m1)
+# The shipped catalogue names real images (postgres, nats, registry, rabbitmq, nginx); no registry is
+# reachable here, so genesis runs the lab's busybox stand-ins in their place (examples/lab/images.json).
+common=(--state "$state" --root "$root" --docker-socket "$sock" --images "$here/examples/lab/images.json" --node m1)
 step "1. genesis without --adopted on this machine: refused, naming what it found"
 if on m1 node "$here/bin/dist/main.js" genesis "${common[@]}" --yes; then echo "it should have refused"; exit 1; fi
 
