@@ -12,6 +12,7 @@ import type { Declaration } from '../model.js';
 import { declarationFromWire } from '../delta/declaration.js';
 import type { WireDeclaration } from '../delta/wire.js';
 import { NO_FILTER, flip, noFilter, previewConverge, returnToAdopted } from '../lifecycle/flip.js';
+import { closingDoors } from '../lifecycle/preview.js';
 import { Reconciler, RETIRED_KEY, type ReconcileResult } from '../reconcile/reconciler.js';
 import type { LifecycleReport } from './transport.js';
 
@@ -84,13 +85,13 @@ async function flipping(
     let previewId = recorded;
     if (!previewId) {
       const p = await previewConverge(host, decl);
-      const closes = p.items.filter((i) => i.after === 'closes');
+      const closes = closingDoors(p.items);
       if (p.firewall.active || closes.length > 0) {
         const found = [
           ...(p.firewall.active ? [`an active ${p.firewall.kind} firewall`] : []),
           ...(closes.length ? [`${closes.map((i) => `${i.port}/${i.protocol} (${i.holder})`).join(', ')} would close`] : []),
         ];
-        throw new MeshpError('MESHP_MACHINE_IN_USE', `converged without a preview on a machine in use (${found.join('; ')}): nothing flipped; preview it and flip with meshp node converge ${decl.node} --yes --preview-id ID`);
+        throw new MeshpError('MESHP_MACHINE_IN_USE', `converged without a preview on a machine in use (${found.join('; ')}): nothing flipped. To keep it serving as it is: meshp node adopt ${decl.node} --yes (or enrol with a token made with --adopted); to converge it: meshp node converge ${decl.node} --preview, then --yes --preview-id ID`);
       }
       previewId = p.id;
     }

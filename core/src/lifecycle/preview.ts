@@ -166,8 +166,7 @@ export function buildPreview(input: PreviewInputs): ConvergePreview {
   items.sort((a, b) => a.port - b.port || a.protocol.localeCompare(b.protocol) || a.source.localeCompare(b.source) || a.address.localeCompare(b.address));
   const take = decl.modules.filter((m) => !m.taken).map((m) => m.name);
   const fw = { kind: firewall.kind, active: firewall.active, tables: firewall.tables, ...(firewall.configFile ? { configFile: firewall.configFile } : {}) };
-  // A door the found firewall already closes is not one the flip closes: it stays closed.
-  const closes = items.filter((i) => i.after === 'closes' && i.now !== 'closed').length;
+  const closes = closingDoors(items).length;
   const shut = items.filter((i) => i.after === 'closes' && i.now === 'closed').length;
   const live = liveDoorsClosing(items);
   const steps = [
@@ -188,6 +187,11 @@ export function buildPreview(input: PreviewInputs): ConvergePreview {
 export const doorOf = (i: Pick<PreviewItem, 'port' | 'protocol'>): string => `${i.port}/${i.protocol}`;
 
 const isSsh = (i: PreviewItem): boolean => i.port === 22 || /^sshd?\b/.test(i.holder);
+
+/** The doors the flip closes that are reachable now: one the found firewall already closes stays closed, and is not counted. */
+export function closingDoors(items: readonly PreviewItem[]): PreviewItem[] {
+  return items.filter((i) => i.after === 'closes' && i.now !== 'closed');
+}
 
 /** The doors the flip closes while connections from other machines are established on them. */
 export function liveDoorsClosing(items: readonly PreviewItem[]): PreviewItem[] {
