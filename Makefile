@@ -6,7 +6,7 @@ APT_PKGS := nftables iptables iproute2 docker.io busybox-static ufw openssl syst
 APT_NORECS := wireguard-go wireguard-tools
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: all deps apt npm build test demo bench proto-lint clean compat-agents lint
+.PHONY: all deps apt npm build test demo bench proto-lint clean compat-agents lint dist
 
 all: build
 
@@ -48,6 +48,11 @@ lint: npm
 
 demo: build
 	bash examples/lab/demo.sh
+
+# One tarball to install meshp on a machine with Node.js: dist/meshp-VERSION-linux-ARCH.tar.gz
+# (bin/meshp, the built packages with their production node_modules, the systemd units). README: "Installing".
+dist: build
+	packaging/dist.sh $(CURDIR)/dist
 
 bench: build
 	@set -e; for b in bench/*.bench.mjs; do echo "== $$b"; node "$$b"; done

@@ -264,6 +264,8 @@ export interface Listener {
   /** The process holding the socket, when it can be seen. */
   process?: string;
   pid?: number;
+  /** TCP: connections established to it now from another machine (loopback peers not counted). Absent: none, or not known. */
+  established?: number;
 }
 
 export interface MachineFacts {

@@ -36,6 +36,7 @@ export const CODES = {
   MESHP_UNAVAILABLE: 'the controller is not reachable',
   MESHP_LIFECYCLE: 'the node is not in the mode this act needs',
   MESHP_PREVIEW_STALE: 'the machine changed since the preview',
+  MESHP_LIVE_SESSION: 'the flip would close a port with live connections (an ssh session, perhaps your own)',
   MESHP_TIMEOUT: 'a node did not report the outcome in time',
   MESHP_MACHINE_IN_USE: 'a converged genesis was asked of a machine in use',
   MESHP_PORT_HELD: 'a port the foundation needs is held',

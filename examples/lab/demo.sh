@@ -93,7 +93,9 @@ until_ok 20 get m2 10.77.0.1 8080 >/dev/null
 say "web answers from m2: $(get m2 10.77.0.1 8080)"
 cp "$root/etc/nftables.conf" "$lab/nftables.conf.orig"
 
-common=(--state "$state" --root "$root" --docker-socket "$sock" --node m1)
+# The shipped catalogue names real images (postgres, nats, registry, rabbitmq, nginx); no registry is
+# reachable here, so genesis runs the lab's busybox stand-ins in their place (examples/lab/images.json).
+common=(--state "$state" --root "$root" --docker-socket "$sock" --images "$here/examples/lab/images.json" --node m1)
 step "1. genesis without --adopted on this machine: refused, naming what it found"
 if on m1 node "$here/bin/dist/main.js" genesis "${common[@]}" --yes; then echo "it should have refused"; exit 1; fi
 
@@ -122,10 +124,28 @@ CHECK_MSG="web.conf is byte for byte what it was" check cmp -s "$root/etc/web/we
 say "the found table now, the mesh's rules marked meshp:"; on m1 nft list table inet filter | sed 's/^/      /'
 
 step "4. the second machine enrols over the underlay (the control port is the one door there) and brings its tunnel up"
+say "m2 is in use too: a found nftables firewall of its own, which drops everything but ssh"
+mkdir -p "$lab/m2-root/etc"
+cat > "$lab/m2-root/etc/nftables.conf" <<'EOF2'
+#!/usr/sbin/nft -f
+table inet filter
+flush table inet filter
+table inet filter {
+	chain input {
+		type filter hook input priority filter; policy drop;
+		ct state established,related accept
+		iif "lo" accept
+		meta l4proto { icmp, ipv6-icmp } accept
+		tcp dport 22 accept
+	}
+}
+EOF2
+on m2 nft -f "$lab/m2-root/etc/nftables.conf"
+cp "$lab/m2-root/etc/nftables.conf" "$lab/m2-nftables.conf.orig"
 say "no policy rule is set: every member has the control-node in its view (the mesh's own rule), whatever the policy"
 token=$(adm token create --adopted --tag demo --json | node -e "process.stdout.write(JSON.parse(require('fs').readFileSync(0)).token)")
 setsid nsenter --net="/var/run/netns/${p}m2" -- node "$here/bin/dist/main.js" agent --state "$lab/m2-state" --root "$lab/m2-root" \
-  --controller 10.77.0.1:7443 --token "$token" --name m2 --interval 2 --firewall none \
+  --controller 10.77.0.1:7443 --token "$token" --name m2 --interval 2 \
   --tunnel wireguard --tunnel-interface "$wg2" --endpoint 10.77.0.2:51820 >"$lab/agent-m2.log" 2>&1 &
 pids+=($!)
 until_ok 80 gap0 m2
@@ -133,6 +153,7 @@ adm node list
 m1mesh=$(mesh1)
 until_ok 40 reach m2 "$m1mesh" 15432
 on m2 wg show "$wg2" | sed 's/^/      /'
+say "m2's found table now, the tunnel's port opened in its own terms:"; on m2 nft list table inet filter | grep meshp: | sed 's/^/      /'
 
 step "5. the store (15432) answers over the tunnel, not from outside"
 CHECK_MSG="m2 reaches the store at m1's mesh address $m1mesh" check reach m2 "$m1mesh" 15432
@@ -169,5 +190,21 @@ adm node adopt m1 --yes
 foundback() { on m1 nft list table inet filter >/dev/null 2>&1; }
 until_ok 60 foundback
 CHECK_MSG="table inet filter is back" check foundback
+
+step "9. converge the member m2 over the tunnel: its preview counts the tunnel's port as the agent does"
+adm module assign m2 ssh --yes >/dev/null; adm module take m2 ssh --yes >/dev/null
+sshtaken() { adm node show m2 --json 2>/dev/null | grep -q '"ssh"' && gap0 m2; }
+until_ok 60 sshtaken
+adm node converge m2 --preview
+id2=$(adm node converge m2 --preview --json | node -e "process.stdout.write(JSON.parse(require('fs').readFileSync(0)).preview.id)")
+adm node converge m2 --yes --preview-id "$id2"
+CHECK_MSG="the tunnel went through m2's flip: m2 still reaches the store over it" check until_ok 20 reach m2 "$m1mesh" 15432
+CHECK_MSG="m2's found configuration is still on disk, byte for byte" check cmp -s "$lab/m2-root/etc/nftables.conf" "$lab/m2-nftables.conf.orig"
+on m2 nft list tables | sed 's/^/      /'
+step "   ... and m2 back to adopted: its found firewall is enabled again"
+adm node adopt m2 --yes
+foundback2() { on m2 nft list table inet filter >/dev/null 2>&1; }
+CHECK_MSG="m2's table inet filter is back" check until_ok 60 foundback2
+CHECK_MSG="and the tunnel still carries" check until_ok 20 reach m2 "$m1mesh" 15432
 adm node list
 step "done: the lab is removed"

@@ -6,11 +6,17 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, openSync, closeSync, readFileSync, writeFileSync, mkdirSync, symlinkSync, copyFileSync, rmSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import Docker from 'dockerode';
 import { Netns, netns as makeNetns, runPrefix, sh, type Teardownable } from './netns.js';
 import { Deadline } from './budget.js';
 
 export const BUSYBOX_IMAGE = 'lab/busybox:1';
+/**
+ * `meshp genesis --images` for a lab: the busybox stand-ins of the shipped catalogue's images (no
+ * registry is reachable here), serving the module's name on each container's port.
+ */
+export const LAB_IMAGES = fileURLToPath(new URL('../../examples/lab/images.json', import.meta.url));
 const APPLETS = ['sh', 'httpd', 'nc', 'sleep', 'cat', 'echo', 'ls', 'mkdir', 'wget', 'true', 'false'];
 
 export interface Dockerd {

@@ -105,7 +105,8 @@ t.test('agents follow a controller through its crash and their own', async (t) =
   await admin.take('a1', 'web');
   const nodes = await converged(ctl, [agents[0]!, a2b, a3b]);
   await ctl.proc.waitFor((l) => l.msg === 'delta sent' && l.node === 'a1', 15_000, beforeTake);
-  t.same(nodes.map((n) => [n.name, n.gap, n.mode, n.firewall]), [['a1', 0, 'adopted', 'none'], ['a2', 0, 'converged', 'none'], ['a3', 0, 'converged', 'none']], 'node list --json: gap 0 for every node');
+  // a2 and a3 enrolled converged, but no firewall plugin holds a derived filter on them: not converged (issue 33), adopted by their report.
+  t.same(nodes.map((n) => [n.name, n.gap, n.mode, n.firewall]), [['a1', 0, 'adopted', 'none'], ['a2', 0, 'adopted', 'none'], ['a3', 0, 'adopted', 'none']], 'node list --json: gap 0 for every node');
 
   const sentSince = ctl.proc.lines.slice(beforeTake).filter((l) => l.msg === 'delta sent' || l.msg === 'snapshot sent');
   t.same(sentSince.map((l) => l.node), ['a1'], 'taking a module on a1 sends a1 a delta and a2, a3 nothing (lazy fan-out)');

@@ -99,23 +99,19 @@ t.test('a node that reports is ok, adopted, connected, with its last reconcile o
   t.match(human.out, /^n1\s+ok\s+ADOPTED/m);
 });
 
-t.test('a flip with nothing to flip (no firewall plugin) is answered at once with what is true', async (t) => {
+t.test('a node no firewall plugin can hold a derived filter on is not converged: the preview and the flip say why, at once', async (t) => {
   const preview = await cli('node', 'converge', 'n2', '--preview');
   t.equal(preview.code, 0, preview.err);
-  t.notMatch(preview.out, /WILL CLOSE/, 'nothing can close on a node with no firewall plugin');
-  t.match(preview.out, /nothing to flip/);
-  const before = Date.now();
-  // A long timeout: the answer must come from the agent's report, not from the wait running out (a
-  // CLI run alone took 24 s at load 30, so a short timeout would measure the machine, not meshp).
+  t.match(preview.out, /REFUSED: node n2 has no firewall plugin that can hold the derived filter/);
   const r = await cli('node', 'converge', 'n2', '--yes', '--timeout', '180');
-  t.equal(r.code, 0, r.err);
-  t.match(r.out, /node n2 converged, by its agent's report/);
-  t.ok(Date.now() - before < 180_000, `answered before the timeout (${Date.now() - before} ms)`);
+  t.equal(r.code, 1, 'refused by the controller, before anything is recorded');
+  t.match(r.err, /^MESHP_PROVIDER_MISSING: node n2 has no firewall plugin .*every port it serves would stay open/);
+  t.notMatch(r.out, /requested:/, 'nothing was asked of the agent');
   const [n, m, own] = await Promise.all([nodeOf('n2'), scrape(ctl.metrics), scrape(agentMetrics)]);
-  t.match(n, { mode: 'converged', requestedMode: 'converged', status: 'ok', transition: { state: 'done', mode: 'converged' } });
-  t.equal(m.value('meshp_node_mode', { node: 'n2', mode: 'converged' }), 1);
+  t.match(n, { mode: 'adopted', requestedMode: 'adopted', status: 'ok' }, 'still adopted, as its agent reports');
+  t.equal(m.value('meshp_node_mode', { node: 'n2', mode: 'adopted' }), 1);
   t.equal(own.value('meshp_agent_connected'), 1, "the agent's own /metrics: connected");
-  t.equal(own.value('meshp_agent_mode', { mode: 'converged' }), 1, '... converged');
+  t.equal(own.value('meshp_agent_mode', { mode: 'adopted' }), 1, '... adopted');
   t.equal(own.value('meshp_agent_reconcile_refused'), 0);
   t.ok((own.value('meshp_agent_applied_version') ?? 0) > 0, '... with the version it applied');
   t.equal(own.value('meshp_build_info', {}), 1);

@@ -2,7 +2,8 @@
  * Nothing invalid is accepted and nothing changes unconfirmed (issue 11 cases 4, 6 and 7), with a
  * real controller and a real agent on 127.0.0.1: invalid policies and modules refused by the CLI and
  * by the controller, naming the field, with nothing stored; the confirm contract; exit codes,
- * not-found, JSON errors; a taken node name refused before the token is spent.
+ * not-found, JSON errors; a taken node name refused before the token is spent (the default name is the
+ * host name, so a cloned machine meets this).
  */
 import t from 'tap';
 import { spawn } from 'node:child_process';
@@ -49,8 +50,8 @@ t.test('invalid input is refused with a coded error naming the field, by the CLI
 t.test('the confirm contract: --preview changes nothing; off a terminal --yes is required', async (t) => {
   t.equal((await cli('catalogue', 'add', writeJson(dir, 'web.json', { name: 'web', files: [{ path: '/etc/web.conf', content: 'x' }] }), '--yes')).code, 0);
   const before = await stateVersion();
-  const refused = [['module', 'assign', 'n2', 'web'], ['module', 'take', 'n2', 'web'], ['module', 'unassign', 'n2', 'web'], ['node', 'adopt', 'n2'], ['node', 'converge', 'n2'], ['catalogue', 'add', join(dir, 'web.json')], ['policy', 'set', writeJson(dir, 'p.json', { rules: [] })]];
-  const previewed = [['module', 'take', 'n2', 'web'], ['node', 'adopt', 'n2'], ['catalogue', 'add', join(dir, 'web.json')], ['policy', 'set', join(dir, 'p.json')]];
+  const refused = [['module', 'assign', 'n2', 'web'], ['module', 'take', 'n2', 'web'], ['module', 'unassign', 'n2', 'web'], ['node', 'adopt', 'n2'], ['node', 'converge', 'n2'], ['node', 'remove', 'n2'], ['catalogue', 'add', join(dir, 'web.json')], ['policy', 'set', writeJson(dir, 'p.json', { rules: [] })]];
+  const previewed = [['module', 'assign', 'n2', 'web'], ['module', 'take', 'n2', 'web'], ['node', 'adopt', 'n2'], ['node', 'remove', 'n2'], ['catalogue', 'add', join(dir, 'web.json')], ['policy', 'set', join(dir, 'p.json')]];
   // None of these changes anything (that is what is asserted), so they run side by side.
   const [refusals, previews] = await Promise.all([Promise.all(refused.map((args) => cli(...args))), Promise.all(previewed.map((args) => cli(...args, '--preview')))]);
   refused.forEach((args, i) => {
@@ -61,7 +62,14 @@ t.test('the confirm contract: --preview changes nothing; off a terminal --yes is
     t.equal(previews[i]!.code, 0, `${args.join(' ')} --preview: ${previews[i]!.err}`);
     t.match(previews[i]!.out, /nothing changed/, `${args.join(' ')} --preview says what it would do, and that nothing changed`);
   });
+  // Each says what it would do, the verb first (issue 33 item 11: "would module web on node n2" had none).
+  const said = (args: string[]) => previews[previewed.findIndex((p) => p.join(' ') === args.join(' '))]!.out;
+  t.match(said(['module', 'assign', 'n2', 'web']), /^would assign module web on node n2 \(adopted; .*\): its resources are prepared/);
+  t.match(said(['module', 'take', 'n2', 'web']), /^would take module web on node n2 /);
+  t.match(said(['node', 'remove', 'n2']), /^would remove node n2 from default \(addresses .*; tags .*\): its credential and node key are revoked for good/);
+  t.match(refusals[refused.findIndex((p) => p.join(' ') === 'node remove n2')]!.err, /pass --yes to remove \(or --preview/);
   t.equal(await stateVersion(), before, 'nothing changed');
+  t.ok((await adminClient.call('listNodes', { network: 'default' })).nodes.some((n) => n.name === 'n2'), 'n2 is still a member');
 });
 
 /**
@@ -104,9 +112,13 @@ t.test('on a terminal the command asks, and only a yes changes the node', async 
 });
 
 t.test('usage errors exit 2, not-found has its own code', async (t) => {
-  const [ttl, noState, g, nosuch, js] = await Promise.all([
+  const [ttl, noState, g, nosuch, js, doctorNoNode, doctorNoNodeJson] = await Promise.all([
     cli('token', 'create', '--ttl', '5x'), run('node', 'list'), run('genesis', '--port', 'bogus=1', '--state', join(dir, 'g')), cli('node', 'show', 'nosuch'), cli('node', 'show', 'nosuch', '--json'),
+    cli('doctor'), cli('doctor', '--json'),
   ]);
+  t.equal(doctorNoNode.code, 2, 'doctor without a node is a usage error (it was MESHP_INTERNAL)');
+  t.match(doctorNoNode.err, /^MESHP_USAGE: name a node, or say --local --state DIR/);
+  t.match(JSON.parse(doctorNoNodeJson.err), { code: 'MESHP_USAGE' });
   t.equal(ttl.code, 2);
   t.equal(noState.code, 2);
   t.match(noState.err, /^MESHP_USAGE: /);

@@ -1,5 +1,5 @@
 import t, { type Test } from 'tap';
-import { readFile } from 'node:fs/promises';
+import { readFile, rm } from 'node:fs/promises';
 import type { Opening } from '@meshp/core';
 import { Host } from '@meshp/core/host';
 import { NftablesDriver, NftablesPlugin, localRunner, localSpawner, netnsPrefix, type NftablesRetired, type Runner } from '@meshp/firewall-nftables';
@@ -46,6 +46,21 @@ else {
     t.same(theirs(back), theirs(start), 'their table is back as the config defines it (named set included)');
     t.match(await l.nft(['list', 'set', 'inet', 'filter', 'admins']), /192\.0\.2\.0\/24/);
     t.same(await driver.ensure([web], [store]), { added: [web.id], removed: [] }, 'the next ensure puts our rule back in it');
+  });
+
+  t.test('a found firewall loaded by hand, with no config file: retire records it live, reenable brings it back from that record', async (t) => {
+    const { l, driver } = await bed(t);
+    await driver.ensure([web], [store]);
+    const start = await ruleLines(l);
+    await rm(l.configFile);
+    const state = (await driver.retire()) as NftablesRetired;
+    t.ok(state.live.length > 0, 'the live tables recorded before they were deleted');
+    t.notOk(state.live.some((o) => JSON.stringify(o).includes('meshp:')), "the mesh's marked rules are not part of the original");
+    t.notOk((await ruleLines(l)).some(inFilter), 'retired: their table is gone');
+    await driver.reenable(state);
+    const theirs = (lines: string[]) => lines.filter((x) => inFilter(x) && !x.includes('meshp:'));
+    t.same(theirs(await ruleLines(l)), theirs(start), 'their table is back rule for rule, its named set included');
+    t.match(await l.nft(['list', 'set', 'inet', 'filter', 'admins']), /192\.0\.2\.0\/24/);
   });
 
   t.test('the derived table drops by default and lets the openings and established traffic through', async (t) => {

@@ -48,6 +48,18 @@ t.test('a held foundation port is refused with the name of its holder', async (t
   t.same(checkGenesis({ ...input, mode: 'adopted', ports: { ...input.ports, registry: 15001 } }, held), [], 'another port: free');
 });
 
+t.test("the mesh's own foundation containers (its labels) are neither in use nor holders of their own port (issue 33 item 8)", async (t) => {
+  const store = { container: 'meshp-store', containerPort: 5432, hostPort: 15432, hostIp: '0.0.0.0', protocol: 'tcp' as const };
+  const container = (labels: Record<string, string>) => ({ name: 'meshp-store', id: 'c1', image: 'postgres:15', state: 'running', labels, ports: [store] });
+  const proxy = { protocol: 'tcp' as const, address: '0.0.0.0', port: 15432, family: 4 as const, process: 'docker-proxy', pid: 9 };
+  const ours: GenesisFacts = { ...quiet, published: [store], containers: [container({ 'meshp.module': 'store', 'meshp.node': 'm1' })], listening: [...quiet.listening, proxy] };
+  t.same(checkGenesis(input, ours), [], 'a foundation raised before on this engine: nothing found');
+  const stranger: GenesisFacts = { ...ours, containers: [container({})] };
+  t.same(checkGenesis(input, stranger).map((f) => f.code), ['MESHP_MACHINE_IN_USE', 'MESHP_PORT_HELD'], 'the same container without the labels is a predecessor');
+  const other: GenesisFacts = { ...ours, containers: [container({ 'meshp.module': 'registry' })] };
+  t.match(checkGenesis({ ...input, mode: 'adopted' }, other), [{ code: 'MESHP_PORT_HELD', message: /store=15432 is held by docker-proxy \(pid 9\) on 0\.0\.0\.0, container meshp-store/ }], "another module's container on the port holds it");
+});
+
 t.test('a private range overlapping a predecessor tunnel is refused, naming the interface', async (t) => {
   const tunnel = { ...quiet, addresses: [...quiet.addresses, { interface: 'wg-old', cidr: '10.77.0.0/16' }] };
   const [f] = checkGenesis({ ...input, mode: 'adopted' }, tunnel);
@@ -69,7 +81,7 @@ t.test('catalogue modules read every port from the node settings, the catalogue 
   t.same(store.openings?.[0]?.from, ['10.77.0.0/24']);
   t.match(store.files?.[0]?.content, /port=25432/);
   const decl = validateDeclaration({ apiVersion: 'meshp/v1', node: 'n1', mode: 'adopted', settings, modules: catalogue.map((m) => renderModule(m, settings, false)) });
-  t.equal(decl.modules.length, 7, 'every catalogue module renders to a valid declaration');
+  t.equal(decl.modules.length, catalogue.length, `every catalogue module (${catalogue.length}) renders to a valid declaration`);
   const tunnel = renderModule(catalogue.find((m) => m.name === 'tunnel')!, { ...settings, ports: { ...settings.ports, tunnel: 51999 } }, false);
   t.same(tunnel.openings?.map((o) => [o.port, o.protocol, o.path, o.from]), [[51999, 'udp', 'incoming', []]], "the tunnel's UDP port is a foundation port, open to the underlay");
   t.throws(() => renderModule(catalogue.find((m) => m.name === 'store')!, { ports: {} }, false), { code: 'MESHP_DECLARATION_INVALID' });

@@ -1,4 +1,5 @@
 import type { CommandModule } from 'yargs';
+import { MeshpError } from '@meshp/core';
 import type { GlobalArgs } from '../cli.js';
 import { remoteOptions } from './remote-options.js';
 
@@ -11,9 +12,10 @@ export const doctorCommand: CommandModule<GlobalArgs, Args> = {
     remoteOptions(y)
       .positional('node', { type: 'string' })
       .option('local', { type: 'boolean', default: false, describe: "read this node's own state folder (--state DIR), no controller" })
+      // A usage error, coded as one (exit 2): yargs hands a check's Error on as it is.
       .check((a) => {
-        if (a.local ? a.node !== undefined : a.node === undefined) throw new Error('name a node, or say --local --state DIR');
-        if (a.local && !a.state) throw new Error('--local needs --state DIR (the agent state folder)');
+        if (a.local ? a.node !== undefined : a.node === undefined) throw new MeshpError('MESHP_USAGE', 'name a node, or say --local --state DIR');
+        if (a.local && !a.state) throw new MeshpError('MESHP_USAGE', '--local needs --state DIR (the agent state folder)');
         return true;
       }),
   handler: async (a) => {

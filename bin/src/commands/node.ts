@@ -1,6 +1,6 @@
 import type { CommandModule } from 'yargs';
 import type { GlobalArgs } from '../cli.js';
-import { remoteOptions } from './remote-options.js';
+import { changeOptions, remoteOptions, type ChangeArgs } from './remote-options.js';
 
 type R = GlobalArgs & { network: string; credential?: string };
 
@@ -26,7 +26,7 @@ const show: CommandModule<GlobalArgs, R & { node: string }> = {
 
 type L = R & { node: string; timeout: number };
 
-const converge: CommandModule<GlobalArgs, L & { preview: boolean; yes: boolean; 'preview-id'?: string }> = {
+const converge: CommandModule<GlobalArgs, L & { preview: boolean; yes: boolean; 'preview-id'?: string; 'allow-close': string[] }> = {
   command: 'converge <node>',
   describe: 'preview, then flip the node to converged: every reachable port and what closes; the agent takes every module, loads the derived filter, retires the found firewall',
   builder: (y) =>
@@ -35,10 +35,11 @@ const converge: CommandModule<GlobalArgs, L & { preview: boolean; yes: boolean; 
       .option('preview', { type: 'boolean', default: false, describe: 'list every reachable port on the node and what the flip does to it; change nothing' })
       .option('yes', { type: 'boolean', default: false, describe: 'flip without asking' })
       .option('preview-id', { type: 'string', describe: 'flip only if the node is still as this preview saw it' })
+      .option('allow-close', { type: 'string', array: true, default: [], describe: 'a door (22/tcp) the flip may close although connections are live on it (repeatable)' })
       .option('timeout', { type: 'number', default: 120, describe: 'seconds to wait for the node to report the outcome' }),
   handler: async (a) => {
     const { nodeConverge } = await import('../remote/lifecycle.js');
-    await nodeConverge({ ...a, previewId: a['preview-id'] });
+    await nodeConverge({ ...a, previewId: a['preview-id'], allowClose: a['allow-close'] });
   },
 };
 
@@ -57,10 +58,10 @@ const adopt: CommandModule<GlobalArgs, L & { preview: boolean; yes: boolean }> =
   },
 };
 
-const remove: CommandModule<GlobalArgs, R & { node: string; yes: boolean }> = {
+const remove: CommandModule<GlobalArgs, R & ChangeArgs & { node: string }> = {
   command: 'remove <node>',
   describe: 'the node leaves the network: its credential and key are revoked, its stream closed, its peers drop it (REMOVED)',
-  builder: (y) => remoteOptions(y).positional('node', { type: 'string', demandOption: true }).option('yes', { type: 'boolean', default: false, describe: 'remove without asking' }),
+  builder: (y) => changeOptions(remoteOptions(y)).positional('node', { type: 'string', demandOption: true }),
   handler: async (a) => {
     const { nodeRemove } = await import('../remote/membership.js');
     await nodeRemove(a);

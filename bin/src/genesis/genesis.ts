@@ -9,7 +9,7 @@
 import { existsSync, mkdirSync, readFileSync, readdirSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
-import { MeshpError, type Declaration, type Mode, type Settings } from '@meshp/core';
+import { MeshpError, isMeshpError, type Declaration, type Mode, type Settings } from '@meshp/core';
 import type { Host } from '@meshp/core/host';
 import { ENROLMENT_KEY } from '@meshp/core/agent';
 import { Reconciler, type ReconcileResult } from '@meshp/core/reconcile';
@@ -20,7 +20,10 @@ import { CONTROL_NODE_TAG } from '@meshp/core/delta';
 import { AuthStore, CONTROLLER_DB, Controller, DEFAULT_NETWORK, Enrolment, SqliteControllerStore, ensureCertificate } from '@meshp/controller';
 import { CONTROLLER_FILE, writeControllerFile } from '../remote/agent.js';
 import { ensureNodeKey } from '../remote/keys.js';
+import { DEFAULT_DOCKER_SOCKET } from '@meshp/runtime-docker';
+import { oneLine } from '@meshp/core/util';
 import { bootstrapCatalogue, prepareTunnel, privateNetworkOf, type PrivateNetwork } from './private-network.js';
+import { readImages, withImages } from './images.js';
 
 export const AGENT_DIR = 'agent';
 
@@ -39,6 +42,10 @@ export interface GenesisOptions {
   tunnelInterface?: string;
   /** Where peers reach this node's tunnel (IP:PORT), as `meshp agent --endpoint`. */
   endpoints?: string[];
+  /** `--images FILE`: stand-ins for the catalogue's images, by container name (images.ts). */
+  images?: string;
+  /** The container engine's socket as given (`--docker-socket`), for what genesis says; absent: the default. */
+  dockerSocket?: string;
 }
 
 export interface GenesisPlan {
@@ -61,10 +68,16 @@ export function readCatalogue(dir: string): CatalogueModule[] {
     .map((f) => checkManifest(JSON.parse(readFileSync(join(dir, f), 'utf8')), f));
 }
 
+/** The catalogue genesis raises: the folder's manifests, with the stand-ins of `--images` when given. */
+export function catalogueOf(o: Pick<GenesisOptions, 'catalogue' | 'images'>): CatalogueModule[] {
+  const catalogue = readCatalogue(o.catalogue);
+  return o.images ? withImages(catalogue, readImages(o.images), o.images) : catalogue;
+}
+
 /** Everything genesis needs to know, read before anything is written. */
 export async function planGenesis(host: Host, o: GenesisOptions): Promise<GenesisPlan> {
   const privateNetwork = privateNetworkOf(o);
-  const catalogue = readCatalogue(o.catalogue);
+  const catalogue = catalogueOf(o);
   const foundation = catalogue.filter((m) => m.foundation);
   const ports = { ...defaultPorts(foundation), ...o.ports };
   const unknown = Object.keys(o.ports).filter((p) => !(p in defaultPorts(foundation)));
@@ -83,8 +96,11 @@ export async function planGenesis(host: Host, o: GenesisOptions): Promise<Genesi
     try {
       containers = await runtime.list();
     } catch (e) {
-      // No engine answering: the foundation cannot be raised; said once, before anything is written.
-      throw new MeshpError('MESHP_RUNTIME_UNAVAILABLE', 'the container engine is not answering: the foundation needs it', { cause: e });
+      // No engine answering: the foundation cannot be raised; said once, before anything is written,
+      // naming the socket tried and how to name another.
+      const socket = o.dockerSocket ?? DEFAULT_DOCKER_SOCKET;
+      throw new MeshpError('MESHP_RUNTIME_UNAVAILABLE',
+        `no container engine answers at ${socket}${o.dockerSocket ? ' (--docker-socket)' : ' (the default)'} (${isMeshpError(e) ? e.message : oneLine(e)}); the foundation runs as containers: start a Docker engine, or give its socket with --docker-socket PATH`, { cause: e });
     }
   }
   const published = containers.flatMap((c) => c.ports);
@@ -125,7 +141,7 @@ export async function raiseGenesis(host: Host, o: GenesisOptions, plan: GenesisP
   if (plan.findings.length > 0) throw new MeshpError(plan.findings[0]!.code, plan.findings.map((f) => f.message).join('; '));
   const dbFile = join(o.state, CONTROLLER_DB);
   if (existsSync(dbFile)) throw new MeshpError('MESHP_LIFECYCLE', `${o.state} already holds a controller: genesis happens once`);
-  const catalogue = bootstrapCatalogue(readCatalogue(o.catalogue), plan.privateNetwork);
+  const catalogue = bootstrapCatalogue(catalogueOf(o), plan.privateNetwork);
   mkdirSync(o.state, { recursive: true, mode: 0o700 });
 
   progress('making the controller certificate');

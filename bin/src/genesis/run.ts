@@ -25,6 +25,8 @@ export interface GenesisArgs {
   privateInterface?: string;
   tunnelInterface?: string;
   endpoint?: string[];
+  /** `--images FILE`: stand-ins for the catalogue's images (images.ts). */
+  images?: string;
   preview: boolean;
   yes: boolean;
   json: boolean;
@@ -54,9 +56,33 @@ function renderPlan(p: GenesisPlan): string {
   ].join('\n');
 }
 
+/**
+ * The two commands genesis's machine runs next, with every flag genesis was given that they need:
+ * the agent must reach the engine the foundation was raised on (else it sees the foundation's
+ * containers as strangers' sockets), under the same root and firewall.
+ */
+export function nextCommands(args: Pick<GenesisArgs, 'state' | 'root' | 'dockerSocket' | 'firewall'>, listen: string, node: string): { controller: string[]; agent: string[] } {
+  return {
+    controller: ['meshp', 'controller', 'serve', '--state', args.state, '--listen', listen],
+    agent: [
+      'meshp', 'agent', '--state', join(args.state, AGENT_DIR), '--root', args.root, '--name', node,
+      ...(args.dockerSocket ? ['--docker-socket', args.dockerSocket] : []),
+      ...(args.firewall !== 'auto' ? ['--firewall', args.firewall] : []),
+    ],
+  };
+}
+
+/** An argv as a shell line: a word with anything but plain characters is quoted. */
+function shellLine(argv: string[]): string {
+  return argv.map((w) => (/^[\w@%+=:,./-]+$/.test(w) ? w : `'${w.replace(/'/g, `'\\''`)}'`)).join(' ');
+}
+
 export async function genesis(args: GenesisArgs): Promise<void> {
   const mode: Mode = args.adopted ? 'adopted' : 'converged';
-  const options = { state: args.state, mode, ports: parsePorts(args.port), privateRange: args.privateRange, catalogue: args.catalogue, node: args.node, listen: args.listen, privateInterface: args.privateInterface, tunnelInterface: args.tunnelInterface, endpoints: args.endpoint ?? [] };
+  const options = {
+    state: args.state, mode, ports: parsePorts(args.port), privateRange: args.privateRange, catalogue: args.catalogue, node: args.node, listen: args.listen,
+    privateInterface: args.privateInterface, tunnelInterface: args.tunnelInterface, endpoints: args.endpoint ?? [], images: args.images, dockerSocket: args.dockerSocket,
+  };
   const host = assembleAgentHost({ stateDir: join(args.state, AGENT_DIR), root: args.root, firewall: args.firewall, dockerSocket: args.dockerSocket });
   try {
     const plan = await planGenesis(host, options).catch(refuse);
@@ -74,14 +100,14 @@ export async function genesis(args: GenesisArgs): Promise<void> {
       if (!args.json) process.stdout.write(`-> ${s}\n`);
     };
     const done = await raiseGenesis(host, options, plan, progress).catch(refuse);
+    const next = nextCommands(args, done.listen, done.plan.node);
     if (args.json) {
-      printJson({ plan: done.plan, listen: done.listen, fingerprint: done.fingerprint, taken: done.taken, report: done.report, agentState: join(args.state, AGENT_DIR) });
+      printJson({ plan: done.plan, listen: done.listen, fingerprint: done.fingerprint, taken: done.taken, report: done.report, agentState: join(args.state, AGENT_DIR), next });
     } else {
       process.stdout.write(`${renderReport(done.report)}\n`);
       process.stdout.write(
-        `\nnext: meshp controller serve --state ${args.state} --listen ${done.listen}\n` +
-          `      meshp agent --state ${join(args.state, AGENT_DIR)} --root ${args.root} --name ${done.plan.node}` +
-          `${done.plan.privateNetwork.kind === 'tunnel' ? '   (it raises the tunnel genesis chose)' : ''}\n`,
+        `\nnext: ${shellLine(next.controller)}\n` +
+          `      ${shellLine(next.agent)}${done.plan.privateNetwork.kind === 'tunnel' ? '   (it raises the tunnel genesis chose)' : ''}\n`,
       );
     }
   } finally {

@@ -1,4 +1,4 @@
-import { flip, previewConverge, returnToAdopted, type ConvergePreview, type PreviewItem } from '@meshp/core/lifecycle';
+import { checkLiveDoors, flip, previewConverge, returnToAdopted, type ConvergePreview, type PreviewItem } from '@meshp/core/lifecycle';
 import { confirmChange, printJson, refuse, table } from '../output.js';
 import type { HostApplyArgs } from './apply.js';
 import { pluginSpecs } from '../plugins/load.js';
@@ -9,6 +9,8 @@ import { renderReport } from './render.js';
 /** `host converge` and `host adopt` take what `host apply` takes, and the preview's id. */
 export interface LocalLifecycleArgs extends HostApplyArgs {
   previewId?: string;
+  /** Doors (`22/tcp`) the flip may close although connections are live on them. */
+  allowClose?: string[];
 }
 
 const AFTER = { open: 'stays open', closes: 'WILL CLOSE', local: 'local only' } as const;
@@ -29,10 +31,19 @@ export function nowShown(i: PreviewItem): string {
   }
 }
 
+/** What the flip does to the door; one that closes with live connections says so (perhaps the operator's own ssh session). */
+function afterShown(i: PreviewItem): string {
+  if (i.after === 'open' && i.from?.length) return `stays open from ${i.from.join(', ')}`;
+  // Already closed by the found firewall: the flip keeps it so, it does not close it.
+  if (i.after === 'closes' && i.now === 'closed') return 'stays closed';
+  if (i.after === 'closes' && i.liveConnections) return `WILL CLOSE: ${i.liveConnections} LIVE${i.port === 22 || /^sshd?\b/.test(i.holder) ? ' (ssh: your session?)' : ''}`;
+  return AFTER[i.after];
+}
+
 export function renderPreview(p: ConvergePreview): string {
   const rows = p.items.map((i) => [
     `${i.port}/${i.protocol}`, i.source, i.address, i.holder, i.declaredBy ?? '-', nowShown(i),
-    i.after === 'open' && i.from?.length ? `stays open from ${i.from.join(', ')}` : AFTER[i.after],
+    afterShown(i),
   ]);
   return [
     `converge preview ${p.id} for node ${p.node}: found firewall ${p.firewall.kind}${p.firewall.active ? ' (active)' : ''}`,
@@ -57,6 +68,11 @@ export async function hostConverge(args: LocalLifecycleArgs): Promise<void> {
     if (args.preview) {
       process.stdout.write(`(preview: nothing changed; flip with --yes --preview-id ${preview.id})\n`);
       return;
+    }
+    try {
+      checkLiveDoors(preview, args.allowClose ?? []);
+    } catch (e) {
+      refuse(e);
     }
     await confirmChange(args.yes, 'Converge this node?', 'pass --yes (and --preview-id) to flip');
     const progress = (step: string) => {

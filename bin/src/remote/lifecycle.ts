@@ -37,6 +37,7 @@ export function previewFromWire(p: WirePreview): ConvergePreview {
       source: oneOf(i.source, ['socket', 'published'], 'source'), protocol: oneOf(i.protocol, ['tcp', 'udp'], 'protocol'), port: i.port, address: i.address, holder: i.holder,
       declaredBy: i.declaredBy || null, after: oneOf(i.after, ['open', 'closes', 'local'], 'after'), ...(i.from.length ? { from: [...i.from] } : {}),
       ...nowFromWire(i),
+      ...(i.liveConnections ? { liveConnections: i.liveConnections } : {}),
     })),
   };
 }
@@ -82,7 +83,7 @@ function refusedLine(n: WireNodeStatus): Refusal {
 }
 
 /** `meshp node converge NODE --preview | --yes [--preview-id ID]`. */
-export async function nodeConverge(a: LifecycleArgs & { preview: boolean; yes: boolean; previewId?: string }): Promise<void> {
+export async function nodeConverge(a: LifecycleArgs & { preview: boolean; yes: boolean; previewId?: string; allowClose?: string[] }): Promise<void> {
   await withAdmin(a, async (c, network) => {
     if (a.preview || !a.yes) {
       const r = await c.call('previewConverge', { network, node: a.node });
@@ -94,7 +95,7 @@ export async function nodeConverge(a: LifecycleArgs & { preview: boolean; yes: b
       await confirmChange(false, `Converge ${a.node} to preview ${preview.id}?`, 'pass --yes (and --preview-id) to flip');
       a.previewId ??= preview.id;
     }
-    const r = await c.call('convergeNode', { network, node: a.node, previewId: a.previewId ?? '' });
+    const r = await c.call('convergeNode', { network, node: a.node, previewId: a.previewId ?? '', allowClose: a.allowClose ?? [] });
     const recorded = present(r.node, 'node');
     const preview = previewFromWire(present(r.preview, 'preview'));
     if (!a.preview && a.yes && !a.json) out(a, `${header(recorded)}\n${renderPreview(preview)}`);

@@ -1,7 +1,7 @@
 /** `meshp node remove|rename` and `meshp network create|list|remove`: one Admin call each. */
 import { confirmChange, printJson, table } from '../output.js';
 import { present, withAdmin, type RemoteArgs } from './admin.js';
-import { nodeJson } from './render.js';
+import { nodeJson, type WireNodeStatus } from './render.js';
 
 interface Out {
   json: boolean;
@@ -12,10 +12,24 @@ const say = (o: Out, doc: unknown, human: string): void => {
   else process.stdout.write(`${human}\n`);
 };
 
-/** Revocation cannot be undone (the key stays refused): asked unless --yes. */
-export async function nodeRemove(a: RemoteArgs & Out & { node: string; yes: boolean }): Promise<void> {
-  await confirmChange(a.yes, `Remove ${a.node} and revoke its credential and key?`, 'pass --yes to remove');
-  const r = await withAdmin(a, (c, network) => c.call('removeNode', { network, node: a.node }));
+/** What a removal does, said before it is asked for or previewed: the node as the controller holds it now. */
+export function removalOf(n: WireNodeStatus): string {
+  return `remove node ${n.name} from ${n.network} (addresses ${n.addresses.join(', ') || '-'}; tags ${n.tags.join(', ') || '-'}; assigned ${n.assignedModules.join(', ') || '-'}; ${n.connected ? 'connected' : 'not connected'}): ` +
+    'its credential and node key are revoked for good (the key is refused from then on), its stream is ended, its peers are told REMOVED and drop it; ' +
+    'this command changes nothing on the machine itself';
+}
+
+/** Revocation cannot be undone (the key stays refused): previewed with --preview, asked unless --yes. */
+export async function nodeRemove(a: RemoteArgs & Out & { node: string; yes: boolean; preview: boolean }): Promise<void> {
+  const r = await withAdmin(a, async (c, network) => {
+    if (a.preview || !a.yes) {
+      const what = removalOf(present((await c.call('showNode', { network, node: a.node })).node, 'node'));
+      if (a.preview) return { preview: what };
+      await confirmChange(false, `${what}?`, 'pass --yes to remove (or --preview to see what it does)');
+    }
+    return c.call('removeNode', { network, node: a.node });
+  });
+  if ('preview' in r) return say(a, { preview: true, would: r.preview }, `would ${r.preview}\n(preview: nothing changed)`);
   say(a, { removed: a.node, stateVersion: r.stateVersion }, `removed ${a.node}: credential and key revoked, peers told (state version ${r.stateVersion})`);
 }
 

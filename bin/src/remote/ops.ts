@@ -95,16 +95,17 @@ export async function nodeShow(a: RemoteArgs & Out & { node: string }): Promise<
 export async function moduleChange(a: RemoteArgs & Out & Change & { act: 'assign' | 'unassign' | 'take'; node: string; module: string }): Promise<void> {
   const method = ({ assign: 'assignModule', unassign: 'unassignModule', take: 'takeModule' } as const)[a.act];
   const WHAT = {
-    assign: 'assign: its resources are prepared; what is found is held, nothing is overwritten',
-    unassign: 'unassign: held resources are left in place',
-    take: "take: its cutover, from then on the module's resources converge (files written, containers replaced)",
+    assign: 'its resources are prepared; what is found is held, nothing is overwritten',
+    unassign: 'held resources are left in place',
+    take: "its cutover, from then on the module's resources converge (files written, containers replaced)",
   } as const;
   const r = await withAdmin(a, async (c, network) => {
     if (a.preview || !a.yes) {
       const now = present((await c.call('showNode', { network, node: a.node })).node, 'node');
-      const what = `module ${a.module} on node ${a.node} (${modeName(now.mode)}; assigned ${now.assignedModules.join(', ') || '-'}; taken ${now.takenModules.join(', ') || '-'}): ${WHAT[a.act]}`;
+      // The verb leads: "assign module motd on node m2 …", in the preview and in the question alike.
+      const what = `${a.act} module ${a.module} on node ${a.node} (${modeName(now.mode)}; assigned ${now.assignedModules.join(', ') || '-'}; taken ${now.takenModules.join(', ') || '-'}): ${WHAT[a.act]}`;
       if (a.preview) return { preview: what, node: now };
-      await confirmChange(false, `${a.act} ${what}?`, `pass --yes to ${a.act} (or --preview to see what it does)`);
+      await confirmChange(false, `${what}?`, `pass --yes to ${a.act} (or --preview to see what it does)`);
     }
     return c.call(method, { network, node: a.node, module: a.module });
   });

@@ -25,6 +25,19 @@ export function lifecycleNote(n: WireNodeStatus): string {
   return '';
 }
 
+/**
+ * The way on from a refusal, where the refusal's own words do not give it. A machine in use enrolled
+ * to be converged (a default token) is refused the flip without a preview; the agent's message says
+ * how to converge it, which would close what no module declares (ssh among them). The way that keeps
+ * it serving is said first: back to adopted (issue 33 item 6).
+ */
+export function adviceOf(n: WireNodeStatus): string {
+  const inUse = (n.transition?.state === 'refused' && n.transition.code === 'MESHP_MACHINE_IN_USE') || (n.lifecycle?.state === 'refused' && n.lifecycle.code === 'MESHP_MACHINE_IN_USE');
+  if (!inUse) return '';
+  return `to keep ${n.name} serving as it is: meshp node adopt ${n.name} --yes (enrol a machine in use with a token from meshp token create --adopted); ` +
+    `to converge it, which closes every port no module declares: meshp node converge ${n.name} --preview, then --yes --preview-id ID`;
+}
+
 /** What stands out: a node that is not ok says so in capitals, as `tailscale status` says offline. */
 export const statusShown = (n: WireNodeStatus): string => (!n.status || n.status === 'ok' ? 'ok' : n.status.toUpperCase());
 
@@ -39,7 +52,7 @@ export function nodeJson(n: WireNodeStatus) {
     firewall: n.firewallKind, held: n.held, changed: n.changed,
     network: n.network, assigned: n.assignedModules, taken: n.takenModules, addresses: n.addresses, tags: n.tags,
     convergePreviewId: n.convergePreviewId || null, lifecycle: n.lifecycle?.state ? n.lifecycle : null, reportedVersion: n.reportedVersionWide || n.reportedVersion || 0,
-    diverged: n.diverged || null,
+    diverged: n.diverged || null, advice: adviceOf(n) || null,
     tunnel: n.tunnel || null, tunnelInterface: n.tunnelInterface || null,
   };
 }
@@ -47,7 +60,7 @@ export function nodeJson(n: WireNodeStatus) {
 export function nodesTable(nodes: WireNodeStatus[]): string {
   return table(
     ['NODE', 'STATUS', 'MODE', 'APPLIED', 'STATE', 'GAP', 'FIREWALL', 'HELD', 'CHANGED', 'REFUSED', 'LAST SEEN', 'NOTE'],
-    nodes.map((n) => [n.name, statusShown(n), modeShown(n.mode), n.appliedVersion, n.stateVersion, n.gap, n.firewallKind || '-', n.held, n.changed, n.refusedResources ?? 0, n.lastSeen || '-', [n.statusDetail, lifecycleNote(n)].filter(Boolean).join('; ') || '-']),
+    nodes.map((n) => [n.name, statusShown(n), modeShown(n.mode), n.appliedVersion, n.stateVersion, n.gap, n.firewallKind || '-', n.held, n.changed, n.refusedResources ?? 0, n.lastSeen || '-', [n.statusDetail, lifecycleNote(n), adviceOf(n) && `keep it serving: meshp node adopt ${n.name}`].filter(Boolean).join('; ') || '-']),
   );
 }
 
@@ -60,6 +73,7 @@ export function nodeDetail(n: WireNodeStatus): string {
     `addresses ${n.addresses.join(', ') || '-'}${meshAddressNote(n)}  tags ${n.tags.join(', ') || '-'}`,
     `assigned ${n.assignedModules.join(', ') || '-'}  taken ${n.takenModules.join(', ') || '-'}`,
     ...(lifecycleNote(n) ? [`lifecycle: ${lifecycleNote(n)}`] : []),
+    ...(adviceOf(n) ? [`advice: ${adviceOf(n)}`] : []),
   ].join('\n');
 }
 

@@ -4,12 +4,13 @@
  * It reconciles on every delta, on a timer, and when the firewall driver sees a reload.
  */
 import type { FirewallDriver, HostReport, Listener, PublishedPort } from '../contracts.js';
-import { reachOf } from '../lifecycle/flip.js';
+import { pluginOpeningsOfNode, reachOf } from '../lifecycle/flip.js';
 import { previewDoors } from '../lifecycle/preview.js';
 import { MeshpError, isMeshpError, oneLine } from '../errors.js';
 import type { Host } from '../host/host.js';
 import { DeltaApplier, type AppliedRecord } from '../delta/applier.js';
-import type { StateDelta } from '../delta/wire.js';
+import type { StateDelta, WireDeclaration } from '../delta/wire.js';
+import { declarationFromWire } from '../delta/declaration.js';
 import { Backoff } from './backoff.js';
 import { loadView, persistView } from './view-store.js';
 import { reconcileLifecycle } from './lifecycle.js';
@@ -276,7 +277,7 @@ export class Agent {
   }
 
   /** What the machine offers now, through the facts and runtime plugins; what cannot be read is left out. */
-  async #facts(): Promise<Facts> {
+  async #facts(wire: WireDeclaration): Promise<Facts> {
     const out: Facts = { applied: this.applier.recent.map((r) => ({ fromVersion: r.fromVersion, toVersion: r.toVersion, stateHash: r.stateHash })) };
     let listening: Listener[] | null = null;
     let published: PublishedPort[] = [];
@@ -284,7 +285,7 @@ export class Agent {
       const facts = await this.#host.facts();
       if (facts) {
         listening = await facts.listening();
-        out.listening = listening.map((l) => ({ protocol: l.protocol, address: l.address, port: l.port, process: l.process ?? '', ...(l.pid ? { pid: l.pid } : {}) }));
+        out.listening = listening.map((l) => ({ protocol: l.protocol, address: l.address, port: l.port, process: l.process ?? '', ...(l.pid ? { pid: l.pid } : {}), ...(l.established ? { established: l.established } : {}) }));
       }
     } catch (e) {
       this.#log.warn({ err: oneLine(e) }, 'listening sockets not readable');
@@ -309,6 +310,14 @@ export class Agent {
       }
     } catch (e) {
       this.#log.warn({ err: oneLine(e) }, 'firewall not describable');
+    }
+    if (out.firewallKind && out.firewallKind !== 'none') {
+      try {
+        // What the plugins add to the converged plan, so the controller's preview counts it as this machine's does.
+        out.pluginOpenings = await pluginOpeningsOfNode(this.#host, declarationFromWire(wire));
+      } catch (e) {
+        this.#log.warn({ err: oneLine(e) }, 'the converged plan could not be previewed: its plugin openings are not reported');
+      }
     }
     return out;
   }
@@ -343,7 +352,7 @@ export class Agent {
       const outcome: ReconcileOutcome = refusedResources > 0
         ? { result: 'refused', code: 'MESHP_REFUSED', message: `${refusedResources} resource(s) refused`, at: report.at, refusedResources }
         : { result: 'ok', code: '', message: '', at: report.at, refusedResources: 0 };
-      this.#lastReport = { ...toReportMessage(report, appliedVersion), ...(await this.#facts()), lifecycle, reconcile: outcome };
+      this.#lastReport = { ...toReportMessage(report, appliedVersion), ...(await this.#facts(wire)), lifecycle, reconcile: outcome };
       this.#log.info({ reason, appliedVersion, counts: report.counts, firewall: report.firewall?.kind ?? null, lifecycle: lifecycle.state }, 'reconciled');
       this.#publish(this.#lastReport);
     } catch (e) {
@@ -358,7 +367,7 @@ export class Agent {
   }
 }
 
-type Facts = Pick<ReportMessage, 'applied' | 'listening' | 'published' | 'firewallTables' | 'firewallConfigFile' | 'reach'> & Partial<Pick<ReportMessage, 'firewallKind' | 'firewallActive'>>;
+type Facts = Pick<ReportMessage, 'applied' | 'listening' | 'published' | 'firewallTables' | 'firewallConfigFile' | 'reach' | 'pluginOpenings'> & Partial<Pick<ReportMessage, 'firewallKind' | 'firewallActive'>>;
 
 const modeOfWire = (wireMode: number): ReportMessage['mode'] => (wireMode === 1 ? 'adopted' : 'converged');
 

@@ -11,7 +11,8 @@ import type { Host } from '../host/host.js';
 import type { Declaration } from '../model.js';
 import { declarationFromWire } from '../delta/declaration.js';
 import type { WireDeclaration } from '../delta/wire.js';
-import { flip, previewConverge, returnToAdopted } from '../lifecycle/flip.js';
+import { NO_FILTER, flip, noFilter, previewConverge, returnToAdopted } from '../lifecycle/flip.js';
+import { closingDoors } from '../lifecycle/preview.js';
 import { Reconciler, RETIRED_KEY, type ReconcileResult } from '../reconcile/reconciler.js';
 import type { LifecycleReport } from './transport.js';
 
@@ -63,15 +64,14 @@ export async function reconcileLifecycle(host: Host, wire: WireDeclaration, onSt
   } catch (e) {
     return refused(decl, wire, e, [], reconcile, save, onStep);
   }
-  if (!hasDriver) {
-    // No firewall plugin loaded, or none that can hold a table: the mesh neither loads a filter nor retires one.
-    const lifecycle = stored?.state === 'converged' ? stored : await save({ state: 'converged', previewId: '', steps: ['no firewall that can hold the derived filter: nothing to flip'], at: now() });
-    return { result: await reconcile(decl), lifecycle };
-  }
   const recorded = wire.convergePreviewId || '';
-  if (recorded && stored?.state === 'refused' && stored.previewId === recorded && stored.code === 'MESHP_PREVIEW_STALE') {
-    // Refused for this preview already: the machine changed since; a new preview and flip are needed.
+  if (stored?.state === 'refused' && stored.previewId === recorded && (stored.code === 'MESHP_PREVIEW_STALE' || (!hasDriver && stored.code === NO_FILTER))) {
+    // Refused for this preview already (the machine changed since, or it has no firewall to flip): a new preview and flip are needed.
     return { result: await reconcile({ ...decl, mode: 'adopted' }), lifecycle: stored };
+  }
+  if (!hasDriver) {
+    // Converged means the derived filter is loaded: a machine no firewall plugin can hold it on stays adopted, and says why.
+    return refused(decl, wire, noFilter(decl.node), [], reconcile, save, onStep);
   }
   return flipping(host, decl, wire, recorded, reconcile, save, onStep);
 }
@@ -85,13 +85,13 @@ async function flipping(
     let previewId = recorded;
     if (!previewId) {
       const p = await previewConverge(host, decl);
-      const closes = p.items.filter((i) => i.after === 'closes');
+      const closes = closingDoors(p.items);
       if (p.firewall.active || closes.length > 0) {
         const found = [
           ...(p.firewall.active ? [`an active ${p.firewall.kind} firewall`] : []),
           ...(closes.length ? [`${closes.map((i) => `${i.port}/${i.protocol} (${i.holder})`).join(', ')} would close`] : []),
         ];
-        throw new MeshpError('MESHP_MACHINE_IN_USE', `converged without a preview on a machine in use (${found.join('; ')}): nothing flipped; preview it and flip with meshp node converge ${decl.node} --yes --preview-id ID`);
+        throw new MeshpError('MESHP_MACHINE_IN_USE', `converged without a preview on a machine in use (${found.join('; ')}): nothing flipped. To keep it serving as it is: meshp node adopt ${decl.node} --yes (or enrol with a token made with --adopted); to converge it: meshp node converge ${decl.node} --preview, then --yes --preview-id ID`);
       }
       previewId = p.id;
     }

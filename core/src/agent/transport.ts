@@ -3,7 +3,7 @@
  * agents and operators, whatever carries the bytes. `@meshp/transport-grpc` is one implementation.
  * Shapes follow `proto/meshp/v1/control.proto` as ts-proto reads it (camelCase, enums as numbers).
  */
-import type { Mode } from '../model.js';
+import type { Mode, Opening } from '../model.js';
 import type { ResourceReport } from '../contracts.js';
 import type { StateDelta } from '../delta/wire.js';
 import type { AdminHandler } from '../contract/admin.js';
@@ -65,7 +65,7 @@ export interface ReportMessage {
   /** The last deltas applied, for doctor to match with what was sent. */
   applied?: { fromVersion: number; toVersion: number; stateHash: string }[];
   /** What is reachable on the machine now (for the converge preview). */
-  listening?: { protocol: string; address: string; port: number; process: string; pid?: number }[];
+  listening?: { protocol: string; address: string; port: number; process: string; pid?: number; established?: number }[];
   published?: { container: string; hostPort: number; containerPort: number; protocol: string; hostIp: string }[];
   /** The found firewall's tables and config file (with its kind and activity above): what a preview needs. */
   firewallTables?: string[];
@@ -82,6 +82,8 @@ export interface ReportMessage {
   tunnelInterface?: string;
   /** Why the tunnel is not up (a MESHP code and why); absent when it is, or when none runs. */
   tunnelError?: string;
+  /** The openings its plugins add to its converged plan (the converge preview counts them). Absent: none, or an older agent. */
+  pluginOpenings?: Opening[];
 }
 
 export interface ReconcileOutcome {

@@ -7,11 +7,11 @@
 import type { Door, FirewallDriver, Reach, RetiredState } from '../contracts.js';
 import { MeshpError, oneLine } from '../errors.js';
 import type { Host } from '../host/host.js';
-import type { Declaration } from '../model.js';
+import type { Declaration, Opening } from '../model.js';
 import { Reconciler, RETIRED_KEY, type ReconcileResult } from '../reconcile/reconciler.js';
 import { planOpenings } from '../reconcile/openings.js';
 import { validateDeclaration } from '../reconcile/validate.js';
-import { buildPreview, previewDoors, type ConvergePreview } from './preview.js';
+import { buildPreview, pluginOpeningsOf, previewDoors, type ConvergePreview } from './preview.js';
 
 export const MODE_KEY = 'node.mode';
 
@@ -22,6 +22,13 @@ export interface RetiredRecord {
 }
 
 export type Progress = (step: string) => void;
+
+export const NO_FILTER = 'MESHP_PROVIDER_MISSING';
+
+/** Why a node without a firewall plugin is not converged: nothing would hold its derived filter, every port would stay open. */
+export function noFilter(node: string): MeshpError {
+  return new MeshpError(NO_FILTER, `node ${node} has no firewall plugin that can hold the derived filter (its agent runs --firewall none, or no firewall tool answered): converged, every port it serves would stay open to everyone; it stays adopted. Run its agent with a firewall plugin (--firewall auto finds nftables or iptables) and preview again`);
+}
 
 async function driverOf(host: Host): Promise<FirewallDriver> {
   const driver = await host.firewall();
@@ -42,10 +49,19 @@ export async function previewConverge(host: Host, input: unknown): Promise<Conve
     driver.describe(),
   ]);
   const reach = await reachOf(driver, previewDoors(listening, published));
-  // What the derived filter will hold is the converged plan's openings, plugins' included: a port a
-  // plugin opens on every node (the tunnel's) is not previewed as closing.
+  const pluginOpenings = await pluginOpeningsOfNode(host, decl);
+  return buildPreview({ declaration: decl, listening, published, firewall, pluginOpenings, ...(reach ? { reach } : {}) });
+}
+
+/**
+ * The openings this node's plugins add to its converged plan (the tunnel's port on a member): the
+ * derived filter holds them, so a port a plugin opens on every node is not previewed as closing. The
+ * agent reports them, and the controller's preview counts them the same way (`buildPreview`).
+ */
+export async function pluginOpeningsOfNode(host: Host, input: unknown): Promise<Opening[]> {
+  const decl = validateDeclaration(input);
   const { plan } = await new Reconciler(host).plan(convergedOf(decl), { preview: true });
-  return buildPreview({ declaration: decl, listening, published, firewall, openings: plan.firewall.openings, ...(reach ? { reach } : {}) });
+  return pluginOpeningsOf(decl, plan.firewall.openings);
 }
 
 /** The declaration as it is once converged: every module taken. */

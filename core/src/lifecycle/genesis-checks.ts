@@ -4,7 +4,7 @@
  * name of its holder; the private range must not overlap an address or route the machine has.
  * Pure: the facts are read by plugins and handed in.
  */
-import type { ContainerInfo, FirewallDescription, Listener, PublishedPort } from '../contracts.js';
+import { LABEL_MODULE, type ContainerInfo, type FirewallDescription, type Listener, type PublishedPort } from '../contracts.js';
 import type { Mode } from '../model.js';
 import { overlaps } from '../net/cidr.js';
 
@@ -39,6 +39,11 @@ function holderOf(l: Listener): string {
 
 export function checkGenesis(input: GenesisInput, facts: GenesisFacts): GenesisFinding[] {
   const findings: GenesisFinding[] = [];
+  // The mesh's own containers (they carry its module label: a foundation raised before, on this
+  // engine) are not a predecessor's: neither "in use" nor a holder of their own module's port.
+  const meshModule = new Map(facts.containers.filter((c) => c.labels[LABEL_MODULE]).map((c) => [c.name, c.labels[LABEL_MODULE]!]));
+  const theirs = facts.published.filter((p) => !meshModule.has(p.container));
+  const meshPorts = new Set(facts.published.filter((p) => meshModule.has(p.container)).map((p) => `${p.protocol}/${p.hostPort}`));
 
   if (input.mode === 'converged') {
     const inUse: string[] = [];
@@ -54,7 +59,7 @@ export function checkGenesis(input: GenesisInput, facts: GenesisFacts): GenesisF
       inUse.push(`${holderOf(l)} listening on ${l.address}:${l.port}/${l.protocol}`);
     }
     const seen = new Set<string>();
-    for (const p of facts.published) {
+    for (const p of theirs) {
       const key = `${p.container}/${p.protocol}/${p.hostPort}`;
       if (seen.has(key)) continue;
       seen.add(key);
@@ -69,9 +74,11 @@ export function checkGenesis(input: GenesisInput, facts: GenesisFacts): GenesisF
   }
 
   for (const [name, port] of Object.entries(input.ports)) {
+    // The mesh's own container of this very module on its port (and its proxy's socket) holds it for the mesh.
+    const own = facts.published.some((p) => p.hostPort === port && meshModule.get(p.container) === name);
     const holders = [
-      ...facts.listening.filter((l) => l.port === port).map((l) => `${holderOf(l)} on ${l.address}`),
-      ...facts.published.filter((p) => p.hostPort === port).map((p) => `container ${p.container}`),
+      ...facts.listening.filter((l) => l.port === port && !(own && meshPorts.has(`${l.protocol}/${l.port}`))).map((l) => `${holderOf(l)} on ${l.address}`),
+      ...facts.published.filter((p) => p.hostPort === port && meshModule.get(p.container) !== name).map((p) => `container ${p.container}`),
     ];
     if (holders.length > 0) {
       findings.push({ code: 'MESHP_PORT_HELD', message: `port ${name}=${port} is held by ${[...new Set(holders)].join(', ')}: give another with --port ${name}=PORT` });

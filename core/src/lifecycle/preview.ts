@@ -8,6 +8,7 @@ import type { Door, FirewallDescription, Listener, PublishedPort, Reach } from '
 import type { Declaration, Opening, Protocol } from '../model.js';
 import { toOpening } from '../model.js';
 import { canonicalJson, sha256 } from '../reconcile/handlers.js';
+import { MeshpError } from '../errors.js';
 
 export type AfterFlip = 'open' | 'closes' | 'local';
 /** Where the door is reachable from now, through the live firewall and Docker's NAT. */
@@ -30,6 +31,11 @@ export interface PreviewItem {
   nowFrom?: string[];
   /** Known reach only: whether a rule of the found firewall names the port. */
   mentioned?: boolean;
+  /**
+   * TCP connections established to the socket now (an ssh session, an agent's control stream). Not
+   * part of the preview's id: a session opened or closed is not a changed machine.
+   */
+  liveConnections?: number;
 }
 
 export interface ConvergePreview {
@@ -50,10 +56,10 @@ export interface PreviewInputs {
   /** The firewall's answer for each door (`previewDoors`); a door without one is `unknown`. */
   reach?: Reach[];
   /**
-   * The openings the converged plan holds, plugins' own included (the tunnel's port, added through the
-   * `plan` hook to every plan); absent: the declaration's alone.
+   * The openings plugins add to the converged plan (the tunnel's port, through the `plan` hook), beside
+   * the declaration's own: the agent reads them from its plan, the controller from the agent's report.
    */
-  openings?: Opening[];
+  pluginOpenings?: Opening[];
 }
 
 function isLoopback(address: string): boolean {
@@ -62,6 +68,23 @@ function isLoopback(address: string): boolean {
 
 function openingsOf(decl: Declaration): Opening[] {
   return decl.modules.flatMap((m) => (m.openings ?? []).map((o) => toOpening(m.name, o)));
+}
+
+/**
+ * What the derived filter holds once converged: every opening the declaration's modules declare, then
+ * those plugins add that no module declares. One function for the agent and the controller, so the
+ * same declaration and the same plugin openings give the same preview, whoever computes it.
+ */
+export function convergedOpenings(decl: Declaration, pluginOpenings: readonly Opening[] = []): Opening[] {
+  const declared = openingsOf(decl);
+  const ids = new Set(declared.map((o) => o.id));
+  return [...declared, ...pluginOpenings.filter((o) => !ids.has(o.id))];
+}
+
+/** Of a plan's openings, those no module of the declaration declares: the plugins' own. */
+export function pluginOpeningsOf(decl: Declaration, planned: readonly Opening[]): Opening[] {
+  const ids = new Set(openingsOf(decl).map((o) => o.id));
+  return planned.filter((o) => !ids.has(o.id)).sort((a, b) => a.id.localeCompare(b.id));
 }
 
 function publisherOf(decl: Declaration, port: number, protocol: Protocol): string | null {
@@ -101,7 +124,7 @@ function nowOf(reach: ReadonlyMap<string, Reach>, path: Door['path'], protocol: 
 
 export function buildPreview(input: PreviewInputs): ConvergePreview {
   const { declaration: decl, firewall } = input;
-  const openings = input.openings ?? openingsOf(decl);
+  const openings = convergedOpenings(decl, input.pluginOpenings);
   const opening = (port: number, protocol: Protocol, path: Opening['path']) =>
     openings.find((o) => o.port === port && o.protocol === protocol && o.path === path);
   const items: PreviewItem[] = [];
@@ -137,22 +160,62 @@ export function buildPreview(input: PreviewInputs): ConvergePreview {
       after: local ? 'local' : o ? 'open' : 'closes',
       ...(o ? { from: o.from } : {}),
       ...nowOf(reach, 'incoming', l.protocol, l.port, local),
+      ...(l.established ? { liveConnections: l.established } : {}),
     });
   }
   items.sort((a, b) => a.port - b.port || a.protocol.localeCompare(b.protocol) || a.source.localeCompare(b.source) || a.address.localeCompare(b.address));
   const take = decl.modules.filter((m) => !m.taken).map((m) => m.name);
   const fw = { kind: firewall.kind, active: firewall.active, tables: firewall.tables, ...(firewall.configFile ? { configFile: firewall.configFile } : {}) };
-  const closes = items.filter((i) => i.after === 'closes').length;
+  const closes = closingDoors(items).length;
+  const shut = items.filter((i) => i.after === 'closes' && i.now === 'closed').length;
+  const live = liveDoorsClosing(items);
   const steps = [
     ...take.map((m) => `take module ${m} (its held resources are replaced by what it declares)`),
-    `load the mesh's derived filter: drop by default, ${openings.length} opening${openings.length === 1 ? '' : 's'} allowed, ${closes} reachable port${closes === 1 ? '' : 's'} close`,
+    `load the mesh's derived filter: drop by default, ${openings.length} opening${openings.length === 1 ? '' : 's'} allowed, ${closes} reachable port${closes === 1 ? '' : 's'} close` +
+      `${shut ? `, ${shut} already closed stay${shut === 1 ? 's' : ''} closed` : ''}`,
     firewall.active
       ? `retire the found ${firewall.kind} firewall by disabling it; its configuration${firewall.configFile ? ` (${firewall.configFile})` : ''} stays on disk`
       : 'no found firewall to retire',
+    ...live.map((i) => `REFUSED unless allowed: ${doorOf(i)} (${i.holder}) closes with ${i.liveConnections} live connection${i.liveConnections === 1 ? '' : 's'}${isSsh(i) ? ', perhaps your own ssh session' : ''}: declare it in a module (the catalogue's ssh module), or flip with --allow-close ${doorOf(i)}`),
   ];
   // The id is what the machine offers, not which pid offers it: a restarted or forked server is the same door.
   // Where each door is reachable from now is in the items: a changed firewall is a changed machine.
-  const doors = items.map((i) => ({ ...i, holder: i.holder.replace(/ \(pid \d+\)$/, '') }));
-  const id = sha256(canonicalJson({ node: decl.node, items: doors, take, fw, openings: openings.map((o) => [o.id, o.from]) })).slice(0, 16);
-  return { id, node: decl.node, firewall: fw, items, take, steps };
+  return { id: previewId(decl.node, items, take, fw, openings), node: decl.node, firewall: fw, items, take, steps };
+}
+
+/** A door as an operator names it: `22/tcp`. */
+export const doorOf = (i: Pick<PreviewItem, 'port' | 'protocol'>): string => `${i.port}/${i.protocol}`;
+
+const isSsh = (i: PreviewItem): boolean => i.port === 22 || /^sshd?\b/.test(i.holder);
+
+/** The doors the flip closes that are reachable now: one the found firewall already closes stays closed, and is not counted. */
+export function closingDoors(items: readonly PreviewItem[]): PreviewItem[] {
+  return items.filter((i) => i.after === 'closes' && i.now !== 'closed');
+}
+
+/** The doors the flip closes while connections from other machines are established on them. */
+export function liveDoorsClosing(items: readonly PreviewItem[]): PreviewItem[] {
+  return items.filter((i) => i.after === 'closes' && (i.liveConnections ?? 0) > 0);
+}
+
+/**
+ * A flip that would cut live connections — an ssh session, perhaps the operator's own — is refused
+ * unless each such door is named in `allowClose` (`22/tcp`). The preview says it first.
+ */
+export function checkLiveDoors(p: Pick<ConvergePreview, 'node' | 'items'>, allowClose: readonly string[]): void {
+  const cut = liveDoorsClosing(p.items).filter((i) => !allowClose.includes(doorOf(i)));
+  if (!cut.length) return;
+  const doors = cut.map((i) => `${doorOf(i)} (${i.holder}, ${i.liveConnections} live${isSsh(i) ? ', ssh: perhaps your own session' : ''})`).join(', ');
+  throw new MeshpError('MESHP_LIVE_SESSION', `the flip of ${p.node} would close ${doors}: nothing flipped; declare the port in a module (the catalogue's ssh module for 22/tcp) or allow it with --allow-close ${cut.map(doorOf).join(' --allow-close ')}`);
+}
+
+/**
+ * The id is what the machine offers, not which pid offers it (a restarted or forked server is the
+ * same door) nor who is connected to it now. Where each door is reachable from now is in the items: a
+ * changed firewall is a changed machine. The openings are taken in id order, whoever listed them.
+ */
+function previewId(node: string, items: readonly PreviewItem[], take: readonly string[], fw: ConvergePreview['firewall'], openings: readonly Opening[]): string {
+  const doors = items.map(({ liveConnections: _live, ...i }) => ({ ...i, holder: i.holder.replace(/ \(pid \d+\)$/, '') }));
+  const held = openings.map((o) => [o.id, o.from] as const).sort((a, b) => a[0].localeCompare(b[0]));
+  return sha256(canonicalJson({ node, items: doors, take, fw, openings: held })).slice(0, 16);
 }

@@ -5,10 +5,10 @@
  * for the preview the operator saw; the agent re-checks that id against the machine before it
  * changes anything.
  */
-import { MeshpError, type Listener, type Protocol, type PublishedPort, type Reach, type ReportMessage } from '@meshp/core';
+import { MeshpError, type Protocol, type Reach, type ReportMessage } from '@meshp/core';
 import { declarationFromWire } from '@meshp/core/delta';
 import { validateDeclaration } from '@meshp/core/reconcile';
-import { buildPreview, type ConvergePreview } from '@meshp/core/lifecycle';
+import { buildPreview, checkLiveDoors, noFilter, type ConvergePreview, type PreviewInputs } from '@meshp/core/lifecycle';
 import type { Controller } from './controller.js';
 
 const protocolOf = (p: string): Protocol => (p === 'udp' ? 'udp' : 'tcp');
@@ -27,13 +27,15 @@ function reachOfReport(r: ReportMessage): Reach[] | undefined {
 }
 
 /** What the node reported, as the facts a preview is built from. Reports of agents that do not say reach give `unknown`. */
-export function factsOfReport(r: ReportMessage): { listening: Listener[]; published: PublishedPort[]; reach?: Reach[]; firewall: { kind: string; manager: string; active: boolean; tables: string[]; configFile?: string; summary: string[] } } {
+export function factsOfReport(r: ReportMessage): Omit<PreviewInputs, 'declaration'> {
   const reach = reachOfReport(r);
   return {
     ...(reach ? { reach } : {}),
+    // The agent's preview counts what its plugins add to the converged plan: so does this one, from its report.
+    pluginOpenings: r.pluginOpenings ?? [],
     listening: (r.listening ?? []).map((l) => ({
       protocol: protocolOf(l.protocol), address: l.address, port: l.port, family: l.address.includes(':') ? 6 : 4,
-      ...(l.process ? { process: l.process } : {}), ...(l.pid ? { pid: l.pid } : {}),
+      ...(l.process ? { process: l.process } : {}), ...(l.pid ? { pid: l.pid } : {}), ...(l.established ? { established: l.established } : {}),
     })),
     published: (r.published ?? []).map((p) => ({ container: p.container, hostPort: p.hostPort, containerPort: p.containerPort, hostIp: p.hostIp, protocol: protocolOf(p.protocol) })),
     firewall: {
@@ -54,31 +56,26 @@ export function previewOf(controller: Controller, network: string, node: string,
 /** A node without a firewall plugin: the agent loads no filter and retires none (core/agent/lifecycle.ts). */
 export const nothingToFlip = (r: ReportMessage): boolean => !r.firewallKind || r.firewallKind === 'none';
 
-/** What is true of such a node: nothing closes, the flip only takes the modules. The id stays the one the facts give. */
+/** What is true of such a node: nothing can hold its derived filter, so the flip is refused (core/agent/lifecycle.ts). The id stays the one the facts give. */
 function asNothingToFlip(p: ConvergePreview): ConvergePreview {
-  return {
-    ...p,
-    items: p.items.map((i) => (i.after === 'closes' ? { ...i, after: 'open' } : i)),
-    steps: [
-      'the node has no firewall plugin: there is nothing to flip; no filter is loaded, every port stays as it is',
-      ...(p.take.length ? [`take ${p.take.join(', ')}`] : []),
-    ],
-  };
+  return { ...p, steps: [`REFUSED: ${noFilter(p.node).message}`] };
 }
 
 /**
  * Records the node converged with the preview computed now from its latest report; `previewId`,
  * when given, must be that preview's id (the node changed since otherwise).
  */
-export function convergeNode(controller: Controller, network: string, node: string, report: ReportMessage | null, previewId?: string): { preview: ConvergePreview; stateVersion: number } {
+export function convergeNode(controller: Controller, network: string, node: string, report: ReportMessage | null, previewId?: string, allowClose: readonly string[] = []): { preview: ConvergePreview; stateVersion: number } {
   const member = controller.member(network, node);
   if (!member) throw new MeshpError('MESHP_NOT_FOUND', `no node ${node} in ${network}`);
   if (member.mode === 'converged' && report?.lifecycle?.state === 'converged') {
     throw new MeshpError('MESHP_LIFECYCLE', `node ${node} is already converged (preview ${report.lifecycle.previewId || 'none'}): adopt it first to flip again`);
   }
   const preview = previewOf(controller, network, node, report);
+  if (report && nothingToFlip(report)) throw noFilter(node);
   if (previewId && previewId !== preview.id) {
     throw new MeshpError('MESHP_PREVIEW_STALE', `node ${node} changed since preview ${previewId} (its last report gives ${preview.id}): preview again`);
   }
+  checkLiveDoors(preview, allowClose);
   return { preview, stateVersion: controller.recordConverged(network, node, preview.id) };
 }

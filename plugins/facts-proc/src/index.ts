@@ -1,3 +1,3 @@
 export { ProcFactsPlugin } from './plugin.js';
-export { listening, parseProcNet } from './proc-net.js';
+export { establishedTo, listening, parseEstablished, parseProcNet, type Established } from './proc-net.js';
 export { addresses } from './addresses.js';

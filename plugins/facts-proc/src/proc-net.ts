@@ -7,6 +7,7 @@ import { promises as fs } from 'node:fs';
 import type { Listener, Protocol } from '@meshp/core';
 
 const TCP_LISTEN = '0A';
+const TCP_ESTABLISHED = '01';
 const UDP_UNCONNECTED = '07';
 
 function ipv4(hex: string): string {
@@ -50,6 +51,40 @@ export function parseProcNet(text: string, protocol: Protocol, family: 4 | 6): R
     });
   }
   return out;
+}
+
+/** A TCP connection established on this machine: its local end, and whether the far end is this machine too. */
+export interface Established {
+  family: 4 | 6;
+  address: string;
+  port: number;
+  loopback: boolean;
+}
+
+const isLoopback = (a: string) => a.startsWith('127.') || a === '::1' || a.startsWith('::ffff:127.');
+
+export function parseEstablished(text: string, family: 4 | 6): Established[] {
+  const out: Established[] = [];
+  for (const line of text.split('\n').slice(1)) {
+    const f = line.trim().split(/\s+/);
+    if (f.length < 10 || f[3] !== TCP_ESTABLISHED) continue;
+    const [localHex, localPort] = f[1]!.split(':');
+    const [remoteHex] = f[2]!.split(':');
+    const addr = (hex: string) => (family === 4 ? ipv4(hex) : ipv6(hex));
+    out.push({ family, address: addr(localHex!), port: parseInt(localPort!, 16), loopback: isLoopback(addr(remoteHex!)) });
+  }
+  return out;
+}
+
+/**
+ * Connections from another machine established to a listening TCP socket: those on its port and its
+ * family, at its address (or any, for a wildcard bind). A session from loopback is not counted: no
+ * filter on the way in cuts it.
+ */
+export function establishedTo(l: Pick<Listener, 'protocol' | 'family' | 'address' | 'port'>, conns: readonly Established[]): number {
+  if (l.protocol !== 'tcp') return 0;
+  const wildcard = l.address === '0.0.0.0' || l.address === '::';
+  return conns.filter((c) => !c.loopback && c.family === l.family && c.port === l.port && (wildcard || c.address === l.address)).length;
 }
 
 interface Owner {
@@ -135,9 +170,11 @@ export async function listening(opts: { rescan?: boolean } = {}): Promise<Listen
     ['/proc/net/tcp', 'tcp', 4], ['/proc/net/tcp6', 'tcp', 6], ['/proc/net/udp', 'udp', 4], ['/proc/net/udp6', 'udp', 6],
   ];
   const raw: RawSocket[] = [];
+  const conns: Established[] = [];
   for (const [file, protocol, family] of tables) {
     const text = await fs.readFile(file, 'utf8').catch(() => '');
     raw.push(...parseProcNet(text, protocol, family));
+    if (protocol === 'tcp') conns.push(...parseEstablished(text, family));
   }
   const who = await owners(new Set(raw.map((r) => r.inode)), opts.rescan === true);
   const seen = new Set<string>();
@@ -147,7 +184,8 @@ export async function listening(opts: { rescan?: boolean } = {}): Promise<Listen
     if (seen.has(key)) continue;
     seen.add(key);
     const o = who.get(inode);
-    out.push(o ? { ...s, pid: o.pid, process: o.process } : s);
+    const established = establishedTo(s, conns);
+    out.push({ ...s, ...(o ? { pid: o.pid, process: o.process } : {}), ...(established ? { established } : {}) });
   }
   return out.sort((a, b) => a.port - b.port || a.protocol.localeCompare(b.protocol) || a.family - b.family);
 }

@@ -81,9 +81,12 @@ export interface Walk {
   machinePath: string;
 }
 
+/** The mode of every folder meshp makes on the way to a declared file, whatever the umask. */
+export const FOLDER_MODE = 0o755;
+
 /**
  * Opens each folder of `path` in turn from the root, never following a symlink. Absent folders
- * are made (mode 0755) when `create`, else the walk answers null.
+ * are made (FOLDER_MODE, 0755, whatever the umask) when `create`, else the walk answers null.
  */
 export async function walk(root: string, path: string, create: boolean): Promise<Walk | null> {
   const segments = segmentsOf(path);
@@ -105,14 +108,16 @@ export async function walk(root: string, path: string, create: boolean): Promise
     for (const segment of segments.slice(0, -1)) {
       machinePath = resolve(machinePath, segment);
       let next: Dir | null = null;
+      let made = false;
       for (let attempt = 0; next === null; attempt += 1) {
         try {
           next = await fs.open(at(dir, segment), DIR_FLAGS);
         } catch (e) {
           const code = (e as NodeJS.ErrnoException).code;
           if (code === 'ENOENT' && create && attempt < 3) {
-            await fs.mkdir(at(dir, segment), { mode: 0o755 }).catch((m: NodeJS.ErrnoException) => {
+            made = await fs.mkdir(at(dir, segment), { mode: FOLDER_MODE }).then(() => true, (m: NodeJS.ErrnoException) => {
               if (m.code !== 'EEXIST') throw m;
+              return false;
             });
             continue;
           }
@@ -125,6 +130,13 @@ export async function walk(root: string, path: string, create: boolean): Promise
           throw new MeshpError('MESHP_PATH_INVALID', `cannot open ${machinePath}: ${code ?? String(e)}`, { cause: e });
         }
       }
+      // mkdir's mode is cut by the process umask (the shipped unit's UMask=0077 would make 0700
+      // folders whose files nobody else can reach): a folder meshp made is set to FOLDER_MODE
+      // through the handle it opened. A folder it found keeps its mode.
+      if (made) await next.chmod(FOLDER_MODE).catch(async (e: unknown) => {
+        await next.close();
+        throw e;
+      });
       await dir.close();
       dir = next;
     }

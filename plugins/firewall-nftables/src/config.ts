@@ -26,7 +26,7 @@ function strip(body: Record<string, unknown>): Record<string, unknown> {
   return rest;
 }
 
-function ownerOf(kind: string, body: Record<string, unknown>): string {
+export function ownerOf(kind: string, body: Record<string, unknown>): string {
   return tableKey({ family: String(body.family), name: String(kind === 'table' ? body.name : body.table) });
 }
 

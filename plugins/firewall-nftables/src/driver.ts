@@ -3,15 +3,15 @@ import { access, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { MeshpError, type DerivedFilter, type Door, type EnsureResult, type FirewallDescription, type FirewallDriver, type Opening, type Reach, type RetiredState } from '@meshp/core';
 import { canonical, parseCidr } from './cidr.js';
-import { DERIVED_TABLE, MESH_TABLE, RECEIPT_SET, classifyTable, markedId, tablesOwnedBy, foundActive } from './classify.js';
-import { loadInScratch, recreateTables } from './config.js';
+import { DERIVED_TABLE, MARK, MESH_TABLE, RECEIPT_SET, classifyTable, markedId, tablesOwnedBy, foundActive } from './classify.js';
+import { loadInScratch, ownerOf, recreateTables } from './config.js';
 import { derivedBatch } from './derived.js';
 import { nativePlan, receiptLines } from './native.js';
 import { Nft, runTool } from './nft.js';
 import { planEnsure, type Unplaceable } from './plan.js';
 import { reachOfRuleset } from './reach.js';
 import type { Runner, Spawner } from './runner.js';
-import { tableKey, type NftTable, type Ruleset } from './schema.js';
+import { parseRuleset, tableKey, type NftObject, type NftTable, type Ruleset } from './schema.js';
 import { parseShape } from './shape.js';
 import { summarize } from './summary.js';
 import { watchRuleset } from './watch.js';
@@ -37,6 +37,12 @@ export interface NftablesRetired extends RetiredState {
   configSha256: string | null;
   tables: string[];
   serviceDisabled: string | null;
+  /**
+   * The retired tables as they were live (every object of theirs, the mesh's marked rules left out):
+   * the original, recorded before the tables are deleted, so a firewall loaded by hand with no config
+   * file (or one whose file is gone since) comes back all the same.
+   */
+  live: NftObject[];
 }
 
 async function exists(path: string): Promise<boolean> {
@@ -149,12 +155,18 @@ export class NftablesDriver implements FirewallDriver {
   }
 
   async retire(): Promise<NftablesRetired> {
-    const live = await this.nft.list();
+    const liveRuleset = await this.nft.list();
     const config = await this.configTables();
-    const found = tablesOwnedBy(live, 'found');
+    const found = tablesOwnedBy(liveRuleset, 'found');
     const fromConfig = config ? new Set(config.tables.map(tableKey)) : null;
     const targets = fromConfig ? found.filter((t) => fromConfig.has(tableKey(t))) : found;
     const bytes = config ? await readFile(this.configPath) : null;
+    const keys = new Set(targets.map(tableKey));
+    const live = liveRuleset.objects.filter((o) => {
+      const kind = Object.keys(o)[0]!;
+      const body = o[kind] as Record<string, unknown>;
+      return keys.has(ownerOf(kind, body)) && !(kind === 'rule' && String(body.comment ?? '').startsWith(MARK));
+    });
     await this.nft.apply({ nftables: targets.map((t) => ({ delete: { table: { family: t.family, name: t.name } } })) });
     const after = new Set((await this.nft.list()).tables.map(tableKey));
     const still = targets.filter((t) => after.has(tableKey(t)));
@@ -170,15 +182,18 @@ export class NftablesDriver implements FirewallDriver {
       configSha256: bytes ? createHash('sha256').update(bytes).digest('hex') : null,
       tables: targets.map(tableKey),
       serviceDisabled,
+      live,
     };
   }
 
   async reenable(state: RetiredState): Promise<void> {
     const file = typeof state.configFile === 'string' ? state.configFile : this.configPath;
-    if (!(await exists(file))) {
-      throw new MeshpError('MESHP_FIREWALL_FAILED', `the retired firewall's config file ${file} is gone; nothing to re-enable from`);
-    }
-    const config = await loadInScratch(this.o.runner, this.o.bin ?? 'nft', file, this.o.root);
+    const recorded = Array.isArray(state.live) && state.live.length > 0 ? (state.live as NftObject[]) : null;
+    let config: Ruleset;
+    if (await exists(file)) config = await loadInScratch(this.o.runner, this.o.bin ?? 'nft', file, this.o.root);
+    // No config file to read (loaded by hand, or removed since): the tables as they were live when retired.
+    else if (recorded) config = parseRuleset(JSON.stringify({ nftables: recorded }));
+    else throw new MeshpError('MESHP_FIREWALL_FAILED', `the retired firewall's config file ${file} is gone and no live copy was recorded; nothing to re-enable from`);
     const tables = tablesOwnedBy(config, 'found');
     await this.nft.apply({ nftables: recreateTables(config, tables) });
     const live = new Set((await this.nft.list()).tables.map(tableKey));

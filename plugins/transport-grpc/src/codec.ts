@@ -2,9 +2,9 @@
  * Between the transport contract's messages (core) and the generated ones (ts-proto). Mostly the
  * same shapes; modes and resource states need a word, and a oneof is an object with one key set.
  */
-import { MeshpError, type AgentMessage, type ControllerMessage, type EnrolResult, type LifecycleReport, type LifecycleState, type ReportMessage, type StateDelta } from '@meshp/core';
+import { MeshpError, type AgentMessage, type ControllerMessage, type EnrolResult, type LifecycleReport, type LifecycleState, type Opening, type ReportMessage, type StateDelta } from '@meshp/core';
 import { modeFromWire, modeToWire } from '@meshp/core/delta';
-import type { EnrolResponse, Lifecycle, Report, StateDelta as WireDelta, SyncRequest, SyncResponse } from './gen/meshp/v1/control.js';
+import type { EnrolResponse, Lifecycle, PlannedOpening, Report, StateDelta as WireDelta, SyncRequest, SyncResponse } from './gen/meshp/v1/control.js';
 
 export function enrolToWire(r: EnrolResult): EnrolResponse {
   return { network: r.network, node: r.node, credential: r.credential, mode: modeToWire(r.mode), addresses: [...r.addresses] };
@@ -23,7 +23,7 @@ function reportToWire(r: ReportMessage): Report {
     resources: r.resources.map((x) => ({ key: x.key, kind: x.kind, module: x.module, state: x.state, reason: x.reason ?? '' })),
     at: r.at,
     applied: r.applied ?? [],
-    listening: (r.listening ?? []).map((l) => ({ ...l, pid: l.pid ?? 0 })),
+    listening: (r.listening ?? []).map((l) => ({ ...l, pid: l.pid ?? 0, established: l.established ?? 0 })),
     published: r.published ?? [],
     firewallTables: r.firewallTables ?? [],
     firewallConfigFile: r.firewallConfigFile ?? '',
@@ -33,6 +33,7 @@ function reportToWire(r: ReportMessage): Report {
     ...(r.tunnelKey ? { tunnelKey: r.tunnelKey } : {}),
     ...(r.tunnelInterface ? { tunnelInterface: r.tunnelInterface } : {}),
     ...(r.tunnelError ? { tunnelError: r.tunnelError } : {}),
+    pluginOpenings: (r.pluginOpenings ?? []).map((o) => ({ id: o.id, module: o.module, port: o.port, protocol: o.protocol, from: [...o.from], path: o.path, action: o.action })),
   };
 }
 
@@ -57,7 +58,7 @@ function reportFromWire(r: Report): ReportMessage {
     resources: r.resources.map((x) => ({ key: x.key, kind: x.kind as ReportMessage['resources'][number]['kind'], module: x.module, state: x.state as ReportMessage['resources'][number]['state'], ...(x.reason ? { reason: x.reason } : {}) })),
     at: r.at,
     applied: r.applied,
-    listening: r.listening.map(({ pid, ...l }) => ({ ...l, ...(pid ? { pid } : {}) })),
+    listening: r.listening.map(({ pid, established, ...l }) => ({ ...l, ...(pid ? { pid } : {}), ...(established ? { established } : {}) })),
     published: r.published,
     firewallTables: r.firewallTables,
     ...(r.firewallConfigFile ? { firewallConfigFile: r.firewallConfigFile } : {}),
@@ -68,7 +69,14 @@ function reportFromWire(r: Report): ReportMessage {
     ...(r.tunnelKey ? { tunnelKey: r.tunnelKey } : {}),
     ...(r.tunnelInterface ? { tunnelInterface: r.tunnelInterface } : {}),
     ...(r.tunnelError ? { tunnelError: r.tunnelError } : {}),
+    ...(r.pluginOpenings.length ? { pluginOpenings: r.pluginOpenings.flatMap(openingFromWire) } : {}),
   };
+}
+
+/** A plugin's opening as the agent reported it; one of a protocol, path or action this end does not know is left out, not guessed. */
+function openingFromWire(o: PlannedOpening): Opening[] {
+  if ((o.protocol !== 'tcp' && o.protocol !== 'udp') || (o.path !== 'incoming' && o.path !== 'forwarded') || (o.action !== 'accept' && o.action !== 'drop')) return [];
+  return [{ id: o.id, module: o.module, port: o.port, protocol: o.protocol, from: [...o.from], path: o.path, action: o.action }];
 }
 
 export function agentToWire(m: AgentMessage): SyncRequest {

@@ -8,6 +8,7 @@ import t from 'tap';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { labAvailable } from '../../helpers/netns.js';
+import { LAB_IMAGES } from '../../helpers/dockerd.js';
 import { fileBudget, until } from '../../helpers/budget.js';
 import { FOUND_FIREWALL, M1, M1_OUT, PRIVATE, SERVICE_PORT, STRAY_PORT, WEB_CONF, WEB_CONF_BYTES, bed, fileBytes, type Bed, type Daemon } from './bed.js';
 
@@ -20,6 +21,8 @@ if (!labAvailable()) {
 fileBudget(240);
 const b: Bed = await bed(t);
 const sock = ['--docker-socket', b.engine.socket];
+/** Genesis's stand-ins for the shipped catalogue's images: the lab has no registry. */
+const images = ['--images', LAB_IMAGES];
 const privateNet = ['--private-range', PRIVATE, '--private-interface', `${b.prefix}pa`];
 const agentState = join(b.state, 'agent');
 const CONTROL = 7443;
@@ -63,7 +66,7 @@ let controller: Daemon;
 let agent1: Daemon;
 
 t.test('1. genesis converged on the used machine refuses, naming the firewall and the listener', async (t) => {
-  const r = await b.meshp(b.m1, ['genesis', '--state', b.state, '--root', b.root, ...sock, '--node', 'm1', '--yes']);
+  const r = await b.meshp(b.m1, ['genesis', '--state', b.state, '--root', b.root, ...sock, ...images, '--node', 'm1', '--yes']);
   t.equal(r.code, 1);
   t.match(r.err, /^MESHP_MACHINE_IN_USE: /);
   t.match(r.err, /active nftables firewall/);
@@ -73,12 +76,12 @@ t.test('1. genesis converged on the used machine refuses, naming the firewall an
 });
 
 t.test('2. genesis adopted: the held registry port refused naming its holder; another port comes up, and stays', async (t) => {
-  const held = await b.meshp(b.m1, ['genesis', '--state', b.state, '--root', b.root, ...sock, '--node', 'm1', '--adopted', ...privateNet, '--yes']);
+  const held = await b.meshp(b.m1, ['genesis', '--state', b.state, '--root', b.root, ...sock, ...images, '--node', 'm1', '--adopted', ...privateNet, '--yes']);
   t.equal(held.code, 1);
   t.match(held.err, /^MESHP_PORT_HELD: port registry=15000 is held by .*container old-registry/);
   t.notOk(existsSync(b.state), 'nothing written');
 
-  const up = await b.meshp(b.m1, ['genesis', '--state', b.state, '--root', b.root, ...sock, '--node', 'm1', '--adopted', ...privateNet, '--port', 'registry=15001', '--yes', '--json']);
+  const up = await b.meshp(b.m1, ['genesis', '--state', b.state, '--root', b.root, ...sock, ...images, '--node', 'm1', '--adopted', ...privateNet, '--port', 'registry=15001', '--yes', '--json']);
   t.equal(up.code, 0, up.err);
   const g = JSON.parse(up.out);
   t.equal(g.plan.settings.ports.registry, 15001);

@@ -11,7 +11,7 @@ import { mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { MESHP, Proc, writeJson } from '../../helpers/grpc-procs.js';
 import { netns, runPrefix, sh, type Netns } from '../../helpers/netns.js';
-import { startDockerd, type Dockerd } from '../../helpers/dockerd.js';
+import { LAB_IMAGES, startDockerd, type Dockerd } from '../../helpers/dockerd.js';
 import { Deadline, until } from '../../helpers/budget.js';
 import { publicKeyOf } from '@meshp/tunnel-wireguard';
 import { alive } from './bed.js';
@@ -148,7 +148,7 @@ export async function meshBed(t: Teardown, dir: string): Promise<MeshBed> {
   };
   const c: Node = { name: 'm1', ns: cNs, ifname: `${prefix}w0`, state: join(ctlState, 'agent'), proc: null, args: [] };
   nodes.push(c);
-  const genesis = JSON.parse(await run(cNs, ['genesis', '--state', ctlState, '--root', root, '--docker-socket', engine.socket, '--node', 'm1',
+  const genesis = JSON.parse(await run(cNs, ['genesis', '--state', ctlState, '--root', root, '--docker-socket', engine.socket, '--images', LAB_IMAGES, '--node', 'm1',
     '--endpoint', `${CONTROL_IP}:51820`, '--tunnel-interface', c.ifname, '--yes', '--json'])) as MeshBed['genesis'];
   c.args = ['agent', '--state', c.state, '--root', root, '--docker-socket', engine.socket, '--name', 'm1', '--interval', '2'];
   const agents = agentNs.map((ns, k): Node => {

@@ -41,7 +41,7 @@ export function nodeToWire(n: NodeStatus, last: ReportMessage | null): WireNode 
 function previewToWire(p: ConvergePreview): NonNullable<AdminAnswer<'previewConverge'>['preview']> {
   return {
     id: p.id, node: p.node, firewall: { ...p.firewall }, take: [...p.take], steps: [...p.steps],
-    items: p.items.map((i) => ({ ...i, declaredBy: i.declaredBy ?? '', from: [...(i.from ?? [])], nowFrom: [...(i.nowFrom ?? [])], mentioned: i.mentioned ?? false })),
+    items: p.items.map((i) => ({ ...i, declaredBy: i.declaredBy ?? '', from: [...(i.from ?? [])], nowFrom: [...(i.nowFrom ?? [])], mentioned: i.mentioned ?? false, liveConnections: i.liveConnections ?? 0 })),
   };
 }
 
@@ -98,7 +98,7 @@ export function adminHandler(d: AdminDeps): AdminHandler {
     },
     convergeNode: (r, net) => {
       const id = need(r.node, 'node');
-      const { preview } = convergeNode(controller, net, id, d.reports(net, id), r.previewId || undefined);
+      const { preview } = convergeNode(controller, net, id, d.reports(net, id), r.previewId || undefined, r.allowClose ?? []);
       d.changed(net);
       return { preview: previewToWire(preview), node: node(net, id) };
     },

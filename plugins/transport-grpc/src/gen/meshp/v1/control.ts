@@ -366,12 +366,32 @@ export interface Report {
   tunnelKey?:
     | string
     | undefined;
+  /**
+   * The openings the node's plugins add to every plan (the tunnel's UDP port on a member), as its
+   * converged plan holds them: the controller's converge preview counts them as the agent's does, so
+   * both compute the same preview id. Empty from an older agent or a node whose plugins add none.
+   */
+  pluginOpenings: PlannedOpening[];
   /** The tunnel's interface (meshp0), when the agent runs one; empty: none. */
   tunnelInterface?:
     | string
     | undefined;
   /** Why the tunnel is not up (a MESHP code and why); empty: up, or none runs. */
   tunnelError?: string | undefined;
+}
+
+/** An opening a plugin adds to a node's plan (not declared by any module of the declaration). */
+export interface PlannedOpening {
+  id: string;
+  module: string;
+  port: number;
+  /** tcp | udp */
+  protocol: string;
+  from: string[];
+  /** incoming | forwarded */
+  path: string;
+  /** accept | drop */
+  action: string;
 }
 
 /** What the last reconcile came to on the machine. */
@@ -427,6 +447,8 @@ export interface ListeningSocket {
   port: number;
   process: string;
   pid: number;
+  /** TCP: connections established to this socket now (an ssh session, an agent's control stream). */
+  established: number;
 }
 
 export interface PublishedPort {
@@ -856,6 +878,8 @@ export interface ConvergeNodeRequest {
   node: string;
   /** Empty: the preview computed now. */
   previewId: string;
+  /** Doors ("22/tcp") the operator allows the flip to close although connections are live on them. */
+  allowClose: string[];
 }
 
 export interface ConvergeNodeResponse {
@@ -896,6 +920,12 @@ export interface PreviewItem {
   nowFrom: string[];
   /** now is open, open-from or closed: whether a found rule names the port. */
   mentioned: boolean;
+  /**
+   * TCP connections established to the door now (0 for udp and published ports). A door that closes
+   * with live connections cuts them, perhaps the operator's own ssh session: the flip is refused
+   * unless the door is named in ConvergeNodeRequest.allow_close.
+   */
+  liveConnections: number;
 }
 
 export interface RemoveNodeRequest {
@@ -2006,6 +2036,7 @@ function createBaseReport(): Report {
     reach: [],
     reconcile: undefined,
     tunnelKey: undefined,
+    pluginOpenings: [],
     tunnelInterface: undefined,
     tunnelError: undefined,
   };
@@ -2057,6 +2088,9 @@ export const Report: MessageFns<Report> = {
     }
     if (message.tunnelKey !== undefined) {
       writer.uint32(642).string(message.tunnelKey);
+    }
+    for (const v of message.pluginOpenings) {
+      PlannedOpening.encode(v!, writer.uint32(650).fork()).join();
     }
     if (message.tunnelInterface !== undefined) {
       writer.uint32(722).string(message.tunnelInterface);
@@ -2200,6 +2234,14 @@ export const Report: MessageFns<Report> = {
             message.tunnelKey = reader.string();
             continue;
           }
+          case 81: {
+            if (tag !== 650) {
+              break;
+            }
+
+            message.pluginOpenings.push(PlannedOpening.decode(reader, reader.uint32()));
+            continue;
+          }
           case 90: {
             if (tag !== 722) {
               break;
@@ -2279,6 +2321,11 @@ export const Report: MessageFns<Report> = {
         : isSet(object.tunnel_key)
         ? globalThis.String(object.tunnel_key)
         : undefined,
+      pluginOpenings: globalThis.Array.isArray(object?.pluginOpenings)
+        ? object.pluginOpenings.map((e: any) => PlannedOpening.fromJSON(e))
+        : globalThis.Array.isArray(object?.plugin_openings)
+        ? object.plugin_openings.map((e: any) => PlannedOpening.fromJSON(e))
+        : [],
       tunnelInterface: isSet(object.tunnelInterface)
         ? globalThis.String(object.tunnelInterface)
         : isSet(object.tunnel_interface)
@@ -2339,6 +2386,9 @@ export const Report: MessageFns<Report> = {
     if (message.tunnelKey !== undefined) {
       obj.tunnelKey = message.tunnelKey;
     }
+    if (message.pluginOpenings?.length) {
+      obj.pluginOpenings = message.pluginOpenings.map((e) => PlannedOpening.toJSON(e));
+    }
     if (message.tunnelInterface !== undefined) {
       obj.tunnelInterface = message.tunnelInterface;
     }
@@ -2372,8 +2422,174 @@ export const Report: MessageFns<Report> = {
       ? ReconcileOutcome.fromPartial(object.reconcile)
       : undefined;
     message.tunnelKey = object.tunnelKey ?? undefined;
+    message.pluginOpenings = object.pluginOpenings?.map((e) => PlannedOpening.fromPartial(e)) || [];
     message.tunnelInterface = object.tunnelInterface ?? undefined;
     message.tunnelError = object.tunnelError ?? undefined;
+    return message;
+  },
+};
+
+function createBasePlannedOpening(): PlannedOpening {
+  return { id: "", module: "", port: 0, protocol: "", from: [], path: "", action: "" };
+}
+
+export const PlannedOpening: MessageFns<PlannedOpening> = {
+  encode(message: PlannedOpening, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.module !== "") {
+      writer.uint32(18).string(message.module);
+    }
+    if (message.port !== 0) {
+      writer.uint32(24).uint32(message.port);
+    }
+    if (message.protocol !== "") {
+      writer.uint32(34).string(message.protocol);
+    }
+    for (const v of message.from) {
+      writer.uint32(42).string(v!);
+    }
+    if (message.path !== "") {
+      writer.uint32(50).string(message.path);
+    }
+    if (message.action !== "") {
+      writer.uint32(58).string(message.action);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PlannedOpening {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePlannedOpening();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.module = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.port = reader.uint32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.protocol = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.from.push(reader.string());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.path = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.action = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PlannedOpening {
+    return {
+      id: isSet(object.id) ? globalThis.String(object.id) : "",
+      module: isSet(object.module) ? globalThis.String(object.module) : "",
+      port: isSet(object.port) ? globalThis.Number(object.port) : 0,
+      protocol: isSet(object.protocol) ? globalThis.String(object.protocol) : "",
+      from: globalThis.Array.isArray(object?.from) ? object.from.map((e: any) => globalThis.String(e)) : [],
+      path: isSet(object.path) ? globalThis.String(object.path) : "",
+      action: isSet(object.action) ? globalThis.String(object.action) : "",
+    };
+  },
+
+  toJSON(message: PlannedOpening): unknown {
+    const obj: any = {};
+    if (message.id !== "") {
+      obj.id = message.id;
+    }
+    if (message.module !== "") {
+      obj.module = message.module;
+    }
+    if (message.port !== 0) {
+      obj.port = Math.round(message.port);
+    }
+    if (message.protocol !== "") {
+      obj.protocol = message.protocol;
+    }
+    if (message.from?.length) {
+      obj.from = message.from;
+    }
+    if (message.path !== "") {
+      obj.path = message.path;
+    }
+    if (message.action !== "") {
+      obj.action = message.action;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PlannedOpening>, I>>(base?: I): PlannedOpening {
+    return PlannedOpening.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PlannedOpening>, I>>(object: I): PlannedOpening {
+    const message = createBasePlannedOpening();
+    message.id = object.id ?? "";
+    message.module = object.module ?? "";
+    message.port = object.port ?? 0;
+    message.protocol = object.protocol ?? "";
+    message.from = object.from?.map((e) => e) || [];
+    message.path = object.path ?? "";
+    message.action = object.action ?? "";
     return message;
   },
 };
@@ -2931,7 +3147,7 @@ export const AppliedDelta: MessageFns<AppliedDelta> = {
 };
 
 function createBaseListeningSocket(): ListeningSocket {
-  return { protocol: "", address: "", port: 0, process: "", pid: 0 };
+  return { protocol: "", address: "", port: 0, process: "", pid: 0, established: 0 };
 }
 
 export const ListeningSocket: MessageFns<ListeningSocket> = {
@@ -2950,6 +3166,9 @@ export const ListeningSocket: MessageFns<ListeningSocket> = {
     }
     if (message.pid !== 0) {
       writer.uint32(40).uint32(message.pid);
+    }
+    if (message.established !== 0) {
+      writer.uint32(48).uint32(message.established);
     }
     return writer;
   },
@@ -3007,6 +3226,14 @@ export const ListeningSocket: MessageFns<ListeningSocket> = {
             message.pid = reader.uint32();
             continue;
           }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.established = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3026,6 +3253,7 @@ export const ListeningSocket: MessageFns<ListeningSocket> = {
       port: isSet(object.port) ? globalThis.Number(object.port) : 0,
       process: isSet(object.process) ? globalThis.String(object.process) : "",
       pid: isSet(object.pid) ? globalThis.Number(object.pid) : 0,
+      established: isSet(object.established) ? globalThis.Number(object.established) : 0,
     };
   },
 
@@ -3046,6 +3274,9 @@ export const ListeningSocket: MessageFns<ListeningSocket> = {
     if (message.pid !== 0) {
       obj.pid = Math.round(message.pid);
     }
+    if (message.established !== 0) {
+      obj.established = Math.round(message.established);
+    }
     return obj;
   },
 
@@ -3059,6 +3290,7 @@ export const ListeningSocket: MessageFns<ListeningSocket> = {
     message.port = object.port ?? 0;
     message.process = object.process ?? "";
     message.pid = object.pid ?? 0;
+    message.established = object.established ?? 0;
     return message;
   },
 };
@@ -9481,7 +9713,7 @@ export const PreviewConvergeResponse: MessageFns<PreviewConvergeResponse> = {
 };
 
 function createBaseConvergeNodeRequest(): ConvergeNodeRequest {
-  return { network: "", node: "", previewId: "" };
+  return { network: "", node: "", previewId: "", allowClose: [] };
 }
 
 export const ConvergeNodeRequest: MessageFns<ConvergeNodeRequest> = {
@@ -9494,6 +9726,9 @@ export const ConvergeNodeRequest: MessageFns<ConvergeNodeRequest> = {
     }
     if (message.previewId !== "") {
       writer.uint32(26).string(message.previewId);
+    }
+    for (const v of message.allowClose) {
+      writer.uint32(34).string(v!);
     }
     return writer;
   },
@@ -9535,6 +9770,14 @@ export const ConvergeNodeRequest: MessageFns<ConvergeNodeRequest> = {
             message.previewId = reader.string();
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.allowClose.push(reader.string());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -9556,6 +9799,11 @@ export const ConvergeNodeRequest: MessageFns<ConvergeNodeRequest> = {
         : isSet(object.preview_id)
         ? globalThis.String(object.preview_id)
         : "",
+      allowClose: globalThis.Array.isArray(object?.allowClose)
+        ? object.allowClose.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.allow_close)
+        ? object.allow_close.map((e: any) => globalThis.String(e))
+        : [],
     };
   },
 
@@ -9570,6 +9818,9 @@ export const ConvergeNodeRequest: MessageFns<ConvergeNodeRequest> = {
     if (message.previewId !== "") {
       obj.previewId = message.previewId;
     }
+    if (message.allowClose?.length) {
+      obj.allowClose = message.allowClose;
+    }
     return obj;
   },
 
@@ -9581,6 +9832,7 @@ export const ConvergeNodeRequest: MessageFns<ConvergeNodeRequest> = {
     message.network = object.network ?? "";
     message.node = object.node ?? "";
     message.previewId = object.previewId ?? "";
+    message.allowClose = object.allowClose?.map((e) => e) || [];
     return message;
   },
 };
@@ -9838,6 +10090,7 @@ function createBasePreviewItem(): PreviewItem {
     now: "",
     nowFrom: [],
     mentioned: false,
+    liveConnections: 0,
   };
 }
 
@@ -9875,6 +10128,9 @@ export const PreviewItem: MessageFns<PreviewItem> = {
     }
     if (message.mentioned !== false) {
       writer.uint32(88).bool(message.mentioned);
+    }
+    if (message.liveConnections !== 0) {
+      writer.uint32(96).uint32(message.liveConnections);
     }
     return writer;
   },
@@ -9980,6 +10236,14 @@ export const PreviewItem: MessageFns<PreviewItem> = {
             message.mentioned = reader.bool();
             continue;
           }
+          case 12: {
+            if (tag !== 96) {
+              break;
+            }
+
+            message.liveConnections = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -10013,6 +10277,11 @@ export const PreviewItem: MessageFns<PreviewItem> = {
         ? object.now_from.map((e: any) => globalThis.String(e))
         : [],
       mentioned: isSet(object.mentioned) ? globalThis.Boolean(object.mentioned) : false,
+      liveConnections: isSet(object.liveConnections)
+        ? globalThis.Number(object.liveConnections)
+        : isSet(object.live_connections)
+        ? globalThis.Number(object.live_connections)
+        : 0,
     };
   },
 
@@ -10051,6 +10320,9 @@ export const PreviewItem: MessageFns<PreviewItem> = {
     if (message.mentioned !== false) {
       obj.mentioned = message.mentioned;
     }
+    if (message.liveConnections !== 0) {
+      obj.liveConnections = Math.round(message.liveConnections);
+    }
     return obj;
   },
 
@@ -10070,6 +10342,7 @@ export const PreviewItem: MessageFns<PreviewItem> = {
     message.now = object.now ?? "";
     message.nowFrom = object.nowFrom?.map((e) => e) || [];
     message.mentioned = object.mentioned ?? false;
+    message.liveConnections = object.liveConnections ?? 0;
     return message;
   },
 };
