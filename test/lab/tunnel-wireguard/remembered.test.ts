@@ -4,8 +4,10 @@
  * started with no tunnel flags raises the tunnel (meshp0, the default); restarted with no flags, and
  * with `--tunnel wireguard` alone, it keeps the same interface, process and public key (`wg show`);
  * restarted naming another interface it is refused with MESHP_TUNNEL_MISMATCH naming both, and nothing
- * changed; `--tunnel-move` moves it with its key. A member started with `--tunnel none` is NO-TUNNEL
- * in `node list --json`.
+ * changed; `--tunnel-move` moves it with its key, and a restart with `--tunnel wireguard` alone keeps
+ * the moved one. A member started with `--tunnel none` is NO-TUNNEL in `node list --json`; one
+ * started from examples/systemd/meshp-agent.service's ExecStart, as shipped, raises the tunnel and
+ * holds the address `node list` gives.
  *
  * Each agent (and `wg`) runs in a private mount namespace where /var/run/wireguard is a folder of
  * this test: the default name meshp0 is then this test's alone, whatever else runs on the machine.
@@ -144,6 +146,16 @@ t.test('a member of a tunnel network raises the tunnel unasked and keeps it', { 
     t.same(await links(m1), [other], 'meshp0 gone: one interface');
     t.notOk(alive(pid), "meshp0's wireguard-go stopped by its pid");
     t.same(JSON.parse(record()), { tunnel: 'wireguard', interface: other, publicKey: key }, 'recorded');
+    await stop(p);
+  });
+
+  await t.test('restarted with --tunnel wireguard but not the --tunnel-interface it was last given: that interface, not a second one', async (t) => {
+    const other = `${prefix}y`;
+    const p = startM1(['--tunnel', 'wireguard']);
+    const up = await p.waitFor((l) => l.msg === 'tunnel attached', 40_000);
+    t.match(up, { interface: other, adopted: true }, `${other} adopted, no meshp0 raised`);
+    t.equal(await wg('show', other, 'public-key'), key, 'the same key');
+    t.same(await links(m1), [other], 'one interface');
     await stop(p);
   });
 
