@@ -225,7 +225,8 @@ export class TunnelWireguardPlugin implements Plugin {
   async #onChange(change: ViewChange): Promise<void> {
     const view = this.#view!;
     const device = this.#device;
-    if (!device) return this.#sync();
+    // Not up yet (its attach failed: wireguard-go could not start): the whole interface again, not a delta on nothing.
+    if (!device || !this.#settings) return this.#sync();
     const nft: string[] = [];
     const ops: PeerOp[] = [];
     const out: DeviceChange = { peers: ops };

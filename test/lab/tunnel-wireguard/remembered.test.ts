@@ -5,7 +5,8 @@
  * with `--tunnel wireguard` alone, it keeps the same interface, process and public key (`wg show`);
  * restarted naming another interface it is refused with MESHP_TUNNEL_MISMATCH naming both, and nothing
  * changed; `--tunnel-move` moves it with its key, and a restart with `--tunnel wireguard` alone keeps
- * the moved one. A member started with `--tunnel none` is NO-TUNNEL in `node list --json`; one
+ * the moved one. A member started with `--tunnel none` is NO-TUNNEL in `node list --json`, and so is
+ * one whose wireguard-go cannot start (/dev/null mounted over it, in its mount namespace only); one
  * started from examples/systemd/meshp-agent.service's ExecStart, as shipped, raises the tunnel and
  * holds the address `node list` gives.
  *
@@ -30,13 +31,15 @@ interface NodeRow { name: string; status: string; statusDetail: string; tunnel: 
 
 /** A namespace's network, in a private mount namespace where /var/run/wireguard is `wgRun`. */
 class IsolatedNs extends Netns {
-  constructor(ns: Netns, readonly wgRun: string, readonly env: Record<string, string> = {}) {
+  /** `noWireguardGo`: /dev/null mounted over the binary in that mount namespace, so it cannot start (a real failure, nothing faked in meshp). */
+  constructor(ns: Netns, readonly wgRun: string, readonly env: Record<string, string> = {}, readonly noWireguardGo = false) {
     super(ns.name);
   }
 
   override wrap(cmd: string, args: string[]): [string, string[]] {
     const env = Object.entries(this.env).map(([k, v]) => `${k}=${v}`);
-    return ['unshare', ['-m', '--propagation', 'private', 'sh', '-c', 'n="$1"; shift; mount --bind "$0" /var/run/wireguard && exec nsenter --net="$n" -- "$@"', this.wgRun, this.path, 'env', ...env, cmd, ...args]];
+    const hide = this.noWireguardGo ? 'mount --bind /dev/null "$(command -v wireguard-go)" && ' : '';
+    return ['unshare', ['-m', '--propagation', 'private', 'sh', '-c', `n="$1"; shift; mount --bind "$0" /var/run/wireguard && ${hide}exec nsenter --net="$n" -- "$@"`, this.wgRun, this.path, 'env', ...env, cmd, ...args]];
   }
 
   override exec(cmd: string, args: string[], input?: string) {
@@ -55,7 +58,7 @@ t.test('a member of a tunnel network raises the tunnel unasked and keeps it', { 
   const wgDir = join(s1, 'wireguard');
   const s3 = join(dir, 'm3', 'state');
   const pidsIn = (d: string) => (existsSync(d) ? readdirSync(d).filter((f) => f.endsWith('.pid')).map((f) => Number(readFileSync(join(d, f), 'utf8'))) : []);
-  const pids = () => [...pidsIn(wgDir), ...pidsIn(join(s3, 'wireguard'))];
+  const pids = () => [...pidsIn(wgDir), ...pidsIn(join(s3, 'wireguard')), ...pidsIn(join(dir, 'm4', 'state', 'wireguard'))];
   const killWg = () => {
     for (const pid of pids()) if (pid && alive(pid)) process.kill(pid, 'SIGKILL');
   };
@@ -94,7 +97,7 @@ t.test('a member of a tunnel network raises the tunnel unasked and keeps it', { 
     p.kill('SIGTERM');
     await p.exited;
   };
-  const [tok1, tok2, tok3] = await Promise.all([token(), token(), token()]);
+  const [tok1, tok2, tok3, tok4] = await Promise.all([token(), token(), token(), token()]);
   const record = () => readFileSync(join(s1, 'tunnel.json'), 'utf8');
 
   let pid = 0;
@@ -168,6 +171,20 @@ t.test('a member of a tunnel network raises the tunnel unasked and keeps it', { 
     t.match(r.statusDetail, /runs no tunnel.*mesh address 100\.96\.0\.\d+ is not held/);
     t.same(await links(m2), [], 'it holds no tunnel interface');
     t.same(JSON.parse(readFileSync(join(s2, 'tunnel.json'), 'utf8')), { tunnel: 'none' }, 'the opt-out recorded');
+  });
+
+  await t.test('a member whose tunnel fails to come up (wireguard-go cannot start) is flagged NO-TUNNEL, saying why', async (t) => {
+    const s4 = join(dir, 'm4', 'state');
+    mkdirSync(join(dir, 'm4', 'root'), { recursive: true });
+    const m4 = new IsolatedNs(n2, join(dir, 'wgrun4'), {}, true);
+    mkdirSync(m4.wgRun, { mode: 0o700 });
+    const p = new Proc(t, [...args(m2, 'm4', s4), '--token', tok4], m4);
+    const refused = await p.waitFor((l) => l.msg === 'tunnel change refused', 40_000);
+    t.match(refused.err, /^MESHP_TUNNEL_UNAVAILABLE: wireguard-go could not be started/, 'the agent logs why');
+    const r = await until('m4 reported its tunnel down', async () => { const x = await row('m4'); return x?.tunnel === 'down' ? x : null; }, 30);
+    t.equal(r.status, 'no-tunnel', 'node list --json: not ok');
+    t.match(r.statusDetail, /its tunnel meshp0 failed: MESHP_TUNNEL_UNAVAILABLE: wireguard-go could not be started.*not known to be held/);
+    t.match(JSON.parse(readFileSync(join(s4, 'tunnel.json'), 'utf8')), { tunnel: 'wireguard', interface: 'meshp0' }, 'the choice is recorded all the same: the next start raises it');
   });
 
   await t.test('examples/systemd/meshp-agent.service as shipped: its ExecStart raises the tunnel and holds the address node list gives', async (t) => {
