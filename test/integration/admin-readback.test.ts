@@ -106,7 +106,8 @@ t.test('catalogue and tokens read back', async (t) => {
     t.match(byId.get(used.id), { state: 'used', usedBy: 'm3' }, 'a used one, with the node that used it');
     t.ok(byId.get(made.id)!.createdAt && byId.get(made.id)!.expiresAt > byId.get(made.id)!.createdAt!, 'made and expires times');
     const table = await cli('token', 'list');
-    t.match(table.out, /^ID\s+ADOPTED\s+TAGS\s+CREATED\s+EXPIRES\s+STATE/m, 'a table for a person');
+    t.match(table.out, /^ID\s+NETWORK\s+ADOPTED\s+TAGS\s+CREATED\s+EXPIRES\s+STATE/m, 'a table for a person');
+    t.match(table.out, new RegExp(`^${made.id}\\s+default\\s+no\\s+web\\s+\\S+\\s+\\S+\\s+unused$`, 'm'), 'a row: id, network, adopted, tags, made, expires, state');
     for (const x of [made, adopted, used]) {
       const secret = x.token.split('.').at(-1)!;
       t.notOk(table.out.includes(secret) || JSON.stringify(listed).includes(secret), 'no token secret is shown');

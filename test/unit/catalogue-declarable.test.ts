@@ -41,6 +41,8 @@ t.test('assign and take refuse a module naming a setting the node lacks; nothing
   t.equal(c.stateVersion('n'), w, 'nothing stored');
   c.takeModule('n', 'm1', 'tunnel');
   t.same(c.member('n', 'm1')?.taken, ['tunnel'], 'the node with the setting takes it');
+  t.throws(() => c.updateMember('n', 'm1', { settings: { ports: {} } }), { code: 'MESHP_SETTING_MISSING' }, 'settings an assigned module names cannot be taken away');
+  t.equal(c.member('n', 'm1')?.settings.ports['tunnel'], 51820, 'they stay');
 });
 
 t.test('a module redefined to name a setting an assigned node lacks is refused; the old definition stays', async (t) => {

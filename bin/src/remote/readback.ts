@@ -82,8 +82,8 @@ function tokenStateShown(t: wire.EnrolmentTokenInfo): string {
 
 export async function tokenList(a: RemoteArgs & Out): Promise<void> {
   const r = await withAdmin(a, (c, network) => c.call('listEnrolmentTokens', { network }));
-  const rows = r.tokens.map((t) => [t.id, t.mode === 1 ? 'yes' : 'no', list(t.tags), t.createdAt || '-', t.expiresAt, tokenStateShown(t)]);
-  say(a, { tokens: r.tokens.map(tokenJson) }, r.tokens.length ? table(['ID', 'ADOPTED', 'TAGS', 'CREATED', 'EXPIRES', 'STATE'], rows) : `no tokens in ${a.network ?? 'default'}`);
+  const rows = r.tokens.map((t) => [t.id, t.network, t.mode === 1 ? 'yes' : 'no', list(t.tags), t.createdAt || '-', t.expiresAt, tokenStateShown(t)]);
+  say(a, { tokens: r.tokens.map(tokenJson) }, r.tokens.length ? table(['ID', 'NETWORK', 'ADOPTED', 'TAGS', 'CREATED', 'EXPIRES', 'STATE'], rows) : `no tokens in ${a.network ?? 'default'}`);
 }
 
 export async function tokenRevoke(a: RemoteArgs & Out & Change & { id: string }): Promise<void> {

@@ -220,6 +220,8 @@ export class Controller {
     const net = this.#net(network);
     const m = { ...this.#member(net, id), ...structuredClone(patch) };
     if (patch.tags) m.tags = sorted(patch.tags);
+    // New settings fill the node's modules anew: settings its assigned modules name cannot go (declarable.ts).
+    if (patch.settings) checkDeclarable(m, net.moduleOf);
     return this.#changeMember(net, id, m);
   }
 
