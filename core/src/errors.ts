@@ -65,6 +65,9 @@ export const CODES = {
   MESHP_MODULES_CLASH: 'two modules of one node declare the same file, container, opening or host port',
   MESHP_STORE_TOO_NEW: "the controller's database has a schema newer than this meshp knows: refused, not changed",
   MESHP_STORE_UNAVAILABLE: "the controller's database did not answer",
+  MESHP_SETTING_MISSING: 'a module names a setting the node does not have: its declaration could not be sent',
+  MESHP_MODULE_ASSIGNED: 'a catalogue module is assigned to nodes: unassign it from them first',
+  MESHP_TOKEN_USED: 'an enrolment token was used already: revoking it would change nothing',
 } as const;
 
 export type ErrorCode = keyof typeof CODES;
