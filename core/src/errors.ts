@@ -57,6 +57,7 @@ export const CODES = {
   MESHP_NAME_TAKEN: 'a node of that name is already in the network',
   MESHP_KEY_IN_USE: 'a node key is already enrolled in the network',
   MESHP_NODE_REVOKED: 'the node was removed: its credential and key are revoked',
+  MESHP_REMOVED: 'this node left its network (removed by the controller, or meshp agent leave): what the mesh added was taken away',
   MESHP_MESSAGE_MALFORMED: 'a message could not be decoded',
   MESHP_RATE_LIMITED: 'a peer sent more of a message than it may',
   MESHP_DIVERGED: "an agent's state hash kept differing from the controller's: snapshots stopped",

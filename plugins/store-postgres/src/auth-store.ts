@@ -78,6 +78,10 @@ export class PostgresAuthStore implements AuthBook {
     ]);
   }
 
+  revokedKeysOf(node: string): { network: string; nodeKey: string; at: string }[] {
+    return this.#db.rows<{ network: string; nodeKey: string; at: string }>('SELECT network, node_key AS "nodeKey", at FROM hosting_revoked_keys WHERE node = $1', [node]);
+  }
+
   revokedKey(network: string, nodeKey: string): { node: string; at: string } | null {
     return this.#db.rows<{ node: string; at: string }>('SELECT node, at FROM hosting_revoked_keys WHERE network = $1 AND node_key = $2', [network, nodeKey])[0] ?? null;
   }

@@ -157,6 +157,11 @@ export class AuthStore {
     })();
   }
 
+  /** The keys revoked when a node of this name was removed, in any network: a removed agent's hello is told so (sessions.ts). */
+  revokedKeysOf(node: string): { network: string; nodeKey: string; at: string }[] {
+    return this.#stmt('SELECT network, node_key AS nodeKey, at FROM hosting_revoked_keys WHERE node = ?').all(node) as { network: string; nodeKey: string; at: string }[];
+  }
+
   /** Who held the key when it was revoked, or null. */
   revokedKey(network: string, nodeKey: string): { node: string; at: string } | null {
     const r = this.#stmt('SELECT node, at FROM hosting_revoked_keys WHERE network = ? AND node_key = ?').get(network, nodeKey) as { node: string; at: string } | undefined;
