@@ -100,5 +100,17 @@ export async function member(t: Teardown, tag: string): Promise<Member> {
   };
 }
 
+/** The process's exit status, or 'still running' once `idleSeconds` of idle-machine time passed (a removed agent that retries for ever). */
+export async function exitsWithin(p: Proc, idleSeconds: number): Promise<number | null | 'still running'> {
+  const d = new Deadline(idleSeconds * 1000);
+  let done = false;
+  const code = p.exited.then((c) => {
+    done = true;
+    return c;
+  });
+  while (!done && !d.expired()) await Promise.race([code, new Promise((r) => setTimeout(r, 200))]);
+  return done ? code : 'still running';
+}
+
 /** The found table's listing without the mesh's marked rules: what the predecessor wrote. */
 export const unmarked = (listing: string): string => listing.split('\n').filter((l) => !l.includes('comment "meshp:')).join('\n');
