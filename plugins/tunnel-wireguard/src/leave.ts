@@ -11,7 +11,7 @@ import type { Leaving } from '@meshp/core';
 import { linkExists, madeMark, type Device } from './device.js';
 import { run } from './exec.js';
 import { tableName, TunnelFilter } from './filter.js';
-import { WireguardGo } from './wireguard-go.js';
+import { WireguardGo, alive } from './wireguard-go.js';
 
 export interface TunnelLeave {
   ifname: string;
@@ -25,7 +25,9 @@ const tableExists = (table: string) => run('nft', ['list', 'table', 'inet', tabl
 
 export async function leaveTunnel(o: TunnelLeave, l: Leaving): Promise<void> {
   const proc = new WireguardGo({ ifname: o.ifname, stateDir: o.stateDir });
-  const pid = o.device?.implementation === 'wireguard-go' ? (o.device.pid ?? proc.running()) : proc.running();
+  // The running plugin's own process if it still lives, else the one the pid file names (a fresh process: `meshp agent leave`).
+  const held = o.device?.implementation === 'wireguard-go' && o.device.pid !== null && alive(o.device.pid) ? o.device : null;
+  const pid = held?.pid ?? proc.running();
   const made = existsSync(madeMark(o.stateDir, o.ifname));
   const link = await linkExists(o.ifname);
   const table = tableName(o.ifname);
@@ -36,7 +38,7 @@ export async function leaveTunnel(o: TunnelLeave, l: Leaving): Promise<void> {
   if (hasTable) l.removed.push(`nft table inet ${table}`);
   if (l.preview) return;
   if (pid !== null) {
-    await proc.stop();
+    await (held ? held.down() : proc.stop());
     // wireguard-go takes its TUN device with it; one left behind by a kill is the mesh's all the same.
     if (await linkExists(o.ifname)) await run('ip', ['link', 'del', o.ifname]);
   } else if (made && link) {

@@ -11,7 +11,7 @@ import { fileBudget, until } from '../../helpers/budget.js';
 import { alive } from './bed.js';
 import { exitsWithin, member, wgPidOf } from './leave-bed.js';
 
-fileBudget(90);
+fileBudget(120);
 
 t.test('meshp agent leave', { skip: labAvailable() ? false : 'needs root for a namespace, nftables and wireguard-go (CI runs it as root)' }, async (t) => {
   const m = await member(t, 'lvc');
@@ -67,5 +67,19 @@ t.test('meshp agent leave', { skip: labAvailable() ? false : 'needs root for a n
     t.equal(await exitsWithin(back.proc, 30), 3);
     t.match(back.proc.stderr, /^MESHP_REMOVED: node a1 left network default at \S+ \(meshp agent leave\)/);
     t.equal(await m.found(), before, 'no rule put back');
+  });
+
+  await t.test('left under a running agent: the agent notices at its next reconcile, leaves too and exits 3', async (t) => {
+    const b = m.agent('a2', { tunnel: true, token: m.token() });
+    const bPid = Number((await b.proc.waitFor((l) => l.msg === 'tunnel attached', 60_000)).pid);
+    await until('the tunnel port opened in the found table', async () => (await m.found()).includes('meshp:tunnel/incoming/udp/51820'), 40);
+    const r = m.cli('agent', 'leave', '--state', b.state, '--firewall', 'nftables', '--yes');
+    t.equal(r.code, 0, r.err);
+    t.equal(await exitsWithin(b.proc, 30), 3, 'the running agent left');
+    t.comment(b.proc.stderr.trim());
+    t.match(b.proc.stderr, /^MESHP_REMOVED: node a2 left network default \(meshp agent leave\); /);
+    t.notOk(alive(bPid), 'wireguard-go is gone');
+    t.notOk(await m.link(b.ifname), 'the interface is gone');
+    t.equal(await m.found(), before, 'whatever the agent put back in between is gone: the found table as it was');
   });
 });
