@@ -123,7 +123,7 @@ async function leaveFirewall(host: Host, driver: FirewallDriver, o: LeaveOptions
 
 /** One line for the operator: what went, what stayed, what failed. */
 export function describeLeave(o: LeaveOutcome, verb = 'removed'): string {
-  const parts = [`${verb}: ${o.removed.length ? o.removed.join(', ') : 'nothing (the mesh had added nothing here)'}`];
+  const parts = [`${verb}: ${o.removed.length ? o.removed.join(', ') : 'nothing (nothing the mesh added is left here)'}`];
   if (o.kept.length) parts.push(`kept: ${o.kept.join('; ')}`);
   if (o.failed.length) parts.push(`not done: ${o.failed.join('; ')}`);
   return parts.join('; ');

@@ -44,6 +44,9 @@ t.test('meshp agent leave', { skip: labAvailable() ? false : 'needs root for a n
     const r = leave();
     t.equal(r.code, 1);
     t.match(r.err, /^MESHP_CONFIRM_NEEDED: not asked on a terminal; give --yes/);
+    const usage = leave('--yes', '--token', 'x');
+    t.equal(usage.code, 2, "an agent's own flag is a usage error, not silently ignored");
+    t.match(usage.err, /^MESHP_USAGE: meshp agent leave takes no --token/);
     t.ok(alive(pid));
     t.equal(await m.found(), withRule);
   });
