@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 /**
- * Exit status: 0 success, 1 refusal, 2 usage error (a MESHP_USAGE refusal included). With --json the
+ * Exit status: 0 success, 1 refusal, 2 usage error (a MESHP_USAGE refusal included), 3 the node left
+ * its network (MESHP_REMOVED: `meshp agent` only). With --json the
  * error is one JSON document on stderr, {"code","message"}, as well as the exit status.
  */
 import { isMeshpError } from '@meshp/core';

@@ -50,6 +50,19 @@ export interface HostHooks {
   readonly report: AsyncSeriesWaterfallHook<[HostReport]>;
   /** The peers upserted, removed and unscoped by a delta, and the components that changed. */
   readonly viewChanged: SyncHook<[ViewChange]>;
+  /**
+   * The node leaves its network (removed by the controller, or `meshp agent leave`): each plugin
+   * takes away what it added to the machine outside the firewall driver (a tunnel: its process, its
+   * interface, its own table) and says so; never a found thing. `preview`: it only says.
+   */
+  readonly leave: AsyncSeriesHook<[Leaving]>;
+}
+
+/** What a `leave` tap is handed: say each thing removed (or, in a preview, to be removed) in `removed`, each left in place in `kept`. */
+export interface Leaving {
+  readonly preview: boolean;
+  readonly removed: string[];
+  readonly kept: string[];
 }
 
 /** What a plugin is handed: the hooks to tap, the host's options, and the parts other plugins provide. */

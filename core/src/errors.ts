@@ -58,6 +58,7 @@ export const CODES = {
   MESHP_NAME_TAKEN: 'a node of that name is already in the network',
   MESHP_KEY_IN_USE: 'a node key is already enrolled in the network',
   MESHP_NODE_REVOKED: 'the node was removed: its credential and key are revoked',
+  MESHP_REMOVED: 'this node left its network (removed by the controller, or meshp agent leave): what the mesh added was taken away',
   MESHP_MESSAGE_MALFORMED: 'a message could not be decoded',
   MESHP_RATE_LIMITED: 'a peer sent more of a message than it may',
   MESHP_DIVERGED: "an agent's state hash kept differing from the controller's: snapshots stopped",
@@ -66,6 +67,9 @@ export const CODES = {
   MESHP_MODULES_CLASH: 'two modules of one node declare the same file, container, opening or host port',
   MESHP_STORE_TOO_NEW: "the controller's database has a schema newer than this meshp knows: refused, not changed",
   MESHP_STORE_UNAVAILABLE: "the controller's database did not answer",
+  MESHP_SETTING_MISSING: 'a module names a setting the node does not have: its declaration could not be sent',
+  MESHP_MODULE_ASSIGNED: 'a catalogue module is assigned to nodes: unassign it from them first',
+  MESHP_TOKEN_USED: 'an enrolment token was used already: revoking it would change nothing',
 } as const;
 
 export type ErrorCode = keyof typeof CODES;

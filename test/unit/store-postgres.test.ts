@@ -226,6 +226,7 @@ if (missing) {
     b.auth.revoke('n', 'node1', 'key1', 'now');
     t.equal(a.auth.nodeOf('cred'), null, 'revoked through B, unknown to A');
     t.same(a.auth.revokedKey('n', 'key1'), { node: 'node1', at: 'now' }, 'and its key revoked there');
+    t.same(a.auth.revokedKeysOf('node1'), [{ network: 'n', nodeKey: 'key1', at: 'now' }], "the keys revoked under the node's name (a removed agent's hello is told so)");
     t.equal(a.auth.getToken('secret'), null, 'and the token it enrolled with is gone (a replay is unknown)');
 
     // Under the name it had before a rename, the spent token goes with the node too.

@@ -1,6 +1,7 @@
 import type { CommandModule } from 'yargs';
 import type { GlobalArgs } from '../cli.js';
 import { pluginOptions, type PluginArgs } from './plugin-options.js';
+import { agentLeaveCommand } from './agent-leave.js';
 
 interface Args extends Omit<GlobalArgs, 'controller'>, PluginArgs {
   controller?: string[];
@@ -24,6 +25,7 @@ export const agentCommand: CommandModule<GlobalArgs, Args> = {
   describe: 'follow a controller: enrol once with a token, then apply what it sends until SIGTERM',
   builder: (y) =>
     pluginOptions(y)
+      .command(agentLeaveCommand)
       .option('controller', {
         type: 'string',
         array: true,

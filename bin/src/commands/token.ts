@@ -1,6 +1,6 @@
 import type { CommandModule } from 'yargs';
 import type { GlobalArgs } from '../cli.js';
-import { remoteOptions } from './remote-options.js';
+import { changeOptions, remoteOptions, type ChangeArgs } from './remote-options.js';
 
 const create: CommandModule<GlobalArgs, GlobalArgs & { network: string; credential?: string; adopted: boolean; ttl: string; tag: string[] }> = {
   command: 'create',
@@ -16,9 +16,31 @@ const create: CommandModule<GlobalArgs, GlobalArgs & { network: string; credenti
   },
 };
 
+type R = GlobalArgs & { network: string; credential?: string };
+
+const list: CommandModule<GlobalArgs, R> = {
+  command: 'list',
+  describe: "the network's enrolment tokens by id (never the secret): mode, tags, made, expires, used by whom or not",
+  builder: (y) => remoteOptions(y),
+  handler: async (a) => {
+    const { tokenList } = await import('../remote/readback.js');
+    await tokenList(a);
+  },
+};
+
+const revoke: CommandModule<GlobalArgs, R & ChangeArgs & { id: string }> = {
+  command: 'revoke <id>',
+  describe: 'make an unused token unusable: an enrolment with it is refused (MESHP_TOKEN_INVALID)',
+  builder: (y) => changeOptions(remoteOptions(y)).positional('id', { type: 'string', demandOption: true, describe: 'the ID column of token list' }),
+  handler: async (a) => {
+    const { tokenRevoke } = await import('../remote/readback.js');
+    await tokenRevoke(a);
+  },
+};
+
 export const tokenCommand: CommandModule<GlobalArgs, GlobalArgs> = {
   command: 'token <command>',
   describe: 'enrolment tokens',
-  builder: (y) => y.command(create).demandCommand(1),
+  builder: (y) => y.command(create).command(list).command(revoke).demandCommand(1),
   handler: () => undefined,
 };

@@ -49,7 +49,7 @@ export function prepareTunnel(agentDir: string, net: PrivateNetwork): string | u
 }
 
 /** What genesis left for this agent: its tunnel when it raised one; null otherwise. */
-export function savedTunnel(state: string): TunnelRecord | null {
+export function savedTunnel(state: string): (TunnelRecord & { interface: string }) | null {
   const r = readTunnelRecord(state);
-  return r?.tunnel === 'wireguard' ? r : null;
+  return r?.tunnel === 'wireguard' && r.interface ? { ...r, interface: r.interface } : null;
 }

@@ -3,14 +3,18 @@ import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
-import { MeshpError } from '@meshp/core';
+import { MeshpError, isMeshpError } from '@meshp/core';
 import type { Host } from '@meshp/core/host';
-import { Agent, FailoverLink, decodeToken } from '@meshp/core/agent';
+import { Agent, FailoverLink, decodeToken, describeLeave, type AgentLeft } from '@meshp/core/agent';
 import { logOptions } from '@meshp/core/util';
 import { DEFAULT_AGENT_CONFIG, loadPlugins, pluginSpecs } from '../plugins/load.js';
 import { agentPlugins, assembleAgentHost } from './assembly.js';
 import { recordTunnel, tunnelDecision, tunnelOf, withTunnel } from './tunnel.js';
 import { ensureNodeKey } from './keys.js';
+import { Refusal } from '../output.js';
+
+/** The agent's exit status once its node left the network (removed by the controller, or `meshp agent leave`): not 1, so a unit does not restart it (RestartPreventExitStatus=3). */
+export const EXIT_REMOVED = 3;
 
 /** What the agent pins and where it connects, kept after enrolment so the token is needed once. */
 export const CONTROLLER_FILE = 'controller.json';
@@ -46,6 +50,8 @@ export interface RunningAgent {
   agent: Agent;
   host: Host;
   stop(): Promise<void>;
+  /** The node left while the agent ran: it has stopped, and the host is closed. */
+  left: Promise<AgentLeft>;
 }
 
 /** The token from --token, else --token-file, else MESHP_TOKEN; a token file is read whole and trimmed. */
@@ -136,6 +142,7 @@ export async function startAgent(args: AgentArgs, host?: Host): Promise<RunningA
   } catch (e) {
     link.close();
     await h.close();
+    if (isMeshpError(e, 'MESHP_REMOVED')) throw new Refusal(e.oneLine(), EXIT_REMOVED);
     throw e;
   }
   writeControllerFile(join(args.state, CONTROLLER_FILE), target);
@@ -145,9 +152,16 @@ export async function startAgent(args: AgentArgs, host?: Host): Promise<RunningA
     metrics = await serveAgentMetrics(args.metricsListen, agent);
     log.info({ metrics: metrics.address }, 'agent metrics serving');
   }
+  const left = agent.left.then(async (l) => {
+    await metrics?.close();
+    await tunnel?.close();
+    await h.close();
+    return l;
+  });
   return {
     agent,
     host: h,
+    left,
     stop: async () => {
       await metrics?.close();
       await agent.stop();
@@ -168,7 +182,14 @@ export const STOP_DEADLINE_MS = 1800;
  */
 export async function runAgent(args: AgentArgs): Promise<void> {
   const running = await startAgent(args);
+  void running.left.then((l) => {
+    // One coded line, then a distinct status (README, "Exit status"): the unit's RestartPreventExitStatus keeps it down.
+    process.stderr.write(`${removedLine(l)}\n`);
+    setTimeout(() => process.exit(EXIT_REMOVED), 100).unref();
+    process.exitCode = EXIT_REMOVED;
+  });
   await new Promise<void>((resolve) => {
+    void running.left.then(() => resolve());
     const stop = () => {
       process.off('SIGTERM', stop);
       process.off('SIGINT', stop);
@@ -191,4 +212,9 @@ export async function runAgent(args: AgentArgs): Promise<void> {
     process.on('SIGTERM', stop);
     process.on('SIGINT', stop);
   });
+}
+
+/** `MESHP_REMOVED: node N was removed from network NET (…); removed: …; kept: …`. */
+export function removedLine(l: AgentLeft): string {
+  return `MESHP_REMOVED: node ${l.node} left network ${l.network} (${l.why}); ${describeLeave(l.outcome)}`;
 }

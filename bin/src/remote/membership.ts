@@ -16,7 +16,7 @@ const say = (o: Out, doc: unknown, human: string): void => {
 export function removalOf(n: WireNodeStatus): string {
   return `remove node ${n.name} from ${n.network} (addresses ${n.addresses.join(', ') || '-'}; tags ${n.tags.join(', ') || '-'}; assigned ${n.assignedModules.join(', ') || '-'}; ${n.connected ? 'connected' : 'not connected'}): ` +
     'its credential and node key are revoked for good (the key is refused from then on), its stream is ended, its peers are told REMOVED and drop it; ' +
-    'this command changes nothing on the machine itself';
+    "its agent, told so, takes away what the mesh added to the machine (its tunnel, its marked firewall rules; a found firewall it retired is re-enabled) and exits, keeping what it found there";
 }
 
 /** Revocation cannot be undone (the key stays refused): previewed with --preview, asked unless --yes. */

@@ -49,7 +49,7 @@ function readJson(file: string): unknown {
 export async function tokenCreate(a: RemoteArgs & Out & { adopted: boolean; ttl: string; tags: string[] }): Promise<void> {
   const ttlSeconds = parseTtl(a.ttl);
   const r = await withAdmin(a, (c, network) => c.call('createToken', { network, mode: a.adopted ? 1 : 2, ttlSeconds, tags: a.tags }));
-  say(a, { token: r.token, expiresAt: r.expiresAt }, r.token);
+  say(a, { token: r.token, expiresAt: r.expiresAt, id: r.id || null }, r.token);
 }
 
 /** Nodes asked for a page at a time: a large network's list is over one message's limit. */

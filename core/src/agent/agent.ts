@@ -14,6 +14,7 @@ import { declarationFromWire } from '../delta/declaration.js';
 import { Backoff } from './backoff.js';
 import { loadView, persistView } from './view-store.js';
 import { reconcileLifecycle } from './lifecycle.js';
+import { LEFT_KEY, leaveMesh, type LeaveOutcome, type LeftRecord } from './leave.js';
 import { PROTOCOL_REVISION, challengePayload, type AgentMessage, type ControlLink, type ControllerMessage, type EnrolResult, type LifecycleReport, type ReconcileOutcome, type ReportMessage, type SyncChannel, type TransportError } from './transport.js';
 
 export const ENROLMENT_KEY = 'agent.enrolment';
@@ -33,6 +34,14 @@ export interface AgentLog {
 }
 
 const SILENT: AgentLog = { info() {}, warn() {}, error() {} };
+
+/** The node left its network while the agent ran: why, and what the leave took away. */
+export interface AgentLeft {
+  why: string;
+  network: string;
+  node: string;
+  outcome: LeaveOutcome;
+}
 
 export interface AgentOptions {
   /** The name the node asks for at enrolment. */
@@ -72,6 +81,16 @@ export class Agent {
   #loop: Promise<void> | null = null;
   /** The store holds the view per peer (view-store.ts): a delta writes only what it changed. */
   #viewPerPeer = false;
+  #leaving: Promise<void> | null = null;
+  #onLeft: (l: AgentLeft) => void = () => {};
+  /**
+   * Resolves once the node has left while the agent ran: the controller answered MESHP_NODE_REVOKED
+   * (only that definite answer: an unreachable controller or any other refusal keeps the agent
+   * retrying), or `meshp agent leave` marked the state folder. The agent has stopped by then.
+   */
+  readonly left: Promise<AgentLeft> = new Promise((resolve) => {
+    this.#onLeft = resolve;
+  });
 
   constructor(host: Host, link: ControlLink, options: AgentOptions) {
     this.#host = host;
@@ -100,6 +119,8 @@ export class Agent {
   /** Restores the view, enrols when not yet enrolled, and starts the loop. Throws when enrolment is refused. */
   async start(): Promise<void> {
     const store = await this.#host.state();
+    const left = await store.getValue<LeftRecord>(LEFT_KEY);
+    if (left) throw new MeshpError('MESHP_REMOVED', `node ${left.node} left network ${left.network} at ${left.at} (${left.why}): this state folder is not used again; enrol the machine anew with another --state and a new token`);
     const saved = await loadView(store);
     if (saved.snapshot) this.applier.restore(saved.snapshot);
     this.#viewPerPeer = saved.perPeer;
@@ -137,6 +158,7 @@ export class Agent {
 
   /** Stops cleanly: the stream closed, the timer and the watch gone, a running reconcile finished. */
   async stop(): Promise<void> {
+    if (this.#leaving) return this.#leaving;
     this.#stopped = true;
     if (this.#timer) clearInterval(this.#timer);
     this.#watch?.close();
@@ -207,6 +229,7 @@ export class Agent {
       });
       ch.onClose((error) => {
         if (this.#channel === ch) this.#channel = null;
+        if (error?.code === 'MESHP_NODE_REVOKED') this.#leave(`removed by the controller: ${error.message}`);
         const openMs = openedAt === null ? 0 : Date.now() - openedAt;
         void chain.then(() => resolve({ error, openMs }));
       });
@@ -226,6 +249,7 @@ export class Agent {
     }
     if ('error' in m) {
       this.#log.warn({ code: m.error.code, err: m.error.message }, 'controller refused');
+      if (m.error.code === 'MESHP_NODE_REVOKED') this.#leave(`removed by the controller: ${m.error.message}`);
       return;
     }
     await this.#onDelta(ch, m.delta);
@@ -341,7 +365,40 @@ export class Agent {
     this.#publish(this.#lastReport);
   }
 
+  /**
+   * Stops following and takes away what the mesh added (leave.ts), once. Not awaited by its caller
+   * (a message handler, the reconcile): it waits for the loop and the reconcile to end first.
+   */
+  #leave(why: string): void {
+    if (this.#leaving) return;
+    this.#log.warn({ why }, 'leaving the network: taking away what the mesh added');
+    this.#stopped = true;
+    if (this.#timer) clearInterval(this.#timer);
+    this.#watch?.close();
+    this.#channel?.close();
+    this.#wake?.();
+    const { network, node } = this.#enrolment!;
+    this.#leaving = (async () => {
+      await this.#loop;
+      await this.#reconciling;
+      let outcome: LeaveOutcome;
+      try {
+        outcome = await leaveMesh(this.#host, { preview: false, why, network, node, progress: (step) => this.#log.info({ step }, 'leaving') });
+      } catch (e) {
+        outcome = { removed: [], kept: [], failed: [isMeshpError(e) ? e.oneLine() : `MESHP_INTERNAL: ${oneLine(e)}`] };
+      }
+      this.#link.close();
+      this.#log.warn({ removed: outcome.removed, kept: outcome.kept, failed: outcome.failed }, 'left the network');
+      this.#onLeft({ why, network, node, outcome });
+    })();
+  }
+
   async #reconcileOnce(reason: string): Promise<void> {
+    const store = await this.#host.state();
+    const left = await store.getValue<LeftRecord>(LEFT_KEY);
+    // `meshp agent leave` ran on this state folder while the agent ran: it leaves too (again: whatever
+    // it put back in between goes), instead of raising what the operator took away.
+    if (left) return this.#leave(left.why);
     const wire = this.applier.view.components.declaration;
     if (!wire) return;
     const appliedVersion = this.applier.appliedVersion;

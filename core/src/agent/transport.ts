@@ -162,6 +162,9 @@ export type { AdminHandler };
 /** A call or stream the transport refused before a handler saw it (an oversized message). */
 export type Refused = (r: { method: string; peer: string; code: string; message: string }) => void;
 
+/** An answer the transport could not encode (the call ends with an internal error): which method, why, and whose delta when it was one. */
+export type Unencodable = (r: { method: string; message: string; network?: string; node?: string }) => void;
+
 export interface ListenOptions {
   /** HOST:PORT; port 0 picks a free one. */
   address: string;
@@ -179,7 +182,7 @@ export interface TransportListener {
 export interface Transport {
   readonly name: string;
   connect(options: ConnectOptions): ControlLink;
-  listen(options: ListenOptions, services: { control: ControlHandlers; admin: AdminHandler; refused?: Refused }): Promise<TransportListener>;
+  listen(options: ListenOptions, services: { control: ControlHandlers; admin: AdminHandler; refused?: Refused; unencodable?: Unencodable }): Promise<TransportListener>;
 }
 
 /** What the node key signs at the start of every stream. */

@@ -1,1 +1,1 @@
-export { checkManifest, defaultPorts, fillSettings, renderModule, type CatalogueModule } from './manifest.js';
+export { checkManifest, defaultPorts, fillSettings, missingSettings, renderModule, settingsNamed, type CatalogueModule } from './manifest.js';

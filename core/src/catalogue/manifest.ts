@@ -45,6 +45,23 @@ function fill(value: unknown, settings: Settings): unknown {
   return value;
 }
 
+/** The settings a value names (`ports.NAME`, `privateRange`), each once, sorted. */
+export function settingsNamed(value: unknown): string[] {
+  const out = new Set<string>();
+  const walk = (v: unknown): void => {
+    if (typeof v === 'string') for (const m of v.matchAll(PLACEHOLDER)) out.add(m[1]!);
+    else if (Array.isArray(v)) v.forEach(walk);
+    else if (v !== null && typeof v === 'object') Object.values(v).forEach(walk);
+  };
+  walk(value);
+  return [...out].sort();
+}
+
+/** The settings a value names that `settings` does not hold: what `fillSettings` would refuse. */
+export function missingSettings(value: unknown, settings: Settings): string[] {
+  return settingsNamed(value).filter((name) => (name === 'privateRange' ? !settings.privateRange : settings.ports[name.slice('ports.'.length)] === undefined));
+}
+
 /** Fills every `{{ports.NAME}}` and `{{privateRange}}` in a value from a node's settings. */
 export function fillSettings<T>(value: T, settings: Settings): T {
   return fill(value, settings) as T;

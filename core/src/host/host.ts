@@ -10,6 +10,7 @@ import {
   type HostOptions,
   type HostHooks,
   type HostReport,
+  type Leaving,
   type PluginHost,
   type HostStateStore,
   type MachineFacts,
@@ -34,6 +35,7 @@ function createHooks(): HostHooks {
     afterApply: new AsyncParallelHook<[HostReport, ApplyContext]>(['report', 'context'], 'afterApply'),
     report: new AsyncSeriesWaterfallHook<[HostReport]>(['report'], 'report'),
     viewChanged: new SyncHook<[ViewChange]>(['change'], 'viewChanged'),
+    leave: new AsyncSeriesHook<[Leaving]>(['leaving'], 'leave'),
   });
 }
 

@@ -135,10 +135,21 @@ export async function flip(host: Host, input: unknown, previewId: string | undef
 
 /** Back to adopted: the retired firewall re-enabled, the derived filter unloaded, the node adopted again. */
 export async function returnToAdopted(host: Host, input: unknown, progress: Progress = () => {}): Promise<ReconcileResult> {
-  const store = await host.state();
-  const retired = await store.getValue<RetiredRecord>(RETIRED_KEY);
   const adopted = validateDeclaration(input);
   const decl: Declaration = { ...adopted, mode: 'adopted' };
+  await restoreFound(host, progress);
+  progress('reconciling as adopted');
+  return new Reconciler(host).reconcile(decl);
+}
+
+/**
+ * The firewall half of the return (also a leaving node's, core/src/agent/leave.ts): the retired
+ * found firewall re-enabled from its configuration first, then the derived filter unloaded, so at no
+ * step is the machine less protected than converged; the node's mode is adopted after.
+ */
+export async function restoreFound(host: Host, progress: Progress = () => {}): Promise<void> {
+  const store = await host.state();
+  const retired = await store.getValue<RetiredRecord>(RETIRED_KEY);
   const driver = await driverOf(host);
   if (retired && retired.kind !== driver.kind && retired.kind !== 'none') {
     throw new MeshpError('MESHP_FIREWALL_UNKNOWN', `the retired firewall was ${retired.kind} but ${driver.kind} answered now: name it with --firewall ${retired.kind}`);
@@ -151,7 +162,5 @@ export async function returnToAdopted(host: Host, input: unknown, progress: Prog
   await driver.unloadDerived();
   await store.setValue(RETIRED_KEY, null);
   await store.setValue(MODE_KEY, 'adopted');
-  progress('reconciling as adopted');
-  return new Reconciler(host).reconcile(decl);
 }
 

@@ -7,6 +7,7 @@ import { checkAssigned, checkMember, checkModule, checkPolicy, checkTags } from 
 import { checkNoClash } from './clash.js';
 import { checkTunnelKey } from './tunnel-key.js';
 import { applyRemote } from './remote.js';
+import { checkDeclarable, checkDefinable } from './declarable.js';
 
 export interface ControllerOptions {
   /** Changes kept per network for deltas; an agent further behind gets a snapshot. */
@@ -226,6 +227,8 @@ export class Controller {
     const net = this.#net(network);
     const m = { ...this.#member(net, id), ...structuredClone(patch) };
     if (patch.tags) m.tags = sorted(patch.tags);
+    // New settings fill the node's modules anew: settings its assigned modules name cannot go (declarable.ts).
+    if (patch.settings) checkDeclarable(m, net.moduleOf);
     return this.#changeMember(net, id, m);
   }
 
@@ -284,6 +287,8 @@ export class Controller {
     if (!net.moduleOf(module)) throw new MeshpError('MESHP_NOT_FOUND', `no module ${module} in the catalogue of ${network}: add it with meshp catalogue add`);
     checkAssigned(id, [...new Set([...m.assigned, module])].map((x) => net.record.modules[x]));
     checkNoClash({ ...m, assigned: sorted([...new Set([...m.assigned, module])]) }, net.moduleOf);
+    // A declaration that could not be sent (a setting the node lacks) is refused here, never stored (declarable.ts).
+    checkDeclarable({ ...m, assigned: sorted([...new Set([...m.assigned, module])]) }, net.moduleOf);
     return this.updateMember(network, id, { assigned: sorted([...new Set([...m.assigned, module])]) });
   }
 
@@ -294,8 +299,11 @@ export class Controller {
 
   /** The module's cutover on this node; it must be assigned first. */
   takeModule(network: string, id: string, module: string): number {
-    const m = this.#member(this.#net(network), id);
+    const net = this.#net(network);
+    const m = this.#member(net, id);
     if (!m.assigned.includes(module)) throw new MeshpError('MESHP_USAGE', `module ${module} is not assigned to ${id}`);
+    // An assignment stored before it was checked: its cutover is refused as its assignment would be now.
+    checkDeclarable({ ...m, taken: sorted([...new Set([...m.taken, module])]) }, net.moduleOf);
     return this.updateMember(network, id, { taken: sorted([...new Set([...m.taken, module])]) });
   }
 
@@ -321,6 +329,7 @@ export class Controller {
     checkModule(def);
     const net = this.#net(network);
     for (const m of net.members.values()) if (m.assigned.includes(def.name)) checkNoClash(m, (x) => (x === def.name ? def : net.moduleOf(x)));
+    checkDefinable(def, net.members.values());
     const after = structuredClone(def);
     return this.#commit(net, { version: 0, kind: 'module', name: def.name, before: net.record.modules[def.name] ?? null, after }, () => {
       net.record.modules = { ...net.record.modules, [def.name]: after };
@@ -347,6 +356,29 @@ export class Controller {
       throw e;
     }
     return version;
+  }
+
+  /** The network's catalogue: every module defined, in name order (copies: the caller cannot change the record). */
+  modules(network: string): ModuleDef[] {
+    return Object.values(this.#net(network).record.modules).map((m) => structuredClone(m)).sort((a, b) => a.name.localeCompare(b.name));
+  }
+
+  /**
+   * Forgets a module of the catalogue. One assigned to a node is refused (MESHP_MODULE_ASSIGNED,
+   * naming the nodes): a node never keeps an assignment of a module that no longer exists.
+   */
+  removeModule(network: string, name: string): number {
+    const net = this.#net(network);
+    const before = net.record.modules[name];
+    if (!before) throw new MeshpError('MESHP_NOT_FOUND', `no module ${name} in the catalogue of ${network}`);
+    const holders = [...net.members.values()].filter((m) => m.assigned.includes(name)).map((m) => m.id).sort();
+    if (holders.length) {
+      throw new MeshpError('MESHP_MODULE_ASSIGNED', `module ${name} is assigned to ${holders.join(', ')}: unassign it from ${holders.length === 1 ? 'that node' : 'those nodes'} first (meshp module unassign NODE ${name} --yes); nothing was removed`, { details: { module: name, nodes: holders } });
+    }
+    return this.#commit(net, { version: 0, kind: 'module', name, before, after: null }, () => {
+      const { [name]: _gone, ...rest } = net.record.modules;
+      net.record.modules = rest;
+    });
   }
 
   /** How many changes the network's log keeps for deltas. */

@@ -10,3 +10,5 @@ export * from './sqlite-store.js';
 export * from './hosting/index.js';
 export * from './converge.js';
 export * from './tunnel-key.js';
+export * from './catalogue.js';
+export { checkDeclarable, checkDefinable } from './declarable.js';

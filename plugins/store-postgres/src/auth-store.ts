@@ -3,21 +3,9 @@
  * written through at each call: every replica sees a credential another issued, a token another
  * made, a key another revoked, with nothing cached here.
  */
-import type { Mode, ReportMessage } from '@meshp/core';
-import { hashSecret, type AuthBook, type StoredToken } from '@meshp/controller';
+import type { ReportMessage } from '@meshp/core';
+import { hashSecret, idRange, newestFirst, revokeRow, tokenFromRow, type AuthBook, type StoredToken, type TokenInfo, type TokenRevocation, type TokenRow } from '@meshp/controller';
 import type { SyncPg } from './sync-pg.js';
-
-interface TokenRow {
-  network: string;
-  mode: Mode;
-  tags: string;
-  fingerprint: string;
-  expires_at: string;
-  used_at: string | null;
-  used_by: string | null;
-  used_key: string | null;
-  confirmed_at: string | null;
-}
 
 export class PostgresAuthStore implements AuthBook {
   readonly #db: SyncPg;
@@ -29,25 +17,36 @@ export class PostgresAuthStore implements AuthBook {
     this.#owns = owns;
   }
 
-  putToken(secret: string, t: Omit<StoredToken, 'usedAt' | 'usedBy' | 'usedKey' | 'confirmedAt'>): void {
-    this.#db.rows('INSERT INTO hosting_tokens (hash, network, mode, tags, fingerprint, expires_at) VALUES ($1, $2, $3, $4, $5, $6)', [
-      hashSecret(secret), t.network, t.mode, JSON.stringify(t.tags), t.fingerprint, t.expiresAt,
+  putToken(secret: string, t: Omit<StoredToken, 'usedAt' | 'usedBy' | 'usedKey' | 'confirmedAt' | 'revokedAt'>): void {
+    this.#db.rows('INSERT INTO hosting_tokens (hash, network, mode, tags, fingerprint, expires_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)', [
+      hashSecret(secret), t.network, t.mode, JSON.stringify(t.tags), t.fingerprint, t.expiresAt, t.createdAt ?? null,
     ]);
   }
 
   getToken(secret: string): StoredToken | null {
     const r = this.#db.rows<TokenRow>('SELECT * FROM hosting_tokens WHERE hash = $1', [hashSecret(secret)])[0];
     if (!r) return null;
-    return {
-      network: r.network, mode: r.mode, tags: JSON.parse(r.tags) as string[], fingerprint: r.fingerprint, expiresAt: r.expires_at,
-      usedAt: r.used_at, usedBy: r.used_by, usedKey: r.used_key, confirmedAt: r.confirmed_at,
-    };
+    const { id: _id, ...t } = tokenFromRow(r);
+    return t;
   }
 
-  /** Single use across replicas: the row's update is the arbiter, true only for the first caller. */
+  /** Single use across replicas: the row's update is the arbiter, true only for the first caller (never for a revoked token). */
   markUsed(secret: string, by: string, at: string, nodeKey: string): boolean {
-    const [r] = this.#db.run([{ text: 'UPDATE hosting_tokens SET used_at = $1, used_by = $2, used_key = $3 WHERE hash = $4 AND used_at IS NULL', values: [at, by, nodeKey, hashSecret(secret)] }]);
+    const [r] = this.#db.run([{ text: 'UPDATE hosting_tokens SET used_at = $1, used_by = $2, used_key = $3 WHERE hash = $4 AND used_at IS NULL AND revoked_at IS NULL', values: [at, by, nodeKey, hashSecret(secret)] }]);
     return r!.rowCount === 1;
+  }
+
+  listTokens(network: string): TokenInfo[] {
+    return this.#db.rows<TokenRow>('SELECT * FROM hosting_tokens WHERE network = $1', [network]).map(tokenFromRow).sort(newestFirst);
+  }
+
+  /** As the SQLite store (token-rows.ts revokeRow): the row's update decides against an enrolment on another replica. */
+  revokeToken(network: string, id: string, at: string): TokenRevocation {
+    const [lo, hi] = idRange(id);
+    const rows = this.#db.rows<TokenRow>('SELECT * FROM hosting_tokens WHERE network = $1 AND hash >= $2 AND hash < $3 LIMIT 2', [network, lo, hi]);
+    return revokeRow(rows, network, id,
+      (hash) => this.#db.run([{ text: 'UPDATE hosting_tokens SET revoked_at = $1 WHERE hash = $2 AND used_at IS NULL AND revoked_at IS NULL', values: [at, hash] }])[0]!.rowCount === 1,
+      (hash) => this.#db.rows<TokenRow>('SELECT * FROM hosting_tokens WHERE hash = $1', [hash])[0]);
   }
 
   /** One indexed update per hello: a count of tokens pending kept in memory would not see the other replicas'. */
@@ -77,6 +76,10 @@ export class PostgresAuthStore implements AuthBook {
       ['DELETE FROM hosting_renames WHERE network = $1 AND new = $2', [network, node]],
       ['INSERT INTO hosting_revoked_keys (network, node_key, node, at) VALUES ($1, $2, $3, $4) ON CONFLICT (network, node_key) DO UPDATE SET node = EXCLUDED.node, at = EXCLUDED.at', [network, nodeKey, node, at]],
     ]);
+  }
+
+  revokedKeysOf(node: string): { network: string; nodeKey: string; at: string }[] {
+    return this.#db.rows<{ network: string; nodeKey: string; at: string }>('SELECT network, node_key AS "nodeKey", at FROM hosting_revoked_keys WHERE node = $1', [node]);
   }
 
   revokedKey(network: string, nodeKey: string): { node: string; at: string } | null {

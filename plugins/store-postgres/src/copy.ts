@@ -10,7 +10,7 @@ import type { Stmt, SyncPg } from './sync-pg.js';
 
 /** Each table's columns, in the order the copy writes them (the SQLite AuthStore's names). */
 const HOSTING_COLUMNS: Record<(typeof HOSTING_TABLES)[number], string[]> = {
-  hosting_tokens: ['hash', 'network', 'mode', 'tags', 'fingerprint', 'expires_at', 'used_at', 'used_by', 'used_key', 'confirmed_at'],
+  hosting_tokens: ['hash', 'network', 'mode', 'tags', 'fingerprint', 'expires_at', 'used_at', 'used_by', 'used_key', 'confirmed_at', 'created_at', 'revoked_at'],
   hosting_credentials: ['hash', 'network', 'node'],
   hosting_reports: ['network', 'node', 'doc'],
   hosting_revoked_keys: ['network', 'node_key', 'node', 'at'],

@@ -43,6 +43,13 @@ CREATE TABLE hosting_renames (network TEXT NOT NULL, old TEXT NOT NULL, new TEXT
     sql: `
 CREATE INDEX hosting_tokens_used_by ON hosting_tokens (network, used_by) WHERE used_at IS NOT NULL;`,
   },
+  {
+    version: 4,
+    what: 'enrolment tokens read back (issue 33): when each was made, and when the operator revoked it',
+    sql: `
+ALTER TABLE hosting_tokens ADD COLUMN created_at TEXT;
+ALTER TABLE hosting_tokens ADD COLUMN revoked_at TEXT;`,
+  },
 ];
 
 /** The advisory lock migrations take (an arbitrary constant of meshp's). */

@@ -1,6 +1,6 @@
 /** The controller's side: Control and Admin services on one TLS port. */
 import { Server, ServerCredentials, status as Status, type sendUnaryData, type ServerDuplexStream, type ServerUnaryCall, type UntypedHandleCall } from '@grpc/grpc-js';
-import { MeshpError, type AdminHandler, type Refused, type AgentMessage, type ControlHandlers, type ControllerMessage, type ListenOptions, type TransportListener } from '@meshp/core';
+import { MeshpError, type AdminHandler, type Refused, type Unencodable, type AgentMessage, type ControlHandlers, type ControllerMessage, type ListenOptions, type TransportListener } from '@meshp/core';
 import { DEFAULT_MAX_MESSAGE_BYTES } from '@meshp/core/agent';
 import { agentFromWire, controllerToWire, enrolToWire } from './codec.js';
 import { StreamChannel } from './channel.js';
@@ -29,6 +29,11 @@ const ADMIN_RESPONSES: Record<keyof typeof gen.AdminServiceService, Fns> = {
   createNetwork: gen.CreateNetworkResponse,
   listNetworks: gen.ListNetworksResponse,
   removeNetwork: gen.RemoveNetworkResponse,
+  listCatalogue: gen.ListCatalogueResponse,
+  showCatalogueModule: gen.ShowCatalogueModuleResponse,
+  removeCatalogueModule: gen.RemoveCatalogueModuleResponse,
+  listEnrolmentTokens: gen.ListEnrolmentTokensResponse,
+  revokeEnrolmentToken: gen.RevokeEnrolmentTokenResponse,
 };
 
 export const ADMIN_METHODS = Object.keys(ADMIN_RESPONSES) as (keyof typeof gen.AdminServiceService)[];
@@ -70,7 +75,34 @@ const MALFORMED = Symbol('malformed');
 type Malformed = { [MALFORMED]: string };
 const isMalformed = (m: unknown): m is Malformed => typeof m === 'object' && m !== null && MALFORMED in m;
 
-function limited<S extends Record<string, { requestDeserialize: (b: Buffer) => unknown }>>(service: S, max: number): S {
+type ServiceDef = Record<string, { requestDeserialize: (b: Buffer) => unknown; responseSerialize: (v: never) => Buffer }>;
+
+/**
+ * An answer that does not encode: grpc-js ends the call with INTERNAL "Error serializing response",
+ * unlogged, and an agent whose delta cannot be encoded reconnects into the same failure for ever.
+ * Each answer's encoder is wrapped so the failure is told (`unencodable`) before grpc-js ends the call.
+ */
+function told<S extends ServiceDef>(service: S, unencodable: Unencodable | undefined): S {
+  if (!unencodable) return service;
+  const out: Record<string, unknown> = {};
+  for (const [name, def] of Object.entries(service)) {
+    out[name] = {
+      ...def,
+      responseSerialize: (v: never): Buffer => {
+        try {
+          return def.responseSerialize(v);
+        } catch (e) {
+          const delta = (v as { delta?: { network?: string; declaration?: { node?: string } } }).delta;
+          unencodable({ method: name, message: e instanceof Error ? e.message : String(e), ...(delta?.network ? { network: delta.network } : {}), ...(delta?.declaration?.node ? { node: delta.declaration.node } : {}) });
+          throw e;
+        }
+      },
+    };
+  }
+  return out as S;
+}
+
+function limited<S extends ServiceDef>(service: S, max: number): S {
   const out: Record<string, unknown> = {};
   for (const [name, def] of Object.entries(service)) {
     const decode = (b: Buffer): unknown => {
@@ -93,7 +125,7 @@ function tooLarge(m: Oversized, max: number): MeshpError {
   return new MeshpError('MESHP_MESSAGE_TOO_LARGE', `a message of ${m[OVERSIZED]} bytes is over the ${max}-byte limit`);
 }
 
-export async function listen(options: ListenOptions, services: { control: ControlHandlers; admin: AdminHandler; refused?: Refused }): Promise<TransportListener> {
+export async function listen(options: ListenOptions, services: { control: ControlHandlers; admin: AdminHandler; refused?: Refused; unencodable?: Unencodable }): Promise<TransportListener> {
   const max = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
   const server = new Server(serverOptions(max));
   const refuse = (method: string, peer: string, e: MeshpError): MeshpError => {
@@ -140,7 +172,7 @@ export async function listen(options: ListenOptions, services: { control: Contro
       },
     },
   };
-  server.addService(limited(counted, max), control);
+  server.addService(limited(told(counted, services.unencodable), max), control);
 
   const admin: Record<string, UntypedHandleCall> = {};
   for (const method of ADMIN_METHODS) {
@@ -153,7 +185,7 @@ export async function listen(options: ListenOptions, services: { control: Contro
       );
     };
   }
-  server.addService(limited(gen.AdminServiceService, max), admin);
+  server.addService(limited(told(gen.AdminServiceService, services.unencodable), max), admin);
 
   const creds = ServerCredentials.createSsl(null, [{ private_key: Buffer.from(options.keyPem), cert_chain: Buffer.from(options.certPem) }], false);
   const port = await new Promise<number>((resolve, reject) => {

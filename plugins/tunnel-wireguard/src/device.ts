@@ -3,6 +3,8 @@
  * which speaks netlink) or wireguard-go's (configured on its UAPI socket). Either way a change is
  * one call with only the peers it touches, never a process per peer.
  */
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { MeshpError } from '@meshp/core';
 import { keyToHex } from './keys.js';
 import { run } from './exec.js';
@@ -76,13 +78,22 @@ export class UserspaceDevice implements Device {
   }
 }
 
+/** In the state folder: this folder's plugin made the kernel link of that name (a leave deletes only such a link). */
+export const madeMark = (stateDir: string, ifname: string): string => join(stateDir, `${ifname}.made`);
+
+function markMade(stateDir: string | undefined, ifname: string): void {
+  if (!stateDir) return;
+  mkdirSync(stateDir, { recursive: true, mode: 0o700 });
+  writeFileSync(madeMark(stateDir, ifname), 'kernel\n', { mode: 0o600 });
+}
+
 /** Kernel WireGuard (not on the lab machines: no module there; see the README). */
 export class KernelDevice implements Device {
   readonly implementation = 'kernel' as const;
   readonly pid = null;
   #adopted = false;
 
-  constructor(readonly ifname: string, readonly keyFile: string) {}
+  constructor(readonly ifname: string, readonly keyFile: string, readonly stateDir?: string) {}
 
   get adopted(): boolean {
     return this.#adopted;
@@ -93,6 +104,7 @@ export class KernelDevice implements Device {
     if (this.#adopted) return;
     try {
       await run('ip', ['link', 'add', this.ifname, 'type', 'wireguard']);
+      markMade(this.stateDir, this.ifname);
     } catch (e) {
       // The kernel has no WireGuard (no module): said as unavailable, with the way out.
       const said = e instanceof Error ? e.message.replace(/^[^:]*: /, '') : String(e);
@@ -121,6 +133,7 @@ export class KernelDevice implements Device {
 
   async down(): Promise<void> {
     if (await linkExists(this.ifname)) await run('ip', ['link', 'del', this.ifname]);
+    if (this.stateDir) rmSync(madeMark(this.stateDir, this.ifname), { force: true });
   }
 }
 
@@ -156,15 +169,16 @@ export async function linkExists(ifname: string): Promise<boolean> {
 export async function openDevice(o: { ifname: string; stateDir: string; keyFile: string; implementation: 'auto' | Implementation; binary?: string }): Promise<Device> {
   const user = new UserspaceDevice(o.ifname, o.stateDir, o.binary);
   if (o.implementation === 'wireguard-go') return user;
-  if (o.implementation === 'kernel') return new KernelDevice(o.ifname, o.keyFile);
+  if (o.implementation === 'kernel') return new KernelDevice(o.ifname, o.keyFile, o.stateDir);
   if (new WireguardGo({ ifname: o.ifname, stateDir: o.stateDir }).running() !== null) return user;
   if (await linkExists(o.ifname)) {
     const info = JSON.parse(await run('ip', ['-d', '-j', 'link', 'show', 'dev', o.ifname])) as { linkinfo?: { info_kind?: string } }[];
-    return info[0]?.linkinfo?.info_kind === 'wireguard' ? new KernelDevice(o.ifname, o.keyFile) : user;
+    return info[0]?.linkinfo?.info_kind === 'wireguard' ? new KernelDevice(o.ifname, o.keyFile, o.stateDir) : user;
   }
   try {
     await run('ip', ['link', 'add', o.ifname, 'type', 'wireguard']);
-    return new KernelDevice(o.ifname, o.keyFile);
+    markMade(o.stateDir, o.ifname);
+    return new KernelDevice(o.ifname, o.keyFile, o.stateDir);
   } catch {
     return user;
   }

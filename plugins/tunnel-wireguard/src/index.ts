@@ -4,8 +4,9 @@ export { uapiGet, uapiSet, uapiCall, parseGet, socketPath, SOCKET_DIR, type Devi
 export { TunnelFilter, tableName, MARK } from './filter.js';
 export { parsePorts, type PortMatch } from './ports.js';
 export { peerConfig, endpointOf, hostRoute, upsertLines, removeLines, DEFAULT_PORT, type PeerConfig } from './peer-config.js';
-export { uapiLines, parseDump, openDevice, UserspaceDevice, KernelDevice, type Device, type DeviceChange, type PeerOp, type Implementation } from './device.js';
+export { uapiLines, parseDump, openDevice, madeMark, UserspaceDevice, KernelDevice, type Device, type DeviceChange, type PeerOp, type Implementation } from './device.js';
 export { WireguardGo, alive } from './wireguard-go.js';
 export { settingsOf, type TunnelSettings } from './settings.js';
 export { tunnelOpening, withTunnelOpening } from './opening.js';
 export { moveTunnel, type MovedTunnel } from './move.js';
+export { leaveTunnel, type TunnelLeave } from './leave.js';

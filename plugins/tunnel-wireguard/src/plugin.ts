@@ -18,6 +18,7 @@ import { readGrace, writeGrace, type GraceEntry } from './grace.js';
 import { ensureTunnelKey, type TunnelKey } from './keys.js';
 import { peerConfig, sameConfig, type PeerConfig } from './peer-config.js';
 import { withTunnelOpening } from './opening.js';
+import { leaveTunnel } from './leave.js';
 import { configureLink, settingsOf, type TunnelSettings } from './settings.js';
 
 export const DEFAULT_GRACE_MS = 5 * 60_000;
@@ -93,6 +94,8 @@ export class TunnelWireguardPlugin implements Plugin {
   #applied = 0;
   #lastError: string | null = null;
   #closed = false;
+  /** The node left its network (the leave hook ran): nothing is raised again, not even by an attach. */
+  #left = false;
 
   constructor(options: TunnelWireguardOptions) {
     if (!/^[A-Za-z0-9_.-]{1,15}$/.test(options.interface ?? '')) {
@@ -112,6 +115,21 @@ export class TunnelWireguardPlugin implements Plugin {
     });
     host.hooks.plan.tapPromise(this.name, async (plan, ctx) => withTunnelOpening(plan, ctx.declaration.settings, this.#o.listenPort));
     host.hooks.report.tapPromise(this.name, async (report) => ({ ...report, facts: { ...report.facts, tunnel: this.status() } }));
+    host.hooks.leave.tapPromise(this.name, async (leaving) => {
+      if (!leaving.preview) {
+        this.#left = true;
+        await this.#stopFollowing();
+      }
+      await leaveTunnel({ ifname: this.#o.interface, stateDir: this.#dir(), device: this.#device, graceFile: this.#graceFile() }, leaving);
+      if (!leaving.preview) this.#device = null;
+    });
+  }
+
+  /** No more deltas, grace expiries or syncs: what runs finishes first. */
+  async #stopFollowing(): Promise<void> {
+    this.#closed = true;
+    for (const g of this.#grace.values()) clearTimeout(g.timer);
+    await this.#chain;
   }
 
   /** The public key for enrolment: made on first use, kept in the state folder (0600). */
@@ -149,9 +167,7 @@ export class TunnelWireguardPlugin implements Plugin {
 
   /** Stops following the view. The tunnel stays up (an agent restart) unless `down`: then interface, process, table and grace list go. */
   async close(o: { down?: boolean } = {}): Promise<void> {
-    this.#closed = true;
-    for (const g of this.#grace.values()) clearTimeout(g.timer);
-    await this.#chain;
+    await this.#stopFollowing();
     if (!o.down) return;
     await this.#device?.down();
     await run('nft', ['-f', '-'], this.#filter.deleteTable().join('\n') + '\n').catch(() => undefined);
@@ -169,7 +185,7 @@ export class TunnelWireguardPlugin implements Plugin {
 
   #enqueue(what: string, fn: () => Promise<void>): void {
     this.#chain = this.#chain.then(async () => {
-      if (this.#closed && what !== 'attach') return;
+      if (this.#left || (this.#closed && what !== 'attach')) return;
       try {
         await fn();
         this.#lastError = null;

@@ -14,6 +14,7 @@ import { secretMatches } from './credential.js';
 import { NODE_NAME, type Enrolment } from './enrolment.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
+import { readbackMethods } from './readback.js';
 
 export const DEFAULT_NETWORK = 'default';
 
@@ -169,6 +170,8 @@ export function adminHandler(d: AdminDeps): AdminHandler {
       controller.removeNetwork(need(r.network, 'network'));
       return {};
     },
+    // The catalogue and the tokens read back (issue 33): readback.ts.
+    ...readbackMethods(controller, d.enrolment, d.changed),
   };
 
   function change(net: string, act: () => number, r: { node: string }): { node: WireNode } {

@@ -6,6 +6,7 @@
 import Database from 'better-sqlite3';
 import { createHash } from 'node:crypto';
 import { MeshpError, type Mode, type ReportMessage } from '@meshp/core';
+import { idRange, newestFirst, revokeRow, tokenFromRow, type TokenInfo, type TokenRevocation, type TokenRow } from './token-rows.js';
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS hosting_tokens (hash TEXT PRIMARY KEY, network TEXT NOT NULL, mode TEXT NOT NULL,
@@ -29,6 +30,10 @@ export interface StoredToken {
   usedKey: string | null;
   /** When the node first opened a stream with the credential it got: from then on the token is spent for good. */
   confirmedAt: string | null;
+  /** When the operator revoked it (`meshp token revoke`): no enrolment takes it from then on. */
+  revokedAt?: string | null;
+  /** When it was made (null: made before creation times were kept). */
+  createdAt?: string | null;
 }
 
 /** What the hosting needs of its token and credential store (AuthStore here; store-postgres's for replicas). */
@@ -51,6 +56,9 @@ export class AuthStore {
       if (!cols.includes('confirmed_at')) this.#db.exec("ALTER TABLE hosting_tokens ADD COLUMN confirmed_at TEXT; UPDATE hosting_tokens SET confirmed_at = used_at WHERE used_at IS NOT NULL");
       // A hello looks for its node's pending token by name: indexed, however many tokens were used.
       this.#db.exec('CREATE INDEX IF NOT EXISTS hosting_tokens_pending ON hosting_tokens (network, used_by) WHERE confirmed_at IS NULL');
+      // Issue 33: a token can be revoked, and `token list` shows when each was made.
+      if (!cols.includes('revoked_at')) this.#db.exec('ALTER TABLE hosting_tokens ADD COLUMN revoked_at TEXT');
+      if (!cols.includes('created_at')) this.#db.exec('ALTER TABLE hosting_tokens ADD COLUMN created_at TEXT');
       // A removal deletes its node's spent token by name: indexed too (at 10,000 tokens a scan cost 0.6 ms and more a removal).
       this.#db.exec('CREATE INDEX IF NOT EXISTS hosting_tokens_used_by ON hosting_tokens (network, used_by)');
       this.#pending = this.#countPending();
@@ -67,25 +75,36 @@ export class AuthStore {
     return st;
   }
 
-  putToken(secret: string, t: Omit<StoredToken, 'usedAt' | 'usedBy' | 'usedKey' | 'confirmedAt'>): void {
-    this.#stmt('INSERT INTO hosting_tokens (hash, network, mode, tags, fingerprint, expires_at) VALUES (?, ?, ?, ?, ?, ?)')
-      .run(hashSecret(secret), t.network, t.mode, JSON.stringify(t.tags), t.fingerprint, t.expiresAt);
+  putToken(secret: string, t: Omit<StoredToken, 'usedAt' | 'usedBy' | 'usedKey' | 'confirmedAt' | 'revokedAt'>): void {
+    this.#stmt('INSERT INTO hosting_tokens (hash, network, mode, tags, fingerprint, expires_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)')
+      .run(hashSecret(secret), t.network, t.mode, JSON.stringify(t.tags), t.fingerprint, t.expiresAt, t.createdAt ?? null);
   }
 
   getToken(secret: string): StoredToken | null {
-    const r = this.#stmt('SELECT * FROM hosting_tokens WHERE hash = ?').get(hashSecret(secret)) as
-      | { network: string; mode: Mode; tags: string; fingerprint: string; expires_at: string; used_at: string | null; used_by: string | null; used_key: string | null; confirmed_at: string | null }
-      | undefined;
+    const r = this.#stmt('SELECT * FROM hosting_tokens WHERE hash = ?').get(hashSecret(secret)) as TokenRow | undefined;
     if (!r) return null;
-    return {
-      network: r.network, mode: r.mode, tags: JSON.parse(r.tags) as string[], fingerprint: r.fingerprint, expiresAt: r.expires_at,
-      usedAt: r.used_at, usedBy: r.used_by, usedKey: r.used_key, confirmedAt: r.confirmed_at,
-    };
+    const { id: _id, ...t } = tokenFromRow(r);
+    return t;
   }
 
-  /** Single use: true only for the first caller. The key is kept: an enrolment whose answer was lost is completed with it (enrolment.ts). */
+  /** Single use: true only for the first caller (never for a revoked token). The key is kept: an enrolment whose answer was lost is completed with it (enrolment.ts). */
   markUsed(secret: string, by: string, at: string, nodeKey: string): boolean {
-    return this.#stmt('UPDATE hosting_tokens SET used_at = ?, used_by = ?, used_key = ? WHERE hash = ? AND used_at IS NULL').run(at, by, nodeKey, hashSecret(secret)).changes === 1;
+    return this.#stmt('UPDATE hosting_tokens SET used_at = ?, used_by = ?, used_key = ? WHERE hash = ? AND used_at IS NULL AND revoked_at IS NULL').run(at, by, nodeKey, hashSecret(secret)).changes === 1;
+  }
+
+  /** The network's tokens, newest first (those made before creation times were kept last), for `token list`. */
+  listTokens(network: string): TokenInfo[] {
+    const rows = this.#stmt('SELECT * FROM hosting_tokens WHERE network = ?').all(network) as TokenRow[];
+    return rows.map(tokenFromRow).sort(newestFirst);
+  }
+
+  /** `token revoke ID`: an unused token made unusable (see revokeRow). */
+  revokeToken(network: string, id: string, at: string): TokenRevocation {
+    const [lo, hi] = idRange(id);
+    const rows = this.#stmt('SELECT * FROM hosting_tokens WHERE network = ? AND hash >= ? AND hash < ? LIMIT 2').all(network, lo, hi) as TokenRow[];
+    return revokeRow(rows, network, id,
+      (hash) => this.#stmt('UPDATE hosting_tokens SET revoked_at = ? WHERE hash = ? AND used_at IS NULL AND revoked_at IS NULL').run(at, hash).changes === 1,
+      (hash) => this.#stmt('SELECT * FROM hosting_tokens WHERE hash = ?').get(hash) as TokenRow | undefined);
   }
 
   /**
@@ -136,6 +155,11 @@ export class AuthStore {
       this.#stmt('DELETE FROM hosting_renames WHERE network = ? AND new = ?').run(network, node);
       this.#stmt('INSERT OR REPLACE INTO hosting_revoked_keys (network, node_key, node, at) VALUES (?, ?, ?, ?)').run(network, nodeKey, node, at);
     })();
+  }
+
+  /** The keys revoked when a node of this name was removed, in any network: a removed agent's hello is told so (sessions.ts). */
+  revokedKeysOf(node: string): { network: string; nodeKey: string; at: string }[] {
+    return this.#stmt('SELECT network, node_key AS nodeKey, at FROM hosting_revoked_keys WHERE node = ?').all(node) as { network: string; nodeKey: string; at: string }[];
   }
 
   /** Who held the key when it was revoked, or null. */

@@ -7,7 +7,8 @@ import { createPublicKey, randomBytes } from 'node:crypto';
 import { MeshpError, type EnrolInput, type EnrolResult, type Mode } from '@meshp/core';
 import { decodeToken, encodeToken } from '@meshp/core/agent';
 import type { Controller } from '../controller.js';
-import type { AuthBook } from './auth-store.js';
+import { hashSecret, type AuthBook } from './auth-store.js';
+import { tokenId, type TokenInfo, type TokenRevocation } from './token-rows.js';
 import { checkMember } from '../limits.js';
 import { checkTunnelKey } from '../tunnel-key.js';
 
@@ -28,15 +29,27 @@ export class Enrolment {
     private readonly now: () => Date = () => new Date(),
   ) {}
 
-  createToken(r: TokenRequest): { token: string; expiresAt: string } {
+  createToken(r: TokenRequest): { token: string; expiresAt: string; id: string } {
     if (!this.controller.networks().includes(r.network)) throw new MeshpError('MESHP_NOT_FOUND', `no network ${r.network}`);
     if (!(r.ttlSeconds > 0 && r.ttlSeconds <= 30 * 86400)) throw new MeshpError('MESHP_USAGE', 'a token lives between 1 s and 30 days');
     const secret = randomBytes(32).toString('base64url');
     const expiresAt = new Date(this.now().getTime() + r.ttlSeconds * 1000).toISOString();
-    this.auth.putToken(secret, { network: r.network, mode: r.mode, tags: r.tags, fingerprint: this.fingerprint, expiresAt });
+    this.auth.putToken(secret, { network: r.network, mode: r.mode, tags: r.tags, fingerprint: this.fingerprint, expiresAt, createdAt: this.now().toISOString() });
     // A tunnel network's token says so: the agent then raises the tunnel without being told (issue 33).
     const tunnel = this.controller.isTunnelNetwork(r.network) ? { tunnel: 'wireguard' as const } : {};
-    return { token: encodeToken({ network: r.network, adopted: r.mode === 'adopted', fingerprint: this.fingerprint, ...tunnel }, secret), expiresAt };
+    return { token: encodeToken({ network: r.network, adopted: r.mode === 'adopted', fingerprint: this.fingerprint, ...tunnel }, secret), expiresAt, id: tokenId(hashSecret(secret)) };
+  }
+
+  /** The network's tokens, by id (never the secret): `meshp token list`. */
+  listTokens(network: string): TokenInfo[] {
+    if (!this.controller.networks().includes(network)) throw new MeshpError('MESHP_NOT_FOUND', `no network ${network}`);
+    return this.auth.listTokens(network);
+  }
+
+  /** `meshp token revoke ID`: an unused token enrols no one from now on (a used one is refused MESHP_TOKEN_USED). */
+  revokeToken(network: string, id: string): TokenRevocation {
+    if (!this.controller.networks().includes(network)) throw new MeshpError('MESHP_NOT_FOUND', `no network ${network}`);
+    return this.auth.revokeToken(network, id, this.now().toISOString());
   }
 
   /**
@@ -55,6 +68,8 @@ export class Enrolment {
     if (t.network !== claims.network || (t.mode === 'adopted') !== claims.adopted || t.fingerprint !== claims.fingerprint) {
       throw new MeshpError('MESHP_TOKEN_INVALID', 'the enrolment token claims were altered');
     }
+    // Revoked by the operator (`meshp token revoke`) before any use: it enrols no one.
+    if (t.revokedAt) throw new MeshpError('MESHP_TOKEN_INVALID', `the enrolment token ${tokenId(hashSecret(secret))} was revoked at ${t.revokedAt}`);
     const retry = t.usedAt !== null && t.confirmedAt === null && t.usedKey === input.nodeKey;
     if (t.usedAt && !retry) {
       const how = t.usedKey && t.usedKey !== input.nodeKey ? ' with another key' : '';

@@ -6,5 +6,6 @@ export { Metrics, serveMetrics, BUILD_VERSION } from './metrics.js';
 export { createLogger, type Logger } from './log.js';
 export { AuthStore, HOSTING_TABLES, hashSecret, type AuthBook, type StoredToken } from './auth-store.js';
 export { Enrolment } from './enrolment.js';
+export { TOKEN_ID_CHARS, idRange, newestFirst, revokeRow, tokenFromRow, tokenId, type TokenInfo, type TokenRevocation, type TokenRow } from './token-rows.js';
 export { SessionHub, SyncSession, checkStreamsPerConnection } from './sessions.js';
 export { FanOut, DEFAULT_FANOUT, type FanOutOptions } from './fanout.js';

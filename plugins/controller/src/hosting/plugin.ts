@@ -166,6 +166,10 @@ export class ControllerHostingPlugin implements Plugin {
           metrics.refused(r.code);
           this.log.warn(r, 'refused by the transport');
         },
+        unencodable: (r) => {
+          metrics.refused('MESHP_INTERNAL');
+          this.log.error({ ...r, code: 'MESHP_INTERNAL' }, r.method === 'sync' ? 'delta not encoded: the stream ends, the agent gets nothing' : 'answer not encoded: the call ends with an internal error');
+        },
         admin: fresh(shared, admin.secret, controller, hub, adminHandler({ controller, enrolment, secret: admin.secret, metrics, log: this.log, changed: (n) => hub.poke(n), live: (n, id) => hub.live(n, id), reports: (n, id) => hub.reportOf(n, id),
           removed: (n, id, nodeKey) => {
             auth.revoke(n, id, nodeKey, new Date().toISOString());

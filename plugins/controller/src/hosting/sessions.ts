@@ -378,7 +378,13 @@ export class SyncSession {
     const { auth, controller, log } = this.hub;
     this.hub.hello(this.peer);
     const owner = auth.nodeOf(h.credential);
-    if (!owner) throw new MeshpError('MESHP_AUTH_FAILED', 'the node credential is not known (never issued, or revoked by node remove)');
+    if (!owner) {
+      // A removed node's agent, back after the removal: its hello is signed by a key revoked under
+      // its name, so the answer is definite (the agent then leaves); any other unknown credential is not.
+      const revoked = auth.revokedKeysOf(h.node).find((r) => signedBy(r.nodeKey, challengePayload(h.node, this.#nonce), h.signature));
+      if (revoked) throw new MeshpError('MESHP_NODE_REVOKED', `node ${h.node} was removed from ${revoked.network} (${revoked.at}): its credential and key are revoked`);
+      throw new MeshpError('MESHP_AUTH_FAILED', 'the node credential is not known (never issued, or revoked by node remove)');
+    }
     // An agent that was offline while it was renamed still says its old name; the declaration tells it the new one.
     if (owner.node !== h.node && auth.renamedTo(owner.network, h.node) !== owner.node) {
       throw new MeshpError('MESHP_FORBIDDEN', `the credential of ${owner.node} asked for the state of ${h.node}`);
@@ -389,13 +395,7 @@ export class SyncSession {
     if (!member) throw new MeshpError('MESHP_AUTH_FAILED', `node ${owner.node} is no longer in ${owner.network}`);
     // A deliberate break (proto/README.md): v1-r1's hello carries no signature, and a credential alone no longer syncs.
     if (!h.signature || h.signature.length === 0) throw new MeshpError('MESHP_AUTH_FAILED', `unsigned hello from ${h.node}: a v1-r1 agent (the v1-r2 controller needs the challenge signed with the node key; upgrade the agent, its key and credential stay valid)`);
-    let good = false;
-    try {
-      const key = createPublicKey({ key: Buffer.from(member.nodeKey, 'base64'), format: 'der', type: 'spki' });
-      good = verify(null, challengePayload(h.node, this.#nonce), key, h.signature);
-    } catch {
-      good = false;
-    }
+    const good = signedBy(member.nodeKey, challengePayload(h.node, this.#nonce), h.signature);
     if (!good) throw new MeshpError('MESHP_AUTH_FAILED', `the hello of ${h.node} is not signed by its enrolled key`);
     if (this.#timer) clearTimeout(this.#timer);
     // Not kept: a cleared timer held for the stream's life is its Timeout and closure, per agent.
@@ -439,3 +439,13 @@ export class SyncSession {
 
 /** A refused resource's code: what its reason begins with (MESHP_REFUSED when it names none). */
 const codeOf = (reason: string | undefined): string => /^(MESHP_[A-Z0-9_]+)\b/.exec(reason ?? '')?.[1] ?? 'MESHP_REFUSED';
+
+/** Whether `signature` is the node key's (SPKI DER, base64) over `payload`; a key or signature that does not parse is not. */
+function signedBy(nodeKey: string, payload: Uint8Array, signature: Uint8Array | undefined): boolean {
+  if (!signature || signature.length === 0) return false;
+  try {
+    return verify(null, payload, createPublicKey({ key: Buffer.from(nodeKey, 'base64'), format: 'der', type: 'spki' }), signature);
+  } catch {
+    return false;
+  }
+}

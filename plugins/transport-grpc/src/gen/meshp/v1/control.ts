@@ -829,6 +829,8 @@ export interface CreateTokenRequest {
 export interface CreateTokenResponse {
   token: string;
   expiresAt: string;
+  /** The token's id in `token list` and `token revoke` (not the secret: a digest of it). */
+  id: string;
 }
 
 export interface DoctorRequest {
@@ -976,6 +978,87 @@ export interface RemoveNetworkRequest {
 }
 
 export interface RemoveNetworkResponse {
+}
+
+/** A module of a network's catalogue as the controller holds it. */
+export interface CatalogueModuleInfo {
+  name: string;
+  files: number;
+  containers: number;
+  openings: number;
+  /** The nodes it is assigned to, and those of them that took it, by name. */
+  assignedTo: string[];
+  takenBy: string[];
+  /** The node settings it names ("ports.tunnel", "privateRange"), filled per node from the node's own. */
+  settings: string[];
+}
+
+export interface ListCatalogueRequest {
+  network: string;
+}
+
+export interface ListCatalogueResponse {
+  modules: CatalogueModuleInfo[];
+}
+
+export interface ShowCatalogueModuleRequest {
+  network: string;
+  module: string;
+}
+
+export interface ShowCatalogueModuleResponse {
+  module?:
+    | CatalogueModuleInfo
+    | undefined;
+  /**
+   * The definition as stored, as JSON: placeholders such as "{{ports.tunnel}}" as written (the wire's
+   * ModuleDecl carries ports as numbers only).
+   */
+  definitionJson: string;
+}
+
+export interface RemoveCatalogueModuleRequest {
+  network: string;
+  module: string;
+}
+
+export interface RemoveCatalogueModuleResponse {
+  stateVersion: number;
+}
+
+/** An enrolment token as the controller keeps it: its id (a digest of the secret), never the secret. */
+export interface EnrolmentTokenInfo {
+  id: string;
+  network: string;
+  mode: Mode;
+  tags: string[];
+  /** '' when the token was made before creation times were kept. */
+  createdAt: string;
+  expiresAt: string;
+  /** unused | used | expired | revoked */
+  state: string;
+  /** Used: by which node, when, and whether the node has opened its stream since (then spent for good). */
+  usedBy: string;
+  usedAt: string;
+  confirmed: boolean;
+  revokedAt: string;
+}
+
+export interface ListEnrolmentTokensRequest {
+  network: string;
+}
+
+export interface ListEnrolmentTokensResponse {
+  tokens: EnrolmentTokenInfo[];
+}
+
+export interface RevokeEnrolmentTokenRequest {
+  network: string;
+  id: string;
+}
+
+export interface RevokeEnrolmentTokenResponse {
+  token?: EnrolmentTokenInfo | undefined;
 }
 
 function createBaseEnrolRequest(): EnrolRequest {
@@ -8914,7 +8997,7 @@ export const CreateTokenRequest: MessageFns<CreateTokenRequest> = {
 };
 
 function createBaseCreateTokenResponse(): CreateTokenResponse {
-  return { token: "", expiresAt: "" };
+  return { token: "", expiresAt: "", id: "" };
 }
 
 export const CreateTokenResponse: MessageFns<CreateTokenResponse> = {
@@ -8924,6 +9007,9 @@ export const CreateTokenResponse: MessageFns<CreateTokenResponse> = {
     }
     if (message.expiresAt !== "") {
       writer.uint32(18).string(message.expiresAt);
+    }
+    if (message.id !== "") {
+      writer.uint32(402).string(message.id);
     }
     return writer;
   },
@@ -8957,6 +9043,14 @@ export const CreateTokenResponse: MessageFns<CreateTokenResponse> = {
             message.expiresAt = reader.string();
             continue;
           }
+          case 50: {
+            if (tag !== 402) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -8977,6 +9071,7 @@ export const CreateTokenResponse: MessageFns<CreateTokenResponse> = {
         : isSet(object.expires_at)
         ? globalThis.String(object.expires_at)
         : "",
+      id: isSet(object.id) ? globalThis.String(object.id) : "",
     };
   },
 
@@ -8988,6 +9083,9 @@ export const CreateTokenResponse: MessageFns<CreateTokenResponse> = {
     if (message.expiresAt !== "") {
       obj.expiresAt = message.expiresAt;
     }
+    if (message.id !== "") {
+      obj.id = message.id;
+    }
     return obj;
   },
 
@@ -8998,6 +9096,7 @@ export const CreateTokenResponse: MessageFns<CreateTokenResponse> = {
     const message = createBaseCreateTokenResponse();
     message.token = object.token ?? "";
     message.expiresAt = object.expiresAt ?? "";
+    message.id = object.id ?? "";
     return message;
   },
 };
@@ -11204,6 +11303,1206 @@ export const RemoveNetworkResponse: MessageFns<RemoveNetworkResponse> = {
   },
 };
 
+function createBaseCatalogueModuleInfo(): CatalogueModuleInfo {
+  return { name: "", files: 0, containers: 0, openings: 0, assignedTo: [], takenBy: [], settings: [] };
+}
+
+export const CatalogueModuleInfo: MessageFns<CatalogueModuleInfo> = {
+  encode(message: CatalogueModuleInfo, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    if (message.files !== 0) {
+      writer.uint32(16).uint32(message.files);
+    }
+    if (message.containers !== 0) {
+      writer.uint32(24).uint32(message.containers);
+    }
+    if (message.openings !== 0) {
+      writer.uint32(32).uint32(message.openings);
+    }
+    for (const v of message.assignedTo) {
+      writer.uint32(42).string(v!);
+    }
+    for (const v of message.takenBy) {
+      writer.uint32(50).string(v!);
+    }
+    for (const v of message.settings) {
+      writer.uint32(58).string(v!);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CatalogueModuleInfo {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCatalogueModuleInfo();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.files = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.containers = reader.uint32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.openings = reader.uint32();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.assignedTo.push(reader.string());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.takenBy.push(reader.string());
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.settings.push(reader.string());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CatalogueModuleInfo {
+    return {
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      files: isSet(object.files) ? globalThis.Number(object.files) : 0,
+      containers: isSet(object.containers) ? globalThis.Number(object.containers) : 0,
+      openings: isSet(object.openings) ? globalThis.Number(object.openings) : 0,
+      assignedTo: globalThis.Array.isArray(object?.assignedTo)
+        ? object.assignedTo.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.assigned_to)
+        ? object.assigned_to.map((e: any) => globalThis.String(e))
+        : [],
+      takenBy: globalThis.Array.isArray(object?.takenBy)
+        ? object.takenBy.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.taken_by)
+        ? object.taken_by.map((e: any) => globalThis.String(e))
+        : [],
+      settings: globalThis.Array.isArray(object?.settings) ? object.settings.map((e: any) => globalThis.String(e)) : [],
+    };
+  },
+
+  toJSON(message: CatalogueModuleInfo): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.files !== 0) {
+      obj.files = Math.round(message.files);
+    }
+    if (message.containers !== 0) {
+      obj.containers = Math.round(message.containers);
+    }
+    if (message.openings !== 0) {
+      obj.openings = Math.round(message.openings);
+    }
+    if (message.assignedTo?.length) {
+      obj.assignedTo = message.assignedTo;
+    }
+    if (message.takenBy?.length) {
+      obj.takenBy = message.takenBy;
+    }
+    if (message.settings?.length) {
+      obj.settings = message.settings;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CatalogueModuleInfo>, I>>(base?: I): CatalogueModuleInfo {
+    return CatalogueModuleInfo.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CatalogueModuleInfo>, I>>(object: I): CatalogueModuleInfo {
+    const message = createBaseCatalogueModuleInfo();
+    message.name = object.name ?? "";
+    message.files = object.files ?? 0;
+    message.containers = object.containers ?? 0;
+    message.openings = object.openings ?? 0;
+    message.assignedTo = object.assignedTo?.map((e) => e) || [];
+    message.takenBy = object.takenBy?.map((e) => e) || [];
+    message.settings = object.settings?.map((e) => e) || [];
+    return message;
+  },
+};
+
+function createBaseListCatalogueRequest(): ListCatalogueRequest {
+  return { network: "" };
+}
+
+export const ListCatalogueRequest: MessageFns<ListCatalogueRequest> = {
+  encode(message: ListCatalogueRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.network !== "") {
+      writer.uint32(10).string(message.network);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListCatalogueRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListCatalogueRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListCatalogueRequest {
+    return { network: isSet(object.network) ? globalThis.String(object.network) : "" };
+  },
+
+  toJSON(message: ListCatalogueRequest): unknown {
+    const obj: any = {};
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListCatalogueRequest>, I>>(base?: I): ListCatalogueRequest {
+    return ListCatalogueRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListCatalogueRequest>, I>>(object: I): ListCatalogueRequest {
+    const message = createBaseListCatalogueRequest();
+    message.network = object.network ?? "";
+    return message;
+  },
+};
+
+function createBaseListCatalogueResponse(): ListCatalogueResponse {
+  return { modules: [] };
+}
+
+export const ListCatalogueResponse: MessageFns<ListCatalogueResponse> = {
+  encode(message: ListCatalogueResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.modules) {
+      CatalogueModuleInfo.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListCatalogueResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListCatalogueResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.modules.push(CatalogueModuleInfo.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListCatalogueResponse {
+    return {
+      modules: globalThis.Array.isArray(object?.modules)
+        ? object.modules.map((e: any) => CatalogueModuleInfo.fromJSON(e))
+        : [],
+    };
+  },
+
+  toJSON(message: ListCatalogueResponse): unknown {
+    const obj: any = {};
+    if (message.modules?.length) {
+      obj.modules = message.modules.map((e) => CatalogueModuleInfo.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListCatalogueResponse>, I>>(base?: I): ListCatalogueResponse {
+    return ListCatalogueResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListCatalogueResponse>, I>>(object: I): ListCatalogueResponse {
+    const message = createBaseListCatalogueResponse();
+    message.modules = object.modules?.map((e) => CatalogueModuleInfo.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseShowCatalogueModuleRequest(): ShowCatalogueModuleRequest {
+  return { network: "", module: "" };
+}
+
+export const ShowCatalogueModuleRequest: MessageFns<ShowCatalogueModuleRequest> = {
+  encode(message: ShowCatalogueModuleRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.network !== "") {
+      writer.uint32(10).string(message.network);
+    }
+    if (message.module !== "") {
+      writer.uint32(18).string(message.module);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ShowCatalogueModuleRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseShowCatalogueModuleRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.module = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ShowCatalogueModuleRequest {
+    return {
+      network: isSet(object.network) ? globalThis.String(object.network) : "",
+      module: isSet(object.module) ? globalThis.String(object.module) : "",
+    };
+  },
+
+  toJSON(message: ShowCatalogueModuleRequest): unknown {
+    const obj: any = {};
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    if (message.module !== "") {
+      obj.module = message.module;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ShowCatalogueModuleRequest>, I>>(base?: I): ShowCatalogueModuleRequest {
+    return ShowCatalogueModuleRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ShowCatalogueModuleRequest>, I>>(object: I): ShowCatalogueModuleRequest {
+    const message = createBaseShowCatalogueModuleRequest();
+    message.network = object.network ?? "";
+    message.module = object.module ?? "";
+    return message;
+  },
+};
+
+function createBaseShowCatalogueModuleResponse(): ShowCatalogueModuleResponse {
+  return { module: undefined, definitionJson: "" };
+}
+
+export const ShowCatalogueModuleResponse: MessageFns<ShowCatalogueModuleResponse> = {
+  encode(message: ShowCatalogueModuleResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.module !== undefined) {
+      CatalogueModuleInfo.encode(message.module, writer.uint32(10).fork()).join();
+    }
+    if (message.definitionJson !== "") {
+      writer.uint32(18).string(message.definitionJson);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ShowCatalogueModuleResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseShowCatalogueModuleResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.module = CatalogueModuleInfo.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.definitionJson = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ShowCatalogueModuleResponse {
+    return {
+      module: isSet(object.module) ? CatalogueModuleInfo.fromJSON(object.module) : undefined,
+      definitionJson: isSet(object.definitionJson)
+        ? globalThis.String(object.definitionJson)
+        : isSet(object.definition_json)
+        ? globalThis.String(object.definition_json)
+        : "",
+    };
+  },
+
+  toJSON(message: ShowCatalogueModuleResponse): unknown {
+    const obj: any = {};
+    if (message.module !== undefined) {
+      obj.module = CatalogueModuleInfo.toJSON(message.module);
+    }
+    if (message.definitionJson !== "") {
+      obj.definitionJson = message.definitionJson;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ShowCatalogueModuleResponse>, I>>(base?: I): ShowCatalogueModuleResponse {
+    return ShowCatalogueModuleResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ShowCatalogueModuleResponse>, I>>(object: I): ShowCatalogueModuleResponse {
+    const message = createBaseShowCatalogueModuleResponse();
+    message.module = (object.module !== undefined && object.module !== null)
+      ? CatalogueModuleInfo.fromPartial(object.module)
+      : undefined;
+    message.definitionJson = object.definitionJson ?? "";
+    return message;
+  },
+};
+
+function createBaseRemoveCatalogueModuleRequest(): RemoveCatalogueModuleRequest {
+  return { network: "", module: "" };
+}
+
+export const RemoveCatalogueModuleRequest: MessageFns<RemoveCatalogueModuleRequest> = {
+  encode(message: RemoveCatalogueModuleRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.network !== "") {
+      writer.uint32(10).string(message.network);
+    }
+    if (message.module !== "") {
+      writer.uint32(18).string(message.module);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RemoveCatalogueModuleRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRemoveCatalogueModuleRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.module = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RemoveCatalogueModuleRequest {
+    return {
+      network: isSet(object.network) ? globalThis.String(object.network) : "",
+      module: isSet(object.module) ? globalThis.String(object.module) : "",
+    };
+  },
+
+  toJSON(message: RemoveCatalogueModuleRequest): unknown {
+    const obj: any = {};
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    if (message.module !== "") {
+      obj.module = message.module;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RemoveCatalogueModuleRequest>, I>>(base?: I): RemoveCatalogueModuleRequest {
+    return RemoveCatalogueModuleRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RemoveCatalogueModuleRequest>, I>>(object: I): RemoveCatalogueModuleRequest {
+    const message = createBaseRemoveCatalogueModuleRequest();
+    message.network = object.network ?? "";
+    message.module = object.module ?? "";
+    return message;
+  },
+};
+
+function createBaseRemoveCatalogueModuleResponse(): RemoveCatalogueModuleResponse {
+  return { stateVersion: 0 };
+}
+
+export const RemoveCatalogueModuleResponse: MessageFns<RemoveCatalogueModuleResponse> = {
+  encode(message: RemoveCatalogueModuleResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.stateVersion !== 0) {
+      writer.uint32(8).uint64(message.stateVersion);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RemoveCatalogueModuleResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRemoveCatalogueModuleResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.stateVersion = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RemoveCatalogueModuleResponse {
+    return {
+      stateVersion: isSet(object.stateVersion)
+        ? globalThis.Number(object.stateVersion)
+        : isSet(object.state_version)
+        ? globalThis.Number(object.state_version)
+        : 0,
+    };
+  },
+
+  toJSON(message: RemoveCatalogueModuleResponse): unknown {
+    const obj: any = {};
+    if (message.stateVersion !== 0) {
+      obj.stateVersion = Math.round(message.stateVersion);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RemoveCatalogueModuleResponse>, I>>(base?: I): RemoveCatalogueModuleResponse {
+    return RemoveCatalogueModuleResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RemoveCatalogueModuleResponse>, I>>(
+    object: I,
+  ): RemoveCatalogueModuleResponse {
+    const message = createBaseRemoveCatalogueModuleResponse();
+    message.stateVersion = object.stateVersion ?? 0;
+    return message;
+  },
+};
+
+function createBaseEnrolmentTokenInfo(): EnrolmentTokenInfo {
+  return {
+    id: "",
+    network: "",
+    mode: 0,
+    tags: [],
+    createdAt: "",
+    expiresAt: "",
+    state: "",
+    usedBy: "",
+    usedAt: "",
+    confirmed: false,
+    revokedAt: "",
+  };
+}
+
+export const EnrolmentTokenInfo: MessageFns<EnrolmentTokenInfo> = {
+  encode(message: EnrolmentTokenInfo, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.network !== "") {
+      writer.uint32(18).string(message.network);
+    }
+    if (message.mode !== 0) {
+      writer.uint32(24).int32(message.mode);
+    }
+    for (const v of message.tags) {
+      writer.uint32(34).string(v!);
+    }
+    if (message.createdAt !== "") {
+      writer.uint32(42).string(message.createdAt);
+    }
+    if (message.expiresAt !== "") {
+      writer.uint32(50).string(message.expiresAt);
+    }
+    if (message.state !== "") {
+      writer.uint32(58).string(message.state);
+    }
+    if (message.usedBy !== "") {
+      writer.uint32(66).string(message.usedBy);
+    }
+    if (message.usedAt !== "") {
+      writer.uint32(74).string(message.usedAt);
+    }
+    if (message.confirmed !== false) {
+      writer.uint32(80).bool(message.confirmed);
+    }
+    if (message.revokedAt !== "") {
+      writer.uint32(90).string(message.revokedAt);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): EnrolmentTokenInfo {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseEnrolmentTokenInfo();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.mode = reader.int32() as any;
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.tags.push(reader.string());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.createdAt = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.expiresAt = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.state = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.usedBy = reader.string();
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.usedAt = reader.string();
+            continue;
+          }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.confirmed = reader.bool();
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.revokedAt = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): EnrolmentTokenInfo {
+    return {
+      id: isSet(object.id) ? globalThis.String(object.id) : "",
+      network: isSet(object.network) ? globalThis.String(object.network) : "",
+      mode: isSet(object.mode) ? modeFromJSON(object.mode) : 0,
+      tags: globalThis.Array.isArray(object?.tags) ? object.tags.map((e: any) => globalThis.String(e)) : [],
+      createdAt: isSet(object.createdAt)
+        ? globalThis.String(object.createdAt)
+        : isSet(object.created_at)
+        ? globalThis.String(object.created_at)
+        : "",
+      expiresAt: isSet(object.expiresAt)
+        ? globalThis.String(object.expiresAt)
+        : isSet(object.expires_at)
+        ? globalThis.String(object.expires_at)
+        : "",
+      state: isSet(object.state) ? globalThis.String(object.state) : "",
+      usedBy: isSet(object.usedBy)
+        ? globalThis.String(object.usedBy)
+        : isSet(object.used_by)
+        ? globalThis.String(object.used_by)
+        : "",
+      usedAt: isSet(object.usedAt)
+        ? globalThis.String(object.usedAt)
+        : isSet(object.used_at)
+        ? globalThis.String(object.used_at)
+        : "",
+      confirmed: isSet(object.confirmed) ? globalThis.Boolean(object.confirmed) : false,
+      revokedAt: isSet(object.revokedAt)
+        ? globalThis.String(object.revokedAt)
+        : isSet(object.revoked_at)
+        ? globalThis.String(object.revoked_at)
+        : "",
+    };
+  },
+
+  toJSON(message: EnrolmentTokenInfo): unknown {
+    const obj: any = {};
+    if (message.id !== "") {
+      obj.id = message.id;
+    }
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    if (message.mode !== 0) {
+      obj.mode = modeToJSON(message.mode);
+    }
+    if (message.tags?.length) {
+      obj.tags = message.tags;
+    }
+    if (message.createdAt !== "") {
+      obj.createdAt = message.createdAt;
+    }
+    if (message.expiresAt !== "") {
+      obj.expiresAt = message.expiresAt;
+    }
+    if (message.state !== "") {
+      obj.state = message.state;
+    }
+    if (message.usedBy !== "") {
+      obj.usedBy = message.usedBy;
+    }
+    if (message.usedAt !== "") {
+      obj.usedAt = message.usedAt;
+    }
+    if (message.confirmed !== false) {
+      obj.confirmed = message.confirmed;
+    }
+    if (message.revokedAt !== "") {
+      obj.revokedAt = message.revokedAt;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<EnrolmentTokenInfo>, I>>(base?: I): EnrolmentTokenInfo {
+    return EnrolmentTokenInfo.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<EnrolmentTokenInfo>, I>>(object: I): EnrolmentTokenInfo {
+    const message = createBaseEnrolmentTokenInfo();
+    message.id = object.id ?? "";
+    message.network = object.network ?? "";
+    message.mode = object.mode ?? 0;
+    message.tags = object.tags?.map((e) => e) || [];
+    message.createdAt = object.createdAt ?? "";
+    message.expiresAt = object.expiresAt ?? "";
+    message.state = object.state ?? "";
+    message.usedBy = object.usedBy ?? "";
+    message.usedAt = object.usedAt ?? "";
+    message.confirmed = object.confirmed ?? false;
+    message.revokedAt = object.revokedAt ?? "";
+    return message;
+  },
+};
+
+function createBaseListEnrolmentTokensRequest(): ListEnrolmentTokensRequest {
+  return { network: "" };
+}
+
+export const ListEnrolmentTokensRequest: MessageFns<ListEnrolmentTokensRequest> = {
+  encode(message: ListEnrolmentTokensRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.network !== "") {
+      writer.uint32(10).string(message.network);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListEnrolmentTokensRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListEnrolmentTokensRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListEnrolmentTokensRequest {
+    return { network: isSet(object.network) ? globalThis.String(object.network) : "" };
+  },
+
+  toJSON(message: ListEnrolmentTokensRequest): unknown {
+    const obj: any = {};
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListEnrolmentTokensRequest>, I>>(base?: I): ListEnrolmentTokensRequest {
+    return ListEnrolmentTokensRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListEnrolmentTokensRequest>, I>>(object: I): ListEnrolmentTokensRequest {
+    const message = createBaseListEnrolmentTokensRequest();
+    message.network = object.network ?? "";
+    return message;
+  },
+};
+
+function createBaseListEnrolmentTokensResponse(): ListEnrolmentTokensResponse {
+  return { tokens: [] };
+}
+
+export const ListEnrolmentTokensResponse: MessageFns<ListEnrolmentTokensResponse> = {
+  encode(message: ListEnrolmentTokensResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.tokens) {
+      EnrolmentTokenInfo.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListEnrolmentTokensResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListEnrolmentTokensResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.tokens.push(EnrolmentTokenInfo.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListEnrolmentTokensResponse {
+    return {
+      tokens: globalThis.Array.isArray(object?.tokens)
+        ? object.tokens.map((e: any) => EnrolmentTokenInfo.fromJSON(e))
+        : [],
+    };
+  },
+
+  toJSON(message: ListEnrolmentTokensResponse): unknown {
+    const obj: any = {};
+    if (message.tokens?.length) {
+      obj.tokens = message.tokens.map((e) => EnrolmentTokenInfo.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListEnrolmentTokensResponse>, I>>(base?: I): ListEnrolmentTokensResponse {
+    return ListEnrolmentTokensResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListEnrolmentTokensResponse>, I>>(object: I): ListEnrolmentTokensResponse {
+    const message = createBaseListEnrolmentTokensResponse();
+    message.tokens = object.tokens?.map((e) => EnrolmentTokenInfo.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseRevokeEnrolmentTokenRequest(): RevokeEnrolmentTokenRequest {
+  return { network: "", id: "" };
+}
+
+export const RevokeEnrolmentTokenRequest: MessageFns<RevokeEnrolmentTokenRequest> = {
+  encode(message: RevokeEnrolmentTokenRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.network !== "") {
+      writer.uint32(10).string(message.network);
+    }
+    if (message.id !== "") {
+      writer.uint32(18).string(message.id);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RevokeEnrolmentTokenRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRevokeEnrolmentTokenRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RevokeEnrolmentTokenRequest {
+    return {
+      network: isSet(object.network) ? globalThis.String(object.network) : "",
+      id: isSet(object.id) ? globalThis.String(object.id) : "",
+    };
+  },
+
+  toJSON(message: RevokeEnrolmentTokenRequest): unknown {
+    const obj: any = {};
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    if (message.id !== "") {
+      obj.id = message.id;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RevokeEnrolmentTokenRequest>, I>>(base?: I): RevokeEnrolmentTokenRequest {
+    return RevokeEnrolmentTokenRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RevokeEnrolmentTokenRequest>, I>>(object: I): RevokeEnrolmentTokenRequest {
+    const message = createBaseRevokeEnrolmentTokenRequest();
+    message.network = object.network ?? "";
+    message.id = object.id ?? "";
+    return message;
+  },
+};
+
+function createBaseRevokeEnrolmentTokenResponse(): RevokeEnrolmentTokenResponse {
+  return { token: undefined };
+}
+
+export const RevokeEnrolmentTokenResponse: MessageFns<RevokeEnrolmentTokenResponse> = {
+  encode(message: RevokeEnrolmentTokenResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.token !== undefined) {
+      EnrolmentTokenInfo.encode(message.token, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RevokeEnrolmentTokenResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRevokeEnrolmentTokenResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.token = EnrolmentTokenInfo.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RevokeEnrolmentTokenResponse {
+    return { token: isSet(object.token) ? EnrolmentTokenInfo.fromJSON(object.token) : undefined };
+  },
+
+  toJSON(message: RevokeEnrolmentTokenResponse): unknown {
+    const obj: any = {};
+    if (message.token !== undefined) {
+      obj.token = EnrolmentTokenInfo.toJSON(message.token);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RevokeEnrolmentTokenResponse>, I>>(base?: I): RevokeEnrolmentTokenResponse {
+    return RevokeEnrolmentTokenResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RevokeEnrolmentTokenResponse>, I>>(object: I): RevokeEnrolmentTokenResponse {
+    const message = createBaseRevokeEnrolmentTokenResponse();
+    message.token = (object.token !== undefined && object.token !== null)
+      ? EnrolmentTokenInfo.fromPartial(object.token)
+      : undefined;
+    return message;
+  },
+};
+
 /**
  * Connecting, for a client in any language: the controller serves gRPC over TLS with a self-signed
  * certificate (its names include localhost and 127.0.0.1). The client pins it: it reads the
@@ -11451,6 +12750,65 @@ export const AdminServiceService = {
       Buffer.from(RemoveNetworkResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): RemoveNetworkResponse => RemoveNetworkResponse.decode(value),
   },
+  /**
+   * The network's catalogue, read back (issue 33): every module, one module, and the removal of one
+   * no node has assigned (one that is assigned is refused MESHP_MODULE_ASSIGNED, naming the nodes).
+   */
+  listCatalogue: {
+    path: "/meshp.v1.AdminService/ListCatalogue" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListCatalogueRequest): Buffer => Buffer.from(ListCatalogueRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListCatalogueRequest => ListCatalogueRequest.decode(value),
+    responseSerialize: (value: ListCatalogueResponse): Buffer =>
+      Buffer.from(ListCatalogueResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListCatalogueResponse => ListCatalogueResponse.decode(value),
+  },
+  showCatalogueModule: {
+    path: "/meshp.v1.AdminService/ShowCatalogueModule" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ShowCatalogueModuleRequest): Buffer =>
+      Buffer.from(ShowCatalogueModuleRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ShowCatalogueModuleRequest => ShowCatalogueModuleRequest.decode(value),
+    responseSerialize: (value: ShowCatalogueModuleResponse): Buffer =>
+      Buffer.from(ShowCatalogueModuleResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ShowCatalogueModuleResponse => ShowCatalogueModuleResponse.decode(value),
+  },
+  removeCatalogueModule: {
+    path: "/meshp.v1.AdminService/RemoveCatalogueModule" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RemoveCatalogueModuleRequest): Buffer =>
+      Buffer.from(RemoveCatalogueModuleRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RemoveCatalogueModuleRequest => RemoveCatalogueModuleRequest.decode(value),
+    responseSerialize: (value: RemoveCatalogueModuleResponse): Buffer =>
+      Buffer.from(RemoveCatalogueModuleResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RemoveCatalogueModuleResponse => RemoveCatalogueModuleResponse.decode(value),
+  },
+  /** Enrolment tokens, read back by id (never the secret), and the revocation of one not used yet. */
+  listEnrolmentTokens: {
+    path: "/meshp.v1.AdminService/ListEnrolmentTokens" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListEnrolmentTokensRequest): Buffer =>
+      Buffer.from(ListEnrolmentTokensRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListEnrolmentTokensRequest => ListEnrolmentTokensRequest.decode(value),
+    responseSerialize: (value: ListEnrolmentTokensResponse): Buffer =>
+      Buffer.from(ListEnrolmentTokensResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListEnrolmentTokensResponse => ListEnrolmentTokensResponse.decode(value),
+  },
+  revokeEnrolmentToken: {
+    path: "/meshp.v1.AdminService/RevokeEnrolmentToken" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RevokeEnrolmentTokenRequest): Buffer =>
+      Buffer.from(RevokeEnrolmentTokenRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RevokeEnrolmentTokenRequest => RevokeEnrolmentTokenRequest.decode(value),
+    responseSerialize: (value: RevokeEnrolmentTokenResponse): Buffer =>
+      Buffer.from(RevokeEnrolmentTokenResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RevokeEnrolmentTokenResponse => RevokeEnrolmentTokenResponse.decode(value),
+  },
 } as const;
 
 export interface AdminServiceServer extends UntypedServiceImplementation {
@@ -11480,6 +12838,16 @@ export interface AdminServiceServer extends UntypedServiceImplementation {
   listNetworks: handleUnaryCall<ListNetworksRequest, ListNetworksResponse>;
   /** Removes a network with no members left. */
   removeNetwork: handleUnaryCall<RemoveNetworkRequest, RemoveNetworkResponse>;
+  /**
+   * The network's catalogue, read back (issue 33): every module, one module, and the removal of one
+   * no node has assigned (one that is assigned is refused MESHP_MODULE_ASSIGNED, naming the nodes).
+   */
+  listCatalogue: handleUnaryCall<ListCatalogueRequest, ListCatalogueResponse>;
+  showCatalogueModule: handleUnaryCall<ShowCatalogueModuleRequest, ShowCatalogueModuleResponse>;
+  removeCatalogueModule: handleUnaryCall<RemoveCatalogueModuleRequest, RemoveCatalogueModuleResponse>;
+  /** Enrolment tokens, read back by id (never the secret), and the revocation of one not used yet. */
+  listEnrolmentTokens: handleUnaryCall<ListEnrolmentTokensRequest, ListEnrolmentTokensResponse>;
+  revokeEnrolmentToken: handleUnaryCall<RevokeEnrolmentTokenRequest, RevokeEnrolmentTokenResponse>;
 }
 
 export interface AdminServiceClient extends Client {
@@ -11746,6 +13114,86 @@ export interface AdminServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: RemoveNetworkResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * The network's catalogue, read back (issue 33): every module, one module, and the removal of one
+   * no node has assigned (one that is assigned is refused MESHP_MODULE_ASSIGNED, naming the nodes).
+   */
+  listCatalogue(
+    request: ListCatalogueRequest,
+    callback: (error: ServiceError | null, response: ListCatalogueResponse) => void,
+  ): ClientUnaryCall;
+  listCatalogue(
+    request: ListCatalogueRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListCatalogueResponse) => void,
+  ): ClientUnaryCall;
+  listCatalogue(
+    request: ListCatalogueRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListCatalogueResponse) => void,
+  ): ClientUnaryCall;
+  showCatalogueModule(
+    request: ShowCatalogueModuleRequest,
+    callback: (error: ServiceError | null, response: ShowCatalogueModuleResponse) => void,
+  ): ClientUnaryCall;
+  showCatalogueModule(
+    request: ShowCatalogueModuleRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ShowCatalogueModuleResponse) => void,
+  ): ClientUnaryCall;
+  showCatalogueModule(
+    request: ShowCatalogueModuleRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ShowCatalogueModuleResponse) => void,
+  ): ClientUnaryCall;
+  removeCatalogueModule(
+    request: RemoveCatalogueModuleRequest,
+    callback: (error: ServiceError | null, response: RemoveCatalogueModuleResponse) => void,
+  ): ClientUnaryCall;
+  removeCatalogueModule(
+    request: RemoveCatalogueModuleRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RemoveCatalogueModuleResponse) => void,
+  ): ClientUnaryCall;
+  removeCatalogueModule(
+    request: RemoveCatalogueModuleRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RemoveCatalogueModuleResponse) => void,
+  ): ClientUnaryCall;
+  /** Enrolment tokens, read back by id (never the secret), and the revocation of one not used yet. */
+  listEnrolmentTokens(
+    request: ListEnrolmentTokensRequest,
+    callback: (error: ServiceError | null, response: ListEnrolmentTokensResponse) => void,
+  ): ClientUnaryCall;
+  listEnrolmentTokens(
+    request: ListEnrolmentTokensRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListEnrolmentTokensResponse) => void,
+  ): ClientUnaryCall;
+  listEnrolmentTokens(
+    request: ListEnrolmentTokensRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListEnrolmentTokensResponse) => void,
+  ): ClientUnaryCall;
+  revokeEnrolmentToken(
+    request: RevokeEnrolmentTokenRequest,
+    callback: (error: ServiceError | null, response: RevokeEnrolmentTokenResponse) => void,
+  ): ClientUnaryCall;
+  revokeEnrolmentToken(
+    request: RevokeEnrolmentTokenRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RevokeEnrolmentTokenResponse) => void,
+  ): ClientUnaryCall;
+  revokeEnrolmentToken(
+    request: RevokeEnrolmentTokenRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RevokeEnrolmentTokenResponse) => void,
   ): ClientUnaryCall;
 }
 

@@ -1,0 +1,74 @@
+/**
+ * Enrolment tokens as the operator reads them back (issue 33): by an id that is the start of the
+ * hash of the secret (the secret itself is never stored, so never shown), with what became of each.
+ * Shared by the SQLite AuthStore and store-postgres's: the rows have the same columns in both.
+ */
+import { MeshpError, type Mode } from '@meshp/core';
+import type { StoredToken } from './auth-store.js';
+
+/** A token as `token list` shows it: its id is the first TOKEN_ID_CHARS of its hash (never the secret). */
+export interface TokenInfo extends StoredToken {
+  id: string;
+}
+
+/** A token's id: the start of the hash of its secret (64 bits: enough to name one, nothing to enrol with). */
+export const TOKEN_ID_CHARS = 16;
+export const tokenId = (hash: string): string => hash.slice(0, TOKEN_ID_CHARS);
+/** The hashes an id names, as a range (an index range on the primary key, in SQLite and PostgreSQL alike: hex sorts before 'g'). */
+export const idRange = (id: string): [string, string] => [id, `${id}g`];
+
+/** What a revocation found: the token as it is now, and whether this call revoked it. */
+export interface TokenRevocation {
+  token: TokenInfo;
+  revoked: boolean;
+}
+
+/** One token from a row of hosting_tokens (the SQLite and PostgreSQL stores' rows have the same columns). */
+export function tokenFromRow(r: TokenRow): TokenInfo {
+  return {
+    id: tokenId(r.hash), network: r.network, mode: r.mode, tags: JSON.parse(r.tags) as string[], fingerprint: r.fingerprint, expiresAt: r.expires_at,
+    usedAt: r.used_at, usedBy: r.used_by, usedKey: r.used_key, confirmedAt: r.confirmed_at, revokedAt: r.revoked_at ?? null, createdAt: r.created_at ?? null,
+  };
+}
+
+export interface TokenRow {
+  hash: string;
+  network: string;
+  mode: Mode;
+  tags: string;
+  fingerprint: string;
+  expires_at: string;
+  used_at: string | null;
+  used_by: string | null;
+  used_key: string | null;
+  confirmed_at: string | null;
+  revoked_at?: string | null;
+  created_at?: string | null;
+}
+
+/**
+ * The revocation both stores make, given their token's row by id: refused for an id that names no
+ * token or several (MESHP_NOT_FOUND, MESHP_USAGE) and for a used one (MESHP_TOKEN_USED: it enrols
+ * no one else already; the node is removed with `node remove`). `revoke` marks the row unless it was
+ * used in between (single use: the row's update decides), and answers whether it did.
+ */
+export function revokeRow(rows: TokenRow[], network: string, id: string, revoke: (hash: string) => boolean, reread: (hash: string) => TokenRow | undefined): TokenRevocation {
+  if (!/^[0-9a-f]{1,64}$/.test(id)) throw new MeshpError('MESHP_USAGE', `token id ${JSON.stringify(id)} is not one (${TOKEN_ID_CHARS} hex digits, as \`meshp token list\` shows)`);
+  const mine = rows.filter((r) => r.network === network);
+  if (mine.length === 0) throw new MeshpError('MESHP_NOT_FOUND', `no token ${id} in ${network}`);
+  if (mine.length > 1) throw new MeshpError('MESHP_USAGE', `token id ${id} names ${mine.length} tokens: give more of it`);
+  const row = mine[0]!;
+  const used = (r: TokenRow) => new MeshpError('MESHP_TOKEN_USED', `token ${tokenId(r.hash)} was used by node ${r.used_by} at ${r.used_at}: it enrols no one else; to take the node out: meshp node remove ${r.used_by} --yes`);
+  if (row.used_at) throw used(row);
+  if (row.revoked_at) return { token: tokenFromRow(row), revoked: false };
+  if (revoke(row.hash)) return { token: tokenFromRow(reread(row.hash)!), revoked: true };
+  const now = reread(row.hash)!;
+  if (now.used_at) throw used(now);
+  return { token: tokenFromRow(now), revoked: false };
+}
+
+/** Newest first by creation; tokens without a creation time last, by expiry. */
+export function newestFirst(a: StoredToken, b: StoredToken): number {
+  return (b.createdAt ?? '').localeCompare(a.createdAt ?? '') || b.expiresAt.localeCompare(a.expiresAt);
+}
+
