@@ -34,6 +34,7 @@ t.test('what the agent runs: flags, then the record, then the network; mismatche
   t.match(decideTunnel({ interface: 'wg8', move: true }, wg7), { tunnel: 'wireguard', interface: 'wg8', moveFrom: 'wg7' }, '--tunnel-move: moved, from the recorded one');
   t.throws(() => decideTunnel({ tunnel: 'none' }, wg7), { code: 'MESHP_TUNNEL_MISMATCH', message: /--tunnel none: this node runs the tunnel on wg7/ });
   t.throws(() => decideTunnel({ tunnel: 'gre' }, null), { code: 'MESHP_USAGE' });
+  t.throws(() => decideTunnel({ move: true }, wg7), { code: 'MESHP_USAGE', message: /--tunnel-interface/ }, '--tunnel-move names where to');
 });
 
 t.test('a state folder from before the record: its one key names the tunnel; several are not guessed between', async (t) => {

@@ -89,6 +89,7 @@ const keySaid = (r: TunnelRecord) => (r.publicKey ? `, key ${r.publicKey}` : '')
 /** What the agent runs, from its flags, its record and the network's word; refused before anything changes. */
 export function decideTunnel(a: TunnelAsked, known: KnownTunnel | null): TunnelDecision {
   if (a.tunnel !== undefined && !(TUNNEL_KINDS as readonly string[]).includes(a.tunnel)) throw new MeshpError('MESHP_USAGE', `--tunnel ${a.tunnel}: one of ${TUNNEL_KINDS.join(', ')}`);
+  if (a.move && !a.interface) throw new MeshpError('MESHP_USAGE', '--tunnel-move moves the tunnel to the interface --tunnel-interface names: give it');
   const r = known?.record;
   const running = r?.tunnel === 'wireguard' && r.interface ? r.interface : undefined;
   if (a.tunnel === 'none') {
