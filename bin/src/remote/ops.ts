@@ -3,6 +3,7 @@ import { readFileSync, statSync } from 'node:fs';
 import { MeshpError, type ModuleDecl } from '@meshp/core';
 import { declarationToWire } from '@meshp/core/delta';
 import { readCatalogueFile, readPolicyFile } from '@meshp/core/schema';
+import { checkManifest, renderModule, settingsNamed } from '@meshp/core/catalogue';
 import { confirmChange, printJson, table } from '../output.js';
 import { present, withAdmin, type RemoteArgs } from './admin.js';
 import { modeName, nodeDetail, nodeJson, nodesTable, sentTable, type WireNodeStatus } from './render.js';
@@ -114,9 +115,25 @@ export async function moduleChange(a: RemoteArgs & Out & Change & { act: 'assign
   say(a, { node: nodeJson(node) }, `${a.act} ${a.module} on ${a.node}: assigned ${node.assignedModules.join(', ') || '-'}; taken ${node.takenModules.join(', ') || '-'} (${modeName(node.mode)}, state version ${node.stateVersion})`);
 }
 
+/**
+ * A catalogue file's modules: `{ "modules": […] }`, a list, or one module — or one manifest as
+ * `examples/catalogue/` ships them (`kind: Module`), whose placeholders must then be filled already:
+ * the catalogue stores ports as numbers, and only genesis fills `{{ports.NAME}}` from its settings.
+ */
+function catalogueModulesOf(doc: unknown, file: string): ModuleDecl[] {
+  if (typeof doc !== 'object' || doc === null || (doc as { kind?: unknown }).kind !== 'Module') return readCatalogueFile(doc) as ModuleDecl[];
+  const m = checkManifest(doc, file);
+  const named = settingsNamed(m);
+  if (named.length > 0) {
+    throw new MeshpError('MESHP_DECLARATION_INVALID', `module ${m.name} (${file}) names ${named.map((n) => `{{${n}}}`).join(', ')}: a placeholder is filled from a node's settings by genesis only; write the value in a copy of the file, or define the module with genesis's catalogue`);
+  }
+  const { taken: _taken, ...def } = renderModule(m, { ports: {} }, false);
+  return readCatalogueFile(def) as ModuleDecl[];
+}
+
 export async function catalogueAdd(a: RemoteArgs & Out & Change & { file: string }): Promise<void> {
   // Checked here by the one schema before anything is sent (and again by the controller before it stores).
-  const list = readCatalogueFile(readJson(a.file)) as ModuleDecl[];
+  const list = catalogueModulesOf(readJson(a.file), a.file);
   const modules = declarationToWire({ apiVersion: 'meshp/v1', node: 'catalogue', mode: 'converged', settings: { ports: {} }, modules: list.map((m) => ({ ...m, taken: false })) }).modules;
   const names = modules.map((m) => m.name);
   if (a.preview) return say(a, { preview: true, modules: names }, `would define ${names.join(', ')} in the catalogue of ${a.network ?? 'default'}; nodes that have them assigned get them at once\n(preview: nothing changed)`);

@@ -27,7 +27,7 @@ export const NO_FILTER = 'MESHP_PROVIDER_MISSING';
 
 /** Why a node without a firewall plugin is not converged: nothing would hold its derived filter, every port would stay open. */
 export function noFilter(node: string): MeshpError {
-  return new MeshpError(NO_FILTER, `node ${node} has no firewall plugin that can hold the derived filter (its agent runs --firewall none, or no firewall tool answered): converged, every port it serves would stay open to everyone; it stays adopted. Run its agent with a firewall plugin (--firewall auto finds nftables or iptables) and preview again`);
+  return new MeshpError(NO_FILTER, `node ${node} has no firewall plugin that can hold the derived filter (its agent runs --firewall none, or --firewall auto found no firewall in use: a kind is never guessed): converged, every port it serves would stay open to everyone; it stays adopted. Name the kind its agent loads the derived filter with (--firewall nftables, or iptables-nft) and preview again`);
 }
 
 async function driverOf(host: Host): Promise<FirewallDriver> {
