@@ -7,7 +7,7 @@
  */
 import type { ContainerSpec, Declaration, Mode, Opening, Protocol, ResourceKind, ResourceState, TrafficPath } from './model.js';
 import type { AsyncParallelHook, AsyncSeriesBailHook, AsyncSeriesHook, AsyncSeriesWaterfallHook, SyncHook } from 'tapable';
-import type { Transport } from './agent/transport.js';
+import type { PeerHandshake, Transport } from './agent/transport.js';
 import type { Peer, StateDelta } from './delta/wire.js';
 
 export const PLUGIN_API_VERSION = 1 as const;
@@ -426,6 +426,11 @@ export interface HostReport {
   appliedVersion?: number;
   /** Plugins add facts here through the `report` hook (listening sockets, published ports, …). */
   facts: Record<string, unknown>;
+  /**
+   * A tunnel plugin's peers with their latest handshakes, read in the `report` hook ([]: none
+   * configured). The agent sends them in its report; absent: no tunnel plugin reads them.
+   */
+  handshakes?: PeerHandshake[];
 }
 
 export interface ApplyContext {

@@ -46,7 +46,7 @@ t.test('a removed node leaves no "last heard from" behind', async (t) => {
   controller.leave(NET, 'n0');
   hub.endNode(NET, 'n0', { code: 'MESHP_NODE_REVOKED', message: 'node n0 was removed from default' });
   t.ok(s.ended, 'its stream ended');
-  t.same(hub.live(NET, 'n0'), { connected: false, lastSeen: '' }, 'nothing is kept for the removed node');
+  t.match(hub.live(NET, 'n0'), { connected: false, lastSeen: '', lastContact: '' }, 'nothing is kept for the removed node');
   // A new node under the same name is not taken for the old one.
   await connect('n0', 'peer-1');
   t.ok(hub.live(NET, 'n0').connected, 'a new n0 connects');
@@ -59,6 +59,25 @@ t.test('a renamed node keeps its "last heard from" under its new name only', asy
   t.not(seen, '', 'heard from while connected');
   controller.renameNode(NET, 'n0', 'n1');
   hub.renamed(NET, 'n0', 'n1');
-  t.same(hub.live(NET, 'n1'), { connected: true, lastSeen: seen }, 'the stream and its time go on under the new name');
-  t.same(hub.live(NET, 'n0'), { connected: false, lastSeen: '' }, 'nothing is left under the old name');
+  t.match(hub.live(NET, 'n1'), { connected: true, lastSeen: seen }, 'the stream and its time go on under the new name');
+  t.match(hub.live(NET, 'n0'), { connected: false, lastSeen: '', lastContact: '' }, 'nothing is left under the old name');
+});
+
+t.test('last contact is the stream, not the last message: now while connected, then when it ended', async (t) => {
+  const { hub, connect } = bed(t);
+  const s = await connect('n0', 'peer-0');
+  const message = hub.live(NET, 'n0').lastSeen;
+  // An idle agent sends nothing: its last message ages, its contact does not.
+  await new Promise((r) => setTimeout(r, 50));
+  const before = new Date().toISOString();
+  const live = hub.live(NET, 'n0');
+  t.equal(live.lastSeen, message, 'the last message stays the last message');
+  t.ok(live.lastContact! >= before && live.lastContact! > message, `connected: contact is now (${live.lastContact}), not the last message (${message})`);
+  const closing = new Date().toISOString();
+  s.close();
+  await until('n0 disconnected', () => !hub.live(NET, 'n0').connected, 40, 5);
+  const ended = hub.live(NET, 'n0');
+  t.ok(ended.lastContact! >= closing, `not connected: contact is when the stream ended (${ended.lastContact})`);
+  await new Promise((r) => setTimeout(r, 50));
+  t.equal(hub.live(NET, 'n0').lastContact, ended.lastContact, 'and it stays there');
 });

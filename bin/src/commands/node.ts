@@ -6,7 +6,7 @@ type R = GlobalArgs & { network: string; credential?: string };
 
 const list: CommandModule<GlobalArgs, R> = {
   command: 'list',
-  describe: 'every node: mode, applied version, convergence gap, firewall kind, held and changed resources',
+  describe: 'every node: STATUS (what stands out, worst first: SILENT, DIVERGED, REFUSING, NO-HANDSHAKE, CHANGING, BEHIND, UNVERIFIED), mode, APPLIED (its version) of STATE (the network\'s), GAP (STATE − APPLIED when a change since APPLIED concerns the node, else 0: changes that do not concern it are nothing to apply), firewall kind, held and changed resources, LAST CONTACT (now while its stream is open)',
   builder: (y) => remoteOptions(y),
   handler: async (a) => {
     const { nodeList } = await import('../remote/ops.js');

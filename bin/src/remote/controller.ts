@@ -3,7 +3,7 @@ import { Host } from '@meshp/core/host';
 import { MeshpError } from '@meshp/core';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { AuthStore, CONTROLLER_DB, ControllerHostingPlugin, SqliteControllerStore, checkStreamsPerConnection, type SharedStore } from '@meshp/controller';
+import { AuthStore, CONTROLLER_DB, ControllerHostingPlugin, SqliteControllerStore, checkHandshakeStale, checkStreamsPerConnection, type SharedStore } from '@meshp/controller';
 import { GrpcTransportPlugin } from '@meshp/transport-grpc';
 
 export interface ServeArgs {
@@ -17,6 +17,8 @@ export interface ServeArgs {
   store?: string;
   /** Sync streams one connection may hold (agents behind a multiplexing proxy). */
   streamsPerConnection?: number;
+  /** Seconds without a handshake with any tunnel peer before a tunnel member is no-handshake. */
+  handshakeStaleSeconds?: number;
 }
 
 /** `--store`: none or 'sqlite', the state folder's SQLite file; a postgres:// URL, that database (migrated first). */
@@ -54,8 +56,9 @@ export async function copyStore(state: string, to: string): Promise<Record<strin
 export async function serveController(a: ServeArgs): Promise<void> {
   // Checked before anything is made (the state folder, the store).
   if (a.streamsPerConnection !== undefined) checkStreamsPerConnection(a.streamsPerConnection);
+  if (a.handshakeStaleSeconds !== undefined) checkHandshakeStale(a.handshakeStaleSeconds);
   const store = await sharedStore(a.store);
-  const plugin = new ControllerHostingPlugin({ listen: a.listen, metricsListen: a.metricsListen, networks: a.networks, logDepth: a.logDepth, ...(a.syncFlushMs !== undefined ? { syncFlushMs: a.syncFlushMs } : {}), ...(a.streamsPerConnection !== undefined ? { streamsPerConnection: a.streamsPerConnection } : {}), ...(store ? { store } : {}) });
+  const plugin = new ControllerHostingPlugin({ listen: a.listen, metricsListen: a.metricsListen, networks: a.networks, logDepth: a.logDepth, ...(a.syncFlushMs !== undefined ? { syncFlushMs: a.syncFlushMs } : {}), ...(a.streamsPerConnection !== undefined ? { streamsPerConnection: a.streamsPerConnection } : {}), ...(a.handshakeStaleSeconds !== undefined ? { handshakeStaleSeconds: a.handshakeStaleSeconds } : {}), ...(store ? { store } : {}) });
   new Host({ stateDir: a.state }).use(new GrpcTransportPlugin(), plugin);
   await plugin.start();
   await new Promise<void>((resolve) => {

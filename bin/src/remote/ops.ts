@@ -152,7 +152,10 @@ export async function policySet(a: RemoteArgs & Out & Change & { file: string })
   say(a, { stateVersion: r.stateVersion, rules: rules.length }, `policy of ${rules.length} rule(s) set (state version ${r.stateVersion})`);
 }
 
-/** Doctor's one line: never "converged" over a refusal, a silent agent or a change of mode still under way. */
+/**
+ * Doctor's one line: never "converged" over a refusal, a silent agent or a change of mode still under
+ * way, never "in sync" over a tunnel that carries nothing; a tunnel not observed says so.
+ */
 export function verdictOf(node: WireNodeStatus, hashMatches: boolean): string {
   const detail = node.statusDetail ? `: ${node.statusDetail}` : '';
   switch (node.status) {
@@ -168,11 +171,13 @@ export function verdictOf(node: WireNodeStatus, hashMatches: boolean): string {
       return `changing${detail}`;
     case 'no-tunnel':
       return `no tunnel${detail}`;
-    default:
-      if (!hashMatches) return "the agent's last hash differs from the one expected: a snapshot is due";
-      if (node.gap > 0) return `behind by ${node.gap}`;
-      return 'in sync: the agent acked the current version with the expected hash, and its last reconcile was ok';
+    case 'no-handshake':
+      return `no-handshake${detail}`;
   }
+  if (!hashMatches) return "the agent's last hash differs from the one expected: a snapshot is due";
+  if (node.gap > 0) return `behind by ${node.gap}`;
+  const synced = 'in sync: the agent acked the current version with the expected hash, and its last reconcile was ok';
+  return node.status === 'unverified' ? `${synced}; its tunnel is unverified${detail}` : synced;
 }
 
 export async function doctor(a: RemoteArgs & Out & { node: string }): Promise<void> {

@@ -41,11 +41,42 @@ export function adviceOf(n: WireNodeStatus): string {
 /** What stands out: a node that is not ok says so in capitals, as `tailscale status` says offline. */
 export const statusShown = (n: WireNodeStatus): string => (!n.status || n.status === 'ok' ? 'ok' : n.status.toUpperCase());
 
+/** "1m03s" from seconds. */
+export function ago(seconds: number): string {
+  const s = Math.max(0, Math.floor(seconds));
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s`;
+  return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m`;
+}
+
+/** LAST CONTACT: "now" while its stream is open (its keepalive answered within 30 s), else when the stream ended. */
+export const contactShown = (n: WireNodeStatus): string => (n.connected ? 'now' : n.lastContact || n.lastSeen || 'never');
+
+/** What a tunnel member's handshakes come to, in words ('' for a node without a tunnel). */
+export function handshakesShown(n: WireNodeStatus): string {
+  const h = n.handshakes;
+  if (!h) return '';
+  if (!h.reported) return 'its agent does not report handshakes (unverified)';
+  if (h.peers === 0) return 'no peer configured';
+  const newest = h.newestAgeSeconds < 0 ? 'no handshake yet' : `newest handshake ${ago(h.newestAgeSeconds)} ago`;
+  return `${h.peers} peer${h.peers === 1 ? '' : 's'}, ${newest} (NO-HANDSHAKE past ${h.staleAfterSeconds} s)`;
+}
+
+/** GAP in words: STATE − APPLIED when a change since APPLIED concerns the node, else 0 (lazy fan-out). */
+export function gapShown(n: WireNodeStatus): string {
+  const since = n.stateVersion - n.appliedVersion;
+  if (n.gap > 0) return `gap ${n.gap}: a change since ${n.appliedVersion} concerns it, not applied yet`;
+  if (since > 0) return `gap 0: the ${since} version${since === 1 ? '' : 's'} since ${n.appliedVersion} do not change its view`;
+  return 'gap 0';
+}
+
 /** The shape scripts rely on (`node list --json`). */
 export function nodeJson(n: WireNodeStatus) {
   return {
     name: n.name, mode: modeName(n.mode), requestedMode: modeName(n.requestedMode), status: n.status || 'pending', statusDetail: n.statusDetail || '',
-    connected: n.connected, lastSeen: n.lastSeen || null,
+    reasons: n.reasons.map((r) => ({ status: r.status, detail: r.detail })),
+    connected: n.connected, lastSeen: n.lastSeen || null, lastContact: n.connected ? 'now' : n.lastContact || null,
+    handshakes: n.handshakes ? { reported: n.handshakes.reported, peers: n.handshakes.peers, newestAgeSeconds: n.handshakes.newestAgeSeconds < 0 ? null : n.handshakes.newestAgeSeconds, staleAfterSeconds: n.handshakes.staleAfterSeconds } : null,
     reconcile: n.reconcile?.result ? n.reconcile : null, refusedResources: n.refusedResources ?? 0,
     transition: n.transition ? { ...n.transition, mode: modeName(n.transition.mode) } : null,
     appliedVersion: n.appliedVersion, stateVersion: n.stateVersion, gap: n.gap,
@@ -59,17 +90,19 @@ export function nodeJson(n: WireNodeStatus) {
 
 export function nodesTable(nodes: WireNodeStatus[]): string {
   return table(
-    ['NODE', 'STATUS', 'MODE', 'APPLIED', 'STATE', 'GAP', 'FIREWALL', 'HELD', 'CHANGED', 'REFUSED', 'LAST SEEN', 'NOTE'],
-    nodes.map((n) => [n.name, statusShown(n), modeShown(n.mode), n.appliedVersion, n.stateVersion, n.gap, n.firewallKind || '-', n.held, n.changed, n.refusedResources ?? 0, n.lastSeen || '-', [n.statusDetail, lifecycleNote(n), adviceOf(n) && `keep it serving: meshp node adopt ${n.name}`].filter(Boolean).join('; ') || '-']),
+    ['NODE', 'STATUS', 'MODE', 'APPLIED', 'STATE', 'GAP', 'FIREWALL', 'HELD', 'CHANGED', 'REFUSED', 'LAST CONTACT', 'NOTE'],
+    nodes.map((n) => [n.name, statusShown(n), modeShown(n.mode), n.appliedVersion, n.stateVersion, n.gap, n.firewallKind || '-', n.held, n.changed, n.refusedResources ?? 0, contactShown(n), [...n.reasons.map((r) => r.detail), lifecycleNote(n), adviceOf(n) && `keep it serving: meshp node adopt ${n.name}`].filter(Boolean).join('; ') || '-']),
   );
 }
 
 export function nodeDetail(n: WireNodeStatus): string {
   return [
     `node ${n.name} in ${n.network}: ${modeShown(n.mode)} by its agent's last report${n.requestedMode !== n.mode ? `; ${modeName(n.requestedMode)} asked` : ''}${n.convergePreviewId ? ` (flip asked with preview ${n.convergePreviewId})` : ''}`,
-    `status ${statusShown(n)}${n.statusDetail ? `: ${n.statusDetail}` : ''}; ${n.connected ? 'connected' : 'not connected'}; last seen ${n.lastSeen || 'never'}`,
+    `status ${statusShown(n)}${n.statusDetail ? `: ${n.statusDetail}` : ''}; ${n.connected ? 'connected (last contact now)' : `not connected (last contact ${n.lastContact || 'never'})`}; last message ${n.lastSeen || 'never'}`,
+    ...n.reasons.slice(1).map((r) => `  also ${r.status.toUpperCase()}: ${r.detail}`),
+    ...(handshakesShown(n) ? [`tunnel: ${handshakesShown(n)}`] : []),
     `last reconcile: ${n.reconcile?.result ? (n.reconcile.result === 'ok' ? `ok at ${n.reconcile.at}` : `refused: ${n.reconcile.code}: ${n.reconcile.message}`) : 'not reported'}; refused resources ${n.refusedResources ?? 0}`,
-    `applied ${n.appliedVersion} of ${n.stateVersion} (gap ${n.gap})  firewall ${n.firewallKind || '-'}  held ${n.held}  changed ${n.changed}`,
+    `applied ${n.appliedVersion} of ${n.stateVersion} (${gapShown(n)})  firewall ${n.firewallKind || '-'}  held ${n.held}  changed ${n.changed}`,
     `addresses ${n.addresses.join(', ') || '-'}${meshAddressNote(n)}  tags ${n.tags.join(', ') || '-'}`,
     `assigned ${n.assignedModules.join(', ') || '-'}  taken ${n.takenModules.join(', ') || '-'}`,
     ...(lifecycleNote(n) ? [`lifecycle: ${lifecycleNote(n)}`] : []),

@@ -25,6 +25,13 @@ export const RECENT_KEY = 'agent.recent';
 export const VERSION_SIGNATURE_KEY = 'agent.version-signature';
 /** Enrol calls made before giving up on an unreachable controller (the process is restarted by its supervisor after). */
 const ENROL_ATTEMPTS = 5;
+/**
+ * A newer handshake alone sends a report only once the newest one sent is older than this: WireGuard
+ * rekeys every peer every 2 minutes, so a report per handshake would be one per peer per 2 minutes
+ * (a control-node with 1,000 peers: 8 a second). The controller then knows the newest handshake at
+ * most this (plus one reconcile interval) late, well inside its limit (HANDSHAKE_STALE_SECONDS).
+ */
+export const HANDSHAKE_REPORT_AFTER_S = 30;
 
 /** pino's call shape: fields first, then the message. */
 export interface AgentLog {
@@ -78,6 +85,8 @@ export class Agent {
   #lastReport: ReportMessage | null = null;
   /** What the last report sent said, but its time: a report goes up when this changes. */
   #sentKey = '';
+  /** The newest tunnel handshake the last report sent carried (unix s, 0 none). */
+  #sentHandshake = 0;
   #loop: Promise<void> | null = null;
   /** The store holds the view per peer (view-store.ts): a delta writes only what it changed. */
   #viewPerPeer = false;
@@ -348,13 +357,17 @@ export class Agent {
 
   /** Sends the report when the host's facts changed since the last one sent. */
   #publish(report: ReportMessage): void {
-    const { at: _at, reconcile, appliedVersion: _v, applied: _a, ...rest } = report;
+    const { at: _at, reconcile, appliedVersion: _v, applied: _a, peerHandshakes, ...rest } = report;
     // The reconcile's time alone is no news (a report per timer tick would be), nor is a new version
     // or the list of deltas applied: the ack says those (the controller counts an ack as reported at its version).
-    const key = JSON.stringify({ ...rest, reconcile: reconcile ? { ...reconcile, at: '' } : undefined });
-    if (key === this.#sentKey || !this.#channel) return;
+    // The tunnel's peers are news; a newer handshake only as HANDSHAKE_REPORT_AFTER_S says.
+    const key = JSON.stringify({ ...rest, reconcile: reconcile ? { ...reconcile, at: '' } : undefined, peers: peerHandshakes?.map((p) => p.peer) });
+    const newest = Math.max(0, ...(peerHandshakes ?? []).map((p) => p.latestHandshake));
+    const handshakeNews = newest > this.#sentHandshake && Date.now() / 1000 - this.#sentHandshake > HANDSHAKE_REPORT_AFTER_S;
+    if ((key === this.#sentKey && !handshakeNews) || !this.#channel) return;
     this.#channel.send({ report });
     this.#sentKey = key;
+    this.#sentHandshake = newest;
   }
 
   /** A lifecycle step: the last report with the step in it, sent at once. */
@@ -436,5 +449,6 @@ function toReportMessage(r: HostReport, appliedVersion: number): ReportMessage {
     firewallActive: r.firewall?.active ?? false,
     resources: r.resources.map((x) => ({ key: x.key, kind: x.kind, module: x.module, state: x.state, ...(x.reason ? { reason: x.reason } : {}) })),
     at: r.at,
+    ...(r.handshakes ? { peerHandshakes: r.handshakes.map((h) => ({ peer: h.peer, publicKey: h.publicKey, latestHandshake: h.latestHandshake })) } : {}),
   };
 }

@@ -84,6 +84,17 @@ export interface ReportMessage {
   tunnelError?: string;
   /** The openings its plugins add to its converged plan (the converge preview counts them). Absent: none, or an older agent. */
   pluginOpenings?: Opening[];
+  /** Each tunnel peer's latest handshake, when the agent runs a tunnel that reads them ([]: no peer). Absent: not reported. */
+  peerHandshakes?: PeerHandshake[];
+}
+
+/** One tunnel peer's latest WireGuard handshake, by the agent's clock. */
+export interface PeerHandshake {
+  /** The peer's node name in the view. */
+  peer: string;
+  publicKey: string;
+  /** Unix seconds; 0: never. */
+  latestHandshake: number;
 }
 
 export interface ReconcileOutcome {

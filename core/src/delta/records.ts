@@ -150,4 +150,18 @@ export interface ReportedState {
   /** The tunnel the agent runs, by its report: its key sent or not, its interface, why it is not up ('' when it is). Absent: an older record. */
   tunnel?: { key: boolean; interface: string; error: string };
   at: string;
+  /** The tunnel's handshakes as the last report gave them. Absent: the agent does not report them (no tunnel, or an older agent). */
+  handshakes?: ReportedHandshakes;
+}
+
+/** What the controller keeps of a report's tunnel handshakes: enough to say, later, how old the newest is. */
+export interface ReportedHandshakes {
+  /** Peers configured on the node's tunnel. */
+  peers: number;
+  /** The newest handshake's age when the report was made (the report's time minus it, both by the agent's clock); -1: none yet. */
+  ageAtReport: number;
+  /** When the controller received the report (its own clock): the age now is ageAtReport plus the time since. */
+  receivedAt: string;
+  /** Since when (the controller's clock) the node has reported peers without a break: how long a tunnel with no handshake yet has had them. */
+  peersSince: string;
 }

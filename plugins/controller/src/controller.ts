@@ -1,5 +1,5 @@
 import { MeshpError, type Mode, type StateDelta, type WireDeclaration } from '@meshp/core';
-import { stateHash, versionPayload, SCOPE_RULE, rescope, declarationFor, computeSnapshot, NetworkState, PolicyIndex, DEFAULT_RESYNC_BOUNDS, checkAppliedVersion, nextDelta, noteChange, recoverExpectation, refreshTarget, snapshotAsked, takeAck, takeHello, affectedBy, type AckResult, type ResyncBounds, type LogEntry, type MemberRecord, type ModuleDef, type NetworkRecord, type PolicyRule, type ReportedState, type SentSummary, type SharedComponentName, type SharedComponents, type SyncRecord } from '@meshp/core/delta';
+import { stateHash, versionPayload, SCOPE_RULE, rescope, declarationFor, computeSnapshot, NetworkState, PolicyIndex, DEFAULT_RESYNC_BOUNDS, checkAppliedVersion, nextDelta, noteChange, recoverExpectation, refreshTarget, snapshotAsked, takeAck, takeHello, affectedBy, type AckResult, type ResyncBounds, type LogEntry, type MemberRecord, type ModuleDef, type NetworkRecord, type PolicyRule, type ReportedHandshakes, type ReportedState, type SentSummary, type SharedComponentName, type SharedComponents, type SyncRecord } from '@meshp/core/delta';
 import type { ControllerStore } from './store.js';
 import { TokenBook, type TokenRecord } from './tokens.js';
 import { newSync, statusOf, type NodeStatus } from './status.js';
@@ -519,6 +519,11 @@ export class Controller {
     const sync = this.#sync(net, id);
     Object.assign(sync, { firewallKind: r.firewallKind ?? sync.firewallKind, held: r.held ?? sync.held, changed: r.changed ?? sync.changed, ...(r.reported ? { reported: r.reported } : {}) });
     this.#putSync(net, id, sync);
+  }
+
+  /** The tunnel handshakes of the node's last report, as kept (the next report carries since when it has had peers). */
+  reportedHandshakes(network: string, id: string): ReportedHandshakes | undefined {
+    return this.#net(network).sync.get(id)?.reported?.handshakes;
   }
 
   // ---- admin --------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ export type { LogEntry, MemberRecord, ModuleDef, NetworkRecord, PolicyRule, Repo
 export * from './store.js';
 export { applyRemote } from './remote.js';
 export * from './status.js';
+export * from './handshake-status.js';
 export * from './controller.js';
 export * from './tokens.js';
 export * from './sqlite-store.js';

@@ -5,7 +5,8 @@
  * request was recorded at. `status` is the one word that makes a node needing attention stand out.
  */
 import type { Mode } from '@meshp/core';
-import type { MemberRecord, NetworkState, ReportedState, SyncRecord } from '@meshp/core/delta';
+import type { MemberRecord, NetworkState, ReportedHandshakes, ReportedState, SyncRecord } from '@meshp/core/delta';
+import { HANDSHAKE_STALE_SECONDS, handshakeReason, handshakesNow, type NodeHandshakes } from './handshake-status.js';
 
 export type TransitionState = 'none' | 'requested' | 'in-progress' | 'done' | 'refused';
 
@@ -29,15 +30,27 @@ export interface ReconcileStatus {
 }
 
 /**
- * ok | behind | changing | refusing | silent | pending (never reported) | diverged (hash mismatches, see sync.ts)
+ * ok | behind | changing | refusing | silent | pending (never reported) | diverged (hash mismatches, see
+ * sync.ts) | no-handshake (a tunnel member none of whose peers handshaked within the limit: nothing
+ * flows) | unverified (a tunnel member whose agent does not report handshakes: not observed)
  * | no-tunnel (a member of a tunnel network whose agent runs no tunnel, or one that is not up).
  */
-export type NodeHealth = 'ok' | 'behind' | 'changing' | 'refusing' | 'silent' | 'pending' | 'diverged' | 'no-tunnel';
+export type NodeHealth = 'ok' | 'behind' | 'changing' | 'refusing' | 'silent' | 'pending' | 'diverged' | 'no-tunnel' | 'no-handshake' | 'unverified';
 
 /** In a tunnel network: up | none | down, by the agent's last report; '' outside one, or before a report says. */
 export type TunnelHealth = '' | 'up' | 'none' | 'down';
 
-/** A membership as the operator sees it: `gap` is the convergence gap. */
+/** One thing that stands out of a node, with what was observed. */
+export interface StatusReason {
+  status: Exclude<NodeHealth, 'ok'>;
+  detail: string;
+}
+
+/**
+ * A membership as the operator sees it. `gap` is what the node has yet to apply of what concerns it:
+ * the latest version that changed its view minus `appliedVersion` (a change that does not concern it
+ * is nothing to apply, so `appliedVersion` may stay below `stateVersion` at gap 0).
+ */
 export interface NodeStatus {
   network: string;
   name: string;
@@ -64,9 +77,22 @@ export interface NodeStatus {
   refusedCodes: Record<string, number>;
   /** Filled by the hosting side, which holds the streams (see `withLiveness`). */
   connected: boolean;
+  /** The agent's last message on its stream (hello, ack, report, resync); its last report's time when none was heard here. */
   lastSeen: string;
+  /** When its agent made its last report, by the agent's clock ('' none). */
+  reportedAt: string;
+  /** The last time its stream was known open: now while connected (keepalives every 20 s, 10 s to answer), else when it ended. */
+  lastContact: string;
+  /** Whether the node enrolled a tunnel key: its handshakes are judged. */
+  tunnelMember: boolean;
+  /** The handshakes as last reported (not on the wire: `handshakes` says what they come to now). */
+  reportedHandshakes?: ReportedHandshakes;
+  /** A tunnel member's handshakes now; absent for a node without a tunnel. */
+  handshakes?: NodeHandshakes;
   status: NodeHealth;
   statusDetail: string;
+  /** Everything that stands out, worst first: `status` and `statusDetail` are the first; [] when ok. */
+  reasons: StatusReason[];
   /** Set when snapshots to this membership stopped (bounded resync): a MESHP code and why; '' otherwise. */
   diverged: string;
   tunnel: TunnelHealth;
@@ -134,36 +160,77 @@ export function statusOf(net: NetworkState, m: MemberRecord, s: SyncRecord): Nod
     refusedCodes: { ...(r?.refusedCodes ?? {}) },
     connected: false,
     lastSeen: '',
+    lastContact: '',
+    reportedAt: r?.at ?? '',
+    tunnelMember: !!m.tunnelKey,
+    ...(r?.handshakes ? { reportedHandshakes: { ...r.handshakes } } : {}),
     status: 'pending',
     statusDetail: '',
+    reasons: [],
     diverged: s.diverged ?? '',
     ...tunnelOf(net, r),
   };
   return withLiveness(n, { connected: false, lastSeen: r?.at ?? '' });
 }
 
-/**
- * The node with its stream's liveness and the word that stands out, worst first: a node that does
- * not answer, then one that refuses, then one whose change of mode is under way, then one behind.
- */
-export function withLiveness(n: NodeStatus, live: { connected: boolean; lastSeen: string; diverged?: string }): NodeStatus {
-  const out = { ...n, connected: live.connected, lastSeen: live.lastSeen || n.lastSeen };
-  const [status, statusDetail] = health(out, live.diverged || n.diverged);
-  return { ...out, status, statusDetail };
+/** What the hosting side knows of a node's stream, and the rules' inputs that are not the node's own. */
+export interface Liveness {
+  connected: boolean;
+  lastSeen: string;
+  /** Now while connected, else when the stream ended ('' unknown). */
+  lastContact?: string;
+  diverged?: string;
+  /** The time the status is for (ms since the epoch). Default: now. */
+  now?: number;
+  /** No handshake with any peer within this is `no-handshake`. Default HANDSHAKE_STALE_SECONDS. */
+  handshakeStaleSeconds?: number;
 }
 
-function health(n: NodeStatus, diverged?: string): [NodeHealth, string] {
-  if (!n.connected) return n.lastSeen ? ['silent', `not connected; last seen ${n.lastSeen}`] : ['pending', 'has not reported yet'];
-  if (diverged) return ['diverged', diverged];
-  if (n.reconcile.result === 'refused') return ['refusing', `${n.reconcile.code}: ${n.reconcile.message}${codesSaid(n)}`];
-  if (n.transition.state === 'refused') return ['refusing', `${n.transition.mode === 'converged' ? 'flip' : 'return'} refused: ${n.transition.code}: ${n.transition.message}`];
-  if (n.refusedResources > 0) return ['refusing', `${n.refusedResources} resource(s) refused${codesSaid(n)}`];
-  const tunnel = tunnelSaid(n);
-  if (tunnel) return tunnel;
-  if (n.transition.state === 'requested' || n.transition.state === 'in-progress') return ['changing', `${n.transition.mode} ${n.transition.state}`];
-  if (n.mode === 'unknown') return ['pending', 'has not reported yet'];
-  if (n.gap > 0) return ['behind', `behind by ${n.gap}`];
-  return ['ok', ''];
+/**
+ * The node with its stream's liveness and what stands out, worst first: a node that does not answer,
+ * then one diverged, one that refuses, one whose tunnel carries nothing, one whose change of mode is
+ * under way, one not reported, one behind, one whose tunnel was not observed. `status` is the first.
+ */
+export function withLiveness(n: NodeStatus, live: Liveness): NodeStatus {
+  const now = live.now ?? Date.now();
+  const { handshakes: _was, ...rest } = n;
+  const out: NodeStatus = {
+    ...rest, connected: live.connected, lastSeen: live.lastSeen || n.lastSeen, lastContact: live.lastContact ?? n.lastContact,
+    ...(n.tunnelMember ? { handshakes: handshakesNow(n.reportedHandshakes, now, live.handshakeStaleSeconds ?? HANDSHAKE_STALE_SECONDS) } : {}),
+  };
+  const reasons = reasonsOf(out, live.diverged || n.diverged, now);
+  return { ...out, reasons, status: reasons[0]?.status ?? 'ok', statusDetail: reasons[0]?.detail ?? '' };
+}
+
+/** Each rule in the order of how bad what it finds is; a status appears once. */
+function reasonsOf(n: NodeStatus, diverged: string | undefined, now: number): StatusReason[] {
+  const found: (StatusReason | null)[] = [
+    n.connected ? null : n.lastSeen ? { status: 'silent', detail: `not connected; last seen ${n.lastSeen}` } : { status: 'pending', detail: 'has not reported yet' },
+    diverged ? { status: 'diverged', detail: diverged } : null,
+    refusal(n),
+    tunnelSaid(n),
+    // No tunnel up: no handshake to judge (no-tunnel says why).
+    n.handshakes && n.tunnel !== 'none' && n.tunnel !== 'down' ? handshakeReason(n.reportedHandshakes, n.handshakes, now, n.mode !== 'unknown') : null,
+    n.transition.state === 'requested' || n.transition.state === 'in-progress' ? { status: 'changing', detail: `${n.transition.mode} ${n.transition.state}` } : null,
+    n.mode === 'unknown' ? { status: 'pending', detail: 'has not reported yet' } : null,
+    n.gap > 0 ? { status: 'behind', detail: `behind by ${n.gap}` } : null,
+  ];
+  const seen = new Set<string>();
+  const out: StatusReason[] = [];
+  for (const r of found) {
+    if (!r || seen.has(r.status)) continue;
+    seen.add(r.status);
+    out.push(r);
+  }
+  // unverified sorts last: not observed is said, but never over anything observed.
+  return out.sort((a, b) => Number(a.status === 'unverified') - Number(b.status === 'unverified'));
+}
+
+function refusal(n: NodeStatus): StatusReason | null {
+  if (n.reconcile.result === 'refused') return { status: 'refusing', detail: `${n.reconcile.code}: ${n.reconcile.message}${codesSaid(n)}` };
+  if (n.transition.state === 'refused') return { status: 'refusing', detail: `${n.transition.mode === 'converged' ? 'flip' : 'return'} refused: ${n.transition.code}: ${n.transition.message}` };
+  if (n.refusedResources > 0) return { status: 'refusing', detail: `${n.refusedResources} resource(s) refused${codesSaid(n)}` };
+  return null;
 }
 
 /** The tunnel a member of a tunnel network runs, by its agent's last report (issue 33). */
@@ -177,10 +244,10 @@ export function tunnelOf(net: NetworkState, r: ReportedState | undefined): Pick<
  * A member of a tunnel network without a working tunnel is not ok, and its mesh address is not
  * claimed: allocated by the controller, it is held only by a tunnel that is up.
  */
-function tunnelSaid(n: NodeStatus): [NodeHealth, string] | null {
+function tunnelSaid(n: NodeStatus): StatusReason | null {
   const address = n.addresses.join(', ') || '-';
-  if (n.tunnel === 'none') return ['no-tunnel', `a member of a tunnel network whose agent runs no tunnel (--tunnel none, or an agent that does not raise one): its mesh address ${address} is not held`];
-  if (n.tunnel === 'down') return ['no-tunnel', `its tunnel${n.tunnelInterface ? ` ${n.tunnelInterface}` : ''} failed: ${n.tunnelError}; its mesh address ${address} is not known to be held`];
+  if (n.tunnel === 'none') return { status: 'no-tunnel', detail: `a member of a tunnel network whose agent runs no tunnel (--tunnel none, or an agent that does not raise one): its mesh address ${address} is not held` };
+  if (n.tunnel === 'down') return { status: 'no-tunnel', detail: `its tunnel${n.tunnelInterface ? ` ${n.tunnelInterface}` : ''} failed: ${n.tunnelError}; its mesh address ${address} is not known to be held` };
   return null;
 }
 

@@ -34,6 +34,8 @@ function reportToWire(r: ReportMessage): Report {
     ...(r.tunnelInterface ? { tunnelInterface: r.tunnelInterface } : {}),
     ...(r.tunnelError ? { tunnelError: r.tunnelError } : {}),
     pluginOpenings: (r.pluginOpenings ?? []).map((o) => ({ id: o.id, module: o.module, port: o.port, protocol: o.protocol, from: [...o.from], path: o.path, action: o.action })),
+    peerHandshakes: (r.peerHandshakes ?? []).map((h) => ({ ...h })),
+    handshakesReported: r.peerHandshakes !== undefined,
   };
 }
 
@@ -70,6 +72,8 @@ function reportFromWire(r: Report): ReportMessage {
     ...(r.tunnelInterface ? { tunnelInterface: r.tunnelInterface } : {}),
     ...(r.tunnelError ? { tunnelError: r.tunnelError } : {}),
     ...(r.pluginOpenings.length ? { pluginOpenings: r.pluginOpenings.flatMap(openingFromWire) } : {}),
+    // An older agent, or one without a tunnel, says nothing: not "no peers".
+    ...(r.handshakesReported ? { peerHandshakes: r.peerHandshakes.map((h) => ({ peer: h.peer, publicKey: h.publicKey, latestHandshake: h.latestHandshake })) } : {}),
   };
 }
 

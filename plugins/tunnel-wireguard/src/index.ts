@@ -10,3 +10,4 @@ export { settingsOf, type TunnelSettings } from './settings.js';
 export { tunnelOpening, withTunnelOpening } from './opening.js';
 export { moveTunnel, type MovedTunnel } from './move.js';
 export { leaveTunnel, type TunnelLeave } from './leave.js';
+export { peerHandshakes } from './handshakes.js';

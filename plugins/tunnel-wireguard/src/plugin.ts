@@ -9,7 +9,7 @@
  */
 import { join } from 'node:path';
 import { rmSync } from 'node:fs';
-import { MeshpError, PLUGIN_API_VERSION, type PluginHost, type Peer, type Plugin, type ViewChange, type Components } from '@meshp/core';
+import { MeshpError, PLUGIN_API_VERSION, type PluginHost, type Peer, type PeerHandshake, type Plugin, type ViewChange, type Components } from '@meshp/core';
 import { oneLine } from '@meshp/core/util';
 import { openDevice, type Device, type DeviceChange, type Implementation, type PeerOp } from './device.js';
 import { run } from './exec.js';
@@ -17,6 +17,7 @@ import { TunnelFilter } from './filter.js';
 import { readGrace, writeGrace, type GraceEntry } from './grace.js';
 import { ensureTunnelKey, type TunnelKey } from './keys.js';
 import { peerConfig, sameConfig, type PeerConfig } from './peer-config.js';
+import { peerHandshakes } from './handshakes.js';
 import { withTunnelOpening } from './opening.js';
 import { leaveTunnel } from './leave.js';
 import { configureLink, settingsOf, type TunnelSettings } from './settings.js';
@@ -114,7 +115,7 @@ export class TunnelWireguardPlugin implements Plugin {
       if (this.#view) this.#enqueue('delta', () => this.#onChange(change));
     });
     host.hooks.plan.tapPromise(this.name, async (plan, ctx) => withTunnelOpening(plan, ctx.declaration.settings, this.#o.listenPort));
-    host.hooks.report.tapPromise(this.name, async (report) => ({ ...report, facts: { ...report.facts, tunnel: this.status() } }));
+    host.hooks.report.tapPromise(this.name, async (report) => ({ ...report, facts: { ...report.facts, tunnel: this.status() }, ...(await this.#handshakes()) }));
     host.hooks.leave.tapPromise(this.name, async (leaving) => {
       if (!leaving.preview) {
         this.#left = true;
@@ -123,6 +124,20 @@ export class TunnelWireguardPlugin implements Plugin {
       await leaveTunnel({ ifname: this.#o.interface, stateDir: this.#dir(), device: this.#device, graceFile: this.#graceFile() }, leaving);
       if (!leaving.preview) this.#device = null;
     });
+  }
+
+  /** Each configured peer's latest handshake from the device; nothing when the device cannot be read (the controller then says unverified). */
+  async #handshakes(): Promise<{ handshakes?: PeerHandshake[] }> {
+    // Left the mesh: no tunnel to say anything of.
+    if (this.#left) return {};
+    // No device (not attached yet, or it failed to come up): the view's peers have had no handshake.
+    if (!this.#device) return { handshakes: peerHandshakes(this.#wantedPeers(), { listenPort: 0, peers: [] }) };
+    try {
+      return { handshakes: peerHandshakes(this.#configured, await this.#device.get()) };
+    } catch (e) {
+      this.#log.warn({ interface: this.#o.interface, err: oneLine(e) }, 'tunnel handshakes not readable');
+      return {};
+    }
   }
 
   /** No more deltas, grace expiries or syncs: what runs finishes first. */
@@ -163,6 +178,16 @@ export class TunnelWireguardPlugin implements Plugin {
       grace: [...this.#grace.keys()],
       lastError: this.#lastError,
     };
+  }
+
+  /** The view's peers that have a tunnel key: what the interface holds once the view is applied. */
+  #wantedPeers(): Map<string, PeerConfig> {
+    const out = new Map<string, PeerConfig>();
+    for (const { peer } of this.#view?.peers.values() ?? []) {
+      const c = peerConfig(peer, 0);
+      if (c) out.set(peer.id, c);
+    }
+    return out;
   }
 
   /** Stops following the view. The tunnel stays up (an agent restart) unless `down`: then interface, process, table and grace list go. */

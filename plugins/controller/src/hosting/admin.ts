@@ -9,7 +9,7 @@ import { checkModuleDefs, checkPolicy } from '@meshp/core/schema';
 import type { AdminAnswer, AdminApi } from '@meshp/transport-grpc';
 import type { Controller } from '../controller.js';
 import { convergeNode, previewOf } from '../converge.js';
-import { withLiveness, type NodeStatus } from '../status.js';
+import { withLiveness, type Liveness, type NodeStatus } from '../status.js';
 import { secretMatches } from './credential.js';
 import { NODE_NAME, type Enrolment } from './enrolment.js';
 import type { Logger } from './log.js';
@@ -61,7 +61,7 @@ export interface AdminDeps {
   /** Called after every change to a network. */
   changed(network: string): void;
   /** The node's stream: open or not, last heard from. */
-  live(network: string, node: string): { connected: boolean; lastSeen: string };
+  live(network: string, node: string): Liveness;
   /** The node left: revoke its credential and key, end its stream. */
   removed?(network: string, node: string, nodeKey: string): void;
   /** The node has a new name: its credential, report and stream follow. */

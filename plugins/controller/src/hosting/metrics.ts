@@ -9,16 +9,19 @@ import type { AddressInfo } from 'node:net';
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { MeshpError } from '@meshp/core';
 import type { Controller } from '../controller.js';
-import { withLiveness, type NodeHealth, type NodeStatus } from '../status.js';
+import { HANDSHAKE_STALE_SECONDS, type NodeHandshakes } from '../handshake-status.js';
+import { withLiveness, type Liveness, type NodeHealth, type NodeStatus } from '../status.js';
 
-const HEALTH: NodeHealth[] = ['ok', 'behind', 'changing', 'refusing', 'silent', 'pending', 'diverged', 'no-tunnel'];
+const HEALTH: NodeHealth[] = ['ok', 'behind', 'changing', 'refusing', 'silent', 'pending', 'diverged', 'no-tunnel', 'no-handshake', 'unverified'];
 const MODES = ['adopted', 'converged', 'unknown'] as const;
 export const BUILD_VERSION = '0.1.0';
 
 export interface MetricsSource {
   controller: Controller;
   connected(): number;
-  live(network: string, node: string): { connected: boolean; lastSeen: string };
+  live(network: string, node: string): Liveness;
+  /** The no-handshake limit the statuses are computed with. */
+  handshakeStaleSeconds?: number;
 }
 
 const seconds = (iso: string): number => (iso ? Date.parse(iso) / 1000 : 0);
@@ -58,10 +61,21 @@ export class Metrics {
         this.reset();
         for (const n of self.nodes()) this.set({ network: n.network, node: n.name }, value(n));
       } });
-    perNode('meshp_convergence_gap', 'state_version - applied_version, per node', (n) => n.gap);
+    // Only the nodes whose agent reports handshakes: no series is said for what was not observed.
+    const tunnelNode = (name: string, help: string, value: (h: NodeHandshakes) => number) =>
+      new Gauge({ name, help, labelNames: ['network', 'node'], registers: [r], collect() {
+        this.reset();
+        for (const n of self.nodes()) if (n.handshakes?.reported) this.set({ network: n.network, node: n.name }, value(n.handshakes));
+      } });
+    perNode('meshp_convergence_gap', 'versions the node has yet to apply that change its view: the latest version that changed it minus applied_version (a change that does not concern the node is nothing to apply: applied_version may stay below meshp_state_version at gap 0)', (n) => n.gap);
     perNode('meshp_applied_version', 'the version each node acked', (n) => n.appliedVersion);
     perNode('meshp_node_connected', '1 while the node has an authenticated Sync stream', (n) => (n.connected ? 1 : 0));
-    perNode('meshp_node_last_report_timestamp_seconds', "when the node's agent was last heard from (0: never)", (n) => seconds(n.lastSeen));
+    perNode('meshp_node_last_report_timestamp_seconds', "when the node's agent made its last report, by its clock (0: never)", (n) => seconds(n.reportedAt));
+    perNode('meshp_node_last_message_timestamp_seconds', "when the node's agent last sent a message on its stream: hello, ack, report, resync (0: never since this controller started)", (n) => seconds(n.lastSeen));
+    perNode('meshp_node_last_contact_timestamp_seconds', "the last time the node's stream was known open: the scrape's time while connected (keepalive pings every 20 s, 10 s to answer), else when it ended (0: never)", (n) => seconds(n.lastContact));
+    tunnelNode('meshp_node_tunnel_peers', "tunnel peers configured on the node, as its agent last reported (tunnel members whose agent reports handshakes only)", (h) => h.peers);
+    tunnelNode('meshp_node_tunnel_handshake_age_seconds', 'seconds since the newest WireGuard handshake with any of the tunnel peers (-1: none yet); over meshp_handshake_stale_seconds the status is no-handshake', (h) => h.newestAgeSeconds);
+    new Gauge({ name: 'meshp_handshake_stale_seconds', help: 'the limit: a tunnel member none of whose peers handshaked within it is no-handshake', registers: [r], collect() { this.set(self.#source?.handshakeStaleSeconds ?? HANDSHAKE_STALE_SECONDS); } });
     perNode('meshp_node_refused_resources', 'resources the last reconcile refused', (n) => n.refusedResources);
     perNode('meshp_node_reconcile_refused', '1 when the last reconcile was refused as a whole (its code in meshp_node_status)', (n) => (n.reconcile.result === 'refused' ? 1 : 0));
     new Gauge({ name: 'meshp_node_refused_resources_by_code', help: 'resources the last reconcile refused, by the code of each refusal', labelNames: ['network', 'node', 'code'], registers: [r], collect() {

@@ -44,6 +44,8 @@ export interface ControllerHostingOptions {
   fanout?: FanOutOptions;
   /** Sync streams one connection may hold at once (default 4; more for agents behind a multiplexing proxy). */
   streamsPerConnection?: number;
+  /** A tunnel member none of whose peers handshaked within this many seconds is `no-handshake` (default HANDSHAKE_STALE_SECONDS, 205). */
+  handshakeStaleSeconds?: number;
   /** The state elsewhere than the state folder's SQLite file: a database shared by replicas (store-postgres). */
   store?: SharedStore;
 }
@@ -128,7 +130,7 @@ export class ControllerHostingPlugin implements Plugin {
     }
     const auth = shared?.auth ?? new AuthStore(dbFile);
     const metrics = new Metrics();
-    const hub = new SessionHub(controller, auth, metrics, this.log, { ...(this.#o.fanout ? { fanout: this.#o.fanout } : {}), ...(this.#o.streamsPerConnection !== undefined ? { streamsPerConnection: this.#o.streamsPerConnection } : {}) });
+    const hub = new SessionHub(controller, auth, metrics, this.log, { ...(this.#o.fanout ? { fanout: this.#o.fanout } : {}), ...(this.#o.streamsPerConnection !== undefined ? { streamsPerConnection: this.#o.streamsPerConnection } : {}), ...(this.#o.handshakeStaleSeconds !== undefined ? { handshakeStaleSeconds: this.#o.handshakeStaleSeconds } : {}) });
     const enrolment = new Enrolment(controller, auth, tls.fingerprint);
     // Another replica's change, applied here: the agents connected here get their deltas (after the call that caught up).
     controller.onRemoteChange = (n) => setImmediate(() => hub.poke(n));
@@ -184,7 +186,7 @@ export class ControllerHostingPlugin implements Plugin {
         })),
       },
     );
-    metrics.attach({ controller, connected: () => hub.connected, live: (n, id) => hub.live(n, id) });
+    metrics.attach({ controller, connected: () => hub.connected, live: (n, id) => hub.live(n, id), handshakeStaleSeconds: hub.handshakeStaleSeconds });
     const m = this.#o.metricsListen ? await serveMetrics(this.#o.metricsListen, () => metrics.render(), metrics.registry.contentType) : null;
     writeFileSync(join(dir, ADDRESS_FILE), `${listener.address}\n`);
     this.#running = { listener, metrics: m, hub, controller, auth };

@@ -14,6 +14,8 @@ import type { AuthBook } from './auth-store.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
 import { FanOut, type FanOutOptions } from './fanout.js';
+import { HANDSHAKE_STALE_SECONDS, checkHandshakeStale, reportedHandshakes } from '../handshake-status.js';
+import type { Liveness } from '../status.js';
 
 const HELLO_TIMEOUT_MS = 10_000;
 /** Acks kept per node for doctor (as many deltas as the controller keeps sent: keepSent). */
@@ -43,6 +45,8 @@ export interface SessionHubOptions {
   fanout?: FanOutOptions;
   /** Sync streams one connection may hold at once (default 4: one agent, a reconnect overlapping). */
   streamsPerConnection?: number;
+  /** A tunnel member none of whose peers handshaked within this many seconds is `no-handshake` (default HANDSHAKE_STALE_SECONDS). */
+  handshakeStaleSeconds?: number;
 }
 
 interface Connection {
@@ -57,6 +61,9 @@ export class SessionHub {
   readonly #sessions = new Map<string, SyncSession>();
   /** When each node's agent was last heard from (any message on an authenticated stream). */
   readonly #seen = new Map<string, string>();
+  /** When each node's last stream ended (the last time it was known open). */
+  readonly #ended = new Map<string, string>();
+  readonly #handshakeStaleSeconds: number;
   readonly #connections = new Map<string, Connection>();
   readonly #streamsPerConnection: number;
   /** The authenticated streams of each network: a change pokes those only. */
@@ -72,6 +79,12 @@ export class SessionHub {
   ) {
     this.fanout = new FanOut(options.fanout);
     this.#streamsPerConnection = checkStreamsPerConnection(options.streamsPerConnection ?? STREAMS_PER_CONNECTION);
+    this.#handshakeStaleSeconds = checkHandshakeStale(options.handshakeStaleSeconds ?? HANDSHAKE_STALE_SECONDS);
+  }
+
+  /** The no-handshake limit (seconds) the statuses are computed with. */
+  get handshakeStaleSeconds(): number {
+    return this.#handshakeStaleSeconds;
   }
 
   get connected(): number {
@@ -161,15 +174,24 @@ export class SessionHub {
     this.#seen.set(`${network}/${node}`, new Date().toISOString());
   }
 
-  /** Whether the node's stream is open and when it was last heard from ('' never, since this controller started). */
-  live(network: string, node: string): { connected: boolean; lastSeen: string } {
+  /**
+   * Whether the node's stream is open, when it last sent a message ('' never, since this controller
+   * started), and when it was last known there: now while its stream is open (grpc-js pings it every
+   * 20 s and ends the connection when a ping is not answered within 10 s), else when its stream ended.
+   */
+  live(network: string, node: string): Liveness {
     const key = `${network}/${node}`;
-    return { connected: this.#sessions.has(key), lastSeen: this.#seen.get(key) ?? '' };
+    const connected = this.#sessions.has(key);
+    const now = Date.now();
+    return { connected, lastSeen: this.#seen.get(key) ?? '', lastContact: connected ? new Date(now).toISOString() : (this.#ended.get(key) ?? this.#seen.get(key) ?? ''), now, handshakeStaleSeconds: this.#handshakeStaleSeconds };
   }
 
   unregister(s: SyncSession): void {
     const key = `${s.network}/${s.node}`;
-    if (this.#sessions.get(key) === s) this.#sessions.delete(key);
+    if (this.#sessions.get(key) === s) {
+      this.#sessions.delete(key);
+      this.#ended.set(key, new Date().toISOString());
+    }
     this.#byNetwork.get(s.network)?.delete(s);
     this.fanout.drop(s);
   }
@@ -186,6 +208,7 @@ export class SessionHub {
     this.#acks.delete(`${network}/${node}`);
     this.#seen.delete(`${network}/${node}`);
     this.#sessions.get(`${network}/${node}`)?.end(error);
+    this.#ended.delete(`${network}/${node}`);
   }
 
   /** The node's open stream goes on under its new name. */
@@ -196,6 +219,9 @@ export class SessionHub {
     const seen = this.#seen.get(`${network}/${from}`);
     this.#seen.delete(`${network}/${from}`);
     if (seen) this.#seen.set(`${network}/${to}`, seen);
+    const ended = this.#ended.get(`${network}/${from}`);
+    this.#ended.delete(`${network}/${from}`);
+    if (ended) this.#ended.set(`${network}/${to}`, ended);
     const s = this.#sessions.get(`${network}/${from}`);
     if (!s) return;
     this.#sessions.delete(`${network}/${from}`);
@@ -352,8 +378,10 @@ export class SyncSession {
       const r = m.report;
       const refusedCodes: Record<string, number> = {};
       for (const x of r.resources) if (x.state === 'refused') refusedCodes[codeOf(x.reason)] = (refusedCodes[codeOf(x.reason)] ?? 0) + 1;
+      const handshakes = reportedHandshakes(r, controller.reportedHandshakes(this.network, this.node), new Date().toISOString());
       const reported: ReportedState = {
         version: r.appliedVersion, mode: r.mode, at: r.at, refusedResources: count('refused'), refusedCodes,
+        ...(handshakes ? { handshakes } : {}),
         ...(r.lifecycle ? { lifecycle: { state: r.lifecycle.state, previewId: r.lifecycle.previewId, code: r.lifecycle.code ?? '', message: r.lifecycle.message ?? '', at: r.lifecycle.at } } : {}),
         ...(r.reconcile ? { reconcile: { ...r.reconcile } } : {}),
         tunnel: { key: !!r.tunnelKey, interface: r.tunnelInterface ?? '', error: r.tunnelError ?? '' },

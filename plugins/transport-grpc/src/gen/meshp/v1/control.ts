@@ -372,6 +372,17 @@ export interface Report {
    * both compute the same preview id. Empty from an older agent or a node whose plugins add none.
    */
   pluginOpenings: PlannedOpening[];
+  /**
+   * Each tunnel peer's latest WireGuard handshake, as the tunnel plugin read it from the device
+   * (`wg show dump` / UAPI `get=1`). Meaningful only with handshakes_reported.
+   */
+  peerHandshakes: PeerHandshake[];
+  /**
+   * The agent runs a tunnel and reports its handshakes: peer_handshakes empty then means no peer
+   * configured. False: no tunnel, or an agent that does not report them (the controller says
+   * `unverified`, never `ok` by assumption, for a tunnel member).
+   */
+  handshakesReported: boolean;
   /** The tunnel's interface (meshp0), when the agent runs one; empty: none. */
   tunnelInterface?:
     | string
@@ -392,6 +403,16 @@ export interface PlannedOpening {
   path: string;
   /** accept | drop */
   action: string;
+}
+
+/** One tunnel peer's latest handshake, by the agent's clock (see Report.at for the same clock). */
+export interface PeerHandshake {
+  /** The peer's node name in the agent's view. */
+  peer: string;
+  /** The peer's WireGuard public key (base64). */
+  publicKey: string;
+  /** Unix seconds; 0: never. */
+  latestHandshake: number;
 }
 
 /** What the last reconcile came to on the machine. */
@@ -659,6 +680,11 @@ export interface NodeStatus {
   mode: Mode;
   appliedVersion: number;
   stateVersion: number;
+  /**
+   * Versions the node has yet to apply that change its view: the latest version that changed what it
+   * is sent, minus applied_version (lazy fan-out: a change that does not concern the node is nothing to
+   * apply, so applied_version may stay below state_version at gap 0).
+   */
   gap: number;
   firewallKind: string;
   held: number;
@@ -683,15 +709,30 @@ export interface NodeStatus {
   reconcile?: ReconcileOutcome | undefined;
   refusedResources: number;
   connected: boolean;
-  /** When the controller last heard from the agent ('' never). */
+  /**
+   * When the agent's last message on its stream came (hello, ack, report, resync; '' never since this
+   * controller started, then its last report's time). An idle connected agent sends none: see last_contact.
+   */
   lastSeen: string;
-  /** ok | behind | changing | refusing | silent | pending | diverged: what stands out. */
+  /** ok | behind | changing | refusing | silent | pending | diverged | no-handshake | unverified: what stands out. */
   status: string;
   statusDetail: string;
   /** The applied version of the node's last report. */
   reportedVersionWide: number;
   /** Set when the controller stopped resending snapshots to this membership: a MESHP code and why. */
   diverged: string;
+  /** The node's tunnel as its agent last reported it (absent: not a tunnel member). */
+  handshakes?:
+    | NodeHandshakes
+    | undefined;
+  /**
+   * The last time the controller knew the agent's stream open: the time of the answer while connected
+   * (the transport ends a stream whose agent leaves a keepalive unanswered: 20 s apart, 10 s to answer),
+   * else when its stream ended ('' never since this controller started). last_seen is its last message.
+   */
+  lastContact: string;
+  /** Everything that stands out, worst first (`status` and `status_detail` are the first); empty when ok. */
+  reasons: StatusReason[];
   /**
    * In a network whose private network is the tunnel: up | none (the agent runs no tunnel) | down
    * (its tunnel's last change failed: Report.tunnel_error); empty: not a tunnel network, or not reported yet.
@@ -699,6 +740,24 @@ export interface NodeStatus {
   tunnel: string;
   /** The tunnel's interface, as the agent last reported it. */
   tunnelInterface: string;
+}
+
+/** The handshakes a tunnel member's agent reported, as the controller reads them now. */
+export interface NodeHandshakes {
+  /** The agent reports handshakes (false: an older agent: its status says `unverified`). */
+  reported: boolean;
+  /** Tunnel peers configured on the node. */
+  peers: number;
+  /** Seconds since the newest handshake with any peer, by the controller's clock; -1: none yet. */
+  newestAgeSeconds: number;
+  /** The controller's limit: no handshake with any peer within it is `no-handshake`. */
+  staleAfterSeconds: number;
+}
+
+/** One thing that stands out of a node: a status word and what was observed. */
+export interface StatusReason {
+  status: string;
+  detail: string;
 }
 
 export interface NodeTransition {
@@ -2120,6 +2179,8 @@ function createBaseReport(): Report {
     reconcile: undefined,
     tunnelKey: undefined,
     pluginOpenings: [],
+    peerHandshakes: [],
+    handshakesReported: false,
     tunnelInterface: undefined,
     tunnelError: undefined,
   };
@@ -2174,6 +2235,12 @@ export const Report: MessageFns<Report> = {
     }
     for (const v of message.pluginOpenings) {
       PlannedOpening.encode(v!, writer.uint32(650).fork()).join();
+    }
+    for (const v of message.peerHandshakes) {
+      PeerHandshake.encode(v!, writer.uint32(682).fork()).join();
+    }
+    if (message.handshakesReported !== false) {
+      writer.uint32(688).bool(message.handshakesReported);
     }
     if (message.tunnelInterface !== undefined) {
       writer.uint32(722).string(message.tunnelInterface);
@@ -2325,6 +2392,22 @@ export const Report: MessageFns<Report> = {
             message.pluginOpenings.push(PlannedOpening.decode(reader, reader.uint32()));
             continue;
           }
+          case 85: {
+            if (tag !== 682) {
+              break;
+            }
+
+            message.peerHandshakes.push(PeerHandshake.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 86: {
+            if (tag !== 688) {
+              break;
+            }
+
+            message.handshakesReported = reader.bool();
+            continue;
+          }
           case 90: {
             if (tag !== 722) {
               break;
@@ -2409,6 +2492,16 @@ export const Report: MessageFns<Report> = {
         : globalThis.Array.isArray(object?.plugin_openings)
         ? object.plugin_openings.map((e: any) => PlannedOpening.fromJSON(e))
         : [],
+      peerHandshakes: globalThis.Array.isArray(object?.peerHandshakes)
+        ? object.peerHandshakes.map((e: any) => PeerHandshake.fromJSON(e))
+        : globalThis.Array.isArray(object?.peer_handshakes)
+        ? object.peer_handshakes.map((e: any) => PeerHandshake.fromJSON(e))
+        : [],
+      handshakesReported: isSet(object.handshakesReported)
+        ? globalThis.Boolean(object.handshakesReported)
+        : isSet(object.handshakes_reported)
+        ? globalThis.Boolean(object.handshakes_reported)
+        : false,
       tunnelInterface: isSet(object.tunnelInterface)
         ? globalThis.String(object.tunnelInterface)
         : isSet(object.tunnel_interface)
@@ -2472,6 +2565,12 @@ export const Report: MessageFns<Report> = {
     if (message.pluginOpenings?.length) {
       obj.pluginOpenings = message.pluginOpenings.map((e) => PlannedOpening.toJSON(e));
     }
+    if (message.peerHandshakes?.length) {
+      obj.peerHandshakes = message.peerHandshakes.map((e) => PeerHandshake.toJSON(e));
+    }
+    if (message.handshakesReported !== false) {
+      obj.handshakesReported = message.handshakesReported;
+    }
     if (message.tunnelInterface !== undefined) {
       obj.tunnelInterface = message.tunnelInterface;
     }
@@ -2506,6 +2605,8 @@ export const Report: MessageFns<Report> = {
       : undefined;
     message.tunnelKey = object.tunnelKey ?? undefined;
     message.pluginOpenings = object.pluginOpenings?.map((e) => PlannedOpening.fromPartial(e)) || [];
+    message.peerHandshakes = object.peerHandshakes?.map((e) => PeerHandshake.fromPartial(e)) || [];
+    message.handshakesReported = object.handshakesReported ?? false;
     message.tunnelInterface = object.tunnelInterface ?? undefined;
     message.tunnelError = object.tunnelError ?? undefined;
     return message;
@@ -2673,6 +2774,115 @@ export const PlannedOpening: MessageFns<PlannedOpening> = {
     message.from = object.from?.map((e) => e) || [];
     message.path = object.path ?? "";
     message.action = object.action ?? "";
+    return message;
+  },
+};
+
+function createBasePeerHandshake(): PeerHandshake {
+  return { peer: "", publicKey: "", latestHandshake: 0 };
+}
+
+export const PeerHandshake: MessageFns<PeerHandshake> = {
+  encode(message: PeerHandshake, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.peer !== "") {
+      writer.uint32(10).string(message.peer);
+    }
+    if (message.publicKey !== "") {
+      writer.uint32(18).string(message.publicKey);
+    }
+    if (message.latestHandshake !== 0) {
+      writer.uint32(24).int64(message.latestHandshake);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PeerHandshake {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePeerHandshake();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.peer = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.publicKey = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.latestHandshake = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PeerHandshake {
+    return {
+      peer: isSet(object.peer) ? globalThis.String(object.peer) : "",
+      publicKey: isSet(object.publicKey)
+        ? globalThis.String(object.publicKey)
+        : isSet(object.public_key)
+        ? globalThis.String(object.public_key)
+        : "",
+      latestHandshake: isSet(object.latestHandshake)
+        ? globalThis.Number(object.latestHandshake)
+        : isSet(object.latest_handshake)
+        ? globalThis.Number(object.latest_handshake)
+        : 0,
+    };
+  },
+
+  toJSON(message: PeerHandshake): unknown {
+    const obj: any = {};
+    if (message.peer !== "") {
+      obj.peer = message.peer;
+    }
+    if (message.publicKey !== "") {
+      obj.publicKey = message.publicKey;
+    }
+    if (message.latestHandshake !== 0) {
+      obj.latestHandshake = Math.round(message.latestHandshake);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PeerHandshake>, I>>(base?: I): PeerHandshake {
+    return PeerHandshake.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PeerHandshake>, I>>(object: I): PeerHandshake {
+    const message = createBasePeerHandshake();
+    message.peer = object.peer ?? "";
+    message.publicKey = object.publicKey ?? "";
+    message.latestHandshake = object.latestHandshake ?? 0;
     return message;
   },
 };
@@ -6461,6 +6671,9 @@ function createBaseNodeStatus(): NodeStatus {
     statusDetail: "",
     reportedVersionWide: 0,
     diverged: "",
+    handshakes: undefined,
+    lastContact: "",
+    reasons: [],
     tunnel: "",
     tunnelInterface: "",
   };
@@ -6548,6 +6761,15 @@ export const NodeStatus: MessageFns<NodeStatus> = {
     }
     if (message.diverged !== "") {
       writer.uint32(410).string(message.diverged);
+    }
+    if (message.handshakes !== undefined) {
+      NodeHandshakes.encode(message.handshakes, writer.uint32(522).fork()).join();
+    }
+    if (message.lastContact !== "") {
+      writer.uint32(530).string(message.lastContact);
+    }
+    for (const v of message.reasons) {
+      StatusReason.encode(v!, writer.uint32(538).fork()).join();
     }
     if (message.tunnel !== "") {
       writer.uint32(562).string(message.tunnel);
@@ -6787,6 +7009,30 @@ export const NodeStatus: MessageFns<NodeStatus> = {
             message.diverged = reader.string();
             continue;
           }
+          case 65: {
+            if (tag !== 522) {
+              break;
+            }
+
+            message.handshakes = NodeHandshakes.decode(reader, reader.uint32());
+            continue;
+          }
+          case 66: {
+            if (tag !== 530) {
+              break;
+            }
+
+            message.lastContact = reader.string();
+            continue;
+          }
+          case 67: {
+            if (tag !== 538) {
+              break;
+            }
+
+            message.reasons.push(StatusReason.decode(reader, reader.uint32()));
+            continue;
+          }
           case 70: {
             if (tag !== 562) {
               break;
@@ -6900,6 +7146,15 @@ export const NodeStatus: MessageFns<NodeStatus> = {
         ? globalThis.Number(object.reported_version_wide)
         : 0,
       diverged: isSet(object.diverged) ? globalThis.String(object.diverged) : "",
+      handshakes: isSet(object.handshakes) ? NodeHandshakes.fromJSON(object.handshakes) : undefined,
+      lastContact: isSet(object.lastContact)
+        ? globalThis.String(object.lastContact)
+        : isSet(object.last_contact)
+        ? globalThis.String(object.last_contact)
+        : "",
+      reasons: globalThis.Array.isArray(object?.reasons)
+        ? object.reasons.map((e: any) => StatusReason.fromJSON(e))
+        : [],
       tunnel: isSet(object.tunnel) ? globalThis.String(object.tunnel) : "",
       tunnelInterface: isSet(object.tunnelInterface)
         ? globalThis.String(object.tunnelInterface)
@@ -6992,6 +7247,15 @@ export const NodeStatus: MessageFns<NodeStatus> = {
     if (message.diverged !== "") {
       obj.diverged = message.diverged;
     }
+    if (message.handshakes !== undefined) {
+      obj.handshakes = NodeHandshakes.toJSON(message.handshakes);
+    }
+    if (message.lastContact !== "") {
+      obj.lastContact = message.lastContact;
+    }
+    if (message.reasons?.length) {
+      obj.reasons = message.reasons.map((e) => StatusReason.toJSON(e));
+    }
     if (message.tunnel !== "") {
       obj.tunnel = message.tunnel;
     }
@@ -7039,8 +7303,223 @@ export const NodeStatus: MessageFns<NodeStatus> = {
     message.statusDetail = object.statusDetail ?? "";
     message.reportedVersionWide = object.reportedVersionWide ?? 0;
     message.diverged = object.diverged ?? "";
+    message.handshakes = (object.handshakes !== undefined && object.handshakes !== null)
+      ? NodeHandshakes.fromPartial(object.handshakes)
+      : undefined;
+    message.lastContact = object.lastContact ?? "";
+    message.reasons = object.reasons?.map((e) => StatusReason.fromPartial(e)) || [];
     message.tunnel = object.tunnel ?? "";
     message.tunnelInterface = object.tunnelInterface ?? "";
+    return message;
+  },
+};
+
+function createBaseNodeHandshakes(): NodeHandshakes {
+  return { reported: false, peers: 0, newestAgeSeconds: 0, staleAfterSeconds: 0 };
+}
+
+export const NodeHandshakes: MessageFns<NodeHandshakes> = {
+  encode(message: NodeHandshakes, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.reported !== false) {
+      writer.uint32(8).bool(message.reported);
+    }
+    if (message.peers !== 0) {
+      writer.uint32(16).uint32(message.peers);
+    }
+    if (message.newestAgeSeconds !== 0) {
+      writer.uint32(24).int64(message.newestAgeSeconds);
+    }
+    if (message.staleAfterSeconds !== 0) {
+      writer.uint32(32).uint32(message.staleAfterSeconds);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): NodeHandshakes {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseNodeHandshakes();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.reported = reader.bool();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.peers = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.newestAgeSeconds = longToNumber(reader.int64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.staleAfterSeconds = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): NodeHandshakes {
+    return {
+      reported: isSet(object.reported) ? globalThis.Boolean(object.reported) : false,
+      peers: isSet(object.peers) ? globalThis.Number(object.peers) : 0,
+      newestAgeSeconds: isSet(object.newestAgeSeconds)
+        ? globalThis.Number(object.newestAgeSeconds)
+        : isSet(object.newest_age_seconds)
+        ? globalThis.Number(object.newest_age_seconds)
+        : 0,
+      staleAfterSeconds: isSet(object.staleAfterSeconds)
+        ? globalThis.Number(object.staleAfterSeconds)
+        : isSet(object.stale_after_seconds)
+        ? globalThis.Number(object.stale_after_seconds)
+        : 0,
+    };
+  },
+
+  toJSON(message: NodeHandshakes): unknown {
+    const obj: any = {};
+    if (message.reported !== false) {
+      obj.reported = message.reported;
+    }
+    if (message.peers !== 0) {
+      obj.peers = Math.round(message.peers);
+    }
+    if (message.newestAgeSeconds !== 0) {
+      obj.newestAgeSeconds = Math.round(message.newestAgeSeconds);
+    }
+    if (message.staleAfterSeconds !== 0) {
+      obj.staleAfterSeconds = Math.round(message.staleAfterSeconds);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<NodeHandshakes>, I>>(base?: I): NodeHandshakes {
+    return NodeHandshakes.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<NodeHandshakes>, I>>(object: I): NodeHandshakes {
+    const message = createBaseNodeHandshakes();
+    message.reported = object.reported ?? false;
+    message.peers = object.peers ?? 0;
+    message.newestAgeSeconds = object.newestAgeSeconds ?? 0;
+    message.staleAfterSeconds = object.staleAfterSeconds ?? 0;
+    return message;
+  },
+};
+
+function createBaseStatusReason(): StatusReason {
+  return { status: "", detail: "" };
+}
+
+export const StatusReason: MessageFns<StatusReason> = {
+  encode(message: StatusReason, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.status !== "") {
+      writer.uint32(10).string(message.status);
+    }
+    if (message.detail !== "") {
+      writer.uint32(18).string(message.detail);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): StatusReason {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseStatusReason();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.status = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.detail = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): StatusReason {
+    return {
+      status: isSet(object.status) ? globalThis.String(object.status) : "",
+      detail: isSet(object.detail) ? globalThis.String(object.detail) : "",
+    };
+  },
+
+  toJSON(message: StatusReason): unknown {
+    const obj: any = {};
+    if (message.status !== "") {
+      obj.status = message.status;
+    }
+    if (message.detail !== "") {
+      obj.detail = message.detail;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<StatusReason>, I>>(base?: I): StatusReason {
+    return StatusReason.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<StatusReason>, I>>(object: I): StatusReason {
+    const message = createBaseStatusReason();
+    message.status = object.status ?? "";
+    message.detail = object.detail ?? "";
     return message;
   },
 };
