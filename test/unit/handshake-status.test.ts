@@ -145,3 +145,17 @@ t.test('/metrics: the status, the age of the newest handshake, the limit; no ser
   t.equal(m.value('meshp_node_tunnel_handshake_age_seconds', { node: 'm9' }), undefined, 'm9 never reported handshakes: no age said');
   t.equal(m.value('meshp_node_status', { node: 'm9', status: 'pending' }), 1);
 });
+
+t.test('LAST CONTACT is the stream: now while connected, whatever the last message; when it ended once not', async (t) => {
+  const c = bed(false);
+  c.report(NET, 'm1', { firewallKind: 'none', reported: { version: 1, mode: 'adopted', at: iso(T0), refusedResources: 0 } });
+  const message = iso(T0);
+  const connected = pb.NodeStatus.fromPartial(nodeToWire(withLiveness(c.listNodes(NET)[0]!, { connected: true, lastSeen: message, lastContact: iso(T0 + 600_000), now: T0 + 600_000 }), null));
+  t.match(nodesTable([connected]), /LAST CONTACT[\s\S]*^m1\s+ok\s.*\snow\s/m, 'an idle connected agent is in contact now, not 10 minutes ago');
+  t.match(nodeJson(connected), { connected: true, lastContact: 'now', lastSeen: message }, '--json: the last message said apart');
+  const ended = iso(T0 + 300_000);
+  const gone = pb.NodeStatus.fromPartial(nodeToWire(withLiveness(c.listNodes(NET)[0]!, { connected: false, lastSeen: message, lastContact: ended, now: T0 + 600_000 }), null));
+  t.match(nodesTable([gone]), new RegExp(`^m1\\s+SILENT\\s.*\\s${ended.replace(/[.]/g, '\\.')}\\s`, 'm'), 'not connected: when its stream ended');
+  t.match(gone.statusDetail, `not connected (its stream ended ${ended}); last seen ${message}`);
+  t.match(nodeDetail(gone), /not connected \(last contact 2026-06-01T12:05:00\.000Z\); last message 2026-06-01T12:00:00\.000Z/);
+});

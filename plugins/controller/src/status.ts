@@ -205,7 +205,7 @@ export function withLiveness(n: NodeStatus, live: Liveness): NodeStatus {
 /** Each rule in the order of how bad what it finds is; a status appears once. */
 function reasonsOf(n: NodeStatus, diverged: string | undefined, now: number): StatusReason[] {
   const found: (StatusReason | null)[] = [
-    n.connected ? null : n.lastSeen ? { status: 'silent', detail: `not connected; last seen ${n.lastSeen}` } : { status: 'pending', detail: 'has not reported yet' },
+    n.connected ? null : n.lastSeen ? { status: 'silent', detail: `not connected${n.lastContact ? ` (its stream ended ${n.lastContact})` : ''}; last seen ${n.lastSeen}` } : { status: 'pending', detail: 'has not reported yet' },
     diverged ? { status: 'diverged', detail: diverged } : null,
     refusal(n),
     tunnelSaid(n),
