@@ -159,3 +159,19 @@ t.test('LAST CONTACT is the stream: now while connected, whatever the last messa
   t.match(gone.statusDetail, `not connected (its stream ended ${ended}); last seen ${message}`);
   t.match(nodeDetail(gone), /not connected \(last contact 2026-06-01T12:05:00\.000Z\); last message 2026-06-01T12:00:00\.000Z/);
 });
+
+t.test('a member of a tunnel network without a tunnel is NO-TUNNEL, and no handshake is judged over it', async (t) => {
+  const c = new Controller(new MemoryStore());
+  c.createNetwork(NET, { privateNetwork: 'tunnel' });
+  c.join(NET, { id: 'm1', nodeKey: 'k', mode: 'adopted', tunnelKey: key() });
+  const agent = new DeltaApplier();
+  for (let d = c.deltaFor(NET, 'm1'); d; d = c.deltaFor(NET, 'm1')) {
+    const r = agent.receive(structuredClone(d));
+    if (r.status === 'applied') c.ack(NET, 'm1', r.ack.appliedVersion, r.ack.stateHash);
+  }
+  // Its agent runs no tunnel: no key, no handshakes reported.
+  c.report(NET, 'm1', { firewallKind: 'none', reported: { version: 1, mode: 'adopted', at: iso(T0), refusedResources: 0, tunnel: { key: false, interface: '', error: '' } } });
+  const n = status(c, T0 + 1_000);
+  t.equal(n.status, 'no-tunnel');
+  t.same(n.reasons.map((r) => r.status), ['no-tunnel'], 'not also unverified: there is no tunnel whose handshakes could be reported');
+});
