@@ -14,6 +14,23 @@ export function printJson(value: unknown): void {
   process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
 }
 
+/** A command's output flag. */
+export interface Out {
+  json: boolean;
+}
+
+/** A command that changes something: asked on a terminal, `--yes` elsewhere, `--preview` to only say. */
+export interface Change {
+  yes: boolean;
+  preview: boolean;
+}
+
+/** One JSON document with --json, else the line a person reads. */
+export const say = (o: Out, doc: unknown, human: string): void => {
+  if (o.json) printJson(doc);
+  else process.stdout.write(`${human}\n`);
+};
+
 /** A refusal: one line on stderr, exit 1. */
 export class Refusal extends Error {
   constructor(readonly line: string, readonly exitCode = 1) {

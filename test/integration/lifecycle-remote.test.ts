@@ -99,7 +99,7 @@ t.test('the preview, from the agent report, names the declared port and the one 
   t.match(human.out, /ADOPTED/);
   t.match(human.out, new RegExp(`converge preview ${preview.id}`));
   t.match(human.out, /8080\/tcp\s+socket.*web\s+open\s+stays open from 10\.70\.1\.0\/24/, 'open now through the found firewall, as the agent reported');
-  t.match(human.out, /9000\/tcp\s+socket.*closed\s+WILL CLOSE/);
+  t.match(human.out, /9000\/tcp\s+socket.*closed\s+stays closed/);
   // No probe of 8080 before the flip: busybox forks a child per connection that shares the
   // listening socket, and the facts plugin may name the child as its holder while it lives.
 });

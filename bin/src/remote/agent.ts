@@ -10,6 +10,7 @@ import { logOptions } from '@meshp/core/util';
 import { DEFAULT_AGENT_CONFIG, loadPlugins, pluginSpecs } from '../plugins/load.js';
 import { agentPlugins, assembleAgentHost } from './assembly.js';
 import { recordTunnel, tunnelDecision, tunnelOf, withTunnel } from './tunnel.js';
+import { refuseIfLeft } from './left.js';
 import { ensureNodeKey } from './keys.js';
 import { Refusal } from '../output.js';
 
@@ -113,7 +114,10 @@ export function controllerOf(args: Pick<AgentArgs, 'state' | 'controller' | 'tok
 }
 
 export async function startAgent(args: AgentArgs, host?: Host): Promise<RunningAgent> {
-  // The tunnel asked against the one recorded: a mismatch is refused before anything is written.
+  // A node that left is refused first; then the tunnel asked against the one recorded: a mismatch is refused before anything is written.
+  await refuseIfLeft(args.state).catch((e: unknown) => {
+    throw isMeshpError(e, 'MESHP_REMOVED') ? new Refusal(e.oneLine(), EXIT_REMOVED) : e;
+  });
   tunnelDecision(args);
   const key = ensureNodeKey(args.state);
   const target = controllerOf(args);

@@ -1,16 +1,7 @@
 /** `meshp node remove|rename` and `meshp network create|list|remove`: one Admin call each. */
-import { confirmChange, printJson, table } from '../output.js';
+import { confirmChange, say, table, type Out } from '../output.js';
 import { present, withAdmin, type RemoteArgs } from './admin.js';
 import { nodeJson, type WireNodeStatus } from './render.js';
-
-interface Out {
-  json: boolean;
-}
-
-const say = (o: Out, doc: unknown, human: string): void => {
-  if (o.json) printJson(doc);
-  else process.stdout.write(`${human}\n`);
-};
 
 /** What a removal does, said before it is asked for or previewed: the node as the controller holds it now. */
 export function removalOf(n: WireNodeStatus): string {

@@ -4,23 +4,9 @@ import { MeshpError, type ModuleDecl } from '@meshp/core';
 import { declarationToWire } from '@meshp/core/delta';
 import { readCatalogueFile, readPolicyFile } from '@meshp/core/schema';
 import { checkManifest, renderModule, settingsNamed } from '@meshp/core/catalogue';
-import { confirmChange, printJson, table } from '../output.js';
+import { confirmChange, say, table, type Change, type Out } from '../output.js';
 import { present, withAdmin, type RemoteArgs } from './admin.js';
 import { modeName, nodeDetail, nodeJson, nodesTable, sentTable, type WireNodeStatus } from './render.js';
-
-interface Out {
-  json: boolean;
-}
-
-interface Change {
-  yes: boolean;
-  preview: boolean;
-}
-
-const say = (o: Out, doc: unknown, human: string): void => {
-  if (o.json) printJson(doc);
-  else process.stdout.write(`${human}\n`);
-};
 
 export function parseTtl(ttl: string): number {
   const m = /^(\d+)\s*(s|m|h|d)?$/.exec(ttl.trim());

@@ -5,23 +5,9 @@
  */
 import { MeshpError } from '@meshp/core';
 import type { wire } from '@meshp/transport-grpc';
-import { confirmChange, printJson, table } from '../output.js';
+import { confirmChange, say, table, type Change, type Out } from '../output.js';
 import { present, withAdmin, type RemoteArgs } from './admin.js';
 import { modeName } from './render.js';
-
-interface Out {
-  json: boolean;
-}
-
-interface Change {
-  yes: boolean;
-  preview: boolean;
-}
-
-const say = (o: Out, doc: unknown, human: string): void => {
-  if (o.json) printJson(doc);
-  else process.stdout.write(`${human}\n`);
-};
 
 const list = (xs: string[]): string => xs.join(', ') || '-';
 

@@ -14,7 +14,7 @@ import { declarationFromWire } from '../delta/declaration.js';
 import { Backoff } from './backoff.js';
 import { loadView, persistView } from './view-store.js';
 import { reconcileLifecycle } from './lifecycle.js';
-import { LEFT_KEY, leaveMesh, type LeaveOutcome, type LeftRecord } from './leave.js';
+import { LEFT_KEY, leaveMesh, leftRefusal, type LeaveOutcome, type LeftRecord } from './leave.js';
 import { PROTOCOL_REVISION, challengePayload, type AgentMessage, type ControlLink, type ControllerMessage, type EnrolResult, type LifecycleReport, type ReconcileOutcome, type ReportMessage, type SyncChannel, type TransportError } from './transport.js';
 
 export const ENROLMENT_KEY = 'agent.enrolment';
@@ -129,7 +129,7 @@ export class Agent {
   async start(): Promise<void> {
     const store = await this.#host.state();
     const left = await store.getValue<LeftRecord>(LEFT_KEY);
-    if (left) throw new MeshpError('MESHP_REMOVED', `node ${left.node} left network ${left.network} at ${left.at} (${left.why}): this state folder is not used again; enrol the machine anew with another --state and a new token`);
+    if (left) throw leftRefusal(left);
     const saved = await loadView(store);
     if (saved.snapshot) this.applier.restore(saved.snapshot);
     this.#viewPerPeer = saved.perPeer;

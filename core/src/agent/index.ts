@@ -5,4 +5,4 @@ export * from './failover.js';
 export * from './agent.js';
 export { reconcileLifecycle, LIFECYCLE_KEY, type LifecycleOutcome, type LifecycleStep } from './lifecycle.js';
 export * from './view-store.js';
-export { leaveMesh, describeLeave, LEFT_KEY, type LeaveOutcome, type LeaveOptions, type LeftRecord } from './leave.js';
+export { leaveMesh, leftRefusal, describeLeave, LEFT_KEY, type LeaveOutcome, type LeaveOptions, type LeftRecord } from './leave.js';

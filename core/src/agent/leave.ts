@@ -17,7 +17,7 @@
  * store's) is not the mesh's to drop, and a held file is never the mesh's.
  */
 import type { FirewallDriver, Leaving } from '../contracts.js';
-import { isMeshpError, oneLine } from '../errors.js';
+import { MeshpError, isMeshpError, oneLine } from '../errors.js';
 import type { Host } from '../host/host.js';
 import { restoreFound, type RetiredRecord } from '../lifecycle/flip.js';
 import { RETIRED_KEY } from '../reconcile/reconciler.js';
@@ -53,6 +53,11 @@ export interface LeaveOptions {
 const failure = (what: string, e: unknown) => `${what}: ${isMeshpError(e) ? e.oneLine() : `MESHP_PLUGIN_FAILED: ${oneLine(e)}`}`;
 
 /** Takes away (or, in a preview, says) what the mesh added; each step is tried even when one before failed. */
+/** Why a state folder whose node left is not used again. */
+export function leftRefusal(left: LeftRecord): MeshpError {
+  return new MeshpError('MESHP_REMOVED', `node ${left.node} left network ${left.network} at ${left.at} (${left.why}): this state folder is not used again; enrol the machine anew with another --state and a new token`);
+}
+
 export async function leaveMesh(host: Host, o: LeaveOptions): Promise<LeaveOutcome> {
   const out: LeaveOutcome = { removed: [], kept: [], failed: [] };
   const progress = o.progress ?? (() => {});
