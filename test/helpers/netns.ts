@@ -74,6 +74,28 @@ export async function wire(a: Netns, aAddr: string, b: Netns, bAddr: string, nam
 }
 
 /**
+ * An underlay: one bridge in a namespace of its own, and `machine` makes a namespace on it with one
+ * address (a /24). No machine routes for another: what they share is this one segment.
+ */
+export async function underlay(t: Teardownable, prefix: string): Promise<{ under: Netns; machine(name: string, address: string, i: number): Promise<Netns> }> {
+  const under = await netns(t, `${prefix}u`);
+  await under.exec('ip', ['link', 'add', 'br0', 'type', 'bridge']);
+  await under.exec('ip', ['link', 'set', 'br0', 'up']);
+  const machine = async (name: string, address: string, i: number): Promise<Netns> => {
+    const ns = await netns(t, `${prefix}${name}`);
+    const [a, b] = [`${prefix}v${i}a`, `${prefix}v${i}b`];
+    await sh('ip', ['link', 'add', a, 'type', 'veth', 'peer', 'name', b]);
+    await sh('ip', ['link', 'set', a, 'netns', ns.name]);
+    await sh('ip', ['link', 'set', b, 'netns', under.name]);
+    await ns.exec('ip', ['addr', 'add', `${address}/24`, 'dev', a]);
+    await ns.exec('ip', ['link', 'set', a, 'up']);
+    await under.exec('ip', ['link', 'set', b, 'master', 'br0', 'up']);
+    return ns;
+  };
+  return { under, machine };
+}
+
+/**
  * True when we may build lab machines here (root). A developer without root skips the lab with a
  * reason; CI never skips it: there, not being root is a failure.
  */

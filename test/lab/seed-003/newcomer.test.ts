@@ -14,7 +14,7 @@ import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:f
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { MESHP, Proc, workdir } from '../../helpers/grpc-procs.js';
-import { labAvailable, netns, runPrefix, sh, type Netns } from '../../helpers/netns.js';
+import { labAvailable, runPrefix, sh, underlay, type Netns } from '../../helpers/netns.js';
 import { LAB_IMAGES, startDockerd } from '../../helpers/dockerd.js';
 import { fileBudget, until } from '../../helpers/budget.js';
 import { alive } from '../tunnel-wireguard/bed.js';
@@ -70,20 +70,7 @@ t.test("a newcomer's walk: genesis, two members from the shipped unit, a policy,
   process.once('exit', stopWireguard);
 
   // The machines: an underlay bridge, the control-node with a Docker engine, two members.
-  const under = await netns(t, `${prefix}u`);
-  await under.exec('ip', ['link', 'add', 'br0', 'type', 'bridge']);
-  await under.exec('ip', ['link', 'set', 'br0', 'up']);
-  const machine = async (name: string, address: string, i: number): Promise<Netns> => {
-    const ns = await netns(t, `${prefix}${name}`);
-    const [a, b] = [`${prefix}v${i}a`, `${prefix}v${i}b`];
-    await sh('ip', ['link', 'add', a, 'type', 'veth', 'peer', 'name', b]);
-    await sh('ip', ['link', 'set', a, 'netns', ns.name]);
-    await sh('ip', ['link', 'set', b, 'netns', under.name]);
-    await ns.exec('ip', ['addr', 'add', `${address}/24`, 'dev', a]);
-    await ns.exec('ip', ['link', 'set', a, 'up']);
-    await under.exec('ip', ['link', 'set', b, 'master', 'br0', 'up']);
-    return ns;
-  };
+  const { machine } = await underlay(t, prefix);
   const c = await machine('c', C, 0);
   const [engine, m2, m3] = await Promise.all([startDockerd(t, { netns: c, tag: 'nwd' }), machine('m2', M2, 2), machine('m3', M3, 3)]);
 

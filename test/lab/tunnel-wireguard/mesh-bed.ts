@@ -10,7 +10,7 @@
 import { mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { MESHP, Proc, writeJson } from '../../helpers/grpc-procs.js';
-import { netns, runPrefix, sh, type Netns } from '../../helpers/netns.js';
+import { runPrefix, sh, underlay, type Netns } from '../../helpers/netns.js';
 import { LAB_IMAGES, startDockerd, type Dockerd } from '../../helpers/dockerd.js';
 import { Deadline, until } from '../../helpers/budget.js';
 import { publicKeyOf } from '@meshp/tunnel-wireguard';
@@ -114,20 +114,7 @@ export async function meshBed(t: Teardown, dir: string): Promise<MeshBed> {
       rmSync(`/var/run/wireguard/${n.ifname}.sock`, { force: true });
     }
   });
-  const under = await netns(t, `${prefix}u`);
-  await under.exec('ip', ['link', 'add', 'br0', 'type', 'bridge']);
-  await under.exec('ip', ['link', 'set', 'br0', 'up']);
-  const machine = async (name: string, address: string, i: number) => {
-    const ns = await netns(t, `${prefix}${name}`);
-    const [a, b] = [`${prefix}v${i}a`, `${prefix}v${i}b`];
-    await sh('ip', ['link', 'add', a, 'type', 'veth', 'peer', 'name', b]);
-    await sh('ip', ['link', 'set', a, 'netns', ns.name]);
-    await sh('ip', ['link', 'set', b, 'netns', under.name]);
-    await ns.exec('ip', ['addr', 'add', `${address}/24`, 'dev', a]);
-    await ns.exec('ip', ['link', 'set', a, 'up']);
-    await under.exec('ip', ['link', 'set', b, 'master', 'br0', 'up']);
-    return ns;
-  };
+  const { under, machine } = await underlay(t, prefix);
   const cNs = await machine('c', CONTROL_IP, 0);
   // The engine starts while the other machines are made.
   const [engine, outside, ...agentNs] = await Promise.all([
