@@ -176,7 +176,7 @@ export function buildPreview(input: PreviewInputs): ConvergePreview {
     firewall.active
       ? `retire the found ${firewall.kind} firewall by disabling it; its configuration${firewall.configFile ? ` (${firewall.configFile})` : ''} stays on disk`
       : 'no found firewall to retire',
-    ...live.map((i) => `REFUSED unless allowed: ${doorOf(i)} (${i.holder}) closes with ${i.liveConnections} live connection${i.liveConnections === 1 ? '' : 's'}${isSsh(i) ? ', perhaps your own ssh session' : ''}: declare it in a module (the catalogue's ssh module), or flip with --allow-close ${doorOf(i)}`),
+    ...live.map((i) => `REFUSED unless allowed: ${doorOf(i)} (${i.holder}) closes with ${i.liveConnections} live connection${i.liveConnections === 1 ? '' : 's'}${isSsh(i) ? ', perhaps your own ssh session' : ''} (they live on; no new one opens): declare it in a module (the catalogue's ssh module), or flip with --allow-close ${doorOf(i)}`),
   ];
   // The id is what the machine offers, not which pid offers it: a restarted or forked server is the same door.
   // Where each door is reachable from now is in the items: a changed firewall is a changed machine.
@@ -199,14 +199,15 @@ export function liveDoorsClosing(items: readonly PreviewItem[]): PreviewItem[] {
 }
 
 /**
- * A flip that would cut live connections — an ssh session, perhaps the operator's own — is refused
+ * A flip that closes a door with live connections — an ssh session, perhaps the operator's own: it
+ * lives on (the derived filter lets established traffic through), but no new one opens — is refused
  * unless each such door is named in `allowClose` (`22/tcp`). The preview says it first.
  */
 export function checkLiveDoors(p: Pick<ConvergePreview, 'node' | 'items'>, allowClose: readonly string[]): void {
   const cut = liveDoorsClosing(p.items).filter((i) => !allowClose.includes(doorOf(i)));
   if (!cut.length) return;
   const doors = cut.map((i) => `${doorOf(i)} (${i.holder}, ${i.liveConnections} live${isSsh(i) ? ', ssh: perhaps your own session' : ''})`).join(', ');
-  throw new MeshpError('MESHP_LIVE_SESSION', `the flip of ${p.node} would close ${doors}: nothing flipped; declare the port in a module (the catalogue's ssh module for 22/tcp) or allow it with --allow-close ${cut.map(doorOf).join(' --allow-close ')}`);
+  throw new MeshpError('MESHP_LIVE_SESSION', `the flip of ${p.node} would close ${doors}: the sessions open now would live on, but no new one could open; nothing flipped. Declare the port in a module (the catalogue's ssh module for 22/tcp) or allow it with --allow-close ${cut.map(doorOf).join(' --allow-close ')}`);
 }
 
 /**

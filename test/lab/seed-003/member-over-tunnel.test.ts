@@ -83,7 +83,7 @@ t.test('a member in use, with a found nftables firewall, converged over the tunn
     t.match(by(51820, 'udp'), { declaredBy: 'tunnel', after: 'open' }, "51820/udp stays open: the tunnel plugin's opening, counted by the controller too");
     t.match(by(SSH), { after: 'closes', liveConnections: 1 });
     t.match(by(PORT), { after: 'closes' });
-    t.match(p.steps.join('\n'), /22\/tcp .* closes with 1 live connection, perhaps your own ssh session/);
+    t.match(p.steps.join('\n'), /22\/tcp .* closes with 1 live connection, perhaps your own ssh session \(they live on; no new one opens\)/);
     const human = await run('node', 'converge', m.name, '--preview');
     t.match(human.out, /22\/tcp .*WILL CLOSE: 1 LIVE \(ssh: your session\?\)/);
   });
@@ -95,6 +95,21 @@ t.test('a member in use, with a found nftables firewall, converged over the tunn
     t.match(r.err, /^MESHP_LIVE_SESSION: the flip of a1 would close 22\/tcp .*--allow-close 22\/tcp/);
     t.same(await foundRules(), before, 'the found firewall is as it was');
     t.ok(await gap0(), 'still adopted');
+  });
+
+  await t.test('allowed by name (--allow-close 22/tcp): converged; the open session lives on, a new one is refused; then returned', async (t) => {
+    const { preview: p } = await preview();
+    const r = await run('node', 'converge', m.name, '--yes', '--preview-id', p.id, '--allow-close', `${SSH}/tcp`, '--timeout', '180');
+    t.equal(r.code, 0, r.err);
+    t.match(r.out, /node a1 converged, by its agent's report/);
+    const echoes = session.lines.filter((l) => l.msg === 'echo').length;
+    await session.waitFor((l) => l.msg === 'echo' && Number(l.n) > echoes + 3, 20_000);
+    t.notOk(session.lines.some((l) => l.msg === 'closed'), 'the session open at the flip lives on (established traffic passes)');
+    t.notOk(await reaches(c.ns, '10.97.0.1', SSH), 'but no new ssh session opens: the door closed, as the preview said');
+    const back = await run('node', 'adopt', m.name, '--yes', '--timeout', '180');
+    t.equal(back.code, 0, back.err);
+    t.same(await foundRules(), before, 'adopted again: the found rules, as they were');
+    t.ok(await reachesSoon(c.ns, '10.97.0.1', SSH, 10), 'and ssh opens again through them');
   });
 
   await t.test('with the ssh module taken, the flip goes through to the previewed id: converged, the session and the tunnel carried', async (t) => {
