@@ -1,5 +1,5 @@
 /**
- * A Docker engine of the test's own, inside a lab namespace (../shared/design/LAB.md): own data
+ * A Docker engine of the test's own, inside a lab namespace (the labs: README, test/lab/): own data
  * root, exec root, pidfile and socket under a short temp folder. Stopped by its pid and its folders
  * removed in teardown, also when the test fails. Start one per test file: it takes seconds.
  */

@@ -1,5 +1,5 @@
 /**
- * Lab machines as network namespaces (../shared/design/LAB.md). Every name carries a per-run
+ * Lab machines as network namespaces (the labs: README, test/lab/). Every name carries a per-run
  * prefix, and every namespace made here is deleted in teardown, also when the test fails.
  */
 import { execFile } from 'node:child_process';
