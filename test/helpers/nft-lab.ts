@@ -1,5 +1,5 @@
 /**
- * The lab bed of FIREWALLS.md for the nftables kind: a "server" namespace whose found firewall
+ * The lab bed of docs/firewalls.md for the nftables kind: a "server" namespace whose found firewall
  * (table inet filter, loaded from <root>/etc/nftables.conf) allows 8080 and drops the rest, a
  * "client" on the private subnet, an "outside" machine on another subnet, and an "app" behind a
  * DNAT standing in for a published container port (18080 → app:80).

@@ -235,7 +235,7 @@ export function nativePlan(plan: Pick<EnsurePlan, 'head' | 'additions'>): string
  * A batch is one transaction, so the nonce is in the set afterwards only if the whole batch
  * committed; reading one set back costs a few milliseconds where nft's echo of every rule (or a
  * listing of the chains written) grows with the batch. nft can exit 0 having applied nothing
- * (FIREWALLS.md pitfall 5): the receipt is read, not assumed.
+ * (docs/firewalls.md pitfall 5): the receipt is read, not assumed.
  */
 export function receiptLines(nonce: number): string {
   if (!Number.isInteger(nonce) || nonce < 1 || nonce > 0xffffffff) throw new RangeError(`a receipt is a 32-bit mark, not ${nonce}`);

@@ -10,7 +10,7 @@ import { parseRuleset, type Batch, type Ruleset } from './schema.js';
 
 /**
  * `nft` spoken through a runner. Batches go through a file, never stdin: nft 1.0.6 exits 0 and
- * applies nothing on malformed JSON from stdin (FIREWALLS.md pitfall 5). A batch is one netlink
+ * applies nothing on malformed JSON from stdin (docs/firewalls.md pitfall 5). A batch is one netlink
  * transaction: it applies whole or not at all.
  */
 export class Nft {

@@ -3,7 +3,7 @@
  * starts and stops by pid (kept in the state folder). It runs in its own process group and outlives
  * the agent: an agent restart finds it by its pid and configures it again, no tunnel goes down.
  *
- * Never WG_PROCESS_FOREGROUND=0: the Debian build then re-launches itself in a loop (LAB.md).
+ * Never WG_PROCESS_FOREGROUND=0: the Debian build then re-launches itself in a loop (seen in the lab).
  */
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, openSync, closeSync, readFileSync, rmSync, writeFileSync } from 'node:fs';

@@ -67,7 +67,7 @@ export interface Bed {
   nft(args: string[]): Promise<string>;
   /** The found firewall's reload: `nft -f` of its config. */
   reload(): Promise<void>;
-  /** "Reboot" per LAB.md: the namespace's ruleset flushed, the found firewall loaded from its config. */
+  /** A "reboot" of a lab machine: the namespace's ruleset flushed, the found firewall loaded from its config. */
   flushAndReload(): Promise<void>;
   /** Starts the predecessor's stand-in control: rewrites web.conf every second until stopped. */
   standIn(): { stop(): void };
