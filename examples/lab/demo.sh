@@ -47,6 +47,26 @@ unreach() { ! reach "$@"; }
 get() { on "$1" timeout 2 busybox wget -q -O- "http://$2:$3/" 2>/dev/null; }
 until_ok() { local n=$1; shift; for _ in $(seq "$n"); do "$@" && return 0; sleep 0.5; done; return 1; }
 
+# A predecessor's firewall on machine $1, kept in $2/etc/nftables.conf: it drops all but tcp port $3.
+found_firewall() {
+  mkdir -p "$2/etc"
+  cat > "$2/etc/nftables.conf" <<NFT
+#!/usr/sbin/nft -f
+table inet filter
+flush table inet filter
+table inet filter {
+	chain input {
+		type filter hook input priority filter; policy drop;
+		ct state established,related accept
+		iif "lo" accept
+		meta l4proto { icmp, ipv6-icmp } accept
+		tcp dport $3 accept
+	}
+}
+NFT
+  on "$1" nft -f "$2/etc/nftables.conf"
+}
+
 step "the lab: m1 (control-node in use) and m2 on an underlay (10.77.0.0/24), m3 outside (10.78.0.0/24); the mesh's private network will be a tunnel"
 for n in m1 m2 m3; do ip netns add "$p$n"; ip -n "$p$n" link set lo up; done
 ip link add "${p}pa" type veth peer name "${p}pb"; ip link set "${p}pa" netns "${p}m1"; ip link set "${p}pb" netns "${p}m2"
@@ -59,21 +79,7 @@ on m1 sysctl -qw net.ipv4.ip_forward=1
 
 step "the predecessor's machine: its firewall allows 8080 and drops the rest"
 mkdir -p "$root/etc/web"
-cat > "$root/etc/nftables.conf" <<'EOF'
-#!/usr/sbin/nft -f
-table inet filter
-flush table inet filter
-table inet filter {
-	chain input {
-		type filter hook input priority filter; policy drop;
-		ct state established,related accept
-		iif "lo" accept
-		meta l4proto { icmp, ipv6-icmp } accept
-		tcp dport 8080 accept
-	}
-}
-EOF
-on m1 nft -f "$root/etc/nftables.conf"
+found_firewall m1 "$root" 8080
 printf 'listen 8080\nwritten-by predecessor\n' > "$root/etc/web/web.conf"
 cp "$root/etc/web/web.conf" "$lab/web.conf.orig"
 mkdir -p "$lab/data" "$lab/exec"
@@ -125,22 +131,7 @@ say "the found table now, the mesh's rules marked meshp:"; on m1 nft list table 
 
 step "4. the second machine enrols over the underlay (the control port is the one door there) and brings its tunnel up"
 say "m2 is in use too: a found nftables firewall of its own, which drops everything but ssh"
-mkdir -p "$lab/m2-root/etc"
-cat > "$lab/m2-root/etc/nftables.conf" <<'EOF2'
-#!/usr/sbin/nft -f
-table inet filter
-flush table inet filter
-table inet filter {
-	chain input {
-		type filter hook input priority filter; policy drop;
-		ct state established,related accept
-		iif "lo" accept
-		meta l4proto { icmp, ipv6-icmp } accept
-		tcp dport 22 accept
-	}
-}
-EOF2
-on m2 nft -f "$lab/m2-root/etc/nftables.conf"
+found_firewall m2 "$lab/m2-root" 22
 cp "$lab/m2-root/etc/nftables.conf" "$lab/m2-nftables.conf.orig"
 say "no policy rule is set: every member has the control-node in its view (the mesh's own rule), whatever the policy"
 token=$(adm token create --adopted --tag demo --json | node -e "process.stdout.write(JSON.parse(require('fs').readFileSync(0)).token)")
