@@ -15,7 +15,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 test -f "$here/bin/dist/main.js" || { echo "build first: make build" >&2; exit 1; }
-workspaces=(core bin $(cd "$here" && ls -d plugins/*))
+workspaces=(core bin $(cd "$here" && ls -d lib/* plugins/*))
 mkdir "$work/tarballs"
 (cd "$here" && npm pack --silent "${workspaces[@]/#/-w=}" --pack-destination "$work/tarballs" >/dev/null)
 # testkit is for plugin authors, not for a machine: left out.

@@ -14,7 +14,7 @@ const CORE = join(dirname(fileURLToPath(import.meta.url)), '../../core');
 /** Every runtime name the root exports, by what it is. */
 const ROOT = {
   // What a plugin states and taps with (contracts.ts), and the typed admin map (contract/admin.ts).
-  contract: ['PLUGIN_API_VERSION', 'STAGE', 'LABEL_MODULE', 'LABEL_NODE', 'LABEL_SPEC_HASH', 'adminMethod'],
+  contract: ['PLUGIN_API_VERSION', 'STAGES', 'LABEL_MODULE', 'LABEL_NODE', 'LABEL_SPEC_HASH', 'adminMethod'],
   errors: ['CODES', 'MeshpError', 'isMeshpError'],
   model: ['MODES', 'RESOURCE_KINDS', 'resourceKey', 'openingId', 'toOpening'],
 };
@@ -29,7 +29,8 @@ const SUBPATHS: Record<string, string[]> = {
   catalogue: ['checkManifest', 'fillSettings'],
   schema: ['checkInput', 'checkPolicy'],
   net: ['cidrSpan', 'placeOpening', 'reachThrough'],
-  util: ['sanitize', 'logOptions', 'privateDir', 'oneLine'],
+  store: ['hashSecret', 'revokeRow', 'tokenFromRow', 'HOSTING_TABLES'],
+  util: ['sanitize', 'logOptions', 'oneLine'],
 };
 
 t.test('the root exports exactly the contract, the errors and the model', async (t) => {

@@ -10,7 +10,7 @@ import { createRequire } from 'node:module';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { MeshpError, type Plugin } from '@meshp/core';
-import { trustedFile } from '@meshp/core/util';
+import { trustedFile } from '@meshp/state-files';
 
 export interface PluginSpec {
   module: string;

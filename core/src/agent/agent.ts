@@ -3,19 +3,20 @@
  * the host's plugins. hello → deltas → apply the view → reconcile the declaration → ack → report.
  * It reconciles on every delta, on a timer, and when the firewall driver sees a reload.
  */
-import type { FirewallDriver, HostReport, Listener, PublishedPort } from '../contracts.js';
+import type { FirewallDriver, Listener, PublishedPort } from '../contract/providers.js';
+import type { HostReport } from '../contract/plan.js';
 import { pluginOpeningsOfNode, reachOf } from '../lifecycle/flip.js';
 import { previewDoors } from '../lifecycle/preview.js';
 import { MeshpError, isMeshpError, oneLine } from '../errors.js';
 import type { Host } from '../host/host.js';
-import { DeltaApplier, type AppliedRecord } from '../delta/applier.js';
-import type { StateDelta, WireDeclaration } from '../delta/wire.js';
+import { DeltaApplier, type AppliedRecord } from '../delta/agent/delta-applier.js';
+import type { StateDelta, WireDeclaration } from '../contract/wire.js';
 import { declarationFromWire } from '../delta/declaration.js';
 import { Backoff } from './backoff.js';
 import { loadView, persistView } from './view-store.js';
 import { reconcileLifecycle } from './lifecycle.js';
 import { LEFT_KEY, leaveMesh, leftRefusal, type LeaveOutcome, type LeftRecord } from './leave.js';
-import { PROTOCOL_REVISION, challengePayload, type AgentMessage, type ControlLink, type ControllerMessage, type EnrolResult, type LifecycleReport, type ReconcileOutcome, type ReportMessage, type SyncChannel, type TransportError } from './transport.js';
+import { PROTOCOL_REVISION, challengePayload, type AgentMessage, type ControlLink, type ControllerMessage, type EnrolResult, type LifecycleReport, type ReconcileOutcome, type ReportMessage, type SyncChannel, type TransportError } from '../contract/transport.js';
 
 export const ENROLMENT_KEY = 'agent.enrolment';
 // VIEW_KEY: view-store.ts

@@ -12,7 +12,7 @@
  */
 import { isMeshpError } from '../errors.js';
 import type { AgentLog } from './agent.js';
-import type { AgentMessage, ControlLink, ControllerMessage, EnrolInput, EnrolResult, SyncChannel, TransportError } from './transport.js';
+import type { AgentMessage, ControlLink, ControllerMessage, EnrolInput, EnrolResult, SyncChannel, TransportError } from '../contract/transport.js';
 
 const UNAVAILABLE = 'MESHP_UNAVAILABLE';
 

@@ -1,4 +1,4 @@
-export * from './transport.js';
+export * from '../contract/transport.js';
 export * from './token.js';
 export * from './backoff.js';
 export * from './failover.js';

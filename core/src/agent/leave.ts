@@ -16,7 +16,8 @@
  * The files and containers the mesh created for modules stay, counted in `kept`: a module's data (a
  * store's) is not the mesh's to drop, and a held file is never the mesh's.
  */
-import type { FirewallDriver, Leaving } from '../contracts.js';
+import type { Leaving } from '../contract/plugin.js';
+import type { FirewallDriver } from '../contract/providers.js';
 import { MeshpError, isMeshpError, oneLine } from '../errors.js';
 import type { Host } from '../host/host.js';
 import { restoreFound, type RetiredRecord } from '../lifecycle/flip.js';

@@ -8,13 +8,13 @@
  */
 import { MeshpError, isMeshpError, oneLine } from '../errors.js';
 import type { Host } from '../host/host.js';
-import type { Declaration } from '../model.js';
+import type { Declaration } from '../contract/model.js';
 import { declarationFromWire } from '../delta/declaration.js';
-import type { WireDeclaration } from '../delta/wire.js';
+import type { WireDeclaration } from '../contract/wire.js';
 import { NO_FILTER, flip, noFilter, previewConverge, returnToAdopted } from '../lifecycle/flip.js';
 import { closingDoors } from '../lifecycle/preview.js';
 import { Reconciler, RETIRED_KEY, type ReconcileResult } from '../reconcile/reconciler.js';
-import type { LifecycleReport } from './transport.js';
+import type { LifecycleReport } from '../contract/transport.js';
 
 /** The last lifecycle outcome, kept in the host store so a restart reports (and remembers) it. */
 export const LIFECYCLE_KEY = 'agent.lifecycle';

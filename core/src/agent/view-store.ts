@@ -5,9 +5,10 @@
  * gets the whole view under VIEW_KEY, as before. A one-peer delta then costs the same at 1k peers
  * as at 50k (bench/agent-persist.bench.mjs).
  */
-import type { HostStateStore, ViewChange, ViewWrite } from '../contracts.js';
-import type { AgentView } from '../delta/view.js';
-import { COMPONENT_NAMES, type StateDelta } from '../delta/wire.js';
+import type { HostStateStore, ViewWrite } from '../contract/providers.js';
+import type { ViewChange } from '../contract/plan.js';
+import type { AgentView } from '../delta/agent/view.js';
+import { COMPONENT_NAMES, type StateDelta } from '../contract/wire.js';
 
 export const VIEW_KEY = 'agent.view';
 

@@ -4,7 +4,7 @@
  * so every reader of a port — container, opening, file — reads the node's setting.
  */
 import { MeshpError } from '../errors.js';
-import type { ModuleDecl, Settings } from '../model.js';
+import type { ModuleDecl, Settings } from '../contract/model.js';
 import { checkInput } from '../schema/check.js';
 import { catalogueManifestSchema } from '../schema/declaration.js';
 

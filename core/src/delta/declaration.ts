@@ -1,6 +1,6 @@
 import { MeshpError } from '../errors.js';
-import type { ContainerSpec, Declaration, Mode, ModuleDecl, OpeningSpec, Protocol, TrafficPath } from '../model.js';
-import { WIRE_MODE, WIRE_PATH, WIRE_PROTOCOL, type WireContainerSpec, type WireDeclaration, type WireModuleDecl, type WireOpeningSpec } from './wire.js';
+import type { ContainerSpec, Declaration, Mode, ModuleDecl, OpeningSpec, Protocol, TrafficPath } from '../contract/model.js';
+import { WIRE_MODE, WIRE_PATH, WIRE_PROTOCOL, type WireContainerSpec, type WireDeclaration, type WireModuleDecl, type WireOpeningSpec } from '../contract/wire.js';
 
 export function modeToWire(mode: Mode): number {
   return mode === 'adopted' ? WIRE_MODE.ADOPTED : WIRE_MODE.CONVERGED;

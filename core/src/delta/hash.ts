@@ -1,5 +1,5 @@
 import { protoCanonicalHash, protoCanonicalJson, sha256Hex } from './canonical.js';
-import { COMPONENT_NAMES, type ComponentName, type Components, type Peer } from './wire.js';
+import { COMPONENT_NAMES, type ComponentName, type Components, type Peer } from '../contract/wire.js';
 
 const MOD = 1n << 256n;
 

@@ -10,7 +10,7 @@
  * Revisions: 1 = v1-r1 (proto/released) and every agent before issue 14; 2 = v1-r2 (this file's
  * control.proto: Declaration.converge_preview_id, StateDelta.state_hash/version_signature, …).
  */
-import type { WireDeclaration } from './wire.js';
+import type { WireDeclaration } from '../contract/wire.js';
 
 export const CURRENT_REVISION = 2;
 

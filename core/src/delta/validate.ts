@@ -1,5 +1,5 @@
 import { MeshpError } from '../errors.js';
-import { COMPONENT_NAMES, REMOVAL_REASON, type StateDelta } from './wire.js';
+import { COMPONENT_NAMES, REMOVAL_REASON, type StateDelta } from '../contract/wire.js';
 
 export interface DeltaLimits {
   /** Most upserts + removals one message may carry; more is refused as oversized. */

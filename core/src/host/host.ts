@@ -1,25 +1,9 @@
 import { AsyncParallelHook, AsyncSeriesBailHook, AsyncSeriesHook, AsyncSeriesWaterfallHook, SyncHook } from 'tapable';
-import {
-  PLUGIN_API_VERSION,
-  type ApplyContext,
-  type ContainerRuntime,
-  type FileStore,
-  type FirewallDriver,
-  type FirewallProbe,
-  type FirewallSighting,
-  type HostOptions,
-  type HostHooks,
-  type HostReport,
-  type Leaving,
-  type PluginHost,
-  type HostStateStore,
-  type MachineFacts,
-  type Plan,
-  type Plugin,
-  type ViewChange,
-} from '../contracts.js';
+import { PLUGIN_API_VERSION, type HostOptions, type HostHooks, type Leaving, type PluginHost, type Plugin } from '../contract/plugin.js';
+import { type ContainerRuntime, type FileStore, type FirewallDriver, type FirewallProbe, type FirewallSighting, type HostStateStore, type MachineFacts } from '../contract/providers.js';
+import { type ApplyContext, type HostReport, type Plan, type ViewChange } from '../contract/plan.js';
 import { MeshpError, attribute, internal } from '../errors.js';
-import type { Transport } from '../agent/transport.js';
+import type { Transport } from '../contract/transport.js';
 import { attributed, attributeTaps, invokeTap, type AnyTap } from './plugin-boundary.js';
 
 function createHooks(): HostHooks {

@@ -4,10 +4,10 @@
  * order, so at no step is the machine less protected than before. Returning to adopted
  * re-enables the retired firewall first, then unloads the derived filter.
  */
-import type { Door, FirewallDriver, Reach, RetiredState } from '../contracts.js';
+import type { Door, FirewallDriver, Reach, RetiredState } from '../contract/providers.js';
 import { MeshpError, oneLine } from '../errors.js';
 import type { Host } from '../host/host.js';
-import type { Declaration, Opening } from '../model.js';
+import type { Declaration, Opening } from '../contract/model.js';
 import { Reconciler, RETIRED_KEY, type ReconcileResult } from '../reconcile/reconciler.js';
 import { planOpenings } from '../reconcile/openings.js';
 import { validateDeclaration } from '../reconcile/validate.js';

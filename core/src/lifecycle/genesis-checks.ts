@@ -4,8 +4,8 @@
  * name of its holder; the private range must not overlap an address or route the machine has.
  * Pure: the facts are read by plugins and handed in.
  */
-import { LABEL_MODULE, type ContainerInfo, type FirewallDescription, type Listener, type PublishedPort } from '../contracts.js';
-import type { Mode } from '../model.js';
+import { LABEL_MODULE, type ContainerInfo, type FirewallDescription, type Listener, type PublishedPort } from '../contract/providers.js';
+import type { Mode } from '../contract/model.js';
 import { overlaps } from '../net/cidr.js';
 
 export interface GenesisFacts {

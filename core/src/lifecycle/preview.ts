@@ -4,9 +4,9 @@
  * that it will close. Its id is a hash of what it saw: the flip applies exactly that preview, and is
  * refused when the machine changed since.
  */
-import type { Door, FirewallDescription, Listener, PublishedPort, Reach } from '../contracts.js';
-import type { Declaration, Opening, Protocol } from '../model.js';
-import { toOpening } from '../model.js';
+import type { Door, FirewallDescription, Listener, PublishedPort, Reach } from '../contract/providers.js';
+import type { Declaration, Opening, Protocol } from '../contract/model.js';
+import { toOpening } from '../contract/model.js';
 import { canonicalJson, sha256 } from '../reconcile/handlers.js';
 import { MeshpError } from '../errors.js';
 

@@ -8,7 +8,7 @@
  * policy drops it, at the end. The mesh never writes into the found firewall's regular chains, so
  * a jump to a chain that drops part of the traffic and then all of it leaves no place: refused.
  */
-import type { Door } from '../contracts.js';
+import type { Door } from '../contract/providers.js';
 import type { ReachChain, ReachRule } from './reach.js';
 import { matchOf, possibleOf } from './reach.js';
 import { intersect, isEmpty, subtract, wholeOf, type AddressSet } from './spans.js';

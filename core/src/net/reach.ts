@@ -6,8 +6,8 @@
  * of the sources each accepts. An approximation: a rule whose matches cannot be read (an
  * interface, a destination, a mark, a named set) is taken as matching nothing.
  */
-import type { Door, Reach } from '../contracts.js';
-import type { Protocol, TrafficPath } from '../model.js';
+import type { Door, Reach } from '../contract/providers.js';
+import type { Protocol, TrafficPath } from '../contract/model.js';
 import {
   EVERYWHERE, NOWHERE, complement, intersect, isEmpty, isEverywhere, spansToSet, subtract, toCidrs, union, wholeOf,
   type AddressSet, type IpFamily, type Span,

@@ -4,7 +4,7 @@
  * would write or remove a held resource becomes a refusal, so no plugin and no bug in the planner
  * can modify or remove a held file.
  */
-import type { Action, Plan } from '../contracts.js';
+import type { Action, Plan } from '../contract/plan.js';
 import type { Records, Seen } from './rule.js';
 
 const TOUCHES = new Set<Action['op']>(['create', 'converge', 'remove']);

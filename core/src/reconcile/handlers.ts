@@ -3,9 +3,9 @@
  * The reconciler is written against this shape only, so a kind is added here and nowhere else.
  */
 import { createHash } from 'node:crypto';
-import { LABEL_SPEC_HASH, type ContainerRuntime, type FileStore } from '../contracts.js';
+import { LABEL_SPEC_HASH, type ContainerRuntime, type FileStore } from '../contract/providers.js';
 import { MeshpError } from '../errors.js';
-import type { ContainerSpec, FileSpec, ResourceKind } from '../model.js';
+import type { ContainerSpec, FileSpec, ResourceKind } from '../contract/model.js';
 
 export interface Observation {
   /** What is there, in the same terms as `desiredDigest`: equal means converged. */

@@ -4,8 +4,8 @@
  * adopted node waits: the found firewall already serves the predecessor there, and the port is
  * opened for the mesh when the module is taken.
  */
-import type { Action } from '../contracts.js';
-import { resourceKey, toOpening, type Declaration, type Opening } from '../model.js';
+import type { Action } from '../contract/plan.js';
+import { resourceKey, toOpening, type Declaration, type Opening } from '../contract/model.js';
 
 export interface OpeningPlan {
   actions: Action[];

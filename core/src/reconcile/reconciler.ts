@@ -2,10 +2,11 @@
  * declaration + what the machine has + the host's records → plan → guard → apply → report.
  * Core touches the machine only through the plugins the host was given.
  */
-import type { Action, ApplyContext, FirewallDriver, HostReport, HostStateStore, Plan, ResourceReport } from '../contracts.js';
+import type { FirewallDriver, HostStateStore } from '../contract/providers.js';
+import type { Action, ApplyContext, HostReport, Plan, ResourceReport } from '../contract/plan.js';
 import { MeshpError, isMeshpError, oneLine } from '../errors.js';
 import type { Host } from '../host/host.js';
-import { resourceKey, type Declaration, type ResourceKind, type ResourceState } from '../model.js';
+import { resourceKey, type Declaration, type ResourceKind, type ResourceState } from '../contract/model.js';
 import { guard, type GuardContext } from './guard.js';
 import { containerHandler, fileHandler, missingProvider, type ContentKind, type Handlers, type ResourceHandler } from './handlers.js';
 import { planOpenings } from './openings.js';

@@ -2,9 +2,10 @@
  * The reconciler's rule (seed 003), as one pure function per resource: what is declared, what is
  * there, what the host's records say → one action. No I/O here.
  */
-import type { Action, IntentRecord, OriginalRecord, OwnedRecord } from '../contracts.js';
+import type { IntentRecord, OriginalRecord, OwnedRecord } from '../contract/providers.js';
+import type { Action } from '../contract/plan.js';
 import { oneLine } from '../errors.js';
-import type { Mode, ResourceKind } from '../model.js';
+import type { Mode, ResourceKind } from '../contract/model.js';
 import type { Observation } from './handlers.js';
 
 export interface Declared {

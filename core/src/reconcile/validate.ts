@@ -4,7 +4,7 @@
  * no module listed twice. Every refusal is coded and names the field; nothing else is thrown.
  */
 import { MeshpError } from '../errors.js';
-import { openingId, type Declaration } from '../model.js';
+import { openingId, type Declaration } from '../contract/model.js';
 import { describeClash, findClash } from '../schema/clash.js';
 import { checkInput } from '../schema/check.js';
 import { declarationSchema } from '../schema/declaration.js';

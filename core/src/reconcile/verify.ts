@@ -5,9 +5,9 @@
  * which the opening respects by design). One the walk sees closed from more is refused, naming the
  * rule that shadows it; one whose path holds a match the walk cannot read, or a driver without a walk, is unverified.
  */
-import type { Door, FirewallDriver, Reach } from '../contracts.js';
+import type { Door, FirewallDriver, Reach } from '../contract/providers.js';
 import { MeshpError } from '../errors.js';
-import type { Opening, ResourceState } from '../model.js';
+import type { Opening, ResourceState } from '../contract/model.js';
 import { cidrSpan, intersect, isEmpty, spansToSet, subtract, wholeOf, type AddressSet } from '../net/spans.js';
 
 export interface Verdict {

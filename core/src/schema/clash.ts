@@ -4,7 +4,7 @@
  * refuses such a declaration as a whole (reconcile/validate.ts); the controller refuses the assign
  * or the redefinition that would make one, so the clash is never stored.
  */
-import { openingId, resourceKey, type ModuleDecl } from '../model.js';
+import { openingId, resourceKey, type ModuleDecl } from '../contract/model.js';
 
 type ModuleLike = Pick<ModuleDecl, 'name' | 'files' | 'containers' | 'openings'>;
 

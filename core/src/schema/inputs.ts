@@ -1,5 +1,5 @@
 /** The catalogue's and the policy's inputs, checked the same way by the CLI (before sending) and the controller (before storing). */
-import type { ModuleDecl } from '../model.js';
+import type { ModuleDecl } from '../contract/model.js';
 import { checkInput } from './check.js';
 import { catalogueFileSchema, moduleDefSchema, policyFileSchema, policyRuleSchema } from './declaration.js';
 import { validateDeclaration } from '../reconcile/validate.js';

@@ -1,5 +1,5 @@
 // @meshp/core/util: small helpers several packages share — text made safe for a terminal or a log,
-// private folders and database files, and one line for any thrown value.
+// and one line for any thrown value. (Private state folders and files, which need the file system,
+// are `@meshp/state-files`: core does no I/O.)
 export { sanitize, logOptions } from './sanitize.js';
-export { privateDir, privateDbFiles, trustedFile, sayTightened } from './private.js';
 export { oneLine } from '../errors.js';

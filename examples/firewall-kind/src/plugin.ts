@@ -1,5 +1,5 @@
 /** Adds the `ufw` kind: it answers the host's firewall probe when ufw is enabled. */
-import { isMeshpError, PLUGIN_API_VERSION, STAGE, type Plugin, type PluginHost } from '@meshp/core';
+import { isMeshpError, PLUGIN_API_VERSION, STAGES, type Plugin, type PluginHost } from '@meshp/core';
 import { localRunner, type CommandRunner } from '@meshp/firewall-iptables';
 import { UfwDriver } from './driver.js';
 
@@ -18,8 +18,8 @@ export class UfwPlugin implements Plugin {
   }
 
   apply(host: PluginHost): void {
-    // STAGE.RESOURCES runs before the iptables plugin (STAGE.CHECKS), which then leaves ufw's chains to us.
-    host.hooks.firewall.tapPromise({ name: this.name, stage: STAGE.RESOURCES }, async (probe) => {
+    // STAGES.firewall.LAYERED runs before the iptables plugin (STAGES.firewall.BASE), which then leaves ufw's chains to us.
+    host.hooks.firewall.tapPromise({ name: this.name, stage: STAGES.firewall.LAYERED }, async (probe) => {
       const driver = new UfwDriver({ runner: this.runner, root: probe.root, privateRange: this.options.privateRange });
       let active: boolean;
       try {

@@ -1,7 +1,7 @@
 import Database from 'better-sqlite3';
 import { dirname } from 'node:path';
 import { MeshpError } from '@meshp/core';
-import { privateDbFiles, privateDir, sayTightened } from '@meshp/core/util';
+import { privateDbFiles, privateDir, sayTightened } from '@meshp/state-files';
 import type { ControllerStore, StoredState } from './store.js';
 import type { LogEntry, MemberRecord, NetworkRecord, SyncRecord } from '@meshp/core/delta';
 import type { TokenRecord } from './tokens.js';

@@ -1,58 +1,8 @@
+import type { ControllerStore, StoredState, TokenRecord } from '@meshp/core';
 import type { LogEntry, MemberRecord, NetworkRecord, SyncRecord } from '@meshp/core/delta';
-import type { TokenRecord } from './tokens.js';
 
-/** Everything the controller persists, as loaded on start. */
-export interface StoredState {
-  networks: NetworkRecord[];
-  members: { network: string; member: MemberRecord }[];
-  log: { network: string; entry: LogEntry }[];
-  sync: { network: string; id: string; sync: SyncRecord }[];
-  tokens: TokenRecord[];
-}
-
-/**
- * The controller's persistence. Synchronous (SQLite through better-sqlite3 is), and every change the
- * controller makes goes through one `transaction`, so a restart finds either all of it or none.
- */
-export interface ControllerStore {
-  load(): StoredState;
-  transaction(fn: () => void): void;
-  putNetwork(n: NetworkRecord): void;
-  putMember(network: string, m: MemberRecord): void;
-  deleteMember(network: string, id: string): void;
-  appendLog(network: string, e: LogEntry): void;
-  /** Forgets log entries of versions ≤ floor. */
-  truncateLog(network: string, floor: number): void;
-  putSync(network: string, id: string, s: SyncRecord): void;
-  deleteSync(network: string, id: string): void;
-  putToken(t: TokenRecord): void;
-  deleteToken(token: string): void;
-  /** Forgets a network with its log (its members and sync records are gone already). */
-  deleteNetwork(name: string): void;
-  close(): void;
-  /**
-   * A store shared by several controllers (store-postgres): `apply` is called with what the others
-   * committed, before this one's next transaction and when the store is told of it.
-   */
-  follow?(apply: (c: RemoteChange) => void): void;
-  /** The node's sync record as last written (shared store: its stream may have been on another controller). */
-  syncRecord?(network: string, id: string): SyncRecord | undefined;
-  /** Applies what other controllers committed, now (shared store; see `follow`); how many networks changed. */
-  catchUp?(): number;
-  /** The sync records of these nodes as last written (shared store), by node. */
-  syncRecords?(network: string, ids: string[]): Map<string, SyncRecord>;
-}
-
-/** What another controller sharing the store committed to one network (see `ControllerStore.follow`). */
-export interface RemoteChange {
-  network: string;
-  /** The network as committed; null: it was removed. */
-  record: NetworkRecord | null;
-  /** The entries past the version this controller knew, in order; with `members`, the whole log kept. */
-  entries: LogEntry[];
-  /** Every member, when the entries do not reach back to the version known (or the network is new here). */
-  members: MemberRecord[] | null;
-}
+// The store seam is core's (core/src/contract/store.ts); named here too for the controller's importers.
+export type { ControllerStore, RemoteChange, StoredState } from '@meshp/core';
 
 const key = (network: string, id: string): string => `${network}\u0000${id}`;
 

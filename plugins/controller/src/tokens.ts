@@ -3,17 +3,9 @@
  * state enrols no one.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { MeshpError, type Mode } from '@meshp/core';
-import type { ControllerStore } from './store.js';
+import { MeshpError, type ControllerStore, type Mode, type TokenRecord } from '@meshp/core';
 
-/** A one-time enrolment token as the store keeps it. */
-export interface TokenRecord {
-  token: string;
-  network: string;
-  mode: Mode;
-  tags: string[];
-  expiresAt: string;
-}
+export type { TokenRecord } from '@meshp/core';
 
 export function tokenHash(token: string): string {
   return createHash('sha256').update(token).digest('hex');

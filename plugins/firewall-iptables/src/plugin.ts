@@ -4,7 +4,7 @@
  * CSF; see managers.ts) are reported as that manager's kind with no driver, and the backend then
  * offers none either, unless a plugin that speaks the manager already answered for it.
  */
-import { isMeshpError, PLUGIN_API_VERSION, STAGE, type FirewallProbe, type Plugin, type PluginHost } from '@meshp/core';
+import { isMeshpError, PLUGIN_API_VERSION, STAGES, type FirewallProbe, type Plugin, type PluginHost } from '@meshp/core';
 import { parseCidr } from './cidr.js';
 import { IptablesDriver } from './driver.js';
 import { inspectBackend } from './inspect.js';
@@ -48,7 +48,7 @@ export class IptablesPlugin implements Plugin {
 
   apply(host: PluginHost): void {
     // A later stage than the default: a plugin that speaks ufw (stage 0) answers for ufw's chains first.
-    host.hooks.firewall.tapPromise({ name: this.name, stage: STAGE.CHECKS }, async (probe) => this.probe(probe));
+    host.hooks.firewall.tapPromise({ name: this.name, stage: STAGES.firewall.BASE }, async (probe) => this.probe(probe));
   }
 
   async probe(probe: FirewallProbe): Promise<void> {

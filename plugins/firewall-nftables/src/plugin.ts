@@ -1,5 +1,5 @@
 import { access } from 'node:fs/promises';
-import { MeshpError, PLUGIN_API_VERSION, STAGE, isMeshpError, type Plugin, type PluginHost } from '@meshp/core';
+import { MeshpError, PLUGIN_API_VERSION, STAGES, isMeshpError, type Plugin, type PluginHost } from '@meshp/core';
 import { parseCidr } from './cidr.js';
 import { classifyTable, foundActive, tablesOwnedBy } from './classify.js';
 import { NftablesDriver } from './driver.js';
@@ -59,7 +59,7 @@ export class NftablesPlugin implements Plugin {
 
   apply(host: PluginHost): void {
     // After the plugins that speak a manager (stage RESOURCES, like the ufw example) have answered.
-    host.hooks.firewall.tapPromise({ name: this.name, stage: STAGE.CHECKS }, async (probe) => {
+    host.hooks.firewall.tapPromise({ name: this.name, stage: STAGES.firewall.BASE }, async (probe) => {
       const driver = this.driver(probe.root);
       let rs: Ruleset;
       try {

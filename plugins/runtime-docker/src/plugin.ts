@@ -1,4 +1,4 @@
-import { MeshpError, PLUGIN_API_VERSION, STAGE, type Plugin, type PluginHost } from '@meshp/core';
+import { MeshpError, PLUGIN_API_VERSION, STAGES, type Plugin, type PluginHost } from '@meshp/core';
 import { DEFAULT_DOCKER_SOCKET, DockerRuntime } from './runtime.js';
 
 export interface DockerPluginOptions {
@@ -40,7 +40,7 @@ export class DockerPlugin implements Plugin {
       });
       return runtime;
     });
-    host.hooks.report.tapPromise({ name: this.name, stage: STAGE.LAST }, async (report) => {
+    host.hooks.report.tapPromise({ name: this.name, stage: STAGES.report.LAST }, async (report) => {
       // Only when the host asked for its runtime: a report never starts talking to an engine on its own.
       if (!runtime) return report;
       try {

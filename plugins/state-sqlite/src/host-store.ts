@@ -17,7 +17,7 @@ import {
   type ViewWrite,
   type StoredReport,
 } from '@meshp/core';
-import { privateDbFiles, privateDir, sayTightened } from '@meshp/core/util';
+import { privateDbFiles, privateDir, sayTightened } from '@meshp/state-files';
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS owned (

@@ -4,7 +4,8 @@
  * made, a key another revoked, with nothing cached here.
  */
 import type { ReportMessage } from '@meshp/core';
-import { hashSecret, idRange, newestFirst, revokeRow, tokenFromRow, type AuthBook, type StoredToken, type TokenInfo, type TokenRevocation, type TokenRow } from '@meshp/controller';
+import type { AuthBook, StoredToken, TokenInfo, TokenRevocation, TokenRow } from '@meshp/core';
+import { hashSecret, idRange, newestFirst, revokeRow, tokenFromRow } from '@meshp/core/store';
 import type { SyncPg } from './sync-pg.js';
 
 export class PostgresAuthStore implements AuthBook {

@@ -6,7 +6,8 @@
  * writes, notifies `meshp_change` with `<network>:<version>` and commits. The others LISTEN
  * (follow.ts) and catch up at once; a poll catches what a lost notice missed.
  */
-import type { ControllerStore, LogEntry, MemberRecord, NetworkRecord, RemoteChange, StoredState, SyncRecord, TokenRecord } from '@meshp/controller';
+import type { ControllerStore, RemoteChange, StoredState, TokenRecord } from '@meshp/core';
+import type { LogEntry, MemberRecord, NetworkRecord, SyncRecord } from '@meshp/core/delta';
 import { MeshpError } from '@meshp/core';
 import type { Row, Stmt, SyncPg } from './sync-pg.js';
 

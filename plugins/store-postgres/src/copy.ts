@@ -4,7 +4,8 @@
  * empty, migrated database in one transaction (all of it or none). Agents keep their credentials
  * and versions: pointed at a replica on the database, they resume.
  */
-import { HOSTING_TABLES, type StoredState } from '@meshp/controller';
+import type { StoredState } from '@meshp/core';
+import { HOSTING_TABLES } from '@meshp/core/store';
 import { MeshpError } from '@meshp/core';
 import type { Stmt, SyncPg } from './sync-pg.js';
 

@@ -4,7 +4,7 @@
  * schema, then gives the controller's store and the hosting's token and credential store, with the
  * follower that keeps this replica's memory up with the others' commits.
  */
-import type { ControllerStore } from '@meshp/controller';
+import type { ControllerStore } from '@meshp/core';
 import { PostgresAuthStore } from './auth-store.js';
 import { PostgresControllerStore } from './controller-store.js';
 import { Follower, type FollowOptions } from './follow.js';

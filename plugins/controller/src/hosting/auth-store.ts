@@ -4,9 +4,8 @@
  * node's credential by its hash.
  */
 import Database from 'better-sqlite3';
-import { createHash } from 'node:crypto';
-import { MeshpError, type Mode, type ReportMessage } from '@meshp/core';
-import { idRange, newestFirst, revokeRow, tokenFromRow, type TokenInfo, type TokenRevocation, type TokenRow } from './token-rows.js';
+import { MeshpError, type AuthBook, type ReportMessage, type StoredToken, type TokenInfo, type TokenRevocation, type TokenRow } from '@meshp/core';
+import { HOSTING_TABLES, hashSecret, idRange, newestFirst, revokeRow, tokenFromRow } from '@meshp/core/store';
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS hosting_tokens (hash TEXT PRIMARY KEY, network TEXT NOT NULL, mode TEXT NOT NULL,
@@ -18,30 +17,11 @@ CREATE TABLE IF NOT EXISTS hosting_revoked_keys (network TEXT NOT NULL, node_key
 CREATE TABLE IF NOT EXISTS hosting_renames (network TEXT NOT NULL, old TEXT NOT NULL, new TEXT NOT NULL, PRIMARY KEY (network, old));
 `;
 
-export interface StoredToken {
-  network: string;
-  mode: Mode;
-  tags: string[];
-  fingerprint: string;
-  expiresAt: string;
-  usedAt: string | null;
-  usedBy: string | null;
-  /** The node key the token was used with (null: used before keys were kept, or not used). */
-  usedKey: string | null;
-  /** When the node first opened a stream with the credential it got: from then on the token is spent for good. */
-  confirmedAt: string | null;
-  /** When the operator revoked it (`meshp token revoke`): no enrolment takes it from then on. */
-  revokedAt?: string | null;
-  /** When it was made (null: made before creation times were kept). */
-  createdAt?: string | null;
-}
+// What the hosting needs of this store is core's AuthBook (core/src/contract/store.ts), also kept by store-postgres.
+export type { AuthBook, StoredToken } from '@meshp/core';
+export { hashSecret, HOSTING_TABLES } from '@meshp/core/store';
 
-/** What the hosting needs of its token and credential store (AuthStore here; store-postgres's for replicas). */
-export type AuthBook = Pick<AuthStore, Exclude<keyof AuthStore, 'dump'>>;
-
-export const hashSecret = (s: string): string => createHash('sha256').update(s).digest('hex');
-
-export class AuthStore {
+export class AuthStore implements AuthBook {
   readonly #db: Database.Database;
 
   constructor(path: string) {
@@ -204,6 +184,3 @@ export class AuthStore {
     return Object.fromEntries(HOSTING_TABLES.map((t) => [t, this.#db.prepare(`SELECT * FROM ${t}`).all() as Record<string, unknown>[]])) as Record<(typeof HOSTING_TABLES)[number], Record<string, unknown>[]>;
   }
 }
-
-/** The hosting's tables, in the order a copy writes them. */
-export const HOSTING_TABLES = ['hosting_tokens', 'hosting_credentials', 'hosting_reports', 'hosting_revoked_keys', 'hosting_renames'] as const;

@@ -1,9 +1,9 @@
-import type { ViewChange } from '../contracts.js';
-import { MeshpError, isMeshpError } from '../errors.js';
-import { applyDelta } from './apply.js';
-import { DEFAULT_LIMITS, validateDelta, type DeltaLimits } from './validate.js';
+import type { ViewChange } from '../../contract/plan.js';
+import { MeshpError, isMeshpError } from '../../errors.js';
+import { applyDelta } from './next-view.js';
+import { DEFAULT_LIMITS, validateDelta, type DeltaLimits } from '../validate.js';
 import { AgentView } from './view.js';
-import { COMPONENT_NAMES, type StateDelta } from './wire.js';
+import { COMPONENT_NAMES, type StateDelta } from '../../contract/wire.js';
 
 /** What the agent answers after applying: only this moves the controller's applied version. */
 export interface Ack {

@@ -3,10 +3,13 @@
  * agents and operators, whatever carries the bytes. `@meshp/transport-grpc` is one implementation.
  * Shapes follow `proto/meshp/v1/control.proto` as ts-proto reads it (camelCase, enums as numbers).
  */
-import type { Mode, Opening } from '../model.js';
-import type { ResourceReport } from '../contracts.js';
-import type { StateDelta } from '../delta/wire.js';
-import type { AdminHandler } from '../contract/admin.js';
+import type { Mode, Opening } from './model.js';
+import type { PeerHandshake, ResourceReport } from './plan.js';
+
+// Named here too: a peer's handshake is part of the report a transport carries.
+export type { PeerHandshake } from './plan.js';
+import type { StateDelta } from './wire.js';
+import type { AdminHandler } from './admin.js';
 
 /** The largest message either end accepts; more is refused (NetBird shipped 4.2 MB maps over gRPC's 4 MB default). */
 export const DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
@@ -86,15 +89,6 @@ export interface ReportMessage {
   pluginOpenings?: Opening[];
   /** Each tunnel peer's latest handshake, when the agent runs a tunnel that reads them ([]: no peer). Absent: not reported. */
   peerHandshakes?: PeerHandshake[];
-}
-
-/** One tunnel peer's latest WireGuard handshake, by the agent's clock. */
-export interface PeerHandshake {
-  /** The peer's node name in the view. */
-  peer: string;
-  publicKey: string;
-  /** Unix seconds; 0: never. */
-  latestHandshake: number;
 }
 
 export interface ReconcileOutcome {

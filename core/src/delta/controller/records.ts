@@ -1,6 +1,6 @@
-import type { Mode, ModuleDecl, Settings } from '../model.js';
-import type { StoredDigest } from './hash.js';
-import type { Dns, Relays as RelayList, RouteGroups as RouteGroupList } from './wire.js';
+import type { Mode, ModuleDecl, Settings } from '../../contract/model.js';
+import type { StoredDigest } from '../hash.js';
+import type { Dns, Relays as RelayList, RouteGroups as RouteGroupList } from '../../contract/wire.js';
 
 /** A node's membership of a network, as the controller keeps it. */
 export interface MemberRecord {

@@ -3,10 +3,10 @@
  * and hellos mean for its sync record. These functions change the record in place; persisting it
  * is the caller's (the controller, in one store transaction).
  */
-import { MeshpError } from '../errors.js';
-import { componentDigest, loadDigest, stateHash, storeDigest, type ViewDigest } from './hash.js';
-import { CURRENT_REVISION, declarationForRevision } from './revision.js';
-import { COMPONENT_NAMES, REMOVAL_REASON, type StateDelta } from './wire.js';
+import { MeshpError } from '../../errors.js';
+import { componentDigest, loadDigest, stateHash, storeDigest, type ViewDigest } from '../hash.js';
+import { CURRENT_REVISION, declarationForRevision } from '../revision.js';
+import { COMPONENT_NAMES, REMOVAL_REASON, type StateDelta } from '../../contract/wire.js';
 import { declarationFor } from './components.js';
 import { computeIncremental, computeSnapshot, type Computed } from './compute.js';
 import type { NetworkState } from './network.js';

@@ -1,6 +1,6 @@
-import { fillSettings } from '../catalogue/manifest.js';
-import { declarationToWire } from './declaration.js';
-import { WIRE_MODE, type Components, type Filter, type Peer, type Tunnel, type WireDeclaration } from './wire.js';
+import { fillSettings } from '../../catalogue/manifest.js';
+import { declarationToWire } from '../declaration.js';
+import { WIRE_MODE, type Components, type Filter, type Peer, type Tunnel, type WireDeclaration } from '../../contract/wire.js';
 import { SCOPE, type PolicyIndex, type Scope } from './policy.js';
 import type { MemberRecord, ModuleDef, SharedComponents } from './records.js';
 import { endpointsOf } from './observed.js';

@@ -10,7 +10,7 @@
  * file, another user's, or hard-linked elsewhere would have meshp chmod and write another file.
  */
 import { chmodSync, closeSync, constants, lstatSync, mkdirSync, openSync, statSync, type Stats } from 'node:fs';
-import { MeshpError } from '../errors.js';
+import { MeshpError } from '@meshp/core';
 
 const oct = (m: number) => (m & 0o7777).toString(8).padStart(4, '0');
 

@@ -1,9 +1,9 @@
-import type { ViewChange } from '../contracts.js';
-import { MeshpError } from '../errors.js';
-import { addPeer, cloneDigest, componentDigest, emptyDigest, peerDigest, removePeer } from './hash.js';
-import { DEFAULT_LIMITS, validateDelta, type DeltaLimits } from './validate.js';
+import type { ViewChange } from '../../contract/plan.js';
+import { MeshpError } from '../../errors.js';
+import { addPeer, cloneDigest, componentDigest, emptyDigest, peerDigest, removePeer } from '../hash.js';
+import { DEFAULT_LIMITS, validateDelta, type DeltaLimits } from '../validate.js';
 import { AgentView } from './view.js';
-import { COMPONENT_NAMES, REMOVAL_REASON, type Components, type Peer, type StateDelta } from './wire.js';
+import { COMPONENT_NAMES, REMOVAL_REASON, type Components, type Peer, type StateDelta } from '../../contract/wire.js';
 
 interface Entry {
   peer: Peer;

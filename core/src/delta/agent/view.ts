@@ -1,5 +1,5 @@
-import { digestOf, emptyDigest, stateHash, type ViewDigest } from './hash.js';
-import { COMPONENT_NAMES, type Components, type Peer, type StateDelta } from './wire.js';
+import { digestOf, emptyDigest, stateHash, type ViewDigest } from '../hash.js';
+import { COMPONENT_NAMES, type Components, type Peer, type StateDelta } from '../../contract/wire.js';
 
 interface PeerEntry {
   peer: Peer;

@@ -1,5 +1,5 @@
-import { addPeer, cloneDigest, componentDigest, digestOf, peerDigest, removePeer, type ViewDigest } from './hash.js';
-import { REMOVAL_REASON, emptyDelta, type ComponentName, type Components, type Peer, type PeerRemoval, type StateDelta } from './wire.js';
+import { addPeer, cloneDigest, componentDigest, digestOf, peerDigest, removePeer, type ViewDigest } from '../hash.js';
+import { REMOVAL_REASON, emptyDelta, type ComponentName, type Components, type Peer, type PeerRemoval, type StateDelta } from '../../contract/wire.js';
 import { componentsFor, declarationFor, filterFor, peerImage, tunnelFor } from './components.js';
 import type { NetworkState } from './network.js';
 import { PolicyIndex, SCOPE, isControlNode } from './policy.js';

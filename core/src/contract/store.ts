@@ -1,0 +1,154 @@
+/**
+ * The controller's store seam: what a controller persists and how a store keeps it. The controller
+ * (plugins/controller) writes through `ControllerStore` and `AuthBook`; its own SQLite stores and
+ * `@meshp/store-postgres` implement them, against this file alone. The records they keep
+ * (`NetworkRecord`, `MemberRecord`, `LogEntry`, `SyncRecord`) are the delta protocol's controller
+ * half (core/src/delta/controller/records.ts); the helpers both stores share (token rows, the
+ * hash of a secret, the hosting's tables) are in `@meshp/core/store`.
+ */
+import type { Mode } from './model.js';
+import type { ReportMessage } from './transport.js';
+import type { LogEntry, MemberRecord, NetworkRecord, SyncRecord } from '../delta/controller/records.js';
+
+/** A one-time enrolment token as the store keeps it. */
+export interface TokenRecord {
+  token: string;
+  network: string;
+  mode: Mode;
+  tags: string[];
+  expiresAt: string;
+}
+
+/** Everything the controller persists, as loaded on start. */
+export interface StoredState {
+  networks: NetworkRecord[];
+  members: { network: string; member: MemberRecord }[];
+  log: { network: string; entry: LogEntry }[];
+  sync: { network: string; id: string; sync: SyncRecord }[];
+  tokens: TokenRecord[];
+}
+
+/**
+ * The controller's persistence. Synchronous (SQLite through better-sqlite3 is), and every change the
+ * controller makes goes through one `transaction`, so a restart finds either all of it or none.
+ */
+export interface ControllerStore {
+  load(): StoredState;
+  transaction(fn: () => void): void;
+  putNetwork(n: NetworkRecord): void;
+  putMember(network: string, m: MemberRecord): void;
+  deleteMember(network: string, id: string): void;
+  appendLog(network: string, e: LogEntry): void;
+  /** Forgets log entries of versions ≤ floor. */
+  truncateLog(network: string, floor: number): void;
+  putSync(network: string, id: string, s: SyncRecord): void;
+  deleteSync(network: string, id: string): void;
+  putToken(t: TokenRecord): void;
+  deleteToken(token: string): void;
+  /** Forgets a network with its log (its members and sync records are gone already). */
+  deleteNetwork(name: string): void;
+  close(): void;
+  /**
+   * A store shared by several controllers (store-postgres): `apply` is called with what the others
+   * committed, before this one's next transaction and when the store is told of it.
+   */
+  follow?(apply: (c: RemoteChange) => void): void;
+  /** The node's sync record as last written (shared store: its stream may have been on another controller). */
+  syncRecord?(network: string, id: string): SyncRecord | undefined;
+  /** Applies what other controllers committed, now (shared store; see `follow`); how many networks changed. */
+  catchUp?(): number;
+  /** The sync records of these nodes as last written (shared store), by node. */
+  syncRecords?(network: string, ids: string[]): Map<string, SyncRecord>;
+}
+
+/** What another controller sharing the store committed to one network (see `ControllerStore.follow`). */
+export interface RemoteChange {
+  network: string;
+  /** The network as committed; null: it was removed. */
+  record: NetworkRecord | null;
+  /** The entries past the version this controller knew, in order; with `members`, the whole log kept. */
+  entries: LogEntry[];
+  /** Every member, when the entries do not reach back to the version known (or the network is new here). */
+  members: MemberRecord[] | null;
+}
+
+/** An enrolment token as the hosting keeps it, by the hash of its secret (the secret itself is never stored). */
+export interface StoredToken {
+  network: string;
+  mode: Mode;
+  tags: string[];
+  fingerprint: string;
+  expiresAt: string;
+  usedAt: string | null;
+  usedBy: string | null;
+  /** The node key the token was used with (null: used before keys were kept, or not used). */
+  usedKey: string | null;
+  /** When the node first opened a stream with the credential it got: from then on the token is spent for good. */
+  confirmedAt: string | null;
+  /** When the operator revoked it (`meshp token revoke`): no enrolment takes it from then on. */
+  revokedAt?: string | null;
+  /** When it was made (null: made before creation times were kept). */
+  createdAt?: string | null;
+}
+
+/** A token as `token list` shows it: its id is the first TOKEN_ID_CHARS of its hash (never the secret). */
+export interface TokenInfo extends StoredToken {
+  id: string;
+}
+
+/** What a revocation found: the token as it is now, and whether this call revoked it. */
+export interface TokenRevocation {
+  token: TokenInfo;
+  revoked: boolean;
+}
+
+/** One row of hosting_tokens (the SQLite and PostgreSQL stores' rows have the same columns). */
+export interface TokenRow {
+  hash: string;
+  network: string;
+  mode: Mode;
+  tags: string;
+  fingerprint: string;
+  expires_at: string;
+  used_at: string | null;
+  used_by: string | null;
+  used_key: string | null;
+  confirmed_at: string | null;
+  revoked_at?: string | null;
+  created_at?: string | null;
+}
+
+/**
+ * What the hosting needs of its token and credential store: the controller's AuthStore (SQLite),
+ * and store-postgres's for replicas.
+ */
+export interface AuthBook {
+  putToken(secret: string, t: Omit<StoredToken, 'usedAt' | 'usedBy' | 'usedKey' | 'confirmedAt' | 'revokedAt'>): void;
+  getToken(secret: string): StoredToken | null;
+  /** Single use: true only for the first caller (never for a revoked token). The key is kept: an enrolment whose answer was lost is completed with it. */
+  markUsed(secret: string, by: string, at: string, nodeKey: string): boolean;
+  /** The network's tokens, newest first (those made before creation times were kept last), for `token list`. */
+  listTokens(network: string): TokenInfo[];
+  /** `token revoke ID`: an unused token made unusable (see revokeRow in `@meshp/core/store`). */
+  revokeToken(network: string, id: string, at: string): TokenRevocation;
+  /** The node opened a stream with its credential: the token it enrolled with is spent for good. */
+  confirm(network: string, node: string, at: string): void;
+  /** Called after a token is marked used: the next hello looks for it. */
+  pendingAdded(): void;
+  putCredential(credential: string, network: string, node: string): void;
+  nodeOf(credential: string): { network: string; node: string } | null;
+  /** The node is removed: its credentials go and its key is revoked in the network. */
+  revoke(network: string, node: string, nodeKey: string, at: string): void;
+  /** The keys revoked when a node of this name was removed, in any network. */
+  revokedKeysOf(node: string): { network: string; nodeKey: string; at: string }[];
+  /** Who held the key when it was revoked, or null. */
+  revokedKey(network: string, nodeKey: string): { node: string; at: string } | null;
+  /** The credential, the report and the name the agent may still say in its hello follow a rename. */
+  rename(network: string, from: string, to: string): void;
+  /** The name `old` carries now, when it was renamed. */
+  renamedTo(network: string, old: string): string | null;
+  /** The node's last report, as it came (for doctor). */
+  putReport(network: string, node: string, report: ReportMessage): void;
+  report(network: string, node: string): ReportMessage | null;
+  close(): void;
+}
