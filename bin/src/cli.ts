@@ -14,13 +14,9 @@ import { nodeCommand } from './commands/node.js';
 import { networkCommand } from './commands/network.js';
 import { policyCommand } from './commands/policy.js';
 import { tokenCommand } from './commands/token.js';
+import type { GlobalArgs } from './global-args.js';
 
-export interface GlobalArgs {
-  json: boolean;
-  state?: string;
-  /** Several when repeated: replicas, the first that answers is used. */
-  controller?: string | string[];
-}
+export type { GlobalArgs } from './global-args.js';
 
 export function createCli(argv: string[]): Argv<GlobalArgs> {
   return yargs(argv)

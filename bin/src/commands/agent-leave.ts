@@ -1,5 +1,5 @@
 import type { CommandModule } from 'yargs';
-import type { GlobalArgs } from '../cli.js';
+import type { GlobalArgs } from '../global-args.js';
 import { pluginOptions, type PluginArgs } from './plugin-options.js';
 import { changeOptions, type ChangeArgs } from './remote-options.js';
 

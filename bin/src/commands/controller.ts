@@ -1,5 +1,5 @@
 import type { CommandModule } from 'yargs';
-import type { GlobalArgs } from '../cli.js';
+import type { GlobalArgs } from '../global-args.js';
 
 const serve: CommandModule<GlobalArgs, GlobalArgs & { listen: string; 'metrics-listen'?: string; network: string[]; 'log-depth'?: number; 'sync-flush-ms'?: number; store?: string; 'streams-per-connection'?: number; 'handshake-stale'?: number }> = {
   command: 'serve',

@@ -1,6 +1,6 @@
 import type { CommandModule } from 'yargs';
 import { MeshpError } from '@meshp/core';
-import type { GlobalArgs } from '../cli.js';
+import type { GlobalArgs } from '../global-args.js';
 import { remoteOptions } from './remote-options.js';
 
 type Args = GlobalArgs & { network: string; credential?: string; node?: string; local: boolean };

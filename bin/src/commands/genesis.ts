@@ -1,5 +1,5 @@
 import type { CommandModule } from 'yargs';
-import type { GlobalArgs } from '../cli.js';
+import type { GlobalArgs } from '../global-args.js';
 
 interface Args extends GlobalArgs {
   adopted: boolean;

@@ -1,5 +1,5 @@
 import type { CommandModule } from 'yargs';
-import type { GlobalArgs } from '../cli.js';
+import type { GlobalArgs } from '../global-args.js';
 import { lifecycleOptions, type LocalLifecycleOptions } from './host-converge.js';
 
 export const hostAdoptCommand: CommandModule<GlobalArgs, LocalLifecycleOptions> = {

@@ -1,5 +1,5 @@
 import type { Argv, CommandModule } from 'yargs';
-import type { GlobalArgs } from '../cli.js';
+import type { GlobalArgs } from '../global-args.js';
 import { pluginOptions, type PluginArgs } from './plugin-options.js';
 
 export interface LocalLifecycleOptions extends GlobalArgs, PluginArgs {

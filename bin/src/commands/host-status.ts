@@ -1,5 +1,5 @@
 import type { CommandModule } from 'yargs';
-import type { GlobalArgs } from '../cli.js';
+import type { GlobalArgs } from '../global-args.js';
 
 export const hostStatusCommand: CommandModule<GlobalArgs, GlobalArgs> = {
   command: 'status',

@@ -1,5 +1,5 @@
 import type { CommandModule } from 'yargs';
-import type { GlobalArgs } from '../cli.js';
+import type { GlobalArgs } from '../global-args.js';
 import { hostAdoptCommand } from './host-adopt.js';
 import { hostApplyCommand } from './host-apply.js';
 import { hostConvergeCommand } from './host-converge.js';

@@ -1,5 +1,5 @@
 import type { CommandModule } from 'yargs';
-import type { GlobalArgs } from '../cli.js';
+import type { GlobalArgs } from '../global-args.js';
 import { changeOptions, remoteOptions, type ChangeArgs } from './remote-options.js';
 
 const set: CommandModule<GlobalArgs, GlobalArgs & ChangeArgs & { network: string; credential?: string; file: string }> = {

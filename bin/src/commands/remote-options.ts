@@ -1,5 +1,5 @@
 import type { Argv } from 'yargs';
-import type { GlobalArgs } from '../cli.js';
+import type { GlobalArgs } from '../global-args.js';
 
 export interface RemoteCommandArgs extends GlobalArgs {
   network?: string;

@@ -1,5 +1,5 @@
 import type { CommandModule } from 'yargs';
-import type { GlobalArgs } from '../cli.js';
+import type { GlobalArgs } from '../global-args.js';
 import { changeOptions, remoteOptions, type ChangeArgs } from './remote-options.js';
 
 const create: CommandModule<GlobalArgs, GlobalArgs & { network: string; credential?: string; adopted: boolean; ttl: string; tag: string[] }> = {
