@@ -1,5 +1,5 @@
 /**
- * The CLI's output through sanitize (core/src/sanitize.ts): nothing a node reports reaches the
+ * The CLI's output through sanitize (core/src/util/sanitize.ts): nothing a node reports reaches the
  * operator's terminal as a control sequence.
  */
 import { sanitize } from '@meshp/core/util';

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's main job: seed 003 told as a story on a lab made here and removed at the end.
+# The README's main job: ADR 0002's checks told as a story on a lab made here and removed at the end.
 # A control-node in use (a found nftables firewall, a Docker engine with the predecessor's service,
 # a config file, a container on the registry's port), a second machine on the same underlay, and a
 # machine outside — all network namespaces of this run. No link between them is private: the mesh's

@@ -1,5 +1,5 @@
 /**
- * The N-2 agent test of record 000: a recorded stream of deltas, replayed through the decoder of
+ * The N-2 agent test of ADR 0001 (docs/adr/0001-incremental-lazily-scoped-deltas.md): a recorded stream of deltas, replayed through the decoder of
  * every kept proto revision, yields the same views and hashes; and a stream encoded by the current
  * code yields, through every kept decoder, the view the current decoder builds.
  * Only one revision exists yet: v1-r1 (frozen under v1-r1/: the .proto and its generated decoder).

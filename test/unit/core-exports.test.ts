@@ -13,7 +13,7 @@ const CORE = join(dirname(fileURLToPath(import.meta.url)), '../../core');
 
 /** Every runtime name the root exports, by what it is. */
 const ROOT = {
-  // What a plugin states and taps with (contracts.ts), and the typed admin map (contract/admin.ts).
+  // What a plugin states and taps with (contract/plugin.ts, providers.ts), and the typed admin map (contract/admin.ts).
   contract: ['PLUGIN_API_VERSION', 'STAGES', 'LABEL_MODULE', 'LABEL_NODE', 'LABEL_SPEC_HASH', 'adminMethod'],
   errors: ['CODES', 'MeshpError', 'isMeshpError'],
   model: ['MODES', 'RESOURCE_KINDS', 'resourceKey', 'openingId', 'toOpening'],

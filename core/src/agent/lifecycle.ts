@@ -1,5 +1,5 @@
 /**
- * The agent's side of the node lifecycle (record 003). A converged declaration on a machine whose
+ * The agent's side of the node lifecycle (docs/adr/0002-adopt-before-converge.md). A converged declaration on a machine whose
  * found firewall is not yet retired is a flip: core's `flip`, to the preview id the controller
  * recorded (the flip re-checks it against the machine and refuses when it changed). A converged
  * declaration without a preview id flips only a machine with nothing to close — a converged

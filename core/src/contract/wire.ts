@@ -115,7 +115,7 @@ export interface WireModuleDecl {
 export interface WireDeclaration {
   apiVersion: string;
   node: string;
-  /** WIRE_MODE; every declaration says whether the node is adopted (record 003). */
+  /** WIRE_MODE; every declaration says whether the node is adopted (ADR 0002). */
   mode: number;
   settings?: WireSettings | undefined;
   modules: WireModuleDecl[];

@@ -1,5 +1,5 @@
 /**
- * The lab bed of seed 003: a machine prepared the way the predecessor leaves one.
+ * The lab bed of ADR 0002's checks (docs/adr/0002-adopt-before-converge.md, "How it is checked"): a machine prepared the way the predecessor leaves one.
  *  - m1, the control-node: a found nftables firewall (input: allow 8080, drop the rest), its own
  *    Docker engine, a service container `web` on 8080 under a name the catalogue also uses, the file
  *    /etc/web/web.conf that module declares, a container `old-registry` holding the registry's port,

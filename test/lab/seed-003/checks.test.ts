@@ -1,7 +1,7 @@
 /**
  * Seed 003, "How it is checked", end to end on the lab bed: real namespaces, a real found nftables
  * firewall, a real Docker engine, the real CLI, controller and agents as processes.
- * The checks run in the seed's order on one bed, each a subtest; the found firewall's reload and
+ * The checks run in the order of ADR 0002's checks on one bed, each a subtest; the found firewall's reload and
  * the "reboot" of check 5 come last because a reboot also flushes Docker's rules.
  */
 import t from 'tap';

@@ -54,7 +54,7 @@ function renderFor(node: MemberRecord, def: ModuleDef): ModuleDef {
   }
 }
 
-/** Every declaration carries the node's mode and, per assigned module, whether it is taken (record 003). */
+/** Every declaration carries the node's mode and, per assigned module, whether it is taken (ADR 0002). */
 export function declarationFor(node: MemberRecord, moduleOf: (name: string) => ModuleDef | null): WireDeclaration {
   const taken = new Set(node.taken);
   const d = declarationToWire({
