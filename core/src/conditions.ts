@@ -39,6 +39,11 @@ export function malformed(message: string, because?: Because): MeshpError {
   return new MeshpError('MESHP_MESSAGE_MALFORMED', message, because);
 }
 
+/** An input (a file, a list, a value) over a size or count limit. */
+export function inputTooLarge(message: string): MeshpError {
+  return new MeshpError('MESHP_INPUT_TOO_LARGE', message);
+}
+
 /** No loaded plugin provides a part this act needs: `no plugin provides WHAT`. */
 export function providerMissing(what: string): MeshpError {
   return new MeshpError('MESHP_PROVIDER_MISSING', `no plugin provides ${what}`);

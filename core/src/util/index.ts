@@ -4,4 +4,4 @@
 // state folders and files, which need the file system, are `@meshp/state-files`: core does no I/O.)
 export { sanitize, logOptions } from './sanitize.js';
 export { oneLine } from '../errors.js';
-export { usage, notFound, nameTaken, tokenInvalid, malformed, providerMissing } from '../conditions.js';
+export { usage, notFound, nameTaken, tokenInvalid, malformed, inputTooLarge, providerMissing } from '../conditions.js';
