@@ -258,7 +258,7 @@ t.test('a controller restored from an older copy of its state moves past the ver
   t.equal(y.view.hash(), c.snapshotOf('n', 'y').hash, "y's view is the snapshot's");
   t.equal(c.stateVersion('n'), 7);
 
-  t.throws(() => c.hello('n', 'x', 2 ** 53, 'h'), { code: 'MESHP_USAGE' }, 'a version no controller sends is refused, not followed');
+  t.throws(() => c.hello('n', 'x', 2 ** 53, 'h'), { code: 'MESHP_MESSAGE_MALFORMED' }, 'a version no controller sends is refused, not followed');
   t.equal(c.stateVersion('n'), 7);
 });
 

@@ -7,7 +7,8 @@ import type { FirewallDriver, Listener, PublishedPort } from '../contract/provid
 import type { HostReport } from '../contract/plan.js';
 import { pluginOpeningsOfNode, reachOf } from '../lifecycle/flip.js';
 import { previewDoors } from '../lifecycle/preview.js';
-import { MeshpError, isMeshpError, oneLine } from '../errors.js';
+import { isMeshpError, oneLine } from '../errors.js';
+import { usage } from '../conditions.js';
 import type { Host } from '../host/host.js';
 import { DeltaApplier, type AppliedRecord } from '../delta/agent/delta-applier.js';
 import type { StateDelta, WireDeclaration } from '../contract/wire.js';
@@ -137,7 +138,7 @@ export class Agent {
     this.applier.recent.push(...((await store.getValue<AppliedRecord[]>(RECENT_KEY)) ?? []));
     this.#enrolment = await store.getValue<EnrolResult>(ENROLMENT_KEY);
     if (!this.#enrolment) {
-      if (!this.#o.token) throw new MeshpError('MESHP_USAGE', 'this node is not enrolled yet: give it a token');
+      if (!this.#o.token) throw usage('this node is not enrolled yet: give it a token');
       this.#enrolment = await this.#enrol(this.#o.token);
       await store.setValue(ENROLMENT_KEY, this.#enrolment);
       this.#log.info({ network: this.#enrolment.network, node: this.#enrolment.node, mode: this.#enrolment.mode }, 'enrolled');

@@ -1,4 +1,4 @@
-import { MeshpError } from '../errors.js';
+import { tokenInvalid } from '../conditions.js';
 
 /**
  * An enrolment token as the operator copies it: `meshp1.<claims>.<secret>`. The claims say which
@@ -28,17 +28,17 @@ export function encodeToken(claims: TokenClaims, secret: string): string {
 export function decodeToken(token: string): { claims: TokenClaims; secret: string } {
   const parts = token.trim().split('.');
   if (parts.length !== 3 || parts[0] !== PREFIX || !parts[1] || !parts[2]) {
-    throw new MeshpError('MESHP_TOKEN_INVALID', 'the enrolment token is not a meshp1 token');
+    throw tokenInvalid('the enrolment token is not a meshp1 token');
   }
   let raw: unknown;
   try {
     raw = JSON.parse(Buffer.from(parts[1], 'base64url').toString('utf8'));
   } catch (cause) {
-    throw new MeshpError('MESHP_TOKEN_INVALID', 'the enrolment token claims cannot be read', { cause });
+    throw tokenInvalid('the enrolment token claims cannot be read', { cause });
   }
   const c = raw as { n?: unknown; a?: unknown; f?: unknown; t?: unknown };
   if (typeof c.n !== 'string' || typeof c.a !== 'boolean' || typeof c.f !== 'string' || !/^[0-9a-f]{64}$/.test(c.f)) {
-    throw new MeshpError('MESHP_TOKEN_INVALID', 'the enrolment token claims are malformed');
+    throw tokenInvalid('the enrolment token claims are malformed');
   }
   return { claims: { network: c.n, adopted: c.a, fingerprint: c.f, ...(c.t === 'wireguard' ? { tunnel: 'wireguard' as const } : {}) }, secret: parts[2] };
 }

@@ -3,6 +3,7 @@ import { PLUGIN_API_VERSION, type HostOptions, type HostHooks, type Leaving, typ
 import { type ContainerRuntime, type FileStore, type FirewallDriver, type FirewallProbe, type FirewallSighting, type HostStateStore, type MachineFacts } from '../contract/providers.js';
 import { type ApplyContext, type HostReport, type Plan, type ViewChange } from '../contract/plan.js';
 import { MeshpError, attribute, internal } from '../errors.js';
+import { providerMissing } from '../conditions.js';
 import type { Transport } from '../contract/transport.js';
 import { attributed, attributeTaps, invokeTap, type AnyTap } from './plugin-boundary.js';
 
@@ -115,7 +116,7 @@ export class Host implements PluginHost {
 
   async #require<K extends ProviderName>(name: K, what: string): Promise<Provided<K>> {
     const v = await this.#provide(name);
-    if (!v) throw new MeshpError('MESHP_PROVIDER_MISSING', `no plugin provides ${what}`);
+    if (!v) throw providerMissing(what);
     return v;
   }
 

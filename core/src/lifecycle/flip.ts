@@ -6,6 +6,7 @@
  */
 import type { Door, FirewallDriver, Reach, RetiredState } from '../contract/providers.js';
 import { MeshpError, oneLine } from '../errors.js';
+import { providerMissing } from '../conditions.js';
 import type { Host } from '../host/host.js';
 import type { Declaration, Opening } from '../contract/model.js';
 import { Reconciler, RETIRED_KEY, type ReconcileResult } from '../reconcile/reconciler.js';
@@ -40,7 +41,7 @@ async function driverOf(host: Host): Promise<FirewallDriver> {
 export async function previewConverge(host: Host, input: unknown): Promise<ConvergePreview> {
   const decl = validateDeclaration(input);
   const facts = await host.facts();
-  if (!facts) throw new MeshpError('MESHP_PROVIDER_MISSING', 'no plugin provides the machine facts (listening sockets) a preview needs');
+  if (!facts) throw providerMissing('the machine facts (listening sockets) a preview needs');
   const runtime = await host.runtime();
   const driver = await driverOf(host);
   const [listening, published, firewall] = await Promise.all([

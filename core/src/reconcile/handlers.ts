@@ -4,7 +4,8 @@
  */
 import { createHash } from 'node:crypto';
 import { LABEL_SPEC_HASH, type ContainerRuntime, type FileStore } from '../contract/providers.js';
-import { MeshpError } from '../errors.js';
+import type { MeshpError } from '../errors.js';
+import { providerMissing } from '../conditions.js';
 import type { ContainerSpec, FileSpec, ResourceKind } from '../contract/model.js';
 
 export interface Observation {
@@ -117,5 +118,5 @@ export function containerHandler(runtime: ContainerRuntime): ResourceHandler<Con
 }
 
 export function missingProvider(kind: ContentKind): MeshpError {
-  return new MeshpError('MESHP_PROVIDER_MISSING', `no plugin provides ${kind === 'file' ? 'a file store' : 'a container runtime'}`);
+  return providerMissing(kind === 'file' ? 'a file store' : 'a container runtime');
 }

@@ -5,6 +5,7 @@
  */
 import { createHash } from 'node:crypto';
 import { MeshpError } from '../errors.js';
+import { notFound, usage } from '../conditions.js';
 import type { StoredToken, TokenInfo, TokenRevocation, TokenRow } from '../contract/store.js';
 
 /** The hash a secret (a token, a credential) is kept by. */
@@ -31,10 +32,10 @@ export function tokenFromRow(r: TokenRow): TokenInfo {
  * used in between (single use: the row's update decides), and answers whether it did.
  */
 export function revokeRow(rows: TokenRow[], network: string, id: string, revoke: (hash: string) => boolean, reread: (hash: string) => TokenRow | undefined): TokenRevocation {
-  if (!/^[0-9a-f]{1,64}$/.test(id)) throw new MeshpError('MESHP_USAGE', `token id ${JSON.stringify(id)} is not one (${TOKEN_ID_CHARS} hex digits, as \`meshp token list\` shows)`);
+  if (!/^[0-9a-f]{1,64}$/.test(id)) throw usage(`token id ${JSON.stringify(id)} is not one (${TOKEN_ID_CHARS} hex digits, as \`meshp token list\` shows)`);
   const mine = rows.filter((r) => r.network === network);
-  if (mine.length === 0) throw new MeshpError('MESHP_NOT_FOUND', `no token ${id} in ${network}`);
-  if (mine.length > 1) throw new MeshpError('MESHP_USAGE', `token id ${id} names ${mine.length} tokens: give more of it`);
+  if (mine.length === 0) throw notFound('token', id, network);
+  if (mine.length > 1) throw usage(`token id ${id} names ${mine.length} tokens: give more of it`);
   const row = mine[0]!;
   const used = (r: TokenRow) => new MeshpError('MESHP_TOKEN_USED', `token ${tokenId(r.hash)} was used by node ${r.used_by} at ${r.used_at}: it enrols no one else; to take the node out: meshp node remove ${r.used_by} --yes`);
   if (row.used_at) throw used(row);

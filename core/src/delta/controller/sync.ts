@@ -3,7 +3,7 @@
  * and hellos mean for its sync record. These functions change the record in place; persisting it
  * is the caller's (the controller, in one store transaction).
  */
-import { MeshpError } from '../../errors.js';
+import { malformed } from '../../conditions.js';
 import { componentDigest, loadDigest, stateHash, storeDigest, type ViewDigest } from '../hash.js';
 import { CURRENT_REVISION, declarationForRevision } from '../revision.js';
 import { COMPONENT_NAMES, REMOVAL_REASON, type StateDelta } from '../../contract/wire.js';
@@ -272,10 +272,10 @@ export function recoverExpectation(net: NetworkState, id: string, sync: SyncReco
   return true;
 }
 
-/** A hello's version must be one a controller could have sent. */
+/** A hello's version must be one a controller could have sent: any other is a malformed hello, not a usage error. */
 export function checkAppliedVersion(appliedVersion: number): void {
   if (!Number.isSafeInteger(appliedVersion) || appliedVersion < 0 || appliedVersion > MAX_VERSION) {
-    throw new MeshpError('MESHP_USAGE', `applied version ${appliedVersion} is not a version a controller sends`);
+    throw malformed(`applied version ${appliedVersion} is not a version a controller sends`);
   }
 }
 
