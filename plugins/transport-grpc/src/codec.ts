@@ -2,8 +2,9 @@
  * Between the transport contract's messages (core) and the generated ones (ts-proto). Mostly the
  * same shapes; modes and resource states need a word, and a oneof is an object with one key set.
  */
-import { MeshpError, type AgentMessage, type ControllerMessage, type EnrolResult, type LifecycleReport, type LifecycleState, type Opening, type ReportMessage, type StateDelta } from '@meshp/core';
+import type { AgentMessage, ControllerMessage, EnrolResult, LifecycleReport, LifecycleState, Opening, ReportMessage, StateDelta } from '@meshp/core';
 import { modeFromWire, modeToWire } from '@meshp/core/delta';
+import { malformed } from '@meshp/core/util';
 import type { EnrolResponse, Lifecycle, PlannedOpening, Report, StateDelta as WireDelta, SyncRequest, SyncResponse } from './gen/meshp/v1/control.js';
 
 export function enrolToWire(r: EnrolResult): EnrolResponse {
@@ -95,7 +96,7 @@ export function agentFromWire(m: SyncRequest): AgentMessage {
   if (m.ack) return { ack: m.ack };
   if (m.resync) return { resync: m.resync };
   if (m.report) return { report: reportFromWire(m.report) };
-  throw new MeshpError('MESHP_USAGE', 'an empty message on the Sync stream');
+  throw malformed('an empty message on the Sync stream');
 }
 
 export function controllerToWire(m: ControllerMessage): SyncResponse {
@@ -111,5 +112,5 @@ export function controllerFromWire(m: SyncResponse): ControllerMessage {
   if (m.challenge) return { challenge: m.challenge.nonce };
   if (m.error) return { error: m.error };
   if (m.delta) return { delta: m.delta as StateDelta };
-  throw new MeshpError('MESHP_DELTA_INVALID', 'an empty message on the Sync stream');
+  throw malformed('an empty message on the Sync stream');
 }

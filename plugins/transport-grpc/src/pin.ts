@@ -8,10 +8,11 @@ import { connect, type PeerCertificate } from 'node:tls';
 import { credentials, type ChannelCredentials } from '@grpc/grpc-js';
 import { MeshpError } from '@meshp/core';
 import { normaliseFingerprint } from '@meshp/core/agent';
+import { usage } from '@meshp/core/util';
 
 function splitAddress(address: string): { host: string; port: number } {
   const m = /^\[?([^\]]*)\]?:(\d+)$/.exec(address);
-  if (!m) throw new MeshpError('MESHP_USAGE', `${address} is not HOST:PORT`);
+  if (!m) throw usage(`${address} is not HOST:PORT`);
   return { host: m[1]!, port: Number(m[2]) };
 }
 

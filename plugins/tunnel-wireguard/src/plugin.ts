@@ -10,7 +10,7 @@
 import { join } from 'node:path';
 import { rmSync } from 'node:fs';
 import { MeshpError, PLUGIN_API_VERSION, type PluginHost, type Peer, type PeerHandshake, type Plugin, type ViewChange, type Components } from '@meshp/core';
-import { oneLine } from '@meshp/core/util';
+import { oneLine, usage } from '@meshp/core/util';
 import { openDevice, type Device, type DeviceChange, type Implementation, type PeerOp } from './device.js';
 import { run } from './exec.js';
 import { TunnelFilter } from './filter.js';
@@ -100,10 +100,10 @@ export class TunnelWireguardPlugin implements Plugin {
 
   constructor(options: TunnelWireguardOptions) {
     if (!/^[A-Za-z0-9_.-]{1,15}$/.test(options.interface ?? '')) {
-      throw new MeshpError('MESHP_USAGE', `tunnel interface name ${JSON.stringify(options.interface)}: 1 to 15 letters, digits, _ . -`);
+      throw usage(`tunnel interface name ${JSON.stringify(options.interface)}: 1 to 15 letters, digits, _ . -`);
     }
     const graceMs = options.graceMs ?? DEFAULT_GRACE_MS;
-    if (!Number.isFinite(graceMs) || graceMs < 0) throw new MeshpError('MESHP_USAGE', 'the tunnel grace period is a number of ms ≥ 0');
+    if (!Number.isFinite(graceMs) || graceMs < 0) throw usage('the tunnel grace period is a number of ms ≥ 0');
     this.#o = { ...options, graceMs };
     this.#log = options.log ?? SILENT;
     this.#filter = new TunnelFilter(options.interface);
