@@ -1,5 +1,5 @@
 import type { CommandModule } from 'yargs';
-import { MeshpError } from '@meshp/core';
+import { usage } from '@meshp/core/util';
 import type { GlobalArgs } from '../global-args.js';
 import { remoteOptions } from './remote-options.js';
 
@@ -14,8 +14,8 @@ export const doctorCommand: CommandModule<GlobalArgs, Args> = {
       .option('local', { type: 'boolean', default: false, describe: "read this node's own state folder (--state DIR), no controller" })
       // A usage error, coded as one (exit 2): yargs hands a check's Error on as it is.
       .check((a) => {
-        if (a.local ? a.node !== undefined : a.node === undefined) throw new MeshpError('MESHP_USAGE', 'name a node, or say --local --state DIR');
-        if (a.local && !a.state) throw new MeshpError('MESHP_USAGE', '--local needs --state DIR (the agent state folder)');
+        if (a.local ? a.node !== undefined : a.node === undefined) throw usage('name a node, or say --local --state DIR');
+        if (a.local && !a.state) throw usage('--local needs --state DIR (the agent state folder)');
         return true;
       }),
   handler: async (a) => {

@@ -21,7 +21,7 @@ import { AuthStore, CONTROLLER_DB, Controller, DEFAULT_NETWORK, Enrolment, Sqlit
 import { CONTROLLER_FILE, writeControllerFile } from '../remote/agent.js';
 import { ensureNodeKey } from '../remote/keys.js';
 import { DEFAULT_DOCKER_SOCKET } from '@meshp/runtime-docker';
-import { oneLine } from '@meshp/core/util';
+import { oneLine, providerMissing, usage } from '@meshp/core/util';
 import { bootstrapCatalogue, prepareTunnel, privateNetworkOf, type PrivateNetwork } from './private-network.js';
 import { readImages, withImages } from './images.js';
 
@@ -61,7 +61,7 @@ export interface GenesisPlan {
 }
 
 export function readCatalogue(dir: string): CatalogueModule[] {
-  if (!existsSync(dir)) throw new MeshpError('MESHP_USAGE', `no catalogue at ${dir}`);
+  if (!existsSync(dir)) throw usage(`no catalogue at ${dir}`);
   return readdirSync(dir)
     .filter((f) => f.endsWith('.json'))
     .sort()
@@ -81,9 +81,9 @@ export async function planGenesis(host: Host, o: GenesisOptions): Promise<Genesi
   const foundation = catalogue.filter((m) => m.foundation);
   const ports = { ...defaultPorts(foundation), ...o.ports };
   const unknown = Object.keys(o.ports).filter((p) => !(p in defaultPorts(foundation)));
-  if (unknown.length) throw new MeshpError('MESHP_USAGE', `--port names no foundation port: ${unknown.join(', ')} (known: ${Object.keys(defaultPorts(foundation)).join(', ')})`);
+  if (unknown.length) throw usage(`--port names no foundation port: ${unknown.join(', ')} (known: ${Object.keys(defaultPorts(foundation)).join(', ')})`);
   const facts = await host.facts();
-  if (!facts) throw new MeshpError('MESHP_PROVIDER_MISSING', 'no plugin provides the machine facts genesis checks');
+  if (!facts) throw providerMissing('the machine facts genesis checks');
   const runtime = await host.runtime();
   const driver = await host.firewall();
   const [listening, addresses, firewall] = await Promise.all([

@@ -10,7 +10,8 @@
  * and restart stay the catalogue's, so every port and opening genesis raises is the shipped one.
  */
 import { readFileSync } from 'node:fs';
-import { MeshpError } from '@meshp/core';
+import type { MeshpError } from '@meshp/core';
+import { usage as usageError } from '@meshp/core/util';
 import { checkManifest, type CatalogueModule } from '@meshp/core/catalogue';
 
 export interface StandIn {
@@ -23,7 +24,7 @@ export interface StandIn {
 const KEYS = new Set(['image', 'command', 'env', 'mounts']);
 
 function usage(file: string, what: string): MeshpError {
-  return new MeshpError('MESHP_USAGE', `--images ${file}: ${what}`);
+  return usageError(`--images ${file}: ${what}`);
 }
 
 /** The file read and its shape checked; each container's fields are checked again with its manifest. */

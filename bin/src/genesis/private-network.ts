@@ -14,7 +14,7 @@
  * private range only (the tunnel's addresses), with refusals from anywhere else on the forwarded path.
  */
 import { join } from 'node:path';
-import { MeshpError } from '@meshp/core';
+import { usage } from '@meshp/core/util';
 import type { CatalogueModule } from '@meshp/core/catalogue';
 import { ensureTunnelKey } from '@meshp/tunnel-wireguard';
 import { DEFAULT_TUNNEL_INTERFACE, TUNNEL_FILE, readTunnelRecord, writeTunnelRecord, type TunnelRecord } from '../remote/tunnel-record.js';
@@ -27,7 +27,7 @@ export type PrivateNetwork = { kind: 'interface'; interface: string } | { kind: 
 export function privateNetworkOf(o: { privateInterface?: string; tunnelInterface?: string }): PrivateNetwork {
   if (o.privateInterface) return { kind: 'interface', interface: o.privateInterface };
   const ifname = o.tunnelInterface ?? DEFAULT_TUNNEL_INTERFACE;
-  if (!/^[A-Za-z0-9_.-]{1,15}$/.test(ifname)) throw new MeshpError('MESHP_USAGE', `tunnel interface name ${JSON.stringify(ifname)}: 1 to 15 letters, digits, _ . -`);
+  if (!/^[A-Za-z0-9_.-]{1,15}$/.test(ifname)) throw usage(`tunnel interface name ${JSON.stringify(ifname)}: 1 to 15 letters, digits, _ . -`);
   return { kind: 'tunnel', interface: ifname };
 }
 

@@ -10,6 +10,7 @@ import { createRequire } from 'node:module';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { MeshpError, type Plugin } from '@meshp/core';
+import { inputTooLarge, usage } from '@meshp/core/util';
 import { trustedFile } from '@meshp/state-files';
 
 export interface PluginSpec {
@@ -25,10 +26,6 @@ export const DEFAULT_AGENT_CONFIG = '/etc/meshp/agent.json';
 /** Bounds on what a config file or an option may carry. */
 const MAX_CONFIG_BYTES = 256 * 1024;
 const MAX_PLUGINS = 64;
-
-function usage(message: string): MeshpError {
-  return new MeshpError('MESHP_USAGE', message);
-}
 
 /** `MODULE` or `MODULE=OPTIONS_JSON`; the first `=` followed by `{` or `[` starts the options. */
 export function parsePluginArg(arg: string, base = process.cwd()): PluginSpec {
@@ -52,7 +49,7 @@ export function readPluginConfig(file: string): PluginSpec[] {
   let text: string;
   try {
     trustedFile(file, 'config'); // it names code to run: only its owner (root or this user) may write it
-    if (statSync(file).size > MAX_CONFIG_BYTES) throw usage(`config ${file} is over ${MAX_CONFIG_BYTES} bytes`);
+    if (statSync(file).size > MAX_CONFIG_BYTES) throw inputTooLarge(`config ${file} is over ${MAX_CONFIG_BYTES} bytes`);
     text = readFileSync(file, 'utf8');
   } catch (e) {
     if (e instanceof MeshpError) throw e;
@@ -80,7 +77,7 @@ export function readPluginConfig(file: string): PluginSpec[] {
 export function pluginSpecs(args: { plugin?: string[]; config?: string }, defaultConfig?: string): PluginSpec[] {
   const config = args.config ?? (defaultConfig && existsSync(defaultConfig) ? defaultConfig : undefined);
   const specs = [...(config ? readPluginConfig(config) : []), ...(args.plugin ?? []).map((p) => parsePluginArg(p))];
-  if (specs.length > MAX_PLUGINS) throw usage(`at most ${MAX_PLUGINS} plugins may be loaded`);
+  if (specs.length > MAX_PLUGINS) throw inputTooLarge(`at most ${MAX_PLUGINS} plugins may be loaded`);
   return specs;
 }
 

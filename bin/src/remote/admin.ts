@@ -2,6 +2,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { MeshpError } from '@meshp/core';
+import { malformed, usage } from '@meshp/core/util';
 import { ADDRESS_FILE, ADMIN_CREDENTIAL_FILE, DEFAULT_NETWORK, readAdminCredential } from '@meshp/controller';
 import { AdminClient } from '@meshp/transport-grpc';
 
@@ -19,11 +20,11 @@ export function networkOf(a: RemoteArgs): string {
 
 export async function connectAdmin(a: RemoteArgs): Promise<AdminClient> {
   const file = a.credential ?? (a.state ? join(a.state, ADMIN_CREDENTIAL_FILE) : undefined);
-  if (!file) throw new MeshpError('MESHP_USAGE', 'give --credential FILE or --state DIR (the controller state folder)');
+  if (!file) throw usage('give --credential FILE or --state DIR (the controller state folder)');
   const cred = readAdminCredential(file);
   const addresses = [a.controller ?? []].flat().filter(Boolean);
   if (!addresses.length && a.state && existsSync(join(a.state, ADDRESS_FILE))) addresses.push(readFileSync(join(a.state, ADDRESS_FILE), 'utf8').trim());
-  if (!addresses.length) throw new MeshpError('MESHP_USAGE', 'name the controller with --controller HOST:PORT');
+  if (!addresses.length) throw usage('name the controller with --controller HOST:PORT');
   // Replicas in the order given; only one that cannot be reached is passed over (nothing was sent
   // to it). Any other refusal (a certificate that is not the pinned one) stops here.
   const unreachable: string[] = [];
@@ -53,13 +54,13 @@ export async function withAdmin<T>(a: RemoteArgs, fn: (c: AdminClient, network: 
  * answer without it is a controller that does not speak this CLI's protocol, refused by name.
  */
 export function present<T>(v: T | undefined, field: string): T {
-  if (v === undefined) throw new MeshpError('MESHP_MESSAGE_MALFORMED', `the controller's answer has no ${field}`);
+  if (v === undefined) throw malformed(`the controller's answer has no ${field}`);
   return v;
 }
 
 /** A string field the proto leaves open but this CLI reads as one of a few words: checked, not cast. */
 export function oneOf<T extends string>(v: string, words: readonly T[], field: string): T {
   const found = words.find((w) => w === v);
-  if (found === undefined) throw new MeshpError('MESHP_MESSAGE_MALFORMED', `the controller's answer has ${field} ${JSON.stringify(v)}, not one of ${words.join(', ')}`);
+  if (found === undefined) throw malformed(`the controller's answer has ${field} ${JSON.stringify(v)}, not one of ${words.join(', ')}`);
   return found;
 }

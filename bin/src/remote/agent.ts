@@ -3,10 +3,10 @@ import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
-import { MeshpError, isMeshpError } from '@meshp/core';
+import { isMeshpError } from '@meshp/core';
 import type { Host } from '@meshp/core/host';
 import { Agent, FailoverLink, decodeToken, describeLeave, type AgentLeft } from '@meshp/core/agent';
-import { logOptions } from '@meshp/core/util';
+import { logOptions, usage } from '@meshp/core/util';
 import { DEFAULT_AGENT_CONFIG, loadPlugins, pluginSpecs } from '../plugins/load.js';
 import { agentPlugins, assembleAgentHost } from './assembly.js';
 import { recordTunnel, tunnelDecision, tunnelOf, withTunnel } from './tunnel.js';
@@ -57,16 +57,16 @@ export interface RunningAgent {
 
 /** The token from --token, else --token-file, else MESHP_TOKEN; a token file is read whole and trimmed. */
 export function tokenFrom(token: string | undefined, file: string | undefined, env: string | undefined): string | undefined {
-  if (token !== undefined && file !== undefined) throw new MeshpError('MESHP_USAGE', 'give the token with --token or --token-file, not both');
+  if (token !== undefined && file !== undefined) throw usage('give the token with --token or --token-file, not both');
   if (file !== undefined) {
     let text: string;
     try {
       if (statSync(file).size > 64 * 1024) throw new Error('it is over 64 KiB');
       text = readFileSync(file, 'utf8').trim();
     } catch (e) {
-      throw new MeshpError('MESHP_USAGE', `--token-file ${file} cannot be read: ${(e as Error).message}`);
+      throw usage(`--token-file ${file} cannot be read: ${(e as Error).message}`);
     }
-    if (text === '') throw new MeshpError('MESHP_USAGE', `--token-file ${file} is empty`);
+    if (text === '') throw usage(`--token-file ${file} is empty`);
     return text;
   }
   return token ?? (env?.trim() || undefined);
@@ -76,7 +76,7 @@ export function tokenFrom(token: string | undefined, file: string | undefined, e
 export function logLevel(env: string | undefined): string {
   const levels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
   if (env === undefined || env === '') return 'info';
-  if (!levels.includes(env)) throw new MeshpError('MESHP_USAGE', `MESHP_LOG_LEVEL=${env}: use one of ${levels.join(', ')}`);
+  if (!levels.includes(env)) throw usage(`MESHP_LOG_LEVEL=${env}: use one of ${levels.join(', ')}`);
   return env;
 }
 
@@ -107,9 +107,9 @@ export function controllerOf(args: Pick<AgentArgs, 'state' | 'controller' | 'tok
   const fingerprint = args.token ? decodeToken(args.token).claims.fingerprint : saved?.fingerprint;
   const given = typeof args.controller === 'string' ? [args.controller] : (args.controller ?? []);
   const addresses = [...new Set(given.length > 0 ? given : (saved?.addresses ?? []))];
-  if (!fingerprint) throw new MeshpError('MESHP_USAGE', 'this node is not enrolled yet: give it --token');
-  if (addresses.length === 0) throw new MeshpError('MESHP_USAGE', 'name the controller with --controller HOST:PORT (repeat it for each replica)');
-  for (const a of addresses) if (!/^(\[[^\]]+\]|[^\s:[\]]+):\d{1,5}$/.test(a)) throw new MeshpError('MESHP_USAGE', `--controller ${a} is not HOST:PORT`);
+  if (!fingerprint) throw usage('this node is not enrolled yet: give it --token');
+  if (addresses.length === 0) throw usage('name the controller with --controller HOST:PORT (repeat it for each replica)');
+  for (const a of addresses) if (!/^(\[[^\]]+\]|[^\s:[\]]+):\d{1,5}$/.test(a)) throw usage(`--controller ${a} is not HOST:PORT`);
   return { addresses, fingerprint };
 }
 
@@ -123,7 +123,7 @@ export async function startAgent(args: AgentArgs, host?: Host): Promise<RunningA
   const target = controllerOf(args);
   const log = pino(logOptions('meshp-agent', logLevel(process.env.MESHP_LOG_LEVEL)), pino.destination({ dest: 1, sync: true }));
   const tunnel = await tunnelOf(args, log);
-  if (tunnel && host) throw new MeshpError('MESHP_USAGE', 'the tunnel plugin is loaded with the agent host it builds; a host given in is already assembled');
+  if (tunnel && host) throw usage('the tunnel plugin is loaded with the agent host it builds; a host given in is already assembled');
   const extra = host ? [] : await loadPlugins(pluginSpecs(args, DEFAULT_AGENT_CONFIG));
   const h = host ?? assembleAgentHost({ stateDir: args.state, root: args.root, firewall: args.firewall, dockerSocket: args.dockerSocket }, [...agentPlugins(args.firewall), ...(tunnel ? [tunnel] : []), ...extra]);
   const transport = await h.transport();

@@ -1,6 +1,7 @@
 /** `meshp controller serve`: the controller plugin on a server host with the gRPC transport. */
 import { Host } from '@meshp/core/host';
 import { MeshpError } from '@meshp/core';
+import { usage } from '@meshp/core/util';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { AuthStore, CONTROLLER_DB, ControllerHostingPlugin, SqliteControllerStore, checkHandshakeStale, checkStreamsPerConnection, type SharedStore } from '@meshp/controller';
@@ -25,7 +26,7 @@ export interface ServeArgs {
 export async function sharedStore(store: string | undefined): Promise<SharedStore | undefined> {
   if (store === undefined || store === 'sqlite') return undefined;
   const { isPostgresUrl, openPostgresStore } = await import('@meshp/store-postgres');
-  if (!isPostgresUrl(store)) throw new MeshpError('MESHP_USAGE', "--store is 'sqlite' or a postgres:// URL");
+  if (!isPostgresUrl(store)) throw usage("--store is 'sqlite' or a postgres:// URL");
   const pg = await openPostgresStore(store, { onError: (e) => process.stderr.write(`meshp controller: the database follower: ${e.message}\n`) });
   // Its memory ahead of the database: this replica must not go on (docs/store-postgres.md, crash safety).
   pg.store.onPoisoned = (e) => {
@@ -38,7 +39,7 @@ export async function sharedStore(store: string | undefined): Promise<SharedStor
 /** `meshp controller copy-store`: the state folder's controller.db into an empty PostgreSQL database (store-postgres copy.ts). */
 export async function copyStore(state: string, to: string): Promise<Record<string, number>> {
   const { copyState, isPostgresUrl, openPostgresStore } = await import('@meshp/store-postgres');
-  if (!isPostgresUrl(to)) throw new MeshpError('MESHP_USAGE', '--to is a postgres:// URL');
+  if (!isPostgresUrl(to)) throw usage('--to is a postgres:// URL');
   const file = join(state, CONTROLLER_DB);
   if (!existsSync(file)) throw new MeshpError('MESHP_NOT_FOUND', `no ${CONTROLLER_DB} in ${state}`);
   const sqlite = new SqliteControllerStore(file);

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import { MeshpError } from '@meshp/core';
 import { ENROLMENT_KEY, LEFT_KEY, describeLeave, leaveMesh, type EnrolResult, type LeaveOutcome, type LeftRecord } from '@meshp/core/agent';
-import { logOptions } from '@meshp/core/util';
+import { logOptions, usage } from '@meshp/core/util';
 import { TunnelWireguardPlugin } from '@meshp/tunnel-wireguard';
 import { DEFAULT_AGENT_CONFIG, loadPlugins, pluginSpecs } from '../plugins/load.js';
 import { confirmChange, printJson, Refusal } from '../output.js';
@@ -37,14 +37,14 @@ export function leavingInterface(state: string, given?: string): string | null {
   if (saved) return saved.interface;
   const dir = join(state, 'wireguard');
   const keys = existsSync(dir) ? readdirSync(dir).filter((f) => f.endsWith('.key')).map((f) => f.slice(0, -4)) : [];
-  if (keys.length > 1) throw new MeshpError('MESHP_USAGE', `${dir} holds the keys of several tunnels (${keys.join(', ')}): name the one to take down with --tunnel-interface`);
+  if (keys.length > 1) throw new MeshpError('MESHP_TUNNEL_MISMATCH', `${dir} holds the keys of several tunnels (${keys.join(', ')}): name the one to take down with --tunnel-interface`);
   return keys[0] ?? null;
 }
 
 const list = (title: string, xs: string[]) => (xs.length ? `${title}\n${xs.map((x) => `  - ${x}`).join('\n')}\n` : '');
 
 export async function agentLeave(a: LeaveArgs): Promise<void> {
-  if (!existsSync(a.state)) throw new MeshpError('MESHP_USAGE', `--state ${a.state} does not exist`);
+  if (!existsSync(a.state)) throw usage(`--state ${a.state} does not exist`);
   const log = pino(logOptions('meshp-agent', logLevel(process.env.MESHP_LOG_LEVEL)), pino.destination({ dest: 2, sync: true }));
   const ifname = leavingInterface(a.state, a.tunnelInterface);
   const tunnel = ifname ? [new TunnelWireguardPlugin({ interface: ifname, stateDir: join(a.state, 'wireguard'), log })] : [];
@@ -53,7 +53,7 @@ export async function agentLeave(a: LeaveArgs): Promise<void> {
   try {
     const store = await h.state();
     const enrolment = await store.getValue<EnrolResult>(ENROLMENT_KEY);
-    if (!enrolment) throw new MeshpError('MESHP_USAGE', `${a.state} holds no enrolment: this is not an agent's state folder, or the node never joined`);
+    if (!enrolment) throw usage(`${a.state} holds no enrolment: this is not an agent's state folder, or the node never joined`);
     const before = await store.getValue<LeftRecord>(LEFT_KEY);
     const o = { why: 'meshp agent leave', network: enrolment.network, node: enrolment.node };
     const preview = await leaveMesh(h, { ...o, preview: true });

@@ -1,6 +1,7 @@
 /** The admin commands' work: one Admin call each, a table or one JSON document. */
 import { readFileSync, statSync } from 'node:fs';
 import { MeshpError, type ModuleDecl } from '@meshp/core';
+import { inputTooLarge, usage } from '@meshp/core/util';
 import { declarationToWire } from '@meshp/core/delta';
 import { readCatalogueFile, readPolicyFile } from '@meshp/core/schema';
 import { checkManifest, renderModule, settingsNamed } from '@meshp/core/catalogue';
@@ -10,7 +11,7 @@ import { modeName, nodeDetail, nodeJson, nodesTable, sentTable, type WireNodeSta
 
 export function parseTtl(ttl: string): number {
   const m = /^(\d+)\s*(s|m|h|d)?$/.exec(ttl.trim());
-  if (!m) throw new MeshpError('MESHP_USAGE', `--ttl ${ttl} is not a duration (90s, 30m, 1h, 7d)`);
+  if (!m) throw usage(`--ttl ${ttl} is not a duration (90s, 30m, 1h, 7d)`);
   return Number(m[1]) * { s: 1, m: 60, h: 3600, d: 86400 }[(m[2] ?? 's') as 's' | 'm' | 'h' | 'd'];
 }
 
@@ -20,16 +21,16 @@ const MAX_INPUT_BYTES = 16 * 1024 * 1024;
 function readJson(file: string): unknown {
   let text: string;
   try {
-    if (statSync(file).size > MAX_INPUT_BYTES) throw new MeshpError('MESHP_USAGE', `${file} is larger than ${MAX_INPUT_BYTES} bytes`);
+    if (statSync(file).size > MAX_INPUT_BYTES) throw inputTooLarge(`${file} is larger than ${MAX_INPUT_BYTES} bytes`);
     text = readFileSync(file, 'utf8');
   } catch (cause) {
     if (cause instanceof MeshpError) throw cause;
-    throw new MeshpError('MESHP_USAGE', `${file} is not readable`, { cause });
+    throw usage(`${file} is not readable`, { cause });
   }
   try {
     return JSON.parse(text);
   } catch (cause) {
-    throw new MeshpError('MESHP_USAGE', `${file} is not JSON`, { cause });
+    throw usage(`${file} is not JSON`, { cause });
   }
 }
 

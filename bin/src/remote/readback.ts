@@ -3,7 +3,7 @@
  * controller holds, read back; a removal or a revocation says what it will change first, from the
  * controller's own answer, and `--preview` stops there.
  */
-import { MeshpError } from '@meshp/core';
+import { notFound, usage } from '@meshp/core/util';
 import type { wire } from '@meshp/transport-grpc';
 import { confirmChange, say, table, type Change, type Out } from '../output.js';
 import { present, withAdmin, type RemoteArgs } from './admin.js';
@@ -74,11 +74,11 @@ export async function tokenList(a: RemoteArgs & Out): Promise<void> {
 
 export async function tokenRevoke(a: RemoteArgs & Out & Change & { id: string }): Promise<void> {
   const id = a.id.trim().toLowerCase();
-  if (!/^[0-9a-f]{4,64}$/.test(id)) throw new MeshpError('MESHP_USAGE', `token id ${JSON.stringify(a.id)} is not one: the ID column of meshp token list (hex digits)`);
+  if (!/^[0-9a-f]{4,64}$/.test(id)) throw usage(`token id ${JSON.stringify(a.id)} is not one: the ID column of meshp token list (hex digits)`);
   const r = await withAdmin(a, async (c, network) => {
     const found = (await c.call('listEnrolmentTokens', { network })).tokens.filter((t) => t.id.startsWith(id) || id.startsWith(t.id));
-    if (found.length === 0) throw new MeshpError('MESHP_NOT_FOUND', `no token ${id} in ${network}`);
-    if (found.length > 1) throw new MeshpError('MESHP_USAGE', `token id ${id} names ${found.length} tokens: give more of it`);
+    if (found.length === 0) throw notFound('token', id, network);
+    if (found.length > 1) throw usage(`token id ${id} names ${found.length} tokens: give more of it`);
     const t = found[0]!;
     const what = t.state === 'used'
       ? `revoke token ${t.id}: refused, it was used by node ${t.usedBy} at ${t.usedAt} (it enrols no one else; meshp node remove ${t.usedBy} takes the node out)`

@@ -12,6 +12,7 @@
 import { existsSync, readFileSync, readdirSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { MeshpError } from '@meshp/core';
+import { usage } from '@meshp/core/util';
 
 export const TUNNEL_FILE = 'tunnel.json';
 export const DEFAULT_TUNNEL_INTERFACE = 'meshp0';
@@ -88,8 +89,8 @@ const keySaid = (r: TunnelRecord) => (r.publicKey ? `, key ${r.publicKey}` : '')
 
 /** What the agent runs, from its flags, its record and the network's word; refused before anything changes. */
 export function decideTunnel(a: TunnelAsked, known: KnownTunnel | null): TunnelDecision {
-  if (a.tunnel !== undefined && !(TUNNEL_KINDS as readonly string[]).includes(a.tunnel)) throw new MeshpError('MESHP_USAGE', `--tunnel ${a.tunnel}: one of ${TUNNEL_KINDS.join(', ')}`);
-  if (a.move && !a.interface) throw new MeshpError('MESHP_USAGE', '--tunnel-move moves the tunnel to the interface --tunnel-interface names: give it');
+  if (a.tunnel !== undefined && !(TUNNEL_KINDS as readonly string[]).includes(a.tunnel)) throw usage(`--tunnel ${a.tunnel}: one of ${TUNNEL_KINDS.join(', ')}`);
+  if (a.move && !a.interface) throw usage('--tunnel-move moves the tunnel to the interface --tunnel-interface names: give it');
   const r = known?.record;
   const running = r?.tunnel === 'wireguard' && r.interface ? r.interface : undefined;
   if (a.tunnel === 'none') {
