@@ -22,7 +22,7 @@ import { ensureCertificate } from './tls.js';
 import { ensureVersionKey } from './version-key.js';
 
 export const CONTROLLER_DB = 'controller.db';
-/** Acks and sends reach the disk by group commit, at most this long after (controller.ts, `flushSync`). */
+/** Acks and sends reach the disk by group commit, at most this long after (controller/group-commit.ts, `flushSync`). */
 export const DEFAULT_SYNC_FLUSH_MS = 1_000;
 /** Written at start so the CLI finds the controller from `--state DIR` alone. */
 export const ADDRESS_FILE = 'controller.address';
