@@ -16,7 +16,7 @@ import { ensureAdminCredential, secretMatches } from './credential.js';
 import { Enrolment } from './enrolment.js';
 import { createLogger, type Logger } from './log.js';
 import { Metrics, serveMetrics } from './metrics.js';
-import { SessionHub } from './sessions.js';
+import { SessionHub } from './hub.js';
 import type { FanOutOptions } from './fanout.js';
 import { ensureCertificate } from './tls.js';
 import { ensureVersionKey } from './version-key.js';
