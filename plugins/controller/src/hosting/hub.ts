@@ -3,9 +3,9 @@
  * heard from, what each node acked since its report, and the fan-out of a change. A change pumps
  * only the streams it concerns: `poke` asks the controller whom the changes since the network's
  * last fan-out concern (core's scope.ts, through its indexes) and queues those (fanout.ts); every
- * stream of the network only when that cannot be bounded (a shared component, a control node, a
- * log that no longer reaches back) or when they are as many. What one connection may open and
- * send is counted in stream-limits.ts.
+ * stream of the network only on its first fan-out here, when whom cannot be bounded (a shared
+ * component, a control node, a log that no longer reaches back) or when they are as many. What one
+ * connection may open and send is counted in stream-limits.ts.
  */
 import type { ReportMessage } from '@meshp/core';
 import type { Controller } from '../controller.js';
