@@ -115,7 +115,7 @@ export class Controller {
     return members.setMode(this.#s, network, id, mode);
   }
 
-  /** The operator's flip: the node converged, to exactly this preview (record 003). */
+  /** The operator's flip: the node converged, to exactly this preview (docs/adr/0002). */
   recordConverged(network: string, id: string, previewId: string): number {
     return members.recordConverged(this.#s, network, id, previewId);
   }
@@ -137,7 +137,7 @@ export class Controller {
     return members.createToken(this.#s, network, options);
   }
 
-  /** Joins with a one-time token: the mode comes from the token (record 003). */
+  /** Joins with a one-time token: the mode comes from the token (docs/adr/0002). */
   enrol(token: string, input: Omit<MemberInput, 'mode' | 'tags'>): { network: string; member: MemberRecord } {
     return members.enrol(this.#s, token, input);
   }

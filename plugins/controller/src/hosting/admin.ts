@@ -129,7 +129,7 @@ function statusMethods({ d, controller, live }: Ctx): Methods<'listNodes' | 'sho
   };
 }
 
-/** A node's mode: the flip previewed and made (record 003), or set without a preview. */
+/** A node's mode: the flip previewed and made (docs/adr/0002), or set without a preview. */
 function modeMethods({ d, controller, node, change }: Ctx): Methods<'previewConverge' | 'convergeNode' | 'setMode'> {
   return {
     previewConverge: (r, net) => {
