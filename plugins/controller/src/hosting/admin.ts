@@ -1,6 +1,7 @@
 /**
  * The Admin service over the Controller: every call authenticated with the admin credential, every
- * change followed by a pump of the network's streams. Requests and answers are in the wire's shapes.
+ * change followed by its fan-out (`changed`: the hub pumps the streams the change concerns).
+ * Requests and answers are in the wire's shapes; the methods are grouped by area below.
  */
 import { MeshpError, adminMethod, type AdminHandler, type AdminMethods, type ModuleDecl, type ReportMessage, type WireModuleDecl } from '@meshp/core';
 import { declarationFromWire, modeFromWire, modeToWire, type SentSummary } from '@meshp/core/delta';
@@ -71,11 +72,34 @@ export interface AdminDeps {
 /** The most nodes one ListNodes page holds (a NodeStatus with its held resources is a few KB; the message limit is 4 MB). */
 export const MAX_NODES_PAGE = 1_000;
 
-export function adminHandler(d: AdminDeps): AdminHandler {
+/** Admin methods of one area: those of `K`. */
+type Methods<K extends keyof AdminApi> = Pick<AdminMethods<AdminApi>, K>;
+
+/** What every area's methods share: the deps, and a node's status as sent (with its stream's liveness and last report). */
+interface Ctx {
+  d: AdminDeps;
+  controller: Controller;
+  live(n: NodeStatus): NodeStatus;
+  node(net: string, id: string): WireNode;
+  /** A change to one node: made, fanned out, answered with the node's status. */
+  change(net: string, act: () => number, r: { node: string }): { node: WireNode };
+}
+
+function context(d: AdminDeps): Ctx {
   const { controller } = d;
   const live = (n: NodeStatus): NodeStatus => withLiveness(n, d.live(n.network, n.name));
   const node = (net: string, id: string): WireNode => nodeToWire(live(controller.showNode(net, id).node), d.reports(net, id));
-  const methods: AdminMethods<AdminApi> = {
+  const change = (net: string, act: () => number, r: { node: string }): { node: WireNode } => {
+    act();
+    d.changed(net);
+    return { node: node(net, need(r.node, 'node')) };
+  };
+  return { d, controller, live, node, change };
+}
+
+/** What the nodes are: their statuses, one node's, its doctor. */
+function statusMethods({ d, controller, live }: Ctx): Methods<'listNodes' | 'showNode' | 'doctor'> {
+  return {
     listNodes: (r, net) => {
       const wire = (n: NodeStatus) => nodeToWire(live(n), d.reports(net, n.name));
       // No page asked for: every node, as before (a client from before pages; over the message limit it is refused).
@@ -93,6 +117,21 @@ export function adminHandler(d: AdminDeps): AdminHandler {
         reportedAt: last?.at ?? '',
       };
     },
+    doctor: (r, net) => {
+      const s = controller.doctor(net, need(r.node, 'node'));
+      const last = d.reports(net, s.node.name);
+      return {
+        ...s, node: nodeToWire(live(s.node), last), recentDeltas: s.recentDeltas.map(sentToWire),
+        agentApplied: last?.applied ?? [], resources: (last?.resources ?? []).map((x) => ({ ...x, reason: x.reason ?? '' })),
+        listening: last?.listening ?? [], published: last?.published ?? [], reportedAt: last?.at ?? '',
+      };
+    },
+  };
+}
+
+/** A node's mode: the flip previewed and made (docs/adr/0002), or set without a preview. */
+function modeMethods({ d, controller, node, change }: Ctx): Methods<'previewConverge' | 'convergeNode' | 'setMode'> {
+  return {
     previewConverge: (r, net) => {
       const id = need(r.node, 'node');
       return { preview: previewToWire(previewOf(controller, net, id, d.reports(net, id))), node: node(net, id) };
@@ -103,19 +142,32 @@ export function adminHandler(d: AdminDeps): AdminHandler {
       d.changed(net);
       return { preview: previewToWire(preview), node: node(net, id) };
     },
-    doctor: (r, net) => {
-      const s = controller.doctor(net, need(r.node, 'node'));
-      const last = d.reports(net, s.node.name);
-      return {
-        ...s, node: nodeToWire(live(s.node), last), recentDeltas: s.recentDeltas.map(sentToWire),
-        agentApplied: last?.applied ?? [], resources: (last?.resources ?? []).map((x) => ({ ...x, reason: x.reason ?? '' })),
-        listening: last?.listening ?? [], published: last?.published ?? [], reportedAt: last?.at ?? '',
-      };
-    },
+    setMode: (r, net) => change(net, () => controller.setMode(net, need(r.node, 'node'), modeFromWire(r.mode)), r),
+  };
+}
+
+/** Modules: the catalogue added to, a node's modules assigned, unassigned and taken. */
+function moduleMethods({ d, controller, change }: Ctx): Methods<'assignModule' | 'unassignModule' | 'takeModule' | 'addCatalogue'> {
+  return {
     assignModule: (r, net) => change(net, () => controller.assignModule(net, need(r.node, 'node'), need(r.module, 'module')), r),
     unassignModule: (r, net) => change(net, () => controller.unassignModule(net, need(r.node, 'node'), need(r.module, 'module')), r),
     takeModule: (r, net) => change(net, () => controller.takeModule(net, need(r.node, 'node'), need(r.module, 'module')), r),
-    setMode: (r, net) => change(net, () => controller.setMode(net, need(r.node, 'node'), modeFromWire(r.mode)), r),
+    addCatalogue: (r, net) => {
+      const wire: WireModuleDecl[] = r.modules;
+      if (wire.length === 0) throw new MeshpError('MESHP_USAGE', 'the catalogue file defines no module');
+      // Checked by the one schema before anything is stored: each module alone and all of them together.
+      const modules = checkModuleDefs(modulesFromWire(wire).map(({ taken: _t, ...m }) => stripEmpty(m))).map((m) => ({ ...m, taken: false }));
+      // One transaction: a catalogue file is defined whole or not at all.
+      const stateVersion = controller.defineModules(net, modules.map(({ taken: _t, ...def }) => def));
+      d.changed(net);
+      return { stateVersion, modules: modules.map((m) => m.name) };
+    },
+  };
+}
+
+/** The network's policy, and the tokens nodes enrol with. */
+function policyAndTokenMethods({ d, controller }: Ctx): Methods<'setPolicy' | 'createToken'> {
+  return {
     setPolicy: (r, net) => {
       // Checked by the one schema before anything is stored: a rule without tags or with ports that are not ports is refused.
       const rules = checkPolicy(r.rules.map((x) => ({ from: x.fromTag, to: x.toTag, ...(x.ports.length ? { ports: x.ports } : {}) })));
@@ -128,17 +180,12 @@ export function adminHandler(d: AdminDeps): AdminHandler {
       const ttl = r.ttlSeconds || 3600;
       return d.enrolment.createToken({ network: net, mode, ttlSeconds: ttl, tags: r.tags });
     },
-    addCatalogue: (r, net) => {
-      const wire: WireModuleDecl[] = r.modules;
-      if (wire.length === 0) throw new MeshpError('MESHP_USAGE', 'the catalogue file defines no module');
-      // Checked by the one schema before anything is stored: each module alone and all of them together.
-      const modules = checkModuleDefs(modulesFromWire(wire).map(({ taken: _t, ...m }) => stripEmpty(m))).map((m) => ({ ...m, taken: false }));
-      // One transaction: a catalogue file is defined whole or not at all.
-      const stateVersion = controller.defineModules(net, modules.map(({ taken: _t, ...def }) => def));
-      d.changed(net);
-      return { stateVersion, modules: modules.map((m) => m.name) };
-    },
-    // Node and network lifecycle (issue 14): remove revokes, rename keeps the key and the credential.
+  };
+}
+
+/** Node and network lifecycle (issue 14): remove revokes, rename keeps the key and the credential. */
+function lifecycleMethods({ d, controller, node }: Ctx): Methods<'removeNode' | 'renameNode' | 'createNetwork' | 'listNetworks' | 'removeNetwork'> {
+  return {
     removeNode: (r, net) => {
       const id = need(r.node, 'node');
       const m = controller.member(net, id);
@@ -170,15 +217,21 @@ export function adminHandler(d: AdminDeps): AdminHandler {
       controller.removeNetwork(need(r.network, 'network'));
       return {};
     },
-    // The catalogue and the tokens read back (issue 33): readback.ts.
-    ...readbackMethods(controller, d.enrolment, d.changed),
   };
+}
 
-  function change(net: string, act: () => number, r: { node: string }): { node: WireNode } {
-    act();
-    d.changed(net);
-    return { node: node(net, need(r.node, 'node')) };
-  }
+/** Every admin method, by area, behind the admin credential; each call logged with its network. */
+export function adminHandler(d: AdminDeps): AdminHandler {
+  const c = context(d);
+  const methods: AdminMethods<AdminApi> = {
+    ...statusMethods(c),
+    ...modeMethods(c),
+    ...moduleMethods(c),
+    ...policyAndTokenMethods(c),
+    ...lifecycleMethods(c),
+    // The catalogue and the tokens read back (issue 33): readback.ts.
+    ...readbackMethods(d.controller, d.enrolment, d.changed),
+  };
 
   return async (method, request, credential, peer) => {
     if (!credential || !secretMatches(credential, d.secret)) {

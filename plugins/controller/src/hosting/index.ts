@@ -7,5 +7,7 @@ export { createLogger, type Logger } from './log.js';
 export { AuthStore, HOSTING_TABLES, hashSecret, type AuthBook, type StoredToken } from './auth-store.js';
 export { Enrolment } from './enrolment.js';
 export { TOKEN_ID_CHARS, idRange, newestFirst, revokeRow, tokenFromRow, tokenId, type TokenInfo, type TokenRevocation, type TokenRow } from './token-rows.js';
-export { SessionHub, SyncSession, checkStreamsPerConnection } from './sessions.js';
+export { SessionHub } from './hub.js';
+export { SyncSession } from './session.js';
+export { checkStreamsPerConnection } from './stream-limits.js';
 export { FanOut, DEFAULT_FANOUT, type FanOutOptions } from './fanout.js';

@@ -5,24 +5,24 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { MeshpError, PLUGIN_API_VERSION, isMeshpError, type AdminHandler, type Plugin, type TransportListener, type PluginHost } from '@meshp/core';
+import { MeshpError, PLUGIN_API_VERSION, isMeshpError, type AdminHandler, type ControlHandlers, type Plugin, type Refused, type TransportListener, type PluginHost, type Unencodable } from '@meshp/core';
 import { oneLine } from '@meshp/core/util';
 import { Controller } from '../controller.js';
 import { SqliteControllerStore } from '../sqlite-store.js';
 import { adminHandler, DEFAULT_NETWORK } from './admin.js';
 import { AuthStore, type AuthBook } from './auth-store.js';
 import type { ControllerStore } from '../store.js';
-import { ensureAdminCredential, secretMatches } from './credential.js';
+import { ensureAdminCredential, secretMatches, type AdminCredential } from './credential.js';
 import { Enrolment } from './enrolment.js';
 import { createLogger, type Logger } from './log.js';
 import { Metrics, serveMetrics } from './metrics.js';
-import { SessionHub } from './sessions.js';
+import { SessionHub, type SessionHubOptions } from './hub.js';
 import type { FanOutOptions } from './fanout.js';
-import { ensureCertificate } from './tls.js';
+import { ensureCertificate, type ControllerTls } from './tls.js';
 import { ensureVersionKey } from './version-key.js';
 
 export const CONTROLLER_DB = 'controller.db';
-/** Acks and sends reach the disk by group commit, at most this long after (controller.ts, `flushSync`). */
+/** Acks and sends reach the disk by group commit, at most this long after (controller/group-commit.ts, `flushSync`). */
 export const DEFAULT_SYNC_FLUSH_MS = 1_000;
 /** Written at start so the CLI finds the controller from `--state DIR` alone. */
 export const ADDRESS_FILE = 'controller.address';
@@ -106,10 +106,32 @@ export class ControllerHostingPlugin implements Plugin {
     this.#host = host;
   }
 
+  /** Opens the state, then serves: the steps below, in this order. */
   async start(): Promise<RunningController> {
     const host = this.#host;
     if (!host) throw new MeshpError('MESHP_PLUGIN_INVALID', 'the controller plugin was not applied to a host');
     const dir = host.options.stateDir;
+    const { tls, admin, controller, auth } = this.#openState(dir);
+    const metrics = new Metrics();
+    const hub = new SessionHub(controller, auth, metrics, this.log, this.#hubOptions());
+    const enrolment = new Enrolment(controller, auth, tls.fingerprint);
+    // Another replica's change, applied here: the agents connected here get their deltas (after the call that caught up).
+    controller.onRemoteChange = (n) => setImmediate(() => hub.poke(n));
+    await this.#o.store?.follow();
+    const transport = await host.transport();
+    const listener = await transport.listen(
+      { address: this.#o.listen, certPem: tls.certPem, keyPem: tls.keyPem, maxMessageBytes: this.#o.maxMessageBytes },
+      {
+        control: this.#control(enrolment, metrics, hub),
+        ...this.#refusals(metrics),
+        admin: fresh(this.#o.store, admin.secret, controller, hub, this.#admin(admin.secret, { controller, enrolment, metrics, hub, auth })),
+      },
+    );
+    return this.#serving(dir, tls.fingerprint, { listener, hub, controller, auth, metrics });
+  }
+
+  /** The state folder: its certificate and admin credential (made on first start), the controller's store and the hosting's. */
+  #openState(dir: string): { tls: ControllerTls; admin: AdminCredential; controller: Controller; auth: AuthBook } {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     const listenHost = this.#o.listen.replace(/:\d+$/, '').replace(/^\[|\]$/g, '');
     const tls = ensureCertificate(dir, listenHost && listenHost !== '0.0.0.0' ? [listenHost] : []);
@@ -120,7 +142,13 @@ export class ControllerHostingPlugin implements Plugin {
       ...(this.#o.logDepth ? { logDepth: this.#o.logDepth } : {}), signer: ensureVersionKey(dir), syncFlushMs: this.#o.syncFlushMs ?? DEFAULT_SYNC_FLUSH_MS,
     });
     for (const n of this.#o.networks ?? [DEFAULT_NETWORK]) if (!controller.networks().includes(n)) controller.createNetwork(n);
-    // --log-depth holds for the networks there already, not only for those made from now on.
+    this.#applyLogDepth(controller);
+    const auth = shared?.auth ?? new AuthStore(dbFile);
+    return { tls, admin, controller, auth };
+  }
+
+  /** --log-depth holds for the networks there already, not only for those made from now on. */
+  #applyLogDepth(controller: Controller): void {
     const depth = this.#o.logDepth;
     for (const n of controller.networks()) {
       const was = controller.logDepth(n);
@@ -128,70 +156,81 @@ export class ControllerHostingPlugin implements Plugin {
       controller.setLogDepth(n, depth);
       this.log.info({ network: n, from: was, to: depth }, 'log depth set');
     }
-    const auth = shared?.auth ?? new AuthStore(dbFile);
-    const metrics = new Metrics();
-    const hub = new SessionHub(controller, auth, metrics, this.log, { ...(this.#o.fanout ? { fanout: this.#o.fanout } : {}), ...(this.#o.streamsPerConnection !== undefined ? { streamsPerConnection: this.#o.streamsPerConnection } : {}), ...(this.#o.handshakeStaleSeconds !== undefined ? { handshakeStaleSeconds: this.#o.handshakeStaleSeconds } : {}) });
-    const enrolment = new Enrolment(controller, auth, tls.fingerprint);
-    // Another replica's change, applied here: the agents connected here get their deltas (after the call that caught up).
-    controller.onRemoteChange = (n) => setImmediate(() => hub.poke(n));
-    await shared?.follow();
-    const transport = await host.transport();
-    const listener = await transport.listen(
-      { address: this.#o.listen, certPem: tls.certPem, keyPem: tls.keyPem, maxMessageBytes: this.#o.maxMessageBytes },
-      {
-        control: {
-          enrol: async (input, peer) => {
-            try {
-              shared?.catchUp();
-              const { resumed, ...r } = enrolment.enrol(input);
-              if (resumed) {
-                this.log.info({ network: r.network, node: r.node, peer }, 'enrolment completed again: a new credential for the same key (the first answer was lost)');
-                return r;
-              }
-              metrics.enrolments++;
-              this.log.info({ network: r.network, node: r.node, mode: r.mode, peer }, 'node enrolled');
-              // The answer goes first: the peers learn of the join after this call returned (hub.poke only schedules).
-              hub.poke(r.network);
-              return r;
-            } catch (e) {
-              metrics.refused(isMeshpError(e) ? e.code : 'MESHP_PLUGIN_FAILED');
-              this.log.warn({ peer, node: input.node, code: isMeshpError(e) ? e.code : undefined, err: oneLine(e) }, 'enrolment refused');
-              throw e;
-            }
-          },
-          sync: (channel, peer) => hub.open(channel, peer),
-          deltaBytes: (bytes) => {
-            metrics.bytesSent += bytes;
-          },
-        },
-        refused: (r) => {
-          metrics.refused(r.code);
-          this.log.warn(r, 'refused by the transport');
-        },
-        unencodable: (r) => {
-          metrics.refused('MESHP_INTERNAL');
-          this.log.error({ ...r, code: 'MESHP_INTERNAL' }, r.method === 'sync' ? 'delta not encoded: the stream ends, the agent gets nothing' : 'answer not encoded: the call ends with an internal error');
-        },
-        admin: fresh(shared, admin.secret, controller, hub, adminHandler({ controller, enrolment, secret: admin.secret, metrics, log: this.log, changed: (n) => hub.poke(n), live: (n, id) => hub.live(n, id), reports: (n, id) => hub.reportOf(n, id),
-          removed: (n, id, nodeKey) => {
-            auth.revoke(n, id, nodeKey, new Date().toISOString());
-            hub.endNode(n, id, { code: 'MESHP_NODE_REVOKED', message: `node ${id} was removed from ${n}` });
-            this.log.warn({ network: n, node: id }, 'node removed: credential and key revoked');
-          },
-          renamed: (n, from, to) => {
-            auth.rename(n, from, to);
-            hub.renamed(n, from, to);
-            this.log.info({ network: n, from, to }, 'node renamed');
-          },
-        })),
+  }
+
+  #hubOptions(): SessionHubOptions {
+    return { ...(this.#o.fanout ? { fanout: this.#o.fanout } : {}), ...(this.#o.streamsPerConnection !== undefined ? { streamsPerConnection: this.#o.streamsPerConnection } : {}), ...(this.#o.handshakeStaleSeconds !== undefined ? { handshakeStaleSeconds: this.#o.handshakeStaleSeconds } : {}) };
+  }
+
+  /** The Control service: Enrol, the Sync streams, and the bytes of the deltas sent. */
+  #control(enrolment: Enrolment, metrics: Metrics, hub: SessionHub): ControlHandlers {
+    const shared = this.#o.store;
+    return {
+      enrol: async (input, peer) => {
+        try {
+          shared?.catchUp();
+          const { resumed, ...r } = enrolment.enrol(input);
+          if (resumed) {
+            this.log.info({ network: r.network, node: r.node, peer }, 'enrolment completed again: a new credential for the same key (the first answer was lost)');
+            return r;
+          }
+          metrics.enrolments++;
+          this.log.info({ network: r.network, node: r.node, mode: r.mode, peer }, 'node enrolled');
+          // The answer goes first: the peers learn of the join after this call returned (hub.poke only schedules).
+          hub.poke(r.network);
+          return r;
+        } catch (e) {
+          metrics.refused(isMeshpError(e) ? e.code : 'MESHP_PLUGIN_FAILED');
+          this.log.warn({ peer, node: input.node, code: isMeshpError(e) ? e.code : undefined, err: oneLine(e) }, 'enrolment refused');
+          throw e;
+        }
       },
-    );
+      sync: (channel, peer) => hub.open(channel, peer),
+      deltaBytes: (bytes) => {
+        metrics.bytesSent += bytes;
+      },
+    };
+  }
+
+  /** What the transport refused or could not encode, counted and logged. */
+  #refusals(metrics: Metrics): { refused: Refused; unencodable: Unencodable } {
+    return {
+      refused: (r) => {
+        metrics.refused(r.code);
+        this.log.warn(r, 'refused by the transport');
+      },
+      unencodable: (r) => {
+        metrics.refused('MESHP_INTERNAL');
+        this.log.error({ ...r, code: 'MESHP_INTERNAL' }, r.method === 'sync' ? 'delta not encoded: the stream ends, the agent gets nothing' : 'answer not encoded: the call ends with an internal error');
+      },
+    };
+  }
+
+  /** The Admin service; a node removed has its credential and key revoked and its stream ended, one renamed keeps them. */
+  #admin(secret: string, { controller, enrolment, metrics, hub, auth }: { controller: Controller; enrolment: Enrolment; metrics: Metrics; hub: SessionHub; auth: AuthBook }): AdminHandler {
+    return adminHandler({ controller, enrolment, secret, metrics, log: this.log, changed: (n) => hub.poke(n), live: (n, id) => hub.live(n, id), reports: (n, id) => hub.reportOf(n, id),
+      removed: (n, id, nodeKey) => {
+        auth.revoke(n, id, nodeKey, new Date().toISOString());
+        hub.endNode(n, id, { code: 'MESHP_NODE_REVOKED', message: `node ${id} was removed from ${n}` });
+        this.log.warn({ network: n, node: id }, 'node removed: credential and key revoked');
+      },
+      renamed: (n, from, to) => {
+        auth.rename(n, from, to);
+        hub.renamed(n, from, to);
+        this.log.info({ network: n, from, to }, 'node renamed');
+      },
+    });
+  }
+
+  /** Listening: /metrics beside it, the address written for the CLI, the running parts kept for stop(). */
+  async #serving(dir: string, fingerprint: string, r: { listener: TransportListener; hub: SessionHub; controller: Controller; auth: AuthBook; metrics: Metrics }): Promise<RunningController> {
+    const { listener, hub, controller, auth, metrics } = r;
     metrics.attach({ controller, connected: () => hub.connected, live: (n, id) => hub.live(n, id), handshakeStaleSeconds: hub.handshakeStaleSeconds });
     const m = this.#o.metricsListen ? await serveMetrics(this.#o.metricsListen, () => metrics.render(), metrics.registry.contentType) : null;
     writeFileSync(join(dir, ADDRESS_FILE), `${listener.address}\n`);
     this.#running = { listener, metrics: m, hub, controller, auth };
-    this.log.info({ address: listener.address, metrics: m?.address ?? null, fingerprint: tls.fingerprint, networks: controller.networks(), store: shared?.label ?? CONTROLLER_DB }, 'controller serving');
-    return { address: listener.address, metricsAddress: m?.address ?? null, fingerprint: tls.fingerprint, controller };
+    this.log.info({ address: listener.address, metrics: m?.address ?? null, fingerprint, networks: controller.networks(), store: this.#o.store?.label ?? CONTROLLER_DB }, 'controller serving');
+    return { address: listener.address, metricsAddress: m?.address ?? null, fingerprint, controller };
   }
 
   async stop(): Promise<void> {

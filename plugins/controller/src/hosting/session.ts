@@ -1,10 +1,11 @@
 /**
- * The Sync streams the controller holds: one per node. Each starts with a challenge the node signs
- * with its enrolled key; its Hello says where it is, and deltas resume from there (or a snapshot).
- * Any change to a network pumps every stream of that network.
+ * One node's Sync stream. It starts with a challenge the node signs with its enrolled key; its
+ * Hello says where it is, and deltas resume from there (or a snapshot). Then it takes the node's
+ * acks, resync requests and reports, and sends what the node is missing when its hub's fan-out
+ * pumps it (hub.ts: only the streams a change concerns).
  */
 import { createPublicKey, randomBytes, verify } from 'node:crypto';
-import { MeshpError, isMeshpError, type ReportMessage, type AgentMessage, type ControllerMessage, type HelloMessage, type SyncChannel } from '@meshp/core';
+import { MeshpError, isMeshpError, type AgentMessage, type ControllerMessage, type HelloMessage, type SyncChannel } from '@meshp/core';
 import { challengePayload } from '@meshp/core/agent';
 import { oneLine } from '@meshp/core/util';
 import type { Controller } from '../controller.js';
@@ -13,250 +14,27 @@ import { observedEndpoint, type ReportedState } from '@meshp/core/delta';
 import type { AuthBook } from './auth-store.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
-import { FanOut, type FanOutOptions } from './fanout.js';
-import { HANDSHAKE_STALE_SECONDS, checkHandshakeStale, reportedHandshakes } from '../handshake-status.js';
-import type { Liveness } from '../status.js';
+import { reportedHandshakes } from '../handshake-status.js';
 
 const HELLO_TIMEOUT_MS = 10_000;
-/** Acks kept per node for doctor (as many deltas as the controller keeps sent: keepSent). */
-const ACKS_KEPT = 8;
-/** Resync requests one connection may send in a window; more ends the stream (MESHP_RATE_LIMITED). */
-const RESYNCS_PER_WINDOW = 10;
-const RESYNC_WINDOW_MS = 60_000;
-/**
- * Per connection (one HTTP/2 connection: the peer's address and port): Sync streams open at once
- * (an agent needs one; a reconnect may overlap the old one), and hellos in a window — each costs a
- * signature check and, with another hash, a snapshot. More is refused MESHP_RATE_LIMITED. A proxy
- * that carries many agents over one connection raises the streams (`streamsPerConnection`); the
- * hellos and resyncs allowed grow with it, per stream as for one agent's connection.
- */
-export const STREAMS_PER_CONNECTION = 4;
-const HELLOS_PER_STREAM = 5;
-const HELLO_WINDOW_MS = 60_000;
 
-/** `streamsPerConnection` as given, or MESHP_USAGE: a whole number of at least 1 (the CLI checks it before anything is made). */
-export function checkStreamsPerConnection(k: number): number {
-  if (!Number.isInteger(k) || k < 1) throw new MeshpError('MESHP_USAGE', `--streams-per-connection must be a whole number of at least 1, not ${k}`);
-  return k;
-}
+export type Channel = SyncChannel<AgentMessage, ControllerMessage>;
 
-export interface SessionHubOptions {
-  /** How the fan-out of a change is cut into turns of the event loop (fanout.ts). */
-  fanout?: FanOutOptions;
-  /** Sync streams one connection may hold at once (default 4: one agent, a reconnect overlapping). */
-  streamsPerConnection?: number;
-  /** A tunnel member none of whose peers handshaked within this many seconds is `no-handshake` (default HANDSHAKE_STALE_SECONDS). */
-  handshakeStaleSeconds?: number;
-}
-
-interface Connection {
-  open: number;
-  hellos: number[];
-  resyncs: number[];
-}
-
-type Channel = SyncChannel<AgentMessage, ControllerMessage>;
-
-export class SessionHub {
-  readonly #sessions = new Map<string, SyncSession>();
-  /** When each node's agent was last heard from (any message on an authenticated stream). */
-  readonly #seen = new Map<string, string>();
-  /** When each node's last stream ended (the last time it was known open). */
-  readonly #ended = new Map<string, string>();
-  readonly #handshakeStaleSeconds: number;
-  readonly #connections = new Map<string, Connection>();
-  readonly #streamsPerConnection: number;
-  /** The authenticated streams of each network: a change pokes those only. */
-  readonly #byNetwork = new Map<string, Set<SyncSession>>();
-  readonly fanout: FanOut;
-
-  constructor(
-    readonly controller: Controller,
-    readonly auth: AuthBook,
-    readonly metrics: Metrics,
-    readonly log: Logger,
-    options: SessionHubOptions = {},
-  ) {
-    this.fanout = new FanOut(options.fanout);
-    this.#streamsPerConnection = checkStreamsPerConnection(options.streamsPerConnection ?? STREAMS_PER_CONNECTION);
-    this.#handshakeStaleSeconds = checkHandshakeStale(options.handshakeStaleSeconds ?? HANDSHAKE_STALE_SECONDS);
-  }
-
-  /** The no-handshake limit (seconds) the statuses are computed with. */
-  get handshakeStaleSeconds(): number {
-    return this.#handshakeStaleSeconds;
-  }
-
-  get connected(): number {
-    return this.#sessions.size;
-  }
-
-  /**
-   * Streams opened since the connections without a stream were last forgotten: that looks at every
-   * connection, so it is done once per as many opens as there are connections (O(1) an open, not
-   * O(N): at 10,000 agents it was 5 ms a stream, and a removal's agent retries a few). An entry kept
-   * longer changes nothing: its windows count only what is recent.
-   */
-  #opens = 0;
-
-  open(channel: Channel, peer: string): void {
-    const now = Date.now();
-    if (++this.#opens >= this.#connections.size) {
-      this.#opens = 0;
-      for (const [k, c] of this.#connections) if (c.open === 0 && !c.hellos.some((x) => x > now - HELLO_WINDOW_MS) && !c.resyncs.some((x) => x > now - RESYNC_WINDOW_MS)) this.#connections.delete(k);
-    }
-    const c = this.#connections.get(peer) ?? { open: 0, hellos: [], resyncs: [] };
-    this.#connections.set(peer, c);
-    const session = new SyncSession(this, channel, peer);
-    if (c.open >= this.#streamsPerConnection) {
-      session.refuse(new MeshpError('MESHP_RATE_LIMITED', `more than ${this.#streamsPerConnection} Sync streams open at once on one connection`));
-      return;
-    }
-    c.open++;
-    session.start(() => c.open--);
-  }
-
-  /** A hello on `peer`'s connection: refused past the window's allowance. */
-  hello(peer: string): void {
-    this.#count(peer, 'hellos', HELLOS_PER_STREAM * this.#streamsPerConnection, HELLO_WINDOW_MS, 'hellos');
-  }
-
-  /** A resync request on `peer`'s connection: refused past the window's allowance (a new stream does not reset it). */
-  resync(peer: string): void {
-    this.#count(peer, 'resyncs', Math.ceil((RESYNCS_PER_WINDOW * this.#streamsPerConnection) / STREAMS_PER_CONNECTION), RESYNC_WINDOW_MS, 'resync requests');
-  }
-
-  #count(peer: string, kind: 'hellos' | 'resyncs', max: number, windowMs: number, what: string): void {
-    const c = this.#connections.get(peer);
-    if (!c) return;
-    const now = Date.now();
-    c[kind] = [...c[kind].filter((x) => x > now - windowMs), now];
-    if (c[kind].length > max) throw new MeshpError('MESHP_RATE_LIMITED', `more than ${max} ${what} in ${windowMs / 1000} s on one connection`);
-  }
-
-  register(s: SyncSession): void {
-    const key = `${s.network}/${s.node}`;
-    const old = this.#sessions.get(key);
-    this.#sessions.set(key, s);
-    this.#index(s);
-    old?.end({ code: 'MESHP_UNAVAILABLE', message: 'a newer stream of this node replaced this one' });
-  }
-
-  /** The last acks of each node (version and hash), newest last: what it applied, between its reports. */
-  readonly #acks = new Map<string, { fromVersion: number; toVersion: number; stateHash: string }[]>();
-
-  acked(network: string, node: string, version: number, stateHash: string): void {
-    const key = `${network}/${node}`;
-    const list = this.#acks.get(key) ?? [];
-    if (list.at(-1)?.toVersion === version) return;
-    list.push({ fromVersion: list.at(-1)?.toVersion ?? 0, toVersion: version, stateHash });
-    if (list.length > ACKS_KEPT) list.splice(0, list.length - ACKS_KEPT);
-    this.#acks.set(key, list);
-  }
-
-  /**
-   * The node's last report with what it acked since: an agent reports when its host's facts change
-   * and acks every version it reconciled, so the report stands for the last version acked, and the
-   * deltas applied (for doctor) are the report's and the acks'.
-   */
-  reportOf(network: string, node: string): ReportMessage | null {
-    const r = this.auth.report(network, node);
-    const acks = this.#acks.get(`${network}/${node}`);
-    if (!r || !acks?.length) return r;
-    const byVersion = new Map((r.applied ?? []).map((a) => [a.toVersion, a]));
-    for (const a of acks) if (!byVersion.has(a.toVersion)) byVersion.set(a.toVersion, a);
-    const applied = [...byVersion.values()].sort((a, b) => a.toVersion - b.toVersion).slice(-ACKS_KEPT);
-    return { ...r, appliedVersion: Math.max(r.appliedVersion, acks.at(-1)!.toVersion), applied };
-  }
-
-  /** The agent spoke: it is alive now. */
-  seen(network: string, node: string): void {
-    this.#seen.set(`${network}/${node}`, new Date().toISOString());
-  }
-
-  /**
-   * Whether the node's stream is open, when it last sent a message ('' never, since this controller
-   * started), and when it was last known there: now while its stream is open (grpc-js pings it every
-   * 20 s and ends the connection when a ping is not answered within 10 s), else when its stream ended.
-   */
-  live(network: string, node: string): Liveness {
-    const key = `${network}/${node}`;
-    const connected = this.#sessions.has(key);
-    const now = Date.now();
-    return { connected, lastSeen: this.#seen.get(key) ?? '', lastContact: connected ? new Date(now).toISOString() : (this.#ended.get(key) ?? this.#seen.get(key) ?? ''), now, handshakeStaleSeconds: this.#handshakeStaleSeconds };
-  }
-
-  unregister(s: SyncSession): void {
-    const key = `${s.network}/${s.node}`;
-    if (this.#sessions.get(key) === s) {
-      this.#sessions.delete(key);
-      this.#ended.set(key, new Date().toISOString());
-    }
-    this.#byNetwork.get(s.network)?.delete(s);
-    this.fanout.drop(s);
-  }
-
-  #index(s: SyncSession): void {
-    let set = this.#byNetwork.get(s.network);
-    if (!set) this.#byNetwork.set(s.network, (set = new Set()));
-    set.add(s);
-  }
-
-  /** The node's stream, if one is open, ends with this error (a removed node). */
-  endNode(network: string, node: string, error: { code: string; message: string }): void {
-    // Nothing of a removed node stays behind (nodes come and go: an entry each would add up).
-    this.#acks.delete(`${network}/${node}`);
-    this.#seen.delete(`${network}/${node}`);
-    this.#sessions.get(`${network}/${node}`)?.end(error);
-    this.#ended.delete(`${network}/${node}`);
-  }
-
-  /** The node's open stream goes on under its new name. */
-  renamed(network: string, from: string, to: string): void {
-    const acks = this.#acks.get(`${network}/${from}`);
-    this.#acks.delete(`${network}/${from}`);
-    if (acks) this.#acks.set(`${network}/${to}`, acks);
-    const seen = this.#seen.get(`${network}/${from}`);
-    this.#seen.delete(`${network}/${from}`);
-    if (seen) this.#seen.set(`${network}/${to}`, seen);
-    const ended = this.#ended.get(`${network}/${from}`);
-    this.#ended.delete(`${network}/${from}`);
-    if (ended) this.#ended.set(`${network}/${to}`, ended);
-    const s = this.#sessions.get(`${network}/${from}`);
-    if (!s) return;
-    this.#sessions.delete(`${network}/${from}`);
-    s.node = to;
-    this.#sessions.set(`${network}/${to}`, s);
-  }
-
-  /**
-   * Something changed in the network: every node there may have a delta. Only queued (fanout.ts):
-   * the call that made the change (an Enrol, an admin call) is answered before any delta goes out.
-   */
-  poke(network: string): void {
-    const streams = this.#byNetwork.get(network);
-    const version = this.controller.networks().includes(network) ? this.controller.stateVersion(network) : 0;
-    const since = this.#fannedAt.get(network);
-    this.#fannedAt.set(network, version);
-    if (!streams) return;
-    // Only the nodes the changes since the last fan-out concern (scope.ts), found through the indexes.
-    const ids = since === undefined ? null : since >= version ? new Set<string>() : this.controller.affectedSince(network, since);
-    if (ids === null || ids.size >= streams.size) return this.fanout.add(streams);
-    // The others keep their view and are not looked at: the controller noted whom each change concerned (sync.ts noteChange).
-    const some: SyncSession[] = [];
-    for (const id of ids) {
-      const s = this.#sessions.get(`${network}/${id}`);
-      if (s) some.push(s);
-    }
-    this.fanout.add(some);
-  }
-
-  /** The network's version at its last fan-out: the next one covers the changes after it. */
-  readonly #fannedAt = new Map<string, number>();
-
-  closeAll(): void {
-    for (const s of [...this.#sessions.values()]) s.end({ code: 'MESHP_UNAVAILABLE', message: 'the controller is stopping' });
-  }
+/** What a stream needs of the hub that holds it (hub.ts SessionHub). */
+export interface SessionHost {
+  readonly controller: Controller;
+  readonly auth: AuthBook;
+  readonly metrics: Metrics;
+  readonly log: Logger;
+  /** A hello on `peer`'s connection (counted: stream-limits.ts). */
+  hello(peer: string): void;
+  /** A resync request on `peer`'s connection (counted: stream-limits.ts). */
+  resync(peer: string): void;
+  register(s: SyncSession): void;
+  unregister(s: SyncSession): void;
+  seen(network: string, node: string): void;
+  acked(network: string, node: string, version: number, stateHash: string): void;
+  poke(network: string): void;
 }
 
 export class SyncSession {
@@ -271,7 +49,7 @@ export class SyncSession {
   #divergedSaid = false;
 
   constructor(
-    private readonly hub: SessionHub,
+    private readonly hub: SessionHost,
     private readonly ch: Channel,
     private readonly peer: string,
   ) {}

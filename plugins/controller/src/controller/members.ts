@@ -1,0 +1,181 @@
+/**
+ * Changes to a network's memberships: a node joins (by itself or with a token), leaves, is renamed,
+ * and its key, tags, mode and modules change. Each is one version of the network (log.ts).
+ */
+import { MeshpError, type Mode } from '@meshp/core';
+import type { MemberRecord, NetworkRecord, NetworkState } from '@meshp/core/delta';
+import type { TokenRecord } from '../tokens.js';
+import { newSync } from '../status.js';
+import { checkAssigned, checkMember, checkTags } from '../limits.js';
+import { checkNoClash } from '../clash.js';
+import { checkTunnelKey } from '../tunnel-key.js';
+import { checkDeclarable } from '../declarable.js';
+import { commit } from './log.js';
+import { putSync } from './group-commit.js';
+import type { MemberInput } from './options.js';
+import type { ControllerState } from './state.js';
+
+export function join(s: ControllerState, network: string, input: MemberInput): number {
+  checkMember(input);
+  const net = s.net(network);
+  if (net.members.has(input.id)) throw new MeshpError('MESHP_USAGE', `node ${input.id} is already in ${network}`);
+  if (input.tunnelKey) checkTunnelKey(input.tunnelKey, net.members.values(), input.id);
+  const m: MemberRecord = {
+    id: input.id,
+    nodeKey: input.nodeKey,
+    addresses: input.addresses ? [...input.addresses] : [allocate(net.record)],
+    tags: sorted(input.tags ?? []),
+    endpoints: [...(input.endpoints ?? [])],
+    mode: input.mode ?? 'converged',
+    assigned: [],
+    taken: [],
+    settings: input.settings ?? { ports: {} },
+    ...(input.tunnelKey ? { tunnelKey: input.tunnelKey } : {}),
+  };
+  return changeMember(s, net, input.id, m, true);
+}
+
+export function leave(s: ControllerState, network: string, id: string): number {
+  const net = s.net(network);
+  s.member(net, id);
+  return changeMember(s, net, id, null);
+}
+
+/**
+ * A new name for the node, in one version: its peers see the old name removed and the new one
+ * upserted in the same delta (same key, so a tunnel keyed by it need not move); its sync record
+ * follows it.
+ */
+export function renameNode(s: ControllerState, network: string, id: string, to: string): number {
+  const net = s.net(network);
+  const before = s.member(net, id);
+  if (net.members.has(to)) throw new MeshpError('MESHP_USAGE', `node ${to} is already in ${network}`);
+  const after: MemberRecord = { ...structuredClone(before), id: to };
+  const changes = [{ id, before, after: null }, { id: to, before: null, after }];
+  return commit(s, net, { version: 0, kind: 'members', changes }, () => {
+    const sync = net.sync.get(id) ?? newSync();
+    net.deleteMember(id);
+    net.sync.delete(id);
+    s.store.deleteMember(net.record.name, id);
+    s.store.deleteSync(net.record.name, id);
+    net.putMember(after);
+    net.sync.set(to, sync);
+    s.store.putMember(net.record.name, after);
+    s.store.putSync(net.record.name, to, sync);
+  });
+}
+
+export function updateMember(s: ControllerState, network: string, id: string, patch: Partial<Omit<MemberRecord, 'id'>>): number {
+  const net = s.net(network);
+  const m = { ...s.member(net, id), ...structuredClone(patch) };
+  if (patch.tags) m.tags = sorted(patch.tags);
+  // New settings fill the node's modules anew: settings its assigned modules name cannot go (declarable.ts).
+  if (patch.settings) checkDeclarable(m, net.moduleOf);
+  return changeMember(s, net, id, m);
+}
+
+/**
+ * The node's new tunnel key (a rotation, or a tunnel started after enrolment): a normal change,
+ * so every peer that sees the node gets it in its next delta. The same key again changes nothing
+ * (the current version is returned); '' withdraws it.
+ */
+export function setTunnelKey(s: ControllerState, network: string, id: string, tunnelKey: string): number {
+  const net = s.net(network);
+  const m = s.member(net, id);
+  if ((m.tunnelKey ?? '') === tunnelKey) return net.version;
+  if (tunnelKey) checkTunnelKey(tunnelKey, net.members.values(), id);
+  const after: MemberRecord = { ...structuredClone(m) };
+  if (tunnelKey) after.tunnelKey = tunnelKey;
+  else delete after.tunnelKey;
+  return changeMember(s, net, id, after);
+}
+
+export function setMode(s: ControllerState, network: string, id: string, mode: Mode): number {
+  return requested(s, network, id, updateMember(s, network, id, { mode, convergePreviewId: '' }));
+}
+
+export function recordConverged(s: ControllerState, network: string, id: string, previewId: string): number {
+  return requested(s, network, id, updateMember(s, network, id, { mode: 'converged', convergePreviewId: previewId }));
+}
+
+/** Marks the version a change of mode was asked at: the node's transition is `requested` until its agent reports past it. */
+function requested(s: ControllerState, network: string, id: string, version: number): number {
+  const net = s.net(network);
+  const sync = s.sync(net, id);
+  sync.requestedVersion = version;
+  putSync(s, net, id, sync, true);
+  return version;
+}
+
+export function assignModule(s: ControllerState, network: string, id: string, module: string): number {
+  const net = s.net(network);
+  const m = s.member(net, id);
+  if (!net.moduleOf(module)) throw new MeshpError('MESHP_NOT_FOUND', `no module ${module} in the catalogue of ${network}: add it with meshp catalogue add`);
+  checkAssigned(id, [...new Set([...m.assigned, module])].map((x) => net.record.modules[x]));
+  checkNoClash({ ...m, assigned: sorted([...new Set([...m.assigned, module])]) }, net.moduleOf);
+  // A declaration that could not be sent (a setting the node lacks) is refused here, never stored (declarable.ts).
+  checkDeclarable({ ...m, assigned: sorted([...new Set([...m.assigned, module])]) }, net.moduleOf);
+  return updateMember(s, network, id, { assigned: sorted([...new Set([...m.assigned, module])]) });
+}
+
+export function unassignModule(s: ControllerState, network: string, id: string, module: string): number {
+  const m = s.member(s.net(network), id);
+  return updateMember(s, network, id, { assigned: m.assigned.filter((x) => x !== module), taken: m.taken.filter((x) => x !== module) });
+}
+
+export function takeModule(s: ControllerState, network: string, id: string, module: string): number {
+  const net = s.net(network);
+  const m = s.member(net, id);
+  if (!m.assigned.includes(module)) throw new MeshpError('MESHP_USAGE', `module ${module} is not assigned to ${id}`);
+  // An assignment stored before it was checked: its cutover is refused as its assignment would be now.
+  checkDeclarable({ ...m, taken: sorted([...new Set([...m.taken, module])]) }, net.moduleOf);
+  return updateMember(s, network, id, { taken: sorted([...new Set([...m.taken, module])]) });
+}
+
+export function createToken(s: ControllerState, network: string, options: { mode?: Mode; tags?: string[]; ttlSeconds?: number }): TokenRecord {
+  s.net(network);
+  checkTags(options.tags);
+  return s.tokens.create(network, options);
+}
+
+export function enrol(s: ControllerState, token: string, input: Omit<MemberInput, 'mode' | 'tags'>): { network: string; member: MemberRecord } {
+  checkMember(input); // before the token is taken: a refused enrolment does not burn it
+  const t = s.tokens.take(token);
+  join(s, t.network, { ...input, mode: t.mode, tags: t.tags });
+  return { network: t.network, member: s.net(t.network).members.get(input.id)! };
+}
+
+/** The member's change (`after` null: it leaves), its sync record made (`fresh`) or removed with it. */
+function changeMember(s: ControllerState, net: NetworkState, id: string, after: MemberRecord | null, fresh = false): number {
+  const before = net.members.get(id) ?? null;
+  return commit(s, net, { version: 0, kind: 'member', id, before, after }, () => {
+    if (after) {
+      net.putMember(after);
+      s.store.putMember(net.record.name, after);
+      if (fresh) {
+        net.sync.set(id, newSync());
+        s.store.putSync(net.record.name, id, net.sync.get(id)!);
+      }
+    } else {
+      net.deleteMember(id);
+      net.sync.delete(id);
+      s.store.deleteMember(net.record.name, id);
+      s.store.deleteSync(net.record.name, id);
+    }
+  });
+}
+
+export function sorted(xs: string[]): string[] {
+  return [...new Set(xs)].sort();
+}
+
+/** The next address of the network's private range. */
+function allocate(n: NetworkRecord): string {
+  const [base, bits] = n.privateRange.split('/');
+  const parts = (base ?? '100.96.0.0').split('.').map(Number);
+  const start = ((parts[0]! << 24) | (parts[1]! << 16) | (parts[2]! << 8) | parts[3]!) >>> 0;
+  const size = 2 ** (32 - Number(bits ?? 16));
+  if (n.nextHost >= size - 1) throw new MeshpError('MESHP_USAGE', `the private range ${n.privateRange} is full`);
+  const a = (start + n.nextHost++) >>> 0;
+  return `${a >>> 24}.${(a >>> 16) & 255}.${(a >>> 8) & 255}.${a & 255}`;
+}

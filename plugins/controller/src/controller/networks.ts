@@ -1,0 +1,102 @@
+/**
+ * Changes to a network and what its members share: the network made and forgotten, its policy,
+ * its shared components, its catalogue of modules. Each change is one version (log.ts).
+ */
+import { MeshpError } from '@meshp/core';
+import { NetworkState, PolicyIndex, SCOPE_RULE, type ModuleDef, type NetworkRecord, type PolicyRule, type SharedComponentName, type SharedComponents } from '@meshp/core/delta';
+import { checkModule, checkPolicy } from '../limits.js';
+import { checkNoClash } from '../clash.js';
+import { checkDefinable } from '../declarable.js';
+import { commit } from './log.js';
+import type { ControllerState } from './state.js';
+
+export function createNetwork(s: ControllerState, name: string, options: { logDepth?: number; privateRange?: string; privateNetwork?: 'tunnel' | 'interface' }): void {
+  if (s.networks.has(name)) throw new MeshpError('MESHP_USAGE', `network ${name} exists`);
+  const record: NetworkRecord = {
+    name,
+    version: 0,
+    logFloor: 0,
+    logDepth: options.logDepth ?? s.logDepth,
+    policy: [],
+    components: { dns: { nameservers: [], searchDomains: [], records: [] }, relays: { relays: [] }, routeGroups: { groups: [] } },
+    modules: {},
+    privateRange: options.privateRange ?? '100.96.0.0/16',
+    ...(options.privateNetwork ? { privateNetwork: options.privateNetwork } : {}),
+    nextHost: 1,
+    scopeRule: SCOPE_RULE,
+  };
+  s.networks.set(name, new NetworkState(record));
+  s.store.transaction(() => s.store.putNetwork(record));
+}
+
+export function removeNetwork(s: ControllerState, name: string): void {
+  const net = s.net(name);
+  if (net.members.size > 0) throw new MeshpError('MESHP_USAGE', `network ${name} still has ${net.members.size} node(s): remove them first`);
+  s.networks.delete(name);
+  s.store.transaction(() => s.store.deleteNetwork(name));
+}
+
+export function setPolicy(s: ControllerState, network: string, rules: PolicyRule[]): number {
+  checkPolicy(rules);
+  const net = s.net(network);
+  const after = rules.map((r) => ({ from: r.from, to: r.to, ...(r.ports?.length ? { ports: [...r.ports] } : {}) }));
+  return commit(s, net, { version: 0, kind: 'policy', before: net.record.policy, after }, () => {
+    net.record.policy = after;
+    net.policy = new PolicyIndex(after);
+  });
+}
+
+export function setComponent<K extends SharedComponentName>(s: ControllerState, network: string, name: K, value: SharedComponents[K]): number {
+  const net = s.net(network);
+  const after = structuredClone(value);
+  return commit(s, net, { version: 0, kind: 'component', name, before: net.record.components[name], after }, () => {
+    net.record.components = { ...net.record.components, [name]: after };
+  });
+}
+
+export function defineModule(s: ControllerState, network: string, def: ModuleDef): number {
+  checkModule(def);
+  const net = s.net(network);
+  for (const m of net.members.values()) if (m.assigned.includes(def.name)) checkNoClash(m, (x) => (x === def.name ? def : net.moduleOf(x)));
+  checkDefinable(def, net.members.values());
+  const after = structuredClone(def);
+  return commit(s, net, { version: 0, kind: 'module', name: def.name, before: net.record.modules[def.name] ?? null, after }, () => {
+    net.record.modules = { ...net.record.modules, [def.name]: after };
+  });
+}
+
+/**
+ * Several modules as one change to the store (catalogue add): all of them or none. Each is
+ * checked before any is stored; a store that fails midway rolls back in one transaction, and
+ * what the controller holds in memory is put back with it.
+ */
+export function defineModules(s: ControllerState, network: string, defs: ModuleDef[]): number {
+  for (const def of defs) checkModule(def);
+  const net = s.net(network);
+  const saved = { record: structuredClone(net.record), log: [...net.log] };
+  let version = net.record.version;
+  try {
+    s.store.transaction(() => {
+      for (const def of defs) version = defineModule(s, network, def);
+    });
+  } catch (e) {
+    Object.assign(net.record, saved.record);
+    net.log = saved.log;
+    throw e;
+  }
+  return version;
+}
+
+export function removeModule(s: ControllerState, network: string, name: string): number {
+  const net = s.net(network);
+  const before = net.record.modules[name];
+  if (!before) throw new MeshpError('MESHP_NOT_FOUND', `no module ${name} in the catalogue of ${network}`);
+  const holders = [...net.members.values()].filter((m) => m.assigned.includes(name)).map((m) => m.id).sort();
+  if (holders.length) {
+    throw new MeshpError('MESHP_MODULE_ASSIGNED', `module ${name} is assigned to ${holders.join(', ')}: unassign it from ${holders.length === 1 ? 'that node' : 'those nodes'} first (meshp module unassign NODE ${name} --yes); nothing was removed`, { details: { module: name, nodes: holders } });
+  }
+  return commit(s, net, { version: 0, kind: 'module', name, before, after: null }, () => {
+    const { [name]: _gone, ...rest } = net.record.modules;
+    net.record.modules = rest;
+  });
+}
