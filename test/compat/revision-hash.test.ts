@@ -8,7 +8,7 @@ import t from 'tap';
 import type { StateDelta } from '@meshp/core';
 import { CURRENT_REVISION, DeltaApplier } from '@meshp/core/delta';
 import { Controller, MemoryStore } from '@meshp/controller';
-import { StateDelta as Current } from '../../plugins/transport-grpc/dist/gen/meshp/v1/control.js';
+import { StateDelta as Current } from '@meshp/protocol';
 import { StateDelta as R1 } from './v1-r1/control.js';
 
 t.test('a v1-r1 agent and a current one both stay in hash agreement when a newer field is set', async (t) => {

@@ -4,7 +4,7 @@
  */
 import { MeshpError, type AgentMessage, type ControllerMessage, type EnrolResult, type LifecycleReport, type LifecycleState, type Opening, type ReportMessage, type StateDelta } from '@meshp/core';
 import { modeFromWire, modeToWire } from '@meshp/core/delta';
-import type { EnrolResponse, Lifecycle, PlannedOpening, Report, StateDelta as WireDelta, SyncRequest, SyncResponse } from './gen/meshp/v1/control.js';
+import type { EnrolResponse, Lifecycle, PlannedOpening, Report, StateDelta as WireDelta, SyncRequest, SyncResponse } from '@meshp/protocol';
 
 export function enrolToWire(r: EnrolResult): EnrolResponse {
   return { network: r.network, node: r.node, credential: r.credential, mode: modeToWire(r.mode), addresses: [...r.addresses] };

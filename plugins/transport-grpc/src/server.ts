@@ -4,7 +4,7 @@ import { MeshpError, type AdminHandler, type Refused, type Unencodable, type Age
 import { DEFAULT_MAX_MESSAGE_BYTES } from '@meshp/core/agent';
 import { agentFromWire, controllerToWire, enrolToWire } from './codec.js';
 import { StreamChannel } from './channel.js';
-import * as gen from './gen/meshp/v1/control.js';
+import * as gen from '@meshp/protocol';
 import { serverOptions } from './options.js';
 import { toStatus, transportError } from './status.js';
 
