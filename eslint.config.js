@@ -12,7 +12,7 @@ export default tseslint.config(
   {
     ignores: ['**/dist/**', '**/node_modules/**', '.compat/**', 'tmp/**',
       // Generated protobuf code: test/unit/proto-generated.test.ts checks it matches `buf generate`.
-      'plugins/transport-grpc/src/gen/**'],
+      'lib/protocol/src/gen/**'],
   },
   {
     files: ['**/*.ts'],

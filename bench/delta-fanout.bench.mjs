@@ -3,7 +3,7 @@
 // Run after `npx tsc -b`: node bench/delta-fanout.bench.mjs [sizes, default 500,5000,50000]
 import { DeltaApplier, addPeer, componentDigest, emptyDigest, peerDigest, removePeer, stateHash, storeDigest } from '@meshp/core/delta';
 import { Controller, MemoryStore, PolicyIndex, componentsFor, peerImage, SCOPE } from '@meshp/controller';
-import { StateDelta } from '../plugins/transport-grpc/dist/gen/meshp/v1/control.js';
+import { StateDelta } from '@meshp/protocol';
 
 const sizes = (process.argv[2] ?? '500,5000,50000').split(',').map(Number);
 const N = 'bench';

@@ -9,7 +9,7 @@
 // Run after `npx tsc -b`: node bench/lazy-fanout.bench.mjs [sizes, default 1000,10000]
 import { DeltaApplier } from '@meshp/core/delta';
 import { Controller, MemoryStore } from '@meshp/controller';
-import { StateDelta } from '../plugins/transport-grpc/dist/gen/meshp/v1/control.js';
+import { StateDelta } from '@meshp/protocol';
 
 const sizes = (process.argv[2] ?? '1000,10000').split(',').map(Number);
 const NET = 'bench';

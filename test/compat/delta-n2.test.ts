@@ -10,7 +10,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { StateDelta } from '@meshp/core';
 import { DeltaApplier, protoCanonicalJson } from '@meshp/core/delta';
-import { StateDelta as Current } from '../../plugins/transport-grpc/dist/gen/meshp/v1/control.js';
+import { StateDelta as Current } from '@meshp/protocol';
 import { StateDelta as V1R1 } from './v1-r1/control.js';
 import { recordScenario } from './scenario.js';
 

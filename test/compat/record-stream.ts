@@ -5,7 +5,7 @@
  */
 import { writeFileSync } from 'node:fs';
 import { DeltaApplier } from '@meshp/core/delta';
-import { StateDelta } from '../../plugins/transport-grpc/dist/gen/meshp/v1/control.js';
+import { StateDelta } from '@meshp/protocol';
 import { recordScenario } from './scenario.js';
 
 const revision = process.argv[2] ?? 'v1-r1';

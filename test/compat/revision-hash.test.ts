@@ -6,16 +6,17 @@
  */
 import t from 'tap';
 import type { StateDelta } from '@meshp/core';
-import { CURRENT_REVISION, DeltaApplier } from '@meshp/core/delta';
+import { PROTOCOL_REVISION } from '@meshp/core/agent';
+import { DeltaApplier } from '@meshp/core/delta';
 import { Controller, MemoryStore } from '@meshp/controller';
-import { StateDelta as Current } from '../../plugins/transport-grpc/dist/gen/meshp/v1/control.js';
+import { StateDelta as Current } from '@meshp/protocol';
 import { StateDelta as R1 } from './v1-r1/control.js';
 
 t.test('a v1-r1 agent and a current one both stay in hash agreement when a newer field is set', async (t) => {
   const c = new Controller(new MemoryStore());
   c.createNetwork('n');
   for (const id of ['old', 'new']) c.join('n', { id, nodeKey: `k-${id}` });
-  const agents = { old: { a: new DeltaApplier(), revision: 1, decode: (b: Uint8Array) => R1.decode(b) as unknown as StateDelta }, new: { a: new DeltaApplier(), revision: CURRENT_REVISION, decode: (b: Uint8Array) => Current.decode(b) as StateDelta } };
+  const agents = { old: { a: new DeltaApplier(), revision: 1, decode: (b: Uint8Array) => R1.decode(b) as unknown as StateDelta }, new: { a: new DeltaApplier(), revision: PROTOCOL_REVISION, decode: (b: Uint8Array) => Current.decode(b) as StateDelta } };
   const round = (id: 'old' | 'new') => {
     const { a, decode } = agents[id];
     const d = c.deltaFor('n', id);

@@ -10,7 +10,7 @@ import fc from 'fast-check';
 import type { StateDelta } from '@meshp/core';
 import { DeltaApplier, protoCanonicalJson } from '@meshp/core/delta';
 import { Controller, MemoryStore, type PolicyRule } from '@meshp/controller';
-import { StateDelta as Wire } from '../../plugins/transport-grpc/dist/gen/meshp/v1/control.js';
+import { StateDelta as Wire } from '@meshp/protocol';
 
 const RUNS = Number(process.env['MESHP_PROPERTY_RUNS'] ?? 10_000);
 const IDS = ['n0', 'n1', 'n2', 'n3', 'n4', 'n5'];

@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap';
 import { isMeshpError, type Peer, type StateDelta } from '@meshp/core';
 import { DeltaApplier, REMOVAL_REASON, WIRE_MODE, splitDelta } from '@meshp/core/delta';
-import { StateDelta as WireStateDelta } from '../../plugins/transport-grpc/dist/gen/meshp/v1/control.js';
+import { StateDelta as WireStateDelta } from '@meshp/protocol';
 
 const peer = (id: string, extra: Partial<Peer> = {}): Peer => ({ id, nodeKey: `key-${id}`, addresses: [`10.0.0.${id.length}`], tags: ['t'], endpoints: [], inboundOnly: false, ...extra });
 const delta = (from: number, to: number, extra: Partial<StateDelta> = {}): StateDelta => ({ fromVersion: from, toVersion: to, upsertPeers: [], removePeers: [], network: 'net', ...extra });

@@ -1,5 +1,5 @@
 /**
- * The generated code committed under plugins/transport-grpc/src/gen is what `buf generate` makes of
+ * The generated code committed under lib/protocol/src/gen is what `buf generate` makes of
  * proto/meshp/v1 today: a field added to control.proto without regenerating fails here, not on the wire.
  */
 import t from 'tap';
@@ -21,6 +21,6 @@ t.test('the committed generated code matches control.proto', async (t) => {
   const r = spawnSync(join(REPO, 'node_modules/.bin/buf'), ['generate', '--template', file], { cwd: join(REPO, 'proto'), encoding: 'utf8' });
   t.equal(r.status, 0, r.stderr);
   const fresh = readFileSync(join(out, 'meshp/v1/control.ts'), 'utf8');
-  const committed = readFileSync(join(REPO, 'plugins/transport-grpc/src/gen/meshp/v1/control.ts'), 'utf8');
+  const committed = readFileSync(join(REPO, 'lib/protocol/src/gen/meshp/v1/control.ts'), 'utf8');
   t.ok(fresh === committed, 'regenerate with `cd proto && npx buf generate` and commit the result');
 });

@@ -12,7 +12,8 @@
  */
 import type { WireDeclaration } from '../contract/wire.js';
 
-export const CURRENT_REVISION = 2;
+// The revision this end speaks is PROTOCOL_REVISION (contract/transport.ts), one constant for the
+// agent's Hello and the controller's hash.
 
 /** The declaration as a revision-`revision` agent decodes it: the fields it does not know, at their default. */
 export function declarationForRevision(d: WireDeclaration, revision: number): WireDeclaration {

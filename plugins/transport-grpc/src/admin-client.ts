@@ -1,7 +1,7 @@
 /** The operator's side of the Admin service: every call carries the admin credential. */
 import { Client, Metadata } from '@grpc/grpc-js';
 import { DEFAULT_MAX_MESSAGE_BYTES } from '@meshp/core/agent';
-import * as gen from './gen/meshp/v1/control.js';
+import * as gen from '@meshp/protocol';
 import { channelOptions } from './options.js';
 import { PINNED_NAME, fetchPinnedCertificate, pinnedCredentials } from './pin.js';
 import { fromStatus } from './status.js';

@@ -3,7 +3,7 @@ import { Metadata, type ClientDuplexStream } from '@grpc/grpc-js';
 import type { AgentMessage, ConnectOptions, ControlLink, ControllerMessage, EnrolInput, EnrolResult, SyncChannel } from '@meshp/core';
 import { DEFAULT_MAX_MESSAGE_BYTES } from '@meshp/core/agent';
 import { agentToWire, controllerFromWire, enrolFromWire } from './codec.js';
-import { ControlServiceClient, type SyncRequest, type SyncResponse } from './gen/meshp/v1/control.js';
+import { ControlServiceClient, type SyncRequest, type SyncResponse } from '@meshp/protocol';
 import { StreamChannel } from './channel.js';
 import { channelOptions } from './options.js';
 import { PINNED_NAME, fetchPinnedCertificate, pinnedCredentials } from './pin.js';

@@ -1,11 +1,13 @@
 /**
  * Between the transport contract's messages (core) and the generated ones (ts-proto). Mostly the
- * same shapes; modes and resource states need a word, and a oneof is an object with one key set.
+ * same shapes, held so at compile time by @meshp/protocol's guards (lib/protocol/src/mirrors.ts): the
+ * state delta passes as it is; modes, lifecycle states and openings need a word, and a oneof is an
+ * object with one key set.
  */
-import type { AgentMessage, ControllerMessage, EnrolResult, LifecycleReport, LifecycleState, Opening, ReportMessage, StateDelta } from '@meshp/core';
+import type { AgentMessage, ControllerMessage, EnrolResult, LifecycleReport, LifecycleState, Opening, ReportMessage } from '@meshp/core';
 import { modeFromWire, modeToWire } from '@meshp/core/delta';
 import { malformed } from '@meshp/core/util';
-import type { EnrolResponse, Lifecycle, PlannedOpening, Report, StateDelta as WireDelta, SyncRequest, SyncResponse } from './gen/meshp/v1/control.js';
+import type { EnrolResponse, Lifecycle, PlannedOpening, Report, SyncRequest, SyncResponse } from '@meshp/protocol';
 
 export function enrolToWire(r: EnrolResult): EnrolResponse {
   return { network: r.network, node: r.node, credential: r.credential, mode: modeToWire(r.mode), addresses: [...r.addresses] };
@@ -40,7 +42,11 @@ function reportToWire(r: ReportMessage): Report {
   };
 }
 
-const LIFECYCLE_STATES: readonly string[] = ['adopted', 'flipping', 'converged', 'refused', 'returning'];
+const LIFECYCLE_STATES: Record<LifecycleState, true> = { adopted: true, flipping: true, converged: true, refused: true, returning: true };
+
+function isLifecycleState(state: string): state is LifecycleState {
+  return Object.hasOwn(LIFECYCLE_STATES, state);
+}
 
 export function lifecycleToWire(l: LifecycleReport): Lifecycle {
   return { state: l.state, previewId: l.previewId, steps: [...l.steps], code: l.code ?? '', message: l.message ?? '', at: l.at };
@@ -48,11 +54,13 @@ export function lifecycleToWire(l: LifecycleReport): Lifecycle {
 
 /** A state this end does not know is left out rather than guessed. */
 export function lifecycleFromWire(l: Lifecycle | undefined): LifecycleReport | undefined {
-  if (!l || !LIFECYCLE_STATES.includes(l.state)) return undefined;
-  return { state: l.state as LifecycleState, previewId: l.previewId, steps: [...l.steps], ...(l.code ? { code: l.code, message: l.message } : {}), at: l.at };
+  if (!l || !isLifecycleState(l.state)) return undefined;
+  return { state: l.state, previewId: l.previewId, steps: [...l.steps], ...(l.code ? { code: l.code, message: l.message } : {}), at: l.at };
 }
 
 function reportFromWire(r: Report): ReportMessage {
+  // A resource's kind and state pass as the agent sent them, unchecked (as before the guards): a
+  // check would leave out what a later agent reports, a change of behaviour of its own.
   return {
     appliedVersion: r.appliedVersion,
     mode: r.mode === 1 ? 'adopted' : 'converged',
@@ -104,13 +112,13 @@ export function controllerToWire(m: ControllerMessage): SyncResponse {
   if ('error' in m) return { error: m.error };
   const d = { ...m.delta, stateHash: m.delta.stateHash ?? '', versionSignature: m.delta.versionSignature ?? new Uint8Array(0) };
   // A declaration made without the preview id (an older computation) goes out with it empty.
-  if (d.declaration && d.declaration.convergePreviewId === undefined) return { delta: { ...d, declaration: { ...d.declaration, convergePreviewId: '' } } as WireDelta };
-  return { delta: d as WireDelta };
+  if (d.declaration && d.declaration.convergePreviewId === undefined) return { delta: { ...d, declaration: { ...d.declaration, convergePreviewId: '' } } };
+  return { delta: d };
 }
 
 export function controllerFromWire(m: SyncResponse): ControllerMessage {
   if (m.challenge) return { challenge: m.challenge.nonce };
   if (m.error) return { error: m.error };
-  if (m.delta) return { delta: m.delta as StateDelta };
+  if (m.delta) return { delta: m.delta };
   throw malformed('an empty message on the Sync stream');
 }

@@ -5,5 +5,5 @@ export { listen, ADMIN_METHODS } from './server.js';
 export { fetchPinnedCertificate, pinnedCredentials } from './pin.js';
 export { channelOptions, serverOptions } from './options.js';
 export { fromStatus, toStatus } from './status.js';
-export * as wire from './gen/meshp/v1/control.js';
-export type { AdminApi, AdminMethod, AdminRequest, AdminResponse, AdminAnswer } from './admin-api.js';
+export * as wire from '@meshp/protocol';
+export type { AdminApi, AdminMethod, AdminRequest, AdminResponse, AdminAnswer } from '@meshp/protocol';

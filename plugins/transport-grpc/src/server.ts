@@ -4,7 +4,7 @@ import { MeshpError, type AdminHandler, type Refused, type Unencodable, type Age
 import { DEFAULT_MAX_MESSAGE_BYTES } from '@meshp/core/agent';
 import { agentFromWire, controllerToWire, enrolToWire } from './codec.js';
 import { StreamChannel } from './channel.js';
-import * as gen from './gen/meshp/v1/control.js';
+import * as gen from '@meshp/protocol';
 import { serverOptions } from './options.js';
 import { toStatus, transportError } from './status.js';
 
@@ -125,15 +125,26 @@ function tooLarge(m: Oversized, max: number): MeshpError {
   return new MeshpError('MESHP_MESSAGE_TOO_LARGE', `a message of ${m[OVERSIZED]} bytes is over the ${max}-byte limit`);
 }
 
-export async function listen(options: ListenOptions, services: { control: ControlHandlers; admin: AdminHandler; refused?: Refused; unencodable?: Unencodable }): Promise<TransportListener> {
+type Services = { control: ControlHandlers; admin: AdminHandler; refused?: Refused; unencodable?: Unencodable };
+/** Reports a refusal the transport made itself (to the controller's log and metrics) and hands it back to answer with. */
+type Refuse = (method: string, peer: string, e: MeshpError) => MeshpError;
+
+export async function listen(options: ListenOptions, services: Services): Promise<TransportListener> {
   const max = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
   const server = new Server(serverOptions(max));
-  const refuse = (method: string, peer: string, e: MeshpError): MeshpError => {
+  const refuse: Refuse = (method, peer, e) => {
     services.refused?.({ method, peer, code: e.code, message: e.message });
     return e;
   };
+  server.addService(limited(told(countedControl(services), services.unencodable), max), controlService(services, max, refuse));
+  server.addService(limited(told(gen.AdminServiceService, services.unencodable), max), adminService(services, max, refuse));
+  const port = await bind(server, options);
+  return listenerOf(server, `${options.address.replace(/:\d+$/, '')}:${port}`);
+}
 
-  const control: gen.ControlServiceServer = {
+/** Enrol and Sync: refused before the handlers when oversized or malformed, in the contract's shapes after. */
+function controlService(services: Services, max: number, refuse: Refuse): gen.ControlServiceServer {
+  return {
     enrol: (call: ServerUnaryCall<gen.EnrolRequest, gen.EnrolResponse>, cb: sendUnaryData<gen.EnrolResponse>) => {
       if (isOversized(call.request)) return cb(toStatus(refuse('Enrol', call.getPeer(), tooLarge(call.request, max))));
       if (isMalformed(call.request)) return cb(toStatus(refuse('Enrol', call.getPeer(), malformed(call.request))));
@@ -159,9 +170,12 @@ export async function listen(options: ListenOptions, services: { control: Contro
       services.control.sync(ch, call.getPeer());
     },
   };
-  // Each StateDelta's size is taken where grpc-js encodes it: the bytes that go on the wire, not an estimate.
+}
+
+/** The Control service's definition with each StateDelta's size taken where grpc-js encodes it: the bytes that go on the wire, not an estimate. */
+function countedControl(services: Services) {
   const syncDef = gen.ControlServiceService.sync;
-  const counted = {
+  return {
     ...gen.ControlServiceService,
     sync: {
       ...syncDef,
@@ -172,8 +186,10 @@ export async function listen(options: ListenOptions, services: { control: Contro
       },
     },
   };
-  server.addService(limited(told(counted, services.unencodable), max), control);
+}
 
+/** Every Admin method: refused before the handler when oversized or malformed; its answer filled with the proto's defaults. */
+function adminService(services: Services, max: number, refuse: Refuse): Record<string, UntypedHandleCall> {
   const admin: Record<string, UntypedHandleCall> = {};
   for (const method of ADMIN_METHODS) {
     admin[method] = (call: ServerUnaryCall<Record<string, unknown>, object>, cb: sendUnaryData<object>) => {
@@ -185,15 +201,21 @@ export async function listen(options: ListenOptions, services: { control: Contro
       );
     };
   }
-  server.addService(limited(told(gen.AdminServiceService, services.unencodable), max), admin);
+  return admin;
+}
 
+/** The TLS port, bound: the port actually taken (port 0 picks a free one). */
+function bind(server: Server, options: ListenOptions): Promise<number> {
   const creds = ServerCredentials.createSsl(null, [{ private_key: Buffer.from(options.keyPem), cert_chain: Buffer.from(options.certPem) }], false);
-  const port = await new Promise<number>((resolve, reject) => {
+  return new Promise<number>((resolve, reject) => {
     server.bindAsync(options.address, creds, (err, p) => (err ? reject(new MeshpError('MESHP_UNAVAILABLE', `cannot listen on ${options.address}: ${err.message}`, { cause: err })) : resolve(p)));
   });
-  const host = options.address.replace(/:\d+$/, '');
+}
+
+/** Closing lets calls in flight finish, for 2 s at most, then ends them. */
+function listenerOf(server: Server, address: string): TransportListener {
   return {
-    address: `${host}:${port}`,
+    address,
     close: () =>
       new Promise<void>((resolve) => {
         const force = setTimeout(() => {

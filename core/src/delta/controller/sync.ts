@@ -5,7 +5,8 @@
  */
 import { malformed } from '../../conditions.js';
 import { componentDigest, loadDigest, stateHash, storeDigest, type ViewDigest } from '../hash.js';
-import { CURRENT_REVISION, declarationForRevision } from '../revision.js';
+import { declarationForRevision } from '../revision.js';
+import { PROTOCOL_REVISION } from '../../contract/transport.js';
 import { COMPONENT_NAMES, REMOVAL_REASON, type StateDelta } from '../../contract/wire.js';
 import { declarationFor } from './components.js';
 import { computeIncremental, computeSnapshot, type Computed } from './compute.js';
@@ -63,7 +64,7 @@ function pending(net: NetworkState, id: string, sync: SyncRecord): Computed | 's
 /** The hash an agent of `revision` computes for this view: over the fields its decoder knows (core delta/revision.ts). */
 export function hashForRevision(net: NetworkState, id: string, digest: ViewDigest, revision: number): string {
   const self = net.members.get(id);
-  if (revision >= CURRENT_REVISION || !self || digest.components.declaration === null) return stateHash(digest);
+  if (revision >= PROTOCOL_REVISION || !self || digest.components.declaration === null) return stateHash(digest);
   const declaration = componentDigest(declarationForRevision(declarationFor(self, net.moduleOf), revision));
   return stateHash({ ...digest, components: { ...digest.components, declaration } });
 }
@@ -143,7 +144,7 @@ export function nextDelta(net: NetworkState, id: string, sync: SyncRecord, at: s
   const p = sync.snapshotPending ? null : pending(net, id, sync);
   if (p === 'same') return null;
   const computed: Computed = p ?? computeSnapshot(net, id);
-  const hash = hashForRevision(net, id, computed.digest, sync.revision ?? CURRENT_REVISION);
+  const hash = hashForRevision(net, id, computed.digest, sync.revision ?? PROTOCOL_REVISION);
   // Agents built between releases said revision 1 and knew some later fields: the hash over every field is accepted too.
   const alt = stateHash(computed.digest);
   computed.delta.stateHash = hash;
@@ -263,7 +264,7 @@ export function recoverExpectation(net: NetworkState, id: string, sync: SyncReco
   if (appliedVersion <= 0 || appliedVersion > net.version || !hash) return false;
   if (sync.expectations.some((e) => e.version === appliedVersion)) return false;
   const c = computeSnapshot(net, id);
-  const expected = hashForRevision(net, id, c.digest, sync.revision ?? CURRENT_REVISION);
+  const expected = hashForRevision(net, id, c.digest, sync.revision ?? PROTOCOL_REVISION);
   const alt = stateHash(c.digest);
   if (hash !== expected && hash !== alt) return false;
   sync.expectations = [...sync.expectations, { version: appliedVersion, hash: expected, ...(alt !== expected ? { alt } : {}), digest: storeDigest(c.digest) }]

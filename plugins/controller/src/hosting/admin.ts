@@ -7,7 +7,7 @@ import { MeshpError, adminMethod, type AdminHandler, type AdminMethods, type Mod
 import { declarationFromWire, modeFromWire, modeToWire, type SentSummary } from '@meshp/core/delta';
 import type { ConvergePreview } from '@meshp/core/lifecycle';
 import { checkModuleDefs, checkPolicy } from '@meshp/core/schema';
-import type { AdminAnswer, AdminApi } from '@meshp/transport-grpc';
+import type { AdminAnswer, AdminApi } from '@meshp/protocol';
 import type { Controller } from '../controller.js';
 import { convergeNode, previewOf } from '../converge.js';
 import { withLiveness, type Liveness, type NodeStatus } from '../status.js';

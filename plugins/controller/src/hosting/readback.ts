@@ -6,7 +6,7 @@
  */
 import { MeshpError } from '@meshp/core';
 import { modeToWire } from '@meshp/core/delta';
-import type { AdminApi, AdminAnswer } from '@meshp/transport-grpc';
+import type { AdminApi, AdminAnswer } from '@meshp/protocol';
 import type { AdminMethods } from '@meshp/core';
 import { catalogueInfo } from '../catalogue.js';
 import type { Controller } from '../controller.js';
