@@ -15,6 +15,7 @@ import { inputTooLarge, malformed, nameTaken, notFound, providerMissing, tokenIn
 import { pluginSpecs, readPluginConfig } from '../../bin/src/plugins/load.js';
 import { leavingInterface } from '../../bin/src/remote/leave.js';
 import { agentFromWire, controllerFromWire } from '../../plugins/transport-grpc/src/codec.js';
+import { Controller, MemoryStore } from '@meshp/controller';
 import { MESHP } from '../helpers/grpc-procs.js';
 
 t.test('each factory gives its condition its code and the text its sites wrote', async (t) => {
@@ -80,4 +81,15 @@ t.test('several tunnel keys and no record: the same MESHP_TUNNEL_MISMATCH at lea
   const absent = spawnSync(process.execPath, [MESHP, 'agent', 'leave', '--state', join(state, 'nowhere'), '--yes'], { encoding: 'utf8' });
   t.equal(absent.status, 2, 'a --state that names nothing is still a usage error');
   t.match(absent.stderr, /^MESHP_USAGE: --state .* does not exist/);
+});
+
+t.test("the controller's own sites: a name taken at join and at rename is one code, a token that is not one is MESHP_TOKEN_INVALID", async (t) => {
+  const c = new Controller(new MemoryStore());
+  c.createNetwork('n');
+  c.join('n', { id: 'x', nodeKey: 'kx', tags: [] });
+  c.join('n', { id: 'y', nodeKey: 'ky', tags: [] });
+  t.throws(() => c.join('n', { id: 'x', nodeKey: 'k2', tags: [] }), { code: 'MESHP_NAME_TAKEN', message: 'node x is already in n' }, 'join');
+  t.throws(() => c.renameNode('n', 'y', 'x'), { code: 'MESHP_NAME_TAKEN', message: 'node x is already in n' }, 'rename');
+  t.throws(() => c.enrol('not-a-token', { id: 'v', nodeKey: 'kv' }), { code: 'MESHP_TOKEN_INVALID', message: 'the token is unknown or expired' }, 'enrol');
+  t.throws(() => c.join('nope', { id: 'z', nodeKey: 'kz', tags: [] }), { code: 'MESHP_NOT_FOUND', message: 'no network nope' }, 'no such network');
 });

@@ -171,7 +171,7 @@ t.test('a token carries the mode: an enrolled node is adopted when the token say
   const { member } = c.enrol(tok.token, { id: 'w', nodeKey: 'kw' });
   t.equal(member.mode, 'adopted');
   t.same(member.tags, ['b']);
-  t.throws(() => c.enrol(tok.token, { id: 'v', nodeKey: 'kv' }), { code: 'MESHP_USAGE' }, 'one time');
+  t.throws(() => c.enrol(tok.token, { id: 'v', nodeKey: 'kv' }), { code: 'MESHP_TOKEN_INVALID' }, 'one time');
 });
 
 /** A SQLite-backed controller in a folder of its own, network n with x and y both tagged a, policy a→a. */
@@ -300,10 +300,10 @@ t.test('an enrolment token is kept only as its hash: a copy of the state enrols 
   const { token } = c.createToken('n', { mode: 'adopted' });
   const kept = JSON.stringify(store.load());
   t.notOk(kept.includes(token), 'the raw token is nowhere in the stored state');
-  t.throws(() => c.enrol(JSON.parse(kept).tokens[0].token, { id: 'thief', nodeKey: 'k' }), { code: 'MESHP_USAGE' }, 'the stored hash is not a token');
+  t.throws(() => c.enrol(JSON.parse(kept).tokens[0].token, { id: 'thief', nodeKey: 'k' }), { code: 'MESHP_TOKEN_INVALID' }, 'the stored hash is not a token');
   const { member } = c.enrol(token, { id: 'x', nodeKey: 'kx' });
   t.equal(member.mode, 'adopted');
-  t.throws(() => c.enrol(token, { id: 'y', nodeKey: 'ky' }), { code: 'MESHP_USAGE' }, 'used once');
+  t.throws(() => c.enrol(token, { id: 'y', nodeKey: 'ky' }), { code: 'MESHP_TOKEN_INVALID' }, 'used once');
 });
 
 t.test('a module not in the catalogue cannot be assigned', async (t) => {

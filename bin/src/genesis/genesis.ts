@@ -1,5 +1,5 @@
 /**
- * `meshp genesis`: the control-node's first act (seed 003). Reads the machine, refuses what must be
+ * `meshp genesis`: the control-node's first act (docs/adr/0002-adopt-before-converge.md). Reads the machine, refuses what must be
  * refused before anything is written, says what it will raise, then: the controller's state (its
  * certificate, the network, the catalogue), the local node enrolled in the chosen mode with the
  * foundation's ports as its settings, and the foundation raised through the reconciler — found

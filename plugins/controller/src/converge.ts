@@ -1,5 +1,5 @@
 /**
- * Converging a node through the controller (record 003): the preview is computed from the node's
+ * Converging a node through the controller (docs/adr/0002-adopt-before-converge.md): the preview is computed from the node's
  * last report and the declaration it is sent now, with core's `buildPreview` — the same function the
  * agent runs on the machine itself, so the same facts give the same id. The flip is recorded only
  * for the preview the operator saw; the agent re-checks that id against the machine before it
@@ -10,6 +10,7 @@ import { declarationFromWire } from '@meshp/core/delta';
 import { validateDeclaration } from '@meshp/core/reconcile';
 import { buildPreview, checkLiveDoors, noFilter, type ConvergePreview, type PreviewInputs } from '@meshp/core/lifecycle';
 import type { Controller } from './controller.js';
+import { notFound } from '@meshp/core/util';
 
 const protocolOf = (p: string): Protocol => (p === 'udp' ? 'udp' : 'tcp');
 
@@ -67,7 +68,7 @@ function asNothingToFlip(p: ConvergePreview): ConvergePreview {
  */
 export function convergeNode(controller: Controller, network: string, node: string, report: ReportMessage | null, previewId?: string, allowClose: readonly string[] = []): { preview: ConvergePreview; stateVersion: number } {
   const member = controller.member(network, node);
-  if (!member) throw new MeshpError('MESHP_NOT_FOUND', `no node ${node} in ${network}`);
+  if (!member) throw notFound('node', node, network);
   if (member.mode === 'converged' && report?.lifecycle?.state === 'converged') {
     throw new MeshpError('MESHP_LIFECYCLE', `node ${node} is already converged (preview ${report.lifecycle.previewId || 'none'}): adopt it first to flip again`);
   }

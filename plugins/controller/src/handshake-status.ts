@@ -7,8 +7,9 @@
  * Ages are computed without comparing clocks: the agent says how old the newest handshake was when
  * it made its report (both by its clock), the controller adds the time since it received it (by its own).
  */
-import { MeshpError, type ReportMessage } from '@meshp/core';
+import { type ReportMessage } from '@meshp/core';
 import type { ReportedHandshakes } from '@meshp/core/delta';
+import { usage } from '@meshp/core/util';
 
 /**
  * The default limit, in seconds: WireGuard's REJECT_AFTER_TIME (180 s: past it a session's keys are
@@ -21,7 +22,7 @@ export const HANDSHAKE_STALE_SECONDS = 205;
 
 /** `--handshake-stale` as given, or MESHP_USAGE: a whole number of seconds of at least 1. */
 export function checkHandshakeStale(s: number): number {
-  if (!Number.isInteger(s) || s < 1) throw new MeshpError('MESHP_USAGE', `--handshake-stale must be a whole number of seconds of at least 1, not ${s}`);
+  if (!Number.isInteger(s) || s < 1) throw usage(`--handshake-stale must be a whole number of seconds of at least 1, not ${s}`);
   return s;
 }
 

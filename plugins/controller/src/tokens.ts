@@ -3,7 +3,8 @@
  * state enrols no one.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { MeshpError, type ControllerStore, type Mode, type TokenRecord } from '@meshp/core';
+import type { ControllerStore, Mode, TokenRecord } from '@meshp/core';
+import { tokenInvalid } from '@meshp/core/util';
 
 export type { TokenRecord } from '@meshp/core';
 
@@ -37,11 +38,11 @@ export class TokenBook {
     return t;
   }
 
-  /** Uses the token up: its record, or MESHP_USAGE when it is unknown or expired. */
+  /** Uses the token up: its record, or MESHP_TOKEN_INVALID when it is unknown or expired. */
   take(token: string): TokenRecord {
     const key = tokenHash(token);
     const t = this.#byHash.get(key);
-    if (!t || Date.parse(t.expiresAt) < Date.parse(this.now())) throw new MeshpError('MESHP_USAGE', 'the token is unknown or expired');
+    if (!t || Date.parse(t.expiresAt) < Date.parse(this.now())) throw tokenInvalid('the token is unknown or expired');
     this.#byHash.delete(key);
     this.store.transaction(() => this.store.deleteToken(key));
     return t;

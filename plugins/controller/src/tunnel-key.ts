@@ -5,6 +5,7 @@
  */
 import { MeshpError } from '@meshp/core';
 import type { MemberRecord } from '@meshp/core/delta';
+import { usage } from '@meshp/core/util';
 
 const KEY = /^[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=$/;
 
@@ -14,7 +15,7 @@ export function isTunnelKey(text: string): boolean {
 
 /** Refuses a key that is not a Curve25519 public key, or that another member (not `self`) holds. */
 export function checkTunnelKey(tunnelKey: string, members: Iterable<MemberRecord>, self: string): void {
-  if (!isTunnelKey(tunnelKey)) throw new MeshpError('MESHP_USAGE', 'the tunnel key is not a WireGuard public key (32 bytes, base64)');
+  if (!isTunnelKey(tunnelKey)) throw usage('the tunnel key is not a WireGuard public key (32 bytes, base64)');
   for (const m of members) {
     if (m.id !== self && m.tunnelKey === tunnelKey) throw new MeshpError('MESHP_KEY_IN_USE', `node ${m.id} holds this tunnel key already: one key per node`);
   }

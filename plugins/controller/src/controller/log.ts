@@ -2,9 +2,9 @@
  * Versions and the change log: every change bumps its network's version, is logged, and is
  * persisted with what it changed in one store transaction; the log is bounded by its depth.
  */
-import { MeshpError } from '@meshp/core';
 import { affectedBy, noteChange, rescope, type LogEntry, type NetworkState } from '@meshp/core/delta';
 import type { ControllerState } from './state.js';
+import { usage } from '@meshp/core/util';
 
 /** The change `entry` (its version set here), with `apply` writing what it changed, in one transaction; answers the new version. */
 export function commit(s: ControllerState, net: NetworkState, entry: LogEntry, apply: () => void): number {
@@ -57,7 +57,7 @@ export function rescopeNetwork(s: ControllerState, net: NetworkState): void {
 }
 
 export function setLogDepth(s: ControllerState, network: string, depth: number): void {
-  if (!Number.isInteger(depth) || depth < 1) throw new MeshpError('MESHP_USAGE', `a log depth is a whole number of changes, 1 or more, not ${depth}`);
+  if (!Number.isInteger(depth) || depth < 1) throw usage(`a log depth is a whole number of changes, 1 or more, not ${depth}`);
   const net = s.net(network);
   s.store.transaction(() => {
     net.record.logDepth = depth;

@@ -2,7 +2,7 @@
  * Changes to a network's memberships: a node joins (by itself or with a token), leaves, is renamed,
  * and its key, tags, mode and modules change. Each is one version of the network (log.ts).
  */
-import { MeshpError, type Mode } from '@meshp/core';
+import { type Mode } from '@meshp/core';
 import type { MemberRecord, NetworkRecord, NetworkState } from '@meshp/core/delta';
 import type { TokenRecord } from '../tokens.js';
 import { newSync } from '../status.js';
@@ -14,11 +14,12 @@ import { commit } from './log.js';
 import { putSync } from './group-commit.js';
 import type { MemberInput } from './options.js';
 import type { ControllerState } from './state.js';
+import { nameTaken, notFound, usage } from '@meshp/core/util';
 
 export function join(s: ControllerState, network: string, input: MemberInput): number {
   checkMember(input);
   const net = s.net(network);
-  if (net.members.has(input.id)) throw new MeshpError('MESHP_USAGE', `node ${input.id} is already in ${network}`);
+  if (net.members.has(input.id)) throw nameTaken(input.id, network);
   if (input.tunnelKey) checkTunnelKey(input.tunnelKey, net.members.values(), input.id);
   const m: MemberRecord = {
     id: input.id,
@@ -49,7 +50,7 @@ export function leave(s: ControllerState, network: string, id: string): number {
 export function renameNode(s: ControllerState, network: string, id: string, to: string): number {
   const net = s.net(network);
   const before = s.member(net, id);
-  if (net.members.has(to)) throw new MeshpError('MESHP_USAGE', `node ${to} is already in ${network}`);
+  if (net.members.has(to)) throw nameTaken(to, network);
   const after: MemberRecord = { ...structuredClone(before), id: to };
   const changes = [{ id, before, after: null }, { id: to, before: null, after }];
   return commit(s, net, { version: 0, kind: 'members', changes }, () => {
@@ -110,7 +111,7 @@ function requested(s: ControllerState, network: string, id: string, version: num
 export function assignModule(s: ControllerState, network: string, id: string, module: string): number {
   const net = s.net(network);
   const m = s.member(net, id);
-  if (!net.moduleOf(module)) throw new MeshpError('MESHP_NOT_FOUND', `no module ${module} in the catalogue of ${network}: add it with meshp catalogue add`);
+  if (!net.moduleOf(module)) throw notFound('module', module, `the catalogue of ${network}`, 'add it with meshp catalogue add');
   checkAssigned(id, [...new Set([...m.assigned, module])].map((x) => net.record.modules[x]));
   checkNoClash({ ...m, assigned: sorted([...new Set([...m.assigned, module])]) }, net.moduleOf);
   // A declaration that could not be sent (a setting the node lacks) is refused here, never stored (declarable.ts).
@@ -126,7 +127,7 @@ export function unassignModule(s: ControllerState, network: string, id: string, 
 export function takeModule(s: ControllerState, network: string, id: string, module: string): number {
   const net = s.net(network);
   const m = s.member(net, id);
-  if (!m.assigned.includes(module)) throw new MeshpError('MESHP_USAGE', `module ${module} is not assigned to ${id}`);
+  if (!m.assigned.includes(module)) throw usage(`module ${module} is not assigned to ${id}`);
   // An assignment stored before it was checked: its cutover is refused as its assignment would be now.
   checkDeclarable({ ...m, taken: sorted([...new Set([...m.taken, module])]) }, net.moduleOf);
   return updateMember(s, network, id, { taken: sorted([...new Set([...m.taken, module])]) });
@@ -175,7 +176,7 @@ function allocate(n: NetworkRecord): string {
   const parts = (base ?? '100.96.0.0').split('.').map(Number);
   const start = ((parts[0]! << 24) | (parts[1]! << 16) | (parts[2]! << 8) | parts[3]!) >>> 0;
   const size = 2 ** (32 - Number(bits ?? 16));
-  if (n.nextHost >= size - 1) throw new MeshpError('MESHP_USAGE', `the private range ${n.privateRange} is full`);
+  if (n.nextHost >= size - 1) throw usage(`the private range ${n.privateRange} is full`);
   const a = (start + n.nextHost++) >>> 0;
   return `${a >>> 24}.${(a >>> 16) & 255}.${(a >>> 8) & 255}.${a & 255}`;
 }

@@ -9,9 +9,10 @@ import { checkNoClash } from '../clash.js';
 import { checkDefinable } from '../declarable.js';
 import { commit } from './log.js';
 import type { ControllerState } from './state.js';
+import { notFound, usage } from '@meshp/core/util';
 
 export function createNetwork(s: ControllerState, name: string, options: { logDepth?: number; privateRange?: string; privateNetwork?: 'tunnel' | 'interface' }): void {
-  if (s.networks.has(name)) throw new MeshpError('MESHP_USAGE', `network ${name} exists`);
+  if (s.networks.has(name)) throw usage(`network ${name} exists`);
   const record: NetworkRecord = {
     name,
     version: 0,
@@ -31,7 +32,7 @@ export function createNetwork(s: ControllerState, name: string, options: { logDe
 
 export function removeNetwork(s: ControllerState, name: string): void {
   const net = s.net(name);
-  if (net.members.size > 0) throw new MeshpError('MESHP_USAGE', `network ${name} still has ${net.members.size} node(s): remove them first`);
+  if (net.members.size > 0) throw usage(`network ${name} still has ${net.members.size} node(s): remove them first`);
   s.networks.delete(name);
   s.store.transaction(() => s.store.deleteNetwork(name));
 }
@@ -90,7 +91,7 @@ export function defineModules(s: ControllerState, network: string, defs: ModuleD
 export function removeModule(s: ControllerState, network: string, name: string): number {
   const net = s.net(network);
   const before = net.record.modules[name];
-  if (!before) throw new MeshpError('MESHP_NOT_FOUND', `no module ${name} in the catalogue of ${network}`);
+  if (!before) throw notFound('module', name, `the catalogue of ${network}`);
   const holders = [...net.members.values()].filter((m) => m.assigned.includes(name)).map((m) => m.id).sort();
   if (holders.length) {
     throw new MeshpError('MESHP_MODULE_ASSIGNED', `module ${name} is assigned to ${holders.join(', ')}: unassign it from ${holders.length === 1 ? 'that node' : 'those nodes'} first (meshp module unassign NODE ${name} --yes); nothing was removed`, { details: { module: name, nodes: holders } });

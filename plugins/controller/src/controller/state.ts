@@ -3,12 +3,12 @@
  * queries): the store, the networks in memory, the options, and the sync records waiting for the
  * group commit. Loaded from the store once, when the Controller is made.
  */
-import { MeshpError } from '@meshp/core';
 import { DEFAULT_RESYNC_BOUNDS, NetworkState, type MemberRecord, type ResyncBounds, type SyncRecord } from '@meshp/core/delta';
 import type { ControllerStore } from '../store.js';
 import { TokenBook } from '../tokens.js';
 import { newSync } from '../status.js';
 import type { ControllerOptions, VersionSigner } from './options.js';
+import { notFound } from '@meshp/core/util';
 
 export class ControllerState {
   readonly store: ControllerStore;
@@ -45,13 +45,13 @@ export class ControllerState {
 
   net(name: string): NetworkState {
     const n = this.networks.get(name);
-    if (!n) throw new MeshpError('MESHP_NOT_FOUND', `no network ${name}`);
+    if (!n) throw notFound('network', name);
     return n;
   }
 
   member(net: NetworkState, id: string): MemberRecord {
     const m = net.members.get(id);
-    if (!m) throw new MeshpError('MESHP_NOT_FOUND', `no node ${id} in ${net.record.name}`);
+    if (!m) throw notFound('node', id, net.record.name);
     return m;
   }
 

@@ -16,12 +16,13 @@ import { NODE_NAME, type Enrolment } from './enrolment.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
 import { readbackMethods } from './readback.js';
+import { notFound, usage } from '@meshp/core/util';
 
 export const DEFAULT_NETWORK = 'default';
 
 /** A required string field: proto3 sends '' for one left out. */
 const need = (v: string, k: string): string => {
-  if (!v) throw new MeshpError('MESHP_USAGE', `${k} is required`);
+  if (!v) throw usage(`${k} is required`);
   return v;
 };
 
@@ -154,7 +155,7 @@ function moduleMethods({ d, controller, change }: Ctx): Methods<'assignModule' |
     takeModule: (r, net) => change(net, () => controller.takeModule(net, need(r.node, 'node'), need(r.module, 'module')), r),
     addCatalogue: (r, net) => {
       const wire: WireModuleDecl[] = r.modules;
-      if (wire.length === 0) throw new MeshpError('MESHP_USAGE', 'the catalogue file defines no module');
+      if (wire.length === 0) throw usage('the catalogue file defines no module');
       // Checked by the one schema before anything is stored: each module alone and all of them together.
       const modules = checkModuleDefs(modulesFromWire(wire).map(({ taken: _t, ...m }) => stripEmpty(m))).map((m) => ({ ...m, taken: false }));
       // One transaction: a catalogue file is defined whole or not at all.
@@ -189,7 +190,7 @@ function lifecycleMethods({ d, controller, node }: Ctx): Methods<'removeNode' | 
     removeNode: (r, net) => {
       const id = need(r.node, 'node');
       const m = controller.member(net, id);
-      if (!m) throw new MeshpError('MESHP_USAGE', `no node ${id} in ${net}`);
+      if (!m) throw notFound('node', id, net);
       const stateVersion = controller.leave(net, id);
       d.removed?.(net, id, m.nodeKey);
       d.changed(net);
@@ -198,7 +199,7 @@ function lifecycleMethods({ d, controller, node }: Ctx): Methods<'removeNode' | 
     renameNode: (r, net) => {
       const id = need(r.node, 'node');
       const to = need(r.newName, 'newName');
-      if (!NODE_NAME.test(to)) throw new MeshpError('MESHP_USAGE', `node name ${JSON.stringify(to)} is not valid`);
+      if (!NODE_NAME.test(to)) throw usage(`node name ${JSON.stringify(to)} is not valid`);
       controller.renameNode(net, id, to);
       d.renamed?.(net, id, to);
       d.changed(net);
@@ -206,9 +207,9 @@ function lifecycleMethods({ d, controller, node }: Ctx): Methods<'removeNode' | 
     },
     createNetwork: (r) => {
       const name = need(r.network, 'network');
-      if (!NODE_NAME.test(name)) throw new MeshpError('MESHP_USAGE', `network name ${JSON.stringify(name)} is not valid`);
+      if (!NODE_NAME.test(name)) throw usage(`network name ${JSON.stringify(name)} is not valid`);
       const range = r.privateRange;
-      if (range && !/^\d{1,3}(\.\d{1,3}){3}\/(\d|[12]\d|3[0-2])$/.test(range)) throw new MeshpError('MESHP_USAGE', `private range ${range} is not an IPv4 CIDR`);
+      if (range && !/^\d{1,3}(\.\d{1,3}){3}\/(\d|[12]\d|3[0-2])$/.test(range)) throw usage(`private range ${range} is not an IPv4 CIDR`);
       controller.createNetwork(name, range ? { privateRange: range } : {});
       return { network: controller.networkInfo(name) };
     },
@@ -240,7 +241,7 @@ export function adminHandler(d: AdminDeps): AdminHandler {
       throw new MeshpError('MESHP_AUTH_FAILED', 'the admin credential is not the one this controller made');
     }
     const fn = adminMethod(methods, method);
-    if (!fn) throw new MeshpError('MESHP_USAGE', `no admin method ${method}`);
+    if (!fn) throw usage(`no admin method ${method}`);
     const network = ('network' in request && typeof request.network === 'string' && request.network) || DEFAULT_NETWORK;
     try {
       const out = fn(request, network);

@@ -137,7 +137,7 @@ export class AuthStore implements AuthBook {
     })();
   }
 
-  /** The keys revoked when a node of this name was removed, in any network: a removed agent's hello is told so (sessions.ts). */
+  /** The keys revoked when a node of this name was removed, in any network: a removed agent's hello is told so (session.ts). */
   revokedKeysOf(node: string): { network: string; nodeKey: string; at: string }[] {
     return this.#stmt('SELECT network, node_key AS nodeKey, at FROM hosting_revoked_keys WHERE node = ?').all(node) as { network: string; nodeKey: string; at: string }[];
   }

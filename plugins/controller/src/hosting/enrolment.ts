@@ -1,7 +1,7 @@
 /**
  * Tokens and enrolment over the Controller: the operator's token is `meshp1.<claims>.<secret>`, the
  * hosting stores only the secret's hash. A valid token is exchanged, on the spot, for a one-minute
- * controller token that `Controller.enrol` consumes (the mode comes from the token, record 003).
+ * controller token that `Controller.enrol` consumes (the mode comes from the token, ADR 0002).
  */
 import { createPublicKey, randomBytes } from 'node:crypto';
 import { MeshpError, type EnrolInput, type EnrolResult, type Mode } from '@meshp/core';
@@ -11,6 +11,7 @@ import { hashSecret, type AuthBook } from './auth-store.js';
 import { tokenId, type TokenInfo, type TokenRevocation } from './token-rows.js';
 import { checkMember } from '../limits.js';
 import { checkTunnelKey } from '../tunnel-key.js';
+import { nameTaken, notFound, tokenInvalid, usage } from '@meshp/core/util';
 
 export const NODE_NAME = /^[a-z0-9][a-z0-9_.-]{0,62}$/i;
 
@@ -30,8 +31,8 @@ export class Enrolment {
   ) {}
 
   createToken(r: TokenRequest): { token: string; expiresAt: string; id: string } {
-    if (!this.controller.networks().includes(r.network)) throw new MeshpError('MESHP_NOT_FOUND', `no network ${r.network}`);
-    if (!(r.ttlSeconds > 0 && r.ttlSeconds <= 30 * 86400)) throw new MeshpError('MESHP_USAGE', 'a token lives between 1 s and 30 days');
+    if (!this.controller.networks().includes(r.network)) throw notFound('network', r.network);
+    if (!(r.ttlSeconds > 0 && r.ttlSeconds <= 30 * 86400)) throw usage('a token lives between 1 s and 30 days');
     const secret = randomBytes(32).toString('base64url');
     const expiresAt = new Date(this.now().getTime() + r.ttlSeconds * 1000).toISOString();
     this.auth.putToken(secret, { network: r.network, mode: r.mode, tags: r.tags, fingerprint: this.fingerprint, expiresAt, createdAt: this.now().toISOString() });
@@ -42,13 +43,13 @@ export class Enrolment {
 
   /** The network's tokens, by id (never the secret): `meshp token list`. */
   listTokens(network: string): TokenInfo[] {
-    if (!this.controller.networks().includes(network)) throw new MeshpError('MESHP_NOT_FOUND', `no network ${network}`);
+    if (!this.controller.networks().includes(network)) throw notFound('network', network);
     return this.auth.listTokens(network);
   }
 
   /** `meshp token revoke ID`: an unused token enrols no one from now on (a used one is refused MESHP_TOKEN_USED). */
   revokeToken(network: string, id: string): TokenRevocation {
-    if (!this.controller.networks().includes(network)) throw new MeshpError('MESHP_NOT_FOUND', `no network ${network}`);
+    if (!this.controller.networks().includes(network)) throw notFound('network', network);
     return this.auth.revokeToken(network, id, this.now().toISOString());
   }
 
@@ -64,26 +65,26 @@ export class Enrolment {
   enrol(input: EnrolInput): EnrolResult & { resumed: boolean } {
     const { claims, secret } = decodeToken(input.token);
     const t = this.auth.getToken(secret);
-    if (!t) throw new MeshpError('MESHP_TOKEN_INVALID', 'the enrolment token is unknown (forged, or from another controller)');
+    if (!t) throw tokenInvalid('the enrolment token is unknown (forged, or from another controller)');
     if (t.network !== claims.network || (t.mode === 'adopted') !== claims.adopted || t.fingerprint !== claims.fingerprint) {
-      throw new MeshpError('MESHP_TOKEN_INVALID', 'the enrolment token claims were altered');
+      throw tokenInvalid('the enrolment token claims were altered');
     }
     // Revoked by the operator (`meshp token revoke`) before any use: it enrols no one.
-    if (t.revokedAt) throw new MeshpError('MESHP_TOKEN_INVALID', `the enrolment token ${tokenId(hashSecret(secret))} was revoked at ${t.revokedAt}`);
+    if (t.revokedAt) throw tokenInvalid(`the enrolment token ${tokenId(hashSecret(secret))} was revoked at ${t.revokedAt}`);
     const retry = t.usedAt !== null && t.confirmedAt === null && t.usedKey === input.nodeKey;
     if (t.usedAt && !retry) {
       const how = t.usedKey && t.usedKey !== input.nodeKey ? ' with another key' : '';
-      throw new MeshpError('MESHP_TOKEN_INVALID', `the enrolment token was already used (by ${t.usedBy} at ${t.usedAt}${how})`);
+      throw tokenInvalid(`the enrolment token was already used (by ${t.usedBy} at ${t.usedAt}${how})`);
     }
     // A retry completes an enrolment made before the expiry; a first use must be before it.
-    if (!retry && Date.parse(t.expiresAt) <= this.now().getTime()) throw new MeshpError('MESHP_TOKEN_INVALID', `the enrolment token expired at ${t.expiresAt}`);
+    if (!retry && Date.parse(t.expiresAt) <= this.now().getTime()) throw tokenInvalid(`the enrolment token expired at ${t.expiresAt}`);
     checkNodeKey(input.nodeKey);
     if (retry) {
       const holder = this.controller.memberByKey(t.network, input.nodeKey);
       if (holder) return { ...this.#credential(t.network, holder.id), resumed: true };
       // Marked used but never joined (the controller stopped in between): the enrolment goes on below.
     }
-    if (!NODE_NAME.test(input.node)) throw new MeshpError('MESHP_USAGE', `node name ${JSON.stringify(input.node)} is not valid`);
+    if (!NODE_NAME.test(input.node)) throw usage(`node name ${JSON.stringify(input.node)} is not valid`);
     checkMember({ id: input.node, endpoints: input.endpoints, tags: t.tags }); // before the token is marked used
     const revoked = this.auth.revokedKey(t.network, input.nodeKey);
     if (revoked) throw new MeshpError('MESHP_NODE_REVOKED', `this node key was revoked in ${t.network} when ${revoked.node} was removed (${revoked.at}): make a new key`);
@@ -95,10 +96,10 @@ export class Enrolment {
       // Refused before the token is marked used: the same token enrols this machine under another name.
       let n = 2;
       while (this.controller.member(t.network, `${input.node}-${n}`)) n++;
-      throw new MeshpError('MESHP_NAME_TAKEN', `node ${input.node} is already in ${t.network}; the token is not spent: start this agent again with --name ${input.node}-${n} (or another name)`);
+      throw nameTaken(input.node, t.network, `the token is not spent: start this agent again with --name ${input.node}-${n} (or another name)`);
     }
     if (!retry) {
-      if (!this.auth.markUsed(secret, input.node, this.now().toISOString(), input.nodeKey)) throw new MeshpError('MESHP_TOKEN_INVALID', 'the enrolment token was already used');
+      if (!this.auth.markUsed(secret, input.node, this.now().toISOString(), input.nodeKey)) throw tokenInvalid('the enrolment token was already used');
       this.auth.pendingAdded();
     }
     const inner = this.controller.createToken(t.network, { mode: t.mode, tags: t.tags, ttlSeconds: 60 });
@@ -123,5 +124,5 @@ export function checkNodeKey(nodeKey: string): void {
   } catch {
     // refused below
   }
-  throw new MeshpError('MESHP_USAGE', 'the node key is not an Ed25519 public key (SPKI DER, base64)');
+  throw usage('the node key is not an Ed25519 public key (SPKI DER, base64)');
 }

@@ -11,6 +11,7 @@ import { MeshpError } from '@meshp/core';
 import type { Controller } from '../controller.js';
 import { HANDSHAKE_STALE_SECONDS, type NodeHandshakes } from '../handshake-status.js';
 import { withLiveness, type Liveness, type NodeHealth, type NodeStatus } from '../status.js';
+import { usage } from '@meshp/core/util';
 
 const HEALTH: NodeHealth[] = ['ok', 'behind', 'changing', 'refusing', 'silent', 'pending', 'diverged', 'no-tunnel', 'no-handshake', 'unverified'];
 const MODES = ['adopted', 'converged', 'unknown'] as const;
@@ -118,7 +119,7 @@ export class Metrics {
 
 export async function serveMetrics(address: string, render: () => Promise<string>, contentType = 'text/plain; version=0.0.4; charset=utf-8'): Promise<{ address: string; close(): Promise<void> }> {
   const m = /^\[?([^\]]*)\]?:(\d+)$/.exec(address);
-  if (!m) throw new MeshpError('MESHP_USAGE', `${address} is not HOST:PORT`);
+  if (!m) throw usage(`${address} is not HOST:PORT`);
   const server: Server = createServer((req, res) => {
     if (req.method === 'GET' && req.url?.split('?')[0] === '/metrics') {
       render().then(

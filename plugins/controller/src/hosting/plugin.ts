@@ -6,7 +6,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { MeshpError, PLUGIN_API_VERSION, isMeshpError, type AdminHandler, type ControlHandlers, type Plugin, type Refused, type TransportListener, type PluginHost, type Unencodable } from '@meshp/core';
-import { oneLine } from '@meshp/core/util';
+import { oneLine, usage } from '@meshp/core/util';
 import { Controller } from '../controller.js';
 import { SqliteControllerStore } from '../sqlite-store.js';
 import { adminHandler, DEFAULT_NETWORK } from './admin.js';
@@ -94,9 +94,9 @@ export class ControllerHostingPlugin implements Plugin {
   #running: { listener: TransportListener; metrics: { close(): Promise<void> } | null; hub: SessionHub; controller: Controller; auth: AuthBook } | null = null;
 
   constructor(options: ControllerHostingOptions) {
-    if (!/:\d+$/.test(options.listen)) throw new MeshpError('MESHP_USAGE', `--listen ${options.listen} is not HOST:PORT`);
+    if (!/:\d+$/.test(options.listen)) throw usage(`--listen ${options.listen} is not HOST:PORT`);
     if (options.logDepth !== undefined && !(Number.isInteger(options.logDepth) && options.logDepth >= 1)) {
-      throw new MeshpError('MESHP_USAGE', `--log-depth ${options.logDepth} is not a whole number of changes, 1 or more`);
+      throw usage(`--log-depth ${options.logDepth} is not a whole number of changes, 1 or more`);
     }
     this.#o = options;
     this.log = options.log ?? createLogger('meshp-controller');

@@ -4,7 +4,6 @@
  * assigned to a node is never removed (MESHP_MODULE_ASSIGNED names the nodes); a token is shown by
  * its id, never its secret, and only an unused one is revoked.
  */
-import { MeshpError } from '@meshp/core';
 import { modeToWire } from '@meshp/core/delta';
 import type { AdminApi, AdminAnswer } from '@meshp/protocol';
 import type { AdminMethods } from '@meshp/core';
@@ -12,12 +11,13 @@ import { catalogueInfo } from '../catalogue.js';
 import type { Controller } from '../controller.js';
 import type { Enrolment } from './enrolment.js';
 import type { TokenInfo } from './token-rows.js';
+import { notFound, usage } from '@meshp/core/util';
 
 type ReadbackMethod = 'listCatalogue' | 'showCatalogueModule' | 'removeCatalogueModule' | 'listEnrolmentTokens' | 'revokeEnrolmentToken';
 type WireToken = NonNullable<AdminAnswer<'revokeEnrolmentToken'>['token']>;
 
 const need = (v: string, k: string): string => {
-  if (!v) throw new MeshpError('MESHP_USAGE', `${k} is required`);
+  if (!v) throw usage(`${k} is required`);
   return v;
 };
 
@@ -38,7 +38,7 @@ function tokenToWire(t: TokenInfo, now: number): WireToken {
 export function readbackMethods(controller: Controller, enrolment: Enrolment, changed: (network: string) => void, now: () => number = Date.now): Pick<AdminMethods<AdminApi>, ReadbackMethod> {
   const one = (net: string, name: string) => {
     const def = controller.modules(net).find((m) => m.name === name);
-    if (!def) throw new MeshpError('MESHP_NOT_FOUND', `no module ${name} in the catalogue of ${net}`);
+    if (!def) throw notFound('module', name, `the catalogue of ${net}`);
     return { def, info: catalogueInfo([def], controller.members(net))[0]! };
   };
   return {

@@ -7,7 +7,7 @@
 import { createPublicKey, randomBytes, verify } from 'node:crypto';
 import { MeshpError, isMeshpError, type AgentMessage, type ControllerMessage, type HelloMessage, type SyncChannel } from '@meshp/core';
 import { challengePayload } from '@meshp/core/agent';
-import { oneLine } from '@meshp/core/util';
+import { malformed, oneLine } from '@meshp/core/util';
 import type { Controller } from '../controller.js';
 import { splitForWire } from '../limits.js';
 import { observedEndpoint, type ReportedState } from '@meshp/core/delta';
@@ -137,7 +137,7 @@ export class SyncSession {
       this.#hello(m.hello);
       return;
     }
-    if ('hello' in m) throw new MeshpError('MESHP_USAGE', 'hello twice on one stream');
+    if ('hello' in m) throw malformed('hello twice on one stream');
     if (!controller.member(this.network, this.node)) throw new MeshpError('MESHP_NODE_REVOKED', `node ${this.node} was removed from ${this.network}`);
     this.hub.seen(this.network, this.node);
     if ('ack' in m) {

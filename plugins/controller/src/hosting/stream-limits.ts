@@ -7,6 +7,7 @@
  * allowed grow with it, per stream as for one agent's connection.
  */
 import { MeshpError } from '@meshp/core';
+import { usage } from '@meshp/core/util';
 
 export const STREAMS_PER_CONNECTION = 4;
 const HELLOS_PER_STREAM = 5;
@@ -17,7 +18,7 @@ const RESYNC_WINDOW_MS = 60_000;
 
 /** `streamsPerConnection` as given, or MESHP_USAGE: a whole number of at least 1 (the CLI checks it before anything is made). */
 export function checkStreamsPerConnection(k: number): number {
-  if (!Number.isInteger(k) || k < 1) throw new MeshpError('MESHP_USAGE', `--streams-per-connection must be a whole number of at least 1, not ${k}`);
+  if (!Number.isInteger(k) || k < 1) throw usage(`--streams-per-connection must be a whole number of at least 1, not ${k}`);
   return k;
 }
 
