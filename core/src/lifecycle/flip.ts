@@ -61,7 +61,7 @@ export async function previewConverge(host: Host, input: unknown): Promise<Conve
  */
 export async function pluginOpeningsOfNode(host: Host, input: unknown): Promise<Opening[]> {
   const decl = validateDeclaration(input);
-  const { plan } = await new Reconciler(host).plan(convergedOf(decl), { preview: true });
+  const plan = await new Reconciler(host).plan(convergedOf(decl), { preview: true });
   return pluginOpeningsOf(decl, plan.firewall.openings);
 }
 
