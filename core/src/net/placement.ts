@@ -47,76 +47,114 @@ function labelOf(rule: ReachRule, chain: string, i: number): string {
   return rule.label ?? `rule ${i + 1} of ${chain}`;
 }
 
-function scan(rules: readonly ReachRule[], chainName: string, chain: ReachChain, entering: AddressSet, door: Door, depth: number): Scan {
-  let left = entering;
-  let partial: string | null = null;
-  let lastPartial = -1;
-  const out = (s: Partial<Scan>): Scan => ({ partial, lastPartial, total: null, rest: left, ...s });
-  for (let i = 0; i < rules.length; i++) {
-    const rule = rules[i]!;
-    // The mesh's own rules are what is being placed.
-    if (!rule.found || isEmpty(left)) continue;
-    const possible = possibleOf(rule, door);
-    if (!possible || isEmpty(intersect(left, possible))) continue;
-    const definite = matchOf(rule, door);
-    const covers = definite !== null && isEmpty(subtract(left, definite));
-    const label = labelOf(rule, chainName, i);
-    const deniesPart = () => {
-      partial ??= label;
-      lastPartial = i;
-    };
-    if (rule.mayDrop) {
-      deniesPart();
-      continue;
-    }
-    if (rule.partial) deniesPart();
-    switch (rule.verdict) {
-      case 'accept':
-        // A found accept is left to stand where it is: the opening is still placed, so it keeps
-        // working when the found firewall narrows or drops its own accept.
-        break;
-      case 'return':
-        // What returns does not meet the rules below (an unreadable return: some unknown part).
-        if (definite) left = subtract(left, definite);
-        break;
-      case 'drop':
-        if (covers) return out({ total: { index: i, rule: label } });
-        deniesPart();
-        if (definite) left = subtract(left, definite);
-        break;
-      case 'jump':
-      case 'goto': {
-        const target = rule.target ? chain.regular.get(rule.target) : undefined;
-        if (!target || depth >= MAX_DEPTH) break;
-        const hit = intersect(left, definite ?? possible);
-        const inner = scan(target, rule.target!, chain, hit, door, depth + 1);
-        if (inner.conflict) return out({ conflict: { rule: `${label} → ${inner.conflict.rule}`, why: inner.conflict.why } });
-        if (inner.total && inner.partial) {
-          return out({
-            conflict: {
-              rule: label,
-              why: `it leads to ${inner.partial}, which denies part of the traffic, and then to ${inner.total.rule}, which drops the rest; the mesh does not write into the found firewall's own chains`,
-            },
-          });
-        }
-        if (inner.total && covers) return out({ total: { index: i, rule: `${label} (to ${inner.total.rule})` } });
-        if (rule.verdict === 'goto' && !inner.total && !isEmpty(inner.rest)) {
-          // What comes back from a goto leaves this chain at once: in a base chain it meets the
-          // policy without passing any rule below, so an accept placed below never sees it.
-          if (depth === 0 && chain.policy === 'drop') {
-            return out({ conflict: { rule: label, why: `what ${rule.target} does not decide falls to the policy drop without passing any rule below it` } });
-          }
-          if (covers) return out({ partial: partial ?? inner.partial, lastPartial: inner.partial ? i : lastPartial, rest: inner.rest });
-        }
-        if (inner.total || inner.partial) deniesPart();
-        if (definite && (inner.total || rule.verdict === 'goto')) left = subtract(left, definite);
-        break;
-      }
-      case 'none':
-        break;
-    }
+/** Where a walk is: the chain it is in, the whole chain set, the door, how deep in jumps. */
+interface Where {
+  chainName: string;
+  chain: ReachChain;
+  door: Door;
+  depth: number;
+}
+
+/** The walk so far through one chain: what is still walking, and the partial denials met. */
+interface Walk {
+  left: AddressSet;
+  partial: string | null;
+  lastPartial: number;
+}
+
+/** A rule that may meet what is still walking, with what it matches of it. */
+interface Met {
+  rule: ReachRule;
+  i: number;
+  label: string;
+  possible: AddressSet;
+  definite: AddressSet | null;
+  /** It surely matches all that is still walking. */
+  covers: boolean;
+}
+
+function finish(w: Walk, s: Partial<Scan>): Scan {
+  return { partial: w.partial, lastPartial: w.lastPartial, total: null, rest: w.left, ...s };
+}
+
+function deniesPart(w: Walk, m: Met): void {
+  w.partial ??= m.label;
+  w.lastPartial = m.i;
+}
+
+/** A jump or goto: the target chain walked with what the rule sends there. */
+function stepJump(w: Walk, m: Met, at: Where): Scan | null {
+  const { rule, i, label, definite, possible, covers } = m;
+  const target = rule.target ? at.chain.regular.get(rule.target) : undefined;
+  if (!target || at.depth >= MAX_DEPTH) return null;
+  const hit = intersect(w.left, definite ?? possible);
+  const inner = scan(target, rule.target!, at.chain, hit, at.door, at.depth + 1);
+  if (inner.conflict) return finish(w, { conflict: { rule: `${label} → ${inner.conflict.rule}`, why: inner.conflict.why } });
+  if (inner.total && inner.partial) {
+    return finish(w, {
+      conflict: {
+        rule: label,
+        why: `it leads to ${inner.partial}, which denies part of the traffic, and then to ${inner.total.rule}, which drops the rest; the mesh does not write into the found firewall's own chains`,
+      },
+    });
   }
-  return out({});
+  if (inner.total && covers) return finish(w, { total: { index: i, rule: `${label} (to ${inner.total.rule})` } });
+  if (rule.verdict === 'goto' && !inner.total && !isEmpty(inner.rest)) {
+    // What comes back from a goto leaves this chain at once: in a base chain it meets the
+    // policy without passing any rule below, so an accept placed below never sees it.
+    if (at.depth === 0 && at.chain.policy === 'drop') {
+      return finish(w, { conflict: { rule: label, why: `what ${rule.target} does not decide falls to the policy drop without passing any rule below it` } });
+    }
+    if (covers) return finish(w, { partial: w.partial ?? inner.partial, lastPartial: inner.partial ? i : w.lastPartial, rest: inner.rest });
+  }
+  if (inner.total || inner.partial) deniesPart(w, m);
+  if (definite && (inner.total || rule.verdict === 'goto')) w.left = subtract(w.left, definite);
+  return null;
+}
+
+/** One rule met by what is still walking: the scan when the rule ends the walk, else null (the walk goes on). */
+function stepRule(w: Walk, rule: ReachRule, i: number, at: Where): Scan | null {
+  // The mesh's own rules are what is being placed.
+  if (!rule.found || isEmpty(w.left)) return null;
+  const possible = possibleOf(rule, at.door);
+  if (!possible || isEmpty(intersect(w.left, possible))) return null;
+  const definite = matchOf(rule, at.door);
+  const m: Met = { rule, i, label: labelOf(rule, at.chainName, i), possible, definite, covers: definite !== null && isEmpty(subtract(w.left, definite)) };
+  if (rule.mayDrop) {
+    deniesPart(w, m);
+    return null;
+  }
+  if (rule.partial) deniesPart(w, m);
+  switch (rule.verdict) {
+    case 'accept':
+      // A found accept is left to stand where it is: the opening is still placed, so it keeps
+      // working when the found firewall narrows or drops its own accept.
+      return null;
+    case 'return':
+      // What returns does not meet the rules below (an unreadable return: some unknown part).
+      if (definite) w.left = subtract(w.left, definite);
+      return null;
+    case 'drop':
+      if (m.covers) return finish(w, { total: { index: i, rule: m.label } });
+      deniesPart(w, m);
+      if (definite) w.left = subtract(w.left, definite);
+      return null;
+    case 'jump':
+    case 'goto':
+      return stepJump(w, m, at);
+    case 'none':
+      return null;
+  }
+}
+
+function scan(rules: readonly ReachRule[], chainName: string, chain: ReachChain, entering: AddressSet, door: Door, depth: number): Scan {
+  const w: Walk = { left: entering, partial: null, lastPartial: -1 };
+  const at: Where = { chainName, chain, door, depth };
+  for (let i = 0; i < rules.length; i++) {
+    const done = stepRule(w, rules[i]!, i, at);
+    if (done) return done;
+  }
+  return finish(w, {});
 }
 
 /**

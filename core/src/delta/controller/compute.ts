@@ -3,7 +3,7 @@ import { REMOVAL_REASON, emptyDelta, type ComponentName, type Components, type P
 import { componentsFor, declarationFor, filterFor, peerImage, tunnelFor } from './components.js';
 import type { NetworkState } from './network.js';
 import { PolicyIndex, SCOPE, isControlNode } from './policy.js';
-import type { MemberRecord, ModuleDef, PolicyRule, SharedComponentName } from './records.js';
+import type { LogEntry, MemberRecord, ModuleDef, PolicyRule, SharedComponentName } from './records.js';
 
 export interface Computed {
   delta: StateDelta;
@@ -36,38 +36,48 @@ export function computeSnapshot(net: NetworkState, nodeId: string): Computed {
   return { delta, digest: digestOf(peers, components) };
 }
 
-/**
- * The delta from version `a` (whose view digest is `base`) to the current version, built from the
- * change log since `a`: only the peers that changed are scope-checked, plus — when the policy or the
- * node's own tags changed — the holders of the tags whose reachability moved (through the tag index).
- * Null when the log does not reach back to `a` or the node did not exist at `a`: send a snapshot.
- */
-export function computeIncremental(net: NetworkState, nodeId: string, a: number, base: ViewDigest, graced: ReadonlySet<string> = NONE): Computed | null {
-  const entries = net.since(a);
-  const selfNow = net.members.get(nodeId);
-  if (!entries || !selfNow) return null;
+/** What the log since a version says was there before it changed: each thing's first "before" wins. */
+interface Before {
+  members: Map<string, MemberRecord | null>;
+  shared: Map<SharedComponentName, unknown>;
+  modules: Map<string, ModuleDef | null>;
+  policy: PolicyIndex | undefined;
+}
 
-  const memberThen = new Map<string, MemberRecord | null>();
-  const sharedThen = new Map<SharedComponentName, unknown>();
-  const moduleThen = new Map<string, ModuleDef | null>();
-  let policyThen: PolicyIndex | undefined;
+function valuesBefore(entries: LogEntry[]): Before {
+  const members = new Map<string, MemberRecord | null>();
+  const shared = new Map<SharedComponentName, unknown>();
+  const modules = new Map<string, ModuleDef | null>();
+  let policy: PolicyIndex | undefined;
   for (const e of entries) {
     if (e.kind === 'members') {
-      for (const c of e.changes) if (!memberThen.has(c.id)) memberThen.set(c.id, c.before);
-    } else if (e.kind === 'member' && !memberThen.has(e.id)) memberThen.set(e.id, e.before);
-    else if (e.kind === 'policy' && !policyThen) policyThen = policyBefore(e.before);
-    else if (e.kind === 'component' && !sharedThen.has(e.name)) sharedThen.set(e.name, e.before);
-    else if (e.kind === 'module' && !moduleThen.has(e.name)) moduleThen.set(e.name, e.before);
+      for (const c of e.changes) if (!members.has(c.id)) members.set(c.id, c.before);
+    } else if (e.kind === 'member' && !members.has(e.id)) members.set(e.id, e.before);
+    else if (e.kind === 'policy' && !policy) policy = policyBefore(e.before);
+    else if (e.kind === 'component' && !shared.has(e.name)) shared.set(e.name, e.before);
+    else if (e.kind === 'module' && !modules.has(e.name)) modules.set(e.name, e.before);
   }
-  const selfThen = memberThen.has(nodeId) ? memberThen.get(nodeId)! : selfNow;
-  if (!selfThen) return null;
-  const polThen = policyThen ?? net.policy;
-  const polNow = net.policy;
-  const at = (id: string): MemberRecord | null => (memberThen.has(id) ? memberThen.get(id)! : (net.members.get(id) ?? null));
+  return { members, shared, modules, policy };
+}
 
-  const candidates = new Set(memberThen.keys());
-  const ownTagsMoved = !sameList(selfThen.tags, selfNow.tags);
-  if (policyThen || ownTagsMoved) {
+/** The node then and now, and the policy then and now, as one incremental computation sees them. */
+interface Sides {
+  net: NetworkState;
+  nodeId: string;
+  before: Before;
+  selfThen: MemberRecord;
+  selfNow: MemberRecord;
+  polThen: PolicyIndex;
+  polNow: PolicyIndex;
+  /** The policy changed or the node's own tags did: its filter and its reach are computed anew. */
+  reachMoved: boolean;
+}
+
+/** The members whose scope may have moved: those that changed, and the holders of tags whose reachability moved. */
+function candidatesOf(s: Sides): Set<string> {
+  const { net, selfThen, selfNow, polThen, polNow } = s;
+  const candidates = new Set(s.before.members.keys());
+  if (s.reachMoved) {
     const moved = new Set<string>();
     symmetric(polThen.reachTags(selfThen.tags), polNow.reachTags(selfNow.tags), moved);
     symmetric(polThen.reachedByTags(selfThen.tags), polNow.reachedByTags(selfNow.tags), moved);
@@ -75,9 +85,14 @@ export function computeIncremental(net: NetworkState, nodeId: string, a: number,
     // The node became, or stopped being, a control-node: every member's scope may have moved.
     if (isControlNode(selfThen.tags) !== isControlNode(selfNow.tags)) for (const id of net.members.keys()) candidates.add(id);
   }
-  candidates.delete(nodeId);
+  candidates.delete(s.nodeId);
+  return candidates;
+}
 
-  const digest = cloneDigest(base);
+/** Each candidate's image then and now: the peers to upsert and to remove, the digest moved with them. */
+function peerChanges(s: Sides, candidates: Set<string>, digest: ViewDigest, graced: ReadonlySet<string>): { upsertPeers: Peer[]; removePeers: PeerRemoval[] } {
+  const { net, before, selfThen, selfNow, polThen, polNow } = s;
+  const at = (id: string): MemberRecord | null => (before.members.has(id) ? before.members.get(id)! : (net.members.get(id) ?? null));
   const upsertPeers: Peer[] = [];
   const removePeers: PeerRemoval[] = [];
   for (const id of candidates) {
@@ -103,20 +118,51 @@ export function computeIncremental(net: NetworkState, nodeId: string, a: number,
   }
   upsertPeers.sort(byId);
   removePeers.sort(byId);
+  return { upsertPeers, removePeers };
+}
 
-  const delta: StateDelta = { ...emptyDelta(net.record.name, a, net.version), upsertPeers, removePeers };
+/** The components the log says may have changed for the node, computed as they are now. */
+function componentsMoved(s: Sides): Components {
+  const { net, nodeId, before, selfThen, selfNow } = s;
   const changed: Components = {};
-  for (const name of sharedThen.keys()) changed[name] = net.record.components[name] as never;
-  if (policyThen || ownTagsMoved) changed.filter = filterFor(selfNow, polNow);
-  if (memberThen.has(nodeId)) changed.tunnel = tunnelFor(selfNow, net.record.privateRange);
-  const modulesMoved = [...moduleThen.keys()].some((m) => selfThen.assigned.includes(m) || selfNow.assigned.includes(m));
-  if (memberThen.has(nodeId) || modulesMoved) changed.declaration = declarationFor(selfNow, net.moduleOf);
+  for (const name of before.shared.keys()) changed[name] = net.record.components[name] as never;
+  if (s.reachMoved) changed.filter = filterFor(selfNow, s.polNow);
+  if (before.members.has(nodeId)) changed.tunnel = tunnelFor(selfNow, net.record.privateRange);
+  const modulesMoved = [...before.modules.keys()].some((m) => selfThen.assigned.includes(m) || selfNow.assigned.includes(m));
+  if (before.members.has(nodeId) || modulesMoved) changed.declaration = declarationFor(selfNow, net.moduleOf);
+  return changed;
+}
+
+/** Only the components whose digest differs go into the delta; the digest follows them. */
+function addComponents(delta: StateDelta, digest: ViewDigest, changed: Components): void {
   for (const [name, value] of Object.entries(changed) as [ComponentName, Components[ComponentName]][]) {
     const d = componentDigest(value);
     if (d === digest.components[name]) continue;
     digest.components[name] = d;
     Object.assign(delta, { [name]: value });
   }
+}
+
+/**
+ * The delta from version `a` (whose view digest is `base`) to the current version, built from the
+ * change log since `a`: only the peers that changed are scope-checked, plus — when the policy or the
+ * node's own tags changed — the holders of the tags whose reachability moved (through the tag index).
+ * Null when the log does not reach back to `a` or the node did not exist at `a`: send a snapshot.
+ */
+export function computeIncremental(net: NetworkState, nodeId: string, a: number, base: ViewDigest, graced: ReadonlySet<string> = NONE): Computed | null {
+  const entries = net.since(a);
+  const selfNow = net.members.get(nodeId);
+  if (!entries || !selfNow) return null;
+  const before = valuesBefore(entries);
+  const selfThen = before.members.has(nodeId) ? before.members.get(nodeId)! : selfNow;
+  if (!selfThen) return null;
+  const reachMoved = before.policy !== undefined || !sameList(selfThen.tags, selfNow.tags);
+  const sides: Sides = { net, nodeId, before, selfThen, selfNow, polThen: before.policy ?? net.policy, polNow: net.policy, reachMoved };
+
+  const digest = cloneDigest(base);
+  const { upsertPeers, removePeers } = peerChanges(sides, candidatesOf(sides), digest, graced);
+  const delta: StateDelta = { ...emptyDelta(net.record.name, a, net.version), upsertPeers, removePeers };
+  addComponents(delta, digest, componentsMoved(sides));
   return { delta, digest };
 }
 
