@@ -3,4 +3,4 @@ export { NO_FILTER, flip, noFilter, pluginOpeningsOfNode, previewConverge, reach
 // The firewall half of the return, also a leaving node's (core/src/agent/leave.ts).
 export { restoreFound } from './flip.js';
 export { checkGenesis, type GenesisFacts, type GenesisFinding, type GenesisInput } from './genesis-checks.js';
-export { managersInConfig as managersInConfigRead, managersRunning, managersRunningRead, managersSeen, type ManagerSeen } from './managers.js';
+export { managersEnabledRead, managersRunning, managersRunningRead, managersSeen, type ManagerSeen } from './managers.js';

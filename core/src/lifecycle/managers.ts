@@ -10,7 +10,8 @@ export interface ManagerSeen {
   seen: string;
 }
 
-export async function managersInConfig(read: (path: string) => Promise<string | null>): Promise<ManagerSeen[]> {
+/** Managers enabled by their config under the root, read through the plugin's own I/O (as managersRunningRead). */
+export async function managersEnabledRead(read: (path: string) => Promise<string | null>): Promise<ManagerSeen[]> {
   const out: ManagerSeen[] = [];
   const wants = (unit: string) => read(`etc/systemd/system/multi-user.target.wants/${unit}`).then((t) => t !== null);
   if ((await read('etc/firewalld/firewalld.conf')) !== null && (await wants('firewalld.service'))) {
@@ -61,7 +62,7 @@ export async function managersRunningRead(list: (path: string) => Promise<string
  * through their own reading of the root.
  */
 export async function managersSeen(read: (path: string) => Promise<string | null>, list: (path: string) => Promise<string[]>): Promise<ManagerSeen[]> {
-  const [config, running] = await Promise.all([managersInConfig(read), managersRunningRead(list, read)]);
+  const [config, running] = await Promise.all([managersEnabledRead(read), managersRunningRead(list, read)]);
   const by = new Map<string, string[]>();
   for (const m of [...config, ...running]) by.set(m.kind, [...(by.get(m.kind) ?? []), m.seen]);
   return [...by].map(([kind, seen]) => ({ kind, seen: seen.join('; ') }));
