@@ -3,6 +3,7 @@
  * and records the flip (or the return); the agent does it on the machine and reports each step,
  * which this prints as it arrives, until the node says converged, adopted, or refused.
  */
+import { WIRE_MODE } from '@meshp/core/delta';
 import type { ConvergePreview, PreviewItem } from '@meshp/core/lifecycle';
 import type { AdminClient, wire } from '@meshp/transport-grpc';
 import { renderPreview } from '../host/converge.js';
@@ -43,8 +44,8 @@ export function previewFromWire(p: WirePreview): ConvergePreview {
 }
 
 function header(node: WireNodeStatus): string {
-  if (node.mode === 1) return `node ${node.name} is ADOPTED by its agent's last report: its found firewall is in force`;
-  if (node.mode === 2) return `node ${node.name} is converged by its agent's last report`;
+  if (node.mode === WIRE_MODE.ADOPTED) return `node ${node.name} is ADOPTED by its agent's last report: its found firewall is in force`;
+  if (node.mode === WIRE_MODE.CONVERGED) return `node ${node.name} is converged by its agent's last report`;
   return `node ${node.name} has not reported its mode yet`;
 }
 
@@ -112,7 +113,7 @@ export async function nodeConverge(a: LifecycleArgs & { preview: boolean; yes: b
 export async function nodeAdopt(a: LifecycleArgs & { preview: boolean; yes: boolean }): Promise<void> {
   await withAdmin(a, async (c, network) => {
     const now = present((await c.call('showNode', { network, node: a.node })).node, 'node');
-    const plan = now.mode === 2
+    const plan = now.mode === WIRE_MODE.CONVERGED
       ? [`re-enable the found firewall the flip retired`, `unload the mesh's derived filter`, `keep every module's resources; nothing more is taken`]
       : [`record ${a.node} adopted (it is ${modeName(now.mode)} by its last report): the machine's firewall is not changed`];
     if (a.preview) {
@@ -120,7 +121,7 @@ export async function nodeAdopt(a: LifecycleArgs & { preview: boolean; yes: bool
       return out(a, `${header(now)}\nnode adopt ${a.node} would:\n${plan.map((s) => `  - ${s}`).join('\n')}\n(preview: nothing changed)`);
     }
     await confirmChange(a.yes, `Return ${a.node} to adopted?\n${plan.map((s) => `  - ${s}`).join('\n')}\n`, 'pass --yes to return it (or --preview to see what it does)');
-    const r = await c.call('setMode', { network, node: a.node, mode: 1 });
+    const r = await c.call('setMode', { network, node: a.node, mode: WIRE_MODE.ADOPTED });
     const recorded = present(r.node, 'node');
     const version = recorded.transition?.version ?? recorded.stateVersion;
     out(a, `requested: ${a.node} returns to adopted (state version ${version}); waiting for its agent:`);

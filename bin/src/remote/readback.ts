@@ -3,6 +3,7 @@
  * controller holds, read back; a removal or a revocation says what it will change first, from the
  * controller's own answer, and `--preview` stops there.
  */
+import { WIRE_MODE } from '@meshp/core/delta';
 import { notFound, usage } from '@meshp/core/util';
 import type { wire } from '@meshp/transport-grpc';
 import { confirmChange, say, table, type Change, type Out } from '../output.js';
@@ -53,7 +54,7 @@ export async function catalogueRemove(a: RemoteArgs & Out & Change & { module: s
 
 function tokenJson(t: wire.EnrolmentTokenInfo) {
   return {
-    id: t.id, network: t.network, adopted: t.mode === 1, mode: modeName(t.mode), tags: t.tags, createdAt: t.createdAt || null, expiresAt: t.expiresAt,
+    id: t.id, network: t.network, adopted: t.mode === WIRE_MODE.ADOPTED, mode: modeName(t.mode), tags: t.tags, createdAt: t.createdAt || null, expiresAt: t.expiresAt,
     state: t.state, usedBy: t.usedBy || null, usedAt: t.usedAt || null, confirmed: t.confirmed, revokedAt: t.revokedAt || null,
   };
 }
@@ -68,7 +69,7 @@ function tokenStateShown(t: wire.EnrolmentTokenInfo): string {
 
 export async function tokenList(a: RemoteArgs & Out): Promise<void> {
   const r = await withAdmin(a, (c, network) => c.call('listEnrolmentTokens', { network }));
-  const rows = r.tokens.map((t) => [t.id, t.network, t.mode === 1 ? 'yes' : 'no', list(t.tags), t.createdAt || '-', t.expiresAt, tokenStateShown(t)]);
+  const rows = r.tokens.map((t) => [t.id, t.network, t.mode === WIRE_MODE.ADOPTED ? 'yes' : 'no', list(t.tags), t.createdAt || '-', t.expiresAt, tokenStateShown(t)]);
   say(a, { tokens: r.tokens.map(tokenJson) }, r.tokens.length ? table(['ID', 'NETWORK', 'ADOPTED', 'TAGS', 'CREATED', 'EXPIRES', 'STATE'], rows) : `no tokens in ${a.network ?? 'default'}`);
 }
 
@@ -82,7 +83,7 @@ export async function tokenRevoke(a: RemoteArgs & Out & Change & { id: string })
     const t = found[0]!;
     const what = t.state === 'used'
       ? `revoke token ${t.id}: refused, it was used by node ${t.usedBy} at ${t.usedAt} (it enrols no one else; meshp node remove ${t.usedBy} takes the node out)`
-      : `revoke token ${t.id} (${tokenStateShown(t)}; ${t.mode === 1 ? 'adopted' : 'converged'}; tags ${list(t.tags)}; expires ${t.expiresAt}): an enrolment with it is refused from then on`;
+      : `revoke token ${t.id} (${tokenStateShown(t)}; ${t.mode === WIRE_MODE.ADOPTED ? 'adopted' : 'converged'}; tags ${list(t.tags)}; expires ${t.expiresAt}): an enrolment with it is refused from then on`;
     if (a.preview) return { kind: 'preview' as const, preview: what, token: t };
     await confirmChange(a.yes, `${what}?`, 'pass --yes to revoke it (or --preview to see what it does)');
     return { kind: 'revoked' as const, revoked: present((await c.call('revokeEnrolmentToken', { network, id: t.id })).token, 'token') };

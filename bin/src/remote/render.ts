@@ -1,4 +1,5 @@
 /** Tables and JSON for the admin commands. */
+import { WIRE_MODE } from '@meshp/core/delta';
 import { table } from '../output.js';
 import type { wire } from '@meshp/transport-grpc';
 
@@ -9,15 +10,15 @@ export type WireResource = wire.ResourceStatus;
 export type WireFirewall = wire.FirewallState;
 export type WireSent = wire.SentDelta;
 
-export const modeName = (m: number): string => (m === 1 ? 'adopted' : m === 2 ? 'converged' : 'unknown');
+export const modeName = (m: number): string => (m === WIRE_MODE.ADOPTED ? 'adopted' : m === WIRE_MODE.CONVERGED ? 'converged' : 'unknown');
 /** An adopted node stands out wherever nodes are listed; a node that has not reported has no mode to show. */
-export const modeShown = (m: number): string => (m === 1 ? 'ADOPTED' : m === 2 ? 'converged' : '-');
+export const modeShown = (m: number): string => (m === WIRE_MODE.ADOPTED ? 'ADOPTED' : m === WIRE_MODE.CONVERGED ? 'converged' : '-');
 
 /** The node's lifecycle in a few words, from the agent's word only: what was asked, what runs, what was refused. */
 export function lifecycleNote(n: WireNodeStatus): string {
   const t = n.transition;
   const l = n.lifecycle;
-  const asked = t ? (t.mode === 2 ? `converge${t.previewId ? ` to ${t.previewId}` : ''}` : 'adopt') : '';
+  const asked = t ? (t.mode === WIRE_MODE.CONVERGED ? `converge${t.previewId ? ` to ${t.previewId}` : ''}` : 'adopt') : '';
   if (t?.state === 'requested') return `${asked} requested, not reported yet`;
   if (t?.state === 'in-progress') return `${l?.state ?? 'changing'}: ${l?.steps.at(-1) ?? 'starting'}`;
   if (t?.state === 'refused') return `${asked} refused: ${t.code}`;

@@ -11,7 +11,7 @@ import { isMeshpError, oneLine } from '../errors.js';
 import { usage } from '../conditions.js';
 import type { Host } from '../host/host.js';
 import { DeltaApplier, type AppliedRecord } from '../delta/agent/delta-applier.js';
-import type { StateDelta, WireDeclaration } from '../contract/wire.js';
+import { WIRE_MODE, type StateDelta, type WireDeclaration } from '../contract/wire.js';
 import { declarationFromWire } from '../delta/declaration.js';
 import { Backoff } from './backoff.js';
 import { loadView, persistView } from './view-store.js';
@@ -441,7 +441,7 @@ export class Agent {
 
 type Facts = Pick<ReportMessage, 'applied' | 'listening' | 'published' | 'firewallTables' | 'firewallConfigFile' | 'reach' | 'pluginOpenings'> & Partial<Pick<ReportMessage, 'firewallKind' | 'firewallActive'>>;
 
-const modeOfWire = (wireMode: number): ReportMessage['mode'] => (wireMode === 1 ? 'adopted' : 'converged');
+const modeOfWire = (wireMode: number): ReportMessage['mode'] => (wireMode === WIRE_MODE.ADOPTED ? 'adopted' : 'converged');
 
 function toReportMessage(r: HostReport, appliedVersion: number): ReportMessage {
   return {

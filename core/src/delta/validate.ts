@@ -1,5 +1,5 @@
 import { MeshpError } from '../errors.js';
-import { COMPONENT_NAMES, REMOVAL_REASON, type StateDelta } from '../contract/wire.js';
+import { COMPONENT_NAMES, REMOVAL_REASON, WIRE_MODE, type StateDelta } from '../contract/wire.js';
 
 export interface DeltaLimits {
   /** Most upserts + removals one message may carry; more is refused as oversized. */
@@ -58,7 +58,7 @@ export function validateDelta(delta: StateDelta, limits: DeltaLimits = DEFAULT_L
     if (c !== undefined && (c === null || typeof c !== 'object')) throw invalid(`component ${name} is malformed`);
   }
   const decl = delta.declaration;
-  if (decl !== undefined && decl.mode !== 1 && decl.mode !== 2) {
+  if (decl !== undefined && decl.mode !== WIRE_MODE.ADOPTED && decl.mode !== WIRE_MODE.CONVERGED) {
     throw invalid(`the declaration has unknown mode ${String(decl.mode)}`, { mode: decl.mode });
   }
   if (delta.part !== undefined) {

@@ -5,7 +5,7 @@
  * object with one key set.
  */
 import type { AgentMessage, ControllerMessage, EnrolResult, LifecycleReport, LifecycleState, Opening, ReportMessage } from '@meshp/core';
-import { modeFromWire, modeToWire } from '@meshp/core/delta';
+import { WIRE_MODE, modeFromWire, modeToWire } from '@meshp/core/delta';
 import { malformed } from '@meshp/core/util';
 import type { EnrolResponse, Lifecycle, PlannedOpening, Report, SyncRequest, SyncResponse } from '@meshp/protocol';
 
@@ -63,7 +63,7 @@ function reportFromWire(r: Report): ReportMessage {
   // check would leave out what a later agent reports, a change of behaviour of its own.
   return {
     appliedVersion: r.appliedVersion,
-    mode: r.mode === 1 ? 'adopted' : 'converged',
+    mode: r.mode === WIRE_MODE.ADOPTED ? 'adopted' : 'converged',
     firewallKind: r.firewallKind,
     firewallActive: r.firewallActive,
     resources: r.resources.map((x) => ({ key: x.key, kind: x.kind as ReportMessage['resources'][number]['kind'], module: x.module, state: x.state as ReportMessage['resources'][number]['state'], ...(x.reason ? { reason: x.reason } : {}) })),

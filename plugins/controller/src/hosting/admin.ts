@@ -4,7 +4,7 @@
  * Requests and answers are in the wire's shapes; the methods are grouped by area below.
  */
 import { MeshpError, adminMethod, type AdminHandler, type AdminMethods, type ModuleDecl, type ReportMessage, type WireModuleDecl } from '@meshp/core';
-import { declarationFromWire, modeFromWire, modeToWire, type SentSummary } from '@meshp/core/delta';
+import { WIRE_MODE, declarationFromWire, modeFromWire, modeToWire, type SentSummary } from '@meshp/core/delta';
 import type { ConvergePreview } from '@meshp/core/lifecycle';
 import { checkModuleDefs, checkPolicy } from '@meshp/core/schema';
 import type { AdminAnswer, AdminApi } from '@meshp/protocol';
@@ -260,5 +260,5 @@ function stripEmpty<T extends object>(m: T): T {
 }
 
 function modulesFromWire(modules: WireModuleDecl[]): ModuleDecl[] {
-  return declarationFromWire({ apiVersion: 'meshp/v1', node: 'catalogue', mode: 2, convergePreviewId: '', modules: modules.map((m) => ({ ...m, taken: false })) }).modules;
+  return declarationFromWire({ apiVersion: 'meshp/v1', node: 'catalogue', mode: WIRE_MODE.CONVERGED, convergePreviewId: '', modules: modules.map((m) => ({ ...m, taken: false })) }).modules;
 }
