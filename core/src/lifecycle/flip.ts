@@ -11,7 +11,7 @@ import type { Host } from '../host/host.js';
 import type { Declaration, Opening } from '../contract/model.js';
 import { Reconciler, RETIRED_KEY, type ReconcileResult } from '../reconcile/reconciler.js';
 import { planOpenings } from '../reconcile/openings.js';
-import { validateDeclaration } from '../reconcile/validate.js';
+import { validateDeclaration } from '../schema/validate.js';
 import { buildPreview, pluginOpeningsOf, previewDoors, type ConvergePreview } from './preview.js';
 
 export const MODE_KEY = 'node.mode';

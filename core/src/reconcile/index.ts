@@ -1,5 +1,5 @@
 export { Reconciler, RETIRED_KEY, type ReconcileOptions, type ReconcileResult } from './reconciler.js';
-export { validateDeclaration, checkPath } from './validate.js';
+export { validateDeclaration, checkPath } from '../schema/validate.js';
 export { guard, isHeld, vetoReason, type GuardContext } from './guard.js';
 export { decide, decideUndeclared, type Declared, type Records, type Seen } from './rule.js';
 export { canonicalJson, containerSpecHash, sha256, parseMode, type Observation, type ResourceHandler } from './handlers.js';

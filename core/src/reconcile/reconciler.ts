@@ -14,7 +14,7 @@ import { containerHandler, fileHandler, missingProvider, type ContentKind, type 
 import { planOpenings } from './openings.js';
 import { buildReport } from './report.js';
 import { decide, decideUndeclared, type Declared, type Records, type Seen } from './rule.js';
-import { validateDeclaration } from './validate.js';
+import { validateDeclaration } from '../schema/validate.js';
 
 export { RETIRED_KEY } from './context.js';
 

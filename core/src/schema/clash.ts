@@ -1,7 +1,7 @@
 /**
  * What no schema of one module can say: two modules on one node claiming one resource — a file
  * path, a container name, an opening id, or a host port published by two containers. The agent
- * refuses such a declaration as a whole (reconcile/validate.ts); the controller refuses the assign
+ * refuses such a declaration as a whole (schema/validate.ts); the controller refuses the assign
  * or the redefinition that would make one, so the clash is never stored.
  */
 import { openingId, resourceKey, type ModuleDecl } from '../contract/model.js';

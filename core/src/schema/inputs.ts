@@ -2,7 +2,7 @@
 import type { ModuleDecl } from '../contract/model.js';
 import { checkInput } from './check.js';
 import { catalogueFileSchema, moduleDefSchema, policyFileSchema, policyRuleSchema } from './declaration.js';
-import { validateDeclaration } from '../reconcile/validate.js';
+import { validateDeclaration } from './validate.js';
 
 export interface PolicyRuleInput {
   from: string;

@@ -1,14 +1,14 @@
 /**
  * A declaration checked before anything on the machine is read: its shape by the one schema
- * (core/src/schema), then what a schema cannot say — no resource declared by two modules (schema/clash.ts),
+ * (declaration.ts), then what a schema cannot say — no resource declared by two modules (clash.ts),
  * no module listed twice. Every refusal is coded and names the field; nothing else is thrown.
  */
 import { MeshpError } from '../errors.js';
 import { openingId, type Declaration } from '../contract/model.js';
-import { describeClash, findClash } from '../schema/clash.js';
-import { checkInput } from '../schema/check.js';
-import { declarationSchema } from '../schema/declaration.js';
-import { path as pathSchema } from '../schema/fields.js';
+import { describeClash, findClash } from './clash.js';
+import { checkInput } from './check.js';
+import { declarationSchema } from './declaration.js';
+import { path as pathSchema } from './fields.js';
 
 /**
  * An opening's id travels in a firewall rule's comment ("meshp:" + id): nftables keeps 128 bytes of
