@@ -1,5 +1,5 @@
 /**
- * Converging a node is one act, previewed (seed 003). The flip takes every module not yet taken,
+ * Converging a node is one act, previewed (docs/adr/0002-adopt-before-converge.md). The flip takes every module not yet taken,
  * loads the mesh's derived filter, then retires the found firewall by disabling it — in that
  * order, so at no step is the machine less protected than before. Returning to adopted
  * re-enables the retired firewall first, then unloads the derived filter.

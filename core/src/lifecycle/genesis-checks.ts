@@ -1,5 +1,5 @@
 /**
- * What genesis checks before anything is raised (seed 003): a converged raise on a machine in use
+ * What genesis checks before anything is raised (docs/adr/0002-adopt-before-converge.md): a converged raise on a machine in use
  * is refused, naming what was found; every port the foundation binds must be free, refused with the
  * name of its holder; the private range must not overlap an address or route the machine has.
  * Pure: the facts are read by plugins and handed in.

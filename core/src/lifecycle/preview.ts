@@ -1,5 +1,5 @@
 /**
- * The converge preview (seed 003): everything reachable on the machine now — every listening
+ * The converge preview (docs/adr/0002-adopt-before-converge.md): everything reachable on the machine now — every listening
  * socket and every published container port — and, for each, the module that declares it or
  * that it will close. Its id is a hash of what it saw: the flip applies exactly that preview, and is
  * refused when the machine changed since.

@@ -1,5 +1,5 @@
 /**
- * The reconciler's rule (seed 003), as one pure function per resource: what is declared, what is
+ * The reconciler's rule (docs/adr/0002-adopt-before-converge.md), as one pure function per resource: what is declared, what is
  * there, what the host's records say → one action. No I/O here.
  */
 import type { IntentRecord, OriginalRecord, OwnedRecord } from '../contract/providers.js';

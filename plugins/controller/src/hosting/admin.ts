@@ -177,7 +177,7 @@ function policyAndTokenMethods({ d, controller }: Ctx): Methods<'setPolicy' | 'c
       return { stateVersion };
     },
     createToken: (r, net) => {
-      const mode = r.mode === 0 ? 'converged' : modeFromWire(r.mode);
+      const mode = r.mode === WIRE_MODE.UNSPECIFIED ? 'converged' : modeFromWire(r.mode);
       const ttl = r.ttlSeconds || 3600;
       return d.enrolment.createToken({ network: net, mode, ttlSeconds: ttl, tags: r.tags });
     },
