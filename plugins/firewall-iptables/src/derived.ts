@@ -4,9 +4,10 @@
  * on the forward path, published ports (DNAT'ed connections) not declared are dropped.
  */
 import type { DerivedFilter } from '@meshp/core';
+import { DERIVED_PREFIX, hasChain } from './chains.js';
 import { rangesOf, type Family } from './cidr.js';
 import { buildArgs, DERIVED_MARK, markOf, type MarkedSpec } from './marks.js';
-import { hasChain, sparedFor, transaction } from './plan.js';
+import { sparedFor, transaction } from './plan.js';
 import { formatArgs, type SavedTable } from './save-format.js';
 import { FAMILIES, type IptablesTool } from './tool.js';
 
@@ -75,7 +76,7 @@ export function derivedLines(family: Family, filter: SavedTable | undefined, f: 
 export function unloadLines(filter: SavedTable | undefined): string[] {
   const lines: string[] = [];
   for (const r of filter?.rules ?? []) {
-    if (markOf(r.args) === DERIVED_MARK && !r.chain.startsWith('MESHP-')) lines.push(`-D ${r.chain} ${formatArgs(r.args)}`);
+    if (markOf(r.args) === DERIVED_MARK && !r.chain.startsWith(DERIVED_PREFIX)) lines.push(`-D ${r.chain} ${formatArgs(r.args)}`);
   }
   for (const c of Object.values(DERIVED_CHAINS)) if (hasChain(filter, c)) lines.push(`-F ${c}`, `-X ${c}`);
   return lines;

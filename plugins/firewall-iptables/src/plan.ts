@@ -5,22 +5,11 @@
  */
 import type { Door, Opening } from '@meshp/core';
 import { cidrSpan, placeOpening, spansToSet, subtract, wholeOf, type AddressSet, type IpFamily, type Placement, type ReachChain } from '@meshp/core/net';
+import { DERIVED_PREFIX, DOCKER_USER, hasChain, isForeignChain } from './chains.js';
 import { parseCidr, rangesOf, type Family } from './cidr.js';
 import { buildArgs, DERIVED_MARK, isDrop, isTerminal, markOf, parseMarked, specKey, targetOf, type MarkedSpec } from './marks.js';
 import { reachChain } from './reach.js';
 import { chainRules, formatArgs, optionValue, type SavedRule, type SavedTable } from './save-format.js';
-
-export const DOCKER_USER = 'DOCKER-USER';
-export const DERIVED_PREFIX = 'MESHP-';
-
-export function hasChain(filter: SavedTable | undefined, name: string): boolean {
-  return !!filter?.chains.some((c) => c.name === name);
-}
-
-/** Chains that belong to Docker or to the mesh's derived filter: never the found firewall's. */
-export function isForeignChain(name: string): boolean {
-  return name.startsWith('DOCKER') || name.startsWith(DERIVED_PREFIX);
-}
 
 /** User chains (not Docker's, not ours) holding a drop or reject: a jump to one is a drop point. */
 export function droppingChains(filter: SavedTable | undefined): Set<string> {

@@ -8,20 +8,15 @@
  */
 import type { Door, Protocol, Reach, TrafficPath } from '@meshp/core';
 import { cidrSpan, reachThrough, type IpFamily, type PortMatch, type ReachChain, type ReachRule, type Span } from '@meshp/core/net';
+import { DERIVED_PREFIX, isDockerChain } from './chains.js';
 import type { Family } from './cidr.js';
 import { markOf } from './marks.js';
-import { DERIVED_PREFIX, DOCKER_USER } from './plan.js';
 import { formatArgs, type SavedTable } from './save-format.js';
 import { familyName } from './tool.js';
 
 const PROTOCOL_NUMBERS: Record<string, Protocol> = { tcp: 'tcp', udp: 'udp', '6': 'tcp', '17': 'udp' };
 /** Options without a value. */
 const FLAGS = new Set(['--log-uid', '--rcheck', '--update', '--set', '--rsource']);
-
-/** Docker's own chains (not DOCKER-USER, where the found firewall's forward rules go). */
-export function isDockerChain(name: string): boolean {
-  return name.startsWith('DOCKER') && name !== DOCKER_USER;
-}
 
 function portRanges(text: string | undefined): [number, number][] | null {
   if (!text) return null;
