@@ -7,8 +7,8 @@ import type { DerivedFilter } from '@meshp/core';
 import { DERIVED_PREFIX, hasChain } from './chains.js';
 import { rangesOf, type Family } from './cidr.js';
 import { buildArgs, DERIVED_MARK, markOf, type MarkedSpec } from './marks.js';
-import { sparedFor, transaction } from './plan.js';
-import { formatArgs, type SavedTable } from './save-format.js';
+import { sparedFor } from './plan.js';
+import { formatArgs, transaction, type SavedTable } from './save-format.js';
 import { FAMILIES, type IptablesTool } from './tool.js';
 
 export const DERIVED_CHAINS = { INPUT: 'MESHP-INPUT', FORWARD: 'MESHP-FORWARD' } as const;

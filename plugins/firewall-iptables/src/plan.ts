@@ -236,7 +236,3 @@ export function planEnsure(filter: SavedTable | undefined, desired: MarkedSpec[]
   for (const p of [...stale].sort((a, b) => a.index - b.index)) inverse.push(`-I ${p.rule.chain} ${p.index} ${formatArgs(p.rule.args)}`);
   return { lines, inverse, added: missing, removed: stale.map((p) => p.spec).filter((s): s is MarkedSpec => s !== null) };
 }
-
-export function transaction(lines: readonly string[], table = 'filter', head: readonly string[] = []): string {
-  return [`*${table}`, ...head, ...lines, 'COMMIT', ''].join('\n');
-}
