@@ -6,7 +6,8 @@ export { localRunner, nsenterRunner, runChecked, type CommandRunner, type RunRes
 export { parseSave, serializeTable, tokenize, quote, formatArgs, type Ruleset, type SavedTable, type SavedChain, type SavedRule } from './save-format.js';
 export { parseCidr, rangesOf, type Cidr, type Family } from './cidr.js';
 export { MARK, DERIVED_MARK, buildArgs, parseMarked, toOpenings, type MarkedSpec } from './marks.js';
-export { desiredSpecs, planEnsure, chainDrops } from './plan.js';
+export { desiredSpecs, planEnsure } from './plan.js';
+export { chainDrops } from './placement.js';
 export { DOCKER_USER, isDockerChain } from './chains.js';
 export { inspectBackend, filterActive, legacyTableNames, type BackendState } from './inspect.js';
 export { DERIVED_CHAINS } from './derived.js';

@@ -9,7 +9,7 @@ import { isForeignChain } from './chains.js';
 import type { Family } from './cidr.js';
 import { configFile } from './config.js';
 import { isDrop, markOf, parseMarked, targetOf } from './marks.js';
-import { placementOf } from './plan.js';
+import { placementOf } from './placement.js';
 import { runChecked, type CommandRunner } from './runner.js';
 import { BUILTIN_CHAINS, findTable, formatArgs, optionValue, parseSave, ruleKey, transaction, type SavedRule, type SavedTable } from './save-format.js';
 import { FAMILIES, type Backend, type IptablesTool } from './tool.js';
