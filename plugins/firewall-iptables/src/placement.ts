@@ -7,9 +7,9 @@ import type { Door } from '@meshp/core';
 import { cidrSpan, placeOpening, spansToSet, subtract, wholeOf, type AddressSet, type IpFamily, type Placement, type ReachChain } from '@meshp/core/net';
 import { DOCKER_USER, isForeignChain } from './chains.js';
 import type { Family } from './cidr.js';
-import { isDrop, isTerminal, markOf, targetOf, type MarkedSpec } from './marks.js';
+import { isDrop, markOf, targetOf, type MarkedSpec } from './marks.js';
 import { reachChain } from './reach.js';
-import { chainRules, optionValue, type SavedRule, type SavedTable } from './save-format.js';
+import { chainRules, optionValue, type SavedTable } from './save-format.js';
 
 /** User chains (not Docker's, not ours) holding a drop or reject: a jump to one is a drop point. */
 export function droppingChains(filter: SavedTable | undefined): Set<string> {
@@ -32,14 +32,6 @@ export function chainDrops(filter: SavedTable | undefined, chain: string): boole
 export function dropsInvalidOnly(args: readonly string[]): boolean {
   const state = optionValue(args, '--ctstate') ?? optionValue(args, '--state');
   return state === 'INVALID' && isDrop(args);
-}
-
-/** Index (1-based) where an accept goes: just before the first unmarked drop point, else the end (null). */
-export function acceptPosition(chain: SavedRule[], dropping: Set<string>): number | null {
-  const i = chain.findIndex(
-    (r) => !markOf(r.args) && !dropsInvalidOnly(r.args) && (isTerminal(r.args) || dropping.has(targetOf(r.args) ?? '')),
-  );
-  return i < 0 ? null : i + 1;
 }
 
 /** The sources a marked rule admits, as an address set of its family. */
