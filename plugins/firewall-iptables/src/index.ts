@@ -13,4 +13,5 @@ export { inspectBackend, filterActive, legacyTableNames, type BackendState } fro
 export { DERIVED_CHAINS } from './derived.js';
 export { isFoundRule, type RetiredFamily } from './retire.js';
 export { IptablesWatcher, isNews, snapshotOf, touchesFilter, type Snapshot, type WatchOptions } from './watch.js';
-export { reachOfFilters, reachChain, reachRule } from './reach.js';
+export { reachOfFilters, reachChain } from './reach.js';
+export { reachRule } from './reach-rule.js';
