@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { isMeshpError, type FileStore, type Plugin } from '@meshp/core';
 import { Host } from '@meshp/core/host';
-import type { KitTest } from './firewall.js';
+import type { KitTest } from './kit-test.js';
 
 export interface FileStoreKitSpec {
   /** A fresh plugin that provides `files` for the host's root (its options as a user would give them). */

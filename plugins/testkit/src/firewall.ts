@@ -10,7 +10,8 @@
  */
 import type { FirewallDriver, Opening, Plugin } from '@meshp/core';
 import { Host } from '@meshp/core/host';
-import { ADDRESSES, lab, labUnavailable, type KitLab, type Teardown } from './lab.js';
+import type { KitTest, Teardown } from './kit-test.js';
+import { ADDRESSES, lab, labUnavailable, type KitLab } from './lab.js';
 
 export interface FirewallKitBed {
   /** The author's plugin, set up to speak to `lab.server` (its runner or namespace option). */
@@ -33,20 +34,6 @@ export interface FirewallKitSpec {
    * so the run stays green and the bug stays in sight. Remove an entry when its bug is fixed.
    */
   known?: Partial<Record<FirewallCheck, string>>;
-}
-
-/** The part of a tap test the kit uses; tap's `t` fits. */
-export interface KitTest extends Teardown {
-  test(name: string, options: object, fn: (t: KitTest) => Promise<void>): unknown;
-  ok(value: unknown, ...message: [] | [string]): unknown;
-  notOk(value: unknown, ...message: [] | [string]): unknown;
-  equal(found: unknown, wanted: unknown, ...message: [] | [string]): unknown;
-  same(found: unknown, wanted: unknown, ...message: [] | [string]): unknown;
-  fail(...message: [] | [string]): unknown;
-  not(found: unknown, notWanted: unknown, ...message: [] | [string]): unknown;
-  pass(...message: [] | [string]): unknown;
-  /** Whether every assertion so far passed (tap's); the kit reloads the lab after a check that failed. */
-  passing?(): boolean;
 }
 
 export const FOUND_PORT = 8080;

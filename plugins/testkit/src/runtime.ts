@@ -22,8 +22,7 @@ import {
   type Plugin,
 } from '@meshp/core';
 import { Host } from '@meshp/core/host';
-import type { KitTest } from './firewall.js';
-import type { Teardown } from './lab.js';
+import type { KitTest, Teardown } from './kit-test.js';
 
 export interface RuntimeKitEngine {
   /** The author's plugin, set up to speak to this engine. */
