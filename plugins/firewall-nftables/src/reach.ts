@@ -7,7 +7,7 @@
  */
 import type { Door, Reach } from '@meshp/core';
 import { reachThrough, type IpFamily, type ReachChain, type ReachRule } from '@meshp/core/net';
-import { classifyTable, isMarked, type TableOwner } from './classify.js';
+import { classifyTable, isMarked, jumpTarget, type TableOwner } from './classify.js';
 import { reachRule, type NamedSets } from './reach-rule.js';
 import { chainKey, tableKey, type NftChain, type NftRule, type Ruleset } from './schema.js';
 
@@ -17,16 +17,8 @@ const FAMILIES: Record<string, readonly IpFamily[]> = { ip: [4], ip6: [6], inet:
 /** How an operator finds a rule: its chain and handle, and what it does. */
 function labelOf(rule: NftRule): string {
   const verdict = rule.expr.map((e) => Object.keys(e)[0]).filter((k) => !['match', 'counter', 'log'].includes(k!)).join(' ');
-  const target = jumpTargetOf(rule);
+  const target = jumpTarget(rule);
   return `${rule.family} ${rule.table} ${rule.chain} handle ${rule.handle ?? '?'} (${verdict || 'no verdict'}${target ? ` ${target}` : ''})`;
-}
-
-function jumpTargetOf(rule: NftRule): string | null {
-  for (const e of rule.expr) {
-    const v = (e.jump ?? e.goto) as { target?: unknown } | undefined;
-    if (v && typeof v.target === 'string') return v.target;
-  }
-  return null;
 }
 
 /** The named sets of one table (by its key), from the listed objects. */
