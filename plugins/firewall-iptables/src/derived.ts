@@ -7,7 +7,7 @@ import type { DerivedFilter } from '@meshp/core';
 import { DERIVED_PREFIX, hasChain } from './chains.js';
 import { rangesOf, type Family } from './cidr.js';
 import { buildArgs, DERIVED_MARK, markOf, type MarkedSpec } from './marks.js';
-import { sparedFor } from './plan.js';
+import { refusalSpecs } from './plan.js';
 import { formatArgs, transaction, type SavedTable } from './save-format.js';
 import { FAMILIES, type IptablesTool } from './tool.js';
 
@@ -25,12 +25,8 @@ function jumpArgs(chain: string): string[] {
 function specs(family: Family, f: DerivedFilter): MarkedSpec[] {
   const out: MarkedSpec[] = [];
   for (const r of f.refusals) {
-    const priv = sparedFor(family, r, f.privateRange);
     const chain = r.path === 'incoming' ? DERIVED_CHAINS.INPUT : DERIVED_CHAINS.FORWARD;
-    const base = { id: r.id, chain, protocol: r.protocol, port: r.port, path: r.path, action: 'drop' as const };
-    if (r.from.length > 0) for (const source of rangesOf(family, r.from)) out.push({ ...base, source, negated: false });
-    else if (priv) out.push({ ...base, source: priv.text, negated: true });
-    else out.push({ ...base, source: null, negated: false });
+    out.push(...refusalSpecs(family, r, chain, f.privateRange));
   }
   for (const o of f.openings) {
     const chain = o.path === 'incoming' ? DERIVED_CHAINS.INPUT : DERIVED_CHAINS.FORWARD;

@@ -27,9 +27,22 @@ function sourcesFor(family: Family, from: readonly string[]): (string | null)[] 
  * The range a refusal without `from` spares, in this family: its own `except` (the declaration's
  * private range) first, else the plugin's privateRange option. `! -s` takes one range.
  */
-export function sparedFor(family: Family, r: Opening, fallback: string | undefined): { text: string } | null {
+function sparedFor(family: Family, r: Opening, fallback: string | undefined): { text: string } | null {
   const ranges = r.except?.length ? r.except : fallback ? [fallback] : [];
   return ranges.map((c) => parseCidr(c)).find((c) => c.family === family) ?? null;
+}
+
+/**
+ * One refusal's drops in `chain`, in this family: from each of its `from` ranges; with none, from
+ * everywhere outside the range it spares (sparedFor), or from anywhere when it spares none. The
+ * found chains' refusals (desiredSpecs) and the derived filter's (derived.ts) are read alike.
+ */
+export function refusalSpecs(family: Family, r: Opening, chain: string, privateRange: string | undefined): MarkedSpec[] {
+  const priv = sparedFor(family, r, privateRange);
+  const base = { id: r.id, chain, protocol: r.protocol, port: r.port, path: r.path, action: 'drop' as const };
+  if (r.from.length > 0) return rangesOf(family, r.from).map((source) => ({ ...base, source, negated: false }));
+  if (priv) return [{ ...base, source: priv.text, negated: true }];
+  return [{ ...base, source: null, negated: false }];
 }
 
 /** An opening the found chain leaves no place for (see core's placeOpening). */
@@ -58,16 +71,8 @@ export function desiredSpecs(family: Family, filter: SavedTable | undefined, w: 
     else out.push(...specs);
   }
   for (const r of w.refusals) {
-    const priv = sparedFor(family, r, w.privateRange);
     const chain = r.path === 'incoming' ? 'INPUT' : docker ? DOCKER_USER : 'FORWARD';
-    const base = { id: r.id, chain, protocol: r.protocol, port: r.port, path: r.path, action: 'drop' as const };
-    if (r.from.length > 0) {
-      for (const source of rangesOf(family, r.from)) out.push({ ...base, source, negated: false });
-    } else if (priv) {
-      out.push({ ...base, source: priv.text, negated: true });
-    } else {
-      out.push({ ...base, source: null, negated: false });
-    }
+    out.push(...refusalSpecs(family, r, chain, w.privateRange));
   }
   return out;
 }
