@@ -1,5 +1,5 @@
 /**
- * The file-store conformance suite: what every `files` provider promises (core/src/contracts.ts,
+ * The file-store conformance suite: what every `files` provider promises (`@meshp/core`'s
  * FileStore), checked on a real file system in a temporary root the kit makes and removes. The store
  * is asked for through a Host, as the agent asks for it, so the plugin's own wiring is tested too.
  * Each check gets a fresh root.

@@ -1,5 +1,5 @@
 /**
- * The firewall-kind conformance suite: what every firewall driver promises (core/src/contracts.ts,
+ * The firewall-kind conformance suite: what every firewall driver promises (`@meshp/core`'s
  * FirewallDriver), checked with real packets on the kit's namespaces. A plugin author hands it a
  * `setup` that loads a found firewall of their kind into the lab's server and returns their plugin
  * speaking to it; the checks share one lab, put back between them by the found firewall's reload.

@@ -1,6 +1,6 @@
 /**
- * The container-runtime conformance suite: what every `runtime` provider promises (core's
- * contracts.ts, ContainerRuntime), checked on a real engine of the test's own. The kit cannot make
+ * The container-runtime conformance suite: what every `runtime` provider promises (`@meshp/core`'s
+ * ContainerRuntime), checked on a real engine of the test's own. The kit cannot make
  * an engine of every kind, so the author's `engine` starts one (its own data root and socket, its
  * clean-up on `t`) and hands over the plugin speaking to it; the runtime is asked for through a
  * Host, as the agent asks for it. The checks share the engine and run in order, each on
