@@ -4,10 +4,11 @@
  * on the forward path, published ports (DNAT'ed connections) not declared are dropped.
  */
 import type { DerivedFilter } from '@meshp/core';
+import { DERIVED_PREFIX, hasChain } from './chains.js';
 import { rangesOf, type Family } from './cidr.js';
 import { buildArgs, DERIVED_MARK, markOf, type MarkedSpec } from './marks.js';
-import { hasChain, sparedFor, transaction } from './plan.js';
-import { formatArgs, type SavedTable } from './save-format.js';
+import { refusalSpecs } from './plan.js';
+import { formatArgs, transaction, type SavedTable } from './save-format.js';
 import { FAMILIES, type IptablesTool } from './tool.js';
 
 export const DERIVED_CHAINS = { INPUT: 'MESHP-INPUT', FORWARD: 'MESHP-FORWARD' } as const;
@@ -24,12 +25,8 @@ function jumpArgs(chain: string): string[] {
 function specs(family: Family, f: DerivedFilter): MarkedSpec[] {
   const out: MarkedSpec[] = [];
   for (const r of f.refusals) {
-    const priv = sparedFor(family, r, f.privateRange);
     const chain = r.path === 'incoming' ? DERIVED_CHAINS.INPUT : DERIVED_CHAINS.FORWARD;
-    const base = { id: r.id, chain, protocol: r.protocol, port: r.port, path: r.path, action: 'drop' as const };
-    if (r.from.length > 0) for (const source of rangesOf(family, r.from)) out.push({ ...base, source, negated: false });
-    else if (priv) out.push({ ...base, source: priv.text, negated: true });
-    else out.push({ ...base, source: null, negated: false });
+    out.push(...refusalSpecs(family, r, chain, f.privateRange));
   }
   for (const o of f.openings) {
     const chain = o.path === 'incoming' ? DERIVED_CHAINS.INPUT : DERIVED_CHAINS.FORWARD;
@@ -75,7 +72,7 @@ export function derivedLines(family: Family, filter: SavedTable | undefined, f: 
 export function unloadLines(filter: SavedTable | undefined): string[] {
   const lines: string[] = [];
   for (const r of filter?.rules ?? []) {
-    if (markOf(r.args) === DERIVED_MARK && !r.chain.startsWith('MESHP-')) lines.push(`-D ${r.chain} ${formatArgs(r.args)}`);
+    if (markOf(r.args) === DERIVED_MARK && !r.chain.startsWith(DERIVED_PREFIX)) lines.push(`-D ${r.chain} ${formatArgs(r.args)}`);
   }
   for (const c of Object.values(DERIVED_CHAINS)) if (hasChain(filter, c)) lines.push(`-F ${c}`, `-X ${c}`);
   return lines;

@@ -16,11 +16,11 @@ import { configFile } from './config.js';
 import { derivedState, loadDerived, unloadDerived } from './derived.js';
 import { inspectBackend } from './inspect.js';
 import { toOpenings, type MarkedSpec } from './marks.js';
-import { desiredSpecs, planEnsure, presentMarked, transaction, type EnsureEdit, type Unplaceable } from './plan.js';
+import { desiredSpecs, planEnsure, presentMarked, type EnsureEdit, type Unplaceable } from './plan.js';
 import { reachOfFilters } from './reach.js';
 import { reenable, retire } from './retire.js';
 import type { CommandRunner } from './runner.js';
-import { findTable, type SavedTable } from './save-format.js';
+import { findTable, transaction, type SavedTable } from './save-format.js';
 import { familyName, FAMILIES, IptablesTool, type Backend } from './tool.js';
 import { IptablesWatcher, whileWriting, type WatchOptions } from './watch.js';
 

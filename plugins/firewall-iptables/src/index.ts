@@ -6,9 +6,12 @@ export { localRunner, nsenterRunner, runChecked, type CommandRunner, type RunRes
 export { parseSave, serializeTable, tokenize, quote, formatArgs, type Ruleset, type SavedTable, type SavedChain, type SavedRule } from './save-format.js';
 export { parseCidr, rangesOf, type Cidr, type Family } from './cidr.js';
 export { MARK, DERIVED_MARK, buildArgs, parseMarked, toOpenings, type MarkedSpec } from './marks.js';
-export { desiredSpecs, planEnsure, chainDrops, DOCKER_USER } from './plan.js';
+export { desiredSpecs, planEnsure } from './plan.js';
+export { chainDrops } from './placement.js';
+export { DOCKER_USER, isDockerChain } from './chains.js';
 export { inspectBackend, filterActive, legacyTableNames, type BackendState } from './inspect.js';
 export { DERIVED_CHAINS } from './derived.js';
 export { isFoundRule, type RetiredFamily } from './retire.js';
 export { IptablesWatcher, isNews, snapshotOf, touchesFilter, type Snapshot, type WatchOptions } from './watch.js';
-export { reachOfFilters, reachChain, reachRule, isDockerChain } from './reach.js';
+export { reachOfFilters, reachChain } from './reach.js';
+export { reachRule } from './reach-rule.js';

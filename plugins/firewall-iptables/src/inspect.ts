@@ -3,9 +3,9 @@
  * /proc/net/ip{,6}_tables_names (read by a process inside the namespace), then iptables-save,
  * which lists only tables that exist.
  */
+import { DOCKER_USER, hasChain, isForeignChain } from './chains.js';
 import type { Family } from './cidr.js';
 import { isDrop, markOf } from './marks.js';
-import { DOCKER_USER, hasChain, isForeignChain } from './plan.js';
 import type { CommandRunner } from './runner.js';
 import { findTable, type Ruleset, type SavedTable } from './save-format.js';
 import { familyName, FAMILIES, IptablesTool, type Backend } from './tool.js';

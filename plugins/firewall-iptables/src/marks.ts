@@ -44,12 +44,6 @@ export function targetOf(args: readonly string[]): string | undefined {
   return optionValue(args, '-j') ?? optionValue(args, '-g');
 }
 
-/** A rule after which nothing below it in the chain is reached by what it matches. */
-export function isTerminal(args: readonly string[]): boolean {
-  const t = targetOf(args);
-  return t === 'DROP' || t === 'REJECT' || t === 'RETURN';
-}
-
 export function isDrop(args: readonly string[]): boolean {
   const t = targetOf(args);
   return t === 'DROP' || t === 'REJECT';

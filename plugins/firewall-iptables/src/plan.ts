@@ -1,43 +1,15 @@
 /**
  * What `ensure` sends: from the live filter table and the wanted openings, the restore lines that
- * remove our stale rules and insert the missing ones just before the found chain's first drop,
- * and the lines that undo them (used when another family's transaction fails).
+ * remove our stale rules and insert the missing ones where the placement rule puts them
+ * (placement.ts), and the lines that undo them (used when another family's transaction fails).
  */
-import type { Door, Opening } from '@meshp/core';
-import { cidrSpan, placeOpening, spansToSet, subtract, wholeOf, type AddressSet, type IpFamily, type Placement, type ReachChain } from '@meshp/core/net';
+import type { Opening } from '@meshp/core';
+import type { Placement } from '@meshp/core/net';
+import { DERIVED_PREFIX, DOCKER_USER, hasChain } from './chains.js';
 import { parseCidr, rangesOf, type Family } from './cidr.js';
-import { buildArgs, DERIVED_MARK, isDrop, isTerminal, markOf, parseMarked, specKey, targetOf, type MarkedSpec } from './marks.js';
-import { reachChain } from './reach.js';
-import { chainRules, formatArgs, optionValue, type SavedRule, type SavedTable } from './save-format.js';
-
-export const DOCKER_USER = 'DOCKER-USER';
-export const DERIVED_PREFIX = 'MESHP-';
-
-export function hasChain(filter: SavedTable | undefined, name: string): boolean {
-  return !!filter?.chains.some((c) => c.name === name);
-}
-
-/** Chains that belong to Docker or to the mesh's derived filter: never the found firewall's. */
-export function isForeignChain(name: string): boolean {
-  return name.startsWith('DOCKER') || name.startsWith(DERIVED_PREFIX);
-}
-
-/** User chains (not Docker's, not ours) holding a drop or reject: a jump to one is a drop point. */
-export function droppingChains(filter: SavedTable | undefined): Set<string> {
-  const out = new Set<string>();
-  for (const r of filter?.rules ?? []) {
-    if (!isForeignChain(r.chain) && isDrop(r.args) && !markOf(r.args)) out.add(r.chain);
-  }
-  return out;
-}
-
-/** A builtin chain drops when its policy is DROP or an unmarked rule in it drops (directly or by a jump). */
-export function chainDrops(filter: SavedTable | undefined, chain: string): boolean {
-  if (!filter) return false;
-  if (filter.chains.find((c) => c.name === chain)?.policy === 'DROP') return true;
-  const dropping = droppingChains(filter);
-  return chainRules(filter, chain).some((r) => !markOf(r.args) && !dropsInvalidOnly(r.args) && (isDrop(r.args) || dropping.has(targetOf(r.args) ?? '')));
-}
+import { buildArgs, DERIVED_MARK, markOf, parseMarked, specKey, type MarkedSpec } from './marks.js';
+import { placementOf } from './placement.js';
+import { formatArgs, type SavedRule, type SavedTable } from './save-format.js';
 
 export interface Wanted {
   openings: readonly Opening[];
@@ -55,54 +27,28 @@ function sourcesFor(family: Family, from: readonly string[]): (string | null)[] 
  * The range a refusal without `from` spares, in this family: its own `except` (the declaration's
  * private range) first, else the plugin's privateRange option. `! -s` takes one range.
  */
-export function sparedFor(family: Family, r: Opening, fallback: string | undefined): { text: string } | null {
+function sparedFor(family: Family, r: Opening, fallback: string | undefined): { text: string } | null {
   const ranges = r.except?.length ? r.except : fallback ? [fallback] : [];
   return ranges.map((c) => parseCidr(c)).find((c) => c.family === family) ?? null;
+}
+
+/**
+ * One refusal's drops in `chain`, in this family: from each of its `from` ranges; with none, from
+ * everywhere outside the range it spares (sparedFor), or from anywhere when it spares none. The
+ * found chains' refusals (desiredSpecs) and the derived filter's (derived.ts) are read alike.
+ */
+export function refusalSpecs(family: Family, r: Opening, chain: string, privateRange: string | undefined): MarkedSpec[] {
+  const priv = sparedFor(family, r, privateRange);
+  const base = { id: r.id, chain, protocol: r.protocol, port: r.port, path: r.path, action: 'drop' as const };
+  if (r.from.length > 0) return rangesOf(family, r.from).map((source) => ({ ...base, source, negated: false }));
+  if (priv) return [{ ...base, source: priv.text, negated: true }];
+  return [{ ...base, source: null, negated: false }];
 }
 
 /** An opening the found chain leaves no place for (see core's placeOpening). */
 export interface Unplaceable {
   id: string;
   reason: string;
-}
-
-/** The sources a marked rule admits, as an address set of its family. */
-function rangeOf(family: Family, s: Pick<MarkedSpec, 'source' | 'negated'>): AddressSet {
-  const whole = wholeOf([family as IpFamily]);
-  if (!s.source) return whole;
-  const named = spansToSet([cidrSpan(s.source)]);
-  return s.negated ? subtract(whole, named) : named;
-}
-
-/**
- * Where one accepting spec goes in its chain, by the placement rule (core's placeOpening): the
- * chain's rules as read for the reach walk, the mesh's own rules not counted. Null: the chain
- * needs no opening for this traffic (nothing in it drops all of it).
- */
-export function placementOf(family: Family, filter: SavedTable | undefined, s: MarkedSpec): Placement {
-  if (!filter) return { kind: 'none' };
-  const chain = reachChain(filter, family, s.path);
-  if (!chain) return { kind: 'none' };
-  const door = { port: s.port, protocol: s.protocol, path: s.path };
-  if (s.chain === DOCKER_USER) return dockerUserPlacement(filter, chain, door, rangeOf(family, s));
-  return placeOpening(chain, door, rangeOf(family, s));
-}
-
-/**
- * DOCKER-USER is where Docker says the administrator's forward rules go, ahead of its own chains
- * (which the mesh never edits): the placement rule read in it as if it ended in a drop — what it
- * lets through meets Docker's `! -i docker0 -o docker0 -j DROP` for any port Docker does not
- * publish itself. So the accept goes below the administrator's bans there (`-s … -j DROP`), above
- * a drop of all of it, and at the latest just above the chain's closing bare `-j RETURN`.
- */
-function dockerUserPlacement(filter: SavedTable, forward: ReachChain, door: Door, range: AddressSet): Placement {
-  const raw = chainRules(filter, DOCKER_USER);
-  const rules = forward.regular.get(DOCKER_USER) ?? [];
-  const ret = raw.findIndex((r) => !markOf(r.args) && r.args.length === 2 && r.args[0] === '-j' && r.args[1] === 'RETURN');
-  const head = ret < 0 ? rules : rules.slice(0, ret);
-  const p = placeOpening({ ...forward, policy: 'drop', rules: head, label: DOCKER_USER }, door, range);
-  if (p.kind !== 'end' || ret < 0) return p;
-  return { kind: 'before', index: ret, after: p.after, ...(p.invalid ? { invalid: true } : {}) };
 }
 
 /** The marked rules one family's filter table should hold; openings left no place are pushed to `unplaceable`. */
@@ -125,16 +71,8 @@ export function desiredSpecs(family: Family, filter: SavedTable | undefined, w: 
     else out.push(...specs);
   }
   for (const r of w.refusals) {
-    const priv = sparedFor(family, r, w.privateRange);
     const chain = r.path === 'incoming' ? 'INPUT' : docker ? DOCKER_USER : 'FORWARD';
-    const base = { id: r.id, chain, protocol: r.protocol, port: r.port, path: r.path, action: 'drop' as const };
-    if (r.from.length > 0) {
-      for (const source of rangesOf(family, r.from)) out.push({ ...base, source, negated: false });
-    } else if (priv) {
-      out.push({ ...base, source: priv.text, negated: true });
-    } else {
-      out.push({ ...base, source: null, negated: false });
-    }
+    out.push(...refusalSpecs(family, r, chain, w.privateRange));
   }
   return out;
 }
@@ -165,20 +103,6 @@ export interface EnsureEdit {
   inverse: string[];
   added: MarkedSpec[];
   removed: MarkedSpec[];
-}
-
-/** `-m conntrack --ctstate INVALID -j DROP` drops no valid new connection: an accept goes after it, not before. */
-export function dropsInvalidOnly(args: readonly string[]): boolean {
-  const state = optionValue(args, '--ctstate') ?? optionValue(args, '--state');
-  return state === 'INVALID' && isDrop(args);
-}
-
-/** Index (1-based) where an accept goes: just before the first unmarked drop point, else the end (null). */
-export function acceptPosition(chain: SavedRule[], dropping: Set<string>): number | null {
-  const i = chain.findIndex(
-    (r) => !markOf(r.args) && !dropsInvalidOnly(r.args) && (isTerminal(r.args) || dropping.has(targetOf(r.args) ?? '')),
-  );
-  return i < 0 ? null : i + 1;
 }
 
 /** Whether a present accept stands where the placement rule puts it: below every partial denial, above the total one. */
@@ -246,8 +170,4 @@ export function planEnsure(filter: SavedTable | undefined, desired: MarkedSpec[]
   }
   for (const p of [...stale].sort((a, b) => a.index - b.index)) inverse.push(`-I ${p.rule.chain} ${p.index} ${formatArgs(p.rule.args)}`);
   return { lines, inverse, added: missing, removed: stale.map((p) => p.spec).filter((s): s is MarkedSpec => s !== null) };
-}
-
-export function transaction(lines: readonly string[], table = 'filter', head: readonly string[] = []): string {
-  return [`*${table}`, ...head, ...lines, 'COMMIT', ''].join('\n');
 }

@@ -5,12 +5,13 @@
  */
 import { readFile } from 'node:fs/promises';
 import { MeshpError, type RetiredState } from '@meshp/core';
+import { isForeignChain } from './chains.js';
 import type { Family } from './cidr.js';
 import { configFile } from './config.js';
 import { isDrop, markOf, parseMarked, targetOf } from './marks.js';
-import { isForeignChain, placementOf, transaction } from './plan.js';
+import { placementOf } from './placement.js';
 import { runChecked, type CommandRunner } from './runner.js';
-import { BUILTIN_CHAINS, findTable, formatArgs, optionValue, parseSave, ruleKey, type SavedRule, type SavedTable } from './save-format.js';
+import { BUILTIN_CHAINS, findTable, formatArgs, optionValue, parseSave, ruleKey, transaction, type SavedRule, type SavedTable } from './save-format.js';
 import { FAMILIES, type Backend, type IptablesTool } from './tool.js';
 
 interface DriverParts {

@@ -143,3 +143,8 @@ export function optionValue(args: readonly string[], option: string): string | u
 export function ruleKey(r: SavedRule): string {
   return `${r.chain}\u0000${r.args.join('\u0000')}`;
 }
+
+/** An iptables-restore input: one table's lines (after the chain declarations in `head`), committed at once. */
+export function transaction(lines: readonly string[], table = 'filter', head: readonly string[] = []): string {
+  return [`*${table}`, ...head, ...lines, 'COMMIT', ''].join('\n');
+}

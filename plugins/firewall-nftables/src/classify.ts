@@ -36,7 +36,6 @@ interface Index {
   rulesByTable: Map<string, NftRule[]>;
   rulesByChain: Map<string, NftRule[]>;
   owners: Map<string, TableOwner>;
-  firstDrop: Map<string, NftRule | null>;
   /** Regular chains that drop, directly or through their own jumps. */
   dropping: Map<string, boolean>;
 }
@@ -47,7 +46,7 @@ const indexes = new WeakMap<Ruleset, Index>();
 function index(rs: Ruleset): Index {
   let ix = indexes.get(rs);
   if (!ix) {
-    ix = { rulesByTable: new Map(), rulesByChain: new Map(), owners: new Map(), firstDrop: new Map(), dropping: new Map() };
+    ix = { rulesByTable: new Map(), rulesByChain: new Map(), owners: new Map(), dropping: new Map() };
     for (const r of rs.rules) {
       const t = tableKey(r);
       const c = chainKey(r);
@@ -101,19 +100,6 @@ export function rulesOf(rs: Ruleset, chain: NftChain): NftRule[] {
   return index(rs).rulesByChain.get(chainKey(chain)) ?? [];
 }
 
-/** `ct state invalid drop` (or a jump on it) and the like: drops that only look at conntrack state. */
-function isStateOnlyDrop(rule: NftRule): boolean {
-  const matches = rule.expr.filter((e) => 'match' in e);
-  return (
-    matches.length > 0 &&
-    matches.every((e) => {
-      const left = (e.match as { left?: { ct?: { key?: string } } }).left;
-      return left?.ct?.key === 'state';
-    }) &&
-    rule.expr.every((e) => 'match' in e || 'drop' in e || 'reject' in e || 'counter' in e || 'log' in e || 'jump' in e || 'goto' in e)
-  );
-}
-
 export function isDropRule(rule: NftRule): boolean {
   const v = verdictOf(rule);
   return v === 'drop' || v === 'reject';
@@ -155,28 +141,6 @@ export function isDropPoint(rs: Ruleset, rule: NftRule): boolean {
 /** A base chain that drops: policy drop, or a rule that drops, rejects or jumps to a chain that drops. */
 export function chainDrops(rs: Ruleset, chain: NftChain): boolean {
   return chain.policy === 'drop' || rulesOf(rs, chain).some((r) => !isMarked(r) && isDropPoint(rs, r));
-}
-
-/**
- * Where our accept goes: just before the first unmarked rule that drops, rejects, or jumps (goes)
- * to a regular chain that drops — we never write into their regular chains, so the accept comes
- * before the jump — unless it is a pure conntrack state drop
- * (inserting before `ct state invalid drop` would skip it, pitfall 4); null when the only drop is
- * the policy, then we append at the end.
- */
-export function firstDrop(rs: Ruleset, chain: NftChain): NftRule | null {
-  const ix = index(rs);
-  const key = chainKey(chain);
-  if (!ix.firstDrop.has(key)) {
-    ix.firstDrop.set(key, rulesOf(rs, chain).find((r) => !isMarked(r) && isDropPoint(rs, r) && !isStateOnlyDrop(r)) ?? null);
-  }
-  return ix.firstDrop.get(key)!;
-}
-
-/** Base chains of found tables on a hook that drop: where openings of that path must go. */
-export function droppingChains(rs: Ruleset, hook: 'input' | 'forward'): NftChain[] {
-  const found = new Set(tablesOwnedBy(rs, 'found').map(tableKey));
-  return rs.chains.filter((c) => c.hook === hook && c.type !== 'nat' && found.has(tableKey(c)) && chainDrops(rs, c));
 }
 
 /** The sighting's "active": any found table with a drop policy or a drop/reject rule. */

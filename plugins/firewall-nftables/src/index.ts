@@ -9,4 +9,5 @@ export { planEnsure, additionCommand, type Addition, type EnsurePlan } from './p
 export { shapesFor, buildRule, parseShape, type Shape } from './shape.js';
 export { nativeBatch, nativePlan, nativeRule, receiptLines } from './native.js';
 export { resolveIncludes, type ResolvedConfig } from './include.js';
-export { reachOfRuleset, reachChains, reachRule } from './reach.js';
+export { reachOfRuleset, reachChains } from './reach.js';
+export { reachRule } from './reach-rule.js';

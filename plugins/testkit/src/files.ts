@@ -1,5 +1,5 @@
 /**
- * The file-store conformance suite: what every `files` provider promises (core/src/contracts.ts,
+ * The file-store conformance suite: what every `files` provider promises (`@meshp/core`'s
  * FileStore), checked on a real file system in a temporary root the kit makes and removes. The store
  * is asked for through a Host, as the agent asks for it, so the plugin's own wiring is tested too.
  * Each check gets a fresh root.
@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { isMeshpError, type FileStore, type Plugin } from '@meshp/core';
 import { Host } from '@meshp/core/host';
-import type { KitTest } from './firewall.js';
+import type { KitTest } from './kit-test.js';
 
 export interface FileStoreKitSpec {
   /** A fresh plugin that provides `files` for the host's root (its options as a user would give them). */
@@ -57,11 +57,11 @@ async function codeOf(run: () => Promise<unknown>): Promise<string> {
   }
 }
 
-/** Runs every check of the file-store contract against the plugin `spec.plugin()` makes. */
-export function fileStoreConformance(t: KitTest, spec: FileStoreKitSpec): void {
-  const check = (name: string, fn: (t: KitTest, b: Bed) => Promise<void>) =>
-    t.test(name, {}, async (t) => fn(t, await bed(t, spec)));
+/** Registers one check as a subtest, on a bed of its own. */
+type Check = (name: string, fn: (t: KitTest, b: Bed) => Promise<void>) => unknown;
 
+/** Bytes and modes written and read back, under the root. */
+function readWriteChecks(check: Check): void {
   check('provided for the host root; an absent file reads as null', async (t, b) => {
     t.ok(b.store.root === b.root || b.store.root.endsWith(b.root), `the store's root is the host's (${b.store.root})`);
     t.equal(await b.store.read('/etc/absent.conf'), null, 'absent → null');
@@ -85,7 +85,10 @@ export function fileStoreConformance(t: KitTest, spec: FileStoreKitSpec): void {
     const got = await b.store.read('/etc/app.conf');
     if (typeof id === 'string' && got?.identity) t.equal(got.identity, id, "write answers the identity read then gives");
   });
+}
 
+/** Where a store never reaches: outside the root, through a symlink, into what is not a regular file. */
+function pathChecks(check: Check): void {
   check('paths outside the root or not absolute are refused, nothing written', async (t, b) => {
     for (const p of ['/../outside/x.conf', '/etc/../../outside/x.conf']) {
       const code = await codeOf(() => b.store.write(p, bytes('x'), 0o644));
@@ -124,7 +127,10 @@ export function fileStoreConformance(t: KitTest, spec: FileStoreKitSpec): void {
     t.equal(await codeOf(() => b.store.write('/run/dir', bytes('x'), 0o644)), 'MESHP_FILE_NOT_REGULAR', 'write over a folder: refused');
     t.ok(lstatSync(join(b.root, 'run/pipe')).isFIFO(), 'the FIFO is still there');
   });
+}
 
+/** What a store changes only as planned: `expect`, and remove. */
+function changeChecks(check: Check): void {
   check('a file changed since the plan is not overwritten or removed (expect)', async (t, b) => {
     put(b.root, '/etc/app.conf', 'found\n');
     const seen = await b.store.read('/etc/app.conf');
@@ -145,7 +151,10 @@ export function fileStoreConformance(t: KitTest, spec: FileStoreKitSpec): void {
     t.notOk(readdirSync(join(b.root, 'etc')).includes('gone.conf'), 'removed');
     t.equal(await codeOf(() => b.store.remove('/etc/gone.conf')), 'no error', 'removing it again is no error');
   });
+}
 
+/** A failure says whose it is. */
+function attributionChecks(check: Check): void {
   check("a failing store's error names the plugin (attributed by the host)", async (t, b) => {
     mkdirSync(join(b.root, 'etc'));
     symlinkSync(b.outside, join(b.root, 'etc/linked'));
@@ -157,4 +166,13 @@ export function fileStoreConformance(t: KitTest, spec: FileStoreKitSpec): void {
       t.ok(isMeshpError(e) && e.oneLine().includes(`[${b.plugin} at files.write]`), `its line names the plugin and the method: ${isMeshpError(e) ? e.oneLine() : String(e)}`);
     }
   });
+}
+
+/** Runs every check of the file-store contract against the plugin `spec.plugin()` makes. */
+export function fileStoreConformance(t: KitTest, spec: FileStoreKitSpec): void {
+  const check: Check = (name, fn) => t.test(name, {}, async (t) => fn(t, await bed(t, spec)));
+  readWriteChecks(check);
+  pathChecks(check);
+  changeChecks(check);
+  attributionChecks(check);
 }

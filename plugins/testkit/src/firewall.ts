@@ -1,5 +1,5 @@
 /**
- * The firewall-kind conformance suite: what every firewall driver promises (core/src/contracts.ts,
+ * The firewall-kind conformance suite: what every firewall driver promises (`@meshp/core`'s
  * FirewallDriver), checked with real packets on the kit's namespaces. A plugin author hands it a
  * `setup` that loads a found firewall of their kind into the lab's server and returns their plugin
  * speaking to it; the checks share one lab, put back between them by the found firewall's reload.
@@ -10,7 +10,8 @@
  */
 import type { FirewallDriver, Opening, Plugin } from '@meshp/core';
 import { Host } from '@meshp/core/host';
-import { ADDRESSES, lab, labUnavailable, type KitLab, type Teardown } from './lab.js';
+import type { KitTest, Teardown } from './kit-test.js';
+import { ADDRESSES, lab, labUnavailable, type KitLab } from './lab.js';
 
 export interface FirewallKitBed {
   /** The author's plugin, set up to speak to `lab.server` (its runner or namespace option). */
@@ -33,20 +34,6 @@ export interface FirewallKitSpec {
    * so the run stays green and the bug stays in sight. Remove an entry when its bug is fixed.
    */
   known?: Partial<Record<FirewallCheck, string>>;
-}
-
-/** The part of a tap test the kit uses; tap's `t` fits. */
-export interface KitTest extends Teardown {
-  test(name: string, options: object, fn: (t: KitTest) => Promise<void>): unknown;
-  ok(value: unknown, ...message: [] | [string]): unknown;
-  notOk(value: unknown, ...message: [] | [string]): unknown;
-  equal(found: unknown, wanted: unknown, ...message: [] | [string]): unknown;
-  same(found: unknown, wanted: unknown, ...message: [] | [string]): unknown;
-  fail(...message: [] | [string]): unknown;
-  not(found: unknown, notWanted: unknown, ...message: [] | [string]): unknown;
-  pass(...message: [] | [string]): unknown;
-  /** Whether every assertion so far passed (tap's); the kit reloads the lab after a check that failed. */
-  passing?(): boolean;
 }
 
 export const FOUND_PORT = 8080;
@@ -101,17 +88,19 @@ function sharedBed(t: KitTest, spec: FirewallKitSpec): { fresh(): Promise<Bed>; 
   };
 }
 
-/** Runs every check of the suite as a subtest of `t`. */
-export function firewallConformance(t: KitTest, spec: FirewallKitSpec): void {
-  const why = labUnavailable();
-  if (why) {
-    t.fail(`the firewall kit cannot run: ${why}`);
-    return;
-  }
-  const o = KIT_OPENING;
+/** Registers one check as a subtest: a known bug makes it a todo; how it ended tells the shared lab whether to reload. */
+type Check = (id: FirewallCheck, name: string, fn: (t: KitTest) => Promise<void>) => void;
+
+/** What each group of checks is given: the spec, the way to register a check, and the lab as the check should find it. */
+interface Suite {
+  spec: FirewallKitSpec;
+  check: Check;
+  fresh(): Promise<Bed>;
+}
+
+function suite(t: KitTest, spec: FirewallKitSpec): Suite {
   const shared = sharedBed(t, spec);
-  const fresh = () => shared.fresh();
-  const check = (id: FirewallCheck, name: string, fn: (t: KitTest) => Promise<void>) => {
+  const check: Check = (id, name, fn) => {
     const bug = spec.known?.[id];
     t.test(`${spec.kind}: ${name}`, bug ? { todo: `known bug: ${bug}` } : {}, async (t) => {
       let threw = true;
@@ -124,19 +113,27 @@ export function firewallConformance(t: KitTest, spec: FirewallKitSpec): void {
       }
     });
   };
+  return { spec, check, fresh: () => shared.fresh() };
+}
 
-  check('detect', `the plugin detects the found firewall as its kind, active, and the lab is as the kit expects`, async (t) => {
-    const b = await fresh();
-    t.equal(b.driver.kind, spec.kind);
+/** The found firewall as setup loaded it: detected as the kind, and the lab as the kit expects. */
+function detectionChecks(s: Suite): void {
+  s.check('detect', `the plugin detects the found firewall as its kind, active, and the lab is as the kit expects`, async (t) => {
+    const b = await s.fresh();
+    t.equal(b.driver.kind, s.spec.kind);
     t.ok((await b.driver.describe()).active, 'described active');
     const auto = await new Host({ root: b.lab.root }).use(b.plugin).firewall();
-    t.equal(auto?.kind, spec.kind, 'found without being named (--firewall auto)');
+    t.equal(auto?.kind, s.spec.kind, 'found without being named (--firewall auto)');
     t.ok(await b.lab.reaches('outside', FOUND_PORT), `the found firewall allows ${FOUND_PORT}`);
     t.notOk(await b.lab.reaches('client', MESH_PORT), `and denies ${MESH_PORT}, also from the private range`);
   });
+}
 
-  check('openings', `an opening is reachable from its range only, read back, and idempotent`, async (t) => {
-    const b = await fresh();
+/** An opening: reachable from its range only, read back, idempotent, only marked rules touched, mended after a reload. */
+function openingChecks(s: Suite): void {
+  const o = KIT_OPENING;
+  s.check('openings', `an opening is reachable from its range only, read back, and idempotent`, async (t) => {
+    const b = await s.fresh();
     t.same(await b.driver.ensure([o], []), { added: [o.id], removed: [] });
     t.ok(await b.lab.reaches('client', MESH_PORT), 'reachable from the private range');
     t.notOk(await b.lab.reaches('outside', MESH_PORT), 'not from outside');
@@ -144,8 +141,8 @@ export function firewallConformance(t: KitTest, spec: FirewallKitSpec): void {
     t.same(await b.driver.ensure([o], []), { added: [], removed: [] }, 'a second ensure changes nothing');
   });
 
-  check('marked-only', `only the mesh's marked rules are ever added or removed`, async (t) => {
-    const b = await fresh();
+  s.check('marked-only', `only the mesh's marked rules are ever added or removed`, async (t) => {
+    const b = await s.fresh();
     const found = await b.foundRules();
     await b.driver.ensure([o], []);
     t.same(await b.foundRules(), found, 'their rules unchanged with the opening in');
@@ -156,8 +153,8 @@ export function firewallConformance(t: KitTest, spec: FirewallKitSpec): void {
     t.ok(await b.lab.reaches('outside', FOUND_PORT), 'their port still open');
   });
 
-  check('reload', `after the found firewall's own reload, the next ensure mends the opening`, async (t) => {
-    const b = await fresh();
+  s.check('reload', `after the found firewall's own reload, the next ensure mends the opening`, async (t) => {
+    const b = await s.fresh();
     await b.driver.ensure([o], []);
     await b.reload();
     await b.driver.ensure([o], []);
@@ -165,9 +162,13 @@ export function firewallConformance(t: KitTest, spec: FirewallKitSpec): void {
     t.ok(await b.lab.reaches('client', MESH_PORT), 'reachable again');
     t.notOk(await b.lab.reaches('outside', MESH_PORT), 'still not from outside');
   });
+}
 
-  check('reach', `the reach walk says what packets find`, async (t) => {
-    const b = await fresh();
+/** The reach walk against what packets find. */
+function reachChecks(s: Suite): void {
+  const o = KIT_OPENING;
+  s.check('reach', `the reach walk says what packets find`, async (t) => {
+    const b = await s.fresh();
     if (!b.driver.reachability) {
       t.fail('the driver has no reachability(): the converge preview would say "unknown" for every door');
       return;
@@ -183,9 +184,13 @@ export function firewallConformance(t: KitTest, spec: FirewallKitSpec): void {
     t.equal(theirs?.now, 'open', `their own port is open from anywhere (${JSON.stringify(theirs)})`);
     t.ok(theirs?.mentioned, 'and a rule of theirs names it');
   });
+}
 
-  check('retire', `retire disables the found firewall keeping its configuration; re-enable brings it back as it was`, async (t) => {
-    const b = await fresh();
+/** Retiring the found firewall and the derived filter that takes its place. */
+function retirementChecks(s: Suite): void {
+  const o = KIT_OPENING;
+  s.check('retire', `retire disables the found firewall keeping its configuration; re-enable brings it back as it was`, async (t) => {
+    const b = await s.fresh();
     const found = await b.foundRules();
     const state = await b.driver.retire();
     t.ok(await b.lab.reaches('outside', MESH_PORT), 'retired: nothing filters');
@@ -195,8 +200,8 @@ export function firewallConformance(t: KitTest, spec: FirewallKitSpec): void {
     t.ok(await b.lab.reaches('outside', FOUND_PORT), `${FOUND_PORT} allowed again`);
   });
 
-  check('derived', `the derived filter lets the openings in from their range and drops the rest`, async (t) => {
-    const b = await fresh();
+  s.check('derived', `the derived filter lets the openings in from their range and drops the rest`, async (t) => {
+    const b = await s.fresh();
     const state = await b.driver.retire();
     await b.driver.loadDerived({ openings: [o], refusals: [], privateRange: ADDRESSES.privateRange });
     t.ok(await b.lab.reaches('client', MESH_PORT), 'the opening from its range');
@@ -206,4 +211,18 @@ export function firewallConformance(t: KitTest, spec: FirewallKitSpec): void {
     await b.driver.reenable(state);
     t.ok(await b.lab.reaches('outside', FOUND_PORT), 'unloaded and re-enabled: their firewall again');
   });
+}
+
+/** Runs every check of the suite as a subtest of `t`. */
+export function firewallConformance(t: KitTest, spec: FirewallKitSpec): void {
+  const why = labUnavailable();
+  if (why) {
+    t.fail(`the firewall kit cannot run: ${why}`);
+    return;
+  }
+  const s = suite(t, spec);
+  detectionChecks(s);
+  openingChecks(s);
+  reachChecks(s);
+  retirementChecks(s);
 }

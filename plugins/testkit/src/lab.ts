@@ -11,13 +11,9 @@ import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import type { Teardown } from './kit-test.js';
 
 const run = promisify(execFile);
-
-/** What the kit needs of a test: somewhere to register clean-up. tap's `t` fits. */
-export interface Teardown {
-  teardown(fn: () => unknown): void;
-}
 
 export const ADDRESSES = Object.freeze({
   server: '10.79.1.1',

@@ -1,6 +1,6 @@
 /**
- * The container-runtime conformance suite: what every `runtime` provider promises (core's
- * contracts.ts, ContainerRuntime), checked on a real engine of the test's own. The kit cannot make
+ * The container-runtime conformance suite: what every `runtime` provider promises (`@meshp/core`'s
+ * ContainerRuntime), checked on a real engine of the test's own. The kit cannot make
  * an engine of every kind, so the author's `engine` starts one (its own data root and socket, its
  * clean-up on `t`) and hands over the plugin speaking to it; the runtime is asked for through a
  * Host, as the agent asks for it. The checks share the engine and run in order, each on
@@ -22,8 +22,7 @@ import {
   type Plugin,
 } from '@meshp/core';
 import { Host } from '@meshp/core/host';
-import type { KitTest } from './firewall.js';
-import type { Teardown } from './lab.js';
+import type { KitTest, Teardown } from './kit-test.js';
 
 export interface RuntimeKitEngine {
   /** The author's plugin, set up to speak to this engine. */
@@ -91,16 +90,16 @@ async function bed(t: KitTest, spec: RuntimeKitSpec): Promise<Bed> {
   return { ...engine, runtime, serves };
 }
 
-/** Runs every check of the runtime contract, in order, on one engine. */
-export function runtimeConformance(t: KitTest, spec: RuntimeKitSpec): void {
-  let made: Promise<Bed> | undefined;
-  const engine = () => (made ??= bed(t, spec));
-  const check = (id: RuntimeCheck, name: string, fn: (t: KitTest, b: Bed) => Promise<void>) => {
-    const bug = spec.known?.[id];
-    t.test(`runtime: ${name}`, bug ? { todo: `known bug: ${bug}` } : {}, async (t) => fn(t, await engine()));
-  };
-  const named = async (b: Bed, name: string) => (await b.runtime.list()).filter((c) => c.name === name);
+/** The engine's containers of one name. */
+async function named(b: Bed, name: string) {
+  return (await b.runtime.list()).filter((c) => c.name === name);
+}
 
+/** Registers one check as a subtest on the shared engine; a known bug makes it a todo. */
+type Check = (id: RuntimeCheck, name: string, fn: (t: KitTest, b: Bed) => Promise<void>) => void;
+
+/** The runtime provided through the host, and what it lists: an absent name inspects as null, a found container is listed as it is. */
+function listingChecks(check: Check): void {
   check('provided', 'provided through the host; an absent container inspects as null', async (t, b) => {
     t.ok(Array.isArray(await b.runtime.list()), 'list() answers');
     t.equal(await b.runtime.inspect('kit-absent'), null, 'absent → null');
@@ -116,7 +115,10 @@ export function runtimeConformance(t: KitTest, spec: RuntimeKitSpec): void {
     t.ok(c?.ports.some((p) => p.hostPort === PORTS.foreign && p.containerPort === 80 && p.protocol === 'tcp'), 'its published port');
     t.ok((await b.runtime.publishedPorts()).some((p) => p.container === 'kit-found' && p.hostPort === PORTS.foreign), 'in publishedPorts()');
   });
+}
 
+/** `ensure` of a spec: created, started and labelled; the same spec again changes nothing. */
+function ensureChecks(check: Check): void {
   check('ensure', 'ensure creates and starts the container, labelled with the mark, its port published', async (t, b) => {
     const s = web(b.image, 'one');
     const mark = markOf(s);
@@ -141,7 +143,10 @@ export function runtimeConformance(t: KitTest, spec: RuntimeKitSpec): void {
     await b.runtime.ensure(s, markOf(s));
     t.equal((await b.runtime.inspect(s.name))?.info.id, before, 'the same container');
   });
+}
 
+/** `ensure` of a changed spec: replaced, or rolled back when the replacement cannot start. */
+function replacementChecks(check: Check): void {
   check('replace', 'ensure of a changed spec replaces the container, one of its name left', async (t, b) => {
     const s = web(b.image, 'two');
     const before = (await b.runtime.inspect(s.name))?.info.id;
@@ -167,7 +172,10 @@ export function runtimeConformance(t: KitTest, spec: RuntimeKitSpec): void {
     t.equal(await b.serves(PORTS.web, 'two'), 'two', 'and serving');
     t.equal(await b.serves(PORTS.taken, 'holder'), 'holder', "the holder's port is the holder's");
   });
+}
 
+/** `remove`: the container goes, again is no error, the found one is left. */
+function removalChecks(check: Check): void {
   check('remove', 'remove takes the container; removing it again is no error; others are left', async (t, b) => {
     await b.runtime.remove('kit-web');
     t.same(await named(b, 'kit-web'), [], 'gone from list()');
@@ -178,4 +186,18 @@ export function runtimeConformance(t: KitTest, spec: RuntimeKitSpec): void {
     t.equal((await named(b, 'kit-found'))[0]?.state, 'running', 'the found container still runs');
     t.equal(await b.serves(PORTS.foreign, 'found'), 'found', 'and serves');
   });
+}
+
+/** Runs every check of the runtime contract, in order, on one engine. */
+export function runtimeConformance(t: KitTest, spec: RuntimeKitSpec): void {
+  let made: Promise<Bed> | undefined;
+  const engine = () => (made ??= bed(t, spec));
+  const check: Check = (id, name, fn) => {
+    const bug = spec.known?.[id];
+    t.test(`runtime: ${name}`, bug ? { todo: `known bug: ${bug}` } : {}, async (t) => fn(t, await engine()));
+  };
+  listingChecks(check);
+  ensureChecks(check);
+  replacementChecks(check);
+  removalChecks(check);
 }

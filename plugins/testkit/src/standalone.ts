@@ -5,7 +5,7 @@
  * one after another, each after its parent's body; teardowns run last first, also on failure.
  */
 import { deepEqual } from 'node:assert';
-import type { KitTest } from './firewall.js';
+import type { KitTest } from './kit-test.js';
 
 type Body = (t: KitTest) => unknown;
 

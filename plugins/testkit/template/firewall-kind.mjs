@@ -6,7 +6,7 @@
  *
  *   meshp host apply --plugin ./firewall-kind.mjs --firewall mykind --declaration d.json --state S
  *
- * The contract every method keeps is in @meshp/core's contracts.ts (FirewallDriver).
+ * The contract every method keeps is @meshp/core's FirewallDriver (its doc comments).
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';

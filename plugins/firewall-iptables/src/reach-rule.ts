@@ -1,0 +1,203 @@
+/**
+ * One iptables rule's arguments read as core's reach rule: each option by a reader of its own, in
+ * the order the rule gives them. A match it cannot read makes the rule opaque (it matches nothing).
+ */
+import type { Protocol, TrafficPath } from '@meshp/core';
+import { cidrSpan, type PortMatch, type ReachRule, type Span } from '@meshp/core/net';
+
+const PROTOCOL_NUMBERS: Record<string, Protocol> = { tcp: 'tcp', udp: 'udp', '6': 'tcp', '17': 'udp' };
+/** Options without a value. */
+const FLAGS = new Set(['--log-uid', '--rcheck', '--update', '--set', '--rsource']);
+
+function portRanges(text: string | undefined): [number, number][] | null {
+  if (!text) return null;
+  const out: [number, number][] = [];
+  for (const part of text.split(',')) {
+    const m = /^(\d*)(?::(\d*))?$/.exec(part);
+    if (!m || (m[1] === '' && m[2] === undefined)) return null;
+    const lo = m[1] === '' ? 0 : Number(m[1]);
+    const hi = m[2] === undefined ? lo : m[2] === '' ? 65535 : Number(m[2]);
+    out.push([lo, hi]);
+  }
+  return out;
+}
+
+function sourceSpans(text: string | undefined): Span[] | null {
+  if (!text) return null;
+  try {
+    return text.split(',').map((c) => cidrSpan(c));
+  } catch {
+    return null;
+  }
+}
+
+/** One option of a rule, as its reader sees it. */
+interface Option {
+  name: string;
+  /** The arguments after the option's name (its value first). */
+  rest: readonly string[];
+  /** Preceded by `!`. */
+  negate: boolean;
+  /** The user chains a jump may go to. */
+  chains: ReadonlySet<string>;
+}
+
+/** Reads one option into the rule; answers how many of the arguments after its name it took. */
+type OptionReader = (r: ReachRule, o: Option) => number;
+
+const protocol: OptionReader = (r, { rest: [p], negate }) => {
+  if (p === 'all') return 1;
+  const proto = PROTOCOL_NUMBERS[p ?? ''];
+  r.protocols = negate ? (['tcp', 'udp'] as Protocol[]).filter((x) => x !== proto) : proto ? [proto] : [];
+  return 1;
+};
+
+const source: OptionReader = (r, { rest: [text], negate }) => {
+  const s = sourceSpans(text);
+  if (s) r.sources = { spans: s, negate };
+  else r.opaque = true;
+  return 1;
+};
+
+/** A module's name, a comment: they match every packet. */
+const valueOnly: OptionReader = () => 1;
+
+const destinationPort: OptionReader = (r, { rest: [text], negate }) => {
+  const p = portRanges(text);
+  if (p) r.dport = { ranges: p, negate } satisfies PortMatch;
+  else r.opaque = true;
+  return 1;
+};
+
+const originalPort: OptionReader = (r, { rest: [text], negate }) => {
+  const p = portRanges(text);
+  if (p) r.origDport = { ranges: p, negate };
+  else r.opaque = true;
+  return 1;
+};
+
+const connectionState: OptionReader = (r, { rest: [text], negate }) => {
+  const states = (text ?? '').split(',');
+  // A new connection is NEW: a rule on other states sees only connections already under way.
+  if (states.includes('NEW') === negate) r.notNew = true;
+  r.invalid = states.includes('INVALID') === negate ? 'skips' : 'matches';
+  return 1;
+};
+
+/**
+ * `-m addrtype --dst-type`: a door's traffic is unicast, to this host's own address on the incoming
+ * path (LOCAL), to a container's after DNAT on the forwarded one; never BROADCAST, MULTICAST … (ufw's
+ * ufw-not-local RETURNs LOCAL, then drops the rest).
+ */
+const destinationType: OptionReader = (r, { rest: [text], negate }) => {
+  const types = (text ?? '').split(',');
+  const on = (path: TrafficPath) => types.includes('UNICAST') || (path === 'incoming' && types.includes('LOCAL'));
+  const paths = (['incoming', 'forwarded'] as const).filter((p) => on(p) !== negate && (!r.paths || r.paths.includes(p)));
+  if (paths.length === 0) r.loopback = true; // matches no new connection from a range (see ReachRule.loopback)
+  else r.paths = paths;
+  return 1;
+};
+
+const connectionDirection: OptionReader = (r, { rest: [dir], negate }) => {
+  // A new connection's packets go in the original direction.
+  if ((dir === 'ORIGINAL') === negate) r.notNew = true;
+  return 1;
+};
+
+const connectionStatus: OptionReader = (r, { rest: [text], negate }) => {
+  const s = (text ?? '').split(',');
+  if (!negate && s.includes('DNAT')) r.paths = ['forwarded'];
+  else r.opaque = true;
+  return 1;
+};
+
+/** `-j` / `-g`: the verdict, or a jump to a user chain; the target's own options follow it, and none of them match packets. */
+const target: OptionReader = (r, { name, rest, chains }) => {
+  const t = rest[0] ?? '';
+  const go = name === '-g' || name === '--goto';
+  if (t === 'ACCEPT') r.verdict = 'accept';
+  else if (t === 'DROP' || t === 'REJECT') r.verdict = 'drop';
+  else if (t === 'RETURN') r.verdict = 'return';
+  else if (chains.has(t)) Object.assign(r, { verdict: go ? 'goto' : 'jump', target: t });
+  return rest.length;
+};
+
+/** A new connection's first packet is a SYN: the door's traffic. */
+const syn: OptionReader = () => 0;
+
+const tcpFlags: OptionReader = (r, { rest: [mask, set], negate }) => {
+  // FIN,SYN,RST,ACK SYN (or the like): an initial SYN, the door's traffic; anything else unread.
+  if (negate || !mask || set !== 'SYN' || !/SYN/.test(mask) || !/ACK/.test(mask)) r.opaque = true;
+  return 2;
+};
+
+const inInterface: OptionReader = (r, { rest: [name], negate }) => {
+  // Only the host's own traffic comes in on lo: a rule on it never sees a range's new connection.
+  const lo = name === 'lo';
+  if (lo && !negate) r.loopback = true;
+  else if (!lo) r.opaque = true;
+  return 1;
+};
+
+const destination: OptionReader = (r, { rest: [text], negate }) => {
+  const d = text ?? '';
+  if (!negate && /^(127\.|::1(\/128)?$)/.test(d)) r.loopback = true;
+  else r.opaque = true;
+  return 1;
+};
+
+/** An interface, a destination, a module's option we do not read: the rule is opaque. */
+const unread: OptionReader = (r, { name, rest: [value] }) => {
+  r.opaque = true;
+  return !FLAGS.has(name) && value !== undefined && !value.startsWith('-') ? 1 : 0;
+};
+
+const READERS: ReadonlyMap<string, OptionReader> = new Map([
+  ['-p', protocol],
+  ['--protocol', protocol],
+  ['-s', source],
+  ['--source', source],
+  ['-m', valueOnly],
+  ['--match', valueOnly],
+  ['--comment', valueOnly],
+  ['--dport', destinationPort],
+  ['--destination-port', destinationPort],
+  ['--dports', destinationPort],
+  ['--destination-ports', destinationPort],
+  ['--ctorigdstport', originalPort],
+  ['--ctstate', connectionState],
+  ['--state', connectionState],
+  ['--dst-type', destinationType],
+  ['--ctdir', connectionDirection],
+  ['--ctstatus', connectionStatus],
+  ['-j', target],
+  ['--jump', target],
+  ['-g', target],
+  ['--goto', target],
+  // `-m limit` matches what is under its rate: at a new connection's pace, every packet.
+  ['--limit', valueOnly],
+  ['--limit-burst', valueOnly],
+  ['--syn', syn],
+  ['--tcp-flags', tcpFlags],
+  ['-i', inInterface],
+  ['--in-interface', inInterface],
+  ['-d', destination],
+  ['--destination', destination],
+]);
+
+/** One rule's arguments as core's reach rule; a match it cannot read makes it opaque (it matches nothing). */
+export function reachRule(args: readonly string[], chains: ReadonlySet<string>, found: boolean): ReachRule {
+  const r: ReachRule = { verdict: 'none', found };
+  let negate = false;
+  for (let i = 0; i < args.length; i++) {
+    const name = args[i]!;
+    if (name === '!') {
+      negate = true;
+      continue;
+    }
+    const read = READERS.get(name) ?? unread;
+    i += read(r, { name, rest: args.slice(i + 1), negate, chains });
+    negate = false;
+  }
+  return r;
+}
