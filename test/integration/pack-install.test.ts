@@ -17,7 +17,7 @@ import { workdir } from '../helpers/grpc-procs.js';
 import { NFT_CONFIG } from '../helpers/testkit-beds.js';
 
 const REPO = process.cwd();
-const WORKSPACES = ['core', 'bin', ...readdirSync(join(REPO, 'plugins')).map((p) => `plugins/${p}`)];
+const WORKSPACES = ['core', 'bin', ...['lib', 'plugins'].flatMap((d) => readdirSync(join(REPO, d)).map((p) => `${d}/${p}`))];
 
 function npm(args: string[], cwd: string): string {
   const r = spawnSync('npm', args, { cwd, encoding: 'utf8', timeout: 240_000 });
