@@ -6,7 +6,7 @@ APT_PKGS := nftables iptables iproute2 docker.io busybox-static ufw openssl syst
 APT_NORECS := wireguard-go wireguard-tools
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: all deps apt npm build test demo bench proto-lint clean compat-agents lint dist
+.PHONY: all deps apt npm build test demo bench proto-lint clean compat-agents lint format dist
 
 all: build
 
@@ -43,8 +43,18 @@ test: build compat-agents
 	tap --node-arg=--import=$(CURDIR)/test/helpers/file-budget.ts
 
 # eslint (eslint.config.js): typed where the code is, so a switch over a union must handle every member.
-lint: npm
+# prettier (.prettierrc.json): the layout, checked (`make format` applies it).
+# dependency-cruiser (.dependency-cruiser.cjs): no circle of imports, no plugin importing a sibling
+# plugin, core importing no package and doing no I/O; it reads the built packages' types, so it builds first.
+lint: build
 	eslint --max-warnings 0 .
+	prettier --check --log-level warn .
+	depcruise $(GRAPH_SRC) --config .dependency-cruiser.cjs
+
+GRAPH_SRC := core/src lib/*/src plugins/*/src bin/src examples/*/src
+
+format: npm
+	prettier --write --log-level warn .
 
 demo: build
 	bash examples/lab/demo.sh

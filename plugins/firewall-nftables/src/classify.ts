@@ -17,7 +17,7 @@ export type TableOwner =
   | 'derived' // our converged-node table
   | 'tunnel' // the tunnel plugin's filter on its interface
   | 'firewalld' // a different kind
-  | 'iptables-nft' // the iptables plugin's (comments invisible to nft -j, pitfall 7)
+  | 'iptables-nft' // the iptables plugin's (comments invisible to nft -j, docs/firewalls.md pitfall 7)
   | 'docker' // the container engine's (nftables backend)
   | 'other'; // arp, bridge, netdev: not on the IP input/forward path
 

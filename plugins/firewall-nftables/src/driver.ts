@@ -95,7 +95,7 @@ export class NftablesDriver implements FirewallDriver {
     const result = { added: plan.added, removed: plan.removed, ...extra };
     // Fast path: nft's own syntax, ending with a receipt — a fresh nonce in the mesh table's
     // receipt set. The batch is one transaction: the nonce is there afterwards only if all of it
-    // committed (nft can exit 0 having applied nothing, pitfall 5), and one set reads back in a
+    // committed (nft can exit 0 having applied nothing, docs/firewalls.md pitfall 5), and one set reads back in a
     // few milliseconds, however many rules the batch wrote.
     const nonce = plan.meshAfter ? freshNonce(before) : null;
     const text = nonce === null ? null : nativePlan(plan);
