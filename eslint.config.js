@@ -4,15 +4,36 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
-const GLOBALS = ['process', 'console', 'URL', 'Buffer', 'setTimeout', 'clearTimeout', 'setInterval', 'clearInterval',
-  'setImmediate', 'performance', 'AbortController', 'AbortSignal', 'queueMicrotask', 'TextEncoder', 'TextDecoder',
-  'structuredClone', 'fetch'];
+const GLOBALS = [
+  'process',
+  'console',
+  'URL',
+  'Buffer',
+  'setTimeout',
+  'clearTimeout',
+  'setInterval',
+  'clearInterval',
+  'setImmediate',
+  'performance',
+  'AbortController',
+  'AbortSignal',
+  'queueMicrotask',
+  'TextEncoder',
+  'TextDecoder',
+  'structuredClone',
+  'fetch',
+];
 
 export default tseslint.config(
   {
-    ignores: ['**/dist/**', '**/node_modules/**', '.compat/**', 'tmp/**',
+    ignores: [
+      '**/dist/**',
+      '**/node_modules/**',
+      '.compat/**',
+      'tmp/**',
       // Generated protobuf code: test/unit/proto-generated.test.ts checks it matches `buf generate`.
-      'lib/protocol/src/gen/**'],
+      'lib/protocol/src/gen/**',
+    ],
   },
   {
     files: ['**/*.ts'],

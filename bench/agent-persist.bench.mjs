@@ -13,7 +13,14 @@ import { SqliteHostStore } from '@meshp/state-sqlite';
 
 const sizes = (process.argv[2] ?? '1000,50000').split(',').map(Number);
 const rounds = Number(process.argv[3] ?? 200);
-const peer = (i, gen = 0) => ({ id: `p${i}`, nodeKey: `key-${i}-${gen}`, addresses: [`100.${64 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}`], tags: ['g'], endpoints: [`198.51.100.${i & 255}:51820`], inboundOnly: false });
+const peer = (i, gen = 0) => ({
+  id: `p${i}`,
+  nodeKey: `key-${i}-${gen}`,
+  addresses: [`100.${64 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}`],
+  tags: ['g'],
+  endpoints: [`198.51.100.${i & 255}:51820`],
+  inboundOnly: false,
+});
 
 async function measure(n, k, whole) {
   const dir = mkdtempSync(join(tmpdir(), 'meshp-persist-'));
@@ -47,9 +54,14 @@ for (const n of sizes) {
 }
 console.log(`one-peer delta applied and persisted (median of ${rounds}; p90 in brackets), ms`);
 console.log('peers     per-peer rows       whole view (before)');
-for (const r of rows) console.log(`${String(r.n).padEnd(9)} ${r.perPeer.median.toFixed(3).padStart(7)} [${r.perPeer.p90.toFixed(3)}]   ${r.whole.median.toFixed(2).padStart(9)} [${r.whole.p90.toFixed(2)}]`);
+for (const r of rows)
+  console.log(
+    `${String(r.n).padEnd(9)} ${r.perPeer.median.toFixed(3).padStart(7)} [${r.perPeer.p90.toFixed(3)}]   ${r.whole.median.toFixed(2).padStart(9)} [${r.whole.p90.toFixed(2)}]`,
+  );
 const first = rows[0];
 for (const r of rows.slice(1)) {
   const ratio = r.perPeer.median / first.perPeer.median;
-  console.log(`ratio ${r.n}/${first.n}: ${ratio.toFixed(2)} (goal ≤ 1.5: ${ratio <= 1.5 ? 'met' : 'NOT met'}); before: ${(r.whole.median / first.whole.median).toFixed(1)}`);
+  console.log(
+    `ratio ${r.n}/${first.n}: ${ratio.toFixed(2)} (goal ≤ 1.5: ${ratio <= 1.5 ? 'met' : 'NOT met'}); before: ${(r.whole.median / first.whole.median).toFixed(1)}`,
+  );
 }

@@ -8,9 +8,15 @@ import { listening } from '@meshp/facts-proc';
 import { readdirSync } from 'node:fs';
 
 const reads = Number(process.argv[2] ?? 50);
-const fds = readdirSync('/proc').filter((d) => /^\d+$/.test(d)).reduce((n, pid) => {
-  try { return n + readdirSync(`/proc/${pid}/fd`).length; } catch { return n; }
-}, 0);
+const fds = readdirSync('/proc')
+  .filter((d) => /^\d+$/.test(d))
+  .reduce((n, pid) => {
+    try {
+      return n + readdirSync(`/proc/${pid}/fd`).length;
+    } catch {
+      return n;
+    }
+  }, 0);
 
 async function time(rescan) {
   await listening({ rescan: true });

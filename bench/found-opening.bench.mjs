@@ -34,10 +34,12 @@ const report = (label, fixture, plugin, hand, startup, processes) =>
       `hand-written ${(hand - startup).toFixed(1)} ms`,
   );
 /** A runner that counts the processes it starts. */
-const counting = (runner, box) => async (...a) => {
-  box.n++;
-  return runner(...a);
-};
+const counting =
+  (runner, box) =>
+  async (...a) => {
+    box.n++;
+    return runner(...a);
+  };
 
 function withNetns(fn) {
   const ns = `fb${randomBytes(2).toString('hex')}`;
@@ -64,7 +66,9 @@ for (const backend of ['nft', 'legacy']) {
       const p = await time(() => driver.ensure([opening], []));
       const processes = box.n;
       // Where the plugin put it: its position in INPUT, and its text.
-      const input = save().split('\n').filter((l) => l.startsWith('-A INPUT '));
+      const input = save()
+        .split('\n')
+        .filter((l) => l.startsWith('-A INPUT '));
       const at = input.findIndex((l) => l.includes('meshp:'));
       const line = input[at].slice('-A INPUT '.length);
       restore(ipt.text);
@@ -88,7 +92,12 @@ await withNetns(async (ns) => {
   const run = (args, input) => execFileSync('nsenter', [`--net=/var/run/netns/${ns}`, '--', 'nft', ...args], input === undefined ? {} : { input });
   const box = { n: 0 };
   const procs = [];
-  const driver = new NftablesDriver({ runner: counting(localRunner(prefix), box), spawner: localSpawner(prefix), root: '/nonexistent', configFile: '/etc/nftables.conf' });
+  const driver = new NftablesDriver({
+    runner: counting(localRunner(prefix), box),
+    spawner: localSpawner(prefix),
+    root: '/nonexistent',
+    configFile: '/etc/nftables.conf',
+  });
   const file = join(tmpdir(), `fb-${ns}.nft`);
   const plugin = [];
   const hand = [];
@@ -102,8 +111,19 @@ await withNetns(async (ns) => {
       // Where the plugin put it: the handle of the rule before it, and its text (`nft -a list chain`).
       const listing = run(['-a', 'list', 'ruleset']).toString().split('\n');
       const i = listing.findIndex((l) => l.includes('meshp:'));
-      const chain = listing.slice(0, i).reverse().find((l) => /^\tchain /.test(l)).trim().split(' ')[1];
-      const table = listing.slice(0, i).reverse().find((l) => /^table /.test(l)).split(' ').slice(1, 3).join(' ');
+      const chain = listing
+        .slice(0, i)
+        .reverse()
+        .find((l) => /^\tchain /.test(l))
+        .trim()
+        .split(' ')[1];
+      const table = listing
+        .slice(0, i)
+        .reverse()
+        .find((l) => /^table /.test(l))
+        .split(' ')
+        .slice(1, 3)
+        .join(' ');
       const prev = /# handle (\d+)$/.exec(listing[i - 1])?.[1];
       const text = listing[i].trim().replace(/ # handle \d+$/, '');
       run(['-f', '-'], nft.text);

@@ -75,7 +75,9 @@ for (const backend of ['nft', 'legacy']) {
     const noopMs = performance.now() - t0;
     if (noop.added.length || noop.removed.length) throw new Error('the no-op ensure changed something');
     const reads = Object.values(driver.tools).map((t) => t.reads);
-    console.log(`  no-op ensure with ${N} present: ${noopMs.toFixed(1)} ms; rules read ${reads.join(' + ')} time(s) (IPv4 + IPv6), ${calls} command(s) run (goal: once per family)`);
+    console.log(
+      `  no-op ensure with ${N} present: ${noopMs.toFixed(1)} ms; rules read ${reads.join(' + ')} time(s) (IPv4 + IPv6), ${calls} command(s) run (goal: once per family)`,
+    );
   } finally {
     execFileSync('ip', ['netns', 'del', ns]);
   }

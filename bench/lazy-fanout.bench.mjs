@@ -46,7 +46,8 @@ function fanOut(c) {
   const t1 = process.cpuUsage();
   const v = c.stateVersion(NET);
   let emptyBytes = 0;
-  for (let i = sent.length; i < c.members(NET).length; i++) emptyBytes += bytesOf({ fromVersion: v - 1, toVersion: v, network: NET, upsertPeers: [], removePeers: [] });
+  for (let i = sent.length; i < c.members(NET).length; i++)
+    emptyBytes += bytesOf({ fromVersion: v - 1, toVersion: v, network: NET, upsertPeers: [], removePeers: [] });
   const extraUs = cpuSince(t1);
   return { messages: sent.length, bytes, us: lazyUs, all: { messages: c.members(NET).length, bytes: bytes + emptyBytes, us: lazyUs + extraUs } };
 }
@@ -71,9 +72,17 @@ for (const n of sizes) {
     const r = fanOut(c);
     const row = [
       name.padEnd(14),
-      fmt(r.messages).padStart(11), fmt(r.bytes).padStart(8), fmt(r.us / 1000).padStart(8), '|',
-      fmt(r.all.messages).padStart(17), fmt(r.all.bytes).padStart(9), fmt(r.all.us / 1000).padStart(8), '|',
-      `${fmt(r.all.messages / r.messages)}x`.padStart(10), `${fmt(r.all.bytes / r.bytes)}x`.padStart(6), `${fmt(r.all.us / r.us)}x`.padStart(5),
+      fmt(r.messages).padStart(11),
+      fmt(r.bytes).padStart(8),
+      fmt(r.us / 1000).padStart(8),
+      '|',
+      fmt(r.all.messages).padStart(17),
+      fmt(r.all.bytes).padStart(9),
+      fmt(r.all.us / 1000).padStart(8),
+      '|',
+      `${fmt(r.all.messages / r.messages)}x`.padStart(10),
+      `${fmt(r.all.bytes / r.bytes)}x`.padStart(6),
+      `${fmt(r.all.us / r.us)}x`.padStart(5),
     ];
     console.log(row.join(' '));
   }

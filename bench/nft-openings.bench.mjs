@@ -39,7 +39,10 @@ const base = join(dir, 'base.nft');
 writeFileSync(base, BASE);
 const hand = join(dir, 'hand.nft');
 const echoOut = join(dir, 'echo.out');
-writeFileSync(hand, openings.map((o) => `add rule inet filter input ip saddr 10.70.1.0/24 tcp dport ${o.port} accept comment "meshp:${o.id}"`).join('\n') + '\n');
+writeFileSync(
+  hand,
+  openings.map((o) => `add rule inet filter input ip saddr 10.70.1.0/24 tcp dport ${o.port} accept comment "meshp:${o.id}"`).join('\n') + '\n',
+);
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 execFileSync('ip', ['netns', 'add', ns]);
@@ -87,10 +90,14 @@ try {
   console.log(`plugin ensure, ${N} openings:      ${p.toFixed(1)} ms (median of ${ROUNDS}; list + plan + one batch file + its receipt read)`);
   const part = (kind, nth) => median(parts.map((p) => p.filter(([k]) => k === kind)[nth]?.[1] ?? 0)).toFixed(1);
   const lists = median(parts.map((p) => p.filter(([k]) => k === 'list').length));
-  console.log(`  of which: list ${part('list', 0)} ms, batch ${part('batch', 0)} ms, receipt ${part('receipt', 0)} ms, ${lists - 1} re-list(s), the rest planning`);
+  console.log(
+    `  of which: list ${part('list', 0)} ms, batch ${part('batch', 0)} ms, receipt ${part('receipt', 0)} ms, ${lists - 1} re-list(s), the rest planning`,
+  );
   console.log(`ratio plugin / hand-written:       ${(p / h).toFixed(2)}x (goal <= 2x)`);
   const e = median(echoMs);
-  console.log(`for reference, the hand-written file echoed (nft -e -a -f, to a file; the check before the receipt): ${e.toFixed(1)} ms = ${(e / h).toFixed(2)}x`);
+  console.log(
+    `for reference, the hand-written file echoed (nft -e -a -f, to a file; the check before the receipt): ${e.toFixed(1)} ms = ${(e / h).toFixed(2)}x`,
+  );
 
   calls = 0;
   driver.nft.reads = 0;

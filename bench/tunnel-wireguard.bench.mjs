@@ -32,7 +32,15 @@ if (process.argv[2] !== '--inner') {
 const prefix = process.argv[3];
 // Any 32 bytes are a public key to WireGuard; real key pairs would only slow the set-up down.
 const keys = (n) => Array.from({ length: n }, () => randomBytes(32).toString('base64'));
-const peer = (i, key) => ({ id: `p${i}`, nodeKey: 'ed', addresses: [`10.100.${i >> 8}.${i & 255}`], tags: ['app'], endpoints: [`192.0.2.${i & 255}:51820`], inboundOnly: false, tunnelKey: key });
+const peer = (i, key) => ({
+  id: `p${i}`,
+  nodeKey: 'ed',
+  addresses: [`10.100.${i >> 8}.${i & 255}`],
+  tags: ['app'],
+  endpoints: [`192.0.2.${i & 255}:51820`],
+  inboundOnly: false,
+  tunnelKey: key,
+});
 const tunnel = { address: '10.100.255.254', listenPort: 51820, mtu: 1420, keepaliveSeconds: 0 };
 const filter = { rules: [{ sourceTags: ['app'], destinationTags: ['db'], ports: ['5432/tcp'] }] };
 
@@ -66,7 +74,15 @@ for (const n of SIZES) {
   say(`${n}: keys made`);
   const spare = keys(ROUNDS + 3);
   results[n] = await withInterface(n, `s${n}`, async ({ applier, deliver, socket }) => {
-    const snapMs = await deliver({ network: 'bench', fromVersion: 0, toVersion: 1, upsertPeers: base.map((k, i) => peer(i, k)), removePeers: [], tunnel, filter });
+    const snapMs = await deliver({
+      network: 'bench',
+      fromVersion: 0,
+      toVersion: 1,
+      upsertPeers: base.map((k, i) => peer(i, k)),
+      removePeers: [],
+      tunnel,
+      filter,
+    });
     say(`${n}: snapshot applied in ${snapMs} ms`);
     const held = (await uapiGet(socket)).peers.length;
     if (held !== n) throw new Error(`the interface holds ${held} peers, not ${n}`);
@@ -75,7 +91,13 @@ for (const n of SIZES) {
       const v = applier.view.version;
       const id = n + r;
       const up = await deliver({ network: 'bench', fromVersion: v, toVersion: v + 1, upsertPeers: [peer(id, spare[r])], removePeers: [] });
-      const down = await deliver({ network: 'bench', fromVersion: v + 1, toVersion: v + 2, upsertPeers: [], removePeers: [{ id: `p${id}`, reason: REMOVAL_REASON.REMOVED }] });
+      const down = await deliver({
+        network: 'bench',
+        fromVersion: v + 1,
+        toVersion: v + 2,
+        upsertPeers: [],
+        removePeers: [{ id: `p${id}`, reason: REMOVAL_REASON.REMOVED }],
+      });
       if (r >= 3) times.push(up, down);
     }
     // The device alone: one peer in and out by UAPI, without the plugin or nft.
@@ -100,10 +122,17 @@ for (const n of SIZES) {
     }
     return { snapMs, deltaMs: median(times), uapiMs: median(uapi), nftMs: median(nftMs) };
   });
-  console.log(`${n} peers: snapshot configured in ${results[n].snapMs.toFixed(0)} ms; one-peer delta median ${results[n].deltaMs.toFixed(2)} ms (the UAPI call alone ${results[n].uapiMs.toFixed(2)} ms, one nft element change alone ${results[n].nftMs.toFixed(1)} ms)`);
+  console.log(
+    `${n} peers: snapshot configured in ${results[n].snapMs.toFixed(0)} ms; one-peer delta median ${results[n].deltaMs.toFixed(2)} ms (the UAPI call alone ${results[n].uapiMs.toFixed(2)} ms, one nft element change alone ${results[n].nftMs.toFixed(1)} ms)`,
+  );
 }
 const [small, large] = SIZES;
 console.log(`ratio t(${large})/t(${small}) for a one-peer delta: ${(results[large].deltaMs / results[small].deltaMs).toFixed(2)} (goal ≤ 2)`);
 console.log(`ratio for the UAPI call alone: ${(results[large].uapiMs / results[small].uapiMs).toFixed(2)}`);
-console.log(`load average while measured: ${(await import('node:os')).loadavg().map((x) => x.toFixed(1)).join(' ')}`);
+console.log(
+  `load average while measured: ${(await import('node:os'))
+    .loadavg()
+    .map((x) => x.toFixed(1))
+    .join(' ')}`,
+);
 console.log(`time to configure a ${large}-peer snapshot: ${results[large].snapMs.toFixed(0)} ms`);

@@ -77,7 +77,10 @@ const GROUP = 50;
 const fmt = (n, d = 1) => n.toLocaleString('en-US', { maximumFractionDigits: d });
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const now = () => performance.timeOrigin + performance.now();
-const load = () => loadavg().map((x) => x.toFixed(2)).join(' ');
+const load = () =>
+  loadavg()
+    .map((x) => x.toFixed(2))
+    .join(' ');
 
 /** utime+stime of a process, in ms, and its RSS in KB, from /proc. */
 function usageOf(pid) {
@@ -95,13 +98,26 @@ const schemas = new Set();
 async function startController(state, store, nofile) {
   const nodeArgs = (process.env.FLEET_CONTROLLER_NODE_ARGS ?? '').split(' ').filter(Boolean);
   // Through a shell only to raise its open-file limit (exec: the pid is the controller's).
-  const args = [...nodeArgs, MESHP, 'controller', 'serve', '--state', state, '--listen', '127.0.0.1:0', ...(store ? ['--store', store] : []), ...(SHARE > 1 ? ['--streams-per-connection', String(SHARE)] : [])];
+  const args = [
+    ...nodeArgs,
+    MESHP,
+    'controller',
+    'serve',
+    '--state',
+    state,
+    '--listen',
+    '127.0.0.1:0',
+    ...(store ? ['--store', store] : []),
+    ...(SHARE > 1 ? ['--streams-per-connection', String(SHARE)] : []),
+  ];
   // Its log lines go to a file, as to a journal: a pipe this process read would push back on the
   // controller's synchronous log writes whenever this process is slow to read (a busy machine).
   mkdirSync(state, { recursive: true, mode: 0o700 });
   const logFile = join(state, 'controller.log');
   const out = openSync(logFile, 'a');
-  const child = spawn('/bin/sh', ['-c', `ulimit -n ${nofile} 2>/dev/null || ulimit -n hard 2>/dev/null; exec "$0" "$@"`, process.execPath, ...args], { stdio: ['ignore', out, 'pipe'] });
+  const child = spawn('/bin/sh', ['-c', `ulimit -n ${nofile} 2>/dev/null || ulimit -n hard 2>/dev/null; exec "$0" "$@"`, process.execPath, ...args], {
+    stdio: ['ignore', out, 'pipe'],
+  });
   closeSync(out);
   child.stderr.resume();
   started.push(child);
@@ -208,7 +224,8 @@ async function run(n) {
     replicaState(join(dir, 'ctl0'), join(dir, `ctl${k}`));
     ctls.push(await startController(join(dir, `ctl${k}`), schema?.url, nofile));
   }
-  if (ctls.some((c) => c.nofile < n / SHARE + 100)) console.error(`[N=${n}] the controller's open-file limit is ${ctls.map((c) => c.nofile).join(', ')}: fewer than one per agent`);
+  if (ctls.some((c) => c.nofile < n / SHARE + 100))
+    console.error(`[N=${n}] the controller's open-file limit is ${ctls.map((c) => c.nofile).join(', ')}: fewer than one per agent`);
   const admins = await Promise.all(ctls.map((_, k) => connectAdmin({ state: join(dir, `ctl${k}`) })));
   const admin = admins[0];
   /** CPU and RSS of every replica, summed. */
@@ -274,7 +291,7 @@ async function run(n) {
   t0 = now();
   const opening = all('open', { window: perWorker(OPEN_WINDOW) });
   opening.catch(() => undefined);
-  for (let last = -1, still = 0; ; ) {
+  for (let last = -1, still = 0; ;) {
     await sleep(500);
     const c = await counts();
     if (c.snapshotted >= n) break;
@@ -327,7 +344,20 @@ async function run(n) {
       const nodes = await allNodes(a, network);
       gaps += nodes.filter((x) => (admins.length === 1 || x.connected) && Number(x.gap ?? 0) !== 0).length;
     }
-    rows.push({ name, bytes: c1.bytes - c0.bytes, messages: c1.deltas - c0.deltas, acked: times.length, cpuMs: after.cpuMs - before.cpuMs, netMs: after.cpuMs - before.cpuMs - idleRate * windowMs, windowMs, p50: pct(times, 50), p99: pct(times, 99), max: Math.max(0, ...times), gaps, load: load() });
+    rows.push({
+      name,
+      bytes: c1.bytes - c0.bytes,
+      messages: c1.deltas - c0.deltas,
+      acked: times.length,
+      cpuMs: after.cpuMs - before.cpuMs,
+      netMs: after.cpuMs - before.cpuMs - idleRate * windowMs,
+      windowMs,
+      p50: pct(times, 50),
+      p99: pct(times, 99),
+      max: Math.max(0, ...times),
+      gaps,
+      load: load(),
+    });
   };
 
   await change('join', async () => {
@@ -352,13 +382,15 @@ async function run(n) {
       await sleep(start + (i * 1000) / JOIN_RATE - now());
       const name = `j${i}`;
       const tag = joinTags[i];
-      calls.push(workers[i % nWorkers].call('late', { name, token: joinTokens[i], tag, ctl: i % ctls.length }).then((r) => ({ ...r, name, tag, worker: i % nWorkers })));
+      calls.push(
+        workers[i % nWorkers].call('late', { name, token: joinTokens[i], tag, ctl: i % ctls.length }).then((r) => ({ ...r, name, tag, worker: i % nWorkers })),
+      );
     }
     // The rate the joins were asked at (the last one asked at start + (total - 1) / rate).
     const rate = total > 1 ? (total - 1) / ((now() - start) / 1000) : JOIN_RATE;
     const joins = await Promise.all(calls);
     // settle: every joiner has its snapshot and no new ack for 1 s
-    for (let last = -1; ; ) {
+    for (let last = -1; ;) {
       await sleep(1000);
       const c = await counts();
       if (c.acked === last && c.snapshotted >= c.agents) break;
@@ -386,28 +418,76 @@ async function run(n) {
       gaps += nodes.filter((x) => (admins.length === 1 || x.connected) && Number(x.gap ?? 0) !== 0).length;
     }
     const every = [...lat, ...own];
-    joinRow = { total, rate, lat, own, every, missing, ownMissing, answered, gaps, cpuMs: after.cpuMs - before.cpuMs, netMs: after.cpuMs - before.cpuMs - idleRate * windowMs, windowMs, load: load() };
+    joinRow = {
+      total,
+      rate,
+      lat,
+      own,
+      every,
+      missing,
+      ownMissing,
+      answered,
+      gaps,
+      cpuMs: after.cpuMs - before.cpuMs,
+      netMs: after.cpuMs - before.cpuMs - idleRate * windowMs,
+      windowMs,
+      load: load(),
+    };
   }
   const end = await counts();
 
-  console.log(`\nN = ${fmt(n)} agents in groups of ${GROUP}${SHARE > 1 ? `, ${SHARE} agents' streams to a TLS connection` : ''}; ${STORE ? `PostgreSQL, ${ctls.length} replica(s)` : 'SQLite'}; controller pid ${ctls.map((c) => c.child.pid).join(', ')} (open-file limit ${ctls.map((c) => c.nofile).join(', ')}); ${nWorkers} simulator process(es)`);
-  console.log(`enrolment: ${fmt(n / enrolS)}/s (${fmt(enrolS)} s${marks.length >= 2 ? `; first 1,000 in ${fmt(firstK)} s, last 1,000 in ${fmt(lastK)} s` : ''}), load ${enrolLoad}`);
-  console.log(`${fmt(n)} streams opened and snapshotted in ${fmt(snapS)} s (at most ${fmt(perWorker(OPEN_WINDOW) * nWorkers)} waiting at once), load ${snapLoad}`);
-  console.log(`controller while enrolling and snapshotting: ${fmt((held.cpuMs - idle.cpuMs) / n, 2)} ms CPU per agent; RSS ${fmt((held.rssKb - idle.rssKb) / n)} KB per agent (${fmt(held.rssKb / 1024)} MB); ${fmt(openFiles)} open files; busy ${fmt(ctlEnrol / 10 / enrolS, 0)}% of a core enrolling, ${fmt(ctlSnap / 10 / snapS, 0)}% snapshotting`);
-  console.log(`simulator: ${fmt(simEnrol / 1000)} s CPU enrolling (${fmt(simEnrol / 10 / enrolS, 0)}% of a core), ${fmt(simSnap / 1000)} s snapshotting (${fmt(simSnap / 10 / snapS, 0)}%); RSS ${fmt(simHeld.rssKb / 1024)} MB`);
-  console.log(`controller idle (no change): ${fmt(idleRate * 1000)} ms CPU a second; 'ctl cpu ms' below is a change's window net of it (the whole window in brackets, and its length; '<10': below what /proc's 10 ms ticks and the idle estimate can tell)`);
+  console.log(
+    `\nN = ${fmt(n)} agents in groups of ${GROUP}${SHARE > 1 ? `, ${SHARE} agents' streams to a TLS connection` : ''}; ${STORE ? `PostgreSQL, ${ctls.length} replica(s)` : 'SQLite'}; controller pid ${ctls.map((c) => c.child.pid).join(', ')} (open-file limit ${ctls.map((c) => c.nofile).join(', ')}); ${nWorkers} simulator process(es)`,
+  );
+  console.log(
+    `enrolment: ${fmt(n / enrolS)}/s (${fmt(enrolS)} s${marks.length >= 2 ? `; first 1,000 in ${fmt(firstK)} s, last 1,000 in ${fmt(lastK)} s` : ''}), load ${enrolLoad}`,
+  );
+  console.log(
+    `${fmt(n)} streams opened and snapshotted in ${fmt(snapS)} s (at most ${fmt(perWorker(OPEN_WINDOW) * nWorkers)} waiting at once), load ${snapLoad}`,
+  );
+  console.log(
+    `controller while enrolling and snapshotting: ${fmt((held.cpuMs - idle.cpuMs) / n, 2)} ms CPU per agent; RSS ${fmt((held.rssKb - idle.rssKb) / n)} KB per agent (${fmt(held.rssKb / 1024)} MB); ${fmt(openFiles)} open files; busy ${fmt(ctlEnrol / 10 / enrolS, 0)}% of a core enrolling, ${fmt(ctlSnap / 10 / snapS, 0)}% snapshotting`,
+  );
+  console.log(
+    `simulator: ${fmt(simEnrol / 1000)} s CPU enrolling (${fmt(simEnrol / 10 / enrolS, 0)}% of a core), ${fmt(simSnap / 1000)} s snapshotting (${fmt(simSnap / 10 / snapS, 0)}%); RSS ${fmt(simHeld.rssKb / 1024)} MB`,
+  );
+  console.log(
+    `controller idle (no change): ${fmt(idleRate * 1000)} ms CPU a second; 'ctl cpu ms' below is a change's window net of it (the whole window in brackets, and its length; '<10': below what /proc's 10 ms ticks and the idle estimate can tell)`,
+  );
   console.log('change          msgs    bytes  acked  ctl cpu ms (window)      gap-0 p50   p99    max ms  gaps≠0 | full-state msgs  ratio | load');
   for (const r of rows) {
-    console.log([r.name.padEnd(14), fmt(r.messages).padStart(5), fmt(r.bytes).padStart(8), fmt(r.acked).padStart(6), (r.netMs >= 10 ? fmt(r.netMs, 0) : '<10').padStart(11), `(${fmt(r.cpuMs)} in ${fmt(r.windowMs / 1000)} s)`.padEnd(16), fmt(r.p50, 0).padStart(11), fmt(r.p99, 0).padStart(5), fmt(r.max, 0).padStart(9), String(r.gaps).padStart(7), '|', fmt(end.agents).padStart(15), `${fmt(end.agents / Math.max(1, r.messages))}x`.padStart(6), '|', r.load].join(' '));
+    console.log(
+      [
+        r.name.padEnd(14),
+        fmt(r.messages).padStart(5),
+        fmt(r.bytes).padStart(8),
+        fmt(r.acked).padStart(6),
+        (r.netMs >= 10 ? fmt(r.netMs, 0) : '<10').padStart(11),
+        `(${fmt(r.cpuMs)} in ${fmt(r.windowMs / 1000)} s)`.padEnd(16),
+        fmt(r.p50, 0).padStart(11),
+        fmt(r.p99, 0).padStart(5),
+        fmt(r.max, 0).padStart(9),
+        String(r.gaps).padStart(7),
+        '|',
+        fmt(end.agents).padStart(15),
+        `${fmt(end.agents / Math.max(1, r.messages))}x`.padStart(6),
+        '|',
+        r.load,
+      ].join(' '),
+    );
   }
   {
     const j = joinRow;
     const q = (xs) => `${fmt(pct(xs, 50), 0)} / ${fmt(pct(xs, 99), 0)} / ${fmt(Math.max(0, ...xs), 0)} ms`;
     console.log(`joins at ${fmt(j.rate)}/s (${j.total} in ${fmt(JOIN_SECONDS)} s, each into a group of ${GROUP}), load ${j.load}:`);
     console.log(`  Enrol answered p50 / p99 / max: ${q(j.answered)}`);
-    console.log(`  each group's agents applied the delta bringing the join and sent their ack, over ${fmt(j.lat.length)} agent-joins: p50 / p99 / max ${q(j.lat)}; never: ${j.missing}`);
+    console.log(
+      `  each group's agents applied the delta bringing the join and sent their ack, over ${fmt(j.lat.length)} agent-joins: p50 / p99 / max ${q(j.lat)}; never: ${j.missing}`,
+    );
     console.log(`  the joiner's own snapshot: ${q(j.own)}; never: ${j.ownMissing}`);
-    console.log(`  both, as the agents saw them: p99 ${fmt(pct(j.every, 99), 0)} ms (goal: every gap 0 within 2,000 ms); nodes not at gap 0 after, as the controller reads them: ${j.gaps}`);
+    console.log(
+      `  both, as the agents saw them: p99 ${fmt(pct(j.every, 99), 0)} ms (goal: every gap 0 within 2,000 ms); nodes not at gap 0 after, as the controller reads them: ${j.gaps}`,
+    );
     console.log(`  controller CPU net of idle: ${fmt(j.netMs / j.total, 1)} ms a join (${fmt(j.cpuMs)} ms in ${fmt(j.windowMs / 1000)} s in all)`);
   }
   const e = Object.entries(end.ends);

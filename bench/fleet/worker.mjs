@@ -31,7 +31,8 @@ let share = 1;
   const grpcRequire = createRequire(fileURLToPath(import.meta.resolve('@meshp/transport-grpc')));
   const { SubchannelPool, getSubchannelPool } = grpcRequire('@grpc/grpc-js/build/src/subchannel-pool.js');
   const global = getSubchannelPool(true);
-  if (typeof global?.getOrCreateSubchannel !== 'function' || typeof SubchannelPool !== 'function') throw new Error('grpc-js subchannel pool not where the fleet bench expects it');
+  if (typeof global?.getOrCreateSubchannel !== 'function' || typeof SubchannelPool !== 'function')
+    throw new Error('grpc-js subchannel pool not where the fleet bench expects it');
   const byCredentials = new WeakMap();
   let made = 0;
   let group = null;
@@ -96,7 +97,9 @@ class SimAgent {
       if ('challenge' in m) {
         const { appliedVersion, stateHash } = this.applier.hello();
         const signature = sign(null, challengePayload(this.enrolment.node, m.challenge), this.key.privateKey);
-        ch.send({ hello: { node: this.enrolment.node, credential: this.enrolment.credential, appliedVersion, stateHash, revision: PROTOCOL_REVISION, signature } });
+        ch.send({
+          hello: { node: this.enrolment.node, credential: this.enrolment.credential, appliedVersion, stateHash, revision: PROTOCOL_REVISION, signature },
+        });
       } else if ('delta' in m) {
         this.deltas++;
         // Its size on the wire: the protobuf encoding of the message received.
@@ -130,9 +133,11 @@ class SimAgent {
 
 async function pool(items, n, fn) {
   let i = 0;
-  await Promise.all(Array.from({ length: Math.min(n, items.length) }, async () => {
-    while (i < items.length) await fn(items[i++]);
-  }));
+  await Promise.all(
+    Array.from({ length: Math.min(n, items.length) }, async () => {
+      while (i < items.length) await fn(items[i++]);
+    }),
+  );
 }
 
 /** { name, ctl, tag } given by init; the agents once enrolled. */
@@ -178,7 +183,11 @@ const commands = {
   },
   counts() {
     const ends = {};
-    let snapshotted = 0, acked = 0, deltas = 0, bytes = 0, opens = 0;
+    let snapshotted = 0,
+      acked = 0,
+      deltas = 0,
+      bytes = 0,
+      opens = 0;
     for (const a of agents) {
       if (a.firstAt) snapshotted++;
       acked += a.acked.size;

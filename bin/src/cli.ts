@@ -23,7 +23,10 @@ export function createCli(argv: string[]): Argv<GlobalArgs> {
     .scriptName('meshp')
     .option('json', { type: 'boolean', default: false, describe: 'one JSON document instead of a table' })
     .option('state', { type: 'string', describe: 'the state folder' })
-    .option('controller', { type: 'string', describe: 'HOST:PORT of the controller; repeat it for replicas sharing one database: the first that answers is used' })
+    .option('controller', {
+      type: 'string',
+      describe: 'HOST:PORT of the controller; repeat it for replicas sharing one database: the first that answers is used',
+    })
     .command(genesisCommand)
     .command(hostCommand)
     .command(controllerCommand)

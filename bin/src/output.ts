@@ -6,7 +6,12 @@ export function table(headers: string[], rows: (string | number | undefined)[][]
   const cells = [headers, ...rows.map((r) => r.map((c) => (c === undefined ? '' : String(c))))];
   const widths = headers.map((_, i) => Math.max(...cells.map((r) => (r[i] ?? '').length)));
   return cells
-    .map((r) => r.map((c, i) => (i === r.length - 1 ? c : (c ?? '').padEnd(widths[i]!))).join('  ').trimEnd())
+    .map((r) =>
+      r
+        .map((c, i) => (i === r.length - 1 ? c : (c ?? '').padEnd(widths[i]!)))
+        .join('  ')
+        .trimEnd(),
+    )
     .join('\n');
 }
 
@@ -33,7 +38,10 @@ export const say = (o: Out, doc: unknown, human: string): void => {
 
 /** A refusal: one line on stderr, exit 1. */
 export class Refusal extends Error {
-  constructor(readonly line: string, readonly exitCode = 1) {
+  constructor(
+    readonly line: string,
+    readonly exitCode = 1,
+  ) {
     super(line);
   }
 }

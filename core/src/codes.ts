@@ -105,7 +105,7 @@ export const STORE_CODES = {
 export const TUNNEL_CODES = {
   MESHP_TUNNEL_FAILED: 'the tunnel device refused a change',
   MESHP_TUNNEL_UNAVAILABLE: 'no WireGuard implementation is available on this machine',
-  MESHP_TUNNEL_MISMATCH: "the tunnel asked for is not the one this node records (its interface and key): refused, nothing changed",
+  MESHP_TUNNEL_MISMATCH: 'the tunnel asked for is not the one this node records (its interface and key): refused, nothing changed',
 } as const;
 
 /**

@@ -18,11 +18,7 @@ export class MeshpError extends Error {
   readonly attribution?: Attribution;
   readonly details?: Record<string, unknown>;
 
-  constructor(
-    code: ErrorCode,
-    message: string,
-    options: { cause?: unknown; attribution?: Attribution; details?: Record<string, unknown> } = {},
-  ) {
+  constructor(code: ErrorCode, message: string, options: { cause?: unknown; attribution?: Attribution; details?: Record<string, unknown> } = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'MeshpError';
     this.code = code;

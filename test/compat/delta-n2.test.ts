@@ -28,7 +28,10 @@ interface Recorded {
 }
 
 for (const file of readdirSync(STREAMS).filter((f) => f.endsWith('.jsonl'))) {
-  const lines = readFileSync(join(STREAMS, file), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Recorded);
+  const lines = readFileSync(join(STREAMS, file), 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as Recorded);
   for (const [revision, decoder] of Object.entries({ current: Current, ...REVISIONS })) {
     t.test(`the stream recorded as ${file} replays through the ${revision} decoder to the recorded hashes`, async (t) => {
       const agent = new DeltaApplier();

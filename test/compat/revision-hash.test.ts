@@ -16,7 +16,10 @@ t.test('a v1-r1 agent and a current one both stay in hash agreement when a newer
   const c = new Controller(new MemoryStore());
   c.createNetwork('n');
   for (const id of ['old', 'new']) c.join('n', { id, nodeKey: `k-${id}` });
-  const agents = { old: { a: new DeltaApplier(), revision: 1, decode: (b: Uint8Array) => R1.decode(b) as unknown as StateDelta }, new: { a: new DeltaApplier(), revision: PROTOCOL_REVISION, decode: (b: Uint8Array) => Current.decode(b) as StateDelta } };
+  const agents = {
+    old: { a: new DeltaApplier(), revision: 1, decode: (b: Uint8Array) => R1.decode(b) as unknown as StateDelta },
+    new: { a: new DeltaApplier(), revision: PROTOCOL_REVISION, decode: (b: Uint8Array) => Current.decode(b) as StateDelta },
+  };
   const round = (id: 'old' | 'new') => {
     const { a, decode } = agents[id];
     const d = c.deltaFor('n', id);
@@ -34,11 +37,22 @@ t.test('a v1-r1 agent and a current one both stay in hash agreement when a newer
   for (const id of ['old', 'new'] as const) c.recordConverged('n', id, `preview-of-${id}`);
   for (const id of ['old', 'new'] as const) {
     const r = round(id);
-    t.same(r, { accepted: true, snapshotPending: false }, `${id} (revision ${agents[id].revision}): the delta with converge_preview_id acked with the hash expected`);
+    t.same(
+      r,
+      { accepted: true, snapshotPending: false },
+      `${id} (revision ${agents[id].revision}): the delta with converge_preview_id acked with the hash expected`,
+    );
   }
   t.equal(agents.old.a.view.components.declaration?.convergePreviewId, undefined, 'the v1-r1 agent never saw the field');
   t.equal(agents.new.a.view.components.declaration?.convergePreviewId, 'preview-of-new', 'the current one did');
-  t.same(c.listNodes('n').map((n) => [n.name, n.gap, n.diverged]), [['new', 0, ''], ['old', 0, '']], 'both at gap 0, neither diverged');
+  t.same(
+    c.listNodes('n').map((n) => [n.name, n.gap, n.diverged]),
+    [
+      ['new', 0, ''],
+      ['old', 0, ''],
+    ],
+    'both at gap 0, neither diverged',
+  );
   t.equal(c.deltaFor('n', 'old'), null, 'and nothing more goes to the v1-r1 agent (no snapshot loop)');
 });
 
@@ -53,5 +67,6 @@ t.test('an agent built between releases (says revision 1, knows the newer field)
   const d = c.deltaFor('n', 'dev')!;
   const r = a.receive(Current.decode(Current.encode(d as Parameters<typeof Current.encode>[0]).finish()) as StateDelta);
   t.equal(r.status, 'applied');
-  if (r.status === 'applied') t.same(c.ack('n', 'dev', r.ack.appliedVersion, r.ack.stateHash), { accepted: true, snapshotPending: false }, 'its hash over every field matches');
+  if (r.status === 'applied')
+    t.same(c.ack('n', 'dev', r.ack.appliedVersion, r.ack.stateHash), { accepted: true, snapshotPending: false }, 'its hash over every field matches');
 });

@@ -36,7 +36,12 @@ export class Deadline {
  * Waits until `f` gives a truthy value. Polls every `pollMs` at first, then less often (up to a
  * second), so a long wait does not itself load the machine it waits on.
  */
-export async function until<T>(what: string, f: () => Promise<T | null | undefined | false> | T | null | undefined | false, idleSeconds = 40, pollMs = 200): Promise<T> {
+export async function until<T>(
+  what: string,
+  f: () => Promise<T | null | undefined | false> | T | null | undefined | false,
+  idleSeconds = 40,
+  pollMs = 200,
+): Promise<T> {
   const deadline = new Deadline(idleSeconds * 1000);
   let step = pollMs;
   for (;;) {

@@ -58,8 +58,17 @@ export function fixture(name: string): Fixture {
   const v6File = name.endsWith('.rules.v4') ? join(FIXTURES, name.replace(/\.rules\.v4$/, '.rules.v6')) : null;
   const text6 = v6File && existsSync(v6File) ? readFileSync(v6File, 'utf8') : undefined;
   return {
-    name, text, kind: head('kind') as Fixture['kind'], expect: head('expect') ?? 'placed', open: Number(head('open') ?? 22), banned: head('banned'), source, known: head('known'),
-    v6: head('v6'), banned6: head('banned6'), text6,
+    name,
+    text,
+    kind: head('kind') as Fixture['kind'],
+    expect: head('expect') ?? 'placed',
+    open: Number(head('open') ?? 22),
+    banned: head('banned'),
+    source,
+    known: head('known'),
+    v6: head('v6'),
+    banned6: head('banned6'),
+    text6,
   };
 }
 
@@ -93,9 +102,12 @@ export async function corpusBed(t: Test, backend: Backend | null): Promise<Bed> 
   // IPv6 on the same wires, without duplicate address detection (usable at once).
   const addr6 = (ns: Netns, dev: string, a: string) => ns.exec('ip', ['-6', 'addr', 'add', `${a}/64`, 'dev', dev, 'nodad']);
   await Promise.all([
-    addr6(server, `${p}1a`, V6.server), addr6(client, `${p}1b`, V6.client),
-    addr6(server, `${p}3a`, V6.bannedServer), addr6(banned, `${p}3b`, V6.banned),
-    addr6(server, `${p}2a`, V6.outsideServer), addr6(outside, `${p}2b`, V6.outside),
+    addr6(server, `${p}1a`, V6.server),
+    addr6(client, `${p}1b`, V6.client),
+    addr6(server, `${p}3a`, V6.bannedServer),
+    addr6(banned, `${p}3b`, V6.banned),
+    addr6(server, `${p}2a`, V6.outsideServer),
+    addr6(outside, `${p}2b`, V6.outside),
   ]);
   const www = await mkdtemp(join(tmpdir(), `${p}-www-`));
   t.teardown(() => rm(www, { recursive: true, force: true }));
@@ -128,9 +140,18 @@ async function loadFixture(b: Bed, f: Fixture): Promise<Loaded> {
   const snapshot = async () => {
     // Counters count the test's own packets: their values are left out.
     // A set element's time left (`expires 3h59m59s568ms`) runs down between two listings: left out too.
-    if (backend === null) return (await server.exec('nft', ['list', 'ruleset'])).stdout.replace(/counter packets \d+ bytes \d+/g, 'counter').replace(/ expires [0-9dhms]+/g, '');
+    if (backend === null)
+      return (await server.exec('nft', ['list', 'ruleset'])).stdout.replace(/counter packets \d+ bytes \d+/g, 'counter').replace(/ expires [0-9dhms]+/g, '');
     const saved = await Promise.all(([4, 6] as const).map((fam) => server.exec(tool(backend, fam, 'save'), ['-t', 'filter'])));
-    return saved.map(({ stdout }) => stdout.split('\n').filter((l) => !l.startsWith('#')).map((l) => l.replace(/ \[\d+:\d+\]$/, ' [0:0]')).join('\n')).join('\n');
+    return saved
+      .map(({ stdout }) =>
+        stdout
+          .split('\n')
+          .filter((l) => !l.startsWith('#'))
+          .map((l) => l.replace(/ \[\d+:\d+\]$/, ' [0:0]'))
+          .join('\n'),
+      )
+      .join('\n');
   };
   await load();
   // Conntrack is loaded by the fixture's rules: from now on a bare ACK is INVALID, not picked up.
@@ -150,9 +171,10 @@ function foundPart(text: string): string {
 
 function hostFor(b: Bed, root: string, requested = 'auto'): Host {
   const backend = b.backend;
-  const plugin = backend === null
-    ? new NftablesPlugin({ netns: b.server.name, privateRange: PRIVATE })
-    : new IptablesPlugin({ runner: nsenterRunner(b.server.path), backends: [backend], privateRange: PRIVATE });
+  const plugin =
+    backend === null
+      ? new NftablesPlugin({ netns: b.server.name, privateRange: PRIVATE })
+      : new IptablesPlugin({ runner: nsenterRunner(b.server.path), backends: [backend], privateRange: PRIVATE });
   return new Host({ root, firewall: requested }).use(plugin);
 }
 
@@ -180,10 +202,20 @@ export async function checkFixture(t: Test, b: Bed, name: string): Promise<void>
 
   const driver = (await hostFor(b, root).firewall()) as FirewallDriver;
   t.equal(driver.kind, kind);
-  const web: Opening = { id: 'web/incoming/tcp/7443', module: 'web', port: MESH_PORT, protocol: 'tcp', from: [PRIVATE, PRIVATE6], path: 'incoming', action: 'accept' };
+  const web: Opening = {
+    id: 'web/incoming/tcp/7443',
+    module: 'web',
+    port: MESH_PORT,
+    protocol: 'tcp',
+    from: [PRIVATE, PRIVATE6],
+    path: 'incoming',
+    action: 'accept',
+  };
   const v6 = f.v6 === 'placed';
   const [closedBefore, ownOpen, ackOnOpen, closedBefore6] = await Promise.all([
-    b.from.client.reach(SERVER, MESH_PORT), b.from.client.reach(SERVER, f.open), b.from.client.answersAck(CLIENT, SERVER, f.open),
+    b.from.client.reach(SERVER, MESH_PORT),
+    b.from.client.reach(SERVER, f.open),
+    b.from.client.answersAck(CLIENT, SERVER, f.open),
     v6 ? b.from.client.reach(V6.server, MESH_PORT) : Promise.resolve(false),
   ]);
   t.notOk(closedBefore, 'closed before the opening');
@@ -244,7 +276,13 @@ export async function checkShadowed(t: Test, b: Bed): Promise<void> {
   else await b.server.exec(`iptables-${b.backend}`, ['-I', 'INPUT', '1', '-p', 'tcp', '-m', 'tcp', '--dport', String(MESH_PORT), '-j', 'DROP']);
   const verdict = (await verifyOpenings(driver, [web])).get(web.id);
   t.equal(verdict?.state, 'refused', 'the walk no longer sees it open: refused, not created');
-  t.match(verdict?.reason, b.backend === null ? /^MESHP_OPENING_INEFFECTIVE: opening web\/incoming\/tcp\/7443 .*shadowed by inet filter input handle \d+ \(drop\)/ : /^MESHP_OPENING_INEFFECTIVE: opening web\/incoming\/tcp\/7443 .*shadowed by .*INPUT.*7443.*DROP/, `the shadowing rule is named: ${verdict?.reason}`);
+  t.match(
+    verdict?.reason,
+    b.backend === null
+      ? /^MESHP_OPENING_INEFFECTIVE: opening web\/incoming\/tcp\/7443 .*shadowed by inet filter input handle \d+ \(drop\)/
+      : /^MESHP_OPENING_INEFFECTIVE: opening web\/incoming\/tcp\/7443 .*shadowed by .*INPUT.*7443.*DROP/,
+    `the shadowing rule is named: ${verdict?.reason}`,
+  );
   t.notOk(await b.from.client.reach(SERVER, MESH_PORT), 'and the port is indeed closed');
   await driver.ensure([], []);
 }
@@ -287,7 +325,12 @@ export async function checkDockerUser(t: Test, b: Bed): Promise<void> {
   const p = runPrefix('fk');
   const box = await netns(t, `${p}k`);
   await wire(b.server, '172.17.0.1/16', box, '172.17.0.2/16', p);
-  for (const args of [['link', 'set', `${p}a`, 'down'], ['link', 'set', `${p}a`, 'name', 'docker0'], ['link', 'set', 'docker0', 'up']]) await b.server.exec('ip', args);
+  for (const args of [
+    ['link', 'set', `${p}a`, 'down'],
+    ['link', 'set', `${p}a`, 'name', 'docker0'],
+    ['link', 'set', 'docker0', 'up'],
+  ])
+    await b.server.exec('ip', args);
   await box.exec('ip', ['route', 'add', 'default', 'via', '172.17.0.1']);
   await b.server.exec('sysctl', ['-q', '-w', 'net.ipv4.ip_forward=1']);
   const nat = ['-p', 'tcp', '--dport', '8080', '-j', 'DNAT', '--to-destination', '172.17.0.2:80'];
@@ -298,7 +341,11 @@ export async function checkDockerUser(t: Test, b: Bed): Promise<void> {
   reaper(t).push(await httpd(box, 80, www));
   await b.server.exec(ipt, ['-I', 'DOCKER-USER', '-s', '10.80.3.66/32', '-j', 'DROP']);
   const original = await snapshot();
-  const dockers = (text: string) => text.split('\n').filter((l) => /^(-A|:)DOCKER(?!-USER)/.test(l)).join('\n');
+  const dockers = (text: string) =>
+    text
+      .split('\n')
+      .filter((l) => /^(-A|:)DOCKER(?!-USER)/.test(l))
+      .join('\n');
 
   const root = await mkdtemp(join(tmpdir(), 'fc-root-'));
   t.teardown(() => rm(root, { recursive: true, force: true }));
@@ -309,10 +356,16 @@ export async function checkDockerUser(t: Test, b: Bed): Promise<void> {
   t.same([...(await verifyOpenings(driver, [app])).values()], [], 'the walk sees it open from the whole range, less the ban');
   const after = await snapshot();
   const userChain = after.split('\n').filter((l) => l.startsWith('-A DOCKER-USER'));
-  t.match(userChain, [/-s 10\.80\.3\.66\/32 -j DROP/, /-s 10\.80\.0\.0\/16 .*--ctorigdstport 8080 .*meshp:app\/forwarded\/tcp\/8080.* -j ACCEPT/, /^-A DOCKER-USER -j RETURN$/], 'in DOCKER-USER, below the ban, above the RETURN');
+  t.match(
+    userChain,
+    [/-s 10\.80\.3\.66\/32 -j DROP/, /-s 10\.80\.0\.0\/16 .*--ctorigdstport 8080 .*meshp:app\/forwarded\/tcp\/8080.* -j ACCEPT/, /^-A DOCKER-USER -j RETURN$/],
+    'in DOCKER-USER, below the ban, above the RETURN',
+  );
   t.equal(dockers(after), dockers(original), 'DOCKER and DOCKER-ISOLATION-* untouched');
   const [fromPrivate, fromOutside, fromBanned] = await Promise.all([
-    b.from.client.reach(SERVER, 8080), b.from.outside.reach('10.81.2.1', 8080), b.from.banned.reach('10.80.3.1', 8080),
+    b.from.client.reach(SERVER, 8080),
+    b.from.outside.reach('10.81.2.1', 8080),
+    b.from.banned.reach('10.80.3.1', 8080),
   ]);
   t.ok(fromPrivate, 'the published port reachable from the private range, through the DNAT');
   t.notOk(fromOutside, 'not from outside');
@@ -329,7 +382,8 @@ export function corpus(tap: Test, names: readonly string[], backend: Backend | n
     for (const name of names) await t.test(name, (tt) => checkFixture(tt, b, name));
     await t.test('a drop put above the opening after it was written: MESHP_OPENING_INEFFECTIVE', (tt) => checkShadowed(tt, b));
     if (backend !== null) await t.test('retired and re-enabled under fail2ban: the accept back below the bans', (tt) => checkReenable(tt, b));
-    if (backend !== null) await t.test("Docker's chains: a published port's opening in DOCKER-USER, below a ban there, Docker's chains untouched", (tt) => checkDockerUser(tt, b));
+    if (backend !== null)
+      await t.test("Docker's chains: a published port's opening in DOCKER-USER, below a ban there, Docker's chains untouched", (tt) => checkDockerUser(tt, b));
   });
 }
 

@@ -33,7 +33,8 @@ const plugin = {
   apply(host) {
     host.hooks.files.tapPromise('crash-points', async (o) => wrap(new LocalFileStore(o.root), ['write', 'remove']));
     host.hooks.state.tapPromise('crash-points', async (o) =>
-      wrap(new SqliteHostStore(o.stateDir), ['recordOriginal', 'noteSeen', 'recordIntent', 'recordOwned', 'forgetOwned', 'saveReport']));
+      wrap(new SqliteHostStore(o.stateDir), ['recordOriginal', 'noteSeen', 'recordIntent', 'recordOwned', 'forgetOwned', 'saveReport']),
+    );
   },
 };
 const host = new Host({ root, stateDir }).use(plugin);

@@ -163,11 +163,16 @@ export async function startDockerd(t: Teardownable, options: DockerdOptions): Pr
       `--net=${ns.path}`,
       '--',
       '/usr/sbin/dockerd',
-      '--data-root', join(dir, 'data'),
-      '--exec-root', join(dir, 'x'),
-      '--pidfile', pidfile,
-      '-H', `unix://${socket}`,
-      '--shutdown-timeout', '2',
+      '--data-root',
+      join(dir, 'data'),
+      '--exec-root',
+      join(dir, 'x'),
+      '--pidfile',
+      pidfile,
+      '-H',
+      `unix://${socket}`,
+      '--shutdown-timeout',
+      '2',
       ...(options.args ?? []),
     ],
     { stdio: ['ignore', out, out], detached: true },
@@ -197,7 +202,14 @@ export async function startDockerd(t: Teardownable, options: DockerdOptions): Pr
         process.kill(pid, 'SIGCONT'); // a test may have frozen it
         const quick = new Docker({ socketPath: socket, timeout: 3000 });
         const all = await quick.listContainers({ all: true });
-        await Promise.all(all.map((c) => quick.getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
+        await Promise.all(
+          all.map((c) =>
+            quick
+              .getContainer(c.Id)
+              .remove({ force: true })
+              .catch(() => undefined),
+          ),
+        );
       } catch {
         /* not answering: the signals below still stop it */
       }
@@ -232,13 +244,20 @@ export async function startDockerd(t: Teardownable, options: DockerdOptions): Pr
   });
 
   const docker = () => new Docker({ socketPath: socket });
-  const ready = await waitFor(async () => {
-    if (!pid && existsSync(pidfile)) pid = Number(readFileSync(pidfile, 'utf8').trim()) || 0;
-    if (!pid) return false;
-    return docker()
-      .ping()
-      .then(() => true, () => false);
-  }, 30_000, 100);
+  const ready = await waitFor(
+    async () => {
+      if (!pid && existsSync(pidfile)) pid = Number(readFileSync(pidfile, 'utf8').trim()) || 0;
+      if (!pid) return false;
+      return docker()
+        .ping()
+        .then(
+          () => true,
+          () => false,
+        );
+    },
+    30_000,
+    100,
+  );
   if (!ready) {
     await stop();
     throw new Error(`dockerd in ${ns.name} did not answer on ${socket}; log:\n${log().slice(-2000)}`);

@@ -37,7 +37,11 @@ export class FakeChannel implements SyncChannel<ControllerMessage, AgentMessage>
     return this.sent.filter((m) => kind in m).map((m) => (m as Record<K, unknown>)[kind]) as Extract<AgentMessage, Record<K, unknown>>[K][];
   }
 
-  async waitFor<K extends 'hello' | 'ack' | 'report' | 'resync'>(kind: K, count = 1, timeoutMs = 5_000): Promise<Extract<AgentMessage, Record<K, unknown>>[K][]> {
+  async waitFor<K extends 'hello' | 'ack' | 'report' | 'resync'>(
+    kind: K,
+    count = 1,
+    timeoutMs = 5_000,
+  ): Promise<Extract<AgentMessage, Record<K, unknown>>[K][]> {
     const deadline = Date.now() + timeoutMs;
     while (this.of(kind).length < count) {
       if (Date.now() > deadline) throw new Error(`no ${count} ${kind} message(s); sent: ${JSON.stringify(this.sent.map((m) => Object.keys(m)[0]))}`);

@@ -55,14 +55,17 @@ export class Proc {
       this.stderr += d.toString('utf8');
       for (const w of this.#waiters.splice(0)) w();
     });
-    this.exited = new Promise((resolve) => this.child.once('exit', (code) => {
-      for (const w of this.#waiters.splice(0)) w();
-      resolve(code);
-    }));
+    this.exited = new Promise((resolve) =>
+      this.child.once('exit', (code) => {
+        for (const w of this.#waiters.splice(0)) w();
+        resolve(code);
+      }),
+    );
     // host.db holds the credential and held files' originals, controller.db catalogue contents (issue 13):
     // the state folder of every controller and agent of today's meshp a test runs is checked private once
     // the process is gone (teardowns run last-registered first: after the kill, before the folder goes).
-    const state = script === MESHP && (args[0] === 'agent' || (args[0] === 'controller' && args[1] === 'serve')) ? args[args.indexOf('--state') + 1] : undefined;
+    const state =
+      script === MESHP && (args[0] === 'agent' || (args[0] === 'controller' && args[1] === 'serve')) ? args[args.indexOf('--state') + 1] : undefined;
     if (state) {
       t.teardown(() => {
         const wide = widerThanPrivate(state);
@@ -161,7 +164,8 @@ export function adminCli(t: Subtest, ctl: ControllerProc, dir: string) {
     t.equal(r.code, 0, `meshp ${args.join(' ')}: ${r.err}`);
   };
   let n = 0;
-  const policy = (rules: [string, string][]) => ok('policy', 'set', writeJson(dir, `p${++n}.json`, { rules: rules.map(([from, to]) => ({ from, to })) }), '--yes');
+  const policy = (rules: [string, string][]) =>
+    ok('policy', 'set', writeJson(dir, `p${++n}.json`, { rules: rules.map(([from, to]) => ({ from, to })) }), '--yes');
   return { ok, policy };
 }
 
@@ -187,7 +191,12 @@ export async function startController(t: Teardown, state: string, extra: string[
   const wide = widerThanPrivate(state);
   if (wide) throw new Error(`controller state not private: ${wide}`);
   let admin: Promise<AdminClient> | undefined;
-  t.teardown(() => admin?.then((c) => c.close(), () => undefined));
+  t.teardown(() =>
+    admin?.then(
+      (c) => c.close(),
+      () => undefined,
+    ),
+  );
   const connect = () => {
     const cred = readAdminCredential(join(state, ADMIN_CREDENTIAL_FILE));
     return AdminClient.connect({ address: String(line.address), fingerprint: cred.fingerprint, credential: cred.secret });
@@ -223,7 +232,22 @@ export function startAgent(t: Teardown, dir: string, name: string, controller: s
   const state = join(base, 'state');
   mkdirSync(root, { recursive: true });
   const controllers = (Array.isArray(controller) ? controller : [controller]).flatMap((c) => ['--controller', c]);
-  const args = ['agent', '--state', state, ...controllers, '--name', name, '--root', root, '--firewall', 'none', '--docker-socket', join(base, 'absent-docker.sock'), '--interval', '1'];
+  const args = [
+    'agent',
+    '--state',
+    state,
+    ...controllers,
+    '--name',
+    name,
+    '--root',
+    root,
+    '--firewall',
+    'none',
+    '--docker-socket',
+    join(base, 'absent-docker.sock'),
+    '--interval',
+    '1',
+  ];
   if (token) args.push('--token', token);
   return { proc: new Proc(t, args), name, state, root };
 }
@@ -246,11 +270,18 @@ export function adminCalls(ctl: () => ControllerProc, network = 'default') {
     if (!x.admin) throw new Error('this controller has no in-process Admin client');
     return x.admin();
   };
-  const module = (method: 'assignModule' | 'unassignModule' | 'takeModule') => async (node: string, name: string) => (await c()).call(method, { network, node, module: name });
+  const module = (method: 'assignModule' | 'unassignModule' | 'takeModule') => async (node: string, name: string) =>
+    (await c()).call(method, { network, node, module: name });
   return {
     /** `meshp catalogue add` of these modules. */
     catalogue: async (modules: Omit<ModuleDecl, 'taken'>[]) => {
-      const wire = declarationToWire({ apiVersion: 'meshp/v1', node: 'catalogue', mode: 'converged', settings: { ports: {} }, modules: modules.map((m) => ({ ...m, taken: false })) }).modules;
+      const wire = declarationToWire({
+        apiVersion: 'meshp/v1',
+        node: 'catalogue',
+        mode: 'converged',
+        settings: { ports: {} },
+        modules: modules.map((m) => ({ ...m, taken: false })),
+      }).modules;
       return (await c()).call('addCatalogue', { network, modules: wire });
     },
     assign: module('assignModule'),
@@ -299,8 +330,14 @@ export async function nodes(ctl: ControllerProc, network = 'default'): Promise<N
   const r = await (await ctl.admin()).call('listNodes', { network });
   const MODES = ['unspecified', 'adopted', 'converged'];
   return r.nodes.map((n) => ({
-    name: n.name, mode: MODES[Number(n.mode)] ?? String(n.mode), appliedVersion: Number(n.appliedVersion), stateVersion: Number(n.stateVersion),
-    gap: Number(n.gap), firewall: n.firewallKind, held: n.held, changed: n.changed,
+    name: n.name,
+    mode: MODES[Number(n.mode)] ?? String(n.mode),
+    appliedVersion: Number(n.appliedVersion),
+    stateVersion: Number(n.stateVersion),
+    gap: Number(n.gap),
+    firewall: n.firewallKind,
+    held: n.held,
+    changed: n.changed,
   }));
 }
 

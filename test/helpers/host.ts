@@ -33,7 +33,9 @@ export function bed(t: Teardownable, firewall = 'auto'): Bed {
     return h;
   };
   return {
-    dir, root, stateDir,
+    dir,
+    root,
+    stateDir,
     host: make,
     async apply(decl, options = {}) {
       const h = make(options.extra);

@@ -41,7 +41,10 @@ export function iptScenarios(tap: Test, backend: Backend): void {
     const input = (await lab.save(4)).split('\n').filter((l) => l.startsWith('-A INPUT'));
     const ours = input.findIndex((l) => l.includes('meshp:'));
     t.ok(input[ours - 1]?.includes('--dport 8080') === false && input[ours + 1]?.includes('REJECT'), 'placed just before the first drop point');
-    t.ok(input.slice(0, ours).some((l) => l.includes('INVALID')), 'after the ct invalid drop, not at the head');
+    t.ok(
+      input.slice(0, ours).some((l) => l.includes('INVALID')),
+      'after the ct invalid drop, not at the head',
+    );
     const again = await fw.ensure(wanted, []);
     t.same(again, { added: [], removed: [] }, 'a second ensure changes nothing');
     t.same(await fw.openings(), [{ ...wanted[0], from: ['10.71.1.0/24', 'fd71:1::/64'] }]);
@@ -89,7 +92,10 @@ export function iptScenarios(tap: Test, backend: Backend): void {
     const refusal = opening({ id: 'mesh/store', module: 'mesh', port: 18080, path: 'forwarded', action: 'drop' });
     await fw.ensure([opening({ port: 18080, path: 'forwarded', from: [ADDR.privateRange] })], [refusal]);
     const saved = await lab.save(4);
-    t.match(saved, /-A DOCKER-USER ! -s 10\.71\.1\.0\/24 -p tcp -m conntrack --ctorigdstport 18080 --ctdir ORIGINAL -m comment --comment "?meshp:mesh\/store"? -j DROP/);
+    t.match(
+      saved,
+      /-A DOCKER-USER ! -s 10\.71\.1\.0\/24 -p tcp -m conntrack --ctorigdstport 18080 --ctdir ORIGINAL -m comment --comment "?meshp:mesh\/store"? -j DROP/,
+    );
     t.match(saved, /-A DOCKER-USER -s 10\.71\.1\.0\/24 .*--ctorigdstport 18080 .*-j ACCEPT/);
     t.notOk(/-A FORWARD .*meshp:/.test(saved), 'nothing of ours in FORWARD itself');
     t.notOk(await lab.reach(lab.outside, ADDR.serverOut, 18080), 'refused from outside the private range');
@@ -115,7 +121,15 @@ export function iptScenarios(tap: Test, backend: Backend): void {
     t.match(retired, /-A DOCKER -d 10\.71\.3\.2\/32/, "Docker's rules stay");
     t.match(retired, /meshp:web\/incoming\/tcp\/9090/, 'our rules stay');
     // The mesh's accept keeps its `! --ctstate INVALID` (it stands as placed, for reenable): the found lines are read without it.
-    t.notOk(/REJECT|INVALID/.test(retired.split('\n').filter((l) => !l.includes('meshp:')).join('\n')), 'the found rules are gone');
+    t.notOk(
+      /REJECT|INVALID/.test(
+        retired
+          .split('\n')
+          .filter((l) => !l.includes('meshp:'))
+          .join('\n'),
+      ),
+      'the found rules are gone',
+    );
     t.notOk((await fw.describe()).active, 'no longer active');
     t.ok(await lab.reach(lab.outside, ADDR.serverOut, 9090), 'the found firewall no longer filters');
     t.equal(await lab.save(4, 'nat'), nat);

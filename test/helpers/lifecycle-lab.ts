@@ -38,13 +38,29 @@ export async function nsCluster(t: Teardownable, ns: Netns, dir: string): Promis
   const address = String(line.address);
   const admin = ['--state', state, '--controller', address];
   return {
-    controller, address, admin,
+    controller,
+    address,
+    admin,
     agent: (name, token, root, extra = [], intervalS = 1) => {
       const base = join(dir, name);
       mkdirSync(base, { recursive: true });
       return new NsProc(t, ns, [
-        'agent', '--state', join(base, 'state'), '--controller', address, '--name', name, '--root', root,
-        '--docker-socket', join(base, 'absent-docker.sock'), '--interval', String(intervalS), '--token', token, ...extra,
+        'agent',
+        '--state',
+        join(base, 'state'),
+        '--controller',
+        address,
+        '--name',
+        name,
+        '--root',
+        root,
+        '--docker-socket',
+        join(base, 'absent-docker.sock'),
+        '--interval',
+        String(intervalS),
+        '--token',
+        token,
+        ...extra,
       ]);
     },
   };

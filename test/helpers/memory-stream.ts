@@ -16,7 +16,11 @@ export class MemoryStream implements SyncChannel<AgentMessage, ControllerMessage
   deltas: StateDelta[] = [];
   readonly applier = new DeltaApplier();
 
-  constructor(readonly node: string, private readonly credential: string, private readonly key: KeyObject) {}
+  constructor(
+    readonly node: string,
+    private readonly credential: string,
+    private readonly key: KeyObject,
+  ) {}
 
   send(m: ControllerMessage): void {
     if (this.ended) return;
@@ -39,7 +43,16 @@ export class MemoryStream implements SyncChannel<AgentMessage, ControllerMessage
   #agent(m: ControllerMessage): void {
     if ('challenge' in m) {
       const { appliedVersion, stateHash } = this.applier.hello();
-      this.#say({ hello: { node: this.node, credential: this.credential, appliedVersion, stateHash, revision: PROTOCOL_REVISION, signature: sign(null, challengePayload(this.node, m.challenge), this.key) } });
+      this.#say({
+        hello: {
+          node: this.node,
+          credential: this.credential,
+          appliedVersion,
+          stateHash,
+          revision: PROTOCOL_REVISION,
+          signature: sign(null, challengePayload(this.node, m.challenge), this.key),
+        },
+      });
     } else if ('delta' in m) {
       this.deltas.push(m.delta);
       const r = this.applier.receive(structuredClone(m.delta));

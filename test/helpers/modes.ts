@@ -12,7 +12,11 @@ const dbFiles = (dir: string) => readdirSync(dir).filter((f) => /\.db(-wal|-shm|
 export function assertPrivate(t: Subtest, dir: string): void {
   t.equal(mode(dir), '0700', `${dir} is 0700`);
   const dbs = dbFiles(dir);
-  t.equal(dbs.some((f) => f.endsWith('.db')), true, `${dir} holds a database`);
+  t.equal(
+    dbs.some((f) => f.endsWith('.db')),
+    true,
+    `${dir} holds a database`,
+  );
   for (const f of dbs) if (existsSync(join(dir, f))) t.equal(mode(join(dir, f)), '0600', `${f} is 0600`);
 }
 
@@ -24,5 +28,8 @@ export function widerThanPrivate(dir: string): string {
   if (!existsSync(dir)) return '';
   const wide = [[dir, mode(dir), '0700']];
   for (const f of dbFiles(dir)) if (existsSync(join(dir, f))) wide.push([join(dir, f), mode(join(dir, f)), '0600']);
-  return wide.filter(([, m, want]) => m !== want).map(([p, m, want]) => `${p} is ${m}, not ${want}`).join('; ');
+  return wide
+    .filter(([, m, want]) => m !== want)
+    .map(([p, m, want]) => `${p} is ${m}, not ${want}`)
+    .join('; ');
 }

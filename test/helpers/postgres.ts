@@ -35,7 +35,8 @@ export interface PgCluster {
   stop(): void;
 }
 
-const asPostgres = (cmd: string, args: string[]) => execFileSync('runuser', ['-u', 'postgres', '--', cmd, ...args], { stdio: ['ignore', 'pipe', 'pipe'], timeout: 120_000 });
+const asPostgres = (cmd: string, args: string[]) =>
+  execFileSync('runuser', ['-u', 'postgres', '--', cmd, ...args], { stdio: ['ignore', 'pipe', 'pipe'], timeout: 120_000 });
 
 /** Whether the postgres user can reach into `dir` (every folder above it searchable by others). */
 function reachable(dir: string): boolean {
@@ -73,7 +74,18 @@ export function startPostgres(t: Teardown): PgCluster {
   chownSync(dir, Number(execFileSync('id', ['-u', 'postgres']).toString().trim()), Number(execFileSync('id', ['-g', 'postgres']).toString().trim()));
   asPostgres(join(PG_BIN, 'initdb'), ['-D', data, '-U', 'postgres', '--auth=trust', '--no-sync', '-E', 'UTF8', '--locale=C']);
   // Only the unix socket in the test's folder; fsync off (a test cluster: speed, not durability).
-  asPostgres(join(PG_BIN, 'pg_ctl'), ['start', '-D', data, '-w', '-t', '60', '-l', join(dir, 'log'), '-o', `-c listen_addresses='' -k ${dir} -c fsync=off -c max_connections=50`]);
+  asPostgres(join(PG_BIN, 'pg_ctl'), [
+    'start',
+    '-D',
+    data,
+    '-w',
+    '-t',
+    '60',
+    '-l',
+    join(dir, 'log'),
+    '-o',
+    `-c listen_addresses='' -k ${dir} -c fsync=off -c max_connections=50`,
+  ]);
   pid = Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0]);
   const url = (db = 'postgres') => `postgres://postgres@/${db}?host=${encodeURIComponent(dir)}`;
   const query = async <T extends Record<string, unknown>>(db: string, sql: string, values: unknown[] = []) => {

@@ -50,14 +50,29 @@ export class RawAgent {
     return sign(null, payload, this.#key.privateKey);
   }
 
-  open(o: { hello?: () => { appliedVersion: number; stateHash: string; versionSignature?: Uint8Array }; ack?: (version: number, hash: string) => string | null } = {}): RawSession {
+  open(
+    o: {
+      hello?: () => { appliedVersion: number; stateHash: string; versionSignature?: Uint8Array };
+      ack?: (version: number, hash: string) => string | null;
+    } = {},
+  ): RawSession {
     const ch = this.link.sync();
     const s: RawSession = { ch, deltas: [], errors: [], closed: new Promise((resolve) => ch.onClose(resolve)) };
     ch.onMessage((m) => {
       if ('challenge' in m) {
         const h = o.hello?.() ?? this.applier.hello();
         const signature = sign(null, challengePayload(this.enrolment.node, m.challenge), this.#key.privateKey);
-        ch.send({ hello: { node: this.enrolment.node, credential: this.enrolment.credential, appliedVersion: h.appliedVersion, stateHash: h.stateHash, revision: 1, signature, ...(sig(h) ? { versionSignature: sig(h)! } : {}) } });
+        ch.send({
+          hello: {
+            node: this.enrolment.node,
+            credential: this.enrolment.credential,
+            appliedVersion: h.appliedVersion,
+            stateHash: h.stateHash,
+            revision: 1,
+            signature,
+            ...(sig(h) ? { versionSignature: sig(h)! } : {}),
+          },
+        });
       } else if ('error' in m) s.errors.push(m.error);
       else {
         s.deltas.push(m.delta);
@@ -75,10 +90,18 @@ export class RawAgent {
 export async function garbageOnSync(ctl: ControllerProc, bytes: Buffer): Promise<{ code: number; details: string }> {
   const fingerprint = fingerprintOf(ctl);
   const pem = await fetchPinnedCertificate(ctl.address, fingerprint);
-  const client = new Client(ctl.address, pinnedCredentials(pem, fingerprint), { ...channelOptions(4 << 20), 'grpc.ssl_target_name_override': 'meshp-controller' });
+  const client = new Client(ctl.address, pinnedCredentials(pem, fingerprint), {
+    ...channelOptions(4 << 20),
+    'grpc.ssl_target_name_override': 'meshp-controller',
+  });
   try {
     return await new Promise((resolve) => {
-      const call: ClientDuplexStream<Buffer, Buffer> = client.makeBidiStreamRequest('/meshp.v1.ControlService/Sync', (b: Buffer) => b, (b: Buffer) => b, new Metadata());
+      const call: ClientDuplexStream<Buffer, Buffer> = client.makeBidiStreamRequest(
+        '/meshp.v1.ControlService/Sync',
+        (b: Buffer) => b,
+        (b: Buffer) => b,
+        new Metadata(),
+      );
       call.on('data', () => undefined);
       call.on('error', (e: { code: number; details: string }) => resolve({ code: e.code, details: e.details }));
       call.on('end', () => resolve({ code: 0, details: '' }));

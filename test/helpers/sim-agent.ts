@@ -23,7 +23,11 @@ export class SimAgent {
   #ch: SyncChannel<ControllerMessage, AgentMessage> | null = null;
   #closed = false;
 
-  constructor(readonly name: string, address: string | string[], readonly fingerprint: string) {
+  constructor(
+    readonly name: string,
+    address: string | string[],
+    readonly fingerprint: string,
+  ) {
     this.#addresses = Array.isArray(address) ? address : [address];
     this.link = new GrpcControlLink({ address: this.#addresses[0]!, fingerprint });
   }
@@ -50,7 +54,16 @@ export class SimAgent {
       const e = this.enrolment!;
       if ('challenge' in m) {
         const { appliedVersion, stateHash } = this.applier.hello();
-        ch.send({ hello: { node: e.node, credential: e.credential, appliedVersion, stateHash, revision: PROTOCOL_REVISION, signature: sign(null, challengePayload(e.node, m.challenge), this.key.privateKey) } });
+        ch.send({
+          hello: {
+            node: e.node,
+            credential: e.credential,
+            appliedVersion,
+            stateHash,
+            revision: PROTOCOL_REVISION,
+            signature: sign(null, challengePayload(e.node, m.challenge), this.key.privateKey),
+          },
+        });
       } else if ('delta' in m) {
         this.deltas.push(m.delta);
         let r;

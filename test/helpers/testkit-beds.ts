@@ -38,7 +38,6 @@ export async function nftFound(l: KitLab): Promise<string[]> {
     .map(([kind, { handle: _h, ...rest }]) => `${kind} ${JSON.stringify(rest).replace(/"counter":\{[^}]*\}/g, '"counter":{}')}`);
 }
 
-
 /** An nftables-spoken kind whose found firewall loads from CONFIG under the root. */
 export function nftSpec(kind: string, config: string, plugin: (l: KitLab) => Plugin): FirewallKitSpec {
   return {

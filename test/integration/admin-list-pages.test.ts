@@ -28,12 +28,24 @@ t.test('listNodes pages', async (t) => {
   t.same(pages, [['n1', 'n2'], ['n3', 'n4'], ['n5']], 'pages in name order, each node once, the last without a token');
 
   const all = await admin.call('listNodes', { network: 'default' });
-  t.same(all.nodes.map((n) => n.name), ['n1', 'n2', 'n3', 'n4', 'n5'], 'no page asked for: every node in one answer');
+  t.same(
+    all.nodes.map((n) => n.name),
+    ['n1', 'n2', 'n3', 'n4', 'n5'],
+    'no page asked for: every node in one answer',
+  );
   t.equal(all.nextPageToken, '', 'and no token');
 
   const after = await admin.call('listNodes', { network: 'default', pageSize: 10, pageToken: 'n4' });
-  t.same(after.nodes.map((n) => n.name), ['n5'], 'a token is where the page starts after');
+  t.same(
+    after.nodes.map((n) => n.name),
+    ['n5'],
+    'a token is where the page starts after',
+  );
 
   const cli = meshpJson<{ nodes: { name: string }[] }>('node', 'list', '--state', ctl.state);
-  t.same(cli.nodes.map((n) => n.name), ['n1', 'n2', 'n3', 'n4', 'n5'], 'meshp node list reads every page');
+  t.same(
+    cli.nodes.map((n) => n.name),
+    ['n1', 'n2', 'n3', 'n4', 'n5'],
+    'meshp node list reads every page',
+  );
 });

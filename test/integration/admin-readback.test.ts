@@ -40,10 +40,12 @@ t.test('catalogue and tokens read back', async (t) => {
   const admin = adminCalls(() => ctl);
 
   t.test('catalogue list, show, remove', async (t) => {
-    const file = writeJson(dir, 'cat.json', { modules: [
-      { name: 'motd', files: [{ path: '/etc/motd', content: 'hello\n' }] },
-      { name: 'web', openings: [{ port: 8080, protocol: 'tcp', path: 'incoming', from: ['{{privateRange}}'] }] },
-    ] });
+    const file = writeJson(dir, 'cat.json', {
+      modules: [
+        { name: 'motd', files: [{ path: '/etc/motd', content: 'hello\n' }] },
+        { name: 'web', openings: [{ port: 8080, protocol: 'tcp', path: 'incoming', from: ['{{privateRange}}'] }] },
+      ],
+    });
     t.equal((await cli('catalogue', 'add', file, '--yes')).code, 0, 'catalogue add');
     const raw = new RawAgent(ctl);
     t.teardown(() => raw.link.close());
@@ -51,7 +53,14 @@ t.test('catalogue and tokens read back', async (t) => {
     await admin.assign('m2', 'motd');
 
     const listed = await json<{ modules: ModuleRow[] }>('catalogue', 'list');
-    t.same(listed.modules.map((m) => [m.name, m.files, m.openings, m.assignedTo, m.settings]), [['motd', 1, 0, ['m2'], []], ['web', 0, 1, [], ['privateRange']]], 'every module with what it declares, the settings it names, its nodes');
+    t.same(
+      listed.modules.map((m) => [m.name, m.files, m.openings, m.assignedTo, m.settings]),
+      [
+        ['motd', 1, 0, ['m2'], []],
+        ['web', 0, 1, [], ['privateRange']],
+      ],
+      'every module with what it declares, the settings it names, its nodes',
+    );
     const table = await cli('catalogue', 'list');
     t.match(table.out, /^MODULE\s+FILES\s+CONTAINERS\s+OPENINGS\s+SETTINGS\s+ASSIGNED TO\s+TAKEN BY/m, 'a table for a person');
     t.match(table.out, /^motd\s+1\s+0\s+0\s+-\s+m2\s+-$/m, 'motd: one file, assigned to m2');
@@ -69,7 +78,10 @@ t.test('catalogue and tokens read back', async (t) => {
     const refused = await cli('catalogue', 'remove', 'motd', '--yes');
     t.equal(refused.code, 1, 'a module assigned to a node is not removed');
     t.match(refused.err, /^MESHP_MODULE_ASSIGNED: module motd is assigned to m2/, 'refused with its code, naming the node');
-    t.ok((await json<{ modules: ModuleRow[] }>('catalogue', 'list')).modules.some((m) => m.name === 'motd'), 'motd is still in the catalogue');
+    t.ok(
+      (await json<{ modules: ModuleRow[] }>('catalogue', 'list')).modules.some((m) => m.name === 'motd'),
+      'motd is still in the catalogue',
+    );
     const node = await (await ctl.admin!()).call('showNode', { network: 'default', node: 'm2' });
     t.same(node.node?.assignedModules, ['motd'], 'and still assigned to m2: no dangling assignment');
 
@@ -78,10 +90,17 @@ t.test('catalogue and tokens read back', async (t) => {
     t.match(noConfirm.err, /^MESHP_CONFIRM_NEEDED/, 'off a terminal, a removal without --yes is refused');
     const webPreview = await cli('catalogue', 'remove', 'web', '--preview');
     t.match(webPreview.out, /would remove module web from the catalogue of default \(assigned to no node/, 'the preview of a removal says what goes');
-    t.ok((await json<{ modules: ModuleRow[] }>('catalogue', 'list')).modules.some((m) => m.name === 'web'), 'and removes nothing');
+    t.ok(
+      (await json<{ modules: ModuleRow[] }>('catalogue', 'list')).modules.some((m) => m.name === 'web'),
+      'and removes nothing',
+    );
     const removed = await json<{ removed: string; stateVersion: number }>('catalogue', 'remove', 'web', '--yes');
     t.equal(removed.removed, 'web');
-    t.same((await json<{ modules: ModuleRow[] }>('catalogue', 'list')).modules.map((m) => m.name), ['motd'], 'web is gone from the catalogue');
+    t.same(
+      (await json<{ modules: ModuleRow[] }>('catalogue', 'list')).modules.map((m) => m.name),
+      ['motd'],
+      'web is gone from the catalogue',
+    );
     const assignGone = await cli('module', 'assign', 'm2', 'web', '--yes');
     t.match(assignGone.err, /^MESHP_NOT_FOUND: no module web/, 'and cannot be assigned any more');
 
@@ -107,7 +126,11 @@ t.test('catalogue and tokens read back', async (t) => {
     t.ok(byId.get(made.id)!.createdAt && byId.get(made.id)!.expiresAt > byId.get(made.id)!.createdAt!, 'made and expires times');
     const table = await cli('token', 'list');
     t.match(table.out, /^ID\s+NETWORK\s+ADOPTED\s+TAGS\s+CREATED\s+EXPIRES\s+STATE/m, 'a table for a person');
-    t.match(table.out, new RegExp(`^${made.id}\\s+default\\s+no\\s+web\\s+\\S+\\s+\\S+\\s+unused$`, 'm'), 'a row: id, network, adopted, tags, made, expires, state');
+    t.match(
+      table.out,
+      new RegExp(`^${made.id}\\s+default\\s+no\\s+web\\s+\\S+\\s+\\S+\\s+unused$`, 'm'),
+      'a row: id, network, adopted, tags, made, expires, state',
+    );
     for (const x of [made, adopted, used]) {
       const secret = x.token.split('.').at(-1)!;
       t.notOk(table.out.includes(secret) || JSON.stringify(listed).includes(secret), 'no token secret is shown');
@@ -122,11 +145,17 @@ t.test('catalogue and tokens read back', async (t) => {
 
     const late = new RawAgent(ctl);
     t.teardown(() => late.link.close());
-    const refused = await late.enrol(made.token, 'm4').then(() => null, (e: unknown) => e as Error);
+    const refused = await late.enrol(made.token, 'm4').then(
+      () => null,
+      (e: unknown) => e as Error,
+    );
     t.ok(refused, 'an Enrol with a revoked token is refused');
     t.match(refused, { code: 'MESHP_TOKEN_INVALID', message: /was revoked at/ }, 'with its code, saying it was revoked');
     const nodes = await (await ctl.admin!()).call('listNodes', { network: 'default' });
-    t.notOk(nodes.nodes.some((n) => n.name === 'm4'), 'no node joined with it');
+    t.notOk(
+      nodes.nodes.some((n) => n.name === 'm4'),
+      'no node joined with it',
+    );
 
     const usedRevoke = await cli('token', 'revoke', used.id, '--yes');
     t.equal(usedRevoke.code, 1, 'a used token is not revoked');

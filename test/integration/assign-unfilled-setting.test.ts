@@ -33,7 +33,12 @@ t.test('a module naming a setting the node lacks is refused at assign and take',
   // The catalogue as genesis defines it: the tunnel module's port is the node's setting ports.tunnel.
   withState(state, (c) => {
     c.createNetwork('default');
-    c.defineModule('default', { name: 'tunnel', files: [], containers: [], openings: [{ port: '{{ports.tunnel}}', protocol: 'udp', path: 'incoming', from: [] }] } as never);
+    c.defineModule('default', {
+      name: 'tunnel',
+      files: [],
+      containers: [],
+      openings: [{ port: '{{ports.tunnel}}', protocol: 'udp', path: 'incoming', from: [] }],
+    } as never);
     c.defineModule('default', { name: 'motd', files: [{ path: '/etc/motd', content: 'hello\n' }], containers: [], openings: [] });
   });
   let ctl: ControllerProc = await startController(t, state);
@@ -49,7 +54,11 @@ t.test('a module naming a setting the node lacks is refused at assign and take',
 
   const assign = await cli('module', 'assign', 'm2', 'tunnel', '--yes');
   t.equal(assign.code, 1, 'the assignment is refused');
-  t.match(assign.err, /^MESHP_SETTING_MISSING: module tunnel names \{\{ports\.tunnel\}\}, and node m2 has no setting ports\.tunnel/, 'with its code, naming the setting and the node');
+  t.match(
+    assign.err,
+    /^MESHP_SETTING_MISSING: module tunnel names \{\{ports\.tunnel\}\}, and node m2 has no setting ports\.tunnel/,
+    'with its code, naming the setting and the node',
+  );
   const after = await (await ctl.admin!()).call('showNode', { network: 'default', node: 'm2' });
   t.same(after.node?.assignedModules, [], 'nothing was assigned');
   t.equal(after.node?.stateVersion, before.node?.stateVersion, 'nothing was stored: the state version did not move');
@@ -58,7 +67,10 @@ t.test('a module naming a setting the node lacks is refused at assign and take',
   t.equal((await cli('module', 'assign', 'm2', 'motd', '--yes')).code, 0, 'another module is assigned');
   await until('a delta with motd', () => declared(s).some((names) => names.includes('motd')), 30);
   t.same(s.errors, [], 'the stream was not ended');
-  t.notOk(ctl.proc.lines.some((l) => /not encoded/.test(String(l.msg))), 'no delta failed to encode');
+  t.notOk(
+    ctl.proc.lines.some((l) => /not encoded/.test(String(l.msg))),
+    'no delta failed to encode',
+  );
 
   // A state from before the check: tunnel assigned to m2 as it was accepted then. The controller says why m2 gets nothing.
   ctl.proc.kill('SIGTERM');
@@ -67,7 +79,11 @@ t.test('a module naming a setting the node lacks is refused at assign and take',
   ctl = await startController(t, state, [], ctl.address);
   const s2 = raw.open();
   const line = await ctl.proc.waitFor((l) => l.msg === 'delta not encoded: the stream ends, the agent gets nothing', 30_000);
-  t.match(line, { level: 50, code: 'MESHP_INTERNAL', network: 'default', node: 'm2', message: /invalid uint32/ }, 'an error line names the node and why its delta did not encode');
+  t.match(
+    line,
+    { level: 50, code: 'MESHP_INTERNAL', network: 'default', node: 'm2', message: /invalid uint32/ },
+    'an error line names the node and why its delta did not encode',
+  );
   await s2.closed;
 
   const take = await cli('module', 'take', 'm2', 'tunnel', '--yes');

@@ -37,8 +37,35 @@ t.test('the dist tarball unpacks and runs', async (t) => {
   t.match(spawnSync(link, ['genesis', '--help'], { encoding: 'utf8' }).stdout, /--images/, "this checkout's CLI");
 
   const decl = join(dir, 'decl.json');
-  writeFileSync(decl, JSON.stringify({ apiVersion: 'meshp/v1', node: 'n1', mode: 'adopted', settings: { ports: {} }, modules: [{ name: 'motd', taken: true, files: [{ path: '/etc/motd.d/meshp', content: 'from the tarball\n', mode: '0644' }] }] }));
-  const apply = spawnSync(link, ['host', 'apply', '--state', join(dir, 'state'), '--root', join(dir, 'root'), '--declaration', decl, '--firewall', 'none', '--docker-socket', join(dir, 'no.sock'), '--yes'], { cwd: dir, encoding: 'utf8' });
+  writeFileSync(
+    decl,
+    JSON.stringify({
+      apiVersion: 'meshp/v1',
+      node: 'n1',
+      mode: 'adopted',
+      settings: { ports: {} },
+      modules: [{ name: 'motd', taken: true, files: [{ path: '/etc/motd.d/meshp', content: 'from the tarball\n', mode: '0644' }] }],
+    }),
+  );
+  const apply = spawnSync(
+    link,
+    [
+      'host',
+      'apply',
+      '--state',
+      join(dir, 'state'),
+      '--root',
+      join(dir, 'root'),
+      '--declaration',
+      decl,
+      '--firewall',
+      'none',
+      '--docker-socket',
+      join(dir, 'no.sock'),
+      '--yes',
+    ],
+    { cwd: dir, encoding: 'utf8' },
+  );
   t.equal(apply.status, 0, `host apply from the tarball: ${apply.stderr}`);
   t.equal(readFileSync(join(dir, 'root/etc/motd.d/meshp'), 'utf8'), 'from the tarball\n');
 
@@ -49,5 +76,8 @@ t.test('the dist tarball unpacks and runs', async (t) => {
     t.equal(text, readFileSync(join(REPO, 'examples/systemd', unit), 'utf8'), `${unit} as in examples/systemd`);
     t.match(text, /^ExecStart=\/usr\/local\/bin\/meshp /m, `${unit} runs /usr/local/bin/meshp, the link the README makes`);
   }
-  t.notOk(readdirSync(join(home, 'lib/node_modules')).some((n) => ['tap', 'typescript', 'eslint', 'sinon'].includes(n)), 'no dev dependency');
+  t.notOk(
+    readdirSync(join(home, 'lib/node_modules')).some((n) => ['tap', 'typescript', 'eslint', 'sinon'].includes(n)),
+    'no dev dependency',
+  );
 });

@@ -18,7 +18,10 @@ const spec = webSpec('svc', 18100, 'one');
 const mark = { node: 'n1', module: 'svc', specHash: specHash(spec) };
 
 async function caught(p: Promise<unknown>): Promise<MeshpError> {
-  const e = await p.then(() => null, (err: unknown) => err);
+  const e = await p.then(
+    () => null,
+    (err: unknown) => err,
+  );
   if (!(e instanceof MeshpError)) throw new Error(`expected a MeshpError, got ${String(e)}`);
   return e;
 }

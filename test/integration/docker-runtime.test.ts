@@ -22,7 +22,10 @@ function mark(spec: ContainerSpec, module = 'site'): ContainerMark {
 }
 
 async function caught(p: Promise<unknown>): Promise<MeshpError> {
-  const e = await p.then(() => null, (err: unknown) => err);
+  const e = await p.then(
+    () => null,
+    (err: unknown) => err,
+  );
   if (!(e instanceof MeshpError)) throw new Error(`expected a MeshpError, got ${String(e)}`);
   return e;
 }
@@ -52,7 +55,10 @@ t.test('a found container is listed with its published ports and no mesh labels'
   t.equal(web!.id, found.id);
   t.equal(web!.image, BUSYBOX_IMAGE);
   t.equal(web!.state, 'running');
-  t.notOk(Object.keys(web!.labels).some((k) => k.startsWith('meshp.')), 'no meshp labels');
+  t.notOk(
+    Object.keys(web!.labels).some((k) => k.startsWith('meshp.')),
+    'no meshp labels',
+  );
   t.ok(web!.ports.length > 0);
   for (const p of web!.ports) t.match(p, { container: 'web', containerPort: 80, hostPort: 18080, protocol: 'tcp' });
   t.ok(web!.ports.some((p) => p.hostIp === '0.0.0.0'));
@@ -110,7 +116,10 @@ t.test('ensure with a new spec hash replaces the container, and the new one serv
   t.ok(doc.Config.Env.includes('MODE=two'));
   t.equal(doc.HostConfig.RestartPolicy.Name, 'unless-stopped');
   t.equal(await probe(ns, 18081), 'v2');
-  t.notOk((await names()).some((n) => n.includes('-meshp-old-')), 'the old one is removed');
+  t.notOk(
+    (await names()).some((n) => n.includes('-meshp-old-')),
+    'the old one is removed',
+  );
   t.equal(await runtime.inspect(asideName('app', before!)), null);
 });
 
@@ -172,7 +181,10 @@ t.test('ensure finishes a replacement an earlier ensure left half done', async (
   await runtime.ensure(app3, mark(app3));
   t.not(await idOf('app'), before);
   t.equal(await probe(ns, 18081), 'v3');
-  t.notOk((await names()).some((n) => n.includes('-meshp-old-')), 'the aside container is removed');
+  t.notOk(
+    (await names()).some((n) => n.includes('-meshp-old-')),
+    'the aside container is removed',
+  );
 });
 
 t.test('ensuring a declared spec at the name of a found container replaces it (the cutover)', async (t) => {

@@ -43,10 +43,15 @@ else {
     await waitUntil('the example agent reconciles', () => out.includes('reconciled'), 60_000);
     t.notMatch(out, /MESHP_PROVIDER_MISSING/, 'every part the agent needs is provided');
     t.notMatch(out, /reconcile refused/, 'no reconcile was refused');
-    const nodes = await waitUntil('the node reports', () => {
-      const list = (cli(ns, 'node', 'list', '--state', ctlState, '--controller', address) as { nodes: { name: string; gap: number; firewall: string }[] }).nodes;
-      return list.length === 1 && list[0]!.gap === 0 && list;
-    }, 30_000);
+    const nodes = await waitUntil(
+      'the node reports',
+      () => {
+        const list = (cli(ns, 'node', 'list', '--state', ctlState, '--controller', address) as { nodes: { name: string; gap: number; firewall: string }[] })
+          .nodes;
+        return list.length === 1 && list[0]!.gap === 0 && list;
+      },
+      30_000,
+    );
     t.equal(nodes[0]!.gap, 0, 'the node follows the controller');
     process.kill(agent.pid!, 'SIGTERM');
     t.equal(await exited, 0, 'it stops cleanly');

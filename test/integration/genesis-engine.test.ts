@@ -30,10 +30,14 @@ const root = join(dir, 'root');
 mkdirSync(root);
 
 t.test('the shipped catalogue names real images; the lab stand-ins name only its containers', async (t) => {
-  const images = Object.fromEntries(readdirSync(CATALOGUE).filter((f) => f.endsWith('.json')).flatMap((f) => {
-    const m = JSON.parse(readFileSync(join(CATALOGUE, f), 'utf8')) as { containers?: { name: string; image: string }[] };
-    return (m.containers ?? []).map((c) => [c.name, c.image]);
-  }));
+  const images = Object.fromEntries(
+    readdirSync(CATALOGUE)
+      .filter((f) => f.endsWith('.json'))
+      .flatMap((f) => {
+        const m = JSON.parse(readFileSync(join(CATALOGUE, f), 'utf8')) as { containers?: { name: string; image: string }[] };
+        return (m.containers ?? []).map((c) => [c.name, c.image]);
+      }),
+  );
   t.same(images, { 'meshp-broker': 'rabbitmq:3', 'meshp-bus': 'nats:2', 'meshp-registry': 'registry:2', 'meshp-store': 'postgres:15', web: 'nginx:1' });
   const standIns = JSON.parse(readFileSync(LAB_IMAGES, 'utf8')) as Record<string, { image: string }>;
   t.same(Object.keys(standIns).sort(), Object.keys(images).sort(), 'a stand-in for every image');
@@ -44,13 +48,22 @@ t.test('no engine answering: refused naming the socket tried and --docker-socket
   const socket = join(dir, 'no-engine.sock');
   const r = await meshpIn(ns, ['genesis', '--state', state, '--root', root, '--docker-socket', socket, '--private-interface', 'lo', '--node', 'm1', '--yes']);
   t.equal(r.code, 1, r.err);
-  t.match(r.err, new RegExp(`^MESHP_RUNTIME_UNAVAILABLE: no container engine answers at ${socket} \\(--docker-socket\\) \\(.*\\); the foundation runs as containers: start a Docker engine, or give its socket with --docker-socket PATH`));
+  t.match(
+    r.err,
+    new RegExp(
+      `^MESHP_RUNTIME_UNAVAILABLE: no container engine answers at ${socket} \\(--docker-socket\\) \\(.*\\); the foundation runs as containers: start a Docker engine, or give its socket with --docker-socket PATH`,
+    ),
+  );
   t.notOk(existsSync(join(state, 'controller.db')), 'nothing written');
 });
 
 t.test('an --images file that cannot be read, or names a container the catalogue does not have, is a usage error', async (t) => {
-  const run = (file: string) => meshpIn(ns, ['genesis', '--state', join(dir, 'x'), '--root', root, '--docker-socket', engine.socket, '--images', file, '--preview']);
-  const [absent, stranger] = await Promise.all([run(join(dir, 'nope.json')), run(writeJson(dir, 'stranger.json', { 'meshp-cache': { image: 'lab/busybox:1' } }))]);
+  const run = (file: string) =>
+    meshpIn(ns, ['genesis', '--state', join(dir, 'x'), '--root', root, '--docker-socket', engine.socket, '--images', file, '--preview']);
+  const [absent, stranger] = await Promise.all([
+    run(join(dir, 'nope.json')),
+    run(writeJson(dir, 'stranger.json', { 'meshp-cache': { image: 'lab/busybox:1' } })),
+  ]);
   t.equal(absent.code, 2, absent.err);
   t.match(absent.err, /^MESHP_USAGE: --images .*nope\.json: not a readable JSON file/);
   t.equal(stranger.code, 2, stranger.err);
@@ -59,11 +72,33 @@ t.test('an --images file that cannot be read, or names a container the catalogue
 
 t.test("genesis's next: commands carry its flags, and the agent they start converges the machine", async (t) => {
   const state = join(dir, 'ctl');
-  const args = ['genesis', '--state', state, '--root', root, '--docker-socket', engine.socket, '--images', LAB_IMAGES, '--private-interface', 'lo', '--node', 'm1', '--port', 'control=17443', '--yes', '--json'];
+  const args = [
+    'genesis',
+    '--state',
+    state,
+    '--root',
+    root,
+    '--docker-socket',
+    engine.socket,
+    '--images',
+    LAB_IMAGES,
+    '--private-interface',
+    'lo',
+    '--node',
+    'm1',
+    '--port',
+    'control=17443',
+    '--yes',
+    '--json',
+  ];
   const g = await meshpIn(ns, args, 240_000);
   t.equal(g.code, 0, g.err);
   const out = JSON.parse(g.out) as { next: { controller: string[]; agent: string[] } };
-  t.same(out.next.agent, ['meshp', 'agent', '--state', join(state, 'agent'), '--root', root, '--name', 'm1', '--docker-socket', engine.socket], 'the agent is told the engine genesis raised the foundation on');
+  t.same(
+    out.next.agent,
+    ['meshp', 'agent', '--state', join(state, 'agent'), '--root', root, '--name', 'm1', '--docker-socket', engine.socket],
+    'the agent is told the engine genesis raised the foundation on',
+  );
   t.same(out.next.controller, ['meshp', 'controller', 'serve', '--state', state, '--listen', '0.0.0.0:17443']);
   const store = await engine.client().getContainer('meshp-store').inspect();
   t.equal(store.Config.Image, 'lab/busybox:1', 'the stand-in runs in place of postgres:15');

@@ -35,18 +35,33 @@ t.test(`${N} agents acked a change the store never got: after a kill and restart
   // A change all of them see, acked by all; nothing of it but the change reaches the disk before the kill.
   const before = ctl.proc.lines.length;
   await (await ctl.admin!()).call('setPolicy', { network: 'default', rules: [{ fromTag: 'all', toTag: 'all', ports: ['443'] }] });
-  const top = await waitUntil('the change acked by all', async () => {
-    const ns = await current();
-    return ns && ns.every((n) => n.appliedVersion > 0) && ns[0]!.stateVersion;
-  }, 60_000);
+  const top = await waitUntil(
+    'the change acked by all',
+    async () => {
+      const ns = await current();
+      return ns && ns.every((n) => n.appliedVersion > 0) && ns[0]!.stateVersion;
+    },
+    60_000,
+  );
   t.ok(ctl.proc.lines.slice(before).filter((l) => l.msg === 'delta sent').length >= N, 'each agent was sent the change');
-  t.ok(agents.every((a) => a.applier.appliedVersion === top), `every agent applied version ${top}`);
+  t.ok(
+    agents.every((a) => a.applier.appliedVersion === top),
+    `every agent applied version ${top}`,
+  );
 
   // meshp_delta_bytes_sent_total counts the bytes on the wire: the sum of each delta's protobuf encoding.
-  const encoded = agents.reduce((sum, a) => sum + a.deltas.reduce((k, d) => k + wire.SyncResponse.encode(wire.SyncResponse.fromPartial({ delta: d as wire.StateDelta })).finish().length, 0), 0);
+  const encoded = agents.reduce(
+    (sum, a) =>
+      sum + a.deltas.reduce((k, d) => k + wire.SyncResponse.encode(wire.SyncResponse.fromPartial({ delta: d as wire.StateDelta })).finish().length, 0),
+    0,
+  );
   const text = await metricsText(ctl.metrics);
   const counted = Number(/^meshp_delta_bytes_sent_total (\d+)$/m.exec(text)?.[1] ?? NaN);
-  t.equal(counted, encoded, `meshp_delta_bytes_sent_total is the encoded size of the ${agents.reduce((k, a) => k + a.deltas.length, 0)} messages received (${encoded} bytes)`);
+  t.equal(
+    counted,
+    encoded,
+    `meshp_delta_bytes_sent_total is the encoded size of the ${agents.reduce((k, a) => k + a.deltas.length, 0)} messages received (${encoded} bytes)`,
+  );
   const json = agents.reduce((sum, a) => sum + a.deltas.reduce((k, d) => k + JSON.stringify(d).length, 0), 0);
   t.ok(counted < json, `and not their JSON length (${json})`);
 
@@ -56,12 +71,21 @@ t.test(`${N} agents acked a change the store never got: after a kill and restart
   await waitUntil(`${N} streams opened again`, () => agents.every((a) => a.streams >= 2), 60_000);
   const back = await waitUntil(`${N} agents back at gap 0`, current, 60_000);
   t.equal(back[0]!.stateVersion, top, 'the change survived the kill');
-  t.ok(back.every((n) => n.appliedVersion === top && n.gap === 0), 'every agent at gap 0, at the version it applied');
+  t.ok(
+    back.every((n) => n.appliedVersion === top && n.gap === 0),
+    'every agent at gap 0, at the version it applied',
+  );
   const opened = await waitUntil(`${N} hellos logged`, () => {
     const o = ctl.proc.lines.filter((l) => l.msg === 'sync stream opened');
     return o.length >= N && o;
   });
-  t.ok(opened.every((l) => l.resume === true), 'every hello resumed');
+  t.ok(
+    opened.every((l) => l.resume === true),
+    'every hello resumed',
+  );
   t.equal(ctl.proc.lines.filter((l) => l.msg === 'snapshot sent').length, 0, 'no snapshot was sent after the restart');
-  t.ok(agents.every((a) => a.applier.appliedVersion === top), 'no agent moved');
+  t.ok(
+    agents.every((a) => a.applier.appliedVersion === top),
+    'no agent moved',
+  );
 });

@@ -44,20 +44,31 @@ t.test('an enrolment whose answer was lost is completed by the same token and ke
   });
   t.match(await refusal(link.enrol(input)), /^MESHP_UNAVAILABLE/, 'the client never got its credential');
   drop.restore();
-  t.ok((await nodes(ctl)).some((n) => n.name === 'n1'), 'the node is a member, its credential with no one');
+  t.ok(
+    (await nodes(ctl)).some((n) => n.name === 'n1'),
+    'the node is a member, its credential with no one',
+  );
 
   const other = generateKeyPairSync('ed25519').publicKey.export({ type: 'spki', format: 'der' }).toString('base64');
-  t.match(await refusal(link.enrol({ ...input, nodeKey: other, node: 'thief' })), /^MESHP_TOKEN_INVALID: .*already used .*another key/, 'the same token with another key is refused');
+  t.match(
+    await refusal(link.enrol({ ...input, nodeKey: other, node: 'thief' })),
+    /^MESHP_TOKEN_INVALID: .*already used .*another key/,
+    'the same token with another key is refused',
+  );
 
   // The real agent, with the same state folder (the same key) and the same token: the enrolment is completed.
   const mark = ctl.proc.lines.length;
   const agent = startAgent(t, dir, 'n1', ctl.address, token);
   await ctl.proc.waitFor((l) => l.msg?.startsWith('enrolment completed again') === true && l.node === 'n1', 30_000, mark);
   await agent.proc.waitFor((l) => l.msg === 'applied', 30_000);
-  const settled = await waitUntil('n0 and n1 at gap 0', async () => {
-    const ns = await nodes(ctl);
-    return ns.length === 2 && ns.every((n) => n.gap === 0 && n.appliedVersion > 0) && ns;
-  }, 30_000);
+  const settled = await waitUntil(
+    'n0 and n1 at gap 0',
+    async () => {
+      const ns = await nodes(ctl);
+      return ns.length === 2 && ns.every((n) => n.gap === 0 && n.appliedVersion > 0) && ns;
+    },
+    30_000,
+  );
   t.same(settled.map((n) => n.name).sort(), ['n0', 'n1'], 'one membership for n1, enrolled, gap 0');
   t.equal(ctl.proc.lines.slice(mark).filter((l) => l.msg === 'node enrolled').length, 0, 'the retry joined no one: it completed the first enrolment');
 

@@ -13,7 +13,17 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { challengePayload } from '@meshp/core/agent';
 import { versionPayload } from '@meshp/core/delta';
-import { adminCalls, tokenFor, meshpAsync, meshpJsonAsync, startController, waitUntil, workdir, type ControllerProc, nodes as listNodes } from '../helpers/grpc-procs.js';
+import {
+  adminCalls,
+  tokenFor,
+  meshpAsync,
+  meshpJsonAsync,
+  startController,
+  waitUntil,
+  workdir,
+  type ControllerProc,
+  nodes as listNodes,
+} from '../helpers/grpc-procs.js';
 import { RawAgent, garbageOnSync } from '../helpers/raw-agent.js';
 
 async function metrics(ctl: ControllerProc): Promise<string> {
@@ -37,17 +47,26 @@ t.test('a hash that keeps differing: bounded snapshots, then diverged', async (t
   const line = await ctl.proc.waitFor((l) => l.msg === DIVERGED && l.node === 'liar', 60_000);
   t.equal(line.code, 'MESHP_DIVERGED', 'the controller says why, with a code');
   await waitUntil('the agent told', () => s.errors.length > 0);
-  t.same(s.errors.map((e) => e.code), ['MESHP_DIVERGED'], 'the agent is told once, on a stream that stays open');
+  t.same(
+    s.errors.map((e) => e.code),
+    ['MESHP_DIVERGED'],
+    'the agent is told once, on a stream that stays open',
+  );
   const sent = s.deltas.length;
   t.ok(sent >= 2 && sent <= 4, `${sent} snapshots before diverged (the storm was hundreds a second)`);
-  t.ok(s.deltas.every((d) => d.fromVersion === 0), 'each a snapshot');
+  t.ok(
+    s.deltas.every((d) => d.fromVersion === 0),
+    'each a snapshot',
+  );
   const times = ctl.proc.lines.filter((l) => l.msg === 'snapshot sent' && l.node === 'liar').map((l) => Number(l.time));
   const waits = times.slice(1).map((x, i) => x - times[i]!);
   // Lower bounds only (a timer never fires early; a busy machine only adds): 1 s, 2 s, 4 s.
   t.ok(waits.length >= 2 && waits.every((w, i) => w >= 1000 * 2 ** i - 50), `the waits between them double: ${waits.join(', ')} ms`);
   const m = await metrics(ctl);
   t.match(m, /meshp_diverged\{network="default",node="liar",code="MESHP_DIVERGED"\} 1/, '/metrics shows the diverged membership');
-  const listed = (await meshpJsonAsync<{ nodes: { name: string; diverged: string | null }[] }>('node', 'list', '--state', join(dir, 'ctl'), '--controller', ctl.address)).nodes;
+  const listed = (
+    await meshpJsonAsync<{ nodes: { name: string; diverged: string | null }[] }>('node', 'list', '--state', join(dir, 'ctl'), '--controller', ctl.address)
+  ).nodes;
   t.match(listed.find((n) => n.name === 'liar')?.diverged ?? '', /^MESHP_DIVERGED: /, 'node list --json carries it, coded');
   // Nothing more goes however often it lies or asks.
   for (let i = 0; i < 3; i++) s.ch.send({ ack: { appliedVersion: liar.applier.appliedVersion, stateHash: 'still-not' } });
@@ -67,7 +86,11 @@ t.test('a hash that keeps differing: bounded snapshots, then diverged', async (t
   t.equal(s.deltas.length, sent + 1, 'a view change brings the diverged liar one snapshot, no more');
   t.equal(s.deltas.at(-1)!.fromVersion, 0);
   await waitUntil('told again', () => s.errors.length > 1);
-  t.same(s.errors.map((e) => e.code), ['MESHP_DIVERGED', 'MESHP_DIVERGED'], 'and it is told again');
+  t.same(
+    s.errors.map((e) => e.code),
+    ['MESHP_DIVERGED', 'MESHP_DIVERGED'],
+    'and it is told again',
+  );
   const healed = await waitUntil('mended healed', async () => {
     const text = await metrics(ctl);
     return !/meshp_diverged\{[^}]*node="mended"/.test(text) && /meshp_convergence_gap\{network="default",node="mended"\} 0/.test(text) && text;
@@ -154,13 +177,26 @@ t.test('a version past the network is honoured only with the controller signatur
   const sig = sign(null, versionPayload('default', far, a.applier.view.hash()), key);
   const s2 = a.open({ hello: () => ({ appliedVersion: far, stateHash: a.applier.view.hash(), versionSignature: sig }) });
   await waitUntil('moved past 2^32', () => a.applier.appliedVersion > far);
-  s2.ch.send({ report: { appliedVersion: a.applier.appliedVersion, mode: 'converged', firewallKind: 'none', firewallActive: false, resources: [], at: new Date().toISOString() } });
+  s2.ch.send({
+    report: {
+      appliedVersion: a.applier.appliedVersion,
+      mode: 'converged',
+      firewallKind: 'none',
+      firewallActive: false,
+      resources: [],
+      at: new Date().toISOString(),
+    },
+  });
   // Waited for in this process (a CLI process per look costs seconds on a busy machine); then the
   // CLI's own answers past 2^32 are read once each, side by side.
-  await waitUntil('at gap 0 and the report past 2^32 listed', async () => {
-    const r = await (await ctl.admin!()).call('listNodes', { network: 'default' });
-    return r.nodes.some((x) => x.name === 'claimer' && Number(x.gap) === 0 && Number(x.reportedVersionWide) > 2 ** 32);
-  }, 90_000);
+  await waitUntil(
+    'at gap 0 and the report past 2^32 listed',
+    async () => {
+      const r = await (await ctl.admin!()).call('listNodes', { network: 'default' });
+      return r.nodes.some((x) => x.name === 'claimer' && Number(x.gap) === 0 && Number(x.reportedVersionWide) > 2 ** 32);
+    },
+    90_000,
+  );
   const cliArgs = ['--state', state, '--controller', ctl.address];
   const [listed2, show, doc] = await Promise.all([
     meshpJsonAsync<{ nodes: { name: string; gap: number; stateVersion: number; reportedVersion: number }[] }>('node', 'list', ...cliArgs),
@@ -184,5 +220,12 @@ t.test('a version past the network is honoured only with the controller signatur
 
 function helloOf(a: RawAgent, nonce: Uint8Array) {
   const h = a.applier.hello();
-  return { node: a.enrolment.node, credential: a.enrolment.credential, appliedVersion: h.appliedVersion, stateHash: h.stateHash, revision: 1, signature: a.sign(challengePayload(a.enrolment.node, nonce)) };
+  return {
+    node: a.enrolment.node,
+    credential: a.enrolment.credential,
+    appliedVersion: h.appliedVersion,
+    stateHash: h.stateHash,
+    revision: 1,
+    signature: a.sign(challengePayload(a.enrolment.node, nonce)),
+  };
 }

@@ -7,7 +7,18 @@
 import t from 'tap';
 import { metricsText } from '../helpers/prom.js';
 import { join } from 'node:path';
-import { adminCalls, tokenFor, startAgent, startController, waitUntil, workdir, type AgentProc, type ControllerProc, type LogLine, nodes as listNodes } from '../helpers/grpc-procs.js';
+import {
+  adminCalls,
+  tokenFor,
+  startAgent,
+  startController,
+  waitUntil,
+  workdir,
+  type AgentProc,
+  type ControllerProc,
+  type LogLine,
+  nodes as listNodes,
+} from '../helpers/grpc-procs.js';
 
 const N = 8;
 
@@ -27,16 +38,23 @@ t.test(`a change visible to some of ${N} agents sends a message to those only`, 
   // The controller's fan-out is under test here, not the CLI: admin calls from this process, each asserted to succeed.
   const admin = adminCalls(() => ctl);
   const policy = (rules: [string, string][]) => t.resolves(admin.policy(rules.map(([from, to]) => ({ from, to }))), `policy set ${JSON.stringify(rules)}`);
-  await policy([['t0', 't1'], ['t6', 't7']]);
+  await policy([
+    ['t0', 't1'],
+    ['t6', 't7'],
+  ]);
 
   const names = Array.from({ length: N }, (_, i) => `n${i}`);
   const tokens = await Promise.all(names.map((_, i) => tokenFor(ctl, [`t${i}`])));
   const agents = names.map((n, i) => startAgent(t, dir, n, ctl.address, tokens[i]));
   const settled = async (expect: string[]) => {
-    const nodes = await waitUntil(`${expect.length} nodes at gap 0`, async () => {
-      const nodes = await listNodes(ctl);
-      return nodes.length === expect.length && nodes.every((n) => n.gap === 0 && n.appliedVersion > 0) && nodes;
-    }, 60_000);
+    const nodes = await waitUntil(
+      `${expect.length} nodes at gap 0`,
+      async () => {
+        const nodes = await listNodes(ctl);
+        return nodes.length === expect.length && nodes.every((n) => n.gap === 0 && n.appliedVersion > 0) && nodes;
+      },
+      60_000,
+    );
     // The controller's log is read through a pipe: wait until it has the send of every version applied.
     for (const n of nodes) await ctl.proc.waitFor((l) => sent(l) && l.node === n.name && l.toVersion === n.appliedVersion, 15_000);
     return nodes;
@@ -50,15 +68,30 @@ t.test(`a change visible to some of ${N} agents sends a message to those only`, 
     await change();
     await settled(nodes);
     for (const n of expect) await ctl.proc.waitFor((l) => sent(l) && l.node === n, 15_000, mark);
-    const to = ctl.proc.lines.slice(mark).filter(sent).map((l) => String(l.node)).sort();
+    const to = ctl.proc.lines
+      .slice(mark)
+      .filter(sent)
+      .map((l) => String(l.node))
+      .sort();
     const count = (await sentTotal(ctl)) - before;
-    t.same(to, expect, `${what}: sent to ${expect.join(', ') || 'no one'} only`) || t.comment(JSON.stringify(ctl.proc.lines.slice(mark).filter((l) => l.node && !expect.includes(String(l.node)))));
+    t.same(to, expect, `${what}: sent to ${expect.join(', ') || 'no one'} only`) ||
+      t.comment(JSON.stringify(ctl.proc.lines.slice(mark).filter((l) => l.node && !expect.includes(String(l.node)))));
     t.equal(count, expect.length, `${what}: ${expect.length} message(s) counted on /metrics, not ${nodes.length}`);
     return to;
   };
 
   // A policy change visible to n2 and n3 only (n2 may reach n3: n2 gets a peer, n3 a peer and its filter).
-  await measure('policy t2→t3', () => policy([['t0', 't1'], ['t6', 't7'], ['t2', 't3']]), ['n2', 'n3'], names);
+  await measure(
+    'policy t2→t3',
+    () =>
+      policy([
+        ['t0', 't1'],
+        ['t6', 't7'],
+        ['t2', 't3'],
+      ]),
+    ['n2', 'n3'],
+    names,
+  );
 
   // A module assigned to one node: its declaration, nobody else's view.
   await t.resolves(admin.catalogue([{ name: 'web', files: [{ path: '/etc/web.conf', content: 'x\n' }] }]), 'catalogue add web');
@@ -75,6 +108,12 @@ t.test(`a change visible to some of ${N} agents sends a message to those only`, 
 
   const nodes = await listNodes(ctl);
   const top = Math.max(...nodes.map((n) => n.stateVersion));
-  t.ok(nodes.some((n) => n.appliedVersion < top && n.gap === 0), 'idle nodes stay at the version they applied, with gap 0');
-  t.ok(agents.slice(0, N - 1).every((a) => a.proc.alive), 'every agent still runs');
+  t.ok(
+    nodes.some((n) => n.appliedVersion < top && n.gap === 0),
+    'idle nodes stay at the version they applied, with gap 0',
+  );
+  t.ok(
+    agents.slice(0, N - 1).every((a) => a.proc.alive),
+    'every agent still runs',
+  );
 });

@@ -7,7 +7,17 @@
 import t from 'tap';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { Proc, tokenFor, nodeListAsync, startAgent, startController, waitUntil, workdir, nodes as listNodes, type ControllerProc } from '../helpers/grpc-procs.js';
+import {
+  Proc,
+  tokenFor,
+  nodeListAsync,
+  startAgent,
+  startController,
+  waitUntil,
+  workdir,
+  nodes as listNodes,
+  type ControllerProc,
+} from '../helpers/grpc-procs.js';
 import { RawAgent } from '../helpers/raw-agent.js';
 
 /** A raw agent enrolled as `node`, and `k` Sync streams on its one connection, each challenged (held open, no hello). */
@@ -17,7 +27,11 @@ async function heldStreams(t: { teardown(fn: () => unknown): void }, ctl: Contro
   await raw.enrol(await tokenFor(ctl), node);
   const streams = Array.from({ length: k }, () => {
     const ch = raw.link.sync();
-    return { ch, challenged: new Promise<void>((resolve) => ch.onMessage((m) => 'challenge' in m && resolve())), closed: new Promise<unknown>((resolve) => ch.onClose(resolve)) };
+    return {
+      ch,
+      challenged: new Promise<void>((resolve) => ch.onMessage((m) => 'challenge' in m && resolve())),
+      closed: new Promise<unknown>((resolve) => ch.onClose(resolve)),
+    };
   });
   await Promise.all(streams.map((s) => s.challenged));
   return { raw, streams };
@@ -30,13 +44,35 @@ t.test('endpoint bloat is refused at enrolment; the others converge', async (t) 
   const ctl = await startController(t, join(dir, 'ctl'));
   const token = await tokenFor(ctl, [], true);
   const base = join(dir, 'bloat');
-  const args = ['agent', '--state', join(base, 'state'), '--controller', ctl.address, '--name', 'bloat', '--root', join(base, 'root'),
-    '--firewall', 'none', '--docker-socket', join(base, 'absent.sock'), '--interval', '1', '--token', token, ...bloated.flatMap((e) => ['--endpoint', e])];
+  const args = [
+    'agent',
+    '--state',
+    join(base, 'state'),
+    '--controller',
+    ctl.address,
+    '--name',
+    'bloat',
+    '--root',
+    join(base, 'root'),
+    '--firewall',
+    'none',
+    '--docker-socket',
+    join(base, 'absent.sock'),
+    '--interval',
+    '1',
+    '--token',
+    token,
+    ...bloated.flatMap((e) => ['--endpoint', e]),
+  ];
   const bloat = new Proc(t, args);
   const code = await Promise.race([bloat.exited, new Promise<string>((r) => setTimeout(() => r('still running'), 30_000))]);
   t.equal(code, 1, 'the agent stops with a refusal');
   t.match(bloat.stderr + JSON.stringify(bloat.lines), /MESHP_INPUT_TOO_LARGE: 40 endpoints are over the limit of 32/);
-  t.same((await nodeListAsync(ctl)).map((n) => n.name), [], 'nothing joined');
+  t.same(
+    (await nodeListAsync(ctl)).map((n) => n.name),
+    [],
+    'nothing joined',
+  );
   const logged = await ctl.proc.waitFor((l) => l.msg === 'enrolment refused');
   t.equal(logged.code, 'MESHP_INPUT_TOO_LARGE', 'the controller logs the refusal with its code');
 
@@ -48,7 +84,10 @@ t.test('endpoint bloat is refused at enrolment; the others converge', async (t) 
     const nodes = await listNodes(ctl);
     return nodes.length === 2 && nodes.every((n) => n.gap === 0);
   });
-  t.notOk(ctl.proc.lines.some((l) => l.msg === 'delta not sent: over the message limit'), 'no delta held back');
+  t.notOk(
+    ctl.proc.lines.some((l) => l.msg === 'delta not sent: over the message limit'),
+    'no delta held back',
+  );
 
   // One connection (one link): four streams waiting for their hello are held, a fifth is refused.
   const { raw, streams: idle } = await heldStreams(t, ctl, 'conn1', 4);
@@ -69,7 +108,12 @@ t.test('endpoint bloat is refused at enrolment; the others converge', async (t) 
   for (let i = 0; i < 21; i++) {
     const mark = ctl.proc.lines.length;
     const s = hi.open();
-    const opened = ctl.proc.waitFor((l) => l.msg === 'sync stream opened' && l.node === 'conn2', 30_000, mark).then(() => 'opened' as const, () => 'not opened' as const);
+    const opened = ctl.proc
+      .waitFor((l) => l.msg === 'sync stream opened' && l.node === 'conn2', 30_000, mark)
+      .then(
+        () => 'opened' as const,
+        () => 'not opened' as const,
+      );
     const first = await Promise.race([opened, s.closed.then(() => 'closed' as const)]);
     if (first === 'opened') {
       answered++;

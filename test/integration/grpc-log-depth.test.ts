@@ -9,7 +9,10 @@ import { meshp, startController, workdir } from '../helpers/grpc-procs.js';
 t.test('--log-depth on a restart sets the depth of the networks already there, once', async (t) => {
   const state = join(workdir(t, 'logdepth'), 'ctl');
   let ctl = await startController(t, state);
-  t.notOk(ctl.proc.lines.some((l) => l.msg === 'log depth set'), 'first start: the default, nothing to set');
+  t.notOk(
+    ctl.proc.lines.some((l) => l.msg === 'log depth set'),
+    'first start: the default, nothing to set',
+  );
   ctl.proc.kill('SIGTERM');
   await ctl.proc.exited;
 
@@ -20,7 +23,10 @@ t.test('--log-depth on a restart sets the depth of the networks already there, o
   await ctl.proc.exited;
 
   ctl = await startController(t, state, ['--log-depth', '2']);
-  t.notOk(ctl.proc.lines.some((l) => l.msg === 'log depth set'), 'the same depth again: nothing to set');
+  t.notOk(
+    ctl.proc.lines.some((l) => l.msg === 'log depth set'),
+    'the same depth again: nothing to set',
+  );
   ctl.proc.kill('SIGTERM');
   await ctl.proc.exited;
 

@@ -10,7 +10,17 @@
 import t from 'tap';
 import { copyFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { adminCalls, meshpAsync, startAgent, startController, waitUntil, workdir, type AgentProc, nodes as listNodes, tokenFor } from '../helpers/grpc-procs.js';
+import {
+  adminCalls,
+  meshpAsync,
+  startAgent,
+  startController,
+  waitUntil,
+  workdir,
+  type AgentProc,
+  nodes as listNodes,
+  tokenFor,
+} from '../helpers/grpc-procs.js';
 import { isMeshpError } from '@meshp/core';
 import { RawAgent } from '../helpers/raw-agent.js';
 
@@ -57,20 +67,34 @@ t.test('remove, rename, UNSCOPED and REMOVED; a removed node stays out', async (
   const removed = await web.proc.waitFor((l) => l.msg === 'applied' && Number(l.removed) === 1, 15_000, mark);
   t.equal(removed.unscoped, 0, 'web1 got db1 removed with REMOVED');
   const removedAt = await ctl.proc.waitFor((l) => l.msg === 'node removed: credential and key revoked', 15_000, ctlMark);
-  t.comment(`REMOVED applied by web1 ${Number(removed.time) - Number(removedAt.time)} ms after the controller removed db1 (${Date.now() - t0} ms from the admin call)`);
+  t.comment(
+    `REMOVED applied by web1 ${Number(removed.time) - Number(removedAt.time)} ms after the controller removed db1 (${Date.now() - t0} ms from the admin call)`,
+  );
   const refused = await db.proc.waitFor((l) => l.msg === 'controller refused', 15_000, dbMark);
   t.equal(refused.code, 'MESHP_NODE_REVOKED', 'the removed node is told why its stream ends');
   // Told MESHP_NODE_REVOKED, the agent leaves (issue 33): it takes away what the mesh added and exits 3, no reconnect.
-  t.equal(await db.proc.exited, 3, 'the removed node\'s agent exits 3');
+  t.equal(await db.proc.exited, 3, "the removed node's agent exits 3");
   t.match(db.proc.stderr, /^MESHP_REMOVED: node db1 left network default \(removed by the controller: node db1 was removed from default\)/);
-  t.notOk((await listNodes(ctl)).some((n) => n.name === 'db1'), 'node list no longer has db1');
+  t.notOk(
+    (await listNodes(ctl)).some((n) => n.name === 'db1'),
+    'node list no longer has db1',
+  );
   const replayer = new RawAgent(ctl);
   t.teardown(() => replayer.link.close());
-  const replay = await replayer.enrol(dbToken, 'db3').then(() => 'enrolled', (e: unknown) => (isMeshpError(e) ? `${e.code}: ${e.message}` : String(e)));
+  const replay = await replayer.enrol(dbToken, 'db3').then(
+    () => 'enrolled',
+    (e: unknown) => (isMeshpError(e) ? `${e.code}: ${e.message}` : String(e)),
+  );
   t.match(replay, /MESHP_TOKEN_INVALID: .*unknown/, "the removed node's spent token is gone from the store: a replay is unknown");
 
   // The next change is answered normally (it used to fail with "no node db1 in default").
-  await t.resolves(admin.policy([{ from: 'web', to: 'db' }, { from: 'ops', to: 'web' }]), 'policy set after a removal');
+  await t.resolves(
+    admin.policy([
+      { from: 'web', to: 'db' },
+      { from: 'ops', to: 'web' },
+    ]),
+    'policy set after a removal',
+  );
 
   // The revoked key cannot enrol again, even with a fresh token; a key in use cannot enrol twice.
   const reuse = async (name: string, from: AgentProc) => {

@@ -24,9 +24,12 @@ async function refusedAgent(t: Subtest, ctl: ControllerProc, dir: string, name: 
   return a.proc.stderr.trim();
 }
 
-
 /** Opens a Sync stream, answers the challenge with `hello`, and resolves with how the stream ended. */
-function syncAs(link: ControlLink, hello: (nonce: Uint8Array) => Parameters<ReturnType<ControlLink['sync']>['send']>[0], after?: (send: (m: Parameters<ReturnType<ControlLink['sync']>['send']>[0]) => void) => void) {
+function syncAs(
+  link: ControlLink,
+  hello: (nonce: Uint8Array) => Parameters<ReturnType<ControlLink['sync']>['send']>[0],
+  after?: (send: (m: Parameters<ReturnType<ControlLink['sync']>['send']>[0]) => void) => void,
+) {
   return new Promise<{ error?: TransportError; messages: string[] }>((resolve) => {
     const ch = link.sync();
     const messages: string[] = [];
@@ -95,9 +98,11 @@ t.test('the controller refuses what it must, with a code, and logs it', async (t
   const enrolled = await link.enrol({ token: await tokenFor(ctl), nodeKey: me.nodeKey, node: 'x1', endpoints: [] });
   t.equal(enrolled.node, 'x1');
 
-  const hello = (node: string, signer = me.sign) => (nonce: Uint8Array) => ({
-    hello: { node, credential: enrolled.credential, appliedVersion: 0, stateHash: '', revision: 1, signature: signer(challengePayload(node, nonce)) },
-  });
+  const hello =
+    (node: string, signer = me.sign) =>
+    (nonce: Uint8Array) => ({
+      hello: { node, credential: enrolled.credential, appliedVersion: 0, stateHash: '', revision: 1, signature: signer(challengePayload(node, nonce)) },
+    });
   const snooping = await syncAs(link, hello('b1'));
   t.equal(snooping.error?.code, 'MESHP_FORBIDDEN', "a node asking for another node's state");
   t.notOk(snooping.messages.includes('delta'), 'and it was sent nothing of it');
@@ -107,15 +112,27 @@ t.test('the controller refuses what it must, with a code, and logs it', async (t
   const stolen = await syncAs(link, hello('x1', thief.sign));
   t.equal(stolen.error?.code, 'MESHP_AUTH_FAILED', 'a credential presented without the key it was enrolled with');
   // The released v1-r1 hello carries no signature: refused on purpose (proto/README.md), whatever revision it says.
-  const v1r1 = await syncAs(link, hello('x1', () => Buffer.alloc(0)));
+  const v1r1 = await syncAs(
+    link,
+    hello('x1', () => Buffer.alloc(0)),
+  );
   t.equal(v1r1.error?.code, 'MESHP_AUTH_FAILED', 'an unsigned (v1-r1) hello');
   t.match(v1r1.error?.message ?? '', /unsigned hello .*v1-r1/, 'named as the deliberate break');
 
-  const oversizedEnrol = await link.enrol({ token: await tokenFor(ctl), nodeKey: 'k'.repeat(5 * 1024 * 1024), node: 'big', endpoints: [] }).catch((e: unknown) => e);
+  const oversizedEnrol = await link
+    .enrol({ token: await tokenFor(ctl), nodeKey: 'k'.repeat(5 * 1024 * 1024), node: 'big', endpoints: [] })
+    .catch((e: unknown) => e);
   t.ok(isMeshpError(oversizedEnrol, 'MESHP_MESSAGE_TOO_LARGE'), `an oversized enrolment: ${String(oversizedEnrol)}`);
   await ctl.proc.waitFor((l) => l.code === 'MESHP_MESSAGE_TOO_LARGE' && l.method === 'Enrol', 5_000);
 
-  const huge = { appliedVersion: 0, mode: 'converged' as const, firewallKind: 'none', firewallActive: false, at: '', resources: [{ key: 'file:/x', kind: 'file' as const, module: 'm', state: 'owned' as const, reason: 'r'.repeat(5 * 1024 * 1024) }] };
+  const huge = {
+    appliedVersion: 0,
+    mode: 'converged' as const,
+    firewallKind: 'none',
+    firewallActive: false,
+    at: '',
+    resources: [{ key: 'file:/x', kind: 'file' as const, module: 'm', state: 'owned' as const, reason: 'r'.repeat(5 * 1024 * 1024) }],
+  };
   const oversized = await syncAs(link, hello('x1'), (send) => setTimeout(() => send({ report: huge }), 200));
   t.equal(oversized.error?.code, 'MESHP_MESSAGE_TOO_LARGE', 'an oversized message on the stream');
   await ctl.proc.waitFor((l) => l.code === 'MESHP_MESSAGE_TOO_LARGE' && l.method === 'Sync', 5_000);

@@ -6,7 +6,17 @@
 import t from 'tap';
 import { copyFileSync, existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { adminCalls, startAgent, startController, waitUntil, workdir, type AgentProc, type ControllerProc, nodes as listNodes, tokenFor } from '../helpers/grpc-procs.js';
+import {
+  adminCalls,
+  startAgent,
+  startController,
+  waitUntil,
+  workdir,
+  type AgentProc,
+  type ControllerProc,
+  nodes as listNodes,
+  tokenFor,
+} from '../helpers/grpc-procs.js';
 
 const CONF = '/etc/web/web.conf';
 
@@ -63,7 +73,10 @@ t.test('agents ahead of a controller restored from a backup take its state and f
   t.ok(Number(moved.to) > seen, `and moved to ${moved.to}, past every version an agent had seen (${seen})`);
 
   const nodes = await settled(agents, 'v1');
-  t.ok(nodes.every((n) => n.stateVersion === moved.to && n.appliedVersion === moved.to), 'both nodes applied the moved version');
+  t.ok(
+    nodes.every((n) => n.stateVersion === moved.to && n.appliedVersion === moved.to),
+    'both nodes applied the moved version',
+  );
   // The controller's settled view can come before the agents' own log lines are read in through their pipes.
   for (const [i, a] of agents.entries()) await a.proc.waitFor((l) => l.msg === 'applied' && l.toVersion === moved.to, 15_000, marks[i]);
   agents.forEach((a, i) => {

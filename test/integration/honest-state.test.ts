@@ -45,7 +45,14 @@ const nodeOf = async (name: string) => (await list()).find((n) => n.name === nam
 const cred = readAdminCredential(join(ctl.state, ADMIN_CREDENTIAL_FILE));
 const adminClient = await AdminClient.connect({ address: ctl.address, fingerprint: cred.fingerprint, credential: cred.secret });
 t.teardown(() => adminClient.close());
-type Wire = { name: string; status: string; refusedResources: number; stateVersion: number; assignedModules: string[]; reconcile?: { result: string; code: string } };
+type Wire = {
+  name: string;
+  status: string;
+  refusedResources: number;
+  stateVersion: number;
+  assignedModules: string[];
+  reconcile?: { result: string; code: string };
+};
 async function until(what: string, name: string, pred: (n: Wire) => boolean): Promise<void> {
   const deadline = Date.now() + 30_000;
   for (;;) {
@@ -70,8 +77,25 @@ symlinkSync('/tmp', join(n1Root, 'etc/out'));
 // Two agents, both enrolled adopted, no firewall plugin.
 // --interval 30: every case here is driven by a delta, which the agent reconciles at once; a timer
 // reconcile each second would only load the machine the CLI runs on.
-const agent = (name: string, extra: string[] = []) => new Proc(t, ['agent', '--state', join(dir, name, 'state'), '--controller', ctl.address, '--name', name,
-  '--root', join(dir, name, 'root'), '--firewall', 'none', '--docker-socket', join(dir, name, 'absent.sock'), '--interval', '30', ...extra]);
+const agent = (name: string, extra: string[] = []) =>
+  new Proc(t, [
+    'agent',
+    '--state',
+    join(dir, name, 'state'),
+    '--controller',
+    ctl.address,
+    '--name',
+    name,
+    '--root',
+    join(dir, name, 'root'),
+    '--firewall',
+    'none',
+    '--docker-socket',
+    join(dir, name, 'absent.sock'),
+    '--interval',
+    '30',
+    ...extra,
+  ]);
 const a1 = agent('n1', ['--token', await token()]);
 // n2 serves its own /metrics too (meshp agent --metrics-listen).
 mkdirSync(join(dir, 'n2', 'root'), { recursive: true });
@@ -81,8 +105,22 @@ await until('n1 reported', 'n1', (n) => n.status === 'ok');
 await until('n2 reported', 'n2', (n) => n.status === 'ok');
 
 t.test('a node that reports is ok, adopted, connected, with its last reconcile ok: the same in every view', async (t) => {
-  const [n, d, human, m] = await Promise.all([nodeOf('n1'), json<{ node: NodeJson; verdict: string }>('doctor', 'n1'), cli('node', 'list'), scrape(ctl.metrics)]);
-  t.match(n, { mode: 'adopted', requestedMode: 'adopted', status: 'ok', connected: true, gap: 0, refusedResources: 0, reconcile: { result: 'ok' }, transition: { state: 'none' } });
+  const [n, d, human, m] = await Promise.all([
+    nodeOf('n1'),
+    json<{ node: NodeJson; verdict: string }>('doctor', 'n1'),
+    cli('node', 'list'),
+    scrape(ctl.metrics),
+  ]);
+  t.match(n, {
+    mode: 'adopted',
+    requestedMode: 'adopted',
+    status: 'ok',
+    connected: true,
+    gap: 0,
+    refusedResources: 0,
+    reconcile: { result: 'ok' },
+    transition: { state: 'none' },
+  });
   t.ok(n!.lastSeen, 'last seen is set');
   t.match(d.node, { mode: 'adopted', status: 'ok' });
   t.match(d.verdict, /^in sync/);
@@ -92,7 +130,10 @@ t.test('a node that reports is ok, adopted, connected, with its last reconcile o
   t.equal(m.value('meshp_convergence_gap', { node: 'n1' }), 0);
   t.equal(m.value('meshp_node_refused_resources', { node: 'n1' }), 0);
   t.ok((m.value('meshp_node_last_report_timestamp_seconds', { node: 'n1' }) ?? 0) > 1e9, 'a last report time');
-  t.notOk(m.labels('meshp_convergence_gap').some((l) => 'mode' in l), 'the gap has no mode label');
+  t.notOk(
+    m.labels('meshp_convergence_gap').some((l) => 'mode' in l),
+    'the gap has no mode label',
+  );
   t.ok(m.value('meshp_build_info', {}) === 1, 'build info');
   t.ok(m.value('process_cpu_user_seconds_total') !== undefined, 'process metrics');
   t.match(human.out, /^NODE\s+STATUS\s+MODE/m);
@@ -119,9 +160,23 @@ t.test('a node no firewall plugin can hold a derived filter on is not converged:
 
 t.test('two modules that clash on one node are refused by the controller, with a code, and nothing is stored', async (t) => {
   // Defined together they are refused (catalogue add checks the modules as one node's declaration); one by one each passes.
-  const together = await cli('catalogue', 'add', writeJson(dir, 'clash.json', { modules: [{ name: 'c1', files: [{ path: '/etc/clash.conf', content: 'a' }] }, { name: 'c2', files: [{ path: '/etc/clash.conf', content: 'b' }] }] }), '--yes');
+  const together = await cli(
+    'catalogue',
+    'add',
+    writeJson(dir, 'clash.json', {
+      modules: [
+        { name: 'c1', files: [{ path: '/etc/clash.conf', content: 'a' }] },
+        { name: 'c2', files: [{ path: '/etc/clash.conf', content: 'b' }] },
+      ],
+    }),
+    '--yes',
+  );
   t.match(together.err, /^MESHP_DECLARATION_INVALID: .*declared by both/);
-  for (const name of ['c1', 'c2']) await adminClient.call('addCatalogue', { network: 'default', modules: [{ name, files: [{ path: '/etc/clash.conf', content: name }], containers: [], openings: [] }] as never });
+  for (const name of ['c1', 'c2'])
+    await adminClient.call('addCatalogue', {
+      network: 'default',
+      modules: [{ name, files: [{ path: '/etc/clash.conf', content: name }], containers: [], openings: [] }] as never,
+    });
   await adminClient.call('assignModule', { network: 'default', node: 'n1', module: 'c1' });
   await until('n1 applied c1', 'n1', (x) => x.status === 'ok' && x.assignedModules.includes('c1'));
   const before = (await adminClient.call('listNodes', { network: 'default' })).nodes.find((x) => x.name === 'n1')!;
@@ -138,11 +193,18 @@ t.test('two modules that clash on one node are refused by the controller, with a
 
 t.test('refused resources are counted, with their codes, in every view; gap 0 hides none of them', async (t) => {
   // A FIFO and a symlink where the module declares files: each refused on its own, the third file written.
-  await adminClient.call('addCatalogue', { network: 'default', modules: [{ name: 'r', files: ['fifo', 'link', 'ok'].map((f) => ({ path: `/etc/r/${f}.conf`, content: f })), containers: [], openings: [] }] as never });
+  await adminClient.call('addCatalogue', {
+    network: 'default',
+    modules: [{ name: 'r', files: ['fifo', 'link', 'ok'].map((f) => ({ path: `/etc/r/${f}.conf`, content: f })), containers: [], openings: [] }] as never,
+  });
   await adminClient.call('assignModule', { network: 'default', node: 'n1', module: 'r' });
   await until('n1 reports 2 refused resources', 'n1', (x) => x.refusedResources === 2);
   const [n, show, d, human, m] = await Promise.all([
-    nodeOf('n1'), json<{ resources: { key: string; state: string; reason?: string }[] }>('node', 'show', 'n1'), json<{ node: NodeJson; verdict: string }>('doctor', 'n1'), cli('node', 'list'), scrape(ctl.metrics),
+    nodeOf('n1'),
+    json<{ resources: { key: string; state: string; reason?: string }[] }>('node', 'show', 'n1'),
+    json<{ node: NodeJson; verdict: string }>('doctor', 'n1'),
+    cli('node', 'list'),
+    scrape(ctl.metrics),
   ]);
   t.match(n, { gap: 0, status: 'refusing', refusedResources: 2, reconcile: { result: 'refused', code: 'MESHP_REFUSED', message: '2 resource(s) refused' } });
   t.match(n!.statusDetail, /MESHP_FILE_NOT_REGULAR 1, MESHP_PATH_SYMLINK 1/, 'the status names the codes');
@@ -163,10 +225,18 @@ t.test('refused resources are counted, with their codes, in every view; gap 0 hi
 
 t.test('a reconcile the agent refuses as a whole stands out: refusing, with its code, in every view', async (t) => {
   // The controller cannot know it: /etc/out in n1's root is a symlink leading out of the root, so the agent refuses the whole apply.
-  await adminClient.call('addCatalogue', { network: 'default', modules: [{ name: 'out', files: [{ path: '/etc/out/x.conf', content: 'x' }], containers: [], openings: [] }] as never });
+  await adminClient.call('addCatalogue', {
+    network: 'default',
+    modules: [{ name: 'out', files: [{ path: '/etc/out/x.conf', content: 'x' }], containers: [], openings: [] }] as never,
+  });
   await adminClient.call('assignModule', { network: 'default', node: 'n1', module: 'out' });
   await until('n1 reports the refusal', 'n1', (x) => x.reconcile?.code === 'MESHP_PATH_ESCAPES_ROOT');
-  const [n, d, human, m] = await Promise.all([nodeOf('n1'), json<{ node: NodeJson; verdict: string }>('doctor', 'n1'), cli('node', 'list'), scrape(ctl.metrics)]);
+  const [n, d, human, m] = await Promise.all([
+    nodeOf('n1'),
+    json<{ node: NodeJson; verdict: string }>('doctor', 'n1'),
+    cli('node', 'list'),
+    scrape(ctl.metrics),
+  ]);
   t.match(n, { gap: 0, status: 'refusing', reconcile: { result: 'refused', code: 'MESHP_PATH_ESCAPES_ROOT' } });
   t.match(n!.statusDetail, /MESHP_PATH_ESCAPES_ROOT/);
   t.notMatch(d.verdict, /^(converged|in sync)/, 'doctor never says converged over a refusal');
@@ -183,7 +253,12 @@ t.test('a stopped agent is silent: not connected, last seen, in every view', asy
   a1.kill('SIGTERM');
   await a1.exited;
   await until('n1 is silent', 'n1', (x) => x.status === 'silent');
-  const [n, d, human, m] = await Promise.all([nodeOf('n1'), json<{ node: NodeJson; verdict: string }>('doctor', 'n1'), cli('node', 'list'), scrape(ctl.metrics)]);
+  const [n, d, human, m] = await Promise.all([
+    nodeOf('n1'),
+    json<{ node: NodeJson; verdict: string }>('doctor', 'n1'),
+    cli('node', 'list'),
+    scrape(ctl.metrics),
+  ]);
   t.match(n, { connected: false });
   t.ok(n!.lastSeen);
   t.match(d.verdict, /not connected/);

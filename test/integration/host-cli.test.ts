@@ -39,10 +39,13 @@ function machine(t: Subtest) {
   return { dir, root, state, declare, apply };
 }
 
-
 const web = (taken: boolean) => ({
-  name: 'web', taken,
-  files: [{ path: CONF, content: 'mesh web\n' }, { path: '/etc/web/extra.conf', content: 'extra\n' }],
+  name: 'web',
+  taken,
+  files: [
+    { path: CONF, content: 'mesh web\n' },
+    { path: '/etc/web/extra.conf', content: 'extra\n' },
+  ],
 });
 
 function states(out: string): Record<string, string> {
@@ -104,7 +107,19 @@ t.test('a path that escapes the root writes nothing and says why in one line', a
   mkdirSync(join(m.dir, 'outside'));
   symlinkSync(join(m.dir, 'outside'), join(m.root, 'etc/out'));
   for (const path of ['/etc/../../escape.conf', '/etc/out/escape.conf']) {
-    const r = m.apply(m.declare([{ name: 'bad', taken: true, files: [{ path: '/etc/fine.conf', content: 'x' }, { path, content: 'x' }] }]), '--yes');
+    const r = m.apply(
+      m.declare([
+        {
+          name: 'bad',
+          taken: true,
+          files: [
+            { path: '/etc/fine.conf', content: 'x' },
+            { path, content: 'x' },
+          ],
+        },
+      ]),
+      '--yes',
+    );
     t.equal(r.code, 1, path);
     t.match(r.err, /^MESHP_PATH_ESCAPES_ROOT: /);
     t.equal(r.err.trim().split('\n').length, 1, 'one line');

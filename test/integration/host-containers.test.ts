@@ -28,8 +28,11 @@ const apply = (modules: ModuleDecl[]) => b.apply(declaration('adopted', modules)
 
 async function predecessor(name: string, port: number, text: string): Promise<string> {
   const c = await docker.createContainer({
-    name, Image: BUSYBOX_IMAGE, Cmd: serving(text),
-    ExposedPorts: { '80/tcp': {} }, HostConfig: { PortBindings: { '80/tcp': [{ HostPort: String(port) }] } },
+    name,
+    Image: BUSYBOX_IMAGE,
+    Cmd: serving(text),
+    ExposedPorts: { '80/tcp': {} },
+    HostConfig: { PortBindings: { '80/tcp': [{ HostPort: String(port) }] } },
   });
   await c.start();
   return c.id;
@@ -95,7 +98,9 @@ t.test('an engine that stops answering gives a coded refusal; files still conver
   const before = (await store.listOriginals()).map((o) => o.key).sort();
   await store.close();
   await engine.stop();
-  const r = await apply([{ name: 'legacy', taken: false, files: [{ path: '/etc/legacy.conf', content: 'x' }], containers: [webSpec('legacy', 18081, 'mesh-legacy')] }]);
+  const r = await apply([
+    { name: 'legacy', taken: false, files: [{ path: '/etc/legacy.conf', content: 'x' }], containers: [webSpec('legacy', 18081, 'mesh-legacy')] },
+  ]);
   t.equal(stateOf(r, 'container:legacy'), 'refused');
   t.match(r.report.resources.find((x) => x.key === 'container:legacy')?.reason, /MESHP_RUNTIME_UNAVAILABLE/);
   t.equal(stateOf(r, 'file:/etc/legacy.conf'), 'created');

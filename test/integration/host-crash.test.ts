@@ -27,7 +27,14 @@ const NEW = '/etc/web/extra.conf';
 const decl = (modules: unknown[]) => ({ apiVersion: 'meshp/v1', node: 'n1', mode: 'adopted', settings: { ports: {} }, modules });
 const A = decl([{ name: 'old', taken: false, files: [{ path: OLD, content: 'old\n' }] }]);
 const B = decl([
-  { name: 'web', taken: false, files: [{ path: HELD, content: 'mesh web\n' }, { path: NEW, content: 'extra\n', mode: '0600' }] },
+  {
+    name: 'web',
+    taken: false,
+    files: [
+      { path: HELD, content: 'mesh web\n' },
+      { path: NEW, content: 'extra\n', mode: '0600' },
+    ],
+  },
   { name: 'db', taken: true, files: [{ path: TAKEN, content: 'mesh db\n' }] },
 ]);
 
@@ -95,7 +102,6 @@ async function check(t: Subtest, m: { root: string; state: string }, label: stri
   t.same(originals.get(`file:${HELD}`), HELD_BYTES, `${label}: the held original is recorded`);
   t.equal(originals.get(`file:${TAKEN}`)?.toString(), 'predecessor db\n', `${label}: the taken file's original is kept`);
 }
-
 
 const w = copyBase('whole');
 const whole = run(w.root, w.state, join(dir, 'b.json'), 0);

@@ -16,22 +16,29 @@ if (!labAvailable()) {
   process.exit(0);
 }
 
-
 const l = await lab(t);
 const state = join(l.root, '..', `${l.prefix}-state`);
 t.teardown(async () => (await import('node:fs/promises')).rm(state, { recursive: true, force: true }));
 const declFile = join(l.root, 'declaration.json');
-writeFileSync(declFile, JSON.stringify({
-  apiVersion: 'meshp/v1', node: 'server', mode: 'adopted', settings: { ports: {} },
-  modules: [{ name: 'web', taken: false, openings: [{ port: 8080, path: 'incoming', from: [CLIENT_NET] }] }],
-}));
+writeFileSync(
+  declFile,
+  JSON.stringify({
+    apiVersion: 'meshp/v1',
+    node: 'server',
+    mode: 'adopted',
+    settings: { ports: {} },
+    modules: [{ name: 'web', taken: false, openings: [{ port: 8080, path: 'incoming', from: [CLIENT_NET] }] }],
+  }),
+);
 const common = ['--state', state, '--root', l.root, '--declaration', declFile];
 const configBefore = readFileSync(l.configFile);
 await l.serve(l.server, 8080);
 await l.serve(l.server, 9000);
 
-const tables = async () => (JSON.parse(await l.nft(['-j', 'list', 'tables'])).nftables as Record<string, { family: string; name: string }>[])
-  .filter((o) => o.table).map((o) => `${o.table!.family} ${o.table!.name}`);
+const tables = async () =>
+  (JSON.parse(await l.nft(['-j', 'list', 'tables'])).nftables as Record<string, { family: string; name: string }>[])
+    .filter((o) => o.table)
+    .map((o) => `${o.table!.family} ${o.table!.name}`);
 
 let previewId = '';
 
@@ -77,7 +84,10 @@ t.test('the flip loads the derived filter and retires the found firewall, config
   t.equal(r.code, 0, r.err);
   t.match(r.out, /-> retiring the found nftables firewall/);
   const now = await tables();
-  t.ok(now.some((x) => /meshp/.test(x)), `the mesh's derived table is loaded (${now.join(', ')})`);
+  t.ok(
+    now.some((x) => /meshp/.test(x)),
+    `the mesh's derived table is loaded (${now.join(', ')})`,
+  );
   t.notOk(now.includes('inet filter'), 'the found table is retired');
   t.notOk(now.includes('inet meshp'), "the adopted node's mesh table went with the flip: the derived filter holds it all");
   t.match(r.out, /removed the adopted node's marked rules/);

@@ -40,20 +40,53 @@ t.test('invalid input is refused with a coded error naming the field, by the CLI
   t.equal(modeX.code, 1);
   t.match(JSON.parse(modeX.err), { code: 'MESHP_DECLARATION_INVALID', message: /files\[0\]\.mode/ }, 'a --json command prints its error as JSON on stderr');
   // The controller checks on its own, whatever the client.
-  await t.rejects(adminClient.call('setPolicy', { network: 'default', rules: [{ fromTag: 'a', toTag: 'b', ports: ['eighty'] }] }), { code: 'MESHP_POLICY_INVALID' });
+  await t.rejects(adminClient.call('setPolicy', { network: 'default', rules: [{ fromTag: 'a', toTag: 'b', ports: ['eighty'] }] }), {
+    code: 'MESHP_POLICY_INVALID',
+  });
   await t.rejects(adminClient.call('setPolicy', { network: 'default', rules: [{ fromTag: '', toTag: 'b', ports: [] }] }), { code: 'MESHP_POLICY_INVALID' });
-  await t.rejects(adminClient.call('addCatalogue', { network: 'default', modules: [{ name: 'rel', files: [{ path: 'etc/x', content: '', mode: '6777' }], containers: [], openings: [] }] as never }), { code: /^MESHP_(PATH|DECLARATION)_INVALID$/ });
-  await t.rejects(adminClient.call('addCatalogue', { network: 'default', modules: [{ name: 'op', files: [], containers: [], openings: [{ port: 80, protocol: 1, path: 1, from: ['300.1.1.1/99'] }] }] as never }), { code: 'MESHP_DECLARATION_INVALID' });
+  await t.rejects(
+    adminClient.call('addCatalogue', {
+      network: 'default',
+      modules: [{ name: 'rel', files: [{ path: 'etc/x', content: '', mode: '6777' }], containers: [], openings: [] }] as never,
+    }),
+    { code: /^MESHP_(PATH|DECLARATION)_INVALID$/ },
+  );
+  await t.rejects(
+    adminClient.call('addCatalogue', {
+      network: 'default',
+      modules: [{ name: 'op', files: [], containers: [], openings: [{ port: 80, protocol: 1, path: 1, from: ['300.1.1.1/99'] }] }] as never,
+    }),
+    { code: 'MESHP_DECLARATION_INVALID' },
+  );
   t.equal(await stateVersion(), before, 'nothing was stored');
 });
 
 t.test('the confirm contract: --preview changes nothing; off a terminal --yes is required', async (t) => {
   t.equal((await cli('catalogue', 'add', writeJson(dir, 'web.json', { name: 'web', files: [{ path: '/etc/web.conf', content: 'x' }] }), '--yes')).code, 0);
   const before = await stateVersion();
-  const refused = [['module', 'assign', 'n2', 'web'], ['module', 'take', 'n2', 'web'], ['module', 'unassign', 'n2', 'web'], ['node', 'adopt', 'n2'], ['node', 'converge', 'n2'], ['node', 'remove', 'n2'], ['catalogue', 'add', join(dir, 'web.json')], ['policy', 'set', writeJson(dir, 'p.json', { rules: [] })]];
-  const previewed = [['module', 'assign', 'n2', 'web'], ['module', 'take', 'n2', 'web'], ['node', 'adopt', 'n2'], ['node', 'remove', 'n2'], ['catalogue', 'add', join(dir, 'web.json')], ['policy', 'set', join(dir, 'p.json')]];
+  const refused = [
+    ['module', 'assign', 'n2', 'web'],
+    ['module', 'take', 'n2', 'web'],
+    ['module', 'unassign', 'n2', 'web'],
+    ['node', 'adopt', 'n2'],
+    ['node', 'converge', 'n2'],
+    ['node', 'remove', 'n2'],
+    ['catalogue', 'add', join(dir, 'web.json')],
+    ['policy', 'set', writeJson(dir, 'p.json', { rules: [] })],
+  ];
+  const previewed = [
+    ['module', 'assign', 'n2', 'web'],
+    ['module', 'take', 'n2', 'web'],
+    ['node', 'adopt', 'n2'],
+    ['node', 'remove', 'n2'],
+    ['catalogue', 'add', join(dir, 'web.json')],
+    ['policy', 'set', join(dir, 'p.json')],
+  ];
   // None of these changes anything (that is what is asserted), so they run side by side.
-  const [refusals, previews] = await Promise.all([Promise.all(refused.map((args) => cli(...args))), Promise.all(previewed.map((args) => cli(...args, '--preview')))]);
+  const [refusals, previews] = await Promise.all([
+    Promise.all(refused.map((args) => cli(...args))),
+    Promise.all(previewed.map((args) => cli(...args, '--preview'))),
+  ]);
   refused.forEach((args, i) => {
     t.equal(refusals[i]!.code, 1, `${args.join(' ')} without --yes off a terminal: refused`);
     t.match(refusals[i]!.err, /MESHP_CONFIRM_NEEDED/);
@@ -69,7 +102,10 @@ t.test('the confirm contract: --preview changes nothing; off a terminal --yes is
   t.match(said(['node', 'remove', 'n2']), /^would remove node n2 from default \(addresses .*; tags .*\): its credential and node key are revoked for good/);
   t.match(refusals[refused.findIndex((p) => p.join(' ') === 'node remove n2')]!.err, /pass --yes to remove \(or --preview/);
   t.equal(await stateVersion(), before, 'nothing changed');
-  t.ok((await adminClient.call('listNodes', { network: 'default' })).nodes.some((n) => n.name === 'n2'), 'n2 is still a member');
+  t.ok(
+    (await adminClient.call('listNodes', { network: 'default' })).nodes.some((n) => n.name === 'n2'),
+    'n2 is still a member',
+  );
 });
 
 /**
@@ -92,7 +128,10 @@ function onTerminal(answer: string, ...args: string[]): Promise<{ code: number |
 t.test('on a terminal the command asks, and only a yes changes the node', async (t) => {
   const assigned = async () => (await adminClient.call('listNodes', { network: 'default' })).nodes[0]!.assignedModules;
   const before = await stateVersion();
-  const answers = [['no\n', 'no'], ['', 'an end of input']] as const;
+  const answers = [
+    ['no\n', 'no'],
+    ['', 'an end of input'],
+  ] as const;
   // Neither changes anything (that is what is asserted), so both run side by side.
   const runs = await Promise.all(answers.map(([answer]) => onTerminal(answer, 'module', 'assign', 'n2', 'web')));
   for (const [i, [, said]] of answers.entries()) {
@@ -107,14 +146,19 @@ t.test('on a terminal the command asks, and only a yes changes the node', async 
   t.equal(yes.code, 0, yes.out);
   t.match(yes.out, /assign web on n2: assigned web/);
   t.ok((await assigned()).includes('web'), 'yes: assigned');
-  t.ok(await stateVersion() > before, 'yes: a new version');
+  t.ok((await stateVersion()) > before, 'yes: a new version');
   await adminClient.call('unassignModule', { network: 'default', node: 'n2', module: 'web' });
 });
 
 t.test('usage errors exit 2, not-found has its own code', async (t) => {
   const [ttl, noState, g, nosuch, js, doctorNoNode, doctorNoNodeJson] = await Promise.all([
-    cli('token', 'create', '--ttl', '5x'), run('node', 'list'), run('genesis', '--port', 'bogus=1', '--state', join(dir, 'g')), cli('node', 'show', 'nosuch'), cli('node', 'show', 'nosuch', '--json'),
-    cli('doctor'), cli('doctor', '--json'),
+    cli('token', 'create', '--ttl', '5x'),
+    run('node', 'list'),
+    run('genesis', '--port', 'bogus=1', '--state', join(dir, 'g')),
+    cli('node', 'show', 'nosuch'),
+    cli('node', 'show', 'nosuch', '--json'),
+    cli('doctor'),
+    cli('doctor', '--json'),
   ]);
   t.equal(doctorNoNode.code, 2, 'doctor without a node is a usage error (it was MESHP_INTERNAL)');
   t.match(doctorNoNode.err, /^MESHP_USAGE: name a node, or say --local --state DIR/);

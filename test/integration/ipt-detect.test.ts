@@ -35,7 +35,10 @@ else {
     t.equal(fw?.kind, 'iptables-legacy');
     const seen = host.firewallSightings();
     t.match(seen, [{ kind: 'iptables-legacy', active: true, by: 'firewall-iptables' }]);
-    t.notOk(seen.some((s) => s.kind === 'iptables-nft'), 'the empty nft backend is not reported');
+    t.notOk(
+      seen.some((s) => s.kind === 'iptables-nft'),
+      'the empty nft backend is not reported',
+    );
     const d = await fw!.describe();
     t.equal(d.configFile, join(root, 'etc/iptables/rules.v4'));
     t.equal(d.manager, 'netfilter-persistent');
@@ -75,7 +78,9 @@ else {
 
   t.test('both backends active is refused, naming both', async (t) => {
     const { makeHost } = await machine(t, { legacy: RULES_V4, nft: RULES_V4 });
-    const err = await makeHost().firewall().catch((e: unknown) => e);
+    const err = await makeHost()
+      .firewall()
+      .catch((e: unknown) => e);
     t.ok(err instanceof MeshpError);
     t.equal((err as MeshpError).code, 'MESHP_FIREWALL_UNKNOWN');
     t.match((err as MeshpError).message, /iptables-legacy.*iptables-nft|iptables-nft.*iptables-legacy/);
@@ -84,7 +89,9 @@ else {
   t.test("ufw's chains are reported as kind ufw with no driver, so adoption is refused", async (t) => {
     const ufwish = '*filter\n:INPUT DROP [0:0]\n:ufw-user-input - [0:0]\n-A INPUT -j ufw-user-input\nCOMMIT\n';
     const { makeHost } = await machine(t, { nft: ufwish });
-    const err = await makeHost().firewall().catch((e: unknown) => e);
+    const err = await makeHost()
+      .firewall()
+      .catch((e: unknown) => e);
     t.equal((err as MeshpError).code, 'MESHP_FIREWALL_UNKNOWN');
     t.match((err as MeshpError).message, /ufw/);
   });
@@ -95,7 +102,10 @@ else {
     await writeFile(join(root, 'etc/firewalld/firewalld.conf'), 'FirewallBackend=iptables\n');
     await mkdir(join(root, 'etc/systemd/system/multi-user.target.wants'), { recursive: true });
     await writeFile(join(root, 'etc/systemd/system/multi-user.target.wants/firewalld.service'), '');
-    await t.rejects(makeHost().firewall(), { code: 'MESHP_FIREWALL_UNKNOWN', message: /firewalld manages the firewall \(seen: etc\/firewalld\/firewalld\.conf/ });
+    await t.rejects(makeHost().firewall(), {
+      code: 'MESHP_FIREWALL_UNKNOWN',
+      message: /firewalld manages the firewall \(seen: etc\/firewalld\/firewalld\.conf/,
+    });
     await t.rejects(makeHost('iptables-nft').firewall(), { code: 'MESHP_FIREWALL_UNKNOWN' });
     await mkdir(join(root, 'etc/csf'), { recursive: true });
     await writeFile(join(root, 'etc/csf/csf.conf'), 'TESTING = "0"\n');
@@ -112,7 +122,10 @@ else {
     await copyFile('/bin/sleep', join(bin, 'usr/sbin/firewalld'));
     const daemon = spawn(join(bin, 'usr/sbin/firewalld'), ['300'], { stdio: 'ignore' });
     reaper(t).push(daemon);
-    await t.rejects(makeHost().firewall(), { code: 'MESHP_FIREWALL_UNKNOWN', message: new RegExp(`firewalld manages the firewall \\(seen: process ${daemon.pid} `) });
+    await t.rejects(makeHost().firewall(), {
+      code: 'MESHP_FIREWALL_UNKNOWN',
+      message: new RegExp(`firewalld manages the firewall \\(seen: process ${daemon.pid} `),
+    });
     await t.rejects(makeHost('iptables-nft').firewall(), { code: 'MESHP_FIREWALL_UNKNOWN' }, 'asked for by name: refused too');
     const gone = new Promise((r) => daemon.once('exit', r));
     process.kill(daemon.pid!, 'SIGKILL');

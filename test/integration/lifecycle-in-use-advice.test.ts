@@ -59,7 +59,10 @@ t.test('REFUSING with MESHP_MACHINE_IN_USE, and every view names node adopt firs
     return x?.transition?.state === 'refused' && x;
   });
   t.match(n, { status: 'refusing', mode: 'adopted', requestedMode: 'converged', transition: { code: 'MESHP_MACHINE_IN_USE' } });
-  t.match(n.advice, /^to keep server serving as it is: meshp node adopt server --yes \(enrol a machine in use with a token from meshp token create --adopted\); to converge it/);
+  t.match(
+    n.advice,
+    /^to keep server serving as it is: meshp node adopt server --yes \(enrol a machine in use with a token from meshp token create --adopted\); to converge it/,
+  );
   const [list, show, doctor] = await Promise.all([cli('node', 'list'), cli('node', 'show', 'server'), cli('doctor', 'server')]);
   t.match(list.out, /REFUSING.*MESHP_MACHINE_IN_USE.*keep it serving: meshp node adopt server/, 'node list');
   t.match(show.out, /\nadvice: to keep server serving as it is: meshp node adopt server --yes/, 'node show');

@@ -44,8 +44,10 @@ const json = async <T>(...args: string[]): Promise<T> => {
   return JSON.parse(r.out) as T;
 };
 const nodeOf = async (): Promise<NodeJson> => (await json<{ node: NodeJson }>('node', 'show', 'server')).node;
-const tables = async () => (JSON.parse(await l.nft(['-j', 'list', 'tables'])).nftables as Record<string, { family: string; name: string }>[])
-  .filter((o) => o.table).map((o) => `${o.table!.family} ${o.table!.name}`);
+const tables = async () =>
+  (JSON.parse(await l.nft(['-j', 'list', 'tables'])).nftables as Record<string, { family: string; name: string }>[])
+    .filter((o) => o.table)
+    .map((o) => `${o.table!.family} ${o.table!.name}`);
 
 async function until<T>(what: string, fn: () => Promise<T | false | undefined>, ms = 30_000): Promise<T> {
   const deadline = Date.now() + ms;
@@ -83,7 +85,15 @@ let previewId = '';
 t.test('the preview, from the agent report, names the declared port and the one that will close', async (t) => {
   // Both previews at once: the id is a digest of the same report, so the human one names it too.
   const humanPreview = cli('node', 'converge', 'server', '--preview');
-  const { node, preview } = await json<{ node: NodeJson; preview: { id: string; items: { port: number; after: string; declaredBy: string | null; holder: string }[]; firewall: { kind: string; active: boolean; tables: string[]; configFile?: string }; take: string[] } }>('node', 'converge', 'server', '--preview');
+  const { node, preview } = await json<{
+    node: NodeJson;
+    preview: {
+      id: string;
+      items: { port: number; after: string; declaredBy: string | null; holder: string }[];
+      firewall: { kind: string; active: boolean; tables: string[]; configFile?: string };
+      take: string[];
+    };
+  }>('node', 'converge', 'server', '--preview');
   previewId = preview.id;
   t.equal(node.mode, 'adopted');
   const by = Object.fromEntries(preview.items.map((i) => [i.port, i]));
@@ -123,14 +133,24 @@ t.test('the flip with the right id: derived filter loaded, found table retired, 
   t.match(r.out, new RegExp(`node server converged, by its agent's report \\(preview ${previewId}\\)`));
   // The machine and the views, read side by side.
   const [now, open8080, open9000, { nodes }, show] = await Promise.all([
-    tables(), reachable(l.client, SERVER_CLIENT, 8080, OPEN_WITHIN), reachable(l.client, SERVER_CLIENT, 9000), json<{ nodes: NodeJson[] }>('node', 'list'), cli('node', 'show', 'server'),
+    tables(),
+    reachable(l.client, SERVER_CLIENT, 8080, OPEN_WITHIN),
+    reachable(l.client, SERVER_CLIENT, 9000),
+    json<{ nodes: NodeJson[] }>('node', 'list'),
+    cli('node', 'show', 'server'),
   ]);
-  t.ok(now.some((x) => /meshp/.test(x)), `the derived table is loaded (${now.join(', ')})`);
+  t.ok(
+    now.some((x) => /meshp/.test(x)),
+    `the derived table is loaded (${now.join(', ')})`,
+  );
   t.notOk(now.includes('inet filter'), 'the found table is retired');
   t.same(readFileSync(l.configFile), configBefore, 'the found configuration is byte for byte on disk');
   t.ok(open8080, 'the declared port is open from its range');
   t.notOk(open9000, 'the undeclared port is closed');
-  t.match(nodes.find((n) => n.name === 'server'), { mode: 'converged', convergePreviewId: previewId, lifecycle: { state: 'converged', previewId } });
+  t.match(
+    nodes.find((n) => n.name === 'server'),
+    { mode: 'converged', convergePreviewId: previewId, lifecycle: { state: 'converged', previewId } },
+  );
   t.match(show.out, /server in default: converged/);
   t.match(show.out, new RegExp(`last preview: ${previewId}`));
   t.match(show.out, /opening:.*web/);
@@ -144,14 +164,24 @@ t.test('meshp node adopt brings the found firewall back and the derived table go
   t.equal(r.code, 0, r.err);
   t.match(r.out, /-> re-enabling the found nftables firewall/);
   const [now, open8080, open9000, { nodes }, human] = await Promise.all([
-    tables(), reachable(l.client, SERVER_CLIENT, 8080, OPEN_WITHIN), reachable(l.client, SERVER_CLIENT, 9000), json<{ nodes: NodeJson[] }>('node', 'list'), cli('node', 'list'),
+    tables(),
+    reachable(l.client, SERVER_CLIENT, 8080, OPEN_WITHIN),
+    reachable(l.client, SERVER_CLIENT, 9000),
+    json<{ nodes: NodeJson[] }>('node', 'list'),
+    cli('node', 'list'),
   ]);
   t.ok(now.includes('inet filter'), `the found table is back (${now.join(', ')})`);
-  t.notOk(now.some((x) => /meshp_derived/.test(x)), 'the derived table is gone');
+  t.notOk(
+    now.some((x) => /meshp_derived/.test(x)),
+    'the derived table is gone',
+  );
   t.same(readFileSync(l.configFile), configBefore);
   t.ok(open8080);
   t.notOk(open9000, 'the found firewall drops 9000 again');
-  t.match(nodes.find((n) => n.name === 'server'), { mode: 'adopted', convergePreviewId: null, lifecycle: { state: 'adopted' } });
+  t.match(
+    nodes.find((n) => n.name === 'server'),
+    { mode: 'adopted', convergePreviewId: null, lifecycle: { state: 'adopted' } },
+  );
   t.match(human.out, /server\s+\S+\s+ADOPTED/);
 });
 
@@ -164,12 +194,19 @@ t.test('the machine changed between the preview and the flip: refused, and every
   t.notMatch(r.out, /converged/, 'nothing printed says converged');
   const [{ nodes }, show, d, now] = await Promise.all([
     json<{ nodes: (NodeJson & { requestedMode: string; status: string; transition: { state: string; code: string } | null })[] }>('node', 'list'),
-    cli('node', 'show', 'server'), json<{ verdict: string }>('doctor', 'server'), tables(),
+    cli('node', 'show', 'server'),
+    json<{ verdict: string }>('doctor', 'server'),
+    tables(),
   ]);
   const n = nodes.find((x) => x.name === 'server')!;
   t.equal(n.mode, 'adopted', "the mode is the agent's word");
   // The controller refuses when the agent already reported the new listener; else the agent refuses on the machine.
-  if (/requested:/.test(r.out)) t.match(n, { requestedMode: 'converged', status: 'refusing', transition: { state: 'refused', code: 'MESHP_PREVIEW_STALE' } }, 'refused by the agent: the transition says so');
+  if (/requested:/.test(r.out))
+    t.match(
+      n,
+      { requestedMode: 'converged', status: 'refusing', transition: { state: 'refused', code: 'MESHP_PREVIEW_STALE' } },
+      'refused by the agent: the transition says so',
+    );
   t.notMatch(show.out, /: converged/);
   t.notMatch(d.verdict, /^converged/, 'never converged; in sync is true when the controller refused the flip and recorded nothing');
   t.ok(now.includes('inet filter'), 'the found firewall is still in force');

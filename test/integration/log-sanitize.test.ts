@@ -16,7 +16,12 @@ const RAW = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u
 
 t.test('the options every meshp logger is built with escape C0, DEL, C1 and bidi marks', async (t) => {
   let out = '';
-  const sink = new Writable({ write(chunk: Buffer, _e, cb) { out += chunk.toString('utf8'); cb(); } });
+  const sink = new Writable({
+    write(chunk: Buffer, _e, cb) {
+      out += chunk.toString('utf8');
+      cb();
+    },
+  });
   const log = pino(logOptions('meshp-agent', 'info'), sink);
   log.warn({ path: `/etc/${HOSTILE}`, err: `MESHP_PATH_SYMLINK: ${HOSTILE}` }, `refused ${HOSTILE}`);
   t.notMatch(out.slice(0, -1), RAW, 'no raw control character in the line');

@@ -17,7 +17,9 @@ else {
     // the nft script places it after.
     const racing: Runner = async (argv, o) => {
       if (argv.includes('-f')) {
-        const chain = JSON.parse(await l.nft(['-j', '-a', 'list', 'chain', 'inet', 'filter', 'input'])) as { nftables: { rule?: { handle: number; expr: object[] } }[] };
+        const chain = JSON.parse(await l.nft(['-j', '-a', 'list', 'chain', 'inet', 'filter', 'input'])) as {
+          nftables: { rule?: { handle: number; expr: object[] } }[];
+        };
         const rules = chain.nftables.flatMap((x) => (x.rule ? [x.rule] : []));
         const at = rules.findIndex((r) => JSON.stringify(r.expr).includes('reject'));
         for (const r of rules.slice(at - 1, at + 1)) await l.nft(['delete', 'rule', 'inet', 'filter', 'input', 'handle', String(r.handle)]);
@@ -70,7 +72,9 @@ else {
     const inner = localRunner(netnsPrefix(l.server.name));
     const racing: Runner = async (argv, o) => {
       if (argv.includes('-f')) {
-        const chain = JSON.parse(await l.nft(['-j', '-a', 'list', 'chain', 'inet', 'filter', 'input'])) as { nftables: { rule?: { handle: number; expr: object[] } }[] };
+        const chain = JSON.parse(await l.nft(['-j', '-a', 'list', 'chain', 'inet', 'filter', 'input'])) as {
+          nftables: { rule?: { handle: number; expr: object[] } }[];
+        };
         const reject = chain.nftables.find((x) => x.rule && JSON.stringify(x.rule.expr).includes('reject'))!.rule!;
         await l.nft(['delete', 'rule', 'inet', 'filter', 'input', 'handle', String(reject.handle)]);
       }

@@ -55,7 +55,10 @@ else {
     await rm(l.configFile);
     const state = (await driver.retire()) as NftablesRetired;
     t.ok(state.live.length > 0, 'the live tables recorded before they were deleted');
-    t.notOk(state.live.some((o) => JSON.stringify(o).includes('meshp:')), "the mesh's marked rules are not part of the original");
+    t.notOk(
+      state.live.some((o) => JSON.stringify(o).includes('meshp:')),
+      "the mesh's marked rules are not part of the original",
+    );
     t.notOk((await ruleLines(l)).some(inFilter), 'retired: their table is gone');
     await driver.reenable(state);
     const theirs = (lines: string[]) => lines.filter((x) => inFilter(x) && !x.includes('meshp:'));
@@ -110,7 +113,9 @@ else {
     t.equal(batches.length, 2, 'a changed filter is loaded');
     t.match(await l.nft(['list', 'table', 'inet', 'meshp_derived']), /tcp dport 9001 accept/);
 
-    const rules = JSON.parse(await l.nft(['-j', '-a', 'list', 'chain', 'inet', 'meshp_derived', 'input'])) as { nftables: { rule?: { handle: number; comment?: string } }[] };
+    const rules = JSON.parse(await l.nft(['-j', '-a', 'list', 'chain', 'inet', 'meshp_derived', 'input'])) as {
+      nftables: { rule?: { handle: number; comment?: string } }[];
+    };
     const opening = rules.nftables.find((x) => x.rule?.comment?.includes('9001'))!.rule!;
     await l.nft(['delete', 'rule', 'inet', 'meshp_derived', 'input', 'handle', String(opening.handle)]);
     await driver.loadDerived({ ...filter, openings: [{ ...web, port: 9001, id: 'web/incoming/tcp/9001' }] });

@@ -25,7 +25,9 @@ else {
 
   t.test('a firewalld table is seen as firewalld, without a driver, and adoption is refused naming it', async (t) => {
     const l = await lab(t);
-    await l.load('table inet firewalld {\n chain filter_INPUT {\n  type filter hook input priority filter + 10; policy accept;\n  reject with icmpx admin-prohibited\n }\n}\n');
+    await l.load(
+      'table inet firewalld {\n chain filter_INPUT {\n  type filter hook input priority filter + 10; policy accept;\n  reject with icmpx admin-prohibited\n }\n}\n',
+    );
     const before = await l.nft(['-j', 'list', 'ruleset']);
     const host = new Host({ root: l.root }).use(new NftablesPlugin({ netns: l.server.name }));
     const err = await host.firewall().catch((e: unknown) => e);
@@ -33,9 +35,17 @@ else {
     t.equal((err as MeshpError).code, 'MESHP_FIREWALL_UNKNOWN');
     t.match((err as MeshpError).message, /firewalld \(firewalld owns nftables table inet firewalld\)/);
     const seen = (err as MeshpError).details?.seen as { kind: string; by: string }[];
-    t.same(seen.map((s) => s.kind), ['firewalld'], 'firewalld named, without a driver');
+    t.same(
+      seen.map((s) => s.kind),
+      ['firewalld'],
+      'firewalld named, without a driver',
+    );
     const asked = new Host({ root: l.root, firewall: 'nftables' }).use(new NftablesPlugin({ netns: l.server.name }));
-    await t.rejects(asked.firewall(), { code: 'MESHP_FIREWALL_UNKNOWN', message: /managed by firewalld/ }, 'the nftables kind offers no driver beside it, even asked for by name');
+    await t.rejects(
+      asked.firewall(),
+      { code: 'MESHP_FIREWALL_UNKNOWN', message: /managed by firewalld/ },
+      'the nftables kind offers no driver beside it, even asked for by name',
+    );
     t.equal(await l.nft(['-j', 'list', 'ruleset']), before, 'nothing written');
   });
 

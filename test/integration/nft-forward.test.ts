@@ -35,7 +35,11 @@ else {
     t.ok(await reachable(l.client, SERVER_CLIENT, PUBLISHED), 'reachable from the private range');
     t.notOk(await reachable(l.outside, SERVER_OUTSIDE, PUBLISHED), 'not from outside');
     const after = await splitLines(l);
-    t.same(before.theirs.filter((x) => !after.theirs.includes(x)), [], 'their rules and the NAT table untouched');
+    t.same(
+      before.theirs.filter((x) => !after.theirs.includes(x)),
+      [],
+      'their rules and the NAT table untouched',
+    );
     const added = after.theirs.filter((x) => !before.theirs.includes(x));
     t.equal(added.length, 1);
     t.match(added[0], /"chain":"forward","comment":"meshp:web\/forwarded\/tcp\/18080".*"proto-dst"/);
@@ -50,7 +54,10 @@ else {
     t.same(r, { added: [refusal.id], removed: [] });
     t.notOk(await reachable(l.outside, SERVER_OUTSIDE, PUBLISHED), 'the refusal wins from outside');
     t.ok(await reachable(l.client, SERVER_CLIENT, PUBLISHED), 'the private range still reaches it');
-    t.match(await l.nft(['list', 'table', 'inet', 'meshp']), /ct original ip saddr != 10\.70\.1\.0\/24 .*ct original proto-dst 18080 drop comment "meshp:store\/forwarded\/tcp\/18080"/);
+    t.match(
+      await l.nft(['list', 'table', 'inet', 'meshp']),
+      /ct original ip saddr != 10\.70\.1\.0\/24 .*ct original proto-dst 18080 drop comment "meshp:store\/forwarded\/tcp\/18080"/,
+    );
     t.same(
       (await driver.openings()).find((o) => o.id === refusal.id),
       refusal,

@@ -21,7 +21,10 @@ else {
 
     const state = (await driver.retire()) as NftablesRetired;
     t.same(state.tables, ['inet filter'], "the included table is known as the config's");
-    t.notOk((await ruleLines(l)).some((x) => x.includes('"name":"filter"')), 'and retired');
+    t.notOk(
+      (await ruleLines(l)).some((x) => x.includes('"name":"filter"')),
+      'and retired',
+    );
     await driver.reenable(state);
     t.same(await ruleLines(l), start, 'reenable loads it back from the included file');
     t.same(await readFile(l.configFile), config, 'the config is not written');

@@ -44,7 +44,10 @@ else {
     const lines = (await l.nft(['list', 'chain', 'inet', 'filter', 'input'])).split('\n').map((x) => x.trim());
     const ours = lines.findIndex((x) => x.includes('meshp:web/incoming/tcp/9000'));
     t.equal(lines[ours + 1], 'jump guard', 'just before the jump');
-    t.ok(lines.slice(0, ours).some((x) => x.startsWith('iif "lo"')), 'after their own accepts');
+    t.ok(
+      lines.slice(0, ours).some((x) => x.startsWith('iif "lo"')),
+      'after their own accepts',
+    );
     t.equal((await l.nft(['list', 'chain', 'inet', 'filter', 'guard'])).includes('meshp'), false, 'nothing written into their jumped-to chain');
 
     driver.nft.reads = 0;

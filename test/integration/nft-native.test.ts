@@ -7,7 +7,15 @@ if (!labAvailable()) t.plan(0, 'needs root to build network namespaces');
 else {
   t.test('every rule ensure writes, sent in nft syntax, lists back as the shape it was built from', async (t) => {
     const ns = await netns(t, `${runPrefix('nq')}n`);
-    const web: Opening = { id: 'web/incoming/tcp/9000', module: 'web', port: 9000, protocol: 'tcp', from: ['10.8.0.0/16', '10.9.0.0/24', 'fd00::/8'], path: 'incoming', action: 'accept' };
+    const web: Opening = {
+      id: 'web/incoming/tcp/9000',
+      module: 'web',
+      port: 9000,
+      protocol: 'tcp',
+      from: ['10.8.0.0/16', '10.9.0.0/24', 'fd00::/8'],
+      path: 'incoming',
+      action: 'accept',
+    };
     const refusal: Opening = { ...web, id: 'r/forwarded/tcp/22', path: 'forwarded', action: 'drop', from: [] };
     const cases: [Opening, 'inet' | 'ip' | 'ip6', string?][] = [
       [web, 'inet'],

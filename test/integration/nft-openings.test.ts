@@ -3,11 +3,31 @@ import type { Opening } from '@meshp/core';
 import { Host } from '@meshp/core/host';
 import { NftablesPlugin, type NftablesDriver } from '@meshp/firewall-nftables';
 import { labAvailable } from '../helpers/netns.js';
-import { CLIENT_NET, CLIENT6_NET, SERVER6, SERVER_CLIENT, SERVER_OUTSIDE, lab, onlyReceipt, reachable, ruleLines, splitLines, type Lab } from '../helpers/nft-lab.js';
+import {
+  CLIENT_NET,
+  CLIENT6_NET,
+  SERVER6,
+  SERVER_CLIENT,
+  SERVER_OUTSIDE,
+  lab,
+  onlyReceipt,
+  reachable,
+  ruleLines,
+  splitLines,
+  type Lab,
+} from '../helpers/nft-lab.js';
 
 if (!labAvailable()) t.plan(0, 'needs root to build network namespaces');
 else {
-  const web: Opening = { id: 'web/incoming/tcp/9000', module: 'web', port: 9000, protocol: 'tcp', from: [CLIENT_NET, CLIENT6_NET], path: 'incoming', action: 'accept' };
+  const web: Opening = {
+    id: 'web/incoming/tcp/9000',
+    module: 'web',
+    port: 9000,
+    protocol: 'tcp',
+    from: [CLIENT_NET, CLIENT6_NET],
+    path: 'incoming',
+    action: 'accept',
+  };
   const dns: Opening = { id: 'dns/incoming/tcp/9053', module: 'dns', port: 9053, protocol: 'tcp', from: [CLIENT_NET], path: 'incoming', action: 'accept' };
 
   async function adopted(t: Test): Promise<{ l: Lab; driver: NftablesDriver }> {
@@ -40,7 +60,10 @@ else {
     const gone = before.theirs.filter((x) => !after.theirs.includes(x));
     t.same(gone, [], 'no rule of theirs changed');
     t.equal(added.length, 2, 'one IPv4 and one IPv6 rule');
-    t.ok(added.every((x) => x.includes('"comment":"meshp:web/incoming/tcp/9000"')), 'every added rule carries the mark');
+    t.ok(
+      added.every((x) => x.includes('"comment":"meshp:web/incoming/tcp/9000"')),
+      'every added rule carries the mark',
+    );
     t.ok(onlyReceipt(after.mesh), `beside them, only the mesh table with the batch's receipt: ${after.mesh.join(' | ')}`);
 
     t.same(await driver.openings(), [web], 'the marked rules read back as the opening');
@@ -50,7 +73,10 @@ else {
     const { l, driver } = await adopted(t);
     await driver.ensure([web], []);
     const text = await l.nft(['list', 'chain', 'inet', 'filter', 'input']);
-    const lines = text.split('\n').map((x) => x.trim()).filter((x) => x && !x.startsWith('type') && !x.startsWith('chain') && x !== '}');
+    const lines = text
+      .split('\n')
+      .map((x) => x.trim())
+      .filter((x) => x && !x.startsWith('type') && !x.startsWith('chain') && x !== '}');
     const first = lines.findIndex((x) => x.includes('meshp:'));
     t.ok(lines.indexOf('ct state invalid drop') < first, 'after ct state invalid drop');
     t.equal(lines[first + 2], 'counter packets 0 bytes 0 reject', 'just before their reject');
@@ -89,7 +115,10 @@ else {
       before.theirs.filter((x) => !after.theirs.includes(x)).map((x) => /"comment":"([^"]+)"/.exec(x)?.[1]),
       ['meshp:dns/incoming/tcp/9053'],
     );
-    t.same(after.theirs.filter((x) => !before.theirs.includes(x)), []);
+    t.same(
+      after.theirs.filter((x) => !before.theirs.includes(x)),
+      [],
+    );
     t.ok(onlyReceipt(after.mesh), 'the removal has its receipt too');
     t.not(after.mesh[1], before.mesh[1], 'a new one');
     t.notOk(await reachable(l.client, SERVER_CLIENT, 9053), 'its port closed again');

@@ -81,10 +81,15 @@ else {
     // Every entry of the installed core (the root and its helper subpaths) loads, with its types shipped.
     const coreDir = join(app, 'node_modules/@meshp/core');
     const entries = JSON.parse(readFileSync(join(coreDir, 'package.json'), 'utf8')).exports as Record<string, { types: string }>;
-    const load = Object.keys(entries).map((k) => `await import(${JSON.stringify(k === '.' ? '@meshp/core' : `@meshp/core/${k.slice(2)}`)});`).join(' ');
+    const load = Object.keys(entries)
+      .map((k) => `await import(${JSON.stringify(k === '.' ? '@meshp/core' : `@meshp/core/${k.slice(2)}`)});`)
+      .join(' ');
     const loaded = spawnSync(process.execPath, ['--input-type=module', '-e', load], { cwd: app, encoding: 'utf8' });
     t.equal(loaded.status, 0, `every @meshp/core entry loads (${Object.keys(entries).length}): ${loaded.stderr}`);
-    t.ok(Object.values(entries).every((e) => existsSync(join(coreDir, e.types))), 'every entry ships its types');
+    t.ok(
+      Object.values(entries).every((e) => existsSync(join(coreDir, e.types))),
+      'every entry ships its types',
+    );
 
     // A plugin author's first kind, from the template the testkit ships: a package of its own.
     const kind = join(app, 'my-kind');
@@ -94,7 +99,14 @@ else {
     // Its test, as the author writes it: the kit from the installed package, run by plain node.
     writeFileSync(join(kind, 'conformance.test.mjs'), KIND_TEST);
     const kit = spawnSync(process.execPath, ['my-kind/conformance.test.mjs'], { cwd: app, encoding: 'utf8', timeout: 240_000 });
-    t.equal(kit.status, 0, `the kit passes on the kind: ${kit.stdout.split('\n').filter((l) => l.includes('not ok')).join('; ')} ${kit.stderr.slice(-1000)}`);
+    t.equal(
+      kit.status,
+      0,
+      `the kit passes on the kind: ${kit.stdout
+        .split('\n')
+        .filter((l) => l.includes('not ok'))
+        .join('; ')} ${kit.stderr.slice(-1000)}`,
+    );
     const checks = kit.stdout.split('\n').filter((l) => /^ok \d+ - mykind: /.test(l));
     t.equal(checks.length, 7, `every check of the firewall suite ran and passed: ${checks.length}`);
 
@@ -104,16 +116,42 @@ else {
     writeFileSync(join(root, 'etc/mykind.conf'), NFT_CONFIG);
     await ns.exec('nft', ['-f', join(root, 'etc/mykind.conf')]);
     const declaration = join(dir, 'declaration.json');
-    writeFileSync(declaration, JSON.stringify({
-      apiVersion: 'meshp/v1', node: 'n1', mode: 'adopted', settings: { ports: {} },
-      modules: [{ name: 'web', taken: true, openings: [{ port: 9090, protocol: 'tcp', from: ['10.79.1.0/24'], path: 'incoming' }] }],
-    }));
-    const [cmd, argv] = ns.wrap(meshp, ['host', 'apply', '--plugin', './my-kind', '--firewall', 'mykind', '--state', join(dir, 'state'),
-      '--root', root, '--declaration', declaration, '--docker-socket', join(dir, 'no-docker.sock'), '--yes', '--json']);
+    writeFileSync(
+      declaration,
+      JSON.stringify({
+        apiVersion: 'meshp/v1',
+        node: 'n1',
+        mode: 'adopted',
+        settings: { ports: {} },
+        modules: [{ name: 'web', taken: true, openings: [{ port: 9090, protocol: 'tcp', from: ['10.79.1.0/24'], path: 'incoming' }] }],
+      }),
+    );
+    const [cmd, argv] = ns.wrap(meshp, [
+      'host',
+      'apply',
+      '--plugin',
+      './my-kind',
+      '--firewall',
+      'mykind',
+      '--state',
+      join(dir, 'state'),
+      '--root',
+      root,
+      '--declaration',
+      declaration,
+      '--docker-socket',
+      join(dir, 'no-docker.sock'),
+      '--yes',
+      '--json',
+    ]);
     const r = spawnSync(cmd, argv, { cwd: app, encoding: 'utf8', timeout: 60_000 });
     t.equal(r.status, 0, r.stderr);
     const report = (JSON.parse(r.stdout) as { report: { firewall: { kind: string } } }).report;
     t.equal(report.firewall.kind, 'mykind', 'the kind the plugin speaks was used');
-    t.match((await ns.exec('nft', ['list', 'ruleset'])).stdout, /tcp dport 9090 ct state != invalid accept comment "meshp:web\/incoming\/tcp\/9090"/, 'its opening is in the found chain (keeping invalid packets out, as the found chain does)');
+    t.match(
+      (await ns.exec('nft', ['list', 'ruleset'])).stdout,
+      /tcp dport 9090 ct state != invalid accept comment "meshp:web\/incoming\/tcp\/9090"/,
+      'its opening is in the found chain (keeping invalid packets out, as the found chain does)',
+    );
   });
 }

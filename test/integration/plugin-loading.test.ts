@@ -64,8 +64,25 @@ else {
   const apply = (tag: string, ...extra: string[]) => {
     const base = join(dir, tag);
     mkdirSync(join(base, 'root'), { recursive: true });
-    const r = run(ns, ['host', 'apply', '--state', join(base, 'state'), '--root', join(base, 'root'), '--declaration', declaration,
-      '--docker-socket', join(base, 'no-docker.sock'), '--yes', '--json', ...extra], dir);
+    const r = run(
+      ns,
+      [
+        'host',
+        'apply',
+        '--state',
+        join(base, 'state'),
+        '--root',
+        join(base, 'root'),
+        '--declaration',
+        declaration,
+        '--docker-socket',
+        join(base, 'no-docker.sock'),
+        '--yes',
+        '--json',
+        ...extra,
+      ],
+      dir,
+    );
     return { ...r, base };
   };
 
@@ -122,9 +139,27 @@ else {
     writeFileSync(tokenFile, `${createToken(ctl)}\n`, { mode: 0o600 });
     const base = join(dir, 'agent');
     mkdirSync(join(base, 'root'), { recursive: true });
-    const args = ['agent', '--state', join(base, 'state'), '--controller', ctl.address, '--name', 'a1', '--root', join(base, 'root'),
-      '--firewall', 'none', '--docker-socket', join(base, 'no-docker.sock'), '--interval', '1', '--token-file', tokenFile,
-      '--plugin', './stamp.mjs={"label":"agent"}'];
+    const args = [
+      'agent',
+      '--state',
+      join(base, 'state'),
+      '--controller',
+      ctl.address,
+      '--name',
+      'a1',
+      '--root',
+      join(base, 'root'),
+      '--firewall',
+      'none',
+      '--docker-socket',
+      join(base, 'no-docker.sock'),
+      '--interval',
+      '1',
+      '--token-file',
+      tokenFile,
+      '--plugin',
+      './stamp.mjs={"label":"agent"}',
+    ];
     const child = spawn(process.execPath, [MESHP, ...args], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, MESHP_LOG_LEVEL: 'info' } });
     t.teardown(() => {
       if (child.exitCode === null && child.signalCode === null) process.kill(child.pid!, 'SIGKILL');

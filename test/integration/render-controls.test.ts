@@ -28,12 +28,16 @@ t.test('doctor shows a hostile process name inert; --json keeps it exact', async
   const ctl = await startController(t, join(dir, 'ctl'));
   const agent = startAgent(t, dir, 'a1', ctl.address, createToken(ctl, '--adopted'));
   await agent.proc.waitFor((l) => l.msg === 'applied' && l.snapshot === true);
-  const json = await waitUntil('the agent reported the listener', () => {
-    const r = meshp('doctor', 'a1', '--state', ctl.state, '--controller', ctl.address, '--json');
-    if (r.code !== 0) return false;
-    const doc = JSON.parse(r.out) as { listening: { port: number; process: string }[] };
-    return doc.listening.find((l) => l.port === port);
-  }, 40_000);
+  const json = await waitUntil(
+    'the agent reported the listener',
+    () => {
+      const r = meshp('doctor', 'a1', '--state', ctl.state, '--controller', ctl.address, '--json');
+      if (r.code !== 0) return false;
+      const doc = JSON.parse(r.out) as { listening: { port: number; process: string }[] };
+      return doc.listening.find((l) => l.port === port);
+    },
+    40_000,
+  );
   t.equal(json.process, NAME, '--json: the name exactly as reported');
 
   const human = meshp('doctor', 'a1', '--state', ctl.state, '--controller', ctl.address);

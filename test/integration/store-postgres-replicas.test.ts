@@ -29,7 +29,11 @@ if (missing) {
     const a = await startController(t, join(dir, 'a'), flags);
     replicaState(join(dir, 'a'), join(dir, 'b'));
     const b = await startController(t, join(dir, 'b'), flags);
-    t.match(b.proc.lines.find((l) => l.msg === 'controller serving'), { store: /^postgres:\/\// }, 'B serves from the database');
+    t.match(
+      b.proc.lines.find((l) => l.msg === 'controller serving'),
+      { store: /^postgres:\/\// },
+      'B serves from the database',
+    );
     const { fingerprint } = readAdminCredential(join(dir, 'a', ADMIN_CREDENTIAL_FILE));
 
     // Agents on A list A first; agents on B, B first. Every token is made through A: B enrols with it (the tokens are shared).
@@ -52,7 +56,10 @@ if (missing) {
       }
       return true;
     };
-    const spread: [ControllerProc, SimAgent[]][] = [[a, onA], [b, onB]];
+    const spread: [ControllerProc, SimAgent[]][] = [
+      [a, onA],
+      [b, onB],
+    ];
 
     // A policy set through A reaches the agents connected to B.
     const bBefore = b.proc.lines.length;
@@ -60,9 +67,20 @@ if (missing) {
     const v1 = await version(a);
     t.equal(await version(b), v1, `both replicas at version ${v1}`);
     await waitUntil(`every agent at ${v1}, gap 0 on its replica`, () => current(v1, spread), 60_000);
-    const sentByB = new Set(b.proc.lines.slice(bBefore).filter((l) => l.msg === 'delta sent' || l.msg === 'snapshot sent').map((l) => l.node));
-    t.ok(onB.every((x) => sentByB.has(x.name)), "B sent A's policy change to its own agents");
-    t.ok(onB.every((x) => x.applier.view.size === all.length - 1), `each agent on B sees the ${all.length - 1} others, those enrolled through A included`);
+    const sentByB = new Set(
+      b.proc.lines
+        .slice(bBefore)
+        .filter((l) => l.msg === 'delta sent' || l.msg === 'snapshot sent')
+        .map((l) => l.node),
+    );
+    t.ok(
+      onB.every((x) => sentByB.has(x.name)),
+      "B sent A's policy change to its own agents",
+    );
+    t.ok(
+      onB.every((x) => x.applier.view.size === all.length - 1),
+      `each agent on B sees the ${all.length - 1} others, those enrolled through A included`,
+    );
 
     // A node enrolled through A: the agents on B learn of it from B.
     const late = new SimAgent('late', [a.address, b.address], fingerprint);
@@ -74,10 +92,24 @@ if (missing) {
     const v2 = await version(a);
     t.ok(v2 > v1, 'the join is a new version');
     await waitUntil(`every agent at ${v2}, gap 0 on its replica`, () => current(v2, spread), 60_000);
-    t.ok(onB.every((x) => x.applier.view.peer('late')), 'the agents on B see the node that joined through A');
-    t.ok(onB.every((x) => x.applier.view.size === all.length - 1), `each sees the ${all.length - 1} others`);
+    t.ok(
+      onB.every((x) => x.applier.view.peer('late')),
+      'the agents on B see the node that joined through A',
+    );
+    t.ok(
+      onB.every((x) => x.applier.view.size === all.length - 1),
+      `each sees the ${all.length - 1} others`,
+    );
     // Each replica shows every node's gap, those of the nodes on the other one too (as that one wrote them).
-    await waitUntil('both replicas show gap 0 for every node', () => current(v2, [[a, all], [b, all]]), 60_000);
+    await waitUntil(
+      'both replicas show gap 0 for every node',
+      () =>
+        current(v2, [
+          [a, all],
+          [b, all],
+        ]),
+      60_000,
+    );
     t.pass(`each replica shows gap 0 and version ${v2} for every node, the other one's included`);
 
     // A killed by its pid: its agents go to B and resume there, no snapshot.
@@ -85,11 +117,27 @@ if (missing) {
     const bAtKill = b.proc.lines.length;
     a.proc.kill('SIGKILL');
     await a.proc.exited;
-    await waitUntil("A's agents on B", () => onA.every((x) => x.address === b.address && x.streams > streamsBefore.get(x.name)!) && onA.every((x) => b.proc.lines.slice(bAtKill).some((l) => l.msg === 'sync stream opened' && l.node === x.name)), 60_000);
+    await waitUntil(
+      "A's agents on B",
+      () =>
+        onA.every((x) => x.address === b.address && x.streams > streamsBefore.get(x.name)!) &&
+        onA.every((x) => b.proc.lines.slice(bAtKill).some((l) => l.msg === 'sync stream opened' && l.node === x.name)),
+      60_000,
+    );
     await waitUntil(`every agent at ${v2} with gap 0 on B`, () => current(v2, [[b, all]]), 60_000);
     const opened = b.proc.lines.slice(bAtKill).filter((l) => l.msg === 'sync stream opened');
-    t.ok(onA.every((x) => opened.some((l) => l.node === x.name && l.resume === true)), "every one of A's agents resumed on B from the version it applied");
-    t.same(b.proc.lines.slice(bAtKill).filter((l) => l.msg === 'snapshot sent').map((l) => l.node), [], 'no snapshot was sent');
+    t.ok(
+      onA.every((x) => opened.some((l) => l.node === x.name && l.resume === true)),
+      "every one of A's agents resumed on B from the version it applied",
+    );
+    t.same(
+      b.proc.lines
+        .slice(bAtKill)
+        .filter((l) => l.msg === 'snapshot sent')
+        .map((l) => l.node),
+      [],
+      'no snapshot was sent',
+    );
     t.equal(await version(b), v2, 'no version was lost');
 
     // The survivor carries on: a change through B reaches every agent.

@@ -11,9 +11,15 @@ import MyKindPlugin from '../../plugins/testkit/template/firewall-kind.mjs';
 if (!labAvailable()) t.plan(0, 'needs root to build network namespaces');
 else {
   t.test('nftables', async (t) => {
-    firewallConformance(t, nftSpec('nftables', 'etc/nftables.conf', (l) => new NftablesPlugin({ netns: l.server.name, privateRange: ADDRESSES.privateRange })));
+    firewallConformance(
+      t,
+      nftSpec('nftables', 'etc/nftables.conf', (l) => new NftablesPlugin({ netns: l.server.name, privateRange: ADDRESSES.privateRange })),
+    );
   });
   t.test('the template (plugins/testkit/template/firewall-kind.mjs)', async (t) => {
-    firewallConformance(t, nftSpec('mykind', 'etc/mykind.conf', (l) => new MyKindPlugin({ netns: l.server.name, privateRange: ADDRESSES.privateRange })));
+    firewallConformance(
+      t,
+      nftSpec('mykind', 'etc/mykind.conf', (l) => new MyKindPlugin({ netns: l.server.name, privateRange: ADDRESSES.privateRange })),
+    );
   });
 }

@@ -39,10 +39,32 @@ t.test('the agent carries the tunnel', { skip: labAvailable() ? false : 'needs r
   const ns = await netns(t, `${prefix}n`);
   const ctl = new Proc(t, ['controller', 'serve', '--state', join(dir, 'ctl'), '--listen', '127.0.0.1:0', '--metrics-listen', '127.0.0.1:0'], ns);
   const address = String((await ctl.waitFor((l) => l.msg === 'controller serving', 60_000)).address);
-  const tok = spawnSync('nsenter', [`--net=${ns.path}`, '--', process.execPath, MESHP, 'token', 'create', '--state', join(dir, 'ctl'), '--controller', address, '--json'], { encoding: 'utf8' });
+  const tok = spawnSync(
+    'nsenter',
+    [`--net=${ns.path}`, '--', process.execPath, MESHP, 'token', 'create', '--state', join(dir, 'ctl'), '--controller', address, '--json'],
+    { encoding: 'utf8' },
+  );
   t.equal(tok.status, 0, tok.stderr);
   const token = (JSON.parse(tok.stdout) as { token: string }).token;
-  const agentArgs = ['agent', '--state', agentState, '--controller', address, '--name', 'a1', '--root', join(dir, 'root'), '--firewall', 'none', '--docker-socket', join(dir, 'absent.sock'), '--tunnel', 'wireguard', '--tunnel-interface', ifname];
+  const agentArgs = [
+    'agent',
+    '--state',
+    agentState,
+    '--controller',
+    address,
+    '--name',
+    'a1',
+    '--root',
+    join(dir, 'root'),
+    '--firewall',
+    'none',
+    '--docker-socket',
+    join(dir, 'absent.sock'),
+    '--tunnel',
+    'wireguard',
+    '--tunnel-interface',
+    ifname,
+  ];
   const a1 = new Proc(t, [...agentArgs, '--token', token], ns);
   const up = await a1.waitFor((l) => l.msg === 'tunnel attached', 60_000);
   t.equal(up.implementation, 'wireguard-go', 'the log says which WireGuard carries the tunnel');

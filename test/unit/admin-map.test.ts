@@ -21,19 +21,30 @@ const wrongShape: Pick<AdminMethods<AdminApi>, 'setPolicy'> = {
 };
 // @ts-expect-error a request field the method does not have does not compile on the CLI side
 const typo = (c: AdminClient) => c.call('showNode', { network: 'n', nod: 'x' });
-void missing; void wrongShape; void typo;
+void missing;
+void wrongShape;
+void typo;
 
 t.test('every method of the generated Admin service is served; others are refused', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'meshp-admin-map-'));
   const auth = new AuthStore(join(dir, 'auth.db'));
-  t.teardown(() => { auth.close(); rmSync(dir, { recursive: true, force: true }); });
+  t.teardown(() => {
+    auth.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
   const controller = new Controller(new MemoryStore());
   controller.createNetwork('n');
   controller.join('n', { id: 'x', nodeKey: 'kx', tags: ['web'] });
   const changed: string[] = [];
   const handler = adminHandler({
-    controller, enrolment: new Enrolment(controller, auth, 'f'.repeat(64)), secret: 's3cret', metrics: new Metrics(),
-    log: pino({ level: 'silent' }), reports: () => null, changed: (n) => void changed.push(n), live: () => ({ connected: false, lastSeen: '' }),
+    controller,
+    enrolment: new Enrolment(controller, auth, 'f'.repeat(64)),
+    secret: 's3cret',
+    metrics: new Metrics(),
+    log: pino({ level: 'silent' }),
+    reports: () => null,
+    changed: (n) => void changed.push(n),
+    live: () => ({ connected: false, lastSeen: '' }),
   });
 
   // An answer goes through its own response message unchanged (what the compiler checked, on the wire).
@@ -56,8 +67,11 @@ t.test('every method of the generated Admin service is served; others are refuse
     }
   }
   for (const name of ['nope', 'toString', 'constructor', '__proto__', 'hasOwnProperty']) {
-    await t.rejects(handler(name, {}, 's3cret', 'test'), { code: 'MESHP_USAGE', message: /no admin method/ }, `${name}: refused, not looked up on the prototype`);
+    await t.rejects(
+      handler(name, {}, 's3cret', 'test'),
+      { code: 'MESHP_USAGE', message: /no admin method/ },
+      `${name}: refused, not looked up on the prototype`,
+    );
   }
   await t.rejects(handler('listNodes', { network: 'n' }, 'wrong', 'test'), { code: 'MESHP_AUTH_FAILED' }, 'the credential is checked before the method');
-
 });

@@ -32,12 +32,20 @@ function recorder() {
 
 /** Links A and B (and C): each refuses enrolment with `refuse[address]` when given. */
 function replicas(names: string[], refuse: Record<string, MeshpError> = {}) {
-  const links = Object.fromEntries(names.map((n) => [n, new FakeLink((input) => {
-    if (refuse[n]) throw refuse[n];
-    return answer(input);
-  })]));
+  const links = Object.fromEntries(
+    names.map((n) => [
+      n,
+      new FakeLink((input) => {
+        if (refuse[n]) throw refuse[n];
+        return answer(input);
+      }),
+    ]),
+  );
   const { events, log } = recorder();
-  const link = new FailoverLink(names.map((address) => ({ address, link: links[address]! })), log);
+  const link = new FailoverLink(
+    names.map((address) => ({ address, link: links[address]! })),
+    log,
+  );
   return { links, link, events };
 }
 
@@ -45,11 +53,22 @@ t.test('enrolment moves past an unavailable controller to the next, in order, an
   const r = replicas(['A', 'B', 'C'], { A: new MeshpError('MESHP_UNAVAILABLE', 'connection refused') });
   const e = await r.link.enrol(INPUT);
   t.equal(e.credential, 'cred');
-  t.same(['A', 'B', 'C'].map((n) => r.links[n]!.enrolments.length), [1, 1, 0], 'A asked, then B; C never');
+  t.same(
+    ['A', 'B', 'C'].map((n) => r.links[n]!.enrolments.length),
+    [1, 1, 0],
+    'A asked, then B; C never',
+  );
   t.equal(r.link.address, 'B');
   r.link.sync();
-  t.same(['A', 'B'].map((n) => r.links[n]!.channels.length), [0, 1], 'the stream goes to B');
-  t.match(r.events.find((x) => x.msg === 'enrolment answered'), { fields: { controller: 'B' } });
+  t.same(
+    ['A', 'B'].map((n) => r.links[n]!.channels.length),
+    [0, 1],
+    'the stream goes to B',
+  );
+  t.match(
+    r.events.find((x) => x.msg === 'enrolment answered'),
+    { fields: { controller: 'B' } },
+  );
 });
 
 t.test('a coded refusal of the enrolment is final: the token is never shown to the next controller', async (t) => {
@@ -82,8 +101,14 @@ t.test('a stream refused before the controller spoke goes on to the next address
   t.equal(got.length, 1, "B's challenge reaches the agent");
   ch.send({ ack: { appliedVersion: 1, stateHash: 'h' } });
   t.equal(r.links.B!.channels[0]!.sent.length, 1, 'and what the agent sends goes to B');
-  t.match(r.events.find((x) => x.msg === 'controller unavailable; trying the next'), { fields: { controller: 'A', next: 'B', code: 'MESHP_UNAVAILABLE' } });
-  t.match(r.events.find((x) => x.msg === 'on controller'), { fields: { controller: 'B' } });
+  t.match(
+    r.events.find((x) => x.msg === 'controller unavailable; trying the next'),
+    { fields: { controller: 'A', next: 'B', code: 'MESHP_UNAVAILABLE' } },
+  );
+  t.match(
+    r.events.find((x) => x.msg === 'on controller'),
+    { fields: { controller: 'B' } },
+  );
 });
 
 t.test('a round in which every address failed ends the stream once, and the next stream starts where the round left off', async (t) => {
@@ -96,7 +121,11 @@ t.test('a round in which every address failed ends the stream once, and the next
   t.same(ends, [], 'two of three tried: not yet');
   r.links.C!.channels[0]!.close(UNAVAILABLE);
   t.same(ends, [UNAVAILABLE], "one end, with the round's last error");
-  t.same(['A', 'B', 'C'].map((n) => r.links[n]!.channels.length), [1, 1, 1], 'each address tried once');
+  t.same(
+    ['A', 'B', 'C'].map((n) => r.links[n]!.channels.length),
+    [1, 1, 1],
+    'each address tried once',
+  );
   r.link.sync();
   t.equal(r.links.A!.channels.length, 2, 'the next round starts at A again');
 });
@@ -113,7 +142,11 @@ t.test('an open stream lost as unavailable ends for the agent, and the next stre
   r.link.sync();
   t.equal(r.links.B!.channels.length, 1, 'the next stream goes to B');
   r.links.B!.channels[0]!.deliver({ challenge: new Uint8Array([1]) });
-  t.match(r.events.filter((x) => x.msg === 'on controller').map((x) => x.fields), [{ controller: 'A' }, { controller: 'B', from: 'A' }], 'each move logged with the controller it is on now');
+  t.match(
+    r.events.filter((x) => x.msg === 'on controller').map((x) => x.fields),
+    [{ controller: 'A' }, { controller: 'B', from: 'A' }],
+    'each move logged with the controller it is on now',
+  );
 });
 
 t.test('an open stream ended with a code stays on its controller; the agent closing its stream moves nowhere', async (t) => {
@@ -145,10 +178,25 @@ t.test('the agent on two replicas: moves to B when its stream to A is lost, and 
   const B = new FakeLink(join_);
   const { events, log } = recorder();
   const { privateKey, publicKey } = generateKeyPairSync('ed25519');
-  const agent = new Agent(b.host(), new FailoverLink([{ address: 'A', link: A }, { address: 'B', link: B }], log), {
-    node: 'a1', token: 'T', nodeKey: publicKey.export({ type: 'spki', format: 'der' }).toString('base64'), sign: (p) => sign(null, p, privateKey),
-    intervalMs: 60_000, backoff: { initialMs: 10, maxMs: 50 }, log,
-  });
+  const agent = new Agent(
+    b.host(),
+    new FailoverLink(
+      [
+        { address: 'A', link: A },
+        { address: 'B', link: B },
+      ],
+      log,
+    ),
+    {
+      node: 'a1',
+      token: 'T',
+      nodeKey: publicKey.export({ type: 'spki', format: 'der' }).toString('base64'),
+      sign: (p) => sign(null, p, privateKey),
+      intervalMs: 60_000,
+      backoff: { initialMs: 10, maxMs: 50 },
+      log,
+    },
+  );
   t.teardown(() => agent.stop());
   await agent.start();
   const serve = async (ch: ReturnType<FakeLink['sync']>) => {
@@ -167,7 +215,11 @@ t.test('the agent on two replicas: moves to B when its stream to A is lost, and 
   const onB = await B.nextChannel(1);
   await serve(onB);
   t.equal((await onB.waitFor('hello'))[0]!.appliedVersion, ack!.appliedVersion, 'the hello on B says the version applied on A');
-  t.match(events.filter((x) => x.msg === 'on controller').map((x) => x.fields.controller), ['A', 'B'], 'the log names the controller it is on now');
+  t.match(
+    events.filter((x) => x.msg === 'on controller').map((x) => x.fields.controller),
+    ['A', 'B'],
+    'the log names the controller it is on now',
+  );
 
   // B lost too, and A still down: one round (A, then B at once), then one backoff.
   const ended = () => events.filter((x) => x.msg === 'stream ended; reconnecting').length;
@@ -185,32 +237,40 @@ t.test('the agent on two replicas: moves to B when its stream to A is lost, and 
   await again.waitFor('hello');
 });
 
-t.test('a stream lost as unavailable after it was open longer than the longest delay starts the next round at the shortest; one lost soon after opening backs off further', async (t) => {
-  const b = bed(t, 'auto');
-  const link = new FakeLink(answer);
-  const { events, log } = recorder();
-  const { privateKey, publicKey } = generateKeyPairSync('ed25519');
-  // random 1: every delay is its ceiling, 10, 20, 40, 80 ms.
-  const agent = new Agent(b.host(), link, {
-    node: 'a1', token: 'T', nodeKey: publicKey.export({ type: 'spki', format: 'der' }).toString('base64'), sign: (p) => sign(null, p, privateKey),
-    intervalMs: 60_000, backoff: { initialMs: 10, maxMs: 80, random: () => 1 }, log,
-  });
-  t.teardown(() => agent.stop());
-  await agent.start();
-  const delays = () => events.filter((x) => x.msg === 'stream ended; reconnecting').map((x) => x.fields.retryMs);
-  for (let n = 1; n <= 3; n++) (await link.nextChannel(n)).close(UNAVAILABLE);
-  const quick = await link.nextChannel(4);
-  quick.deliver({ challenge: new Uint8Array([1]) });
-  await quick.waitFor('hello');
-  quick.close(UNAVAILABLE);
-  const settled = await link.nextChannel(5);
-  settled.deliver({ challenge: new Uint8Array([2]) });
-  await settled.waitFor('hello');
-  await new Promise((r) => setTimeout(r, 150));
-  settled.close(UNAVAILABLE);
-  await link.nextChannel(6);
-  t.same(delays(), [10, 20, 40, 80, 10], 'never reached: 10, 20, 40; open a moment: 80; open longer than 80 ms: 10 again');
-});
+t.test(
+  'a stream lost as unavailable after it was open longer than the longest delay starts the next round at the shortest; one lost soon after opening backs off further',
+  async (t) => {
+    const b = bed(t, 'auto');
+    const link = new FakeLink(answer);
+    const { events, log } = recorder();
+    const { privateKey, publicKey } = generateKeyPairSync('ed25519');
+    // random 1: every delay is its ceiling, 10, 20, 40, 80 ms.
+    const agent = new Agent(b.host(), link, {
+      node: 'a1',
+      token: 'T',
+      nodeKey: publicKey.export({ type: 'spki', format: 'der' }).toString('base64'),
+      sign: (p) => sign(null, p, privateKey),
+      intervalMs: 60_000,
+      backoff: { initialMs: 10, maxMs: 80, random: () => 1 },
+      log,
+    });
+    t.teardown(() => agent.stop());
+    await agent.start();
+    const delays = () => events.filter((x) => x.msg === 'stream ended; reconnecting').map((x) => x.fields.retryMs);
+    for (let n = 1; n <= 3; n++) (await link.nextChannel(n)).close(UNAVAILABLE);
+    const quick = await link.nextChannel(4);
+    quick.deliver({ challenge: new Uint8Array([1]) });
+    await quick.waitFor('hello');
+    quick.close(UNAVAILABLE);
+    const settled = await link.nextChannel(5);
+    settled.deliver({ challenge: new Uint8Array([2]) });
+    await settled.waitFor('hello');
+    await new Promise((r) => setTimeout(r, 150));
+    settled.close(UNAVAILABLE);
+    await link.nextChannel(6);
+    t.same(delays(), [10, 20, 40, 80, 10], 'never reached: 10, 20, 40; open a moment: 80; open longer than 80 ms: 10 again');
+  },
+);
 
 t.test('controller.json: the old single-address form still loads; the list is kept, with the first address beside it', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'meshp-failover-'));
@@ -219,7 +279,11 @@ t.test('controller.json: the old single-address form still loads; the list is ke
   writeFileSync(file, JSON.stringify({ address: '10.0.0.1:7443', fingerprint: 'ab:cd' }));
   t.same(readControllerFile(file), { addresses: ['10.0.0.1:7443'], fingerprint: 'ab:cd' });
   t.same(controllerOf({ state: dir }), { addresses: ['10.0.0.1:7443'], fingerprint: 'ab:cd' }, 'an agent upgraded in place starts on what it kept');
-  t.same(controllerOf({ state: dir, controller: ['10.0.0.2:7443', '10.0.0.3:7443', '10.0.0.2:7443'] }).addresses, ['10.0.0.2:7443', '10.0.0.3:7443'], '--controller replaces what was kept, each once');
+  t.same(
+    controllerOf({ state: dir, controller: ['10.0.0.2:7443', '10.0.0.3:7443', '10.0.0.2:7443'] }).addresses,
+    ['10.0.0.2:7443', '10.0.0.3:7443'],
+    '--controller replaces what was kept, each once',
+  );
   writeControllerFile(file, { addresses: ['10.0.0.2:7443', '[fd00::1]:7443'], fingerprint: 'ab:cd' });
   t.same(JSON.parse(readFileSync(file, 'utf8')), { address: '10.0.0.2:7443', addresses: ['10.0.0.2:7443', '[fd00::1]:7443'], fingerprint: 'ab:cd' });
   t.same(controllerOf({ state: dir }).addresses, ['10.0.0.2:7443', '[fd00::1]:7443']);

@@ -20,12 +20,27 @@ function machine(t: Subtest, active: boolean, closed: number[]) {
     unloadDerived: async () => {},
     retire: async () => ({}),
     reenable: async () => {},
-    reachability: async (doors: Door[]) => doors.map((d) => ({ port: d.port, protocol: d.protocol, path: d.path, now: closed.includes(d.port) ? ('closed' as const) : ('open' as const), mentioned: closed.includes(d.port) })),
+    reachability: async (doors: Door[]) =>
+      doors.map((d) => ({
+        port: d.port,
+        protocol: d.protocol,
+        path: d.path,
+        now: closed.includes(d.port) ? ('closed' as const) : ('open' as const),
+        mentioned: closed.includes(d.port),
+      })),
   };
   const listening: Listener[] = [{ protocol: 'tcp', address: '0.0.0.0', port: 9000, family: 4, process: 'db', pid: 7 }];
   const plugins: Plugin[] = [
-    { name: 'fw', apiVersion: PLUGIN_API_VERSION, apply: (h) => h.hooks.firewall.tapPromise('fw', async (probe) => void probe.seen.push({ kind: 'fake', active, summary: 'fake', by: 'fw', driver })) },
-    { name: 'facts', apiVersion: PLUGIN_API_VERSION, apply: (h) => h.hooks.facts.tapPromise('facts', async () => ({ listening: async () => listening, addresses: async () => [] })) },
+    {
+      name: 'fw',
+      apiVersion: PLUGIN_API_VERSION,
+      apply: (h) => h.hooks.firewall.tapPromise('fw', async (probe) => void probe.seen.push({ kind: 'fake', active, summary: 'fake', by: 'fw', driver })),
+    },
+    {
+      name: 'facts',
+      apiVersion: PLUGIN_API_VERSION,
+      apply: (h) => h.hooks.facts.tapPromise('facts', async () => ({ listening: async () => listening, addresses: async () => [] })),
+    },
   ];
   return bed(t).host(plugins);
 }
@@ -45,5 +60,8 @@ t.test('a reachable port that would close refuses it', async (t) => {
 t.test('a machine in use is told first how to keep it serving: adopt, or a token made with --adopted', async (t) => {
   const { lifecycle } = await reconcileLifecycle(machine(t, true, []), wire);
   t.match(lifecycle, { state: 'refused', code: 'MESHP_MACHINE_IN_USE' });
-  t.match(lifecycle.message, /nothing flipped\. To keep it serving as it is: meshp node adopt n1 --yes \(or enrol with a token made with --adopted\); to converge it: meshp node converge n1 --preview/);
+  t.match(
+    lifecycle.message,
+    /nothing flipped\. To keep it serving as it is: meshp node adopt n1 --yes \(or enrol with a token made with --adopted\); to converge it: meshp node converge n1 --preview/,
+  );
 });

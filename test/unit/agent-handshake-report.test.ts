@@ -31,8 +31,19 @@ t.test('handshakes go in the report; a newer one alone is news only once the new
   const log: AgentLog = { info: count, warn: count, error: count };
   // A tunnel plugin's part, as tunnel-wireguard plays it: the peers and their handshakes, in the report hook.
   let handshakes: PeerHandshake[] = [];
-  const tunnel: Plugin = { name: 'fake-tunnel', apiVersion: PLUGIN_API_VERSION, apply: (host) => host.hooks.report.tapPromise('fake-tunnel', async (r) => ({ ...r, handshakes })) };
-  const agent = new Agent(b.host([tunnel]), link, { node: 'a1', token: 'T', nodeKey: publicKey.export({ type: 'spki', format: 'der' }).toString('base64'), sign: (p) => sign(null, p, privateKey), intervalMs: 60_000, log });
+  const tunnel: Plugin = {
+    name: 'fake-tunnel',
+    apiVersion: PLUGIN_API_VERSION,
+    apply: (host) => host.hooks.report.tapPromise('fake-tunnel', async (r) => ({ ...r, handshakes })),
+  };
+  const agent = new Agent(b.host([tunnel]), link, {
+    node: 'a1',
+    token: 'T',
+    nodeKey: publicKey.export({ type: 'spki', format: 'der' }).toString('base64'),
+    sign: (p) => sign(null, p, privateKey),
+    intervalMs: 60_000,
+    log,
+  });
   t.teardown(() => agent.stop());
   await agent.start();
   const ch = await link.nextChannel(1);
@@ -67,10 +78,18 @@ t.test('handshakes go in the report; a newer one alone is news only once the new
   await reconcile();
   t.equal(reports().length, sent, 'an older one is no news either');
 
-  handshakes = [{ peer: 'm2', publicKey: key, latestHandshake: now() + 602 }, { peer: 'm3', publicKey: key, latestHandshake: 0 }];
+  handshakes = [
+    { peer: 'm2', publicKey: key, latestHandshake: now() + 602 },
+    { peer: 'm3', publicKey: key, latestHandshake: 0 },
+  ];
   await reconcile();
   t.equal(reports().length, sent + 1, 'a new peer is news');
-  t.same(reports().at(-1)!.peerHandshakes!.map((h) => h.peer), ['m2', 'm3']);
+  t.same(
+    reports()
+      .at(-1)!
+      .peerHandshakes!.map((h) => h.peer),
+    ['m2', 'm3'],
+  );
 
   handshakes = [{ peer: 'm3', publicKey: key, latestHandshake: now() - 600 }];
   await reconcile();

@@ -21,22 +21,30 @@ function world(t: Subtest) {
   const recorder: Plugin = {
     name: 'recorder',
     apiVersion: PLUGIN_API_VERSION,
-    apply: (h) => h.hooks.leave.tapPromise('recorder', async (l) => {
-      asked.push(l);
-      l.removed.push('the recorder’s tunnel');
-    }),
+    apply: (h) =>
+      h.hooks.leave.tapPromise('recorder', async (l) => {
+        asked.push(l);
+        l.removed.push('the recorder’s tunnel');
+      }),
   };
   const host = b.host([recorder]);
   const agent = new Agent(host, link, {
-    node: 'a1', token: 'T', nodeKey: publicKey.export({ type: 'spki', format: 'der' }).toString('base64'), sign: (p) => sign(null, p, privateKey),
-    intervalMs: 60_000, backoff: { initialMs: 10, maxMs: 20 },
+    node: 'a1',
+    token: 'T',
+    nodeKey: publicKey.export({ type: 'spki', format: 'der' }).toString('base64'),
+    sign: (p) => sign(null, p, privateKey),
+    intervalMs: 60_000,
+    backoff: { initialMs: 10, maxMs: 20 },
   });
   t.teardown(() => agent.stop());
   const left = async () => (await host.state()).getValue<LeftRecord>(LEFT_KEY);
   return { link, agent, asked, left };
 }
 
-for (const error of [{ code: 'MESHP_UNAVAILABLE', message: 'connection reset' }, { code: 'MESHP_AUTH_FAILED', message: 'the node credential is not known (never issued, or revoked by node remove)' }]) {
+for (const error of [
+  { code: 'MESHP_UNAVAILABLE', message: 'connection reset' },
+  { code: 'MESHP_AUTH_FAILED', message: 'the node credential is not known (never issued, or revoked by node remove)' },
+]) {
   t.test(`a stream ended ${error.code} is retried, nothing taken away`, async (t) => {
     const w = world(t);
     await w.agent.start();
@@ -62,7 +70,7 @@ t.test('MESHP_NODE_REVOKED on the stream: the agent stops following, every leave
   ch.close(error);
   const l = await w.agent.left;
   t.match(l, { why: 'removed by the controller: node a1 was removed from n', network: 'n', node: 'a1' });
-  t.same(l.outcome.removed, ['the recorder’s tunnel'], "what the plugin said it removed is in the outcome");
+  t.same(l.outcome.removed, ['the recorder’s tunnel'], 'what the plugin said it removed is in the outcome');
   t.equal(w.asked.length, 1);
   t.equal(w.asked[0]!.preview, false);
   t.match(await w.left(), { why: l.why, network: 'n', node: 'a1' });

@@ -43,7 +43,15 @@ function world(t: Subtest, extra: Plugin[] = []) {
   const agent = (options: { token?: string; intervalMs?: number } = {}) => {
     const host = b.host(extra);
     hosts.push(host);
-    const a = new Agent(host, link, { node: 'a1', token: options.token, nodeKey: k.nodeKey, sign: k.sign, intervalMs: options.intervalMs ?? 60_000, backoff: { initialMs: 10, maxMs: 50 }, log });
+    const a = new Agent(host, link, {
+      node: 'a1',
+      token: options.token,
+      nodeKey: k.nodeKey,
+      sign: k.sign,
+      intervalMs: options.intervalMs ?? 60_000,
+      backoff: { initialMs: 10, maxMs: 50 },
+      log,
+    });
     agents.push(a);
     return a;
   };
@@ -58,7 +66,6 @@ function world(t: Subtest, extra: Plugin[] = []) {
   };
   return { b, controller, link, k, events, agent, serve, hosts };
 }
-
 
 t.test('the hello carries the applied version, the state hash, and a signature over the challenge by the node key', async (t) => {
   const w = world(t);
@@ -103,7 +110,11 @@ t.test('a delta that changes no fact of the host is answered with its ack alone:
   const acks = await ch.waitFor('ack', 2);
   t.ok(w.controller.ack(NET, 'a1', acks[1]!.appliedVersion, acks[1]!.stateHash).accepted, 'acked with the hash expected');
   await new Promise((r) => setTimeout(r, 200));
-  t.same(ch.sent.slice(mark).map((m) => Object.keys(m)[0]), ['ack'], 'one message for the delta: its ack (not report, ack, report)');
+  t.same(
+    ch.sent.slice(mark).map((m) => Object.keys(m)[0]),
+    ['ack'],
+    'one message for the delta: its ack (not report, ack, report)',
+  );
   t.equal(w.controller.listNodes(NET)[0]!.gap, 0);
 
   // A change of the host's facts (a module's file written) is reported, once, before the ack.
@@ -112,7 +123,11 @@ t.test('a delta that changes no fact of the host is answered with its ack alone:
   ch.deliver({ delta: w.controller.deltaFor(NET, 'a1')! });
   await ch.waitFor('ack', 3);
   await new Promise((r) => setTimeout(r, 200));
-  t.same(ch.sent.slice(mark2).map((m) => Object.keys(m)[0]), ['report', 'ack'], 'facts changed: one report, then the ack');
+  t.same(
+    ch.sent.slice(mark2).map((m) => Object.keys(m)[0]),
+    ['report', 'ack'],
+    'facts changed: one report, then the ack',
+  );
 });
 
 t.test('an agent restarted resumes from its persisted view without a new token', async (t) => {
@@ -131,7 +146,11 @@ t.test('an agent restarted resumes from its persisted view without a new token',
   ch2.deliver({ challenge: new Uint8Array([9]) });
   const [hello] = await ch2.waitFor('hello');
   t.same({ v: hello!.appliedVersion, h: hello!.stateHash }, { v: ack!.appliedVersion, h: ack!.stateHash }, 'the hello says where it was');
-  t.same(second.applier.recent.map((d) => d.toVersion), first.applier.recent.map((d) => d.toVersion), 'the last deltas applied come back from the host store');
+  t.same(
+    second.applier.recent.map((d) => d.toVersion),
+    first.applier.recent.map((d) => d.toVersion),
+    'the last deltas applied come back from the host store',
+  );
   t.ok(second.applier.recent.length > 0);
 });
 
@@ -169,17 +188,27 @@ t.test('the agent reconciles on the timer and when the firewall watch fires', as
   let fire: (() => void) | null = null;
   let watchClosed = false;
   const driver: FirewallDriver = {
-    kind: 'fake', describe: async () => ({ kind: 'fake', manager: 'test', active: false, tables: [], summary: [] }),
-    openings: async () => [], ensure: async () => ({ added: [], removed: [] }), loadDerived: async () => {}, unloadDerived: async () => {},
-    retire: async () => ({}), reenable: async () => {},
+    kind: 'fake',
+    describe: async () => ({ kind: 'fake', manager: 'test', active: false, tables: [], summary: [] }),
+    openings: async () => [],
+    ensure: async () => ({ added: [], removed: [] }),
+    loadDerived: async () => {},
+    unloadDerived: async () => {},
+    retire: async () => ({}),
+    reenable: async () => {},
     watch: (cb) => {
       fire = cb;
       return { close: () => void (watchClosed = true) };
     },
   };
   const plugin: Plugin = {
-    name: 'firewall-fake', apiVersion: PLUGIN_API_VERSION,
-    apply: (host) => host.hooks.firewall.tapPromise('firewall-fake', async (probe) => void probe.seen.push({ kind: 'fake', active: false, summary: 'idle', by: 'firewall-fake', driver })),
+    name: 'firewall-fake',
+    apiVersion: PLUGIN_API_VERSION,
+    apply: (host) =>
+      host.hooks.firewall.tapPromise(
+        'firewall-fake',
+        async (probe) => void probe.seen.push({ kind: 'fake', active: false, summary: 'idle', by: 'firewall-fake', driver }),
+      ),
   };
   const w = world(t, [plugin]);
   const a = w.agent({ token: 'T', intervalMs: 100 });

@@ -6,8 +6,14 @@ import { Backoff, challengePayload, decodeToken, encodeToken, normaliseFingerpri
 t.test('reconnect delays grow, are capped, and are jittered between half and all of their ceiling', async (t) => {
   const low = new Backoff({ initialMs: 100, maxMs: 1_000, random: () => 0 });
   const high = new Backoff({ initialMs: 100, maxMs: 1_000, random: () => 1 });
-  t.same([1, 2, 3, 4, 5, 6].map(() => low.next()), [50, 100, 200, 400, 500, 500]);
-  t.same([1, 2, 3, 4, 5, 6].map(() => high.next()), [100, 200, 400, 800, 1000, 1000]);
+  t.same(
+    [1, 2, 3, 4, 5, 6].map(() => low.next()),
+    [50, 100, 200, 400, 500, 500],
+  );
+  t.same(
+    [1, 2, 3, 4, 5, 6].map(() => high.next()),
+    [100, 200, 400, 800, 1000, 1000],
+  );
   high.reset();
   t.equal(high.next(), 100, 'reset starts over');
   const spread = new Set(Array.from({ length: 50 }, () => new Backoff({ initialMs: 1000, maxMs: 1000 }).next()));
@@ -18,7 +24,14 @@ t.test('a token carries the network, the mode and the fingerprint; anything else
   const fp = 'ab'.repeat(32);
   const token = encodeToken({ network: 'lab', adopted: true, fingerprint: fp }, 'secret_secret');
   t.same(decodeToken(token), { claims: { network: 'lab', adopted: true, fingerprint: fp }, secret: 'secret_secret' });
-  for (const bad of ['', 'meshp1', 'meshp2.e30.x', 'meshp1.!!!.x', `meshp1.${Buffer.from('{"n":"x","a":true,"f":"zz"}').toString('base64url')}.s`, 'meshp1.e30.']) {
+  for (const bad of [
+    '',
+    'meshp1',
+    'meshp2.e30.x',
+    'meshp1.!!!.x',
+    `meshp1.${Buffer.from('{"n":"x","a":true,"f":"zz"}').toString('base64url')}.s`,
+    'meshp1.e30.',
+  ]) {
     let err: unknown;
     try {
       decodeToken(bad);

@@ -13,7 +13,14 @@ import { VIEW_KEY, loadView, persistView } from '@meshp/core/agent';
 import { DeltaApplier, REMOVAL_REASON } from '@meshp/core/delta';
 import { SqliteHostStore } from '@meshp/state-sqlite';
 
-const peer = (i: number, tag = 'a'): Peer => ({ id: `p${i}`, nodeKey: `k${i}`, addresses: [`100.96.${i >> 8}.${i & 255}`], tags: [tag], endpoints: [], inboundOnly: false });
+const peer = (i: number, tag = 'a'): Peer => ({
+  id: `p${i}`,
+  nodeKey: `k${i}`,
+  addresses: [`100.96.${i >> 8}.${i & 255}`],
+  tags: [tag],
+  endpoints: [],
+  inboundOnly: false,
+});
 
 t.test('a delta writes the peers and components it changed, and the rows read back are the view', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'meshp-viewstore-'));
@@ -43,7 +50,14 @@ t.test('a delta writes the peers and components it changed, and the rows read ba
     return writes.at(-1)!;
   };
 
-  const snapshot: StateDelta = { fromVersion: 0, toVersion: 2, network: 'n', upsertPeers: Array.from({ length: 300 }, (_, i) => peer(i)), removePeers: [], dns: { nameservers: ['10.0.0.1'], searchDomains: [], records: [] } };
+  const snapshot: StateDelta = {
+    fromVersion: 0,
+    toVersion: 2,
+    network: 'n',
+    upsertPeers: Array.from({ length: 300 }, (_, i) => peer(i)),
+    removePeers: [],
+    dns: { nameservers: ['10.0.0.1'], searchDomains: [], records: [] },
+  };
   let w = await apply(snapshot, true);
   t.equal(w.upsert.length, 300, 'a snapshot writes the whole view');
   t.equal(await store.getValue(VIEW_KEY), null, 'and the older single record is gone');
@@ -51,9 +65,24 @@ t.test('a delta writes the peers and components it changed, and the rows read ba
   w = await apply({ fromVersion: 2, toVersion: 3, network: 'n', upsertPeers: [peer(7, 'b')], removePeers: [] }, false);
   t.same([w.full, w.upsert.map((p) => p.id), w.remove, Object.keys(w.components)], [false, ['p7'], [], []], 'a one-peer delta writes that peer only');
 
-  w = await apply({ fromVersion: 3, toVersion: 4, network: 'n', upsertPeers: [], removePeers: [{ id: 'p8', reason: REMOVAL_REASON.REMOVED }, { id: 'p9', reason: REMOVAL_REASON.UNSCOPED }] }, false);
+  w = await apply(
+    {
+      fromVersion: 3,
+      toVersion: 4,
+      network: 'n',
+      upsertPeers: [],
+      removePeers: [
+        { id: 'p8', reason: REMOVAL_REASON.REMOVED },
+        { id: 'p9', reason: REMOVAL_REASON.UNSCOPED },
+      ],
+    },
+    false,
+  );
   t.same([w.upsert.length, w.remove.sort()], [0, ['p8', 'p9']], 'a removal and an unscoping delete their rows only');
 
-  w = await apply({ fromVersion: 4, toVersion: 5, network: 'n', upsertPeers: [], removePeers: [], dns: { nameservers: ['10.0.0.2'], searchDomains: [], records: [] } }, false);
+  w = await apply(
+    { fromVersion: 4, toVersion: 5, network: 'n', upsertPeers: [], removePeers: [], dns: { nameservers: ['10.0.0.2'], searchDomains: [], records: [] } },
+    false,
+  );
   t.same([w.upsert.length, Object.keys(w.components)], [0, ['dns']], 'a component change writes that component');
 });

@@ -52,7 +52,13 @@ t.test('a store failure on the third module leaves none of them defined', async 
   const v = c.stateVersion('n');
   t.equal(c.defineModules('n', [mod('a'), mod('b'), mod('c')]), v + 3);
   for (const m of ['a', 'b', 'c']) c.assignModule('n', 'x', m);
-  t.same(c.declarationOf('n', 'x').modules.map((m) => m.name).sort(), ['a', 'b', 'base', 'c']);
+  t.same(
+    c
+      .declarationOf('n', 'x')
+      .modules.map((m) => m.name)
+      .sort(),
+    ['a', 'b', 'base', 'c'],
+  );
 });
 
 t.test('a module over a limit refuses the whole file before any is stored', async (t) => {

@@ -20,7 +20,10 @@ t.test('a config file: names or {module, options}, resolved from its folder; any
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const file = join(dir, 'agent.json');
   writeFileSync(file, JSON.stringify({ plugins: ['./a.js', { module: 'b', options: { x: 1 } }] }));
-  t.same(readPluginConfig(file), [{ module: './a.js', base: dir }, { module: 'b', options: { x: 1 }, base: dir }]);
+  t.same(readPluginConfig(file), [
+    { module: './a.js', base: dir },
+    { module: 'b', options: { x: 1 }, base: dir },
+  ]);
   writeFileSync(file, JSON.stringify({ plugins: [7] }));
   t.throws(() => readPluginConfig(file), { code: 'MESHP_USAGE', message: /plugins\[0\]/ });
   writeFileSync(file, '{');

@@ -23,9 +23,17 @@ t.test('each factory gives its condition its code and the text its sites wrote',
     [usage('--ttl 5x is not a duration'), 'MESHP_USAGE', '--ttl 5x is not a duration'],
     [notFound('node', 'web1', 'default'), 'MESHP_NOT_FOUND', 'no node web1 in default'],
     [notFound('network', 'prod'), 'MESHP_NOT_FOUND', 'no network prod'],
-    [notFound('module', 'db', 'the catalogue of n', 'add it with meshp catalogue add'), 'MESHP_NOT_FOUND', 'no module db in the catalogue of n: add it with meshp catalogue add'],
+    [
+      notFound('module', 'db', 'the catalogue of n', 'add it with meshp catalogue add'),
+      'MESHP_NOT_FOUND',
+      'no module db in the catalogue of n: add it with meshp catalogue add',
+    ],
     [nameTaken('web1', 'default'), 'MESHP_NAME_TAKEN', 'node web1 is already in default'],
-    [nameTaken('web1', 'default', 'start this agent again with --name web1-2'), 'MESHP_NAME_TAKEN', 'node web1 is already in default; start this agent again with --name web1-2'],
+    [
+      nameTaken('web1', 'default', 'start this agent again with --name web1-2'),
+      'MESHP_NAME_TAKEN',
+      'node web1 is already in default; start this agent again with --name web1-2',
+    ],
     [tokenInvalid('the enrolment token is not a meshp1 token'), 'MESHP_TOKEN_INVALID', 'the enrolment token is not a meshp1 token'],
     [malformed('an empty message on the Sync stream'), 'MESHP_MESSAGE_MALFORMED', 'an empty message on the Sync stream'],
     [inputTooLarge('at most 64 plugins may be loaded'), 'MESHP_INPUT_TOO_LARGE', 'at most 64 plugins may be loaded'],
@@ -73,7 +81,10 @@ t.test('several tunnel keys and no record: the same MESHP_TUNNEL_MISMATCH at lea
   writeFileSync(join(state, 'wireguard', 'wg0.key'), 'k\n');
   t.equal(leavingInterface(state), 'wg0', 'one key: its interface');
   writeFileSync(join(state, 'wireguard', 'wg1.key'), 'k\n');
-  t.throws(() => leavingInterface(state), { code: 'MESHP_TUNNEL_MISMATCH', message: /holds the keys of several tunnels \(.*\): name the one to take down with --tunnel-interface/ });
+  t.throws(() => leavingInterface(state), {
+    code: 'MESHP_TUNNEL_MISMATCH',
+    message: /holds the keys of several tunnels \(.*\): name the one to take down with --tunnel-interface/,
+  });
   t.equal(leavingInterface(state, 'wg1'), 'wg1', 'the one named');
   const r = spawnSync(process.execPath, [MESHP, 'agent', 'leave', '--state', state, '--yes'], { encoding: 'utf8' });
   t.equal(r.status, 1, 'a refusal, not a usage error');

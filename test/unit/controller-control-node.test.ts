@@ -58,11 +58,17 @@ t.test('a policy change never unscopes the control-node from a member', async (t
   for (const s of steps) {
     c.setPolicy('n', s.rules);
     const d = sync(c, x, 'x');
-    t.notOk(d?.removePeers.some((r) => r.id === 'm1'), `${JSON.stringify(s.rules)}: m1 is not removed from x's view`);
+    t.notOk(
+      d?.removePeers.some((r) => r.id === 'm1'),
+      `${JSON.stringify(s.rules)}: m1 is not removed from x's view`,
+    );
     t.equal(view(x)['m1'], 'reach', 'x may still reach m1');
     t.equal(x.view.hash(), c.snapshotOf('n', 'x').hash, "x's view built by deltas is the snapshot");
     const dm = sync(c, m1, 'm1');
-    t.notOk(dm?.removePeers.some((r) => r.id === 'x'), 'x is not removed from m1\'s view');
+    t.notOk(
+      dm?.removePeers.some((r) => r.id === 'x'),
+      "x is not removed from m1's view",
+    );
     t.equal(view(m1)['x'], s.m1SeesX, `m1 sees x ${s.m1SeesX === 'reach' ? 'reachable: a rule lets it' : 'inbound only'}`);
     t.equal(m1.view.hash(), c.snapshotOf('n', 'm1').hash);
   }
@@ -70,7 +76,7 @@ t.test('a policy change never unscopes the control-node from a member', async (t
   t.same(sync(c, x, 'x')?.removePeers, [{ id: 'm1', reason: REMOVAL_REASON.REMOVED }], 'only its removal takes it away: REMOVED');
 });
 
-t.test('the tag taken from the control-node unscopes it (an operator\'s act, not a policy change); given to a member, every node sees it', async (t) => {
+t.test("the tag taken from the control-node unscopes it (an operator's act, not a policy change); given to a member, every node sees it", async (t) => {
   const c = setup();
   const agents = Object.fromEntries(['m1', 'x', 'y', 'u'].map((id) => [id, new DeltaApplier()]));
   for (const [id, a] of Object.entries(agents)) sync(c, a, id);
@@ -90,7 +96,7 @@ t.test('the tag taken from the control-node unscopes it (an operator\'s act, not
   t.same(view(agents['m1']!), { y: 'reach' });
 });
 
-t.test('the fan-out: a member\'s change concerns the control-node, a change of the control-node concerns everyone', async (t) => {
+t.test("the fan-out: a member's change concerns the control-node, a change of the control-node concerns everyone", async (t) => {
   const c = setup();
   c.setPolicy('n', [{ from: 'a', to: 'b' }]);
   let v = c.stateVersion('n');
@@ -109,7 +115,11 @@ t.test("a member's filter is the policy's: the control-node in its view adds no 
   const member = c.member('n', 'x')!;
   t.same(filterFor(member, new PolicyIndex([])), { rules: [] }, 'empty policy: no rule on x');
   t.same(c.snapshotOf('n', 'x').delta.filter, { rules: [] }, 'and none sent');
-  t.same(filterFor(member, new PolicyIndex([{ from: 'b', to: 'a', ports: ['80/tcp'] }])).rules, [{ sourceTags: ['b'], destinationTags: ['a'], ports: ['80/tcp'] }], 'only what names its tags');
+  t.same(
+    filterFor(member, new PolicyIndex([{ from: 'b', to: 'a', ports: ['80/tcp'] }])).rules,
+    [{ sourceTags: ['b'], destinationTags: ['a'], ports: ['80/tcp'] }],
+    'only what names its tags',
+  );
 
   const snap = c.snapshotOf('n', 'x').delta;
   const m1 = snap.upsertPeers.find((p) => p.id === 'm1')!;
@@ -118,13 +128,26 @@ t.test("a member's filter is the policy's: the control-node in its view adds no 
   const script = f.rebuild(snap.filter, snap.upsertPeers, [7443]);
   const m1Addr = m1.addresses[0]!;
   t.ok(script.includes(`add element inet meshp_wg_wg_x control4 { ${m1Addr} }`), 'm1 is in the set the foundation rule leaves out');
-  t.ok(script.includes('add rule inet meshp_wg_wg_x from_peers ip saddr @mesh4 ip saddr != @control4 tcp dport { 7443 } accept comment "meshp:tunnel"'), 'the foundation rule: mesh members that are not the control-node');
-  t.notOk(script.some((l) => /element .* r\d+4 /.test(l) && l.includes(m1Addr)), 'in no rule set: nothing else lets it in');
-  t.notOk(script.some((l) => l.includes('inbound4') && l.includes(m1Addr)), 'and x may open connections to it');
-  t.same(f.upsert({ ...m1, tags: [] }).filter((l) => l.includes('control4')), [`delete element inet meshp_wg_wg_x control4 { ${m1Addr} }`], 'a peer that loses the tag leaves the set');
+  t.ok(
+    script.includes('add rule inet meshp_wg_wg_x from_peers ip saddr @mesh4 ip saddr != @control4 tcp dport { 7443 } accept comment "meshp:tunnel"'),
+    'the foundation rule: mesh members that are not the control-node',
+  );
+  t.notOk(
+    script.some((l) => /element .* r\d+4 /.test(l) && l.includes(m1Addr)),
+    'in no rule set: nothing else lets it in',
+  );
+  t.notOk(
+    script.some((l) => l.includes('inbound4') && l.includes(m1Addr)),
+    'and x may open connections to it',
+  );
+  t.same(
+    f.upsert({ ...m1, tags: [] }).filter((l) => l.includes('control4')),
+    [`delete element inet meshp_wg_wg_x control4 { ${m1Addr} }`],
+    'a peer that loses the tag leaves the set',
+  );
 });
 
-t.test("on the control-node every member reaches the foundation ports, and only what the policy allows besides", async (t) => {
+t.test('on the control-node every member reaches the foundation ports, and only what the policy allows besides', async (t) => {
   const c = setup();
   c.setPolicy('n', [{ from: 'a', to: CONTROL_NODE_TAG, ports: ['9/tcp'] }]);
   const snap = c.snapshotOf('n', 'm1').delta;
@@ -134,10 +157,19 @@ t.test("on the control-node every member reaches the foundation ports, and only 
   const script = f.rebuild(snap.filter, snap.upsertPeers, ports);
   const addr = (id: string) => snap.upsertPeers.find((p) => p.id === id)!.addresses[0]!;
   const mesh = script.find((l) => l.startsWith('add element inet meshp_wg_wg_c mesh4'))!;
-  t.ok(['x', 'y', 'u'].every((id) => mesh.includes(addr(id))), 'every member is in `mesh`: the foundation ports are open to it');
-  t.notOk(script.some((l) => l.includes('element') && l.includes('control4')), 'no control-node among its peers');
+  t.ok(
+    ['x', 'y', 'u'].every((id) => mesh.includes(addr(id))),
+    'every member is in `mesh`: the foundation ports are open to it',
+  );
+  t.notOk(
+    script.some((l) => l.includes('element') && l.includes('control4')),
+    'no control-node among its peers',
+  );
   const r0 = script.filter((l) => l.startsWith('add element inet meshp_wg_wg_c r04'));
   t.same(r0, [`add element inet meshp_wg_wg_c r04 { ${addr('x')} }`], 'only x (a) meets the rule to port 9');
   const inbound = script.find((l) => l.startsWith('add element inet meshp_wg_wg_c inbound4'))!;
-  t.ok(['x', 'y', 'u'].every((id) => inbound.includes(addr(id))), 'and the control-node opens no connection to any of them');
+  t.ok(
+    ['x', 'y', 'u'].every((id) => inbound.includes(addr(id))),
+    'and the control-node opens no connection to any of them',
+  );
 });

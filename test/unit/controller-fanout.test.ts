@@ -57,8 +57,20 @@ async function bed(t: Tap, n: number, rules: { from: string; to: string }[], tag
 
 t.test(`a change seen by ${N} streams: answered first, fanned out in chunks, coalesced`, async (t) => {
   const { controller, auth, log, metrics, hub, streams, top, settled } = await bed(t, N, [{ from: 'all', to: 'all' }], () => 'all');
-  const admin = adminHandler({ controller, enrolment: new Enrolment(controller, auth, 'f'.repeat(64)), secret: 'admin-secret', metrics, log, reports: () => null, changed: (n) => hub.poke(n), live: (n, id) => hub.live(n, id) });
-  t.ok(streams.every((s) => s.applier.appliedVersion === top()), `${N} streams snapshotted at version ${top()}`);
+  const admin = adminHandler({
+    controller,
+    enrolment: new Enrolment(controller, auth, 'f'.repeat(64)),
+    secret: 'admin-secret',
+    metrics,
+    log,
+    reports: () => null,
+    changed: (n) => hub.poke(n),
+    live: (n, id) => hub.live(n, id),
+  });
+  t.ok(
+    streams.every((s) => s.applier.appliedVersion === top()),
+    `${N} streams snapshotted at version ${top()}`,
+  );
   for (const s of streams) s.deltas = [];
 
   // A join every stream sees, made through the admin surface's way of saying "changed".
@@ -80,8 +92,14 @@ t.test(`a change seen by ${N} streams: answered first, fanned out in chunks, coa
   t.ok(answered.delivered < N, `the admin call was answered before the fan-out ended (${answered.delivered} of ${N} streams sent their delta by then)`);
   await settled();
   t.ok(hub.fanout.turns - turnsBefore > 1, `the fan-out took ${hub.fanout.turns - turnsBefore} turns of the event loop, not one`);
-  t.ok(streams.every((s) => s.deltas.length === 1 && s.deltas[0]!.upsertPeers.some((p) => p.id === 'late')), 'each stream got one delta with the new peer');
-  t.ok(streams.every((s) => s.applier.appliedVersion === top()), 'and acked it');
+  t.ok(
+    streams.every((s) => s.deltas.length === 1 && s.deltas[0]!.upsertPeers.some((p) => p.id === 'late')),
+    'each stream got one delta with the new peer',
+  );
+  t.ok(
+    streams.every((s) => s.applier.appliedVersion === top()),
+    'and acked it',
+  );
 
   // Two quick changes to one node's view (two tags for n1, seen by n0 too) before its turn: one delta each.
   for (const s of streams) s.deltas = [];
@@ -95,7 +113,10 @@ t.test(`a change seen by ${N} streams: answered first, fanned out in chunks, coa
   t.equal(n0.deltas.length, 1, 'two changes, one delta to n0');
   t.same([n0.deltas[0]!.fromVersion, n0.deltas[0]!.toVersion], [from, from + 2], 'spanning both versions');
   t.same(n0.deltas[0]!.upsertPeers.find((p) => p.id === 'n1')?.tags, ['all', 'x', 'y'], 'with the peer as it is after both');
-  t.ok(streams.every((s) => s.deltas.length <= 1), `at most one delta per stream for two changes (${streams.reduce((k, s) => k + s.deltas.length, 0)} in all, not ${2 * N})`);
+  t.ok(
+    streams.every((s) => s.deltas.length <= 1),
+    `at most one delta per stream for two changes (${streams.reduce((k, s) => k + s.deltas.length, 0)} in all, not ${2 * N})`,
+  );
 });
 
 t.test('the fan-out pumps only the streams a change concerns, found through the indexes', async (t) => {
@@ -103,7 +124,10 @@ t.test('the fan-out pumps only the streams a change concerns, found through the 
   const SIZE = 25;
   const rules = Array.from({ length: G }, (_, g) => ({ from: `g${g}`, to: `g${g}` }));
   const { controller, hub, streams, top, settled } = await bed(t, G * SIZE, rules, (i) => `g${i % G}`);
-  t.ok(streams.every((s) => s.applier.appliedVersion > 0), `${G * SIZE} streams snapshotted`);
+  t.ok(
+    streams.every((s) => s.applier.appliedVersion > 0),
+    `${G * SIZE} streams snapshotted`,
+  );
   hub.poke(NET); // the hub's first fan-out covers everyone: from here on, only what changes concern
   await settled();
   const queued = (change: () => void): number => {
@@ -115,9 +139,18 @@ t.test('the fan-out pumps only the streams a change concerns, found through the 
   let k = queued(() => controller.join(NET, { id: 'late', nodeKey: 'late-key', tags: ['g0'] }));
   t.equal(k, SIZE, `a join in group 0 queues its ${SIZE} members' streams, not ${G * SIZE}`);
   await settled();
-  t.same(streams.filter((s) => s.deltas.length > 0).map((s) => s.applier.view.peer('late') !== undefined), Array(SIZE).fill(true), 'and those got the new peer');
+  t.same(
+    streams.filter((s) => s.deltas.length > 0).map((s) => s.applier.view.peer('late') !== undefined),
+    Array(SIZE).fill(true),
+    'and those got the new peer',
+  );
 
-  k = queued(() => controller.setPolicy(NET, rules.map((r, g) => (g === 3 ? { ...r, ports: ['443'] } : r))));
+  k = queued(() =>
+    controller.setPolicy(
+      NET,
+      rules.map((r, g) => (g === 3 ? { ...r, ports: ['443'] } : r)),
+    ),
+  );
   t.equal(k, SIZE, `a policy change of group 3 queues its ${SIZE} streams`);
   await settled();
   t.equal(streams.filter((s) => s.deltas.length > 0).length, SIZE, 'and those got their new filter');
@@ -130,7 +163,10 @@ t.test('the fan-out pumps only the streams a change concerns, found through the 
   k = queued(() => controller.setTags(NET, 'n1', ['g1', 'g2']));
   t.equal(k, 2 * SIZE, 'a node that joins a second group: the members of both (itself included)');
   await settled();
-  t.ok(controller.listNodes(NET).every((n) => n.name === 'late' || n.gap === 0), `every node with a stream at gap 0 at version ${top()}`);
+  t.ok(
+    controller.listNodes(NET).every((n) => n.name === 'late' || n.gap === 0),
+    `every node with a stream at gap 0 at version ${top()}`,
+  );
 
   // A short log: changes that do not concern group 0 go past its depth; group 0's next change is still a delta.
   controller.setLogDepth(NET, 2);
@@ -146,8 +182,14 @@ t.test('the fan-out pumps only the streams a change concerns, found through the 
   queued(() => controller.setTags(NET, 'n0', ['g0', 'y']));
   await settled();
   const g0 = streams.filter((_, i) => i % G === 0 && i !== 8 && i !== 0);
-  t.ok(g0.every((s) => s.deltas.length === 1 && s.deltas[0]!.fromVersion > 0), `group 0's ${g0.length} other streams got a delta, not a snapshot, past the log's depth of unconcerned changes`);
-  t.ok(streams.every((s) => s.deltas.every((d) => d.fromVersion > 0)), 'no snapshot anywhere');
+  t.ok(
+    g0.every((s) => s.deltas.length === 1 && s.deltas[0]!.fromVersion > 0),
+    `group 0's ${g0.length} other streams got a delta, not a snapshot, past the log's depth of unconcerned changes`,
+  );
+  t.ok(
+    streams.every((s) => s.deltas.every((d) => d.fromVersion > 0)),
+    'no snapshot anywhere',
+  );
   const views = streams.map((s, i) => i === 8 || s.applier.view.hash() === controller.snapshotOf(NET, `n${i}`).hash);
   t.ok(views.every(Boolean), 'every view built by deltas equals the snapshot of the same version');
 });
@@ -204,7 +246,12 @@ t.test("a change's work depends on the nodes it concerns, not on the network's s
     };
     const out = {
       join: await counted(() => controller.join(NET, { id: 'late', nodeKey: 'late-key', tags: ['g0'] })),
-      policy: await counted(() => controller.setPolicy(NET, rules.map((r, g) => (g === 0 ? { ...r, ports: ['443'] } : r)))),
+      policy: await counted(() =>
+        controller.setPolicy(
+          NET,
+          rules.map((r, g) => (g === 0 ? { ...r, ports: ['443'] } : r)),
+        ),
+      ),
       removal: await counted(() => controller.leave(NET, 'n1')),
     };
     // The gaps read back are exact: a node with no stream is behind after a change that concerns it, and only then.
@@ -218,7 +265,10 @@ t.test("a change's work depends on the nodes it concerns, not on the network's s
     const gaps = new Map(controller.listNodes(NET).map((n) => [n.name, n.gap]));
     t.ok(gaps.get(g0.node)! > 0, `at ${groups * SIZE} nodes: ${g0.node} (group 0, no stream) is behind after a change to group 0`);
     t.equal(gaps.get(g1.node), 0, `at ${groups * SIZE} nodes: ${g1.node} (group 1, no stream) is not`);
-    t.ok([...gaps].every(([id, gap]) => id === g0.node || id === 'late' || gap === 0), 'every other node is at gap 0');
+    t.ok(
+      [...gaps].every(([id, gap]) => id === g0.node || id === 'late' || gap === 0),
+      'every other node is at gap 0',
+    );
     hub.closeAll();
     return out;
   };

@@ -33,7 +33,14 @@ t.test('catalogue, policy and assignment over their bounds are refused, nothing 
   const c = controller();
   const v = c.stateVersion('n');
   t.throws(() => c.defineModule('n', { name: 'big', files: [{ path: '/f', content: 'x'.repeat(LIMITS.fileBytes + 1) }] }), TOO_LARGE);
-  t.throws(() => c.setPolicy('n', Array.from({ length: LIMITS.policyRules + 1 }, (_, i) => ({ from: `a${i}`, to: 'b' }))), TOO_LARGE);
+  t.throws(
+    () =>
+      c.setPolicy(
+        'n',
+        Array.from({ length: LIMITS.policyRules + 1 }, (_, i) => ({ from: `a${i}`, to: 'b' })),
+      ),
+    TOO_LARGE,
+  );
   t.equal(c.stateVersion('n'), v, 'no change committed');
   c.join('n', { id: 'x', nodeKey: 'kx' });
   const half = 'y'.repeat(LIMITS.fileBytes - 1000);

@@ -40,7 +40,10 @@ t.test('a peer the policy stops letting a node reach is UNSCOPED, a peer that le
   c.setPolicy('n', [{ from: 'a', to: 'c' }]);
   const d1 = sync(c, x, 'x')!;
   t.same(d1.removePeers, [{ id: 'y', reason: REMOVAL_REASON.UNSCOPED }]);
-  t.same(d1.upsertPeers.map((p) => p.id), ['z']);
+  t.same(
+    d1.upsertPeers.map((p) => p.id),
+    ['z'],
+  );
   c.leave('n', 'z');
   const d2 = sync(c, x, 'x')!;
   t.same(d2.removePeers, [{ id: 'z', reason: REMOVAL_REASON.REMOVED }]);
@@ -55,7 +58,10 @@ t.test('a peer unscoped then rescoped comes back as an upsert', async (t) => {
   c.setPolicy('n', [{ from: 'a', to: 'b' }]);
   const d = sync(c, x, 'x')!;
   t.equal(d.fromVersion, 5, 'a delta, not a snapshot');
-  t.same(d.upsertPeers.map((p) => p.id), ['y']);
+  t.same(
+    d.upsertPeers.map((p) => p.id),
+    ['y'],
+  );
   t.equal(x.view.hash(), c.snapshotOf('n', 'x').hash);
 });
 
@@ -78,7 +84,11 @@ t.test('a key rotation reaches the peers that see the node as an upsert', async 
   c.rotateKey('n', 'y', 'ky2');
   c.rotateKey('n', 'z', 'kz2');
   const d = sync(c, x, 'x')!;
-  t.same(d.upsertPeers.map((p) => [p.id, p.nodeKey]), [['y', 'ky2']], 'z is out of scope: nothing about it');
+  t.same(
+    d.upsertPeers.map((p) => [p.id, p.nodeKey]),
+    [['y', 'ky2']],
+    'z is out of scope: nothing about it',
+  );
 });
 
 t.test('every change bumps the version; an agent left behind by the log gets a snapshot', async (t) => {
@@ -96,7 +106,7 @@ t.test('every change bumps the version; an agent left behind by the log gets a s
   t.equal(x.view.hash(), c.snapshotOf('n', 'x').hash);
 });
 
-t.test("a log depth set on an existing network holds from then on, and cuts a longer log at once", async (t) => {
+t.test('a log depth set on an existing network holds from then on, and cuts a longer log at once', async (t) => {
   const c = setup();
   t.equal(c.logDepth('n'), 1000, 'the default');
   const x = new DeltaApplier();
@@ -152,11 +162,17 @@ t.test('every declaration sent carries the node mode and its taken modules', asy
   t.equal(x.view.components.declaration?.mode, WIRE_MODE.ADOPTED);
   c.assignModule('n', 'x', 'web');
   let d = sync(c, x, 'x')!;
-  t.same(d.declaration?.modules.map((m) => [m.name, m.taken]), [['web', false]]);
+  t.same(
+    d.declaration?.modules.map((m) => [m.name, m.taken]),
+    [['web', false]],
+  );
   t.equal(d.declaration?.mode, WIRE_MODE.ADOPTED);
   c.takeModule('n', 'x', 'web');
   d = sync(c, x, 'x')!;
-  t.same(d.declaration?.modules.map((m) => [m.name, m.taken, m.files.length]), [['web', true, 1]]);
+  t.same(
+    d.declaration?.modules.map((m) => [m.name, m.taken, m.files.length]),
+    [['web', true, 1]],
+  );
   t.equal(d.declaration?.mode, WIRE_MODE.ADOPTED);
   c.setMode('n', 'x', 'converged');
   t.equal(sync(c, x, 'x')!.declaration?.mode, WIRE_MODE.CONVERGED);
@@ -204,7 +220,10 @@ t.test('a controller restarted from its SQLite state resumes with a delta when t
   t.same(c.hello('n', 'x', hello.appliedVersion, hello.stateHash), { accepted: true, snapshotPending: false });
   const d = c.deltaFor('n', 'x')!;
   t.equal(d.fromVersion, 3);
-  t.same(d.upsertPeers.map((p) => p.id), ['z']);
+  t.same(
+    d.upsertPeers.map((p) => p.id),
+    ['z'],
+  );
   t.equal(c.hello('n', 'x', 3, 'wrong').snapshotPending, true, 'a hello with another hash gets a snapshot');
 });
 
@@ -269,7 +288,13 @@ t.test('doctor shows the deltas sent and whether the agent hash matched', async 
   c.rotateKey('n', 'y', 'k2');
   sync(c, x, 'x');
   const doc = c.doctor('n', 'x');
-  t.same(doc.recentDeltas.map((d) => [d.fromVersion, d.toVersion]), [[0, 4], [4, 5]]);
+  t.same(
+    doc.recentDeltas.map((d) => [d.fromVersion, d.toVersion]),
+    [
+      [0, 4],
+      [4, 5],
+    ],
+  );
   t.equal(doc.hashMatches, true);
   t.equal(doc.node.gap, 0);
 });
@@ -328,10 +353,17 @@ t.test('lazy fan-out: a change a node cannot see sends it nothing; its next delt
   const d = sync(c, z, 'z')!;
   t.equal(d.fromVersion, at, 'z: one delta from the version it applied, over every version since');
   t.equal(d.toVersion, c.stateVersion('n'));
-  t.same(d.upsertPeers.map((p) => p.id), ['x'], 'x (a→b) now reaches z');
+  t.same(
+    d.upsertPeers.map((p) => p.id),
+    ['x'],
+    'x (a→b) now reaches z',
+  );
   t.equal(z.view.hash(), c.snapshotOf('n', 'z').hash, 'the view built so equals the snapshot');
   t.equal(c.listNodes('n').find((n) => n.name === 'x')!.gap, 1, 'x sees z come in: behind by that version');
   sync(c, x, 'x');
   t.equal(c.deltaFor('n', 'y'), null, 'y sees neither change');
-  t.same(c.listNodes('n').map((n) => n.gap), [0, 0, 0]);
+  t.same(
+    c.listNodes('n').map((n) => n.gap),
+    [0, 0, 0],
+  );
 });

@@ -47,7 +47,11 @@ t.test('views computed under the old rule: those that differ get one snapshot, t
   t.equal(sync(c1, 'quiet', agents.q, 'q'), null, 'a network whose views did not change: nothing sent');
 
   const after = JSON.parse(upgraded.serialise()) as Serialised;
-  t.same(after.networks.map((n) => n.scopeRule), [SCOPE_RULE, SCOPE_RULE], 'the records now say the current rule');
+  t.same(
+    after.networks.map((n) => n.scopeRule),
+    [SCOPE_RULE, SCOPE_RULE],
+    'the records now say the current rule',
+  );
   const c2 = new Controller(MemoryStore.from(upgraded.serialise()));
   for (const id of ['m1', 'x', 'y'] as const) t.equal(c2.deltaFor('n', id), null, `restarted again: nothing for ${id}`);
 });

@@ -64,7 +64,11 @@ t.test(`${N} acks: no store write each, one group commit; a restart before it ne
   const changeWrites = count.transactions - before.transactions;
   const acks = deliver(c, agents);
   t.equal(acks, N - 1, `${N - 1} acks (m0's own view did not change)`);
-  t.equal(count.transactions - before.transactions, changeWrites, `the ${acks} deltas and ${acks} acks wrote nothing yet (only the change itself: ${changeWrites} transaction)`);
+  t.equal(
+    count.transactions - before.transactions,
+    changeWrites,
+    `the ${acks} deltas and ${acks} acks wrote nothing yet (only the change itself: ${changeWrites} transaction)`,
+  );
   t.equal(count.putSync - before.putSync, 0, 'no sync record written per delta or per ack');
   const stale = inner.serialise(); // the store as a crash now would leave it
   const flushed = c.flushSync();
@@ -85,7 +89,10 @@ t.test(`${N} acks: no store write each, one group commit; a restart before it ne
   }
   t.same(refused, [], 'every hello is its ack said again, accepted');
   t.same(sent, [], 'nothing to send to anyone: no snapshot');
-  t.ok(again.listNodes(NET).every((n) => n.gap === 0), 'every node at gap 0');
+  t.ok(
+    again.listNodes(NET).every((n) => n.gap === 0),
+    'every node at gap 0',
+  );
 
   // An agent whose view is not the current one is not taken on its word.
   const liar = agents.get('m1')!.hello();

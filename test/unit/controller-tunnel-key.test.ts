@@ -60,16 +60,32 @@ t.test('the tunnel key given at enrolment is in the peer every other node is sen
   t.equal(y.view.peer('x')?.tunnelKey, KX, "y's too (x is inbound only there: keys for the tunnel's other end)");
   t.equal(x.view.hash(), c.snapshotOf('n', 'x').hash, 'the hash agrees with the key in it');
   t.equal(x.view.components.tunnel?.address, '10.60.0.1/16', "the tunnel's address routes the private range");
-  c.setPolicy('n', [{ from: 'a', to: 'b' }, { from: 'a', to: 'c' }]);
+  c.setPolicy('n', [
+    { from: 'a', to: 'b' },
+    { from: 'a', to: 'c' },
+  ]);
   const d = sync(c, x, 'x')!;
-  t.same(d.upsertPeers.map((p) => [p.id, p.tunnelKey ?? '']), [['z', '']], 'a peer enrolled without a tunnel carries no key');
+  t.same(
+    d.upsertPeers.map((p) => [p.id, p.tunnelKey ?? '']),
+    [['z', '']],
+    'a peer enrolled without a tunnel carries no key',
+  );
 });
 
 t.test('a key that is no WireGuard key, or that another node holds, is refused; the same key again changes nothing', async (t) => {
   const c = setup();
-  t.equal(code(() => c.join('n', { id: 'w', nodeKey: 'kw', tunnelKey: KX })), 'MESHP_KEY_IN_USE');
-  t.equal(code(() => c.join('n', { id: 'w', nodeKey: 'kw', tunnelKey: 'not-a-key' })), 'MESHP_USAGE');
-  t.equal(code(() => c.setTunnelKey('n', 'z', KY)), 'MESHP_KEY_IN_USE');
+  t.equal(
+    code(() => c.join('n', { id: 'w', nodeKey: 'kw', tunnelKey: KX })),
+    'MESHP_KEY_IN_USE',
+  );
+  t.equal(
+    code(() => c.join('n', { id: 'w', nodeKey: 'kw', tunnelKey: 'not-a-key' })),
+    'MESHP_USAGE',
+  );
+  t.equal(
+    code(() => c.setTunnelKey('n', 'z', KY)),
+    'MESHP_KEY_IN_USE',
+  );
   const v = c.stateVersion('n');
   t.equal(c.setTunnelKey('n', 'y', KY), v, 'no new version');
 });
@@ -82,7 +98,10 @@ t.test('a key change reaches the peers that see the node as an upsert, and only 
   sync(c, z, 'z');
   c.setTunnelKey('n', 'y', KY2);
   const d = sync(c, x, 'x')!;
-  t.same(d.upsertPeers.map((p) => [p.id, p.tunnelKey]), [['y', KY2]]);
+  t.same(
+    d.upsertPeers.map((p) => [p.id, p.tunnelKey]),
+    [['y', KY2]],
+  );
   t.equal(x.view.hash(), c.snapshotOf('n', 'x').hash);
   t.equal(c.deltaFor('n', 'z'), null, 'z never sees y: nothing is sent to it');
   c.setTunnelKey('n', 'y', '');
@@ -112,8 +131,14 @@ t.test('the applier reports a REMOVED outside the view as removed, an UNSCOPED o
   sync(c, x, 'x');
   c.leave('n', 'y');
   sync(c, x, 'x');
-  const changes = seen.get(x)!.slice(1).map((ch) => ({ removed: ch.removed, unscoped: ch.unscoped }));
-  t.same(changes, [{ removed: [], unscoped: ['y'] }, { removed: ['y'], unscoped: [] }]);
+  const changes = seen
+    .get(x)!
+    .slice(1)
+    .map((ch) => ({ removed: ch.removed, unscoped: ch.unscoped }));
+  t.same(changes, [
+    { removed: [], unscoped: ['y'] },
+    { removed: ['y'], unscoped: [] },
+  ]);
 });
 
 t.test('a peer rescoped after its UNSCOPED is no longer counted as in grace', async (t) => {
@@ -157,16 +182,24 @@ t.test("the nftables driver counts the tunnel's tables as the mesh's own, never 
       ],
     }),
   );
-  t.same(rs.tables.map((x) => classifyTable(x, rs)), ['tunnel', 'found'], 'only the inet table of that name is the tunnel');
+  t.same(
+    rs.tables.map((x) => classifyTable(x, rs)),
+    ['tunnel', 'found'],
+    'only the inet table of that name is the tunnel',
+  );
 });
 
 t.test("endpoints: the told ones first, then the Sync stream's source address on the node's tunnel port", async (t) => {
   t.equal(observedEndpoint('ipv4:10.97.0.3:40122', 51820), '10.97.0.3:51820', "gRPC's ipv4 form");
-  t.equal(observedEndpoint('10.97.0.3:40122', 51000), '10.97.0.3:51000', 'the bare form, the node\'s own port');
+  t.equal(observedEndpoint('10.97.0.3:40122', 51000), '10.97.0.3:51000', "the bare form, the node's own port");
   t.equal(observedEndpoint('ipv6:[2001:db8::7]:40122', 51820), '[2001:db8::7]:51820');
   t.equal(observedEndpoint('ipv6:[::ffff:10.97.0.3]:40122', 51820), '10.97.0.3:51820', 'a v4-mapped address read as v4');
   for (const p of ['ipv4:127.0.0.1:4000', 'ipv6:[::1]:4000', 'unix:/tmp/s', '']) t.equal(observedEndpoint(p, 51820), null, `nothing from ${JSON.stringify(p)}`);
-  t.same(endpointsOf({ endpoints: ['192.0.2.1:51820'], observedEndpoint: '10.97.0.3:51820' }), ['192.0.2.1:51820', '10.97.0.3:51820'], 'told first: the tunnel uses the first');
+  t.same(
+    endpointsOf({ endpoints: ['192.0.2.1:51820'], observedEndpoint: '10.97.0.3:51820' }),
+    ['192.0.2.1:51820', '10.97.0.3:51820'],
+    'told first: the tunnel uses the first',
+  );
   t.same(endpointsOf({ endpoints: ['10.97.0.3:51820'], observedEndpoint: '10.97.0.3:51820' }), ['10.97.0.3:51820'], 'an address told already is not repeated');
   t.same(endpointsOf({ endpoints: [] }), []);
 

@@ -68,6 +68,9 @@ t.test("package.json's exports: one per folder with an index, each with types, a
     const base = key === '.' ? 'dist/index' : `dist/${key.slice(2)}/index`;
     t.same(entry, { types: `./${base}.d.ts`, default: `./${base}.js` }, `${key} names its types and code`);
     t.ok(existsSync(join(CORE, `${base}.d.ts`)) && existsSync(join(CORE, `${base}.js`)), `${key} is built`);
-    t.ok(pkg.files.some((f) => base.startsWith(f)), `${key} is in the package's files`);
+    t.ok(
+      pkg.files.some((f) => base.startsWith(f)),
+      `${key} is in the package's files`,
+    );
   }
 });

@@ -44,7 +44,13 @@ const op: fc.Arbitrary<Op> = fc.oneof(
   { weight: 1, arbitrary: fc.record({ k: fc.constant('leave' as const), id }) },
   { weight: 1, arbitrary: fc.record({ k: fc.constant('rotate' as const), id }) },
   { weight: 1, arbitrary: fc.record({ k: fc.constant('tags' as const), id, tags }) },
-  { weight: 2, arbitrary: fc.record({ k: fc.constant('policy' as const), rules: fc.uniqueArray(fc.tuple(fc.constantFrom(...TAGS), fc.constantFrom(...TAGS)), { maxLength: 4, selector: (r) => r.join('>') }) }) },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      k: fc.constant('policy' as const),
+      rules: fc.uniqueArray(fc.tuple(fc.constantFrom(...TAGS), fc.constantFrom(...TAGS)), { maxLength: 4, selector: (r) => r.join('>') }),
+    }),
+  },
   { weight: 1, arbitrary: fc.record({ k: fc.constant('dns' as const), n: fc.nat(3) }) },
   { weight: 1, arbitrary: fc.record({ k: fc.constant('module' as const), id, op: fc.constantFrom<'assign' | 'take' | 'mode'>('assign', 'take', 'mode') }) },
   { weight: 6, arbitrary: fc.record({ k: fc.constant('send' as const), id }) },
@@ -116,7 +122,8 @@ function run(s: { logDepth: number; ops: Op[] }, tally: Tally): void {
       const snap = c.snapshotOf(N, m);
       hashes.set(m, snap.hash);
       const before = last.hashes.get(m);
-      if (affected && before !== undefined && before !== snap.hash && !affected.has(m)) throw new Error(`the view of ${m} changed at ${v} and the fan-out would not pump it`);
+      if (affected && before !== undefined && before !== snap.hash && !affected.has(m))
+        throw new Error(`the view of ${m} changed at ${v} and the fan-out would not pump it`);
       const scope = oracleScope(members, rules, m);
       const got = new Map(snap.delta.upsertPeers.map((p) => [p.id, p.inboundOnly]));
       if (got.size !== scope.size || [...got].some(([p, inb]) => scope.get(p) !== inb)) {
@@ -202,7 +209,10 @@ function run(s: { logDepth: number; ops: Op[] }, tally: Tally): void {
         continue;
       case 'policy':
         rules = o.rules;
-        c.setPolicy(N, o.rules.map(([from, to]): PolicyRule => ({ from, to })));
+        c.setPolicy(
+          N,
+          o.rules.map(([from, to]): PolicyRule => ({ from, to })),
+        );
         record();
         continue;
       case 'dns':
@@ -274,7 +284,8 @@ function run(s: { logDepth: number; ops: Op[] }, tally: Tally): void {
       if (round > 4) throw new Error(`${m} did not converge`);
       send(m);
       // Lazy fan-out: a node whose view did not change stays at the version it applied.
-      if (a.down.length === 0 && a.up.length === 0 && a.applier.view.hash() === c.snapshotOf(N, m).hash && c.listNodes(N).find((x) => x.name === m)!.gap === 0) break;
+      if (a.down.length === 0 && a.up.length === 0 && a.applier.view.hash() === c.snapshotOf(N, m).hash && c.listNodes(N).find((x) => x.name === m)!.gap === 0)
+        break;
       for (const b of a.down.splice(0)) deliverDown(m, a, b);
       for (const u of a.up.splice(0)) deliverUp(m, u);
     }
@@ -302,7 +313,13 @@ function scaleBudget(done: number, elapsedMs: number): number {
 t.test('every agent converges; the view built by deltas equals the snapshot at every version; no scope leaks', async (t) => {
   const tally: Tally = { schedules: 0, applied: 0, compared: 0, leaks: 0, snapshots: 0, deltas: 0, refusals: 0 };
   const started = Date.now();
-  const check = (numRuns: number) => fc.assert(fc.property(schedule, (s) => { run(s, tally); }), { numRuns });
+  const check = (numRuns: number) =>
+    fc.assert(
+      fc.property(schedule, (s) => {
+        run(s, tally);
+      }),
+      { numRuns },
+    );
   const calibration = Math.min(RUNS, 300);
   check(calibration);
   const budget = scaleBudget(calibration, Date.now() - started);

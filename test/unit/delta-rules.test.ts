@@ -3,8 +3,23 @@ import { isMeshpError, type Peer, type StateDelta } from '@meshp/core';
 import { DeltaApplier, REMOVAL_REASON, WIRE_MODE, splitDelta } from '@meshp/core/delta';
 import { StateDelta as WireStateDelta } from '@meshp/protocol';
 
-const peer = (id: string, extra: Partial<Peer> = {}): Peer => ({ id, nodeKey: `key-${id}`, addresses: [`10.0.0.${id.length}`], tags: ['t'], endpoints: [], inboundOnly: false, ...extra });
-const delta = (from: number, to: number, extra: Partial<StateDelta> = {}): StateDelta => ({ fromVersion: from, toVersion: to, upsertPeers: [], removePeers: [], network: 'net', ...extra });
+const peer = (id: string, extra: Partial<Peer> = {}): Peer => ({
+  id,
+  nodeKey: `key-${id}`,
+  addresses: [`10.0.0.${id.length}`],
+  tags: ['t'],
+  endpoints: [],
+  inboundOnly: false,
+  ...extra,
+});
+const delta = (from: number, to: number, extra: Partial<StateDelta> = {}): StateDelta => ({
+  fromVersion: from,
+  toVersion: to,
+  upsertPeers: [],
+  removePeers: [],
+  network: 'net',
+  ...extra,
+});
 
 function atVersion3(): DeltaApplier {
   const a = new DeltaApplier();
@@ -36,14 +51,30 @@ t.test('a delta with from_version above to_version is refused and nothing is app
 
 t.test('an unknown removal reason is refused and nothing is applied half', async (t) => {
   const a = atVersion3();
-  refused(t, a, delta(3, 4, { upsertPeers: [peer('c')], removePeers: [{ id: 'a', reason: REMOVAL_REASON.REMOVED }, { id: 'b', reason: 7 }] }), 'MESHP_DELTA_INVALID');
+  refused(
+    t,
+    a,
+    delta(3, 4, {
+      upsertPeers: [peer('c')],
+      removePeers: [
+        { id: 'a', reason: REMOVAL_REASON.REMOVED },
+        { id: 'b', reason: 7 },
+      ],
+    }),
+    'MESHP_DELTA_INVALID',
+  );
   refused(t, a, delta(3, 4, { removePeers: [{ id: 'a', reason: REMOVAL_REASON.UNSPECIFIED }] }), 'MESHP_DELTA_INVALID');
   t.ok(a.view.peer('a'), 'a is still there');
   t.notOk(a.view.peer('c'), 'c was not added');
 });
 
 t.test('a declaration with an unknown mode is refused', async (t) => {
-  refused(t, atVersion3(), delta(3, 4, { declaration: { apiVersion: 'meshp/v1', node: 'n', mode: 9, modules: [], convergePreviewId: '' } }), 'MESHP_DELTA_INVALID');
+  refused(
+    t,
+    atVersion3(),
+    delta(3, 4, { declaration: { apiVersion: 'meshp/v1', node: 'n', mode: 9, modules: [], convergePreviewId: '' } }),
+    'MESHP_DELTA_INVALID',
+  );
 });
 
 t.test('an oversized delta is refused with a coded error', async (t) => {
@@ -58,7 +89,14 @@ t.test('an oversized delta is refused with a coded error', async (t) => {
 
 t.test('after a refusal the agent asks for a snapshot, and the snapshot heals it', async (t) => {
   const a = atVersion3();
-  const err = (() => { try { a.receive(delta(5, 6)); } catch (e) { return e; } return null; })();
+  const err = (() => {
+    try {
+      a.receive(delta(5, 6));
+    } catch (e) {
+      return e;
+    }
+    return null;
+  })();
   const req = a.resyncRequest(err);
   t.equal(req.appliedVersion, 3);
   t.equal(req.reason, 1, 'reason GAP');
@@ -77,7 +115,14 @@ t.test('removals are applied before upserts of the same peer', async (t) => {
 
 t.test('UNSCOPED and REMOVED are reported apart to viewChanged consumers', async (t) => {
   const a = atVersion3();
-  const r = a.receive(delta(3, 4, { removePeers: [{ id: 'a', reason: REMOVAL_REASON.REMOVED }, { id: 'b', reason: REMOVAL_REASON.UNSCOPED }] }));
+  const r = a.receive(
+    delta(3, 4, {
+      removePeers: [
+        { id: 'a', reason: REMOVAL_REASON.REMOVED },
+        { id: 'b', reason: REMOVAL_REASON.UNSCOPED },
+      ],
+    }),
+  );
   if (r.status !== 'applied') throw new Error('not applied');
   t.same(r.change.removed, ['a']);
   t.same(r.change.unscoped, ['b']);
@@ -98,7 +143,9 @@ t.test('an empty component and an absent one are distinct on the wire and in the
   t.equal(absent.dns, undefined);
   a.receive(absent);
   t.same(a.view.components.dns?.nameservers, ['1.1.1.1'], 'absent: unchanged');
-  const empty = WireStateDelta.decode(WireStateDelta.encode(WireStateDelta.fromPartial(delta(4, 5, { dns: { nameservers: [], searchDomains: [], records: [] } }))).finish());
+  const empty = WireStateDelta.decode(
+    WireStateDelta.encode(WireStateDelta.fromPartial(delta(4, 5, { dns: { nameservers: [], searchDomains: [], records: [] } }))).finish(),
+  );
   t.ok(empty.dns, 'present after decoding');
   const r = a.receive(empty);
   t.same(a.view.components.dns?.nameservers, [], 'empty: replaced');
@@ -126,7 +173,10 @@ t.test('a snapshot replaces the view; peers it drops are reported removed', asyn
 });
 
 t.test('a several-part delta commits at its last part; a part out of order is refused and nothing applied', async (t) => {
-  const big = delta(0, 7, { upsertPeers: Array.from({ length: 25 }, (_, i) => peer(`p${i}`)), declaration: { apiVersion: 'meshp/v1', node: 'n', mode: WIRE_MODE.ADOPTED, modules: [], convergePreviewId: '' } });
+  const big = delta(0, 7, {
+    upsertPeers: Array.from({ length: 25 }, (_, i) => peer(`p${i}`)),
+    declaration: { apiVersion: 'meshp/v1', node: 'n', mode: WIRE_MODE.ADOPTED, modules: [], convergePreviewId: '' },
+  });
   const parts = splitDelta(big, 10);
   t.equal(parts.length, 3);
   const a = atVersion3();
@@ -142,5 +192,8 @@ t.test('a several-part delta commits at its last part; a part out of order is re
 t.test('the last applied deltas are kept for doctor', async (t) => {
   const a = new DeltaApplier({ keep: 2 });
   for (let v = 1; v <= 4; v++) a.receive(delta(v === 1 ? 0 : v - 1, v, { upsertPeers: [peer(`p${v}`)] }));
-  t.same(a.recent.map((r) => r.toVersion), [3, 4]);
+  t.same(
+    a.recent.map((r) => r.toVersion),
+    [3, 4],
+  );
 });

@@ -37,7 +37,14 @@ t.test('a spec becomes a create request labelled with the mark', async (t) => {
 });
 
 t.test('a container port published on several host ports is bound on each', async (t) => {
-  const spec: ContainerSpec = { name: 'web', image: 'i', ports: [{ container: 80, host: 8080 }, { container: 80, host: 8081 }] };
+  const spec: ContainerSpec = {
+    name: 'web',
+    image: 'i',
+    ports: [
+      { container: 80, host: 8080 },
+      { container: 80, host: 8081 },
+    ],
+  };
   t.same(createOptions(spec, mark).HostConfig?.PortBindings, { '80/tcp': [{ HostPort: '8080' }, { HostPort: '8081' }] });
 });
 

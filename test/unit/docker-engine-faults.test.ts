@@ -10,7 +10,10 @@ const OLD = 'a'.repeat(64);
 const NEW = 'b'.repeat(64);
 
 async function caught(p: Promise<unknown>): Promise<MeshpError> {
-  const e = await p.then(() => null, (err: unknown) => err);
+  const e = await p.then(
+    () => null,
+    (err: unknown) => err,
+  );
   if (!(e instanceof MeshpError)) throw new Error(`expected a MeshpError, got ${String(e)}`);
   return e;
 }
@@ -54,7 +57,10 @@ t.test('an own container with the same spec hash is left alone: one inspect, not
   const fake = await fakeEngine(t);
   fake.route('GET /containers/svc/json', { status: 200, body: inspectDoc('svc', OLD, { 'meshp.spec-hash': 'new' }) });
   await new DockerRuntime({ socketPath: fake.socket }).ensure(spec, mark);
-  t.same(fake.requests.map((r) => r.split('?')[0]), ['GET /containers/svc/json']);
+  t.same(
+    fake.requests.map((r) => r.split('?')[0]),
+    ['GET /containers/svc/json'],
+  );
 });
 
 t.test('a replacement goes stop, rename aside, create, start, remove the old one', async (t) => {
@@ -67,13 +73,16 @@ t.test('a replacement goes stop, rename aside, create, start, remove the old one
   fake.route(`POST /containers/${NEW}/start`, { status: 204 });
   fake.route(`DELETE /containers/${OLD}`, { status: 204 });
   await new DockerRuntime({ socketPath: fake.socket, stopGraceSeconds: 3 }).ensure(spec, mark);
-  t.same(fake.requests.filter((r) => !r.startsWith('GET ')), [
-    `POST /containers/${OLD}/stop?t=3`,
-    `POST /containers/${OLD}/rename?name=${asideName('svc', OLD)}`,
-    'POST /containers/create?name=svc',
-    `POST /containers/${NEW}/start`,
-    `DELETE /containers/${OLD}?force=true`,
-  ]);
+  t.same(
+    fake.requests.filter((r) => !r.startsWith('GET ')),
+    [
+      `POST /containers/${OLD}/stop?t=3`,
+      `POST /containers/${OLD}/rename?name=${asideName('svc', OLD)}`,
+      'POST /containers/create?name=svc',
+      `POST /containers/${NEW}/start`,
+      `DELETE /containers/${OLD}?force=true`,
+    ],
+  );
 });
 
 t.test('a failed start whose rollback fails too says so, naming both', async (t) => {
@@ -82,9 +91,7 @@ t.test('a failed start whose rollback fails too says so, naming both', async (t)
   fake.route('GET /images/lab/busybox:1/json', { status: 200, body: { Id: 'sha256:1' } });
   fake.route(`POST /containers/${OLD}/stop`, { status: 204 });
   let renames = 0;
-  fake.route(`POST /containers/${OLD}/rename`, () =>
-    ++renames === 1 ? { status: 204 } : { status: 500, body: { message: 'name in use' } },
-  );
+  fake.route(`POST /containers/${OLD}/rename`, () => (++renames === 1 ? { status: 204 } : { status: 500, body: { message: 'name in use' } }));
   fake.route('POST /containers/create', { status: 201, body: { Id: NEW } });
   fake.route(`POST /containers/${NEW}/start`, { status: 500, body: { message: 'port is already allocated' } });
   fake.route(`DELETE /containers/${NEW}`, { status: 204 });

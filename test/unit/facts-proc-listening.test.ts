@@ -12,8 +12,7 @@ import { listening } from '@meshp/facts-proc';
 
 const REPO = join(dirname(fileURLToPath(import.meta.url)), '../..');
 
-const listen = (s: Server): Promise<number> =>
-  new Promise((resolve) => s.listen(0, '127.0.0.1', () => resolve((s.address() as { port: number }).port)));
+const listen = (s: Server): Promise<number> => new Promise((resolve) => s.listen(0, '127.0.0.1', () => resolve((s.address() as { port: number }).port)));
 const close = (s: Server): Promise<void> => new Promise((resolve) => s.close(() => resolve()));
 const holder = async (port: number) => (await listening()).find((l) => l.protocol === 'tcp' && l.port === port && l.address === '127.0.0.1');
 

@@ -20,8 +20,7 @@ const put = (root: string, p: string, content: string) => {
   writeFileSync(join(root, p), content);
 };
 const read = (root: string, p: string) => readFileSync(join(root, p), 'utf8');
-const reasonOf = (r: { report: { resources: { key: string; reason?: string }[] } }, key: string) =>
-  r.report.resources.find((x) => x.key === key)?.reason ?? '';
+const reasonOf = (r: { report: { resources: { key: string; reason?: string }[] } }, key: string) => r.report.resources.find((x) => x.key === key)?.reason ?? '';
 const mod = (name: string, taken: boolean, files: ModuleDecl['files']): ModuleDecl => ({ name, taken, files });
 
 t.test('a held file is not reached through a symlinked folder inside the root (case 1)', async (t) => {
@@ -46,10 +45,12 @@ t.test('two declared paths that are one file (a hard link) are both refused, not
   put(b.root, '/etc/web/web.conf', 'found\n');
   mkdirSync(join(b.root, 'etc/other'));
   linkSync(join(b.root, 'etc/web/web.conf'), join(b.root, 'etc/other/web.conf'));
-  const r = await b.apply(declaration('adopted', [
-    mod('web', false, [{ path: '/etc/web/web.conf', content: 'mesh\n' }]),
-    mod('other', true, [{ path: '/etc/other/web.conf', content: 'other\n' }]),
-  ]));
+  const r = await b.apply(
+    declaration('adopted', [
+      mod('web', false, [{ path: '/etc/web/web.conf', content: 'mesh\n' }]),
+      mod('other', true, [{ path: '/etc/other/web.conf', content: 'other\n' }]),
+    ]),
+  );
   for (const k of ['file:/etc/web/web.conf', 'file:/etc/other/web.conf']) {
     t.equal(stateOf(r, k), 'refused', k);
     t.match(reasonOf(r, k), /^MESHP_FILE_ALIASED: \/etc\/other\/web\.conf and \/etc\/web\/web\.conf are one file/);
@@ -110,7 +111,15 @@ t.test('FIFOs, sockets, devices and folders at a declared path are refused, neve
   await new Promise<void>((res) => server.listen(join(b.root, 'etc/sock'), res));
   t.teardown(() => server.close());
   const paths = ['/etc/fifo', '/etc/null', '/etc/dir', '/etc/sock'];
-  const r = await b.apply(declaration('converged', [mod('m', true, paths.map((path) => ({ path, content: 'x' })))]));
+  const r = await b.apply(
+    declaration('converged', [
+      mod(
+        'm',
+        true,
+        paths.map((path) => ({ path, content: 'x' })),
+      ),
+    ]),
+  );
   for (const p of paths) {
     t.equal(stateOf(r, `file:${p}`), 'refused', p);
     t.match(reasonOf(r, `file:${p}`), /^MESHP_FILE_NOT_REGULAR: /, p);
@@ -145,7 +154,8 @@ t.test('a file over the size limit is refused without being read', async (t) => 
 /** A plugin whose beforeApply hook swaps the file the plan saw: the race, made deterministic. */
 function swapper(root: string, path: string): Plugin {
   return {
-    name: 'swapper', apiVersion: PLUGIN_API_VERSION,
+    name: 'swapper',
+    apiVersion: PLUGIN_API_VERSION,
     apply(host) {
       host.hooks.beforeApply.tapPromise('swapper', async () => {
         const target = join(root, path);
@@ -162,7 +172,9 @@ t.test('a target that is no longer the file the plan saw is not written', async 
   for (const how of ['replace', 'create'] as const) {
     const b = bed(t);
     if (how === 'replace') put(b.root, '/etc/app.conf', 'found\n');
-    const r = await b.apply(declaration('converged', [mod('m', true, [{ path: '/etc/app.conf', content: 'mesh\n' }])]), { extra: [swapper(b.root, '/etc/app.conf')] });
+    const r = await b.apply(declaration('converged', [mod('m', true, [{ path: '/etc/app.conf', content: 'mesh\n' }])]), {
+      extra: [swapper(b.root, '/etc/app.conf')],
+    });
     t.equal(stateOf(r, 'file:/etc/app.conf'), 'refused', how);
     t.match(reasonOf(r, 'file:/etc/app.conf'), /^MESHP_FILE_SWAPPED: /, how);
     t.equal(read(b.root, '/etc/app.conf'), 'appeared meanwhile\n', `${how}: what appeared is kept`);
@@ -179,7 +191,12 @@ t.test('writes leave no temp file and record the identity written', async (t) =>
   await store.close();
   t.equal(owned!.identity, `${st.dev}:${st.ino}`);
   assertPrivate(t, b.stateDir);
-  t.same(spawnSync('ls', ['-A', join(b.root, 'etc/a/b')], { encoding: 'utf8' }).stdout.trim().split('\n'), ['c.conf']);
+  t.same(
+    spawnSync('ls', ['-A', join(b.root, 'etc/a/b')], { encoding: 'utf8' })
+      .stdout.trim()
+      .split('\n'),
+    ['c.conf'],
+  );
 });
 
 t.test('a host.db from before identities is migrated in place', async (t) => {

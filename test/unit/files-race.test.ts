@@ -62,7 +62,10 @@ t.test('replaced by a symlink between the check and the write: nothing written t
     rmSync(b.file);
     symlinkSync('../../victim/secret', b.file);
   });
-  await t.rejects(b.store.write('/etc/app/app.conf', new TextEncoder().encode('evil\n'), 0o644, { expect: id }), { code: 'MESHP_FILE_SWAPPED', message: /a symlink was there at the write; put back as found/ });
+  await t.rejects(b.store.write('/etc/app/app.conf', new TextEncoder().encode('evil\n'), 0o644, { expect: id }), {
+    code: 'MESHP_FILE_SWAPPED',
+    message: /a symlink was there at the write; put back as found/,
+  });
   t.equal(readFileSync(join(b.root, 'victim/secret'), 'utf8'), 'precious\n', 'the link target is untouched');
   t.ok(lstatSync(b.file).isSymbolicLink(), 'the link is back where it was found');
   t.equal(readlinkSync(b.file), '../../victim/secret');
@@ -105,7 +108,10 @@ t.test('a removal whose file is swapped for a symlink at the last moment removes
     rmSync(b.file);
     symlinkSync('../../victim/secret', b.file);
   });
-  await t.rejects(b.store.remove('/etc/app/app.conf', { expect: id }), { code: 'MESHP_FILE_SWAPPED', message: /a symlink was there at the removal; put back as found, not removed/ });
+  await t.rejects(b.store.remove('/etc/app/app.conf', { expect: id }), {
+    code: 'MESHP_FILE_SWAPPED',
+    message: /a symlink was there at the removal; put back as found, not removed/,
+  });
   t.equal(readlinkSync(b.file), '../../victim/secret', 'the link is put back');
   t.equal(readFileSync(join(b.root, 'victim/secret'), 'utf8'), 'precious\n', 'its target is not removed');
   t.same(leftovers(join(b.root, 'etc/app')), []);

@@ -24,12 +24,17 @@ t.test('the tunnel unless an interface is given; a bad interface name is refused
 
 t.test('with the tunnel the control port opens from anywhere; store, registry, bus, broker stay private', async (t) => {
   const catalogue = readCatalogue(CATALOGUE);
-  const froms = (c: CatalogueModule[]) => Object.fromEntries(c.filter((m) => m.foundation).map((m) => [m.name, (m.openings as { from: string[] }[]).map((o) => o.from)]));
+  const froms = (c: CatalogueModule[]) =>
+    Object.fromEntries(c.filter((m) => m.foundation).map((m) => [m.name, (m.openings as { from: string[] }[]).map((o) => o.from)]));
   const tunnel = froms(bootstrapCatalogue(catalogue, { kind: 'tunnel', interface: 'meshp0' }));
   t.same(tunnel['control'], [[]], 'control: from anywhere (tokens and the signed challenge are the gate)');
   for (const m of ['store', 'registry', 'bus', 'broker']) t.same(tunnel[m], [['{{privateRange}}']], `${m}: from the private range only`);
   t.same(tunnel['tunnel'], [[]], "the tunnel's UDP port: from anywhere");
-  t.same(froms(bootstrapCatalogue(catalogue, { kind: 'interface', interface: 'eth1' }))['control'], [['{{privateRange}}']], 'a shared private interface: control stays private');
+  t.same(
+    froms(bootstrapCatalogue(catalogue, { kind: 'interface', interface: 'eth1' }))['control'],
+    [['{{privateRange}}']],
+    'a shared private interface: control stays private',
+  );
 });
 
 t.test("genesis keeps the control-node's tunnel key and choice; its agent raises that tunnel without flags", async (t) => {
@@ -46,6 +51,14 @@ t.test("genesis keeps the control-node's tunnel key and choice; its agent raises
   const plugin = (await tunnelOf({ state: dir }, silent))!;
   t.equal(plugin.status().interface, 'wg7', "the agent's tunnel is genesis's");
   t.match(tunnelDecision({ state: dir, tunnel: 'wireguard' }), { tunnel: 'wireguard', interface: 'wg7' }, '--tunnel wireguard alone: the recorded interface');
-  t.throws(() => tunnelDecision({ state: dir, tunnel: 'none' }), { code: 'MESHP_TUNNEL_MISMATCH' }, '--tunnel none over the recorded tunnel: refused (it would be left up, unmanaged)');
-  t.throws(() => tunnelDecision({ state: dir, tunnelInterface: 'wg8' }), { code: 'MESHP_TUNNEL_MISMATCH', message: /wg8.*wg7.*--tunnel-move/ }, 'another interface: refused, naming both');
+  t.throws(
+    () => tunnelDecision({ state: dir, tunnel: 'none' }),
+    { code: 'MESHP_TUNNEL_MISMATCH' },
+    '--tunnel none over the recorded tunnel: refused (it would be left up, unmanaged)',
+  );
+  t.throws(
+    () => tunnelDecision({ state: dir, tunnelInterface: 'wg8' }),
+    { code: 'MESHP_TUNNEL_MISMATCH', message: /wg8.*wg7.*--tunnel-move/ },
+    'another interface: refused, naming both',
+  );
 });

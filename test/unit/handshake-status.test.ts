@@ -6,7 +6,17 @@
  * agent's report and the controller's own clock, never by comparing the two clocks.
  */
 import t from 'tap';
-import { Controller, HANDSHAKE_STALE_SECONDS, MemoryStore, Metrics, nodeToWire, reportedHandshakes, serveMetrics, withLiveness, type ReportedState } from '@meshp/controller';
+import {
+  Controller,
+  HANDSHAKE_STALE_SECONDS,
+  MemoryStore,
+  Metrics,
+  nodeToWire,
+  reportedHandshakes,
+  serveMetrics,
+  withLiveness,
+  type ReportedState,
+} from '@meshp/controller';
 import type { PeerHandshake, ReportMessage } from '@meshp/core';
 import { DeltaApplier } from '@meshp/core/delta';
 import { generatePrivateKey, publicKeyOf } from '@meshp/tunnel-wireguard';
@@ -36,13 +46,28 @@ function bed(tunnel = true) {
 
 /** A report made at `madeAt` by the agent's clock, with these handshakes (undefined: an agent that does not report them). */
 function agentReport(madeAt: number, handshakes: PeerHandshake[] | undefined): ReportMessage {
-  return { appliedVersion: 1, mode: 'adopted', firewallKind: 'none', firewallActive: false, resources: [], at: iso(madeAt), ...(handshakes ? { peerHandshakes: handshakes } : {}) };
+  return {
+    appliedVersion: 1,
+    mode: 'adopted',
+    firewallKind: 'none',
+    firewallActive: false,
+    resources: [],
+    at: iso(madeAt),
+    ...(handshakes ? { peerHandshakes: handshakes } : {}),
+  };
 }
 
 /** The report as the session takes it in, received at `receivedAt` by the controller's clock. */
 function receive(c: Controller, r: ReportMessage, receivedAt: number): void {
   const handshakes = reportedHandshakes(r, c.reportedHandshakes(NET, 'm1'), iso(receivedAt));
-  const reported: ReportedState = { version: 1, mode: 'adopted', at: r.at, refusedResources: 0, reconcile: { result: 'ok', code: '', message: '', at: r.at, refusedResources: 0 }, ...(handshakes ? { handshakes } : {}) };
+  const reported: ReportedState = {
+    version: 1,
+    mode: 'adopted',
+    at: r.at,
+    refusedResources: 0,
+    reconcile: { result: 'ok', code: '', message: '', at: r.at, refusedResources: 0 },
+    ...(handshakes ? { handshakes } : {}),
+  };
   c.report(NET, 'm1', { firewallKind: 'none', reported });
 }
 
@@ -63,19 +88,27 @@ t.test('a handshake within the limit is ok; none with any peer for longer is NO-
   // The agent's clock runs an hour ahead of the controller's: the age is the same.
   const skew = 3600_000;
   receive(c, agentReport(T0 + skew, [peer('m2', sec(T0 + skew) - 10), peer('m3', sec(T0 + skew) - 100)]), T0);
-  t.match(status(c, T0 + 5_000), { status: 'ok', reasons: [], handshakes: { reported: true, peers: 2, newestAgeSeconds: 15, staleAfterSeconds: 205 } }, '15 s old: ok');
+  t.match(
+    status(c, T0 + 5_000),
+    { status: 'ok', reasons: [], handshakes: { reported: true, peers: 2, newestAgeSeconds: 15, staleAfterSeconds: 205 } },
+    '15 s old: ok',
+  );
   t.match(status(c, T0 + 195_000), { status: 'ok' }, '205 s old: at the limit, still ok');
 
   const later = T0 + 218_000; // the newest is 228 s old: 3m48s
   const n = wire(c, later);
-  t.match(n, { status: 'no-handshake', statusDetail: 'no handshake with any of its 2 tunnel peers for 3m48s (limit 205 s)', handshakes: { newestAgeSeconds: 228 } });
+  t.match(n, {
+    status: 'no-handshake',
+    statusDetail: 'no handshake with any of its 2 tunnel peers for 3m48s (limit 205 s)',
+    handshakes: { newestAgeSeconds: 228 },
+  });
   t.match(nodesTable([n]), /^m1\s+NO-HANDSHAKE\s+ADOPTED/m, 'node list says it in capitals');
   t.match(nodeDetail(n), /tunnel: 2 peers, newest handshake 3m48s ago \(NO-HANDSHAKE past 205 s\)/, 'node show names the age');
   t.match(verdictOf(n, true), /^no-handshake: no handshake with any of its 2 tunnel peers for 3m48s/, 'doctor does not say in sync');
   t.notMatch(verdictOf(n, true), /in sync/);
   t.match(nodeJson(n), { status: 'no-handshake', handshakes: { reported: true, peers: 2, newestAgeSeconds: 228, staleAfterSeconds: 205 } }, 'node list --json');
 
-  t.match(status(c, later, 300), { status: 'ok' }, 'the limit is the controller\'s (--handshake-stale)');
+  t.match(status(c, later, 300), { status: 'ok' }, "the limit is the controller's (--handshake-stale)");
 
   // A new handshake, reported: ok again.
   receive(c, agentReport(later + skew, [peer('m2', sec(later + skew) - 3), peer('m3', sec(T0 + skew) - 100)]), later);
@@ -96,35 +129,51 @@ t.test('a node with no peer configured is not judged; peers never handshaked are
   t.equal(nodeJson(pb.NodeStatus.fromPartial(nodeToWire(n, null))).handshakes?.newestAgeSeconds, null, 'never: null in --json');
 });
 
-t.test('an agent that does not report handshakes is UNVERIFIED on a tunnel member, never ok by assumption; a node without a tunnel is not judged', async (t) => {
-  const c = bed();
-  receive(c, agentReport(T0, undefined), T0);
-  const n = wire(c, T0 + 1_000);
-  t.match(n, { status: 'unverified', statusDetail: /does not report tunnel handshakes/, handshakes: { reported: false } });
-  t.match(nodesTable([n]), /^m1\s+UNVERIFIED/m);
-  t.match(verdictOf(n, true), /^in sync: .*; its tunnel is unverified: its agent does not report/, 'doctor: in sync, and the tunnel not observed');
-  t.match(nodeDetail(n), /tunnel: its agent does not report handshakes \(unverified\)/);
+t.test(
+  'an agent that does not report handshakes is UNVERIFIED on a tunnel member, never ok by assumption; a node without a tunnel is not judged',
+  async (t) => {
+    const c = bed();
+    receive(c, agentReport(T0, undefined), T0);
+    const n = wire(c, T0 + 1_000);
+    t.match(n, { status: 'unverified', statusDetail: /does not report tunnel handshakes/, handshakes: { reported: false } });
+    t.match(nodesTable([n]), /^m1\s+UNVERIFIED/m);
+    t.match(verdictOf(n, true), /^in sync: .*; its tunnel is unverified: its agent does not report/, 'doctor: in sync, and the tunnel not observed');
+    t.match(nodeDetail(n), /tunnel: its agent does not report handshakes \(unverified\)/);
 
-  const plain = bed(false);
-  plain.report(NET, 'm1', { firewallKind: 'none', reported: { version: 1, mode: 'adopted', at: iso(T0), refusedResources: 0 } });
-  const p = status(plain, T0 + 1_000);
-  t.match(p, { status: 'ok', reasons: [] });
-  t.equal(p.handshakes, undefined, 'no tunnel: no handshakes said');
-});
+    const plain = bed(false);
+    plain.report(NET, 'm1', { firewallKind: 'none', reported: { version: 1, mode: 'adopted', at: iso(T0), refusedResources: 0 } });
+    const p = status(plain, T0 + 1_000);
+    t.match(p, { status: 'ok', reasons: [] });
+    t.equal(p.handshakes, undefined, 'no tunnel: no handshakes said');
+  },
+);
 
 t.test('every reason is kept, worst first: refusing over no-handshake, behind over unverified', async (t) => {
   const c = bed();
   receive(c, agentReport(T0, [peer('m2', sec(T0) - 300)]), T0);
-  c.report(NET, 'm1', { reported: { version: 1, mode: 'adopted', at: iso(T0), refusedResources: 2, refusedCodes: { MESHP_X: 2 }, handshakes: c.reportedHandshakes(NET, 'm1')! } });
+  c.report(NET, 'm1', {
+    reported: { version: 1, mode: 'adopted', at: iso(T0), refusedResources: 2, refusedCodes: { MESHP_X: 2 }, handshakes: c.reportedHandshakes(NET, 'm1')! },
+  });
   const n = status(c, T0);
-  t.same(n.reasons.map((r) => r.status), ['refusing', 'no-handshake']);
+  t.same(
+    n.reasons.map((r) => r.status),
+    ['refusing', 'no-handshake'],
+  );
   t.equal(n.status, 'refusing');
-  t.match(nodeDetail(pb.NodeStatus.fromPartial(nodeToWire(n, null))), /also NO-HANDSHAKE: no handshake with any of its 1 tunnel peer for 5m00s/, 'node show says the others too');
+  t.match(
+    nodeDetail(pb.NodeStatus.fromPartial(nodeToWire(n, null))),
+    /also NO-HANDSHAKE: no handshake with any of its 1 tunnel peer for 5m00s/,
+    'node show says the others too',
+  );
 
   const u = bed();
   receive(u, agentReport(T0, undefined), T0);
   const b = withLiveness({ ...u.listNodes(NET)[0]!, gap: 2 }, { connected: true, lastSeen: iso(T0), now: T0 });
-  t.same(b.reasons.map((r) => r.status), ['behind', 'unverified'], 'not observed is said last, never over what was');
+  t.same(
+    b.reasons.map((r) => r.status),
+    ['behind', 'unverified'],
+    'not observed is said last, never over what was',
+  );
 });
 
 t.test('/metrics: the status, the age of the newest handshake, the limit; no series for what was not observed', async (t) => {
@@ -132,7 +181,12 @@ t.test('/metrics: the status, the age of the newest handshake, the limit; no ser
   c.join(NET, { id: 'm9', nodeKey: 'k9', mode: 'adopted', tunnelKey: key() });
   receive(c, agentReport(T0, [peer('m2', sec(T0) - 228)]), T0);
   const metrics = new Metrics();
-  metrics.attach({ controller: c, connected: () => 2, live: () => ({ connected: true, lastSeen: iso(T0), lastContact: iso(T0), now: T0, handshakeStaleSeconds: 205 }), handshakeStaleSeconds: 205 });
+  metrics.attach({
+    controller: c,
+    connected: () => 2,
+    live: () => ({ connected: true, lastSeen: iso(T0), lastContact: iso(T0), now: T0, handshakeStaleSeconds: 205 }),
+    handshakeStaleSeconds: 205,
+  });
   const server = await serveMetrics('127.0.0.1:0', () => metrics.render());
   t.teardown(() => server.close());
   const m = await scrape(server.address);
@@ -150,11 +204,15 @@ t.test('LAST CONTACT is the stream: now while connected, whatever the last messa
   const c = bed(false);
   c.report(NET, 'm1', { firewallKind: 'none', reported: { version: 1, mode: 'adopted', at: iso(T0), refusedResources: 0 } });
   const message = iso(T0);
-  const connected = pb.NodeStatus.fromPartial(nodeToWire(withLiveness(c.listNodes(NET)[0]!, { connected: true, lastSeen: message, lastContact: iso(T0 + 600_000), now: T0 + 600_000 }), null));
+  const connected = pb.NodeStatus.fromPartial(
+    nodeToWire(withLiveness(c.listNodes(NET)[0]!, { connected: true, lastSeen: message, lastContact: iso(T0 + 600_000), now: T0 + 600_000 }), null),
+  );
   t.match(nodesTable([connected]), /LAST CONTACT[\s\S]*^m1\s+ok\s.*\snow\s/m, 'an idle connected agent is in contact now, not 10 minutes ago');
   t.match(nodeJson(connected), { connected: true, lastContact: 'now', lastSeen: message }, '--json: the last message said apart');
   const ended = iso(T0 + 300_000);
-  const gone = pb.NodeStatus.fromPartial(nodeToWire(withLiveness(c.listNodes(NET)[0]!, { connected: false, lastSeen: message, lastContact: ended, now: T0 + 600_000 }), null));
+  const gone = pb.NodeStatus.fromPartial(
+    nodeToWire(withLiveness(c.listNodes(NET)[0]!, { connected: false, lastSeen: message, lastContact: ended, now: T0 + 600_000 }), null),
+  );
   t.match(nodesTable([gone]), new RegExp(`^m1\\s+SILENT\\s.*\\s${ended.replace(/[.]/g, '\\.')}\\s`, 'm'), 'not connected: when its stream ended');
   t.match(gone.statusDetail, `not connected (its stream ended ${ended}); last seen ${message}`);
   t.match(nodeDetail(gone), /not connected \(last contact 2026-06-01T12:05:00\.000Z\); last message 2026-06-01T12:00:00\.000Z/);
@@ -170,8 +228,15 @@ t.test('a member of a tunnel network without a tunnel is NO-TUNNEL, and no hands
     if (r.status === 'applied') c.ack(NET, 'm1', r.ack.appliedVersion, r.ack.stateHash);
   }
   // Its agent runs no tunnel: no key, no handshakes reported.
-  c.report(NET, 'm1', { firewallKind: 'none', reported: { version: 1, mode: 'adopted', at: iso(T0), refusedResources: 0, tunnel: { key: false, interface: '', error: '' } } });
+  c.report(NET, 'm1', {
+    firewallKind: 'none',
+    reported: { version: 1, mode: 'adopted', at: iso(T0), refusedResources: 0, tunnel: { key: false, interface: '', error: '' } },
+  });
   const n = status(c, T0 + 1_000);
   t.equal(n.status, 'no-tunnel');
-  t.same(n.reasons.map((r) => r.status), ['no-tunnel'], 'not also unverified: there is no tunnel whose handshakes could be reported');
+  t.same(
+    n.reasons.map((r) => r.status),
+    ['no-tunnel'],
+    'not also unverified: there is no tunnel whose handshakes could be reported',
+  );
 });

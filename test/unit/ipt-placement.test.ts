@@ -28,7 +28,11 @@ t.test('fail2ban: the accept goes below the jump to f2b-recidive (a chain that r
 -A f2b-sshd -j RETURN`);
   const { edit, unplaceable } = plan(f);
   t.same(unplaceable, []);
-  t.same(edit.lines.map((l) => l.split(' ').slice(0, 2).join(' ')), ['-A INPUT'], 'only the policy drops all: appended, below the ban');
+  t.same(
+    edit.lines.map((l) => l.split(' ').slice(0, 2).join(' ')),
+    ['-A INPUT'],
+    'only the policy drops all: appended, below the ban',
+  );
 });
 
 t.test("a blocklist and kube-proxy's KUBE-FIREWALL are passed; the accept lands just before the bare REJECT", async (t) => {
@@ -120,8 +124,10 @@ t.test('a present accept above a partial denial is moved below it', async (t) =>
   t.match(edit.lines, [/^-D INPUT /, /^-A INPUT /]);
 });
 
-t.test("DOCKER-USER: a published port's accept goes below the administrator's bans there, above its closing RETURN or a drop of all of it; Docker's chains untouched", async (t) => {
-  const docker = `:INPUT ACCEPT [0:0]
+t.test(
+  "DOCKER-USER: a published port's accept goes below the administrator's bans there, above its closing RETURN or a drop of all of it; Docker's chains untouched",
+  async (t) => {
+    const docker = `:INPUT ACCEPT [0:0]
 :FORWARD DROP [0:0]
 :OUTPUT ACCEPT [0:0]
 :DOCKER - [0:0]
@@ -132,15 +138,24 @@ t.test("DOCKER-USER: a published port's accept goes below the administrator's ba
 -A FORWARD -o docker0 -j DOCKER
 -A DOCKER ! -i docker0 -o docker0 -j DROP
 -A DOCKER-ISOLATION-STAGE-1 -j RETURN`;
-  const app: Opening = { ...web, id: 'app/forwarded/tcp/8080', port: 8080, path: 'forwarded' };
-  // Docker's documented use: `iptables -I DOCKER-USER -s <addr> -j DROP`.
-  const banned = plan(filter(`${docker}\n-A DOCKER-USER -s 10.60.3.66/32 -j DROP\n-A DOCKER-USER -j RETURN`), app);
-  t.same(banned.unplaceable, []);
-  t.equal(banned.edit.lines.length, 1);
-  t.match(banned.edit.lines[0], /^-I DOCKER-USER 2 -s 10\.60\.0\.0\/16 -p tcp -m conntrack --ctorigdstport 8080 --ctdir ORIGINAL .*-j ACCEPT$/, 'below the ban, above the RETURN');
-  const closed = plan(filter(`${docker}\n-A DOCKER-USER -s 10.60.3.66/32 -j DROP\n-A DOCKER-USER -p tcp -j DROP\n-A DOCKER-USER -j RETURN`), app);
-  t.match(closed.edit.lines[0], /^-I DOCKER-USER 2 /, 'above a drop of all of it');
-  const bare = plan(filter(`${docker}\n-A DOCKER-USER -j RETURN`), app);
-  t.match(bare.edit.lines[0], /^-I DOCKER-USER 1 /, "Docker's own DOCKER-USER: above its RETURN");
-  for (const p of [banned, closed, bare]) t.notOk(p.edit.lines.some((l) => / DOCKER(-ISOLATION\S*)? /.test(l)), 'nothing in DOCKER or DOCKER-ISOLATION-*');
-});
+    const app: Opening = { ...web, id: 'app/forwarded/tcp/8080', port: 8080, path: 'forwarded' };
+    // Docker's documented use: `iptables -I DOCKER-USER -s <addr> -j DROP`.
+    const banned = plan(filter(`${docker}\n-A DOCKER-USER -s 10.60.3.66/32 -j DROP\n-A DOCKER-USER -j RETURN`), app);
+    t.same(banned.unplaceable, []);
+    t.equal(banned.edit.lines.length, 1);
+    t.match(
+      banned.edit.lines[0],
+      /^-I DOCKER-USER 2 -s 10\.60\.0\.0\/16 -p tcp -m conntrack --ctorigdstport 8080 --ctdir ORIGINAL .*-j ACCEPT$/,
+      'below the ban, above the RETURN',
+    );
+    const closed = plan(filter(`${docker}\n-A DOCKER-USER -s 10.60.3.66/32 -j DROP\n-A DOCKER-USER -p tcp -j DROP\n-A DOCKER-USER -j RETURN`), app);
+    t.match(closed.edit.lines[0], /^-I DOCKER-USER 2 /, 'above a drop of all of it');
+    const bare = plan(filter(`${docker}\n-A DOCKER-USER -j RETURN`), app);
+    t.match(bare.edit.lines[0], /^-I DOCKER-USER 1 /, "Docker's own DOCKER-USER: above its RETURN");
+    for (const p of [banned, closed, bare])
+      t.notOk(
+        p.edit.lines.some((l) => / DOCKER(-ISOLATION\S*)? /.test(l)),
+        'nothing in DOCKER or DOCKER-ISOLATION-*',
+      );
+  },
+);

@@ -51,8 +51,14 @@ t.test('nothing is added to a chain that drops nothing', async (t) => {
 
 t.test('from ranges are split by family; a family with none of its ranges gets no rule', async (t) => {
   const o = open({ port: 80, path: 'incoming', from: ['10.0.0.0/8', 'fd00::/8'] });
-  t.same(desiredSpecs(4, filter(FOUND), { openings: [o], refusals: [] }).map((s) => s.source), ['10.0.0.0/8']);
-  t.same(desiredSpecs(6, filter(FOUND), { openings: [o], refusals: [] }).map((s) => s.source), ['fd00::/8']);
+  t.same(
+    desiredSpecs(4, filter(FOUND), { openings: [o], refusals: [] }).map((s) => s.source),
+    ['10.0.0.0/8'],
+  );
+  t.same(
+    desiredSpecs(6, filter(FOUND), { openings: [o], refusals: [] }).map((s) => s.source),
+    ['fd00::/8'],
+  );
   const v4only = open({ port: 80, path: 'incoming', from: ['10.0.0.0/8'] });
   t.same(desiredSpecs(6, filter(FOUND), { openings: [v4only], refusals: [] }), []);
 });
@@ -64,29 +70,48 @@ t.test('forwarded openings and refusals go to DOCKER-USER when it exists; refusa
     refusals: [open({ id: 'mesh/store', port: 5432, path: 'forwarded', action: 'drop' })],
     privateRange: '10.9.0.0/16',
   });
-  t.same(specs.map((s) => s.chain), ['DOCKER-USER', 'DOCKER-USER']);
+  t.same(
+    specs.map((s) => s.chain),
+    ['DOCKER-USER', 'DOCKER-USER'],
+  );
   const edit = planEnsure(f, specs);
   t.match(edit.lines[0], /^-I DOCKER-USER 1 -s 10\.9\.0\.0\/16 .*--ctorigdstport 5432 --ctdir ORIGINAL .*-j ACCEPT$/);
   t.match(edit.lines[1], /^-I DOCKER-USER 1 ! -s 10\.9\.0\.0\/16 .*-j DROP$/);
   const v6 = desiredSpecs(6, f, { openings: [], refusals: [open({ id: 'r', port: 5432, path: 'forwarded', action: 'drop' })], privateRange: '10.9.0.0/16' });
-  t.same(v6.map((s) => [s.source, s.negated]), [[null, false]], 'outside a v4 private range is all of IPv6');
+  t.same(
+    v6.map((s) => [s.source, s.negated]),
+    [[null, false]],
+    'outside a v4 private range is all of IPv6',
+  );
 });
 
 t.test('planning is idempotent and removes only marked rules that are no longer wanted', async (t) => {
   const a = open({ port: 80, path: 'incoming', from: ['10.0.0.0/8'] });
   const b = open({ port: 81, path: 'incoming' });
   const f0 = filter(FOUND);
-  const ours = desiredSpecs(4, f0, { openings: [a, b], refusals: [] }).map((s) => `-A INPUT ${buildArgs(s).map((x) => (x.includes(' ') ? `"${x}"` : x)).join(' ')}`);
+  const ours = desiredSpecs(4, f0, { openings: [a, b], refusals: [] }).map(
+    (s) =>
+      `-A INPUT ${buildArgs(s)
+        .map((x) => (x.includes(' ') ? `"${x}"` : x))
+        .join(' ')}`,
+  );
   const reject = FOUND.split('\n').at(-1)!;
   const f1 = filter(`${FOUND.split('\n').slice(0, -1).join('\n')}\n${ours.join('\n')}\n${reject}\n-A INPUT -m comment --comment "not ours" -j ACCEPT`);
   t.same(planEnsure(f1, desiredSpecs(4, f1, { openings: [a, b], refusals: [] })).lines, [], 'nothing to do');
   const edit = planEnsure(f1, desiredSpecs(4, f1, { openings: [a], refusals: [] }));
   t.same(edit.lines.length, 1);
   t.match(edit.lines[0], /^-D INPUT .*meshp:m\/incoming\/tcp\/81/);
-  t.same(edit.removed.map((s) => s.id), [b.id]);
+  t.same(
+    edit.removed.map((s) => s.id),
+    [b.id],
+  );
   t.match(edit.inverse[0], /^-I INPUT 6 /, 'the undo puts it back where it was');
   const late = filter(`${FOUND}\n${ours.join('\n')}`);
-  t.same(planEnsure(late, desiredSpecs(4, late, { openings: [a, b], refusals: [] })).lines.map((l) => l.split(' ').slice(0, 3).join(' ')), ['-D INPUT -s', '-D INPUT -p', '-I INPUT 5', '-I INPUT 6'], 'accepts found below the REJECT are moved above it');
+  t.same(
+    planEnsure(late, desiredSpecs(4, late, { openings: [a, b], refusals: [] })).lines.map((l) => l.split(' ').slice(0, 3).join(' ')),
+    ['-D INPUT -s', '-D INPUT -p', '-I INPUT 5', '-I INPUT 6'],
+    'accepts found below the REJECT are moved above it',
+  );
 });
 
 t.test('marked rules read back into the openings they came from', async (t) => {
@@ -94,7 +119,10 @@ t.test('marked rules read back into the openings they came from', async (t) => {
   const r = open({ id: 'mesh/r', module: 'mesh', port: 5432, path: 'forwarded', action: 'drop' });
   const specs = [4, 6].flatMap((fam) => desiredSpecs(fam as 4 | 6, filter(FOUND), { openings: [a], refusals: [r], privateRange: '10.0.0.0/8' }));
   const back = specs.map((s) => parseMarked({ chain: s.chain, args: buildArgs(s) })!);
-  t.same(toOpenings(back), [{ ...a }, { ...r }].sort((x, y) => x.id.localeCompare(y.id)));
+  t.same(
+    toOpenings(back),
+    [{ ...a }, { ...r }].sort((x, y) => x.id.localeCompare(y.id)),
+  );
 });
 
 t.test("a refusal's own except range is spared, over the plugin's privateRange option", async (t) => {
@@ -118,5 +146,9 @@ t.test('many accepts and an incoming refusal in one chain land in order, each ju
     else chain.push(rest.join(' '));
   }
   const ports = chain.map((r) => /--dport (\d+)/.exec(r)?.[1] ?? (r.includes('REJECT') ? 'REJECT' : r.includes('INVALID') ? 'INVALID' : '-'));
-  t.same(ports, ['23', '-', 'INVALID', '-', '22', '80', '81', '82', 'REJECT'], 'refusal at the head, the accepts in order just before REJECT, the stale rule gone');
+  t.same(
+    ports,
+    ['23', '-', 'INVALID', '-', '22', '80', '81', '82', 'REJECT'],
+    'refusal at the head, the accepts in order just before REJECT, the stale rule gone',
+  );
 });

@@ -21,7 +21,10 @@ COMMIT
 
 t.test('the save format parses into tables, chains with policies and rules as argument lists', async (t) => {
   const rs = parseSave(SAVED);
-  t.same(rs.tables.map((x) => x.name), ['filter', 'nat']);
+  t.same(
+    rs.tables.map((x) => x.name),
+    ['filter', 'nat'],
+  );
   const filter = rs.tables[0]!;
   t.same(filter.chains, [
     { name: 'INPUT', policy: 'DROP' },
@@ -29,7 +32,10 @@ t.test('the save format parses into tables, chains with policies and rules as ar
     { name: 'OUTPUT', policy: 'ACCEPT' },
     { name: 'MESHP-INPUT', policy: null },
   ]);
-  t.same(filter.rules[1], { chain: 'INPUT', args: ['-s', '10.1.0.0/24', '-p', 'tcp', '-m', 'tcp', '--dport', '81', '-m', 'comment', '--comment', 'meshp:a/b "q"', '-j', 'ACCEPT'] });
+  t.same(filter.rules[1], {
+    chain: 'INPUT',
+    args: ['-s', '10.1.0.0/24', '-p', 'tcp', '-m', 'tcp', '--dport', '81', '-m', 'comment', '--comment', 'meshp:a/b "q"', '-j', 'ACCEPT'],
+  });
   t.same(filter.rules[2]!.args, ['-m', 'comment', '--comment', 'hello world', '-j', 'DROP']);
 });
 
@@ -40,10 +46,16 @@ t.test('a serialized table parses back to itself', async (t) => {
 
 t.test('quoting round-trips any argument list', async (t) => {
   fc.assert(
-    fc.property(fc.array(fc.string({ minLength: 0, maxLength: 12 }).filter((s) => !/[\n\r\t]/.test(s)), { minLength: 1, maxLength: 6 }), (args) => {
-      const back = tokenize(`-A X ${formatArgs(args)}`).slice(2);
-      return back.length === args.length && back.every((a, i) => a === args[i]);
-    }),
+    fc.property(
+      fc.array(
+        fc.string({ minLength: 0, maxLength: 12 }).filter((s) => !/[\n\r\t]/.test(s)),
+        { minLength: 1, maxLength: 6 },
+      ),
+      (args) => {
+        const back = tokenize(`-A X ${formatArgs(args)}`).slice(2);
+        return back.length === args.length && back.every((a, i) => a === args[i]);
+      },
+    ),
     { numRuns: 300 },
   );
   t.pass('300 random argument lists round-trip');

@@ -12,17 +12,31 @@ function machine(retireFails: boolean, listening: Listener[] = []) {
   const derived: DerivedFilter[] = [];
   const driver: FirewallDriver = {
     kind: 'recording',
-    async describe() { return { kind: 'recording', manager: 'test', active: true, tables: ['inet filter'], summary: [] }; },
-    async openings() { return []; },
-    async ensure() { calls.push('ensure'); return { added: [], removed: [] }; },
-    async loadDerived(f) { calls.push('loadDerived'); derived.push(f); },
-    async unloadDerived() { calls.push('unloadDerived'); },
+    async describe() {
+      return { kind: 'recording', manager: 'test', active: true, tables: ['inet filter'], summary: [] };
+    },
+    async openings() {
+      return [];
+    },
+    async ensure() {
+      calls.push('ensure');
+      return { added: [], removed: [] };
+    },
+    async loadDerived(f) {
+      calls.push('loadDerived');
+      derived.push(f);
+    },
+    async unloadDerived() {
+      calls.push('unloadDerived');
+    },
     async retire() {
       calls.push('retire');
       if (retireFails) throw new MeshpError('MESHP_FIREWALL_FAILED', 'cannot delete table inet filter');
       return { tables: ['inet filter'] };
     },
-    async reenable() { calls.push('reenable'); },
+    async reenable() {
+      calls.push('reenable');
+    },
   };
   const plugin: Plugin = {
     name: 'machine',
@@ -44,7 +58,11 @@ t.test('the flip loads the derived filter before it retires the found firewall',
   const m = machine(false);
   const host = b.host([m.plugin]);
   await flip(host, decl, undefined);
-  t.same(m.calls.filter((c) => c !== 'ensure'), ['loadDerived', 'retire'], 'never less protected than before at any step');
+  t.same(
+    m.calls.filter((c) => c !== 'ensure'),
+    ['loadDerived', 'retire'],
+    'never less protected than before at any step',
+  );
   const store = new SqliteHostStore(b.stateDir);
   assertPrivate(t, b.stateDir); // issue 13: the state folder 0700, its database 0600
   t.ok(await store.getValue(RETIRED_KEY), 'the retired state is recorded for the return');
@@ -56,7 +74,10 @@ t.test('a flip whose retire fails unloads the derived filter again and records n
   const m = machine(true);
   const host = b.host([m.plugin]);
   await t.rejects(flip(host, decl, undefined), { code: 'MESHP_FIREWALL_FAILED' });
-  t.same(m.calls.filter((c) => c !== 'ensure'), ['loadDerived', 'retire', 'unloadDerived']);
+  t.same(
+    m.calls.filter((c) => c !== 'ensure'),
+    ['loadDerived', 'retire', 'unloadDerived'],
+  );
   const store = new SqliteHostStore(b.stateDir);
   t.equal(await store.getValue(RETIRED_KEY), null, 'still adopted');
   await store.close();
@@ -81,7 +102,10 @@ t.test("a plugin's own opening (the tunnel's port, added through the plan hook) 
         if (!plan.firewall.kind) return plan;
         return {
           ...plan,
-          actions: [...plan.actions, { key: resourceKey('opening', o.id), kind: 'opening', module: 'tunnel', op: 'create', state: 'created', spec: o, by: 'tunnel-like' }],
+          actions: [
+            ...plan.actions,
+            { key: resourceKey('opening', o.id), kind: 'opening', module: 'tunnel', op: 'create', state: 'created', spec: o, by: 'tunnel-like' },
+          ],
           firewall: { ...plan.firewall, openings: [...plan.firewall.openings, o] },
         };
       });
@@ -89,7 +113,11 @@ t.test("a plugin's own opening (the tunnel's port, added through the plan hook) 
   };
   const host = b.host([m.plugin, port]);
   const preview = await previewConverge(host, decl);
-  t.match(preview.items.find((i) => i.port === 51820), { after: 'open', declaredBy: 'tunnel' }, 'not previewed as closing');
+  t.match(
+    preview.items.find((i) => i.port === 51820),
+    { after: 'open', declaredBy: 'tunnel' },
+    'not previewed as closing',
+  );
   await flip(host, decl, preview.id);
   t.same(m.derived[0]!.openings.map((o) => `${o.protocol}/${o.port}`).sort(), ['tcp/8080', 'udp/51820'], 'the derived filter holds it from the flip on');
 });

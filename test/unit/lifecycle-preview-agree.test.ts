@@ -42,11 +42,29 @@ function member(t: Subtest, listening: Listener[], firewall = true) {
     reenable: async () => void (state.active = true),
   };
   const plugins: Plugin[] = [
-    { name: 'facts-fake', apiVersion: PLUGIN_API_VERSION, apply: (h) => h.hooks.facts.tapPromise('facts-fake', async () => ({ listening: async () => listening, addresses: async () => [] })) },
+    {
+      name: 'facts-fake',
+      apiVersion: PLUGIN_API_VERSION,
+      apply: (h) => h.hooks.facts.tapPromise('facts-fake', async () => ({ listening: async () => listening, addresses: async () => [] })),
+    },
     // The real tunnel plugin's plan tap: its UDP port on every plan of a node with a firewall.
-    { name: 'tunnel-opening', apiVersion: PLUGIN_API_VERSION, apply: (h) => h.hooks.plan.tapPromise('tunnel-opening', async (plan, ctx) => withTunnelOpening(plan, ctx.declaration.settings, TUNNEL)) },
+    {
+      name: 'tunnel-opening',
+      apiVersion: PLUGIN_API_VERSION,
+      apply: (h) => h.hooks.plan.tapPromise('tunnel-opening', async (plan, ctx) => withTunnelOpening(plan, ctx.declaration.settings, TUNNEL)),
+    },
     ...(firewall
-      ? [{ name: 'firewall-fake', apiVersion: PLUGIN_API_VERSION, apply: (h: Parameters<Plugin['apply']>[0]) => h.hooks.firewall.tapPromise('firewall-fake', async (probe) => void probe.seen.push({ kind: 'fake', active: state.active, summary: 'fake', by: 'firewall-fake', driver })) }]
+      ? [
+          {
+            name: 'firewall-fake',
+            apiVersion: PLUGIN_API_VERSION,
+            apply: (h: Parameters<Plugin['apply']>[0]) =>
+              h.hooks.firewall.tapPromise(
+                'firewall-fake',
+                async (probe) => void probe.seen.push({ kind: 'fake', active: state.active, summary: 'fake', by: 'firewall-fake', driver }),
+              ),
+          },
+        ]
       : []),
   ];
   return { state, host: (): Host => bed(t, firewall ? 'auto' : 'none').host(plugins) };
@@ -58,11 +76,29 @@ const SOCKETS: Listener[] = [
 ];
 
 /** The report the agent sends: what `Agent` puts in it, from the same host. */
-async function reportOf(host: Host, wire: ReturnType<Controller['declarationOf']>, listening: Listener[], extra: Partial<ReportMessage> = {}): Promise<ReportMessage> {
+async function reportOf(
+  host: Host,
+  wire: ReturnType<Controller['declarationOf']>,
+  listening: Listener[],
+  extra: Partial<ReportMessage> = {},
+): Promise<ReportMessage> {
   const d = await (await host.firewall())!.describe();
   return {
-    appliedVersion: 1, mode: 'adopted', firewallKind: d.kind, firewallActive: d.active, firewallTables: d.tables, resources: [], at: '2026-01-01T00:00:00Z',
-    listening: listening.map((l) => ({ protocol: l.protocol, address: l.address, port: l.port, process: l.process ?? '', ...(l.pid ? { pid: l.pid } : {}), ...(l.established ? { established: l.established } : {}) })),
+    appliedVersion: 1,
+    mode: 'adopted',
+    firewallKind: d.kind,
+    firewallActive: d.active,
+    firewallTables: d.tables,
+    resources: [],
+    at: '2026-01-01T00:00:00Z',
+    listening: listening.map((l) => ({
+      protocol: l.protocol,
+      address: l.address,
+      port: l.port,
+      process: l.process ?? '',
+      ...(l.pid ? { pid: l.pid } : {}),
+      ...(l.established ? { established: l.established } : {}),
+    })),
     published: [],
     pluginOpenings: await pluginOpeningsOfNode(host, declarationFromWire(wire)),
     ...extra,
@@ -76,16 +112,27 @@ t.test("a member whose tunnel plugin opens its port: the controller's preview id
   const wire = c.declarationOf(NET, 'm2');
   const onAgent = await previewConverge(host, declarationFromWire(wire));
   const report = await reportOf(host, wire, SOCKETS);
-  t.match(report.pluginOpenings, [{ module: 'tunnel', port: TUNNEL, protocol: 'udp', path: 'incoming' }], 'the agent reports the opening its tunnel plugin adds');
+  t.match(
+    report.pluginOpenings,
+    [{ module: 'tunnel', port: TUNNEL, protocol: 'udp', path: 'incoming' }],
+    'the agent reports the opening its tunnel plugin adds',
+  );
   const onController = previewOf(c, NET, 'm2', report);
   t.equal(onController.id, onAgent.id, 'one id, whoever computes it');
-  t.match(onController.items.find((i) => i.port === TUNNEL), { declaredBy: 'tunnel', after: 'open' }, "the tunnel's port stays open, not WILL CLOSE");
+  t.match(
+    onController.items.find((i) => i.port === TUNNEL),
+    { declaredBy: 'tunnel', after: 'open' },
+    "the tunnel's port stays open, not WILL CLOSE",
+  );
 
   // What the controller computed before: the declaration's openings alone.
   const { pluginOpenings: _gone, ...older } = report;
   const blind = previewOf(c, NET, 'm2', older);
   t.not(blind.id, onAgent.id, 'without the plugin openings the ids differ (the stale refusal this fixes)');
-  t.match(blind.items.find((i) => i.port === TUNNEL), { after: 'closes' });
+  t.match(
+    blind.items.find((i) => i.port === TUNNEL),
+    { after: 'closes' },
+  );
 
   const { preview } = convergeNode(c, NET, 'm2', report, onController.id);
   const flipped = await reconcileLifecycle(host, { ...c.declarationOf(NET, 'm2'), convergePreviewId: preview.id });
@@ -98,7 +145,15 @@ t.test('the order plugins list their openings in does not change the id', async 
   const host = member(t, SOCKETS).host();
   const wire = c.declarationOf(NET, 'm2');
   const report = await reportOf(host, wire, SOCKETS);
-  const extra = { id: 'other/incoming/tcp/9', module: 'other', port: 9, protocol: 'tcp' as const, from: [], path: 'incoming' as const, action: 'accept' as const };
+  const extra = {
+    id: 'other/incoming/tcp/9',
+    module: 'other',
+    port: 9,
+    protocol: 'tcp' as const,
+    from: [],
+    path: 'incoming' as const,
+    action: 'accept' as const,
+  };
   const a = previewOf(c, NET, 'm2', { ...report, pluginOpenings: [...report.pluginOpenings!, extra] });
   const b = previewOf(c, NET, 'm2', { ...report, pluginOpenings: [extra, ...report.pluginOpenings!] });
   t.equal(a.id, b.id);
@@ -111,7 +166,10 @@ t.test('a door with live connections that the flip closes is marked, and the fli
   const wire = c.declarationOf(NET, 'm2');
   const report = await reportOf(host, wire, [...SOCKETS, sshd(1)]);
   const p = previewOf(c, NET, 'm2', report);
-  t.match(p.items.find((i) => i.port === 22), { after: 'closes', liveConnections: 1 });
+  t.match(
+    p.items.find((i) => i.port === 22),
+    { after: 'closes', liveConnections: 1 },
+  );
   t.match(p.steps.join('\n'), /22\/tcp \(sshd \(pid 20\)\) closes with 1 live connection, perhaps your own ssh session/);
   const version = c.stateVersion(NET);
   t.throws(() => convergeNode(c, NET, 'm2', report, p.id), { code: 'MESHP_LIVE_SESSION', message: /--allow-close 22\/tcp/ });
@@ -125,13 +183,25 @@ t.test('a door with live connections that the flip closes is marked, and the fli
   d.defineModule(NET, { name: 'ssh', openings: [{ port: 22, path: 'incoming' }] });
   d.assignModule(NET, 'm2', 'ssh');
   const kept = previewOf(d, NET, 'm2', report);
-  t.match(kept.items.find((i) => i.port === 22), { after: 'open', declaredBy: 'ssh', liveConnections: 1 });
+  t.match(
+    kept.items.find((i) => i.port === 22),
+    { after: 'open', declaredBy: 'ssh', liveConnections: 1 },
+  );
   t.doesNotThrow(() => convergeNode(d, NET, 'm2', report, kept.id));
 });
 
 t.test('a node no firewall plugin can hold a derived filter on is not converged, and says why', async (t) => {
   const c = controller();
-  const report: ReportMessage = { appliedVersion: 1, mode: 'adopted', firewallKind: 'none', firewallActive: false, resources: [], at: '', listening: [], published: [] };
+  const report: ReportMessage = {
+    appliedVersion: 1,
+    mode: 'adopted',
+    firewallKind: 'none',
+    firewallActive: false,
+    resources: [],
+    at: '',
+    listening: [],
+    published: [],
+  };
   t.match(previewOf(c, NET, 'm2', report).steps, [/^REFUSED: node m2 has no firewall plugin/]);
   t.throws(() => convergeNode(c, NET, 'm2', report), { code: 'MESHP_PROVIDER_MISSING' });
   t.equal(c.member(NET, 'm2')!.mode, 'adopted', 'nothing recorded');

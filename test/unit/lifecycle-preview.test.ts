@@ -2,13 +2,27 @@ import t from 'tap';
 import type { Declaration, FirewallDescription, Reach } from '@meshp/core';
 import { buildPreview, previewDoors } from '@meshp/core/lifecycle';
 
-const fw: FirewallDescription = { kind: 'nftables', manager: 'nftables.service', active: true, tables: ['inet filter'], configFile: '/etc/nftables.conf', summary: [] };
+const fw: FirewallDescription = {
+  kind: 'nftables',
+  manager: 'nftables.service',
+  active: true,
+  tables: ['inet filter'],
+  configFile: '/etc/nftables.conf',
+  summary: [],
+};
 
 const decl: Declaration = {
-  apiVersion: 'meshp/v1', node: 'n1', mode: 'adopted', settings: { ports: {} },
+  apiVersion: 'meshp/v1',
+  node: 'n1',
+  mode: 'adopted',
+  settings: { ports: {} },
   modules: [
-    { name: 'web', taken: false, containers: [{ name: 'web', image: 'i', ports: [{ container: 80, host: 8080 }] }],
-      openings: [{ port: 8080, path: 'forwarded', from: ['10.77.0.0/24'] }] },
+    {
+      name: 'web',
+      taken: false,
+      containers: [{ name: 'web', image: 'i', ports: [{ container: 80, host: 8080 }] }],
+      openings: [{ port: 8080, path: 'forwarded', from: ['10.77.0.0/24'] }],
+    },
     { name: 'ssh', taken: true, openings: [{ port: 22, path: 'incoming' }] },
   ],
 };
@@ -49,7 +63,12 @@ t.test('the preview id changes when the machine does, and only then', async (t) 
 
 t.test('the preview id does not change when only the pid holding a port does', async (t) => {
   const at = (pid: number) =>
-    buildPreview({ declaration: decl, firewall: fw, published: [], listening: [{ protocol: 'tcp', address: '0.0.0.0', port: 9000, family: 4, process: 'httpd', pid }] });
+    buildPreview({
+      declaration: decl,
+      firewall: fw,
+      published: [],
+      listening: [{ protocol: 'tcp', address: '0.0.0.0', port: 9000, family: 4, process: 'httpd', pid }],
+    });
   t.equal(at(100).id, at(4242).id, 'a forked or restarted server is the same door');
   t.match(at(4242).items[0], { holder: 'httpd (pid 4242)' }, 'the pid is still shown');
 });
@@ -81,7 +100,9 @@ t.test('each item says where it is reachable from now: open, from ranges, closed
     { port: 8080, protocol: 'tcp', path: 'incoming', now: 'closed', mentioned: false },
   ];
   const p = buildPreview({
-    declaration: decl, firewall: fw, reach,
+    declaration: decl,
+    firewall: fw,
+    reach,
     listening: [
       { protocol: 'tcp', address: '0.0.0.0', port: 22, family: 4 },
       { protocol: 'tcp', address: '0.0.0.0', port: 9000, family: 4 },
@@ -106,7 +127,12 @@ t.test('each item says where it is reachable from now: open, from ranges, closed
 });
 
 t.test('the preview id changes when the firewall does: where a door is reachable from now is part of it', async (t) => {
-  const base = { declaration: decl, firewall: fw, published: [], listening: [{ protocol: 'tcp' as const, address: '0.0.0.0', port: 9000, family: 4 as const }] };
+  const base = {
+    declaration: decl,
+    firewall: fw,
+    published: [],
+    listening: [{ protocol: 'tcp' as const, address: '0.0.0.0', port: 9000, family: 4 as const }],
+  };
   const at = (now: Reach['now'], mentioned = true) => buildPreview({ ...base, reach: [{ port: 9000, protocol: 'tcp', path: 'incoming', now, mentioned }] }).id;
   t.equal(at('open'), at('open'));
   t.not(at('open'), at('closed'), 'a port closed since the preview makes it stale');

@@ -24,7 +24,14 @@ function machine(t: Subtest, m: Partial<Machine> = {}) {
   const state: Machine = { active: true, derived: false, calls: [], listening: [], ...m };
   const driver: FirewallDriver = {
     kind: 'fake',
-    describe: async () => ({ kind: 'fake', manager: 'test', active: state.active, tables: state.active ? ['inet filter'] : [], configFile: '/etc/fake.conf', summary: [] }),
+    describe: async () => ({
+      kind: 'fake',
+      manager: 'test',
+      active: state.active,
+      tables: state.active ? ['inet filter'] : [],
+      configFile: '/etc/fake.conf',
+      summary: [],
+    }),
     openings: async () => [],
     ensure: async (o: unknown[], r: unknown[]) => (o.length + r.length === 0 && state.calls.push('ensure nothing'), { added: [], removed: [] }),
     loadDerived: async () => void (state.calls.push('loadDerived'), (state.derived = true)),
@@ -34,18 +41,23 @@ function machine(t: Subtest, m: Partial<Machine> = {}) {
   };
   const plugins: Plugin[] = [
     {
-      name: 'firewall-fake', apiVersion: PLUGIN_API_VERSION,
-      apply: (host) => host.hooks.firewall.tapPromise('firewall-fake', async (probe) => void probe.seen.push({ kind: 'fake', active: state.active, summary: 'fake', by: 'firewall-fake', driver })),
+      name: 'firewall-fake',
+      apiVersion: PLUGIN_API_VERSION,
+      apply: (host) =>
+        host.hooks.firewall.tapPromise(
+          'firewall-fake',
+          async (probe) => void probe.seen.push({ kind: 'fake', active: state.active, summary: 'fake', by: 'firewall-fake', driver }),
+        ),
     },
     {
-      name: 'facts-fake', apiVersion: PLUGIN_API_VERSION,
+      name: 'facts-fake',
+      apiVersion: PLUGIN_API_VERSION,
       apply: (host) => host.hooks.facts.tapPromise('facts-fake', async () => ({ listening: async () => state.listening, addresses: async () => [] })),
     },
   ];
   const b = bed(t);
   return { state, host: (): Host => b.host(plugins) };
 }
-
 
 const WEB = { name: 'web', taken: false, openings: [{ port: 8080, path: 'incoming' as const, from: ['10.70.1.0/24'] }] };
 const decl = (mode: Declaration['mode']): Declaration => ({ apiVersion: 'meshp/v1', node: 'n1', mode, settings: { ports: {} }, modules: [WEB] });
@@ -102,14 +114,31 @@ t.test('the recorded preview flips step by step; adopted again, the found firewa
   const steps: LifecycleReport[] = [];
   const out = await reconcileLifecycle(host, wire('converged', id), (l) => steps.push(structuredClone(l)));
   t.match(out.lifecycle, { state: 'converged', previewId: id });
-  t.same(m.state.calls, ['loadDerived', 'retire', 'ensure nothing'], 'derived filter first, then the found firewall retired, then what the mesh wrote while adopted removed');
-  t.same(steps.map((s) => s.state), ['flipping', ...out.lifecycle.steps.map(() => 'flipping'), 'converged']);
-  t.match(out.lifecycle.steps, [/^taking web/, /^loading the derived filter/, /^retiring the found fake firewall/, /^removed the adopted node's marked rules/, 'converged']);
+  t.same(
+    m.state.calls,
+    ['loadDerived', 'retire', 'ensure nothing'],
+    'derived filter first, then the found firewall retired, then what the mesh wrote while adopted removed',
+  );
+  t.same(
+    steps.map((s) => s.state),
+    ['flipping', ...out.lifecycle.steps.map(() => 'flipping'), 'converged'],
+  );
+  t.match(out.lifecycle.steps, [
+    /^taking web/,
+    /^loading the derived filter/,
+    /^retiring the found fake firewall/,
+    /^removed the adopted node's marked rules/,
+    'converged',
+  ]);
   t.notOk(m.state.active);
 
   const later = await reconcileLifecycle(host, wire('converged', id));
   t.equal(later.lifecycle.state, 'converged', 'converged stays converged');
-  t.same(m.state.calls.filter((c) => c === 'retire'), ['retire'], 'and is not flipped twice');
+  t.same(
+    m.state.calls.filter((c) => c === 'retire'),
+    ['retire'],
+    'and is not flipped twice',
+  );
 
   m.state.calls.length = 0;
   const back = await reconcileLifecycle(host, wire('adopted'));

@@ -19,8 +19,14 @@ function setup() {
 
 function report(extra: Partial<ReportMessage> = {}): ReportMessage {
   return {
-    appliedVersion: 3, mode: 'adopted', firewallKind: 'nftables', firewallActive: true, resources: [], at: '2026-01-01T00:00:00Z',
-    firewallTables: ['inet filter'], firewallConfigFile: '/etc/nftables.conf',
+    appliedVersion: 3,
+    mode: 'adopted',
+    firewallKind: 'nftables',
+    firewallActive: true,
+    resources: [],
+    at: '2026-01-01T00:00:00Z',
+    firewallTables: ['inet filter'],
+    firewallConfigFile: '/etc/nftables.conf',
     listening: [
       { protocol: 'tcp', address: '0.0.0.0', port: 8080, process: 'busybox', pid: 10 },
       { protocol: 'tcp', address: '0.0.0.0', port: 9000, process: 'busybox', pid: 11 },
@@ -99,8 +105,12 @@ t.test('the preview from a report says where each door is reachable now; a repor
   const old = previewOf(setup(), NET, 'n1', report());
   t.match(Object.fromEntries(old.items.map((i) => [i.port, i]))[8080], { now: 'unknown' });
   const local = buildPreview({
-    declaration: validateDeclaration(declarationFromWire(setup().declarationOf(NET, 'n1'))), ...factsOfReport(report({ listening })),
-    reach: [{ port: 8080, protocol: 'tcp', path: 'incoming', now: 'open', mentioned: true }, { port: 9000, protocol: 'tcp', path: 'incoming', now: 'open-from', from: ['10.70.1.0/24'], mentioned: false }],
+    declaration: validateDeclaration(declarationFromWire(setup().declarationOf(NET, 'n1'))),
+    ...factsOfReport(report({ listening })),
+    reach: [
+      { port: 8080, protocol: 'tcp', path: 'incoming', now: 'open', mentioned: true },
+      { port: 9000, protocol: 'tcp', path: 'incoming', now: 'open-from', from: ['10.70.1.0/24'], mentioned: false },
+    ],
   });
   t.equal(p.id, local.id, 'the same id the agent computes from what its driver answered');
 });
@@ -115,7 +125,12 @@ t.test('after the flip every declaration carries mode converged and the preview 
   t.equal(stateVersion, c.stateVersion(NET));
   t.match(c.member(NET, 'n1'), { mode: 'converged', convergePreviewId: id });
   // Asked, not done: the mode shown is the agent's word, and it has not reported.
-  t.match(c.listNodes(NET)[0], { mode: 'unknown', requestedMode: 'converged', convergePreviewId: id, transition: { state: 'requested', mode: 'converged', version: stateVersion } });
+  t.match(c.listNodes(NET)[0], {
+    mode: 'unknown',
+    requestedMode: 'converged',
+    convergePreviewId: id,
+    transition: { state: 'requested', mode: 'converged', version: stateVersion },
+  });
 
   const sent: WireDeclaration[] = [...declarationsSent(c, agent)];
   c.defineModule(NET, { name: 'web', openings: [{ port: 8080, path: 'incoming', from: ['10.70.0.0/16'] }] });
@@ -145,7 +160,12 @@ t.test('a node that reported itself converged is not flipped again', async (t) =
   const err = t.throws(() => convergeNode(c, NET, 'n1', report({ lifecycle: { state: 'converged', previewId: preview.id, steps: [], at: '' } })));
   t.ok(isMeshpError(err, 'MESHP_LIFECYCLE'));
   // Refused on the machine (it changed since): the operator previews again and records the new preview.
-  const again = convergeNode(c, NET, 'n1', report({ lifecycle: { state: 'refused', previewId: preview.id, steps: [], code: 'MESHP_PREVIEW_STALE', at: '' }, firewallActive: false }));
+  const again = convergeNode(
+    c,
+    NET,
+    'n1',
+    report({ lifecycle: { state: 'refused', previewId: preview.id, steps: [], code: 'MESHP_PREVIEW_STALE', at: '' }, firewallActive: false }),
+  );
   t.not(again.preview.id, preview.id);
   t.equal(c.member(NET, 'n1')!.convergePreviewId, again.preview.id);
 });

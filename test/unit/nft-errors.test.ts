@@ -29,7 +29,13 @@ async function code(p: Promise<unknown>): Promise<string | undefined> {
 }
 
 t.test('malformed nft output is MESHP_FIREWALL_OUTPUT', async (t) => {
-  for (const out of ['{"nftables": [', 'not json', '{"other": []}', '{"nftables": [{"rule": {"family": "inet", "table": "f"}}]}', '{"nftables": [{"table": {"family": "atlantis", "name": "x"}}]}']) {
+  for (const out of [
+    '{"nftables": [',
+    'not json',
+    '{"other": []}',
+    '{"nftables": [{"rule": {"family": "inet", "table": "f"}}]}',
+    '{"nftables": [{"table": {"family": "atlantis", "name": "x"}}]}',
+  ]) {
     t.equal(await code(driver(async () => ok(out)).openings()), 'MESHP_FIREWALL_OUTPUT', out);
   }
 });
@@ -42,7 +48,13 @@ t.test('a failing nft is MESHP_FIREWALL_FAILED with its message', async (t) => {
 });
 
 t.test('a missing binary is MESHP_FIREWALL_TOOL_MISSING, directly or behind a wrapper', async (t) => {
-  const direct = new NftablesDriver({ runner: localRunner(), spawner: localSpawner(), root: '/', configFile: '/etc/nftables.conf', bin: 'nft-not-installed-here' });
+  const direct = new NftablesDriver({
+    runner: localRunner(),
+    spawner: localSpawner(),
+    root: '/',
+    configFile: '/etc/nftables.conf',
+    bin: 'nft-not-installed-here',
+  });
   t.equal(await code(direct.openings()), 'MESHP_FIREWALL_TOOL_MISSING');
   const wrapped = driver(async () => ({ code: 127, stdout: '', stderr: 'nsenter: failed to execute nft: No such file or directory' }));
   t.equal(await code(wrapped.ensure([web], [])), 'MESHP_FIREWALL_TOOL_MISSING');
@@ -56,7 +68,9 @@ t.test('a missing nft is a sighting without a driver, not a crash of detection',
 
 /** `nft -j list set inet meshp receipt` output holding these elements. */
 const receiptSet = (...elem: number[]): string =>
-  JSON.stringify({ nftables: [{ metainfo: { version: '1.0.6' } }, { set: { family: 'inet', name: 'receipt', table: 'meshp', type: 'mark', handle: 1, elem } }] });
+  JSON.stringify({
+    nftables: [{ metainfo: { version: '1.0.6' } }, { set: { family: 'inet', name: 'receipt', table: 'meshp', type: 'mark', handle: 1, elem } }],
+  });
 
 /** The nonce a native batch file sets as its receipt. */
 function nonceIn(argv: readonly string[]): number {
@@ -87,7 +101,10 @@ t.test("an earlier batch's receipt does not pass for this one", async (t) => {
   const listed = JSON.parse(RULESET) as { nftables: object[] };
   const d = driver(async (argv) => {
     if (argv.includes('set')) return ok(receiptSet(old));
-    if (argv.includes('list')) return ok(JSON.stringify({ nftables: [...listed.nftables, { set: { family: 'inet', name: 'receipt', table: 'meshp', type: 'mark', handle: 1, elem: [old] } }] }));
+    if (argv.includes('list'))
+      return ok(
+        JSON.stringify({ nftables: [...listed.nftables, { set: { family: 'inet', name: 'receipt', table: 'meshp', type: 'mark', handle: 1, elem: [old] } }] }),
+      );
     return ok('');
   });
   for (old of [1, 0xffffffff, 77]) {
@@ -113,7 +130,12 @@ t.test('a batch whose receipt reads back is done; the receipt is the only thing 
 });
 
 t.test('malformed receipt output is MESHP_FIREWALL_OUTPUT', async (t) => {
-  for (const out of ['not json', '{"nftables": 1}', receiptSet().replace('"receipt"', '"other"'), JSON.stringify({ nftables: [{ set: { name: 'receipt', table: 'meshp', elem: ['x'] } }] })]) {
+  for (const out of [
+    'not json',
+    '{"nftables": 1}',
+    receiptSet().replace('"receipt"', '"other"'),
+    JSON.stringify({ nftables: [{ set: { name: 'receipt', table: 'meshp', elem: ['x'] } }] }),
+  ]) {
     const d = driver(async (argv) => ok(argv.includes('set') ? out : argv.includes('list') ? RULESET : ''));
     t.equal(await code(d.ensure([web], [])), 'MESHP_FIREWALL_OUTPUT', out);
   }
@@ -157,7 +179,10 @@ t.test('an opening id that cannot travel in an nft comment is refused before any
   });
   t.equal(await code(d.ensure([{ ...web, id: 'x'.repeat(200) }], [])), 'MESHP_FIREWALL_FAILED');
   t.equal(await code(d.ensure([{ ...web, id: 'a"b' }], [])), 'MESHP_FIREWALL_FAILED');
-  t.notOk(calls.some((c) => c.includes('-f')), 'no batch was sent');
+  t.notOk(
+    calls.some((c) => c.includes('-f')),
+    'no batch was sent',
+  );
 });
 
 t.test('plugin options are validated when constructed', async (t) => {

@@ -39,7 +39,13 @@ t.test('includes of a config under a root are read under that root, wildcards ex
   t.not(resolved.file, join(r, 'etc/nftables.conf'), 'a rewritten copy');
   t.equal(await inline(resolved.file), 'flush ruleset\ntable inet a {}\ntable inet b {}\ntable inet extra {}\ntable inet last {}\n');
   await resolved.cleanup();
-  t.notOk(await readFile(resolved.file).then(() => true, () => false), 'the copies are gone after cleanup');
+  t.notOk(
+    await readFile(resolved.file).then(
+      () => true,
+      () => false,
+    ),
+    'the copies are gone after cleanup',
+  );
 });
 
 t.test('nothing to rewrite: the root "/" or a config without includes is used as it is', async (t) => {

@@ -1,8 +1,26 @@
 import t from 'tap';
 import type { Opening } from '@meshp/core';
-import { additionCommand, buildRule, nativeBatch, nativePlan, receiptLines, shapesFor, type Addition, type Command, type NftRule } from '@meshp/firewall-nftables';
+import {
+  additionCommand,
+  buildRule,
+  nativeBatch,
+  nativePlan,
+  receiptLines,
+  shapesFor,
+  type Addition,
+  type Command,
+  type NftRule,
+} from '@meshp/firewall-nftables';
 
-const web: Opening = { id: 'web/incoming/tcp/9000', module: 'web', port: 9000, protocol: 'tcp', from: ['10.8.0.0/16', '10.9.0.0/24', 'fd00::/8'], path: 'incoming', action: 'accept' };
+const web: Opening = {
+  id: 'web/incoming/tcp/9000',
+  module: 'web',
+  port: 9000,
+  protocol: 'tcp',
+  from: ['10.8.0.0/16', '10.9.0.0/24', 'fd00::/8'],
+  path: 'incoming',
+  action: 'accept',
+};
 const at = { family: 'inet', table: 'filter', chain: 'input' } as const;
 const insert = (o: Opening, handle = 13): Command[] => shapesFor(o, 'inet').map((s) => ({ insert: { rule: { ...buildRule(s, at), handle } } }));
 
@@ -78,7 +96,10 @@ t.test('a rule placed after the rule before the drop is written add … handle, 
     'add rule inet filter input handle 12 tcp dport 9000 accept comment "meshp:a"',
     '',
   ]);
-  t.ok(additions.slice(0, 3).every((a) => 'insert' in additionCommand(a)), 'the JSON batch inserts before the drop: nft 1.0.6 ignores a JSON add\'s handle');
+  t.ok(
+    additions.slice(0, 3).every((a) => 'insert' in additionCommand(a)),
+    "the JSON batch inserts before the drop: nft 1.0.6 ignores a JSON add's handle",
+  );
 });
 
 t.test('a plan rendered from its shapes is the same script as its JSON commands rendered', async (t) => {

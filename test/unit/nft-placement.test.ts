@@ -13,7 +13,9 @@ function rs(input: object[], chains: Record<string, object[]> = {}, policy = 'dr
         { chain: { family: 'inet', table: 'filter', name: 'input', handle: 1, type: 'filter', hook: 'input', prio: 0, policy } },
         ...Object.keys(chains).map((name, i) => ({ chain: { family: 'inet', table: 'filter', name, handle: 2 + i } })),
         ...input.map((r, i) => ({ rule: { family: 'inet', table: 'filter', chain: 'input', handle: 10 + i, ...r } })),
-        ...Object.entries(chains).flatMap(([name, rules], c) => rules.map((r, i) => ({ rule: { family: 'inet', table: 'filter', chain: name, handle: 100 * (c + 1) + i, ...r } }))),
+        ...Object.entries(chains).flatMap(([name, rules], c) =>
+          rules.map((r, i) => ({ rule: { family: 'inet', table: 'filter', chain: name, handle: 100 * (c + 1) + i, ...r } })),
+        ),
       ],
     }),
   );
@@ -26,7 +28,7 @@ const ssh = { expr: [{ match: { op: '==', left: { payload: { protocol: 'tcp', fi
 const reject = { expr: [{ log: { prefix: 'rejected: ' } }, { counter: null }, { reject: null }] };
 const ban = (addr: string) => ({ expr: [{ match: { op: '==', left: { payload: { protocol: 'ip', field: 'saddr' } }, right: addr } }, { reject: null }] });
 
-t.test("puppet-nftables: the accept goes below `jump global` (its chain drops ct state invalid), above the final reject", async (t) => {
+t.test('puppet-nftables: the accept goes below `jump global` (its chain drops ct state invalid), above the final reject', async (t) => {
   const plan = planEnsure(rs([lo, jump('global'), jump('default_in'), reject], { global: [estab, invalidDrop], default_in: [ssh] }), [web], []);
   t.equal(plan.additions.length, 1);
   t.equal(plan.additions[0]!.before?.handle, 13, 'before the reject');
@@ -52,7 +54,14 @@ t.test('a jumped-to chain that bans part of the range and rejects the rest leave
 });
 
 t.test('a present accept above a partial denial is replaced below it', async (t) => {
-  const ours = { comment: 'meshp:web/incoming/tcp/7443', expr: [{ match: { op: '==', left: { payload: { protocol: 'ip', field: 'saddr' } }, right: { prefix: { addr: '10.80.0.0', len: 16 } } } }, { match: { op: '==', left: { payload: { protocol: 'tcp', field: 'dport' } }, right: 7443 } }, { accept: null }] };
+  const ours = {
+    comment: 'meshp:web/incoming/tcp/7443',
+    expr: [
+      { match: { op: '==', left: { payload: { protocol: 'ip', field: 'saddr' } }, right: { prefix: { addr: '10.80.0.0', len: 16 } } } },
+      { match: { op: '==', left: { payload: { protocol: 'tcp', field: 'dport' } }, right: 7443 } },
+      { accept: null },
+    ],
+  };
   const plan = planEnsure(rs([ours, jump('global'), reject], { global: [invalidDrop] }), [web], []);
   t.equal(plan.head.filter((c) => 'delete' in c).length, 1, 'the misplaced one deleted');
   t.equal(plan.additions[0]!.before?.handle, 12, 'and written again before the reject');

@@ -2,7 +2,15 @@ import t from 'tap';
 import type { Opening } from '@meshp/core';
 import { buildRule, canonical, classifyTable, parseCidr, parseRuleset, parseShape, planEnsure, shapesFor, type NftRule } from '@meshp/firewall-nftables';
 
-const web: Opening = { id: 'web/incoming/tcp/9000', module: 'web', port: 9000, protocol: 'tcp', from: ['10.8.0.0/16', '10.9.0.0/24', 'fd00::/8'], path: 'incoming', action: 'accept' };
+const web: Opening = {
+  id: 'web/incoming/tcp/9000',
+  module: 'web',
+  port: 9000,
+  protocol: 'tcp',
+  from: ['10.8.0.0/16', '10.9.0.0/24', 'fd00::/8'],
+  path: 'incoming',
+  action: 'accept',
+};
 
 function ruleset(rules: object[], extra: object[] = []) {
   return parseRuleset(
@@ -46,11 +54,19 @@ t.test('every rule we write reads back as the shape it was built from', async (t
       t.same(parseShape(rule, o.id), shape, `${o.id} in ${family} (${shape.nf})`);
       if (shape.verdict === 'accept') {
         const valid = { ...shape, valid: true };
-        t.same(parseShape(buildRule(valid, { family, table: 'filter', chain: 'input' }), o.id), valid, `${o.id} in ${family} (${shape.nf}), ct state != invalid`);
+        t.same(
+          parseShape(buildRule(valid, { family, table: 'filter', chain: 'input' }), o.id),
+          valid,
+          `${o.id} in ${family} (${shape.nf}), ct state != invalid`,
+        );
       }
     }
   }
-  t.same(shapesFor(web, 'ip').map((s) => s.cidrs), [['10.8.0.0/16', '10.9.0.0/24']], 'an ip table gets only the IPv4 ranges');
+  t.same(
+    shapesFor(web, 'ip').map((s) => s.cidrs),
+    [['10.8.0.0/16', '10.9.0.0/24']],
+    'an ip table gets only the IPv4 ranges',
+  );
   t.same(shapesFor({ ...web, from: ['fd00::/8'] }, 'ip'), [], 'and nothing when the opening is IPv6 only');
 });
 
@@ -63,7 +79,10 @@ t.test('an accept goes just before their first drop by handle, after their ct st
     t.equal(rule.handle, 13, 'inserted before the reject (handle 13), not at the head');
     t.equal(rule.comment, 'meshp:web/incoming/tcp/9000');
   }
-  t.ok(plan.additions.every((a) => a.before?.handle === 13 && a.after?.handle === 12), 'in nft syntax: placed right after the rule before the reject (handle 12)');
+  t.ok(
+    plan.additions.every((a) => a.before?.handle === 13 && a.after?.handle === 12),
+    'in nft syntax: placed right after the rule before the reject (handle 12)',
+  );
   t.same(plan.added, [web.id]);
 });
 
@@ -71,9 +90,15 @@ t.test('the rule an accept is placed after is one the batch keeps; with none bef
   const stale = { comment: 'meshp:old/incoming/tcp/1', expr: ssh.expr };
   const plan = planEnsure(ruleset([established, invalid, ssh, stale, reject]), [web], []);
   t.same(Object.keys(plan.commands[0]!), ['delete'], 'the stale marked rule (handle 13) goes first');
-  t.ok(plan.additions.every((a) => a.before?.handle === 14 && a.after?.handle === 12), 'placed after handle 12, not after the deleted 13');
+  t.ok(
+    plan.additions.every((a) => a.before?.handle === 14 && a.after?.handle === 12),
+    'placed after handle 12, not after the deleted 13',
+  );
   const first = planEnsure(ruleset([reject, ssh]), [web], []);
-  t.ok(first.additions.every((a) => a.before?.handle === 10 && !a.after), 'the drop is the first rule: inserted before it');
+  t.ok(
+    first.additions.every((a) => a.before?.handle === 10 && !a.after),
+    'the drop is the first rule: inserted before it',
+  );
 });
 
 t.test('when only the policy drops, the accept is appended at the end', async (t) => {
@@ -95,9 +120,13 @@ t.test('the mesh table: there while the mesh has anything in the firewall (it ca
   const refusal: Opening = { ...web, id: 'r', path: 'forwarded', action: 'drop', from: [] };
   const meshTable = { table: { family: 'inet', name: 'meshp', handle: 9 } };
   const receipt = { set: { family: 'inet', table: 'meshp', name: 'receipt', type: 'mark', handle: 1, elem: [5] } };
-  const meshChains = ['input', 'forward'].map((name, i) => ({ chain: { family: 'inet', table: 'meshp', name, handle: 2 + i, type: 'filter', hook: name, prio: 0, policy: 'accept' } }));
+  const meshChains = ['input', 'forward'].map((name, i) => ({
+    chain: { family: 'inet', table: 'meshp', name, handle: 2 + i, type: 'filter', hook: name, prio: 0, policy: 'accept' },
+  }));
   const refused = planEnsure(ruleset([reject]), [], [refusal]);
-  const refusalRules = refused.additions.map((a, i) => ({ rule: { ...buildRule(a.shape, { family: 'inet', table: 'meshp', chain: a.chain.name }), handle: 30 + i } }));
+  const refusalRules = refused.additions.map((a, i) => ({
+    rule: { ...buildRule(a.shape, { family: 'inet', table: 'meshp', chain: a.chain.name }), handle: 30 + i },
+  }));
   const ours = shapesFor(web, 'inet').map((s) => {
     const { family: _f, table: _tb, chain: _c, ...r } = buildRule(s, { family: 'inet', table: 'filter', chain: 'input' });
     return r;
@@ -146,7 +175,10 @@ t.test('our accept found after their drop is moved before it', async (t) => {
   const ours = shapesFor({ ...web, from: [] }, 'inet').map((s) => buildRule(s, { family: 'inet', table: 'filter', chain: 'input' }));
   const rs = ruleset([reject, ...ours.map(({ comment, expr }) => ({ comment, expr }))]);
   const plan = planEnsure(rs, [{ ...web, from: [] }], []);
-  t.same(plan.commands.map((c) => Object.keys(c)[0]), ['delete', 'insert']);
+  t.same(
+    plan.commands.map((c) => Object.keys(c)[0]),
+    ['delete', 'insert'],
+  );
 });
 
 t.test('tables of iptables-nft, firewalld, Docker and the mesh are not found tables', async (t) => {
@@ -199,10 +231,16 @@ t.test('a jump (or goto) to a regular chain that drops is a drop point: the acce
       }),
     );
   // input (policy accept): established, jump to "logs" (does not drop), jump to "guard", which jumps to "deny", which drops.
-  const nested = rs([established, jumpTo('logs'), ssh, jumpTo('guard')], [...chain('logs', [{ expr: [{ counter: null }] }]), ...chain('guard', [jumpTo('deny')]), ...chain('deny', [{ expr: [{ drop: null }] }])]);
+  const nested = rs(
+    [established, jumpTo('logs'), ssh, jumpTo('guard')],
+    [...chain('logs', [{ expr: [{ counter: null }] }]), ...chain('guard', [jumpTo('deny')]), ...chain('deny', [{ expr: [{ drop: null }] }])],
+  );
   const plan = planEnsure(nested, [web], []);
   t.equal(plan.additions.length, 2, 'the accept-policy chain drops through its jump, so it gets the opening');
-  t.ok(plan.additions.every((a) => a.before?.handle === 13), 'inserted before the jump to the dropping chain, not before the one to a chain that only counts');
+  t.ok(
+    plan.additions.every((a) => a.before?.handle === 13),
+    'inserted before the jump to the dropping chain, not before the one to a chain that only counts',
+  );
 
   const viaGoto = rs([jumpTo('deny', 'goto')], chain('deny', [{ expr: [{ reject: null }] }]));
   t.equal(planEnsure(viaGoto, [web], []).additions[0]?.before?.handle, 10, 'a goto counts the same');
@@ -215,19 +253,41 @@ t.test('a jump (or goto) to a regular chain that drops is a drop point: the acce
   t.equal(planEnsure(harmless, [web], []).additions.length, 0, 'a chain that drops nowhere gets nothing');
 });
 
-t.test('openings that share an address list share their rules\' address part, frozen; the list, family, action and spared ranges each tell parts apart', async (t) => {
-  const a = shapesFor(web, 'inet');
-  const b = shapesFor({ ...web, id: 'other', port: 9001 }, 'inet');
-  t.equal(a[0]!.cidrs, b[0]!.cidrs, 'the same array');
-  t.ok(Object.isFrozen(a[0]!.cidrs));
-  t.throws(() => a[0]!.cidrs.push('10.0.0.0/8'));
-  t.same(shapesFor(web, 'ip').map((s) => s.nf), ['ip'], 'another family, other parts');
-  const refusal: Opening = { ...web, action: 'drop', from: [] };
-  t.same(shapesFor(refusal, 'inet', '10.70.0.0/16').map((s) => s.cidrs), [['10.70.0.0/16'], []], 'IPv6: dropped from everywhere');
-  t.same(shapesFor(refusal, 'inet', '10.71.0.0/16').map((s) => s.cidrs), [['10.71.0.0/16'], []], 'another private range');
-  t.same(shapesFor({ ...refusal, except: ['10.72.0.0/16'] }, 'inet', '10.70.0.0/16').map((s) => s.cidrs), [['10.72.0.0/16'], []], 'its own except wins');
-  t.same(shapesFor({ ...web, from: [] }, 'inet').map((s) => s.nf), ['any']);
-});
+t.test(
+  "openings that share an address list share their rules' address part, frozen; the list, family, action and spared ranges each tell parts apart",
+  async (t) => {
+    const a = shapesFor(web, 'inet');
+    const b = shapesFor({ ...web, id: 'other', port: 9001 }, 'inet');
+    t.equal(a[0]!.cidrs, b[0]!.cidrs, 'the same array');
+    t.ok(Object.isFrozen(a[0]!.cidrs));
+    t.throws(() => a[0]!.cidrs.push('10.0.0.0/8'));
+    t.same(
+      shapesFor(web, 'ip').map((s) => s.nf),
+      ['ip'],
+      'another family, other parts',
+    );
+    const refusal: Opening = { ...web, action: 'drop', from: [] };
+    t.same(
+      shapesFor(refusal, 'inet', '10.70.0.0/16').map((s) => s.cidrs),
+      [['10.70.0.0/16'], []],
+      'IPv6: dropped from everywhere',
+    );
+    t.same(
+      shapesFor(refusal, 'inet', '10.71.0.0/16').map((s) => s.cidrs),
+      [['10.71.0.0/16'], []],
+      'another private range',
+    );
+    t.same(
+      shapesFor({ ...refusal, except: ['10.72.0.0/16'] }, 'inet', '10.70.0.0/16').map((s) => s.cidrs),
+      [['10.72.0.0/16'], []],
+      'its own except wins',
+    );
+    t.same(
+      shapesFor({ ...web, from: [] }, 'inet').map((s) => s.nf),
+      ['any'],
+    );
+  },
+);
 
 t.test('an id that cannot be carried in a comment is refused only where a rule needs it', async (t) => {
   const long: Opening = { ...web, id: `web/${'é'.repeat(70)}` };

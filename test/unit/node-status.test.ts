@@ -13,8 +13,15 @@ import { verdictOf } from '../../bin/src/remote/ops.js';
 
 const NET = 'n';
 const report: ReportMessage = {
-  appliedVersion: 3, mode: 'adopted', firewallKind: 'nftables', firewallActive: true, resources: [], at: '2026-01-01T00:00:00Z',
-  firewallTables: ['inet filter'], listening: [{ protocol: 'tcp', address: '0.0.0.0', port: 9000, process: 'busybox', pid: 11 }], published: [],
+  appliedVersion: 3,
+  mode: 'adopted',
+  firewallKind: 'nftables',
+  firewallActive: true,
+  resources: [],
+  at: '2026-01-01T00:00:00Z',
+  firewallTables: ['inet filter'],
+  listening: [{ protocol: 'tcp', address: '0.0.0.0', port: 9000, process: 'busybox', pid: 11 }],
+  published: [],
 };
 
 function wire(c: Controller, connected = true): WireNodeStatus {
@@ -31,14 +38,23 @@ function ackAll(c: Controller, node: string): void {
 }
 
 const reported = (version: number, lifecycle: ReportedState['lifecycle'], extra: Partial<ReportedState> = {}): ReportedState => ({
-  version, mode: 'adopted', at: '2026-01-01T00:00:05Z', refusedResources: 0, ...(lifecycle ? { lifecycle } : {}), reconcile: { result: 'ok', code: '', message: '', at: '2026-01-01T00:00:05Z', refusedResources: 0 }, ...extra,
+  version,
+  mode: 'adopted',
+  at: '2026-01-01T00:00:05Z',
+  refusedResources: 0,
+  ...(lifecycle ? { lifecycle } : {}),
+  reconcile: { result: 'ok', code: '', message: '', at: '2026-01-01T00:00:05Z', refusedResources: 0 },
+  ...extra,
 });
 
 t.test('recorded, refused by the agent: adopted and refused in every view; reported done: converged', async (t) => {
   const c = new Controller(new MemoryStore());
   c.createNetwork(NET);
   c.join(NET, { id: 'm1', nodeKey: 'k', mode: 'adopted' });
-  c.report(NET, 'm1', { firewallKind: 'nftables', reported: reported(c.stateVersion(NET), { state: 'adopted', previewId: '', code: '', message: '', at: '' }) });
+  c.report(NET, 'm1', {
+    firewallKind: 'nftables',
+    reported: reported(c.stateVersion(NET), { state: 'adopted', previewId: '', code: '', message: '', at: '' }),
+  });
   const { preview, stateVersion } = convergeNode(c, NET, 'm1', report);
   let n = wire(c);
   t.match(n, { mode: 1, requestedMode: 2, status: 'changing', transition: { state: 'requested', version: stateVersion } }, 'recorded is only requested');
@@ -58,7 +74,9 @@ t.test('recorded, refused by the agent: adopted and refused in every view; repor
   t.match(wire(c).transition, { state: 'requested' }, 'a new request is requested again, not refused by the old report');
   c.report(NET, 'm1', { reported: reported(converge2.stateVersion, { state: 'flipping', previewId: converge2.preview.id, code: '', message: '', at: '' }) });
   t.match(wire(c), { mode: 1, transition: { state: 'in-progress' } }, 'a running flip is still adopted');
-  c.report(NET, 'm1', { reported: reported(converge2.stateVersion, { state: 'converged', previewId: converge2.preview.id, code: '', message: '', at: '' }, { mode: 'converged' }) });
+  c.report(NET, 'm1', {
+    reported: reported(converge2.stateVersion, { state: 'converged', previewId: converge2.preview.id, code: '', message: '', at: '' }, { mode: 'converged' }),
+  });
   ackAll(c, 'm1');
   t.match(wire(c), { mode: 2, gap: 0, status: 'ok', transition: { state: 'done' } }, 'converged once the agent says so');
   t.match(verdictOf(wire(c), true), /^in sync/);

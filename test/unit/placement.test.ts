@@ -6,12 +6,21 @@ const door = { port: 7443, protocol: 'tcp' as const, path: 'incoming' as const }
 const range = spansToSet([cidrSpan('10.80.0.0/16')]);
 const src = (c: string) => ({ spans: [cidrSpan(c)], negate: false });
 const chain = (rules: ReachRule[], regular: Record<string, ReachRule[]> = {}, policy: 'accept' | 'drop' = 'drop'): ReachChain => ({
-  policy, families: [4], rules, regular: new Map(Object.entries(regular)), label: 'INPUT',
+  policy,
+  families: [4],
+  rules,
+  regular: new Map(Object.entries(regular)),
+  label: 'INPUT',
 });
 const r = (x: Partial<ReachRule> & Pick<ReachRule, 'verdict'>): ReachRule => ({ found: true, ...x });
 
 t.test('after a ban inside the range and ct state invalid, before the bare reject', async (t) => {
-  const c = chain([r({ verdict: 'drop', notNew: true }), r({ verdict: 'drop', sources: src('10.80.3.66/32') }), r({ verdict: 'accept', dport: { ranges: [[22, 22]], negate: false } }), r({ verdict: 'drop' })]);
+  const c = chain([
+    r({ verdict: 'drop', notNew: true }),
+    r({ verdict: 'drop', sources: src('10.80.3.66/32') }),
+    r({ verdict: 'accept', dport: { ranges: [[22, 22]], negate: false } }),
+    r({ verdict: 'drop' }),
+  ]);
   t.same(placeOpening(c, door, range), { kind: 'before', index: 3, after: 1 });
 });
 
@@ -31,7 +40,11 @@ t.test('a jumped-to chain with a ban and then a reject leaves no place; a goto w
   const zone = [r({ verdict: 'drop', sources: src('10.80.3.66/32'), label: 'ban' }), r({ verdict: 'drop', label: 'reject' })];
   const p = placeOpening(chain([r({ verdict: 'jump', target: 'zone', label: 'jump zone' })], { zone }), door, range);
   t.match(p, { kind: 'refused', rule: 'jump zone', why: /ban.*reject/ });
-  const partialGoto = placeOpening(chain([r({ verdict: 'goto', target: 'f2b', label: 'goto f2b' })], { f2b: [r({ verdict: 'drop', sources: src('10.80.3.66/32') })] }), door, range);
+  const partialGoto = placeOpening(
+    chain([r({ verdict: 'goto', target: 'f2b', label: 'goto f2b' })], { f2b: [r({ verdict: 'drop', sources: src('10.80.3.66/32') })] }),
+    door,
+    range,
+  );
   t.match(partialGoto, { kind: 'refused', rule: 'goto f2b' });
 });
 
@@ -44,7 +57,11 @@ t.test('an unreadable drop is taken as partial; a policy that accepts with no to
 t.test("a chain that keeps invalid packets out: the opening's accept must too (Debian's workstation.nft, an explicit invalid drop)", async (t) => {
   const ssh = { ranges: [[22, 22]] as [number, number][], negate: false };
   // `ct state established,related accept; tcp dport 22 ct state new accept; drop`: a bare ACK to 22 meets the drop.
-  const debian = chain([r({ verdict: 'accept', notNew: true, invalid: 'skips' }), r({ verdict: 'accept', dport: ssh, invalid: 'skips' }), r({ verdict: 'drop' })]);
+  const debian = chain([
+    r({ verdict: 'accept', notNew: true, invalid: 'skips' }),
+    r({ verdict: 'accept', dport: ssh, invalid: 'skips' }),
+    r({ verdict: 'drop' }),
+  ]);
   t.same(placeOpening(debian, door, range), { kind: 'before', index: 2, after: -1, invalid: true });
   // Without a state match on its accept, the found chain answers a bare ACK on 22: nothing to keep.
   const plain = chain([r({ verdict: 'accept', notNew: true, invalid: 'skips' }), r({ verdict: 'accept', dport: ssh }), r({ verdict: 'drop' })]);

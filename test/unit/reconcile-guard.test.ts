@@ -143,7 +143,14 @@ t.test('a create-once file that exists is never rewritten', async (t) => {
 t.test('a path with a ".." segment refuses the whole apply and writes nothing', async (t) => {
   const b = bed(t);
   const decl = declaration('converged', [
-    { name: 'web', taken: true, files: [{ path: '/etc/ok.conf', content: 'x' }, { path: '/etc/../../escape', content: 'x' }] },
+    {
+      name: 'web',
+      taken: true,
+      files: [
+        { path: '/etc/ok.conf', content: 'x' },
+        { path: '/etc/../../escape', content: 'x' },
+      ],
+    },
   ]);
   await t.rejects(b.apply(decl), { code: 'MESHP_PATH_ESCAPES_ROOT' });
   t.notOk(existsSync(join(b.root, 'etc/ok.conf')));
@@ -157,7 +164,14 @@ t.test('a symlink out of the root refuses the whole apply and writes nothing', a
   mkdirSync(join(b.root, 'etc'), { recursive: true });
   symlinkSync(outside, join(b.root, 'etc/linked'));
   const decl = declaration('converged', [
-    { name: 'web', taken: true, files: [{ path: '/etc/ok.conf', content: 'x' }, { path: '/etc/linked/evil.conf', content: 'x' }] },
+    {
+      name: 'web',
+      taken: true,
+      files: [
+        { path: '/etc/ok.conf', content: 'x' },
+        { path: '/etc/linked/evil.conf', content: 'x' },
+      ],
+    },
   ]);
   await t.rejects(b.apply(decl), { code: 'MESHP_PATH_ESCAPES_ROOT' });
   t.same(readdirSync(outside), []);
@@ -167,7 +181,17 @@ t.test('a symlink out of the root refuses the whole apply and writes nothing', a
 t.test('a preview changes nothing: no file, no record', async (t) => {
   const b = bed(t);
   put(b.root, CONF, 'predecessor\n');
-  const r = await b.apply(declaration('converged', [web(false, { files: [{ path: CONF, content: 'm' }, { path: '/etc/new', content: 'n' }] })]), { preview: true });
+  const r = await b.apply(
+    declaration('converged', [
+      web(false, {
+        files: [
+          { path: CONF, content: 'm' },
+          { path: '/etc/new', content: 'n' },
+        ],
+      }),
+    ]),
+    { preview: true },
+  );
   t.same(r.plan.actions.map((a) => a.op).sort(), ['converge', 'create']);
   t.equal(read(b.root, CONF), 'predecessor\n');
   t.notOk(existsSync(join(b.root, 'etc/new')));
@@ -184,7 +208,19 @@ t.test('the guard refuses a plugin action that would touch a held resource', asy
     apply(host) {
       host.hooks.plan.tapPromise('rogue', async (plan) => ({
         ...plan,
-        actions: [...plan.actions, { key: KEY, kind: 'file', module: 'web', op: 'converge', state: 'owned', run: async () => { ran = true; } }],
+        actions: [
+          ...plan.actions,
+          {
+            key: KEY,
+            kind: 'file',
+            module: 'web',
+            op: 'converge',
+            state: 'owned',
+            run: async () => {
+              ran = true;
+            },
+          },
+        ],
       }));
     },
   };

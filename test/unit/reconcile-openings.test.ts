@@ -16,17 +16,35 @@ function recordingFirewall(active = true, walk: 'open' | 'none' | ((d: Door) => 
     doors.map((d) => {
       if (typeof walk === 'function') return walk(d);
       const o = present.find((p) => p.port === d.port && p.path === d.path && p.action === 'accept');
-      return { port: d.port, protocol: d.protocol, path: d.path, mentioned: false, ...(o ? (o.from.length ? { now: 'open-from' as const, from: o.from } : { now: 'open' as const }) : { now: 'closed' as const }) };
+      return {
+        port: d.port,
+        protocol: d.protocol,
+        path: d.path,
+        mentioned: false,
+        ...(o ? (o.from.length ? { now: 'open-from' as const, from: o.from } : { now: 'open' as const }) : { now: 'closed' as const }),
+      };
     });
   const driver: FirewallDriver = {
     ...(walk === 'none' ? {} : { reachability }),
     kind: 'recording',
-    async describe() { return { kind: 'recording', manager: 'test', active, tables: [], summary: [] }; },
-    async openings() { return present; },
-    async ensure(openings, refusals) { calls.push({ op: 'ensure', openings, refusals }); present = [...openings, ...refusals]; return { added: [], removed: [] }; },
-    async loadDerived(f) { calls.push({ op: 'loadDerived', openings: f.openings, refusals: f.refusals }); },
+    async describe() {
+      return { kind: 'recording', manager: 'test', active, tables: [], summary: [] };
+    },
+    async openings() {
+      return present;
+    },
+    async ensure(openings, refusals) {
+      calls.push({ op: 'ensure', openings, refusals });
+      present = [...openings, ...refusals];
+      return { added: [], removed: [] };
+    },
+    async loadDerived(f) {
+      calls.push({ op: 'loadDerived', openings: f.openings, refusals: f.refusals });
+    },
     async unloadDerived() {},
-    async retire() { return {}; },
+    async retire() {
+      return {};
+    },
     async reenable() {},
   };
   const plugin: Plugin = {
@@ -56,7 +74,10 @@ t.test('an opening of a module still holding found resources waits for the take'
   const taken = await b.apply(declaration('adopted', [mod(true)]), { extra: [fw2.plugin] });
   t.equal(stateOf(taken, 'opening:web/forwarded/tcp/8080'), 'created');
   t.equal(fw2.calls[0]?.op, 'ensure');
-  t.same(fw2.calls[0]?.openings?.map((o) => o.port), [8080]);
+  t.same(
+    fw2.calls[0]?.openings?.map((o) => o.port),
+    [8080],
+  );
 });
 
 t.test('the foundation ports get openings from the private range and refusals from anywhere else', async (t) => {
@@ -65,8 +86,14 @@ t.test('the foundation ports get openings from the private range and refusals fr
   const store = { name: 'store', taken: false, openings: [{ port: 15432, path: 'forwarded' as const, from: ['10.77.0.0/24'] }] };
   await b.apply(declaration('adopted', [store], { ports: { store: 15432 }, privateRange: '10.77.0.0/24' }), { extra: [fw.plugin] });
   const call = fw.calls[0]!;
-  t.same(call.openings?.map((o) => [o.port, o.action, o.from]), [[15432, 'accept', ['10.77.0.0/24']]]);
-  t.same(call.refusals?.map((o) => [o.port, o.action, o.except]), [[15432, 'drop', ['10.77.0.0/24']]]);
+  t.same(
+    call.openings?.map((o) => [o.port, o.action, o.from]),
+    [[15432, 'accept', ['10.77.0.0/24']]],
+  );
+  t.same(
+    call.refusals?.map((o) => [o.port, o.action, o.except]),
+    [[15432, 'drop', ['10.77.0.0/24']]],
+  );
 });
 
 t.test('openings are re-ensured on every reconcile, so a reload is mended', async (t) => {
@@ -112,14 +139,20 @@ t.test('a converged node whose found firewall was retired gets the derived filte
   await s.close();
   const fw = recordingFirewall(false);
   await b.apply(declaration('converged', [{ name: 'svc', taken: true, openings: [WEB_OPENING] }]), { extra: [fw.plugin] });
-  t.same(fw.calls.map((c) => c.op), ['loadDerived']);
+  t.same(
+    fw.calls.map((c) => c.op),
+    ['loadDerived'],
+  );
 });
 
 t.test('a converged node whose found firewall is still in force only gets openings: nothing closes implicitly', async (t) => {
   const b = bed(t);
   const fw = recordingFirewall(true);
   await b.apply(declaration('converged', [{ name: 'svc', taken: true, openings: [WEB_OPENING] }]), { extra: [fw.plugin] });
-  t.same(fw.calls.map((c) => c.op), ['ensure']);
+  t.same(
+    fw.calls.map((c) => c.op),
+    ['ensure'],
+  );
 });
 
 t.test('a marked opening no longer declared is removed on the next reconcile', async (t) => {
@@ -129,7 +162,13 @@ t.test('a marked opening no longer declared is removed on the next reconcile', a
   // The same firewall, still holding the mesh's opening: the module is unassigned.
   const again = { ...fw.plugin, name: 'recording-firewall' };
   await b.apply(declaration('adopted', []), { extra: [again] });
-  t.same(fw.calls.map((c) => [c.op, c.openings?.length]), [['ensure', 1], ['ensure', 0]]);
+  t.same(
+    fw.calls.map((c) => [c.op, c.openings?.length]),
+    [
+      ['ensure', 1],
+      ['ensure', 0],
+    ],
+  );
 });
 
 t.test("a converged node's derived filter is loaded on every reconcile, even with nothing to open (a reboot loses it)", async (t) => {
@@ -139,7 +178,10 @@ t.test("a converged node's derived filter is loaded on every reconcile, even wit
   await s.close();
   const fw = recordingFirewall(false);
   await b.apply(declaration('converged', []), { extra: [fw.plugin] });
-  t.same(fw.calls.map((c) => [c.op, c.openings?.length]), [['loadDerived', 0]]);
+  t.same(
+    fw.calls.map((c) => [c.op, c.openings?.length]),
+    [['loadDerived', 0]],
+  );
 });
 
 t.test('a firewall that refuses the openings is reported: the openings refused, the reason in the facts', async (t) => {
@@ -150,15 +192,26 @@ t.test('a firewall that refuses the openings is reported: the openings refused, 
     apply(host) {
       host.hooks.firewall.tapPromise('failing-firewall', async (probe) => {
         probe.seen.push({
-          kind: 'failing', active: true, summary: 'test', by: 'failing-firewall',
+          kind: 'failing',
+          active: true,
+          summary: 'test',
+          by: 'failing-firewall',
           driver: {
             kind: 'failing',
-            async describe() { return { kind: 'failing', manager: 'test', active: true, tables: [], summary: [] }; },
-            async openings() { return []; },
-            async ensure() { throw new MeshpError('MESHP_FIREWALL_FAILED', 'nft: Could not process rule'); },
+            async describe() {
+              return { kind: 'failing', manager: 'test', active: true, tables: [], summary: [] };
+            },
+            async openings() {
+              return [];
+            },
+            async ensure() {
+              throw new MeshpError('MESHP_FIREWALL_FAILED', 'nft: Could not process rule');
+            },
             async loadDerived() {},
             async unloadDerived() {},
-            async retire() { return {}; },
+            async retire() {
+              return {};
+            },
             async reenable() {},
           },
         });
@@ -176,16 +229,27 @@ t.test('an opening is reported created only when the walk sees it open from its 
   const reasonOf = (r: Awaited<ReturnType<ReturnType<typeof bed>['apply']>>) => r.report.resources.find((x) => x.key === key)?.reason ?? '';
 
   const shadowed = recordingFirewall(true, (d) => ({
-    port: d.port, protocol: d.protocol, path: d.path, mentioned: false, now: 'open-from', from: ['10.77.0.0/25'],
-    droppedBy: [{ rule: '-A FORWARD -s 10.77.0.128/25 -j DROP', from: ['10.77.0.128/25'] }], unread: [],
+    port: d.port,
+    protocol: d.protocol,
+    path: d.path,
+    mentioned: false,
+    now: 'open-from',
+    from: ['10.77.0.0/25'],
+    droppedBy: [{ rule: '-A FORWARD -s 10.77.0.128/25 -j DROP', from: ['10.77.0.128/25'] }],
+    unread: [],
   }));
   const r1 = await bed(t).apply(declaration('adopted', [mod]), { extra: [shadowed.plugin] });
   t.equal(stateOf(r1, key), 'refused', 'open from half its range: refused');
   t.match(reasonOf(r1), /^MESHP_OPENING_INEFFECTIVE: .*shadowed by -A FORWARD -s 10\.77\.0\.128\/25 -j DROP/);
 
   const unread = recordingFirewall(true, (d) => ({
-    port: d.port, protocol: d.protocol, path: d.path, mentioned: false, now: 'open',
-    droppedBy: [], unread: [{ rule: '-A FORWARD -m recent --rcheck -j DROP', from: ['0.0.0.0/0'] }],
+    port: d.port,
+    protocol: d.protocol,
+    path: d.path,
+    mentioned: false,
+    now: 'open',
+    droppedBy: [],
+    unread: [{ rule: '-A FORWARD -m recent --rcheck -j DROP', from: ['0.0.0.0/0'] }],
   }));
   const r2 = await bed(t).apply(declaration('adopted', [mod]), { extra: [unread.plugin] });
   t.equal(stateOf(r2, key), 'unverified');
@@ -193,7 +257,11 @@ t.test('an opening is reported created only when the walk sees it open from its 
   t.equal(r2.report.counts.unverified, 1);
 
   const blind = recordingFirewall(true, 'none');
-  t.equal(stateOf(await bed(t).apply(declaration('adopted', [mod]), { extra: [blind.plugin] }), key), 'unverified', 'a driver without a walk: unverified, not created');
+  t.equal(
+    stateOf(await bed(t).apply(declaration('adopted', [mod]), { extra: [blind.plugin] }), key),
+    'unverified',
+    'a driver without a walk: unverified, not created',
+  );
 
   const seen = recordingFirewall(true);
   t.equal(stateOf(await bed(t).apply(declaration('adopted', [mod]), { extra: [seen.plugin] }), key), 'created', 'seen open: created');
@@ -208,14 +276,30 @@ t.test("an opening the driver leaves no place for is refused with the driver's r
     apply(host) {
       host.hooks.firewall.tapPromise('refusing-firewall', async (probe) => {
         probe.seen.push({
-          kind: 'refusing', active: true, summary: 'test', by: 'refusing-firewall',
+          kind: 'refusing',
+          active: true,
+          summary: 'test',
+          by: 'refusing-firewall',
           driver: {
             kind: 'refusing',
-            async describe() { return { kind: 'refusing', manager: 'test', active: true, tables: [], summary: [] }; },
-            async openings() { return []; },
-            async ensure(openings) { return { added: [], removed: [], refused: openings.map((o) => ({ id: o.id, reason })) }; },
-            async loadDerived() {}, async unloadDerived() {}, async retire() { return {}; }, async reenable() {},
-            async reachability(doors) { return doors.map((d) => ({ ...d, now: 'open' as const, mentioned: false })); },
+            async describe() {
+              return { kind: 'refusing', manager: 'test', active: true, tables: [], summary: [] };
+            },
+            async openings() {
+              return [];
+            },
+            async ensure(openings) {
+              return { added: [], removed: [], refused: openings.map((o) => ({ id: o.id, reason })) };
+            },
+            async loadDerived() {},
+            async unloadDerived() {},
+            async retire() {
+              return {};
+            },
+            async reenable() {},
+            async reachability(doors) {
+              return doors.map((d) => ({ ...d, now: 'open' as const, mentioned: false }));
+            },
           },
         });
       });

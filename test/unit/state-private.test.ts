@@ -4,7 +4,20 @@
  */
 import t from 'tap';
 import { spawnSync } from 'node:child_process';
-import { chmodSync, chownSync, existsSync, linkSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  chownSync,
+  existsSync,
+  linkSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Controller, SqliteControllerStore } from '@meshp/controller';
@@ -134,7 +147,11 @@ t.test('a config that names plugins is refused when others could write it', asyn
   const file = join(dir, 'agent.json');
   writeFileSync(file, JSON.stringify({ plugins: ['./evil.mjs'] }));
   chmodSync(file, 0o644);
-  t.same(readPluginConfig(file).map((s) => s.module), ['./evil.mjs'], '0644, root\'s: read');
+  t.same(
+    readPluginConfig(file).map((s) => s.module),
+    ['./evil.mjs'],
+    "0644, root's: read",
+  );
   for (const mode of [0o666, 0o664]) {
     chmodSync(file, mode);
     t.throws(() => readPluginConfig(file), { code: 'MESHP_STATE_UNSAFE', message: /others could change the code it makes meshp run/ }, mode.toString(8));

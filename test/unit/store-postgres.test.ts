@@ -28,13 +28,25 @@ if (missing) {
 
   t.test('migrations: applied once each, in their own transaction, recorded by number', async (t) => {
     const url = await cluster.createDb('m1');
-    t.same(await migrate(url), MIGRATIONS.map((m) => m.version), 'a new database gets every migration');
+    t.same(
+      await migrate(url),
+      MIGRATIONS.map((m) => m.version),
+      'a new database gets every migration',
+    );
     t.same(await migrate(url), [], 'a second start applies none');
-    t.same(await schemaVersions(url), MIGRATIONS.map((m) => m.version), 'each recorded once');
+    t.same(
+      await schemaVersions(url),
+      MIGRATIONS.map((m) => m.version),
+      'each recorded once',
+    );
     // Two replicas starting at once: the lock lets one migrate, the other finds it done.
     const url2 = await cluster.createDb('m2');
     const both = await Promise.all([migrate(url2), migrate(url2)]);
-    t.same([...both[0], ...both[1]].sort(), MIGRATIONS.map((m) => m.version), 'two at once: each migration applied by one of them');
+    t.same(
+      [...both[0], ...both[1]].sort(),
+      MIGRATIONS.map((m) => m.version),
+      'two at once: each migration applied by one of them',
+    );
   });
 
   t.test('a database migrated by a newer meshp is refused and left as it was', async (t) => {
@@ -43,7 +55,11 @@ if (missing) {
     await cluster.query('newer', "INSERT INTO meshp_schema (version, what) VALUES (99, 'from a newer meshp')");
     await cluster.query('newer', "INSERT INTO networks (name, version, doc) VALUES ('keep', 7, '{}')");
     await t.rejects(openPostgresStore(url), { code: 'MESHP_STORE_TOO_NEW' }, 'refused with its code');
-    t.same((await cluster.query('newer', 'SELECT version FROM meshp_schema ORDER BY version')).map((r) => r.version), [...MIGRATIONS.map((m) => m.version), 99], 'no migration recorded or undone');
+    t.same(
+      (await cluster.query('newer', 'SELECT version FROM meshp_schema ORDER BY version')).map((r) => r.version),
+      [...MIGRATIONS.map((m) => m.version), 99],
+      'no migration recorded or undone',
+    );
     t.same(await cluster.query('newer', 'SELECT name, version FROM networks'), [{ name: 'keep', version: 7 }], 'its data untouched');
   });
 
@@ -56,7 +72,10 @@ if (missing) {
       c.join('n', { id: 'web', nodeKey: 'kw', tags: ['web'] });
       c.join('n', { id: 'db', nodeKey: 'kd', tags: ['db'] });
       c.setPolicy('n', [{ from: 'web', to: 'db', ports: ['5432'] }]);
-      c.defineModules('n', [{ name: 'm1', files: [{ path: '/etc/m1', content: 'x\n' }] }, { name: 'm2', files: [{ path: '/etc/m2', content: 'y\n' }] }]);
+      c.defineModules('n', [
+        { name: 'm1', files: [{ path: '/etc/m1', content: 'x\n' }] },
+        { name: 'm2', files: [{ path: '/etc/m2', content: 'y\n' }] },
+      ]);
       c.renameNode('n', 'db', 'db1');
       c.deltaFor('n', 'web');
       c.leave('n', 'web');
@@ -120,11 +139,15 @@ if (missing) {
     a.store.onPoisoned = (e) => told.push(e.code);
     t.throws(() => c.join('n', { id: 'x', nodeKey: 'kx' }), { code: 'MESHP_STATE_CORRUPT' }, 'the write refused');
     t.same(told, ['MESHP_STORE_UNAVAILABLE'], 'the replica is told to stop, once');
-    t.throws(() => c.join('n', { id: 'y', nodeKey: 'ky' }), { code: 'MESHP_STORE_UNAVAILABLE' }, 'and takes no further change from memory the database does not hold');
+    t.throws(
+      () => c.join('n', { id: 'y', nodeKey: 'ky' }),
+      { code: 'MESHP_STORE_UNAVAILABLE' },
+      'and takes no further change from memory the database does not hold',
+    );
     t.same((await cluster.query('atomic', "SELECT version FROM networks WHERE name = 'n'"))[0], { version: before + 2 }, 'the database holds none of it');
   });
 
-  t.test('two controllers on one database: consecutive versions, each learns the other\'s changes', async (t) => {
+  t.test("two controllers on one database: consecutive versions, each learns the other's changes", async (t) => {
     const url = await cluster.createDb('replicas');
     const a = await open(url);
     const b = await open(url);
@@ -169,7 +192,14 @@ if (missing) {
     ca.leave('n', 'm0');
     ca.removeNetwork('gone');
     t.equal(b.store.catchUp(), 2, 'two networks changed there');
-    t.same(cb.members('n').map((m) => m.id).sort(), ['m1', 'm2', 'm3', 'm4'], 'every member, though the log kept only 2 of the 6 changes');
+    t.same(
+      cb
+        .members('n')
+        .map((m) => m.id)
+        .sort(),
+      ['m1', 'm2', 'm3', 'm4'],
+      'every member, though the log kept only 2 of the 6 changes',
+    );
     t.equal(cb.stateVersion('n'), 6, 'at their version');
     t.same(cb.affectedSince('n', 4), ca.affectedSince('n', 4), 'with the same log');
     t.same(cb.networks(), ['n'], 'the network removed there is gone here');
@@ -226,7 +256,11 @@ if (missing) {
     b.auth.revoke('n', 'node1', 'key1', 'now');
     t.equal(a.auth.nodeOf('cred'), null, 'revoked through B, unknown to A');
     t.same(a.auth.revokedKey('n', 'key1'), { node: 'node1', at: 'now' }, 'and its key revoked there');
-    t.same(a.auth.revokedKeysOf('node1'), [{ network: 'n', nodeKey: 'key1', at: 'now' }], "the keys revoked under the node's name (a removed agent's hello is told so)");
+    t.same(
+      a.auth.revokedKeysOf('node1'),
+      [{ network: 'n', nodeKey: 'key1', at: 'now' }],
+      "the keys revoked under the node's name (a removed agent's hello is told so)",
+    );
     t.equal(a.auth.getToken('secret'), null, 'and the token it enrolled with is gone (a replay is unknown)');
 
     // Under the name it had before a rename, the spent token goes with the node too.

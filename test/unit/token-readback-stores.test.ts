@@ -18,7 +18,14 @@ import { postgresMissing, startPostgres } from '../helpers/postgres.js';
 import type { Subtest } from '../helpers/tap-types.js';
 
 const FAR = '2099-01-01T00:00:00.000Z';
-const token = (createdAt: string | null, tags: string[] = []) => ({ network: 'n', mode: 'converged' as const, tags, fingerprint: 'f', expiresAt: FAR, ...(createdAt ? { createdAt } : {}) });
+const token = (createdAt: string | null, tags: string[] = []) => ({
+  network: 'n',
+  mode: 'converged' as const,
+  tags,
+  fingerprint: 'f',
+  expiresAt: FAR,
+  ...(createdAt ? { createdAt } : {}),
+});
 
 function tmp(t: Subtest): string {
   const dir = mkdtempSync(join(tmpdir(), 'meshp-tokens-'));
@@ -35,7 +42,11 @@ function rules(t: Subtest, a: AuthBook, b: AuthBook): void {
   t.equal(a.markUsed('s-used', 'm1', '2026-01-03T01:00:00.000Z', 'k1'), true);
 
   const list = b.listTokens('n');
-  t.same(list.map((x) => x.id), ['s-used', 's-new', 's-old'].map((s) => tokenId(hashSecret(s))), "the network's tokens, newest first, by id");
+  t.same(
+    list.map((x) => x.id),
+    ['s-used', 's-new', 's-old'].map((s) => tokenId(hashSecret(s))),
+    "the network's tokens, newest first, by id",
+  );
   t.equal(list[0]!.id.length, 16, 'an id is 16 hex digits of the hash');
   t.match(list[2], { tags: ['web'], createdAt: '2026-01-01T00:00:00.000Z', expiresAt: FAR, usedAt: null, revokedAt: null }, 'with its tags and times');
   t.match(list[0], { usedBy: 'm1', usedAt: '2026-01-03T01:00:00.000Z' }, 'a used one with who used it');
@@ -48,7 +59,11 @@ function rules(t: Subtest, a: AuthBook, b: AuthBook): void {
   t.equal(a.markUsed('s-new', 'm2', 'now', 'k2'), false, 'and never marked used after: no enrolment takes it');
   t.equal(a.getToken('s-new')?.usedAt, null, 'it stays unused');
   t.match(a.revokeToken('n', id, 'later'), { revoked: false, token: { revokedAt: '2026-01-05T00:00:00.000Z' } }, 'revoked again: nothing changes');
-  t.throws(() => a.revokeToken('n', tokenId(hashSecret('s-used')), 'now'), { code: 'MESHP_TOKEN_USED', message: /used by node m1/ }, 'a used token is not revoked');
+  t.throws(
+    () => a.revokeToken('n', tokenId(hashSecret('s-used')), 'now'),
+    { code: 'MESHP_TOKEN_USED', message: /used by node m1/ },
+    'a used token is not revoked',
+  );
   t.throws(() => a.revokeToken('n', 'ffffffffffffffff', 'now'), { code: 'MESHP_NOT_FOUND' }, 'an id that names no token');
   t.throws(() => a.revokeToken('n', tokenId(hashSecret('s-elsewhere')), 'now'), { code: 'MESHP_NOT_FOUND' }, "another network's token is not this network's");
   t.throws(() => a.revokeToken('n', 'not hex', 'now'), { code: 'MESHP_USAGE' }, 'an id that is not one');
@@ -72,7 +87,10 @@ t.test('SQLite: a state folder from before gains the columns, its tokens kept', 
   // hosting_tokens as it was made before issue 33 (with the columns atomic enrolment added).
   db.exec(`CREATE TABLE hosting_tokens (hash TEXT PRIMARY KEY, network TEXT NOT NULL, mode TEXT NOT NULL, tags TEXT NOT NULL, fingerprint TEXT NOT NULL,
     expires_at TEXT NOT NULL, used_at TEXT, used_by TEXT, used_key TEXT, confirmed_at TEXT)`);
-  db.prepare("INSERT INTO hosting_tokens (hash, network, mode, tags, fingerprint, expires_at) VALUES (?, 'n', 'converged', '[]', 'f', ?)").run(hashSecret('before'), FAR);
+  db.prepare("INSERT INTO hosting_tokens (hash, network, mode, tags, fingerprint, expires_at) VALUES (?, 'n', 'converged', '[]', 'f', ?)").run(
+    hashSecret('before'),
+    FAR,
+  );
   db.close();
   const a = new AuthStore(file);
   t.teardown(() => a.close());
@@ -97,8 +115,15 @@ t.test('PostgreSQL', { skip: missing ? `PostgreSQL tests need a cluster of their
 
   t.test('a database at migration 3 gains the columns (migration 4), its tokens kept', async (t) => {
     const url = await cluster.createDb('older');
-    await migrate(url, MIGRATIONS.filter((m) => m.version <= 3));
-    await cluster.query('older', "INSERT INTO hosting_tokens (hash, network, mode, tags, fingerprint, expires_at) VALUES ($1, 'n', 'converged', '[]', 'f', $2)", [hashSecret('before'), FAR]);
+    await migrate(
+      url,
+      MIGRATIONS.filter((m) => m.version <= 3),
+    );
+    await cluster.query(
+      'older',
+      "INSERT INTO hosting_tokens (hash, network, mode, tags, fingerprint, expires_at) VALUES ($1, 'n', 'converged', '[]', 'f', $2)",
+      [hashSecret('before'), FAR],
+    );
     const s = await open(url);
     t.ok(s.migrated.includes(4), 'migration 4 applied');
     t.match(s.auth.listTokens('n'), [{ id: tokenId(hashSecret('before')), createdAt: null, revokedAt: null }], 'the old token');

@@ -19,7 +19,11 @@ t.test("each configured peer's latest handshake from `wg show dump`, by name; 0 
     `${stray}\t(none)\t(none)\t100.96.0.9/32\t1780000100\t0\t0\toff`,
   ].join('\n');
   const conf = (publicKey: string): PeerConfig => ({ publicKey, allowedIps: [], keepalive: 25 });
-  const configured = new Map([['m3', conf(b)], ['m2', conf(a)], ['m4', conf(c)]]);
+  const configured = new Map([
+    ['m3', conf(b)],
+    ['m2', conf(a)],
+    ['m4', conf(c)],
+  ]);
   t.same(peerHandshakes(configured, parseDump(dump)), [
     { peer: 'm2', publicKey: a, latestHandshake: 1780000000 },
     { peer: 'm3', publicKey: b, latestHandshake: 0 },

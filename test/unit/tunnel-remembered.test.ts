@@ -22,16 +22,31 @@ const FP = 'a'.repeat(64);
 t.test('what the agent runs: flags, then the record, then the network; mismatches refused naming both', async (t) => {
   const rec = (r: Parameters<typeof writeTunnelRecord>[1]) => ({ record: r, from: 'recorded in X/tunnel.json', inferred: false });
   t.same(decideTunnel({}, null), { tunnel: 'none', explicit: false }, 'no word from anyone: none');
-  t.match(decideTunnel({ networkTunnel: true }, null), { tunnel: 'wireguard', interface: 'meshp0', why: /the network/ }, "a tunnel network's member raises meshp0 unasked");
+  t.match(
+    decideTunnel({ networkTunnel: true }, null),
+    { tunnel: 'wireguard', interface: 'meshp0', why: /the network/ },
+    "a tunnel network's member raises meshp0 unasked",
+  );
   t.same(decideTunnel({ tunnel: 'none', networkTunnel: true }, null), { tunnel: 'none', explicit: true }, '--tunnel none opts out');
   t.same(decideTunnel({ networkTunnel: true }, rec({ tunnel: 'none' })), { tunnel: 'none', explicit: false }, 'the opt-out is remembered');
   t.match(decideTunnel({ tunnel: 'wireguard' }, rec({ tunnel: 'none' })), { tunnel: 'wireguard', interface: 'meshp0' }, 'and undone by --tunnel wireguard');
   const wg7 = rec({ tunnel: 'wireguard', interface: 'wg7', publicKey: 'K=' });
   t.match(decideTunnel({}, wg7), { tunnel: 'wireguard', interface: 'wg7' }, 'no flags: the recorded interface');
-  t.match(decideTunnel({ tunnel: 'wireguard' }, wg7), { tunnel: 'wireguard', interface: 'wg7' }, '--tunnel wireguard alone: the recorded interface, not meshp0');
+  t.match(
+    decideTunnel({ tunnel: 'wireguard' }, wg7),
+    { tunnel: 'wireguard', interface: 'wg7' },
+    '--tunnel wireguard alone: the recorded interface, not meshp0',
+  );
   t.match(decideTunnel({ tunnel: 'wireguard', interface: 'wg7' }, wg7), { interface: 'wg7' }, 'the same name: fine');
-  t.throws(() => decideTunnel({ tunnel: 'wireguard', interface: 'wg8' }, wg7), { code: 'MESHP_TUNNEL_MISMATCH', message: /--tunnel-interface wg8: this node's tunnel is wg7, key K= .*--tunnel-move/ });
-  t.match(decideTunnel({ interface: 'wg8', move: true }, wg7), { tunnel: 'wireguard', interface: 'wg8', moveFrom: 'wg7' }, '--tunnel-move: moved, from the recorded one');
+  t.throws(() => decideTunnel({ tunnel: 'wireguard', interface: 'wg8' }, wg7), {
+    code: 'MESHP_TUNNEL_MISMATCH',
+    message: /--tunnel-interface wg8: this node's tunnel is wg7, key K= .*--tunnel-move/,
+  });
+  t.match(
+    decideTunnel({ interface: 'wg8', move: true }, wg7),
+    { tunnel: 'wireguard', interface: 'wg8', moveFrom: 'wg7' },
+    '--tunnel-move: moved, from the recorded one',
+  );
   t.throws(() => decideTunnel({ tunnel: 'none' }, wg7), { code: 'MESHP_TUNNEL_MISMATCH', message: /--tunnel none: this node runs the tunnel on wg7/ });
   t.throws(() => decideTunnel({ tunnel: 'gre' }, null), { code: 'MESHP_USAGE' });
   t.throws(() => decideTunnel({ move: true }, wg7), { code: 'MESHP_USAGE', message: /--tunnel-interface/ }, '--tunnel-move names where to');
@@ -63,8 +78,12 @@ t.test("a tunnel network's token says so; another network's does not; an older t
 });
 
 const reported = (tunnel?: ReportedState['tunnel']): ReportedState => ({
-  version: 1, mode: 'converged', at: '2026-01-01T00:00:05Z', refusedResources: 0,
-  reconcile: { result: 'ok', code: '', message: '', at: '2026-01-01T00:00:05Z', refusedResources: 0 }, ...(tunnel ? { tunnel } : {}),
+  version: 1,
+  mode: 'converged',
+  at: '2026-01-01T00:00:05Z',
+  refusedResources: 0,
+  reconcile: { result: 'ok', code: '', message: '', at: '2026-01-01T00:00:05Z', refusedResources: 0 },
+  ...(tunnel ? { tunnel } : {}),
 });
 
 function node(privateNetwork: 'tunnel' | 'interface' | undefined, tunnel?: ReportedState['tunnel']) {
@@ -93,7 +112,10 @@ t.test('a member of a tunnel network without a tunnel is NO-TUNNEL, and its mesh
 
   const down = node('tunnel', { key: true, interface: 'meshp0', error: 'MESHP_TUNNEL_UNAVAILABLE: wireguard-go could not be started' });
   t.equal(down.s.status, 'no-tunnel');
-  t.match(down.s.statusDetail, /its tunnel meshp0 failed: MESHP_TUNNEL_UNAVAILABLE: wireguard-go could not be started; its mesh address 100\.96\.0\.1 is not known to be held/);
+  t.match(
+    down.s.statusDetail,
+    /its tunnel meshp0 failed: MESHP_TUNNEL_UNAVAILABLE: wireguard-go could not be started; its mesh address 100\.96\.0\.1 is not known to be held/,
+  );
 
   const up = node('tunnel', { key: true, interface: 'meshp0', error: '' });
   t.equal(up.s.status, 'ok', 'a tunnel that is up: ok');

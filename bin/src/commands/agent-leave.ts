@@ -25,7 +25,8 @@ function runOnlyGiven(argv: readonly string[]): string[] {
 /** `meshp agent leave`: what the mesh added to this machine goes, from the agent's state folder; no controller needed. */
 export const agentLeaveCommand: CommandModule<GlobalArgs, Args> = {
   command: 'leave',
-  describe: "leave the network on purpose: remove what the mesh added here (its tunnel, its marked firewall rules; a retired found firewall re-enabled), never what it found; stop the agent first",
+  describe:
+    'leave the network on purpose: remove what the mesh added here (its tunnel, its marked firewall rules; a retired found firewall re-enabled), never what it found; stop the agent first',
   builder: (y) =>
     RUN_ONLY.reduce((b, k) => b.hide(k), changeOptions(pluginOptions(y)))
       .option('root', { type: 'string', default: '/', describe: 'prefix of every path the host reads or writes (as the agent was given)' })
@@ -35,11 +36,22 @@ export const agentLeaveCommand: CommandModule<GlobalArgs, Args> = {
       .demandOption('state'),
   handler: async (a) => {
     const given = runOnlyGiven(process.argv.slice(2));
-    if (given.length) throw Object.assign(new Error(`meshp agent leave takes no ${given.map((k) => `--${k}`).join(', ')}: it works from the state folder alone`), { usage: true });
+    if (given.length)
+      throw Object.assign(new Error(`meshp agent leave takes no ${given.map((k) => `--${k}`).join(', ')}: it works from the state folder alone`), {
+        usage: true,
+      });
     const { agentLeave } = await import('../remote/leave.js');
     await agentLeave({
-      state: a.state!, root: a.root, firewall: a.firewall, dockerSocket: a['docker-socket'], plugin: a.plugin, config: a.config,
-      tunnelInterface: a['tunnel-interface'], preview: a.preview, yes: a.yes, json: a.json,
+      state: a.state!,
+      root: a.root,
+      firewall: a.firewall,
+      dockerSocket: a['docker-socket'],
+      plugin: a.plugin,
+      config: a.config,
+      tunnelInterface: a['tunnel-interface'],
+      preview: a.preview,
+      yes: a.yes,
+      json: a.json,
     });
   },
 };

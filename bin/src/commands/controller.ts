@@ -1,34 +1,84 @@
 import type { CommandModule } from 'yargs';
 import type { GlobalArgs } from '../global-args.js';
 
-const serve: CommandModule<GlobalArgs, GlobalArgs & { listen: string; 'metrics-listen'?: string; network: string[]; 'log-depth'?: number; 'sync-flush-ms'?: number; store?: string; 'streams-per-connection'?: number; 'handshake-stale'?: number }> = {
+const serve: CommandModule<
+  GlobalArgs,
+  GlobalArgs & {
+    listen: string;
+    'metrics-listen'?: string;
+    network: string[];
+    'log-depth'?: number;
+    'sync-flush-ms'?: number;
+    store?: string;
+    'streams-per-connection'?: number;
+    'handshake-stale'?: number;
+  }
+> = {
   command: 'serve',
-  describe: 'serve agents and operators: Control and Admin over TLS, state in one SQLite file in --state DIR (or a PostgreSQL database shared by replicas: --store)',
+  describe:
+    'serve agents and operators: Control and Admin over TLS, state in one SQLite file in --state DIR (or a PostgreSQL database shared by replicas: --store)',
   builder: (y) =>
     y
       .option('listen', { type: 'string', demandOption: true, describe: 'HOST:PORT for agents and the CLI' })
       .option('metrics-listen', { type: 'string', describe: 'HOST:PORT for Prometheus /metrics' })
       .option('network', { type: 'string', array: true, default: ['default'], describe: 'networks to make on first start' })
-      .option('log-depth', { type: 'number', describe: 'changes kept per network for deltas, set on every network at each start (an agent further behind gets a snapshot)' })
-      .option('sync-flush-ms', { type: 'number', describe: "group commit of what agents were sent and acked, at most this long after it (default 1000; a crash loses at most this, agents' hellos say it again)" })
-      .option('store', { type: 'string', describe: "where the controller's state lives: 'sqlite' (default: controller.db in --state DIR) or postgres://USER@HOST/DB (several replicas may share one database; docs/store-postgres.md)" })
-      .option('streams-per-connection', { type: 'number', describe: 'Sync streams one TLS connection may hold at once (default 4: one agent and its reconnect). Raise it only for agents reaching the controller through a proxy that carries many of them over one connection; each stream still proves its own node. Hellos and resyncs allowed per connection grow with it' })
-      .option('handshake-stale', { type: 'number', describe: "seconds without a WireGuard handshake with any of its tunnel peers before a node's status is NO-HANDSHAKE instead of ok (default 205: WireGuard's 180 s after which a session's keys are refused, plus the 25 s keepalive)" })
+      .option('log-depth', {
+        type: 'number',
+        describe: 'changes kept per network for deltas, set on every network at each start (an agent further behind gets a snapshot)',
+      })
+      .option('sync-flush-ms', {
+        type: 'number',
+        describe:
+          "group commit of what agents were sent and acked, at most this long after it (default 1000; a crash loses at most this, agents' hellos say it again)",
+      })
+      .option('store', {
+        type: 'string',
+        describe:
+          "where the controller's state lives: 'sqlite' (default: controller.db in --state DIR) or postgres://USER@HOST/DB (several replicas may share one database; docs/store-postgres.md)",
+      })
+      .option('streams-per-connection', {
+        type: 'number',
+        describe:
+          'Sync streams one TLS connection may hold at once (default 4: one agent and its reconnect). Raise it only for agents reaching the controller through a proxy that carries many of them over one connection; each stream still proves its own node. Hellos and resyncs allowed per connection grow with it',
+      })
+      .option('handshake-stale', {
+        type: 'number',
+        describe:
+          "seconds without a WireGuard handshake with any of its tunnel peers before a node's status is NO-HANDSHAKE instead of ok (default 205: WireGuard's 180 s after which a session's keys are refused, plus the 25 s keepalive)",
+      })
       .demandOption('state'),
   handler: async (a) => {
     const { serveController } = await import('../remote/controller.js');
-    await serveController({ state: a.state!, listen: a.listen, metricsListen: a['metrics-listen'], networks: a.network, logDepth: a['log-depth'], syncFlushMs: a['sync-flush-ms'], store: a.store, streamsPerConnection: a['streams-per-connection'], handshakeStaleSeconds: a['handshake-stale'] });
+    await serveController({
+      state: a.state!,
+      listen: a.listen,
+      metricsListen: a['metrics-listen'],
+      networks: a.network,
+      logDepth: a['log-depth'],
+      syncFlushMs: a['sync-flush-ms'],
+      store: a.store,
+      streamsPerConnection: a['streams-per-connection'],
+      handshakeStaleSeconds: a['handshake-stale'],
+    });
   },
 };
 
 const copyStore: CommandModule<GlobalArgs, GlobalArgs & { to: string }> = {
   command: 'copy-store',
-  describe: "copy a stopped controller's state (controller.db in --state DIR) into an empty PostgreSQL database, all of it or none: agents keep their credentials and versions",
-  builder: (y) => y.option('to', { type: 'string', demandOption: true, describe: 'postgres://USER@HOST/DB (migrated first; refused if it holds a state already)' }).demandOption('state'),
+  describe:
+    "copy a stopped controller's state (controller.db in --state DIR) into an empty PostgreSQL database, all of it or none: agents keep their credentials and versions",
+  builder: (y) =>
+    y
+      .option('to', { type: 'string', demandOption: true, describe: 'postgres://USER@HOST/DB (migrated first; refused if it holds a state already)' })
+      .demandOption('state'),
   handler: async (a) => {
     const { copyStore: copy } = await import('../remote/controller.js');
     const counts = await copy(a.state!, a.to);
-    process.stdout.write(a.json ? `${JSON.stringify(counts)}\n` : `copied ${counts.networks} network(s), ${counts.members} member(s), ${counts.log} log entries, ${counts.sync} sync records, ${counts.hosting} token/credential rows\n`);
+    process.stdout.write(
+      a.json
+        ? `${JSON.stringify(counts)}\n`
+        : `copied ${counts.networks} network(s), ${counts.members} member(s), ${counts.log} log entries, ${counts.sync} sync records, ${counts.hosting} token/credential rows\n`,
+    );
   },
 };
 

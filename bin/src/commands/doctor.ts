@@ -7,7 +7,8 @@ type Args = GlobalArgs & { network: string; credential?: string; node?: string; 
 
 export const doctorCommand: CommandModule<GlobalArgs, Args> = {
   command: 'doctor [node]',
-  describe: "a node's applied version and gap, the last deltas sent matched with its acks, its firewall and held resources; --local reads this node's own store",
+  describe:
+    "a node's applied version and gap, the last deltas sent matched with its acks, its firewall and held resources; --local reads this node's own store",
   builder: (y) =>
     remoteOptions(y)
       .positional('node', { type: 'string' })

@@ -9,9 +9,16 @@ export const hostAdoptCommand: CommandModule<GlobalArgs, LocalLifecycleOptions> 
   handler: async (argv) => {
     const { hostAdopt } = await import('../host/converge.js');
     await hostAdopt({
-      state: argv.state!, declaration: argv.declaration, root: argv.root, firewall: argv.firewall,
-      dockerSocket: argv['docker-socket'], preview: false, yes: argv.yes, json: argv.json,
-      plugin: argv.plugin, config: argv.config,
+      state: argv.state!,
+      declaration: argv.declaration,
+      root: argv.root,
+      firewall: argv.firewall,
+      dockerSocket: argv['docker-socket'],
+      preview: false,
+      yes: argv.yes,
+      json: argv.json,
+      plugin: argv.plugin,
+      config: argv.config,
     });
   },
 };

@@ -26,9 +26,16 @@ export const hostApplyCommand: CommandModule<GlobalArgs, Args> = {
   handler: async (argv) => {
     const { hostApply } = await import('../host/apply.js');
     await hostApply({
-      state: argv.state!, declaration: argv.declaration, root: argv.root, firewall: argv.firewall,
-      dockerSocket: argv['docker-socket'], preview: argv.preview, yes: argv.yes, json: argv.json,
-      plugin: argv.plugin, config: argv.config,
+      state: argv.state!,
+      declaration: argv.declaration,
+      root: argv.root,
+      firewall: argv.firewall,
+      dockerSocket: argv['docker-socket'],
+      preview: argv.preview,
+      yes: argv.yes,
+      json: argv.json,
+      plugin: argv.plugin,
+      config: argv.config,
     });
   },
 };

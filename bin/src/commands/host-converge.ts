@@ -33,13 +33,27 @@ export const hostConvergeCommand: CommandModule<GlobalArgs, Args> = {
     lifecycleOptions(y)
       .option('preview', { type: 'boolean', default: false, describe: 'list every reachable port and what the flip does to it; change nothing' })
       .option('preview-id', { type: 'string', describe: 'flip only if the machine is still as this preview saw it' })
-      .option('allow-close', { type: 'string', array: true, default: [], describe: 'a door (22/tcp) the flip may close although connections are live on it (repeatable)' }),
+      .option('allow-close', {
+        type: 'string',
+        array: true,
+        default: [],
+        describe: 'a door (22/tcp) the flip may close although connections are live on it (repeatable)',
+      }),
   handler: async (argv) => {
     const { hostConverge } = await import('../host/converge.js');
     await hostConverge({
-      state: argv.state!, declaration: argv.declaration, root: argv.root, firewall: argv.firewall,
-      dockerSocket: argv['docker-socket'], preview: argv.preview, previewId: argv['preview-id'], allowClose: argv['allow-close'], yes: argv.yes, json: argv.json,
-      plugin: argv.plugin, config: argv.config,
+      state: argv.state!,
+      declaration: argv.declaration,
+      root: argv.root,
+      firewall: argv.firewall,
+      dockerSocket: argv['docker-socket'],
+      preview: argv.preview,
+      previewId: argv['preview-id'],
+      allowClose: argv['allow-close'],
+      yes: argv.yes,
+      json: argv.json,
+      plugin: argv.plugin,
+      config: argv.config,
     });
   },
 };

@@ -7,7 +7,10 @@ type R = GlobalArgs & { network: string; credential?: string };
 const create: CommandModule<GlobalArgs, R & { name: string; range?: string }> = {
   command: 'create <name>',
   describe: 'a new network on this controller (a node joins one with a token made for it)',
-  builder: (y) => remoteOptions(y).positional('name', { type: 'string', demandOption: true }).option('range', { type: 'string', describe: 'its private range (default 100.96.0.0/16)' }),
+  builder: (y) =>
+    remoteOptions(y)
+      .positional('name', { type: 'string', demandOption: true })
+      .option('range', { type: 'string', describe: 'its private range (default 100.96.0.0/16)' }),
   handler: async (a) => {
     const { networkCreate } = await import('../remote/membership.js');
     await networkCreate(a);
@@ -27,7 +30,10 @@ const list: CommandModule<GlobalArgs, R> = {
 const remove: CommandModule<GlobalArgs, R & { name: string; yes: boolean }> = {
   command: 'remove <name>',
   describe: 'forget a network with no node left',
-  builder: (y) => remoteOptions(y).positional('name', { type: 'string', demandOption: true }).option('yes', { type: 'boolean', default: false, describe: 'remove without asking' }),
+  builder: (y) =>
+    remoteOptions(y)
+      .positional('name', { type: 'string', demandOption: true })
+      .option('yes', { type: 'boolean', default: false, describe: 'remove without asking' }),
   handler: async (a) => {
     const { networkRemove } = await import('../remote/membership.js');
     await networkRemove(a);

@@ -6,7 +6,8 @@ type R = GlobalArgs & { network: string; credential?: string };
 
 const list: CommandModule<GlobalArgs, R> = {
   command: 'list',
-  describe: 'every node: STATUS (what stands out, worst first: SILENT, DIVERGED, REFUSING, NO-HANDSHAKE, CHANGING, BEHIND, UNVERIFIED), mode, APPLIED (its version) of STATE (the network\'s), GAP (STATE − APPLIED when a change since APPLIED concerns the node, else 0: changes that do not concern it are nothing to apply), firewall kind, held and changed resources, LAST CONTACT (now while its stream is open)',
+  describe:
+    "every node: STATUS (what stands out, worst first: SILENT, DIVERGED, REFUSING, NO-HANDSHAKE, CHANGING, BEHIND, UNVERIFIED), mode, APPLIED (its version) of STATE (the network's), GAP (STATE − APPLIED when a change since APPLIED concerns the node, else 0: changes that do not concern it are nothing to apply), firewall kind, held and changed resources, LAST CONTACT (now while its stream is open)",
   builder: (y) => remoteOptions(y),
   handler: async (a) => {
     const { nodeList } = await import('../remote/ops.js');
@@ -28,14 +29,20 @@ type L = R & { node: string; timeout: number };
 
 const converge: CommandModule<GlobalArgs, L & { preview: boolean; yes: boolean; 'preview-id'?: string; 'allow-close': string[] }> = {
   command: 'converge <node>',
-  describe: 'preview, then flip the node to converged: every reachable port and what closes; the agent takes every module, loads the derived filter, retires the found firewall',
+  describe:
+    'preview, then flip the node to converged: every reachable port and what closes; the agent takes every module, loads the derived filter, retires the found firewall',
   builder: (y) =>
     remoteOptions(y)
       .positional('node', { type: 'string', demandOption: true })
       .option('preview', { type: 'boolean', default: false, describe: 'list every reachable port on the node and what the flip does to it; change nothing' })
       .option('yes', { type: 'boolean', default: false, describe: 'flip without asking' })
       .option('preview-id', { type: 'string', describe: 'flip only if the node is still as this preview saw it' })
-      .option('allow-close', { type: 'string', array: true, default: [], describe: 'a door (22/tcp) the flip may close although connections are live on it (repeatable)' })
+      .option('allow-close', {
+        type: 'string',
+        array: true,
+        default: [],
+        describe: 'a door (22/tcp) the flip may close although connections are live on it (repeatable)',
+      })
       .option('timeout', { type: 'number', default: 120, describe: 'seconds to wait for the node to report the outcome' }),
   handler: async (a) => {
     const { nodeConverge } = await import('../remote/lifecycle.js');

@@ -10,7 +10,9 @@ export interface RemoteCommandArgs extends GlobalArgs {
 export function remoteOptions<T extends GlobalArgs>(y: Argv<T>): Argv<T & { network: string; credential: string | undefined }> {
   return y
     .option('network', { type: 'string', default: 'default', describe: 'the network' })
-    .option('credential', { type: 'string', describe: 'the admin credential file (else DIR/admin.credential from --state DIR)' }) as Argv<T & { network: string; credential: string | undefined }>;
+    .option('credential', { type: 'string', describe: 'the admin credential file (else DIR/admin.credential from --state DIR)' }) as Argv<
+    T & { network: string; credential: string | undefined }
+  >;
 }
 
 export interface ChangeArgs {

@@ -99,12 +99,18 @@ export async function planGenesis(host: Host, o: GenesisOptions): Promise<Genesi
       // No engine answering: the foundation cannot be raised; said once, before anything is written,
       // naming the socket tried and how to name another.
       const socket = o.dockerSocket ?? DEFAULT_DOCKER_SOCKET;
-      throw new MeshpError('MESHP_RUNTIME_UNAVAILABLE',
-        `no container engine answers at ${socket}${o.dockerSocket ? ' (--docker-socket)' : ' (the default)'} (${isMeshpError(e) ? e.message : oneLine(e)}); the foundation runs as containers: start a Docker engine, or give its socket with --docker-socket PATH`, { cause: e });
+      throw new MeshpError(
+        'MESHP_RUNTIME_UNAVAILABLE',
+        `no container engine answers at ${socket}${o.dockerSocket ? ' (--docker-socket)' : ' (the default)'} (${isMeshpError(e) ? e.message : oneLine(e)}); the foundation runs as containers: start a Docker engine, or give its socket with --docker-socket PATH`,
+        { cause: e },
+      );
     }
   }
   const published = containers.flatMap((c) => c.ports);
-  const findings = checkGenesis({ mode: o.mode, ports, privateRange: o.privateRange, privateInterface: o.privateInterface }, { listening, published, containers, firewall, addresses });
+  const findings = checkGenesis(
+    { mode: o.mode, ports, privateRange: o.privateRange, privateInterface: o.privateInterface },
+    { listening, published, containers, firewall, addresses },
+  );
   return {
     node: o.node ?? hostname(),
     mode: o.mode,

@@ -60,7 +60,8 @@ export function withImages(catalogue: CatalogueModule[], images: Record<string, 
       if (!s) return c;
       used.add(c.name);
       return {
-        name: c.name, ...s,
+        name: c.name,
+        ...s,
         ...(c.ports !== undefined ? { ports: c.ports } : {}),
         ...(c.restart !== undefined ? { restart: c.restart } : {}),
       };

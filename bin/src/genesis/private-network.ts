@@ -37,7 +37,9 @@ export function privateNetworkOf(o: { privateInterface?: string; tunnelInterface
  */
 export function bootstrapCatalogue(catalogue: CatalogueModule[], net: PrivateNetwork): CatalogueModule[] {
   if (net.kind !== 'tunnel') return catalogue;
-  return catalogue.map((m) => (m.name !== 'control' ? m : { ...m, openings: (m.openings ?? []).map((o) => ({ ...(o as Record<string, unknown>), from: [] })) }));
+  return catalogue.map((m) =>
+    m.name !== 'control' ? m : { ...m, openings: (m.openings ?? []).map((o) => ({ ...(o as Record<string, unknown>), from: [] })) },
+  );
 }
 
 /** The control-node's tunnel key (made now, kept in its agent's state folder) and its agent's tunnel record. */

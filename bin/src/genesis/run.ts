@@ -61,11 +61,22 @@ function renderPlan(p: GenesisPlan): string {
  * the agent must reach the engine the foundation was raised on (else it sees the foundation's
  * containers as strangers' sockets), under the same root and firewall.
  */
-export function nextCommands(args: Pick<GenesisArgs, 'state' | 'root' | 'dockerSocket' | 'firewall'>, listen: string, node: string): { controller: string[]; agent: string[] } {
+export function nextCommands(
+  args: Pick<GenesisArgs, 'state' | 'root' | 'dockerSocket' | 'firewall'>,
+  listen: string,
+  node: string,
+): { controller: string[]; agent: string[] } {
   return {
     controller: ['meshp', 'controller', 'serve', '--state', args.state, '--listen', listen],
     agent: [
-      'meshp', 'agent', '--state', join(args.state, AGENT_DIR), '--root', args.root, '--name', node,
+      'meshp',
+      'agent',
+      '--state',
+      join(args.state, AGENT_DIR),
+      '--root',
+      args.root,
+      '--name',
+      node,
       ...(args.dockerSocket ? ['--docker-socket', args.dockerSocket] : []),
       ...(args.firewall !== 'auto' ? ['--firewall', args.firewall] : []),
     ],
@@ -80,8 +91,18 @@ function shellLine(argv: string[]): string {
 export async function genesis(args: GenesisArgs): Promise<void> {
   const mode: Mode = args.adopted ? 'adopted' : 'converged';
   const options = {
-    state: args.state, mode, ports: parsePorts(args.port), privateRange: args.privateRange, catalogue: args.catalogue, node: args.node, listen: args.listen,
-    privateInterface: args.privateInterface, tunnelInterface: args.tunnelInterface, endpoints: args.endpoint ?? [], images: args.images, dockerSocket: args.dockerSocket,
+    state: args.state,
+    mode,
+    ports: parsePorts(args.port),
+    privateRange: args.privateRange,
+    catalogue: args.catalogue,
+    node: args.node,
+    listen: args.listen,
+    privateInterface: args.privateInterface,
+    tunnelInterface: args.tunnelInterface,
+    endpoints: args.endpoint ?? [],
+    images: args.images,
+    dockerSocket: args.dockerSocket,
   };
   const host = assembleAgentHost({ stateDir: join(args.state, AGENT_DIR), root: args.root, firewall: args.firewall, dockerSocket: args.dockerSocket });
   try {
@@ -102,7 +123,15 @@ export async function genesis(args: GenesisArgs): Promise<void> {
     const done = await raiseGenesis(host, options, plan, progress).catch(refuse);
     const next = nextCommands(args, done.listen, done.plan.node);
     if (args.json) {
-      printJson({ plan: done.plan, listen: done.listen, fingerprint: done.fingerprint, taken: done.taken, report: done.report, agentState: join(args.state, AGENT_DIR), next });
+      printJson({
+        plan: done.plan,
+        listen: done.listen,
+        fingerprint: done.fingerprint,
+        taken: done.taken,
+        report: done.report,
+        agentState: join(args.state, AGENT_DIR),
+        next,
+      });
     } else {
       process.stdout.write(`${renderReport(done.report)}\n`);
       process.stdout.write(

@@ -21,7 +21,10 @@ export interface HostApplyArgs {
 
 /** Says what it will change, then changes it: --preview stops after saying, --yes skips the question. */
 export async function hostApply(args: HostApplyArgs): Promise<void> {
-  const host = await assembleHostWith({ root: args.root, stateDir: args.state, firewall: args.firewall, dockerSocket: args.dockerSocket }, pluginSpecs(args)).catch(refuse);
+  const host = await assembleHostWith(
+    { root: args.root, stateDir: args.state, firewall: args.firewall, dockerSocket: args.dockerSocket },
+    pluginSpecs(args),
+  ).catch(refuse);
   try {
     const declaration = await readDeclaration(args.declaration).catch(refuse);
     const reconciler = new Reconciler(host);
@@ -39,7 +42,9 @@ export async function hostApply(args: HostApplyArgs): Promise<void> {
     else process.stdout.write(`\n${renderReport(result.report)}\n`);
     const refused = result.report.resources.filter((r) => r.state === 'refused');
     if (refused.length > 0) {
-      throw new Refusal(`MESHP_REFUSED: ${refused.length} resource${refused.length === 1 ? '' : 's'} refused: ${refused.map((r) => `${r.key} (${r.reason ?? ''})`).join('; ')}`);
+      throw new Refusal(
+        `MESHP_REFUSED: ${refused.length} resource${refused.length === 1 ? '' : 's'} refused: ${refused.map((r) => `${r.key} (${r.reason ?? ''})`).join('; ')}`,
+      );
     }
   } finally {
     await host.close();

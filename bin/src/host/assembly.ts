@@ -13,14 +13,7 @@ import { SqliteStatePlugin } from '@meshp/state-sqlite';
 import { loadPlugins, type PluginSpec } from '../plugins/load.js';
 
 export function defaultPlugins(): Plugin[] {
-  return [
-    new SqliteStatePlugin(),
-    new LocalFilesPlugin(),
-    new DockerPlugin(),
-    new NftablesPlugin(),
-    new IptablesPlugin(),
-    new ProcFactsPlugin(),
-  ];
+  return [new SqliteStatePlugin(), new LocalFilesPlugin(), new DockerPlugin(), new NftablesPlugin(), new IptablesPlugin(), new ProcFactsPlugin()];
 }
 
 /** The default plugins, then the ones an operator asked for by name (`--plugin`, a config file). */

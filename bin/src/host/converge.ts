@@ -36,15 +36,13 @@ function afterShown(i: PreviewItem): string {
   if (i.after === 'open' && i.from?.length) return `stays open from ${i.from.join(', ')}`;
   // Already closed by the found firewall: the flip keeps it so, it does not close it.
   if (i.after === 'closes' && i.now === 'closed') return 'stays closed';
-  if (i.after === 'closes' && i.liveConnections) return `WILL CLOSE: ${i.liveConnections} LIVE${i.port === 22 || /^sshd?\b/.test(i.holder) ? ' (ssh: your session?)' : ''}`;
+  if (i.after === 'closes' && i.liveConnections)
+    return `WILL CLOSE: ${i.liveConnections} LIVE${i.port === 22 || /^sshd?\b/.test(i.holder) ? ' (ssh: your session?)' : ''}`;
   return AFTER[i.after];
 }
 
 export function renderPreview(p: ConvergePreview): string {
-  const rows = p.items.map((i) => [
-    `${i.port}/${i.protocol}`, i.source, i.address, i.holder, i.declaredBy ?? '-', nowShown(i),
-    afterShown(i),
-  ]);
+  const rows = p.items.map((i) => [`${i.port}/${i.protocol}`, i.source, i.address, i.holder, i.declaredBy ?? '-', nowShown(i), afterShown(i)]);
   return [
     `converge preview ${p.id} for node ${p.node}: found firewall ${p.firewall.kind}${p.firewall.active ? ' (active)' : ''}`,
     table(['PORT', 'SOURCE', 'ADDRESS', 'HELD BY', 'DECLARED BY', 'NOW', 'AFTER THE FLIP'], rows),

@@ -28,7 +28,10 @@ export async function doctorLocal(args: { state: string; json: boolean }): Promi
       [
         `applied version ${doc.appliedVersion}, mode ${doc.mode ?? '?'}, firewall ${doc.firewall ?? '?'}, last report ${doc.lastReportAt ?? 'never'}`,
         'last deltas applied:',
-        table(['FROM', 'TO', 'UPSERTED', 'REMOVED', 'UNSCOPED', 'COMPONENTS', 'STATE HASH'], recent.map((d) => [d.fromVersion, d.toVersion, d.upserted, d.removed, d.unscoped, d.components.join(','), d.stateHash.slice(0, 12)])),
+        table(
+          ['FROM', 'TO', 'UPSERTED', 'REMOVED', 'UNSCOPED', 'COMPONENTS', 'STATE HASH'],
+          recent.map((d) => [d.fromVersion, d.toVersion, d.upserted, d.removed, d.unscoped, d.components.join(','), d.stateHash.slice(0, 12)]),
+        ),
         `held resources: ${held.length}`,
         ...held.map((r) => `  ${r.key} (${r.module}) ${r.state}`),
       ].join('\n') + '\n',

@@ -13,7 +13,8 @@ const VERB: Record<Action['op'], string> = {
 
 export function renderPlan(plan: Plan): string {
   const changing = plan.actions.filter((a) => a.op === 'create' || a.op === 'converge' || a.op === 'remove');
-  const head = `node ${plan.node} (${plan.mode})${plan.firewall.kind ? `, firewall ${plan.firewall.kind}` : ''}: ` +
+  const head =
+    `node ${plan.node} (${plan.mode})${plan.firewall.kind ? `, firewall ${plan.firewall.kind}` : ''}: ` +
     `${changing.length} change${changing.length === 1 ? '' : 's'}`;
   const rows = plan.actions.map((a) => [VERB[a.op], a.kind, a.key.slice(a.kind.length + 1), a.module, a.state, a.reason]);
   return `${head}\n${table(['ACTION', 'KIND', 'RESOURCE', 'MODULE', 'STATE', 'WHY'], rows)}`;
@@ -21,7 +22,11 @@ export function renderPlan(plan: Plan): string {
 
 export function renderReport(report: HostReport): string {
   const fw = report.firewall ? `${report.firewall.kind}${report.firewall.active ? ' (active)' : ''}` : 'not probed';
-  const counts = Object.entries(report.counts).filter(([, n]) => n > 0).map(([s, n]) => `${n} ${s}`).join(', ') || 'nothing declared';
+  const counts =
+    Object.entries(report.counts)
+      .filter(([, n]) => n > 0)
+      .map(([s, n]) => `${n} ${s}`)
+      .join(', ') || 'nothing declared';
   const rows = report.resources.map((r) => [r.kind, r.key.slice(r.kind.length + 1), r.module, r.state, r.reason]);
   return [
     `node ${report.node}  mode ${report.mode}${report.mode === 'adopted' ? ' (ADOPTED)' : ''}  firewall ${fw}  at ${report.at}`,

@@ -138,15 +138,19 @@ function instantiate(spec: PluginSpec, exported: unknown): Plugin {
     const fn = exported as { prototype?: { apply?: unknown } };
     let made: unknown;
     try {
-      made = typeof fn.prototype?.apply === 'function'
-        ? new (exported as new (o: unknown) => unknown)(spec.options)
-        : (exported as (o: unknown) => unknown)(spec.options);
+      made =
+        typeof fn.prototype?.apply === 'function'
+          ? new (exported as new (o: unknown) => unknown)(spec.options)
+          : (exported as (o: unknown) => unknown)(spec.options);
     } catch (e) {
       throw new MeshpError('MESHP_PLUGIN_INVALID', `plugin ${spec.module} refused its options: ${(e as Error).message}`, { cause: e });
     }
     if (isPlugin(made)) return made;
   }
-  throw new MeshpError('MESHP_PLUGIN_INVALID', `plugin ${spec.module}: its default export is not a plugin ({ name, apiVersion, apply(host) }), a plugin class or a function returning one`);
+  throw new MeshpError(
+    'MESHP_PLUGIN_INVALID',
+    `plugin ${spec.module}: its default export is not a plugin ({ name, apiVersion, apply(host) }), a plugin class or a function returning one`,
+  );
 }
 
 /** Imports and makes every plugin asked for, in order. */

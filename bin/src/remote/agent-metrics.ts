@@ -11,18 +11,40 @@ const seconds = (iso: string | undefined): number => (iso ? Date.parse(iso) / 10
 export function agentRegistry(agent: Agent): Registry {
   const r = new Registry();
   collectDefaultMetrics({ register: r });
-  new Gauge({ name: 'meshp_build_info', help: 'the running build: always 1', labelNames: ['version', 'node_version'], registers: [r] }).set({ version: BUILD_VERSION, node_version: process.version }, 1);
+  new Gauge({ name: 'meshp_build_info', help: 'the running build: always 1', labelNames: ['version', 'node_version'], registers: [r] }).set(
+    { version: BUILD_VERSION, node_version: process.version },
+    1,
+  );
   const g = (name: string, help: string, value: () => number) =>
-    new Gauge({ name, help, registers: [r], collect() { this.set(value()); } });
+    new Gauge({
+      name,
+      help,
+      registers: [r],
+      collect() {
+        this.set(value());
+      },
+    });
   g('meshp_agent_connected', '1 while the Sync stream to the controller is open', () => (agent.connected ? 1 : 0));
   g('meshp_agent_applied_version', 'the state version this node applied', () => agent.applier.appliedVersion);
-  g('meshp_agent_last_reconcile_timestamp_seconds', 'when the last reconcile ended (0: none yet)', () => seconds(agent.lastReport?.reconcile?.at ?? agent.lastReport?.at));
+  g('meshp_agent_last_reconcile_timestamp_seconds', 'when the last reconcile ended (0: none yet)', () =>
+    seconds(agent.lastReport?.reconcile?.at ?? agent.lastReport?.at),
+  );
   g('meshp_agent_reconcile_refused', '1 when the last reconcile was refused as a whole', () => (agent.lastReport?.reconcile?.result === 'refused' ? 1 : 0));
-  g('meshp_agent_refused_resources', 'resources the last reconcile refused', () => agent.lastReport?.resources.filter((x) => x.state === 'refused').length ?? 0);
-  new Gauge({ name: 'meshp_agent_mode', help: 'the mode this node is in: 1 for it, 0 for the other', labelNames: ['mode'], registers: [r], collect() {
-    const mode = agent.lastReport?.mode;
-    for (const m of ['adopted', 'converged']) this.set({ mode: m }, mode === m ? 1 : 0);
-  } });
+  g(
+    'meshp_agent_refused_resources',
+    'resources the last reconcile refused',
+    () => agent.lastReport?.resources.filter((x) => x.state === 'refused').length ?? 0,
+  );
+  new Gauge({
+    name: 'meshp_agent_mode',
+    help: 'the mode this node is in: 1 for it, 0 for the other',
+    labelNames: ['mode'],
+    registers: [r],
+    collect() {
+      const mode = agent.lastReport?.mode;
+      for (const m of ['adopted', 'converged']) this.set({ mode: m }, mode === m ? 1 : 0);
+    },
+  });
   return r;
 }
 

@@ -93,7 +93,11 @@ export interface ControllerTarget {
 export function readControllerFile(file: string): ControllerTarget | null {
   if (!existsSync(file)) return null;
   const saved = JSON.parse(readFileSync(file, 'utf8')) as { address?: unknown; addresses?: unknown; fingerprint?: unknown };
-  const addresses = Array.isArray(saved.addresses) ? saved.addresses.filter((a): a is string => typeof a === 'string') : typeof saved.address === 'string' ? [saved.address] : [];
+  const addresses = Array.isArray(saved.addresses)
+    ? saved.addresses.filter((a): a is string => typeof a === 'string')
+    : typeof saved.address === 'string'
+      ? [saved.address]
+      : [];
   return { addresses, fingerprint: typeof saved.fingerprint === 'string' ? saved.fingerprint : '' };
 }
 
@@ -125,9 +129,18 @@ export async function startAgent(args: AgentArgs, host?: Host): Promise<RunningA
   const tunnel = await tunnelOf(args, log);
   if (tunnel && host) throw usage('the tunnel plugin is loaded with the agent host it builds; a host given in is already assembled');
   const extra = host ? [] : await loadPlugins(pluginSpecs(args, DEFAULT_AGENT_CONFIG));
-  const h = host ?? assembleAgentHost({ stateDir: args.state, root: args.root, firewall: args.firewall, dockerSocket: args.dockerSocket }, [...agentPlugins(args.firewall), ...(tunnel ? [tunnel] : []), ...extra]);
+  const h =
+    host ??
+    assembleAgentHost({ stateDir: args.state, root: args.root, firewall: args.firewall, dockerSocket: args.dockerSocket }, [
+      ...agentPlugins(args.firewall),
+      ...(tunnel ? [tunnel] : []),
+      ...extra,
+    ]);
   const transport = await h.transport();
-  const base = new FailoverLink(target.addresses.map((address) => ({ address, link: transport.connect({ address, fingerprint: target.fingerprint }) })), log);
+  const base = new FailoverLink(
+    target.addresses.map((address) => ({ address, link: transport.connect({ address, fingerprint: target.fingerprint }) })),
+    log,
+  );
   if (tunnel) recordTunnel(args.state, tunnel, log);
   const link = tunnel ? withTunnel(base, tunnel) : base;
   const agent = new Agent(h, link, {

@@ -4,7 +4,15 @@ import { MeshpError } from '@meshp/core';
 import { usage } from '@meshp/core/util';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { AuthStore, CONTROLLER_DB, ControllerHostingPlugin, SqliteControllerStore, checkHandshakeStale, checkStreamsPerConnection, type SharedStore } from '@meshp/controller';
+import {
+  AuthStore,
+  CONTROLLER_DB,
+  ControllerHostingPlugin,
+  SqliteControllerStore,
+  checkHandshakeStale,
+  checkStreamsPerConnection,
+  type SharedStore,
+} from '@meshp/controller';
 import { GrpcTransportPlugin } from '@meshp/transport-grpc';
 
 export interface ServeArgs {
@@ -33,7 +41,14 @@ export async function sharedStore(store: string | undefined): Promise<SharedStor
     process.stderr.write(`meshp controller: ${e.oneLine()}\n`);
     process.exit(1);
   };
-  return { controller: pg.store, auth: pg.auth, label: pg.label, follow: () => pg.follower.start(), unfollow: () => pg.follower.close(), catchUp: () => void pg.store.catchUp() };
+  return {
+    controller: pg.store,
+    auth: pg.auth,
+    label: pg.label,
+    follow: () => pg.follower.start(),
+    unfollow: () => pg.follower.close(),
+    catchUp: () => void pg.store.catchUp(),
+  };
 }
 
 /** `meshp controller copy-store`: the state folder's controller.db into an empty PostgreSQL database (store-postgres copy.ts). */
@@ -59,7 +74,16 @@ export async function serveController(a: ServeArgs): Promise<void> {
   if (a.streamsPerConnection !== undefined) checkStreamsPerConnection(a.streamsPerConnection);
   if (a.handshakeStaleSeconds !== undefined) checkHandshakeStale(a.handshakeStaleSeconds);
   const store = await sharedStore(a.store);
-  const plugin = new ControllerHostingPlugin({ listen: a.listen, metricsListen: a.metricsListen, networks: a.networks, logDepth: a.logDepth, ...(a.syncFlushMs !== undefined ? { syncFlushMs: a.syncFlushMs } : {}), ...(a.streamsPerConnection !== undefined ? { streamsPerConnection: a.streamsPerConnection } : {}), ...(a.handshakeStaleSeconds !== undefined ? { handshakeStaleSeconds: a.handshakeStaleSeconds } : {}), ...(store ? { store } : {}) });
+  const plugin = new ControllerHostingPlugin({
+    listen: a.listen,
+    metricsListen: a.metricsListen,
+    networks: a.networks,
+    logDepth: a.logDepth,
+    ...(a.syncFlushMs !== undefined ? { syncFlushMs: a.syncFlushMs } : {}),
+    ...(a.streamsPerConnection !== undefined ? { streamsPerConnection: a.streamsPerConnection } : {}),
+    ...(a.handshakeStaleSeconds !== undefined ? { handshakeStaleSeconds: a.handshakeStaleSeconds } : {}),
+    ...(store ? { store } : {}),
+  });
   new Host({ stateDir: a.state }).use(new GrpcTransportPlugin(), plugin);
   await plugin.start();
   await new Promise<void>((resolve) => {

@@ -36,8 +36,16 @@ export function leavingInterface(state: string, given?: string): string | null {
   const saved = savedTunnel(state);
   if (saved) return saved.interface;
   const dir = join(state, 'wireguard');
-  const keys = existsSync(dir) ? readdirSync(dir).filter((f) => f.endsWith('.key')).map((f) => f.slice(0, -4)) : [];
-  if (keys.length > 1) throw new MeshpError('MESHP_TUNNEL_MISMATCH', `${dir} holds the keys of several tunnels (${keys.join(', ')}): name the one to take down with --tunnel-interface`);
+  const keys = existsSync(dir)
+    ? readdirSync(dir)
+        .filter((f) => f.endsWith('.key'))
+        .map((f) => f.slice(0, -4))
+    : [];
+  if (keys.length > 1)
+    throw new MeshpError(
+      'MESHP_TUNNEL_MISMATCH',
+      `${dir} holds the keys of several tunnels (${keys.join(', ')}): name the one to take down with --tunnel-interface`,
+    );
   return keys[0] ?? null;
 }
 
@@ -49,7 +57,11 @@ export async function agentLeave(a: LeaveArgs): Promise<void> {
   const ifname = leavingInterface(a.state, a.tunnelInterface);
   const tunnel = ifname ? [new TunnelWireguardPlugin({ interface: ifname, stateDir: join(a.state, 'wireguard'), log })] : [];
   const extra = await loadPlugins(pluginSpecs(a, DEFAULT_AGENT_CONFIG));
-  const h = assembleAgentHost({ stateDir: a.state, root: a.root, firewall: a.firewall, dockerSocket: a.dockerSocket }, [...agentPlugins(a.firewall), ...tunnel, ...extra]);
+  const h = assembleAgentHost({ stateDir: a.state, root: a.root, firewall: a.firewall, dockerSocket: a.dockerSocket }, [
+    ...agentPlugins(a.firewall),
+    ...tunnel,
+    ...extra,
+  ]);
   try {
     const store = await h.state();
     const enrolment = await store.getValue<EnrolResult>(ENROLMENT_KEY);
@@ -66,7 +78,10 @@ export async function agentLeave(a: LeaveArgs): Promise<void> {
     await confirmChange(a.yes, 'leave the network and remove these?', 'give --yes to leave, --preview to only see what would go');
     const done: LeaveOutcome = await leaveMesh(h, { ...o, preview: false });
     if (a.json) printJson({ ...o, preview: false, ...done });
-    else process.stdout.write(`${list('removed:', done.removed)}${list('kept:', done.kept)}left: a meshp agent started on ${a.state} now refuses (MESHP_REMOVED)\n`);
+    else
+      process.stdout.write(
+        `${list('removed:', done.removed)}${list('kept:', done.kept)}left: a meshp agent started on ${a.state} now refuses (MESHP_REMOVED)\n`,
+      );
     if (done.failed.length) throw new Refusal(`${done.failed[0]} (${describeLeave(done)})`);
   } finally {
     await h.close();

@@ -32,11 +32,20 @@ function nowFromWire(i: WirePreview['items'][number]): Pick<PreviewItem, 'now' |
 export function previewFromWire(p: WirePreview): ConvergePreview {
   const fw = p.firewall ?? { kind: 'none', active: false, tables: [], configFile: '' };
   return {
-    id: p.id, node: p.node, take: [...p.take], steps: [...p.steps],
+    id: p.id,
+    node: p.node,
+    take: [...p.take],
+    steps: [...p.steps],
     firewall: { kind: fw.kind, active: fw.active, tables: [...fw.tables], ...(fw.configFile ? { configFile: fw.configFile } : {}) },
     items: p.items.map((i) => ({
-      source: oneOf(i.source, ['socket', 'published'], 'source'), protocol: oneOf(i.protocol, ['tcp', 'udp'], 'protocol'), port: i.port, address: i.address, holder: i.holder,
-      declaredBy: i.declaredBy || null, after: oneOf(i.after, ['open', 'closes', 'local'], 'after'), ...(i.from.length ? { from: [...i.from] } : {}),
+      source: oneOf(i.source, ['socket', 'published'], 'source'),
+      protocol: oneOf(i.protocol, ['tcp', 'udp'], 'protocol'),
+      port: i.port,
+      address: i.address,
+      holder: i.holder,
+      declaredBy: i.declaredBy || null,
+      after: oneOf(i.after, ['open', 'closes', 'local'], 'after'),
+      ...(i.from.length ? { from: [...i.from] } : {}),
       ...nowFromWire(i),
       ...(i.liveConnections ? { liveConnections: i.liveConnections } : {}),
     })),
@@ -72,7 +81,9 @@ async function follow(c: AdminClient, network: string, a: LifecycleArgs, version
     }
     if (finished) return { node, steps: l?.steps ?? [] };
     if (Date.now() > deadline) {
-      throw new Refusal(`MESHP_TIMEOUT: node ${a.node} did not report the outcome within ${a.timeout} s (${node.connected ? 'connected' : `not connected, last seen ${node.lastSeen || 'never'}`}; transition ${t?.state ?? 'unknown'}, reported version ${node.reportedVersion ?? 0} of ${version}); it is still ${modeName(node.mode)} by its last report; see meshp node show ${a.node}`);
+      throw new Refusal(
+        `MESHP_TIMEOUT: node ${a.node} did not report the outcome within ${a.timeout} s (${node.connected ? 'connected' : `not connected, last seen ${node.lastSeen || 'never'}`}; transition ${t?.state ?? 'unknown'}, reported version ${node.reportedVersion ?? 0} of ${version}); it is still ${modeName(node.mode)} by its last report; see meshp node show ${a.node}`,
+      );
     }
     await new Promise((r) => setTimeout(r, 250));
   }
@@ -113,14 +124,19 @@ export async function nodeConverge(a: LifecycleArgs & { preview: boolean; yes: b
 export async function nodeAdopt(a: LifecycleArgs & { preview: boolean; yes: boolean }): Promise<void> {
   await withAdmin(a, async (c, network) => {
     const now = present((await c.call('showNode', { network, node: a.node })).node, 'node');
-    const plan = now.mode === WIRE_MODE.CONVERGED
-      ? [`re-enable the found firewall the flip retired`, `unload the mesh's derived filter`, `keep every module's resources; nothing more is taken`]
-      : [`record ${a.node} adopted (it is ${modeName(now.mode)} by its last report): the machine's firewall is not changed`];
+    const plan =
+      now.mode === WIRE_MODE.CONVERGED
+        ? [`re-enable the found firewall the flip retired`, `unload the mesh's derived filter`, `keep every module's resources; nothing more is taken`]
+        : [`record ${a.node} adopted (it is ${modeName(now.mode)} by its last report): the machine's firewall is not changed`];
     if (a.preview) {
       if (a.json) return printJson({ node: nodeJson(now), steps: plan, changed: false });
       return out(a, `${header(now)}\nnode adopt ${a.node} would:\n${plan.map((s) => `  - ${s}`).join('\n')}\n(preview: nothing changed)`);
     }
-    await confirmChange(a.yes, `Return ${a.node} to adopted?\n${plan.map((s) => `  - ${s}`).join('\n')}\n`, 'pass --yes to return it (or --preview to see what it does)');
+    await confirmChange(
+      a.yes,
+      `Return ${a.node} to adopted?\n${plan.map((s) => `  - ${s}`).join('\n')}\n`,
+      'pass --yes to return it (or --preview to see what it does)',
+    );
     const r = await c.call('setMode', { network, node: a.node, mode: WIRE_MODE.ADOPTED });
     const recorded = present(r.node, 'node');
     const version = recorded.transition?.version ?? recorded.stateVersion;

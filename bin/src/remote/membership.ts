@@ -5,9 +5,11 @@ import { nodeJson, type WireNodeStatus } from './render.js';
 
 /** What a removal does, said before it is asked for or previewed: the node as the controller holds it now. */
 export function removalOf(n: WireNodeStatus): string {
-  return `remove node ${n.name} from ${n.network} (addresses ${n.addresses.join(', ') || '-'}; tags ${n.tags.join(', ') || '-'}; assigned ${n.assignedModules.join(', ') || '-'}; ${n.connected ? 'connected' : 'not connected'}): ` +
+  return (
+    `remove node ${n.name} from ${n.network} (addresses ${n.addresses.join(', ') || '-'}; tags ${n.tags.join(', ') || '-'}; assigned ${n.assignedModules.join(', ') || '-'}; ${n.connected ? 'connected' : 'not connected'}): ` +
     'its credential and node key are revoked for good (the key is refused from then on), its stream is ended, its peers are told REMOVED and drop it; ' +
-    "its agent, told so, takes away what the mesh added to the machine (its tunnel, its marked firewall rules; a found firewall it retired is re-enabled) and exits, keeping what it found there";
+    'its agent, told so, takes away what the mesh added to the machine (its tunnel, its marked firewall rules; a found firewall it retired is re-enabled) and exits, keeping what it found there'
+  );
 }
 
 /** Revocation cannot be undone (the key stays refused): previewed with --preview, asked unless --yes. */
@@ -39,7 +41,14 @@ export async function networkCreate(a: RemoteArgs & Out & { name: string; range?
 export async function networkList(a: RemoteArgs & Out): Promise<void> {
   const r = await withAdmin(a, (c) => c.call('listNetworks', {}));
   const nets = r.networks;
-  say(a, { networks: nets }, table(['NETWORK', 'NODES', 'VERSION', 'RANGE'], nets.map((n) => [n.name, String(n.members), String(n.stateVersion), n.privateRange])));
+  say(
+    a,
+    { networks: nets },
+    table(
+      ['NETWORK', 'NODES', 'VERSION', 'RANGE'],
+      nets.map((n) => [n.name, String(n.members), String(n.stateVersion), n.privateRange]),
+    ),
+  );
 }
 
 export async function networkRemove(a: RemoteArgs & Out & { name: string; yes: boolean }): Promise<void> {

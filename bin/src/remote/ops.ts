@@ -72,12 +72,27 @@ export async function nodeShow(a: RemoteArgs & Out & { node: string }): Promise<
     ...(node.lifecycle?.state === 'refused' ? [`refused: ${node.lifecycle.code}: ${node.lifecycle.message}`] : []),
     '',
     'resources:',
-    resources.length ? table(['RESOURCE', 'MODULE', 'STATE', 'REASON'], resources.map((x) => [x.key, x.module || '-', x.state, x.reason || ''])) : '  none reported',
+    resources.length
+      ? table(
+          ['RESOURCE', 'MODULE', 'STATE', 'REASON'],
+          resources.map((x) => [x.key, x.module || '-', x.state, x.reason || '']),
+        )
+      : '  none reported',
     '',
     'last deltas sent:',
     sentTable(sent),
   ];
-  say(a, { node: nodeJson(node), firewall, resources: resources.map((x) => ({ key: x.key, kind: x.kind, module: x.module, state: x.state, ...(x.reason ? { reason: x.reason } : {}) })), reportedAt: r.reportedAt || null, recentDeltas: sent }, human.join('\n'));
+  say(
+    a,
+    {
+      node: nodeJson(node),
+      firewall,
+      resources: resources.map((x) => ({ key: x.key, kind: x.kind, module: x.module, state: x.state, ...(x.reason ? { reason: x.reason } : {}) })),
+      reportedAt: r.reportedAt || null,
+      recentDeltas: sent,
+    },
+    human.join('\n'),
+  );
 }
 
 export async function moduleChange(a: RemoteArgs & Out & Change & { act: 'assign' | 'unassign' | 'take'; node: string; module: string }): Promise<void> {
@@ -99,7 +114,11 @@ export async function moduleChange(a: RemoteArgs & Out & Change & { act: 'assign
   });
   if ('preview' in r) return say(a, { preview: true, would: r.preview, node: nodeJson(r.node) }, `would ${r.preview}\n(preview: nothing changed)`);
   const node = present(r.node, 'node');
-  say(a, { node: nodeJson(node) }, `${a.act} ${a.module} on ${a.node}: assigned ${node.assignedModules.join(', ') || '-'}; taken ${node.takenModules.join(', ') || '-'} (${modeName(node.mode)}, state version ${node.stateVersion})`);
+  say(
+    a,
+    { node: nodeJson(node) },
+    `${a.act} ${a.module} on ${a.node}: assigned ${node.assignedModules.join(', ') || '-'}; taken ${node.takenModules.join(', ') || '-'} (${modeName(node.mode)}, state version ${node.stateVersion})`,
+  );
 }
 
 /**
@@ -112,7 +131,10 @@ function catalogueModulesOf(doc: unknown, file: string): ModuleDecl[] {
   const m = checkManifest(doc, file);
   const named = settingsNamed(m);
   if (named.length > 0) {
-    throw new MeshpError('MESHP_DECLARATION_INVALID', `module ${m.name} (${file}) names ${named.map((n) => `{{${n}}}`).join(', ')}: a placeholder is filled from a node's settings by genesis only; write the value in a copy of the file, or define the module with genesis's catalogue`);
+    throw new MeshpError(
+      'MESHP_DECLARATION_INVALID',
+      `module ${m.name} (${file}) names ${named.map((n) => `{{${n}}}`).join(', ')}: a placeholder is filled from a node's settings by genesis only; write the value in a copy of the file, or define the module with genesis's catalogue`,
+    );
   }
   const { taken: _taken, ...def } = renderModule(m, { ports: {} }, false);
   return readCatalogueFile(def) as ModuleDecl[];
@@ -121,9 +143,20 @@ function catalogueModulesOf(doc: unknown, file: string): ModuleDecl[] {
 export async function catalogueAdd(a: RemoteArgs & Out & Change & { file: string }): Promise<void> {
   // Checked here by the one schema before anything is sent (and again by the controller before it stores).
   const list = catalogueModulesOf(readJson(a.file), a.file);
-  const modules = declarationToWire({ apiVersion: 'meshp/v1', node: 'catalogue', mode: 'converged', settings: { ports: {} }, modules: list.map((m) => ({ ...m, taken: false })) }).modules;
+  const modules = declarationToWire({
+    apiVersion: 'meshp/v1',
+    node: 'catalogue',
+    mode: 'converged',
+    settings: { ports: {} },
+    modules: list.map((m) => ({ ...m, taken: false })),
+  }).modules;
   const names = modules.map((m) => m.name);
-  if (a.preview) return say(a, { preview: true, modules: names }, `would define ${names.join(', ')} in the catalogue of ${a.network ?? 'default'}; nodes that have them assigned get them at once\n(preview: nothing changed)`);
+  if (a.preview)
+    return say(
+      a,
+      { preview: true, modules: names },
+      `would define ${names.join(', ')} in the catalogue of ${a.network ?? 'default'}; nodes that have them assigned get them at once\n(preview: nothing changed)`,
+    );
   await confirmChange(a.yes, `Define ${names.join(', ')} in the catalogue?`, 'pass --yes to define them (or --preview to see what it does)');
   const r = await withAdmin(a, (c, network) => c.call('addCatalogue', { network, modules }));
   say(a, { stateVersion: r.stateVersion, modules: r.modules }, `defined ${r.modules.join(', ')} (state version ${r.stateVersion})`);
@@ -133,9 +166,20 @@ export async function policySet(a: RemoteArgs & Out & Change & { file: string })
   // Checked here by the one schema before anything is sent: "rulez" or ports ["eighty"] are refused, naming the field.
   const rules = readPolicyFile(readJson(a.file));
   const shown = rules.map((x) => `${x.from} -> ${x.to}${x.ports?.length ? ` ports ${x.ports.join(',')}` : ''}`);
-  if (a.preview) return say(a, { preview: true, rules }, `would replace the policy of ${a.network ?? 'default'} with ${rules.length} rule(s):\n${shown.map((s) => `  ${s}`).join('\n') || '  (none: no node reaches another)'}\n(preview: nothing changed)`);
-  await confirmChange(a.yes, `Replace the policy with ${rules.length} rule(s)?\n${shown.join('\n')}\n`, 'pass --yes to set it (or --preview to see what it does)');
-  const r = await withAdmin(a, (c, network) => c.call('setPolicy', { network, rules: rules.map((x) => ({ fromTag: x.from, toTag: x.to, ports: x.ports ?? [] })) }));
+  if (a.preview)
+    return say(
+      a,
+      { preview: true, rules },
+      `would replace the policy of ${a.network ?? 'default'} with ${rules.length} rule(s):\n${shown.map((s) => `  ${s}`).join('\n') || '  (none: no node reaches another)'}\n(preview: nothing changed)`,
+    );
+  await confirmChange(
+    a.yes,
+    `Replace the policy with ${rules.length} rule(s)?\n${shown.join('\n')}\n`,
+    'pass --yes to set it (or --preview to see what it does)',
+  );
+  const r = await withAdmin(a, (c, network) =>
+    c.call('setPolicy', { network, rules: rules.map((x) => ({ fromTag: x.from, toTag: x.to, ports: x.ports ?? [] })) }),
+  );
   say(a, { stateVersion: r.stateVersion, rules: rules.length }, `policy of ${rules.length} rule(s) set (state version ${r.stateVersion})`);
 }
 
@@ -179,8 +223,17 @@ export async function doctor(a: RemoteArgs & Out & { node: string }): Promise<vo
   const held = r.resources.filter((x) => x.state === 'held' || x.state === 'changed');
   const verdict = verdictOf(node, r.hashMatches);
   const doc = {
-    verdict, node: nodeJson(node), deltas: matched, expectedHash: r.expectedHash, hashMatches: r.hashMatches, snapshotPending: r.snapshotPending, logFloor: r.logFloor,
-    reportedAt: r.reportedAt || null, held: held.map((x) => ({ key: x.key, module: x.module, state: x.state })), listening: r.listening, published: r.published,
+    verdict,
+    node: nodeJson(node),
+    deltas: matched,
+    expectedHash: r.expectedHash,
+    hashMatches: r.hashMatches,
+    snapshotPending: r.snapshotPending,
+    logFloor: r.logFloor,
+    reportedAt: r.reportedAt || null,
+    held: held.map((x) => ({ key: x.key, module: x.module, state: x.state })),
+    listening: r.listening,
+    published: r.published,
   };
   const human = [
     nodeDetail(node),
@@ -189,7 +242,14 @@ export async function doctor(a: RemoteArgs & Out & { node: string }): Promise<vo
     'deltas sent, matched by version with what the agent applied:',
     table(
       ['FROM', 'TO', 'COMPONENTS', 'EXPECTED HASH', 'APPLIED', 'AGENT HASH'],
-      matched.map((m) => [m.fromVersion === 0 ? 'snapshot' : m.fromVersion, m.toVersion, m.components.join(',') || '-', m.expectedHash.slice(0, 12), m.applied ? (m.hashMatches ? 'yes' : 'yes, hash differs') : 'no', m.agentHash.slice(0, 12) || '-']),
+      matched.map((m) => [
+        m.fromVersion === 0 ? 'snapshot' : m.fromVersion,
+        m.toVersion,
+        m.components.join(',') || '-',
+        m.expectedHash.slice(0, 12),
+        m.applied ? (m.hashMatches ? 'yes' : 'yes, hash differs') : 'no',
+        m.agentHash.slice(0, 12) || '-',
+      ]),
     ),
     '',
     held.length ? `held: ${held.map((x) => `${x.key} (${x.module}, ${x.state})`).join('; ')}` : 'held: none',

@@ -19,7 +19,11 @@ function moduleJson(m: wire.CatalogueModuleInfo) {
 export async function catalogueList(a: RemoteArgs & Out): Promise<void> {
   const r = await withAdmin(a, (c, network) => c.call('listCatalogue', { network }));
   const rows = r.modules.map((m) => [m.name, m.files, m.containers, m.openings, list(m.settings), list(m.assignedTo), list(m.takenBy)]);
-  say(a, { modules: r.modules.map(moduleJson) }, r.modules.length ? table(['MODULE', 'FILES', 'CONTAINERS', 'OPENINGS', 'SETTINGS', 'ASSIGNED TO', 'TAKEN BY'], rows) : 'no modules in the catalogue');
+  say(
+    a,
+    { modules: r.modules.map(moduleJson) },
+    r.modules.length ? table(['MODULE', 'FILES', 'CONTAINERS', 'OPENINGS', 'SETTINGS', 'ASSIGNED TO', 'TAKEN BY'], rows) : 'no modules in the catalogue',
+  );
 }
 
 function describeModule(m: wire.CatalogueModuleInfo): string {
@@ -49,13 +53,27 @@ export async function catalogueRemove(a: RemoteArgs & Out & Change & { module: s
     return { kind: 'removed' as const, removed: await c.call('removeCatalogueModule', { network, module: a.module }), module: m };
   });
   if (r.kind === 'preview') return say(a, { preview: true, would: r.preview, module: moduleJson(r.module) }, `would ${r.preview}\n(preview: nothing changed)`);
-  say(a, { removed: a.module, stateVersion: r.removed.stateVersion }, `removed module ${a.module} from the catalogue (state version ${r.removed.stateVersion})`);
+  say(
+    a,
+    { removed: a.module, stateVersion: r.removed.stateVersion },
+    `removed module ${a.module} from the catalogue (state version ${r.removed.stateVersion})`,
+  );
 }
 
 function tokenJson(t: wire.EnrolmentTokenInfo) {
   return {
-    id: t.id, network: t.network, adopted: t.mode === WIRE_MODE.ADOPTED, mode: modeName(t.mode), tags: t.tags, createdAt: t.createdAt || null, expiresAt: t.expiresAt,
-    state: t.state, usedBy: t.usedBy || null, usedAt: t.usedAt || null, confirmed: t.confirmed, revokedAt: t.revokedAt || null,
+    id: t.id,
+    network: t.network,
+    adopted: t.mode === WIRE_MODE.ADOPTED,
+    mode: modeName(t.mode),
+    tags: t.tags,
+    createdAt: t.createdAt || null,
+    expiresAt: t.expiresAt,
+    state: t.state,
+    usedBy: t.usedBy || null,
+    usedAt: t.usedAt || null,
+    confirmed: t.confirmed,
+    revokedAt: t.revokedAt || null,
   };
 }
 
@@ -69,8 +87,20 @@ function tokenStateShown(t: wire.EnrolmentTokenInfo): string {
 
 export async function tokenList(a: RemoteArgs & Out): Promise<void> {
   const r = await withAdmin(a, (c, network) => c.call('listEnrolmentTokens', { network }));
-  const rows = r.tokens.map((t) => [t.id, t.network, t.mode === WIRE_MODE.ADOPTED ? 'yes' : 'no', list(t.tags), t.createdAt || '-', t.expiresAt, tokenStateShown(t)]);
-  say(a, { tokens: r.tokens.map(tokenJson) }, r.tokens.length ? table(['ID', 'NETWORK', 'ADOPTED', 'TAGS', 'CREATED', 'EXPIRES', 'STATE'], rows) : `no tokens in ${a.network ?? 'default'}`);
+  const rows = r.tokens.map((t) => [
+    t.id,
+    t.network,
+    t.mode === WIRE_MODE.ADOPTED ? 'yes' : 'no',
+    list(t.tags),
+    t.createdAt || '-',
+    t.expiresAt,
+    tokenStateShown(t),
+  ]);
+  say(
+    a,
+    { tokens: r.tokens.map(tokenJson) },
+    r.tokens.length ? table(['ID', 'NETWORK', 'ADOPTED', 'TAGS', 'CREATED', 'EXPIRES', 'STATE'], rows) : `no tokens in ${a.network ?? 'default'}`,
+  );
 }
 
 export async function tokenRevoke(a: RemoteArgs & Out & Change & { id: string }): Promise<void> {
@@ -81,9 +111,10 @@ export async function tokenRevoke(a: RemoteArgs & Out & Change & { id: string })
     if (found.length === 0) throw notFound('token', id, network);
     if (found.length > 1) throw usage(`token id ${id} names ${found.length} tokens: give more of it`);
     const t = found[0]!;
-    const what = t.state === 'used'
-      ? `revoke token ${t.id}: refused, it was used by node ${t.usedBy} at ${t.usedAt} (it enrols no one else; meshp node remove ${t.usedBy} takes the node out)`
-      : `revoke token ${t.id} (${tokenStateShown(t)}; ${t.mode === WIRE_MODE.ADOPTED ? 'adopted' : 'converged'}; tags ${list(t.tags)}; expires ${t.expiresAt}): an enrolment with it is refused from then on`;
+    const what =
+      t.state === 'used'
+        ? `revoke token ${t.id}: refused, it was used by node ${t.usedBy} at ${t.usedAt} (it enrols no one else; meshp node remove ${t.usedBy} takes the node out)`
+        : `revoke token ${t.id} (${tokenStateShown(t)}; ${t.mode === WIRE_MODE.ADOPTED ? 'adopted' : 'converged'}; tags ${list(t.tags)}; expires ${t.expiresAt}): an enrolment with it is refused from then on`;
     if (a.preview) return { kind: 'preview' as const, preview: what, token: t };
     await confirmChange(a.yes, `${what}?`, 'pass --yes to revoke it (or --preview to see what it does)');
     return { kind: 'revoked' as const, revoked: present((await c.call('revokeEnrolmentToken', { network, id: t.id })).token, 'token') };

@@ -33,10 +33,14 @@ export function lifecycleNote(n: WireNodeStatus): string {
  * it serving is said first: back to adopted (issue 33 item 6).
  */
 export function adviceOf(n: WireNodeStatus): string {
-  const inUse = (n.transition?.state === 'refused' && n.transition.code === 'MESHP_MACHINE_IN_USE') || (n.lifecycle?.state === 'refused' && n.lifecycle.code === 'MESHP_MACHINE_IN_USE');
+  const inUse =
+    (n.transition?.state === 'refused' && n.transition.code === 'MESHP_MACHINE_IN_USE') ||
+    (n.lifecycle?.state === 'refused' && n.lifecycle.code === 'MESHP_MACHINE_IN_USE');
   if (!inUse) return '';
-  return `to keep ${n.name} serving as it is: meshp node adopt ${n.name} --yes (enrol a machine in use with a token from meshp token create --adopted); ` +
-    `to converge it, which closes every port no module declares: meshp node converge ${n.name} --preview, then --yes --preview-id ID`;
+  return (
+    `to keep ${n.name} serving as it is: meshp node adopt ${n.name} --yes (enrol a machine in use with a token from meshp token create --adopted); ` +
+    `to converge it, which closes every port no module declares: meshp node converge ${n.name} --preview, then --yes --preview-id ID`
+  );
 }
 
 /** What stands out: a node that is not ok says so in capitals, as `tailscale status` says offline. */
@@ -74,25 +78,64 @@ export function gapShown(n: WireNodeStatus): string {
 /** The shape scripts rely on (`node list --json`). */
 export function nodeJson(n: WireNodeStatus) {
   return {
-    name: n.name, mode: modeName(n.mode), requestedMode: modeName(n.requestedMode), status: n.status || 'pending', statusDetail: n.statusDetail || '',
+    name: n.name,
+    mode: modeName(n.mode),
+    requestedMode: modeName(n.requestedMode),
+    status: n.status || 'pending',
+    statusDetail: n.statusDetail || '',
     reasons: n.reasons.map((r) => ({ status: r.status, detail: r.detail })),
-    connected: n.connected, lastSeen: n.lastSeen || null, lastContact: n.connected ? 'now' : n.lastContact || null,
-    handshakes: n.handshakes ? { reported: n.handshakes.reported, peers: n.handshakes.peers, newestAgeSeconds: n.handshakes.newestAgeSeconds < 0 ? null : n.handshakes.newestAgeSeconds, staleAfterSeconds: n.handshakes.staleAfterSeconds } : null,
-    reconcile: n.reconcile?.result ? n.reconcile : null, refusedResources: n.refusedResources ?? 0,
+    connected: n.connected,
+    lastSeen: n.lastSeen || null,
+    lastContact: n.connected ? 'now' : n.lastContact || null,
+    handshakes: n.handshakes
+      ? {
+          reported: n.handshakes.reported,
+          peers: n.handshakes.peers,
+          newestAgeSeconds: n.handshakes.newestAgeSeconds < 0 ? null : n.handshakes.newestAgeSeconds,
+          staleAfterSeconds: n.handshakes.staleAfterSeconds,
+        }
+      : null,
+    reconcile: n.reconcile?.result ? n.reconcile : null,
+    refusedResources: n.refusedResources ?? 0,
     transition: n.transition ? { ...n.transition, mode: modeName(n.transition.mode) } : null,
-    appliedVersion: n.appliedVersion, stateVersion: n.stateVersion, gap: n.gap,
-    firewall: n.firewallKind, held: n.held, changed: n.changed,
-    network: n.network, assigned: n.assignedModules, taken: n.takenModules, addresses: n.addresses, tags: n.tags,
-    convergePreviewId: n.convergePreviewId || null, lifecycle: n.lifecycle?.state ? n.lifecycle : null, reportedVersion: n.reportedVersionWide || n.reportedVersion || 0,
-    diverged: n.diverged || null, advice: adviceOf(n) || null,
-    tunnel: n.tunnel || null, tunnelInterface: n.tunnelInterface || null,
+    appliedVersion: n.appliedVersion,
+    stateVersion: n.stateVersion,
+    gap: n.gap,
+    firewall: n.firewallKind,
+    held: n.held,
+    changed: n.changed,
+    network: n.network,
+    assigned: n.assignedModules,
+    taken: n.takenModules,
+    addresses: n.addresses,
+    tags: n.tags,
+    convergePreviewId: n.convergePreviewId || null,
+    lifecycle: n.lifecycle?.state ? n.lifecycle : null,
+    reportedVersion: n.reportedVersionWide || n.reportedVersion || 0,
+    diverged: n.diverged || null,
+    advice: adviceOf(n) || null,
+    tunnel: n.tunnel || null,
+    tunnelInterface: n.tunnelInterface || null,
   };
 }
 
 export function nodesTable(nodes: WireNodeStatus[]): string {
   return table(
     ['NODE', 'STATUS', 'MODE', 'APPLIED', 'STATE', 'GAP', 'FIREWALL', 'HELD', 'CHANGED', 'REFUSED', 'LAST CONTACT', 'NOTE'],
-    nodes.map((n) => [n.name, statusShown(n), modeShown(n.mode), n.appliedVersion, n.stateVersion, n.gap, n.firewallKind || '-', n.held, n.changed, n.refusedResources ?? 0, contactShown(n), [...n.reasons.map((r) => r.detail), lifecycleNote(n), adviceOf(n) && `keep it serving: meshp node adopt ${n.name}`].filter(Boolean).join('; ') || '-']),
+    nodes.map((n) => [
+      n.name,
+      statusShown(n),
+      modeShown(n.mode),
+      n.appliedVersion,
+      n.stateVersion,
+      n.gap,
+      n.firewallKind || '-',
+      n.held,
+      n.changed,
+      n.refusedResources ?? 0,
+      contactShown(n),
+      [...n.reasons.map((r) => r.detail), lifecycleNote(n), adviceOf(n) && `keep it serving: meshp node adopt ${n.name}`].filter(Boolean).join('; ') || '-',
+    ]),
   );
 }
 
@@ -122,6 +165,14 @@ function meshAddressNote(n: WireNodeStatus): string {
 export function sentTable(sent: WireSent[]): string {
   return table(
     ['FROM', 'TO', 'UPSERTS', 'REMOVALS', 'COMPONENTS', 'EXPECTED HASH', 'AT'],
-    sent.map((s) => [s.fromVersion === 0 ? 'snapshot' : s.fromVersion, s.toVersion, s.upserts, s.removals, s.components.join(',') || '-', s.expectedHash.slice(0, 12), s.at]),
+    sent.map((s) => [
+      s.fromVersion === 0 ? 'snapshot' : s.fromVersion,
+      s.toVersion,
+      s.upserts,
+      s.removals,
+      s.components.join(',') || '-',
+      s.expectedHash.slice(0, 12),
+      s.at,
+    ]),
   );
 }

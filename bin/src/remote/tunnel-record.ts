@@ -62,10 +62,18 @@ export function knownTunnel(state: string, named?: string): KnownTunnel | null {
   const record = readTunnelRecord(state);
   if (record) return { record, from: `recorded in ${join(state, TUNNEL_FILE)}`, inferred: false };
   const dir = join(state, 'wireguard');
-  const keys = existsSync(dir) ? readdirSync(dir).filter((f) => f.endsWith('.key')).map((f) => f.slice(0, -4)).sort() : [];
+  const keys = existsSync(dir)
+    ? readdirSync(dir)
+        .filter((f) => f.endsWith('.key'))
+        .map((f) => f.slice(0, -4))
+        .sort()
+    : [];
   if (keys.length === 1) return { record: { tunnel: 'wireguard', interface: keys[0]! }, from: `found ${join(dir, `${keys[0]}.key`)}`, inferred: true };
   if (keys.length > 1 && !(named && keys.includes(named))) {
-    throw new MeshpError('MESHP_TUNNEL_MISMATCH', `${dir} holds keys for ${keys.join(', ')} and no ${TUNNEL_FILE} says which tunnel this node runs: name it with --tunnel-interface`);
+    throw new MeshpError(
+      'MESHP_TUNNEL_MISMATCH',
+      `${dir} holds keys for ${keys.join(', ')} and no ${TUNNEL_FILE} says which tunnel this node runs: name it with --tunnel-interface`,
+    );
   }
   return keys.length > 1 ? { record: { tunnel: 'wireguard', interface: named! }, from: `found ${join(dir, `${named}.key`)}`, inferred: true } : null;
 }
@@ -81,9 +89,7 @@ export interface TunnelAsked {
   networkTunnel?: boolean;
 }
 
-export type TunnelDecision =
-  | { tunnel: 'none'; explicit: boolean }
-  | { tunnel: 'wireguard'; interface: string; moveFrom?: string; why: string };
+export type TunnelDecision = { tunnel: 'none'; explicit: boolean } | { tunnel: 'wireguard'; interface: string; moveFrom?: string; why: string };
 
 const keySaid = (r: TunnelRecord) => (r.publicKey ? `, key ${r.publicKey}` : '');
 
@@ -96,7 +102,10 @@ export function decideTunnel(a: TunnelAsked, known: KnownTunnel | null): TunnelD
   if (a.tunnel === 'none') {
     // A key an older meshp left says a tunnel ran once, not that it runs: opting out of it is allowed.
     if (running && !known!.inferred) {
-      throw new MeshpError('MESHP_TUNNEL_MISMATCH', `--tunnel none: this node runs the tunnel on ${running}${keySaid(r!)} (${known!.from}); an agent that stopped carrying it would leave it up, unmanaged. Start the agent without --tunnel none; to leave the mesh: meshp node remove NODE`);
+      throw new MeshpError(
+        'MESHP_TUNNEL_MISMATCH',
+        `--tunnel none: this node runs the tunnel on ${running}${keySaid(r!)} (${known!.from}); an agent that stopped carrying it would leave it up, unmanaged. Start the agent without --tunnel none; to leave the mesh: meshp node remove NODE`,
+      );
     }
     return { tunnel: 'none', explicit: true };
   }
@@ -105,7 +114,10 @@ export function decideTunnel(a: TunnelAsked, known: KnownTunnel | null): TunnelD
   const why = a.tunnel ? '--tunnel wireguard' : r ? known!.from : "the network's private network is the tunnel";
   if (a.interface && running && a.interface !== running) {
     if (!a.move) {
-      throw new MeshpError('MESHP_TUNNEL_MISMATCH', `--tunnel-interface ${a.interface}: this node's tunnel is ${running}${keySaid(r!)} (${known!.from}); raising ${a.interface} would make a second interface with another key. Give --tunnel-interface ${running} (or leave it out), or add --tunnel-move to move the tunnel to ${a.interface} with its key`);
+      throw new MeshpError(
+        'MESHP_TUNNEL_MISMATCH',
+        `--tunnel-interface ${a.interface}: this node's tunnel is ${running}${keySaid(r!)} (${known!.from}); raising ${a.interface} would make a second interface with another key. Give --tunnel-interface ${running} (or leave it out), or add --tunnel-move to move the tunnel to ${a.interface} with its key`,
+      );
     }
     return { tunnel: 'wireguard', interface: a.interface, moveFrom: running, why: `--tunnel-move from ${running}` };
   }

@@ -3,7 +3,15 @@ import { join } from 'node:path';
 import { type AgentMessage, type ControlLink } from '@meshp/core';
 import { decodeToken } from '@meshp/core/agent';
 import { TunnelWireguardPlugin, moveTunnel, type TunnelLog } from '@meshp/tunnel-wireguard';
-import { DEFAULT_TUNNEL_INTERFACE, TUNNEL_KINDS, decideTunnel, knownTunnel, readTunnelRecord, writeTunnelRecord, type TunnelDecision } from './tunnel-record.js';
+import {
+  DEFAULT_TUNNEL_INTERFACE,
+  TUNNEL_KINDS,
+  decideTunnel,
+  knownTunnel,
+  readTunnelRecord,
+  writeTunnelRecord,
+  type TunnelDecision,
+} from './tunnel-record.js';
 
 export { DEFAULT_TUNNEL_INTERFACE, TUNNEL_KINDS };
 
@@ -33,7 +41,12 @@ export async function tunnelOf(a: TunnelArgs, log: TunnelLog): Promise<TunnelWir
     if (d.explicit && readTunnelRecord(a.state)?.tunnel !== 'none') writeTunnelRecord(a.state, { tunnel: 'none' });
     return null;
   }
-  const plugin = new TunnelWireguardPlugin({ interface: d.interface, stateDir: join(a.state, 'wireguard'), ...(a.tunnelGraceMs !== undefined ? { graceMs: a.tunnelGraceMs } : {}), log });
+  const plugin = new TunnelWireguardPlugin({
+    interface: d.interface,
+    stateDir: join(a.state, 'wireguard'),
+    ...(a.tunnelGraceMs !== undefined ? { graceMs: a.tunnelGraceMs } : {}),
+    log,
+  });
   if (d.moveFrom) {
     log.info({ from: d.moveFrom, to: d.interface }, 'tunnel moving: the old interface goes down, the key goes with it');
     const moved = await moveTunnel({ stateDir: join(a.state, 'wireguard'), from: d.moveFrom, to: d.interface });

@@ -17,7 +17,19 @@ import { Backoff } from './backoff.js';
 import { loadView, persistView } from './view-store.js';
 import { reconcileLifecycle } from './lifecycle.js';
 import { LEFT_KEY, leaveMesh, leftRefusal, type LeaveOutcome, type LeftRecord } from './leave.js';
-import { PROTOCOL_REVISION, challengePayload, type AgentMessage, type ControlLink, type ControllerMessage, type EnrolResult, type LifecycleReport, type ReconcileOutcome, type ReportMessage, type SyncChannel, type TransportError } from '../contract/transport.js';
+import {
+  PROTOCOL_REVISION,
+  challengePayload,
+  type AgentMessage,
+  type ControlLink,
+  type ControllerMessage,
+  type EnrolResult,
+  type LifecycleReport,
+  type ReconcileOutcome,
+  type ReportMessage,
+  type SyncChannel,
+  type TransportError,
+} from '../contract/transport.js';
 
 export const ENROLMENT_KEY = 'agent.enrolment';
 // VIEW_KEY: view-store.ts
@@ -254,7 +266,17 @@ export class Agent {
       const signature = await this.#o.sign(challengePayload(e.node, m.challenge));
       const kept = await (await this.#host.state()).getValue<{ version: number; signature: string }>(VERSION_SIGNATURE_KEY);
       const versionSignature = kept && kept.version === appliedVersion ? Buffer.from(kept.signature, 'base64') : undefined;
-      ch.send({ hello: { node: e.node, credential: e.credential, appliedVersion, stateHash, revision: PROTOCOL_REVISION, signature, ...(versionSignature ? { versionSignature } : {}) } });
+      ch.send({
+        hello: {
+          node: e.node,
+          credential: e.credential,
+          appliedVersion,
+          stateHash,
+          revision: PROTOCOL_REVISION,
+          signature,
+          ...(versionSignature ? { versionSignature } : {}),
+        },
+      });
       if (this.#lastReport) ch.send({ report: this.#lastReport });
       return;
     }
@@ -272,7 +294,10 @@ export class Agent {
       result = this.applier.receive(delta);
     } catch (err) {
       const resync = this.applier.resyncRequest(err);
-      this.#log.warn({ code: isMeshpError(err) ? err.code : undefined, err: oneLine(err), fromVersion: delta.fromVersion, toVersion: delta.toVersion }, 'delta refused; asking for a snapshot');
+      this.#log.warn(
+        { code: isMeshpError(err) ? err.code : undefined, err: oneLine(err), fromVersion: delta.fromVersion, toVersion: delta.toVersion },
+        'delta refused; asking for a snapshot',
+      );
       ch.send({ resync });
       return;
     }
@@ -281,7 +306,8 @@ export class Agent {
     const store = await this.#host.state();
     // Only what the delta changed (a snapshot, or a view not yet kept per peer: all of it), in one write.
     const values: Record<string, unknown> = { [RECENT_KEY]: this.applier.recent };
-    if (delta.versionSignature?.length) values[VERSION_SIGNATURE_KEY] = { version: delta.toVersion, signature: Buffer.from(delta.versionSignature).toString('base64') };
+    if (delta.versionSignature?.length)
+      values[VERSION_SIGNATURE_KEY] = { version: delta.toVersion, signature: Buffer.from(delta.versionSignature).toString('base64') };
     await persistView(store, this.applier.view, delta.fromVersion === 0 || !this.#viewPerPeer ? null : result.change, values);
     this.#viewPerPeer = store.saveView !== undefined;
     // The controller's declaration names the node: after `meshp node rename`, the agent says its new name.
@@ -292,7 +318,15 @@ export class Agent {
       await store.setValue(ENROLMENT_KEY, this.#enrolment);
     }
     this.#log.info(
-      { fromVersion: delta.fromVersion, toVersion: delta.toVersion, snapshot: delta.fromVersion === 0, upserted: result.change.upserted.length, removed: result.change.removed.length, unscoped: result.change.unscoped.length, components: result.change.components },
+      {
+        fromVersion: delta.fromVersion,
+        toVersion: delta.toVersion,
+        snapshot: delta.fromVersion === 0,
+        upserted: result.change.upserted.length,
+        removed: result.change.removed.length,
+        unscoped: result.change.unscoped.length,
+        components: result.change.components,
+      },
       'applied',
     );
     this.#host.hooks.viewChanged.call(result.change);
@@ -320,7 +354,14 @@ export class Agent {
       const facts = await this.#host.facts();
       if (facts) {
         listening = await facts.listening();
-        out.listening = listening.map((l) => ({ protocol: l.protocol, address: l.address, port: l.port, process: l.process ?? '', ...(l.pid ? { pid: l.pid } : {}), ...(l.established ? { established: l.established } : {}) }));
+        out.listening = listening.map((l) => ({
+          protocol: l.protocol,
+          address: l.address,
+          port: l.port,
+          process: l.process ?? '',
+          ...(l.pid ? { pid: l.pid } : {}),
+          ...(l.established ? { established: l.established } : {}),
+        }));
       }
     } catch (e) {
       this.#log.warn({ err: oneLine(e) }, 'listening sockets not readable');
@@ -329,7 +370,13 @@ export class Agent {
       const runtime = await this.#host.runtime();
       if (runtime) {
         published = await runtime.publishedPorts();
-        out.published = published.map((p) => ({ container: p.container, hostPort: p.hostPort, containerPort: p.containerPort, protocol: p.protocol, hostIp: p.hostIp }));
+        out.published = published.map((p) => ({
+          container: p.container,
+          hostPort: p.hostPort,
+          containerPort: p.containerPort,
+          protocol: p.protocol,
+          hostIp: p.hostIp,
+        }));
       }
     } catch {
       // no engine answering: nothing published that the mesh can see
@@ -338,10 +385,16 @@ export class Agent {
       const driver = await this.#host.firewall();
       if (driver) {
         const d = await driver.describe();
-        Object.assign(out, { firewallKind: d.kind, firewallActive: d.active, firewallTables: [...d.tables], ...(d.configFile ? { firewallConfigFile: d.configFile } : {}) });
+        Object.assign(out, {
+          firewallKind: d.kind,
+          firewallActive: d.active,
+          firewallTables: [...d.tables],
+          ...(d.configFile ? { firewallConfigFile: d.configFile } : {}),
+        });
         // The same doors and the same answer the preview on this machine computes, so the controller's preview has the same id.
         const reach = listening ? await reachOf(driver, previewDoors(listening, published)) : null;
-        if (reach) out.reach = reach.map((r) => ({ port: r.port, protocol: r.protocol, path: r.path, now: r.now, from: [...(r.from ?? [])], mentioned: r.mentioned }));
+        if (reach)
+          out.reach = reach.map((r) => ({ port: r.port, protocol: r.protocol, path: r.path, now: r.now, from: [...(r.from ?? [])], mentioned: r.mentioned }));
       }
     } catch (e) {
       this.#log.warn({ err: oneLine(e) }, 'firewall not describable');
@@ -421,9 +474,10 @@ export class Agent {
       const { result, lifecycle } = await reconcileLifecycle(this.#host, wire, (l) => this.#step(l, appliedVersion, modeOfWire(wire.mode)));
       const { report } = result;
       const refusedResources = report.counts.refused ?? 0;
-      const outcome: ReconcileOutcome = refusedResources > 0
-        ? { result: 'refused', code: 'MESHP_REFUSED', message: `${refusedResources} resource(s) refused`, at: report.at, refusedResources }
-        : { result: 'ok', code: '', message: '', at: report.at, refusedResources: 0 };
+      const outcome: ReconcileOutcome =
+        refusedResources > 0
+          ? { result: 'refused', code: 'MESHP_REFUSED', message: `${refusedResources} resource(s) refused`, at: report.at, refusedResources }
+          : { result: 'ok', code: '', message: '', at: report.at, refusedResources: 0 };
       this.#lastReport = { ...toReportMessage(report, appliedVersion), ...(await this.#facts(wire)), lifecycle, reconcile: outcome };
       this.#log.info({ reason, appliedVersion, counts: report.counts, firewall: report.firewall?.kind ?? null, lifecycle: lifecycle.state }, 'reconciled');
       this.#publish(this.#lastReport);
@@ -431,15 +485,29 @@ export class Agent {
       this.#log.error({ reason, appliedVersion, err: oneLine(e) }, 'reconcile refused');
       // The controller must see the refusal too: the view was applied (and acked), the machine was not changed.
       const at = new Date().toISOString();
-      const reconcile: ReconcileOutcome = { result: 'refused', code: isMeshpError(e) ? e.code : 'MESHP_PLUGIN_FAILED', message: isMeshpError(e) ? e.message : oneLine(e), at, refusedResources: 0 };
-      const base: ReportMessage = this.#lastReport ?? { appliedVersion, mode: modeOfWire(wire.mode), firewallKind: '', firewallActive: false, resources: [], at };
+      const reconcile: ReconcileOutcome = {
+        result: 'refused',
+        code: isMeshpError(e) ? e.code : 'MESHP_PLUGIN_FAILED',
+        message: isMeshpError(e) ? e.message : oneLine(e),
+        at,
+        refusedResources: 0,
+      };
+      const base: ReportMessage = this.#lastReport ?? {
+        appliedVersion,
+        mode: modeOfWire(wire.mode),
+        firewallKind: '',
+        firewallActive: false,
+        resources: [],
+        at,
+      };
       this.#lastReport = { ...base, appliedVersion, at, reconcile };
       this.#publish(this.#lastReport);
     }
   }
 }
 
-type Facts = Pick<ReportMessage, 'applied' | 'listening' | 'published' | 'firewallTables' | 'firewallConfigFile' | 'reach' | 'pluginOpenings'> & Partial<Pick<ReportMessage, 'firewallKind' | 'firewallActive'>>;
+type Facts = Pick<ReportMessage, 'applied' | 'listening' | 'published' | 'firewallTables' | 'firewallConfigFile' | 'reach' | 'pluginOpenings'> &
+  Partial<Pick<ReportMessage, 'firewallKind' | 'firewallActive'>>;
 
 const modeOfWire = (wireMode: number): ReportMessage['mode'] => (wireMode === WIRE_MODE.ADOPTED ? 'adopted' : 'converged');
 

@@ -56,7 +56,10 @@ const failure = (what: string, e: unknown) => `${what}: ${isMeshpError(e) ? e.on
 /** Takes away (or, in a preview, says) what the mesh added; each step is tried even when one before failed. */
 /** Why a state folder whose node left is not used again. */
 export function leftRefusal(left: LeftRecord): MeshpError {
-  return new MeshpError('MESHP_REMOVED', `node ${left.node} left network ${left.network} at ${left.at} (${left.why}): this state folder is not used again; enrol the machine anew with another --state and a new token`);
+  return new MeshpError(
+    'MESHP_REMOVED',
+    `node ${left.node} left network ${left.network} at ${left.at} (${left.why}): this state folder is not used again; enrol the machine anew with another --state and a new token`,
+  );
 }
 
 export async function leaveMesh(host: Host, o: LeaveOptions): Promise<LeaveOutcome> {
@@ -84,7 +87,8 @@ export async function leaveMesh(host: Host, o: LeaveOptions): Promise<LeaveOutco
   const owned = await store.listOwned();
   const count = (kind: string) => owned.filter((r) => r.kind === kind).length;
   const [files, containers] = [count('file'), count('container')];
-  if (files + containers > 0) out.kept.push(`${files} file(s) and ${containers} container(s) the mesh made for its modules (their data is not the mesh's to drop)`);
+  if (files + containers > 0)
+    out.kept.push(`${files} file(s) and ${containers} container(s) the mesh made for its modules (their data is not the mesh's to drop)`);
 
   if (!o.preview) {
     const left: LeftRecord = { at: new Date().toISOString(), why: o.why, network: o.network, node: o.node };
@@ -111,7 +115,9 @@ async function leaveFirewall(host: Host, driver: FirewallDriver, o: LeaveOptions
       }
     }
   } else if (retired) {
-    out.kept.push(`the derived filter: no firewall was found on this machine when it converged, and unloading the filter would open every port; it is this machine's firewall now`);
+    out.kept.push(
+      `the derived filter: no firewall was found on this machine when it converged, and unloading the filter would open every port; it is this machine's firewall now`,
+    );
   }
   try {
     const marked = (await driver.openings()).map((x) => x.id);

@@ -54,7 +54,8 @@ export async function reconcileLifecycle(host: Host, wire: WireDeclaration, onSt
   }
 
   if (retired) {
-    const lifecycle = stored?.state === 'converged' ? stored : await save({ state: 'converged', previewId: wire.convergePreviewId ?? '', steps: [], at: now() });
+    const lifecycle =
+      stored?.state === 'converged' ? stored : await save({ state: 'converged', previewId: wire.convergePreviewId ?? '', steps: [], at: now() });
     return { result: await reconcile(decl), lifecycle };
   }
   let hasDriver: boolean;
@@ -77,8 +78,13 @@ export async function reconcileLifecycle(host: Host, wire: WireDeclaration, onSt
 }
 
 async function flipping(
-  host: Host, decl: Declaration, wire: WireDeclaration, recorded: string,
-  reconcile: (d: Declaration) => Promise<ReconcileResult>, save: (l: LifecycleReport) => Promise<LifecycleReport>, onStep: LifecycleStep,
+  host: Host,
+  decl: Declaration,
+  wire: WireDeclaration,
+  recorded: string,
+  reconcile: (d: Declaration) => Promise<ReconcileResult>,
+  save: (l: LifecycleReport) => Promise<LifecycleReport>,
+  onStep: LifecycleStep,
 ): Promise<LifecycleOutcome> {
   const steps: string[] = [];
   try {
@@ -91,7 +97,10 @@ async function flipping(
           ...(p.firewall.active ? [`an active ${p.firewall.kind} firewall`] : []),
           ...(closes.length ? [`${closes.map((i) => `${i.port}/${i.protocol} (${i.holder})`).join(', ')} would close`] : []),
         ];
-        throw new MeshpError('MESHP_MACHINE_IN_USE', `converged without a preview on a machine in use (${found.join('; ')}): nothing flipped. To keep it serving as it is: meshp node adopt ${decl.node} --yes (or enrol with a token made with --adopted); to converge it: meshp node converge ${decl.node} --preview, then --yes --preview-id ID`);
+        throw new MeshpError(
+          'MESHP_MACHINE_IN_USE',
+          `converged without a preview on a machine in use (${found.join('; ')}): nothing flipped. To keep it serving as it is: meshp node adopt ${decl.node} --yes (or enrol with a token made with --adopted); to converge it: meshp node converge ${decl.node} --preview, then --yes --preview-id ID`,
+        );
       }
       previewId = p.id;
     }
@@ -120,8 +129,13 @@ async function flipping(
 }
 
 async function refused(
-  decl: Declaration, wire: WireDeclaration, e: unknown, steps: string[],
-  reconcile: (d: Declaration) => Promise<ReconcileResult>, save: (l: LifecycleReport) => Promise<LifecycleReport>, onStep: LifecycleStep,
+  decl: Declaration,
+  wire: WireDeclaration,
+  e: unknown,
+  steps: string[],
+  reconcile: (d: Declaration) => Promise<ReconcileResult>,
+  save: (l: LifecycleReport) => Promise<LifecycleReport>,
+  onStep: LifecycleStep,
 ): Promise<LifecycleOutcome> {
   const lifecycle = await save({ state: 'refused', previewId: wire.convergePreviewId ?? '', steps, ...refusal(e), at: now() });
   onStep(lifecycle);
@@ -129,7 +143,12 @@ async function refused(
   return { result: await reconcile({ ...decl, mode: 'adopted' }), lifecycle };
 }
 
-async function returning(host: Host, decl: Declaration, onStep: LifecycleStep, save: (l: LifecycleReport) => Promise<LifecycleReport>): Promise<LifecycleOutcome> {
+async function returning(
+  host: Host,
+  decl: Declaration,
+  onStep: LifecycleStep,
+  save: (l: LifecycleReport) => Promise<LifecycleReport>,
+): Promise<LifecycleOutcome> {
   const steps: string[] = [];
   let lifecycle: LifecycleReport = { state: 'returning', previewId: '', steps, at: now() };
   onStep(lifecycle);

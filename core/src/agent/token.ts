@@ -21,7 +21,9 @@ export interface TokenClaims {
 const PREFIX = 'meshp1';
 
 export function encodeToken(claims: TokenClaims, secret: string): string {
-  const body = Buffer.from(JSON.stringify({ n: claims.network, a: claims.adopted, f: claims.fingerprint, ...(claims.tunnel ? { t: claims.tunnel } : {}) })).toString('base64url');
+  const body = Buffer.from(
+    JSON.stringify({ n: claims.network, a: claims.adopted, f: claims.fingerprint, ...(claims.tunnel ? { t: claims.tunnel } : {}) }),
+  ).toString('base64url');
   return `${PREFIX}.${body}.${secret}`;
 }
 

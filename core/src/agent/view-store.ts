@@ -32,7 +32,12 @@ export async function persistView(store: HostStateStore, view: AgentView, change
   const components: Record<string, unknown> = {};
   for (const n of names) components[n] = view.components[n as keyof typeof view.components] ?? null;
   const write: ViewWrite = {
-    network: view.network, version: view.version, full, upsert, remove: full ? [] : [...change.removed, ...change.unscoped], components,
+    network: view.network,
+    version: view.version,
+    full,
+    upsert,
+    remove: full ? [] : [...change.removed, ...change.unscoped],
+    components,
     // A whole view kept per peer: the older single record goes.
     values: full ? { ...values, [VIEW_KEY]: null } : values,
   };

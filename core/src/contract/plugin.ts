@@ -100,4 +100,3 @@ export interface HostOptions {
   /** Extra options for plugins, by plugin name. */
   pluginOptions?: Record<string, unknown>;
 }
-

@@ -286,4 +286,3 @@ export interface ViewWrite {
   /** Other records written in the same transaction, by name (null deletes). */
   values: Record<string, unknown>;
 }
-

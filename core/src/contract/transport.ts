@@ -114,11 +114,7 @@ export interface LifecycleReport {
 }
 
 /** Agent → controller on the Sync stream. */
-export type AgentMessage =
-  | { hello: HelloMessage }
-  | { ack: AckMessage }
-  | { report: ReportMessage }
-  | { resync: ResyncMessage };
+export type AgentMessage = { hello: HelloMessage } | { ack: AckMessage } | { report: ReportMessage } | { resync: ResyncMessage };
 
 /** Controller → agent on the Sync stream. The challenge comes first, before anything else. */
 export type ControllerMessage = { challenge: Uint8Array } | { delta: StateDelta } | { error: { code: string; message: string } };
@@ -187,7 +183,10 @@ export interface TransportListener {
 export interface Transport {
   readonly name: string;
   connect(options: ConnectOptions): ControlLink;
-  listen(options: ListenOptions, services: { control: ControlHandlers; admin: AdminHandler; refused?: Refused; unencodable?: Unencodable }): Promise<TransportListener>;
+  listen(
+    options: ListenOptions,
+    services: { control: ControlHandlers; admin: AdminHandler; refused?: Refused; unencodable?: Unencodable },
+  ): Promise<TransportListener>;
 }
 
 /** What the node key signs at the start of every stream. */

@@ -136,14 +136,7 @@ export interface Components {
 export type ComponentName = keyof Components;
 
 /** Every component, in a fixed order (the hash and the snapshot rely on it). */
-export const COMPONENT_NAMES: readonly ComponentName[] = Object.freeze([
-  'dns',
-  'filter',
-  'routeGroups',
-  'relays',
-  'tunnel',
-  'declaration',
-] as const);
+export const COMPONENT_NAMES: readonly ComponentName[] = Object.freeze(['dns', 'filter', 'routeGroups', 'relays', 'tunnel', 'declaration'] as const);
 
 export interface DeltaPart {
   index: number;

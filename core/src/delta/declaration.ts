@@ -1,6 +1,14 @@
 import { MeshpError } from '../errors.js';
 import type { ContainerSpec, Declaration, Mode, ModuleDecl, OpeningSpec, Protocol, TrafficPath } from '../contract/model.js';
-import { WIRE_MODE, WIRE_PATH, WIRE_PROTOCOL, type WireContainerSpec, type WireDeclaration, type WireModuleDecl, type WireOpeningSpec } from '../contract/wire.js';
+import {
+  WIRE_MODE,
+  WIRE_PATH,
+  WIRE_PROTOCOL,
+  type WireContainerSpec,
+  type WireDeclaration,
+  type WireModuleDecl,
+  type WireOpeningSpec,
+} from '../contract/wire.js';
 
 export function modeToWire(mode: Mode): number {
   return mode === 'adopted' ? WIRE_MODE.ADOPTED : WIRE_MODE.CONVERGED;
@@ -77,7 +85,15 @@ export function declarationFromWire(w: WireDeclaration): Declaration {
         image: c.image,
         ...(c.command.length ? { command: [...c.command] } : {}),
         ...(Object.keys(c.env).length ? { env: { ...c.env } } : {}),
-        ...(c.ports.length ? { ports: c.ports.map((p) => ({ container: p.container, host: p.host, ...(protocolFromWire(p.protocol) ? { protocol: protocolFromWire(p.protocol) } : {}) })) } : {}),
+        ...(c.ports.length
+          ? {
+              ports: c.ports.map((p) => ({
+                container: p.container,
+                host: p.host,
+                ...(protocolFromWire(p.protocol) ? { protocol: protocolFromWire(p.protocol) } : {}),
+              })),
+            }
+          : {}),
         ...(c.mounts.length ? { mounts: c.mounts.map((mt) => ({ source: mt.source, target: mt.target, ...(mt.readOnly ? { readOnly: true } : {}) })) } : {}),
         ...(c.restart ? { restart: c.restart as ContainerSpec['restart'] } : {}),
       })),

@@ -1,6 +1,14 @@
 import { AsyncParallelHook, AsyncSeriesBailHook, AsyncSeriesHook, AsyncSeriesWaterfallHook, SyncHook } from 'tapable';
 import { PLUGIN_API_VERSION, type HostOptions, type HostHooks, type Leaving, type PluginHost, type Plugin } from '../contract/plugin.js';
-import { type ContainerRuntime, type FileStore, type FirewallDriver, type FirewallProbe, type FirewallSighting, type HostStateStore, type MachineFacts } from '../contract/providers.js';
+import {
+  type ContainerRuntime,
+  type FileStore,
+  type FirewallDriver,
+  type FirewallProbe,
+  type FirewallSighting,
+  type HostStateStore,
+  type MachineFacts,
+} from '../contract/providers.js';
 import { type ApplyContext, type HostReport, type Plan, type ViewChange } from '../contract/plan.js';
 import { MeshpError, attribute, internal } from '../errors.js';
 import { providerMissing } from '../conditions.js';
@@ -209,9 +217,13 @@ export function chooseFirewall(probe: FirewallProbe): FirewallDriver {
     const match = seen.find((s) => s.kind === requested && s.driver);
     if (match?.driver) return match.driver;
     if (requested === 'none' && !seen.some((s) => s.active)) return NO_FIREWALL;
-    throw new MeshpError('MESHP_FIREWALL_UNKNOWN', `firewall kind ${requested} was asked for and no loaded plugin speaks it here; seen: ${describeSightings(seen)}`, {
-      details: { seen: seen.map(({ driver: _d, ...s }) => s) },
-    });
+    throw new MeshpError(
+      'MESHP_FIREWALL_UNKNOWN',
+      `firewall kind ${requested} was asked for and no loaded plugin speaks it here; seen: ${describeSightings(seen)}`,
+      {
+        details: { seen: seen.map(({ driver: _d, ...s }) => s) },
+      },
+    );
   }
   const active = seen.filter((s) => s.active);
   const kinds = [...new Set(active.map((s) => s.kind))];
@@ -221,9 +233,13 @@ export function chooseFirewall(probe: FirewallProbe): FirewallDriver {
     });
   }
   if (kinds.length > 1) {
-    throw new MeshpError('MESHP_FIREWALL_UNKNOWN', `several firewalls are active (${kinds.join(', ')}); name one with --firewall KIND; seen: ${describeSightings(active)}`, {
-      details: { seen: active.map(({ driver: _d, ...s }) => s) },
-    });
+    throw new MeshpError(
+      'MESHP_FIREWALL_UNKNOWN',
+      `several firewalls are active (${kinds.join(', ')}); name one with --firewall KIND; seen: ${describeSightings(active)}`,
+      {
+        details: { seen: active.map(({ driver: _d, ...s }) => s) },
+      },
+    );
   }
   if (active.length > 0) return active[0]!.driver!;
   const idle = seen.find((s) => s.driver);

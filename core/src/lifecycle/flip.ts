@@ -28,7 +28,10 @@ export const NO_FILTER = 'MESHP_PROVIDER_MISSING';
 
 /** Why a node without a firewall plugin is not converged: nothing would hold its derived filter, every port would stay open. */
 export function noFilter(node: string): MeshpError {
-  return new MeshpError(NO_FILTER, `node ${node} has no firewall plugin that can hold the derived filter (its agent runs --firewall none, or --firewall auto found no firewall in use: a kind is never guessed): converged, every port it serves would stay open to everyone; it stays adopted. Name the kind its agent loads the derived filter with (--firewall nftables, or iptables-nft) and preview again`);
+  return new MeshpError(
+    NO_FILTER,
+    `node ${node} has no firewall plugin that can hold the derived filter (its agent runs --firewall none, or --firewall auto found no firewall in use: a kind is never guessed): converged, every port it serves would stay open to everyone; it stays adopted. Name the kind its agent loads the derived filter with (--firewall nftables, or iptables-nft) and preview again`,
+  );
 }
 
 async function driverOf(host: Host): Promise<FirewallDriver> {
@@ -153,7 +156,10 @@ export async function restoreFound(host: Host, progress: Progress = () => {}): P
   const retired = await store.getValue<RetiredRecord>(RETIRED_KEY);
   const driver = await driverOf(host);
   if (retired && retired.kind !== driver.kind && retired.kind !== 'none') {
-    throw new MeshpError('MESHP_FIREWALL_UNKNOWN', `the retired firewall was ${retired.kind} but ${driver.kind} answered now: name it with --firewall ${retired.kind}`);
+    throw new MeshpError(
+      'MESHP_FIREWALL_UNKNOWN',
+      `the retired firewall was ${retired.kind} but ${driver.kind} answered now: name it with --firewall ${retired.kind}`,
+    );
   }
   if (retired) {
     progress(`re-enabling the found ${retired.kind} firewall from its configuration`);
@@ -164,4 +170,3 @@ export async function restoreFound(host: Host, progress: Progress = () => {}): P
   await store.setValue(RETIRED_KEY, null);
   await store.setValue(MODE_KEY, 'adopted');
 }
-

@@ -81,7 +81,10 @@ export function checkGenesis(input: GenesisInput, facts: GenesisFacts): GenesisF
       ...facts.published.filter((p) => p.hostPort === port && meshModule.get(p.container) !== name).map((p) => `container ${p.container}`),
     ];
     if (holders.length > 0) {
-      findings.push({ code: 'MESHP_PORT_HELD', message: `port ${name}=${port} is held by ${[...new Set(holders)].join(', ')}: give another with --port ${name}=PORT` });
+      findings.push({
+        code: 'MESHP_PORT_HELD',
+        message: `port ${name}=${port} is held by ${[...new Set(holders)].join(', ')}: give another with --port ${name}=PORT`,
+      });
     }
   }
 
@@ -89,7 +92,10 @@ export function checkGenesis(input: GenesisInput, facts: GenesisFacts): GenesisF
     if (input.privateInterface && a.interface === input.privateInterface) continue;
     if (a.cidr.startsWith('127.') || a.cidr === '::1/128' || a.cidr.startsWith('fe80:')) continue;
     if (overlaps(a.cidr, input.privateRange)) {
-      findings.push({ code: 'MESHP_RANGE_OVERLAP', message: `the private range ${input.privateRange} overlaps ${a.cidr} on ${a.interface}: choose another with --private-range` });
+      findings.push({
+        code: 'MESHP_RANGE_OVERLAP',
+        message: `the private range ${input.privateRange} overlaps ${a.cidr} on ${a.interface}: choose another with --private-range`,
+      });
     }
   }
   return findings;

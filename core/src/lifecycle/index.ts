@@ -1,5 +1,31 @@
-export { buildPreview, checkLiveDoors, closingDoors, convergedOpenings, doorOf, liveDoorsClosing, pluginOpeningsOf, previewDoors, type ConvergePreview, type PreviewItem, type PreviewInputs, type AfterFlip, type NowReach } from './preview.js';
-export { NO_FILTER, flip, noFilter, pluginOpeningsOfNode, previewConverge, reachOf, returnToAdopted, MODE_KEY, type FlipResult, type RetiredRecord, type Progress } from './flip.js';
+export {
+  buildPreview,
+  checkLiveDoors,
+  closingDoors,
+  convergedOpenings,
+  doorOf,
+  liveDoorsClosing,
+  pluginOpeningsOf,
+  previewDoors,
+  type ConvergePreview,
+  type PreviewItem,
+  type PreviewInputs,
+  type AfterFlip,
+  type NowReach,
+} from './preview.js';
+export {
+  NO_FILTER,
+  flip,
+  noFilter,
+  pluginOpeningsOfNode,
+  previewConverge,
+  reachOf,
+  returnToAdopted,
+  MODE_KEY,
+  type FlipResult,
+  type RetiredRecord,
+  type Progress,
+} from './flip.js';
 // The firewall half of the return, also a leaving node's (core/src/agent/leave.ts).
 export { restoreFound } from './flip.js';
 export { checkGenesis, type GenesisFacts, type GenesisFinding, type GenesisInput } from './genesis-checks.js';

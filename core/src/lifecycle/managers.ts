@@ -20,7 +20,8 @@ export async function managersEnabledRead(read: (path: string) => Promise<string
   const ufw = await read('etc/ufw/ufw.conf');
   if (ufw !== null && /^\s*ENABLED\s*=\s*yes\b/m.test(ufw)) out.push({ kind: 'ufw', seen: 'etc/ufw/ufw.conf ENABLED=yes' });
   const shorewall = await read('etc/shorewall/shorewall.conf');
-  if (shorewall !== null && /^\s*STARTUP_ENABLED\s*=\s*Yes\b/im.test(shorewall)) out.push({ kind: 'shorewall', seen: 'etc/shorewall/shorewall.conf STARTUP_ENABLED=Yes' });
+  if (shorewall !== null && /^\s*STARTUP_ENABLED\s*=\s*Yes\b/im.test(shorewall))
+    out.push({ kind: 'shorewall', seen: 'etc/shorewall/shorewall.conf STARTUP_ENABLED=Yes' });
   const csf = await read('etc/csf/csf.conf');
   if (csf !== null) out.push({ kind: 'csf', seen: 'etc/csf/csf.conf' });
   return out;
@@ -35,7 +36,8 @@ const DAEMONS: { kind: string; test: (argv: readonly string[]) => boolean }[] = 
   {
     kind: 'firewalld',
     // The program itself, or the script its python interpreter runs (not `grep firewalld`).
-    test: (argv) => /(^|\/)firewalld$/.test(argv[0] ?? '') || (/(^|\/)python[\d.]*$/.test(argv[0] ?? '') && argv.slice(1, 4).some((a) => /(^|\/)firewalld$/.test(a))),
+    test: (argv) =>
+      /(^|\/)firewalld$/.test(argv[0] ?? '') || (/(^|\/)python[\d.]*$/.test(argv[0] ?? '') && argv.slice(1, 4).some((a) => /(^|\/)firewalld$/.test(a))),
   },
   { kind: 'csf', test: (argv) => /^lfd\b/.test(argv[0] ?? '') || (argv[0] ?? '').endsWith('/lfd') },
 ];

@@ -115,7 +115,13 @@ export function previewDoors(listening: readonly Listener[], published: readonly
   return [...out.values()];
 }
 
-function nowOf(reach: ReadonlyMap<string, Reach>, path: Door['path'], protocol: Protocol, port: number, local: boolean): Pick<PreviewItem, 'now' | 'nowFrom' | 'mentioned'> {
+function nowOf(
+  reach: ReadonlyMap<string, Reach>,
+  path: Door['path'],
+  protocol: Protocol,
+  port: number,
+  local: boolean,
+): Pick<PreviewItem, 'now' | 'nowFrom' | 'mentioned'> {
   if (local) return { now: 'local' };
   const r = reach.get(doorKey(path, protocol, port));
   if (!r) return { now: 'unknown' };
@@ -138,7 +144,11 @@ export function buildPreview(input: PreviewInputs): ConvergePreview {
     const o = opening(p.hostPort, p.protocol, 'forwarded');
     const local = isLoopback(p.hostIp);
     items.push({
-      source: 'published', protocol: p.protocol, port: p.hostPort, address: p.hostIp, holder: `container ${p.container}`,
+      source: 'published',
+      protocol: p.protocol,
+      port: p.hostPort,
+      address: p.hostIp,
+      holder: `container ${p.container}`,
       declaredBy: o?.module ?? publisherOf(decl, p.hostPort, p.protocol),
       after: local ? 'local' : o ? 'open' : 'closes',
       ...(o ? { from: o.from } : {}),
@@ -154,7 +164,10 @@ export function buildPreview(input: PreviewInputs): ConvergePreview {
     const o = opening(l.port, l.protocol, 'incoming');
     const local = isLoopback(l.address);
     items.push({
-      source: 'socket', protocol: l.protocol, port: l.port, address: l.address,
+      source: 'socket',
+      protocol: l.protocol,
+      port: l.port,
+      address: l.address,
       holder: l.process ? `${l.process}${l.pid ? ` (pid ${l.pid})` : ''}` : 'unknown process',
       declaredBy: o?.module ?? null,
       after: local ? 'local' : o ? 'open' : 'closes',
@@ -176,7 +189,10 @@ export function buildPreview(input: PreviewInputs): ConvergePreview {
     firewall.active
       ? `retire the found ${firewall.kind} firewall by disabling it; its configuration${firewall.configFile ? ` (${firewall.configFile})` : ''} stays on disk`
       : 'no found firewall to retire',
-    ...live.map((i) => `REFUSED unless allowed: ${doorOf(i)} (${i.holder}) closes with ${i.liveConnections} live connection${i.liveConnections === 1 ? '' : 's'}${isSsh(i) ? ', perhaps your own ssh session' : ''} (they live on; no new one opens): declare it in a module (the catalogue's ssh module), or flip with --allow-close ${doorOf(i)}`),
+    ...live.map(
+      (i) =>
+        `REFUSED unless allowed: ${doorOf(i)} (${i.holder}) closes with ${i.liveConnections} live connection${i.liveConnections === 1 ? '' : 's'}${isSsh(i) ? ', perhaps your own ssh session' : ''} (they live on; no new one opens): declare it in a module (the catalogue's ssh module), or flip with --allow-close ${doorOf(i)}`,
+    ),
   ];
   // The id is what the machine offers, not which pid offers it: a restarted or forked server is the same door.
   // Where each door is reachable from now is in the items: a changed firewall is a changed machine.
@@ -207,7 +223,10 @@ export function checkLiveDoors(p: Pick<ConvergePreview, 'node' | 'items'>, allow
   const cut = liveDoorsClosing(p.items).filter((i) => !allowClose.includes(doorOf(i)));
   if (!cut.length) return;
   const doors = cut.map((i) => `${doorOf(i)} (${i.holder}, ${i.liveConnections} live${isSsh(i) ? ', ssh: perhaps your own session' : ''})`).join(', ');
-  throw new MeshpError('MESHP_LIVE_SESSION', `the flip of ${p.node} would close ${doors}: the sessions open now would live on, but no new one could open; nothing flipped. Declare the port in a module (the catalogue's ssh module for 22/tcp) or allow it with --allow-close ${cut.map(doorOf).join(' --allow-close ')}`);
+  throw new MeshpError(
+    'MESHP_LIVE_SESSION',
+    `the flip of ${p.node} would close ${doors}: the sessions open now would live on, but no new one could open; nothing flipped. Declare the port in a module (the catalogue's ssh module for 22/tcp) or allow it with --allow-close ${cut.map(doorOf).join(' --allow-close ')}`,
+  );
 }
 
 /**
@@ -215,7 +234,13 @@ export function checkLiveDoors(p: Pick<ConvergePreview, 'node' | 'items'>, allow
  * same door) nor who is connected to it now. Where each door is reachable from now is in the items: a
  * changed firewall is a changed machine. The openings are taken in id order, whoever listed them.
  */
-function previewId(node: string, items: readonly PreviewItem[], take: readonly string[], fw: ConvergePreview['firewall'], openings: readonly Opening[]): string {
+function previewId(
+  node: string,
+  items: readonly PreviewItem[],
+  take: readonly string[],
+  fw: ConvergePreview['firewall'],
+  openings: readonly Opening[],
+): string {
   const doors = items.map(({ liveConnections: _live, ...i }) => ({ ...i, holder: i.holder.replace(/ \(pid \d+\)$/, '') }));
   const held = openings.map((o) => [o.id, o.from] as const).sort((a, b) => a[0].localeCompare(b[0]));
   return sha256(canonicalJson({ node, items: doors, take, fw, openings: held })).slice(0, 16);

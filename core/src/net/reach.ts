@@ -9,8 +9,20 @@
 import type { Door, Reach } from '../contract/providers.js';
 import type { Protocol, TrafficPath } from '../contract/model.js';
 import {
-  EVERYWHERE, NOWHERE, complement, intersect, isEmpty, isEverywhere, spansToSet, subtract, toCidrs, union, wholeOf,
-  type AddressSet, type IpFamily, type Span,
+  EVERYWHERE,
+  NOWHERE,
+  complement,
+  intersect,
+  isEmpty,
+  isEverywhere,
+  spansToSet,
+  subtract,
+  toCidrs,
+  union,
+  wholeOf,
+  type AddressSet,
+  type IpFamily,
+  type Span,
 } from './spans.js';
 
 export interface PortMatch {
@@ -153,7 +165,12 @@ function walk(rules: readonly ReachRule[], chain: ReachChain, entering: AddressS
     const m = matchOf(rule, door);
     if (!m) {
       // A rule the walk cannot read that may drop what is still walking: the answer is not certain.
-      if (notes && rule.found && rule.opaque && (rule.verdict === 'drop' || rule.mayDrop || ((rule.verdict === 'jump' || rule.verdict === 'goto') && targetMayDrop(rule, chain, 0)))) {
+      if (
+        notes &&
+        rule.found &&
+        rule.opaque &&
+        (rule.verdict === 'drop' || rule.mayDrop || ((rule.verdict === 'jump' || rule.verdict === 'goto') && targetMayDrop(rule, chain, 0)))
+      ) {
         const p = possibleOf(rule, door);
         const maybe = p ? intersect(left, p) : NOWHERE;
         if (!isEmpty(maybe)) notes.unread.push({ rule: labelOf(rule), set: maybe });
@@ -201,7 +218,8 @@ export function allowedBy(chain: ReachChain, door: Door, notes?: Notes): Address
   const seen = wholeOf(chain.families);
   const w = walk(chain.rules, chain, seen, door, 0, notes);
   const passed = chain.policy === 'accept' ? union(w.accepted, w.rest) : w.accepted;
-  if (notes && chain.policy === 'drop' && !isEmpty(w.rest)) notes.dropped.push({ rule: chain.label ? `${chain.label} policy drop` : 'the policy drop', set: w.rest });
+  if (notes && chain.policy === 'drop' && !isEmpty(w.rest))
+    notes.dropped.push({ rule: chain.label ? `${chain.label} policy drop` : 'the policy drop', set: w.rest });
   // The families the chain does not see pass it untouched.
   return union(passed, subtract(EVERYWHERE, seen));
 }
@@ -215,7 +233,10 @@ export function reachThrough(chains: readonly ReachChain[], door: Door, explain 
   const mentioned = chains.some((c) => c.rules.some((r) => mentions(r, door)) || [...c.regular.values()].some((rs) => rs.some((r) => mentions(r, door))));
   const hits = (xs: Notes['dropped']): RuleHit[] => xs.map((x) => ({ rule: x.rule, from: toCidrs(x.set), ...(x.partial ? { partial: true } : {}) }));
   const base = {
-    port: door.port, protocol: door.protocol, path: door.path, mentioned,
+    port: door.port,
+    protocol: door.protocol,
+    path: door.path,
+    mentioned,
     ...(explain ? { droppedBy: hits(notes.dropped), unread: hits(notes.unread) } : {}),
   };
   if (isEverywhere(allowed)) return { ...base, now: 'open' };

@@ -45,7 +45,7 @@ async function write({ a, d, h, ctx, at }: Step): Promise<void> {
 /** keep: nothing is written; the records follow what is there. */
 async function keep({ a, d, ctx, at }: Step): Promise<void> {
   const s = ctx.seen.get(a.key);
-  const identity = s && !(s instanceof Error) ? s.identity ?? null : null;
+  const identity = s && !(s instanceof Error) ? (s.identity ?? null) : null;
   const owned = ctx.records.owned.get(a.key);
   if (a.state === 'owned' && d && !owned) {
     await ctx.store.recordOwned({ key: a.key, kind: a.kind, module: a.module, digest: d.desired, at: at(), identity });
@@ -93,9 +93,15 @@ async function recordOriginals(plan: Plan, ctx: InternalContext, at: () => strin
     const s = ctx.seen.get(a.key);
     if (!s || s instanceof Error) continue;
     await ctx.store.recordOriginal({
-      key: a.key, kind: a.kind, module: a.module,
-      original: await s.original(), fingerprint: s.fingerprint,
-      foundAt: at(), lastFingerprint: s.fingerprint, changedAt: null, identity: s.identity ?? null,
+      key: a.key,
+      kind: a.kind,
+      module: a.module,
+      original: await s.original(),
+      fingerprint: s.fingerprint,
+      foundAt: at(),
+      lastFingerprint: s.fingerprint,
+      changedAt: null,
+      identity: s.identity ?? null,
     });
   }
 }
@@ -131,7 +137,10 @@ async function applyOpenings(plan: Plan, ctx: InternalContext, fail: Fail): Prom
     else refused = (await driver.ensure(openings, refusals)).refused ?? [];
     // Nothing is reported created (or owned) that the driver's walk has not seen open.
     const placed = new Set(refused.map((r) => r.id));
-    const verdicts = await verifyOpenings(driver, openings.filter((o) => !placed.has(o.id)));
+    const verdicts = await verifyOpenings(
+      driver,
+      openings.filter((o) => !placed.has(o.id)),
+    );
     for (const r of refused) verdicts.set(r.id, { state: 'refused', reason: r.reason });
     for (const a of plan.actions) {
       const v = a.kind === 'opening' && a.op !== 'refuse' && a.state !== 'pending' ? verdicts.get(openingIdOf(a)) : undefined;

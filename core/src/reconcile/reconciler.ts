@@ -52,7 +52,12 @@ function declaredResources(decl: Declaration, handlers: Handlers): Declared[] {
     for (const spec of specs ?? []) {
       const id = h ? h.id(spec) : String((spec as { path?: string; name?: string }).path ?? (spec as { name?: string }).name);
       out.push({
-        key: resourceKey(kind, id), kind, id, module, taken, spec,
+        key: resourceKey(kind, id),
+        kind,
+        id,
+        module,
+        taken,
+        spec,
         desired: h ? h.desiredDigest(spec) : '',
         createOnly: h?.createOnly?.(spec) ?? false,
       });
@@ -97,7 +102,10 @@ function decideResources(decl: Declaration, declared: Declared[], seen: Map<stri
 }
 
 /** The firewall found on the machine, the openings of ours it holds, or why it cannot be asked. */
-async function findFirewall(host: Host, decl: Declaration): Promise<{ driver: FirewallDriver | null; present: Set<string> | null; firewallError: string | null }> {
+async function findFirewall(
+  host: Host,
+  decl: Declaration,
+): Promise<{ driver: FirewallDriver | null; present: Set<string> | null; firewallError: string | null }> {
   let driver: FirewallDriver | null = null;
   let firewallError: string | null = null;
   const wantsOpenings = decl.modules.some((m) => (m.openings ?? []).length > 0);

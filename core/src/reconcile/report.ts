@@ -28,7 +28,9 @@ function resourceReports(plan: Plan, ctx: InternalContext, failures: Failure[]):
     const error = failed.get(a.key);
     const verdict = error ? undefined : ctx.verdicts.get(a.key);
     resources.push({
-      key: a.key, kind: a.kind, module: a.module,
+      key: a.key,
+      kind: a.kind,
+      module: a.module,
       state: error ? 'refused' : verdict ? verdict.state : a.state,
       ...(error ? { reason: error } : verdict ? { reason: verdict.reason } : a.reason ? { reason: a.reason } : {}),
     });

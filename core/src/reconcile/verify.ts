@@ -54,14 +54,23 @@ export async function verifyOpenings(driver: FirewallDriver, openings: readonly 
     const respected = setOf((r?.droppedBy ?? []).filter((d) => d.partial).flatMap((d) => d.from));
     const missing = r ? subtract(subtract(range, allowedOf(r)), respected) : range;
     if (!r || !isEmpty(missing)) {
-      const by = touching(r?.droppedBy?.filter((d) => !d.partial), missing);
+      const by = touching(
+        r?.droppedBy?.filter((d) => !d.partial),
+        missing,
+      );
       const rule = by.length ? `shadowed by ${by.join('; ')}` : 'no rule the walk can name lets it through';
-      out.set(o.id, { state: 'refused', reason: new MeshpError('MESHP_OPENING_INEFFECTIVE', `opening ${o.id} is written but not open from its whole range: ${rule}`).oneLine() });
+      out.set(o.id, {
+        state: 'refused',
+        reason: new MeshpError('MESHP_OPENING_INEFFECTIVE', `opening ${o.id} is written but not open from its whole range: ${rule}`).oneLine(),
+      });
       return;
     }
     const unread = touching(r.unread, range);
     if (unread.length) {
-      out.set(o.id, { state: 'unverified', reason: new MeshpError('MESHP_OPENING_UNVERIFIED', `opening ${o.id}: the walk cannot read ${unread.join('; ')}`).oneLine() });
+      out.set(o.id, {
+        state: 'unverified',
+        reason: new MeshpError('MESHP_OPENING_UNVERIFIED', `opening ${o.id}: the walk cannot read ${unread.join('; ')}`).oneLine(),
+      });
     }
   });
   return out;

@@ -13,8 +13,14 @@ function moduleParts<P extends z.ZodType, R extends z.ZodType>(p: P, r: R) {
     image: z.string().min(1).max(512),
     command: z.array(z.string()).max(256).optional(),
     env: z.record(z.string().max(256), z.string()).optional(),
-    ports: z.array(z.strictObject({ container: p, host: p, protocol: protocol.optional() })).max(256).optional(),
-    mounts: z.array(z.strictObject({ source: path, target: path, readOnly: z.boolean().optional() })).max(256).optional(),
+    ports: z
+      .array(z.strictObject({ container: p, host: p, protocol: protocol.optional() }))
+      .max(256)
+      .optional(),
+    mounts: z
+      .array(z.strictObject({ source: path, target: path, readOnly: z.boolean().optional() }))
+      .max(256)
+      .optional(),
     restart: z.enum(['no', 'always', 'unless-stopped', 'on-failure']).optional(),
   });
   const opening = z.strictObject({ id: name.optional(), port: p, protocol: protocol.optional(), from: z.array(r).max(1024).optional(), path: trafficPath });
@@ -64,10 +70,13 @@ export const catalogueFileSchema = z.union([
 /** "80", "8000-8100", "443/tcp" (or a number): ports 1..65535, a range low to high. */
 const policyPort = z.union([
   port,
-  z.string().regex(/^\d{1,5}(-\d{1,5})?(\/(tcp|udp))?$/, 'must be a port like "80", "8000-8100" or "443/tcp"').refine((s) => {
-    const [lo, hi = lo] = s.split('/')[0]!.split('-').map(Number) as [number, number?];
-    return lo >= 1 && hi! <= 65535 && lo <= hi!;
-  }, 'must name ports 1..65535, low to high'),
+  z
+    .string()
+    .regex(/^\d{1,5}(-\d{1,5})?(\/(tcp|udp))?$/, 'must be a port like "80", "8000-8100" or "443/tcp"')
+    .refine((s) => {
+      const [lo, hi = lo] = s.split('/')[0]!.split('-').map(Number) as [number, number?];
+      return lo >= 1 && hi! <= 65535 && lo <= hi!;
+    }, 'must name ports 1..65535, low to high'),
 ]);
 
 export const policyRuleSchema = z.strictObject({ from: name, to: name, ports: z.array(policyPort).max(256).optional() });

@@ -1,7 +1,14 @@
 export { checkBounds, DEFAULT_BOUNDS, type Bounds } from './bounds.js';
 export { checkInput } from './check.js';
 export {
-  declarationSchema, moduleDeclSchema, moduleDefSchema, settingsSchema, catalogueManifestSchema, catalogueFileSchema, policyRuleSchema, policyFileSchema,
+  declarationSchema,
+  moduleDeclSchema,
+  moduleDefSchema,
+  settingsSchema,
+  catalogueManifestSchema,
+  catalogueFileSchema,
+  policyRuleSchema,
+  policyFileSchema,
 } from './declaration.js';
 export { checkModuleDefs, checkPolicy, readCatalogueFile, readPolicyFile, type PolicyRuleInput } from './inputs.js';
 export { jsonSchemaFiles } from './json-schema.js';

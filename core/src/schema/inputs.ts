@@ -15,7 +15,13 @@ export function checkModuleDefs(modules: unknown): Omit<ModuleDecl, 'taken'>[] {
   const list = checkInput(moduleDefSchema.array().min(1).max(1024), modules, 'catalogue');
   // Together, as one node would get them all (a placeholder range stands for a range here).
   const concrete = JSON.parse(JSON.stringify(list).replace(/"\{\{\s*privateRange\s*\}\}"/g, '"10.0.0.0/8"')) as typeof list;
-  validateDeclaration({ apiVersion: 'meshp/v1', node: 'catalogue', mode: 'adopted', settings: { ports: {} }, modules: concrete.map((m) => ({ ...m, taken: false })) });
+  validateDeclaration({
+    apiVersion: 'meshp/v1',
+    node: 'catalogue',
+    mode: 'adopted',
+    settings: { ports: {} },
+    modules: concrete.map((m) => ({ ...m, taken: false })),
+  });
   return list as Omit<ModuleDecl, 'taken'>[];
 }
 

@@ -6,7 +6,8 @@ const BASE = 'https://meshp.dev/schemas/';
 
 /** File name → JSON Schema document. */
 export function jsonSchemaFiles(): Record<string, unknown> {
-  const doc = (file: string, title: string, s: z.ZodType) => [file, { ...z.toJSONSchema(s, { io: 'input', unrepresentable: 'any' }), $id: `${BASE}${file}`, title }] as const;
+  const doc = (file: string, title: string, s: z.ZodType) =>
+    [file, { ...z.toJSONSchema(s, { io: 'input', unrepresentable: 'any' }), $id: `${BASE}${file}`, title }] as const;
   return Object.fromEntries([
     doc('declaration.schema.json', 'meshp declaration (host apply --declaration)', declarationSchema),
     doc('catalogue-module.schema.json', 'meshp catalogue module manifest (examples/catalogue, genesis)', catalogueManifestSchema),

@@ -35,7 +35,10 @@ export function validateDeclaration(d: unknown): Declaration {
     names.add(m.name);
     for (const [j, o] of (m.openings ?? []).entries()) {
       const id = openingId(m.name, o);
-      if (bytes(id) > OPENING_ID_MAX_BYTES) fail(`declaration: modules.${m.name}.openings[${j}]: the opening id ${id.slice(0, 40)}… is longer than ${OPENING_ID_MAX_BYTES} bytes (a firewall comment carries it)`);
+      if (bytes(id) > OPENING_ID_MAX_BYTES)
+        fail(
+          `declaration: modules.${m.name}.openings[${j}]: the opening id ${id.slice(0, 40)}… is longer than ${OPENING_ID_MAX_BYTES} bytes (a firewall comment carries it)`,
+        );
     }
   });
   const clash = findClash(decl.modules);

@@ -20,8 +20,18 @@ export const idRange = (id: string): [string, string] => [id, `${id}g`];
 /** One token from a row of hosting_tokens (the SQLite and PostgreSQL stores' rows have the same columns). */
 export function tokenFromRow(r: TokenRow): TokenInfo {
   return {
-    id: tokenId(r.hash), network: r.network, mode: r.mode, tags: JSON.parse(r.tags) as string[], fingerprint: r.fingerprint, expiresAt: r.expires_at,
-    usedAt: r.used_at, usedBy: r.used_by, usedKey: r.used_key, confirmedAt: r.confirmed_at, revokedAt: r.revoked_at ?? null, createdAt: r.created_at ?? null,
+    id: tokenId(r.hash),
+    network: r.network,
+    mode: r.mode,
+    tags: JSON.parse(r.tags) as string[],
+    fingerprint: r.fingerprint,
+    expiresAt: r.expires_at,
+    usedAt: r.used_at,
+    usedBy: r.used_by,
+    usedKey: r.used_key,
+    confirmedAt: r.confirmed_at,
+    revokedAt: r.revoked_at ?? null,
+    createdAt: r.created_at ?? null,
   };
 }
 
@@ -31,13 +41,23 @@ export function tokenFromRow(r: TokenRow): TokenInfo {
  * no one else already; the node is removed with `node remove`). `revoke` marks the row unless it was
  * used in between (single use: the row's update decides), and answers whether it did.
  */
-export function revokeRow(rows: TokenRow[], network: string, id: string, revoke: (hash: string) => boolean, reread: (hash: string) => TokenRow | undefined): TokenRevocation {
+export function revokeRow(
+  rows: TokenRow[],
+  network: string,
+  id: string,
+  revoke: (hash: string) => boolean,
+  reread: (hash: string) => TokenRow | undefined,
+): TokenRevocation {
   if (!/^[0-9a-f]{1,64}$/.test(id)) throw usage(`token id ${JSON.stringify(id)} is not one (${TOKEN_ID_CHARS} hex digits, as \`meshp token list\` shows)`);
   const mine = rows.filter((r) => r.network === network);
   if (mine.length === 0) throw notFound('token', id, network);
   if (mine.length > 1) throw usage(`token id ${id} names ${mine.length} tokens: give more of it`);
   const row = mine[0]!;
-  const used = (r: TokenRow) => new MeshpError('MESHP_TOKEN_USED', `token ${tokenId(r.hash)} was used by node ${r.used_by} at ${r.used_at}: it enrols no one else; to take the node out: meshp node remove ${r.used_by} --yes`);
+  const used = (r: TokenRow) =>
+    new MeshpError(
+      'MESHP_TOKEN_USED',
+      `token ${tokenId(r.hash)} was used by node ${r.used_by} at ${r.used_at}: it enrols no one else; to take the node out: meshp node remove ${r.used_by} --yes`,
+    );
   if (row.used_at) throw used(row);
   if (row.revoked_at) return { token: tokenFromRow(row), revoked: false };
   if (revoke(row.hash)) return { token: tokenFromRow(reread(row.hash)!), revoked: true };
@@ -50,7 +70,6 @@ export function revokeRow(rows: TokenRow[], network: string, id: string, revoke:
 export function newestFirst(a: StoredToken, b: StoredToken): number {
   return (b.createdAt ?? '').localeCompare(a.createdAt ?? '') || b.expiresAt.localeCompare(a.expiresAt);
 }
-
 
 /** The hosting's tables, in the order a copy writes them. */
 export const HOSTING_TABLES = ['hosting_tokens', 'hosting_credentials', 'hosting_reports', 'hosting_revoked_keys', 'hosting_renames'] as const;

@@ -24,6 +24,9 @@ export function sanitize(text: string): string {
  * names and peers is escaped by sanitize just before the line is written. Plain data, so core
  * needs no pino of its own.
  */
-export function logOptions(name: string, level: string): { name: string; level: string; base: { pid: number }; hooks: { streamWrite: (line: string) => string } } {
+export function logOptions(
+  name: string,
+  level: string,
+): { name: string; level: string; base: { pid: number }; hooks: { streamWrite: (line: string) => string } } {
   return { name, level, base: { pid: process.pid }, hooks: { streamWrite: sanitize } };
 }

@@ -98,7 +98,10 @@ export class UfwDriver implements FirewallDriver {
     if (o.action === 'accept') return froms.map((from) => ({ ...base, action: 'allow' as const, from }));
     // ufw has no "! -s": outside the private range is an allow from it, then a deny from anywhere.
     if (o.from.length === 0 && this.options.privateRange) {
-      return [{ ...base, action: 'allow', from: parseCidr(this.options.privateRange).text }, { ...base, action: 'deny', from: 'any' }];
+      return [
+        { ...base, action: 'allow', from: parseCidr(this.options.privateRange).text },
+        { ...base, action: 'deny', from: 'any' },
+      ];
     }
     return froms.map((from) => ({ ...base, action: 'deny' as const, from }));
   }

@@ -46,7 +46,10 @@ else {
       const { l, u } = lab();
       const both = new Host({ root: l.root }).use(new IptablesPlugin({ runner: u.runner }), new UfwPlugin({ runner: u.runner }));
       t.equal((await both.firewall())?.kind, 'ufw');
-      const err = await new Host({ root: l.root }).use(new IptablesPlugin({ runner: u.runner })).firewall().catch((e: unknown) => e);
+      const err = await new Host({ root: l.root })
+        .use(new IptablesPlugin({ runner: u.runner }))
+        .firewall()
+        .catch((e: unknown) => e);
       t.ok(isMeshpError(err, 'MESHP_FIREWALL_UNKNOWN'), 'MESHP_FIREWALL_UNKNOWN');
       t.match(String((err as Error).message), /ufw/);
     });
@@ -54,13 +57,25 @@ else {
     t.test('an opening is a commented ufw rule; a refusal is an allow from the private range above a deny', async (t) => {
       const { l, u } = lab();
       const fw = new UfwDriver({ runner: u.runner, root: l.root, privateRange: ADDRESSES.privateRange });
-      const o: Opening = { id: `web/incoming/tcp/${MESH_PORT}`, module: 'web', port: MESH_PORT, protocol: 'tcp', from: [ADDRESSES.privateRange], path: 'incoming', action: 'accept' };
+      const o: Opening = {
+        id: `web/incoming/tcp/${MESH_PORT}`,
+        module: 'web',
+        port: MESH_PORT,
+        protocol: 'tcp',
+        from: [ADDRESSES.privateRange],
+        path: 'incoming',
+        action: 'accept',
+      };
       const r: Opening = { id: 'mesh/store', module: 'mesh', port: 5432, protocol: 'tcp', from: [], path: 'forwarded', action: 'drop' };
       await fw.ensure([o], [r]);
       const range = ADDRESSES.privateRange.replace(/\./g, '\\.');
       t.match(await u.ufw('status'), new RegExp(`${MESH_PORT}/tcp\\s+ALLOW\\s+${range}\\s+# meshp:web/incoming/tcp/${MESH_PORT}`));
       t.same(await fw.openings(), [r, o], 'both read back as written: the refusal from anywhere outside the private range');
-      t.match(await u.ufw('status', 'numbered'), new RegExp(`\\[ 1\\] 5432/tcp\\s+ALLOW FWD\\s+${range}\\s+# meshp:mesh/store\\n\\[ 2\\] 5432/tcp\\s+DENY FWD\\s+Anywhere`), 'its allow sits above its deny');
+      t.match(
+        await u.ufw('status', 'numbered'),
+        new RegExp(`\\[ 1\\] 5432/tcp\\s+ALLOW FWD\\s+${range}\\s+# meshp:mesh/store\\n\\[ 2\\] 5432/tcp\\s+DENY FWD\\s+Anywhere`),
+        'its allow sits above its deny',
+      );
       t.same(await fw.ensure([], []), { added: [], removed: ['mesh/store', o.id] });
       t.match(await u.ufw('status'), new RegExp(`${FOUND_PORT}/tcp\\s+ALLOW\\s+Anywhere`), "the admin's rule stays");
     });

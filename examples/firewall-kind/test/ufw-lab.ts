@@ -69,7 +69,8 @@ export async function ufwLab(lab: KitLab): Promise<UfwLab> {
     ufw,
     async configHash() {
       const h = createHash('sha256');
-      for (const f of ['ufw.conf', 'user.rules', 'user6.rules', 'before.rules', 'after.rules']) h.update(await readFile(join(etc, f)).catch(() => Buffer.from('absent')));
+      for (const f of ['ufw.conf', 'user.rules', 'user6.rules', 'before.rules', 'after.rules'])
+        h.update(await readFile(join(etc, f)).catch(() => Buffer.from('absent')));
       return h.digest('hex');
     },
   };

@@ -95,7 +95,9 @@ export type TransportGuards = [
   Holds<Equal<core.AckMessage, gen.StateAck>>,
   Holds<Equal<core.ResyncMessage, Numbered<gen.ResyncRequest>>>,
   // The report: what core leaves out is "not reported"; peerHandshakes absent is handshakesReported false.
-  Holds<Mirrors<core.ReportMessage, gen.Report, 'mode' | 'resources' | 'listening' | 'lifecycle' | 'reconcile' | 'pluginOpenings', never, 'handshakesReported'>>,
+  Holds<
+    Mirrors<core.ReportMessage, gen.Report, 'mode' | 'resources' | 'listening' | 'lifecycle' | 'reconcile' | 'pluginOpenings', never, 'handshakesReported'>
+  >,
   // kind and state: core's unions, strings on the wire.
   Holds<Mirrors<core.ResourceReport, gen.ResourceStatus, 'kind' | 'state'>>,
   Holds<Mirrors<NonNullable<core.ReportMessage['listening']>[number], gen.ListeningSocket>>,

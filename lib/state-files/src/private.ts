@@ -19,7 +19,10 @@ const unsafe = (what: string, fix: string) => new MeshpError('MESHP_STATE_UNSAFE
 function ownerCheck(path: string, st: Stats, what: string): void {
   const me = process.geteuid?.();
   if (me !== undefined && st.uid !== me) {
-    throw unsafe(`${what} ${path} belongs to uid ${st.uid}, not to this user (uid ${me}), who could widen it again`, 'give it to this user, or choose another --state');
+    throw unsafe(
+      `${what} ${path} belongs to uid ${st.uid}, not to this user (uid ${me}), who could widen it again`,
+      'give it to this user, or choose another --state',
+    );
   }
 }
 
@@ -31,10 +34,7 @@ export function privateDir(dir: string): string | null {
   if (!st.isDirectory()) throw new MeshpError('MESHP_PATH_INVALID', `state folder ${dir} is not a folder`);
   ownerCheck(dir, st, 'state folder');
   if ((st.mode & 0o022) !== 0) {
-    throw unsafe(
-      `state folder ${dir} has mode ${oct(st.mode)}: others could have put files or links in it`,
-      `check what it holds, then chmod 0700 ${dir}`,
-    );
+    throw unsafe(`state folder ${dir} has mode ${oct(st.mode)}: others could have put files or links in it`, `check what it holds, then chmod 0700 ${dir}`);
   }
   if ((st.mode & 0o077) === 0) return null;
   chmodSync(dir, 0o700);

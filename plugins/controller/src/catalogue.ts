@@ -27,7 +27,12 @@ export function catalogueInfo(defs: ModuleDef[], members: MemberRecord[]): Catal
     for (const x of m.taken) by.get(x)?.taken.push(m.id);
   }
   return defs.map((d) => ({
-    name: d.name, files: d.files?.length ?? 0, containers: d.containers?.length ?? 0, openings: d.openings?.length ?? 0,
-    assignedTo: by.get(d.name)!.assigned.sort(), takenBy: by.get(d.name)!.taken.sort(), settings: settingsNamed(d),
+    name: d.name,
+    files: d.files?.length ?? 0,
+    containers: d.containers?.length ?? 0,
+    openings: d.openings?.length ?? 0,
+    assignedTo: by.get(d.name)!.assigned.sort(),
+    takenBy: by.get(d.name)!.taken.sort(),
+    settings: settingsNamed(d),
   }));
 }

@@ -1,5 +1,16 @@
 import type { Mode, StateDelta, WireDeclaration } from '@meshp/core';
-import { SCOPE_RULE, type AckResult, type MemberRecord, type ModuleDef, type PolicyRule, type ReportedHandshakes, type ReportedState, type SentSummary, type SharedComponentName, type SharedComponents } from '@meshp/core/delta';
+import {
+  SCOPE_RULE,
+  type AckResult,
+  type MemberRecord,
+  type ModuleDef,
+  type PolicyRule,
+  type ReportedHandshakes,
+  type ReportedState,
+  type SentSummary,
+  type SharedComponentName,
+  type SharedComponents,
+} from '@meshp/core/delta';
 import type { ControllerStore } from './store.js';
 import type { TokenRecord } from './tokens.js';
 import type { NodeStatus } from './status.js';
@@ -295,7 +306,10 @@ export class Controller {
     return queries.showNode(this.#s, network, id);
   }
 
-  doctor(network: string, id: string): { node: NodeStatus; recentDeltas: SentSummary[]; expectedHash: string; hashMatches: boolean; snapshotPending: boolean; logFloor: number } {
+  doctor(
+    network: string,
+    id: string,
+  ): { node: NodeStatus; recentDeltas: SentSummary[]; expectedHash: string; hashMatches: boolean; snapshotPending: boolean; logFloor: number } {
     return queries.doctor(this.#s, network, id);
   }
 }

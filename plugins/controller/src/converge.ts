@@ -22,8 +22,12 @@ function reachOfReport(r: ReportMessage): Reach[] | undefined {
   return r.reach
     .filter((x) => NOW.has(x.now) && (x.path === 'incoming' || x.path === 'forwarded'))
     .map((x) => ({
-      port: x.port, protocol: protocolOf(x.protocol), path: x.path as Reach['path'], now: x.now as Reach['now'],
-      ...(x.now === 'open-from' ? { from: [...x.from] } : {}), mentioned: x.mentioned,
+      port: x.port,
+      protocol: protocolOf(x.protocol),
+      path: x.path as Reach['path'],
+      now: x.now as Reach['now'],
+      ...(x.now === 'open-from' ? { from: [...x.from] } : {}),
+      mentioned: x.mentioned,
     }));
 }
 
@@ -35,13 +39,28 @@ export function factsOfReport(r: ReportMessage): Omit<PreviewInputs, 'declaratio
     // The agent's preview counts what its plugins add to the converged plan: so does this one, from its report.
     pluginOpenings: r.pluginOpenings ?? [],
     listening: (r.listening ?? []).map((l) => ({
-      protocol: protocolOf(l.protocol), address: l.address, port: l.port, family: l.address.includes(':') ? 6 : 4,
-      ...(l.process ? { process: l.process } : {}), ...(l.pid ? { pid: l.pid } : {}), ...(l.established ? { established: l.established } : {}),
+      protocol: protocolOf(l.protocol),
+      address: l.address,
+      port: l.port,
+      family: l.address.includes(':') ? 6 : 4,
+      ...(l.process ? { process: l.process } : {}),
+      ...(l.pid ? { pid: l.pid } : {}),
+      ...(l.established ? { established: l.established } : {}),
     })),
-    published: (r.published ?? []).map((p) => ({ container: p.container, hostPort: p.hostPort, containerPort: p.containerPort, hostIp: p.hostIp, protocol: protocolOf(p.protocol) })),
+    published: (r.published ?? []).map((p) => ({
+      container: p.container,
+      hostPort: p.hostPort,
+      containerPort: p.containerPort,
+      hostIp: p.hostIp,
+      protocol: protocolOf(p.protocol),
+    })),
     firewall: {
-      kind: r.firewallKind || 'none', manager: '', active: r.firewallActive, tables: [...(r.firewallTables ?? [])],
-      ...(r.firewallConfigFile ? { configFile: r.firewallConfigFile } : {}), summary: [],
+      kind: r.firewallKind || 'none',
+      manager: '',
+      active: r.firewallActive,
+      tables: [...(r.firewallTables ?? [])],
+      ...(r.firewallConfigFile ? { configFile: r.firewallConfigFile } : {}),
+      summary: [],
     },
   };
 }
@@ -66,11 +85,21 @@ function asNothingToFlip(p: ConvergePreview): ConvergePreview {
  * Records the node converged with the preview computed now from its latest report; `previewId`,
  * when given, must be that preview's id (the node changed since otherwise).
  */
-export function convergeNode(controller: Controller, network: string, node: string, report: ReportMessage | null, previewId?: string, allowClose: readonly string[] = []): { preview: ConvergePreview; stateVersion: number } {
+export function convergeNode(
+  controller: Controller,
+  network: string,
+  node: string,
+  report: ReportMessage | null,
+  previewId?: string,
+  allowClose: readonly string[] = [],
+): { preview: ConvergePreview; stateVersion: number } {
   const member = controller.member(network, node);
   if (!member) throw notFound('node', node, network);
   if (member.mode === 'converged' && report?.lifecycle?.state === 'converged') {
-    throw new MeshpError('MESHP_LIFECYCLE', `node ${node} is already converged (preview ${report.lifecycle.previewId || 'none'}): adopt it first to flip again`);
+    throw new MeshpError(
+      'MESHP_LIFECYCLE',
+      `node ${node} is already converged (preview ${report.lifecycle.previewId || 'none'}): adopt it first to flip again`,
+    );
   }
   const preview = previewOf(controller, network, node, report);
   if (report && nothingToFlip(report)) throw noFilter(node);

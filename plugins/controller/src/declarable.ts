@@ -34,7 +34,9 @@ function checkValid(node: MemberRecord, moduleOf: (name: string) => ModuleDef | 
     validateDeclaration(declarationFromWire(declarationFor(node, moduleOf)));
   } catch (e) {
     const why = e instanceof MeshpError ? e.oneLine() : String(e);
-    throw new MeshpError('MESHP_DECLARATION_INVALID', `node ${node.id}'s declaration with ${what} would not be valid: ${why}; nothing was changed`, { cause: e });
+    throw new MeshpError('MESHP_DECLARATION_INVALID', `node ${node.id}'s declaration with ${what} would not be valid: ${why}; nothing was changed`, {
+      cause: e,
+    });
   }
 }
 

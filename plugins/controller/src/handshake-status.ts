@@ -54,10 +54,19 @@ export function handshakesNow(h: ReportedHandshakes | undefined, now: number, st
 }
 
 /** The reason a tunnel member stands out, or null. `reported` false and the agent has not reported at all: pending says it. */
-export function handshakeReason(h: ReportedHandshakes | undefined, view: NodeHandshakes, now: number, hasReported: boolean): { status: 'no-handshake' | 'unverified'; detail: string } | null {
+export function handshakeReason(
+  h: ReportedHandshakes | undefined,
+  view: NodeHandshakes,
+  now: number,
+  hasReported: boolean,
+): { status: 'no-handshake' | 'unverified'; detail: string } | null {
   if (!h) {
     if (!hasReported) return null;
-    return { status: 'unverified', detail: 'its agent does not report tunnel handshakes (an older agent, or a tunnel device it could not read): whether its tunnel carries traffic was not observed' };
+    return {
+      status: 'unverified',
+      detail:
+        'its agent does not report tunnel handshakes (an older agent, or a tunnel device it could not read): whether its tunnel carries traffic was not observed',
+    };
   }
   if (h.peers === 0) return null;
   const limit = view.staleAfterSeconds;

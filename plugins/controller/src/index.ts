@@ -1,6 +1,18 @@
 // The records a store keeps (the controller's store seam names them): they live in core's delta,
 // beside the protocol's server half that reads them; re-exported for store implementations.
-export type { LogEntry, MemberRecord, ModuleDef, NetworkRecord, PolicyRule, ReportedState, SentSummary, SharedComponentName, SharedComponents, SyncRecord, Expectation } from '@meshp/core/delta';
+export type {
+  LogEntry,
+  MemberRecord,
+  ModuleDef,
+  NetworkRecord,
+  PolicyRule,
+  ReportedState,
+  SentSummary,
+  SharedComponentName,
+  SharedComponents,
+  SyncRecord,
+  Expectation,
+} from '@meshp/core/delta';
 export * from './store.js';
 export { applyRemote } from './remote.js';
 export * from './status.js';

@@ -32,7 +32,8 @@ function refuse(what: string): never {
 }
 
 function checkName(kind: string, name: unknown): void {
-  if (typeof name === 'string' && name.length > LIMITS.nameChars) refuse(`a ${kind} name of ${name.length} characters is over the limit of ${LIMITS.nameChars}`);
+  if (typeof name === 'string' && name.length > LIMITS.nameChars)
+    refuse(`a ${kind} name of ${name.length} characters is over the limit of ${LIMITS.nameChars}`);
 }
 
 function checkList(kind: string, list: unknown, count: number, chars: number): void {
@@ -89,14 +90,25 @@ export function splitForWire(delta: StateDelta, maxBytes = wireBudget()): StateD
   const { upsertPeers: _u, removePeers: _r, part: _p, ...head } = delta;
   const headBytes = bytes({ ...head, upsertPeers: [], removePeers: [], part: { index: 999_999, count: 999_999 } });
   if (headBytes > maxBytes) {
-    throw new MeshpError('MESHP_MESSAGE_TOO_LARGE', `the components of delta ${delta.fromVersion}→${delta.toVersion} are ${headBytes} bytes, over the ${maxBytes}-byte budget of one message`);
+    throw new MeshpError(
+      'MESHP_MESSAGE_TOO_LARGE',
+      `the components of delta ${delta.fromVersion}→${delta.toVersion} are ${headBytes} bytes, over the ${maxBytes}-byte budget of one message`,
+    );
   }
-  const shell = bytes({ fromVersion: delta.fromVersion, toVersion: delta.toVersion, network: delta.network, upsertPeers: [], removePeers: [], part: { index: 999_999, count: 999_999 } });
+  const shell = bytes({
+    fromVersion: delta.fromVersion,
+    toVersion: delta.toVersion,
+    network: delta.network,
+    upsertPeers: [],
+    removePeers: [],
+    part: { index: 999_999, count: 999_999 },
+  });
   type Draft = { upsertPeers: StateDelta['upsertPeers']; removePeers: StateDelta['removePeers']; size: number };
   const drafts: Draft[] = [{ upsertPeers: [], removePeers: [], size: headBytes }];
   const place = (entry: unknown, into: 'upsertPeers' | 'removePeers') => {
     const size = bytes(entry) + 1;
-    if (shell + size > maxBytes) throw new MeshpError('MESHP_MESSAGE_TOO_LARGE', `one peer entry of ${size} bytes is over the ${maxBytes}-byte budget of one message`);
+    if (shell + size > maxBytes)
+      throw new MeshpError('MESHP_MESSAGE_TOO_LARGE', `one peer entry of ${size} bytes is over the ${maxBytes}-byte budget of one message`);
     let d = drafts.at(-1)!;
     if (d.size + size > maxBytes) drafts.push((d = { upsertPeers: [], removePeers: [], size: shell }));
     (d[into] as unknown[]).push(entry);
@@ -105,12 +117,15 @@ export function splitForWire(delta: StateDelta, maxBytes = wireBudget()): StateD
   for (const r of delta.removePeers) place(r, 'removePeers');
   for (const u of delta.upsertPeers) place(u, 'upsertPeers');
   const count = drafts.length;
-  return drafts.map((d, index) => ({
-    ...(index === 0 ? head : { fromVersion: delta.fromVersion, toVersion: delta.toVersion, network: delta.network }),
-    upsertPeers: d.upsertPeers,
-    removePeers: d.removePeers,
-    ...(count > 1 ? { part: { index, count } } : {}),
-  }) as StateDelta);
+  return drafts.map(
+    (d, index) =>
+      ({
+        ...(index === 0 ? head : { fromVersion: delta.fromVersion, toVersion: delta.toVersion, network: delta.network }),
+        upsertPeers: d.upsertPeers,
+        removePeers: d.removePeers,
+        ...(count > 1 ? { part: { index, count } } : {}),
+      }) as StateDelta,
+  );
 }
 
 /** Half the message limit: room for the envelope and any estimate error. */

@@ -103,7 +103,18 @@ export interface NodeStatus {
 }
 
 export function newSync(): SyncRecord {
-  return { applied: 0, appliedHash: '', sent: 0, expectations: [], snapshotPending: true, recent: [], lastAgentHash: '', firewallKind: '', held: 0, changed: 0 };
+  return {
+    applied: 0,
+    appliedHash: '',
+    sent: 0,
+    expectations: [],
+    snapshotPending: true,
+    recent: [],
+    lastAgentHash: '',
+    firewallKind: '',
+    held: 0,
+    changed: 0,
+  };
 }
 
 /** The mode the machine is in by its agent's word: a running flip is still adopted, a running return still converged. */
@@ -126,7 +137,10 @@ export function transitionOf(m: MemberRecord, s: SyncRecord): NodeTransition {
   const base = { mode: m.mode, version, previewId: m.mode === 'converged' ? (m.convergePreviewId ?? '') : '', code: '', message: '' };
   const r = s.reported;
   // The mode the node enrolled with is asked too: a converged enrolment the agent refused (a machine in use) is refused.
-  if (version === 0) return r?.lifecycle?.state === 'refused' ? { ...base, state: 'refused', code: r.lifecycle.code || 'MESHP_REFUSED', message: r.lifecycle.message } : { ...base, state: 'none' };
+  if (version === 0)
+    return r?.lifecycle?.state === 'refused'
+      ? { ...base, state: 'refused', code: r.lifecycle.code || 'MESHP_REFUSED', message: r.lifecycle.message }
+      : { ...base, state: 'none' };
   if (!r || r.version < version) return { ...base, state: 'requested' };
   const l = r.lifecycle;
   if (l?.state === 'flipping' || l?.state === 'returning') return { ...base, state: 'in-progress' };
@@ -155,7 +169,9 @@ export function statusOf(net: NetworkState, m: MemberRecord, s: SyncRecord): Nod
     stateHash: s.appliedHash,
     convergePreviewId: m.mode === 'converged' ? (m.convergePreviewId ?? '') : '',
     transition: transitionOf(m, s),
-    reconcile: r?.reconcile ? { result: r.reconcile.result, code: r.reconcile.code, message: r.reconcile.message, at: r.reconcile.at } : { result: '', code: '', message: '', at: '' },
+    reconcile: r?.reconcile
+      ? { result: r.reconcile.result, code: r.reconcile.code, message: r.reconcile.message, at: r.reconcile.at }
+      : { result: '', code: '', message: '', at: '' },
     refusedResources: r?.refusedResources ?? 0,
     refusedCodes: { ...(r?.refusedCodes ?? {}) },
     connected: false,
@@ -195,7 +211,10 @@ export function withLiveness(n: NodeStatus, live: Liveness): NodeStatus {
   const now = live.now ?? Date.now();
   const { handshakes: _was, ...rest } = n;
   const out: NodeStatus = {
-    ...rest, connected: live.connected, lastSeen: live.lastSeen || n.lastSeen, lastContact: live.lastContact ?? n.lastContact,
+    ...rest,
+    connected: live.connected,
+    lastSeen: live.lastSeen || n.lastSeen,
+    lastContact: live.lastContact ?? n.lastContact,
     ...(n.tunnelMember ? { handshakes: handshakesNow(n.reportedHandshakes, now, live.handshakeStaleSeconds ?? HANDSHAKE_STALE_SECONDS) } : {}),
   };
   const reasons = reasonsOf(out, live.diverged || n.diverged, now);
@@ -205,13 +224,19 @@ export function withLiveness(n: NodeStatus, live: Liveness): NodeStatus {
 /** Each rule in the order of how bad what it finds is; a status appears once. */
 function reasonsOf(n: NodeStatus, diverged: string | undefined, now: number): StatusReason[] {
   const found: (StatusReason | null)[] = [
-    n.connected ? null : n.lastSeen ? { status: 'silent', detail: `not connected${n.lastContact ? ` (its stream ended ${n.lastContact})` : ''}; last seen ${n.lastSeen}` } : { status: 'pending', detail: 'has not reported yet' },
+    n.connected
+      ? null
+      : n.lastSeen
+        ? { status: 'silent', detail: `not connected${n.lastContact ? ` (its stream ended ${n.lastContact})` : ''}; last seen ${n.lastSeen}` }
+        : { status: 'pending', detail: 'has not reported yet' },
     diverged ? { status: 'diverged', detail: diverged } : null,
     refusal(n),
     tunnelSaid(n),
     // No tunnel up: no handshake to judge (no-tunnel says why).
     n.handshakes && n.tunnel !== 'none' && n.tunnel !== 'down' ? handshakeReason(n.reportedHandshakes, n.handshakes, now, n.mode !== 'unknown') : null,
-    n.transition.state === 'requested' || n.transition.state === 'in-progress' ? { status: 'changing', detail: `${n.transition.mode} ${n.transition.state}` } : null,
+    n.transition.state === 'requested' || n.transition.state === 'in-progress'
+      ? { status: 'changing', detail: `${n.transition.mode} ${n.transition.state}` }
+      : null,
     n.mode === 'unknown' ? { status: 'pending', detail: 'has not reported yet' } : null,
     n.gap > 0 ? { status: 'behind', detail: `behind by ${n.gap}` } : null,
   ];
@@ -228,7 +253,8 @@ function reasonsOf(n: NodeStatus, diverged: string | undefined, now: number): St
 
 function refusal(n: NodeStatus): StatusReason | null {
   if (n.reconcile.result === 'refused') return { status: 'refusing', detail: `${n.reconcile.code}: ${n.reconcile.message}${codesSaid(n)}` };
-  if (n.transition.state === 'refused') return { status: 'refusing', detail: `${n.transition.mode === 'converged' ? 'flip' : 'return'} refused: ${n.transition.code}: ${n.transition.message}` };
+  if (n.transition.state === 'refused')
+    return { status: 'refusing', detail: `${n.transition.mode === 'converged' ? 'flip' : 'return'} refused: ${n.transition.code}: ${n.transition.message}` };
   if (n.refusedResources > 0) return { status: 'refusing', detail: `${n.refusedResources} resource(s) refused${codesSaid(n)}` };
   return null;
 }
@@ -246,8 +272,16 @@ export function tunnelOf(net: NetworkState, r: ReportedState | undefined): Pick<
  */
 function tunnelSaid(n: NodeStatus): StatusReason | null {
   const address = n.addresses.join(', ') || '-';
-  if (n.tunnel === 'none') return { status: 'no-tunnel', detail: `a member of a tunnel network whose agent runs no tunnel (--tunnel none, or an agent that does not raise one): its mesh address ${address} is not held` };
-  if (n.tunnel === 'down') return { status: 'no-tunnel', detail: `its tunnel${n.tunnelInterface ? ` ${n.tunnelInterface}` : ''} failed: ${n.tunnelError}; its mesh address ${address} is not known to be held` };
+  if (n.tunnel === 'none')
+    return {
+      status: 'no-tunnel',
+      detail: `a member of a tunnel network whose agent runs no tunnel (--tunnel none, or an agent that does not raise one): its mesh address ${address} is not held`,
+    };
+  if (n.tunnel === 'down')
+    return {
+      status: 'no-tunnel',
+      detail: `its tunnel${n.tunnelInterface ? ` ${n.tunnelInterface}` : ''} failed: ${n.tunnelError}; its mesh address ${address} is not known to be held`,
+    };
   return null;
 }
 

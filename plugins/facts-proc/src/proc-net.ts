@@ -44,7 +44,8 @@ export function parseProcNet(text: string, protocol: Protocol, family: 4 | 6): R
     const state = f[3];
     if (protocol === 'tcp' ? state !== TCP_LISTEN : state !== UDP_UNCONNECTED) continue;
     out.push({
-      protocol, family,
+      protocol,
+      family,
       address: family === 4 ? ipv4(addrHex!) : ipv6(addrHex!),
       port: parseInt(portHex!, 16),
       inode: f[9]!,
@@ -167,7 +168,10 @@ async function owners(inodes: ReadonlySet<string>, rescan: boolean): Promise<Map
 /** `rescan` forgets the remembered owners and reads every process's fds (the baseline in bench/). */
 export async function listening(opts: { rescan?: boolean } = {}): Promise<Listener[]> {
   const tables: [string, Protocol, 4 | 6][] = [
-    ['/proc/net/tcp', 'tcp', 4], ['/proc/net/tcp6', 'tcp', 6], ['/proc/net/udp', 'udp', 4], ['/proc/net/udp6', 'udp', 6],
+    ['/proc/net/tcp', 'tcp', 4],
+    ['/proc/net/tcp6', 'tcp', 6],
+    ['/proc/net/udp', 'udp', 4],
+    ['/proc/net/udp6', 'udp', 6],
   ];
   const raw: RawSocket[] = [];
   const conns: Established[] = [];

@@ -92,7 +92,8 @@ export async function walk(root: string, path: string, create: boolean): Promise
   const segments = segmentsOf(path);
   // Without /proc every lookup would answer ENOENT and a present file would be taken for absent.
   procChecked ??= existsSync('/proc/self/fd');
-  if (!procChecked) throw new MeshpError('MESHP_PROVIDER_MISSING', 'files-local needs /proc mounted (it opens paths relative to open folders through /proc/self/fd)');
+  if (!procChecked)
+    throw new MeshpError('MESHP_PROVIDER_MISSING', 'files-local needs /proc mounted (it opens paths relative to open folders through /proc/self/fd)');
   // The root is the operator's: opened as given (it may itself be reached through a symlink).
   let dir: Dir;
   try {
@@ -115,10 +116,13 @@ export async function walk(root: string, path: string, create: boolean): Promise
         } catch (e) {
           const code = (e as NodeJS.ErrnoException).code;
           if (code === 'ENOENT' && create && attempt < 3) {
-            made = await fs.mkdir(at(dir, segment), { mode: FOLDER_MODE }).then(() => true, (m: NodeJS.ErrnoException) => {
-              if (m.code !== 'EEXIST') throw m;
-              return false;
-            });
+            made = await fs.mkdir(at(dir, segment), { mode: FOLDER_MODE }).then(
+              () => true,
+              (m: NodeJS.ErrnoException) => {
+                if (m.code !== 'EEXIST') throw m;
+                return false;
+              },
+            );
             continue;
           }
           if (code === 'ENOENT') {
@@ -133,10 +137,11 @@ export async function walk(root: string, path: string, create: boolean): Promise
       // mkdir's mode is cut by the process umask (the shipped unit's UMask=0077 would make 0700
       // folders whose files nobody else can reach): a folder meshp made is set to FOLDER_MODE
       // through the handle it opened. A folder it found keeps its mode.
-      if (made) await next.chmod(FOLDER_MODE).catch(async (e: unknown) => {
-        await next.close();
-        throw e;
-      });
+      if (made)
+        await next.chmod(FOLDER_MODE).catch(async (e: unknown) => {
+          await next.close();
+          throw e;
+        });
       await dir.close();
       dir = next;
     }

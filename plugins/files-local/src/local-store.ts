@@ -161,7 +161,10 @@ export class LocalFileStore implements FileStore {
     const back = sys.exchange(fd, temp, w.name);
     const found = replaced ? describe(replaced) : 'nothing';
     if (back !== 'ok') {
-      throw new MeshpError('MESHP_FILE_SWAPPED', `${path} was replaced by ${found} just before the write, and could not be put back (${JSON.stringify(back)}); it is kept as ${temp} beside it`);
+      throw new MeshpError(
+        'MESHP_FILE_SWAPPED',
+        `${path} was replaced by ${found} just before the write, and could not be put back (${JSON.stringify(back)}); it is kept as ${temp} beside it`,
+      );
     }
     throw swapped(path, expect, `${found} was there at the write; put back as found, not written`);
   }

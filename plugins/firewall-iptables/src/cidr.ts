@@ -21,7 +21,14 @@ export function rangesOf(family: Family, from: readonly string[]): string[] {
   const key = `${family} ${from.join(' ')}`;
   let v = memo.get(key);
   if (!v) {
-    v = [...new Set(from.map(parseCidr).filter((c) => c.family === family).map((c) => c.text))].sort();
+    v = [
+      ...new Set(
+        from
+          .map(parseCidr)
+          .filter((c) => c.family === family)
+          .map((c) => c.text),
+      ),
+    ].sort();
     if (memo.size > 10_000) memo.clear();
     memo.set(key, v);
   }

@@ -50,18 +50,16 @@ export function derivedLines(family: Family, filter: SavedTable | undefined, f: 
   const icmp = family === 6 ? 'ipv6-icmp' : 'icmp';
   const { INPUT: IN, FORWARD: FW } = DERIVED_CHAINS;
   const established = ['-m', 'conntrack', '--ctstate', 'RELATED,ESTABLISHED', '-j', 'ACCEPT'];
-  const lines = [
-    `-A ${IN} -i lo -j ACCEPT`,
-    `-A ${IN} ${formatArgs(established)}`,
-    `-A ${IN} -p ${icmp} -j ACCEPT`,
-    `-A ${FW} ${formatArgs(established)}`,
-  ];
+  const lines = [`-A ${IN} -i lo -j ACCEPT`, `-A ${IN} ${formatArgs(established)}`, `-A ${IN} -p ${icmp} -j ACCEPT`, `-A ${FW} ${formatArgs(established)}`];
   const all = specs(family, f);
   // Refusals first: a drop is final only if nothing before it accepts.
   for (const s of all.filter((x) => x.action === 'drop')) lines.push(`-A ${s.chain} ${formatArgs(buildArgs(s))}`);
   for (const s of all.filter((x) => x.action === 'accept')) lines.push(`-A ${s.chain} ${formatArgs(buildArgs(s))}`);
   lines.push(`-A ${IN} -j DROP`, `-A ${FW} -m conntrack --ctstate DNAT -j DROP`);
-  for (const [builtin, own] of [['INPUT', IN], ['FORWARD', FW]] as const) {
+  for (const [builtin, own] of [
+    ['INPUT', IN],
+    ['FORWARD', FW],
+  ] as const) {
     const present = filter?.rules.some((r) => r.chain === builtin && markOf(r.args) === DERIVED_MARK && r.args.includes(own));
     if (!present) lines.push(`-I ${builtin} 1 ${formatArgs(jumpArgs(own))}`);
   }

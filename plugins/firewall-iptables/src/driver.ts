@@ -94,7 +94,14 @@ export class IptablesDriver implements FirewallDriver {
     const specs = FAMILIES.map((f) => ({ family: f, specs: desiredSpecs(f, filters[f], wanted, unplaceable) }));
     // An opening one family leaves no place for is refused in both: nothing of it is written.
     const refusedIds = new Set(unplaceable.map((u) => u.id));
-    const edits = specs.map(({ family: f, specs: s }) => ({ family: f, edit: planEnsure(filters[f], s.filter((x) => !refusedIds.has(x.id)), f) }));
+    const edits = specs.map(({ family: f, specs: s }) => ({
+      family: f,
+      edit: planEnsure(
+        filters[f],
+        s.filter((x) => !refusedIds.has(x.id)),
+        f,
+      ),
+    }));
     if (edits.some((e) => e.edit.lines.length > 0)) await this.#writing(() => this.#apply(edits));
     const wantedIds = new Set([...openings, ...refusals].map((o) => o.id));
     const added = [...new Set(edits.flatMap((e) => e.edit.added.map((s) => s.id)))].sort();

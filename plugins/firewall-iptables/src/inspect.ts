@@ -34,7 +34,10 @@ const PROC: Record<Family, string> = { 4: '/proc/net/ip_tables_names', 6: '/proc
 export async function legacyTableNames(runner: CommandRunner, family: Family): Promise<string[]> {
   const r = await runner('cat', [PROC[family]]);
   if (r.code !== 0) return [];
-  return r.stdout.split('\n').map((s) => s.trim()).filter(Boolean);
+  return r.stdout
+    .split('\n')
+    .map((s) => s.trim())
+    .filter(Boolean);
 }
 
 export function filterActive(filter: SavedTable | undefined): boolean {
@@ -51,7 +54,10 @@ function describeFamily(f: FamilyState): string {
   const filter = findTable(f.ruleset, 'filter');
   const names = f.ruleset.tables.map((t) => t.name).join(',');
   if (!filter) return `${familyName(f.family)}: tables ${names || 'none'}`;
-  const pol = filter.chains.filter((c) => c.policy).map((c) => `${c.name} ${c.policy}`).join(', ');
+  const pol = filter.chains
+    .filter((c) => c.policy)
+    .map((c) => `${c.name} ${c.policy}`)
+    .join(', ');
   const marked = filter.rules.filter((r) => markOf(r.args)).length;
   return `${familyName(f.family)}: tables ${names}; filter ${pol}; ${filter.rules.length} rules (${marked} meshp)`;
 }

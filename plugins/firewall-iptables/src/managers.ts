@@ -11,7 +11,6 @@ import type { SavedTable } from './save-format.js';
 
 export type { ManagerSeen };
 
-
 /** Chains only each manager makes. */
 const FOOTPRINTS: { kind: string; test: (names: ReadonlySet<string>) => string | null }[] = [
   {

@@ -72,12 +72,18 @@ export class IptablesPlugin implements Plugin {
         for (const m of managers) {
           if (reported.has(m.kind) || spoken(m.kind)) continue;
           reported.add(m.kind);
-          probe.seen.push({ kind: m.kind, active: true, summary: `${m.kind} manages the firewall (seen: ${m.seen} in ${kind}); firewall-iptables does not speak it`, by: this.name });
+          probe.seen.push({
+            kind: m.kind,
+            active: true,
+            summary: `${m.kind} manages the firewall (seen: ${m.seen} in ${kind}); firewall-iptables does not speak it`,
+            by: this.name,
+          });
         }
         const owners = managers.map((m) => m.kind).join(', ');
         // The ufw example plugin speaks ufw through this backend's driver, so ufw alone leaves it one.
         const driver = managers.every((m) => spoken(m.kind)) ? { driver: this.driver(backend, probe.root) } : {};
-        if (state.present || probe.requested === kind) probe.seen.push({ kind, active: false, summary: `rules belong to ${owners}; ${state.summary}`, by: this.name, ...driver });
+        if (state.present || probe.requested === kind)
+          probe.seen.push({ kind, active: false, summary: `rules belong to ${owners}; ${state.summary}`, by: this.name, ...driver });
         continue;
       }
       if (!state.present && probe.requested !== kind) continue;

@@ -93,7 +93,8 @@ const destinationType: OptionReader = (r, { rest: [text], negate }) => {
   const types = (text ?? '').split(',');
   const on = (path: TrafficPath) => types.includes('UNICAST') || (path === 'incoming' && types.includes('LOCAL'));
   const paths = (['incoming', 'forwarded'] as const).filter((p) => on(p) !== negate && (!r.paths || r.paths.includes(p)));
-  if (paths.length === 0) r.loopback = true; // matches no new connection from a range (see ReachRule.loopback)
+  if (paths.length === 0)
+    r.loopback = true; // matches no new connection from a range (see ReachRule.loopback)
   else r.paths = paths;
   return 1;
 };

@@ -53,9 +53,11 @@ export async function loadConfig(d: DriverParts, family: Family): Promise<SavedT
     return null;
   }
   const tool = d.tools[family];
-  const r = await runChecked(d.options.runner, 'unshare', ['--net', '--', 'sh', '-c', '"$0" && "$1"', tool.restoreCmd, tool.saveCmd], text).catch((e: unknown) => {
-    throw new MeshpError('MESHP_FIREWALL_FAILED', `the config ${configFile(d.options.root, family)} does not load`, { cause: e });
-  });
+  const r = await runChecked(d.options.runner, 'unshare', ['--net', '--', 'sh', '-c', '"$0" && "$1"', tool.restoreCmd, tool.saveCmd], text).catch(
+    (e: unknown) => {
+      throw new MeshpError('MESHP_FIREWALL_FAILED', `the config ${configFile(d.options.root, family)} does not load`, { cause: e });
+    },
+  );
   return findTable(parseSave(r.stdout), 'filter') ?? null;
 }
 
@@ -69,9 +71,7 @@ function retireFamily(live: SavedTable, config: SavedTable | null): { head: stri
     if (n > 0) fromConfig.set(ruleKey(r), n - 1);
     return n > 0;
   };
-  const ownChains = live.chains.filter(
-    (c) => c.policy === null && !isForeignChain(c.name) && (!config || config.chains.some((x) => x.name === c.name)),
-  );
+  const ownChains = live.chains.filter((c) => c.policy === null && !isForeignChain(c.name) && (!config || config.chains.some((x) => x.name === c.name)));
   const docker = live.chains.some((c) => c.name.startsWith('DOCKER'));
   const record: RetiredFamily = { policies: {}, rules: [], chains: [] };
   const head: string[] = [];

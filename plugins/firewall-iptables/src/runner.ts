@@ -32,9 +32,7 @@ export function localRunner(prefix: string[] = []): CommandRunner {
         if (e.code === 'ENOENT') resolve({ stdout: '', stderr: `${argv[0]}: not found`, code: 127 });
         else reject(e);
       });
-      child.on('close', (code) =>
-        resolve({ stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8'), code: code ?? 1 }),
-      );
+      child.on('close', (code) => resolve({ stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8'), code: code ?? 1 }));
       child.stdin.on('error', () => undefined);
       child.stdin.end(input ?? '');
     });

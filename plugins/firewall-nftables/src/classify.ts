@@ -81,12 +81,7 @@ function classify(table: NftTable, rs: Ruleset, rules: NftRule[]): TableOwner {
   if (table.family !== 'ip' && table.family !== 'ip6' && table.family !== 'inet') return 'other';
   if (rules.some((r) => r.expr.some((e) => 'xt' in e))) return 'iptables-nft';
   const base = rs.chains.filter((c) => tableKey(c) === key && c.hook);
-  if (
-    table.family !== 'inet' &&
-    IPTABLES_TABLES.has(table.name) &&
-    base.length > 0 &&
-    base.every((c) => IPTABLES_BUILTIN.has(c.name))
-  ) {
+  if (table.family !== 'inet' && IPTABLES_TABLES.has(table.name) && base.length > 0 && base.every((c) => IPTABLES_BUILTIN.has(c.name))) {
     return 'iptables-nft';
   }
   return 'found';

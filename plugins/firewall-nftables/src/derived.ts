@@ -18,13 +18,29 @@ const ICMPV6: Expr[] = [
     match: {
       op: '==',
       left: { payload: { protocol: 'icmpv6', field: 'type' } },
-      right: { set: ['nd-neighbor-solicit', 'nd-neighbor-advert', 'nd-router-advert', 'packet-too-big', 'destination-unreachable', 'time-exceeded', 'parameter-problem'] },
+      right: {
+        set: [
+          'nd-neighbor-solicit',
+          'nd-neighbor-advert',
+          'nd-router-advert',
+          'packet-too-big',
+          'destination-unreachable',
+          'time-exceeded',
+          'parameter-problem',
+        ],
+      },
     },
   },
   { accept: null },
 ];
 const ICMP: Expr[] = [
-  { match: { op: '==', left: { payload: { protocol: 'icmp', field: 'type' } }, right: { set: ['destination-unreachable', 'time-exceeded', 'parameter-problem'] } } },
+  {
+    match: {
+      op: '==',
+      left: { payload: { protocol: 'icmp', field: 'type' } },
+      right: { set: ['destination-unreachable', 'time-exceeded', 'parameter-problem'] },
+    },
+  },
   { accept: null },
 ];
 
@@ -52,7 +68,10 @@ export function derivedBatch(filter: DerivedFilter): Command[] {
     plain('input', ICMP),
     plain('forward', ESTABLISHED),
   ];
-  for (const [path, chain] of [['incoming', 'input'], ['forwarded', 'forward']] as const) {
+  for (const [path, chain] of [
+    ['incoming', 'input'],
+    ['forwarded', 'forward'],
+  ] as const) {
     for (const r of refusals.filter((x) => x.path === path)) cmds.push(...marked(r, chain, filter.privateRange));
     for (const o of filter.openings.filter((x) => x.path === path && x.action === 'accept')) cmds.push(...marked(o, chain));
   }

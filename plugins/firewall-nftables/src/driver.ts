@@ -1,7 +1,17 @@
 import { createHash, randomInt } from 'node:crypto';
 import { access, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { MeshpError, type DerivedFilter, type Door, type EnsureResult, type FirewallDescription, type FirewallDriver, type Opening, type Reach, type RetiredState } from '@meshp/core';
+import {
+  MeshpError,
+  type DerivedFilter,
+  type Door,
+  type EnsureResult,
+  type FirewallDescription,
+  type FirewallDriver,
+  type Opening,
+  type Reach,
+  type RetiredState,
+} from '@meshp/core';
 import { canonical, parseCidr } from './cidr.js';
 import { DERIVED_TABLE, MARK, MESH_TABLE, RECEIPT_SET, classifyTable, markedId, tablesOwnedBy, foundActive } from './classify.js';
 import { loadInScratch, ownerOf, recreateTables } from './config.js';
@@ -193,7 +203,11 @@ export class NftablesDriver implements FirewallDriver {
     if (await exists(file)) config = await loadInScratch(this.o.runner, this.o.bin ?? 'nft', file, this.o.root);
     // No config file to read (loaded by hand, or removed since): the tables as they were live when retired.
     else if (recorded) config = parseRuleset(JSON.stringify({ nftables: recorded }));
-    else throw new MeshpError('MESHP_FIREWALL_FAILED', `the retired firewall's config file ${file} is gone and no live copy was recorded; nothing to re-enable from`);
+    else
+      throw new MeshpError(
+        'MESHP_FIREWALL_FAILED',
+        `the retired firewall's config file ${file} is gone and no live copy was recorded; nothing to re-enable from`,
+      );
     const tables = tablesOwnedBy(config, 'found');
     await this.nft.apply({ nftables: recreateTables(config, tables) });
     const live = new Set((await this.nft.list()).tables.map(tableKey));
@@ -252,7 +266,11 @@ export function openingsOf(rs: Ruleset): Opening[] {
     let entry = byId.get(id);
     if (!entry) {
       const path = hook === 'input' ? 'incoming' : 'forwarded';
-      entry = { o: { id, module: id.split('/')[0]!, port: shape.port, protocol: shape.protocol, from: [], path, action: shape.verdict }, from: [], outsidePrivate: false };
+      entry = {
+        o: { id, module: id.split('/')[0]!, port: shape.port, protocol: shape.protocol, from: [], path, action: shape.verdict },
+        from: [],
+        outsidePrivate: false,
+      };
       byId.set(id, entry);
     }
     if (shape.negate) entry.outsidePrivate = true;

@@ -240,10 +240,12 @@ export function nativePlan(plan: Pick<EnsurePlan, 'head' | 'additions'>): string
 export function receiptLines(nonce: number): string {
   if (!Number.isInteger(nonce) || nonce < 1 || nonce > 0xffffffff) throw new RangeError(`a receipt is a 32-bit mark, not ${nonce}`);
   const set = `inet ${MESH_TABLE} ${RECEIPT_SET}`;
-  return [
-    `add table inet ${MESH_TABLE}`,
-    `add set ${set} { type mark; comment "${MARK}receipt: the last batch this host committed"; }`,
-    `flush set ${set}`,
-    `add element ${set} { ${nonce} }`,
-  ].join('\n') + '\n';
+  return (
+    [
+      `add table inet ${MESH_TABLE}`,
+      `add set ${set} { type mark; comment "${MARK}receipt: the last batch this host committed"; }`,
+      `flush set ${set}`,
+      `add element ${set} { ${nonce} }`,
+    ].join('\n') + '\n'
+  );
 }

@@ -112,7 +112,10 @@ const EVERYWHERE_SET = wholeOf([4, 6]);
 export function wanted(rs: Ruleset, wants: Wants, places = new Placements(rs), unplaceable: Unplaceable[] = []): Want[] {
   const out: Want[] = [];
   const refused = new Set<string>();
-  for (const [hook, path] of [['input', 'incoming'], ['forward', 'forwarded']] as const) {
+  for (const [hook, path] of [
+    ['input', 'incoming'],
+    ['forward', 'forwarded'],
+  ] as const) {
     for (const chain of filterChains(rs, hook)) {
       const where = chainKey(chain);
       for (const w of wants.accepting(chain.family, path)) {
@@ -147,7 +150,13 @@ function presentMarked(rs: Ruleset): NftRule[] {
   return rs.rules.filter((r) => ours.has(tableKey(r)) && markedId(r) !== null);
 }
 
-export function planEnsure(rs: Ruleset, openings: readonly Opening[], refusals: readonly Opening[], privateRange?: string, unplaceable: Unplaceable[] = []): EnsurePlan {
+export function planEnsure(
+  rs: Ruleset,
+  openings: readonly Opening[],
+  refusals: readonly Opening[],
+  privateRange?: string,
+  unplaceable: Unplaceable[] = [],
+): EnsurePlan {
   const places = new Placements(rs);
   const wants = wanted(rs, new Wants(openings, refusals, privateRange), places, unplaceable);
   const byKey = new Map(wants.map((w) => [w.key, w]));

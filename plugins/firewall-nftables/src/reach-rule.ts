@@ -128,7 +128,8 @@ const sourceAddress: MatchReader = ({ payload, right, negate, sets }, r) => {
 };
 
 const ipProtocol: MatchReader = ({ payload, right, negate }, r) => {
-  if (!(payload && ((payload.protocol === 'ip' && payload.field === 'protocol') || (payload.protocol === 'ip6' && payload.field === 'nexthdr')))) return undefined;
+  if (!(payload && ((payload.protocol === 'ip' && payload.field === 'protocol') || (payload.protocol === 'ip6' && payload.field === 'nexthdr'))))
+    return undefined;
   const w = words(right);
   if (!w || negate) return false;
   r.families = [payload.protocol === 'ip' ? 4 : 6];

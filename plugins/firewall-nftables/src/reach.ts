@@ -16,7 +16,10 @@ const FAMILIES: Record<string, readonly IpFamily[]> = { ip: [4], ip6: [6], inet:
 
 /** How an operator finds a rule: its chain and handle, and what it does. */
 function labelOf(rule: NftRule): string {
-  const verdict = rule.expr.map((e) => Object.keys(e)[0]).filter((k) => !['match', 'counter', 'log'].includes(k!)).join(' ');
+  const verdict = rule.expr
+    .map((e) => Object.keys(e)[0])
+    .filter((k) => !['match', 'counter', 'log'].includes(k!))
+    .join(' ');
   const target = jumpTarget(rule);
   return `${rule.family} ${rule.table} ${rule.chain} handle ${rule.handle ?? '?'} (${verdict || 'no verdict'}${target ? ` ${target}` : ''})`;
 }
@@ -60,7 +63,10 @@ export function reachChains(rs: Ruleset, hook: 'input' | 'forward'): ReachChain[
     byChain.get(k)!.push(r);
   }
   const read = (c: NftChain) =>
-    (byChain.get(chainKey(c)) ?? []).map((r) => ({ ...reachRule(r, counted.get(tableKey(r)) === 'found' && !isMarked(r), setsByTable(tableKey(r))), label: labelOf(r) }));
+    (byChain.get(chainKey(c)) ?? []).map((r) => ({
+      ...reachRule(r, counted.get(tableKey(r)) === 'found' && !isMarked(r), setsByTable(tableKey(r))),
+      label: labelOf(r),
+    }));
   const regular = new Map<string, Map<string, readonly ReachRule[]>>();
   for (const c of rs.chains) {
     if (!counted.has(tableKey(c)) || c.hook) continue;
@@ -70,7 +76,13 @@ export function reachChains(rs: Ruleset, hook: 'input' | 'forward'): ReachChain[
   }
   return rs.chains
     .filter((c) => counted.has(tableKey(c)) && c.hook === hook && (c.type ?? 'filter') === 'filter' && FAMILIES[c.family])
-    .map((c) => ({ policy: c.policy ?? 'accept', families: FAMILIES[c.family]!, rules: read(c), regular: regular.get(tableKey(c)) ?? new Map(), label: chainKey(c) }));
+    .map((c) => ({
+      policy: c.policy ?? 'accept',
+      families: FAMILIES[c.family]!,
+      rules: read(c),
+      regular: regular.get(tableKey(c)) ?? new Map(),
+      label: chainKey(c),
+    }));
 }
 
 /** Each door's reach through the ruleset, in the order asked. */

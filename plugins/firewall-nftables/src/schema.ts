@@ -50,11 +50,7 @@ export interface Ruleset {
   objects: NftObject[];
 }
 
-export type Command =
-  | { add: NftObject }
-  | { insert: { rule: NftRule } }
-  | { delete: NftObject }
-  | { flush: NftObject };
+export type Command = { add: NftObject } | { insert: { rule: NftRule } } | { delete: NftObject } | { flush: NftObject };
 
 export interface Batch {
   nftables: Command[];

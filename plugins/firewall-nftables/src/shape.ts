@@ -89,7 +89,16 @@ function computeAddresses(o: Opening, family: Family, spared: readonly string[] 
 export function shapesFor(o: Opening, family: Family, privateRange?: string): Shape[] {
   checkId(o.id);
   const match = o.path === 'forwarded' ? 'ct' : 'dport';
-  return addressesFor(o, family, privateRange).map((p) => ({ id: o.id, nf: p.nf, cidrs: p.cidrs, negate: p.negate, protocol: o.protocol, port: o.port, match, verdict: o.action }));
+  return addressesFor(o, family, privateRange).map((p) => ({
+    id: o.id,
+    nf: p.nf,
+    cidrs: p.cidrs,
+    negate: p.negate,
+    protocol: o.protocol,
+    port: o.port,
+    match,
+    verdict: o.action,
+  }));
 }
 
 function addrExpr(cidr: string): unknown {
@@ -159,7 +168,12 @@ export function parseShape(rule: NftRule, id: string): Shape | null {
       if (family === 'ip' || family === 'ip6') {
         if (op !== '==' && op !== '!=') return null;
         const prefix = (right as { prefix?: { addr?: unknown; len?: unknown } } | null)?.prefix;
-        const text = typeof right === 'string' ? right : prefix && Object.keys(right as object).length === 1 ? `${String(prefix.addr)}/${String(prefix.len)}` : JSON.stringify(right);
+        const text =
+          typeof right === 'string'
+            ? right
+            : prefix && Object.keys(right as object).length === 1
+              ? `${String(prefix.addr)}/${String(prefix.len)}`
+              : JSON.stringify(right);
         const cidrs = memoCanonical(`${family}:${text}`, () => {
           const ranges = toRanges(right, family);
           return ranges ? canonical(ranges) : [];

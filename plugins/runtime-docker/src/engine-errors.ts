@@ -5,17 +5,7 @@
  */
 import { MeshpError, type ErrorCode } from '@meshp/core';
 
-const UNREACHABLE = new Set([
-  'ENOENT',
-  'ECONNREFUSED',
-  'ECONNRESET',
-  'ECONNABORTED',
-  'EPIPE',
-  'ETIMEDOUT',
-  'EACCES',
-  'ENOTSOCK',
-  'ABORT_ERR',
-]);
+const UNREACHABLE = new Set(['ENOENT', 'ECONNREFUSED', 'ECONNRESET', 'ECONNABORTED', 'EPIPE', 'ETIMEDOUT', 'EACCES', 'ENOTSOCK', 'ABORT_ERR']);
 
 interface EngineError {
   code?: unknown;
@@ -52,9 +42,6 @@ export function engineError(e: unknown, what: string, socketPath: string, detail
   if (e instanceof MeshpError) return e;
   const code = classify(e);
   const reason = engineMessage(e);
-  const message =
-    code === 'MESHP_RUNTIME_UNAVAILABLE'
-      ? `the Docker engine at ${socketPath} is not answering (${what}): ${reason}`
-      : `${what}: ${reason}`;
+  const message = code === 'MESHP_RUNTIME_UNAVAILABLE' ? `the Docker engine at ${socketPath} is not answering (${what}): ${reason}` : `${what}: ${reason}`;
   return new MeshpError(code, message, { cause: e, details: { socketPath, ...details } });
 }

@@ -21,11 +21,7 @@ export function sortPorts(ports: PublishedPort[]): PublishedPort[] {
     out.push(p);
   }
   return out.sort(
-    (a, b) =>
-      a.hostPort - b.hostPort ||
-      byCodePoint(a.protocol, b.protocol) ||
-      byCodePoint(a.hostIp, b.hostIp) ||
-      a.containerPort - b.containerPort,
+    (a, b) => a.hostPort - b.hostPort || byCodePoint(a.protocol, b.protocol) || byCodePoint(a.hostIp, b.hostIp) || a.containerPort - b.containerPort,
   );
 }
 

@@ -169,9 +169,7 @@ export class DockerRuntime implements ContainerRuntime {
     if (existing) {
       if (wasRunning) await this.#stop(old.Id, `stopping container ${spec.name} to replace it`);
       try {
-        await this.#do(`renaming container ${spec.name} aside`, () =>
-          this.#docker.getContainer(old.Id).rename({ name: asideName(spec.name, old.Id) }),
-        );
+        await this.#do(`renaming container ${spec.name} aside`, () => this.#docker.getContainer(old.Id).rename({ name: asideName(spec.name, old.Id) }));
       } catch (e) {
         if (wasRunning) await this.#start(old.Id, `restarting container ${spec.name}`).catch(() => undefined);
         throw e;
@@ -202,7 +200,10 @@ export class DockerRuntime implements ContainerRuntime {
     try {
       await this.#start(id, `starting container ${name}`);
     } catch (e) {
-      await this.#patient.getContainer(id).remove({ force: true }).catch(() => undefined);
+      await this.#patient
+        .getContainer(id)
+        .remove({ force: true })
+        .catch(() => undefined);
       throw e;
     }
   }

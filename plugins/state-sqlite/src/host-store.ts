@@ -45,7 +45,10 @@ const MIGRATIONS = [
    CREATE TABLE IF NOT EXISTS view_components (name TEXT PRIMARY KEY, doc TEXT NOT NULL);`,
 ];
 
-type ViewQueries = Record<'clearPeers' | 'clearComponents' | 'delPeer' | 'putPeer' | 'delComponent' | 'putComponent' | 'delValue' | 'putValue', Database.Statement>;
+type ViewQueries = Record<
+  'clearPeers' | 'clearComponents' | 'delPeer' | 'putPeer' | 'delComponent' | 'putComponent' | 'delValue' | 'putValue',
+  Database.Statement
+>;
 
 /** The row that says a view is kept per peer, and at which version. */
 const VIEW_META = 'agent.view.meta';
@@ -72,9 +75,15 @@ interface OriginalRow {
 
 function toOriginal(r: OriginalRow): OriginalRecord {
   return {
-    key: r.key, kind: r.kind as ResourceKind, module: r.module,
-    original: new Uint8Array(r.original), fingerprint: r.fingerprint, foundAt: r.found_at,
-    lastFingerprint: r.last_fingerprint, changedAt: r.changed_at, identity: r.identity,
+    key: r.key,
+    kind: r.kind as ResourceKind,
+    module: r.module,
+    original: new Uint8Array(r.original),
+    fingerprint: r.fingerprint,
+    foundAt: r.found_at,
+    lastFingerprint: r.last_fingerprint,
+    changedAt: r.changed_at,
+    identity: r.identity,
   };
 }
 
@@ -149,7 +158,9 @@ export class SqliteHostStore implements HostStateStore {
 
   async recordIntent(rec: IntentRecord): Promise<void> {
     this.#db
-      .prepare('INSERT INTO intents (key, kind, module, digest, at) VALUES (@key, @kind, @module, @digest, @at) ON CONFLICT(key) DO UPDATE SET digest = @digest, at = @at, module = @module')
+      .prepare(
+        'INSERT INTO intents (key, kind, module, digest, at) VALUES (@key, @kind, @module, @digest, @at) ON CONFLICT(key) DO UPDATE SET digest = @digest, at = @at, module = @module',
+      )
       .run(rec);
   }
 
@@ -244,7 +255,8 @@ export class SqliteHostStore implements HostStateStore {
     if (!meta) return null;
     const peers = (this.#db.prepare('SELECT doc FROM view_peers ORDER BY id').all() as { doc: string }[]).map((r) => JSON.parse(r.doc) as Peer);
     const out: StateDelta = { fromVersion: 0, toVersion: meta.version, upsertPeers: peers, removePeers: [], network: meta.network };
-    for (const r of this.#db.prepare('SELECT name, doc FROM view_components').all() as { name: string; doc: string }[]) Object.assign(out, { [r.name]: JSON.parse(r.doc) as unknown });
+    for (const r of this.#db.prepare('SELECT name, doc FROM view_components').all() as { name: string; doc: string }[])
+      Object.assign(out, { [r.name]: JSON.parse(r.doc) as unknown });
     return out;
   }
 

@@ -20,7 +20,13 @@ export class PostgresAuthStore implements AuthBook {
 
   putToken(secret: string, t: Omit<StoredToken, 'usedAt' | 'usedBy' | 'usedKey' | 'confirmedAt' | 'revokedAt'>): void {
     this.#db.rows('INSERT INTO hosting_tokens (hash, network, mode, tags, fingerprint, expires_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)', [
-      hashSecret(secret), t.network, t.mode, JSON.stringify(t.tags), t.fingerprint, t.expiresAt, t.createdAt ?? null,
+      hashSecret(secret),
+      t.network,
+      t.mode,
+      JSON.stringify(t.tags),
+      t.fingerprint,
+      t.expiresAt,
+      t.createdAt ?? null,
     ]);
   }
 
@@ -33,7 +39,12 @@ export class PostgresAuthStore implements AuthBook {
 
   /** Single use across replicas: the row's update is the arbiter, true only for the first caller (never for a revoked token). */
   markUsed(secret: string, by: string, at: string, nodeKey: string): boolean {
-    const [r] = this.#db.run([{ text: 'UPDATE hosting_tokens SET used_at = $1, used_by = $2, used_key = $3 WHERE hash = $4 AND used_at IS NULL AND revoked_at IS NULL', values: [at, by, nodeKey, hashSecret(secret)] }]);
+    const [r] = this.#db.run([
+      {
+        text: 'UPDATE hosting_tokens SET used_at = $1, used_by = $2, used_key = $3 WHERE hash = $4 AND used_at IS NULL AND revoked_at IS NULL',
+        values: [at, by, nodeKey, hashSecret(secret)],
+      },
+    ]);
     return r!.rowCount === 1;
   }
 
@@ -45,14 +56,24 @@ export class PostgresAuthStore implements AuthBook {
   revokeToken(network: string, id: string, at: string): TokenRevocation {
     const [lo, hi] = idRange(id);
     const rows = this.#db.rows<TokenRow>('SELECT * FROM hosting_tokens WHERE network = $1 AND hash >= $2 AND hash < $3 LIMIT 2', [network, lo, hi]);
-    return revokeRow(rows, network, id,
-      (hash) => this.#db.run([{ text: 'UPDATE hosting_tokens SET revoked_at = $1 WHERE hash = $2 AND used_at IS NULL AND revoked_at IS NULL', values: [at, hash] }])[0]!.rowCount === 1,
-      (hash) => this.#db.rows<TokenRow>('SELECT * FROM hosting_tokens WHERE hash = $1', [hash])[0]);
+    return revokeRow(
+      rows,
+      network,
+      id,
+      (hash) =>
+        this.#db.run([{ text: 'UPDATE hosting_tokens SET revoked_at = $1 WHERE hash = $2 AND used_at IS NULL AND revoked_at IS NULL', values: [at, hash] }])[0]!
+          .rowCount === 1,
+      (hash) => this.#db.rows<TokenRow>('SELECT * FROM hosting_tokens WHERE hash = $1', [hash])[0],
+    );
   }
 
   /** One indexed update per hello: a count of tokens pending kept in memory would not see the other replicas'. */
   confirm(network: string, node: string, at: string): void {
-    this.#db.rows('UPDATE hosting_tokens SET confirmed_at = $1 WHERE network = $2 AND used_by = $3 AND confirmed_at IS NULL AND used_at IS NOT NULL', [at, network, node]);
+    this.#db.rows('UPDATE hosting_tokens SET confirmed_at = $1 WHERE network = $2 AND used_by = $3 AND confirmed_at IS NULL AND used_at IS NOT NULL', [
+      at,
+      network,
+      node,
+    ]);
   }
 
   pendingAdded(): void {}
@@ -65,7 +86,9 @@ export class PostgresAuthStore implements AuthBook {
   }
 
   nodeOf(credential: string): { network: string; node: string } | null {
-    return this.#db.rows<{ network: string; node: string }>('SELECT network, node FROM hosting_credentials WHERE hash = $1', [hashSecret(credential)])[0] ?? null;
+    return (
+      this.#db.rows<{ network: string; node: string }>('SELECT network, node FROM hosting_credentials WHERE hash = $1', [hashSecret(credential)])[0] ?? null
+    );
   }
 
   revoke(network: string, node: string, nodeKey: string, at: string): void {
@@ -73,18 +96,30 @@ export class PostgresAuthStore implements AuthBook {
       ['DELETE FROM hosting_credentials WHERE network = $1 AND node = $2', [network, node]],
       ['DELETE FROM hosting_reports WHERE network = $1 AND node = $2', [network, node]],
       // One IN over a UNION (as the SQLite store): the index on used tokens by node answers it.
-      ['DELETE FROM hosting_tokens WHERE network = $1 AND used_at IS NOT NULL AND used_by IN (SELECT $2 UNION SELECT old FROM hosting_renames WHERE network = $1 AND new = $2)', [network, node]],
+      [
+        'DELETE FROM hosting_tokens WHERE network = $1 AND used_at IS NOT NULL AND used_by IN (SELECT $2 UNION SELECT old FROM hosting_renames WHERE network = $1 AND new = $2)',
+        [network, node],
+      ],
       ['DELETE FROM hosting_renames WHERE network = $1 AND new = $2', [network, node]],
-      ['INSERT INTO hosting_revoked_keys (network, node_key, node, at) VALUES ($1, $2, $3, $4) ON CONFLICT (network, node_key) DO UPDATE SET node = EXCLUDED.node, at = EXCLUDED.at', [network, nodeKey, node, at]],
+      [
+        'INSERT INTO hosting_revoked_keys (network, node_key, node, at) VALUES ($1, $2, $3, $4) ON CONFLICT (network, node_key) DO UPDATE SET node = EXCLUDED.node, at = EXCLUDED.at',
+        [network, nodeKey, node, at],
+      ],
     ]);
   }
 
   revokedKeysOf(node: string): { network: string; nodeKey: string; at: string }[] {
-    return this.#db.rows<{ network: string; nodeKey: string; at: string }>('SELECT network, node_key AS "nodeKey", at FROM hosting_revoked_keys WHERE node = $1', [node]);
+    return this.#db.rows<{ network: string; nodeKey: string; at: string }>(
+      'SELECT network, node_key AS "nodeKey", at FROM hosting_revoked_keys WHERE node = $1',
+      [node],
+    );
   }
 
   revokedKey(network: string, nodeKey: string): { node: string; at: string } | null {
-    return this.#db.rows<{ node: string; at: string }>('SELECT node, at FROM hosting_revoked_keys WHERE network = $1 AND node_key = $2', [network, nodeKey])[0] ?? null;
+    return (
+      this.#db.rows<{ node: string; at: string }>('SELECT node, at FROM hosting_revoked_keys WHERE network = $1 AND node_key = $2', [network, nodeKey])[0] ??
+      null
+    );
   }
 
   rename(network: string, from: string, to: string): void {
@@ -102,7 +137,11 @@ export class PostgresAuthStore implements AuthBook {
   }
 
   putReport(network: string, node: string, report: ReportMessage): void {
-    this.#db.rows('INSERT INTO hosting_reports (network, node, doc) VALUES ($1, $2, $3) ON CONFLICT (network, node) DO UPDATE SET doc = EXCLUDED.doc', [network, node, JSON.stringify(report)]);
+    this.#db.rows('INSERT INTO hosting_reports (network, node, doc) VALUES ($1, $2, $3) ON CONFLICT (network, node) DO UPDATE SET doc = EXCLUDED.doc', [
+      network,
+      node,
+      JSON.stringify(report),
+    ]);
   }
 
   report(network: string, node: string): ReportMessage | null {

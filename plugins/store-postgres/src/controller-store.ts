@@ -43,15 +43,18 @@ export class PostgresControllerStore implements ControllerStore {
   }
 
   load(): StoredState {
-    const [networks, members, log, sync, tokens] = this.#db.run([
-      { text: 'BEGIN ISOLATION LEVEL REPEATABLE READ' },
-      { text: 'SELECT doc FROM networks' },
-      { text: 'SELECT network, doc FROM members' },
-      { text: 'SELECT network, doc FROM log ORDER BY network, version' },
-      { text: 'SELECT network, id, doc FROM sync' },
-      { text: 'SELECT doc FROM tokens' },
-      { text: 'COMMIT' },
-    ]).slice(1, 6).map((r) => r.rows);
+    const [networks, members, log, sync, tokens] = this.#db
+      .run([
+        { text: 'BEGIN ISOLATION LEVEL REPEATABLE READ' },
+        { text: 'SELECT doc FROM networks' },
+        { text: 'SELECT network, doc FROM members' },
+        { text: 'SELECT network, doc FROM log ORDER BY network, version' },
+        { text: 'SELECT network, id, doc FROM sync' },
+        { text: 'SELECT doc FROM tokens' },
+        { text: 'COMMIT' },
+      ])
+      .slice(1, 6)
+      .map((r) => r.rows);
     const state: StoredState = {
       networks: networks!.map((r) => r.doc as NetworkRecord),
       members: members!.map((r) => ({ network: r.network as string, member: r.doc as MemberRecord })),
@@ -123,19 +126,28 @@ export class PostgresControllerStore implements ControllerStore {
   }
 
   #refuseIfPoisoned(): void {
-    if (this.#poisoned) throw new MeshpError('MESHP_STORE_UNAVAILABLE', `this replica's memory holds a change its database did not take (${this.#poisoned}): restart it`);
+    if (this.#poisoned)
+      throw new MeshpError('MESHP_STORE_UNAVAILABLE', `this replica's memory holds a change its database did not take (${this.#poisoned}): restart it`);
   }
 
   #poison(e: unknown): void {
     if (this.#poisoned) return;
     this.#poisoned = e instanceof Error ? e.message : String(e);
-    const err = new MeshpError('MESHP_STORE_UNAVAILABLE', `a change's writes failed after it was applied in memory (${this.#poisoned}): this replica stops, to start again from the database`, { cause: e });
+    const err = new MeshpError(
+      'MESHP_STORE_UNAVAILABLE',
+      `a change's writes failed after it was applied in memory (${this.#poisoned}): this replica stops, to start again from the database`,
+      { cause: e },
+    );
     this.onPoisoned?.(err);
   }
 
   /** Opens a transaction, takes the lock (held to its end) and applies what others committed since. */
   #catchUpLocked(): number {
-    const [, , versions] = this.#db.run([{ text: 'BEGIN' }, { text: 'SELECT pg_advisory_xact_lock($1)', values: [STORE_LOCK] }, { text: 'SELECT name, version FROM networks' }]);
+    const [, , versions] = this.#db.run([
+      { text: 'BEGIN' },
+      { text: 'SELECT pg_advisory_xact_lock($1)', values: [STORE_LOCK] },
+      { text: 'SELECT name, version FROM networks' },
+    ]);
     const there = new Map(versions!.rows.map((r) => [r.name as string, r.version as number]));
     const changes: RemoteChange[] = [];
     for (const [name, version] of there) {
@@ -193,23 +205,39 @@ export class PostgresControllerStore implements ControllerStore {
   }
 
   putNetwork(n: NetworkRecord): void {
-    this.#op('INSERT INTO networks (name, version, doc) VALUES ($1, $2, $3) ON CONFLICT (name) DO UPDATE SET version = EXCLUDED.version, doc = EXCLUDED.doc', [n.name, n.version, JSON.stringify(n)]);
+    this.#op('INSERT INTO networks (name, version, doc) VALUES ($1, $2, $3) ON CONFLICT (name) DO UPDATE SET version = EXCLUDED.version, doc = EXCLUDED.doc', [
+      n.name,
+      n.version,
+      JSON.stringify(n),
+    ]);
     if (this.#ops) this.#put.set(n.name, n.version);
   }
   putMember(network: string, m: MemberRecord): void {
-    this.#op('INSERT INTO members (network, id, doc) VALUES ($1, $2, $3) ON CONFLICT (network, id) DO UPDATE SET doc = EXCLUDED.doc', [network, m.id, JSON.stringify(m)]);
+    this.#op('INSERT INTO members (network, id, doc) VALUES ($1, $2, $3) ON CONFLICT (network, id) DO UPDATE SET doc = EXCLUDED.doc', [
+      network,
+      m.id,
+      JSON.stringify(m),
+    ]);
   }
   deleteMember(network: string, id: string): void {
     this.#op('DELETE FROM members WHERE network = $1 AND id = $2', [network, id]);
   }
   appendLog(network: string, e: LogEntry): void {
-    this.#op('INSERT INTO log (network, version, doc) VALUES ($1, $2, $3) ON CONFLICT (network, version) DO UPDATE SET doc = EXCLUDED.doc', [network, e.version, JSON.stringify(e)]);
+    this.#op('INSERT INTO log (network, version, doc) VALUES ($1, $2, $3) ON CONFLICT (network, version) DO UPDATE SET doc = EXCLUDED.doc', [
+      network,
+      e.version,
+      JSON.stringify(e),
+    ]);
   }
   truncateLog(network: string, floor: number): void {
     this.#op('DELETE FROM log WHERE network = $1 AND version <= $2', [network, floor]);
   }
   putSync(network: string, id: string, s: SyncRecord): void {
-    this.#op('INSERT INTO sync (network, id, doc) VALUES ($1, $2, $3) ON CONFLICT (network, id) DO UPDATE SET doc = EXCLUDED.doc', [network, id, JSON.stringify(s)]);
+    this.#op('INSERT INTO sync (network, id, doc) VALUES ($1, $2, $3) ON CONFLICT (network, id) DO UPDATE SET doc = EXCLUDED.doc', [
+      network,
+      id,
+      JSON.stringify(s),
+    ]);
   }
   deleteSync(network: string, id: string): void {
     this.#op('DELETE FROM sync WHERE network = $1 AND id = $2', [network, id]);

@@ -11,7 +11,20 @@ import type { Stmt, SyncPg } from './sync-pg.js';
 
 /** Each table's columns, in the order the copy writes them (the SQLite AuthStore's names). */
 const HOSTING_COLUMNS: Record<(typeof HOSTING_TABLES)[number], string[]> = {
-  hosting_tokens: ['hash', 'network', 'mode', 'tags', 'fingerprint', 'expires_at', 'used_at', 'used_by', 'used_key', 'confirmed_at', 'created_at', 'revoked_at'],
+  hosting_tokens: [
+    'hash',
+    'network',
+    'mode',
+    'tags',
+    'fingerprint',
+    'expires_at',
+    'used_at',
+    'used_by',
+    'used_key',
+    'confirmed_at',
+    'created_at',
+    'revoked_at',
+  ],
   hosting_credentials: ['hash', 'network', 'node'],
   hosting_reports: ['network', 'node', 'doc'],
   hosting_revoked_keys: ['network', 'node_key', 'node', 'at'],
@@ -21,7 +34,10 @@ const HOSTING_COLUMNS: Record<(typeof HOSTING_TABLES)[number], string[]> = {
 /** One statement per table: the rows go as one JSON array, unpacked by PostgreSQL. */
 function insertAll(table: string, columns: string[], rows: Record<string, unknown>[]): Stmt {
   const pick = (c: string) => (c === 'doc' && !table.startsWith('hosting_') ? `x->'doc'` : c === 'version' ? `(x->>'version')::int` : `x->>'${c}'`);
-  return { text: `INSERT INTO ${table} (${columns.join(', ')}) SELECT ${columns.map(pick).join(', ')} FROM jsonb_array_elements($1::jsonb) AS x`, values: [JSON.stringify(rows)] };
+  return {
+    text: `INSERT INTO ${table} (${columns.join(', ')}) SELECT ${columns.map(pick).join(', ')} FROM jsonb_array_elements($1::jsonb) AS x`,
+    values: [JSON.stringify(rows)],
+  };
 }
 
 export interface CopyCounts {
@@ -38,12 +54,38 @@ export function copyState(db: SyncPg, state: StoredState, hosting: Partial<Recor
   const held = db.rows<{ n: number }>('SELECT count(*)::int AS n FROM networks')[0]!.n;
   if (held > 0) throw new MeshpError('MESHP_USAGE', `the database holds a controller's state already (${held} network(s)): copy into an empty one`);
   const stmts: Stmt[] = [
-    insertAll('networks', ['name', 'version', 'doc'], state.networks.map((n) => ({ name: n.name, version: n.version, doc: n }))),
-    insertAll('members', ['network', 'id', 'doc'], state.members.map((m) => ({ network: m.network, id: m.member.id, doc: m.member }))),
-    insertAll('log', ['network', 'version', 'doc'], state.log.map((l) => ({ network: l.network, version: l.entry.version, doc: l.entry }))),
-    insertAll('sync', ['network', 'id', 'doc'], state.sync.map((s) => ({ network: s.network, id: s.id, doc: s.sync }))),
-    insertAll('tokens', ['token', 'doc'], state.tokens.map((t) => ({ token: t.token, doc: t }))),
-    ...HOSTING_TABLES.map((t) => insertAll(t, HOSTING_COLUMNS[t], (hosting[t] ?? []).map((r) => Object.fromEntries(HOSTING_COLUMNS[t].map((c) => [c, r[c] ?? null]))))),
+    insertAll(
+      'networks',
+      ['name', 'version', 'doc'],
+      state.networks.map((n) => ({ name: n.name, version: n.version, doc: n })),
+    ),
+    insertAll(
+      'members',
+      ['network', 'id', 'doc'],
+      state.members.map((m) => ({ network: m.network, id: m.member.id, doc: m.member })),
+    ),
+    insertAll(
+      'log',
+      ['network', 'version', 'doc'],
+      state.log.map((l) => ({ network: l.network, version: l.entry.version, doc: l.entry })),
+    ),
+    insertAll(
+      'sync',
+      ['network', 'id', 'doc'],
+      state.sync.map((s) => ({ network: s.network, id: s.id, doc: s.sync })),
+    ),
+    insertAll(
+      'tokens',
+      ['token', 'doc'],
+      state.tokens.map((t) => ({ token: t.token, doc: t })),
+    ),
+    ...HOSTING_TABLES.map((t) =>
+      insertAll(
+        t,
+        HOSTING_COLUMNS[t],
+        (hosting[t] ?? []).map((r) => Object.fromEntries(HOSTING_COLUMNS[t].map((c) => [c, r[c] ?? null]))),
+      ),
+    ),
   ];
   try {
     db.run([{ text: 'BEGIN' }, ...stmts, { text: 'COMMIT' }]);
@@ -56,5 +98,12 @@ export function copyState(db: SyncPg, state: StoredState, hosting: Partial<Recor
     throw e;
   }
   const hostingRows = HOSTING_TABLES.reduce((k, t) => k + (hosting[t]?.length ?? 0), 0);
-  return { networks: state.networks.length, members: state.members.length, log: state.log.length, sync: state.sync.length, tokens: state.tokens.length, hosting: hostingRows };
+  return {
+    networks: state.networks.length,
+    members: state.members.length,
+    log: state.log.length,
+    sync: state.sync.length,
+    tokens: state.tokens.length,
+    hosting: hostingRows,
+  };
 }

@@ -70,9 +70,15 @@ export async function migrate(url: string, migrations: readonly Migration[] = MI
       await c.query('BEGIN');
       try {
         await c.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
-        await c.query('CREATE TABLE IF NOT EXISTS meshp_schema (version INTEGER PRIMARY KEY, what TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())');
+        await c.query(
+          'CREATE TABLE IF NOT EXISTS meshp_schema (version INTEGER PRIMARY KEY, what TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())',
+        );
         const at = Number((await c.query<{ v: number | null }>('SELECT max(version) AS v FROM meshp_schema')).rows[0]?.v ?? 0);
-        if (at > known) throw new MeshpError('MESHP_STORE_TOO_NEW', `the controller's database is at schema ${at}, this meshp knows up to ${known}: run a meshp at least as new as the one that migrated it`);
+        if (at > known)
+          throw new MeshpError(
+            'MESHP_STORE_TOO_NEW',
+            `the controller's database is at schema ${at}, this meshp knows up to ${known}: run a meshp at least as new as the one that migrated it`,
+          );
         if (m.version > at) {
           await c.query(m.sql);
           await c.query('INSERT INTO meshp_schema (version, what) VALUES ($1, $2)', [m.version, m.what]);

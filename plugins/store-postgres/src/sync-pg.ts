@@ -15,9 +15,7 @@ export interface Stmt {
 
 export type Row = Record<string, unknown>;
 
-export type Answer =
-  | { ok: true; results: { rows: Row[]; rowCount: number }[] }
-  | { ok: false; failedAt: number; message: string; sqlState: string };
+export type Answer = { ok: true; results: { rows: Row[]; rowCount: number }[] } | { ok: false; failedAt: number; message: string; sqlState: string };
 
 /** How long one batch may take before the database counts as gone. */
 export const DEFAULT_CALL_TIMEOUT_MS = 30_000;
@@ -47,7 +45,11 @@ export class SyncPg {
   constructor(url: string, timeoutMs = DEFAULT_CALL_TIMEOUT_MS) {
     const { port1, port2 } = new MessageChannel();
     // Plain JS: none of the parent's --import loaders (a test runner's) are needed there.
-    this.#worker = new Worker(new URL('./worker.js', import.meta.url), { workerData: { url, port: port2, flag: this.#flag }, transferList: [port2], execArgv: [] });
+    this.#worker = new Worker(new URL('./worker.js', import.meta.url), {
+      workerData: { url, port: port2, flag: this.#flag },
+      transferList: [port2],
+      execArgv: [],
+    });
     this.#worker.unref();
     this.#worker.on('error', (e) => {
       this.#broken = `the database thread failed: ${e.message}`;

@@ -83,7 +83,7 @@ function readWriteChecks(check: Check): void {
     t.equal(statSync(join(b.root, 'etc/app.conf')).mode & 0o7777, 0o600, 'the new mode');
     t.same(readdirSync(join(b.root, 'etc')), ['app.conf'], 'nothing else left in the folder');
     const got = await b.store.read('/etc/app.conf');
-    if (typeof id === 'string' && got?.identity) t.equal(got.identity, id, "write answers the identity read then gives");
+    if (typeof id === 'string' && got?.identity) t.equal(got.identity, id, 'write answers the identity read then gives');
   });
 }
 
@@ -134,12 +134,24 @@ function changeChecks(check: Check): void {
   check('a file changed since the plan is not overwritten or removed (expect)', async (t, b) => {
     put(b.root, '/etc/app.conf', 'found\n');
     const seen = await b.store.read('/etc/app.conf');
-    t.equal(await codeOf(() => b.store.write('/etc/app.conf', bytes('mine\n'), 0o644, { expect: null })), 'MESHP_FILE_SWAPPED', 'expected absent, found present: refused');
+    t.equal(
+      await codeOf(() => b.store.write('/etc/app.conf', bytes('mine\n'), 0o644, { expect: null })),
+      'MESHP_FILE_SWAPPED',
+      'expected absent, found present: refused',
+    );
     if (seen?.identity) {
       put(b.root, '/etc/other.conf', 'other\n');
       const other = await b.store.read('/etc/other.conf');
-      t.equal(await codeOf(() => b.store.write('/etc/app.conf', bytes('mine\n'), 0o644, { expect: other?.identity ?? 'none' })), 'MESHP_FILE_SWAPPED', 'expected another file: refused');
-      t.equal(await codeOf(() => b.store.remove('/etc/app.conf', { expect: other?.identity ?? 'none' })), 'MESHP_FILE_SWAPPED', 'remove expecting another file: refused');
+      t.equal(
+        await codeOf(() => b.store.write('/etc/app.conf', bytes('mine\n'), 0o644, { expect: other?.identity ?? 'none' })),
+        'MESHP_FILE_SWAPPED',
+        'expected another file: refused',
+      );
+      t.equal(
+        await codeOf(() => b.store.remove('/etc/app.conf', { expect: other?.identity ?? 'none' })),
+        'MESHP_FILE_SWAPPED',
+        'remove expecting another file: refused',
+      );
       await b.store.write('/etc/app.conf', bytes('mine\n'), 0o644, { expect: seen.identity });
       t.equal(readFileSync(join(b.root, 'etc/app.conf'), 'utf8'), 'mine\n', 'expected the file it is: written');
     }
@@ -163,7 +175,10 @@ function attributionChecks(check: Check): void {
       t.fail('a write through a symlink was not refused');
     } catch (e) {
       t.equal(isMeshpError(e) ? e.attribution?.plugin : undefined, b.plugin, `attributed to ${b.plugin}`);
-      t.ok(isMeshpError(e) && e.oneLine().includes(`[${b.plugin} at files.write]`), `its line names the plugin and the method: ${isMeshpError(e) ? e.oneLine() : String(e)}`);
+      t.ok(
+        isMeshpError(e) && e.oneLine().includes(`[${b.plugin} at files.write]`),
+        `its line names the plugin and the method: ${isMeshpError(e) ? e.oneLine() : String(e)}`,
+      );
     }
   });
 }

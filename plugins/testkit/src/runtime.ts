@@ -111,9 +111,18 @@ function listingChecks(check: Check): void {
     const [c] = await named(b, 'kit-found');
     t.ok(c, 'listed by its name, without a leading slash');
     t.equal(c?.state, 'running');
-    t.notOk(Object.keys(c?.labels ?? {}).some((k) => k.startsWith('meshp.')), 'no meshp labels');
-    t.ok(c?.ports.some((p) => p.hostPort === PORTS.foreign && p.containerPort === 80 && p.protocol === 'tcp'), 'its published port');
-    t.ok((await b.runtime.publishedPorts()).some((p) => p.container === 'kit-found' && p.hostPort === PORTS.foreign), 'in publishedPorts()');
+    t.notOk(
+      Object.keys(c?.labels ?? {}).some((k) => k.startsWith('meshp.')),
+      'no meshp labels',
+    );
+    t.ok(
+      c?.ports.some((p) => p.hostPort === PORTS.foreign && p.containerPort === 80 && p.protocol === 'tcp'),
+      'its published port',
+    );
+    t.ok(
+      (await b.runtime.publishedPorts()).some((p) => p.container === 'kit-found' && p.hostPort === PORTS.foreign),
+      'in publishedPorts()',
+    );
   });
 }
 
@@ -132,8 +141,14 @@ function ensureChecks(check: Check): void {
       [mark.module, mark.specHash, mark.node],
       `labelled ${LABEL_MODULE}, ${LABEL_SPEC_HASH}, ${LABEL_NODE} from the mark`,
     );
-    t.ok(c?.ports.some((p) => p.container === s.name && p.hostPort === PORTS.web && p.containerPort === 80), 'its port listed');
-    t.ok((await b.runtime.publishedPorts()).some((p) => p.container === s.name && p.hostPort === PORTS.web), 'in publishedPorts()');
+    t.ok(
+      c?.ports.some((p) => p.container === s.name && p.hostPort === PORTS.web && p.containerPort === 80),
+      'its port listed',
+    );
+    t.ok(
+      (await b.runtime.publishedPorts()).some((p) => p.container === s.name && p.hostPort === PORTS.web),
+      'in publishedPorts()',
+    );
     t.equal((await b.runtime.inspect(s.name))?.info.id, c?.id, 'inspect finds the same container');
   });
 
@@ -158,17 +173,24 @@ function replacementChecks(check: Check): void {
     t.equal(await b.serves(PORTS.web, 'two'), 'two', 'serving the new spec');
   });
 
-  check('rollback', "a replacement that cannot start is rolled back: the previous one runs again, the error names the plugin", async (t, b) => {
+  check('rollback', 'a replacement that cannot start is rolled back: the previous one runs again, the error names the plugin', async (t, b) => {
     await b.foreign('kit-holder', PORTS.taken, 'holder');
     t.equal(await b.serves(PORTS.taken, 'holder'), 'holder', 'the port is taken by a container of its own');
     const before = (await b.runtime.inspect('kit-web'))?.info.id;
     const s = web(b.image, 'three', PORTS.taken);
-    const err = await b.runtime.ensure(s, markOf(s)).then(() => null, (e: unknown) => e);
+    const err = await b.runtime.ensure(s, markOf(s)).then(
+      () => null,
+      (e: unknown) => e,
+    );
     t.ok(err, 'the replacement is refused');
     t.equal(isMeshpError(err) ? err.attribution?.plugin : String(err), b.plugin.name, `attributed to ${b.plugin.name}`);
     t.ok(isMeshpError(err) && err.oneLine().includes('at runtime.ensure'), `its line names the method: ${isMeshpError(err) ? err.oneLine() : String(err)}`);
     const after = await named(b, 'kit-web');
-    t.same(after.map((c) => [c.id, c.state]), [[before, 'running']], 'the previous container, running, alone under its name');
+    t.same(
+      after.map((c) => [c.id, c.state]),
+      [[before, 'running']],
+      'the previous container, running, alone under its name',
+    );
     t.equal(await b.serves(PORTS.web, 'two'), 'two', 'and serving');
     t.equal(await b.serves(PORTS.taken, 'holder'), 'holder', "the holder's port is the holder's");
   });

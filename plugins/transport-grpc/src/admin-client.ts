@@ -30,7 +30,10 @@ export class AdminClient {
 
   static async connect(options: AdminConnectOptions): Promise<AdminClient> {
     const pem = await fetchPinnedCertificate(options.address, options.fingerprint);
-    const client = new Client(options.address, pinnedCredentials(pem, options.fingerprint), { ...channelOptions(options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES), 'grpc.ssl_target_name_override': PINNED_NAME });
+    const client = new Client(options.address, pinnedCredentials(pem, options.fingerprint), {
+      ...channelOptions(options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES),
+      'grpc.ssl_target_name_override': PINNED_NAME,
+    });
     return new AdminClient(client, options);
   }
 

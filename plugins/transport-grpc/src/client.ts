@@ -25,7 +25,11 @@ export class GrpcControlLink implements ControlLink {
     if (!this.#client) {
       const { address, fingerprint, maxMessageBytes = DEFAULT_MAX_MESSAGE_BYTES } = this.#o;
       this.#client = fetchPinnedCertificate(address, fingerprint).then(
-        (pem) => new ControlServiceClient(address, pinnedCredentials(pem, fingerprint), { ...channelOptions(maxMessageBytes), 'grpc.ssl_target_name_override': PINNED_NAME }),
+        (pem) =>
+          new ControlServiceClient(address, pinnedCredentials(pem, fingerprint), {
+            ...channelOptions(maxMessageBytes),
+            'grpc.ssl_target_name_override': PINNED_NAME,
+          }),
       );
       this.#client.catch(() => {
         this.#client = null;
@@ -62,6 +66,9 @@ export class GrpcControlLink implements ControlLink {
 
   close(): void {
     this.#closed = true;
-    this.#client?.then((c) => c.close(), () => undefined);
+    this.#client?.then(
+      (c) => c.close(),
+      () => undefined,
+    );
   }
 }

@@ -36,7 +36,15 @@ function reportToWire(r: ReportMessage): Report {
     ...(r.tunnelKey ? { tunnelKey: r.tunnelKey } : {}),
     ...(r.tunnelInterface ? { tunnelInterface: r.tunnelInterface } : {}),
     ...(r.tunnelError ? { tunnelError: r.tunnelError } : {}),
-    pluginOpenings: (r.pluginOpenings ?? []).map((o) => ({ id: o.id, module: o.module, port: o.port, protocol: o.protocol, from: [...o.from], path: o.path, action: o.action })),
+    pluginOpenings: (r.pluginOpenings ?? []).map((o) => ({
+      id: o.id,
+      module: o.module,
+      port: o.port,
+      protocol: o.protocol,
+      from: [...o.from],
+      path: o.path,
+      action: o.action,
+    })),
     peerHandshakes: (r.peerHandshakes ?? []).map((h) => ({ ...h })),
     handshakesReported: r.peerHandshakes !== undefined,
   };
@@ -66,7 +74,13 @@ function reportFromWire(r: Report): ReportMessage {
     mode: r.mode === WIRE_MODE.ADOPTED ? 'adopted' : 'converged',
     firewallKind: r.firewallKind,
     firewallActive: r.firewallActive,
-    resources: r.resources.map((x) => ({ key: x.key, kind: x.kind as ReportMessage['resources'][number]['kind'], module: x.module, state: x.state as ReportMessage['resources'][number]['state'], ...(x.reason ? { reason: x.reason } : {}) })),
+    resources: r.resources.map((x) => ({
+      key: x.key,
+      kind: x.kind as ReportMessage['resources'][number]['kind'],
+      module: x.module,
+      state: x.state as ReportMessage['resources'][number]['state'],
+      ...(x.reason ? { reason: x.reason } : {}),
+    })),
     at: r.at,
     applied: r.applied,
     listening: r.listening.map(({ pid, established, ...l }) => ({ ...l, ...(pid ? { pid } : {}), ...(established ? { established } : {}) })),
@@ -82,13 +96,16 @@ function reportFromWire(r: Report): ReportMessage {
     ...(r.tunnelError ? { tunnelError: r.tunnelError } : {}),
     ...(r.pluginOpenings.length ? { pluginOpenings: r.pluginOpenings.flatMap(openingFromWire) } : {}),
     // An older agent, or one without a tunnel, says nothing: not "no peers".
-    ...(r.handshakesReported ? { peerHandshakes: r.peerHandshakes.map((h) => ({ peer: h.peer, publicKey: h.publicKey, latestHandshake: h.latestHandshake })) } : {}),
+    ...(r.handshakesReported
+      ? { peerHandshakes: r.peerHandshakes.map((h) => ({ peer: h.peer, publicKey: h.publicKey, latestHandshake: h.latestHandshake })) }
+      : {}),
   };
 }
 
 /** A plugin's opening as the agent reported it; one of a protocol, path or action this end does not know is left out, not guessed. */
 function openingFromWire(o: PlannedOpening): Opening[] {
-  if ((o.protocol !== 'tcp' && o.protocol !== 'udp') || (o.path !== 'incoming' && o.path !== 'forwarded') || (o.action !== 'accept' && o.action !== 'drop')) return [];
+  if ((o.protocol !== 'tcp' && o.protocol !== 'udp') || (o.path !== 'incoming' && o.path !== 'forwarded') || (o.action !== 'accept' && o.action !== 'drop'))
+    return [];
   return [{ id: o.id, module: o.module, port: o.port, protocol: o.protocol, from: [...o.from], path: o.path, action: o.action }];
 }
 

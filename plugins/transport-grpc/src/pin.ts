@@ -17,7 +17,10 @@ function splitAddress(address: string): { host: string; port: number } {
 }
 
 function toPem(raw: Buffer): string {
-  const b64 = raw.toString('base64').replace(/(.{64})/g, '$1\n').trimEnd();
+  const b64 = raw
+    .toString('base64')
+    .replace(/(.{64})/g, '$1\n')
+    .trimEnd();
   return `-----BEGIN CERTIFICATE-----\n${b64}\n-----END CERTIFICATE-----\n`;
 }
 

@@ -1,4 +1,16 @@
-import { PLUGIN_API_VERSION, type ConnectOptions, type ControlLink, type ListenOptions, type Plugin, type Transport, type TransportListener, type AdminHandler, type ControlHandlers, type Refused, type PluginHost } from '@meshp/core';
+import {
+  PLUGIN_API_VERSION,
+  type ConnectOptions,
+  type ControlLink,
+  type ListenOptions,
+  type Plugin,
+  type Transport,
+  type TransportListener,
+  type AdminHandler,
+  type ControlHandlers,
+  type Refused,
+  type PluginHost,
+} from '@meshp/core';
 import { GrpcControlLink } from './client.js';
 import { listen } from './server.js';
 

@@ -1,6 +1,24 @@
 /** The controller's side: Control and Admin services on one TLS port. */
-import { Server, ServerCredentials, status as Status, type sendUnaryData, type ServerDuplexStream, type ServerUnaryCall, type UntypedHandleCall } from '@grpc/grpc-js';
-import { MeshpError, type AdminHandler, type Refused, type Unencodable, type AgentMessage, type ControlHandlers, type ControllerMessage, type ListenOptions, type TransportListener } from '@meshp/core';
+import {
+  Server,
+  ServerCredentials,
+  status as Status,
+  type sendUnaryData,
+  type ServerDuplexStream,
+  type ServerUnaryCall,
+  type UntypedHandleCall,
+} from '@grpc/grpc-js';
+import {
+  MeshpError,
+  type AdminHandler,
+  type Refused,
+  type Unencodable,
+  type AgentMessage,
+  type ControlHandlers,
+  type ControllerMessage,
+  type ListenOptions,
+  type TransportListener,
+} from '@meshp/core';
 import { DEFAULT_MAX_MESSAGE_BYTES } from '@meshp/core/agent';
 import { agentFromWire, controllerToWire, enrolToWire } from './codec.js';
 import { StreamChannel } from './channel.js';
@@ -93,7 +111,12 @@ function told<S extends ServiceDef>(service: S, unencodable: Unencodable | undef
           return def.responseSerialize(v);
         } catch (e) {
           const delta = (v as { delta?: { network?: string; declaration?: { node?: string } } }).delta;
-          unencodable({ method: name, message: e instanceof Error ? e.message : String(e), ...(delta?.network ? { network: delta.network } : {}), ...(delta?.declaration?.node ? { node: delta.declaration.node } : {}) });
+          unencodable({
+            method: name,
+            message: e instanceof Error ? e.message : String(e),
+            ...(delta?.network ? { network: delta.network } : {}),
+            ...(delta?.declaration?.node ? { node: delta.declaration.node } : {}),
+          });
           throw e;
         }
       },
@@ -208,7 +231,9 @@ function adminService(services: Services, max: number, refuse: Refuse): Record<s
 function bind(server: Server, options: ListenOptions): Promise<number> {
   const creds = ServerCredentials.createSsl(null, [{ private_key: Buffer.from(options.keyPem), cert_chain: Buffer.from(options.certPem) }], false);
   return new Promise<number>((resolve, reject) => {
-    server.bindAsync(options.address, creds, (err, p) => (err ? reject(new MeshpError('MESHP_UNAVAILABLE', `cannot listen on ${options.address}: ${err.message}`, { cause: err })) : resolve(p)));
+    server.bindAsync(options.address, creds, (err, p) =>
+      err ? reject(new MeshpError('MESHP_UNAVAILABLE', `cannot listen on ${options.address}: ${err.message}`, { cause: err })) : resolve(p),
+    );
   });
 }
 

@@ -49,7 +49,11 @@ export class UserspaceDevice implements Device {
   readonly #proc: WireguardGo;
   #adopted = false;
 
-  constructor(readonly ifname: string, stateDir: string, binary?: string) {
+  constructor(
+    readonly ifname: string,
+    stateDir: string,
+    binary?: string,
+  ) {
     this.#proc = new WireguardGo({ ifname, stateDir, ...(binary ? { binary } : {}) });
   }
 
@@ -93,7 +97,11 @@ export class KernelDevice implements Device {
   readonly pid = null;
   #adopted = false;
 
-  constructor(readonly ifname: string, readonly keyFile: string, readonly stateDir?: string) {}
+  constructor(
+    readonly ifname: string,
+    readonly keyFile: string,
+    readonly stateDir?: string,
+  ) {}
 
   get adopted(): boolean {
     return this.#adopted;
@@ -108,7 +116,11 @@ export class KernelDevice implements Device {
     } catch (e) {
       // The kernel has no WireGuard (no module): said as unavailable, with the way out.
       const said = e instanceof Error ? e.message.replace(/^[^:]*: /, '') : String(e);
-      throw new MeshpError('MESHP_TUNNEL_UNAVAILABLE', `kernel WireGuard: ip link add ${this.ifname} type wireguard: ${said} (no wireguard module? implementation wireguard-go runs in userspace)`, { cause: e });
+      throw new MeshpError(
+        'MESHP_TUNNEL_UNAVAILABLE',
+        `kernel WireGuard: ip link add ${this.ifname} type wireguard: ${said} (no wireguard module? implementation wireguard-go runs in userspace)`,
+        { cause: e },
+      );
     }
   }
 
@@ -166,7 +178,13 @@ export async function linkExists(ifname: string): Promise<boolean> {
 }
 
 /** Kernel where the module answers, else wireguard-go; a running wireguard-go for the name is kept. */
-export async function openDevice(o: { ifname: string; stateDir: string; keyFile: string; implementation: 'auto' | Implementation; binary?: string }): Promise<Device> {
+export async function openDevice(o: {
+  ifname: string;
+  stateDir: string;
+  keyFile: string;
+  implementation: 'auto' | Implementation;
+  binary?: string;
+}): Promise<Device> {
   const user = new UserspaceDevice(o.ifname, o.stateDir, o.binary);
   if (o.implementation === 'wireguard-go') return user;
   if (o.implementation === 'kernel') return new KernelDevice(o.ifname, o.keyFile, o.stateDir);

@@ -147,7 +147,8 @@ export class TunnelFilter {
   /** The peer's addresses in the sets of the rules it meets (and in `inbound` when inbound only). */
   upsert(peer: Peer): string[] {
     const before = this.#members.get(peer.id);
-    const same = before !== undefined && JSON.stringify(split(peer.addresses)) === JSON.stringify(split([...before.v4, ...before.v6, ...before.n4, ...before.n6]));
+    const same =
+      before !== undefined && JSON.stringify(split(peer.addresses)) === JSON.stringify(split([...before.v4, ...before.v6, ...before.n4, ...before.n6]));
     const out = this.remove(peer.id, same);
     const m = this.#member(peer);
     if (!same) out.push(...this.#elements('add', 'mesh', m));

@@ -16,7 +16,9 @@ export interface GraceEntry {
 export function readGrace(file: string): GraceEntry[] {
   try {
     const v = JSON.parse(readFileSync(file, 'utf8')) as unknown;
-    return Array.isArray(v) ? (v as GraceEntry[]).filter((e) => typeof e?.id === 'string' && typeof e.publicKey === 'string' && typeof e.until === 'number') : [];
+    return Array.isArray(v)
+      ? (v as GraceEntry[]).filter((e) => typeof e?.id === 'string' && typeof e.publicKey === 'string' && typeof e.until === 'number')
+      : [];
   } catch {
     return [];
   }

@@ -1,10 +1,29 @@
-export { TunnelWireguardPlugin, DEFAULT_GRACE_MS, foundationPorts, type TunnelWireguardOptions, type TunnelStatus, type ViewSource, type TunnelLog } from './plugin.js';
+export {
+  TunnelWireguardPlugin,
+  DEFAULT_GRACE_MS,
+  foundationPorts,
+  type TunnelWireguardOptions,
+  type TunnelStatus,
+  type ViewSource,
+  type TunnelLog,
+} from './plugin.js';
 export { ensureTunnelKey, publicKeyOf, generatePrivateKey, keyToHex, keyFromHex, isTunnelKey, type TunnelKey } from './keys.js';
 export { uapiGet, uapiSet, uapiCall, parseGet, socketPath, SOCKET_DIR, type DeviceState, type DevicePeer } from './uapi.js';
 export { TunnelFilter, tableName, MARK } from './filter.js';
 export { parsePorts, type PortMatch } from './ports.js';
 export { peerConfig, endpointOf, hostRoute, upsertLines, removeLines, DEFAULT_PORT, type PeerConfig } from './peer-config.js';
-export { uapiLines, parseDump, openDevice, madeMark, UserspaceDevice, KernelDevice, type Device, type DeviceChange, type PeerOp, type Implementation } from './device.js';
+export {
+  uapiLines,
+  parseDump,
+  openDevice,
+  madeMark,
+  UserspaceDevice,
+  KernelDevice,
+  type Device,
+  type DeviceChange,
+  type PeerOp,
+  type Implementation,
+} from './device.js';
 export { WireguardGo, alive } from './wireguard-go.js';
 export { settingsOf, type TunnelSettings } from './settings.js';
 export { tunnelOpening, withTunnelOpening } from './opening.js';

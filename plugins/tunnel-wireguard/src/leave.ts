@@ -21,7 +21,11 @@ export interface TunnelLeave {
   graceFile: string;
 }
 
-const tableExists = (table: string) => run('nft', ['list', 'table', 'inet', table]).then(() => true, () => false);
+const tableExists = (table: string) =>
+  run('nft', ['list', 'table', 'inet', table]).then(
+    () => true,
+    () => false,
+  );
 
 export async function leaveTunnel(o: TunnelLeave, l: Leaving): Promise<void> {
   const proc = new WireguardGo({ ifname: o.ifname, stateDir: o.stateDir });

@@ -27,7 +27,10 @@ export async function moveTunnel(o: { stateDir: string; from: string; to: string
   if (!existsSync(fromKey)) throw new MeshpError('MESHP_TUNNEL_MISMATCH', `no key for ${o.from} in ${o.stateDir}: nothing to move to ${o.to}`);
   const publicKey = publicKeyOf(readFileSync(fromKey, 'utf8').trim());
   if (existsSync(toKey) && publicKeyOf(readFileSync(toKey, 'utf8').trim()) !== publicKey) {
-    throw new MeshpError('MESHP_TUNNEL_MISMATCH', `${toKey} holds another key already: moving ${o.from} to ${o.to} would swap the node's key (remove that file first if it is not needed)`);
+    throw new MeshpError(
+      'MESHP_TUNNEL_MISMATCH',
+      `${toKey} holds another key already: moving ${o.from} to ${o.to} would swap the node's key (remove that file first if it is not needed)`,
+    );
   }
   // Down first: the new interface binds the same UDP port.
   let stopped = 'nothing running';
@@ -38,7 +41,8 @@ export async function moveTunnel(o: { stateDir: string; from: string; to: string
     stopped = `wireguard-go (pid ${pid})`;
   } else if (await linkExists(o.from)) {
     const info = JSON.parse(await run('ip', ['-d', '-j', 'link', 'show', 'dev', o.from])) as { linkinfo?: { info_kind?: string } }[];
-    if (info[0]?.linkinfo?.info_kind !== 'wireguard') throw new MeshpError('MESHP_TUNNEL_MISMATCH', `${o.from} is not a WireGuard interface this node runs: not taken down`);
+    if (info[0]?.linkinfo?.info_kind !== 'wireguard')
+      throw new MeshpError('MESHP_TUNNEL_MISMATCH', `${o.from} is not a WireGuard interface this node runs: not taken down`);
     await run('ip', ['link', 'del', o.from]);
     stopped = 'kernel link';
   }

@@ -27,7 +27,10 @@ export const DEFAULT_GRACE_MS = 5 * 60_000;
 /** This node's foundation ports from its declaration's settings (the tunnel's own UDP port aside): every peer reaches them. */
 export function foundationPorts(c: Components): number[] {
   const ports = c.declaration?.settings?.ports ?? {};
-  return Object.entries(ports).filter(([name]) => name !== 'tunnel').map(([, p]) => p).sort((a, b) => a - b);
+  return Object.entries(ports)
+    .filter(([name]) => name !== 'tunnel')
+    .map(([, p]) => p)
+    .sort((a, b) => a - b);
 }
 
 /** What the plugin reads: the agent's view (`AgentView` fits). */
@@ -115,7 +118,11 @@ export class TunnelWireguardPlugin implements Plugin {
       if (this.#view) this.#enqueue('delta', () => this.#onChange(change));
     });
     host.hooks.plan.tapPromise(this.name, async (plan, ctx) => withTunnelOpening(plan, ctx.declaration.settings, this.#o.listenPort));
-    host.hooks.report.tapPromise(this.name, async (report) => ({ ...report, facts: { ...report.facts, tunnel: this.status() }, ...(await this.#handshakes()) }));
+    host.hooks.report.tapPromise(this.name, async (report) => ({
+      ...report,
+      facts: { ...report.facts, tunnel: this.status() },
+      ...(await this.#handshakes()),
+    }));
     host.hooks.leave.tapPromise(this.name, async (leaving) => {
       if (!leaving.preview) {
         this.#left = true;
@@ -225,7 +232,13 @@ export class TunnelWireguardPlugin implements Plugin {
   async #sync(): Promise<void> {
     const view = this.#view!;
     this.publicKey();
-    const device = (this.#device ??= await openDevice({ ifname: this.#o.interface, stateDir: this.#dir(), keyFile: this.#key!.file, implementation: this.#o.implementation ?? 'auto', ...(this.#o.wireguardGo ? { binary: this.#o.wireguardGo } : {}) }));
+    const device = (this.#device ??= await openDevice({
+      ifname: this.#o.interface,
+      stateDir: this.#dir(),
+      keyFile: this.#key!.file,
+      implementation: this.#o.implementation ?? 'auto',
+      ...(this.#o.wireguardGo ? { binary: this.#o.wireguardGo } : {}),
+    }));
     await device.up();
     const settings = settingsOf(view.components, this.#o);
     await configureLink(this.#o.interface, settings, null);
@@ -241,7 +254,12 @@ export class TunnelWireguardPlugin implements Plugin {
       wanted.add(conf.publicKey);
       this.#configured.set(peer.id, conf);
       const d = onDevice.get(conf.publicKey);
-      const same = d && sameConfig({ publicKey: d.publicKey, allowedIps: [...d.allowedIps].sort(), keepalive: d.persistentKeepalive, ...(d.endpoint ? { endpoint: d.endpoint } : {}) }, { ...conf, allowedIps: [...conf.allowedIps].sort() });
+      const same =
+        d &&
+        sameConfig(
+          { publicKey: d.publicKey, allowedIps: [...d.allowedIps].sort(), keepalive: d.persistentKeepalive, ...(d.endpoint ? { endpoint: d.endpoint } : {}) },
+          { ...conf, allowedIps: [...conf.allowedIps].sort() },
+        );
       if (!same) ops.push({ upsert: conf });
     }
     const now = Date.now();
@@ -253,14 +271,30 @@ export class TunnelWireguardPlugin implements Plugin {
       this.#startGrace(g);
     }
     for (const key of onDevice.keys()) if (!wanted.has(key)) ops.push({ remove: key });
-    await this.#nft(this.#filter.rebuild(view.components.filter, [...view.peers.values()].map((e) => e.peer), foundationPorts(view.components)));
+    await this.#nft(
+      this.#filter.rebuild(
+        view.components.filter,
+        [...view.peers.values()].map((e) => e.peer),
+        foundationPorts(view.components),
+      ),
+    );
     const change: DeviceChange = { peers: ops };
     if (state.privateKey !== this.#key!.privateKey) change.privateKey = this.#key!.privateKey;
     if (state.listenPort !== settings.listenPort) change.listenPort = settings.listenPort;
     await device.set(change);
     writeGrace(this.#graceFile(), this.#grace.values());
     this.#applied = view.version;
-    this.#log.info({ interface: this.#o.interface, implementation: device.implementation, pid: device.pid, adopted: device.adopted, peers: this.#configured.size, changed: ops.length }, 'tunnel attached');
+    this.#log.info(
+      {
+        interface: this.#o.interface,
+        implementation: device.implementation,
+        pid: device.pid,
+        adopted: device.adopted,
+        peers: this.#configured.size,
+        changed: ops.length,
+      },
+      'tunnel attached',
+    );
   }
 
   async #onChange(change: ViewChange): Promise<void> {
@@ -275,7 +309,8 @@ export class TunnelWireguardPlugin implements Plugin {
     let settings = this.#settings!;
     if (change.components.includes('tunnel') || change.components.includes('declaration')) {
       const next = settingsOf(view.components, this.#o);
-      if (next.address !== settings.address || next.range !== settings.range || next.mtu !== settings.mtu) await configureLink(this.#o.interface, next, settings);
+      if (next.address !== settings.address || next.range !== settings.range || next.mtu !== settings.mtu)
+        await configureLink(this.#o.interface, next, settings);
       if (next.listenPort !== settings.listenPort) out.listenPort = next.listenPort;
       if (next.keepalive !== settings.keepalive) {
         for (const [id, c] of this.#configured) if (!this.#grace.has(id)) ops.push({ upsert: Object.assign(c, { keepalive: next.keepalive }) });
@@ -316,8 +351,20 @@ export class TunnelWireguardPlugin implements Plugin {
     // Drops first: an unscoped peer is cut off before anything else moves.
     // A snapshot or a large change: one table rebuilt from the view costs less than thousands of element commands.
     const foundation = foundationPorts(view.components);
-    const rebuild = change.components.includes('filter') || change.fromVersion === 0 || change.upserted.length + change.removed.length + change.unscoped.length > 256 || foundation.join() !== this.#filter.foundation.join();
-    await this.#nft(rebuild ? this.#filter.rebuild(view.components.filter, [...view.peers.values()].map((e) => e.peer), foundation) : nft);
+    const rebuild =
+      change.components.includes('filter') ||
+      change.fromVersion === 0 ||
+      change.upserted.length + change.removed.length + change.unscoped.length > 256 ||
+      foundation.join() !== this.#filter.foundation.join();
+    await this.#nft(
+      rebuild
+        ? this.#filter.rebuild(
+            view.components.filter,
+            [...view.peers.values()].map((e) => e.peer),
+            foundation,
+          )
+        : nft,
+    );
     await device.set(out);
     if (graceChanged) writeGrace(this.#graceFile(), this.#grace.values());
     this.#applied = change.toVersion;

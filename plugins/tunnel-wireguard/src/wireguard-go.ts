@@ -106,7 +106,8 @@ export class WireguardGo {
         await uapiGet(this.socket);
         return { pid: this.#pid, adopted: false };
       } catch (e) {
-        if (Date.now() > deadline) throw new MeshpError('MESHP_TUNNEL_FAILED', `wireguard-go for ${this.o.ifname} did not answer on ${this.socket}: ${this.#logTail()}`, { cause: e });
+        if (Date.now() > deadline)
+          throw new MeshpError('MESHP_TUNNEL_FAILED', `wireguard-go for ${this.o.ifname} did not answer on ${this.socket}: ${this.#logTail()}`, { cause: e });
       }
       await sleep(50);
     }

@@ -5,7 +5,7 @@
 // source: meshp/v1/control.proto
 
 /* eslint-disable */
-import { BinaryReader, BinaryWriter } from "@bufbuild/protobuf/wire";
+import { BinaryReader, BinaryWriter } from '@bufbuild/protobuf/wire';
 import {
   type CallOptions,
   type ChannelCredentials,
@@ -19,11 +19,11 @@ import {
   type Metadata,
   type ServiceError,
   type UntypedServiceImplementation,
-} from "@grpc/grpc-js";
+} from '@grpc/grpc-js';
 
-export const protobufPackage = "meshp.v1";
+export const protobufPackage = 'meshp.v1';
 
-export const protobufFileName = "meshp/v1/control.proto";
+export const protobufFileName = 'meshp/v1/control.proto';
 
 /**
  * meshp control protocol, revision v1-r1.
@@ -49,19 +49,19 @@ export enum ResyncReason {
 export function resyncReasonFromJSON(object: any): ResyncReason {
   switch (object) {
     case 0:
-    case "RESYNC_REASON_UNSPECIFIED":
+    case 'RESYNC_REASON_UNSPECIFIED':
       return ResyncReason.RESYNC_REASON_UNSPECIFIED;
     case 1:
-    case "RESYNC_REASON_GAP":
+    case 'RESYNC_REASON_GAP':
       return ResyncReason.RESYNC_REASON_GAP;
     case 2:
-    case "RESYNC_REASON_INVALID":
+    case 'RESYNC_REASON_INVALID':
       return ResyncReason.RESYNC_REASON_INVALID;
     case 3:
-    case "RESYNC_REASON_STORE":
+    case 'RESYNC_REASON_STORE':
       return ResyncReason.RESYNC_REASON_STORE;
     case -1:
-    case "UNRECOGNIZED":
+    case 'UNRECOGNIZED':
     default:
       return ResyncReason.UNRECOGNIZED;
   }
@@ -70,16 +70,16 @@ export function resyncReasonFromJSON(object: any): ResyncReason {
 export function resyncReasonToJSON(object: ResyncReason): string {
   switch (object) {
     case ResyncReason.RESYNC_REASON_UNSPECIFIED:
-      return "RESYNC_REASON_UNSPECIFIED";
+      return 'RESYNC_REASON_UNSPECIFIED';
     case ResyncReason.RESYNC_REASON_GAP:
-      return "RESYNC_REASON_GAP";
+      return 'RESYNC_REASON_GAP';
     case ResyncReason.RESYNC_REASON_INVALID:
-      return "RESYNC_REASON_INVALID";
+      return 'RESYNC_REASON_INVALID';
     case ResyncReason.RESYNC_REASON_STORE:
-      return "RESYNC_REASON_STORE";
+      return 'RESYNC_REASON_STORE';
     case ResyncReason.UNRECOGNIZED:
     default:
-      return "UNRECOGNIZED";
+      return 'UNRECOGNIZED';
   }
 }
 
@@ -95,16 +95,16 @@ export enum RemovalReason {
 export function removalReasonFromJSON(object: any): RemovalReason {
   switch (object) {
     case 0:
-    case "REMOVAL_REASON_UNSPECIFIED":
+    case 'REMOVAL_REASON_UNSPECIFIED':
       return RemovalReason.REMOVAL_REASON_UNSPECIFIED;
     case 1:
-    case "REMOVAL_REASON_REMOVED":
+    case 'REMOVAL_REASON_REMOVED':
       return RemovalReason.REMOVAL_REASON_REMOVED;
     case 2:
-    case "REMOVAL_REASON_UNSCOPED":
+    case 'REMOVAL_REASON_UNSCOPED':
       return RemovalReason.REMOVAL_REASON_UNSCOPED;
     case -1:
-    case "UNRECOGNIZED":
+    case 'UNRECOGNIZED':
     default:
       return RemovalReason.UNRECOGNIZED;
   }
@@ -113,14 +113,14 @@ export function removalReasonFromJSON(object: any): RemovalReason {
 export function removalReasonToJSON(object: RemovalReason): string {
   switch (object) {
     case RemovalReason.REMOVAL_REASON_UNSPECIFIED:
-      return "REMOVAL_REASON_UNSPECIFIED";
+      return 'REMOVAL_REASON_UNSPECIFIED';
     case RemovalReason.REMOVAL_REASON_REMOVED:
-      return "REMOVAL_REASON_REMOVED";
+      return 'REMOVAL_REASON_REMOVED';
     case RemovalReason.REMOVAL_REASON_UNSCOPED:
-      return "REMOVAL_REASON_UNSCOPED";
+      return 'REMOVAL_REASON_UNSCOPED';
     case RemovalReason.UNRECOGNIZED:
     default:
-      return "UNRECOGNIZED";
+      return 'UNRECOGNIZED';
   }
 }
 
@@ -134,16 +134,16 @@ export enum Mode {
 export function modeFromJSON(object: any): Mode {
   switch (object) {
     case 0:
-    case "MODE_UNSPECIFIED":
+    case 'MODE_UNSPECIFIED':
       return Mode.MODE_UNSPECIFIED;
     case 1:
-    case "MODE_ADOPTED":
+    case 'MODE_ADOPTED':
       return Mode.MODE_ADOPTED;
     case 2:
-    case "MODE_CONVERGED":
+    case 'MODE_CONVERGED':
       return Mode.MODE_CONVERGED;
     case -1:
-    case "UNRECOGNIZED":
+    case 'UNRECOGNIZED':
     default:
       return Mode.UNRECOGNIZED;
   }
@@ -152,14 +152,14 @@ export function modeFromJSON(object: any): Mode {
 export function modeToJSON(object: Mode): string {
   switch (object) {
     case Mode.MODE_UNSPECIFIED:
-      return "MODE_UNSPECIFIED";
+      return 'MODE_UNSPECIFIED';
     case Mode.MODE_ADOPTED:
-      return "MODE_ADOPTED";
+      return 'MODE_ADOPTED';
     case Mode.MODE_CONVERGED:
-      return "MODE_CONVERGED";
+      return 'MODE_CONVERGED';
     case Mode.UNRECOGNIZED:
     default:
-      return "UNRECOGNIZED";
+      return 'UNRECOGNIZED';
   }
 }
 
@@ -173,16 +173,16 @@ export enum Protocol {
 export function protocolFromJSON(object: any): Protocol {
   switch (object) {
     case 0:
-    case "PROTOCOL_UNSPECIFIED":
+    case 'PROTOCOL_UNSPECIFIED':
       return Protocol.PROTOCOL_UNSPECIFIED;
     case 1:
-    case "PROTOCOL_TCP":
+    case 'PROTOCOL_TCP':
       return Protocol.PROTOCOL_TCP;
     case 2:
-    case "PROTOCOL_UDP":
+    case 'PROTOCOL_UDP':
       return Protocol.PROTOCOL_UDP;
     case -1:
-    case "UNRECOGNIZED":
+    case 'UNRECOGNIZED':
     default:
       return Protocol.UNRECOGNIZED;
   }
@@ -191,14 +191,14 @@ export function protocolFromJSON(object: any): Protocol {
 export function protocolToJSON(object: Protocol): string {
   switch (object) {
     case Protocol.PROTOCOL_UNSPECIFIED:
-      return "PROTOCOL_UNSPECIFIED";
+      return 'PROTOCOL_UNSPECIFIED';
     case Protocol.PROTOCOL_TCP:
-      return "PROTOCOL_TCP";
+      return 'PROTOCOL_TCP';
     case Protocol.PROTOCOL_UDP:
-      return "PROTOCOL_UDP";
+      return 'PROTOCOL_UDP';
     case Protocol.UNRECOGNIZED:
     default:
-      return "UNRECOGNIZED";
+      return 'UNRECOGNIZED';
   }
 }
 
@@ -212,16 +212,16 @@ export enum TrafficPath {
 export function trafficPathFromJSON(object: any): TrafficPath {
   switch (object) {
     case 0:
-    case "TRAFFIC_PATH_UNSPECIFIED":
+    case 'TRAFFIC_PATH_UNSPECIFIED':
       return TrafficPath.TRAFFIC_PATH_UNSPECIFIED;
     case 1:
-    case "TRAFFIC_PATH_INCOMING":
+    case 'TRAFFIC_PATH_INCOMING':
       return TrafficPath.TRAFFIC_PATH_INCOMING;
     case 2:
-    case "TRAFFIC_PATH_FORWARDED":
+    case 'TRAFFIC_PATH_FORWARDED':
       return TrafficPath.TRAFFIC_PATH_FORWARDED;
     case -1:
-    case "UNRECOGNIZED":
+    case 'UNRECOGNIZED':
     default:
       return TrafficPath.UNRECOGNIZED;
   }
@@ -230,14 +230,14 @@ export function trafficPathFromJSON(object: any): TrafficPath {
 export function trafficPathToJSON(object: TrafficPath): string {
   switch (object) {
     case TrafficPath.TRAFFIC_PATH_UNSPECIFIED:
-      return "TRAFFIC_PATH_UNSPECIFIED";
+      return 'TRAFFIC_PATH_UNSPECIFIED';
     case TrafficPath.TRAFFIC_PATH_INCOMING:
-      return "TRAFFIC_PATH_INCOMING";
+      return 'TRAFFIC_PATH_INCOMING';
     case TrafficPath.TRAFFIC_PATH_FORWARDED:
-      return "TRAFFIC_PATH_FORWARDED";
+      return 'TRAFFIC_PATH_FORWARDED';
     case TrafficPath.UNRECOGNIZED:
     default:
-      return "UNRECOGNIZED";
+      return 'UNRECOGNIZED';
   }
 }
 
@@ -618,18 +618,18 @@ export interface DoctorResponse {
 }
 
 function createBaseEnrolRequest(): EnrolRequest {
-  return { token: "", nodeKey: "", node: "", endpoints: [] };
+  return { token: '', nodeKey: '', node: '', endpoints: [] };
 }
 
 export const EnrolRequest: MessageFns<EnrolRequest> = {
   encode(message: EnrolRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.token !== "") {
+    if (message.token !== '') {
       writer.uint32(10).string(message.token);
     }
-    if (message.nodeKey !== "") {
+    if (message.nodeKey !== '') {
       writer.uint32(18).string(message.nodeKey);
     }
-    if (message.node !== "") {
+    if (message.node !== '') {
       writer.uint32(26).string(message.node);
     }
     for (const v of message.endpoints) {
@@ -642,7 +642,7 @@ export const EnrolRequest: MessageFns<EnrolRequest> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -697,28 +697,22 @@ export const EnrolRequest: MessageFns<EnrolRequest> = {
 
   fromJSON(object: any): EnrolRequest {
     return {
-      token: isSet(object.token) ? globalThis.String(object.token) : "",
-      nodeKey: isSet(object.nodeKey)
-        ? globalThis.String(object.nodeKey)
-        : isSet(object.node_key)
-        ? globalThis.String(object.node_key)
-        : "",
-      node: isSet(object.node) ? globalThis.String(object.node) : "",
-      endpoints: globalThis.Array.isArray(object?.endpoints)
-        ? object.endpoints.map((e: any) => globalThis.String(e))
-        : [],
+      token: isSet(object.token) ? globalThis.String(object.token) : '',
+      nodeKey: isSet(object.nodeKey) ? globalThis.String(object.nodeKey) : isSet(object.node_key) ? globalThis.String(object.node_key) : '',
+      node: isSet(object.node) ? globalThis.String(object.node) : '',
+      endpoints: globalThis.Array.isArray(object?.endpoints) ? object.endpoints.map((e: any) => globalThis.String(e)) : [],
     };
   },
 
   toJSON(message: EnrolRequest): unknown {
     const obj: any = {};
-    if (message.token !== "") {
+    if (message.token !== '') {
       obj.token = message.token;
     }
-    if (message.nodeKey !== "") {
+    if (message.nodeKey !== '') {
       obj.nodeKey = message.nodeKey;
     }
-    if (message.node !== "") {
+    if (message.node !== '') {
       obj.node = message.node;
     }
     if (message.endpoints?.length) {
@@ -732,27 +726,27 @@ export const EnrolRequest: MessageFns<EnrolRequest> = {
   },
   fromPartial<I extends Exact<DeepPartial<EnrolRequest>, I>>(object: I): EnrolRequest {
     const message = createBaseEnrolRequest();
-    message.token = object.token ?? "";
-    message.nodeKey = object.nodeKey ?? "";
-    message.node = object.node ?? "";
+    message.token = object.token ?? '';
+    message.nodeKey = object.nodeKey ?? '';
+    message.node = object.node ?? '';
     message.endpoints = object.endpoints?.map((e) => e) || [];
     return message;
   },
 };
 
 function createBaseEnrolResponse(): EnrolResponse {
-  return { network: "", node: "", credential: "", mode: 0, addresses: [] };
+  return { network: '', node: '', credential: '', mode: 0, addresses: [] };
 }
 
 export const EnrolResponse: MessageFns<EnrolResponse> = {
   encode(message: EnrolResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.network !== "") {
+    if (message.network !== '') {
       writer.uint32(10).string(message.network);
     }
-    if (message.node !== "") {
+    if (message.node !== '') {
       writer.uint32(18).string(message.node);
     }
-    if (message.credential !== "") {
+    if (message.credential !== '') {
       writer.uint32(26).string(message.credential);
     }
     if (message.mode !== 0) {
@@ -768,7 +762,7 @@ export const EnrolResponse: MessageFns<EnrolResponse> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -831,25 +825,23 @@ export const EnrolResponse: MessageFns<EnrolResponse> = {
 
   fromJSON(object: any): EnrolResponse {
     return {
-      network: isSet(object.network) ? globalThis.String(object.network) : "",
-      node: isSet(object.node) ? globalThis.String(object.node) : "",
-      credential: isSet(object.credential) ? globalThis.String(object.credential) : "",
+      network: isSet(object.network) ? globalThis.String(object.network) : '',
+      node: isSet(object.node) ? globalThis.String(object.node) : '',
+      credential: isSet(object.credential) ? globalThis.String(object.credential) : '',
       mode: isSet(object.mode) ? modeFromJSON(object.mode) : 0,
-      addresses: globalThis.Array.isArray(object?.addresses)
-        ? object.addresses.map((e: any) => globalThis.String(e))
-        : [],
+      addresses: globalThis.Array.isArray(object?.addresses) ? object.addresses.map((e: any) => globalThis.String(e)) : [],
     };
   },
 
   toJSON(message: EnrolResponse): unknown {
     const obj: any = {};
-    if (message.network !== "") {
+    if (message.network !== '') {
       obj.network = message.network;
     }
-    if (message.node !== "") {
+    if (message.node !== '') {
       obj.node = message.node;
     }
-    if (message.credential !== "") {
+    if (message.credential !== '') {
       obj.credential = message.credential;
     }
     if (message.mode !== 0) {
@@ -866,9 +858,9 @@ export const EnrolResponse: MessageFns<EnrolResponse> = {
   },
   fromPartial<I extends Exact<DeepPartial<EnrolResponse>, I>>(object: I): EnrolResponse {
     const message = createBaseEnrolResponse();
-    message.network = object.network ?? "";
-    message.node = object.node ?? "";
-    message.credential = object.credential ?? "";
+    message.network = object.network ?? '';
+    message.node = object.node ?? '';
+    message.credential = object.credential ?? '';
     message.mode = object.mode ?? 0;
     message.addresses = object.addresses?.map((e) => e) || [];
     return message;
@@ -900,7 +892,7 @@ export const SyncRequest: MessageFns<SyncRequest> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -984,14 +976,10 @@ export const SyncRequest: MessageFns<SyncRequest> = {
   },
   fromPartial<I extends Exact<DeepPartial<SyncRequest>, I>>(object: I): SyncRequest {
     const message = createBaseSyncRequest();
-    message.hello = (object.hello !== undefined && object.hello !== null) ? Hello.fromPartial(object.hello) : undefined;
-    message.ack = (object.ack !== undefined && object.ack !== null) ? StateAck.fromPartial(object.ack) : undefined;
-    message.report = (object.report !== undefined && object.report !== null)
-      ? Report.fromPartial(object.report)
-      : undefined;
-    message.resync = (object.resync !== undefined && object.resync !== null)
-      ? ResyncRequest.fromPartial(object.resync)
-      : undefined;
+    message.hello = object.hello !== undefined && object.hello !== null ? Hello.fromPartial(object.hello) : undefined;
+    message.ack = object.ack !== undefined && object.ack !== null ? StateAck.fromPartial(object.ack) : undefined;
+    message.report = object.report !== undefined && object.report !== null ? Report.fromPartial(object.report) : undefined;
+    message.resync = object.resync !== undefined && object.resync !== null ? ResyncRequest.fromPartial(object.resync) : undefined;
     return message;
   },
 };
@@ -1015,7 +1003,7 @@ export const SyncResponse: MessageFns<SyncResponse> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -1075,32 +1063,28 @@ export const SyncResponse: MessageFns<SyncResponse> = {
   },
   fromPartial<I extends Exact<DeepPartial<SyncResponse>, I>>(object: I): SyncResponse {
     const message = createBaseSyncResponse();
-    message.delta = (object.delta !== undefined && object.delta !== null)
-      ? StateDelta.fromPartial(object.delta)
-      : undefined;
-    message.error = (object.error !== undefined && object.error !== null)
-      ? SyncError.fromPartial(object.error)
-      : undefined;
+    message.delta = object.delta !== undefined && object.delta !== null ? StateDelta.fromPartial(object.delta) : undefined;
+    message.error = object.error !== undefined && object.error !== null ? SyncError.fromPartial(object.error) : undefined;
     return message;
   },
 };
 
 function createBaseHello(): Hello {
-  return { node: "", credential: "", appliedVersion: 0, stateHash: "", revision: 0 };
+  return { node: '', credential: '', appliedVersion: 0, stateHash: '', revision: 0 };
 }
 
 export const Hello: MessageFns<Hello> = {
   encode(message: Hello, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.node !== "") {
+    if (message.node !== '') {
       writer.uint32(10).string(message.node);
     }
-    if (message.credential !== "") {
+    if (message.credential !== '') {
       writer.uint32(18).string(message.credential);
     }
     if (message.appliedVersion !== 0) {
       writer.uint32(24).uint64(message.appliedVersion);
     }
-    if (message.stateHash !== "") {
+    if (message.stateHash !== '') {
       writer.uint32(34).string(message.stateHash);
     }
     if (message.revision !== 0) {
@@ -1113,7 +1097,7 @@ export const Hello: MessageFns<Hello> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -1176,34 +1160,30 @@ export const Hello: MessageFns<Hello> = {
 
   fromJSON(object: any): Hello {
     return {
-      node: isSet(object.node) ? globalThis.String(object.node) : "",
-      credential: isSet(object.credential) ? globalThis.String(object.credential) : "",
+      node: isSet(object.node) ? globalThis.String(object.node) : '',
+      credential: isSet(object.credential) ? globalThis.String(object.credential) : '',
       appliedVersion: isSet(object.appliedVersion)
         ? globalThis.Number(object.appliedVersion)
         : isSet(object.applied_version)
-        ? globalThis.Number(object.applied_version)
-        : 0,
-      stateHash: isSet(object.stateHash)
-        ? globalThis.String(object.stateHash)
-        : isSet(object.state_hash)
-        ? globalThis.String(object.state_hash)
-        : "",
+          ? globalThis.Number(object.applied_version)
+          : 0,
+      stateHash: isSet(object.stateHash) ? globalThis.String(object.stateHash) : isSet(object.state_hash) ? globalThis.String(object.state_hash) : '',
       revision: isSet(object.revision) ? globalThis.Number(object.revision) : 0,
     };
   },
 
   toJSON(message: Hello): unknown {
     const obj: any = {};
-    if (message.node !== "") {
+    if (message.node !== '') {
       obj.node = message.node;
     }
-    if (message.credential !== "") {
+    if (message.credential !== '') {
       obj.credential = message.credential;
     }
     if (message.appliedVersion !== 0) {
       obj.appliedVersion = Math.round(message.appliedVersion);
     }
-    if (message.stateHash !== "") {
+    if (message.stateHash !== '') {
       obj.stateHash = message.stateHash;
     }
     if (message.revision !== 0) {
@@ -1217,17 +1197,17 @@ export const Hello: MessageFns<Hello> = {
   },
   fromPartial<I extends Exact<DeepPartial<Hello>, I>>(object: I): Hello {
     const message = createBaseHello();
-    message.node = object.node ?? "";
-    message.credential = object.credential ?? "";
+    message.node = object.node ?? '';
+    message.credential = object.credential ?? '';
     message.appliedVersion = object.appliedVersion ?? 0;
-    message.stateHash = object.stateHash ?? "";
+    message.stateHash = object.stateHash ?? '';
     message.revision = object.revision ?? 0;
     return message;
   },
 };
 
 function createBaseStateAck(): StateAck {
-  return { appliedVersion: 0, stateHash: "" };
+  return { appliedVersion: 0, stateHash: '' };
 }
 
 export const StateAck: MessageFns<StateAck> = {
@@ -1235,7 +1215,7 @@ export const StateAck: MessageFns<StateAck> = {
     if (message.appliedVersion !== 0) {
       writer.uint32(8).uint64(message.appliedVersion);
     }
-    if (message.stateHash !== "") {
+    if (message.stateHash !== '') {
       writer.uint32(18).string(message.stateHash);
     }
     return writer;
@@ -1245,7 +1225,7 @@ export const StateAck: MessageFns<StateAck> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -1287,13 +1267,9 @@ export const StateAck: MessageFns<StateAck> = {
       appliedVersion: isSet(object.appliedVersion)
         ? globalThis.Number(object.appliedVersion)
         : isSet(object.applied_version)
-        ? globalThis.Number(object.applied_version)
-        : 0,
-      stateHash: isSet(object.stateHash)
-        ? globalThis.String(object.stateHash)
-        : isSet(object.state_hash)
-        ? globalThis.String(object.state_hash)
-        : "",
+          ? globalThis.Number(object.applied_version)
+          : 0,
+      stateHash: isSet(object.stateHash) ? globalThis.String(object.stateHash) : isSet(object.state_hash) ? globalThis.String(object.state_hash) : '',
     };
   },
 
@@ -1302,7 +1278,7 @@ export const StateAck: MessageFns<StateAck> = {
     if (message.appliedVersion !== 0) {
       obj.appliedVersion = Math.round(message.appliedVersion);
     }
-    if (message.stateHash !== "") {
+    if (message.stateHash !== '') {
       obj.stateHash = message.stateHash;
     }
     return obj;
@@ -1314,13 +1290,13 @@ export const StateAck: MessageFns<StateAck> = {
   fromPartial<I extends Exact<DeepPartial<StateAck>, I>>(object: I): StateAck {
     const message = createBaseStateAck();
     message.appliedVersion = object.appliedVersion ?? 0;
-    message.stateHash = object.stateHash ?? "";
+    message.stateHash = object.stateHash ?? '';
     return message;
   },
 };
 
 function createBaseResyncRequest(): ResyncRequest {
-  return { appliedVersion: 0, reason: 0, detail: "" };
+  return { appliedVersion: 0, reason: 0, detail: '' };
 }
 
 export const ResyncRequest: MessageFns<ResyncRequest> = {
@@ -1331,7 +1307,7 @@ export const ResyncRequest: MessageFns<ResyncRequest> = {
     if (message.reason !== 0) {
       writer.uint32(16).int32(message.reason);
     }
-    if (message.detail !== "") {
+    if (message.detail !== '') {
       writer.uint32(26).string(message.detail);
     }
     return writer;
@@ -1341,7 +1317,7 @@ export const ResyncRequest: MessageFns<ResyncRequest> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -1391,10 +1367,10 @@ export const ResyncRequest: MessageFns<ResyncRequest> = {
       appliedVersion: isSet(object.appliedVersion)
         ? globalThis.Number(object.appliedVersion)
         : isSet(object.applied_version)
-        ? globalThis.Number(object.applied_version)
-        : 0,
+          ? globalThis.Number(object.applied_version)
+          : 0,
       reason: isSet(object.reason) ? resyncReasonFromJSON(object.reason) : 0,
-      detail: isSet(object.detail) ? globalThis.String(object.detail) : "",
+      detail: isSet(object.detail) ? globalThis.String(object.detail) : '',
     };
   },
 
@@ -1406,7 +1382,7 @@ export const ResyncRequest: MessageFns<ResyncRequest> = {
     if (message.reason !== 0) {
       obj.reason = resyncReasonToJSON(message.reason);
     }
-    if (message.detail !== "") {
+    if (message.detail !== '') {
       obj.detail = message.detail;
     }
     return obj;
@@ -1419,21 +1395,21 @@ export const ResyncRequest: MessageFns<ResyncRequest> = {
     const message = createBaseResyncRequest();
     message.appliedVersion = object.appliedVersion ?? 0;
     message.reason = object.reason ?? 0;
-    message.detail = object.detail ?? "";
+    message.detail = object.detail ?? '';
     return message;
   },
 };
 
 function createBaseSyncError(): SyncError {
-  return { code: "", message: "" };
+  return { code: '', message: '' };
 }
 
 export const SyncError: MessageFns<SyncError> = {
   encode(message: SyncError, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.code !== "") {
+    if (message.code !== '') {
       writer.uint32(10).string(message.code);
     }
-    if (message.message !== "") {
+    if (message.message !== '') {
       writer.uint32(18).string(message.message);
     }
     return writer;
@@ -1443,7 +1419,7 @@ export const SyncError: MessageFns<SyncError> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -1482,17 +1458,17 @@ export const SyncError: MessageFns<SyncError> = {
 
   fromJSON(object: any): SyncError {
     return {
-      code: isSet(object.code) ? globalThis.String(object.code) : "",
-      message: isSet(object.message) ? globalThis.String(object.message) : "",
+      code: isSet(object.code) ? globalThis.String(object.code) : '',
+      message: isSet(object.message) ? globalThis.String(object.message) : '',
     };
   },
 
   toJSON(message: SyncError): unknown {
     const obj: any = {};
-    if (message.code !== "") {
+    if (message.code !== '') {
       obj.code = message.code;
     }
-    if (message.message !== "") {
+    if (message.message !== '') {
       obj.message = message.message;
     }
     return obj;
@@ -1503,14 +1479,14 @@ export const SyncError: MessageFns<SyncError> = {
   },
   fromPartial<I extends Exact<DeepPartial<SyncError>, I>>(object: I): SyncError {
     const message = createBaseSyncError();
-    message.code = object.code ?? "";
-    message.message = object.message ?? "";
+    message.code = object.code ?? '';
+    message.message = object.message ?? '';
     return message;
   },
 };
 
 function createBaseReport(): Report {
-  return { appliedVersion: 0, mode: 0, firewallKind: "", firewallActive: false, resources: [], at: "" };
+  return { appliedVersion: 0, mode: 0, firewallKind: '', firewallActive: false, resources: [], at: '' };
 }
 
 export const Report: MessageFns<Report> = {
@@ -1521,7 +1497,7 @@ export const Report: MessageFns<Report> = {
     if (message.mode !== 0) {
       writer.uint32(16).int32(message.mode);
     }
-    if (message.firewallKind !== "") {
+    if (message.firewallKind !== '') {
       writer.uint32(26).string(message.firewallKind);
     }
     if (message.firewallActive !== false) {
@@ -1530,7 +1506,7 @@ export const Report: MessageFns<Report> = {
     for (const v of message.resources) {
       ResourceStatus.encode(v!, writer.uint32(42).fork()).join();
     }
-    if (message.at !== "") {
+    if (message.at !== '') {
       writer.uint32(50).string(message.at);
     }
     return writer;
@@ -1540,7 +1516,7 @@ export const Report: MessageFns<Report> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -1614,23 +1590,21 @@ export const Report: MessageFns<Report> = {
       appliedVersion: isSet(object.appliedVersion)
         ? globalThis.Number(object.appliedVersion)
         : isSet(object.applied_version)
-        ? globalThis.Number(object.applied_version)
-        : 0,
+          ? globalThis.Number(object.applied_version)
+          : 0,
       mode: isSet(object.mode) ? modeFromJSON(object.mode) : 0,
       firewallKind: isSet(object.firewallKind)
         ? globalThis.String(object.firewallKind)
         : isSet(object.firewall_kind)
-        ? globalThis.String(object.firewall_kind)
-        : "",
+          ? globalThis.String(object.firewall_kind)
+          : '',
       firewallActive: isSet(object.firewallActive)
         ? globalThis.Boolean(object.firewallActive)
         : isSet(object.firewall_active)
-        ? globalThis.Boolean(object.firewall_active)
-        : false,
-      resources: globalThis.Array.isArray(object?.resources)
-        ? object.resources.map((e: any) => ResourceStatus.fromJSON(e))
-        : [],
-      at: isSet(object.at) ? globalThis.String(object.at) : "",
+          ? globalThis.Boolean(object.firewall_active)
+          : false,
+      resources: globalThis.Array.isArray(object?.resources) ? object.resources.map((e: any) => ResourceStatus.fromJSON(e)) : [],
+      at: isSet(object.at) ? globalThis.String(object.at) : '',
     };
   },
 
@@ -1642,7 +1616,7 @@ export const Report: MessageFns<Report> = {
     if (message.mode !== 0) {
       obj.mode = modeToJSON(message.mode);
     }
-    if (message.firewallKind !== "") {
+    if (message.firewallKind !== '') {
       obj.firewallKind = message.firewallKind;
     }
     if (message.firewallActive !== false) {
@@ -1651,7 +1625,7 @@ export const Report: MessageFns<Report> = {
     if (message.resources?.length) {
       obj.resources = message.resources.map((e) => ResourceStatus.toJSON(e));
     }
-    if (message.at !== "") {
+    if (message.at !== '') {
       obj.at = message.at;
     }
     return obj;
@@ -1664,33 +1638,33 @@ export const Report: MessageFns<Report> = {
     const message = createBaseReport();
     message.appliedVersion = object.appliedVersion ?? 0;
     message.mode = object.mode ?? 0;
-    message.firewallKind = object.firewallKind ?? "";
+    message.firewallKind = object.firewallKind ?? '';
     message.firewallActive = object.firewallActive ?? false;
     message.resources = object.resources?.map((e) => ResourceStatus.fromPartial(e)) || [];
-    message.at = object.at ?? "";
+    message.at = object.at ?? '';
     return message;
   },
 };
 
 function createBaseResourceStatus(): ResourceStatus {
-  return { key: "", kind: "", module: "", state: "", reason: "" };
+  return { key: '', kind: '', module: '', state: '', reason: '' };
 }
 
 export const ResourceStatus: MessageFns<ResourceStatus> = {
   encode(message: ResourceStatus, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.key !== "") {
+    if (message.key !== '') {
       writer.uint32(10).string(message.key);
     }
-    if (message.kind !== "") {
+    if (message.kind !== '') {
       writer.uint32(18).string(message.kind);
     }
-    if (message.module !== "") {
+    if (message.module !== '') {
       writer.uint32(26).string(message.module);
     }
-    if (message.state !== "") {
+    if (message.state !== '') {
       writer.uint32(34).string(message.state);
     }
-    if (message.reason !== "") {
+    if (message.reason !== '') {
       writer.uint32(42).string(message.reason);
     }
     return writer;
@@ -1700,7 +1674,7 @@ export const ResourceStatus: MessageFns<ResourceStatus> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -1763,29 +1737,29 @@ export const ResourceStatus: MessageFns<ResourceStatus> = {
 
   fromJSON(object: any): ResourceStatus {
     return {
-      key: isSet(object.key) ? globalThis.String(object.key) : "",
-      kind: isSet(object.kind) ? globalThis.String(object.kind) : "",
-      module: isSet(object.module) ? globalThis.String(object.module) : "",
-      state: isSet(object.state) ? globalThis.String(object.state) : "",
-      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+      key: isSet(object.key) ? globalThis.String(object.key) : '',
+      kind: isSet(object.kind) ? globalThis.String(object.kind) : '',
+      module: isSet(object.module) ? globalThis.String(object.module) : '',
+      state: isSet(object.state) ? globalThis.String(object.state) : '',
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : '',
     };
   },
 
   toJSON(message: ResourceStatus): unknown {
     const obj: any = {};
-    if (message.key !== "") {
+    if (message.key !== '') {
       obj.key = message.key;
     }
-    if (message.kind !== "") {
+    if (message.kind !== '') {
       obj.kind = message.kind;
     }
-    if (message.module !== "") {
+    if (message.module !== '') {
       obj.module = message.module;
     }
-    if (message.state !== "") {
+    if (message.state !== '') {
       obj.state = message.state;
     }
-    if (message.reason !== "") {
+    if (message.reason !== '') {
       obj.reason = message.reason;
     }
     return obj;
@@ -1796,11 +1770,11 @@ export const ResourceStatus: MessageFns<ResourceStatus> = {
   },
   fromPartial<I extends Exact<DeepPartial<ResourceStatus>, I>>(object: I): ResourceStatus {
     const message = createBaseResourceStatus();
-    message.key = object.key ?? "";
-    message.kind = object.kind ?? "";
-    message.module = object.module ?? "";
-    message.state = object.state ?? "";
-    message.reason = object.reason ?? "";
+    message.key = object.key ?? '';
+    message.kind = object.kind ?? '';
+    message.module = object.module ?? '';
+    message.state = object.state ?? '';
+    message.reason = object.reason ?? '';
     return message;
   },
 };
@@ -1817,7 +1791,7 @@ function createBaseStateDelta(): StateDelta {
     relays: undefined,
     tunnel: undefined,
     declaration: undefined,
-    network: "",
+    network: '',
     part: undefined,
   };
 }
@@ -1854,7 +1828,7 @@ export const StateDelta: MessageFns<StateDelta> = {
     if (message.declaration !== undefined) {
       Declaration.encode(message.declaration, writer.uint32(82).fork()).join();
     }
-    if (message.network !== "") {
+    if (message.network !== '') {
       writer.uint32(90).string(message.network);
     }
     if (message.part !== undefined) {
@@ -1867,7 +1841,7 @@ export const StateDelta: MessageFns<StateDelta> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -1986,37 +1960,29 @@ export const StateDelta: MessageFns<StateDelta> = {
 
   fromJSON(object: any): StateDelta {
     return {
-      fromVersion: isSet(object.fromVersion)
-        ? globalThis.Number(object.fromVersion)
-        : isSet(object.from_version)
-        ? globalThis.Number(object.from_version)
-        : 0,
-      toVersion: isSet(object.toVersion)
-        ? globalThis.Number(object.toVersion)
-        : isSet(object.to_version)
-        ? globalThis.Number(object.to_version)
-        : 0,
+      fromVersion: isSet(object.fromVersion) ? globalThis.Number(object.fromVersion) : isSet(object.from_version) ? globalThis.Number(object.from_version) : 0,
+      toVersion: isSet(object.toVersion) ? globalThis.Number(object.toVersion) : isSet(object.to_version) ? globalThis.Number(object.to_version) : 0,
       upsertPeers: globalThis.Array.isArray(object?.upsertPeers)
         ? object.upsertPeers.map((e: any) => Peer.fromJSON(e))
         : globalThis.Array.isArray(object?.upsert_peers)
-        ? object.upsert_peers.map((e: any) => Peer.fromJSON(e))
-        : [],
+          ? object.upsert_peers.map((e: any) => Peer.fromJSON(e))
+          : [],
       removePeers: globalThis.Array.isArray(object?.removePeers)
         ? object.removePeers.map((e: any) => PeerRemoval.fromJSON(e))
         : globalThis.Array.isArray(object?.remove_peers)
-        ? object.remove_peers.map((e: any) => PeerRemoval.fromJSON(e))
-        : [],
+          ? object.remove_peers.map((e: any) => PeerRemoval.fromJSON(e))
+          : [],
       dns: isSet(object.dns) ? Dns.fromJSON(object.dns) : undefined,
       filter: isSet(object.filter) ? Filter.fromJSON(object.filter) : undefined,
       routeGroups: isSet(object.routeGroups)
         ? RouteGroups.fromJSON(object.routeGroups)
         : isSet(object.route_groups)
-        ? RouteGroups.fromJSON(object.route_groups)
-        : undefined,
+          ? RouteGroups.fromJSON(object.route_groups)
+          : undefined,
       relays: isSet(object.relays) ? Relays.fromJSON(object.relays) : undefined,
       tunnel: isSet(object.tunnel) ? Tunnel.fromJSON(object.tunnel) : undefined,
       declaration: isSet(object.declaration) ? Declaration.fromJSON(object.declaration) : undefined,
-      network: isSet(object.network) ? globalThis.String(object.network) : "",
+      network: isSet(object.network) ? globalThis.String(object.network) : '',
       part: isSet(object.part) ? DeltaPart.fromJSON(object.part) : undefined,
     };
   },
@@ -2053,7 +2019,7 @@ export const StateDelta: MessageFns<StateDelta> = {
     if (message.declaration !== undefined) {
       obj.declaration = Declaration.toJSON(message.declaration);
     }
-    if (message.network !== "") {
+    if (message.network !== '') {
       obj.network = message.network;
     }
     if (message.part !== undefined) {
@@ -2071,24 +2037,14 @@ export const StateDelta: MessageFns<StateDelta> = {
     message.toVersion = object.toVersion ?? 0;
     message.upsertPeers = object.upsertPeers?.map((e) => Peer.fromPartial(e)) || [];
     message.removePeers = object.removePeers?.map((e) => PeerRemoval.fromPartial(e)) || [];
-    message.dns = (object.dns !== undefined && object.dns !== null) ? Dns.fromPartial(object.dns) : undefined;
-    message.filter = (object.filter !== undefined && object.filter !== null)
-      ? Filter.fromPartial(object.filter)
-      : undefined;
-    message.routeGroups = (object.routeGroups !== undefined && object.routeGroups !== null)
-      ? RouteGroups.fromPartial(object.routeGroups)
-      : undefined;
-    message.relays = (object.relays !== undefined && object.relays !== null)
-      ? Relays.fromPartial(object.relays)
-      : undefined;
-    message.tunnel = (object.tunnel !== undefined && object.tunnel !== null)
-      ? Tunnel.fromPartial(object.tunnel)
-      : undefined;
-    message.declaration = (object.declaration !== undefined && object.declaration !== null)
-      ? Declaration.fromPartial(object.declaration)
-      : undefined;
-    message.network = object.network ?? "";
-    message.part = (object.part !== undefined && object.part !== null) ? DeltaPart.fromPartial(object.part) : undefined;
+    message.dns = object.dns !== undefined && object.dns !== null ? Dns.fromPartial(object.dns) : undefined;
+    message.filter = object.filter !== undefined && object.filter !== null ? Filter.fromPartial(object.filter) : undefined;
+    message.routeGroups = object.routeGroups !== undefined && object.routeGroups !== null ? RouteGroups.fromPartial(object.routeGroups) : undefined;
+    message.relays = object.relays !== undefined && object.relays !== null ? Relays.fromPartial(object.relays) : undefined;
+    message.tunnel = object.tunnel !== undefined && object.tunnel !== null ? Tunnel.fromPartial(object.tunnel) : undefined;
+    message.declaration = object.declaration !== undefined && object.declaration !== null ? Declaration.fromPartial(object.declaration) : undefined;
+    message.network = object.network ?? '';
+    message.part = object.part !== undefined && object.part !== null ? DeltaPart.fromPartial(object.part) : undefined;
     return message;
   },
 };
@@ -2112,7 +2068,7 @@ export const DeltaPart: MessageFns<DeltaPart> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -2179,15 +2135,15 @@ export const DeltaPart: MessageFns<DeltaPart> = {
 };
 
 function createBasePeer(): Peer {
-  return { id: "", nodeKey: "", addresses: [], tags: [], endpoints: [], inboundOnly: false };
+  return { id: '', nodeKey: '', addresses: [], tags: [], endpoints: [], inboundOnly: false };
 }
 
 export const Peer: MessageFns<Peer> = {
   encode(message: Peer, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.id !== "") {
+    if (message.id !== '') {
       writer.uint32(10).string(message.id);
     }
-    if (message.nodeKey !== "") {
+    if (message.nodeKey !== '') {
       writer.uint32(18).string(message.nodeKey);
     }
     for (const v of message.addresses) {
@@ -2209,7 +2165,7 @@ export const Peer: MessageFns<Peer> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -2280,33 +2236,25 @@ export const Peer: MessageFns<Peer> = {
 
   fromJSON(object: any): Peer {
     return {
-      id: isSet(object.id) ? globalThis.String(object.id) : "",
-      nodeKey: isSet(object.nodeKey)
-        ? globalThis.String(object.nodeKey)
-        : isSet(object.node_key)
-        ? globalThis.String(object.node_key)
-        : "",
-      addresses: globalThis.Array.isArray(object?.addresses)
-        ? object.addresses.map((e: any) => globalThis.String(e))
-        : [],
+      id: isSet(object.id) ? globalThis.String(object.id) : '',
+      nodeKey: isSet(object.nodeKey) ? globalThis.String(object.nodeKey) : isSet(object.node_key) ? globalThis.String(object.node_key) : '',
+      addresses: globalThis.Array.isArray(object?.addresses) ? object.addresses.map((e: any) => globalThis.String(e)) : [],
       tags: globalThis.Array.isArray(object?.tags) ? object.tags.map((e: any) => globalThis.String(e)) : [],
-      endpoints: globalThis.Array.isArray(object?.endpoints)
-        ? object.endpoints.map((e: any) => globalThis.String(e))
-        : [],
+      endpoints: globalThis.Array.isArray(object?.endpoints) ? object.endpoints.map((e: any) => globalThis.String(e)) : [],
       inboundOnly: isSet(object.inboundOnly)
         ? globalThis.Boolean(object.inboundOnly)
         : isSet(object.inbound_only)
-        ? globalThis.Boolean(object.inbound_only)
-        : false,
+          ? globalThis.Boolean(object.inbound_only)
+          : false,
     };
   },
 
   toJSON(message: Peer): unknown {
     const obj: any = {};
-    if (message.id !== "") {
+    if (message.id !== '') {
       obj.id = message.id;
     }
-    if (message.nodeKey !== "") {
+    if (message.nodeKey !== '') {
       obj.nodeKey = message.nodeKey;
     }
     if (message.addresses?.length) {
@@ -2329,8 +2277,8 @@ export const Peer: MessageFns<Peer> = {
   },
   fromPartial<I extends Exact<DeepPartial<Peer>, I>>(object: I): Peer {
     const message = createBasePeer();
-    message.id = object.id ?? "";
-    message.nodeKey = object.nodeKey ?? "";
+    message.id = object.id ?? '';
+    message.nodeKey = object.nodeKey ?? '';
     message.addresses = object.addresses?.map((e) => e) || [];
     message.tags = object.tags?.map((e) => e) || [];
     message.endpoints = object.endpoints?.map((e) => e) || [];
@@ -2340,12 +2288,12 @@ export const Peer: MessageFns<Peer> = {
 };
 
 function createBasePeerRemoval(): PeerRemoval {
-  return { id: "", reason: 0 };
+  return { id: '', reason: 0 };
 }
 
 export const PeerRemoval: MessageFns<PeerRemoval> = {
   encode(message: PeerRemoval, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.id !== "") {
+    if (message.id !== '') {
       writer.uint32(10).string(message.id);
     }
     if (message.reason !== 0) {
@@ -2358,7 +2306,7 @@ export const PeerRemoval: MessageFns<PeerRemoval> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -2397,14 +2345,14 @@ export const PeerRemoval: MessageFns<PeerRemoval> = {
 
   fromJSON(object: any): PeerRemoval {
     return {
-      id: isSet(object.id) ? globalThis.String(object.id) : "",
+      id: isSet(object.id) ? globalThis.String(object.id) : '',
       reason: isSet(object.reason) ? removalReasonFromJSON(object.reason) : 0,
     };
   },
 
   toJSON(message: PeerRemoval): unknown {
     const obj: any = {};
-    if (message.id !== "") {
+    if (message.id !== '') {
       obj.id = message.id;
     }
     if (message.reason !== 0) {
@@ -2418,7 +2366,7 @@ export const PeerRemoval: MessageFns<PeerRemoval> = {
   },
   fromPartial<I extends Exact<DeepPartial<PeerRemoval>, I>>(object: I): PeerRemoval {
     const message = createBasePeerRemoval();
-    message.id = object.id ?? "";
+    message.id = object.id ?? '';
     message.reason = object.reason ?? 0;
     return message;
   },
@@ -2446,7 +2394,7 @@ export const Dns: MessageFns<Dns> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -2493,14 +2441,12 @@ export const Dns: MessageFns<Dns> = {
 
   fromJSON(object: any): Dns {
     return {
-      nameservers: globalThis.Array.isArray(object?.nameservers)
-        ? object.nameservers.map((e: any) => globalThis.String(e))
-        : [],
+      nameservers: globalThis.Array.isArray(object?.nameservers) ? object.nameservers.map((e: any) => globalThis.String(e)) : [],
       searchDomains: globalThis.Array.isArray(object?.searchDomains)
         ? object.searchDomains.map((e: any) => globalThis.String(e))
         : globalThis.Array.isArray(object?.search_domains)
-        ? object.search_domains.map((e: any) => globalThis.String(e))
-        : [],
+          ? object.search_domains.map((e: any) => globalThis.String(e))
+          : [],
       records: globalThis.Array.isArray(object?.records) ? object.records.map((e: any) => DnsRecord.fromJSON(e)) : [],
     };
   },
@@ -2532,12 +2478,12 @@ export const Dns: MessageFns<Dns> = {
 };
 
 function createBaseDnsRecord(): DnsRecord {
-  return { name: "", addresses: [] };
+  return { name: '', addresses: [] };
 }
 
 export const DnsRecord: MessageFns<DnsRecord> = {
   encode(message: DnsRecord, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.name !== "") {
+    if (message.name !== '') {
       writer.uint32(10).string(message.name);
     }
     for (const v of message.addresses) {
@@ -2550,7 +2496,7 @@ export const DnsRecord: MessageFns<DnsRecord> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -2589,16 +2535,14 @@ export const DnsRecord: MessageFns<DnsRecord> = {
 
   fromJSON(object: any): DnsRecord {
     return {
-      name: isSet(object.name) ? globalThis.String(object.name) : "",
-      addresses: globalThis.Array.isArray(object?.addresses)
-        ? object.addresses.map((e: any) => globalThis.String(e))
-        : [],
+      name: isSet(object.name) ? globalThis.String(object.name) : '',
+      addresses: globalThis.Array.isArray(object?.addresses) ? object.addresses.map((e: any) => globalThis.String(e)) : [],
     };
   },
 
   toJSON(message: DnsRecord): unknown {
     const obj: any = {};
-    if (message.name !== "") {
+    if (message.name !== '') {
       obj.name = message.name;
     }
     if (message.addresses?.length) {
@@ -2612,7 +2556,7 @@ export const DnsRecord: MessageFns<DnsRecord> = {
   },
   fromPartial<I extends Exact<DeepPartial<DnsRecord>, I>>(object: I): DnsRecord {
     const message = createBaseDnsRecord();
-    message.name = object.name ?? "";
+    message.name = object.name ?? '';
     message.addresses = object.addresses?.map((e) => e) || [];
     return message;
   },
@@ -2634,7 +2578,7 @@ export const Filter: MessageFns<Filter> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -2709,7 +2653,7 @@ export const FilterRule: MessageFns<FilterRule> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -2759,13 +2703,13 @@ export const FilterRule: MessageFns<FilterRule> = {
       sourceTags: globalThis.Array.isArray(object?.sourceTags)
         ? object.sourceTags.map((e: any) => globalThis.String(e))
         : globalThis.Array.isArray(object?.source_tags)
-        ? object.source_tags.map((e: any) => globalThis.String(e))
-        : [],
+          ? object.source_tags.map((e: any) => globalThis.String(e))
+          : [],
       destinationTags: globalThis.Array.isArray(object?.destinationTags)
         ? object.destinationTags.map((e: any) => globalThis.String(e))
         : globalThis.Array.isArray(object?.destination_tags)
-        ? object.destination_tags.map((e: any) => globalThis.String(e))
-        : [],
+          ? object.destination_tags.map((e: any) => globalThis.String(e))
+          : [],
       ports: globalThis.Array.isArray(object?.ports) ? object.ports.map((e: any) => globalThis.String(e)) : [],
     };
   },
@@ -2812,7 +2756,7 @@ export const RouteGroups: MessageFns<RouteGroups> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -2866,12 +2810,12 @@ export const RouteGroups: MessageFns<RouteGroups> = {
 };
 
 function createBaseRouteGroup(): RouteGroup {
-  return { name: "", prefixes: [], viaPeers: [] };
+  return { name: '', prefixes: [], viaPeers: [] };
 }
 
 export const RouteGroup: MessageFns<RouteGroup> = {
   encode(message: RouteGroup, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.name !== "") {
+    if (message.name !== '') {
       writer.uint32(10).string(message.name);
     }
     for (const v of message.prefixes) {
@@ -2887,7 +2831,7 @@ export const RouteGroup: MessageFns<RouteGroup> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -2934,19 +2878,19 @@ export const RouteGroup: MessageFns<RouteGroup> = {
 
   fromJSON(object: any): RouteGroup {
     return {
-      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      name: isSet(object.name) ? globalThis.String(object.name) : '',
       prefixes: globalThis.Array.isArray(object?.prefixes) ? object.prefixes.map((e: any) => globalThis.String(e)) : [],
       viaPeers: globalThis.Array.isArray(object?.viaPeers)
         ? object.viaPeers.map((e: any) => globalThis.String(e))
         : globalThis.Array.isArray(object?.via_peers)
-        ? object.via_peers.map((e: any) => globalThis.String(e))
-        : [],
+          ? object.via_peers.map((e: any) => globalThis.String(e))
+          : [],
     };
   },
 
   toJSON(message: RouteGroup): unknown {
     const obj: any = {};
-    if (message.name !== "") {
+    if (message.name !== '') {
       obj.name = message.name;
     }
     if (message.prefixes?.length) {
@@ -2963,7 +2907,7 @@ export const RouteGroup: MessageFns<RouteGroup> = {
   },
   fromPartial<I extends Exact<DeepPartial<RouteGroup>, I>>(object: I): RouteGroup {
     const message = createBaseRouteGroup();
-    message.name = object.name ?? "";
+    message.name = object.name ?? '';
     message.prefixes = object.prefixes?.map((e) => e) || [];
     message.viaPeers = object.viaPeers?.map((e) => e) || [];
     return message;
@@ -2986,7 +2930,7 @@ export const Relays: MessageFns<Relays> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -3038,21 +2982,21 @@ export const Relays: MessageFns<Relays> = {
 };
 
 function createBaseRelay(): Relay {
-  return { id: "", address: "", port: 0, region: "" };
+  return { id: '', address: '', port: 0, region: '' };
 }
 
 export const Relay: MessageFns<Relay> = {
   encode(message: Relay, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.id !== "") {
+    if (message.id !== '') {
       writer.uint32(10).string(message.id);
     }
-    if (message.address !== "") {
+    if (message.address !== '') {
       writer.uint32(18).string(message.address);
     }
     if (message.port !== 0) {
       writer.uint32(24).uint32(message.port);
     }
-    if (message.region !== "") {
+    if (message.region !== '') {
       writer.uint32(34).string(message.region);
     }
     return writer;
@@ -3062,7 +3006,7 @@ export const Relay: MessageFns<Relay> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -3117,25 +3061,25 @@ export const Relay: MessageFns<Relay> = {
 
   fromJSON(object: any): Relay {
     return {
-      id: isSet(object.id) ? globalThis.String(object.id) : "",
-      address: isSet(object.address) ? globalThis.String(object.address) : "",
+      id: isSet(object.id) ? globalThis.String(object.id) : '',
+      address: isSet(object.address) ? globalThis.String(object.address) : '',
       port: isSet(object.port) ? globalThis.Number(object.port) : 0,
-      region: isSet(object.region) ? globalThis.String(object.region) : "",
+      region: isSet(object.region) ? globalThis.String(object.region) : '',
     };
   },
 
   toJSON(message: Relay): unknown {
     const obj: any = {};
-    if (message.id !== "") {
+    if (message.id !== '') {
       obj.id = message.id;
     }
-    if (message.address !== "") {
+    if (message.address !== '') {
       obj.address = message.address;
     }
     if (message.port !== 0) {
       obj.port = Math.round(message.port);
     }
-    if (message.region !== "") {
+    if (message.region !== '') {
       obj.region = message.region;
     }
     return obj;
@@ -3146,21 +3090,21 @@ export const Relay: MessageFns<Relay> = {
   },
   fromPartial<I extends Exact<DeepPartial<Relay>, I>>(object: I): Relay {
     const message = createBaseRelay();
-    message.id = object.id ?? "";
-    message.address = object.address ?? "";
+    message.id = object.id ?? '';
+    message.address = object.address ?? '';
     message.port = object.port ?? 0;
-    message.region = object.region ?? "";
+    message.region = object.region ?? '';
     return message;
   },
 };
 
 function createBaseTunnel(): Tunnel {
-  return { address: "", listenPort: 0, mtu: 0, keepaliveSeconds: 0 };
+  return { address: '', listenPort: 0, mtu: 0, keepaliveSeconds: 0 };
 }
 
 export const Tunnel: MessageFns<Tunnel> = {
   encode(message: Tunnel, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.address !== "") {
+    if (message.address !== '') {
       writer.uint32(10).string(message.address);
     }
     if (message.listenPort !== 0) {
@@ -3179,7 +3123,7 @@ export const Tunnel: MessageFns<Tunnel> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -3234,24 +3178,20 @@ export const Tunnel: MessageFns<Tunnel> = {
 
   fromJSON(object: any): Tunnel {
     return {
-      address: isSet(object.address) ? globalThis.String(object.address) : "",
-      listenPort: isSet(object.listenPort)
-        ? globalThis.Number(object.listenPort)
-        : isSet(object.listen_port)
-        ? globalThis.Number(object.listen_port)
-        : 0,
+      address: isSet(object.address) ? globalThis.String(object.address) : '',
+      listenPort: isSet(object.listenPort) ? globalThis.Number(object.listenPort) : isSet(object.listen_port) ? globalThis.Number(object.listen_port) : 0,
       mtu: isSet(object.mtu) ? globalThis.Number(object.mtu) : 0,
       keepaliveSeconds: isSet(object.keepaliveSeconds)
         ? globalThis.Number(object.keepaliveSeconds)
         : isSet(object.keepalive_seconds)
-        ? globalThis.Number(object.keepalive_seconds)
-        : 0,
+          ? globalThis.Number(object.keepalive_seconds)
+          : 0,
     };
   },
 
   toJSON(message: Tunnel): unknown {
     const obj: any = {};
-    if (message.address !== "") {
+    if (message.address !== '') {
       obj.address = message.address;
     }
     if (message.listenPort !== 0) {
@@ -3271,7 +3211,7 @@ export const Tunnel: MessageFns<Tunnel> = {
   },
   fromPartial<I extends Exact<DeepPartial<Tunnel>, I>>(object: I): Tunnel {
     const message = createBaseTunnel();
-    message.address = object.address ?? "";
+    message.address = object.address ?? '';
     message.listenPort = object.listenPort ?? 0;
     message.mtu = object.mtu ?? 0;
     message.keepaliveSeconds = object.keepaliveSeconds ?? 0;
@@ -3280,15 +3220,15 @@ export const Tunnel: MessageFns<Tunnel> = {
 };
 
 function createBaseDeclaration(): Declaration {
-  return { apiVersion: "", node: "", mode: 0, settings: undefined, modules: [] };
+  return { apiVersion: '', node: '', mode: 0, settings: undefined, modules: [] };
 }
 
 export const Declaration: MessageFns<Declaration> = {
   encode(message: Declaration, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.apiVersion !== "") {
+    if (message.apiVersion !== '') {
       writer.uint32(10).string(message.apiVersion);
     }
-    if (message.node !== "") {
+    if (message.node !== '') {
       writer.uint32(18).string(message.node);
     }
     if (message.mode !== 0) {
@@ -3307,7 +3247,7 @@ export const Declaration: MessageFns<Declaration> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -3370,12 +3310,8 @@ export const Declaration: MessageFns<Declaration> = {
 
   fromJSON(object: any): Declaration {
     return {
-      apiVersion: isSet(object.apiVersion)
-        ? globalThis.String(object.apiVersion)
-        : isSet(object.api_version)
-        ? globalThis.String(object.api_version)
-        : "",
-      node: isSet(object.node) ? globalThis.String(object.node) : "",
+      apiVersion: isSet(object.apiVersion) ? globalThis.String(object.apiVersion) : isSet(object.api_version) ? globalThis.String(object.api_version) : '',
+      node: isSet(object.node) ? globalThis.String(object.node) : '',
       mode: isSet(object.mode) ? modeFromJSON(object.mode) : 0,
       settings: isSet(object.settings) ? Settings.fromJSON(object.settings) : undefined,
       modules: globalThis.Array.isArray(object?.modules) ? object.modules.map((e: any) => ModuleDecl.fromJSON(e)) : [],
@@ -3384,10 +3320,10 @@ export const Declaration: MessageFns<Declaration> = {
 
   toJSON(message: Declaration): unknown {
     const obj: any = {};
-    if (message.apiVersion !== "") {
+    if (message.apiVersion !== '') {
       obj.apiVersion = message.apiVersion;
     }
-    if (message.node !== "") {
+    if (message.node !== '') {
       obj.node = message.node;
     }
     if (message.mode !== 0) {
@@ -3407,12 +3343,10 @@ export const Declaration: MessageFns<Declaration> = {
   },
   fromPartial<I extends Exact<DeepPartial<Declaration>, I>>(object: I): Declaration {
     const message = createBaseDeclaration();
-    message.apiVersion = object.apiVersion ?? "";
-    message.node = object.node ?? "";
+    message.apiVersion = object.apiVersion ?? '';
+    message.node = object.node ?? '';
     message.mode = object.mode ?? 0;
-    message.settings = (object.settings !== undefined && object.settings !== null)
-      ? Settings.fromPartial(object.settings)
-      : undefined;
+    message.settings = object.settings !== undefined && object.settings !== null ? Settings.fromPartial(object.settings) : undefined;
     message.modules = object.modules?.map((e) => ModuleDecl.fromPartial(e)) || [];
     return message;
   },
@@ -3437,7 +3371,7 @@ export const Settings: MessageFns<Settings> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -3480,8 +3414,7 @@ export const Settings: MessageFns<Settings> = {
   fromJSON(object: any): Settings {
     return {
       ports: isObject(object.ports)
-        ? (globalThis.Object.entries(object.ports) as [string, any][]).reduce(
-          (acc: { [key: string]: number }, [key, value]: [string, any]) => {
+        ? (globalThis.Object.entries(object.ports) as [string, any][]).reduce((acc: { [key: string]: number }, [key, value]: [string, any]) => {
             globalThis.Object.defineProperty(acc, key, {
               value: globalThis.Number(value),
               enumerable: true,
@@ -3489,15 +3422,13 @@ export const Settings: MessageFns<Settings> = {
               writable: true,
             });
             return acc;
-          },
-          {},
-        )
+          }, {})
         : {},
       privateRange: isSet(object.privateRange)
         ? globalThis.String(object.privateRange)
         : isSet(object.private_range)
-        ? globalThis.String(object.private_range)
-        : undefined,
+          ? globalThis.String(object.private_range)
+          : undefined,
     };
   },
 
@@ -3538,12 +3469,12 @@ export const Settings: MessageFns<Settings> = {
 };
 
 function createBaseSettings_PortsEntry(): Settings_PortsEntry {
-  return { key: "", value: 0 };
+  return { key: '', value: 0 };
 }
 
 export const Settings_PortsEntry: MessageFns<Settings_PortsEntry> = {
   encode(message: Settings_PortsEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.key !== "") {
+    if (message.key !== '') {
       writer.uint32(10).string(message.key);
     }
     if (message.value !== 0) {
@@ -3556,7 +3487,7 @@ export const Settings_PortsEntry: MessageFns<Settings_PortsEntry> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -3595,14 +3526,14 @@ export const Settings_PortsEntry: MessageFns<Settings_PortsEntry> = {
 
   fromJSON(object: any): Settings_PortsEntry {
     return {
-      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      key: isSet(object.key) ? globalThis.String(object.key) : '',
       value: isSet(object.value) ? globalThis.Number(object.value) : 0,
     };
   },
 
   toJSON(message: Settings_PortsEntry): unknown {
     const obj: any = {};
-    if (message.key !== "") {
+    if (message.key !== '') {
       obj.key = message.key;
     }
     if (message.value !== 0) {
@@ -3616,19 +3547,19 @@ export const Settings_PortsEntry: MessageFns<Settings_PortsEntry> = {
   },
   fromPartial<I extends Exact<DeepPartial<Settings_PortsEntry>, I>>(object: I): Settings_PortsEntry {
     const message = createBaseSettings_PortsEntry();
-    message.key = object.key ?? "";
+    message.key = object.key ?? '';
     message.value = object.value ?? 0;
     return message;
   },
 };
 
 function createBaseModuleDecl(): ModuleDecl {
-  return { name: "", taken: false, files: [], containers: [], openings: [] };
+  return { name: '', taken: false, files: [], containers: [], openings: [] };
 }
 
 export const ModuleDecl: MessageFns<ModuleDecl> = {
   encode(message: ModuleDecl, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.name !== "") {
+    if (message.name !== '') {
       writer.uint32(10).string(message.name);
     }
     if (message.taken !== false) {
@@ -3650,7 +3581,7 @@ export const ModuleDecl: MessageFns<ModuleDecl> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -3713,21 +3644,17 @@ export const ModuleDecl: MessageFns<ModuleDecl> = {
 
   fromJSON(object: any): ModuleDecl {
     return {
-      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      name: isSet(object.name) ? globalThis.String(object.name) : '',
       taken: isSet(object.taken) ? globalThis.Boolean(object.taken) : false,
       files: globalThis.Array.isArray(object?.files) ? object.files.map((e: any) => FileSpec.fromJSON(e)) : [],
-      containers: globalThis.Array.isArray(object?.containers)
-        ? object.containers.map((e: any) => ContainerSpec.fromJSON(e))
-        : [],
-      openings: globalThis.Array.isArray(object?.openings)
-        ? object.openings.map((e: any) => OpeningSpec.fromJSON(e))
-        : [],
+      containers: globalThis.Array.isArray(object?.containers) ? object.containers.map((e: any) => ContainerSpec.fromJSON(e)) : [],
+      openings: globalThis.Array.isArray(object?.openings) ? object.openings.map((e: any) => OpeningSpec.fromJSON(e)) : [],
     };
   },
 
   toJSON(message: ModuleDecl): unknown {
     const obj: any = {};
-    if (message.name !== "") {
+    if (message.name !== '') {
       obj.name = message.name;
     }
     if (message.taken !== false) {
@@ -3750,7 +3677,7 @@ export const ModuleDecl: MessageFns<ModuleDecl> = {
   },
   fromPartial<I extends Exact<DeepPartial<ModuleDecl>, I>>(object: I): ModuleDecl {
     const message = createBaseModuleDecl();
-    message.name = object.name ?? "";
+    message.name = object.name ?? '';
     message.taken = object.taken ?? false;
     message.files = object.files?.map((e) => FileSpec.fromPartial(e)) || [];
     message.containers = object.containers?.map((e) => ContainerSpec.fromPartial(e)) || [];
@@ -3760,15 +3687,15 @@ export const ModuleDecl: MessageFns<ModuleDecl> = {
 };
 
 function createBaseFileSpec(): FileSpec {
-  return { path: "", content: "", mode: undefined, createOnce: undefined };
+  return { path: '', content: '', mode: undefined, createOnce: undefined };
 }
 
 export const FileSpec: MessageFns<FileSpec> = {
   encode(message: FileSpec, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.path !== "") {
+    if (message.path !== '') {
       writer.uint32(10).string(message.path);
     }
-    if (message.content !== "") {
+    if (message.content !== '') {
       writer.uint32(18).string(message.content);
     }
     if (message.mode !== undefined) {
@@ -3784,7 +3711,7 @@ export const FileSpec: MessageFns<FileSpec> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -3839,23 +3766,23 @@ export const FileSpec: MessageFns<FileSpec> = {
 
   fromJSON(object: any): FileSpec {
     return {
-      path: isSet(object.path) ? globalThis.String(object.path) : "",
-      content: isSet(object.content) ? globalThis.String(object.content) : "",
+      path: isSet(object.path) ? globalThis.String(object.path) : '',
+      content: isSet(object.content) ? globalThis.String(object.content) : '',
       mode: isSet(object.mode) ? globalThis.String(object.mode) : undefined,
       createOnce: isSet(object.createOnce)
         ? globalThis.Boolean(object.createOnce)
         : isSet(object.create_once)
-        ? globalThis.Boolean(object.create_once)
-        : undefined,
+          ? globalThis.Boolean(object.create_once)
+          : undefined,
     };
   },
 
   toJSON(message: FileSpec): unknown {
     const obj: any = {};
-    if (message.path !== "") {
+    if (message.path !== '') {
       obj.path = message.path;
     }
-    if (message.content !== "") {
+    if (message.content !== '') {
       obj.content = message.content;
     }
     if (message.mode !== undefined) {
@@ -3872,8 +3799,8 @@ export const FileSpec: MessageFns<FileSpec> = {
   },
   fromPartial<I extends Exact<DeepPartial<FileSpec>, I>>(object: I): FileSpec {
     const message = createBaseFileSpec();
-    message.path = object.path ?? "";
-    message.content = object.content ?? "";
+    message.path = object.path ?? '';
+    message.content = object.content ?? '';
     message.mode = object.mode ?? undefined;
     message.createOnce = object.createOnce ?? undefined;
     return message;
@@ -3881,15 +3808,15 @@ export const FileSpec: MessageFns<FileSpec> = {
 };
 
 function createBaseContainerSpec(): ContainerSpec {
-  return { name: "", image: "", command: [], env: {}, ports: [], mounts: [], restart: undefined };
+  return { name: '', image: '', command: [], env: {}, ports: [], mounts: [], restart: undefined };
 }
 
 export const ContainerSpec: MessageFns<ContainerSpec> = {
   encode(message: ContainerSpec, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.name !== "") {
+    if (message.name !== '') {
       writer.uint32(10).string(message.name);
     }
-    if (message.image !== "") {
+    if (message.image !== '') {
       writer.uint32(18).string(message.image);
     }
     for (const v of message.command) {
@@ -3914,7 +3841,7 @@ export const ContainerSpec: MessageFns<ContainerSpec> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -3996,12 +3923,11 @@ export const ContainerSpec: MessageFns<ContainerSpec> = {
 
   fromJSON(object: any): ContainerSpec {
     return {
-      name: isSet(object.name) ? globalThis.String(object.name) : "",
-      image: isSet(object.image) ? globalThis.String(object.image) : "",
+      name: isSet(object.name) ? globalThis.String(object.name) : '',
+      image: isSet(object.image) ? globalThis.String(object.image) : '',
       command: globalThis.Array.isArray(object?.command) ? object.command.map((e: any) => globalThis.String(e)) : [],
       env: isObject(object.env)
-        ? (globalThis.Object.entries(object.env) as [string, any][]).reduce(
-          (acc: { [key: string]: string }, [key, value]: [string, any]) => {
+        ? (globalThis.Object.entries(object.env) as [string, any][]).reduce((acc: { [key: string]: string }, [key, value]: [string, any]) => {
             globalThis.Object.defineProperty(acc, key, {
               value: globalThis.String(value),
               enumerable: true,
@@ -4009,9 +3935,7 @@ export const ContainerSpec: MessageFns<ContainerSpec> = {
               writable: true,
             });
             return acc;
-          },
-          {},
-        )
+          }, {})
         : {},
       ports: globalThis.Array.isArray(object?.ports) ? object.ports.map((e: any) => PortSpec.fromJSON(e)) : [],
       mounts: globalThis.Array.isArray(object?.mounts) ? object.mounts.map((e: any) => MountSpec.fromJSON(e)) : [],
@@ -4021,10 +3945,10 @@ export const ContainerSpec: MessageFns<ContainerSpec> = {
 
   toJSON(message: ContainerSpec): unknown {
     const obj: any = {};
-    if (message.name !== "") {
+    if (message.name !== '') {
       obj.name = message.name;
     }
-    if (message.image !== "") {
+    if (message.image !== '') {
       obj.image = message.image;
     }
     if (message.command?.length) {
@@ -4056,8 +3980,8 @@ export const ContainerSpec: MessageFns<ContainerSpec> = {
   },
   fromPartial<I extends Exact<DeepPartial<ContainerSpec>, I>>(object: I): ContainerSpec {
     const message = createBaseContainerSpec();
-    message.name = object.name ?? "";
-    message.image = object.image ?? "";
+    message.name = object.name ?? '';
+    message.image = object.image ?? '';
     message.command = object.command?.map((e) => e) || [];
     message.env = (globalThis.Object.entries(object.env ?? {}) as [string, string][]).reduce(
       (acc: { [key: string]: string }, [key, value]: [string, string]) => {
@@ -4076,15 +4000,15 @@ export const ContainerSpec: MessageFns<ContainerSpec> = {
 };
 
 function createBaseContainerSpec_EnvEntry(): ContainerSpec_EnvEntry {
-  return { key: "", value: "" };
+  return { key: '', value: '' };
 }
 
 export const ContainerSpec_EnvEntry: MessageFns<ContainerSpec_EnvEntry> = {
   encode(message: ContainerSpec_EnvEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.key !== "") {
+    if (message.key !== '') {
       writer.uint32(10).string(message.key);
     }
-    if (message.value !== "") {
+    if (message.value !== '') {
       writer.uint32(18).string(message.value);
     }
     return writer;
@@ -4094,7 +4018,7 @@ export const ContainerSpec_EnvEntry: MessageFns<ContainerSpec_EnvEntry> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -4133,17 +4057,17 @@ export const ContainerSpec_EnvEntry: MessageFns<ContainerSpec_EnvEntry> = {
 
   fromJSON(object: any): ContainerSpec_EnvEntry {
     return {
-      key: isSet(object.key) ? globalThis.String(object.key) : "",
-      value: isSet(object.value) ? globalThis.String(object.value) : "",
+      key: isSet(object.key) ? globalThis.String(object.key) : '',
+      value: isSet(object.value) ? globalThis.String(object.value) : '',
     };
   },
 
   toJSON(message: ContainerSpec_EnvEntry): unknown {
     const obj: any = {};
-    if (message.key !== "") {
+    if (message.key !== '') {
       obj.key = message.key;
     }
-    if (message.value !== "") {
+    if (message.value !== '') {
       obj.value = message.value;
     }
     return obj;
@@ -4154,8 +4078,8 @@ export const ContainerSpec_EnvEntry: MessageFns<ContainerSpec_EnvEntry> = {
   },
   fromPartial<I extends Exact<DeepPartial<ContainerSpec_EnvEntry>, I>>(object: I): ContainerSpec_EnvEntry {
     const message = createBaseContainerSpec_EnvEntry();
-    message.key = object.key ?? "";
-    message.value = object.value ?? "";
+    message.key = object.key ?? '';
+    message.value = object.value ?? '';
     return message;
   },
 };
@@ -4182,7 +4106,7 @@ export const PortSpec: MessageFns<PortSpec> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -4262,15 +4186,15 @@ export const PortSpec: MessageFns<PortSpec> = {
 };
 
 function createBaseMountSpec(): MountSpec {
-  return { source: "", target: "", readOnly: false };
+  return { source: '', target: '', readOnly: false };
 }
 
 export const MountSpec: MessageFns<MountSpec> = {
   encode(message: MountSpec, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.source !== "") {
+    if (message.source !== '') {
       writer.uint32(10).string(message.source);
     }
-    if (message.target !== "") {
+    if (message.target !== '') {
       writer.uint32(18).string(message.target);
     }
     if (message.readOnly !== false) {
@@ -4283,7 +4207,7 @@ export const MountSpec: MessageFns<MountSpec> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -4330,22 +4254,18 @@ export const MountSpec: MessageFns<MountSpec> = {
 
   fromJSON(object: any): MountSpec {
     return {
-      source: isSet(object.source) ? globalThis.String(object.source) : "",
-      target: isSet(object.target) ? globalThis.String(object.target) : "",
-      readOnly: isSet(object.readOnly)
-        ? globalThis.Boolean(object.readOnly)
-        : isSet(object.read_only)
-        ? globalThis.Boolean(object.read_only)
-        : false,
+      source: isSet(object.source) ? globalThis.String(object.source) : '',
+      target: isSet(object.target) ? globalThis.String(object.target) : '',
+      readOnly: isSet(object.readOnly) ? globalThis.Boolean(object.readOnly) : isSet(object.read_only) ? globalThis.Boolean(object.read_only) : false,
     };
   },
 
   toJSON(message: MountSpec): unknown {
     const obj: any = {};
-    if (message.source !== "") {
+    if (message.source !== '') {
       obj.source = message.source;
     }
-    if (message.target !== "") {
+    if (message.target !== '') {
       obj.target = message.target;
     }
     if (message.readOnly !== false) {
@@ -4359,8 +4279,8 @@ export const MountSpec: MessageFns<MountSpec> = {
   },
   fromPartial<I extends Exact<DeepPartial<MountSpec>, I>>(object: I): MountSpec {
     const message = createBaseMountSpec();
-    message.source = object.source ?? "";
-    message.target = object.target ?? "";
+    message.source = object.source ?? '';
+    message.target = object.target ?? '';
     message.readOnly = object.readOnly ?? false;
     return message;
   },
@@ -4394,7 +4314,7 @@ export const OpeningSpec: MessageFns<OpeningSpec> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -4501,29 +4421,29 @@ export const OpeningSpec: MessageFns<OpeningSpec> = {
 
 function createBaseNodeStatus(): NodeStatus {
   return {
-    network: "",
-    name: "",
+    network: '',
+    name: '',
     mode: 0,
     appliedVersion: 0,
     stateVersion: 0,
     gap: 0,
-    firewallKind: "",
+    firewallKind: '',
     held: 0,
     changed: 0,
     tags: [],
     addresses: [],
     assignedModules: [],
     takenModules: [],
-    stateHash: "",
+    stateHash: '',
   };
 }
 
 export const NodeStatus: MessageFns<NodeStatus> = {
   encode(message: NodeStatus, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.network !== "") {
+    if (message.network !== '') {
       writer.uint32(10).string(message.network);
     }
-    if (message.name !== "") {
+    if (message.name !== '') {
       writer.uint32(18).string(message.name);
     }
     if (message.mode !== 0) {
@@ -4538,7 +4458,7 @@ export const NodeStatus: MessageFns<NodeStatus> = {
     if (message.gap !== 0) {
       writer.uint32(48).uint64(message.gap);
     }
-    if (message.firewallKind !== "") {
+    if (message.firewallKind !== '') {
       writer.uint32(58).string(message.firewallKind);
     }
     if (message.held !== 0) {
@@ -4559,7 +4479,7 @@ export const NodeStatus: MessageFns<NodeStatus> = {
     for (const v of message.takenModules) {
       writer.uint32(106).string(v!);
     }
-    if (message.stateHash !== "") {
+    if (message.stateHash !== '') {
       writer.uint32(114).string(message.stateHash);
     }
     return writer;
@@ -4569,7 +4489,7 @@ export const NodeStatus: MessageFns<NodeStatus> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -4704,57 +4624,49 @@ export const NodeStatus: MessageFns<NodeStatus> = {
 
   fromJSON(object: any): NodeStatus {
     return {
-      network: isSet(object.network) ? globalThis.String(object.network) : "",
-      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      network: isSet(object.network) ? globalThis.String(object.network) : '',
+      name: isSet(object.name) ? globalThis.String(object.name) : '',
       mode: isSet(object.mode) ? modeFromJSON(object.mode) : 0,
       appliedVersion: isSet(object.appliedVersion)
         ? globalThis.Number(object.appliedVersion)
         : isSet(object.applied_version)
-        ? globalThis.Number(object.applied_version)
-        : 0,
+          ? globalThis.Number(object.applied_version)
+          : 0,
       stateVersion: isSet(object.stateVersion)
         ? globalThis.Number(object.stateVersion)
         : isSet(object.state_version)
-        ? globalThis.Number(object.state_version)
-        : 0,
+          ? globalThis.Number(object.state_version)
+          : 0,
       gap: isSet(object.gap) ? globalThis.Number(object.gap) : 0,
       firewallKind: isSet(object.firewallKind)
         ? globalThis.String(object.firewallKind)
         : isSet(object.firewall_kind)
-        ? globalThis.String(object.firewall_kind)
-        : "",
+          ? globalThis.String(object.firewall_kind)
+          : '',
       held: isSet(object.held) ? globalThis.Number(object.held) : 0,
       changed: isSet(object.changed) ? globalThis.Number(object.changed) : 0,
-      tags: globalThis.Array.isArray(object?.tags)
-        ? object.tags.map((e: any) => globalThis.String(e))
-        : [],
-      addresses: globalThis.Array.isArray(object?.addresses)
-        ? object.addresses.map((e: any) => globalThis.String(e))
-        : [],
+      tags: globalThis.Array.isArray(object?.tags) ? object.tags.map((e: any) => globalThis.String(e)) : [],
+      addresses: globalThis.Array.isArray(object?.addresses) ? object.addresses.map((e: any) => globalThis.String(e)) : [],
       assignedModules: globalThis.Array.isArray(object?.assignedModules)
         ? object.assignedModules.map((e: any) => globalThis.String(e))
         : globalThis.Array.isArray(object?.assigned_modules)
-        ? object.assigned_modules.map((e: any) => globalThis.String(e))
-        : [],
+          ? object.assigned_modules.map((e: any) => globalThis.String(e))
+          : [],
       takenModules: globalThis.Array.isArray(object?.takenModules)
         ? object.takenModules.map((e: any) => globalThis.String(e))
         : globalThis.Array.isArray(object?.taken_modules)
-        ? object.taken_modules.map((e: any) => globalThis.String(e))
-        : [],
-      stateHash: isSet(object.stateHash)
-        ? globalThis.String(object.stateHash)
-        : isSet(object.state_hash)
-        ? globalThis.String(object.state_hash)
-        : "",
+          ? object.taken_modules.map((e: any) => globalThis.String(e))
+          : [],
+      stateHash: isSet(object.stateHash) ? globalThis.String(object.stateHash) : isSet(object.state_hash) ? globalThis.String(object.state_hash) : '',
     };
   },
 
   toJSON(message: NodeStatus): unknown {
     const obj: any = {};
-    if (message.network !== "") {
+    if (message.network !== '') {
       obj.network = message.network;
     }
-    if (message.name !== "") {
+    if (message.name !== '') {
       obj.name = message.name;
     }
     if (message.mode !== 0) {
@@ -4769,7 +4681,7 @@ export const NodeStatus: MessageFns<NodeStatus> = {
     if (message.gap !== 0) {
       obj.gap = Math.round(message.gap);
     }
-    if (message.firewallKind !== "") {
+    if (message.firewallKind !== '') {
       obj.firewallKind = message.firewallKind;
     }
     if (message.held !== 0) {
@@ -4790,7 +4702,7 @@ export const NodeStatus: MessageFns<NodeStatus> = {
     if (message.takenModules?.length) {
       obj.takenModules = message.takenModules;
     }
-    if (message.stateHash !== "") {
+    if (message.stateHash !== '') {
       obj.stateHash = message.stateHash;
     }
     return obj;
@@ -4801,26 +4713,26 @@ export const NodeStatus: MessageFns<NodeStatus> = {
   },
   fromPartial<I extends Exact<DeepPartial<NodeStatus>, I>>(object: I): NodeStatus {
     const message = createBaseNodeStatus();
-    message.network = object.network ?? "";
-    message.name = object.name ?? "";
+    message.network = object.network ?? '';
+    message.name = object.name ?? '';
     message.mode = object.mode ?? 0;
     message.appliedVersion = object.appliedVersion ?? 0;
     message.stateVersion = object.stateVersion ?? 0;
     message.gap = object.gap ?? 0;
-    message.firewallKind = object.firewallKind ?? "";
+    message.firewallKind = object.firewallKind ?? '';
     message.held = object.held ?? 0;
     message.changed = object.changed ?? 0;
     message.tags = object.tags?.map((e) => e) || [];
     message.addresses = object.addresses?.map((e) => e) || [];
     message.assignedModules = object.assignedModules?.map((e) => e) || [];
     message.takenModules = object.takenModules?.map((e) => e) || [];
-    message.stateHash = object.stateHash ?? "";
+    message.stateHash = object.stateHash ?? '';
     return message;
   },
 };
 
 function createBaseSentDelta(): SentDelta {
-  return { fromVersion: 0, toVersion: 0, upserts: 0, removals: 0, components: [], expectedHash: "", at: "" };
+  return { fromVersion: 0, toVersion: 0, upserts: 0, removals: 0, components: [], expectedHash: '', at: '' };
 }
 
 export const SentDelta: MessageFns<SentDelta> = {
@@ -4840,10 +4752,10 @@ export const SentDelta: MessageFns<SentDelta> = {
     for (const v of message.components) {
       writer.uint32(42).string(v!);
     }
-    if (message.expectedHash !== "") {
+    if (message.expectedHash !== '') {
       writer.uint32(50).string(message.expectedHash);
     }
-    if (message.at !== "") {
+    if (message.at !== '') {
       writer.uint32(58).string(message.at);
     }
     return writer;
@@ -4853,7 +4765,7 @@ export const SentDelta: MessageFns<SentDelta> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -4932,27 +4844,17 @@ export const SentDelta: MessageFns<SentDelta> = {
 
   fromJSON(object: any): SentDelta {
     return {
-      fromVersion: isSet(object.fromVersion)
-        ? globalThis.Number(object.fromVersion)
-        : isSet(object.from_version)
-        ? globalThis.Number(object.from_version)
-        : 0,
-      toVersion: isSet(object.toVersion)
-        ? globalThis.Number(object.toVersion)
-        : isSet(object.to_version)
-        ? globalThis.Number(object.to_version)
-        : 0,
+      fromVersion: isSet(object.fromVersion) ? globalThis.Number(object.fromVersion) : isSet(object.from_version) ? globalThis.Number(object.from_version) : 0,
+      toVersion: isSet(object.toVersion) ? globalThis.Number(object.toVersion) : isSet(object.to_version) ? globalThis.Number(object.to_version) : 0,
       upserts: isSet(object.upserts) ? globalThis.Number(object.upserts) : 0,
       removals: isSet(object.removals) ? globalThis.Number(object.removals) : 0,
-      components: globalThis.Array.isArray(object?.components)
-        ? object.components.map((e: any) => globalThis.String(e))
-        : [],
+      components: globalThis.Array.isArray(object?.components) ? object.components.map((e: any) => globalThis.String(e)) : [],
       expectedHash: isSet(object.expectedHash)
         ? globalThis.String(object.expectedHash)
         : isSet(object.expected_hash)
-        ? globalThis.String(object.expected_hash)
-        : "",
-      at: isSet(object.at) ? globalThis.String(object.at) : "",
+          ? globalThis.String(object.expected_hash)
+          : '',
+      at: isSet(object.at) ? globalThis.String(object.at) : '',
     };
   },
 
@@ -4973,10 +4875,10 @@ export const SentDelta: MessageFns<SentDelta> = {
     if (message.components?.length) {
       obj.components = message.components;
     }
-    if (message.expectedHash !== "") {
+    if (message.expectedHash !== '') {
       obj.expectedHash = message.expectedHash;
     }
-    if (message.at !== "") {
+    if (message.at !== '') {
       obj.at = message.at;
     }
     return obj;
@@ -4992,19 +4894,19 @@ export const SentDelta: MessageFns<SentDelta> = {
     message.upserts = object.upserts ?? 0;
     message.removals = object.removals ?? 0;
     message.components = object.components?.map((e) => e) || [];
-    message.expectedHash = object.expectedHash ?? "";
-    message.at = object.at ?? "";
+    message.expectedHash = object.expectedHash ?? '';
+    message.at = object.at ?? '';
     return message;
   },
 };
 
 function createBaseListNodesRequest(): ListNodesRequest {
-  return { network: "" };
+  return { network: '' };
 }
 
 export const ListNodesRequest: MessageFns<ListNodesRequest> = {
   encode(message: ListNodesRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.network !== "") {
+    if (message.network !== '') {
       writer.uint32(10).string(message.network);
     }
     return writer;
@@ -5014,7 +4916,7 @@ export const ListNodesRequest: MessageFns<ListNodesRequest> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -5044,12 +4946,12 @@ export const ListNodesRequest: MessageFns<ListNodesRequest> = {
   },
 
   fromJSON(object: any): ListNodesRequest {
-    return { network: isSet(object.network) ? globalThis.String(object.network) : "" };
+    return { network: isSet(object.network) ? globalThis.String(object.network) : '' };
   },
 
   toJSON(message: ListNodesRequest): unknown {
     const obj: any = {};
-    if (message.network !== "") {
+    if (message.network !== '') {
       obj.network = message.network;
     }
     return obj;
@@ -5060,7 +4962,7 @@ export const ListNodesRequest: MessageFns<ListNodesRequest> = {
   },
   fromPartial<I extends Exact<DeepPartial<ListNodesRequest>, I>>(object: I): ListNodesRequest {
     const message = createBaseListNodesRequest();
-    message.network = object.network ?? "";
+    message.network = object.network ?? '';
     return message;
   },
 };
@@ -5081,7 +4983,7 @@ export const ListNodesResponse: MessageFns<ListNodesResponse> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -5135,15 +5037,15 @@ export const ListNodesResponse: MessageFns<ListNodesResponse> = {
 };
 
 function createBaseShowNodeRequest(): ShowNodeRequest {
-  return { network: "", node: "" };
+  return { network: '', node: '' };
 }
 
 export const ShowNodeRequest: MessageFns<ShowNodeRequest> = {
   encode(message: ShowNodeRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.network !== "") {
+    if (message.network !== '') {
       writer.uint32(10).string(message.network);
     }
-    if (message.node !== "") {
+    if (message.node !== '') {
       writer.uint32(18).string(message.node);
     }
     return writer;
@@ -5153,7 +5055,7 @@ export const ShowNodeRequest: MessageFns<ShowNodeRequest> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -5192,17 +5094,17 @@ export const ShowNodeRequest: MessageFns<ShowNodeRequest> = {
 
   fromJSON(object: any): ShowNodeRequest {
     return {
-      network: isSet(object.network) ? globalThis.String(object.network) : "",
-      node: isSet(object.node) ? globalThis.String(object.node) : "",
+      network: isSet(object.network) ? globalThis.String(object.network) : '',
+      node: isSet(object.node) ? globalThis.String(object.node) : '',
     };
   },
 
   toJSON(message: ShowNodeRequest): unknown {
     const obj: any = {};
-    if (message.network !== "") {
+    if (message.network !== '') {
       obj.network = message.network;
     }
-    if (message.node !== "") {
+    if (message.node !== '') {
       obj.node = message.node;
     }
     return obj;
@@ -5213,8 +5115,8 @@ export const ShowNodeRequest: MessageFns<ShowNodeRequest> = {
   },
   fromPartial<I extends Exact<DeepPartial<ShowNodeRequest>, I>>(object: I): ShowNodeRequest {
     const message = createBaseShowNodeRequest();
-    message.network = object.network ?? "";
-    message.node = object.node ?? "";
+    message.network = object.network ?? '';
+    message.node = object.node ?? '';
     return message;
   },
 };
@@ -5238,7 +5140,7 @@ export const ShowNodeResponse: MessageFns<ShowNodeResponse> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -5281,8 +5183,8 @@ export const ShowNodeResponse: MessageFns<ShowNodeResponse> = {
       recentDeltas: globalThis.Array.isArray(object?.recentDeltas)
         ? object.recentDeltas.map((e: any) => SentDelta.fromJSON(e))
         : globalThis.Array.isArray(object?.recent_deltas)
-        ? object.recent_deltas.map((e: any) => SentDelta.fromJSON(e))
-        : [],
+          ? object.recent_deltas.map((e: any) => SentDelta.fromJSON(e))
+          : [],
     };
   },
 
@@ -5302,27 +5204,25 @@ export const ShowNodeResponse: MessageFns<ShowNodeResponse> = {
   },
   fromPartial<I extends Exact<DeepPartial<ShowNodeResponse>, I>>(object: I): ShowNodeResponse {
     const message = createBaseShowNodeResponse();
-    message.node = (object.node !== undefined && object.node !== null)
-      ? NodeStatus.fromPartial(object.node)
-      : undefined;
+    message.node = object.node !== undefined && object.node !== null ? NodeStatus.fromPartial(object.node) : undefined;
     message.recentDeltas = object.recentDeltas?.map((e) => SentDelta.fromPartial(e)) || [];
     return message;
   },
 };
 
 function createBaseAssignModuleRequest(): AssignModuleRequest {
-  return { network: "", node: "", module: "" };
+  return { network: '', node: '', module: '' };
 }
 
 export const AssignModuleRequest: MessageFns<AssignModuleRequest> = {
   encode(message: AssignModuleRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.network !== "") {
+    if (message.network !== '') {
       writer.uint32(10).string(message.network);
     }
-    if (message.node !== "") {
+    if (message.node !== '') {
       writer.uint32(18).string(message.node);
     }
-    if (message.module !== "") {
+    if (message.module !== '') {
       writer.uint32(26).string(message.module);
     }
     return writer;
@@ -5332,7 +5232,7 @@ export const AssignModuleRequest: MessageFns<AssignModuleRequest> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -5379,21 +5279,21 @@ export const AssignModuleRequest: MessageFns<AssignModuleRequest> = {
 
   fromJSON(object: any): AssignModuleRequest {
     return {
-      network: isSet(object.network) ? globalThis.String(object.network) : "",
-      node: isSet(object.node) ? globalThis.String(object.node) : "",
-      module: isSet(object.module) ? globalThis.String(object.module) : "",
+      network: isSet(object.network) ? globalThis.String(object.network) : '',
+      node: isSet(object.node) ? globalThis.String(object.node) : '',
+      module: isSet(object.module) ? globalThis.String(object.module) : '',
     };
   },
 
   toJSON(message: AssignModuleRequest): unknown {
     const obj: any = {};
-    if (message.network !== "") {
+    if (message.network !== '') {
       obj.network = message.network;
     }
-    if (message.node !== "") {
+    if (message.node !== '') {
       obj.node = message.node;
     }
-    if (message.module !== "") {
+    if (message.module !== '') {
       obj.module = message.module;
     }
     return obj;
@@ -5404,9 +5304,9 @@ export const AssignModuleRequest: MessageFns<AssignModuleRequest> = {
   },
   fromPartial<I extends Exact<DeepPartial<AssignModuleRequest>, I>>(object: I): AssignModuleRequest {
     const message = createBaseAssignModuleRequest();
-    message.network = object.network ?? "";
-    message.node = object.node ?? "";
-    message.module = object.module ?? "";
+    message.network = object.network ?? '';
+    message.node = object.node ?? '';
+    message.module = object.module ?? '';
     return message;
   },
 };
@@ -5427,7 +5327,7 @@ export const AssignModuleResponse: MessageFns<AssignModuleResponse> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -5473,26 +5373,24 @@ export const AssignModuleResponse: MessageFns<AssignModuleResponse> = {
   },
   fromPartial<I extends Exact<DeepPartial<AssignModuleResponse>, I>>(object: I): AssignModuleResponse {
     const message = createBaseAssignModuleResponse();
-    message.node = (object.node !== undefined && object.node !== null)
-      ? NodeStatus.fromPartial(object.node)
-      : undefined;
+    message.node = object.node !== undefined && object.node !== null ? NodeStatus.fromPartial(object.node) : undefined;
     return message;
   },
 };
 
 function createBaseUnassignModuleRequest(): UnassignModuleRequest {
-  return { network: "", node: "", module: "" };
+  return { network: '', node: '', module: '' };
 }
 
 export const UnassignModuleRequest: MessageFns<UnassignModuleRequest> = {
   encode(message: UnassignModuleRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.network !== "") {
+    if (message.network !== '') {
       writer.uint32(10).string(message.network);
     }
-    if (message.node !== "") {
+    if (message.node !== '') {
       writer.uint32(18).string(message.node);
     }
-    if (message.module !== "") {
+    if (message.module !== '') {
       writer.uint32(26).string(message.module);
     }
     return writer;
@@ -5502,7 +5400,7 @@ export const UnassignModuleRequest: MessageFns<UnassignModuleRequest> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -5549,21 +5447,21 @@ export const UnassignModuleRequest: MessageFns<UnassignModuleRequest> = {
 
   fromJSON(object: any): UnassignModuleRequest {
     return {
-      network: isSet(object.network) ? globalThis.String(object.network) : "",
-      node: isSet(object.node) ? globalThis.String(object.node) : "",
-      module: isSet(object.module) ? globalThis.String(object.module) : "",
+      network: isSet(object.network) ? globalThis.String(object.network) : '',
+      node: isSet(object.node) ? globalThis.String(object.node) : '',
+      module: isSet(object.module) ? globalThis.String(object.module) : '',
     };
   },
 
   toJSON(message: UnassignModuleRequest): unknown {
     const obj: any = {};
-    if (message.network !== "") {
+    if (message.network !== '') {
       obj.network = message.network;
     }
-    if (message.node !== "") {
+    if (message.node !== '') {
       obj.node = message.node;
     }
-    if (message.module !== "") {
+    if (message.module !== '') {
       obj.module = message.module;
     }
     return obj;
@@ -5574,9 +5472,9 @@ export const UnassignModuleRequest: MessageFns<UnassignModuleRequest> = {
   },
   fromPartial<I extends Exact<DeepPartial<UnassignModuleRequest>, I>>(object: I): UnassignModuleRequest {
     const message = createBaseUnassignModuleRequest();
-    message.network = object.network ?? "";
-    message.node = object.node ?? "";
-    message.module = object.module ?? "";
+    message.network = object.network ?? '';
+    message.node = object.node ?? '';
+    message.module = object.module ?? '';
     return message;
   },
 };
@@ -5597,7 +5495,7 @@ export const UnassignModuleResponse: MessageFns<UnassignModuleResponse> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -5643,26 +5541,24 @@ export const UnassignModuleResponse: MessageFns<UnassignModuleResponse> = {
   },
   fromPartial<I extends Exact<DeepPartial<UnassignModuleResponse>, I>>(object: I): UnassignModuleResponse {
     const message = createBaseUnassignModuleResponse();
-    message.node = (object.node !== undefined && object.node !== null)
-      ? NodeStatus.fromPartial(object.node)
-      : undefined;
+    message.node = object.node !== undefined && object.node !== null ? NodeStatus.fromPartial(object.node) : undefined;
     return message;
   },
 };
 
 function createBaseTakeModuleRequest(): TakeModuleRequest {
-  return { network: "", node: "", module: "" };
+  return { network: '', node: '', module: '' };
 }
 
 export const TakeModuleRequest: MessageFns<TakeModuleRequest> = {
   encode(message: TakeModuleRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.network !== "") {
+    if (message.network !== '') {
       writer.uint32(10).string(message.network);
     }
-    if (message.node !== "") {
+    if (message.node !== '') {
       writer.uint32(18).string(message.node);
     }
-    if (message.module !== "") {
+    if (message.module !== '') {
       writer.uint32(26).string(message.module);
     }
     return writer;
@@ -5672,7 +5568,7 @@ export const TakeModuleRequest: MessageFns<TakeModuleRequest> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -5719,21 +5615,21 @@ export const TakeModuleRequest: MessageFns<TakeModuleRequest> = {
 
   fromJSON(object: any): TakeModuleRequest {
     return {
-      network: isSet(object.network) ? globalThis.String(object.network) : "",
-      node: isSet(object.node) ? globalThis.String(object.node) : "",
-      module: isSet(object.module) ? globalThis.String(object.module) : "",
+      network: isSet(object.network) ? globalThis.String(object.network) : '',
+      node: isSet(object.node) ? globalThis.String(object.node) : '',
+      module: isSet(object.module) ? globalThis.String(object.module) : '',
     };
   },
 
   toJSON(message: TakeModuleRequest): unknown {
     const obj: any = {};
-    if (message.network !== "") {
+    if (message.network !== '') {
       obj.network = message.network;
     }
-    if (message.node !== "") {
+    if (message.node !== '') {
       obj.node = message.node;
     }
-    if (message.module !== "") {
+    if (message.module !== '') {
       obj.module = message.module;
     }
     return obj;
@@ -5744,9 +5640,9 @@ export const TakeModuleRequest: MessageFns<TakeModuleRequest> = {
   },
   fromPartial<I extends Exact<DeepPartial<TakeModuleRequest>, I>>(object: I): TakeModuleRequest {
     const message = createBaseTakeModuleRequest();
-    message.network = object.network ?? "";
-    message.node = object.node ?? "";
-    message.module = object.module ?? "";
+    message.network = object.network ?? '';
+    message.node = object.node ?? '';
+    message.module = object.module ?? '';
     return message;
   },
 };
@@ -5767,7 +5663,7 @@ export const TakeModuleResponse: MessageFns<TakeModuleResponse> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -5813,23 +5709,21 @@ export const TakeModuleResponse: MessageFns<TakeModuleResponse> = {
   },
   fromPartial<I extends Exact<DeepPartial<TakeModuleResponse>, I>>(object: I): TakeModuleResponse {
     const message = createBaseTakeModuleResponse();
-    message.node = (object.node !== undefined && object.node !== null)
-      ? NodeStatus.fromPartial(object.node)
-      : undefined;
+    message.node = object.node !== undefined && object.node !== null ? NodeStatus.fromPartial(object.node) : undefined;
     return message;
   },
 };
 
 function createBaseSetModeRequest(): SetModeRequest {
-  return { network: "", node: "", mode: 0 };
+  return { network: '', node: '', mode: 0 };
 }
 
 export const SetModeRequest: MessageFns<SetModeRequest> = {
   encode(message: SetModeRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.network !== "") {
+    if (message.network !== '') {
       writer.uint32(10).string(message.network);
     }
-    if (message.node !== "") {
+    if (message.node !== '') {
       writer.uint32(18).string(message.node);
     }
     if (message.mode !== 0) {
@@ -5842,7 +5736,7 @@ export const SetModeRequest: MessageFns<SetModeRequest> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -5889,18 +5783,18 @@ export const SetModeRequest: MessageFns<SetModeRequest> = {
 
   fromJSON(object: any): SetModeRequest {
     return {
-      network: isSet(object.network) ? globalThis.String(object.network) : "",
-      node: isSet(object.node) ? globalThis.String(object.node) : "",
+      network: isSet(object.network) ? globalThis.String(object.network) : '',
+      node: isSet(object.node) ? globalThis.String(object.node) : '',
       mode: isSet(object.mode) ? modeFromJSON(object.mode) : 0,
     };
   },
 
   toJSON(message: SetModeRequest): unknown {
     const obj: any = {};
-    if (message.network !== "") {
+    if (message.network !== '') {
       obj.network = message.network;
     }
-    if (message.node !== "") {
+    if (message.node !== '') {
       obj.node = message.node;
     }
     if (message.mode !== 0) {
@@ -5914,8 +5808,8 @@ export const SetModeRequest: MessageFns<SetModeRequest> = {
   },
   fromPartial<I extends Exact<DeepPartial<SetModeRequest>, I>>(object: I): SetModeRequest {
     const message = createBaseSetModeRequest();
-    message.network = object.network ?? "";
-    message.node = object.node ?? "";
+    message.network = object.network ?? '';
+    message.node = object.node ?? '';
     message.mode = object.mode ?? 0;
     return message;
   },
@@ -5937,7 +5831,7 @@ export const SetModeResponse: MessageFns<SetModeResponse> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -5983,23 +5877,21 @@ export const SetModeResponse: MessageFns<SetModeResponse> = {
   },
   fromPartial<I extends Exact<DeepPartial<SetModeResponse>, I>>(object: I): SetModeResponse {
     const message = createBaseSetModeResponse();
-    message.node = (object.node !== undefined && object.node !== null)
-      ? NodeStatus.fromPartial(object.node)
-      : undefined;
+    message.node = object.node !== undefined && object.node !== null ? NodeStatus.fromPartial(object.node) : undefined;
     return message;
   },
 };
 
 function createBasePolicyRule(): PolicyRule {
-  return { fromTag: "", toTag: "", ports: [] };
+  return { fromTag: '', toTag: '', ports: [] };
 }
 
 export const PolicyRule: MessageFns<PolicyRule> = {
   encode(message: PolicyRule, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.fromTag !== "") {
+    if (message.fromTag !== '') {
       writer.uint32(10).string(message.fromTag);
     }
-    if (message.toTag !== "") {
+    if (message.toTag !== '') {
       writer.uint32(18).string(message.toTag);
     }
     for (const v of message.ports) {
@@ -6012,7 +5904,7 @@ export const PolicyRule: MessageFns<PolicyRule> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -6059,26 +5951,18 @@ export const PolicyRule: MessageFns<PolicyRule> = {
 
   fromJSON(object: any): PolicyRule {
     return {
-      fromTag: isSet(object.fromTag)
-        ? globalThis.String(object.fromTag)
-        : isSet(object.from_tag)
-        ? globalThis.String(object.from_tag)
-        : "",
-      toTag: isSet(object.toTag)
-        ? globalThis.String(object.toTag)
-        : isSet(object.to_tag)
-        ? globalThis.String(object.to_tag)
-        : "",
+      fromTag: isSet(object.fromTag) ? globalThis.String(object.fromTag) : isSet(object.from_tag) ? globalThis.String(object.from_tag) : '',
+      toTag: isSet(object.toTag) ? globalThis.String(object.toTag) : isSet(object.to_tag) ? globalThis.String(object.to_tag) : '',
       ports: globalThis.Array.isArray(object?.ports) ? object.ports.map((e: any) => globalThis.String(e)) : [],
     };
   },
 
   toJSON(message: PolicyRule): unknown {
     const obj: any = {};
-    if (message.fromTag !== "") {
+    if (message.fromTag !== '') {
       obj.fromTag = message.fromTag;
     }
-    if (message.toTag !== "") {
+    if (message.toTag !== '') {
       obj.toTag = message.toTag;
     }
     if (message.ports?.length) {
@@ -6092,20 +5976,20 @@ export const PolicyRule: MessageFns<PolicyRule> = {
   },
   fromPartial<I extends Exact<DeepPartial<PolicyRule>, I>>(object: I): PolicyRule {
     const message = createBasePolicyRule();
-    message.fromTag = object.fromTag ?? "";
-    message.toTag = object.toTag ?? "";
+    message.fromTag = object.fromTag ?? '';
+    message.toTag = object.toTag ?? '';
     message.ports = object.ports?.map((e) => e) || [];
     return message;
   },
 };
 
 function createBaseSetPolicyRequest(): SetPolicyRequest {
-  return { network: "", rules: [] };
+  return { network: '', rules: [] };
 }
 
 export const SetPolicyRequest: MessageFns<SetPolicyRequest> = {
   encode(message: SetPolicyRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.network !== "") {
+    if (message.network !== '') {
       writer.uint32(10).string(message.network);
     }
     for (const v of message.rules) {
@@ -6118,7 +6002,7 @@ export const SetPolicyRequest: MessageFns<SetPolicyRequest> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -6157,14 +6041,14 @@ export const SetPolicyRequest: MessageFns<SetPolicyRequest> = {
 
   fromJSON(object: any): SetPolicyRequest {
     return {
-      network: isSet(object.network) ? globalThis.String(object.network) : "",
+      network: isSet(object.network) ? globalThis.String(object.network) : '',
       rules: globalThis.Array.isArray(object?.rules) ? object.rules.map((e: any) => PolicyRule.fromJSON(e)) : [],
     };
   },
 
   toJSON(message: SetPolicyRequest): unknown {
     const obj: any = {};
-    if (message.network !== "") {
+    if (message.network !== '') {
       obj.network = message.network;
     }
     if (message.rules?.length) {
@@ -6178,7 +6062,7 @@ export const SetPolicyRequest: MessageFns<SetPolicyRequest> = {
   },
   fromPartial<I extends Exact<DeepPartial<SetPolicyRequest>, I>>(object: I): SetPolicyRequest {
     const message = createBaseSetPolicyRequest();
-    message.network = object.network ?? "";
+    message.network = object.network ?? '';
     message.rules = object.rules?.map((e) => PolicyRule.fromPartial(e)) || [];
     return message;
   },
@@ -6200,7 +6084,7 @@ export const SetPolicyResponse: MessageFns<SetPolicyResponse> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -6234,8 +6118,8 @@ export const SetPolicyResponse: MessageFns<SetPolicyResponse> = {
       stateVersion: isSet(object.stateVersion)
         ? globalThis.Number(object.stateVersion)
         : isSet(object.state_version)
-        ? globalThis.Number(object.state_version)
-        : 0,
+          ? globalThis.Number(object.state_version)
+          : 0,
     };
   },
 
@@ -6258,12 +6142,12 @@ export const SetPolicyResponse: MessageFns<SetPolicyResponse> = {
 };
 
 function createBaseCreateTokenRequest(): CreateTokenRequest {
-  return { network: "", mode: 0, ttlSeconds: 0, tags: [] };
+  return { network: '', mode: 0, ttlSeconds: 0, tags: [] };
 }
 
 export const CreateTokenRequest: MessageFns<CreateTokenRequest> = {
   encode(message: CreateTokenRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.network !== "") {
+    if (message.network !== '') {
       writer.uint32(10).string(message.network);
     }
     if (message.mode !== 0) {
@@ -6282,7 +6166,7 @@ export const CreateTokenRequest: MessageFns<CreateTokenRequest> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -6337,20 +6221,16 @@ export const CreateTokenRequest: MessageFns<CreateTokenRequest> = {
 
   fromJSON(object: any): CreateTokenRequest {
     return {
-      network: isSet(object.network) ? globalThis.String(object.network) : "",
+      network: isSet(object.network) ? globalThis.String(object.network) : '',
       mode: isSet(object.mode) ? modeFromJSON(object.mode) : 0,
-      ttlSeconds: isSet(object.ttlSeconds)
-        ? globalThis.Number(object.ttlSeconds)
-        : isSet(object.ttl_seconds)
-        ? globalThis.Number(object.ttl_seconds)
-        : 0,
+      ttlSeconds: isSet(object.ttlSeconds) ? globalThis.Number(object.ttlSeconds) : isSet(object.ttl_seconds) ? globalThis.Number(object.ttl_seconds) : 0,
       tags: globalThis.Array.isArray(object?.tags) ? object.tags.map((e: any) => globalThis.String(e)) : [],
     };
   },
 
   toJSON(message: CreateTokenRequest): unknown {
     const obj: any = {};
-    if (message.network !== "") {
+    if (message.network !== '') {
       obj.network = message.network;
     }
     if (message.mode !== 0) {
@@ -6370,7 +6250,7 @@ export const CreateTokenRequest: MessageFns<CreateTokenRequest> = {
   },
   fromPartial<I extends Exact<DeepPartial<CreateTokenRequest>, I>>(object: I): CreateTokenRequest {
     const message = createBaseCreateTokenRequest();
-    message.network = object.network ?? "";
+    message.network = object.network ?? '';
     message.mode = object.mode ?? 0;
     message.ttlSeconds = object.ttlSeconds ?? 0;
     message.tags = object.tags?.map((e) => e) || [];
@@ -6379,15 +6259,15 @@ export const CreateTokenRequest: MessageFns<CreateTokenRequest> = {
 };
 
 function createBaseCreateTokenResponse(): CreateTokenResponse {
-  return { token: "", expiresAt: "" };
+  return { token: '', expiresAt: '' };
 }
 
 export const CreateTokenResponse: MessageFns<CreateTokenResponse> = {
   encode(message: CreateTokenResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.token !== "") {
+    if (message.token !== '') {
       writer.uint32(10).string(message.token);
     }
-    if (message.expiresAt !== "") {
+    if (message.expiresAt !== '') {
       writer.uint32(18).string(message.expiresAt);
     }
     return writer;
@@ -6397,7 +6277,7 @@ export const CreateTokenResponse: MessageFns<CreateTokenResponse> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -6436,21 +6316,17 @@ export const CreateTokenResponse: MessageFns<CreateTokenResponse> = {
 
   fromJSON(object: any): CreateTokenResponse {
     return {
-      token: isSet(object.token) ? globalThis.String(object.token) : "",
-      expiresAt: isSet(object.expiresAt)
-        ? globalThis.String(object.expiresAt)
-        : isSet(object.expires_at)
-        ? globalThis.String(object.expires_at)
-        : "",
+      token: isSet(object.token) ? globalThis.String(object.token) : '',
+      expiresAt: isSet(object.expiresAt) ? globalThis.String(object.expiresAt) : isSet(object.expires_at) ? globalThis.String(object.expires_at) : '',
     };
   },
 
   toJSON(message: CreateTokenResponse): unknown {
     const obj: any = {};
-    if (message.token !== "") {
+    if (message.token !== '') {
       obj.token = message.token;
     }
-    if (message.expiresAt !== "") {
+    if (message.expiresAt !== '') {
       obj.expiresAt = message.expiresAt;
     }
     return obj;
@@ -6461,22 +6337,22 @@ export const CreateTokenResponse: MessageFns<CreateTokenResponse> = {
   },
   fromPartial<I extends Exact<DeepPartial<CreateTokenResponse>, I>>(object: I): CreateTokenResponse {
     const message = createBaseCreateTokenResponse();
-    message.token = object.token ?? "";
-    message.expiresAt = object.expiresAt ?? "";
+    message.token = object.token ?? '';
+    message.expiresAt = object.expiresAt ?? '';
     return message;
   },
 };
 
 function createBaseDoctorRequest(): DoctorRequest {
-  return { network: "", node: "" };
+  return { network: '', node: '' };
 }
 
 export const DoctorRequest: MessageFns<DoctorRequest> = {
   encode(message: DoctorRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.network !== "") {
+    if (message.network !== '') {
       writer.uint32(10).string(message.network);
     }
-    if (message.node !== "") {
+    if (message.node !== '') {
       writer.uint32(18).string(message.node);
     }
     return writer;
@@ -6486,7 +6362,7 @@ export const DoctorRequest: MessageFns<DoctorRequest> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -6525,17 +6401,17 @@ export const DoctorRequest: MessageFns<DoctorRequest> = {
 
   fromJSON(object: any): DoctorRequest {
     return {
-      network: isSet(object.network) ? globalThis.String(object.network) : "",
-      node: isSet(object.node) ? globalThis.String(object.node) : "",
+      network: isSet(object.network) ? globalThis.String(object.network) : '',
+      node: isSet(object.node) ? globalThis.String(object.node) : '',
     };
   },
 
   toJSON(message: DoctorRequest): unknown {
     const obj: any = {};
-    if (message.network !== "") {
+    if (message.network !== '') {
       obj.network = message.network;
     }
-    if (message.node !== "") {
+    if (message.node !== '') {
       obj.node = message.node;
     }
     return obj;
@@ -6546,8 +6422,8 @@ export const DoctorRequest: MessageFns<DoctorRequest> = {
   },
   fromPartial<I extends Exact<DeepPartial<DoctorRequest>, I>>(object: I): DoctorRequest {
     const message = createBaseDoctorRequest();
-    message.network = object.network ?? "";
-    message.node = object.node ?? "";
+    message.network = object.network ?? '';
+    message.node = object.node ?? '';
     return message;
   },
 };
@@ -6556,7 +6432,7 @@ function createBaseDoctorResponse(): DoctorResponse {
   return {
     node: undefined,
     recentDeltas: [],
-    expectedHash: "",
+    expectedHash: '',
     hashMatches: false,
     snapshotPending: false,
     logFloor: 0,
@@ -6571,7 +6447,7 @@ export const DoctorResponse: MessageFns<DoctorResponse> = {
     for (const v of message.recentDeltas) {
       SentDelta.encode(v!, writer.uint32(18).fork()).join();
     }
-    if (message.expectedHash !== "") {
+    if (message.expectedHash !== '') {
       writer.uint32(26).string(message.expectedHash);
     }
     if (message.hashMatches !== false) {
@@ -6590,7 +6466,7 @@ export const DoctorResponse: MessageFns<DoctorResponse> = {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+      throw new globalThis.Error('protobuf decode recursion limit exceeded');
     }
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
@@ -6665,28 +6541,24 @@ export const DoctorResponse: MessageFns<DoctorResponse> = {
       recentDeltas: globalThis.Array.isArray(object?.recentDeltas)
         ? object.recentDeltas.map((e: any) => SentDelta.fromJSON(e))
         : globalThis.Array.isArray(object?.recent_deltas)
-        ? object.recent_deltas.map((e: any) => SentDelta.fromJSON(e))
-        : [],
+          ? object.recent_deltas.map((e: any) => SentDelta.fromJSON(e))
+          : [],
       expectedHash: isSet(object.expectedHash)
         ? globalThis.String(object.expectedHash)
         : isSet(object.expected_hash)
-        ? globalThis.String(object.expected_hash)
-        : "",
+          ? globalThis.String(object.expected_hash)
+          : '',
       hashMatches: isSet(object.hashMatches)
         ? globalThis.Boolean(object.hashMatches)
         : isSet(object.hash_matches)
-        ? globalThis.Boolean(object.hash_matches)
-        : false,
+          ? globalThis.Boolean(object.hash_matches)
+          : false,
       snapshotPending: isSet(object.snapshotPending)
         ? globalThis.Boolean(object.snapshotPending)
         : isSet(object.snapshot_pending)
-        ? globalThis.Boolean(object.snapshot_pending)
-        : false,
-      logFloor: isSet(object.logFloor)
-        ? globalThis.Number(object.logFloor)
-        : isSet(object.log_floor)
-        ? globalThis.Number(object.log_floor)
-        : 0,
+          ? globalThis.Boolean(object.snapshot_pending)
+          : false,
+      logFloor: isSet(object.logFloor) ? globalThis.Number(object.logFloor) : isSet(object.log_floor) ? globalThis.Number(object.log_floor) : 0,
     };
   },
 
@@ -6698,7 +6570,7 @@ export const DoctorResponse: MessageFns<DoctorResponse> = {
     if (message.recentDeltas?.length) {
       obj.recentDeltas = message.recentDeltas.map((e) => SentDelta.toJSON(e));
     }
-    if (message.expectedHash !== "") {
+    if (message.expectedHash !== '') {
       obj.expectedHash = message.expectedHash;
     }
     if (message.hashMatches !== false) {
@@ -6718,11 +6590,9 @@ export const DoctorResponse: MessageFns<DoctorResponse> = {
   },
   fromPartial<I extends Exact<DeepPartial<DoctorResponse>, I>>(object: I): DoctorResponse {
     const message = createBaseDoctorResponse();
-    message.node = (object.node !== undefined && object.node !== null)
-      ? NodeStatus.fromPartial(object.node)
-      : undefined;
+    message.node = object.node !== undefined && object.node !== null ? NodeStatus.fromPartial(object.node) : undefined;
     message.recentDeltas = object.recentDeltas?.map((e) => SentDelta.fromPartial(e)) || [];
-    message.expectedHash = object.expectedHash ?? "";
+    message.expectedHash = object.expectedHash ?? '';
     message.hashMatches = object.hashMatches ?? false;
     message.snapshotPending = object.snapshotPending ?? false;
     message.logFloor = object.logFloor ?? 0;
@@ -6734,7 +6604,7 @@ export type ControlServiceService = typeof ControlServiceService;
 export const ControlServiceService = {
   /** Joins a network with a one-time token; answers the node's name and credential. */
   enrol: {
-    path: "/meshp.v1.ControlService/Enrol" as const,
+    path: '/meshp.v1.ControlService/Enrol' as const,
     requestStream: false as const,
     responseStream: false as const,
     requestSerialize: (value: EnrolRequest): Buffer => Buffer.from(EnrolRequest.encode(value).finish()),
@@ -6744,7 +6614,7 @@ export const ControlServiceService = {
   },
   /** One stream per agent: deltas down; hello, acks, reports and resync requests up. */
   sync: {
-    path: "/meshp.v1.ControlService/Sync" as const,
+    path: '/meshp.v1.ControlService/Sync' as const,
     requestStream: true as const,
     responseStream: true as const,
     requestSerialize: (value: SyncRequest): Buffer => Buffer.from(SyncRequest.encode(value).finish()),
@@ -6763,15 +6633,8 @@ export interface ControlServiceServer extends UntypedServiceImplementation {
 
 export interface ControlServiceClient extends Client {
   /** Joins a network with a one-time token; answers the node's name and credential. */
-  enrol(
-    request: EnrolRequest,
-    callback: (error: ServiceError | null, response: EnrolResponse) => void,
-  ): ClientUnaryCall;
-  enrol(
-    request: EnrolRequest,
-    metadata: Metadata,
-    callback: (error: ServiceError | null, response: EnrolResponse) => void,
-  ): ClientUnaryCall;
+  enrol(request: EnrolRequest, callback: (error: ServiceError | null, response: EnrolResponse) => void): ClientUnaryCall;
+  enrol(request: EnrolRequest, metadata: Metadata, callback: (error: ServiceError | null, response: EnrolResponse) => void): ClientUnaryCall;
   enrol(
     request: EnrolRequest,
     metadata: Metadata,
@@ -6784,10 +6647,7 @@ export interface ControlServiceClient extends Client {
   sync(metadata: Metadata, options?: Partial<CallOptions>): ClientDuplexStream<SyncRequest, SyncResponse>;
 }
 
-export const ControlServiceClient = makeGenericClientConstructor(
-  ControlServiceService,
-  "meshp.v1.ControlService",
-) as unknown as {
+export const ControlServiceClient = makeGenericClientConstructor(ControlServiceService, 'meshp.v1.ControlService') as unknown as {
   new (address: string, credentials: ChannelCredentials, options?: Partial<ClientOptions>): ControlServiceClient;
   service: typeof ControlServiceService;
   serviceName: string;
@@ -6796,7 +6656,7 @@ export const ControlServiceClient = makeGenericClientConstructor(
 export type AdminServiceService = typeof AdminServiceService;
 export const AdminServiceService = {
   listNodes: {
-    path: "/meshp.v1.AdminService/ListNodes" as const,
+    path: '/meshp.v1.AdminService/ListNodes' as const,
     requestStream: false as const,
     responseStream: false as const,
     requestSerialize: (value: ListNodesRequest): Buffer => Buffer.from(ListNodesRequest.encode(value).finish()),
@@ -6805,7 +6665,7 @@ export const AdminServiceService = {
     responseDeserialize: (value: Buffer): ListNodesResponse => ListNodesResponse.decode(value),
   },
   showNode: {
-    path: "/meshp.v1.AdminService/ShowNode" as const,
+    path: '/meshp.v1.AdminService/ShowNode' as const,
     requestStream: false as const,
     responseStream: false as const,
     requestSerialize: (value: ShowNodeRequest): Buffer => Buffer.from(ShowNodeRequest.encode(value).finish()),
@@ -6814,28 +6674,25 @@ export const AdminServiceService = {
     responseDeserialize: (value: Buffer): ShowNodeResponse => ShowNodeResponse.decode(value),
   },
   assignModule: {
-    path: "/meshp.v1.AdminService/AssignModule" as const,
+    path: '/meshp.v1.AdminService/AssignModule' as const,
     requestStream: false as const,
     responseStream: false as const,
     requestSerialize: (value: AssignModuleRequest): Buffer => Buffer.from(AssignModuleRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): AssignModuleRequest => AssignModuleRequest.decode(value),
-    responseSerialize: (value: AssignModuleResponse): Buffer =>
-      Buffer.from(AssignModuleResponse.encode(value).finish()),
+    responseSerialize: (value: AssignModuleResponse): Buffer => Buffer.from(AssignModuleResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): AssignModuleResponse => AssignModuleResponse.decode(value),
   },
   unassignModule: {
-    path: "/meshp.v1.AdminService/UnassignModule" as const,
+    path: '/meshp.v1.AdminService/UnassignModule' as const,
     requestStream: false as const,
     responseStream: false as const,
-    requestSerialize: (value: UnassignModuleRequest): Buffer =>
-      Buffer.from(UnassignModuleRequest.encode(value).finish()),
+    requestSerialize: (value: UnassignModuleRequest): Buffer => Buffer.from(UnassignModuleRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): UnassignModuleRequest => UnassignModuleRequest.decode(value),
-    responseSerialize: (value: UnassignModuleResponse): Buffer =>
-      Buffer.from(UnassignModuleResponse.encode(value).finish()),
+    responseSerialize: (value: UnassignModuleResponse): Buffer => Buffer.from(UnassignModuleResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): UnassignModuleResponse => UnassignModuleResponse.decode(value),
   },
   takeModule: {
-    path: "/meshp.v1.AdminService/TakeModule" as const,
+    path: '/meshp.v1.AdminService/TakeModule' as const,
     requestStream: false as const,
     responseStream: false as const,
     requestSerialize: (value: TakeModuleRequest): Buffer => Buffer.from(TakeModuleRequest.encode(value).finish()),
@@ -6844,7 +6701,7 @@ export const AdminServiceService = {
     responseDeserialize: (value: Buffer): TakeModuleResponse => TakeModuleResponse.decode(value),
   },
   setMode: {
-    path: "/meshp.v1.AdminService/SetMode" as const,
+    path: '/meshp.v1.AdminService/SetMode' as const,
     requestStream: false as const,
     responseStream: false as const,
     requestSerialize: (value: SetModeRequest): Buffer => Buffer.from(SetModeRequest.encode(value).finish()),
@@ -6853,7 +6710,7 @@ export const AdminServiceService = {
     responseDeserialize: (value: Buffer): SetModeResponse => SetModeResponse.decode(value),
   },
   setPolicy: {
-    path: "/meshp.v1.AdminService/SetPolicy" as const,
+    path: '/meshp.v1.AdminService/SetPolicy' as const,
     requestStream: false as const,
     responseStream: false as const,
     requestSerialize: (value: SetPolicyRequest): Buffer => Buffer.from(SetPolicyRequest.encode(value).finish()),
@@ -6862,7 +6719,7 @@ export const AdminServiceService = {
     responseDeserialize: (value: Buffer): SetPolicyResponse => SetPolicyResponse.decode(value),
   },
   createToken: {
-    path: "/meshp.v1.AdminService/CreateToken" as const,
+    path: '/meshp.v1.AdminService/CreateToken' as const,
     requestStream: false as const,
     responseStream: false as const,
     requestSerialize: (value: CreateTokenRequest): Buffer => Buffer.from(CreateTokenRequest.encode(value).finish()),
@@ -6871,7 +6728,7 @@ export const AdminServiceService = {
     responseDeserialize: (value: Buffer): CreateTokenResponse => CreateTokenResponse.decode(value),
   },
   doctor: {
-    path: "/meshp.v1.AdminService/Doctor" as const,
+    path: '/meshp.v1.AdminService/Doctor' as const,
     requestStream: false as const,
     responseStream: false as const,
     requestSerialize: (value: DoctorRequest): Buffer => Buffer.from(DoctorRequest.encode(value).finish()),
@@ -6894,40 +6751,23 @@ export interface AdminServiceServer extends UntypedServiceImplementation {
 }
 
 export interface AdminServiceClient extends Client {
-  listNodes(
-    request: ListNodesRequest,
-    callback: (error: ServiceError | null, response: ListNodesResponse) => void,
-  ): ClientUnaryCall;
-  listNodes(
-    request: ListNodesRequest,
-    metadata: Metadata,
-    callback: (error: ServiceError | null, response: ListNodesResponse) => void,
-  ): ClientUnaryCall;
+  listNodes(request: ListNodesRequest, callback: (error: ServiceError | null, response: ListNodesResponse) => void): ClientUnaryCall;
+  listNodes(request: ListNodesRequest, metadata: Metadata, callback: (error: ServiceError | null, response: ListNodesResponse) => void): ClientUnaryCall;
   listNodes(
     request: ListNodesRequest,
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ListNodesResponse) => void,
   ): ClientUnaryCall;
-  showNode(
-    request: ShowNodeRequest,
-    callback: (error: ServiceError | null, response: ShowNodeResponse) => void,
-  ): ClientUnaryCall;
-  showNode(
-    request: ShowNodeRequest,
-    metadata: Metadata,
-    callback: (error: ServiceError | null, response: ShowNodeResponse) => void,
-  ): ClientUnaryCall;
+  showNode(request: ShowNodeRequest, callback: (error: ServiceError | null, response: ShowNodeResponse) => void): ClientUnaryCall;
+  showNode(request: ShowNodeRequest, metadata: Metadata, callback: (error: ServiceError | null, response: ShowNodeResponse) => void): ClientUnaryCall;
   showNode(
     request: ShowNodeRequest,
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ShowNodeResponse) => void,
   ): ClientUnaryCall;
-  assignModule(
-    request: AssignModuleRequest,
-    callback: (error: ServiceError | null, response: AssignModuleResponse) => void,
-  ): ClientUnaryCall;
+  assignModule(request: AssignModuleRequest, callback: (error: ServiceError | null, response: AssignModuleResponse) => void): ClientUnaryCall;
   assignModule(
     request: AssignModuleRequest,
     metadata: Metadata,
@@ -6939,10 +6779,7 @@ export interface AdminServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: AssignModuleResponse) => void,
   ): ClientUnaryCall;
-  unassignModule(
-    request: UnassignModuleRequest,
-    callback: (error: ServiceError | null, response: UnassignModuleResponse) => void,
-  ): ClientUnaryCall;
+  unassignModule(request: UnassignModuleRequest, callback: (error: ServiceError | null, response: UnassignModuleResponse) => void): ClientUnaryCall;
   unassignModule(
     request: UnassignModuleRequest,
     metadata: Metadata,
@@ -6954,75 +6791,40 @@ export interface AdminServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: UnassignModuleResponse) => void,
   ): ClientUnaryCall;
-  takeModule(
-    request: TakeModuleRequest,
-    callback: (error: ServiceError | null, response: TakeModuleResponse) => void,
-  ): ClientUnaryCall;
-  takeModule(
-    request: TakeModuleRequest,
-    metadata: Metadata,
-    callback: (error: ServiceError | null, response: TakeModuleResponse) => void,
-  ): ClientUnaryCall;
+  takeModule(request: TakeModuleRequest, callback: (error: ServiceError | null, response: TakeModuleResponse) => void): ClientUnaryCall;
+  takeModule(request: TakeModuleRequest, metadata: Metadata, callback: (error: ServiceError | null, response: TakeModuleResponse) => void): ClientUnaryCall;
   takeModule(
     request: TakeModuleRequest,
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: TakeModuleResponse) => void,
   ): ClientUnaryCall;
-  setMode(
-    request: SetModeRequest,
-    callback: (error: ServiceError | null, response: SetModeResponse) => void,
-  ): ClientUnaryCall;
-  setMode(
-    request: SetModeRequest,
-    metadata: Metadata,
-    callback: (error: ServiceError | null, response: SetModeResponse) => void,
-  ): ClientUnaryCall;
+  setMode(request: SetModeRequest, callback: (error: ServiceError | null, response: SetModeResponse) => void): ClientUnaryCall;
+  setMode(request: SetModeRequest, metadata: Metadata, callback: (error: ServiceError | null, response: SetModeResponse) => void): ClientUnaryCall;
   setMode(
     request: SetModeRequest,
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: SetModeResponse) => void,
   ): ClientUnaryCall;
-  setPolicy(
-    request: SetPolicyRequest,
-    callback: (error: ServiceError | null, response: SetPolicyResponse) => void,
-  ): ClientUnaryCall;
-  setPolicy(
-    request: SetPolicyRequest,
-    metadata: Metadata,
-    callback: (error: ServiceError | null, response: SetPolicyResponse) => void,
-  ): ClientUnaryCall;
+  setPolicy(request: SetPolicyRequest, callback: (error: ServiceError | null, response: SetPolicyResponse) => void): ClientUnaryCall;
+  setPolicy(request: SetPolicyRequest, metadata: Metadata, callback: (error: ServiceError | null, response: SetPolicyResponse) => void): ClientUnaryCall;
   setPolicy(
     request: SetPolicyRequest,
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: SetPolicyResponse) => void,
   ): ClientUnaryCall;
-  createToken(
-    request: CreateTokenRequest,
-    callback: (error: ServiceError | null, response: CreateTokenResponse) => void,
-  ): ClientUnaryCall;
-  createToken(
-    request: CreateTokenRequest,
-    metadata: Metadata,
-    callback: (error: ServiceError | null, response: CreateTokenResponse) => void,
-  ): ClientUnaryCall;
+  createToken(request: CreateTokenRequest, callback: (error: ServiceError | null, response: CreateTokenResponse) => void): ClientUnaryCall;
+  createToken(request: CreateTokenRequest, metadata: Metadata, callback: (error: ServiceError | null, response: CreateTokenResponse) => void): ClientUnaryCall;
   createToken(
     request: CreateTokenRequest,
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: CreateTokenResponse) => void,
   ): ClientUnaryCall;
-  doctor(
-    request: DoctorRequest,
-    callback: (error: ServiceError | null, response: DoctorResponse) => void,
-  ): ClientUnaryCall;
-  doctor(
-    request: DoctorRequest,
-    metadata: Metadata,
-    callback: (error: ServiceError | null, response: DoctorResponse) => void,
-  ): ClientUnaryCall;
+  doctor(request: DoctorRequest, callback: (error: ServiceError | null, response: DoctorResponse) => void): ClientUnaryCall;
+  doctor(request: DoctorRequest, metadata: Metadata, callback: (error: ServiceError | null, response: DoctorResponse) => void): ClientUnaryCall;
   doctor(
     request: DoctorRequest,
     metadata: Metadata,
@@ -7031,10 +6833,7 @@ export interface AdminServiceClient extends Client {
   ): ClientUnaryCall;
 }
 
-export const AdminServiceClient = makeGenericClientConstructor(
-  AdminServiceService,
-  "meshp.v1.AdminService",
-) as unknown as {
+export const AdminServiceClient = makeGenericClientConstructor(AdminServiceService, 'meshp.v1.AdminService') as unknown as {
   new (address: string, credentials: ChannelCredentials, options?: Partial<ClientOptions>): AdminServiceClient;
   service: typeof AdminServiceService;
   serviceName: string;
@@ -7042,29 +6841,32 @@ export const AdminServiceClient = makeGenericClientConstructor(
 
 type Builtin = Date | Function | Uint8Array | string | number | boolean | undefined;
 
-export type DeepPartial<T> = T extends Builtin ? T
-  : T extends globalThis.Array<infer U> ? globalThis.Array<DeepPartial<U>>
-  : T extends ReadonlyArray<infer U> ? ReadonlyArray<DeepPartial<U>>
-  : T extends {} ? { [K in keyof T]?: DeepPartial<T[K]> }
-  : Partial<T>;
+export type DeepPartial<T> = T extends Builtin
+  ? T
+  : T extends globalThis.Array<infer U>
+    ? globalThis.Array<DeepPartial<U>>
+    : T extends ReadonlyArray<infer U>
+      ? ReadonlyArray<DeepPartial<U>>
+      : T extends {}
+        ? { [K in keyof T]?: DeepPartial<T[K]> }
+        : Partial<T>;
 
 type KeysOfUnion<T> = T extends T ? keyof T : never;
-export type Exact<P, I extends P> = P extends Builtin ? P
-  : P & { [K in keyof P]: Exact<P[K], I[K]> } & { [K in Exclude<keyof I, KeysOfUnion<P>>]: never };
+export type Exact<P, I extends P> = P extends Builtin ? P : P & { [K in keyof P]: Exact<P[K], I[K]> } & { [K in Exclude<keyof I, KeysOfUnion<P>>]: never };
 
 function longToNumber(int64: { toString(): string }): number {
   const num = globalThis.Number(int64.toString());
   if (num > globalThis.Number.MAX_SAFE_INTEGER) {
-    throw new globalThis.Error("Value is larger than Number.MAX_SAFE_INTEGER");
+    throw new globalThis.Error('Value is larger than Number.MAX_SAFE_INTEGER');
   }
   if (num < globalThis.Number.MIN_SAFE_INTEGER) {
-    throw new globalThis.Error("Value is smaller than Number.MIN_SAFE_INTEGER");
+    throw new globalThis.Error('Value is smaller than Number.MIN_SAFE_INTEGER');
   }
   return num;
 }
 
 function isObject(value: any): boolean {
-  return typeof value === "object" && value !== null;
+  return typeof value === 'object' && value !== null;
 }
 
 function isSet(value: any): boolean {

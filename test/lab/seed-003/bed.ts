@@ -105,7 +105,9 @@ export async function bed(t: Teardownable): Promise<Bed> {
   const docker = engine.client();
   const run = async (name: string, port: number, text: string, containerPort = 80) => {
     const c = await docker.createContainer({
-      name, Image: BUSYBOX_IMAGE, Cmd: serving(text).map((a) => a.replace('-p 80', `-p ${containerPort}`)),
+      name,
+      Image: BUSYBOX_IMAGE,
+      Cmd: serving(text).map((a) => a.replace('-p 80', `-p ${containerPort}`)),
       ExposedPorts: { [`${containerPort}/tcp`]: {} },
       HostConfig: { PortBindings: { [`${containerPort}/tcp`]: [{ HostPort: String(port) }] } },
     });
@@ -126,7 +128,16 @@ export async function bed(t: Teardownable): Promise<Bed> {
   });
 
   const b: Bed = {
-    prefix, dir, root, state, configFile, m1, m2, m3, engine, docker,
+    prefix,
+    dir,
+    root,
+    state,
+    configFile,
+    m1,
+    m2,
+    m3,
+    engine,
+    docker,
     meshp: meshpIn,
     daemon(ns, args, name) {
       const [cmd, argv] = ns.wrap(process.execPath, [MESHP, ...args]);
@@ -149,7 +160,10 @@ export async function bed(t: Teardownable): Promise<Bed> {
       };
     },
     reachable: (from, host, port) =>
-      from.exec('timeout', ['1', 'bash', '-c', `exec 3<>/dev/tcp/${host}/${port}`]).then(() => true, () => false),
+      from.exec('timeout', ['1', 'bash', '-c', `exec 3<>/dev/tcp/${host}/${port}`]).then(
+        () => true,
+        () => false,
+      ),
     async get(from, host, port) {
       try {
         const { stdout } = await from.exec('timeout', ['2', 'busybox', 'wget', '-q', '-O-', `http://${host}:${port}/`]);
@@ -168,7 +182,11 @@ export async function bed(t: Teardownable): Promise<Bed> {
     },
     standIn() {
       const file = join(root, WEB_CONF);
-      const child = spawn('bash', ['-c', `i=0; while true; do i=$((i+1)); printf 'listen 8080\\nwritten-by predecessor, pass %s\\n' $i > '${file}'; sleep 1; done`], { stdio: 'ignore' });
+      const child = spawn(
+        'bash',
+        ['-c', `i=0; while true; do i=$((i+1)); printf 'listen 8080\\nwritten-by predecessor, pass %s\\n' $i > '${file}'; sleep 1; done`],
+        { stdio: 'ignore' },
+      );
       daemons.push(child);
       return { stop: () => child.pid && child.exitCode === null && process.kill(child.pid, 'SIGKILL') };
     },

@@ -81,7 +81,23 @@ t.test('2. genesis adopted: the held registry port refused naming its holder; an
   t.match(held.err, /^MESHP_PORT_HELD: port registry=15000 is held by .*container old-registry/);
   t.notOk(existsSync(b.state), 'nothing written');
 
-  const up = await b.meshp(b.m1, ['genesis', '--state', b.state, '--root', b.root, ...sock, ...images, '--node', 'm1', '--adopted', ...privateNet, '--port', 'registry=15001', '--yes', '--json']);
+  const up = await b.meshp(b.m1, [
+    'genesis',
+    '--state',
+    b.state,
+    '--root',
+    b.root,
+    ...sock,
+    ...images,
+    '--node',
+    'm1',
+    '--adopted',
+    ...privateNet,
+    '--port',
+    'registry=15001',
+    '--yes',
+    '--json',
+  ]);
   t.equal(up.code, 0, up.err);
   const g = JSON.parse(up.out);
   t.equal(g.plan.settings.ports.registry, 15001);
@@ -105,7 +121,10 @@ t.test('3. nothing that serves changed', async (t) => {
   t.equal(await b.get(b.m2, M1, SERVICE_PORT), 'predecessor-web', 'the service answers from the second machine');
   t.equal(fileBytes(b, WEB_CONF), WEB_CONF_BYTES, 'the file is byte for byte what it was');
   t.same(await foundRules(), foundBefore, 'the found ruleset differs only by rules marked as the mesh');
-  t.ok((await markedRules()).some((c) => c.startsWith('meshp:control/')), 'the control port is opened, marked');
+  t.ok(
+    (await markedRules()).some((c) => c.startsWith('meshp:control/')),
+    'the control port is opened, marked',
+  );
 });
 
 t.test('4. the store is unreachable from outside, and reachable over the private network', async (t) => {
@@ -121,7 +140,25 @@ t.test('5a. the second machine enrols through the found firewall', async (t) => 
   const { token } = JSON.parse(tok.out);
   const fp = JSON.parse(readFileSync(join(agentState, 'controller.json'), 'utf8')).fingerprint;
   t.ok(fp);
-  agent2 = b.daemon(b.m2, ['agent', '--state', join(b.dir, 'm2-state'), '--root', join(b.dir, 'm2-root'), '--controller', `${M1}:${CONTROL}`, '--token', token, '--name', 'm2', '--interval', '2'], 'agent-m2');
+  agent2 = b.daemon(
+    b.m2,
+    [
+      'agent',
+      '--state',
+      join(b.dir, 'm2-state'),
+      '--root',
+      join(b.dir, 'm2-root'),
+      '--controller',
+      `${M1}:${CONTROL}`,
+      '--token',
+      token,
+      '--name',
+      'm2',
+      '--interval',
+      '2',
+    ],
+    'agent-m2',
+  );
   const m2 = await until('m2 to enrol and converge', async () => {
     const r = await admin('node', 'list', '--json');
     const n = r.code === 0 ? JSON.parse(r.out).nodes.find((x: { name: string }) => x.name === 'm2') : null;
@@ -157,10 +194,14 @@ t.test('7. assigning holds the found container and file; taking replaces them an
   standIn.stop();
   const take = await admin('module', 'take', 'm1', 'web', '--yes');
   t.equal(take.code, 0, take.err);
-  const r = await until('web to be taken', async () => {
-    const rep = await report();
-    return stateOf(rep, 'container:web') === 'owned' && stateOf(rep, `file:${WEB_CONF}`) === 'owned' ? rep : null;
-  }, 60);
+  const r = await until(
+    'web to be taken',
+    async () => {
+      const rep = await report();
+      return stateOf(rep, 'container:web') === 'owned' && stateOf(rep, `file:${WEB_CONF}`) === 'owned' ? rep : null;
+    },
+    60,
+  );
   t.ok(['created', 'owned'].includes(stateOf(r, `opening:web/forwarded/tcp/${SERVICE_PORT}`) ?? ''), 'its port is opened');
   t.equal(await until('the new web to serve', () => b.get(b.m2, M1, SERVICE_PORT).then((x) => x === 'mesh-web' && x)), 'mesh-web');
   t.match(fileBytes(b, WEB_CONF), /served-by meshp/);
@@ -170,10 +211,12 @@ t.test('8. converging previews, then changes; returned to adopted, the found fir
   const pre = await admin('node', 'converge', 'm1', '--preview', '--json');
   t.equal(pre.code, 0, pre.err);
   const { preview } = JSON.parse(pre.out);
-  const by = new Map<number, { declaredBy: string | null; after: string; source: string; now: string; mentioned?: boolean }>(preview.items.map((i: { port: number }) => [i.port, i]));
+  const by = new Map<number, { declaredBy: string | null; after: string; source: string; now: string; mentioned?: boolean }>(
+    preview.items.map((i: { port: number }) => [i.port, i]),
+  );
   t.match(by.get(SERVICE_PORT), { declaredBy: 'web', after: 'open' }, "the preview names the service's port");
   t.match(by.get(STRAY_PORT), { source: 'published', declaredBy: null, after: 'closes' }, 'and a published port no firewall rule mentions');
-  t.match(by.get(STRAY_PORT), { now: 'open', mentioned: false }, '... reachable now through Docker\'s NAT, though no rule of the found firewall names it');
+  t.match(by.get(STRAY_PORT), { now: 'open', mentioned: false }, "... reachable now through Docker's NAT, though no rule of the found firewall names it");
   t.match(by.get(SERVICE_PORT), { now: 'open' }, "the service's port is reachable now");
   t.ok((await b.nft(['list', 'tables'])).includes('inet filter'), 'the preview changed nothing');
 
@@ -206,10 +249,14 @@ t.test('5b. the mesh keeps working after the found firewall reloads, and after a
   await b.reload();
   // The reload flushes the found table, the mesh's rule with it; the watch or the next reconcile
   // puts it back (often before this line reads the table): a new rule, with a new handle.
-  const mended = await until('the opening to be mended', async () => {
-    const h = await controlOpening();
-    return h !== null && h !== before ? h : null;
-  }, 30);
+  const mended = await until(
+    'the opening to be mended',
+    async () => {
+      const h = await controlOpening();
+      return h !== null && h !== before ? h : null;
+    },
+    30,
+  );
   t.not(mended, before, 'the reload lost the opening and it was put back');
   t.ok(await b.reachable(b.m2, M1, CONTROL), 'the controller is reachable from the second machine again');
 

@@ -37,7 +37,13 @@ export class LabNode {
   #seq = 0;
   #waiters: (() => void)[] = [];
 
-  constructor(readonly name: string, readonly index: number, readonly ns: Netns, prefix: string, root: string) {
+  constructor(
+    readonly name: string,
+    readonly index: number,
+    readonly ns: Netns,
+    prefix: string,
+    root: string,
+  ) {
     this.mesh = `10.99.0.${index}`;
     this.underlay = `10.98.0.${index}`;
     this.ifname = `${prefix}w${index}`;
@@ -189,7 +195,15 @@ export async function tunnelLab(t: Teardown, count: number): Promise<LabNode[]> 
 
 /** The peer `of` as `to`'s view carries it. */
 export function peerOf(of: LabNode, tags: string[], inboundOnly = false): Peer {
-  return { id: of.name, nodeKey: `ed25519-${of.name}`, addresses: [of.mesh], tags, endpoints: [`${of.underlay}:${WG_PORT}`], inboundOnly, tunnelKey: of.publicKey };
+  return {
+    id: of.name,
+    nodeKey: `ed25519-${of.name}`,
+    addresses: [of.mesh],
+    tags,
+    endpoints: [`${of.underlay}:${WG_PORT}`],
+    inboundOnly,
+    tunnelKey: of.publicKey,
+  };
 }
 
 export function tunnelOf(n: LabNode) {

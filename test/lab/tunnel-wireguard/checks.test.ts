@@ -27,7 +27,11 @@ const rule = (from: string, to: string) => ({ sourceTags: [from], destinationTag
 t.test('the tunnel lab', { skip: labAvailable() ? false : 'needs root for namespaces and wireguard-go (CI runs it as root)' }, async (t) => {
   const [n1, n2, n3] = (await tunnelLab(t, 3)) as [LabNode, LabNode, LabNode];
   for (const n of [n1, n2, n3]) await n.start(GRACE_MS);
-  const versions = new Map<LabNode, number>([[n1, 0], [n2, 0], [n3, 0]]);
+  const versions = new Map<LabNode, number>([
+    [n1, 0],
+    [n2, 0],
+    [n3, 0],
+  ]);
   const send = (n: LabNode, d: Omit<StateDelta, 'fromVersion' | 'toVersion' | 'network'>, snapshot = false) => {
     const from = snapshot ? 0 : versions.get(n)!;
     const to = versions.get(n)! + 1;
@@ -37,7 +41,11 @@ t.test('the tunnel lab', { skip: labAvailable() ? false : 'needs root for namesp
 
   await t.test('a snapshot each: allowed pairs reach each other over the tunnel, no other pair does', async (t) => {
     await send(n1, { upsertPeers: [peerOf(n2, ['app'])], removePeers: [], tunnel: tunnelOf(n1), filter: { rules: [] } }, true);
-    await send(n2, { upsertPeers: [peerOf(n1, ['web'], true), peerOf(n3, ['db'])], removePeers: [], tunnel: tunnelOf(n2), filter: { rules: [rule('web', 'app')] } }, true);
+    await send(
+      n2,
+      { upsertPeers: [peerOf(n1, ['web'], true), peerOf(n3, ['db'])], removePeers: [], tunnel: tunnelOf(n2), filter: { rules: [rule('web', 'app')] } },
+      true,
+    );
     await send(n3, { upsertPeers: [peerOf(n2, ['app'], true)], removePeers: [], tunnel: tunnelOf(n3), filter: { rules: [rule('app', 'db')] } }, true);
     for (const n of [n1, n2, n3]) t.equal((await status(n)).implementation, 'wireguard-go', `${n.name} says it runs wireguard-go`);
     t.ok(await n1.reaches(n2), 'n1 (web) → n2 (app):7000');
@@ -55,7 +63,10 @@ t.test('the tunnel lab', { skip: labAvailable() ? false : 'needs root for namesp
     t.ok((await n1.request({ op: 'probe', host: n2.mesh, port: 7000 })).ok, 'which echoes');
     const r1 = await send(n1, { upsertPeers: [], removePeers: [{ id: 'n2', reason: REMOVAL_REASON.UNSCOPED }] });
     const r2 = await send(n2, { upsertPeers: [], removePeers: [{ id: 'n1', reason: REMOVAL_REASON.UNSCOPED }], filter: { rules: [] } });
-    t.ok(Number(r1.ms) < AT_ONCE_MS && Number(r2.ms) < AT_ONCE_MS, `applied within a second (${Math.round(Number(r1.ms))} ms, ${Math.round(Number(r2.ms))} ms)`);
+    t.ok(
+      Number(r1.ms) < AT_ONCE_MS && Number(r2.ms) < AT_ONCE_MS,
+      `applied within a second (${Math.round(Number(r1.ms))} ms, ${Math.round(Number(r2.ms))} ms)`,
+    );
     t.notOk(await n1.reaches(n2), 'n1 → n2 blocked');
     t.notOk((await n1.request({ op: 'probe', host: n2.mesh, port: 7000 })).ok, 'the established connection is cut too');
     t.equal((await n1.wgPeers()).get(n2.publicKey), before, 'n1 still holds n2 as a WireGuard peer, same last handshake');
@@ -102,7 +113,10 @@ t.test('the tunnel lab', { skip: labAvailable() ? false : 'needs root for namesp
     t.match(stdout, /hi from n2/, 'n1 → n2 while no plugin runs on n1');
     const ready = await n1.start(1500);
     t.equal((ready.status as { pid: number }).pid, pid, 'the same wireguard-go, found by its pid');
-    t.ok(n1.lines.some((l) => l.msg === 'tunnel attached' && l.adopted === true), 'the interface was adopted, not made again');
+    t.ok(
+      n1.lines.some((l) => l.msg === 'tunnel attached' && l.adopted === true),
+      'the interface was adopted, not made again',
+    );
     t.ok(await n1.reaches(n2), 'n1 → n2 after the restart');
     const now = (await n1.wgPeers()).get(n2.publicKey)!;
     if (now - hs < 110) t.equal(now, hs, 'no new handshake');

@@ -79,7 +79,11 @@ export async function member(t: Teardown, tag: string): Promise<Member> {
   };
   let n = 0;
   return {
-    ns, dir, prefix, controller, cli,
+    ns,
+    dir,
+    prefix,
+    controller,
+    cli,
     token() {
       const r = cli('token', 'create', '--adopted', '--state', ctlState, '--controller', controller, '--json');
       if (r.code !== 0) throw new Error(`token create: ${r.err}`);
@@ -89,14 +93,32 @@ export async function member(t: Teardown, tag: string): Promise<Member> {
       const state = join(dir, name);
       mkdirSync(join(dir, `${name}-root`), { recursive: true });
       const ifname = `${prefix}w${++n}`;
-      const args = ['agent', '--state', state, '--controller', controller, '--name', name, '--root', join(dir, `${name}-root`), '--docker-socket', join(dir, 'absent.sock'), '--interval', '1',
-        ...(o.tunnel ? ['--firewall', 'nftables', '--tunnel', 'wireguard', '--tunnel-interface', ifname] : ['--firewall', 'none'])];
+      const args = [
+        'agent',
+        '--state',
+        state,
+        '--controller',
+        controller,
+        '--name',
+        name,
+        '--root',
+        join(dir, `${name}-root`),
+        '--docker-socket',
+        join(dir, 'absent.sock'),
+        '--interval',
+        '1',
+        ...(o.tunnel ? ['--firewall', 'nftables', '--tunnel', 'wireguard', '--tunnel-interface', ifname] : ['--firewall', 'none']),
+      ];
       if (o.tunnel) tunnels.push({ state, ifname });
       return { proc: new Proc(t, [...args, ...(o.token ? ['--token', o.token] : [])], ns), state, ifname, args };
     },
     found: async () => (await ns.exec('nft', ['list', 'table', 'inet', 'filter'])).stdout,
     ruleset: async () => (await ns.exec('nft', ['list', 'ruleset'])).stdout,
-    link: (ifname) => ns.exec('ip', ['link', 'show', 'dev', ifname]).then(() => true, () => false),
+    link: (ifname) =>
+      ns.exec('ip', ['link', 'show', 'dev', ifname]).then(
+        () => true,
+        () => false,
+      ),
   };
 }
 
@@ -113,4 +135,8 @@ export async function exitsWithin(p: Proc, idleSeconds: number): Promise<number 
 }
 
 /** The found table's listing without the mesh's marked rules: what the predecessor wrote. */
-export const unmarked = (listing: string): string => listing.split('\n').filter((l) => !l.includes('comment "meshp:')).join('\n');
+export const unmarked = (listing: string): string =>
+  listing
+    .split('\n')
+    .filter((l) => !l.includes('comment "meshp:'))
+    .join('\n');

@@ -40,12 +40,23 @@ export interface Node {
 /** What one node's interface holds: peer key → last handshake (s since the epoch, 0 = none). */
 export async function wgPeers(n: Node): Promise<Map<string, number>> {
   const { stdout } = await n.ns.exec('wg', ['show', n.ifname, 'latest-handshakes']);
-  return new Map(stdout.split('\n').filter(Boolean).map((l) => l.split('\t')).map(([k, h]) => [k!, Number(h)]));
+  return new Map(
+    stdout
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => l.split('\t'))
+      .map(([k, h]) => [k!, Number(h)]),
+  );
 }
 
 export async function wgEndpoints(n: Node): Promise<Map<string, string>> {
   const { stdout } = await n.ns.exec('wg', ['show', n.ifname, 'endpoints']);
-  return new Map(stdout.split('\n').filter(Boolean).map((l) => l.split('\t') as [string, string]));
+  return new Map(
+    stdout
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => l.split('\t') as [string, string]),
+  );
 }
 
 export function readIf(file: string): string | null {
@@ -67,7 +78,10 @@ export async function meshAddress(n: Node): Promise<string> {
 
 /** A TCP connect from `from` (answered within a second, or not). */
 export const reaches = (from: Netns, host: string, port: number): Promise<boolean> =>
-  from.exec('timeout', ['1', 'bash', '-c', `exec 3<>/dev/tcp/${host}/${port}`]).then(() => true, () => false);
+  from.exec('timeout', ['1', 'bash', '-c', `exec 3<>/dev/tcp/${host}/${port}`]).then(
+    () => true,
+    () => false,
+  );
 
 /** Allowed: retried while the budget lasts (the first packet may wait for a handshake). */
 export const reachesSoon = (from: Netns, host: string, port: number, idleSeconds = 15): Promise<boolean> =>
@@ -135,8 +149,27 @@ export async function meshBed(t: Teardown, dir: string): Promise<MeshBed> {
   };
   const c: Node = { name: 'm1', ns: cNs, ifname: `${prefix}w0`, state: join(ctlState, 'agent'), proc: null, args: [] };
   nodes.push(c);
-  const genesis = JSON.parse(await run(cNs, ['genesis', '--state', ctlState, '--root', root, '--docker-socket', engine.socket, '--images', LAB_IMAGES, '--node', 'm1',
-    '--endpoint', `${CONTROL_IP}:51820`, '--tunnel-interface', c.ifname, '--yes', '--json'])) as MeshBed['genesis'];
+  const genesis = JSON.parse(
+    await run(cNs, [
+      'genesis',
+      '--state',
+      ctlState,
+      '--root',
+      root,
+      '--docker-socket',
+      engine.socket,
+      '--images',
+      LAB_IMAGES,
+      '--node',
+      'm1',
+      '--endpoint',
+      `${CONTROL_IP}:51820`,
+      '--tunnel-interface',
+      c.ifname,
+      '--yes',
+      '--json',
+    ]),
+  ) as MeshBed['genesis'];
   c.args = ['agent', '--state', c.state, '--root', root, '--docker-socket', engine.socket, '--name', 'm1', '--interval', '2'];
   const agents = agentNs.map((ns, k): Node => {
     const name = `a${k + 1}`;
@@ -147,8 +180,33 @@ export async function meshBed(t: Teardown, dir: string): Promise<MeshBed> {
     // a3 is told no endpoint: its peers find it where the controller saw it.
     const endpoint = k === 2 ? [] : ['--endpoint', `10.97.0.${k + 1}:51820`];
     // No --tunnel: genesis made the network a tunnel network, its tokens say so (issue 33); the interface is named only to be unique here.
-    return { name, ns, ifname, state, proc: null, args: ['agent', '--state', state, '--controller', CONTROL, '--name', name, '--root', aroot, '--firewall', 'none',
-      '--docker-socket', join(dir, name, 'absent.sock'), '--interval', '2', ...endpoint, '--tunnel-interface', ifname] };
+    return {
+      name,
+      ns,
+      ifname,
+      state,
+      proc: null,
+      args: [
+        'agent',
+        '--state',
+        state,
+        '--controller',
+        CONTROL,
+        '--name',
+        name,
+        '--root',
+        aroot,
+        '--firewall',
+        'none',
+        '--docker-socket',
+        join(dir, name, 'absent.sock'),
+        '--interval',
+        '2',
+        ...endpoint,
+        '--tunnel-interface',
+        ifname,
+      ],
+    };
   });
   nodes.push(...agents);
   for (const a of agents) {
@@ -160,7 +218,16 @@ export async function meshBed(t: Teardown, dir: string): Promise<MeshBed> {
   const cli = (...args: string[]) => run(cNs, [...args, '--state', ctlState, '--controller', `127.0.0.1:7443`]);
   let policies = 0;
   const b: MeshBed = {
-    prefix, dir, under, c, agents, outside, engine, ctlState, genesis, cli,
+    prefix,
+    dir,
+    under,
+    c,
+    agents,
+    outside,
+    engine,
+    ctlState,
+    genesis,
+    cli,
     ctl: null as unknown as Proc,
     policy: (rules) => cli('policy', 'set', writeJson(dir, `p${++policies}.json`, { rules }), '--yes'),
     async startController() {

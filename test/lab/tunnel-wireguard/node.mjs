@@ -15,7 +15,14 @@ const out = (o) => process.stdout.write(JSON.stringify(o) + '\n');
 const log = { info: (f, msg) => out({ ...f, msg }), warn: (f, msg) => out({ ...f, msg }), error: (f, msg) => out({ ...f, msg }) };
 const viewFile = join(conf.stateDir, 'view.json');
 
-const plugin = new TunnelWireguardPlugin({ interface: conf.ifname, stateDir: conf.stateDir, graceMs: conf.graceMs, privateRange: conf.privateRange, implementation: 'wireguard-go', log });
+const plugin = new TunnelWireguardPlugin({
+  interface: conf.ifname,
+  stateDir: conf.stateDir,
+  graceMs: conf.graceMs,
+  privateRange: conf.privateRange,
+  implementation: 'wireguard-go',
+  log,
+});
 const host = new Host({ stateDir: conf.stateDir }).use(plugin);
 const applier = new DeltaApplier();
 try {

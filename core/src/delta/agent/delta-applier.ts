@@ -115,7 +115,15 @@ export function joinParts(parts: StateDelta[]): StateDelta {
   const first = parts[0];
   if (!first) throw new MeshpError('MESHP_DELTA_INVALID', 'no parts to join');
   const last = parts.at(-1)!;
-  const out: StateDelta = { fromVersion: first.fromVersion, toVersion: first.toVersion, upsertPeers: [], removePeers: [], network: first.network, stateHash: last.stateHash, versionSignature: last.versionSignature };
+  const out: StateDelta = {
+    fromVersion: first.fromVersion,
+    toVersion: first.toVersion,
+    upsertPeers: [],
+    removePeers: [],
+    network: first.network,
+    stateHash: last.stateHash,
+    versionSignature: last.versionSignature,
+  };
   for (const p of parts) {
     out.upsertPeers.push(...p.upsertPeers);
     out.removePeers.push(...p.removePeers);
@@ -135,7 +143,16 @@ export function splitDelta(delta: StateDelta, maxEntries: number): StateDelta[] 
   for (let index = 0; index < count; index++) {
     const removePeers = removes.splice(0, maxEntries);
     const upsertPeers = upserts.splice(0, maxEntries - removePeers.length);
-    const part: StateDelta = { fromVersion: delta.fromVersion, toVersion: delta.toVersion, upsertPeers, removePeers, network: delta.network, part: { index, count }, stateHash: delta.stateHash, versionSignature: delta.versionSignature };
+    const part: StateDelta = {
+      fromVersion: delta.fromVersion,
+      toVersion: delta.toVersion,
+      upsertPeers,
+      removePeers,
+      network: delta.network,
+      part: { index, count },
+      stateHash: delta.stateHash,
+      versionSignature: delta.versionSignature,
+    };
     if (index === 0) for (const name of COMPONENT_NAMES) if (delta[name] !== undefined) Object.assign(part, { [name]: delta[name] });
     out.push(part);
   }

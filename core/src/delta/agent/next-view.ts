@@ -26,11 +26,9 @@ export function applyDelta(view: AgentView, delta: StateDelta, limits: DeltaLimi
 
 function applyIncrement(view: AgentView, delta: StateDelta, limits: DeltaLimits): ViewChange {
   if (delta.fromVersion !== view.version) {
-    throw new MeshpError(
-      'MESHP_DELTA_GAP',
-      `delta ${delta.fromVersion}→${delta.toVersion} does not follow applied version ${view.version}`,
-      { details: { from: delta.fromVersion, to: delta.toVersion, applied: view.version } },
-    );
+    throw new MeshpError('MESHP_DELTA_GAP', `delta ${delta.fromVersion}→${delta.toVersion} does not follow applied version ${view.version}`, {
+      details: { from: delta.fromVersion, to: delta.toVersion, applied: view.version },
+    });
   }
   if (view.network !== '' && delta.network !== '' && delta.network !== view.network) {
     throw new MeshpError('MESHP_DELTA_INVALID', `delta for network ${delta.network} reached a view of ${view.network}`);

@@ -42,6 +42,11 @@ export class AgentView {
 
   /** Recomputes the digest from scratch; equals `digest` unless something went wrong. */
   recomputeHash(): string {
-    return stateHash(digestOf([...this.peers.values()].map((e) => e.peer), this.components));
+    return stateHash(
+      digestOf(
+        [...this.peers.values()].map((e) => e.peer),
+        this.components,
+      ),
+    );
   }
 }

@@ -31,7 +31,13 @@ export function computeSnapshot(net: NetworkState, nodeId: string): Computed {
     if (scope !== SCOPE.NONE) peers.push(peerImage(m, scope));
   }
   peers.sort(byId);
-  const components = componentsFor({ node: self, policy: net.policy, shared: net.record.components, moduleOf: net.moduleOf, privateRange: net.record.privateRange });
+  const components = componentsFor({
+    node: self,
+    policy: net.policy,
+    shared: net.record.components,
+    moduleOf: net.moduleOf,
+    privateRange: net.record.privateRange,
+  });
   const delta: StateDelta = { ...emptyDelta(net.record.name, 0, net.version), upsertPeers: peers, ...components };
   return { delta, digest: digestOf(peers, components) };
 }

@@ -16,7 +16,7 @@ export function observedEndpoint(peer: string, port: number): string | null {
   return ip.includes(':') ? `[${ip}]:${port}` : `${ip}:${port}`;
 }
 
-const hostOf = (endpoint: string): string => (/^\[([^\]]+)\]/.exec(endpoint)?.[1] ?? endpoint.replace(/:\d+$/, ''));
+const hostOf = (endpoint: string): string => /^\[([^\]]+)\]/.exec(endpoint)?.[1] ?? endpoint.replace(/:\d+$/, '');
 
 /** The told endpoints first (the tunnel uses the first), the observed one after unless its address is told already. */
 export function endpointsOf(m: Pick<MemberRecord, 'endpoints' | 'observedEndpoint'>): string[] {

@@ -152,7 +152,10 @@ export function nextDelta(net: NetworkState, id: string, sync: SyncRecord, at: s
   sync.sent = net.version;
   sync.basis = net.version;
   sync.target = net.version;
-  sync.expectations = [...sync.expectations.filter((e) => e.version !== net.version), { version: net.version, hash, ...(alt !== hash ? { alt } : {}), digest: storeDigest(computed.digest) }]
+  sync.expectations = [
+    ...sync.expectations.filter((e) => e.version !== net.version),
+    { version: net.version, hash, ...(alt !== hash ? { alt } : {}), digest: storeDigest(computed.digest) },
+  ]
     .filter((e) => e.version >= sync.applied)
     .slice(-EXPECTATIONS);
   sync.recent = [...sync.recent, summary(computed.delta, hash, at)].slice(-keepSent);
@@ -282,5 +285,13 @@ export function checkAppliedVersion(appliedVersion: number): void {
 
 function summary(delta: StateDelta, expectedHash: string, at: string): SentSummary {
   const components = (['dns', 'filter', 'routeGroups', 'relays', 'tunnel', 'declaration'] as const).filter((n) => delta[n] !== undefined);
-  return { fromVersion: delta.fromVersion, toVersion: delta.toVersion, upserts: delta.upsertPeers.length, removals: delta.removePeers.length, components, expectedHash, at };
+  return {
+    fromVersion: delta.fromVersion,
+    toVersion: delta.toVersion,
+    upserts: delta.upsertPeers.length,
+    removals: delta.removePeers.length,
+    components,
+    expectedHash,
+    at,
+  };
 }

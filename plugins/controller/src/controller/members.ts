@@ -52,7 +52,10 @@ export function renameNode(s: ControllerState, network: string, id: string, to: 
   const before = s.member(net, id);
   if (net.members.has(to)) throw nameTaken(to, network);
   const after: MemberRecord = { ...structuredClone(before), id: to };
-  const changes = [{ id, before, after: null }, { id: to, before: null, after }];
+  const changes = [
+    { id, before, after: null },
+    { id: to, before: null, after },
+  ];
   return commit(s, net, { version: 0, kind: 'members', changes }, () => {
     const sync = net.sync.get(id) ?? newSync();
     net.deleteMember(id);
@@ -112,7 +115,10 @@ export function assignModule(s: ControllerState, network: string, id: string, mo
   const net = s.net(network);
   const m = s.member(net, id);
   if (!net.moduleOf(module)) throw notFound('module', module, `the catalogue of ${network}`, 'add it with meshp catalogue add');
-  checkAssigned(id, [...new Set([...m.assigned, module])].map((x) => net.record.modules[x]));
+  checkAssigned(
+    id,
+    [...new Set([...m.assigned, module])].map((x) => net.record.modules[x]),
+  );
   checkNoClash({ ...m, assigned: sorted([...new Set([...m.assigned, module])]) }, net.moduleOf);
   // A declaration that could not be sent (a setting the node lacks) is refused here, never stored (declarable.ts).
   checkDeclarable({ ...m, assigned: sorted([...new Set([...m.assigned, module])]) }, net.moduleOf);

@@ -3,7 +3,16 @@
  * its shared components, its catalogue of modules. Each change is one version (log.ts).
  */
 import { MeshpError } from '@meshp/core';
-import { NetworkState, PolicyIndex, SCOPE_RULE, type ModuleDef, type NetworkRecord, type PolicyRule, type SharedComponentName, type SharedComponents } from '@meshp/core/delta';
+import {
+  NetworkState,
+  PolicyIndex,
+  SCOPE_RULE,
+  type ModuleDef,
+  type NetworkRecord,
+  type PolicyRule,
+  type SharedComponentName,
+  type SharedComponents,
+} from '@meshp/core/delta';
 import { checkModule, checkPolicy } from '../limits.js';
 import { checkNoClash } from '../clash.js';
 import { checkDefinable } from '../declarable.js';
@@ -11,7 +20,11 @@ import { commit } from './log.js';
 import type { ControllerState } from './state.js';
 import { notFound, usage } from '@meshp/core/util';
 
-export function createNetwork(s: ControllerState, name: string, options: { logDepth?: number; privateRange?: string; privateNetwork?: 'tunnel' | 'interface' }): void {
+export function createNetwork(
+  s: ControllerState,
+  name: string,
+  options: { logDepth?: number; privateRange?: string; privateNetwork?: 'tunnel' | 'interface' },
+): void {
   if (s.networks.has(name)) throw usage(`network ${name} exists`);
   const record: NetworkRecord = {
     name,
@@ -92,9 +105,16 @@ export function removeModule(s: ControllerState, network: string, name: string):
   const net = s.net(network);
   const before = net.record.modules[name];
   if (!before) throw notFound('module', name, `the catalogue of ${network}`);
-  const holders = [...net.members.values()].filter((m) => m.assigned.includes(name)).map((m) => m.id).sort();
+  const holders = [...net.members.values()]
+    .filter((m) => m.assigned.includes(name))
+    .map((m) => m.id)
+    .sort();
   if (holders.length) {
-    throw new MeshpError('MESHP_MODULE_ASSIGNED', `module ${name} is assigned to ${holders.join(', ')}: unassign it from ${holders.length === 1 ? 'that node' : 'those nodes'} first (meshp module unassign NODE ${name} --yes); nothing was removed`, { details: { module: name, nodes: holders } });
+    throw new MeshpError(
+      'MESHP_MODULE_ASSIGNED',
+      `module ${name} is assigned to ${holders.join(', ')}: unassign it from ${holders.length === 1 ? 'that node' : 'those nodes'} first (meshp module unassign NODE ${name} --yes); nothing was removed`,
+      { details: { module: name, nodes: holders } },
+    );
   }
   return commit(s, net, { version: 0, kind: 'module', name, before, after: null }, () => {
     const { [name]: _gone, ...rest } = net.record.modules;

@@ -4,7 +4,16 @@
  * status first brings the node's target up to date in memory (refreshTarget).
  */
 import type { WireDeclaration } from '@meshp/core';
-import { declarationFor, refreshTarget, type MemberRecord, type ModuleDef, type NetworkState, type PolicyRule, type SentSummary, type SyncRecord } from '@meshp/core/delta';
+import {
+  declarationFor,
+  refreshTarget,
+  type MemberRecord,
+  type ModuleDef,
+  type NetworkState,
+  type PolicyRule,
+  type SentSummary,
+  type SyncRecord,
+} from '@meshp/core/delta';
 import { statusOf, type NodeStatus } from '../status.js';
 import type { ControllerState } from './state.js';
 
@@ -56,7 +65,9 @@ export function declarationOf(s: ControllerState, network: string, id: string): 
 }
 
 export function modules(s: ControllerState, network: string): ModuleDef[] {
-  return Object.values(s.net(network).record.modules).map((m) => structuredClone(m)).sort((a, b) => a.name.localeCompare(b.name));
+  return Object.values(s.net(network).record.modules)
+    .map((m) => structuredClone(m))
+    .sort((a, b) => a.name.localeCompare(b.name));
 }
 
 export function listNodesPage(s: ControllerState, network: string, after: string, limit: number): { nodes: NodeStatus[]; next: string } {
@@ -72,11 +83,22 @@ export function showNode(s: ControllerState, network: string, id: string): { nod
   return { node: statusOf(net, net.members.get(id)!, sync), recentDeltas: [...sync.recent] };
 }
 
-export function doctor(s: ControllerState, network: string, id: string): { node: NodeStatus; recentDeltas: SentSummary[]; expectedHash: string; hashMatches: boolean; snapshotPending: boolean; logFloor: number } {
+export function doctor(
+  s: ControllerState,
+  network: string,
+  id: string,
+): { node: NodeStatus; recentDeltas: SentSummary[]; expectedHash: string; hashMatches: boolean; snapshotPending: boolean; logFloor: number } {
   const net = s.net(network);
   const { node, recentDeltas } = showNode(s, network, id);
   const sync = s.sync(net, id);
-  return { node, recentDeltas, expectedHash: sync.appliedHash, hashMatches: sync.lastAgentHash === sync.appliedHash, snapshotPending: sync.snapshotPending, logFloor: net.record.logFloor };
+  return {
+    node,
+    recentDeltas,
+    expectedHash: sync.appliedHash,
+    hashMatches: sync.lastAgentHash === sync.appliedHash,
+    snapshotPending: sync.snapshotPending,
+    logFloor: net.record.logFloor,
+  };
 }
 
 /** The sync record with its target brought up to date (for the gap an operator reads). */

@@ -4,7 +4,21 @@
  * group commit (group-commit.ts); the protocol's rules are core's (sync.ts).
  */
 import { MeshpError, type StateDelta } from '@meshp/core';
-import { affectedBy, checkAppliedVersion, computeSnapshot, nextDelta, recoverExpectation, snapshotAsked, stateHash, takeAck, takeHello, versionPayload, type AckResult, type ReportedHandshakes, type ReportedState } from '@meshp/core/delta';
+import {
+  affectedBy,
+  checkAppliedVersion,
+  computeSnapshot,
+  nextDelta,
+  recoverExpectation,
+  snapshotAsked,
+  stateHash,
+  takeAck,
+  takeHello,
+  versionPayload,
+  type AckResult,
+  type ReportedHandshakes,
+  type ReportedState,
+} from '@meshp/core/delta';
 import { moveAhead } from './log.js';
 import { putSync } from './group-commit.js';
 import { dirtyKey, type ControllerState } from './state.js';
@@ -64,7 +78,15 @@ export function snapshotHold(s: ControllerState, network: string, id: string): {
  * and every other as it asks, gets a snapshot newer than anything it holds (an agent never
  * goes back to an older version).
  */
-export function hello(s: ControllerState, network: string, id: string, appliedVersion: number, hash: string, versionSignature?: Uint8Array, revision?: number): AckResult {
+export function hello(
+  s: ControllerState,
+  network: string,
+  id: string,
+  appliedVersion: number,
+  hash: string,
+  versionSignature?: Uint8Array,
+  revision?: number,
+): AckResult {
   const net = s.net(network);
   // A shared store: the node's stream may have been on another controller, whose record is the one
   // written; this one's is kept when it is as far (its stream was here: its basis may be further).
@@ -74,8 +96,15 @@ export function hello(s: ControllerState, network: string, id: string, appliedVe
   const sync = s.sync(net, id);
   if (revision !== undefined && revision > 0) sync.revision = revision;
   checkAppliedVersion(appliedVersion);
-  if (appliedVersion > net.version && s.signer && !(versionSignature?.length && s.signer.verify(versionPayload(network, appliedVersion, hash), versionSignature))) {
-    throw new MeshpError('MESHP_VERSION_UNPROVEN', `${id} claims version ${appliedVersion} of ${network} (at ${net.version} here) without this controller's signature for it`);
+  if (
+    appliedVersion > net.version &&
+    s.signer &&
+    !(versionSignature?.length && s.signer.verify(versionPayload(network, appliedVersion, hash), versionSignature))
+  ) {
+    throw new MeshpError(
+      'MESHP_VERSION_UNPROVEN',
+      `${id} claims version ${appliedVersion} of ${network} (at ${net.version} here) without this controller's signature for it`,
+    );
   }
   const movedAhead = appliedVersion > net.version ? moveAhead(s, net, appliedVersion) : undefined;
   // Its ack lost in a restart (group commit): the hello says it again, checked against the view now.
@@ -94,10 +123,20 @@ export function resync(s: ControllerState, network: string, id: string): void {
   putSync(s, net, id, sync);
 }
 
-export function report(s: ControllerState, network: string, id: string, r: { firewallKind?: string; held?: number; changed?: number; reported?: ReportedState }): void {
+export function report(
+  s: ControllerState,
+  network: string,
+  id: string,
+  r: { firewallKind?: string; held?: number; changed?: number; reported?: ReportedState },
+): void {
   const net = s.net(network);
   const sync = s.sync(net, id);
-  Object.assign(sync, { firewallKind: r.firewallKind ?? sync.firewallKind, held: r.held ?? sync.held, changed: r.changed ?? sync.changed, ...(r.reported ? { reported: r.reported } : {}) });
+  Object.assign(sync, {
+    firewallKind: r.firewallKind ?? sync.firewallKind,
+    held: r.held ?? sync.held,
+    changed: r.changed ?? sync.changed,
+    ...(r.reported ? { reported: r.reported } : {}),
+  });
   putSync(s, net, id, sync);
 }
 

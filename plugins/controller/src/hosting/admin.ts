@@ -36,15 +36,31 @@ export function nodeToWire(n: NodeStatus, last: ReportMessage | null): WireNode 
   // reported_version is 32 bits on the wire (v1-r1): a wider version goes in reported_version_wide only.
   const reported = last?.appliedVersion ?? 0;
   return {
-    ...n, mode: wireMode(n.mode), requestedMode: modeToWire(n.requestedMode), transition: { ...n.transition, mode: modeToWire(n.transition.mode) },
-    reportedVersion: reported <= 0xffffffff ? reported : 0, reportedVersionWide: reported, ...(last?.lifecycle ? { lifecycle: { ...last.lifecycle } } : {}),
+    ...n,
+    mode: wireMode(n.mode),
+    requestedMode: modeToWire(n.requestedMode),
+    transition: { ...n.transition, mode: modeToWire(n.transition.mode) },
+    reportedVersion: reported <= 0xffffffff ? reported : 0,
+    reportedVersionWide: reported,
+    ...(last?.lifecycle ? { lifecycle: { ...last.lifecycle } } : {}),
   };
 }
 
 function previewToWire(p: ConvergePreview): NonNullable<AdminAnswer<'previewConverge'>['preview']> {
   return {
-    id: p.id, node: p.node, firewall: { ...p.firewall }, take: [...p.take], steps: [...p.steps],
-    items: p.items.map((i) => ({ ...i, declaredBy: i.declaredBy ?? '', from: [...(i.from ?? [])], nowFrom: [...(i.nowFrom ?? [])], mentioned: i.mentioned ?? false, liveConnections: i.liveConnections ?? 0 })),
+    id: p.id,
+    node: p.node,
+    firewall: { ...p.firewall },
+    take: [...p.take],
+    steps: [...p.steps],
+    items: p.items.map((i) => ({
+      ...i,
+      declaredBy: i.declaredBy ?? '',
+      from: [...(i.from ?? [])],
+      nowFrom: [...(i.nowFrom ?? [])],
+      mentioned: i.mentioned ?? false,
+      liveConnections: i.liveConnections ?? 0,
+    })),
   };
 }
 
@@ -112,9 +128,12 @@ function statusMethods({ d, controller, live }: Ctx): Methods<'listNodes' | 'sho
       const s = controller.showNode(net, need(r.node, 'node'));
       const last = d.reports(net, s.node.name);
       return {
-        node: nodeToWire(live(s.node), last), recentDeltas: s.recentDeltas.map(sentToWire),
+        node: nodeToWire(live(s.node), last),
+        recentDeltas: s.recentDeltas.map(sentToWire),
         resources: (last?.resources ?? []).map((x) => ({ ...x, reason: x.reason ?? '' })),
-        ...(last ? { firewall: { kind: last.firewallKind, active: last.firewallActive, tables: last.firewallTables ?? [], configFile: last.firewallConfigFile ?? '' } } : {}),
+        ...(last
+          ? { firewall: { kind: last.firewallKind, active: last.firewallActive, tables: last.firewallTables ?? [], configFile: last.firewallConfigFile ?? '' } }
+          : {}),
         reportedAt: last?.at ?? '',
       };
     },
@@ -122,9 +141,14 @@ function statusMethods({ d, controller, live }: Ctx): Methods<'listNodes' | 'sho
       const s = controller.doctor(net, need(r.node, 'node'));
       const last = d.reports(net, s.node.name);
       return {
-        ...s, node: nodeToWire(live(s.node), last), recentDeltas: s.recentDeltas.map(sentToWire),
-        agentApplied: last?.applied ?? [], resources: (last?.resources ?? []).map((x) => ({ ...x, reason: x.reason ?? '' })),
-        listening: last?.listening ?? [], published: last?.published ?? [], reportedAt: last?.at ?? '',
+        ...s,
+        node: nodeToWire(live(s.node), last),
+        recentDeltas: s.recentDeltas.map(sentToWire),
+        agentApplied: last?.applied ?? [],
+        resources: (last?.resources ?? []).map((x) => ({ ...x, reason: x.reason ?? '' })),
+        listening: last?.listening ?? [],
+        published: last?.published ?? [],
+        reportedAt: last?.at ?? '',
       };
     },
   };
@@ -159,7 +183,10 @@ function moduleMethods({ d, controller, change }: Ctx): Methods<'assignModule' |
       // Checked by the one schema before anything is stored: each module alone and all of them together.
       const modules = checkModuleDefs(modulesFromWire(wire).map(({ taken: _t, ...m }) => stripEmpty(m))).map((m) => ({ ...m, taken: false }));
       // One transaction: a catalogue file is defined whole or not at all.
-      const stateVersion = controller.defineModules(net, modules.map(({ taken: _t, ...def }) => def));
+      const stateVersion = controller.defineModules(
+        net,
+        modules.map(({ taken: _t, ...def }) => def),
+      );
       d.changed(net);
       return { stateVersion, modules: modules.map((m) => m.name) };
     },
@@ -213,7 +240,12 @@ function lifecycleMethods({ d, controller, node }: Ctx): Methods<'removeNode' | 
       controller.createNetwork(name, range ? { privateRange: range } : {});
       return { network: controller.networkInfo(name) };
     },
-    listNetworks: () => ({ networks: controller.networks().sort().map((n) => controller.networkInfo(n)) }),
+    listNetworks: () => ({
+      networks: controller
+        .networks()
+        .sort()
+        .map((n) => controller.networkInfo(n)),
+    }),
     removeNetwork: (r) => {
       controller.removeNetwork(need(r.network, 'network'));
       return {};
@@ -260,5 +292,11 @@ function stripEmpty<T extends object>(m: T): T {
 }
 
 function modulesFromWire(modules: WireModuleDecl[]): ModuleDecl[] {
-  return declarationFromWire({ apiVersion: 'meshp/v1', node: 'catalogue', mode: WIRE_MODE.CONVERGED, convergePreviewId: '', modules: modules.map((m) => ({ ...m, taken: false })) }).modules;
+  return declarationFromWire({
+    apiVersion: 'meshp/v1',
+    node: 'catalogue',
+    mode: WIRE_MODE.CONVERGED,
+    convergePreviewId: '',
+    modules: modules.map((m) => ({ ...m, taken: false })),
+  }).modules;
 }

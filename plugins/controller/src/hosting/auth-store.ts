@@ -33,7 +33,8 @@ export class AuthStore implements AuthBook {
       // Added columns (a state folder from before atomic enrolment): a token used then counts as spent.
       const cols = (this.#db.prepare('PRAGMA table_info(hosting_tokens)').all() as { name: string }[]).map((c) => c.name);
       if (!cols.includes('used_key')) this.#db.exec('ALTER TABLE hosting_tokens ADD COLUMN used_key TEXT');
-      if (!cols.includes('confirmed_at')) this.#db.exec("ALTER TABLE hosting_tokens ADD COLUMN confirmed_at TEXT; UPDATE hosting_tokens SET confirmed_at = used_at WHERE used_at IS NOT NULL");
+      if (!cols.includes('confirmed_at'))
+        this.#db.exec('ALTER TABLE hosting_tokens ADD COLUMN confirmed_at TEXT; UPDATE hosting_tokens SET confirmed_at = used_at WHERE used_at IS NOT NULL');
       // A hello looks for its node's pending token by name: indexed, however many tokens were used.
       this.#db.exec('CREATE INDEX IF NOT EXISTS hosting_tokens_pending ON hosting_tokens (network, used_by) WHERE confirmed_at IS NULL');
       // Issue 33: a token can be revoked, and `token list` shows when each was made.
@@ -56,8 +57,15 @@ export class AuthStore implements AuthBook {
   }
 
   putToken(secret: string, t: Omit<StoredToken, 'usedAt' | 'usedBy' | 'usedKey' | 'confirmedAt' | 'revokedAt'>): void {
-    this.#stmt('INSERT INTO hosting_tokens (hash, network, mode, tags, fingerprint, expires_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)')
-      .run(hashSecret(secret), t.network, t.mode, JSON.stringify(t.tags), t.fingerprint, t.expiresAt, t.createdAt ?? null);
+    this.#stmt('INSERT INTO hosting_tokens (hash, network, mode, tags, fingerprint, expires_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)').run(
+      hashSecret(secret),
+      t.network,
+      t.mode,
+      JSON.stringify(t.tags),
+      t.fingerprint,
+      t.expiresAt,
+      t.createdAt ?? null,
+    );
   }
 
   getToken(secret: string): StoredToken | null {
@@ -69,7 +77,14 @@ export class AuthStore implements AuthBook {
 
   /** Single use: true only for the first caller (never for a revoked token). The key is kept: an enrolment whose answer was lost is completed with it (enrolment.ts). */
   markUsed(secret: string, by: string, at: string, nodeKey: string): boolean {
-    return this.#stmt('UPDATE hosting_tokens SET used_at = ?, used_by = ?, used_key = ? WHERE hash = ? AND used_at IS NULL AND revoked_at IS NULL').run(at, by, nodeKey, hashSecret(secret)).changes === 1;
+    return (
+      this.#stmt('UPDATE hosting_tokens SET used_at = ?, used_by = ?, used_key = ? WHERE hash = ? AND used_at IS NULL AND revoked_at IS NULL').run(
+        at,
+        by,
+        nodeKey,
+        hashSecret(secret),
+      ).changes === 1
+    );
   }
 
   /** The network's tokens, newest first (those made before creation times were kept last), for `token list`. */
@@ -82,9 +97,13 @@ export class AuthStore implements AuthBook {
   revokeToken(network: string, id: string, at: string): TokenRevocation {
     const [lo, hi] = idRange(id);
     const rows = this.#stmt('SELECT * FROM hosting_tokens WHERE network = ? AND hash >= ? AND hash < ? LIMIT 2').all(network, lo, hi) as TokenRow[];
-    return revokeRow(rows, network, id,
+    return revokeRow(
+      rows,
+      network,
+      id,
       (hash) => this.#stmt('UPDATE hosting_tokens SET revoked_at = ? WHERE hash = ? AND used_at IS NULL AND revoked_at IS NULL').run(at, hash).changes === 1,
-      (hash) => this.#stmt('SELECT * FROM hosting_tokens WHERE hash = ?').get(hash) as TokenRow | undefined);
+      (hash) => this.#stmt('SELECT * FROM hosting_tokens WHERE hash = ?').get(hash) as TokenRow | undefined,
+    );
   }
 
   /**
@@ -93,7 +112,11 @@ export class AuthStore implements AuthBook {
    */
   confirm(network: string, node: string, at: string): void {
     if (this.#pending === 0) return;
-    const n = this.#stmt('UPDATE hosting_tokens SET confirmed_at = ? WHERE network = ? AND used_by = ? AND confirmed_at IS NULL AND used_at IS NOT NULL').run(at, network, node).changes;
+    const n = this.#stmt('UPDATE hosting_tokens SET confirmed_at = ? WHERE network = ? AND used_by = ? AND confirmed_at IS NULL AND used_at IS NOT NULL').run(
+      at,
+      network,
+      node,
+    ).changes;
     if (n > 0) this.#pending = Math.max(0, this.#pending - n);
   }
 
@@ -116,7 +139,8 @@ export class AuthStore implements AuthBook {
   }
 
   nodeOf(credential: string): { network: string; node: string } | null {
-    const r = this.#stmt('SELECT network, node FROM hosting_credentials WHERE hash = ?').get(hashSecret(credential)) as { network: string; node: string } | undefined;
+    const r = this.#stmt('SELECT network, node FROM hosting_credentials WHERE hash = ?').get(hashSecret(credential)) as
+      { network: string; node: string } | undefined;
     return r ?? null;
   }
 
@@ -131,7 +155,9 @@ export class AuthStore implements AuthBook {
       this.#stmt('DELETE FROM hosting_reports WHERE network = ? AND node = ?').run(network, node);
       // The token it enrolled with (under this name or one it had before a rename) goes too: a replay is then unknown.
       // One IN over a UNION, not `used_by = ? OR used_by IN (…)`: SQLite searches the index for that, and scans every token for the OR.
-      this.#stmt('DELETE FROM hosting_tokens WHERE network = ? AND used_at IS NOT NULL AND used_by IN (SELECT ? UNION SELECT old FROM hosting_renames WHERE network = ? AND new = ?)').run(network, node, network, node);
+      this.#stmt(
+        'DELETE FROM hosting_tokens WHERE network = ? AND used_at IS NOT NULL AND used_by IN (SELECT ? UNION SELECT old FROM hosting_renames WHERE network = ? AND new = ?)',
+      ).run(network, node, network, node);
       this.#stmt('DELETE FROM hosting_renames WHERE network = ? AND new = ?').run(network, node);
       this.#stmt('INSERT OR REPLACE INTO hosting_revoked_keys (network, node_key, node, at) VALUES (?, ?, ?, ?)').run(network, nodeKey, node, at);
     })();
@@ -139,12 +165,17 @@ export class AuthStore implements AuthBook {
 
   /** The keys revoked when a node of this name was removed, in any network: a removed agent's hello is told so (session.ts). */
   revokedKeysOf(node: string): { network: string; nodeKey: string; at: string }[] {
-    return this.#stmt('SELECT network, node_key AS nodeKey, at FROM hosting_revoked_keys WHERE node = ?').all(node) as { network: string; nodeKey: string; at: string }[];
+    return this.#stmt('SELECT network, node_key AS nodeKey, at FROM hosting_revoked_keys WHERE node = ?').all(node) as {
+      network: string;
+      nodeKey: string;
+      at: string;
+    }[];
   }
 
   /** Who held the key when it was revoked, or null. */
   revokedKey(network: string, nodeKey: string): { node: string; at: string } | null {
-    const r = this.#stmt('SELECT node, at FROM hosting_revoked_keys WHERE network = ? AND node_key = ?').get(network, nodeKey) as { node: string; at: string } | undefined;
+    const r = this.#stmt('SELECT node, at FROM hosting_revoked_keys WHERE network = ? AND node_key = ?').get(network, nodeKey) as
+      { node: string; at: string } | undefined;
     return r ?? null;
   }
 
@@ -181,6 +212,9 @@ export class AuthStore implements AuthBook {
 
   /** Every row of the hosting's tables, by table, as stored (for a copy to another store: store-postgres). */
   dump(): Record<(typeof HOSTING_TABLES)[number], Record<string, unknown>[]> {
-    return Object.fromEntries(HOSTING_TABLES.map((t) => [t, this.#db.prepare(`SELECT * FROM ${t}`).all() as Record<string, unknown>[]])) as Record<(typeof HOSTING_TABLES)[number], Record<string, unknown>[]>;
+    return Object.fromEntries(HOSTING_TABLES.map((t) => [t, this.#db.prepare(`SELECT * FROM ${t}`).all() as Record<string, unknown>[]])) as Record<
+      (typeof HOSTING_TABLES)[number],
+      Record<string, unknown>[]
+    >;
   }
 }

@@ -35,10 +35,21 @@ export class Enrolment {
     if (!(r.ttlSeconds > 0 && r.ttlSeconds <= 30 * 86400)) throw usage('a token lives between 1 s and 30 days');
     const secret = randomBytes(32).toString('base64url');
     const expiresAt = new Date(this.now().getTime() + r.ttlSeconds * 1000).toISOString();
-    this.auth.putToken(secret, { network: r.network, mode: r.mode, tags: r.tags, fingerprint: this.fingerprint, expiresAt, createdAt: this.now().toISOString() });
+    this.auth.putToken(secret, {
+      network: r.network,
+      mode: r.mode,
+      tags: r.tags,
+      fingerprint: this.fingerprint,
+      expiresAt,
+      createdAt: this.now().toISOString(),
+    });
     // A tunnel network's token says so: the agent then raises the tunnel without being told (issue 33).
     const tunnel = this.controller.isTunnelNetwork(r.network) ? { tunnel: 'wireguard' as const } : {};
-    return { token: encodeToken({ network: r.network, adopted: r.mode === 'adopted', fingerprint: this.fingerprint, ...tunnel }, secret), expiresAt, id: tokenId(hashSecret(secret)) };
+    return {
+      token: encodeToken({ network: r.network, adopted: r.mode === 'adopted', fingerprint: this.fingerprint, ...tunnel }, secret),
+      expiresAt,
+      id: tokenId(hashSecret(secret)),
+    };
   }
 
   /** The network's tokens, by id (never the secret): `meshp token list`. */
@@ -87,7 +98,8 @@ export class Enrolment {
     if (!NODE_NAME.test(input.node)) throw usage(`node name ${JSON.stringify(input.node)} is not valid`);
     checkMember({ id: input.node, endpoints: input.endpoints, tags: t.tags }); // before the token is marked used
     const revoked = this.auth.revokedKey(t.network, input.nodeKey);
-    if (revoked) throw new MeshpError('MESHP_NODE_REVOKED', `this node key was revoked in ${t.network} when ${revoked.node} was removed (${revoked.at}): make a new key`);
+    if (revoked)
+      throw new MeshpError('MESHP_NODE_REVOKED', `this node key was revoked in ${t.network} when ${revoked.node} was removed (${revoked.at}): make a new key`);
     // Checked before the token is spent: a refused key leaves the token for a corrected start.
     if (input.tunnelKey) checkTunnelKey(input.tunnelKey, this.controller.members(t.network), input.node);
     const holder = this.controller.memberByKey(t.network, input.nodeKey);
@@ -103,7 +115,12 @@ export class Enrolment {
       this.auth.pendingAdded();
     }
     const inner = this.controller.createToken(t.network, { mode: t.mode, tags: t.tags, ttlSeconds: 60 });
-    const { network, member } = this.controller.enrol(inner.token, { id: input.node, nodeKey: input.nodeKey, endpoints: input.endpoints, ...(input.tunnelKey ? { tunnelKey: input.tunnelKey } : {}) });
+    const { network, member } = this.controller.enrol(inner.token, {
+      id: input.node,
+      nodeKey: input.nodeKey,
+      endpoints: input.endpoints,
+      ...(input.tunnelKey ? { tunnelKey: input.tunnelKey } : {}),
+    });
     return { ...this.#credential(network, member.id), resumed: false };
   }
 

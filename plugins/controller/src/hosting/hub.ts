@@ -132,7 +132,13 @@ export class SessionHub implements SessionHost {
     const key = `${network}/${node}`;
     const connected = this.#sessions.has(key);
     const now = Date.now();
-    return { connected, lastSeen: this.#seen.get(key) ?? '', lastContact: connected ? new Date(now).toISOString() : (this.#ended.get(key) ?? this.#seen.get(key) ?? ''), now, handshakeStaleSeconds: this.#handshakeStaleSeconds };
+    return {
+      connected,
+      lastSeen: this.#seen.get(key) ?? '',
+      lastContact: connected ? new Date(now).toISOString() : (this.#ended.get(key) ?? this.#seen.get(key) ?? ''),
+      now,
+      handshakeStaleSeconds: this.#handshakeStaleSeconds,
+    };
   }
 
   unregister(s: SyncSession): void {

@@ -39,62 +39,157 @@ export class Metrics {
   constructor() {
     const r = this.registry;
     collectDefaultMetrics({ register: r });
-    new Gauge({ name: 'meshp_build_info', help: 'the running build: always 1', labelNames: ['version', 'node_version'], registers: [r] }).set({ version: BUILD_VERSION, node_version: process.version }, 1);
+    new Gauge({ name: 'meshp_build_info', help: 'the running build: always 1', labelNames: ['version', 'node_version'], registers: [r] }).set(
+      { version: BUILD_VERSION, node_version: process.version },
+      1,
+    );
     const self = this;
     const counter = (name: string, help: string, get: () => number) =>
-      new Counter({ name, help, registers: [r], collect() { this.reset(); this.inc(get()); } });
+      new Counter({
+        name,
+        help,
+        registers: [r],
+        collect() {
+          this.reset();
+          this.inc(get());
+        },
+      });
     counter('meshp_deltas_sent_total', 'incremental deltas sent', () => self.deltasSent);
     counter('meshp_snapshots_sent_total', 'snapshots (from_version 0) sent', () => self.snapshotsSent);
     counter('meshp_delta_bytes_sent_total', 'bytes of the state deltas and snapshots sent, as encoded on the wire (protobuf)', () => self.bytesSent);
     counter('meshp_enrolments_total', 'nodes enrolled', () => self.enrolments);
-    new Counter({ name: 'meshp_refusals_total', help: 'calls and streams refused, by code', labelNames: ['code'], registers: [r], collect() {
-      this.reset();
-      for (const [code, v] of self.refusals) this.inc({ code }, v);
-    } });
-    new Gauge({ name: 'meshp_connected_agents', help: 'agents with an authenticated Sync stream', registers: [r], collect() { this.set(self.#source?.connected() ?? 0); } });
-    new Gauge({ name: 'meshp_state_version', help: 'the state version of each network', labelNames: ['network'], registers: [r], collect() {
-      this.reset();
-      const c = self.#source?.controller;
-      for (const network of c?.networks() ?? []) this.set({ network }, c!.stateVersion(network));
-    } });
-    const perNode = (name: string, help: string, value: (n: NodeStatus) => number) =>
-      new Gauge({ name, help, labelNames: ['network', 'node'], registers: [r], collect() {
+    new Counter({
+      name: 'meshp_refusals_total',
+      help: 'calls and streams refused, by code',
+      labelNames: ['code'],
+      registers: [r],
+      collect() {
         this.reset();
-        for (const n of self.nodes()) this.set({ network: n.network, node: n.name }, value(n));
-      } });
+        for (const [code, v] of self.refusals) this.inc({ code }, v);
+      },
+    });
+    new Gauge({
+      name: 'meshp_connected_agents',
+      help: 'agents with an authenticated Sync stream',
+      registers: [r],
+      collect() {
+        this.set(self.#source?.connected() ?? 0);
+      },
+    });
+    new Gauge({
+      name: 'meshp_state_version',
+      help: 'the state version of each network',
+      labelNames: ['network'],
+      registers: [r],
+      collect() {
+        this.reset();
+        const c = self.#source?.controller;
+        for (const network of c?.networks() ?? []) this.set({ network }, c!.stateVersion(network));
+      },
+    });
+    const perNode = (name: string, help: string, value: (n: NodeStatus) => number) =>
+      new Gauge({
+        name,
+        help,
+        labelNames: ['network', 'node'],
+        registers: [r],
+        collect() {
+          this.reset();
+          for (const n of self.nodes()) this.set({ network: n.network, node: n.name }, value(n));
+        },
+      });
     // Only the nodes whose agent reports handshakes: no series is said for what was not observed.
     const tunnelNode = (name: string, help: string, value: (h: NodeHandshakes) => number) =>
-      new Gauge({ name, help, labelNames: ['network', 'node'], registers: [r], collect() {
-        this.reset();
-        for (const n of self.nodes()) if (n.handshakes?.reported) this.set({ network: n.network, node: n.name }, value(n.handshakes));
-      } });
-    perNode('meshp_convergence_gap', 'versions the node has yet to apply that change its view: the latest version that changed it minus applied_version (a change that does not concern the node is nothing to apply: applied_version may stay below meshp_state_version at gap 0)', (n) => n.gap);
+      new Gauge({
+        name,
+        help,
+        labelNames: ['network', 'node'],
+        registers: [r],
+        collect() {
+          this.reset();
+          for (const n of self.nodes()) if (n.handshakes?.reported) this.set({ network: n.network, node: n.name }, value(n.handshakes));
+        },
+      });
+    perNode(
+      'meshp_convergence_gap',
+      'versions the node has yet to apply that change its view: the latest version that changed it minus applied_version (a change that does not concern the node is nothing to apply: applied_version may stay below meshp_state_version at gap 0)',
+      (n) => n.gap,
+    );
     perNode('meshp_applied_version', 'the version each node acked', (n) => n.appliedVersion);
     perNode('meshp_node_connected', '1 while the node has an authenticated Sync stream', (n) => (n.connected ? 1 : 0));
     perNode('meshp_node_last_report_timestamp_seconds', "when the node's agent made its last report, by its clock (0: never)", (n) => seconds(n.reportedAt));
-    perNode('meshp_node_last_message_timestamp_seconds', "when the node's agent last sent a message on its stream: hello, ack, report, resync (0: never since this controller started)", (n) => seconds(n.lastSeen));
-    perNode('meshp_node_last_contact_timestamp_seconds', "the last time the node's stream was known open: the scrape's time while connected (keepalive pings every 20 s, 10 s to answer), else when it ended (0: never)", (n) => seconds(n.lastContact));
-    tunnelNode('meshp_node_tunnel_peers', "tunnel peers configured on the node, as its agent last reported (tunnel members whose agent reports handshakes only)", (h) => h.peers);
-    tunnelNode('meshp_node_tunnel_handshake_age_seconds', 'seconds since the newest WireGuard handshake with any of the tunnel peers (-1: none yet); over meshp_handshake_stale_seconds the status is no-handshake', (h) => h.newestAgeSeconds);
-    new Gauge({ name: 'meshp_handshake_stale_seconds', help: 'the limit: a tunnel member none of whose peers handshaked within it is no-handshake', registers: [r], collect() { this.set(self.#source?.handshakeStaleSeconds ?? HANDSHAKE_STALE_SECONDS); } });
+    perNode(
+      'meshp_node_last_message_timestamp_seconds',
+      "when the node's agent last sent a message on its stream: hello, ack, report, resync (0: never since this controller started)",
+      (n) => seconds(n.lastSeen),
+    );
+    perNode(
+      'meshp_node_last_contact_timestamp_seconds',
+      "the last time the node's stream was known open: the scrape's time while connected (keepalive pings every 20 s, 10 s to answer), else when it ended (0: never)",
+      (n) => seconds(n.lastContact),
+    );
+    tunnelNode(
+      'meshp_node_tunnel_peers',
+      'tunnel peers configured on the node, as its agent last reported (tunnel members whose agent reports handshakes only)',
+      (h) => h.peers,
+    );
+    tunnelNode(
+      'meshp_node_tunnel_handshake_age_seconds',
+      'seconds since the newest WireGuard handshake with any of the tunnel peers (-1: none yet); over meshp_handshake_stale_seconds the status is no-handshake',
+      (h) => h.newestAgeSeconds,
+    );
+    new Gauge({
+      name: 'meshp_handshake_stale_seconds',
+      help: 'the limit: a tunnel member none of whose peers handshaked within it is no-handshake',
+      registers: [r],
+      collect() {
+        this.set(self.#source?.handshakeStaleSeconds ?? HANDSHAKE_STALE_SECONDS);
+      },
+    });
     perNode('meshp_node_refused_resources', 'resources the last reconcile refused', (n) => n.refusedResources);
-    perNode('meshp_node_reconcile_refused', '1 when the last reconcile was refused as a whole (its code in meshp_node_status)', (n) => (n.reconcile.result === 'refused' ? 1 : 0));
-    new Gauge({ name: 'meshp_node_refused_resources_by_code', help: 'resources the last reconcile refused, by the code of each refusal', labelNames: ['network', 'node', 'code'], registers: [r], collect() {
-      this.reset();
-      for (const n of self.nodes()) for (const [code, k] of Object.entries(n.refusedCodes ?? {})) this.set({ network: n.network, node: n.name, code }, k);
-    } });
-    new Gauge({ name: 'meshp_diverged', help: 'memberships whose snapshots stopped after too many in a row not applied with the hash expected, by code', labelNames: ['network', 'node', 'code'], registers: [r], collect() {
-      this.reset();
-      for (const n of self.nodes()) if (n.diverged) this.set({ network: n.network, node: n.name, code: n.diverged.split(':')[0]! }, 1);
-    } });
-    new Gauge({ name: 'meshp_node_status', help: 'what stands out of each node: 1 for its status, 0 for the others', labelNames: ['network', 'node', 'status'], registers: [r], collect() {
-      this.reset();
-      for (const n of self.nodes()) for (const status of HEALTH) this.set({ network: n.network, node: n.name, status }, n.status === status ? 1 : 0);
-    } });
-    new Gauge({ name: 'meshp_node_mode', help: "the mode each node's agent last reported: 1 for it, 0 for the others", labelNames: ['network', 'node', 'mode'], registers: [r], collect() {
-      this.reset();
-      for (const n of self.nodes()) for (const mode of MODES) this.set({ network: n.network, node: n.name, mode }, n.mode === mode ? 1 : 0);
-    } });
+    perNode('meshp_node_reconcile_refused', '1 when the last reconcile was refused as a whole (its code in meshp_node_status)', (n) =>
+      n.reconcile.result === 'refused' ? 1 : 0,
+    );
+    new Gauge({
+      name: 'meshp_node_refused_resources_by_code',
+      help: 'resources the last reconcile refused, by the code of each refusal',
+      labelNames: ['network', 'node', 'code'],
+      registers: [r],
+      collect() {
+        this.reset();
+        for (const n of self.nodes()) for (const [code, k] of Object.entries(n.refusedCodes ?? {})) this.set({ network: n.network, node: n.name, code }, k);
+      },
+    });
+    new Gauge({
+      name: 'meshp_diverged',
+      help: 'memberships whose snapshots stopped after too many in a row not applied with the hash expected, by code',
+      labelNames: ['network', 'node', 'code'],
+      registers: [r],
+      collect() {
+        this.reset();
+        for (const n of self.nodes()) if (n.diverged) this.set({ network: n.network, node: n.name, code: n.diverged.split(':')[0]! }, 1);
+      },
+    });
+    new Gauge({
+      name: 'meshp_node_status',
+      help: 'what stands out of each node: 1 for its status, 0 for the others',
+      labelNames: ['network', 'node', 'status'],
+      registers: [r],
+      collect() {
+        this.reset();
+        for (const n of self.nodes()) for (const status of HEALTH) this.set({ network: n.network, node: n.name, status }, n.status === status ? 1 : 0);
+      },
+    });
+    new Gauge({
+      name: 'meshp_node_mode',
+      help: "the mode each node's agent last reported: 1 for it, 0 for the others",
+      labelNames: ['network', 'node', 'mode'],
+      registers: [r],
+      collect() {
+        this.reset();
+        for (const n of self.nodes()) for (const mode of MODES) this.set({ network: n.network, node: n.name, mode }, n.mode === mode ? 1 : 0);
+      },
+    });
   }
 
   /** Where the per-node series come from (the controller and its streams). */
@@ -117,7 +212,11 @@ export class Metrics {
   }
 }
 
-export async function serveMetrics(address: string, render: () => Promise<string>, contentType = 'text/plain; version=0.0.4; charset=utf-8'): Promise<{ address: string; close(): Promise<void> }> {
+export async function serveMetrics(
+  address: string,
+  render: () => Promise<string>,
+  contentType = 'text/plain; version=0.0.4; charset=utf-8',
+): Promise<{ address: string; close(): Promise<void> }> {
   const m = /^\[?([^\]]*)\]?:(\d+)$/.exec(address);
   if (!m) throw usage(`${address} is not HOST:PORT`);
   const server: Server = createServer((req, res) => {

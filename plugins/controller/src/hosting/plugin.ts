@@ -5,7 +5,18 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { MeshpError, PLUGIN_API_VERSION, isMeshpError, type AdminHandler, type ControlHandlers, type Plugin, type Refused, type TransportListener, type PluginHost, type Unencodable } from '@meshp/core';
+import {
+  MeshpError,
+  PLUGIN_API_VERSION,
+  isMeshpError,
+  type AdminHandler,
+  type ControlHandlers,
+  type Plugin,
+  type Refused,
+  type TransportListener,
+  type PluginHost,
+  type Unencodable,
+} from '@meshp/core';
 import { oneLine, usage } from '@meshp/core/util';
 import { Controller } from '../controller.js';
 import { SqliteControllerStore } from '../sqlite-store.js';
@@ -139,7 +150,9 @@ export class ControllerHostingPlugin implements Plugin {
     const dbFile = join(dir, CONTROLLER_DB);
     const shared = this.#o.store;
     const controller = new Controller(shared?.controller ?? new SqliteControllerStore(dbFile), {
-      ...(this.#o.logDepth ? { logDepth: this.#o.logDepth } : {}), signer: ensureVersionKey(dir), syncFlushMs: this.#o.syncFlushMs ?? DEFAULT_SYNC_FLUSH_MS,
+      ...(this.#o.logDepth ? { logDepth: this.#o.logDepth } : {}),
+      signer: ensureVersionKey(dir),
+      syncFlushMs: this.#o.syncFlushMs ?? DEFAULT_SYNC_FLUSH_MS,
     });
     for (const n of this.#o.networks ?? [DEFAULT_NETWORK]) if (!controller.networks().includes(n)) controller.createNetwork(n);
     this.#applyLogDepth(controller);
@@ -159,7 +172,11 @@ export class ControllerHostingPlugin implements Plugin {
   }
 
   #hubOptions(): SessionHubOptions {
-    return { ...(this.#o.fanout ? { fanout: this.#o.fanout } : {}), ...(this.#o.streamsPerConnection !== undefined ? { streamsPerConnection: this.#o.streamsPerConnection } : {}), ...(this.#o.handshakeStaleSeconds !== undefined ? { handshakeStaleSeconds: this.#o.handshakeStaleSeconds } : {}) };
+    return {
+      ...(this.#o.fanout ? { fanout: this.#o.fanout } : {}),
+      ...(this.#o.streamsPerConnection !== undefined ? { streamsPerConnection: this.#o.streamsPerConnection } : {}),
+      ...(this.#o.handshakeStaleSeconds !== undefined ? { handshakeStaleSeconds: this.#o.handshakeStaleSeconds } : {}),
+    };
   }
 
   /** The Control service: Enrol, the Sync streams, and the bytes of the deltas sent. */
@@ -171,7 +188,10 @@ export class ControllerHostingPlugin implements Plugin {
           shared?.catchUp();
           const { resumed, ...r } = enrolment.enrol(input);
           if (resumed) {
-            this.log.info({ network: r.network, node: r.node, peer }, 'enrolment completed again: a new credential for the same key (the first answer was lost)');
+            this.log.info(
+              { network: r.network, node: r.node, peer },
+              'enrolment completed again: a new credential for the same key (the first answer was lost)',
+            );
             return r;
           }
           metrics.enrolments++;
@@ -201,14 +221,28 @@ export class ControllerHostingPlugin implements Plugin {
       },
       unencodable: (r) => {
         metrics.refused('MESHP_INTERNAL');
-        this.log.error({ ...r, code: 'MESHP_INTERNAL' }, r.method === 'sync' ? 'delta not encoded: the stream ends, the agent gets nothing' : 'answer not encoded: the call ends with an internal error');
+        this.log.error(
+          { ...r, code: 'MESHP_INTERNAL' },
+          r.method === 'sync' ? 'delta not encoded: the stream ends, the agent gets nothing' : 'answer not encoded: the call ends with an internal error',
+        );
       },
     };
   }
 
   /** The Admin service; a node removed has its credential and key revoked and its stream ended, one renamed keeps them. */
-  #admin(secret: string, { controller, enrolment, metrics, hub, auth }: { controller: Controller; enrolment: Enrolment; metrics: Metrics; hub: SessionHub; auth: AuthBook }): AdminHandler {
-    return adminHandler({ controller, enrolment, secret, metrics, log: this.log, changed: (n) => hub.poke(n), live: (n, id) => hub.live(n, id), reports: (n, id) => hub.reportOf(n, id),
+  #admin(
+    secret: string,
+    { controller, enrolment, metrics, hub, auth }: { controller: Controller; enrolment: Enrolment; metrics: Metrics; hub: SessionHub; auth: AuthBook },
+  ): AdminHandler {
+    return adminHandler({
+      controller,
+      enrolment,
+      secret,
+      metrics,
+      log: this.log,
+      changed: (n) => hub.poke(n),
+      live: (n, id) => hub.live(n, id),
+      reports: (n, id) => hub.reportOf(n, id),
       removed: (n, id, nodeKey) => {
         auth.revoke(n, id, nodeKey, new Date().toISOString());
         hub.endNode(n, id, { code: 'MESHP_NODE_REVOKED', message: `node ${id} was removed from ${n}` });
@@ -223,13 +257,20 @@ export class ControllerHostingPlugin implements Plugin {
   }
 
   /** Listening: /metrics beside it, the address written for the CLI, the running parts kept for stop(). */
-  async #serving(dir: string, fingerprint: string, r: { listener: TransportListener; hub: SessionHub; controller: Controller; auth: AuthBook; metrics: Metrics }): Promise<RunningController> {
+  async #serving(
+    dir: string,
+    fingerprint: string,
+    r: { listener: TransportListener; hub: SessionHub; controller: Controller; auth: AuthBook; metrics: Metrics },
+  ): Promise<RunningController> {
     const { listener, hub, controller, auth, metrics } = r;
     metrics.attach({ controller, connected: () => hub.connected, live: (n, id) => hub.live(n, id), handshakeStaleSeconds: hub.handshakeStaleSeconds });
     const m = this.#o.metricsListen ? await serveMetrics(this.#o.metricsListen, () => metrics.render(), metrics.registry.contentType) : null;
     writeFileSync(join(dir, ADDRESS_FILE), `${listener.address}\n`);
     this.#running = { listener, metrics: m, hub, controller, auth };
-    this.log.info({ address: listener.address, metrics: m?.address ?? null, fingerprint, networks: controller.networks(), store: this.#o.store?.label ?? CONTROLLER_DB }, 'controller serving');
+    this.log.info(
+      { address: listener.address, metrics: m?.address ?? null, fingerprint, networks: controller.networks(), store: this.#o.store?.label ?? CONTROLLER_DB },
+      'controller serving',
+    );
     return { address: listener.address, metricsAddress: m?.address ?? null, fingerprint, controller };
   }
 

@@ -30,12 +30,26 @@ export function tokenState(t: TokenInfo, now: number): 'unused' | 'used' | 'expi
 
 function tokenToWire(t: TokenInfo, now: number): WireToken {
   return {
-    id: t.id, network: t.network, mode: modeToWire(t.mode), tags: [...t.tags], createdAt: t.createdAt ?? '', expiresAt: t.expiresAt,
-    state: tokenState(t, now), usedBy: t.usedBy ?? '', usedAt: t.usedAt ?? '', confirmed: t.confirmedAt !== null, revokedAt: t.revokedAt ?? '',
+    id: t.id,
+    network: t.network,
+    mode: modeToWire(t.mode),
+    tags: [...t.tags],
+    createdAt: t.createdAt ?? '',
+    expiresAt: t.expiresAt,
+    state: tokenState(t, now),
+    usedBy: t.usedBy ?? '',
+    usedAt: t.usedAt ?? '',
+    confirmed: t.confirmedAt !== null,
+    revokedAt: t.revokedAt ?? '',
   };
 }
 
-export function readbackMethods(controller: Controller, enrolment: Enrolment, changed: (network: string) => void, now: () => number = Date.now): Pick<AdminMethods<AdminApi>, ReadbackMethod> {
+export function readbackMethods(
+  controller: Controller,
+  enrolment: Enrolment,
+  changed: (network: string) => void,
+  now: () => number = Date.now,
+): Pick<AdminMethods<AdminApi>, ReadbackMethod> {
   const one = (net: string, name: string) => {
     const def = controller.modules(net).find((m) => m.name === name);
     if (!def) throw notFound('module', name, `the catalogue of ${net}`);

@@ -69,7 +69,8 @@ export class SyncSession {
       if (this.#timer) clearTimeout(this.#timer);
       if (this.#retry) clearTimeout(this.#retry);
       this.hub.unregister(this);
-      if (this.#authed) this.hub.log.info({ network: this.network, node: this.node, peer: this.peer, code: error?.code, err: error?.message }, 'sync stream closed');
+      if (this.#authed)
+        this.hub.log.info({ network: this.network, node: this.node, peer: this.peer, code: error?.code, err: error?.message }, 'sync stream closed');
     });
     this.#timer = setTimeout(() => this.#refuse(new MeshpError('MESHP_AUTH_FAILED', 'no hello within 10 s')), HELLO_TIMEOUT_MS);
     this.ch.send({ challenge: this.#nonce });
@@ -87,7 +88,8 @@ export class SyncSession {
     if (!this.#authed || this.#ended) return;
     const { controller, metrics } = this.hub;
     // A node removed while its stream was open: the stream ends, the change that removed it stands.
-    if (!controller.member(this.network, this.node)) return this.#refuse(new MeshpError('MESHP_NODE_REVOKED', `node ${this.node} was removed from ${this.network}`));
+    if (!controller.member(this.network, this.node))
+      return this.#refuse(new MeshpError('MESHP_NODE_REVOKED', `node ${this.node} was removed from ${this.network}`));
     const delta = controller.deltaFor(this.network, this.node);
     if (!delta) return this.#held();
     this.#divergedSaid = false;
@@ -100,12 +102,33 @@ export class SyncSession {
     try {
       parts = splitForWire(delta);
     } catch (e) {
-      this.hub.log.error({ network: this.network, node: this.node, fromVersion: delta.fromVersion, toVersion: delta.toVersion, code: isMeshpError(e) ? e.code : undefined, err: oneLine(e) }, 'delta not sent: over the message limit');
+      this.hub.log.error(
+        {
+          network: this.network,
+          node: this.node,
+          fromVersion: delta.fromVersion,
+          toVersion: delta.toVersion,
+          code: isMeshpError(e) ? e.code : undefined,
+          err: oneLine(e),
+        },
+        'delta not sent: over the message limit',
+      );
       return;
     }
     // Their size on the wire is counted by the transport as it encodes them (metrics.bytesSent).
     for (const part of parts) this.ch.send({ delta: part });
-    this.hub.log.info({ network: this.network, node: this.node, fromVersion: delta.fromVersion, toVersion: delta.toVersion, snapshot, upserts: delta.upsertPeers.length, removals: delta.removePeers.length }, snapshot ? 'snapshot sent' : 'delta sent');
+    this.hub.log.info(
+      {
+        network: this.network,
+        node: this.node,
+        fromVersion: delta.fromVersion,
+        toVersion: delta.toVersion,
+        snapshot,
+        upserts: delta.upsertPeers.length,
+        removals: delta.removePeers.length,
+      },
+      snapshot ? 'snapshot sent' : 'delta sent',
+    );
   }
 
   /** Nothing went: a snapshot waits for its backoff (pump again then), or the membership diverged (say so once). */
@@ -122,7 +145,10 @@ export class SyncSession {
     if (diverged && !this.#divergedSaid) {
       this.#divergedSaid = true;
       this.hub.metrics.refused('MESHP_DIVERGED');
-      this.hub.log.warn({ network: this.network, node: this.node, peer: this.peer, code: 'MESHP_DIVERGED', err: diverged }, 'membership diverged: no more snapshots until an ack or a hello matches');
+      this.hub.log.warn(
+        { network: this.network, node: this.node, peer: this.peer, code: 'MESHP_DIVERGED', err: diverged },
+        'membership diverged: no more snapshots until an ack or a hello matches',
+      );
       // The agent is told (it keeps its last good view; the stream stays open): its next view change brings one snapshot again.
       this.ch.send({ error: { code: 'MESHP_DIVERGED', message: diverged } });
     }
@@ -143,7 +169,11 @@ export class SyncSession {
     if ('ack' in m) {
       const r = controller.ack(this.network, this.node, m.ack.appliedVersion, m.ack.stateHash);
       if (r.accepted) this.hub.acked(this.network, this.node, m.ack.appliedVersion, m.ack.stateHash);
-      if (!r.accepted) this.hub.log.warn({ network: this.network, node: this.node, appliedVersion: m.ack.appliedVersion }, 'ack hash differs from the view computed for that version: snapshot');
+      if (!r.accepted)
+        this.hub.log.warn(
+          { network: this.network, node: this.node, appliedVersion: m.ack.appliedVersion },
+          'ack hash differs from the view computed for that version: snapshot',
+        );
       // A snapshot now, one held back by the backoff, or none (diverged: #held says so).
       if (r.snapshotPending || !r.accepted) this.pump();
     } else if ('resync' in m) {
@@ -158,9 +188,23 @@ export class SyncSession {
       for (const x of r.resources) if (x.state === 'refused') refusedCodes[codeOf(x.reason)] = (refusedCodes[codeOf(x.reason)] ?? 0) + 1;
       const handshakes = reportedHandshakes(r, controller.reportedHandshakes(this.network, this.node), new Date().toISOString());
       const reported: ReportedState = {
-        version: r.appliedVersion, mode: r.mode, at: r.at, refusedResources: count('refused'), refusedCodes,
+        version: r.appliedVersion,
+        mode: r.mode,
+        at: r.at,
+        refusedResources: count('refused'),
+        refusedCodes,
         ...(handshakes ? { handshakes } : {}),
-        ...(r.lifecycle ? { lifecycle: { state: r.lifecycle.state, previewId: r.lifecycle.previewId, code: r.lifecycle.code ?? '', message: r.lifecycle.message ?? '', at: r.lifecycle.at } } : {}),
+        ...(r.lifecycle
+          ? {
+              lifecycle: {
+                state: r.lifecycle.state,
+                previewId: r.lifecycle.previewId,
+                code: r.lifecycle.code ?? '',
+                message: r.lifecycle.message ?? '',
+                at: r.lifecycle.at,
+              },
+            }
+          : {}),
         ...(r.reconcile ? { reconcile: { ...r.reconcile } } : {}),
         tunnel: { key: !!r.tunnelKey, interface: r.tunnelInterface ?? '', error: r.tunnelError ?? '' },
       };
@@ -174,7 +218,10 @@ export class SyncSession {
           this.hub.poke(this.network);
         } catch (e) {
           // Refused (another node's key, not a key): the stored key stays, the stream goes on.
-          this.hub.log.warn({ network: this.network, node: this.node, code: isMeshpError(e) ? e.code : undefined, err: oneLine(e) }, 'tunnel key change refused');
+          this.hub.log.warn(
+            { network: this.network, node: this.node, code: isMeshpError(e) ? e.code : undefined, err: oneLine(e) },
+            'tunnel key change refused',
+          );
         }
       }
     }
@@ -188,7 +235,8 @@ export class SyncSession {
       // A removed node's agent, back after the removal: its hello is signed by a key revoked under
       // its name, so the answer is definite (the agent then leaves); any other unknown credential is not.
       const revoked = auth.revokedKeysOf(h.node).find((r) => signedBy(r.nodeKey, challengePayload(h.node, this.#nonce), h.signature));
-      if (revoked) throw new MeshpError('MESHP_NODE_REVOKED', `node ${h.node} was removed from ${revoked.network} (${revoked.at}): its credential and key are revoked`);
+      if (revoked)
+        throw new MeshpError('MESHP_NODE_REVOKED', `node ${h.node} was removed from ${revoked.network} (${revoked.at}): its credential and key are revoked`);
       throw new MeshpError('MESHP_AUTH_FAILED', 'the node credential is not known (never issued, or revoked by node remove)');
     }
     // An agent that was offline while it was renamed still says its old name; the declaration tells it the new one.
@@ -200,7 +248,11 @@ export class SyncSession {
     const member = controller.member(owner.network, owner.node);
     if (!member) throw new MeshpError('MESHP_AUTH_FAILED', `node ${owner.node} is no longer in ${owner.network}`);
     // A deliberate break (proto/README.md): v1-r1's hello carries no signature, and a credential alone no longer syncs.
-    if (!h.signature || h.signature.length === 0) throw new MeshpError('MESHP_AUTH_FAILED', `unsigned hello from ${h.node}: a v1-r1 agent (the v1-r2 controller needs the challenge signed with the node key; upgrade the agent, its key and credential stay valid)`);
+    if (!h.signature || h.signature.length === 0)
+      throw new MeshpError(
+        'MESHP_AUTH_FAILED',
+        `unsigned hello from ${h.node}: a v1-r1 agent (the v1-r2 controller needs the challenge signed with the node key; upgrade the agent, its key and credential stay valid)`,
+      );
     const good = signedBy(member.nodeKey, challengePayload(h.node, this.#nonce), h.signature);
     if (!good) throw new MeshpError('MESHP_AUTH_FAILED', `the hello of ${h.node} is not signed by its enrolled key`);
     if (this.#timer) clearTimeout(this.#timer);

@@ -48,11 +48,13 @@ export class ConnectionLimits {
     const now = Date.now();
     if (++this.#opens >= this.#connections.size) {
       this.#opens = 0;
-      for (const [k, c] of this.#connections) if (c.open === 0 && !c.hellos.some((x) => x > now - HELLO_WINDOW_MS) && !c.resyncs.some((x) => x > now - RESYNC_WINDOW_MS)) this.#connections.delete(k);
+      for (const [k, c] of this.#connections)
+        if (c.open === 0 && !c.hellos.some((x) => x > now - HELLO_WINDOW_MS) && !c.resyncs.some((x) => x > now - RESYNC_WINDOW_MS)) this.#connections.delete(k);
     }
     const c = this.#connections.get(peer) ?? { open: 0, hellos: [], resyncs: [] };
     this.#connections.set(peer, c);
-    if (c.open >= this.#streamsPerConnection) return { refused: new MeshpError('MESHP_RATE_LIMITED', `more than ${this.#streamsPerConnection} Sync streams open at once on one connection`) };
+    if (c.open >= this.#streamsPerConnection)
+      return { refused: new MeshpError('MESHP_RATE_LIMITED', `more than ${this.#streamsPerConnection} Sync streams open at once on one connection`) };
     c.open++;
     return { closed: () => c.open-- };
   }

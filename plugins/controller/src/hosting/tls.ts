@@ -31,11 +31,29 @@ export function ensureCertificate(stateDir: string, names: string[] = []): Contr
     const tmpKey = `${keyFile}.tmp`;
     const tmpCert = `${certFile}.tmp`;
     try {
-      execFileSync('openssl', [
-        'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes',
-        '-keyout', tmpKey, '-out', tmpCert, '-days', '3650', '-subj', '/CN=meshp-controller',
-        '-addext', `subjectAltName=${[...new Set(san)].join(',')}`,
-      ], { stdio: ['ignore', 'ignore', 'pipe'] });
+      execFileSync(
+        'openssl',
+        [
+          'req',
+          '-x509',
+          '-newkey',
+          'ec',
+          '-pkeyopt',
+          'ec_paramgen_curve:prime256v1',
+          '-nodes',
+          '-keyout',
+          tmpKey,
+          '-out',
+          tmpCert,
+          '-days',
+          '3650',
+          '-subj',
+          '/CN=meshp-controller',
+          '-addext',
+          `subjectAltName=${[...new Set(san)].join(',')}`,
+        ],
+        { stdio: ['ignore', 'ignore', 'pipe'] },
+      );
     } catch (cause) {
       throw new MeshpError('MESHP_PROVIDER_MISSING', 'openssl could not make the controller certificate (is openssl installed?)', { cause });
     }
