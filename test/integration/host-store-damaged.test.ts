@@ -72,7 +72,11 @@ async function damagedNode(t: Subtest, damage: (page: Buffer) => void) {
 /** One line, the code first, naming the file and what quick_check found. */
 function refusedCorrupt(t: Subtest, r: { code: number | null; err: string }, file: string, what: string) {
   t.equal(r.code, 1, `${what}: refused`);
-  t.match(r.err, new RegExp(`^MESHP_STATE_CORRUPT: ${file} is damaged \\(quick_check: [^)]+\\)`), `${what}: the code first, naming host.db and what quick_check said`);
+  t.match(
+    r.err,
+    new RegExp(`^MESHP_STATE_CORRUPT: ${file} is damaged \\(quick_check: [^)]+\\)`),
+    `${what}: the code first, naming host.db and what quick_check said`,
+  );
   t.equal(r.err.trim().split('\n').length, 1, `${what}: one line, no stack trace`);
 }
 
@@ -86,7 +90,15 @@ t.test('cell pointers of a table page overwritten: status, apply and the agent r
 
   const second = join(n.dir, 'second.json');
   // web taken: web.conf would be converged; new.conf created; extra.conf, no longer declared, removed.
-  writeFileSync(second, JSON.stringify(decl(true, [{ path: WEB, content: 'mesh web\n' }, { path: NEW, content: 'new\n' }])));
+  writeFileSync(
+    second,
+    JSON.stringify(
+      decl(true, [
+        { path: WEB, content: 'mesh web\n' },
+        { path: NEW, content: 'new\n' },
+      ]),
+    ),
+  );
   const apply = await meshpIn(ns, ['host', 'apply', '--state', n.state, '--root', n.root, '--declaration', second, '--yes']);
   refusedCorrupt(t, apply, n.file, 'host apply');
   t.same(readFileSync(join(n.root, WEB)), FOUND, 'the held file is not modified');

@@ -115,7 +115,11 @@ t.test('meshp host apply on a full state folder: MESHP_STORE_FULL naming host.db
   disk.fill();
   const refused = await apply(file('second.json', SECOND));
   t.equal(refused.code, 1);
-  t.match(refused.err, new RegExp(`^MESHP_STORE_FULL: ${join(state, 'host.db')}: the disk under it is full .*nothing in it changed`), 'the code first, naming host.db');
+  t.match(
+    refused.err,
+    new RegExp(`^MESHP_STORE_FULL: ${join(state, 'host.db')}: the disk under it is full .*nothing in it changed`),
+    'the code first, naming host.db',
+  );
   t.notMatch(refused.err, /MESHP_STATE_CORRUPT/, 'a full disk is not damage');
   t.equal(refused.err.trim().split('\n').length, 1, 'one line');
   unchanged(t, m, 'refused');
@@ -240,7 +244,11 @@ t.test('each write host.db refuses on a full disk leaves what was recorded befor
       (err: unknown) => err,
     );
     t.ok(isMeshpError(e, 'MESHP_STORE_FULL'), `${what}: MESHP_STORE_FULL (${String(e)})`);
-    t.match(isMeshpError(e) ? e.message : '', new RegExp(`^${join(stateDir, 'host.db')}: the disk under it is full .*nothing in it changed`), `${what}: names host.db`);
+    t.match(
+      isMeshpError(e) ? e.message : '',
+      new RegExp(`^${join(stateDir, 'host.db')}: the disk under it is full .*nothing in it changed`),
+      `${what}: names host.db`,
+    );
   }
   t.same(await snapshot(), before, 'read on the full disk: every record as it was');
   disk.free();

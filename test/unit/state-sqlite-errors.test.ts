@@ -19,7 +19,7 @@ const full = () => ({ bytes: 4096, inodes: 1000 });
 const noInodes = () => ({ bytes: 10 * FULL_BELOW_BYTES, inodes: 0 });
 
 t.test('each condition its code, naming the file and what was being done', async (t) => {
-  const cases: [Error, () => { bytes: number; inodes: number | null }, string][] = [
+  const cases: [Error & { code: string }, () => { bytes: number; inodes: number | null }, string][] = [
     [sqlite('SQLITE_FULL', 'database or disk is full'), room, 'MESHP_STORE_FULL'],
     [sqlite('SQLITE_IOERR_SHMSIZE', 'disk I/O error'), full, 'MESHP_STORE_FULL'],
     [sqlite('SQLITE_IOERR_WRITE', 'disk I/O error'), noInodes, 'MESHP_STORE_FULL'],
@@ -35,9 +35,9 @@ t.test('each condition its code, naming the file and what was being done', async
   ];
   for (const [e, space, code] of cases) {
     const out = storeError(e, FILE, 'recording the intent to write file:/etc/a', space);
-    t.ok(isMeshpError(out), `${(e as { code: string }).code} is coded`);
+    t.ok(isMeshpError(out), `${e.code} is coded`);
     if (!isMeshpError(out)) continue;
-    t.equal(out.code, code, `${(e as { code: string }).code} → ${code}`);
+    t.equal(out.code, code, `${e.code} → ${code}`);
     t.match(out.message, /^\/var\/lib\/meshp\/host\.db[: ]/, 'the file first');
     t.match(out.message, /recording the intent to write file:\/etc\/a/, 'what was being done');
     t.equal(out.cause, e, 'the cause kept');

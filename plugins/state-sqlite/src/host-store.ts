@@ -100,7 +100,10 @@ export class SqliteHostStore implements HostStateStore {
   }
 
   async listOwned(): Promise<OwnedRecord[]> {
-    return this.#do('reading the owned records', () => this.#db.prepare('SELECT key, kind, module, digest, at, identity FROM owned ORDER BY key').all() as OwnedRecord[]);
+    return this.#do(
+      'reading the owned records',
+      () => this.#db.prepare('SELECT key, kind, module, digest, at, identity FROM owned ORDER BY key').all() as OwnedRecord[],
+    );
   }
 
   async getOriginal(key: string): Promise<OriginalRecord | null> {

@@ -81,7 +81,11 @@ export function storeError(e: unknown, file: string, doing: string, space: (dir:
   if (kind === 'SQLITE_FULL' || kind === 'SQLITE_IOERR') {
     const left = space(dirname(file));
     if (kind === 'SQLITE_FULL' || noRoom(left)) {
-      return new MeshpError('MESHP_STORE_FULL', `${file}: the disk under it is full (${sayFree(left)}): ${doing} was refused, nothing in it changed (${why})`, options);
+      return new MeshpError(
+        'MESHP_STORE_FULL',
+        `${file}: the disk under it is full (${sayFree(left)}): ${doing} was refused, nothing in it changed (${why})`,
+        options,
+      );
     }
   }
   if (kind === 'SQLITE_CORRUPT' || kind === 'SQLITE_NOTADB') {
