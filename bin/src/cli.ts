@@ -19,32 +19,45 @@ import type { GlobalArgs } from './global-args.js';
 export type { GlobalArgs } from './global-args.js';
 
 export function createCli(argv: string[]): Argv<GlobalArgs> {
-  return yargs(argv)
-    .scriptName('meshp')
-    .option('json', { type: 'boolean', default: false, describe: 'one JSON document instead of a table' })
-    .option('state', { type: 'string', describe: 'the state folder' })
-    .option('controller', {
-      type: 'string',
-      describe: 'HOST:PORT of the controller; repeat it for replicas sharing one database: the first that answers is used',
-    })
-    .command(genesisCommand)
-    .command(hostCommand)
-    .command(controllerCommand)
-    .command(agentCommand)
-    .command(tokenCommand)
-    .command(nodeCommand)
-    .command(networkCommand)
-    .command(moduleCommand)
-    .command(catalogueCommand)
-    .command(policyCommand)
-    .command(doctorCommand)
-    .completion('completion', 'print a bash/zsh completion script (meshp completion >> ~/.bashrc)')
-    .demandCommand(1, 'name a command')
-    .strict()
-    .help()
-    .exitProcess(false)
-    .fail((msg, err) => {
-      if (err) throw err;
-      throw Object.assign(new Error(msg), { usage: true });
-    }) as unknown as Argv<GlobalArgs>;
+  const cli = yargs(argv);
+  return (
+    cli
+      .scriptName('meshp')
+      .option('json', { type: 'boolean', default: false, describe: 'one JSON document instead of a table' })
+      .option('state', { type: 'string', describe: 'the state folder' })
+      .option('controller', {
+        type: 'string',
+        describe: 'HOST:PORT of the controller; repeat it for replicas sharing one database: the first that answers is used',
+      })
+      .command(genesisCommand)
+      .command(hostCommand)
+      .command(controllerCommand)
+      .command(agentCommand)
+      .command(tokenCommand)
+      .command(nodeCommand)
+      .command(networkCommand)
+      .command(moduleCommand)
+      .command(catalogueCommand)
+      .command(policyCommand)
+      .command(doctorCommand)
+      // yargs' own completion command prints its script even when asked for --help: the shell's
+      // completions are answered through a hidden one, and `completion` is a command like the others.
+      .completion('completion-script', false)
+      .command(
+        'completion',
+        'print a bash/zsh completion script (meshp completion >> ~/.bashrc)',
+        (y) => y,
+        () => {
+          cli.showCompletionScript();
+        },
+      )
+      .demandCommand(1, 'name a command')
+      .strict()
+      .help()
+      .exitProcess(false)
+      .fail((msg, err) => {
+        if (err) throw err;
+        throw Object.assign(new Error(msg), { usage: true });
+      }) as unknown as Argv<GlobalArgs>
+  );
 }
