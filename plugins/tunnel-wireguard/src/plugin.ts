@@ -12,6 +12,7 @@ import { rmSync } from 'node:fs';
 import { MeshpError, PLUGIN_API_VERSION, type PluginHost, type Peer, type PeerHandshake, type Plugin, type ViewChange, type Components } from '@meshp/core';
 import { oneLine, usage } from '@meshp/core/util';
 import { openDevice, type Device, type DeviceChange, type Implementation, type PeerOp } from './device.js';
+import type { DevicePeer } from './uapi.js';
 import { run } from './exec.js';
 import { TunnelFilter } from './filter.js';
 import { readGrace, writeGrace, type GraceEntry } from './grace.js';
@@ -245,31 +246,8 @@ export class TunnelWireguardPlugin implements Plugin {
     this.#settings = settings;
     const state = await device.get();
     const onDevice = new Map(state.peers.map((p) => [p.publicKey, p]));
-    const ops: PeerOp[] = [];
-    const wanted = new Set<string>();
-    this.#configured.clear();
-    for (const { peer } of view.peers.values()) {
-      const conf = peerConfig(peer, settings.keepalive);
-      if (!conf) continue;
-      wanted.add(conf.publicKey);
-      this.#configured.set(peer.id, conf);
-      const d = onDevice.get(conf.publicKey);
-      const same =
-        d &&
-        sameConfig(
-          { publicKey: d.publicKey, allowedIps: [...d.allowedIps].sort(), keepalive: d.persistentKeepalive, ...(d.endpoint ? { endpoint: d.endpoint } : {}) },
-          { ...conf, allowedIps: [...conf.allowedIps].sort() },
-        );
-      if (!same) ops.push({ upsert: conf });
-    }
-    const now = Date.now();
-    for (const g of readGrace(this.#graceFile())) {
-      if (g.until <= now || view.peer(g.id) || wanted.has(g.publicKey) || !onDevice.has(g.publicKey)) continue;
-      wanted.add(g.publicKey);
-      this.#configured.set(g.id, { publicKey: g.publicKey, allowedIps: g.addresses, keepalive: settings.keepalive });
-      this.#filter.block(g.id, g.addresses);
-      this.#startGrace(g);
-    }
+    const { ops, wanted } = this.#peerOps(view, settings, onDevice);
+    this.#resumeGrace(view, settings, wanted, onDevice);
     for (const key of onDevice.keys()) if (!wanted.has(key)) ops.push({ remove: key });
     await this.#nft(
       this.#filter.rebuild(
@@ -297,6 +275,40 @@ export class TunnelWireguardPlugin implements Plugin {
     );
   }
 
+  /** What the device must be told so its peers are the view's, and the keys the view wants. */
+  #peerOps(view: ViewSource, settings: TunnelSettings, onDevice: Map<string, DevicePeer>): { ops: PeerOp[]; wanted: Set<string> } {
+    const ops: PeerOp[] = [];
+    const wanted = new Set<string>();
+    this.#configured.clear();
+    for (const { peer } of view.peers.values()) {
+      const conf = peerConfig(peer, settings.keepalive);
+      if (!conf) continue;
+      wanted.add(conf.publicKey);
+      this.#configured.set(peer.id, conf);
+      const d = onDevice.get(conf.publicKey);
+      const same =
+        d &&
+        sameConfig(
+          { publicKey: d.publicKey, allowedIps: [...d.allowedIps].sort(), keepalive: d.persistentKeepalive, ...(d.endpoint ? { endpoint: d.endpoint } : {}) },
+          { ...conf, allowedIps: [...conf.allowedIps].sort() },
+        );
+      if (!same) ops.push({ upsert: conf });
+    }
+    return { ops, wanted };
+  }
+
+  /** Peers in grace when the process stopped, still on the device and not back in the view: kept, blocked, until their time is up. */
+  #resumeGrace(view: ViewSource, settings: TunnelSettings, wanted: Set<string>, onDevice: Map<string, DevicePeer>): void {
+    const now = Date.now();
+    for (const g of readGrace(this.#graceFile())) {
+      if (g.until <= now || view.peer(g.id) || wanted.has(g.publicKey) || !onDevice.has(g.publicKey)) continue;
+      wanted.add(g.publicKey);
+      this.#configured.set(g.id, { publicKey: g.publicKey, allowedIps: g.addresses, keepalive: settings.keepalive });
+      this.#filter.block(g.id, g.addresses);
+      this.#startGrace(g);
+    }
+  }
+
   async #onChange(change: ViewChange): Promise<void> {
     const view = this.#view!;
     const device = this.#device;
@@ -305,49 +317,9 @@ export class TunnelWireguardPlugin implements Plugin {
     const nft: string[] = [];
     const ops: PeerOp[] = [];
     const out: DeviceChange = { peers: ops };
-    let graceChanged = false;
-    let settings = this.#settings!;
-    if (change.components.includes('tunnel') || change.components.includes('declaration')) {
-      const next = settingsOf(view.components, this.#o);
-      if (next.address !== settings.address || next.range !== settings.range || next.mtu !== settings.mtu)
-        await configureLink(this.#o.interface, next, settings);
-      if (next.listenPort !== settings.listenPort) out.listenPort = next.listenPort;
-      if (next.keepalive !== settings.keepalive) {
-        for (const [id, c] of this.#configured) if (!this.#grace.has(id)) ops.push({ upsert: Object.assign(c, { keepalive: next.keepalive }) });
-      }
-      this.#settings = settings = next;
-    }
-    for (const id of change.removed) {
-      graceChanged = this.#endGrace(id, nft) || graceChanged;
-      const conf = this.#configured.get(id);
-      if (conf) ops.push({ remove: conf.publicKey });
-      this.#configured.delete(id);
-      nft.push(...this.#filter.remove(id));
-    }
-    for (const id of change.unscoped) {
-      const conf = this.#configured.get(id);
-      nft.push(...this.#filter.remove(id));
-      if (!conf || this.#grace.has(id)) continue;
-      nft.push(...this.#filter.block(id, conf.allowedIps));
-      this.#startGrace({ id, publicKey: conf.publicKey, addresses: conf.allowedIps, until: Date.now() + this.#o.graceMs });
-      graceChanged = true;
-    }
-    for (const id of change.upserted) {
-      const peer = view.peer(id);
-      if (!peer) continue;
-      graceChanged = this.#endGrace(id, nft) || graceChanged;
-      const conf = peerConfig(peer, settings.keepalive);
-      const old = this.#configured.get(id);
-      if (old && old.publicKey !== conf?.publicKey) ops.push({ remove: old.publicKey });
-      if (!conf) {
-        this.#configured.delete(id);
-        this.#log.warn({ peer: id }, 'peer has no tunnel key: not configured');
-      } else {
-        if (!sameConfig(old, conf)) ops.push({ upsert: conf });
-        this.#configured.set(id, conf);
-      }
-      nft.push(...this.#filter.upsert(peer));
-    }
+    const settings = await this.#settingsChange(view, change, out, ops);
+    let graceChanged = this.#peersGone(change, nft, ops);
+    graceChanged = this.#peersUpserted(view, change, settings, nft, ops) || graceChanged;
     // Drops first: an unscoped peer is cut off before anything else moves.
     // A snapshot or a large change: one table rebuilt from the view costs less than thousands of element commands.
     const foundation = foundationPorts(view.components);
@@ -368,6 +340,65 @@ export class TunnelWireguardPlugin implements Plugin {
     await device.set(out);
     if (graceChanged) writeGrace(this.#graceFile(), this.#grace.values());
     this.#applied = change.toVersion;
+  }
+
+  /** The interface's own settings (address, range, MTU, port, keepalive) as the view has them now. */
+  async #settingsChange(view: ViewSource, change: ViewChange, out: DeviceChange, ops: PeerOp[]): Promise<TunnelSettings> {
+    let settings = this.#settings!;
+    if (change.components.includes('tunnel') || change.components.includes('declaration')) {
+      const next = settingsOf(view.components, this.#o);
+      if (next.address !== settings.address || next.range !== settings.range || next.mtu !== settings.mtu)
+        await configureLink(this.#o.interface, next, settings);
+      if (next.listenPort !== settings.listenPort) out.listenPort = next.listenPort;
+      if (next.keepalive !== settings.keepalive) {
+        for (const [id, c] of this.#configured) if (!this.#grace.has(id)) ops.push({ upsert: Object.assign(c, { keepalive: next.keepalive }) });
+      }
+      this.#settings = settings = next;
+    }
+    return settings;
+  }
+
+  /** Removed peers go; unscoped ones are blocked and kept for the grace period. Answers whether the grace list changed. */
+  #peersGone(change: ViewChange, nft: string[], ops: PeerOp[]): boolean {
+    let graceChanged = false;
+    for (const id of change.removed) {
+      graceChanged = this.#endGrace(id, nft) || graceChanged;
+      const conf = this.#configured.get(id);
+      if (conf) ops.push({ remove: conf.publicKey });
+      this.#configured.delete(id);
+      nft.push(...this.#filter.remove(id));
+    }
+    for (const id of change.unscoped) {
+      const conf = this.#configured.get(id);
+      nft.push(...this.#filter.remove(id));
+      if (!conf || this.#grace.has(id)) continue;
+      nft.push(...this.#filter.block(id, conf.allowedIps));
+      this.#startGrace({ id, publicKey: conf.publicKey, addresses: conf.allowedIps, until: Date.now() + this.#o.graceMs });
+      graceChanged = true;
+    }
+    return graceChanged;
+  }
+
+  /** Upserted peers configured (a peer back in scope ends its grace). Answers whether the grace list changed. */
+  #peersUpserted(view: ViewSource, change: ViewChange, settings: TunnelSettings, nft: string[], ops: PeerOp[]): boolean {
+    let graceChanged = false;
+    for (const id of change.upserted) {
+      const peer = view.peer(id);
+      if (!peer) continue;
+      graceChanged = this.#endGrace(id, nft) || graceChanged;
+      const conf = peerConfig(peer, settings.keepalive);
+      const old = this.#configured.get(id);
+      if (old && old.publicKey !== conf?.publicKey) ops.push({ remove: old.publicKey });
+      if (!conf) {
+        this.#configured.delete(id);
+        this.#log.warn({ peer: id }, 'peer has no tunnel key: not configured');
+      } else {
+        if (!sameConfig(old, conf)) ops.push({ upsert: conf });
+        this.#configured.set(id, conf);
+      }
+      nft.push(...this.#filter.upsert(peer));
+    }
+    return graceChanged;
   }
 
   #startGrace(g: GraceEntry): void {
