@@ -134,5 +134,7 @@ t.test(
       'still the first stream of each agent',
     );
     t.ok(ctl.proc.alive, 'the controller process is running');
+    ctl.proc.kill('SIGTERM');
+    t.equal(await ctl.proc.exited, 0, 'and stops cleanly on SIGTERM after the outage');
   },
 );
