@@ -4,8 +4,9 @@
  * gRPC on loopback. The agents ack a change; the tmpfs is filled (a file of the test's own) before
  * the group commit writes those acks. Then: the flush fails and keeps its records, the store is
  * said down (log, /metrics), `module assign` and `policy set` are refused MESHP_STORE_FULL (the
- * Admin call and the CLI), `node list` never shows the refused change, the process keeps running
- * and its agents' streams stay open. The filler removed: the kept records reach the file, the
+ * Admin call and the CLI), a report whose write fails is answered MESHP_STORE_FULL on the stream,
+ * `node list` never shows the refused change, the process keeps running and its agents' streams
+ * stay open. The filler removed: the kept records reach the file, the
  * store is up again, and a change reaches the agents over the streams they had all along.
  */
 import t from 'tap';
@@ -94,6 +95,18 @@ t.test(
     );
     t.not(cli.code, 0, 'the CLI exits non-zero');
     t.match(cli.err, /MESHP_STORE_FULL/, `the operator reads the code: ${cli.err.trim()}`);
+
+    // A report whose copy for doctor the store refuses: the agent is told, its stream stays open.
+    const marked = ctl.proc.lines.length;
+    t.ok(
+      agents[1]!.send({
+        report: { appliedVersion: top, mode: 'converged', firewallKind: 'none', firewallActive: false, resources: [], at: new Date().toISOString() },
+      }),
+      's1 sends a report',
+    );
+    await ctl.proc.waitFor((l) => l.msg === 'store refused: report not stored', 10_000, marked);
+    await waitUntil('s1 told why', () => agents[1]!.errors.some((e) => e.code === 'MESHP_STORE_FULL'), 10_000);
+    t.pass('the report refused with MESHP_STORE_FULL to the agent, in a message on its stream');
 
     // Reads answer from memory, and show nothing of what was refused.
     const during = await listed(ctl);
