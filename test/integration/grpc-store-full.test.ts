@@ -41,16 +41,16 @@ t.test(
   async (t) => {
     const dir = workdir(t, 'store-full');
     // The controller is gone before the unmount (it holds its files there).
-    let ctlProc: ControllerProc['proc'] | undefined;
+    const held: { proc?: ControllerProc['proc'] } = {};
     const disk = tmpfs(t, 16 * 1024, async () => {
-      ctlProc?.kill('SIGKILL');
-      await ctlProc?.exited;
+      held.proc?.kill('SIGKILL');
+      await held.proc?.exited;
     });
     const state = join(disk.dir, 'ctl');
     const db = join(state, 'controller.db');
     // A group commit long enough for the disk to fill between the acks and their flush.
     const ctl = await startController(t, state, ['--sync-flush-ms', '4000']);
-    ctlProc = ctl.proc;
+    held.proc = ctl.proc;
     const admin = adminCalls(() => ctl);
     const { fingerprint } = readAdminCredential(join(state, ADMIN_CREDENTIAL_FILE));
     const agents = ['s0', 's1'].map((n) => new SimAgent(n, ctl.address, fingerprint));
