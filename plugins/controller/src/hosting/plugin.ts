@@ -22,6 +22,8 @@ import { Controller } from '../controller.js';
 import { SqliteControllerStore } from '../sqlite-store.js';
 import { adminHandler, DEFAULT_NETWORK } from './admin.js';
 import { AuthStore, type AuthBook } from './auth-store.js';
+import { guardAuth } from './auth-guard.js';
+import { isStoreFault } from '../store-errors.js';
 import type { ControllerStore } from '../store.js';
 import { ensureAdminCredential, secretMatches, type AdminCredential } from './credential.js';
 import { Enrolment } from './enrolment.js';
@@ -156,7 +158,16 @@ export class ControllerHostingPlugin implements Plugin {
     });
     for (const n of this.#o.networks ?? [DEFAULT_NETWORK]) if (!controller.networks().includes(n)) controller.createNetwork(n);
     this.#applyLogDepth(controller);
-    const auth = shared?.auth ?? new AuthStore(dbFile);
+    // Its errors are the store's health too (auth-guard.ts); an outage is logged once when it starts and once when it ends.
+    const auth = guardAuth(shared?.auth ?? new AuthStore(dbFile), controller.storeHealth, shared ? undefined : dbFile);
+    controller.storeHealth.onChange = (h) => {
+      if (h.up) this.log.warn({ store: shared?.label ?? CONTROLLER_DB }, 'store up again: changes are taken');
+      else
+        this.log.error(
+          { store: shared?.label ?? CONTROLLER_DB, code: h.lastCode, err: h.lastError, since: h.downSince },
+          'store down: changes are refused, reads answer from memory, the sync records wait',
+        );
+    };
     return { tls, admin, controller, auth };
   }
 
@@ -244,12 +255,22 @@ export class ControllerHostingPlugin implements Plugin {
       live: (n, id) => hub.live(n, id),
       reports: (n, id) => hub.reportOf(n, id),
       removed: (n, id, nodeKey) => {
-        auth.revoke(n, id, nodeKey, new Date().toISOString());
         hub.endNode(n, id, { code: 'MESHP_NODE_REVOKED', message: `node ${id} was removed from ${n}` });
+        try {
+          auth.revoke(n, id, nodeKey, new Date().toISOString());
+        } catch (e) {
+          // The removal stands (its credential names no member now: a hello with it is refused); the key is not on the revoked list.
+          if (!isStoreFault(e)) throw e;
+          this.log.error(
+            { network: n, node: id, code: e.code, err: oneLine(e) },
+            'node removed; its credential and key could not be revoked: the store refused the write',
+          );
+          return;
+        }
         this.log.warn({ network: n, node: id }, 'node removed: credential and key revoked');
       },
+      renaming: (n, from, to) => auth.rename(n, from, to),
       renamed: (n, from, to) => {
-        auth.rename(n, from, to);
         hub.renamed(n, from, to);
         this.log.info({ network: n, from, to }, 'node renamed');
       },
