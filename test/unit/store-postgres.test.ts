@@ -137,7 +137,7 @@ if (missing) {
     await cluster.query('atomic', 'ALTER TABLE log ADD CONSTRAINT refuse_all CHECK (false) NOT VALID');
     const told: string[] = [];
     a.store.onPoisoned = (e) => told.push(e.code);
-    t.throws(() => c.join('n', { id: 'x', nodeKey: 'kx' }), { code: 'MESHP_STATE_CORRUPT' }, 'the write refused');
+    t.throws(() => c.join('n', { id: 'x', nodeKey: 'kx' }), { code: 'MESHP_STORE_REFUSED' }, 'the write refused, as refused (not corrupt)');
     t.same(told, ['MESHP_STORE_UNAVAILABLE'], 'the replica is told to stop, once');
     t.throws(
       () => c.join('n', { id: 'y', nodeKey: 'ky' }),
