@@ -14,6 +14,8 @@ import type { Row, Stmt, SyncPg } from './sync-pg.js';
 /** The advisory lock every store transaction takes (an arbitrary constant of meshp's). */
 export const STORE_LOCK = 0x6d657369;
 export const CHANNEL = 'meshp_change';
+/** The load at start reads the whole state in one batch, before anything is served: it may take longer than a change. */
+export const LOAD_TIMEOUT_MS = 120_000;
 
 export class PostgresControllerStore implements ControllerStore {
   readonly #db: SyncPg;
@@ -46,14 +48,15 @@ export class PostgresControllerStore implements ControllerStore {
     const [networks, members, log, sync, tokens] = this.#db
       .run([
         { text: 'BEGIN ISOLATION LEVEL REPEATABLE READ' },
+        { text: `SET LOCAL statement_timeout = ${LOAD_TIMEOUT_MS}` },
         { text: 'SELECT doc FROM networks' },
         { text: 'SELECT network, doc FROM members' },
         { text: 'SELECT network, doc FROM log ORDER BY network, version' },
         { text: 'SELECT network, id, doc FROM sync' },
         { text: 'SELECT doc FROM tokens' },
         { text: 'COMMIT' },
-      ])
-      .slice(1, 6)
+      ], LOAD_TIMEOUT_MS)
+      .slice(2, 7)
       .map((r) => r.rows);
     const state: StoredState = {
       networks: networks!.map((r) => r.doc as NetworkRecord),
