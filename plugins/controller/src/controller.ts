@@ -22,9 +22,11 @@ import * as networks from './controller/networks.js';
 import * as members from './controller/members.js';
 import * as protocol from './controller/sync-protocol.js';
 import { flushSync } from './controller/group-commit.js';
+import type { StoreHealth } from './controller/store-health.js';
 import * as queries from './controller/queries.js';
 
 export type { ControllerOptions, MemberInput, VersionSigner } from './controller/options.js';
+export type { StoreHealth, StoreHealthView } from './controller/store-health.js';
 
 /**
  * The controller's state and the delta protocol's server side, without a transport: the gRPC
@@ -42,11 +44,19 @@ export class Controller {
   /** A store shared with other controllers told this one of their change to a network (after it was applied here). */
   onRemoteChange: ((network: string) => void) | null = null;
 
+  /**
+   * Whether the store takes writes (up, or down since when, the last error's code), and its errors
+   * by code: /metrics shows it, the hosting logs its changes. A change the store refuses is refused
+   * to its caller with the store's code and shows nowhere in memory (controller/committed.ts).
+   */
+  readonly storeHealth: StoreHealth;
+
   constructor(store: ControllerStore, options: ControllerOptions = {}) {
     this.#s = new ControllerState(store, options);
     this.syncWrites = this.#s.syncWrites;
+    this.storeHealth = this.#s.health;
     for (const net of this.#s.networks.values()) if ((net.record.scopeRule ?? 1) < SCOPE_RULE) log.rescopeNetwork(this.#s, net);
-    store.follow?.((c) => {
+    this.#s.store.follow?.((c) => {
       applyRemote(this.#s.networks, c);
       this.onRemoteChange?.(c.network);
     });
@@ -237,8 +247,15 @@ export class Controller {
     return flushSync(this.#s);
   }
 
+  /** The last flush is tried once; one the store refuses loses at most that interval's sync records (the crash-safe rule, group-commit.ts). */
   close(): void {
-    flushSync(this.#s);
+    try {
+      flushSync(this.#s);
+    } catch {
+      // Said by the store's health; the records are the ones a crash would lose.
+    }
+    if (this.#s.flushTimer) clearTimeout(this.#s.flushTimer);
+    this.#s.flushTimer = null;
     this.#s.store.close();
   }
 

@@ -1,6 +1,6 @@
 import Database from 'better-sqlite3';
 import { dirname } from 'node:path';
-import { MeshpError } from '@meshp/core';
+import { classified, storeError } from './store-errors.js';
 import { privateDbFiles, privateDir, sayTightened } from '@meshp/state-files';
 import type { ControllerStore, StoredState } from './store.js';
 import type { LogEntry, MemberRecord, NetworkRecord, SyncRecord } from '@meshp/core/delta';
@@ -19,12 +19,14 @@ PRAGMA user_version = 1;
 export class SqliteControllerStore implements ControllerStore {
   readonly #db: Database.Database;
   readonly #q;
+  readonly #path: string;
 
   /** What was found too wide and tightened when the store was opened (also said on stderr). */
   readonly tightened: string[];
 
   constructor(path: string) {
     // controller.db holds catalogue contents and credentials' digests: its folder 0700, its files 0600.
+    this.#path = path;
     const onDisk = path !== ':memory:' && path !== '';
     const said = onDisk ? [privateDir(dirname(path)), ...privateDbFiles(path)] : [];
     try {
@@ -34,7 +36,8 @@ export class SqliteControllerStore implements ControllerStore {
       this.#db.exec(SCHEMA);
       if (onDisk) said.push(...privateDbFiles(path));
     } catch (cause) {
-      throw new MeshpError('MESHP_STATE_CORRUPT', `controller state ${path} cannot be opened`, { cause });
+      // Sorted by condition: a damaged file is corrupt, a full disk full, anything else unavailable (store-errors.ts).
+      throw storeError(cause, path);
     }
     this.tightened = said.filter((l): l is string => l !== null);
     sayTightened(this.tightened);
@@ -55,7 +58,7 @@ export class SqliteControllerStore implements ControllerStore {
   }
 
   load(): StoredState {
-    const all = <T>(sql: string): T[] => this.#db.prepare(sql).all() as T[];
+    const all = <T>(sql: string): T[] => classified(this.#path, () => this.#db.prepare(sql).all() as T[]);
     type Row = { network: string; id: string; doc: string };
     return {
       networks: all<{ doc: string }>('SELECT doc FROM networks').map((r) => JSON.parse(r.doc) as NetworkRecord),
@@ -69,41 +72,58 @@ export class SqliteControllerStore implements ControllerStore {
     };
   }
 
+  /** Every error of SQLite's raised here is sorted by condition (store-errors.ts); one the caller's `fn` throws passes as it is. */
   transaction(fn: () => void): void {
-    this.#db.transaction(fn)();
+    let own: { e: unknown } | null = null;
+    try {
+      this.#db.transaction(() => {
+        try {
+          fn();
+        } catch (e) {
+          own = { e };
+          throw e;
+        }
+      })();
+    } catch (e) {
+      if (own && (own as { e: unknown }).e === e) throw e;
+      throw storeError(e, this.#path);
+    }
   }
   putNetwork(n: NetworkRecord): void {
-    this.#q.putNetwork.run(n.name, JSON.stringify(n));
+    this.#run(() => this.#q.putNetwork.run(n.name, JSON.stringify(n)));
   }
   putMember(network: string, m: MemberRecord): void {
-    this.#q.putMember.run(network, m.id, JSON.stringify(m));
+    this.#run(() => this.#q.putMember.run(network, m.id, JSON.stringify(m)));
   }
   deleteMember(network: string, id: string): void {
-    this.#q.deleteMember.run(network, id);
+    this.#run(() => this.#q.deleteMember.run(network, id));
   }
   appendLog(network: string, e: LogEntry): void {
-    this.#q.appendLog.run(network, e.version, JSON.stringify(e));
+    this.#run(() => this.#q.appendLog.run(network, e.version, JSON.stringify(e)));
   }
   truncateLog(network: string, floor: number): void {
-    this.#q.truncateLog.run(network, floor);
+    this.#run(() => this.#q.truncateLog.run(network, floor));
   }
   putSync(network: string, id: string, s: SyncRecord): void {
-    this.#q.putSync.run(network, id, JSON.stringify(s));
+    this.#run(() => this.#q.putSync.run(network, id, JSON.stringify(s)));
   }
   deleteSync(network: string, id: string): void {
-    this.#q.deleteSync.run(network, id);
+    this.#run(() => this.#q.deleteSync.run(network, id));
   }
   putToken(t: TokenRecord): void {
-    this.#q.putToken.run(t.token, JSON.stringify(t));
+    this.#run(() => this.#q.putToken.run(t.token, JSON.stringify(t)));
   }
   deleteToken(token: string): void {
-    this.#q.deleteToken.run(token);
+    this.#run(() => this.#q.deleteToken.run(token));
   }
   deleteNetwork(name: string): void {
-    this.#q.deleteNetwork.run(name);
-    this.#q.deleteNetworkLog.run(name);
+    this.#run(() => this.#q.deleteNetwork.run(name));
+    this.#run(() => this.#q.deleteNetworkLog.run(name));
   }
   close(): void {
     this.#db.close();
+  }
+  #run(fn: () => unknown): void {
+    classified(this.#path, fn);
   }
 }

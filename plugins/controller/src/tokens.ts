@@ -3,7 +3,8 @@
  * state enrols no one.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import type { ControllerStore, Mode, TokenRecord } from '@meshp/core';
+import type { Mode, TokenRecord } from '@meshp/core';
+import type { CommittedStore } from './controller/committed.js';
 import { tokenInvalid } from '@meshp/core/util';
 
 export type { TokenRecord } from '@meshp/core';
@@ -12,16 +13,15 @@ export function tokenHash(token: string): string {
   return createHash('sha256').update(token).digest('hex');
 }
 
+/**
+ * The tokens are the committed image's (controller/committed.ts): one made, or taken, is changed
+ * there only once its transaction committed, so a refused write leaves the book as it was.
+ */
 export class TokenBook {
-  readonly #byHash = new Map<string, TokenRecord>();
-
   constructor(
-    private readonly store: ControllerStore,
+    private readonly store: CommittedStore,
     private readonly now: () => string,
-    kept: readonly TokenRecord[] = [],
-  ) {
-    for (const t of kept) this.#byHash.set(t.token, t);
-  }
+  ) {}
 
   /** A new token for `network`; the record returned carries the token itself, the one kept only its hash. */
   create(network: string, options: { mode?: Mode; tags?: string[]; ttlSeconds?: number } = {}): TokenRecord {
@@ -33,7 +33,6 @@ export class TokenBook {
       expiresAt: new Date(Date.parse(this.now()) + (options.ttlSeconds ?? 3600) * 1000).toISOString(),
     };
     const kept = { ...t, token: tokenHash(t.token) };
-    this.#byHash.set(kept.token, kept);
     this.store.transaction(() => this.store.putToken(kept));
     return t;
   }
@@ -41,10 +40,9 @@ export class TokenBook {
   /** Uses the token up: its record, or MESHP_TOKEN_INVALID when it is unknown or expired. */
   take(token: string): TokenRecord {
     const key = tokenHash(token);
-    const t = this.#byHash.get(key);
+    const t = this.store.image.tokens.get(key);
     if (!t || Date.parse(t.expiresAt) < Date.parse(this.now())) throw tokenInvalid('the token is unknown or expired');
-    this.#byHash.delete(key);
     this.store.transaction(() => this.store.deleteToken(key));
-    return t;
+    return structuredClone(t);
   }
 }

@@ -6,19 +6,43 @@
 import type { NetworkState, SyncRecord } from '@meshp/core/delta';
 import { dirtyKey, type ControllerState } from './state.js';
 
-/** `durable`: written now (an operator's act); otherwise by the group commit (see `flushSync`). */
+/** The longest wait between two tries of a flush that failed (the delay doubles from syncFlushMs up to this). */
+export const FLUSH_RETRY_MAX_MS = 5000;
+
+/**
+ * `durable`: written now (an operator's act); otherwise by the group commit (see `flushSync`). A
+ * write now that the store refuses is kept for the group commit, which tries again: the protocol's
+ * record is in memory either way, and the crash-safe rule below holds for it.
+ */
 export function putSync(s: ControllerState, net: NetworkState, id: string, sync: SyncRecord, durable = false): void {
   const key = dirtyKey(net.record.name, id);
   if (durable || s.syncFlushMs <= 0) {
     s.dirty.delete(key);
-    s.store.transaction(() => s.store.putSync(net.record.name, id, sync));
-    return;
+    try {
+      s.store.transaction(() => s.store.putSync(net.record.name, id, sync));
+      return;
+    } catch {
+      // The store is down (counted and said by its health): the record waits with the others.
+    }
   }
   s.dirty.set(key, { net, id });
-  if (!s.flushTimer) {
-    s.flushTimer = setTimeout(() => flushSync(s), s.syncFlushMs);
-    s.flushTimer.unref?.();
-  }
+  arm(s);
+}
+
+/** The next flush, at most syncFlushMs from now, or later after failures (doubling up to FLUSH_RETRY_MAX_MS). */
+function arm(s: ControllerState): void {
+  if (s.flushTimer) return;
+  const base = Math.max(1, s.syncFlushMs);
+  const wait = s.flushRetries === 0 ? base : Math.min(FLUSH_RETRY_MAX_MS, base * 2 ** s.flushRetries);
+  s.flushTimer = setTimeout(() => {
+    s.flushTimer = null;
+    try {
+      flushSync(s);
+    } catch {
+      // Kept dirty and tried again (flushSync): never out of the timer, which would end the process.
+    }
+  }, wait);
+  s.flushTimer.unref?.();
 }
 
 /**
@@ -29,23 +53,35 @@ export function putSync(s: ControllerState, net: NetworkState, id: string, sync:
  * a restart an agent at most says its ack again: its hello carries its applied version and hash,
  * which the controller checks against the node's view now (`recoverExpectation`), so an agent that
  * was current resumes with no snapshot, and one that was behind gets its delta or a snapshot.
+ *
+ * A flush the store refuses keeps its records: each goes back among the dirty ones (unless a newer
+ * entry for the node is there already), the next try is armed with a growing delay, and the error
+ * is thrown to a caller that asked (the timer's own try swallows it; the store's health says it).
  */
 export function flushSync(s: ControllerState): number {
   if (s.flushTimer) clearTimeout(s.flushTimer);
   s.flushTimer = null;
   if (s.dirty.size === 0) return 0;
-  const items = [...s.dirty.values()];
+  const items = [...s.dirty];
   s.dirty.clear();
   let n = 0;
-  s.store.transaction(() => {
-    for (const { net, id } of items) {
-      const sync = net.sync.get(id);
-      // A node removed (or renamed) since: its record went with the change.
-      if (s.networks.get(net.record.name) !== net || !sync || !net.members.has(id)) continue;
-      s.store.putSync(net.record.name, id, sync);
-      n++;
-    }
-  });
+  try {
+    s.store.transaction(() => {
+      for (const [, { net, id }] of items) {
+        const sync = net.sync.get(id);
+        // A node removed (or renamed) since: its record went with the change.
+        if (s.networks.get(net.record.name) !== net || !sync || !net.members.has(id)) continue;
+        s.store.putSync(net.record.name, id, sync);
+        n++;
+      }
+    });
+  } catch (e) {
+    for (const [key, item] of items) if (!s.dirty.has(key)) s.dirty.set(key, item);
+    s.flushRetries++;
+    arm(s);
+    throw e;
+  }
+  s.flushRetries = 0;
   s.syncWrites.flushes++;
   s.syncWrites.records += n;
   return n;

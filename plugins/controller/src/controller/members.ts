@@ -11,9 +11,8 @@ import { checkNoClash } from '../clash.js';
 import { checkTunnelKey } from '../tunnel-key.js';
 import { checkDeclarable } from '../declarable.js';
 import { commit } from './log.js';
-import { putSync } from './group-commit.js';
 import type { MemberInput } from './options.js';
-import type { ControllerState } from './state.js';
+import { dirtyKey, type ControllerState } from './state.js';
 import { nameTaken, notFound, usage } from '@meshp/core/util';
 
 export function join(s: ControllerState, network: string, input: MemberInput): number {
@@ -95,19 +94,27 @@ export function setTunnelKey(s: ControllerState, network: string, id: string, tu
 }
 
 export function setMode(s: ControllerState, network: string, id: string, mode: Mode): number {
-  return requested(s, network, id, updateMember(s, network, id, { mode, convergePreviewId: '' }));
+  return requested(s, network, id, () => updateMember(s, network, id, { mode, convergePreviewId: '' }));
 }
 
 export function recordConverged(s: ControllerState, network: string, id: string, previewId: string): number {
-  return requested(s, network, id, updateMember(s, network, id, { mode: 'converged', convergePreviewId: previewId }));
+  return requested(s, network, id, () => updateMember(s, network, id, { mode: 'converged', convergePreviewId: previewId }));
 }
 
-/** Marks the version a change of mode was asked at: the node's transition is `requested` until its agent reports past it. */
-function requested(s: ControllerState, network: string, id: string, version: number): number {
-  const net = s.net(network);
-  const sync = s.sync(net, id);
-  sync.requestedVersion = version;
-  putSync(s, net, id, sync, true);
+/**
+ * Marks the version a change of mode was asked at: the node's transition is `requested` until its
+ * agent reports past it. The mark is written in the change's own transaction: both or neither.
+ */
+function requested(s: ControllerState, network: string, id: string, change: () => number): number {
+  let version = 0;
+  s.store.transaction(() => {
+    version = change();
+    const net = s.net(network);
+    const sync = s.sync(net, id);
+    sync.requestedVersion = version;
+    s.dirty.delete(dirtyKey(network, id));
+    s.store.putSync(network, id, sync);
+  });
   return version;
 }
 
@@ -147,9 +154,14 @@ export function createToken(s: ControllerState, network: string, options: { mode
 
 export function enrol(s: ControllerState, token: string, input: Omit<MemberInput, 'mode' | 'tags'>): { network: string; member: MemberRecord } {
   checkMember(input); // before the token is taken: a refused enrolment does not burn it
-  const t = s.tokens.take(token);
-  join(s, t.network, { ...input, mode: t.mode, tags: t.tags });
-  return { network: t.network, member: s.net(t.network).members.get(input.id)! };
+  // The token is taken in the join's transaction: a join the store refuses leaves the token as it was.
+  let network = '';
+  s.store.transaction(() => {
+    const t = s.tokens.take(token);
+    network = t.network;
+    join(s, t.network, { ...input, mode: t.mode, tags: t.tags });
+  });
+  return { network, member: s.net(network).members.get(input.id)! };
 }
 
 /** The member's change (`after` null: it leaves), its sync record made (`fresh`) or removed with it. */

@@ -82,22 +82,14 @@ export function defineModule(s: ControllerState, network: string, def: ModuleDef
 /**
  * Several modules as one change to the store (catalogue add): all of them or none. Each is
  * checked before any is stored; a store that fails midway rolls back in one transaction, and
- * what the controller holds in memory is put back with it.
+ * what the controller holds in memory is put back with it (state.ts restore).
  */
 export function defineModules(s: ControllerState, network: string, defs: ModuleDef[]): number {
   for (const def of defs) checkModule(def);
-  const net = s.net(network);
-  const saved = { record: structuredClone(net.record), log: [...net.log] };
-  let version = net.record.version;
-  try {
-    s.store.transaction(() => {
-      for (const def of defs) version = defineModule(s, network, def);
-    });
-  } catch (e) {
-    Object.assign(net.record, saved.record);
-    net.log = saved.log;
-    throw e;
-  }
+  let version = s.net(network).record.version;
+  s.store.transaction(() => {
+    for (const def of defs) version = defineModule(s, network, def);
+  });
   return version;
 }
 

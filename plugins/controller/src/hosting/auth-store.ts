@@ -1,11 +1,13 @@
 /**
  * What the hosting keeps beside the controller's state, in the same SQLite file (own tables):
  * enrolment tokens by the hash of their secret (the secret itself is never stored), and each
- * node's credential by its hash.
+ * node's credential by its hash. Its errors after opening are sorted by the hosting's guard
+ * (auth-guard.ts), through the same classifier as the controller's store.
  */
 import Database from 'better-sqlite3';
-import { MeshpError, type AuthBook, type ReportMessage, type StoredToken, type TokenInfo, type TokenRevocation, type TokenRow } from '@meshp/core';
+import { type AuthBook, type ReportMessage, type StoredToken, type TokenInfo, type TokenRevocation, type TokenRow } from '@meshp/core';
 import { HOSTING_TABLES, hashSecret, idRange, newestFirst, revokeRow, tokenFromRow } from '@meshp/core/store';
+import { classified, storeError } from '../store-errors.js';
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS hosting_tokens (hash TEXT PRIMARY KEY, network TEXT NOT NULL, mode TEXT NOT NULL,
@@ -21,10 +23,15 @@ CREATE TABLE IF NOT EXISTS hosting_renames (network TEXT NOT NULL, old TEXT NOT 
 export type { AuthBook, StoredToken } from '@meshp/core';
 export { hashSecret, HOSTING_TABLES } from '@meshp/core/store';
 
+/** A prepared statement's runs, each sorted by condition (store-errors.ts). */
+type Runs = Pick<Database.Statement, 'run' | 'get' | 'all'>;
+
 export class AuthStore implements AuthBook {
   readonly #db: Database.Database;
+  readonly #path: string;
 
   constructor(path: string) {
+    this.#path = path;
     try {
       this.#db = new Database(path);
       this.#db.pragma('journal_mode = WAL');
@@ -44,16 +51,30 @@ export class AuthStore implements AuthBook {
       this.#db.exec('CREATE INDEX IF NOT EXISTS hosting_tokens_used_by ON hosting_tokens (network, used_by)');
       this.#pending = this.#countPending();
     } catch (cause) {
-      throw new MeshpError('MESHP_STATE_CORRUPT', `controller state ${path} cannot be opened`, { cause });
+      // Sorted by condition (store-errors.ts): a damaged file is corrupt, naming it; a full disk is full.
+      throw storeError(cause, path);
     }
   }
 
-  /** Each statement prepared once (preparing costs more than running one of these). */
-  readonly #statements = new Map<string, Database.Statement>();
-  #stmt(sql: string): Database.Statement {
+  /** Each statement prepared once (preparing costs more than running one of these); what it raises is sorted by condition. */
+  readonly #statements = new Map<string, Runs>();
+  #stmt(sql: string): Runs {
     let st = this.#statements.get(sql);
-    if (!st) this.#statements.set(sql, (st = this.#db.prepare(sql)));
+    if (!st) {
+      const p = classified(this.#path, () => this.#db.prepare(sql));
+      st = {
+        run: (...a) => classified(this.#path, () => p.run(...a)),
+        get: (...a) => classified(this.#path, () => p.get(...a)),
+        all: (...a) => classified(this.#path, () => p.all(...a)),
+      };
+      this.#statements.set(sql, st);
+    }
     return st;
+  }
+
+  /** One transaction; SQLite's errors in it sorted by condition (a commit on a full disk is MESHP_STORE_FULL). */
+  #tx(fn: () => void): void {
+    classified(this.#path, () => this.#db.transaction(fn)());
   }
 
   putToken(secret: string, t: Omit<StoredToken, 'usedAt' | 'usedBy' | 'usedKey' | 'confirmedAt' | 'revokedAt'>): void {
@@ -132,10 +153,10 @@ export class AuthStore implements AuthBook {
   }
 
   putCredential(credential: string, network: string, node: string): void {
-    this.#db.transaction(() => {
+    this.#tx(() => {
       this.#stmt('DELETE FROM hosting_credentials WHERE network = ? AND node = ?').run(network, node);
       this.#stmt('INSERT INTO hosting_credentials (hash, network, node) VALUES (?, ?, ?)').run(hashSecret(credential), network, node);
-    })();
+    });
   }
 
   nodeOf(credential: string): { network: string; node: string } | null {
@@ -150,7 +171,7 @@ export class AuthStore implements AuthBook {
    * same key brings it back.
    */
   revoke(network: string, node: string, nodeKey: string, at: string): void {
-    this.#db.transaction(() => {
+    this.#tx(() => {
       this.#stmt('DELETE FROM hosting_credentials WHERE network = ? AND node = ?').run(network, node);
       this.#stmt('DELETE FROM hosting_reports WHERE network = ? AND node = ?').run(network, node);
       // The token it enrolled with (under this name or one it had before a rename) goes too: a replay is then unknown.
@@ -160,7 +181,7 @@ export class AuthStore implements AuthBook {
       ).run(network, node, network, node);
       this.#stmt('DELETE FROM hosting_renames WHERE network = ? AND new = ?').run(network, node);
       this.#stmt('INSERT OR REPLACE INTO hosting_revoked_keys (network, node_key, node, at) VALUES (?, ?, ?, ?)').run(network, nodeKey, node, at);
-    })();
+    });
   }
 
   /** The keys revoked when a node of this name was removed, in any network: a removed agent's hello is told so (session.ts). */
@@ -181,13 +202,13 @@ export class AuthStore implements AuthBook {
 
   /** The credential, the report and the name the agent may still say in its hello follow a rename. */
   rename(network: string, from: string, to: string): void {
-    this.#db.transaction(() => {
+    this.#tx(() => {
       this.#stmt('UPDATE hosting_credentials SET node = ? WHERE network = ? AND node = ?').run(to, network, from);
       this.#stmt('UPDATE hosting_reports SET node = ? WHERE network = ? AND node = ?').run(to, network, from);
       this.#stmt('UPDATE hosting_renames SET new = ? WHERE network = ? AND new = ?').run(to, network, from);
       this.#stmt('DELETE FROM hosting_renames WHERE network = ? AND old = ?').run(network, to);
       this.#stmt('INSERT OR REPLACE INTO hosting_renames (network, old, new) VALUES (?, ?, ?)').run(network, from, to);
-    })();
+    });
   }
 
   /** The name `old` carries now, when it was renamed (an agent offline during the rename still says the old one). */

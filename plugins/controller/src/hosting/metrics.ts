@@ -76,6 +76,33 @@ export class Metrics {
         this.set(self.#source?.connected() ?? 0);
       },
     });
+    // The store's health (issue 24): down, changes are refused and reads answer from memory.
+    new Gauge({
+      name: 'meshp_controller_store_up',
+      help: "1 while the controller's store takes writes, 0 from its first refused write until one is taken again",
+      registers: [r],
+      collect() {
+        this.set(self.#source?.controller.storeHealth.up === false ? 0 : 1);
+      },
+    });
+    new Gauge({
+      name: 'meshp_controller_store_down_since_timestamp_seconds',
+      help: "when the controller's store went down (0: it is up)",
+      registers: [r],
+      collect() {
+        this.set(seconds(self.#source?.controller.storeHealth.view().downSince ?? ''));
+      },
+    });
+    new Counter({
+      name: 'meshp_controller_store_errors_total',
+      help: "errors of the controller's store, by code (MESHP_STORE_FULL, MESHP_STORE_UNAVAILABLE, MESHP_STATE_CORRUPT)",
+      labelNames: ['code'],
+      registers: [r],
+      collect() {
+        this.reset();
+        for (const [code, v] of self.#source?.controller.storeHealth.errors ?? []) this.inc({ code }, v);
+      },
+    });
     new Gauge({
       name: 'meshp_state_version',
       help: 'the state version of each network',

@@ -22,6 +22,7 @@ import { Controller } from '../controller.js';
 import { SqliteControllerStore } from '../sqlite-store.js';
 import { adminHandler, DEFAULT_NETWORK } from './admin.js';
 import { AuthStore, type AuthBook } from './auth-store.js';
+import { guardAuth } from './auth-guard.js';
 import type { ControllerStore } from '../store.js';
 import { ensureAdminCredential, secretMatches, type AdminCredential } from './credential.js';
 import { Enrolment } from './enrolment.js';
@@ -156,7 +157,16 @@ export class ControllerHostingPlugin implements Plugin {
     });
     for (const n of this.#o.networks ?? [DEFAULT_NETWORK]) if (!controller.networks().includes(n)) controller.createNetwork(n);
     this.#applyLogDepth(controller);
-    const auth = shared?.auth ?? new AuthStore(dbFile);
+    // Its errors are the store's health too (auth-guard.ts); an outage is logged once when it starts and once when it ends.
+    const auth = guardAuth(shared?.auth ?? new AuthStore(dbFile), controller.storeHealth, shared ? undefined : dbFile);
+    controller.storeHealth.onChange = (h) => {
+      if (h.up) this.log.warn({ store: shared?.label ?? CONTROLLER_DB }, 'store up again: changes are taken');
+      else
+        this.log.error(
+          { store: shared?.label ?? CONTROLLER_DB, code: h.lastCode, err: h.lastError, since: h.downSince },
+          'store down: changes are refused, reads answer from memory, the sync records wait',
+        );
+    };
     return { tls, admin, controller, auth };
   }
 

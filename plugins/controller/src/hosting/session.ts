@@ -15,6 +15,7 @@ import type { AuthBook } from './auth-store.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
 import { reportedHandshakes } from '../handshake-status.js';
+import { isStoreFault } from '../store-errors.js';
 
 const HELLO_TIMEOUT_MS = 10_000;
 
@@ -60,7 +61,9 @@ export class SyncSession {
       try {
         this.#receive(m);
       } catch (e) {
-        this.#refuse(e);
+        // The store refused a write this message asked for: the agent is told, its stream stays open (issue 24).
+        if (this.#authed && isStoreFault(e)) this.#storeRefused(e, 'message not taken');
+        else this.#refuse(e);
       }
     });
     this.ch.onClose((error) => {
@@ -209,7 +212,13 @@ export class SyncSession {
         tunnel: { key: !!r.tunnelKey, interface: r.tunnelInterface ?? '', error: r.tunnelError ?? '' },
       };
       controller.report(this.network, this.node, { firewallKind: r.firewallKind || 'none', held: count('held'), changed: count('changed'), reported });
-      this.hub.auth.putReport(this.network, this.node, m.report);
+      try {
+        this.hub.auth.putReport(this.network, this.node, m.report);
+      } catch (e) {
+        // Kept in memory (the sync record above); the file's copy for doctor waits for the next report.
+        if (!isStoreFault(e)) throw e;
+        this.#storeRefused(e, 'report not stored');
+      }
       // A tunnel key other than the stored one: a key change, sent on to every peer that sees this node.
       if (r.tunnelKey && r.tunnelKey !== controller.member(this.network, this.node)?.tunnelKey) {
         try {
@@ -265,12 +274,15 @@ export class SyncSession {
     this.hub.seen(this.network, this.node);
     // A tunnel node's source address, as seen here, becomes an endpoint its peers are given (issue 16).
     const observed = member.tunnelKey ? observedEndpoint(this.peer, member.settings.ports['tunnel'] ?? 51820) : null;
+    // Neither is needed to serve the stream: one the store refuses is tried again at the next hello.
     if (observed && observed !== member.observedEndpoint) {
-      controller.updateMember(this.network, this.node, { observedEndpoint: observed });
-      this.hub.poke(this.network);
+      this.#storeMay('observed endpoint not stored', () => {
+        controller.updateMember(this.network, this.node, { observedEndpoint: observed });
+        this.hub.poke(this.network);
+      });
     }
     // The node holds its credential: the token it enrolled with is spent for good.
-    auth.confirm(this.network, this.node, new Date().toISOString());
+    this.#storeMay('token not confirmed', () => auth.confirm(this.network, this.node, new Date().toISOString()));
     const r = controller.hello(this.network, this.node, h.appliedVersion, h.stateHash, h.versionSignature, h.revision);
     log.info({ network: this.network, node: this.node, peer: this.peer, appliedVersion: h.appliedVersion, resume: !r.snapshotPending }, 'sync stream opened');
     if (r.movedAhead) {
@@ -280,6 +292,23 @@ export class SyncSession {
       );
       this.hub.poke(this.network);
     } else this.pump();
+  }
+
+  /** `fn`, whose store refusal is said and passed over (another error goes on up). */
+  #storeMay(what: string, fn: () => void): void {
+    try {
+      fn();
+    } catch (e) {
+      if (!isStoreFault(e)) throw e;
+      this.#storeRefused(e, what);
+    }
+  }
+
+  /** A write the store refused for this stream: counted, logged, and the agent told; the stream goes on. */
+  #storeRefused(e: MeshpError, what: string): void {
+    this.hub.metrics.refused(e.code);
+    this.hub.log.warn({ code: e.code, peer: this.peer, network: this.network, node: this.node, err: oneLine(e) }, `store refused: ${what}`);
+    this.ch.send({ error: { code: e.code, message: e.message } });
   }
 
   /** Ends the stream with the error's code, logged with the peer (also a stream refused before it starts). */
