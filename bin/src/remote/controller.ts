@@ -42,18 +42,14 @@ export async function sharedStore(store: string | undefined): Promise<SharedStor
     onDown: (reason) => say(`the database is unreachable (${reason}): changes are refused MESHP_STORE_UNAVAILABLE, reads answer from memory, retrying`),
     onUp: (ms) => say(`the database answers again after ${Math.round(ms)} ms: catching up`),
   });
-  // Its memory ahead of the database: this replica must not go on (docs/store-postgres.md, crash safety).
-  pg.store.onPoisoned = (e) => {
-    process.stderr.write(`meshp controller: ${e.oneLine()}\n`);
-    process.exit(1);
-  };
   return {
     controller: pg.store,
     auth: pg.auth,
     label: pg.label,
     follow: () => pg.follower.start(),
     unfollow: () => pg.follower.close(),
-    catchUp: () => void pg.store.catchUp(),
+    // Before an admin call or an enrolment; while the database is down, reads answer from memory (store-postgres freshen).
+    catchUp: () => pg.store.freshen(),
   };
 }
 
