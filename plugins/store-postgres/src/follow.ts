@@ -28,8 +28,8 @@ export class Follower {
   #timer: ReturnType<typeof setInterval> | null = null;
   /** Notices received (for tests). */
   notices = 0;
-  /** The last failure told, until a success. */
-  #told: string | null = null;
+  /** A failure was told and nothing has succeeded since (the listen or a catch-up). */
+  #failing = false;
 
   constructor(url: string, catchUp: () => void, options: FollowOptions = {}) {
     this.#url = url;
@@ -75,7 +75,7 @@ export class Follower {
       if (this.#closed) return;
       try {
         this.#catchUp();
-        this.#told = null;
+        this.#failing = false;
       } catch (e) {
         this.#fail(e as Error);
       }
@@ -88,8 +88,8 @@ export class Follower {
   }
 
   #fail(e: Error): void {
-    if (this.#told === e.message) return;
-    this.#told = e.message;
+    if (this.#failing) return;
+    this.#failing = true;
     this.#o.onError?.(e);
   }
 
