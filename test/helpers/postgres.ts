@@ -87,8 +87,23 @@ export function startPostgres(t: Teardown, o: PgOptions = {}): PgCluster {
   const listen = o.ns ? '127.0.0.1' : '';
   const pgCtl = join(PG_BIN, 'pg_ctl');
   const start = () => {
-    const args = ['start', '-D', data, '-w', '-t', '60', '-l', join(dir, 'log'), '-o', `-c listen_addresses='${listen}' -k ${dir} -c fsync=off -c max_connections=50`];
-    if (o.ns) execFileSync('nsenter', [`--net=${o.ns.path}`, '--', 'runuser', '-u', 'postgres', '--', pgCtl, ...args], { stdio: ['ignore', 'pipe', 'pipe'], timeout: 120_000 });
+    const args = [
+      'start',
+      '-D',
+      data,
+      '-w',
+      '-t',
+      '60',
+      '-l',
+      join(dir, 'log'),
+      '-o',
+      `-c listen_addresses='${listen}' -k ${dir} -c fsync=off -c max_connections=50`,
+    ];
+    if (o.ns)
+      execFileSync('nsenter', [`--net=${o.ns.path}`, '--', 'runuser', '-u', 'postgres', '--', pgCtl, ...args], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+        timeout: 120_000,
+      });
     else asPostgres(pgCtl, args);
     pid = Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0]);
   };

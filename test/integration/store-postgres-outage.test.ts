@@ -64,7 +64,11 @@ if (missing) {
     t.ok(v2 > v1, 'A hands out a later version');
     await waitUntil(`every agent at ${v2}`, () => r.current(v2), 60_000);
     t.pass(`a change through A reached all four agents (version ${v2})`);
-    await waitUntil('both replicas say the store is up', async () => (await scrape(a.metrics)).value('meshp_controller_store_up') === 1 && (await scrape(b.metrics)).value('meshp_controller_store_up') === 1, 30_000);
+    await waitUntil(
+      'both replicas say the store is up',
+      async () => (await scrape(a.metrics)).value('meshp_controller_store_up') === 1 && (await scrape(b.metrics)).value('meshp_controller_store_up') === 1,
+      30_000,
+    );
     t.pass('/metrics: the store is up again on both');
 
     t.ok(alive(), 'neither replica exited or was restarted');

@@ -115,7 +115,11 @@ if (missing) {
     a.store.putToken = () => {
       throw Object.assign(new Error('injected'), { code: 'INJECTED' });
     };
-    t.throws(() => c.createToken('n'), { code: 'MESHP_STORE_UNAVAILABLE' }, "a store error that is no MeshpError: sorted as unavailable (the controller's classifier)");
+    t.throws(
+      () => c.createToken('n'),
+      { code: 'MESHP_STORE_UNAVAILABLE' },
+      "a store error that is no MeshpError: sorted as unavailable (the controller's classifier)",
+    );
     a.store.putToken = real;
     t.same(await cluster.query('atomic', 'SELECT token FROM tokens'), [], 'database: no token');
     const mod = (name: string) => ({ name, files: [{ path: `/etc/${name}`, content: `${name}\n` }] });
@@ -125,7 +129,11 @@ if (missing) {
       if (++n === 2) throw Object.assign(new Error('injected'), { code: 'INJECTED' });
       append(net, e);
     };
-    t.throws(() => c.defineModules('n', [mod('a'), mod('b')]), { code: 'MESHP_STORE_UNAVAILABLE' }, "a store error that is no MeshpError: sorted as unavailable (the controller's classifier)");
+    t.throws(
+      () => c.defineModules('n', [mod('a'), mod('b')]),
+      { code: 'MESHP_STORE_UNAVAILABLE' },
+      "a store error that is no MeshpError: sorted as unavailable (the controller's classifier)",
+    );
     a.store.appendLog = append;
     t.equal(c.stateVersion('n'), before, 'memory: the version where it was');
     t.same((await cluster.query('atomic', "SELECT count(*)::int AS n FROM log WHERE network = 'n'"))[0], { n: 0 }, 'database: no log entry');

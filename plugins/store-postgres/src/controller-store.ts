@@ -37,16 +37,19 @@ export class PostgresControllerStore implements ControllerStore {
 
   load(): StoredState {
     const [networks, members, log, sync, tokens] = this.#db
-      .run([
-        { text: 'BEGIN ISOLATION LEVEL REPEATABLE READ' },
-        { text: `SET LOCAL statement_timeout = ${LOAD_TIMEOUT_MS}` },
-        { text: 'SELECT doc FROM networks' },
-        { text: 'SELECT network, doc FROM members' },
-        { text: 'SELECT network, doc FROM log ORDER BY network, version' },
-        { text: 'SELECT network, id, doc FROM sync' },
-        { text: 'SELECT doc FROM tokens' },
-        { text: 'COMMIT' },
-      ], LOAD_TIMEOUT_MS)
+      .run(
+        [
+          { text: 'BEGIN ISOLATION LEVEL REPEATABLE READ' },
+          { text: `SET LOCAL statement_timeout = ${LOAD_TIMEOUT_MS}` },
+          { text: 'SELECT doc FROM networks' },
+          { text: 'SELECT network, doc FROM members' },
+          { text: 'SELECT network, doc FROM log ORDER BY network, version' },
+          { text: 'SELECT network, id, doc FROM sync' },
+          { text: 'SELECT doc FROM tokens' },
+          { text: 'COMMIT' },
+        ],
+        LOAD_TIMEOUT_MS,
+      )
       .slice(2, 7)
       .map((r) => r.rows);
     const state: StoredState = {
