@@ -70,12 +70,21 @@ t.test(
     t.equal(down.code, 'MESHP_STORE_FULL', 'the failed flush said the store down, MESHP_STORE_FULL');
     t.ok(
       [...storedApplied(db).values()].every((v) => v < top),
-      "the file does not hold the acks yet (the flush that failed wrote none of them)",
+      'the file does not hold the acks yet (the flush that failed wrote none of them)',
     );
 
     await t.rejects(admin.assign('s0', 'm'), { code: 'MESHP_STORE_FULL' }, 'module assign refused MESHP_STORE_FULL');
     await t.rejects(admin.policy([{ from: 'all', to: 'all', ports: ['80'] }]), { code: 'MESHP_STORE_FULL' }, 'policy set refused MESHP_STORE_FULL');
-    const cli = await meshpAsync('policy', 'set', writeJson(dir, 'p.json', { rules: [{ from: 'all', to: 'all', ports: ['8080'] }] }), '--yes', '--state', state, '--controller', ctl.address);
+    const cli = await meshpAsync(
+      'policy',
+      'set',
+      writeJson(dir, 'p.json', { rules: [{ from: 'all', to: 'all', ports: ['8080'] }] }),
+      '--yes',
+      '--state',
+      state,
+      '--controller',
+      ctl.address,
+    );
     t.not(cli.code, 0, 'the CLI exits non-zero');
     t.match(cli.err, /MESHP_STORE_FULL/, `the operator reads the code: ${cli.err.trim()}`);
 

@@ -116,7 +116,7 @@ if (missing) {
       throw Object.assign(new Error('injected'), { code: 'INJECTED' });
     };
     // An error the store did not sort is the store's, not answered: MESHP_STORE_UNAVAILABLE (issue 24, store-errors.ts).
-      t.throws(() => c.createToken('n'), { code: 'MESHP_STORE_UNAVAILABLE' });
+    t.throws(() => c.createToken('n'), { code: 'MESHP_STORE_UNAVAILABLE' });
     a.store.putToken = real;
     t.same(await cluster.query('atomic', 'SELECT token FROM tokens'), [], 'database: no token');
     const mod = (name: string) => ({ name, files: [{ path: `/etc/${name}`, content: `${name}\n` }] });

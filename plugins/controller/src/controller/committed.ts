@@ -209,49 +209,103 @@ export class CommittedStore implements ControllerStore {
 
   putNetwork(n: NetworkRecord): void {
     const copy = structuredClone(n);
-    this.#write(n.name, null, () => this.inner.putNetwork(n), (img) => img.networks.set(copy.name, copy));
+    this.#write(
+      n.name,
+      null,
+      () => this.inner.putNetwork(n),
+      (img) => img.networks.set(copy.name, copy),
+    );
   }
   putMember(network: string, m: MemberRecord): void {
     const copy = structuredClone(m);
-    this.#write(network, null, () => this.inner.putMember(network, m), (img) => img.membersOf(network).set(copy.id, copy));
+    this.#write(
+      network,
+      null,
+      () => this.inner.putMember(network, m),
+      (img) => img.membersOf(network).set(copy.id, copy),
+    );
   }
   deleteMember(network: string, id: string): void {
-    this.#write(network, null, () => this.inner.deleteMember(network, id), (img) => img.membersOf(network).delete(id));
+    this.#write(
+      network,
+      null,
+      () => this.inner.deleteMember(network, id),
+      (img) => img.membersOf(network).delete(id),
+    );
   }
   appendLog(network: string, e: LogEntry): void {
     const copy = structuredClone(e);
-    this.#write(network, null, () => this.inner.appendLog(network, e), (img) => {
-      const list = img.log.get(network) ?? [];
-      list.push(copy);
-      img.log.set(network, list);
-    });
+    this.#write(
+      network,
+      null,
+      () => this.inner.appendLog(network, e),
+      (img) => {
+        const list = img.log.get(network) ?? [];
+        list.push(copy);
+        img.log.set(network, list);
+      },
+    );
   }
   truncateLog(network: string, floor: number): void {
-    this.#write(network, null, () => this.inner.truncateLog(network, floor), (img) => {
-      const list = img.log.get(network);
-      if (list) img.log.set(network, list.filter((e) => e.version > floor));
-    });
+    this.#write(
+      network,
+      null,
+      () => this.inner.truncateLog(network, floor),
+      (img) => {
+        const list = img.log.get(network);
+        if (list)
+          img.log.set(
+            network,
+            list.filter((e) => e.version > floor),
+          );
+      },
+    );
   }
   putSync(network: string, id: string, s: SyncRecord): void {
     const copy = structuredClone(s);
-    this.#write(null, imageKey(network, id), () => this.inner.putSync(network, id, s), (img) => img.sync.set(imageKey(network, id), copy));
+    this.#write(
+      null,
+      imageKey(network, id),
+      () => this.inner.putSync(network, id, s),
+      (img) => img.sync.set(imageKey(network, id), copy),
+    );
   }
   deleteSync(network: string, id: string): void {
-    this.#write(null, imageKey(network, id), () => this.inner.deleteSync(network, id), (img) => img.sync.delete(imageKey(network, id)));
+    this.#write(
+      null,
+      imageKey(network, id),
+      () => this.inner.deleteSync(network, id),
+      (img) => img.sync.delete(imageKey(network, id)),
+    );
   }
   putToken(t: TokenRecord): void {
     const copy = structuredClone(t);
-    this.#write(null, null, () => this.inner.putToken(t), (img) => img.tokens.set(copy.token, copy));
+    this.#write(
+      null,
+      null,
+      () => this.inner.putToken(t),
+      (img) => img.tokens.set(copy.token, copy),
+    );
   }
   deleteToken(token: string): void {
-    this.#write(null, null, () => this.inner.deleteToken(token), (img) => img.tokens.delete(token));
+    this.#write(
+      null,
+      null,
+      () => this.inner.deleteToken(token),
+      (img) => img.tokens.delete(token),
+    );
   }
   deleteNetwork(name: string): void {
-    this.#write(name, null, () => this.inner.deleteNetwork(name), (img) => {
-      img.networks.delete(name);
-      img.log.delete(name);
-      img.members.delete(name);
-    });
+    this.#write(
+      name,
+      null,
+      () => this.inner.deleteNetwork(name),
+      (img) => {
+        img.networks.delete(name);
+        img.log.delete(name);
+        img.members.delete(name);
+      },
+    );
   }
   close(): void {
     this.inner.close();

@@ -71,7 +71,12 @@ export class ControllerState {
         continue;
       }
       const members = [...(img.members.get(n)?.values() ?? [])];
-      applyRemote(this.networks, { network: n, record: structuredClone(record), entries: structuredClone(img.log.get(n) ?? []), members: structuredClone(members) });
+      applyRemote(this.networks, {
+        network: n,
+        record: structuredClone(record),
+        entries: structuredClone(img.log.get(n) ?? []),
+        members: structuredClone(members),
+      });
       const net = this.networks.get(n)!;
       for (const id of net.members.keys()) {
         if (!t.sync.has(imageKey(n, id))) continue;
