@@ -20,6 +20,7 @@ export * from './handshake-status.js';
 export * from './controller.js';
 export * from './tokens.js';
 export * from './sqlite-store.js';
+export { storeError, isStoreFault, STORE_FAULTS, type StoreFault } from './store-errors.js';
 export * from './hosting/index.js';
 export * from './converge.js';
 export * from './tunnel-key.js';

@@ -10,88 +10,11 @@
  * image holds it (state.ts `restore`). Copies are taken on the way in, so the image never shares an
  * object with the memory the controller goes on changing.
  */
-import type { ControllerStore, RemoteChange, StoredState, TokenRecord } from '@meshp/core';
+import type { ControllerStore, StoredState, TokenRecord } from '@meshp/core';
 import type { LogEntry, MemberRecord, NetworkRecord, SyncRecord } from '@meshp/core/delta';
 import { storeError } from '../store-errors.js';
+import { Image, imageKey } from './image.js';
 import type { StoreHealth } from './store-health.js';
-
-export const imageKey = (network: string, id: string): string => `${network}\u0000${id}`;
-
-/** The records as committed, by network. */
-export class Image {
-  readonly networks = new Map<string, NetworkRecord>();
-  readonly members = new Map<string, Map<string, MemberRecord>>();
-  readonly log = new Map<string, LogEntry[]>();
-  /** Sync records by imageKey(network, id). */
-  readonly sync = new Map<string, SyncRecord>();
-  /** Enrolment tokens by the hash kept (tokens.ts reads them here: a token is taken only once its removal committed). */
-  readonly tokens = new Map<string, TokenRecord>();
-
-  membersOf(network: string): Map<string, MemberRecord> {
-    let m = this.members.get(network);
-    if (!m) this.members.set(network, (m = new Map()));
-    return m;
-  }
-
-  /** What another controller committed to one network (as remote.ts applies it to memory). */
-  applyRemote(c: RemoteChange): void {
-    if (!c.record) {
-      this.#forget(c.network);
-      return;
-    }
-    const members = this.membersOf(c.network);
-    const put = (id: string, after: MemberRecord | null) => {
-      if (after) members.set(id, structuredClone(after));
-      else {
-        members.delete(id);
-        this.sync.delete(imageKey(c.network, id));
-      }
-    };
-    let log = this.log.get(c.network) ?? [];
-    if (c.members) {
-      const ids = new Set(c.members.map((m) => m.id));
-      for (const id of [...members.keys()]) if (!ids.has(id)) put(id, null);
-      for (const m of c.members) put(m.id, m);
-      log = structuredClone(c.entries);
-    } else {
-      for (const e of c.entries) {
-        if (log.some((x) => x.version === e.version)) continue;
-        if (e.kind === 'member') put(e.id, e.after);
-        else if (e.kind === 'members') for (const x of e.changes) put(x.id, x.after);
-        log.push(structuredClone(e));
-      }
-    }
-    const r = structuredClone(c.record);
-    this.networks.set(c.network, r);
-    this.log.set(
-      c.network,
-      log.filter((e) => e.version > r.logFloor && e.version <= r.version).sort((a, b) => a.version - b.version),
-    );
-  }
-
-  #forget(network: string): void {
-    this.networks.delete(network);
-    this.log.delete(network);
-    for (const id of this.members.get(network)?.keys() ?? []) this.sync.delete(imageKey(network, id));
-    this.members.delete(network);
-  }
-
-  /** Loaded from what the store holds at start. */
-  static of(s: StoredState): Image {
-    const img = new Image();
-    for (const n of s.networks) img.networks.set(n.name, structuredClone(n));
-    for (const { network, member } of s.members) img.membersOf(network).set(member.id, structuredClone(member));
-    for (const { network, entry } of s.log) {
-      const list = img.log.get(network) ?? [];
-      list.push(structuredClone(entry));
-      img.log.set(network, list);
-    }
-    for (const list of img.log.values()) list.sort((a, b) => a.version - b.version);
-    for (const { network, id, sync } of s.sync) img.sync.set(imageKey(network, id), structuredClone(sync));
-    for (const t of s.tokens) img.tokens.set(t.token, structuredClone(t));
-    return img;
-  }
-}
 
 /** What a transaction that threw had written: the networks (records, members, log) and the nodes' sync records. */
 export interface Touched {
@@ -209,49 +132,103 @@ export class CommittedStore implements ControllerStore {
 
   putNetwork(n: NetworkRecord): void {
     const copy = structuredClone(n);
-    this.#write(n.name, null, () => this.inner.putNetwork(n), (img) => img.networks.set(copy.name, copy));
+    this.#write(
+      n.name,
+      null,
+      () => this.inner.putNetwork(n),
+      (img) => img.networks.set(copy.name, copy),
+    );
   }
   putMember(network: string, m: MemberRecord): void {
     const copy = structuredClone(m);
-    this.#write(network, null, () => this.inner.putMember(network, m), (img) => img.membersOf(network).set(copy.id, copy));
+    this.#write(
+      network,
+      null,
+      () => this.inner.putMember(network, m),
+      (img) => img.membersOf(network).set(copy.id, copy),
+    );
   }
   deleteMember(network: string, id: string): void {
-    this.#write(network, null, () => this.inner.deleteMember(network, id), (img) => img.membersOf(network).delete(id));
+    this.#write(
+      network,
+      null,
+      () => this.inner.deleteMember(network, id),
+      (img) => img.membersOf(network).delete(id),
+    );
   }
   appendLog(network: string, e: LogEntry): void {
     const copy = structuredClone(e);
-    this.#write(network, null, () => this.inner.appendLog(network, e), (img) => {
-      const list = img.log.get(network) ?? [];
-      list.push(copy);
-      img.log.set(network, list);
-    });
+    this.#write(
+      network,
+      null,
+      () => this.inner.appendLog(network, e),
+      (img) => {
+        const list = img.log.get(network) ?? [];
+        list.push(copy);
+        img.log.set(network, list);
+      },
+    );
   }
   truncateLog(network: string, floor: number): void {
-    this.#write(network, null, () => this.inner.truncateLog(network, floor), (img) => {
-      const list = img.log.get(network);
-      if (list) img.log.set(network, list.filter((e) => e.version > floor));
-    });
+    this.#write(
+      network,
+      null,
+      () => this.inner.truncateLog(network, floor),
+      (img) => {
+        const list = img.log.get(network);
+        if (list)
+          img.log.set(
+            network,
+            list.filter((e) => e.version > floor),
+          );
+      },
+    );
   }
   putSync(network: string, id: string, s: SyncRecord): void {
     const copy = structuredClone(s);
-    this.#write(null, imageKey(network, id), () => this.inner.putSync(network, id, s), (img) => img.sync.set(imageKey(network, id), copy));
+    this.#write(
+      null,
+      imageKey(network, id),
+      () => this.inner.putSync(network, id, s),
+      (img) => img.sync.set(imageKey(network, id), copy),
+    );
   }
   deleteSync(network: string, id: string): void {
-    this.#write(null, imageKey(network, id), () => this.inner.deleteSync(network, id), (img) => img.sync.delete(imageKey(network, id)));
+    this.#write(
+      null,
+      imageKey(network, id),
+      () => this.inner.deleteSync(network, id),
+      (img) => img.sync.delete(imageKey(network, id)),
+    );
   }
   putToken(t: TokenRecord): void {
     const copy = structuredClone(t);
-    this.#write(null, null, () => this.inner.putToken(t), (img) => img.tokens.set(copy.token, copy));
+    this.#write(
+      null,
+      null,
+      () => this.inner.putToken(t),
+      (img) => img.tokens.set(copy.token, copy),
+    );
   }
   deleteToken(token: string): void {
-    this.#write(null, null, () => this.inner.deleteToken(token), (img) => img.tokens.delete(token));
+    this.#write(
+      null,
+      null,
+      () => this.inner.deleteToken(token),
+      (img) => img.tokens.delete(token),
+    );
   }
   deleteNetwork(name: string): void {
-    this.#write(name, null, () => this.inner.deleteNetwork(name), (img) => {
-      img.networks.delete(name);
-      img.log.delete(name);
-      img.members.delete(name);
-    });
+    this.#write(
+      name,
+      null,
+      () => this.inner.deleteNetwork(name),
+      (img) => {
+        img.networks.delete(name);
+        img.log.delete(name);
+        img.members.delete(name);
+      },
+    );
   }
   close(): void {
     this.inner.close();

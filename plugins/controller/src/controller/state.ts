@@ -8,7 +8,8 @@ import type { ControllerStore } from '../store.js';
 import { TokenBook } from '../tokens.js';
 import { newSync } from '../status.js';
 import { applyRemote } from '../remote.js';
-import { CommittedStore, imageKey, type Touched } from './committed.js';
+import { CommittedStore, type Touched } from './committed.js';
+import { imageKey } from './image.js';
 import { StoreHealth } from './store-health.js';
 import type { ControllerOptions, VersionSigner } from './options.js';
 import { notFound } from '@meshp/core/util';
@@ -71,7 +72,12 @@ export class ControllerState {
         continue;
       }
       const members = [...(img.members.get(n)?.values() ?? [])];
-      applyRemote(this.networks, { network: n, record: structuredClone(record), entries: structuredClone(img.log.get(n) ?? []), members: structuredClone(members) });
+      applyRemote(this.networks, {
+        network: n,
+        record: structuredClone(record),
+        entries: structuredClone(img.log.get(n) ?? []),
+        members: structuredClone(members),
+      });
       const net = this.networks.get(n)!;
       for (const id of net.members.keys()) {
         if (!t.sync.has(imageKey(n, id))) continue;

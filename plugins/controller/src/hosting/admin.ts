@@ -16,7 +16,7 @@ import { NODE_NAME, type Enrolment } from './enrolment.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
 import { readbackMethods } from './readback.js';
-import { notFound, usage } from '@meshp/core/util';
+import { nameTaken, notFound, usage } from '@meshp/core/util';
 
 export const DEFAULT_NETWORK = 'default';
 
@@ -219,16 +219,29 @@ function lifecycleMethods({ d, controller, node }: Ctx): Methods<'removeNode' | 
       const m = controller.member(net, id);
       if (!m) throw notFound('node', id, net);
       const stateVersion = controller.leave(net, id);
-      d.removed?.(net, id, m.nodeKey);
-      d.changed(net);
+      // Removed: its peers are told whatever the revocation meets (the hosting logs one the store refused).
+      try {
+        d.removed?.(net, id, m.nodeKey);
+      } finally {
+        d.changed(net);
+      }
       return { stateVersion };
     },
     renameNode: (r, net) => {
       const id = need(r.node, 'node');
       const to = need(r.newName, 'newName');
       if (!NODE_NAME.test(to)) throw usage(`node name ${JSON.stringify(to)} is not valid`);
-      controller.renameNode(net, id, to);
+      if (!controller.member(net, id)) throw notFound('node', id, net);
+      if (controller.member(net, to)) throw nameTaken(to, net);
+      // The hosting's tables first (the credential follows the name): a rename the controller's store
+      // then refuses is undone there, so the agent's credential never names a node the controller does not hold.
       d.renamed?.(net, id, to);
+      try {
+        controller.renameNode(net, id, to);
+      } catch (e) {
+        d.renamed?.(net, to, id);
+        throw e;
+      }
       d.changed(net);
       return { node: node(net, to) };
     },

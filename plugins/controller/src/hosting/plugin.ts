@@ -23,6 +23,7 @@ import { SqliteControllerStore } from '../sqlite-store.js';
 import { adminHandler, DEFAULT_NETWORK } from './admin.js';
 import { AuthStore, type AuthBook } from './auth-store.js';
 import { guardAuth } from './auth-guard.js';
+import { isStoreFault } from '../store-errors.js';
 import type { ControllerStore } from '../store.js';
 import { ensureAdminCredential, secretMatches, type AdminCredential } from './credential.js';
 import { Enrolment } from './enrolment.js';
@@ -254,8 +255,18 @@ export class ControllerHostingPlugin implements Plugin {
       live: (n, id) => hub.live(n, id),
       reports: (n, id) => hub.reportOf(n, id),
       removed: (n, id, nodeKey) => {
-        auth.revoke(n, id, nodeKey, new Date().toISOString());
         hub.endNode(n, id, { code: 'MESHP_NODE_REVOKED', message: `node ${id} was removed from ${n}` });
+        try {
+          auth.revoke(n, id, nodeKey, new Date().toISOString());
+        } catch (e) {
+          // The removal stands (its credential names no member now: a hello with it is refused); the key is not on the revoked list.
+          if (!isStoreFault(e)) throw e;
+          this.log.error(
+            { network: n, node: id, code: e.code, err: oneLine(e) },
+            'node removed; its credential and key could not be revoked: the store refused the write',
+          );
+          return;
+        }
         this.log.warn({ network: n, node: id }, 'node removed: credential and key revoked');
       },
       renamed: (n, from, to) => {
