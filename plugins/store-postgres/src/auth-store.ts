@@ -172,9 +172,10 @@ export class PostgresAuthStore implements AuthBook {
     return report;
   }
 
-  close(): void {
+  /** Bound to this store: the hosting's guard (auth-guard.ts) hands `close` out unbound, through its Proxy. */
+  close = (): void => {
     if (this.#owns) this.#db.close();
-  }
+  };
 
   #tx(stmts: [string, unknown[]][]): void {
     try {
