@@ -6,7 +6,9 @@
  * a change is taken on the version after the last committed one. A database that accepts the
  * connection and then says nothing (a stall: an in-process TCP relay to the cluster's socket that
  * holds the bytes) costs one batch timeout, its thread is replaced, and the event loop is not held
- * by the probes.
+ * by the probes. A commit whose answer is lost (the relay holds everything once COMMIT went through)
+ * is refused, memory stays as committed before, and once the database answers the store catches up
+ * by itself and finds it, as another replica's change.
  */
 import t from 'tap';
 import { Worker } from 'node:worker_threads';
@@ -15,6 +17,7 @@ import { Controller } from '@meshp/controller';
 import { SyncPg, codeOf, openPostgresStore, migrate } from '@meshp/store-postgres';
 import { postgresMissing, startPostgres } from '../helpers/postgres.js';
 import { loadFactor, until } from '../helpers/budget.js';
+import type { Subtest } from '../helpers/tap-types.js';
 
 t.test('a failed batch is coded by its condition', async (t) => {
   const table: [string, string][] = [
@@ -41,15 +44,22 @@ t.test('a failed batch is coded by its condition', async (t) => {
   for (const [state, code] of table) t.equal(codeOf(state), code, `${state || '(no code)'} → ${code}`);
 });
 
+// A relay on loopback to the cluster's socket, on a thread of its own (the test's thread blocks in
+// each batch's wait). ctl[0]: 0 passes bytes, 1 holds them (taken, never passed on), 2 passes until
+// a chunk from the client carrying COMMIT went through, then holds (a commit whose answer is lost).
+// ctl[1] counts the client connections closed, ctl[2] is the port.
 const RELAY = `
 const { workerData } = require('node:worker_threads');
 const net = require('node:net');
 const { ctl, socket } = workerData;
 const server = net.createServer((c) => {
   const up = net.connect(socket);
-  const pass = (from, to) => from.on('data', (d) => { if (Atomics.load(ctl, 0) === 0) to.write(d); });
-  pass(c, up);
-  pass(up, c);
+  c.on('data', (d) => {
+    if (Atomics.load(ctl, 0) === 1) return;
+    up.write(d);
+    if (Atomics.load(ctl, 0) === 2 && d.includes('COMMIT')) Atomics.store(ctl, 0, 1);
+  });
+  up.on('data', (d) => { if (Atomics.load(ctl, 0) !== 1) c.write(d); });
   let done = false;
   const end = () => { if (!done) { done = true; Atomics.add(ctl, 1, 1); } c.destroy(); up.destroy(); };
   c.on('close', end).on('error', end);
@@ -57,6 +67,14 @@ const server = net.createServer((c) => {
 });
 server.listen(0, '127.0.0.1', () => Atomics.store(ctl, 2, server.address().port));
 `;
+
+async function startRelay(t: Subtest, socket: string): Promise<{ ctl: Int32Array; port: number }> {
+  const ctl = new Int32Array(new SharedArrayBuffer(12));
+  const relay = new Worker(RELAY, { eval: true, workerData: { ctl, socket } });
+  t.teardown(() => relay.terminate());
+  await until('the relay listening', () => Atomics.load(ctl, 2) !== 0, 20);
+  return { ctl, port: Atomics.load(ctl, 2) };
+}
 
 /** The longest gap between ticks of a 50 ms interval while `ms` pass: how long the event loop stood still. */
 async function longestStall(ms: number): Promise<number> {
@@ -112,14 +130,7 @@ if (missing) {
     const cluster = startPostgres(t);
     const url = await cluster.createDb('stall');
     await migrate(url);
-    // A relay on loopback to the cluster's socket, on a thread of its own (this one blocks in each
-    // batch's wait); while `hold` (ctl[0] = 1), bytes are taken and never passed on. ctl[1] counts
-    // the client connections closed, ctl[2] is the port.
-    const ctl = new Int32Array(new SharedArrayBuffer(12));
-    const relay = new Worker(RELAY, { eval: true, workerData: { ctl, socket: join(cluster.dir, '.s.PGSQL.5432') } });
-    t.teardown(() => relay.terminate());
-    await until('the relay listening', () => Atomics.load(ctl, 2) !== 0, 20);
-    const port = Atomics.load(ctl, 2);
+    const { ctl, port } = await startRelay(t, join(cluster.dir, '.s.PGSQL.5432'));
     const closed = () => Atomics.load(ctl, 1);
     const timeoutMs = 800;
     const db = new SyncPg(`postgres://postgres@127.0.0.1:${port}/stall`, timeoutMs);
@@ -143,5 +154,31 @@ if (missing) {
     // The late answer to SELECT 2 went with the thread that asked: this one is the answer to this batch.
     t.same(db.rows('SELECT 4 AS x'), [{ x: 4 }], 'the next batch gets its own answer');
     t.equal(db.health().outages, 1, 'one outage counted');
+  });
+
+  t.test("a commit whose answer was lost: refused, memory as before, then caught up as another replica's change", async (t) => {
+    const cluster = startPostgres(t);
+    await cluster.createDb('lost');
+    const { ctl, port } = await startRelay(t, join(cluster.dir, '.s.PGSQL.5432'));
+    const s = await openPostgresStore(`postgres://postgres@127.0.0.1:${port}/lost`, { callTimeoutMs: 1500 });
+    t.teardown(() => s.close());
+    const c = new Controller(s.store);
+    c.createNetwork('n');
+    const v = c.join('n', { id: 'a', nodeKey: 'ka' });
+
+    Atomics.store(ctl, 0, 2);
+    t.throws(() => c.join('n', { id: 'x', nodeKey: 'kx' }), { code: 'MESHP_STORE_UNAVAILABLE' }, 'the answer to COMMIT lost: unavailable');
+    t.equal(c.stateVersion('n'), v, 'memory: as committed before (the outcome is not known)');
+    t.notOk(c.member('n', 'x'), 'memory: no member x');
+    const there = await cluster.query('lost', "SELECT version FROM networks WHERE name = 'n'");
+    t.same(there, [{ version: v + 1 }], 'the database did commit it');
+
+    Atomics.store(ctl, 0, 0);
+    await until('the store up again', () => s.db.health().up, 30);
+    // Nobody calls catchUp here: the store, up again, pokes its follower, which catches up.
+    await until('memory caught up by itself', () => c.stateVersion('n') === v + 1, 30);
+    t.equal(c.stateVersion('n'), v + 1, 'memory: the version the database holds');
+    t.ok(c.member('n', 'x'), 'memory: member x, as committed');
+    t.equal(c.join('n', { id: 'y', nodeKey: 'ky' }), v + 2, 'the next change follows it');
   });
 }
