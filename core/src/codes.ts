@@ -73,7 +73,7 @@ export const AUTH_CODES = {
 
 /** The controller's networks, nodes, catalogue and policy, and the admin inputs that change them. */
 export const CONTROLLER_CODES = {
-  MESHP_NOT_FOUND: 'a node, module or network named does not exist',
+  MESHP_NOT_FOUND: 'a node, module, network or host state named does not exist',
   MESHP_POLICY_INVALID: 'a policy is not valid',
   MESHP_INPUT_TOO_LARGE: 'an input is over a size or count limit',
   MESHP_SETTING_MISSING: 'a module names a setting the node does not have: its declaration could not be sent',

@@ -20,6 +20,8 @@ export class SimAgent {
   enrolment: EnrolResult | null = null;
   deltas: StateDelta[] = [];
   streams = 0;
+  /** The errors the controller sent on its streams (a refusal that ends the stream, or one it stays open after). */
+  errors: { code: string; message: string }[] = [];
   #ch: SyncChannel<ControllerMessage, AgentMessage> | null = null;
   #closed = false;
 
@@ -64,6 +66,8 @@ export class SimAgent {
             signature: sign(null, challengePayload(e.node, m.challenge), this.key.privateKey),
           },
         });
+      } else if ('error' in m) {
+        this.errors.push(m.error);
       } else if ('delta' in m) {
         this.deltas.push(m.delta);
         let r;
@@ -86,6 +90,13 @@ export class SimAgent {
       }
       setTimeout(() => this.open(), 200 + Math.random() * 200);
     });
+  }
+
+  /** Sends on the stream open now (a report, as the agent sends one); false when none is. */
+  send(m: AgentMessage): boolean {
+    if (!this.#ch) return false;
+    this.#ch.send(m);
+    return true;
   }
 
   close(): void {

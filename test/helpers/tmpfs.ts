@@ -1,60 +1,73 @@
 /**
- * A tmpfs of the test's own, to fill: mounted on a folder the test made, unmounted in t.teardown
- * (and when the test process exits without its teardowns), so a full disk is a real ENOSPC from
- * the kernel under whatever writes there. The filler is a file of the test's own in it.
+ * A small tmpfs the test mounts on a temporary folder, to fill with a file of its own: a full disk
+ * under a store, without touching the machine's disks. Unmounted in teardown, also on failure.
  */
-import { spawnSync } from 'node:child_process';
-import { closeSync, mkdirSync, openSync, rmSync, writeSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { closeSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-
-interface Teardown {
-  teardown(fn: () => unknown): void;
-}
+import type { Teardownable } from './netns.js';
 
 export interface Tmpfs {
-  path: string;
-  /** Writes the filler until the kernel answers ENOSPC; answers the bytes written. */
-  fill(): number;
-  /** Removes the filler: the space is back. */
-  unfill(): void;
+  dir: string;
+  /** Writes a file of the test's own until the filesystem says ENOSPC. */
+  fill(): void;
+  /** Removes that file: the space is back. */
+  free(): void;
 }
 
-/** Whether this process may mount (root: CI runs the suite as root). */
-export const canMount = (): boolean => process.getuid?.() === 0 && spawnSync('mount', ['--version']).status === 0;
+/** Whether this process may mount (root). */
+export function canMount(): boolean {
+  return process.getuid?.() === 0;
+}
 
-export function mountTmpfs(t: Teardown, path: string, bytes: number): Tmpfs {
-  mkdirSync(path, { recursive: true, mode: 0o700 });
-  const r = spawnSync('mount', ['-t', 'tmpfs', '-o', `size=${bytes},mode=0700`, 'meshp-test-full', path], { encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`mount tmpfs on ${path}: ${r.stderr}`);
-  // Lazy: a process still holding a file there (one the test failed to end) does not keep the mount.
-  const umount = () => spawnSync('umount', ['-l', path]);
-  t.teardown(umount);
-  process.once('exit', umount);
-  const filler = join(path, 'filler');
+/**
+ * `before` runs in the teardown ahead of the unmount: close what holds files on it there (a store
+ * open on it keeps the mount busy).
+ */
+export function tmpfs(t: Teardownable, sizeKiB: number, before: () => unknown = () => undefined): Tmpfs {
+  const dir = mkdtempSync(join(tmpdir(), 'meshp-tmpfs-'));
+  execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${sizeKiB}k,mode=0700`, 'tmpfs', dir]);
+  t.teardown(async () => {
+    await before();
+    try {
+      execFileSync('umount', [dir], { stdio: 'pipe' });
+    } catch {
+      // Still busy (a child left running): detached now, gone when the last file on it closes.
+      execFileSync('umount', ['-l', dir], { stdio: 'pipe' });
+    }
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const filler = join(dir, 'filler');
   return {
-    path,
+    dir,
     fill() {
       const fd = openSync(filler, 'a');
-      let written = 0;
+      const chunk = Buffer.alloc(64 * 1024, 0x2a);
       try {
-        // Big chunks first, then smaller, down to one byte: nothing is left for anyone.
-        for (let size = 1 << 20; size >= 1; size >>= 4) {
-          const chunk = Buffer.alloc(size);
-          for (;;) {
-            try {
-              written += writeSync(fd, chunk);
-            } catch (e) {
-              if ((e as NodeJS.ErrnoException).code === 'ENOSPC') break;
-              throw e;
-            }
+        for (;;) {
+          try {
+            writeSync(fd, chunk);
+          } catch (e) {
+            if ((e as NodeJS.ErrnoException).code !== 'ENOSPC') throw e;
+            break;
+          }
+        }
+        // Less than a chunk is left: taken a page at a time.
+        const small = Buffer.alloc(4096, 0x2a);
+        for (;;) {
+          try {
+            writeSync(fd, small);
+          } catch (e) {
+            if ((e as NodeJS.ErrnoException).code !== 'ENOSPC') throw e;
+            break;
           }
         }
       } finally {
         closeSync(fd);
       }
-      return written;
     },
-    unfill() {
+    free() {
       rmSync(filler, { force: true });
     },
   };

@@ -4,18 +4,20 @@
  * gRPC on loopback. The agents ack a change; the tmpfs is filled (a file of the test's own) before
  * the group commit writes those acks. Then: the flush fails and keeps its records, the store is
  * said down (log, /metrics), `module assign` and `policy set` are refused MESHP_STORE_FULL (the
- * Admin call and the CLI), `node list` never shows the refused change, the process keeps running
- * and its agents' streams stay open. The filler removed: the kept records reach the file, the
+ * Admin call and the CLI), a report whose write fails is answered MESHP_STORE_FULL on the stream,
+ * `node list` never shows the refused change, the process keeps running and its agents' streams
+ * stay open. The filler removed: the kept records reach the file, the
  * store is up again, and a change reaches the agents over the streams they had all along.
  */
 import t from 'tap';
 import Database from 'better-sqlite3';
+import { statfsSync } from 'node:fs';
 import { join } from 'node:path';
 import { ADMIN_CREDENTIAL_FILE, readAdminCredential } from '@meshp/controller';
 import { adminCalls, meshpAsync, startController, tokenFor, waitUntil, workdir, writeJson, type ControllerProc } from '../helpers/grpc-procs.js';
 import { SimAgent } from '../helpers/sim-agent.js';
 import { scrape } from '../helpers/prom.js';
-import { canMount, mountTmpfs } from '../helpers/tmpfs.js';
+import { canMount, tmpfs } from '../helpers/tmpfs.js';
 
 /** The sync records as the file holds them, by node (read by a connection of the test's own). */
 function storedApplied(file: string): Map<string, number> {
@@ -38,11 +40,17 @@ t.test(
   { skip: canMount() ? false : 'needs root to mount a tmpfs (CI runs the suite as root)' },
   async (t) => {
     const dir = workdir(t, 'store-full');
-    const disk = mountTmpfs(t, join(dir, 'disk'), 16 * 1024 * 1024);
-    const state = join(disk.path, 'ctl');
+    // The controller is gone before the unmount (it holds its files there).
+    let ctlProc: ControllerProc['proc'] | undefined;
+    const disk = tmpfs(t, 16 * 1024, async () => {
+      ctlProc?.kill('SIGKILL');
+      await ctlProc?.exited;
+    });
+    const state = join(disk.dir, 'ctl');
     const db = join(state, 'controller.db');
     // A group commit long enough for the disk to fill between the acks and their flush.
     const ctl = await startController(t, state, ['--sync-flush-ms', '4000']);
+    ctlProc = ctl.proc;
     const admin = adminCalls(() => ctl);
     const { fingerprint } = readAdminCredential(join(state, ADMIN_CREDENTIAL_FILE));
     const agents = ['s0', 's1'].map((n) => new SimAgent(n, ctl.address, fingerprint));
@@ -62,8 +70,8 @@ t.test(
     const top = v0 + 1;
     await waitUntil('both agents acked the change', async () => atVersion(top) && (await listed(ctl)).every((n) => n.stateVersion === top), 3_000);
     const mark = ctl.proc.lines.length;
-    const filled = disk.fill();
-    t.ok(filled > 0, `the tmpfs filled with ${filled} bytes of the test's filler`);
+    disk.fill();
+    t.equal(statfsSync(disk.dir).bavail, 0, "the tmpfs is full (a file of the test's own)");
 
     // The flush fails on the full disk: the store is said down once, the process goes on.
     const down = await ctl.proc.waitFor((l) => l.msg?.startsWith('store down') === true, 20_000, mark);
@@ -88,6 +96,18 @@ t.test(
     t.not(cli.code, 0, 'the CLI exits non-zero');
     t.match(cli.err, /MESHP_STORE_FULL/, `the operator reads the code: ${cli.err.trim()}`);
 
+    // A report whose copy for doctor the store refuses: the agent is told, its stream stays open.
+    const marked = ctl.proc.lines.length;
+    t.ok(
+      agents[1]!.send({
+        report: { appliedVersion: top, mode: 'converged', firewallKind: 'none', firewallActive: false, resources: [], at: new Date().toISOString() },
+      }),
+      's1 sends a report',
+    );
+    await ctl.proc.waitFor((l) => l.msg === 'store refused: report not stored', 10_000, marked);
+    await waitUntil('s1 told why', () => agents[1]!.errors.some((e) => e.code === 'MESHP_STORE_FULL'), 10_000);
+    t.pass('the report refused with MESHP_STORE_FULL to the agent, in a message on its stream');
+
     // Reads answer from memory, and show nothing of what was refused.
     const during = await listed(ctl);
     t.ok(
@@ -109,7 +129,7 @@ t.test(
       'no agent stream ended',
     );
 
-    disk.unfill();
+    disk.free();
     await ctl.proc.waitFor((l) => l.msg?.startsWith('store up again') === true, 30_000, mark);
     await waitUntil('the kept records written', () => [...storedApplied(db).values()].every((v) => v === top), 20_000);
     t.pass(`the flush that failed kept its records: the file holds both acks of version ${top}`);
@@ -127,5 +147,7 @@ t.test(
       'still the first stream of each agent',
     );
     t.ok(ctl.proc.alive, 'the controller process is running');
+    ctl.proc.kill('SIGTERM');
+    t.equal(await ctl.proc.exited, 0, 'and stops cleanly on SIGTERM after the outage');
   },
 );

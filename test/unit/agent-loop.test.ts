@@ -11,6 +11,9 @@ import { Controller, MemoryStore } from '@meshp/controller';
 import { bed } from '../helpers/host.js';
 import { FakeLink, type FakeChannel } from '../helpers/grpc-fake-link.js';
 import { until } from '../helpers/budget.js';
+import sinon from 'sinon';
+import { MeshpError } from '@meshp/core';
+import { LEFT_KEY } from '@meshp/core/agent';
 
 const NET = 'n';
 
@@ -230,4 +233,27 @@ t.test('the agent reconciles on the timer and when the firewall watch fires', as
   await new Promise((r) => setTimeout(r, 250));
   t.equal(w.events.filter((e) => e.msg === 'reconciled').length, w.events.slice(0, after).filter((e) => e.msg === 'reconciled').length, 'and the timer');
   t.ok(existsSync(join(w.b.root, 'etc/web.conf')));
+});
+
+t.test('a state store that cannot be read refuses the reconcile, says so to the controller, and the agent goes on', async (t) => {
+  const w = world(t);
+  await w.agent({ token: 'T' }).start();
+  const ch = await w.link.nextChannel(1);
+  await w.serve(ch);
+  const [snapAck] = await ch.waitFor('ack');
+  t.ok(w.controller.ack(NET, 'a1', snapAck!.appliedVersion, snapAck!.stateHash).accepted);
+  const store = await w.hosts[0]!.state();
+  const read = store.getValue.bind(store);
+  // Fault injection: the first read of the reconcile finds a damaged page.
+  const stub = sinon.stub(store, 'getValue').callsFake(async <T>(name: string): Promise<T | null> => {
+    if (name === LEFT_KEY && stub.callCount === 1) throw new MeshpError('MESHP_STATE_CORRUPT', '/state/host.db is damaged (quick_check: page 4)');
+    return read<T>(name);
+  });
+  t.teardown(() => stub.restore());
+  w.controller.assignModule(NET, 'a1', 'web');
+  ch.deliver({ delta: w.controller.deltaFor(NET, 'a1')! });
+  const refused = await until('a refused reconcile reported', () => ch.sent.find((m) => 'report' in m && m.report.reconcile?.result === 'refused'));
+  t.equal(refused && 'report' in refused ? refused.report.reconcile?.code : '', 'MESHP_STATE_CORRUPT', 'with the code of the store');
+  const acks = await ch.waitFor('ack', 2);
+  t.ok(w.controller.ack(NET, 'a1', acks[1]!.appliedVersion, acks[1]!.stateHash).accepted, 'the delta was still applied and acked: the agent goes on');
 });

@@ -109,3 +109,16 @@ t.test("the controller's own sites: a name taken at join and at rename is one co
   t.throws(() => c.enrol('not-a-token', { id: 'v', nodeKey: 'kv' }), { code: 'MESHP_TOKEN_INVALID', message: 'the token is unknown or expired' }, 'enrol');
   t.throws(() => c.join('nope', { id: 'z', nodeKey: 'kz', tags: [] }), { code: 'MESHP_NOT_FOUND', message: 'no network nope' }, 'no such network');
 });
+
+t.test('a state folder with no host state is MESHP_NOT_FOUND, not a damaged store (the operator is not sent to a backup)', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'meshp-nostate-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  for (const args of [
+    ['host', 'status', '--state', dir],
+    ['doctor', '--local', '--state', dir],
+  ]) {
+    const r = spawnSync(process.execPath, [MESHP, ...args], { encoding: 'utf8' });
+    t.equal(r.status, 1, `${args.join(' ')}: refused`);
+    t.match(r.stderr, /^MESHP_NOT_FOUND: no host state in /, `${args.join(' ')}: says there is none`);
+  }
+});

@@ -1,7 +1,8 @@
 import t from 'tap';
+import sinon from 'sinon';
 import { MeshpError, PLUGIN_API_VERSION, resourceKey, toOpening, type DerivedFilter, type FirewallDriver, type Listener, type Plugin } from '@meshp/core';
 import { RETIRED_KEY } from '@meshp/core/reconcile';
-import { flip, previewConverge } from '@meshp/core/lifecycle';
+import { MODE_KEY, flip, previewConverge } from '@meshp/core/lifecycle';
 import { SqliteHostStore } from '@meshp/state-sqlite';
 import { bed, declaration } from '../helpers/host.js';
 import { assertPrivate } from '../helpers/modes.js';
@@ -120,4 +121,26 @@ t.test("a plugin's own opening (the tunnel's port, added through the plan hook) 
   );
   await flip(host, decl, preview.id);
   t.same(m.derived[0]!.openings.map((o) => `${o.protocol}/${o.port}`).sort(), ['tcp/8080', 'udp/51820'], 'the derived filter holds it from the flip on');
+});
+
+t.test('a flip whose retirement cannot be recorded (a full disk) re-enables the found firewall, unloads the derived filter and stays adopted', async (t) => {
+  const b = bed(t);
+  const m = machine(false);
+  const host = b.host([m.plugin]);
+  const store = await host.state();
+  const set = store.setValue.bind(store);
+  // Fault injection: the store refuses the retirement's record, as a full disk does.
+  const stub = sinon.stub(store, 'setValue').callsFake(async (name: string, value: unknown) => {
+    if (name === RETIRED_KEY) throw new MeshpError('MESHP_STORE_FULL', '/state/host.db: the disk is full; nothing in the store changed');
+    return set(name, value);
+  });
+  t.teardown(() => stub.restore());
+  await t.rejects(flip(host, decl, undefined), { code: 'MESHP_STORE_FULL' });
+  t.same(
+    m.calls.filter((c) => c !== 'ensure'),
+    ['loadDerived', 'retire', 'reenable', 'unloadDerived'],
+    'what was retired is put back from the state in hand, then the derived filter goes',
+  );
+  stub.restore();
+  t.equal(await store.getValue(MODE_KEY), null, 'not recorded converged');
 });

@@ -8,7 +8,7 @@ import { printJson, refuse, table } from '../output.js';
 
 /** `meshp doctor --local --state DIR`: what this node applied, read from its own store, no controller needed. */
 export async function doctorLocal(args: { state: string; json: boolean }): Promise<void> {
-  if (!existsSync(join(args.state, 'host.db'))) refuse(new MeshpError('MESHP_STATE_CORRUPT', `no host state in ${args.state}`));
+  if (!existsSync(join(args.state, 'host.db'))) refuse(new MeshpError('MESHP_NOT_FOUND', `no host state in ${args.state}`));
   const store = new SqliteHostStore(args.state);
   try {
     const view = (await loadView(store)).snapshot;

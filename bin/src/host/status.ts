@@ -8,12 +8,12 @@ import { renderReport } from './render.js';
 /** The local node's last report: mode, firewall kind, every resource and its state. */
 export async function hostStatus(args: { state: string; json: boolean }): Promise<void> {
   if (!existsSync(join(args.state, 'host.db'))) {
-    refuse(new MeshpError('MESHP_STATE_CORRUPT', `no host state in ${args.state}: run meshp host apply first`));
+    refuse(new MeshpError('MESHP_NOT_FOUND', `no host state in ${args.state}: run meshp host apply first`));
   }
   const store = new SqliteHostStore(args.state);
   try {
     const [last] = await store.lastReports(1);
-    if (!last) refuse(new MeshpError('MESHP_STATE_CORRUPT', `no report yet in ${args.state}: run meshp host apply first`));
+    if (!last) refuse(new MeshpError('MESHP_NOT_FOUND', `no report yet in ${args.state}: run meshp host apply first`));
     if (args.json) printJson(last.report);
     else process.stdout.write(`${renderReport(last.report)}\n`);
   } finally {

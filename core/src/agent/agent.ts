@@ -308,7 +308,11 @@ export class Agent {
     const values: Record<string, unknown> = { [RECENT_KEY]: this.applier.recent };
     if (delta.versionSignature?.length)
       values[VERSION_SIGNATURE_KEY] = { version: delta.toVersion, signature: Buffer.from(delta.versionSignature).toString('base64') };
-    await persistView(store, this.applier.view, delta.fromVersion === 0 || !this.#viewPerPeer ? null : result.change, values);
+    const change = delta.fromVersion === 0 || !this.#viewPerPeer ? null : result.change;
+    // Not per peer until this save is known to be kept: a refused save (a full disk) leaves the store
+    // behind memory, and the next save then writes the whole view, not only the next delta's peers.
+    this.#viewPerPeer = false;
+    await persistView(store, this.applier.view, change, values);
     this.#viewPerPeer = store.saveView !== undefined;
     // The controller's declaration names the node: after `meshp node rename`, the agent says its new name.
     const named = this.applier.view.components.declaration?.node;
@@ -463,14 +467,26 @@ export class Agent {
 
   async #reconcileOnce(reason: string): Promise<void> {
     const store = await this.#host.state();
-    const left = await store.getValue<LeftRecord>(LEFT_KEY);
+    // A store that cannot be read (a damaged page, a full disk) refuses this reconcile like any other
+    // refusal, reported to the controller; it does not end the agent.
+    let left: LeftRecord | null = null;
+    let unread: unknown = null;
+    try {
+      left = await store.getValue<LeftRecord>(LEFT_KEY);
+    } catch (e) {
+      unread = e;
+    }
     // `meshp agent leave` ran on this state folder while the agent ran: it leaves too (again: whatever
     // it put back in between goes), instead of raising what the operator took away.
     if (left) return this.#leave(left.why);
     const wire = this.applier.view.components.declaration;
-    if (!wire) return;
+    if (!wire) {
+      if (unread) this.#log.error({ reason, err: oneLine(unread) }, 'reconcile refused');
+      return;
+    }
     const appliedVersion = this.applier.appliedVersion;
     try {
+      if (unread) throw unread;
       const { result, lifecycle } = await reconcileLifecycle(this.#host, wire, (l) => this.#step(l, appliedVersion, modeOfWire(wire.mode)));
       const { report } = result;
       const refusedResources = report.counts.refused ?? 0;

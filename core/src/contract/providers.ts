@@ -245,6 +245,11 @@ export interface StoredReport {
   report: HostReport;
 }
 
+/**
+ * The host's records (ADR 0005). A write that fails leaves what was recorded before it as it was, and
+ * is refused by its condition: MESHP_STORE_FULL (no room), MESHP_STATE_CORRUPT (the store is
+ * damaged), MESHP_STATE_LOCKED (in use elsewhere); the reconciler then stops its apply.
+ */
 export interface HostStateStore {
   getOwned(key: string): Promise<OwnedRecord | null>;
   listOwned(): Promise<OwnedRecord[]>;

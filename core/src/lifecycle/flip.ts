@@ -4,7 +4,7 @@
  * order, so at no step is the machine less protected than before. Returning to adopted
  * re-enables the retired firewall first, then unloads the derived filter.
  */
-import type { Door, FirewallDriver, Reach, RetiredState } from '../contract/providers.js';
+import type { Door, FirewallDriver, HostStateStore, Reach, RetiredState } from '../contract/providers.js';
 import { MeshpError, oneLine } from '../errors.js';
 import { providerMissing } from '../conditions.js';
 import type { Host } from '../host/host.js';
@@ -122,7 +122,7 @@ export async function flip(host: Host, input: unknown, previewId: string | undef
   } else {
     retired = { kind: driver.kind, at: new Date().toISOString(), state: {} };
   }
-  await store.setValue(RETIRED_KEY, retired);
+  await recordRetired(store, driver, retired, preview.firewall.active, progress);
   await store.setValue(MODE_KEY, 'converged');
   // The derived filter holds every opening and refusal now: what the mesh wrote while adopted (its
   // marked rules, its own table of refusals) goes, so no stale refusal outlives the flip. The node
@@ -135,6 +135,22 @@ export async function flip(host: Host, input: unknown, previewId: string | undef
   }
   progress('converged');
   return { preview, result, retired };
+}
+
+/**
+ * The retirement recorded, or undone: without its record the return could not re-enable what was
+ * retired (a full disk refuses the write), so the found firewall is re-enabled from the state in
+ * hand, the derived filter unloaded, and the node stays adopted, as when the retire itself fails.
+ */
+async function recordRetired(store: HostStateStore, driver: FirewallDriver, retired: RetiredRecord, wasActive: boolean, progress: Progress): Promise<void> {
+  try {
+    await store.setValue(RETIRED_KEY, retired);
+  } catch (e) {
+    progress(`the retirement could not be recorded (${oneLine(e)}): re-enabling the found ${driver.kind} firewall and unloading the derived filter`);
+    if (wasActive) await driver.reenable(retired.state);
+    await driver.unloadDerived();
+    throw e;
+  }
 }
 
 /** Back to adopted: the retired firewall re-enabled, the derived filter unloaded, the node adopted again. */

@@ -1,6 +1,8 @@
 /**
  * Applying a guarded plan: the originals of everything found first, then one step per action's op,
- * then the firewall's openings as one set. A step that fails is noted and the others go on.
+ * then the firewall's openings as one set. A step that fails is noted and the others go on; a
+ * record the store could not write (a full disk, a damaged file) ends the apply there instead:
+ * nothing after it touches the machine, since no later write could be recorded first either.
  */
 import type { Action, ActionOp, Plan } from '../contract/plan.js';
 import type { ResourceKind } from '../contract/model.js';
@@ -21,6 +23,20 @@ interface Step {
 
 type Fail = (a: Action, e: unknown) => void;
 
+/** What the host's store refused while recording a step: the apply stops (applyContent). */
+class RecordRefused {
+  constructor(readonly error: unknown) {}
+}
+
+/** A store write of a step; its failure is the whole apply's, not the action's. */
+async function record(write: Promise<void>): Promise<void> {
+  try {
+    await write;
+  } catch (e) {
+    throw new RecordRefused(e);
+  }
+}
+
 function idOf(key: string): { kind: ResourceKind; id: string } {
   const i = key.indexOf(':');
   return { kind: key.slice(0, i) as ResourceKind, id: key.slice(i + 1) };
@@ -37,9 +53,9 @@ async function write({ a, d, h, ctx, at }: Step): Promise<void> {
   // What the plan saw: the write is refused if the target is no longer that file.
   const s = ctx.seen.get(a.key);
   const expect = s === null ? null : s && !(s instanceof Error) && s.identity ? s.identity : undefined;
-  await ctx.store.recordIntent({ key: a.key, kind: a.kind, module: a.module, digest: d.desired, at: at() });
+  await record(ctx.store.recordIntent({ key: a.key, kind: a.kind, module: a.module, digest: d.desired, at: at() }));
   const identity = await h.write(d.spec as never, { node: ctx.decl.node, module: a.module, digest: d.desired, ...(expect === undefined ? {} : { expect }) });
-  await ctx.store.recordOwned({ key: a.key, kind: a.kind, module: a.module, digest: d.desired, at: at(), identity: identity ?? null });
+  await record(ctx.store.recordOwned({ key: a.key, kind: a.kind, module: a.module, digest: d.desired, at: at(), identity: identity ?? null }));
 }
 
 /** keep: nothing is written; the records follow what is there. */
@@ -48,19 +64,19 @@ async function keep({ a, d, ctx, at }: Step): Promise<void> {
   const identity = s && !(s instanceof Error) ? (s.identity ?? null) : null;
   const owned = ctx.records.owned.get(a.key);
   if (a.state === 'owned' && d && !owned) {
-    await ctx.store.recordOwned({ key: a.key, kind: a.kind, module: a.module, digest: d.desired, at: at(), identity });
+    await record(ctx.store.recordOwned({ key: a.key, kind: a.kind, module: a.module, digest: d.desired, at: at(), identity }));
   } else if (a.state === 'owned' && owned && identity && owned.identity !== identity) {
     // Same content, another inode (an editor saves anew): the record follows the file.
-    await ctx.store.recordOwned({ ...owned, identity });
+    await record(ctx.store.recordOwned({ ...owned, identity }));
   } else if (a.state === 'changed') {
-    await ctx.store.noteSeen(a.key, null, at());
+    await record(ctx.store.noteSeen(a.key, null, at()));
   }
 }
 
 /** hold: left as it is; what was seen is noted, to tell a later change by something else. */
 async function hold({ a, ctx, at }: Step): Promise<void> {
   const s = ctx.seen.get(a.key);
-  if (s && !(s instanceof Error)) await ctx.store.noteSeen(a.key, s.fingerprint, at(), s.identity);
+  if (s && !(s instanceof Error)) await record(ctx.store.noteSeen(a.key, s.fingerprint, at(), s.identity));
 }
 
 /** remove: the host's own, no longer declared. */
@@ -70,7 +86,7 @@ async function remove({ a, h, ctx }: Step): Promise<void> {
   // put there is refused, its target never reached). The recorded identity is not required
   // to match: a node restored from a copy has the same files under new inodes.
   await h.remove(idOf(a.key).id);
-  await ctx.store.forgetOwned(a.key);
+  await record(ctx.store.forgetOwned(a.key));
 }
 
 /** release / refuse: nothing on the machine changes. */
@@ -116,6 +132,7 @@ async function applyContent(plan: Plan, ctx: InternalContext, at: () => string, 
       if (a.run) await a.run();
       else await STEPS[a.op](step);
     } catch (e) {
+      if (e instanceof RecordRefused) throw e.error;
       fail(a, e);
     }
   }

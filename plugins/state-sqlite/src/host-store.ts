@@ -1,11 +1,12 @@
 /**
  * The host's records in one SQLite file. WAL with synchronous=FULL: a call that returns has
- * committed durably, so an original recorded is there after a kill -9 at any later point.
+ * committed durably, so an original recorded is there after a kill -9 at any later point. A call
+ * that fails was rolled back (each write is one statement or one transaction), so what was recorded
+ * before it is as it was, and it throws by its condition (store-errors.ts), naming the file.
  */
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
 import { join } from 'node:path';
 import {
-  MeshpError,
   type HostReport,
   type HostStateStore,
   type IntentRecord,
@@ -18,32 +19,10 @@ import {
   type StoredReport,
 } from '@meshp/core';
 import { privateDbFiles, privateDir, sayTightened } from '@meshp/state-files';
-
-const SCHEMA = `
-CREATE TABLE IF NOT EXISTS owned (
-  key TEXT PRIMARY KEY, kind TEXT NOT NULL, module TEXT NOT NULL, digest TEXT NOT NULL, at TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS originals (
-  key TEXT PRIMARY KEY, kind TEXT NOT NULL, module TEXT NOT NULL, original BLOB NOT NULL,
-  fingerprint TEXT NOT NULL, found_at TEXT NOT NULL, last_fingerprint TEXT, changed_at TEXT);
-CREATE TABLE IF NOT EXISTS intents (
-  key TEXT PRIMARY KEY, kind TEXT NOT NULL, module TEXT NOT NULL, digest TEXT NOT NULL, at TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS kv (name TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS reports (id INTEGER PRIMARY KEY AUTOINCREMENT, at TEXT NOT NULL, report TEXT NOT NULL);
-`;
+import { openHostDb } from './open.js';
+import { storeError } from './store-errors.js';
 
 const KEEP_REPORTS = 20;
-
-/**
- * Changes to the schema of a host.db that exists, in order; `PRAGMA user_version` says how many
- * were applied. Append only: a node upgraded from any earlier version runs the ones it lacks.
- */
-const MIGRATIONS = [
-  // 1: which file (device:inode) an owned or found file is, whatever path reaches it.
-  'ALTER TABLE owned ADD COLUMN identity TEXT; ALTER TABLE originals ADD COLUMN identity TEXT;',
-  // 2: the agent's view per peer and per component, so a delta writes what it changed (saveView).
-  `CREATE TABLE IF NOT EXISTS view_peers (id TEXT PRIMARY KEY, doc TEXT NOT NULL);
-   CREATE TABLE IF NOT EXISTS view_components (name TEXT PRIMARY KEY, doc TEXT NOT NULL);`,
-];
 
 type ViewQueries = Record<
   'clearPeers' | 'clearComponents' | 'delPeer' | 'putPeer' | 'delComponent' | 'putComponent' | 'delValue' | 'putValue',
@@ -52,14 +31,6 @@ type ViewQueries = Record<
 
 /** The row that says a view is kept per peer, and at which version. */
 const VIEW_META = 'agent.view.meta';
-
-function migrate(db: Database.Database): void {
-  const applied = db.pragma('user_version', { simple: true }) as number;
-  db.transaction(() => {
-    for (let i = applied; i < MIGRATIONS.length; i += 1) db.exec(MIGRATIONS[i]!);
-    if (applied < MIGRATIONS.length) db.pragma(`user_version = ${MIGRATIONS.length}`);
-  })();
-}
 
 interface OriginalRow {
   key: string;
@@ -93,123 +64,155 @@ export class SqliteHostStore implements HostStateStore {
   readonly tightened: string[] = [];
   readonly #db: Database.Database;
 
+  /** Refuses a damaged file (quick_check), a full disk and a file in use, each by its code (open.ts). */
   constructor(stateDir: string) {
-    // host.db holds the agent's credential and the originals of held files (a found private key).
-    const said: (string | null)[] = [privateDir(stateDir)];
     this.file = join(stateDir, 'host.db');
-    said.push(...privateDbFiles(this.file));
+    let db: Database.Database | undefined;
     try {
-      this.#db = new Database(this.file, { timeout: 5000 });
-      this.#db.pragma('journal_mode = WAL');
-      this.#db.pragma('synchronous = FULL');
-      this.#db.exec(SCHEMA);
-      migrate(this.#db);
+      // host.db holds the agent's credential and the originals of held files (a found private key).
+      const said: (string | null)[] = [privateDir(stateDir)];
+      said.push(...privateDbFiles(this.file));
+      db = openHostDb(this.file);
       said.push(...privateDbFiles(this.file));
       this.tightened = said.filter((l): l is string => l !== null);
-      sayTightened(this.tightened);
     } catch (e) {
-      const busy = e instanceof Error && /locked|busy/i.test(e.message);
-      throw new MeshpError(busy ? 'MESHP_STATE_LOCKED' : 'MESHP_STATE_CORRUPT', `cannot open ${this.file}`, { cause: e });
+      db?.close();
+      throw storeError(e, this.file, 'opening it');
+    }
+    this.#db = db;
+    sayTightened(this.tightened);
+  }
+
+  /** One call of the store: what SQLite throws is said by its condition, with what was being done. */
+  #do<T>(doing: string, fn: () => T): T {
+    try {
+      return fn();
+    } catch (e) {
+      throw storeError(e, this.file, doing);
     }
   }
 
   async getOwned(key: string): Promise<OwnedRecord | null> {
-    return (this.#db.prepare('SELECT key, kind, module, digest, at, identity FROM owned WHERE key = ?').get(key) as OwnedRecord | undefined) ?? null;
+    return this.#do(
+      `reading the owned record of ${key}`,
+      () => (this.#db.prepare('SELECT key, kind, module, digest, at, identity FROM owned WHERE key = ?').get(key) as OwnedRecord | undefined) ?? null,
+    );
   }
 
   async listOwned(): Promise<OwnedRecord[]> {
-    return this.#db.prepare('SELECT key, kind, module, digest, at, identity FROM owned ORDER BY key').all() as OwnedRecord[];
+    return this.#do(
+      'reading the owned records',
+      () => this.#db.prepare('SELECT key, kind, module, digest, at, identity FROM owned ORDER BY key').all() as OwnedRecord[],
+    );
   }
 
   async getOriginal(key: string): Promise<OriginalRecord | null> {
-    const row = this.#db.prepare('SELECT * FROM originals WHERE key = ?').get(key) as OriginalRow | undefined;
-    return row ? toOriginal(row) : null;
+    return this.#do(`reading the original of ${key}`, () => {
+      const row = this.#db.prepare('SELECT * FROM originals WHERE key = ?').get(key) as OriginalRow | undefined;
+      return row ? toOriginal(row) : null;
+    });
   }
 
   async listOriginals(): Promise<OriginalRecord[]> {
-    return (this.#db.prepare('SELECT * FROM originals ORDER BY key').all() as OriginalRow[]).map(toOriginal);
+    return this.#do('reading the originals', () => (this.#db.prepare('SELECT * FROM originals ORDER BY key').all() as OriginalRow[]).map(toOriginal));
   }
 
   async listIntents(): Promise<IntentRecord[]> {
-    return this.#db.prepare('SELECT key, kind, module, digest, at FROM intents ORDER BY key').all() as IntentRecord[];
+    return this.#do('reading the intents', () => this.#db.prepare('SELECT key, kind, module, digest, at FROM intents ORDER BY key').all() as IntentRecord[]);
   }
 
   /** The first original recorded for a key is the one kept: a later sighting never overwrites it. */
   async recordOriginal(rec: OriginalRecord): Promise<void> {
-    this.#db
-      .prepare(
-        `INSERT INTO originals (key, kind, module, original, fingerprint, found_at, last_fingerprint, changed_at, identity)
+    this.#do(`recording the original of ${rec.key}`, () =>
+      this.#db
+        .prepare(
+          `INSERT INTO originals (key, kind, module, original, fingerprint, found_at, last_fingerprint, changed_at, identity)
          VALUES (@key, @kind, @module, @original, @fingerprint, @foundAt, @lastFingerprint, @changedAt, @identity)
          ON CONFLICT(key) DO NOTHING`,
-      )
-      .run({ ...rec, original: Buffer.from(rec.original), identity: rec.identity ?? null });
+        )
+        .run({ ...rec, original: Buffer.from(rec.original), identity: rec.identity ?? null }),
+    );
   }
 
   async noteSeen(key: string, fingerprint: string | null, at: string, identity?: string | null): Promise<void> {
-    this.#db
-      .prepare(
-        `UPDATE originals SET last_fingerprint = @fingerprint,
+    this.#do(`noting what was seen of ${key}`, () =>
+      this.#db
+        .prepare(
+          `UPDATE originals SET last_fingerprint = @fingerprint,
            changed_at = CASE WHEN changed_at IS NULL AND (@fingerprint IS NULL OR @fingerprint != fingerprint) THEN @at ELSE changed_at END,
            identity = CASE WHEN @identity IS NULL THEN identity ELSE @identity END
          WHERE key = @key`,
-      )
-      .run({ key, fingerprint, at, identity: identity ?? null });
+        )
+        .run({ key, fingerprint, at, identity: identity ?? null }),
+    );
   }
 
   async recordIntent(rec: IntentRecord): Promise<void> {
-    this.#db
-      .prepare(
-        'INSERT INTO intents (key, kind, module, digest, at) VALUES (@key, @kind, @module, @digest, @at) ON CONFLICT(key) DO UPDATE SET digest = @digest, at = @at, module = @module',
-      )
-      .run(rec);
+    this.#do(`recording the intent to write ${rec.key}`, () =>
+      this.#db
+        .prepare(
+          'INSERT INTO intents (key, kind, module, digest, at) VALUES (@key, @kind, @module, @digest, @at) ON CONFLICT(key) DO UPDATE SET digest = @digest, at = @at, module = @module',
+        )
+        .run(rec),
+    );
   }
 
   async recordOwned(rec: OwnedRecord): Promise<void> {
-    this.#db.transaction(() => {
-      this.#db
-        .prepare(
-          `INSERT INTO owned (key, kind, module, digest, at, identity) VALUES (@key, @kind, @module, @digest, @at, @identity)
+    this.#do(`recording ${rec.key} as the host's own`, () =>
+      this.#db.transaction(() => {
+        this.#db
+          .prepare(
+            `INSERT INTO owned (key, kind, module, digest, at, identity) VALUES (@key, @kind, @module, @digest, @at, @identity)
            ON CONFLICT(key) DO UPDATE SET digest = @digest, at = @at, module = @module, identity = @identity`,
-        )
-        .run({ ...rec, identity: rec.identity ?? null });
-      this.#db.prepare('DELETE FROM intents WHERE key = ?').run(rec.key);
-    })();
+          )
+          .run({ ...rec, identity: rec.identity ?? null });
+        this.#db.prepare('DELETE FROM intents WHERE key = ?').run(rec.key);
+      })(),
+    );
   }
 
   async clearIntent(key: string): Promise<void> {
-    this.#db.prepare('DELETE FROM intents WHERE key = ?').run(key);
+    this.#do(`clearing the intent for ${key}`, () => this.#db.prepare('DELETE FROM intents WHERE key = ?').run(key));
   }
 
   async forgetOwned(key: string): Promise<void> {
-    this.#db.transaction(() => {
-      this.#db.prepare('DELETE FROM owned WHERE key = ?').run(key);
-      this.#db.prepare('DELETE FROM intents WHERE key = ?').run(key);
-    })();
+    this.#do(`forgetting ${key}`, () =>
+      this.#db.transaction(() => {
+        this.#db.prepare('DELETE FROM owned WHERE key = ?').run(key);
+        this.#db.prepare('DELETE FROM intents WHERE key = ?').run(key);
+      })(),
+    );
   }
 
   async getValue<T>(name: string): Promise<T | null> {
-    const row = this.#db.prepare('SELECT value FROM kv WHERE name = ?').get(name) as { value: string } | undefined;
-    return row ? (JSON.parse(row.value) as T) : null;
+    return this.#do(`reading ${name}`, () => {
+      const row = this.#db.prepare('SELECT value FROM kv WHERE name = ?').get(name) as { value: string } | undefined;
+      return row ? (JSON.parse(row.value) as T) : null;
+    });
   }
 
   async setValue(name: string, value: unknown): Promise<void> {
-    if (value === null || value === undefined) {
-      this.#db.prepare('DELETE FROM kv WHERE name = ?').run(name);
-      return;
-    }
-    this.#db.prepare('INSERT INTO kv (name, value) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET value = excluded.value').run(name, JSON.stringify(value));
+    this.#do(`writing ${name}`, () => {
+      if (value === null || value === undefined) this.#db.prepare('DELETE FROM kv WHERE name = ?').run(name);
+      else
+        this.#db.prepare('INSERT INTO kv (name, value) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET value = excluded.value').run(name, JSON.stringify(value));
+    });
   }
 
   async saveReport(report: HostReport): Promise<void> {
-    this.#db.transaction(() => {
-      this.#db.prepare('INSERT INTO reports (at, report) VALUES (?, ?)').run(report.at, JSON.stringify(report));
-      this.#db.prepare('DELETE FROM reports WHERE id <= (SELECT MAX(id) FROM reports) - ?').run(KEEP_REPORTS);
-    })();
+    this.#do('saving the report', () =>
+      this.#db.transaction(() => {
+        this.#db.prepare('INSERT INTO reports (at, report) VALUES (?, ?)').run(report.at, JSON.stringify(report));
+        this.#db.prepare('DELETE FROM reports WHERE id <= (SELECT MAX(id) FROM reports) - ?').run(KEEP_REPORTS);
+      })(),
+    );
   }
 
   async lastReports(n: number): Promise<StoredReport[]> {
-    const rows = this.#db.prepare('SELECT at, report FROM reports ORDER BY id DESC LIMIT ?').all(n) as { at: string; report: string }[];
-    return rows.map((r) => ({ at: r.at, report: JSON.parse(r.report) as HostReport }));
+    return this.#do('reading the last reports', () => {
+      const rows = this.#db.prepare('SELECT at, report FROM reports ORDER BY id DESC LIMIT ?').all(n) as { at: string; report: string }[];
+      return rows.map((r) => ({ at: r.at, report: JSON.parse(r.report) as HostReport }));
+    });
   }
 
   #viewQ: ViewQueries | null = null;
@@ -230,34 +233,38 @@ export class SqliteHostStore implements HostStateStore {
 
   /** What a delta changed in the agent's view, with the records written beside it, in one durable transaction. */
   async saveView(w: ViewWrite): Promise<void> {
-    const q = this.#view();
-    this.#db.transaction(() => {
-      if (w.full) {
-        q.clearPeers.run();
-        q.clearComponents.run();
-      }
-      for (const id of w.remove) q.delPeer.run(id);
-      for (const p of w.upsert) q.putPeer.run(p.id, JSON.stringify(p));
-      for (const [name, v] of Object.entries(w.components)) {
-        if (v === null || v === undefined) q.delComponent.run(name);
-        else q.putComponent.run(name, JSON.stringify(v));
-      }
-      q.putValue.run(VIEW_META, JSON.stringify({ network: w.network, version: w.version }));
-      for (const [name, v] of Object.entries(w.values)) {
-        if (v === null || v === undefined) q.delValue.run(name);
-        else q.putValue.run(name, JSON.stringify(v));
-      }
-    })();
+    this.#do(`saving the view at version ${w.version}`, () => {
+      const q = this.#view();
+      this.#db.transaction(() => {
+        if (w.full) {
+          q.clearPeers.run();
+          q.clearComponents.run();
+        }
+        for (const id of w.remove) q.delPeer.run(id);
+        for (const p of w.upsert) q.putPeer.run(p.id, JSON.stringify(p));
+        for (const [name, v] of Object.entries(w.components)) {
+          if (v === null || v === undefined) q.delComponent.run(name);
+          else q.putComponent.run(name, JSON.stringify(v));
+        }
+        q.putValue.run(VIEW_META, JSON.stringify({ network: w.network, version: w.version }));
+        for (const [name, v] of Object.entries(w.values)) {
+          if (v === null || v === undefined) q.delValue.run(name);
+          else q.putValue.run(name, JSON.stringify(v));
+        }
+      })();
+    });
   }
 
   async loadView(): Promise<StateDelta | null> {
     const meta = await this.getValue<{ network: string; version: number }>(VIEW_META);
     if (!meta) return null;
-    const peers = (this.#db.prepare('SELECT doc FROM view_peers ORDER BY id').all() as { doc: string }[]).map((r) => JSON.parse(r.doc) as Peer);
-    const out: StateDelta = { fromVersion: 0, toVersion: meta.version, upsertPeers: peers, removePeers: [], network: meta.network };
-    for (const r of this.#db.prepare('SELECT name, doc FROM view_components').all() as { name: string; doc: string }[])
-      Object.assign(out, { [r.name]: JSON.parse(r.doc) as unknown });
-    return out;
+    return this.#do('reading the view', () => {
+      const peers = (this.#db.prepare('SELECT doc FROM view_peers ORDER BY id').all() as { doc: string }[]).map((r) => JSON.parse(r.doc) as Peer);
+      const out: StateDelta = { fromVersion: 0, toVersion: meta.version, upsertPeers: peers, removePeers: [], network: meta.network };
+      for (const r of this.#db.prepare('SELECT name, doc FROM view_components').all() as { name: string; doc: string }[])
+        Object.assign(out, { [r.name]: JSON.parse(r.doc) as unknown });
+      return out;
+    });
   }
 
   async close(): Promise<void> {

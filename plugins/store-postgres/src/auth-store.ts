@@ -172,10 +172,9 @@ export class PostgresAuthStore implements AuthBook {
     return report;
   }
 
-  /** Bound to this store: the hosting's guard (auth-guard.ts) hands `close` out unbound, through its Proxy. */
-  close = (): void => {
+  close(): void {
     if (this.#owns) this.#db.close();
-  };
+  }
 
   #tx(stmts: [string, unknown[]][]): void {
     try {

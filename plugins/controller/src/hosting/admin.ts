@@ -82,7 +82,9 @@ export interface AdminDeps {
   live(network: string, node: string): Liveness;
   /** The node left: revoke its credential and key, end its stream. */
   removed?(network: string, node: string, nodeKey: string): void;
-  /** The node has a new name: its credential, report and stream follow. */
+  /** The node is about to have a new name: its credential and report follow (called again, reversed, when the controller's store refuses the rename). */
+  renaming?(network: string, from: string, to: string): void;
+  /** The node has a new name: its stream follows. */
   renamed?(network: string, from: string, to: string): void;
 }
 
@@ -235,13 +237,14 @@ function lifecycleMethods({ d, controller, node }: Ctx): Methods<'removeNode' | 
       if (controller.member(net, to)) throw nameTaken(to, net);
       // The hosting's tables first (the credential follows the name): a rename the controller's store
       // then refuses is undone there, so the agent's credential never names a node the controller does not hold.
-      d.renamed?.(net, id, to);
+      d.renaming?.(net, id, to);
       try {
         controller.renameNode(net, id, to);
       } catch (e) {
-        d.renamed?.(net, to, id);
+        d.renaming?.(net, to, id);
         throw e;
       }
+      d.renamed?.(net, id, to);
       d.changed(net);
       return { node: node(net, to) };
     },

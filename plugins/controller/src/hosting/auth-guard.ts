@@ -16,7 +16,9 @@ export function guardAuth(inner: AuthBook, health: StoreHealth, file?: string): 
   return new Proxy(inner, {
     get(target, prop, receiver) {
       const v: unknown = Reflect.get(target, prop, receiver);
-      if (typeof v !== 'function' || prop === 'close') return v;
+      if (typeof v !== 'function') return v;
+      // Called on the store itself, never the proxy: its private fields are the store's.
+      if (prop === 'close') return (v as () => void).bind(target);
       return (...args: unknown[]): unknown => {
         let out: unknown;
         try {

@@ -269,8 +269,8 @@ export class ControllerHostingPlugin implements Plugin {
         }
         this.log.warn({ network: n, node: id }, 'node removed: credential and key revoked');
       },
+      renaming: (n, from, to) => auth.rename(n, from, to),
       renamed: (n, from, to) => {
-        auth.rename(n, from, to);
         hub.renamed(n, from, to);
         this.log.info({ network: n, from, to }, 'node renamed');
       },
