@@ -100,6 +100,7 @@ export const STORE_CODES = {
   MESHP_STORE_TOO_NEW: "the controller's database has a schema newer than this meshp knows: refused, not changed",
   MESHP_STORE_UNAVAILABLE: "the controller's database did not answer",
   MESHP_STORE_FULL: 'the disk under a store is full: the write was refused and nothing changed',
+  MESHP_STORE_REFUSED: "the controller's database refused a statement (its SQLSTATE says why): nothing changed",
 } as const;
 
 /** The private network's tunnel device. */

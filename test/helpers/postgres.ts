@@ -32,7 +32,15 @@ export interface PgCluster {
   createDb(name: string): Promise<string>;
   /** One statement's rows, on its own connection. */
   query<T extends Record<string, unknown> = Record<string, unknown>>(db: string, sql: string, values?: unknown[]): Promise<T[]>;
+  /** Stopped as by a crash (`pg_ctl stop -m immediate`): every connection is cut, nothing is shut down cleanly. */
   stop(): void;
+  /** Started again on the same folder (after stop). */
+  start(): void;
+}
+
+export interface PgOptions {
+  /** Run the postmaster inside this namespace, listening on TCP there as well (127.0.0.1:5432 in it). */
+  ns?: { path: string };
 }
 
 const asPostgres = (cmd: string, args: string[]) =>
@@ -46,7 +54,7 @@ function reachable(dir: string): boolean {
   }
 }
 
-export function startPostgres(t: Teardown): PgCluster {
+export function startPostgres(t: Teardown, o: PgOptions = {}): PgCluster {
   // A TMPDIR under root's home is out of the postgres user's reach: /tmp then.
   const dir = mkdtempSync(join(reachable(tmpdir()) ? tmpdir() : '/tmp', 'meshp-pg-'));
   const data = join(dir, 'data');
@@ -65,6 +73,8 @@ export function startPostgres(t: Teardown): PgCluster {
       } catch {
         // gone already
       }
+      // Never told again: the number may be another process's by then.
+      pid = null;
     }
   };
   t.teardown(() => {
@@ -73,20 +83,31 @@ export function startPostgres(t: Teardown): PgCluster {
   });
   chownSync(dir, Number(execFileSync('id', ['-u', 'postgres']).toString().trim()), Number(execFileSync('id', ['-g', 'postgres']).toString().trim()));
   asPostgres(join(PG_BIN, 'initdb'), ['-D', data, '-U', 'postgres', '--auth=trust', '--no-sync', '-E', 'UTF8', '--locale=C']);
-  // Only the unix socket in the test's folder; fsync off (a test cluster: speed, not durability).
-  asPostgres(join(PG_BIN, 'pg_ctl'), [
-    'start',
-    '-D',
-    data,
-    '-w',
-    '-t',
-    '60',
-    '-l',
-    join(dir, 'log'),
-    '-o',
-    `-c listen_addresses='' -k ${dir} -c fsync=off -c max_connections=50`,
-  ]);
-  pid = Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0]);
+  // Only the unix socket in the test's folder (and, in a namespace of the test's, TCP on its loopback); fsync off (a test cluster: speed, not durability).
+  const listen = o.ns ? '127.0.0.1' : '';
+  const pgCtl = join(PG_BIN, 'pg_ctl');
+  const start = () => {
+    const args = [
+      'start',
+      '-D',
+      data,
+      '-w',
+      '-t',
+      '60',
+      '-l',
+      join(dir, 'log'),
+      '-o',
+      `-c listen_addresses='${listen}' -k ${dir} -c fsync=off -c max_connections=50`,
+    ];
+    if (o.ns)
+      execFileSync('nsenter', [`--net=${o.ns.path}`, '--', 'runuser', '-u', 'postgres', '--', pgCtl, ...args], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+        timeout: 120_000,
+      });
+    else asPostgres(pgCtl, args);
+    pid = Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0]);
+  };
+  start();
   const url = (db = 'postgres') => `postgres://postgres@/${db}?host=${encodeURIComponent(dir)}`;
   const query = async <T extends Record<string, unknown>>(db: string, sql: string, values: unknown[] = []) => {
     const c = new pg.Client({ connectionString: url(db) });
@@ -106,5 +127,6 @@ export function startPostgres(t: Teardown): PgCluster {
     },
     query,
     stop,
+    start,
   };
 }

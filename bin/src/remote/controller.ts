@@ -35,19 +35,21 @@ export async function sharedStore(store: string | undefined): Promise<SharedStor
   if (store === undefined || store === 'sqlite') return undefined;
   const { isPostgresUrl, openPostgresStore } = await import('@meshp/store-postgres');
   if (!isPostgresUrl(store)) throw usage("--store is 'sqlite' or a postgres:// URL");
-  const pg = await openPostgresStore(store, { onError: (e) => process.stderr.write(`meshp controller: the database follower: ${e.message}\n`) });
-  // Its memory ahead of the database: this replica must not go on (docs/store-postgres.md, crash safety).
-  pg.store.onPoisoned = (e) => {
-    process.stderr.write(`meshp controller: ${e.oneLine()}\n`);
-    process.exit(1);
-  };
+  const say = (line: string) => process.stderr.write(`meshp controller: ${line}\n`);
+  const pg = await openPostgresStore(store, {
+    onError: (e) => say(`the database follower: ${e.message}`),
+    // Once per outage (docs/store-postgres.md, an outage): the replica serves on, changes are refused until it answers.
+    onDown: (reason) => say(`the database is unreachable (${reason}): changes are refused MESHP_STORE_UNAVAILABLE, reads answer from memory, retrying`),
+    onUp: (ms) => say(`the database answers again after ${Math.round(ms)} ms: catching up`),
+  });
   return {
     controller: pg.store,
     auth: pg.auth,
     label: pg.label,
     follow: () => pg.follower.start(),
     unfollow: () => pg.follower.close(),
-    catchUp: () => void pg.store.catchUp(),
+    // Before an admin call or an enrolment; while the database is down, reads answer from memory (store-postgres freshen).
+    catchUp: () => pg.store.freshen(),
   };
 }
 

@@ -6,12 +6,15 @@
 import type { ReportMessage } from '@meshp/core';
 import type { AuthBook, StoredToken, TokenInfo, TokenRevocation, TokenRow } from '@meshp/core';
 import { hashSecret, idRange, newestFirst, revokeRow, tokenFromRow } from '@meshp/core/store';
+import { isMeshpError } from '@meshp/core';
 import type { SyncPg } from './sync-pg.js';
 
 export class PostgresAuthStore implements AuthBook {
   readonly #db: SyncPg;
   /** Whether `close` also closes the connection (shared with the controller's store: no). */
   readonly #owns: boolean;
+  /** Each node's report as last written or read here (for reads while the database is down). */
+  readonly #lastReports = new Map<string, ReportMessage>();
 
   constructor(db: SyncPg, owns = false) {
     this.#db = db;
@@ -106,6 +109,7 @@ export class PostgresAuthStore implements AuthBook {
         [network, nodeKey, node, at],
       ],
     ]);
+    this.#lastReports.delete(`${network}\u0000${node}`);
   }
 
   revokedKeysOf(node: string): { network: string; nodeKey: string; at: string }[] {
@@ -130,6 +134,9 @@ export class PostgresAuthStore implements AuthBook {
       ['DELETE FROM hosting_renames WHERE network = $1 AND old = $2', [network, to]],
       ['INSERT INTO hosting_renames (network, old, new) VALUES ($1, $2, $3) ON CONFLICT (network, old) DO UPDATE SET new = EXCLUDED.new', [network, from, to]],
     ]);
+    const moved = this.#lastReports.get(`${network}\u0000${from}`);
+    this.#lastReports.delete(`${network}\u0000${from}`);
+    if (moved) this.#lastReports.set(`${network}\u0000${to}`, moved);
   }
 
   renamedTo(network: string, old: string): string | null {
@@ -142,11 +149,27 @@ export class PostgresAuthStore implements AuthBook {
       node,
       JSON.stringify(report),
     ]);
+    this.#lastReports.set(`${network}\u0000${node}`, report);
   }
 
+  /**
+   * The node's last report as written (by any replica). While the database is down (or found down
+   * by this read), the last one this replica wrote or read: a node list answers from memory.
+   */
   report(network: string, node: string): ReportMessage | null {
-    const r = this.#db.rows<{ doc: string }>('SELECT doc FROM hosting_reports WHERE network = $1 AND node = $2', [network, node])[0];
-    return r ? (JSON.parse(r.doc) as ReportMessage) : null;
+    const key = `${network}\u0000${node}`;
+    if (!this.#db.health().up) return this.#lastReports.get(key) ?? null;
+    let r: { doc: string } | undefined;
+    try {
+      r = this.#db.rows<{ doc: string }>('SELECT doc FROM hosting_reports WHERE network = $1 AND node = $2', [network, node])[0];
+    } catch (e) {
+      if (isMeshpError(e, 'MESHP_STORE_UNAVAILABLE')) return this.#lastReports.get(key) ?? null;
+      throw e;
+    }
+    const report = r ? (JSON.parse(r.doc) as ReportMessage) : null;
+    if (report) this.#lastReports.set(key, report);
+    else this.#lastReports.delete(key);
+    return report;
   }
 
   close(): void {

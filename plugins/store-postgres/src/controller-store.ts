@@ -8,12 +8,14 @@
  */
 import type { ControllerStore, RemoteChange, StoredState, TokenRecord } from '@meshp/core';
 import type { LogEntry, MemberRecord, NetworkRecord, SyncRecord } from '@meshp/core/delta';
-import { MeshpError } from '@meshp/core';
+import { isMeshpError } from '@meshp/core';
 import type { Row, Stmt, SyncPg } from './sync-pg.js';
 
 /** The advisory lock every store transaction takes (an arbitrary constant of meshp's). */
 export const STORE_LOCK = 0x6d657369;
 export const CHANNEL = 'meshp_change';
+/** The load at start reads the whole state in one batch, before anything is served: it may take longer than a change. */
+export const LOAD_TIMEOUT_MS = 120_000;
 
 export class PostgresControllerStore implements ControllerStore {
   readonly #db: SyncPg;
@@ -29,31 +31,26 @@ export class PostgresControllerStore implements ControllerStore {
   #apply: ((c: RemoteChange) => void) | null = null;
   /** Transactions committed, and catch-ups that found another replica's changes (for tests and the bench). */
   readonly counts = { transactions: 0, caughtUp: 0 };
-  /**
-   * Set when a change's writes failed after the controller had applied it in memory: the memory then
-   * holds what the database does not, and this replica must not go on from it (every later
-   * transaction is refused). `onPoisoned` is told once: the serve command exits, to start again from
-   * the database (its agents meanwhile go to another replica).
-   */
-  #poisoned: string | null = null;
-  onPoisoned: ((e: MeshpError) => void) | null = null;
-
   constructor(db: SyncPg) {
     this.#db = db;
   }
 
   load(): StoredState {
     const [networks, members, log, sync, tokens] = this.#db
-      .run([
-        { text: 'BEGIN ISOLATION LEVEL REPEATABLE READ' },
-        { text: 'SELECT doc FROM networks' },
-        { text: 'SELECT network, doc FROM members' },
-        { text: 'SELECT network, doc FROM log ORDER BY network, version' },
-        { text: 'SELECT network, id, doc FROM sync' },
-        { text: 'SELECT doc FROM tokens' },
-        { text: 'COMMIT' },
-      ])
-      .slice(1, 6)
+      .run(
+        [
+          { text: 'BEGIN ISOLATION LEVEL REPEATABLE READ' },
+          { text: `SET LOCAL statement_timeout = ${LOAD_TIMEOUT_MS}` },
+          { text: 'SELECT doc FROM networks' },
+          { text: 'SELECT network, doc FROM members' },
+          { text: 'SELECT network, doc FROM log ORDER BY network, version' },
+          { text: 'SELECT network, id, doc FROM sync' },
+          { text: 'SELECT doc FROM tokens' },
+          { text: 'COMMIT' },
+        ],
+        LOAD_TIMEOUT_MS,
+      )
+      .slice(2, 7)
       .map((r) => r.rows);
     const state: StoredState = {
       networks: networks!.map((r) => r.doc as NetworkRecord),
@@ -73,7 +70,6 @@ export class PostgresControllerStore implements ControllerStore {
   /** Reads what other replicas committed and hands it to the controller (outside a transaction: in one of its own). */
   catchUp(): number {
     if (this.#depth > 0) return 0;
-    this.#refuseIfPoisoned();
     try {
       const n = this.#catchUpLocked();
       this.#db.run([{ text: 'COMMIT' }]);
@@ -81,6 +77,19 @@ export class PostgresControllerStore implements ControllerStore {
     } catch (e) {
       this.#rollback();
       throw e;
+    }
+  }
+
+  /**
+   * Catches up before an admin call or an enrolment, when the database answers: while it is down
+   * (or found down by this very call) the memory stays as it is, so a read answers from it (what
+   * this replica last knew of the others) and a change is refused by its own transaction, at once.
+   */
+  freshen(): void {
+    try {
+      this.catchUp();
+    } catch (e) {
+      if (!isMeshpError(e, 'MESHP_STORE_UNAVAILABLE')) throw e;
     }
   }
 
@@ -94,7 +103,6 @@ export class PostgresControllerStore implements ControllerStore {
       }
       return;
     }
-    this.#refuseIfPoisoned();
     this.#depth = 1;
     this.#ops = [];
     this.#put.clear();
@@ -105,12 +113,10 @@ export class PostgresControllerStore implements ControllerStore {
       for (const [name, version] of this.#put) {
         if (version > (this.#known.get(name) ?? -1)) notices.push({ text: 'SELECT pg_notify($1, $2)', values: [CHANNEL, `${name}:${version}`] });
       }
-      try {
-        this.#db.run([...this.#ops, ...notices, { text: 'COMMIT' }]);
-      } catch (e) {
-        this.#poison(e);
-        throw e;
-      }
+      // A failure here (the writes refused, the answer lost) throws to the controller, which puts its
+      // memory back as committed (its image). #known stays where it was: a commit whose answer was
+      // lost but that did commit is found at the next catch-up, and applied as another replica's change.
+      this.#db.run([...this.#ops, ...notices, { text: 'COMMIT' }]);
       for (const [name, version] of this.#put) this.#known.set(name, version);
       for (const name of this.#gone) this.#known.delete(name);
       this.counts.transactions++;
@@ -123,22 +129,6 @@ export class PostgresControllerStore implements ControllerStore {
       this.#put.clear();
       this.#gone.clear();
     }
-  }
-
-  #refuseIfPoisoned(): void {
-    if (this.#poisoned)
-      throw new MeshpError('MESHP_STORE_UNAVAILABLE', `this replica's memory holds a change its database did not take (${this.#poisoned}): restart it`);
-  }
-
-  #poison(e: unknown): void {
-    if (this.#poisoned) return;
-    this.#poisoned = e instanceof Error ? e.message : String(e);
-    const err = new MeshpError(
-      'MESHP_STORE_UNAVAILABLE',
-      `a change's writes failed after it was applied in memory (${this.#poisoned}): this replica stops, to start again from the database`,
-      { cause: e },
-    );
-    this.onPoisoned?.(err);
   }
 
   /** Opens a transaction, takes the lock (held to its end) and applies what others committed since. */
@@ -199,7 +189,9 @@ export class PostgresControllerStore implements ControllerStore {
     return this.#db.rows<Row>('SELECT doc FROM sync WHERE network = $1 AND id = $2', [network, id])[0]?.doc as SyncRecord | undefined;
   }
 
+  /** For the gaps a read shows (node list): while the database is down, none newer than memory's (the read answers from it). */
   syncRecords(network: string, ids: string[]): Map<string, SyncRecord> {
+    if (!this.#db.health().up) return new Map();
     const rows = this.#db.rows<Row>('SELECT id, doc FROM sync WHERE network = $1 AND id = ANY($2)', [network, ids]);
     return new Map(rows.map((r) => [r.id as string, r.doc as SyncRecord]));
   }

@@ -8,6 +8,7 @@ import type { StoredState } from '@meshp/core';
 import { HOSTING_TABLES } from '@meshp/core/store';
 import { MeshpError } from '@meshp/core';
 import type { Stmt, SyncPg } from './sync-pg.js';
+import { LOAD_TIMEOUT_MS } from './controller-store.js';
 
 /** Each table's columns, in the order the copy writes them (the SQLite AuthStore's names). */
 const HOSTING_COLUMNS: Record<(typeof HOSTING_TABLES)[number], string[]> = {
@@ -88,7 +89,8 @@ export function copyState(db: SyncPg, state: StoredState, hosting: Partial<Recor
     ),
   ];
   try {
-    db.run([{ text: 'BEGIN' }, ...stmts, { text: 'COMMIT' }]);
+    // A stopped controller's whole state, nothing served meanwhile: the load's time, not a change's.
+    db.run([{ text: 'BEGIN' }, { text: `SET LOCAL statement_timeout = ${LOAD_TIMEOUT_MS}` }, ...stmts, { text: 'COMMIT' }], LOAD_TIMEOUT_MS);
   } catch (e) {
     try {
       db.run([{ text: 'ROLLBACK' }]);

@@ -3,6 +3,8 @@
  * network's version notifies `<network>:<version>`), and a poll as a safety net for a notice lost
  * while the listening connection was down. Either way the store catches up (controller-store.ts),
  * which hands the changes to the controller; several notices before it runs are one catch-up.
+ * While the database is down each poll fails the same way: a failure is told once, until the next
+ * success (an outage is one line in the log, not one every poll).
  */
 import pg from 'pg';
 import { CHANNEL } from './controller-store.js';
@@ -10,7 +12,7 @@ import { CHANNEL } from './controller-store.js';
 export interface FollowOptions {
   /** The poll's period (ms). */
   pollMs?: number;
-  /** Said when the listening connection failed (it is made again at the next poll). */
+  /** Said when the listening connection or a catch-up failed (once, until one succeeds again; it is made again at the next poll). */
   onError?: (e: Error) => void;
 }
 
@@ -26,6 +28,8 @@ export class Follower {
   #timer: ReturnType<typeof setInterval> | null = null;
   /** Notices received (for tests). */
   notices = 0;
+  /** A failure was told and nothing has succeeded since (the listen or a catch-up). */
+  #failing = false;
 
   constructor(url: string, catchUp: () => void, options: FollowOptions = {}) {
     this.#url = url;
@@ -36,14 +40,15 @@ export class Follower {
   async start(): Promise<void> {
     await this.#listen();
     this.#timer = setInterval(() => {
-      if (!this.#client) void this.#listen().catch((e: Error) => this.#o.onError?.(e));
+      if (!this.#client) void this.#listen().catch((e: Error) => this.#fail(e));
       this.#schedule();
     }, this.#o.pollMs ?? DEFAULT_POLL_MS);
     this.#timer.unref();
   }
 
   async #listen(): Promise<void> {
-    const c = new pg.Client({ connectionString: this.#url });
+    // keepAlive: a connection cut off by a partition is found dead by the kernel, then made again.
+    const c = new pg.Client({ connectionString: this.#url, keepAlive: true, connectionTimeoutMillis: 5_000 });
     c.on('notification', (n) => {
       if (n.channel !== CHANNEL) return;
       this.notices++;
@@ -51,7 +56,8 @@ export class Follower {
     });
     c.on('error', (e) => {
       if (this.#client === c) this.#client = null;
-      this.#o.onError?.(e);
+      void c.end().catch(() => undefined);
+      this.#fail(e);
     });
     await c.connect();
     await c.query(`LISTEN ${CHANNEL}`);
@@ -69,10 +75,22 @@ export class Follower {
       if (this.#closed) return;
       try {
         this.#catchUp();
+        this.#failing = false;
       } catch (e) {
-        this.#o.onError?.(e as Error);
+        this.#fail(e as Error);
       }
     });
+  }
+
+  /** Catches up now (the store's database answers again after an outage). */
+  poke(): void {
+    this.#schedule();
+  }
+
+  #fail(e: Error): void {
+    if (this.#failing) return;
+    this.#failing = true;
+    this.#o.onError?.(e);
   }
 
   async close(): Promise<void> {

@@ -15,7 +15,8 @@ export { PostgresControllerStore, STORE_LOCK, CHANNEL } from './controller-store
 export { PostgresAuthStore } from './auth-store.js';
 export { Follower, DEFAULT_POLL_MS, type FollowOptions } from './follow.js';
 export { MIGRATIONS, migrate, schemaVersions, redact, type Migration } from './migrations.js';
-export { SyncPg, waitForAnswer, type Stmt, type Row } from './sync-pg.js';
+export { SyncPg, waitForAnswer, DEFAULT_CALL_TIMEOUT_MS, PROBE_FIRST_MS, PROBE_MAX_MS, type Stmt, type Row, type StoreHealth } from './sync-pg.js';
+export { codeOf, connectionLost } from './sql-state.js';
 export { copyState, type CopyCounts } from './copy.js';
 
 export interface PostgresStore {
@@ -33,13 +34,27 @@ export interface PostgresStore {
 
 export const isPostgresUrl = (s: string): boolean => /^postgres(ql)?:\/\//.test(s);
 
+export interface OpenOptions extends FollowOptions {
+  /** The longest one batch may take (DEFAULT_CALL_TIMEOUT_MS): the longest the controller's event loop waits on the database. */
+  callTimeoutMs?: number;
+  /** Told once when the database is found down (every store call is then refused at once), and when it answers again. */
+  onDown?: (reason: string) => void;
+  onUp?: (downMs: number) => void;
+}
+
 /** Opens (and migrates) the database; the follower starts with `store.follower.start()` once a controller follows the store. */
-export async function openPostgresStore(url: string, options: FollowOptions & { callTimeoutMs?: number } = {}): Promise<PostgresStore> {
+export async function openPostgresStore(url: string, options: OpenOptions = {}): Promise<PostgresStore> {
   const migrated = await migrate(url);
   const db = new SyncPg(url, options.callTimeoutMs);
   db.rows('SELECT 1');
   const store = new PostgresControllerStore(db);
   const follower = new Follower(url, () => store.catchUp(), options);
+  db.onDown = (reason) => options.onDown?.(reason);
+  // Back: what the others committed meanwhile (and a commit of ours whose answer was lost) is caught up now, not at the next poll.
+  db.onUp = (ms) => {
+    options.onUp?.(ms);
+    follower.poke();
+  };
   return {
     store,
     auth: new PostgresAuthStore(db),

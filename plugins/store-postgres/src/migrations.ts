@@ -57,7 +57,8 @@ const MIGRATION_LOCK = 0x6d657368;
 
 /** Applies the migrations the database lacks; the numbers applied now. */
 export async function migrate(url: string, migrations: readonly Migration[] = MIGRATIONS): Promise<number[]> {
-  const c = new pg.Client({ connectionString: url });
+  // A database behind a partition refuses the start in 10 s (a supervisor starts it again), not after the kernel's SYN retries.
+  const c = new pg.Client({ connectionString: url, connectionTimeoutMillis: 10_000 });
   try {
     await c.connect();
   } catch (cause) {

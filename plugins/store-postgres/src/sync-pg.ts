@@ -4,9 +4,18 @@
  * worker thread that runs it on its own connection while this thread waits on a shared flag
  * (Atomics.wait). A batch is one round trip however many statements it holds: a store transaction
  * costs two (lock and catch up; write and commit).
+ *
+ * The wait is the controller's event loop standing still, so it is kept short and paid once per
+ * outage: a batch with no answer within the call timeout (5 s, half the 10 s an agent's keepalive
+ * ping waits for its answer: transport-grpc options.ts) fails, its thread is replaced (a late answer
+ * can then never be taken for the next batch's), and the database counts as down. While it is down
+ * every batch is refused at once (MESHP_STORE_UNAVAILABLE, no wait) and a probe runs in the
+ * background: a message the thread answers asynchronously, never the shared flag. When the probe
+ * gets an answer the database is up again and `onUp` is told (the follower catches up).
  */
 import { MessageChannel, Worker, receiveMessageOnPort, type MessagePort } from 'node:worker_threads';
 import { MeshpError } from '@meshp/core';
+import { codeOf, connectionLost } from './sql-state.js';
 
 export interface Stmt {
   text: string;
@@ -17,8 +26,29 @@ export type Row = Record<string, unknown>;
 
 export type Answer = { ok: true; results: { rows: Row[]; rowCount: number }[] } | { ok: false; failedAt: number; message: string; sqlState: string };
 
-/** How long one batch may take before the database counts as gone. */
-export const DEFAULT_CALL_TIMEOUT_MS = 30_000;
+/** A probe's answer, on the worker's own channel (worker.on('message')). */
+export interface ProbeAnswer {
+  probe: number;
+  ok: boolean;
+  message?: string;
+}
+
+/** How long one batch may take before the database counts as gone (the longest the event loop waits on it). */
+export const DEFAULT_CALL_TIMEOUT_MS = 5_000;
+/** The probes while the database is down: the first after this, then twice as long each time, up to PROBE_MAX_MS. */
+export const PROBE_FIRST_MS = 200;
+export const PROBE_MAX_MS = 5_000;
+
+/** What the store knows of its database: for the log, `/metrics` and admin answers. */
+export interface StoreHealth {
+  up: boolean;
+  /** When the database was last found down (ms since the epoch), or null. */
+  downSince: number | null;
+  /** Why, as the failed batch said. */
+  reason: string | null;
+  /** Outages since the start (each a down then, maybe, an up). */
+  outages: number;
+}
 
 /**
  * Blocks until the database thread has set the flag (its answer is on the port), or the time is up
@@ -35,44 +65,103 @@ export function waitForAnswer(flag: Int32Array, timeoutMs: number): boolean {
   return true;
 }
 
+/** One database thread: its batch port and the flag it sets. Replaced whole, never reused after a timeout. */
+interface Thread {
+  worker: Worker;
+  port: MessagePort;
+  flag: Int32Array;
+}
+
 export class SyncPg {
-  readonly #worker: Worker;
-  readonly #port: MessagePort;
-  readonly #flag = new Int32Array(new SharedArrayBuffer(4));
+  readonly #url: string;
   readonly #timeoutMs: number;
-  #broken: string | null = null;
+  #thread: Thread;
+  #closed = false;
+  #down: { since: number; reason: string } | null = null;
+  #outages = 0;
+  #probeDelay = PROBE_FIRST_MS;
+  #probeTimer: ReturnType<typeof setTimeout> | null = null;
+  /** The probe in flight (its number), and the timer that gives up on it. */
+  #probeSeq = 0;
+  #probeWait: ReturnType<typeof setTimeout> | null = null;
+  /** Told once per outage, when the database is found down. */
+  onDown: ((reason: string) => void) | null = null;
+  /** Told when a probe reached the database again, with how long it was down (ms). */
+  onUp: ((downMs: number) => void) | null = null;
 
   constructor(url: string, timeoutMs = DEFAULT_CALL_TIMEOUT_MS) {
+    this.#url = url;
+    this.#timeoutMs = timeoutMs;
+    this.#thread = this.#spawn();
+  }
+
+  #spawn(): Thread {
     const { port1, port2 } = new MessageChannel();
+    const flag = new Int32Array(new SharedArrayBuffer(4));
     // Plain JS: none of the parent's --import loaders (a test runner's) are needed there.
-    this.#worker = new Worker(new URL('./worker.js', import.meta.url), {
-      workerData: { url, port: port2, flag: this.#flag },
+    const worker = new Worker(new URL('./worker.js', import.meta.url), {
+      workerData: { url: this.#url, port: port2, flag, timeoutMs: this.#timeoutMs },
       transferList: [port2],
       execArgv: [],
     });
-    this.#worker.unref();
-    this.#worker.on('error', (e) => {
-      this.#broken = `the database thread failed: ${e.message}`;
+    worker.unref();
+    const thread: Thread = { worker, port: port1, flag };
+    worker.on('error', (e) => {
+      if (this.#thread !== thread || this.#closed) return;
+      this.#replace();
+      this.#goDown(`the database thread failed: ${e.message}`);
     });
-    this.#port = port1;
-    this.#timeoutMs = timeoutMs;
+    worker.on('message', (m: ProbeAnswer) => this.#probed(thread, m));
+    return thread;
   }
 
-  /** Runs the statements in order; the rows of each. A failed statement throws (the ones before it ran). */
-  run(stmts: Stmt[]): { rows: Row[]; rowCount: number }[] {
-    if (this.#broken) throw new MeshpError('MESHP_STORE_UNAVAILABLE', this.#broken);
-    Atomics.store(this.#flag, 0, 0);
-    this.#port.postMessage(stmts);
-    if (!waitForAnswer(this.#flag, this.#timeoutMs)) {
-      // An answer that comes later would be taken for the next batch's: this connection is not used again.
-      this.#broken = `no answer from the database within ${this.#timeoutMs} ms`;
-      throw new MeshpError('MESHP_STORE_UNAVAILABLE', this.#broken);
+  /** Ends the current thread (its connection with it) and starts another: nothing it says later is read. */
+  #replace(): void {
+    const old = this.#thread;
+    old.port.close();
+    void old.worker.terminate();
+    this.#thread = this.#spawn();
+  }
+
+  health(): StoreHealth {
+    return { up: !this.#down, downSince: this.#down?.since ?? null, reason: this.#down?.reason ?? null, outages: this.#outages };
+  }
+
+  /**
+   * Runs the statements in order; the rows of each. A failed statement throws (the ones before it
+   * ran), coded by its condition (sql-state.ts). `timeoutMs`: a batch known to be long (the load at
+   * start, a copy), run before anything is served.
+   */
+  run(stmts: Stmt[], timeoutMs = this.#timeoutMs): { rows: Row[]; rowCount: number }[] {
+    if (this.#closed) throw new MeshpError('MESHP_STORE_UNAVAILABLE', 'the store is closed');
+    if (this.#down) {
+      throw new MeshpError(
+        'MESHP_STORE_UNAVAILABLE',
+        `the database is unreachable since ${new Date(this.#down.since).toISOString()} (${this.#down.reason}): refused at once, retried in the background`,
+      );
     }
-    const answer = receiveMessageOnPort(this.#port)?.message as Answer | undefined;
-    if (!answer) throw new MeshpError('MESHP_STORE_UNAVAILABLE', 'the database thread woke with no answer');
+    const th = this.#thread;
+    Atomics.store(th.flag, 0, 0);
+    th.port.postMessage(stmts);
+    if (!waitForAnswer(th.flag, timeoutMs)) {
+      const reason = `no answer from the database within ${timeoutMs} ms`;
+      this.#replace();
+      this.#goDown(reason);
+      throw new MeshpError('MESHP_STORE_UNAVAILABLE', reason);
+    }
+    const answer = receiveMessageOnPort(th.port)?.message as Answer | undefined;
+    if (!answer) {
+      this.#replace();
+      this.#goDown('the database thread woke with no answer');
+      throw new MeshpError('MESHP_STORE_UNAVAILABLE', 'the database thread woke with no answer');
+    }
     if (!answer.ok) {
-      const code = /^(08|57P)/.test(answer.sqlState) || answer.sqlState === '' ? 'MESHP_STORE_UNAVAILABLE' : 'MESHP_STATE_CORRUPT';
-      throw new MeshpError(code, `${answer.message} (SQLSTATE ${answer.sqlState || 'none'}, in ${stmts[answer.failedAt]?.text.slice(0, 60) ?? '?'})`);
+      if (connectionLost(answer.sqlState)) this.#goDown(answer.message);
+      throw new MeshpError(
+        codeOf(answer.sqlState),
+        `${answer.message} (SQLSTATE ${answer.sqlState || 'none'}, in ${stmts[answer.failedAt]?.text.slice(0, 60) ?? '?'})`,
+        { details: { sqlState: answer.sqlState } },
+      );
     }
     return answer.results;
   }
@@ -82,9 +171,57 @@ export class SyncPg {
     return this.run([{ text, values }])[0]!.rows as T[];
   }
 
+  #goDown(reason: string): void {
+    if (this.#down || this.#closed) return;
+    this.#down = { since: Date.now(), reason };
+    this.#outages++;
+    this.#probeDelay = PROBE_FIRST_MS;
+    this.onDown?.(reason);
+    this.#scheduleProbe();
+  }
+
+  #scheduleProbe(): void {
+    if (this.#closed) return;
+    this.#probeTimer = setTimeout(() => this.#probe(), this.#probeDelay);
+    this.#probeTimer.unref();
+    this.#probeDelay = Math.min(PROBE_MAX_MS, this.#probeDelay * 2);
+  }
+
+  /** Asks the thread to reach the database; the answer comes as a message (#probed), the event loop runs on. */
+  #probe(): void {
+    this.#probeTimer = null;
+    if (this.#closed || !this.#down) return;
+    const id = ++this.#probeSeq;
+    this.#probeWait = setTimeout(() => {
+      // No answer: the thread may hang on a dead connection. Another thread, another probe.
+      if (this.#probeSeq !== id || this.#closed) return;
+      this.#probeSeq++;
+      this.#replace();
+      this.#scheduleProbe();
+    }, this.#timeoutMs);
+    this.#probeWait.unref();
+    this.#thread.worker.postMessage({ probe: id });
+  }
+
+  #probed(thread: Thread, m: ProbeAnswer): void {
+    if (thread !== this.#thread || m.probe !== this.#probeSeq || !this.#down || this.#closed) return;
+    if (this.#probeWait) clearTimeout(this.#probeWait);
+    this.#probeWait = null;
+    if (!m.ok) {
+      this.#down.reason = m.message ?? this.#down.reason;
+      this.#scheduleProbe();
+      return;
+    }
+    const downMs = Date.now() - this.#down.since;
+    this.#down = null;
+    this.onUp?.(downMs);
+  }
+
   close(): void {
-    this.#broken = 'the store is closed';
-    this.#port.close();
-    void this.#worker.terminate();
+    this.#closed = true;
+    if (this.#probeTimer) clearTimeout(this.#probeTimer);
+    if (this.#probeWait) clearTimeout(this.#probeWait);
+    this.#thread.port.close();
+    void this.#thread.worker.terminate();
   }
 }
