@@ -117,6 +117,24 @@ export function controllerOf(args: Pick<AgentArgs, 'state' | 'controller' | 'tok
   return { addresses, fingerprint };
 }
 
+/** The agent's host from the shipped plugins, the tunnel (when it runs one) and the plugins the flags or config name. */
+async function agentHost(args: AgentArgs, tunnel: Awaited<ReturnType<typeof tunnelOf>>): Promise<Host> {
+  const extra = await loadPlugins(pluginSpecs(args, DEFAULT_AGENT_CONFIG));
+  return assembleAgentHost({ stateDir: args.state, root: args.root, firewall: args.firewall, dockerSocket: args.dockerSocket }, [
+    ...agentPlugins(args.firewall),
+    ...(tunnel ? [tunnel] : []),
+    ...extra,
+  ]);
+}
+
+/** The agent's own /metrics (`--metrics-listen`). */
+async function agentMetrics(address: string, agent: Agent, log: pino.Logger): Promise<{ address: string; close(): Promise<void> }> {
+  const { serveAgentMetrics } = await import('./agent-metrics.js');
+  const metrics = await serveAgentMetrics(address, agent);
+  log.info({ metrics: metrics.address }, 'agent metrics serving');
+  return metrics;
+}
+
 export async function startAgent(args: AgentArgs, host?: Host): Promise<RunningAgent> {
   // A node that left is refused first; then the tunnel asked against the one recorded: a mismatch is refused before anything is written.
   await refuseIfLeft(args.state).catch((e: unknown) => {
@@ -128,14 +146,7 @@ export async function startAgent(args: AgentArgs, host?: Host): Promise<RunningA
   const log = pino(logOptions('meshp-agent', logLevel(process.env.MESHP_LOG_LEVEL)), pino.destination({ dest: 1, sync: true }));
   const tunnel = await tunnelOf(args, log);
   if (tunnel && host) throw usage('the tunnel plugin is loaded with the agent host it builds; a host given in is already assembled');
-  const extra = host ? [] : await loadPlugins(pluginSpecs(args, DEFAULT_AGENT_CONFIG));
-  const h =
-    host ??
-    assembleAgentHost({ stateDir: args.state, root: args.root, firewall: args.firewall, dockerSocket: args.dockerSocket }, [
-      ...agentPlugins(args.firewall),
-      ...(tunnel ? [tunnel] : []),
-      ...extra,
-    ]);
+  const h = host ?? (await agentHost(args, tunnel));
   const transport = await h.transport();
   const base = new FailoverLink(
     target.addresses.map((address) => ({ address, link: transport.connect({ address, fingerprint: target.fingerprint }) })),
@@ -163,12 +174,7 @@ export async function startAgent(args: AgentArgs, host?: Host): Promise<RunningA
     throw e;
   }
   writeControllerFile(join(args.state, CONTROLLER_FILE), target);
-  let metrics: { address: string; close(): Promise<void> } | null = null;
-  if (args.metricsListen) {
-    const { serveAgentMetrics } = await import('./agent-metrics.js');
-    metrics = await serveAgentMetrics(args.metricsListen, agent);
-    log.info({ metrics: metrics.address }, 'agent metrics serving');
-  }
+  const metrics = args.metricsListen ? await agentMetrics(args.metricsListen, agent, log) : null;
   const left = agent.left.then(async (l) => {
     await metrics?.close();
     await tunnel?.close();

@@ -128,15 +128,12 @@ function nowOf(
   return { now: r.now, ...(r.now === 'open-from' ? { nowFrom: [...(r.from ?? [])] } : {}), mentioned: r.mentioned };
 }
 
-export function buildPreview(input: PreviewInputs): ConvergePreview {
-  const { declaration: decl, firewall } = input;
-  const openings = convergedOpenings(decl, input.pluginOpenings);
-  const opening = (port: number, protocol: Protocol, path: Opening['path']) =>
-    openings.find((o) => o.port === port && o.protocol === protocol && o.path === path);
-  const items: PreviewItem[] = [];
-  const publishedKeys = new Set<string>();
-  const reach = new Map((input.reach ?? []).map((r) => [doorKey(r.path, r.protocol, r.port), r]));
+type OpeningAt = (port: number, protocol: Protocol, path: Opening['path']) => Opening | undefined;
+type ReachByDoor = Map<string, Reach>;
 
+/** Each published port once, with what the flip does to it. */
+function publishedItems(input: PreviewInputs, opening: OpeningAt, reach: ReachByDoor, publishedKeys: Set<string>): PreviewItem[] {
+  const items: PreviewItem[] = [];
   for (const p of input.published) {
     const key = `${p.protocol}/${p.hostPort}`;
     if (publishedKeys.has(key)) continue;
@@ -149,12 +146,18 @@ export function buildPreview(input: PreviewInputs): ConvergePreview {
       port: p.hostPort,
       address: p.hostIp,
       holder: `container ${p.container}`,
-      declaredBy: o?.module ?? publisherOf(decl, p.hostPort, p.protocol),
+      declaredBy: o?.module ?? publisherOf(input.declaration, p.hostPort, p.protocol),
       after: local ? 'local' : o ? 'open' : 'closes',
       ...(o ? { from: o.from } : {}),
       ...nowOf(reach, 'forwarded', p.protocol, p.hostPort, local),
     });
   }
+  return items;
+}
+
+/** Each listening socket once per address, with what the flip does to it (a published port's proxy socket is that port). */
+function socketItems(input: PreviewInputs, opening: OpeningAt, reach: ReachByDoor, publishedKeys: Set<string>): PreviewItem[] {
+  const items: PreviewItem[] = [];
   const socketKeys = new Set<string>();
   for (const l of input.listening) {
     const key = `${l.protocol}/${l.port}`;
@@ -176,13 +179,15 @@ export function buildPreview(input: PreviewInputs): ConvergePreview {
       ...(l.established ? { liveConnections: l.established } : {}),
     });
   }
-  items.sort((a, b) => a.port - b.port || a.protocol.localeCompare(b.protocol) || a.source.localeCompare(b.source) || a.address.localeCompare(b.address));
-  const take = decl.modules.filter((m) => !m.taken).map((m) => m.name);
-  const fw = { kind: firewall.kind, active: firewall.active, tables: firewall.tables, ...(firewall.configFile ? { configFile: firewall.configFile } : {}) };
+  return items;
+}
+
+/** The flip's steps, in order, as the preview says them. */
+function flipSteps(items: PreviewItem[], take: string[], openings: Opening[], firewall: PreviewInputs['firewall']): string[] {
   const closes = closingDoors(items).length;
   const shut = items.filter((i) => i.after === 'closes' && i.now === 'closed').length;
   const live = liveDoorsClosing(items);
-  const steps = [
+  return [
     ...take.map((m) => `take module ${m} (its held resources are replaced by what it declares)`),
     `load the mesh's derived filter: drop by default, ${openings.length} opening${openings.length === 1 ? '' : 's'} allowed, ${closes} reachable port${closes === 1 ? '' : 's'} close` +
       `${shut ? `, ${shut} already closed stay${shut === 1 ? 's' : ''} closed` : ''}`,
@@ -194,6 +199,19 @@ export function buildPreview(input: PreviewInputs): ConvergePreview {
         `REFUSED unless allowed: ${doorOf(i)} (${i.holder}) closes with ${i.liveConnections} live connection${i.liveConnections === 1 ? '' : 's'}${isSsh(i) ? ', perhaps your own ssh session' : ''} (they live on; no new one opens): declare it in a module (the catalogue's ssh module), or flip with --allow-close ${doorOf(i)}`,
     ),
   ];
+}
+
+export function buildPreview(input: PreviewInputs): ConvergePreview {
+  const { declaration: decl, firewall } = input;
+  const openings = convergedOpenings(decl, input.pluginOpenings);
+  const opening: OpeningAt = (port, protocol, path) => openings.find((o) => o.port === port && o.protocol === protocol && o.path === path);
+  const publishedKeys = new Set<string>();
+  const reach: ReachByDoor = new Map((input.reach ?? []).map((r) => [doorKey(r.path, r.protocol, r.port), r]));
+  const items = [...publishedItems(input, opening, reach, publishedKeys), ...socketItems(input, opening, reach, publishedKeys)];
+  items.sort((a, b) => a.port - b.port || a.protocol.localeCompare(b.protocol) || a.source.localeCompare(b.source) || a.address.localeCompare(b.address));
+  const take = decl.modules.filter((m) => !m.taken).map((m) => m.name);
+  const fw = { kind: firewall.kind, active: firewall.active, tables: firewall.tables, ...(firewall.configFile ? { configFile: firewall.configFile } : {}) };
+  const steps = flipSteps(items, take, openings, firewall);
   // The id is what the machine offers, not which pid offers it: a restarted or forked server is the same door.
   // Where each door is reachable from now is in the items: a changed firewall is a changed machine.
   return { id: previewId(decl.node, items, take, fw, openings), node: decl.node, firewall: fw, items, take, steps };

@@ -43,6 +43,14 @@ export class Metrics {
       { version: BUILD_VERSION, node_version: process.version },
       1,
     );
+    this.#callMetrics(r);
+    this.#storeMetrics(r);
+    this.#nodeMetrics(r);
+    this.#nodeStatusMetrics(r);
+  }
+
+  /** What the controller did: deltas, snapshots, bytes, enrolments, refusals; agents connected; each network's version. */
+  #callMetrics(r: Registry): void {
     const self = this;
     const counter = (name: string, help: string, get: () => number) =>
       new Counter({
@@ -76,6 +84,22 @@ export class Metrics {
         this.set(self.#source?.connected() ?? 0);
       },
     });
+    new Gauge({
+      name: 'meshp_state_version',
+      help: 'the state version of each network',
+      labelNames: ['network'],
+      registers: [r],
+      collect() {
+        this.reset();
+        const c = self.#source?.controller;
+        for (const network of c?.networks() ?? []) this.set({ network }, c!.stateVersion(network));
+      },
+    });
+  }
+
+  /** The store's health: down, changes are refused and reads answer from memory. */
+  #storeMetrics(r: Registry): void {
+    const self = this;
     // The store's health (issue 24): down, changes are refused and reads answer from memory.
     new Gauge({
       name: 'meshp_controller_store_up',
@@ -103,40 +127,43 @@ export class Metrics {
         for (const [code, v] of self.#source?.controller.storeHealth.errors ?? []) this.inc({ code }, v);
       },
     });
+  }
+
+  /** Each node's status, as `node list` shows it. */
+  /** One gauge a node, its value read from the node's status. */
+  #perNode(r: Registry, name: string, help: string, value: (n: NodeStatus) => number): void {
+    const self = this;
     new Gauge({
-      name: 'meshp_state_version',
-      help: 'the state version of each network',
-      labelNames: ['network'],
+      name,
+      help,
+      labelNames: ['network', 'node'],
       registers: [r],
       collect() {
         this.reset();
-        const c = self.#source?.controller;
-        for (const network of c?.networks() ?? []) this.set({ network }, c!.stateVersion(network));
+        for (const n of self.nodes()) this.set({ network: n.network, node: n.name }, value(n));
       },
     });
-    const perNode = (name: string, help: string, value: (n: NodeStatus) => number) =>
-      new Gauge({
-        name,
-        help,
-        labelNames: ['network', 'node'],
-        registers: [r],
-        collect() {
-          this.reset();
-          for (const n of self.nodes()) this.set({ network: n.network, node: n.name }, value(n));
-        },
-      });
-    // Only the nodes whose agent reports handshakes: no series is said for what was not observed.
-    const tunnelNode = (name: string, help: string, value: (h: NodeHandshakes) => number) =>
-      new Gauge({
-        name,
-        help,
-        labelNames: ['network', 'node'],
-        registers: [r],
-        collect() {
-          this.reset();
-          for (const n of self.nodes()) if (n.handshakes?.reported) this.set({ network: n.network, node: n.name }, value(n.handshakes));
-        },
-      });
+  }
+
+  /** One gauge a tunnel node, for the nodes whose agent reports handshakes only: no series is said for what was not observed. */
+  #tunnelNode(r: Registry, name: string, help: string, value: (h: NodeHandshakes) => number): void {
+    const self = this;
+    new Gauge({
+      name,
+      help,
+      labelNames: ['network', 'node'],
+      registers: [r],
+      collect() {
+        this.reset();
+        for (const n of self.nodes()) if (n.handshakes?.reported) this.set({ network: n.network, node: n.name }, value(n.handshakes));
+      },
+    });
+  }
+
+  #nodeMetrics(r: Registry): void {
+    const self = this;
+    const perNode = (name: string, help: string, value: (n: NodeStatus) => number) => this.#perNode(r, name, help, value);
+    const tunnelNode = (name: string, help: string, value: (h: NodeHandshakes) => number) => this.#tunnelNode(r, name, help, value);
     perNode(
       'meshp_convergence_gap',
       'versions the node has yet to apply that change its view: the latest version that changed it minus applied_version (a change that does not concern the node is nothing to apply: applied_version may stay below meshp_state_version at gap 0)',
@@ -177,6 +204,11 @@ export class Metrics {
     perNode('meshp_node_reconcile_refused', '1 when the last reconcile was refused as a whole (its code in meshp_node_status)', (n) =>
       n.reconcile.result === 'refused' ? 1 : 0,
     );
+  }
+
+  /** Each node's status, mode and refusals by code, and the networks' divergence, from the nodes as listed. */
+  #nodeStatusMetrics(r: Registry): void {
+    const self = this;
     new Gauge({
       name: 'meshp_node_refused_resources_by_code',
       help: 'resources the last reconcile refused, by the code of each refusal',

@@ -5,7 +5,17 @@
  * pumps it (hub.ts: only the streams a change concerns).
  */
 import { createPublicKey, randomBytes, verify } from 'node:crypto';
-import { MeshpError, isMeshpError, type AgentMessage, type ControllerMessage, type HelloMessage, type SyncChannel } from '@meshp/core';
+import {
+  MeshpError,
+  isMeshpError,
+  type AckMessage,
+  type AgentMessage,
+  type ControllerMessage,
+  type HelloMessage,
+  type ReportMessage,
+  type ResyncMessage,
+  type SyncChannel,
+} from '@meshp/core';
 import { challengePayload } from '@meshp/core/agent';
 import { malformed, oneLine } from '@meshp/core/util';
 import type { Controller } from '../controller.js';
@@ -169,69 +179,78 @@ export class SyncSession {
     if ('hello' in m) throw malformed('hello twice on one stream');
     if (!controller.member(this.network, this.node)) throw new MeshpError('MESHP_NODE_REVOKED', `node ${this.node} was removed from ${this.network}`);
     this.hub.seen(this.network, this.node);
-    if ('ack' in m) {
-      const r = controller.ack(this.network, this.node, m.ack.appliedVersion, m.ack.stateHash);
-      if (r.accepted) this.hub.acked(this.network, this.node, m.ack.appliedVersion, m.ack.stateHash);
-      if (!r.accepted)
-        this.hub.log.warn(
-          { network: this.network, node: this.node, appliedVersion: m.ack.appliedVersion },
-          'ack hash differs from the view computed for that version: snapshot',
-        );
-      // A snapshot now, one held back by the backoff, or none (diverged: #held says so).
-      if (r.snapshotPending || !r.accepted) this.pump();
-    } else if ('resync' in m) {
-      this.hub.resync(this.peer);
-      this.hub.log.warn({ network: this.network, node: this.node, reason: m.resync.reason, detail: m.resync.detail }, 'agent asked for a snapshot');
-      controller.resync(this.network, this.node);
-      this.pump();
-    } else if ('report' in m) {
-      const count = (s: string) => m.report.resources.filter((r) => r.state === s).length;
-      const r = m.report;
-      const refusedCodes: Record<string, number> = {};
-      for (const x of r.resources) if (x.state === 'refused') refusedCodes[codeOf(x.reason)] = (refusedCodes[codeOf(x.reason)] ?? 0) + 1;
-      const handshakes = reportedHandshakes(r, controller.reportedHandshakes(this.network, this.node), new Date().toISOString());
-      const reported: ReportedState = {
-        version: r.appliedVersion,
-        mode: r.mode,
-        at: r.at,
-        refusedResources: count('refused'),
-        refusedCodes,
-        ...(handshakes ? { handshakes } : {}),
-        ...(r.lifecycle
-          ? {
-              lifecycle: {
-                state: r.lifecycle.state,
-                previewId: r.lifecycle.previewId,
-                code: r.lifecycle.code ?? '',
-                message: r.lifecycle.message ?? '',
-                at: r.lifecycle.at,
-              },
-            }
-          : {}),
-        ...(r.reconcile ? { reconcile: { ...r.reconcile } } : {}),
-        tunnel: { key: !!r.tunnelKey, interface: r.tunnelInterface ?? '', error: r.tunnelError ?? '' },
-      };
-      controller.report(this.network, this.node, { firewallKind: r.firewallKind || 'none', held: count('held'), changed: count('changed'), reported });
+    if ('ack' in m) this.#ack(m.ack);
+    else if ('resync' in m) this.#resync(m.resync);
+    else if ('report' in m) this.#report(m.report);
+  }
+
+  #ack(ack: AckMessage): void {
+    const { controller } = this.hub;
+    const r = controller.ack(this.network, this.node, ack.appliedVersion, ack.stateHash);
+    if (r.accepted) this.hub.acked(this.network, this.node, ack.appliedVersion, ack.stateHash);
+    if (!r.accepted)
+      this.hub.log.warn(
+        { network: this.network, node: this.node, appliedVersion: ack.appliedVersion },
+        'ack hash differs from the view computed for that version: snapshot',
+      );
+    // A snapshot now, one held back by the backoff, or none (diverged: #held says so).
+    if (r.snapshotPending || !r.accepted) this.pump();
+  }
+
+  #resync(resync: ResyncMessage): void {
+    const { controller } = this.hub;
+    this.hub.resync(this.peer);
+    this.hub.log.warn({ network: this.network, node: this.node, reason: resync.reason, detail: resync.detail }, 'agent asked for a snapshot');
+    controller.resync(this.network, this.node);
+    this.pump();
+  }
+
+  /** The agent's report: its state for status and metrics, the file's copy for doctor, a tunnel key it changed. */
+  #report(report: ReportMessage): void {
+    const { controller } = this.hub;
+    const count = (s: string) => report.resources.filter((r) => r.state === s).length;
+    const r = report;
+    const refusedCodes: Record<string, number> = {};
+    for (const x of r.resources) if (x.state === 'refused') refusedCodes[codeOf(x.reason)] = (refusedCodes[codeOf(x.reason)] ?? 0) + 1;
+    const handshakes = reportedHandshakes(r, controller.reportedHandshakes(this.network, this.node), new Date().toISOString());
+    const reported: ReportedState = {
+      version: r.appliedVersion,
+      mode: r.mode,
+      at: r.at,
+      refusedResources: count('refused'),
+      refusedCodes,
+      ...(handshakes ? { handshakes } : {}),
+      ...(r.lifecycle
+        ? {
+            lifecycle: {
+              state: r.lifecycle.state,
+              previewId: r.lifecycle.previewId,
+              code: r.lifecycle.code ?? '',
+              message: r.lifecycle.message ?? '',
+              at: r.lifecycle.at,
+            },
+          }
+        : {}),
+      ...(r.reconcile ? { reconcile: { ...r.reconcile } } : {}),
+      tunnel: { key: !!r.tunnelKey, interface: r.tunnelInterface ?? '', error: r.tunnelError ?? '' },
+    };
+    controller.report(this.network, this.node, { firewallKind: r.firewallKind || 'none', held: count('held'), changed: count('changed'), reported });
+    try {
+      this.hub.auth.putReport(this.network, this.node, report);
+    } catch (e) {
+      // Kept in memory (the sync record above); the file's copy for doctor waits for the next report.
+      if (!isStoreFault(e)) throw e;
+      this.#storeRefused(e, 'report not stored');
+    }
+    // A tunnel key other than the stored one: a key change, sent on to every peer that sees this node.
+    if (r.tunnelKey && r.tunnelKey !== controller.member(this.network, this.node)?.tunnelKey) {
       try {
-        this.hub.auth.putReport(this.network, this.node, m.report);
+        controller.setTunnelKey(this.network, this.node, r.tunnelKey);
+        this.hub.log.info({ network: this.network, node: this.node }, 'tunnel key changed');
+        this.hub.poke(this.network);
       } catch (e) {
-        // Kept in memory (the sync record above); the file's copy for doctor waits for the next report.
-        if (!isStoreFault(e)) throw e;
-        this.#storeRefused(e, 'report not stored');
-      }
-      // A tunnel key other than the stored one: a key change, sent on to every peer that sees this node.
-      if (r.tunnelKey && r.tunnelKey !== controller.member(this.network, this.node)?.tunnelKey) {
-        try {
-          controller.setTunnelKey(this.network, this.node, r.tunnelKey);
-          this.hub.log.info({ network: this.network, node: this.node }, 'tunnel key changed');
-          this.hub.poke(this.network);
-        } catch (e) {
-          // Refused (another node's key, not a key): the stored key stays, the stream goes on.
-          this.hub.log.warn(
-            { network: this.network, node: this.node, code: isMeshpError(e) ? e.code : undefined, err: oneLine(e) },
-            'tunnel key change refused',
-          );
-        }
+        // Refused (another node's key, not a key): the stored key stays, the stream goes on.
+        this.hub.log.warn({ network: this.network, node: this.node, code: isMeshpError(e) ? e.code : undefined, err: oneLine(e) }, 'tunnel key change refused');
       }
     }
   }
