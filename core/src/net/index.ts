@@ -5,3 +5,4 @@ export { addressFamily, addressText, addressToBigInt, parseRange, FAMILY_BITS, t
 export { reachThrough, allowedBy, matchOf, mentions, possibleOf, type ReachRule, type ReachChain, type PortMatch, type RuleHit } from './reach.js';
 export { cidrSpan, toCidrs, spansToSet, wholeOf, subtract, intersect, isEmpty, type Span, type IpFamily, type AddressSet } from './spans.js';
 export { deniesInvalid, placeOpening, type Placement } from './placement.js';
+export { synMeets, tcpFlagSet } from './tcp-flags.js';

@@ -60,6 +60,12 @@ interface Walk {
   left: AddressSet;
   partial: string | null;
   lastPartial: number;
+  /**
+   * An unreadable return was met (a `-m hashlimit … -j RETURN`, nft's `limit rate … return`):
+   * some unknown part of the traffic has left, so no rule below drops *all* of it any more — a
+   * drop after it denies the rest in part (a rate limit: what is over it), not the whole.
+   */
+  leaky?: boolean;
 }
 
 /** A rule that may meet what is still walking, with what it matches of it. */
@@ -119,7 +125,8 @@ function stepRule(w: Walk, rule: ReachRule, i: number, at: Where): Scan | null {
   const possible = possibleOf(rule, at.door);
   if (!possible || isEmpty(intersect(w.left, possible))) return null;
   const definite = matchOf(rule, at.door);
-  const m: Met = { rule, i, label: labelOf(rule, at.chainName, i), possible, definite, covers: definite !== null && isEmpty(subtract(w.left, definite)) };
+  const covers = !w.leaky && definite !== null && isEmpty(subtract(w.left, definite));
+  const m: Met = { rule, i, label: labelOf(rule, at.chainName, i), possible, definite, covers };
   if (rule.mayDrop) {
     deniesPart(w, m);
     return null;
@@ -131,13 +138,16 @@ function stepRule(w: Walk, rule: ReachRule, i: number, at: Where): Scan | null {
       // working when the found firewall narrows or drops its own accept.
       return null;
     case 'return':
-      // What returns does not meet the rules below (an unreadable return: some unknown part).
+      // What returns does not meet the rules below; an unreadable return lets some unknown part
+      // go, so what follows it can only deny the rest in part (see Walk.leaky).
       if (definite) w.left = subtract(w.left, definite);
+      else if (rule.opaque && !rule.notNew) w.leaky = true;
       return null;
     case 'drop':
       if (m.covers) return finish(w, { total: { index: i, rule: m.label } });
       deniesPart(w, m);
-      if (definite) w.left = subtract(w.left, definite);
+      // After an unreadable return the part that meets this drop is unknown: all may still walk on.
+      if (definite && !w.leaky) w.left = subtract(w.left, definite);
       return null;
     case 'jump':
     case 'goto':

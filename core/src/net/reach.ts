@@ -160,9 +160,17 @@ function walk(rules: readonly ReachRule[], chain: ReachChain, entering: AddressS
   let left = entering;
   let accepted = NOWHERE;
   let returned = NOWHERE;
+  // An unreadable return met (a rate limit's `-j RETURN`): which part of the traffic goes is not
+  // known, so a drop below it denies some unknown part — a partial denial, noted with the return
+  // as unread — and all of it is walked on as if it had returned.
+  let leakyBy: string | null = null;
   for (const rule of rules) {
     if (isEmpty(left)) break;
     const m = matchOf(rule, door);
+    if (!m && rule.found && rule.opaque && !rule.notNew && rule.verdict === 'return' && possibleOf(rule, door)) {
+      leakyBy ??= labelOf(rule);
+      continue;
+    }
     if (!m) {
       // A rule the walk cannot read that may drop what is still walking: the answer is not certain.
       if (
@@ -186,6 +194,13 @@ function walk(rules: readonly ReachRule[], chain: ReachChain, entering: AddressS
         left = subtract(left, hit);
         break;
       case 'drop':
+        if (leakyBy && rule.found) {
+          if (notes) notes.dropped.push({ rule: labelOf(rule), set: hit, partial: true });
+          if (notes) notes.unread.push({ rule: leakyBy, set: hit });
+          returned = union(returned, hit);
+          left = subtract(left, hit);
+          break;
+        }
         if (notes) notes.dropped.push({ rule: labelOf(rule), set: hit, ...(isEmpty(subtract(left, hit)) ? {} : { partial: true }) });
         left = subtract(left, hit);
         break;

@@ -3,7 +3,7 @@
  * the order the rule gives them. A match it cannot read makes the rule opaque (it matches nothing).
  */
 import type { Protocol, TrafficPath } from '@meshp/core';
-import { cidrSpan, type PortMatch, type ReachRule, type Span } from '@meshp/core/net';
+import { cidrSpan, synMeets, tcpFlagSet, type PortMatch, type ReachRule, type Span } from '@meshp/core/net';
 
 const PROTOCOL_NUMBERS: Record<string, Protocol> = { tcp: 'tcp', udp: 'udp', '6': 'tcp', '17': 'udp' };
 /** Options without a value. */
@@ -123,13 +123,30 @@ const target: OptionReader = (r, { name, rest, chains }) => {
   return rest.length;
 };
 
-/** A new connection's first packet is a SYN: the door's traffic. */
-const syn: OptionReader = () => 0;
+/** A rule a new connection's first packet (a SYN) never meets: it only sees connections under way. */
+function meetsSyn(r: ReachRule, meets: boolean | null): void {
+  if (meets === null) r.opaque = true;
+  else if (!meets) r.notNew = true;
+}
 
-const tcpFlags: OptionReader = (r, { rest: [mask, set], negate }) => {
-  // FIN,SYN,RST,ACK SYN (or the like): an initial SYN, the door's traffic; anything else unread.
-  if (negate || !mask || set !== 'SYN' || !/SYN/.test(mask) || !/ACK/.test(mask)) r.opaque = true;
+/** `--syn` is `--tcp-flags FIN,SYN,RST,ACK SYN`: the door's traffic; `! --syn` none of it. */
+const syn: OptionReader = (r, { negate }) => {
+  if (negate) r.notNew = true;
+  return 0;
+};
+
+/** `--tcp-flags MASK COMP`: read against a SYN (core's synMeets): `FIN,SYN,RST,ACK SYN` the door's traffic, the NULL and XMAS scans' `ALL NONE`, `ALL ALL`, `! … SYN` none of it. */
+const tcpFlags: OptionReader = (r, { rest: [mask, comp], negate }) => {
+  const m = tcpFlagSet((mask ?? '').split(','));
+  const c = tcpFlagSet((comp ?? '').split(','));
+  meetsSyn(r, m && c ? synMeets(m, c, negate) : null);
   return 2;
+};
+
+/** `-f`: second and later fragments; a new connection's SYN is never one. */
+const fragment: OptionReader = (r, { negate }) => {
+  if (!negate) r.notNew = true;
+  return 0;
 };
 
 const inInterface: OptionReader = (r, { rest: [name], negate }) => {
@@ -180,6 +197,8 @@ const READERS: ReadonlyMap<string, OptionReader> = new Map([
   ['--limit-burst', valueOnly],
   ['--syn', syn],
   ['--tcp-flags', tcpFlags],
+  ['-f', fragment],
+  ['--fragment', fragment],
   ['-i', inInterface],
   ['--in-interface', inInterface],
   ['-d', destination],
@@ -200,5 +219,10 @@ export function reachRule(args: readonly string[], chains: ReadonlySet<string>, 
     i += read(r, { name, rest: args.slice(i + 1), negate, chains });
     negate = false;
   }
+  // `-m limit` passes what is under its rate: read as every packet (a new connection's pace) for
+  // an accept, a log or a drop, but a limit that returns is a rate limit (the SYN_FLOOD
+  // boilerplate's `-j RETURN` above a drop): which part it lets go is unknown, so the rule is
+  // unread (core's placement then counts the drop below it as a partial denial).
+  if (args.includes('--limit') && r.verdict === 'return') r.opaque = true;
   return r;
 }

@@ -4,7 +4,7 @@
  * (it matches nothing).
  */
 import type { Protocol } from '@meshp/core';
-import { cidrSpan, type PortMatch, type ReachRule, type Span } from '@meshp/core/net';
+import { cidrSpan, synMeets, tcpFlagSet, type PortMatch, type ReachRule, type Span } from '@meshp/core/net';
 import type { Expr, NftRule } from './schema.js';
 
 /** Statements that change nothing about which packets a rule matches. */
@@ -204,8 +204,46 @@ const READERS: readonly MatchReader[] = [
   originalSource,
 ];
 
+/** Whether a match is on `tcp flags` (bare, or `& (MASK)`): the mask, or null when it is not one. */
+function flagsMask(left: unknown): Set<string> | null | undefined {
+  const isFlags = (x: unknown) => {
+    const p = (x as { payload?: Record<string, unknown> } | null)?.payload;
+    return p?.protocol === 'tcp' && p.field === 'flags';
+  };
+  if (isFlags(left)) return tcpFlagSet(['all']);
+  const and = (left as { '&'?: unknown } | null)?.['&'];
+  if (!Array.isArray(and) || and.length !== 2 || !isFlags(and[0])) return undefined;
+  const mask = typeof and[1] === 'string' ? [and[1]] : and[1];
+  return Array.isArray(mask) && mask.every((x) => typeof x === 'string') ? tcpFlagSet(mask as string[]) : null;
+}
+
+/**
+ * `tcp flags & (fin | syn | rst | ack) == syn` (fw4's syn_flood jump) and the scan drops
+ * (`… == 0x0`, `== fin | psh | urg`), read against a SYN (core's synMeets); `tcp flags syn`
+ * (op `in`: any of them set) and `!` (none set) too. A check no SYN meets sees only connections under way.
+ */
+function readFlags(m: Match, r: ReachRule): boolean | undefined {
+  const mask = flagsMask(m.left);
+  if (mask === undefined) return undefined;
+  const comp = m.right === 0 ? new Set<string>() : tcpFlagSet(typeof m.right === 'string' ? [m.right] : Array.isArray(m.right) ? (m.right as string[]) : ['?']);
+  if (!mask || !comp) return false;
+  let meets: boolean | null;
+  const ecn = comp.has('ece') || comp.has('cwr') ? null : false;
+  // `in`: any of them set; `!` (the NULL scan's `== 0x0` as nft lists it): none of them set.
+  if (m.op === 'in') meets = comp.has('syn') || ecn;
+  else if (m.op === '!') meets = comp.has('syn') ? false : ecn === null ? null : true;
+  else if (m.op === '==' || m.op === '!=') meets = synMeets(mask, comp, m.op === '!=');
+  else return false;
+  if (meets === null) return false;
+  r.protocols = ['tcp'];
+  if (!meets) r.notNew = true;
+  return true;
+}
+
 /** Reads one match into the rule; false when it cannot be read. */
 function readMatch(m: Match, r: ReachRule, sets?: NamedSets): boolean {
+  const flags = readFlags(m, r);
+  if (flags !== undefined) return flags;
   const negate = m.op === '!=';
   if (m.op !== '==' && m.op !== 'in' && !negate) return false;
   const { payload, meta, ct } = m.left ?? {};
@@ -219,6 +257,7 @@ function readMatch(m: Match, r: ReachRule, sets?: NamedSets): boolean {
 /** One rule as core's reach rule; a match it cannot read makes it opaque (it matches nothing). */
 export function reachRule(rule: NftRule, found: boolean, sets?: NamedSets): ReachRule {
   const r: ReachRule = { verdict: 'none', found };
+  let limited = false;
   for (const e of rule.expr as Expr[]) {
     const kind = Object.keys(e)[0]!;
     if (kind === 'match') {
@@ -233,12 +272,18 @@ export function reachRule(rule: NftRule, found: boolean, sets?: NamedSets): Reac
     } else if (kind === 'limit') {
       // Under its rate a limit passes every packet (a new connection's pace); `limit rate over` only the excess: unread.
       if ((e.limit as { inv?: boolean } | null)?.inv) r.opaque = true;
+      limited = true;
     } else if (kind === 'vmap') {
       readVmap(e.vmap as { key?: Match['left']; data?: unknown }, r);
     } else if (!INERT.has(kind)) {
       r.opaque = true;
     }
   }
+  // A limit that returns is a rate limit (fw4's syn_flood: `limit rate … return`, then `drop`):
+  // which part it lets go is unknown, so the rule is unread and core's placement counts the drop
+  // below it as a partial denial. An accept, a log or a reject under a limit is read as meeting
+  // every packet (at a new connection's pace it does: Arch's `limit rate 5/second reject`).
+  if (limited && r.verdict === 'return') r.opaque = true;
   return r;
 }
 
