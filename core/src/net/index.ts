@@ -6,3 +6,4 @@ export { reachThrough, allowedBy, matchOf, mentions, possibleOf, type ReachRule,
 export { cidrSpan, toCidrs, spansToSet, wholeOf, subtract, intersect, isEmpty, type Span, type IpFamily, type AddressSet } from './spans.js';
 export { deniesInvalid, placeOpening, type Placement } from './placement.js';
 export { synMeets, tcpFlagSet } from './tcp-flags.js';
+export { arrivalsOf, arrivingOn, interfacesOf, type Arrivals, type RouteEntry } from './interfaces.js';

@@ -88,6 +88,23 @@ function deniesPart(w: Walk, m: Met): void {
   w.lastPartial = m.i;
 }
 
+/**
+ * A rule on an interface (read as the sources arriving on it) that splits what is still walking:
+ * the opening's range comes in partly on that interface and partly elsewhere, and the rule treats
+ * the two apart (a per-interface dispatch). One accept cannot stand on both sides of it: refused,
+ * so the operator gives the opening a range that arrives on one interface.
+ */
+function interfaceSplit(w: Walk, m: Met): Scan | null {
+  const a = m.rule.arrives;
+  if (!a || isEmpty(intersect(w.left, a)) || isEmpty(subtract(w.left, a))) return null;
+  return finish(w, {
+    conflict: {
+      rule: m.label,
+      why: "the opening's range arrives partly on the interface it names and partly on others (by the routes back to it), and it treats them apart; give the opening a range that arrives on one interface",
+    },
+  });
+}
+
 /** A jump or goto: the target chain walked with what the rule sends there. */
 function stepJump(w: Walk, m: Met, at: Where): Scan | null {
   const { rule, i, label, definite, possible, covers } = m;
@@ -96,6 +113,10 @@ function stepJump(w: Walk, m: Met, at: Where): Scan | null {
   const hit = intersect(w.left, definite ?? possible);
   const inner = scan(target, rule.target!, at.chain, hit, at.door, at.depth + 1);
   if (inner.conflict) return finish(w, { conflict: { rule: `${label} → ${inner.conflict.rule}`, why: inner.conflict.why } });
+  if (inner.total || inner.partial) {
+    const split = interfaceSplit(w, m);
+    if (split) return split;
+  }
   if (inner.total && inner.partial) {
     return finish(w, {
       conflict: {
@@ -144,6 +165,7 @@ function stepRule(w: Walk, rule: ReachRule, i: number, at: Where): Scan | null {
       else if (rule.opaque && !rule.notNew) w.leaky = true;
       return null;
     case 'drop':
+      if (interfaceSplit(w, m)) return interfaceSplit(w, m);
       if (m.covers) return finish(w, { total: { index: i, rule: m.label } });
       deniesPart(w, m);
       // After an unreadable return the part that meets this drop is unknown: all may still walk on.

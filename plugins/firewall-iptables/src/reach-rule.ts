@@ -3,7 +3,7 @@
  * the order the rule gives them. A match it cannot read makes the rule opaque (it matches nothing).
  */
 import type { Protocol, TrafficPath } from '@meshp/core';
-import { cidrSpan, synMeets, tcpFlagSet, type PortMatch, type ReachRule, type Span } from '@meshp/core/net';
+import { arrivingOn, cidrSpan, intersect, synMeets, tcpFlagSet, type Arrivals, type PortMatch, type ReachRule, type Span } from '@meshp/core/net';
 
 const PROTOCOL_NUMBERS: Record<string, Protocol> = { tcp: 'tcp', udp: 'udp', '6': 'tcp', '17': 'udp' };
 /** Options without a value. */
@@ -40,6 +40,8 @@ interface Option {
   negate: boolean;
   /** The user chains a jump may go to. */
   chains: ReadonlySet<string>;
+  /** The sources arriving on each interface (core's interfaces.ts), when the routes were read. */
+  arrivals?: Arrivals;
 }
 
 /** Reads one option into the rule; answers how many of the arguments after its name it took. */
@@ -149,11 +151,16 @@ const fragment: OptionReader = (r, { negate }) => {
   return 0;
 };
 
-const inInterface: OptionReader = (r, { rest: [name], negate }) => {
+const inInterface: OptionReader = (r, { rest: [name], negate, arrivals }) => {
   // Only the host's own traffic comes in on lo: a rule on it never sees a range's new connection.
   const lo = name === 'lo';
   if (lo && !negate) r.loopback = true;
-  else if (!lo) r.opaque = true;
+  else if (!lo) {
+    // Any other (`ens3`, `cali+`, negated): the sources whose route back leaves by it.
+    const set = arrivals && name ? arrivingOn(arrivals, name, negate) : null;
+    if (set) r.arrives = r.arrives ? intersect(r.arrives, set) : set;
+    else r.opaque = true;
+  }
   return 1;
 };
 
@@ -206,7 +213,7 @@ const READERS: ReadonlyMap<string, OptionReader> = new Map([
 ]);
 
 /** One rule's arguments as core's reach rule; a match it cannot read makes it opaque (it matches nothing). */
-export function reachRule(args: readonly string[], chains: ReadonlySet<string>, found: boolean): ReachRule {
+export function reachRule(args: readonly string[], chains: ReadonlySet<string>, found: boolean, arrivals?: Arrivals): ReachRule {
   const r: ReachRule = { verdict: 'none', found };
   let negate = false;
   for (let i = 0; i < args.length; i++) {
@@ -216,7 +223,7 @@ export function reachRule(args: readonly string[], chains: ReadonlySet<string>, 
       continue;
     }
     const read = READERS.get(name) ?? unread;
-    i += read(r, { name, rest: args.slice(i + 1), negate, chains });
+    i += read(r, { name, rest: args.slice(i + 1), negate, chains, arrivals });
     negate = false;
   }
   // `-m limit` passes what is under its rate: read as every packet (a new connection's pace) for

@@ -3,6 +3,7 @@
  * and rules as argument lists. Parsing is strict: anything unexpected is MESHP_FIREWALL_OUTPUT.
  */
 import { MeshpError } from '@meshp/core';
+import type { Arrivals } from '@meshp/core/net';
 
 export interface SavedChain {
   name: string;
@@ -20,6 +21,11 @@ export interface SavedTable {
   name: string;
   chains: SavedChain[];
   rules: SavedRule[];
+  /**
+   * The sources arriving on each interface, by the node's routes read beside the table (the
+   * driver's filters(), routes.ts): how `-i` matches are read. Absent: `-i` is unread.
+   */
+  arrivals?: Arrivals;
 }
 
 export interface Ruleset {
