@@ -71,3 +71,16 @@ export function interfacesOf(arrivals: Arrivals, set: AddressSet): { names: stri
   }
   return { names: names.sort(), unrouted: left[4].length > 0 || left[6].length > 0 };
 }
+
+/** `ip -j route show` output of one family as route entries; null when it is not that. */
+export function routesFromIpJson(text: string, family: IpFamily): RouteEntry[] | null {
+  try {
+    const list = JSON.parse(text) as unknown;
+    if (!Array.isArray(list)) return null;
+    return list.flatMap((x: { dst?: unknown; dev?: unknown }) =>
+      typeof x.dst === 'string' ? [{ family, dst: x.dst, ...(typeof x.dev === 'string' ? { dev: x.dev } : {}) }] : [],
+    );
+  } catch {
+    return null;
+  }
+}

@@ -52,8 +52,13 @@ export class IptablesDriver implements FirewallDriver {
 
   /** The live filter table of each family (null when the family has no filter table), with the routes read beside it (routes.ts). */
   async filters(): Promise<Record<Family, SavedTable | undefined>> {
-    const [state, arrivals] = await Promise.all([inspectBackend(this.backend, this.options.runner), readArrivals(this.options.runner)]);
+    const state = await inspectBackend(this.backend, this.options.runner);
     for (const t of FAMILIES) this.tools[t].reads++;
+    // The routes are read only when a rule matches an incoming interface other than lo.
+    const onInterface = state.families.some((f) =>
+      f.ruleset.tables.some((t) => t.rules.some((r) => r.args.some((a, i) => (a === '-i' || a === '--in-interface') && r.args[i + 1] !== 'lo'))),
+    );
+    const arrivals = onInterface ? await readArrivals(this.options.runner) : undefined;
     const pick = (f: Family) => {
       const t = findTable(state.families.find((x) => x.family === f)!.ruleset, 'filter');
       return t && arrivals ? { ...t, arrivals } : t;

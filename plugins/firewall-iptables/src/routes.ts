@@ -3,21 +3,12 @@
  * sources arrive on which interface (core's arrivalsOf), so `-i ens3` is read as the sources whose
  * route back leaves by ens3. Unreadable routes (no `ip`, odd output) leave `-i` unread, as before.
  */
-import { arrivalsOf, type Arrivals, type RouteEntry } from '@meshp/core/net';
+import { arrivalsOf, routesFromIpJson, type Arrivals, type RouteEntry } from '@meshp/core/net';
 import type { CommandRunner } from './runner.js';
 
 async function routesOf(runner: CommandRunner, family: 4 | 6): Promise<RouteEntry[] | null> {
   const r = await runner('ip', ['-j', `-${family}`, 'route', 'show', 'table', 'main']).catch(() => null);
-  if (!r || r.code !== 0) return null;
-  try {
-    const list = JSON.parse(r.stdout) as unknown;
-    if (!Array.isArray(list)) return null;
-    return list.flatMap((x: { dst?: unknown; dev?: unknown }) =>
-      typeof x.dst === 'string' ? [{ family, dst: x.dst, ...(typeof x.dev === 'string' ? { dev: x.dev } : {}) }] : [],
-    );
-  } catch {
-    return null;
-  }
+  return r && r.code === 0 ? routesFromIpJson(r.stdout, family) : null;
 }
 
 /** The arrivals of both families, or undefined when the routes cannot be read. */
