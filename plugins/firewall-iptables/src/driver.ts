@@ -20,6 +20,7 @@ import { desiredSpecs, planEnsure, presentMarked, type EnsureEdit, type Unplacea
 import { reachOfFilters } from './reach.js';
 import { reenable, retire } from './retire.js';
 import { readArrivals } from './routes.js';
+import { readIpsets } from './ipsets.js';
 import type { CommandRunner } from './runner.js';
 import { findTable, transaction, type SavedTable } from './save-format.js';
 import { familyName, FAMILIES, IptablesTool, type Backend } from './tool.js';
@@ -59,9 +60,12 @@ export class IptablesDriver implements FirewallDriver {
       f.ruleset.tables.some((t) => t.rules.some((r) => r.args.some((a, i) => (a === '-i' || a === '--in-interface') && r.args[i + 1] !== 'lo'))),
     );
     const arrivals = onInterface ? await readArrivals(this.options.runner) : undefined;
+    // The ipsets likewise, only when a rule names one.
+    const onSet = state.families.some((f) => f.ruleset.tables.some((t) => t.rules.some((r) => r.args.includes('--match-set'))));
+    const ipsets = onSet ? await readIpsets(this.options.runner) : undefined;
     const pick = (f: Family) => {
       const t = findTable(state.families.find((x) => x.family === f)!.ruleset, 'filter');
-      return t && arrivals ? { ...t, arrivals } : t;
+      return t && (arrivals || ipsets) ? { ...t, ...(arrivals ? { arrivals } : {}), ...(ipsets ? { ipsets } : {}) } : t;
     };
     return { 4: pick(4), 6: pick(6) };
   }

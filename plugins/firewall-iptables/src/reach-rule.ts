@@ -42,6 +42,8 @@ interface Option {
   chains: ReadonlySet<string>;
   /** The sources arriving on each interface (core's interfaces.ts), when the routes were read. */
   arrivals?: Arrivals;
+  /** The readable ipsets' members (ipsets.ts), when `ipset save` was read. */
+  ipsets?: ReadonlyMap<string, readonly Span[]>;
 }
 
 /** Reads one option into the rule; answers how many of the arguments after its name it took. */
@@ -145,6 +147,14 @@ const tcpFlags: OptionReader = (r, { rest: [mask, comp], negate }) => {
   return 2;
 };
 
+/** `--match-set NAME src` (`-m set`): the set's members as sources, as the nft plugin reads named sets; other directions, or a set not read, unread. */
+const matchSet: OptionReader = (r, { rest: [name, dirs], negate, ipsets }) => {
+  const members = name ? ipsets?.get(name) : undefined;
+  if (dirs === 'src' && members && !r.sources) r.sources = { spans: members, negate };
+  else r.opaque = true;
+  return 2;
+};
+
 /** `-f`: second and later fragments; a new connection's SYN is never one. */
 const fragment: OptionReader = (r, { negate }) => {
   if (!negate) r.notNew = true;
@@ -205,6 +215,7 @@ const READERS: ReadonlyMap<string, OptionReader> = new Map([
   ['--syn', syn],
   ['--tcp-flags', tcpFlags],
   ['-f', fragment],
+  ['--match-set', matchSet],
   ['--fragment', fragment],
   ['-i', inInterface],
   ['--in-interface', inInterface],
@@ -213,7 +224,13 @@ const READERS: ReadonlyMap<string, OptionReader> = new Map([
 ]);
 
 /** One rule's arguments as core's reach rule; a match it cannot read makes it opaque (it matches nothing). */
-export function reachRule(args: readonly string[], chains: ReadonlySet<string>, found: boolean, arrivals?: Arrivals): ReachRule {
+export function reachRule(
+  args: readonly string[],
+  chains: ReadonlySet<string>,
+  found: boolean,
+  arrivals?: Arrivals,
+  ipsets?: ReadonlyMap<string, readonly Span[]>,
+): ReachRule {
   const r: ReachRule = { verdict: 'none', found };
   let negate = false;
   for (let i = 0; i < args.length; i++) {
@@ -223,7 +240,7 @@ export function reachRule(args: readonly string[], chains: ReadonlySet<string>, 
       continue;
     }
     const read = READERS.get(name) ?? unread;
-    i += read(r, { name, rest: args.slice(i + 1), negate, chains, arrivals });
+    i += read(r, { name, rest: args.slice(i + 1), negate, chains, arrivals, ipsets });
     negate = false;
   }
   // `-m limit` passes what is under its rate: read as every packet (a new connection's pace) for

@@ -3,7 +3,7 @@
  * and rules as argument lists. Parsing is strict: anything unexpected is MESHP_FIREWALL_OUTPUT.
  */
 import { MeshpError } from '@meshp/core';
-import type { Arrivals } from '@meshp/core/net';
+import type { Arrivals, Span } from '@meshp/core/net';
 
 export interface SavedChain {
   name: string;
@@ -26,6 +26,12 @@ export interface SavedTable {
    * driver's filters(), routes.ts): how `-i` matches are read. Absent: `-i` is unread.
    */
   arrivals?: Arrivals;
+  /**
+   * The members of the ipsets of one address dimension (`hash:ip`, `hash:net`, `bitmap:ip`), by
+   * name, as `ipset save` lists them beside the table (ipsets.ts): how `-m set --match-set NAME src`
+   * is read. A set absent here (another type, not listed) is unread.
+   */
+  ipsets?: ReadonlyMap<string, readonly Span[]>;
 }
 
 export interface Ruleset {
