@@ -4,26 +4,12 @@
  * (it matches nothing).
  */
 import type { Protocol } from '@meshp/core';
-import {
-  arrivingOn,
-  cidrSpan,
-  complement,
-  intersect,
-  NOWHERE,
-  union,
-  synMeets,
-  tcpFlagSet,
-  type Arrivals,
-  type PortMatch,
-  type ReachRule,
-  type Span,
-} from '@meshp/core/net';
+import { arrivingOn, cidrSpan, complement, intersect, NOWHERE, union, type Arrivals, type PortMatch, type ReachRule, type Span } from '@meshp/core/net';
 import type { Expr, NftRule } from './schema.js';
+import { readFlags, type Match } from './tcp-flags.js';
 
 /** Statements that change nothing about which packets a rule matches. */
 const INERT = new Set(['counter', 'log', 'mangle', 'notrack', 'set', 'continue']);
-
-type Match = { op?: unknown; left?: Record<string, Record<string, unknown>>; right?: unknown };
 
 /** A number, a range, or a set of them; null when it is anything else (a named set, a service name). */
 function ports(right: unknown): [number, number][] | null {
@@ -232,42 +218,6 @@ const READERS: readonly MatchReader[] = [
   originalPort,
   originalSource,
 ];
-
-/** Whether a match is on `tcp flags` (bare, or `& (MASK)`): the mask, or null when it is not one. */
-function flagsMask(left: unknown): Set<string> | null | undefined {
-  const isFlags = (x: unknown) => {
-    const p = (x as { payload?: Record<string, unknown> } | null)?.payload;
-    return p?.protocol === 'tcp' && p.field === 'flags';
-  };
-  if (isFlags(left)) return tcpFlagSet(['all']);
-  const and = (left as { '&'?: unknown } | null)?.['&'];
-  if (!Array.isArray(and) || and.length !== 2 || !isFlags(and[0])) return undefined;
-  const mask = typeof and[1] === 'string' ? [and[1]] : and[1];
-  return Array.isArray(mask) && mask.every((x) => typeof x === 'string') ? tcpFlagSet(mask as string[]) : null;
-}
-
-/**
- * `tcp flags & (fin | syn | rst | ack) == syn` (fw4's syn_flood jump) and the scan drops
- * (`… == 0x0`, `== fin | psh | urg`), read against a SYN (core's synMeets); `tcp flags syn`
- * (op `in`: any of them set) and `!` (none set) too. A check no SYN meets sees only connections under way.
- */
-function readFlags(m: Match, r: ReachRule): boolean | undefined {
-  const mask = flagsMask(m.left);
-  if (mask === undefined) return undefined;
-  const comp = m.right === 0 ? new Set<string>() : tcpFlagSet(typeof m.right === 'string' ? [m.right] : Array.isArray(m.right) ? (m.right as string[]) : ['?']);
-  if (!mask || !comp) return false;
-  let meets: boolean | null;
-  const ecn = comp.has('ece') || comp.has('cwr') ? null : false;
-  // `in`: any of them set; `!` (the NULL scan's `== 0x0` as nft lists it): none of them set.
-  if (m.op === 'in') meets = comp.has('syn') || ecn;
-  else if (m.op === '!') meets = comp.has('syn') ? false : ecn === null ? null : true;
-  else if (m.op === '==' || m.op === '!=') meets = synMeets(mask, comp, m.op === '!=');
-  else return false;
-  if (meets === null) return false;
-  r.protocols = ['tcp'];
-  if (!meets) r.notNew = true;
-  return true;
-}
 
 /** Reads one match into the rule; false when it cannot be read. */
 function readMatch(m: Match, r: ReachRule, sets?: NamedSets, arrivals?: Arrivals): boolean {
