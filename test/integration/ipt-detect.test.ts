@@ -1,11 +1,12 @@
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { MeshpError } from '@meshp/core';
 import { Host } from '@meshp/core/host';
 import { IptablesPlugin, nsenterRunner } from '@meshp/firewall-iptables';
 import { labAvailable, netns, runPrefix, type Netns, type Teardownable } from '../helpers/netns.js';
 import { reaper, RULES_V4, tool, type Backend } from '../helpers/ipt-lab.js';
+import { fixture } from '../helpers/corpus.js';
 import { spawn } from 'node:child_process';
-import { copyFile, mkdtemp, mkdir, rm, symlink, writeFile } from 'node:fs/promises';
+import { copyFile, mkdtemp, mkdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -112,16 +113,26 @@ else {
     await t.rejects(makeHost().firewall(), { code: 'MESHP_FIREWALL_UNKNOWN', message: /csf/ });
   });
 
-  t.test('a firewalld running now is refused by its process, with no config and no chains of its own yet', async (t) => {
-    const { makeHost, root } = await machine(t, { nft: RULES_V4 });
-    // The root's process table is this machine's; the daemon is a real process whose program is named firewalld.
-    await symlink('/proc', join(root, 'proc'));
+  /** A real process whose program is named `name` (a copy of sleep), started in `ns` (null: this process's own namespace). */
+  const fakeDaemon = async (t: Test, name: string, ns: Netns | null) => {
     const bin = await mkdtemp(join(tmpdir(), 'fwd-'));
     t.teardown(() => rm(bin, { recursive: true, force: true }));
     await mkdir(join(bin, 'usr/sbin'), { recursive: true });
-    await copyFile('/bin/sleep', join(bin, 'usr/sbin/firewalld'));
-    const daemon = spawn(join(bin, 'usr/sbin/firewalld'), ['300'], { stdio: 'ignore' });
+    await copyFile('/bin/sleep', join(bin, `usr/sbin/${name}`));
+    const [cmd, args] = ns ? ns.wrap(join(bin, `usr/sbin/${name}`), ['300']) : [join(bin, `usr/sbin/${name}`), ['300']];
+    const daemon = spawn(cmd, args, { stdio: 'ignore' });
     reaper(t).push(daemon);
+    // nsenter execs the program (no fork for a network namespace): wait until the pid is the daemon.
+    for (let i = 0; i < 50 && !(await readFile(`/proc/${daemon.pid}/cmdline`, 'utf8').catch(() => '')).includes(name); i++)
+      await new Promise((r) => setTimeout(r, 20));
+    return daemon;
+  };
+
+  t.test("a firewalld running now in the node's namespace is refused by its process, with no config and no chains of its own yet", async (t) => {
+    const { makeHost, root, ns } = await machine(t, { nft: RULES_V4 });
+    // The root's process table is this machine's; the daemon is a real process named firewalld, in the node's namespace.
+    await symlink('/proc', join(root, 'proc'));
+    const daemon = await fakeDaemon(t, 'firewalld', ns);
     await t.rejects(makeHost().firewall(), {
       code: 'MESHP_FIREWALL_UNKNOWN',
       message: new RegExp(`firewalld manages the firewall \\(seen: process ${daemon.pid} `),
@@ -131,5 +142,43 @@ else {
     process.kill(daemon.pid!, 'SIGKILL');
     await gone;
     t.equal((await makeHost().firewall())?.kind, 'iptables-nft', 'the daemon gone: the backend is offered again');
+  });
+
+  t.test("a firewalld in another namespace (a container's, another test's) does not refuse the node's firewall", async (t) => {
+    const { makeHost, root } = await machine(t, { nft: RULES_V4 });
+    await symlink('/proc', join(root, 'proc'));
+    const other = await netns(t, `${runPrefix('iq')}o`);
+    await fakeDaemon(t, 'firewalld', other);
+    await fakeDaemon(t, 'firewalld', null);
+    t.equal((await makeHost().firewall())?.kind, 'iptables-nft', "offered: the daemons rewrite their own namespaces, not the node's");
+  });
+
+  t.test("Proxmox VE's pve-firewall is a manager: by its PVEFW chains, its enabled config, its daemon", async (t) => {
+    const byChains = await machine(t, { nft: fixture('pve-firewall.rules.v4').text });
+    await t.rejects(
+      byChains.makeHost().firewall(),
+      { code: 'MESHP_FIREWALL_UNKNOWN', message: /pve-firewall manages the firewall \(seen: chain PVEFW-/ },
+      'by its chains',
+    );
+
+    const byConfig = await machine(t, { nft: RULES_V4 });
+    await mkdir(join(byConfig.root, 'etc/pve/firewall'), { recursive: true });
+    await writeFile(join(byConfig.root, 'etc/pve/firewall/cluster.fw'), '[OPTIONS]\n\nenable: 0\n');
+    t.equal((await byConfig.makeHost().firewall())?.kind, 'iptables-nft', 'cluster.fw with enable: 0 is not a manager');
+    await writeFile(join(byConfig.root, 'etc/pve/firewall/cluster.fw'), '[OPTIONS]\n\nenable: 1\n\n[RULES]\n\nIN SSH(ACCEPT) -log nolog\n');
+    await t.rejects(
+      byConfig.makeHost().firewall(),
+      { code: 'MESHP_FIREWALL_UNKNOWN', message: /pve-firewall .*etc\/pve\/firewall\/cluster\.fw enable: 1/ },
+      'by its config',
+    );
+
+    const byDaemon = await machine(t, { nft: RULES_V4 });
+    await symlink('/proc', join(byDaemon.root, 'proc'));
+    const daemon = await fakeDaemon(t, 'pve-firewall', byDaemon.ns);
+    await t.rejects(
+      byDaemon.makeHost().firewall(),
+      { code: 'MESHP_FIREWALL_UNKNOWN', message: new RegExp(`pve-firewall .*process ${daemon.pid} `) },
+      'by its daemon',
+    );
   });
 }

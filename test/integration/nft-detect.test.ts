@@ -1,9 +1,13 @@
 import t from 'tap';
-import { rm } from 'node:fs/promises';
+import { spawn } from 'node:child_process';
+import { copyFile, mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { MeshpError } from '@meshp/core';
 import { Host } from '@meshp/core/host';
 import { NftablesPlugin, type NftablesDriver } from '@meshp/firewall-nftables';
-import { labAvailable, netns, runPrefix } from '../helpers/netns.js';
+import { labAvailable, netns, runPrefix, type Netns } from '../helpers/netns.js';
+import { reaper } from '../helpers/ipt-lab.js';
 import { lab } from '../helpers/nft-lab.js';
 
 if (!labAvailable()) t.plan(0, 'needs root to build network namespaces');
@@ -69,5 +73,43 @@ else {
     const idle = new Host({ root: l.root }).use(new NftablesPlugin({ netns: l.server.name }));
     t.equal((await idle.firewall())?.kind, 'nftables');
     t.match(idle.firewallSightings(), [{ kind: 'nftables', active: false }]);
+  });
+
+  t.test("a daemon named firewalld counts only in the node's own namespace; Proxmox VE's enabled config is a manager", async (t) => {
+    const l = await lab(t);
+    const make = () => new Host({ root: l.root }).use(new NftablesPlugin({ netns: l.server.name }));
+    await symlink('/proc', join(l.root, 'proc'));
+    const bin = await mkdtemp(join(tmpdir(), 'fwd-'));
+    t.teardown(() => rm(bin, { recursive: true, force: true }));
+    await mkdir(join(bin, 'usr/sbin'), { recursive: true });
+    await copyFile('/bin/sleep', join(bin, 'usr/sbin/firewalld'));
+    const start = async (ns: Netns | null) => {
+      const [cmd, args] = ns ? ns.wrap(join(bin, 'usr/sbin/firewalld'), ['300']) : [join(bin, 'usr/sbin/firewalld'), ['300']];
+      const child = spawn(cmd, args, { stdio: 'ignore' });
+      reaper(t).push(child);
+      for (let i = 0; i < 50 && !(await readFile(`/proc/${child.pid}/cmdline`, 'utf8').catch(() => '')).includes('firewalld'); i++)
+        await new Promise((r) => setTimeout(r, 20));
+      return child;
+    };
+    const other = await netns(t, `${runPrefix('nd')}o`);
+    await start(other);
+    await start(null);
+    t.equal((await make().firewall())?.kind, 'nftables', 'daemons in other namespaces: the found firewall is offered');
+    const mine = await start(l.server);
+    await t.rejects(
+      make().firewall(),
+      { code: 'MESHP_FIREWALL_UNKNOWN', message: new RegExp(`firewalld .*process ${mine.pid} `) },
+      "one in the node's namespace: refused",
+    );
+    process.kill(mine.pid!, 'SIGKILL');
+    await new Promise((r) => mine.once('exit', r));
+
+    await mkdir(join(l.root, 'etc/pve/firewall'), { recursive: true });
+    await writeFile(join(l.root, 'etc/pve/firewall/100.fw'), '[OPTIONS]\nenable: 1\n');
+    await t.rejects(
+      make().firewall(),
+      { code: 'MESHP_FIREWALL_UNKNOWN', message: /pve-firewall .*etc\/pve\/firewall\/100\.fw enable: 1/ },
+      'pve-firewall named',
+    );
   });
 }

@@ -29,4 +29,4 @@ export {
 // The firewall half of the return, also a leaving node's (core/src/agent/leave.ts).
 export { restoreFound } from './flip.js';
 export { checkGenesis, type GenesisFacts, type GenesisFinding, type GenesisInput } from './genesis-checks.js';
-export { managersEnabledRead, managersRunning, managersRunningRead, managersSeen, type ManagerSeen } from './managers.js';
+export { managersEnabledRead, managersRunning, managersRunningRead, managersSeen, type ManagerSeen, type NetOf } from './managers.js';

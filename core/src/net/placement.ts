@@ -60,6 +60,12 @@ interface Walk {
   left: AddressSet;
   partial: string | null;
   lastPartial: number;
+  /**
+   * An unreadable return was met (a `-m hashlimit … -j RETURN`, nft's `limit rate … return`):
+   * some unknown part of the traffic has left, so no rule below drops *all* of it any more — a
+   * drop after it denies the rest in part (a rate limit: what is over it), not the whole.
+   */
+  leaky?: boolean;
 }
 
 /** A rule that may meet what is still walking, with what it matches of it. */
@@ -82,6 +88,23 @@ function deniesPart(w: Walk, m: Met): void {
   w.lastPartial = m.i;
 }
 
+/**
+ * A rule on an interface (read as the sources arriving on it) that splits what is still walking:
+ * the opening's range comes in partly on that interface and partly elsewhere, and the rule treats
+ * the two apart (a per-interface dispatch). One accept cannot stand on both sides of it: refused,
+ * so the operator gives the opening a range that arrives on one interface.
+ */
+function interfaceSplit(w: Walk, m: Met): Scan | null {
+  const a = m.rule.arrives;
+  if (!a || isEmpty(intersect(w.left, a)) || isEmpty(subtract(w.left, a))) return null;
+  return finish(w, {
+    conflict: {
+      rule: m.label,
+      why: "the opening's range arrives partly on the interface it names and partly on others (by the routes back to it), and it treats them apart; give the opening a range that arrives on one interface",
+    },
+  });
+}
+
 /** A jump or goto: the target chain walked with what the rule sends there. */
 function stepJump(w: Walk, m: Met, at: Where): Scan | null {
   const { rule, i, label, definite, possible, covers } = m;
@@ -90,6 +113,10 @@ function stepJump(w: Walk, m: Met, at: Where): Scan | null {
   const hit = intersect(w.left, definite ?? possible);
   const inner = scan(target, rule.target!, at.chain, hit, at.door, at.depth + 1);
   if (inner.conflict) return finish(w, { conflict: { rule: `${label} → ${inner.conflict.rule}`, why: inner.conflict.why } });
+  if (inner.total || inner.partial) {
+    const split = interfaceSplit(w, m);
+    if (split) return split;
+  }
   if (inner.total && inner.partial) {
     return finish(w, {
       conflict: {
@@ -119,7 +146,8 @@ function stepRule(w: Walk, rule: ReachRule, i: number, at: Where): Scan | null {
   const possible = possibleOf(rule, at.door);
   if (!possible || isEmpty(intersect(w.left, possible))) return null;
   const definite = matchOf(rule, at.door);
-  const m: Met = { rule, i, label: labelOf(rule, at.chainName, i), possible, definite, covers: definite !== null && isEmpty(subtract(w.left, definite)) };
+  const covers = !w.leaky && definite !== null && isEmpty(subtract(w.left, definite));
+  const m: Met = { rule, i, label: labelOf(rule, at.chainName, i), possible, definite, covers };
   if (rule.mayDrop) {
     deniesPart(w, m);
     return null;
@@ -131,13 +159,17 @@ function stepRule(w: Walk, rule: ReachRule, i: number, at: Where): Scan | null {
       // working when the found firewall narrows or drops its own accept.
       return null;
     case 'return':
-      // What returns does not meet the rules below (an unreadable return: some unknown part).
+      // What returns does not meet the rules below; an unreadable return lets some unknown part
+      // go, so what follows it can only deny the rest in part (see Walk.leaky).
       if (definite) w.left = subtract(w.left, definite);
+      else if (rule.opaque && !rule.notNew) w.leaky = true;
       return null;
     case 'drop':
+      if (interfaceSplit(w, m)) return interfaceSplit(w, m);
       if (m.covers) return finish(w, { total: { index: i, rule: m.label } });
       deniesPart(w, m);
-      if (definite) w.left = subtract(w.left, definite);
+      // After an unreadable return the part that meets this drop is unknown: all may still walk on.
+      if (definite && !w.leaky) w.left = subtract(w.left, definite);
       return null;
     case 'jump':
     case 'goto':

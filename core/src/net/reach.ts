@@ -3,8 +3,9 @@
  * plugins read their rules into this small shape (`ReachRule`); this walks them for one new
  * connection to the door. A packet passes a hook only when every base chain on it lets it through
  * (an accept ends one chain, a drop is final), so the answer is the intersection over the chains
- * of the sources each accepts. An approximation: a rule whose matches cannot be read (an
- * interface, a destination, a mark, a named set) is taken as matching nothing.
+ * of the sources each accepts. An approximation: a rule whose matches cannot be read (a
+ * destination, a mark, an interface no route leaves by) is taken as matching nothing; an
+ * interface match is read as the sources whose route back leaves by it (interfaces.ts).
  */
 import type { Door, Reach } from '../contract/providers.js';
 import type { Protocol, TrafficPath } from '../contract/model.js';
@@ -47,6 +48,11 @@ export interface ReachRule {
   /** The connection's original destination port (`ct original proto-dst`, `--ctorigdstport`). */
   origDport?: PortMatch;
   sources?: { spans: readonly Span[]; negate: boolean };
+  /**
+   * An interface match read as the sources arriving on it (interfaces.ts: the routes back to
+   * them): `-i ens3`, `iifname "pppoe-wan"`, negation applied. Absent: any interface.
+   */
+  arrives?: AddressSet;
   /** A match this reading cannot evaluate: the rule is taken as matching nothing. */
   opaque?: boolean;
   /** Matches only connections already under way (`ct state established,related`, invalid ones). */
@@ -122,6 +128,7 @@ export function possibleOf(rule: ReachRule, door: Door): AddressSet | null {
     const named = spansToSet(rule.sources.spans);
     set = intersect(set, rule.sources.negate ? complement(named) : named);
   }
+  if (rule.arrives) set = intersect(set, rule.arrives);
   return isEmpty(set) ? null : set;
 }
 
@@ -160,9 +167,17 @@ function walk(rules: readonly ReachRule[], chain: ReachChain, entering: AddressS
   let left = entering;
   let accepted = NOWHERE;
   let returned = NOWHERE;
+  // An unreadable return met (a rate limit's `-j RETURN`): which part of the traffic goes is not
+  // known, so a drop below it denies some unknown part — a partial denial, noted with the return
+  // as unread — and all of it is walked on as if it had returned.
+  let leakyBy: string | null = null;
   for (const rule of rules) {
     if (isEmpty(left)) break;
     const m = matchOf(rule, door);
+    if (!m && rule.found && rule.opaque && !rule.notNew && rule.verdict === 'return' && possibleOf(rule, door)) {
+      leakyBy ??= labelOf(rule);
+      continue;
+    }
     if (!m) {
       // A rule the walk cannot read that may drop what is still walking: the answer is not certain.
       if (
@@ -186,6 +201,13 @@ function walk(rules: readonly ReachRule[], chain: ReachChain, entering: AddressS
         left = subtract(left, hit);
         break;
       case 'drop':
+        if (leakyBy && rule.found) {
+          if (notes) notes.dropped.push({ rule: labelOf(rule), set: hit, partial: true });
+          if (notes) notes.unread.push({ rule: leakyBy, set: hit });
+          returned = union(returned, hit);
+          left = subtract(left, hit);
+          break;
+        }
         if (notes) notes.dropped.push({ rule: labelOf(rule), set: hit, ...(isEmpty(subtract(left, hit)) ? {} : { partial: true }) });
         left = subtract(left, hit);
         break;

@@ -3,7 +3,8 @@
  * kept: an opening is reported created (or owned) only when the walk sees it open from its whole
  * range, less the sources the found firewall denies in part above it (its bans and blocklists,
  * which the opening respects by design). One the walk sees closed from more is refused, naming the
- * rule that shadows it; one whose path holds a match the walk cannot read, or a driver without a walk, is unverified.
+ * rule that shadows it; one whose path holds a match the walk cannot read, or a driver without a walk, is unverified
+ * — written and not proven: one the driver wrote nothing for and the walk cannot prove open is refused.
  */
 import type { Door, FirewallDriver, Reach } from '../contract/providers.js';
 import { MeshpError } from '../errors.js';
@@ -73,5 +74,28 @@ export async function verifyOpenings(driver: FirewallDriver, openings: readonly 
       });
     }
   });
+  return notWritten(driver, out);
+}
+
+/**
+ * `unverified` means written and not proven. An opening the driver wrote nothing for (its
+ * placement found no drop of all its traffic) that the walk cannot prove open is not an opening
+ * at all: refused, with why — the found firewall's own ports were open there, the mesh's is not.
+ */
+async function notWritten(driver: FirewallDriver, out: Map<string, Verdict>): Promise<Map<string, Verdict>> {
+  const unsure = [...out].filter(([, v]) => v.state === 'unverified');
+  if (unsure.length === 0) return out;
+  const written = new Set((await driver.openings()).map((o) => o.id));
+  for (const [id, v] of unsure) {
+    if (written.has(id)) continue;
+    const why = v.reason.replace(/^MESHP_OPENING_UNVERIFIED: opening \S+: /, '');
+    out.set(id, {
+      state: 'refused',
+      reason: new MeshpError(
+        'MESHP_OPENING_UNPLACEABLE',
+        `opening ${id} is not written: the placement found nothing that drops it, yet ${why}, so it is not proven open`,
+      ).oneLine(),
+    });
+  }
   return out;
 }

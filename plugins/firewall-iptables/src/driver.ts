@@ -19,6 +19,8 @@ import { toOpenings, type MarkedSpec } from './marks.js';
 import { desiredSpecs, planEnsure, presentMarked, type EnsureEdit, type Unplaceable } from './plan.js';
 import { reachOfFilters } from './reach.js';
 import { reenable, retire } from './retire.js';
+import { readArrivals } from './routes.js';
+import { readIpsets } from './ipsets.js';
 import type { CommandRunner } from './runner.js';
 import { findTable, transaction, type SavedTable } from './save-format.js';
 import { familyName, FAMILIES, IptablesTool, type Backend } from './tool.js';
@@ -49,11 +51,22 @@ export class IptablesDriver implements FirewallDriver {
     this.tools = { 4: new IptablesTool(backend, 4, options.runner), 6: new IptablesTool(backend, 6, options.runner) };
   }
 
-  /** The live filter table of each family (null when the family has no filter table). */
+  /** The live filter table of each family (null when the family has no filter table), with the routes read beside it (routes.ts). */
   async filters(): Promise<Record<Family, SavedTable | undefined>> {
     const state = await inspectBackend(this.backend, this.options.runner);
     for (const t of FAMILIES) this.tools[t].reads++;
-    const pick = (f: Family) => findTable(state.families.find((x) => x.family === f)!.ruleset, 'filter');
+    // The routes are read only when a rule matches an incoming interface other than lo.
+    const onInterface = state.families.some((f) =>
+      f.ruleset.tables.some((t) => t.rules.some((r) => r.args.some((a, i) => (a === '-i' || a === '--in-interface') && r.args[i + 1] !== 'lo'))),
+    );
+    const arrivals = onInterface ? await readArrivals(this.options.runner) : undefined;
+    // The ipsets likewise, only when a rule names one.
+    const onSet = state.families.some((f) => f.ruleset.tables.some((t) => t.rules.some((r) => r.args.includes('--match-set'))));
+    const ipsets = onSet ? await readIpsets(this.options.runner) : undefined;
+    const pick = (f: Family) => {
+      const t = findTable(state.families.find((x) => x.family === f)!.ruleset, 'filter');
+      return t && (arrivals || ipsets) ? { ...t, ...(arrivals ? { arrivals } : {}), ...(ipsets ? { ipsets } : {}) } : t;
+    };
     return { 4: pick(4), 6: pick(6) };
   }
 

@@ -1,12 +1,13 @@
 /**
- * Firewall managers this plugin does not speak: their rules are theirs, and a rule written beside
+ * Firewall managers this plugin does not speak (firewalld, ufw, Shorewall, csf, Proxmox VE's pve-firewall): their rules are theirs, and a rule written beside
  * them is lost at their next reload or lands where their chains never pass it. Each is recognised
  * by its footprint in the filter table (its chains) or by its enabled config under the root; a
  * manager seen means no driver is offered, and the host refuses with MESHP_FIREWALL_UNKNOWN.
  */
-import { readdir, readFile } from 'node:fs/promises';
+import { readdir, readFile, readlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { managersSeen, type ManagerSeen } from '@meshp/core/lifecycle';
+import type { CommandRunner } from './runner.js';
 import type { SavedTable } from './save-format.js';
 
 export type { ManagerSeen };
@@ -24,6 +25,8 @@ const FOOTPRINTS: { kind: string; test: (names: ReadonlySet<string>) => string |
     test: (n) => (n.has('shorewall') ? 'shorewall' : n.has('dynamic') && (n.has('net-fw') || n.has('net2fw')) ? 'dynamic, net-fw' : null),
   },
   { kind: 'csf', test: (n) => (n.has('LOCALINPUT') && (n.has('ALLOWIN') || n.has('DENYIN') || n.has('LOGDROPIN')) ? 'LOCALINPUT, ALLOWIN/DENYIN' : null) },
+  // Proxmox VE's pve-firewall names every chain it makes PVEFW-… (PVEFW-INPUT, PVEFW-HOST-IN, PVEFW-Drop …).
+  { kind: 'pve-firewall', test: (n) => [...n].find((c) => c.startsWith('PVEFW-')) ?? null },
 ];
 
 /** Managers whose chains are in these filter tables. */
@@ -35,11 +38,21 @@ export function managersInRules(filters: readonly (SavedTable | undefined)[]): M
   });
 }
 
-/** Managers enabled by their config under the root, or running (the process table under the root): core's one list, read from this root. */
-export function managersInConfig(root: string): Promise<ManagerSeen[]> {
+/**
+ * Managers enabled by their config under the root, or running (the process table under the root):
+ * core's one list, read from this root. A daemon counts only in the network namespace the
+ * runner's commands run in (its `/proc/self/ns/net`); when that cannot be read, every one counts.
+ */
+export async function managersInConfig(root: string, runner?: CommandRunner): Promise<ManagerSeen[]> {
+  const own = runner ? await runner('readlink', ['/proc/self/ns/net']).catch(() => null) : null;
+  const net =
+    own && own.code === 0 && own.stdout.trim()
+      ? { own: own.stdout.trim(), of: (pid: number) => readlink(join(root, 'proc', String(pid), 'ns/net')).catch(() => null) }
+      : undefined;
   return managersSeen(
     (path) => readFile(join(root, path), 'utf8').catch(() => null),
     (path) => readdir(join(root, path)).catch(() => []),
+    net,
   );
 }
 

@@ -1,7 +1,7 @@
 /**
  * The plugin: on the host's `firewall` probe it reports what each iptables backend holds, with a
  * driver for `iptables-legacy` and `iptables-nft`. Rules a manager owns (firewalld, ufw, Shorewall,
- * CSF; see managers.ts) are reported as that manager's kind with no driver, and the backend then
+ * CSF, pve-firewall; see managers.ts) are reported as that manager's kind with no driver, and the backend then
  * offers none either, unless a plugin that speaks the manager already answered for it.
  */
 import { isMeshpError, PLUGIN_API_VERSION, STAGES, type FirewallProbe, type Plugin, type PluginHost } from '@meshp/core';
@@ -52,7 +52,7 @@ export class IptablesPlugin implements Plugin {
   }
 
   async probe(probe: FirewallProbe): Promise<void> {
-    const config = await managersInConfig(probe.root);
+    const config = await managersInConfig(probe.root, this.runner);
     const spoken = (kind: string) => probe.seen.some((s) => s.kind === kind && s.driver);
     const reported = new Set<string>();
     for (const backend of this.backends) {

@@ -3,7 +3,7 @@
  * the order the rule gives them. A match it cannot read makes the rule opaque (it matches nothing).
  */
 import type { Protocol, TrafficPath } from '@meshp/core';
-import { cidrSpan, type PortMatch, type ReachRule, type Span } from '@meshp/core/net';
+import { arrivingOn, cidrSpan, intersect, synMeets, tcpFlagSet, type Arrivals, type PortMatch, type ReachRule, type Span } from '@meshp/core/net';
 
 const PROTOCOL_NUMBERS: Record<string, Protocol> = { tcp: 'tcp', udp: 'udp', '6': 'tcp', '17': 'udp' };
 /** Options without a value. */
@@ -40,6 +40,10 @@ interface Option {
   negate: boolean;
   /** The user chains a jump may go to. */
   chains: ReadonlySet<string>;
+  /** The sources arriving on each interface (core's interfaces.ts), when the routes were read. */
+  arrivals?: Arrivals;
+  /** The readable ipsets' members (ipsets.ts), when `ipset save` was read. */
+  ipsets?: ReadonlyMap<string, readonly Span[]>;
 }
 
 /** Reads one option into the rule; answers how many of the arguments after its name it took. */
@@ -123,20 +127,50 @@ const target: OptionReader = (r, { name, rest, chains }) => {
   return rest.length;
 };
 
-/** A new connection's first packet is a SYN: the door's traffic. */
-const syn: OptionReader = () => 0;
+/** A rule a new connection's first packet (a SYN) never meets: it only sees connections under way. */
+function meetsSyn(r: ReachRule, meets: boolean | null): void {
+  if (meets === null) r.opaque = true;
+  else if (!meets) r.notNew = true;
+}
 
-const tcpFlags: OptionReader = (r, { rest: [mask, set], negate }) => {
-  // FIN,SYN,RST,ACK SYN (or the like): an initial SYN, the door's traffic; anything else unread.
-  if (negate || !mask || set !== 'SYN' || !/SYN/.test(mask) || !/ACK/.test(mask)) r.opaque = true;
+/** `--syn` is `--tcp-flags FIN,SYN,RST,ACK SYN`: the door's traffic; `! --syn` none of it. */
+const syn: OptionReader = (r, { negate }) => {
+  if (negate) r.notNew = true;
+  return 0;
+};
+
+/** `--tcp-flags MASK COMP`: read against a SYN (core's synMeets): `FIN,SYN,RST,ACK SYN` the door's traffic, the NULL and XMAS scans' `ALL NONE`, `ALL ALL`, `! … SYN` none of it. */
+const tcpFlags: OptionReader = (r, { rest: [mask, comp], negate }) => {
+  const m = tcpFlagSet((mask ?? '').split(','));
+  const c = tcpFlagSet((comp ?? '').split(','));
+  meetsSyn(r, m && c ? synMeets(m, c, negate) : null);
   return 2;
 };
 
-const inInterface: OptionReader = (r, { rest: [name], negate }) => {
+/** `--match-set NAME src` (`-m set`): the set's members as sources, as the nft plugin reads named sets; other directions, or a set not read, unread. */
+const matchSet: OptionReader = (r, { rest: [name, dirs], negate, ipsets }) => {
+  const members = name ? ipsets?.get(name) : undefined;
+  if (dirs === 'src' && members && !r.sources) r.sources = { spans: members, negate };
+  else r.opaque = true;
+  return 2;
+};
+
+/** `-f`: second and later fragments; a new connection's SYN is never one. */
+const fragment: OptionReader = (r, { negate }) => {
+  if (!negate) r.notNew = true;
+  return 0;
+};
+
+const inInterface: OptionReader = (r, { rest: [name], negate, arrivals }) => {
   // Only the host's own traffic comes in on lo: a rule on it never sees a range's new connection.
   const lo = name === 'lo';
   if (lo && !negate) r.loopback = true;
-  else if (!lo) r.opaque = true;
+  else if (!lo) {
+    // Any other (`ens3`, `cali+`, negated): the sources whose route back leaves by it.
+    const set = arrivals && name ? arrivingOn(arrivals, name, negate) : null;
+    if (set) r.arrives = r.arrives ? intersect(r.arrives, set) : set;
+    else r.opaque = true;
+  }
   return 1;
 };
 
@@ -180,6 +214,9 @@ const READERS: ReadonlyMap<string, OptionReader> = new Map([
   ['--limit-burst', valueOnly],
   ['--syn', syn],
   ['--tcp-flags', tcpFlags],
+  ['-f', fragment],
+  ['--match-set', matchSet],
+  ['--fragment', fragment],
   ['-i', inInterface],
   ['--in-interface', inInterface],
   ['-d', destination],
@@ -187,7 +224,13 @@ const READERS: ReadonlyMap<string, OptionReader> = new Map([
 ]);
 
 /** One rule's arguments as core's reach rule; a match it cannot read makes it opaque (it matches nothing). */
-export function reachRule(args: readonly string[], chains: ReadonlySet<string>, found: boolean): ReachRule {
+export function reachRule(
+  args: readonly string[],
+  chains: ReadonlySet<string>,
+  found: boolean,
+  arrivals?: Arrivals,
+  ipsets?: ReadonlyMap<string, readonly Span[]>,
+): ReachRule {
   const r: ReachRule = { verdict: 'none', found };
   let negate = false;
   for (let i = 0; i < args.length; i++) {
@@ -197,8 +240,13 @@ export function reachRule(args: readonly string[], chains: ReadonlySet<string>, 
       continue;
     }
     const read = READERS.get(name) ?? unread;
-    i += read(r, { name, rest: args.slice(i + 1), negate, chains });
+    i += read(r, { name, rest: args.slice(i + 1), negate, chains, arrivals, ipsets });
     negate = false;
   }
+  // `-m limit` passes what is under its rate: read as every packet (a new connection's pace) for
+  // an accept, a log or a drop, but a limit that returns is a rate limit (the SYN_FLOOD
+  // boilerplate's `-j RETURN` above a drop): which part it lets go is unknown, so the rule is
+  // unread (core's placement then counts the drop below it as a partial denial).
+  if (args.includes('--limit') && r.verdict === 'return') r.opaque = true;
   return r;
 }

@@ -26,7 +26,7 @@ export function reachChain(filter: SavedTable, family: Family, path: Door['path'
     filter.rules
       .filter((r) => r.chain === chain)
       .map((r) => ({
-        ...reachRule(r.args, names, !markOf(r.args) && !chain.startsWith(DERIVED_PREFIX)),
+        ...reachRule(r.args, names, !markOf(r.args) && !chain.startsWith(DERIVED_PREFIX), filter.arrivals, filter.ipsets),
         label: `${familyName(family)}tables -A ${chain} ${formatArgs(r.args)}`,
       }));
   const regular = new Map<string, readonly ReachRule[]>();

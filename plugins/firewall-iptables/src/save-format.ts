@@ -3,6 +3,7 @@
  * and rules as argument lists. Parsing is strict: anything unexpected is MESHP_FIREWALL_OUTPUT.
  */
 import { MeshpError } from '@meshp/core';
+import type { Arrivals, Span } from '@meshp/core/net';
 
 export interface SavedChain {
   name: string;
@@ -20,6 +21,17 @@ export interface SavedTable {
   name: string;
   chains: SavedChain[];
   rules: SavedRule[];
+  /**
+   * The sources arriving on each interface, by the node's routes read beside the table (the
+   * driver's filters(), routes.ts): how `-i` matches are read. Absent: `-i` is unread.
+   */
+  arrivals?: Arrivals;
+  /**
+   * The members of the ipsets of one address dimension (`hash:ip`, `hash:net`, `bitmap:ip`), by
+   * name, as `ipset save` lists them beside the table (ipsets.ts): how `-m set --match-set NAME src`
+   * is read. A set absent here (another type, not listed) is unread.
+   */
+  ipsets?: ReadonlyMap<string, readonly Span[]>;
 }
 
 export interface Ruleset {

@@ -20,6 +20,7 @@ import { nativePlan, receiptLines } from './native.js';
 import { Nft, runTool } from './nft.js';
 import { planEnsure, type Unplaceable } from './plan.js';
 import { reachOfRuleset } from './reach.js';
+import { matchesInterfaces, readArrivals } from './routes.js';
 import type { Runner, Spawner } from './runner.js';
 import { parseRuleset, tableKey, type NftObject, type NftTable, type Ruleset } from './schema.js';
 import { parseShape } from './shape.js';
@@ -92,8 +93,19 @@ export class NftablesDriver implements FirewallDriver {
     return openingsOf(await this.nft.list());
   }
 
+  /**
+   * The live ruleset with the routes read beside it (routes.ts), for placing and walking: how
+   * `iifname` is read. Read only when a rule matches an interface other than lo.
+   */
+  async #listedWithRoutes(): Promise<Ruleset> {
+    const rs = await this.nft.list();
+    if (!matchesInterfaces(rs)) return rs;
+    const arrivals = await readArrivals(this.o.runner);
+    return arrivals ? { ...rs, arrivals } : rs;
+  }
+
   async ensure(openings: Opening[], refusals: Opening[]): Promise<EnsureResult> {
-    const before = await this.nft.list();
+    const before = await this.#listedWithRoutes();
     const unplaceable: Unplaceable[] = [];
     const plan = planEnsure(before, openings, refusals, this.o.privateRange, unplaceable);
     const refused = unplaceable.map((u) => ({
@@ -123,7 +135,7 @@ export class NftablesDriver implements FirewallDriver {
     // Otherwise (a batch that removes the mesh table with the last of our rules, or names nft's
     // syntax cannot carry): JSON, then re-list.
     await this.nft.apply({ nftables: plan.commands });
-    const left = planEnsure(await this.nft.list(), openings, refusals, this.o.privateRange);
+    const left = planEnsure(await this.#listedWithRoutes(), openings, refusals, this.o.privateRange);
     if (left.commands.length > 0) {
       throw new MeshpError('MESHP_FIREWALL_FAILED', `nft accepted the batch but the ruleset still differs (${left.commands.length} changes left)`, {
         details: { left: left.commands },
@@ -220,7 +232,7 @@ export class NftablesDriver implements FirewallDriver {
 
   /** Each door's reach through the live ruleset, listed once (see reach.ts for what is counted). */
   async reachability(doors: Door[], options: { explain?: boolean } = {}): Promise<Reach[]> {
-    return reachOfRuleset(await this.nft.list(), doors, options.explain === true);
+    return reachOfRuleset(await this.#listedWithRoutes(), doors, options.explain === true);
   }
 
   watch(onChange: () => void): { close(): void } {

@@ -70,7 +70,7 @@ export class NftablesPlugin implements Plugin {
         return;
       }
       const firewalld = rs.tables.filter((t) => classifyTable(t, rs) === 'firewalld');
-      let managers: (ManagerSeen & { owns?: boolean })[] = await managersInConfig(probe.root);
+      let managers: (ManagerSeen & { owns?: boolean })[] = await managersInConfig(probe.root, this.#runner);
       if (firewalld.length > 0) {
         const table = `nftables table${firewalld.length > 1 ? 's' : ''} ${firewalld.map((t) => tableKey(t)).join(', ')}`;
         const config = managers.find((m) => m.kind === 'firewalld');

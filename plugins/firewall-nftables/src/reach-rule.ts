@@ -4,13 +4,12 @@
  * (it matches nothing).
  */
 import type { Protocol } from '@meshp/core';
-import { cidrSpan, type PortMatch, type ReachRule, type Span } from '@meshp/core/net';
+import { arrivingOn, cidrSpan, complement, intersect, NOWHERE, union, type Arrivals, type PortMatch, type ReachRule, type Span } from '@meshp/core/net';
 import type { Expr, NftRule } from './schema.js';
+import { readFlags, type Match } from './tcp-flags.js';
 
 /** Statements that change nothing about which packets a rule matches. */
 const INERT = new Set(['counter', 'log', 'mangle', 'notrack', 'set', 'continue']);
-
-type Match = { op?: unknown; left?: Record<string, Record<string, unknown>>; right?: unknown };
 
 /** A number, a range, or a set of them; null when it is anything else (a named set, a service name). */
 function ports(right: unknown): [number, number][] | null {
@@ -76,16 +75,32 @@ interface MatchInput {
   /** `!=`. */
   negate: boolean;
   sets?: NamedSets;
+  /** The sources arriving on each interface (core's interfaces.ts), when the routes were read. */
+  arrivals?: Arrivals;
 }
 
 /** Reads one kind of match into the rule: undefined when the match is not of its kind, else whether it could be read. */
 type MatchReader = (m: MatchInput, r: ReachRule) => boolean | undefined;
 
-const inInterface: MatchReader = ({ meta, right, negate }, r) => {
-  if (!(meta && (meta.key === 'iif' || meta.key === 'iifname') && typeof right === 'string')) return undefined;
+const inInterface: MatchReader = ({ meta, right, negate, arrivals }, r) => {
+  if (!(meta && (meta.key === 'iif' || meta.key === 'iifname'))) return undefined;
+  const names = words(right);
+  if (!names) return false;
   // Only the host's own traffic comes in on lo: a rule on it never sees a range's new connection.
-  if (right !== 'lo') return false;
-  if (!negate) r.loopback = true;
+  if (names.length === 1 && names[0] === 'lo') {
+    if (!negate) r.loopback = true;
+    return true;
+  }
+  // Any other (fw4's `iifname "pppoe-wan"`, a set of them, `"eth*"`): the sources whose route back leaves by one.
+  if (!arrivals || names.includes('lo')) return false;
+  let set = NOWHERE;
+  for (const n of names) {
+    const s = arrivingOn(arrivals, n.endsWith('*') ? `${n.slice(0, -1)}+` : n, false);
+    if (!s) return false;
+    set = union(set, s);
+  }
+  const arrives = negate ? complement(set) : set;
+  r.arrives = r.arrives ? intersect(r.arrives, arrives) : arrives;
   return true;
 };
 
@@ -205,24 +220,27 @@ const READERS: readonly MatchReader[] = [
 ];
 
 /** Reads one match into the rule; false when it cannot be read. */
-function readMatch(m: Match, r: ReachRule, sets?: NamedSets): boolean {
+function readMatch(m: Match, r: ReachRule, sets?: NamedSets, arrivals?: Arrivals): boolean {
+  const flags = readFlags(m, r);
+  if (flags !== undefined) return flags;
   const negate = m.op === '!=';
   if (m.op !== '==' && m.op !== 'in' && !negate) return false;
   const { payload, meta, ct } = m.left ?? {};
   for (const read of READERS) {
-    const done = read({ payload, meta, ct, right: m.right, negate, sets }, r);
+    const done = read({ payload, meta, ct, right: m.right, negate, sets, arrivals }, r);
     if (done !== undefined) return done;
   }
   return false;
 }
 
 /** One rule as core's reach rule; a match it cannot read makes it opaque (it matches nothing). */
-export function reachRule(rule: NftRule, found: boolean, sets?: NamedSets): ReachRule {
+export function reachRule(rule: NftRule, found: boolean, sets?: NamedSets, arrivals?: Arrivals): ReachRule {
   const r: ReachRule = { verdict: 'none', found };
+  let limited = false;
   for (const e of rule.expr as Expr[]) {
     const kind = Object.keys(e)[0]!;
     if (kind === 'match') {
-      if (!readMatch(e.match as Match, r, sets)) r.opaque = true;
+      if (!readMatch(e.match as Match, r, sets, arrivals)) r.opaque = true;
     } else if (kind === 'accept') r.verdict = 'accept';
     else if (kind === 'drop' || kind === 'reject') r.verdict = 'drop';
     else if (kind === 'return') r.verdict = 'return';
@@ -233,12 +251,18 @@ export function reachRule(rule: NftRule, found: boolean, sets?: NamedSets): Reac
     } else if (kind === 'limit') {
       // Under its rate a limit passes every packet (a new connection's pace); `limit rate over` only the excess: unread.
       if ((e.limit as { inv?: boolean } | null)?.inv) r.opaque = true;
+      limited = true;
     } else if (kind === 'vmap') {
       readVmap(e.vmap as { key?: Match['left']; data?: unknown }, r);
     } else if (!INERT.has(kind)) {
       r.opaque = true;
     }
   }
+  // A limit that returns is a rate limit (fw4's syn_flood: `limit rate … return`, then `drop`):
+  // which part it lets go is unknown, so the rule is unread and core's placement counts the drop
+  // below it as a partial denial. An accept, a log or a reject under a limit is read as meeting
+  // every packet (at a new connection's pace it does: Arch's `limit rate 5/second reject`).
+  if (limited && r.verdict === 'return') r.opaque = true;
   return r;
 }
 

@@ -44,7 +44,7 @@ export function reachChainOf(rs: Ruleset, chain: NftChain): ReachChain {
     rulesByChain.get(r.chain)!.push(r);
   }
   const sets = setsOf(rs, t);
-  const read = (name: string) => (rulesByChain.get(name) ?? []).map((r) => ({ ...reachRule(r, !isMarked(r), sets), label: labelOf(r) }));
+  const read = (name: string) => (rulesByChain.get(name) ?? []).map((r) => ({ ...reachRule(r, !isMarked(r), sets, rs.arrivals), label: labelOf(r) }));
   const regular = new Map<string, readonly ReachRule[]>();
   for (const c of rs.chains) if (tableKey(c) === t && !c.hook) regular.set(c.name, read(c.name));
   return { policy: chain.policy ?? 'accept', families: FAMILIES[chain.family] ?? [4, 6], rules: read(chain.name), regular, label: chainKey(chain) };
@@ -64,7 +64,7 @@ export function reachChains(rs: Ruleset, hook: 'input' | 'forward'): ReachChain[
   }
   const read = (c: NftChain) =>
     (byChain.get(chainKey(c)) ?? []).map((r) => ({
-      ...reachRule(r, counted.get(tableKey(r)) === 'found' && !isMarked(r), setsByTable(tableKey(r))),
+      ...reachRule(r, counted.get(tableKey(r)) === 'found' && !isMarked(r), setsByTable(tableKey(r)), rs.arrivals),
       label: labelOf(r),
     }));
   const regular = new Map<string, Map<string, readonly ReachRule[]>>();

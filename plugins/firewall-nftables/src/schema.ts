@@ -4,6 +4,7 @@
  * writes itself and the verdicts of everyone else's rules.
  */
 import { MeshpError } from '@meshp/core';
+import type { Arrivals } from '@meshp/core/net';
 
 export type Family = 'ip' | 'ip6' | 'inet' | 'arp' | 'bridge' | 'netdev';
 export type Verdict = 'accept' | 'drop' | 'reject';
@@ -48,6 +49,8 @@ export interface Ruleset {
   rules: NftRule[];
   /** Every object as listed (sets, maps, elements, … included), metainfo excluded. */
   objects: NftObject[];
+  /** The sources arriving on each interface, by the routes read beside the listing (routes.ts): how `iifname` is read. */
+  arrivals?: Arrivals;
 }
 
 export type Command = { add: NftObject } | { insert: { rule: NftRule } } | { delete: NftObject } | { flush: NftObject };
