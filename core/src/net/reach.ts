@@ -163,6 +163,15 @@ function labelOf(rule: ReachRule): string {
   return rule.label ?? `a ${rule.verdict} rule`;
 }
 
+/** A rule the walk cannot read that may drop what is still walking: the answer is not certain. */
+function noteUnread(rule: ReachRule, chain: ReachChain, door: Door, left: AddressSet, notes: Notes): void {
+  if (!rule.found || !rule.opaque) return;
+  if (!(rule.verdict === 'drop' || rule.mayDrop || ((rule.verdict === 'jump' || rule.verdict === 'goto') && targetMayDrop(rule, chain, 0)))) return;
+  const p = possibleOf(rule, door);
+  const maybe = p ? intersect(left, p) : NOWHERE;
+  if (!isEmpty(maybe)) notes.unread.push({ rule: labelOf(rule), set: maybe });
+}
+
 function walk(rules: readonly ReachRule[], chain: ReachChain, entering: AddressSet, door: Door, depth: number, notes?: Notes): Walk {
   let left = entering;
   let accepted = NOWHERE;
@@ -179,17 +188,7 @@ function walk(rules: readonly ReachRule[], chain: ReachChain, entering: AddressS
       continue;
     }
     if (!m) {
-      // A rule the walk cannot read that may drop what is still walking: the answer is not certain.
-      if (
-        notes &&
-        rule.found &&
-        rule.opaque &&
-        (rule.verdict === 'drop' || rule.mayDrop || ((rule.verdict === 'jump' || rule.verdict === 'goto') && targetMayDrop(rule, chain, 0)))
-      ) {
-        const p = possibleOf(rule, door);
-        const maybe = p ? intersect(left, p) : NOWHERE;
-        if (!isEmpty(maybe)) notes.unread.push({ rule: labelOf(rule), set: maybe });
-      }
+      if (notes) noteUnread(rule, chain, door, left, notes);
       continue;
     }
     const hit = intersect(left, m);
