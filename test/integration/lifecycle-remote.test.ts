@@ -24,6 +24,7 @@ interface NodeJson {
   gap: number;
   firewall: string;
   stateVersion: number;
+  status: string;
   reportedVersion: number;
   convergePreviewId: string | null;
   lifecycle: { state: string; previewId: string; steps: string[]; code: string } | null;
@@ -183,6 +184,17 @@ t.test('meshp node adopt brings the found firewall back and the derived table go
     { mode: 'adopted', convergePreviewId: null, lifecycle: { state: 'adopted' } },
   );
   t.match(human.out, /server\s+\S+\s+ADOPTED/);
+});
+
+t.test('meshp node adopt of a node adopted already changes nothing and says so at once (issue 32)', async (t) => {
+  const before = (await json<{ nodes: NodeJson[] }>('node', 'list')).nodes.find((n) => n.name === 'server')!;
+  const r = await cli('node', 'adopt', 'server', '--yes', '--timeout', '60');
+  t.equal(r.code, 0, r.err);
+  t.match(r.out, /node server is already adopted, by its agent's last report: nothing to change/);
+  t.notMatch(r.out, /waiting for its agent/, 'nothing waited for');
+  const after = (await json<{ nodes: NodeJson[] }>('node', 'list')).nodes.find((n) => n.name === 'server')!;
+  t.equal(after.stateVersion, before.stateVersion, 'no new state version');
+  t.notMatch(after.status, /changing/i, 'not left CHANGING');
 });
 
 t.test('the machine changed between the preview and the flip: refused, and every view says adopted, never converged (issue 11 case 1)', async (t) => {

@@ -124,6 +124,11 @@ export async function nodeConverge(a: LifecycleArgs & { preview: boolean; yes: b
 export async function nodeAdopt(a: LifecycleArgs & { preview: boolean; yes: boolean }): Promise<void> {
   await withAdmin(a, async (c, network) => {
     const now = present((await c.call('showNode', { network, node: a.node })).node, 'node');
+    // Adopted by its agent's report and adopted as asked: a change that changes nothing, said at once.
+    if (now.mode === WIRE_MODE.ADOPTED && now.requestedMode === WIRE_MODE.ADOPTED) {
+      if (a.json) return printJson({ node: nodeJson(now), steps: [], changed: false });
+      return out(a, `node ${a.node} is already adopted, by its agent's last report: nothing to change`);
+    }
     const plan =
       now.mode === WIRE_MODE.CONVERGED
         ? [`re-enable the found firewall the flip retired`, `unload the mesh's derived filter`, `keep every module's resources; nothing more is taken`]

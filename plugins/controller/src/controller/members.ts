@@ -94,6 +94,9 @@ export function setTunnelKey(s: ControllerState, network: string, id: string, tu
 }
 
 export function setMode(s: ControllerState, network: string, id: string, mode: Mode): number {
+  const m = s.member(s.net(network), id);
+  // In that mode already, with no flip asked: nothing to change, no transition to wait for.
+  if (m.mode === mode && !m.convergePreviewId) return s.net(network).version;
   return requested(s, network, id, () => updateMember(s, network, id, { mode, convergePreviewId: '' }));
 }
 
@@ -108,7 +111,10 @@ export function recordConverged(s: ControllerState, network: string, id: string,
 function requested(s: ControllerState, network: string, id: string, change: () => number): number {
   let version = 0;
   s.store.transaction(() => {
+    const before = s.net(network).version;
     version = change();
+    // Nothing changed (the node is in that mode already): no transition is asked, none waits for a report.
+    if (version === before) return;
     const net = s.net(network);
     const sync = s.sync(net, id);
     sync.requestedVersion = version;
@@ -122,6 +128,8 @@ export function assignModule(s: ControllerState, network: string, id: string, mo
   const net = s.net(network);
   const m = s.member(net, id);
   if (!net.moduleOf(module)) throw notFound('module', module, `the catalogue of ${network}`, 'add it with meshp catalogue add');
+  // Assigned already: a change that changes nothing, no version (a flip asked again is not this: recordConverged asks anew).
+  if (m.assigned.includes(module)) return net.version;
   checkAssigned(
     id,
     [...new Set([...m.assigned, module])].map((x) => net.record.modules[x]),
@@ -141,6 +149,7 @@ export function takeModule(s: ControllerState, network: string, id: string, modu
   const net = s.net(network);
   const m = s.member(net, id);
   if (!m.assigned.includes(module)) throw usage(`module ${module} is not assigned to ${id}`);
+  if (m.taken.includes(module)) return net.version;
   // An assignment stored before it was checked: its cutover is refused as its assignment would be now.
   checkDeclarable({ ...m, taken: sorted([...new Set([...m.taken, module])]) }, net.moduleOf);
   return updateMember(s, network, id, { taken: sorted([...new Set([...m.taken, module])]) });

@@ -19,6 +19,7 @@ import { checkDefinable } from '../declarable.js';
 import { commit } from './log.js';
 import type { ControllerState } from './state.js';
 import { notFound, usage } from '@meshp/core/util';
+import { canonicalJson } from '@meshp/core/reconcile';
 
 export function createNetwork(
   s: ControllerState,
@@ -54,6 +55,8 @@ export function setPolicy(s: ControllerState, network: string, rules: PolicyRule
   checkPolicy(rules);
   const net = s.net(network);
   const after = rules.map((r) => ({ from: r.from, to: r.to, ...(r.ports?.length ? { ports: [...r.ports] } : {}) }));
+  // The policy in force set again: no version, nothing sent.
+  if (canonicalJson(after) === canonicalJson(net.record.policy)) return net.version;
   return commit(s, net, { version: 0, kind: 'policy', before: net.record.policy, after }, () => {
     net.record.policy = after;
     net.policy = new PolicyIndex(after);
@@ -63,6 +66,7 @@ export function setPolicy(s: ControllerState, network: string, rules: PolicyRule
 export function setComponent<K extends SharedComponentName>(s: ControllerState, network: string, name: K, value: SharedComponents[K]): number {
   const net = s.net(network);
   const after = structuredClone(value);
+  if (canonicalJson(after) === canonicalJson(net.record.components[name])) return net.version;
   return commit(s, net, { version: 0, kind: 'component', name, before: net.record.components[name], after }, () => {
     net.record.components = { ...net.record.components, [name]: after };
   });
@@ -74,6 +78,8 @@ export function defineModule(s: ControllerState, network: string, def: ModuleDef
   for (const m of net.members.values()) if (m.assigned.includes(def.name)) checkNoClash(m, (x) => (x === def.name ? def : net.moduleOf(x)));
   checkDefinable(def, net.members.values());
   const after = structuredClone(def);
+  // The same definition again (a catalogue added twice): no version, nothing sent.
+  if (canonicalJson(after) === canonicalJson(net.record.modules[def.name] ?? null)) return net.version;
   return commit(s, net, { version: 0, kind: 'module', name: def.name, before: net.record.modules[def.name] ?? null, after }, () => {
     net.record.modules = { ...net.record.modules, [def.name]: after };
   });
