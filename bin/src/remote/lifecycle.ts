@@ -124,11 +124,6 @@ export async function nodeConverge(a: LifecycleArgs & { preview: boolean; yes: b
 export async function nodeAdopt(a: LifecycleArgs & { preview: boolean; yes: boolean }): Promise<void> {
   await withAdmin(a, async (c, network) => {
     const now = present((await c.call('showNode', { network, node: a.node })).node, 'node');
-    // Adopted by its agent's report and adopted as asked: a change that changes nothing, said at once.
-    if (now.mode === WIRE_MODE.ADOPTED && now.requestedMode === WIRE_MODE.ADOPTED) {
-      if (a.json) return printJson({ node: nodeJson(now), steps: [], changed: false });
-      return out(a, `node ${a.node} is already adopted, by its agent's last report: nothing to change`);
-    }
     const plan =
       now.mode === WIRE_MODE.CONVERGED
         ? [`re-enable the found firewall the flip retired`, `unload the mesh's derived filter`, `keep every module's resources; nothing more is taken`]
@@ -142,6 +137,12 @@ export async function nodeAdopt(a: LifecycleArgs & { preview: boolean; yes: bool
       `Return ${a.node} to adopted?\n${plan.map((s) => `  - ${s}`).join('\n')}\n`,
       'pass --yes to return it (or --preview to see what it does)',
     );
+    // Adopted by its agent's report and adopted as asked: a change that changes nothing: said at once,
+    // with nothing asked of the agent and nothing waited for.
+    if (now.mode === WIRE_MODE.ADOPTED && now.requestedMode === WIRE_MODE.ADOPTED) {
+      if (a.json) return printJson({ node: nodeJson(now), steps: [], changed: false });
+      return out(a, `node ${a.node} is already adopted, by its agent's last report: nothing to change`);
+    }
     const r = await c.call('setMode', { network, node: a.node, mode: WIRE_MODE.ADOPTED });
     const recorded = present(r.node, 'node');
     const version = recorded.transition?.version ?? recorded.stateVersion;

@@ -129,41 +129,31 @@ export class Metrics {
     });
   }
 
+  /** One gauge a node, its value read from the node's status; a node it has no value for (null) has no series. */
+  #perNode(r: Registry, name: string, help: string, value: (n: NodeStatus) => number | null): void {
+    const self = this;
+    new Gauge({
+      name,
+      help,
+      labelNames: ['network', 'node'],
+      registers: [r],
+      collect() {
+        this.reset();
+        for (const n of self.nodes()) {
+          const v = value(n);
+          if (v !== null) this.set({ network: n.network, node: n.name }, v);
+        }
+      },
+    });
+  }
+
   /** Each node's status, as `node list` shows it. */
-  /** One gauge a node, its value read from the node's status. */
-  #perNode(r: Registry, name: string, help: string, value: (n: NodeStatus) => number): void {
-    const self = this;
-    new Gauge({
-      name,
-      help,
-      labelNames: ['network', 'node'],
-      registers: [r],
-      collect() {
-        this.reset();
-        for (const n of self.nodes()) this.set({ network: n.network, node: n.name }, value(n));
-      },
-    });
-  }
-
-  /** One gauge a tunnel node, for the nodes whose agent reports handshakes only: no series is said for what was not observed. */
-  #tunnelNode(r: Registry, name: string, help: string, value: (h: NodeHandshakes) => number): void {
-    const self = this;
-    new Gauge({
-      name,
-      help,
-      labelNames: ['network', 'node'],
-      registers: [r],
-      collect() {
-        this.reset();
-        for (const n of self.nodes()) if (n.handshakes?.reported) this.set({ network: n.network, node: n.name }, value(n.handshakes));
-      },
-    });
-  }
-
   #nodeMetrics(r: Registry): void {
     const self = this;
     const perNode = (name: string, help: string, value: (n: NodeStatus) => number) => this.#perNode(r, name, help, value);
-    const tunnelNode = (name: string, help: string, value: (h: NodeHandshakes) => number) => this.#tunnelNode(r, name, help, value);
+    // Only the nodes whose agent reports handshakes: no series is said for what was not observed.
+    const tunnelNode = (name: string, help: string, value: (h: NodeHandshakes) => number) =>
+      this.#perNode(r, name, help, (n) => (n.handshakes?.reported ? value(n.handshakes) : null));
     perNode(
       'meshp_convergence_gap',
       'versions the node has yet to apply that change its view: the latest version that changed it minus applied_version (a change that does not concern the node is nothing to apply: applied_version may stay below meshp_state_version at gap 0)',
