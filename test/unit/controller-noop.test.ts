@@ -59,3 +59,16 @@ t.test('a real change still moves the version', async (t) => {
   c.setPolicy('n', [{ from: 'b', to: 'a' }]);
   t.equal(c.stateVersion('n'), before + 2);
 });
+
+t.test('a rename to its own name, the same tags, the same key: no version', async (t) => {
+  const c = setup();
+  const before = c.stateVersion('n');
+  t.equal(c.renameNode('n', 'x', 'x'), before, 'rename to the same name: the current version');
+  t.equal(c.setTags('n', 'x', ['a']), before, 'the same tags: the current version');
+  t.equal(c.setTags('n', 'x', ['a', 'a']), before, 'the same tags, one named twice: the current version');
+  t.equal(c.rotateKey('n', 'x', 'kx'), before, 'the same node key: the current version');
+  t.equal(c.stateVersion('n'), before, 'no new version');
+  t.ok(c.member('n', 'x'), 'the node is there under its name');
+  t.equal(c.setTags('n', 'x', ['b']), before + 1, 'other tags: a new version');
+  t.equal(c.renameNode('n', 'x', 'z'), before + 2, 'another name: a new version');
+});

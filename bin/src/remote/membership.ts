@@ -29,6 +29,7 @@ export async function nodeRemove(a: RemoteArgs & Out & { node: string; yes: bool
 export async function nodeRename(a: RemoteArgs & Out & { node: string; newName: string }): Promise<void> {
   const r = await withAdmin(a, (c, network) => c.call('renameNode', { network, node: a.node, newName: a.newName }));
   const node = present(r.node, 'node');
+  if (a.node === a.newName) return say(a, { node: nodeJson(node) }, `${a.node} has that name already: nothing changed (state version ${node.stateVersion})`);
   say(a, { node: nodeJson(node) }, `renamed ${a.node} to ${node.name} (state version ${node.stateVersion})`);
 }
 

@@ -2,6 +2,7 @@
  * Changes to a network's memberships: a node joins (by itself or with a token), leaves, is renamed,
  * and its key, tags, mode and modules change. Each is one version of the network (log.ts).
  */
+import { isDeepStrictEqual } from 'node:util';
 import { type Mode } from '@meshp/core';
 import type { MemberRecord, NetworkRecord, NetworkState } from '@meshp/core/delta';
 import type { TokenRecord } from '../tokens.js';
@@ -49,6 +50,8 @@ export function leave(s: ControllerState, network: string, id: string): number {
 export function renameNode(s: ControllerState, network: string, id: string, to: string): number {
   const net = s.net(network);
   const before = s.member(net, id);
+  // Its own name again: nothing to change (the current version is answered, no delta is sent).
+  if (to === id) return net.version;
   if (net.members.has(to)) throw nameTaken(to, network);
   const after: MemberRecord = { ...structuredClone(before), id: to };
   const changes = [
@@ -74,6 +77,8 @@ export function updateMember(s: ControllerState, network: string, id: string, pa
   if (patch.tags) m.tags = sorted(patch.tags);
   // New settings fill the node's modules anew: settings its assigned modules name cannot go (declarable.ts).
   if (patch.settings) checkDeclarable(m, net.moduleOf);
+  // The same tags, settings or key again: nothing to change (the current version is answered).
+  if (isDeepStrictEqual(m, s.member(net, id))) return net.version;
   return changeMember(s, net, id, m);
 }
 

@@ -234,6 +234,8 @@ function lifecycleMethods({ d, controller, node }: Ctx): Methods<'removeNode' | 
       const to = need(r.newName, 'newName');
       if (!NODE_NAME.test(to)) throw usage(`node name ${JSON.stringify(to)} is not valid`);
       if (!controller.member(net, id)) throw notFound('node', id, net);
+      // Its own name again changes nothing: no version, no delta, the hosting's tables as they are.
+      if (to === id) return { node: node(net, id) };
       if (controller.member(net, to)) throw nameTaken(to, net);
       // The hosting's tables first (the credential follows the name): a rename the controller's store
       // then refuses is undone there, so the agent's credential never names a node the controller does not hold.
