@@ -30,7 +30,9 @@ export interface StoredState {
 
 /**
  * The controller's persistence. Synchronous (SQLite through better-sqlite3 is), and every change the
- * controller makes goes through one `transaction`, so a restart finds either all of it or none.
+ * controller makes goes through one `transaction`, so a restart finds either all of it or none; a
+ * store across the network also has the asynchronous calls below, which the hosting uses so that
+ * its event loop never waits on the database.
  */
 export interface ControllerStore {
   load(): StoredState;
@@ -59,6 +61,20 @@ export interface ControllerStore {
   catchUp?(): number;
   /** The sync records of these nodes as last written (shared store), by node. */
   syncRecords?(network: string, ids: string[]): Map<string, SyncRecord>;
+  /**
+   * A store across the network (store-postgres) takes a change without the event loop waiting on
+   * it: what others committed is applied first (`follow`), then `fn` runs (the controller's change,
+   * synchronous, its writes collected), then the writes are committed in one round trip. It throws
+   * an error whose `stale` is true when another controller committed in between (the caller puts
+   * its memory back and runs `fn` again). One at a time: the controller serializes them.
+   */
+  transactionAsync?(fn: () => void): Promise<void>;
+  /** `catchUp`, without waiting. */
+  catchUpAsync?(): Promise<number>;
+  /** `syncRecord`, without waiting. */
+  syncRecordAsync?(network: string, id: string): Promise<SyncRecord | undefined>;
+  /** `syncRecords`, without waiting. */
+  syncRecordsAsync?(network: string, ids: string[]): Promise<Map<string, SyncRecord>>;
 }
 
 /** What another controller sharing the store committed to one network (see `ControllerStore.follow`). */
@@ -149,6 +165,8 @@ export interface AuthBook {
   renamedTo(network: string, old: string): string | null;
   /** The node's last report, as it came (for doctor). */
   putReport(network: string, node: string, report: ReportMessage): void;
+  /** `putReport` without the event loop waiting (a store across the network); kept in memory at once. */
+  putReportAsync?(network: string, node: string, report: ReportMessage): Promise<void>;
   report(network: string, node: string): ReportMessage | null;
   close(): void;
 }

@@ -242,6 +242,50 @@ export class Controller {
     protocol.reloadSync(this.#s, network, here);
   }
 
+  /** `reloadSync` without the event loop waiting on the store (a store across the network). */
+  reloadSyncAsync(network: string, here: (id: string) => boolean): Promise<void> {
+    return protocol.reloadSyncAsync(this.#s, network, here);
+  }
+
+  // ---- a store across the network, without waiting on it (controller/committed.ts) --------------
+
+  /** Whether `change` commits without the event loop waiting on the store (store-postgres). */
+  get asyncStore(): boolean {
+    return !!this.#s.store.transactionAsync;
+  }
+
+  /**
+   * Runs `fn` (the caller's calls on this controller) as one store transaction. With a store across
+   * the network: after catching up with the other controllers, one at a time, without the event loop
+   * waiting; the networks it wrote send nothing until the commit is answered (`settling`), and memory
+   * keeps the change only if it committed (run again when another controller committed first).
+   * Otherwise at once, as the calls commit by themselves.
+   */
+  async change<T>(fn: () => T): Promise<T> {
+    const run = this.#s.store.transactionAsync;
+    if (!run) return fn();
+    let out: T | undefined;
+    await run(() => {
+      out = fn();
+    });
+    return out as T;
+  }
+
+  /** A network whose change is being committed: nothing of it is sent until `onSettled` says so. */
+  settling(network: string): boolean {
+    return this.#s.store.settling.has(network);
+  }
+
+  /** Told of a network whose change was committed or put back (the pumps held for it may go). */
+  set onSettled(f: (network: string) => void) {
+    this.#s.store.settled = f;
+  }
+
+  /** `refresh` without waiting (a store across the network): what the others committed, applied. */
+  async refreshAsync(): Promise<void> {
+    await this.#s.store.catchUpAsync?.();
+  }
+
   /** Writes the sync records changed since the last flush, in one transaction; answers how many (controller/group-commit.ts). */
   flushSync(): number {
     return flushSync(this.#s);

@@ -34,14 +34,21 @@ export class TokenBook {
     };
     const kept = { ...t, token: tokenHash(t.token) };
     this.store.transaction(() => this.store.putToken(kept));
+    // Taken in the same change, before its commit reached the image (an enrolment through a store across the network).
+    this.#made.set(kept.token, kept);
     return t;
   }
+
+  /** Tokens made here, by hash, until taken: the image holds a token only once its transaction committed. */
+  readonly #made = new Map<string, TokenRecord>();
 
   /** Uses the token up: its record, or MESHP_TOKEN_INVALID when it is unknown or expired. */
   take(token: string): TokenRecord {
     const key = tokenHash(token);
-    const t = this.store.image.tokens.get(key);
+    const t = this.store.image.tokens.get(key) ?? this.#made.get(key);
+    for (const [k, x] of this.#made) if (Date.parse(x.expiresAt) < Date.parse(this.now())) this.#made.delete(k);
     if (!t || Date.parse(t.expiresAt) < Date.parse(this.now())) throw tokenInvalid('the token is unknown or expired');
+    this.#made.delete(key);
     this.store.transaction(() => this.store.deleteToken(key));
     return structuredClone(t);
   }

@@ -152,6 +152,17 @@ export class PostgresAuthStore implements AuthBook {
     this.#lastReports.set(`${network}\u0000${node}`, report);
   }
 
+  /** The same, without the event loop waiting: kept in memory at once, written when the database answers. */
+  async putReportAsync(network: string, node: string, report: ReportMessage): Promise<void> {
+    this.#lastReports.set(`${network}\u0000${node}`, report);
+    await this.#db.runAsync([
+      {
+        text: 'INSERT INTO hosting_reports (network, node, doc) VALUES ($1, $2, $3) ON CONFLICT (network, node) DO UPDATE SET doc = EXCLUDED.doc',
+        values: [network, node, JSON.stringify(report)],
+      },
+    ]);
+  }
+
   /**
    * The node's last report as written (by any replica). While the database is down (or found down
    * by this read), the last one this replica wrote or read: a node list answers from memory.

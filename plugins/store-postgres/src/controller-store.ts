@@ -131,6 +131,110 @@ export class PostgresControllerStore implements ControllerStore {
     }
   }
 
+  /**
+   * The controller's change without waiting on the database (the event loop runs on): what the
+   * others committed is read and applied first, then `fn` runs (the controller's change, against
+   * memory, its writes collected), then one batch takes the store's lock, checks that no other
+   * controller committed since the read (a guard on every network's version), writes, notifies and
+   * commits. A guard that does not hold rolls the batch back and throws a `stale` error: the caller
+   * puts its memory back and runs the change again on what is there now (committed.ts).
+   */
+  async transactionAsync(fn: () => void): Promise<void> {
+    // While the database is down, memory stays as it is: a read answers from it, a change is refused by its commit, at once.
+    await this.catchUpAsync().catch((e: unknown) => {
+      if (!isMeshpError(e, 'MESHP_STORE_UNAVAILABLE')) throw e;
+    });
+    if (this.#depth > 0) throw new Error('transactionAsync inside a transaction');
+    this.#depth = 1;
+    this.#ops = [];
+    this.#put.clear();
+    this.#gone.clear();
+    let ops: Stmt[];
+    let put: Map<string, number>;
+    let gone: Set<string>;
+    try {
+      fn();
+    } finally {
+      ops = this.#ops;
+      put = new Map(this.#put);
+      gone = new Set(this.#gone);
+      this.#depth = 0;
+      this.#ops = null;
+      this.#put.clear();
+      this.#gone.clear();
+    }
+    if (ops.length === 0) return;
+    const known = [...this.#known].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([name, version]) => ({ name, version }));
+    const notices = [...put]
+      .filter(([name, v]) => v > (this.#known.get(name) ?? -1))
+      .map(([name, v]) => ({ text: 'SELECT pg_notify($1, $2)', values: [CHANNEL, `${name}:${v}`] }));
+    await this.#db.runAsync(
+      [
+        { text: 'BEGIN' },
+        { text: 'SELECT pg_advisory_xact_lock($1)', values: [STORE_LOCK] },
+        { text: 'SELECT name, version FROM networks ORDER BY name COLLATE "C"', expect: known },
+        ...ops,
+        ...notices,
+        { text: 'COMMIT' },
+      ],
+      true,
+    );
+    for (const [name, version] of put) this.#known.set(name, version);
+    for (const name of gone) this.#known.delete(name);
+    this.counts.transactions++;
+  }
+
+  /** What the other controllers committed, read without waiting (one consistent snapshot per network) and applied; how many networks changed. */
+  async catchUpAsync(): Promise<number> {
+    const [versions] = await this.#db.runAsync([{ text: 'SELECT name, version FROM networks' }]);
+    const there = new Map(versions!.rows.map((r) => [r.name as string, r.version as number]));
+    const changes: RemoteChange[] = [];
+    for (const [name, version] of there) {
+      const known = this.#known.get(name);
+      if (known !== undefined && known >= version) continue;
+      const [, rec, log, m] = await this.#db.runAsync(
+        [
+          { text: 'BEGIN ISOLATION LEVEL REPEATABLE READ' },
+          { text: 'SELECT doc FROM networks WHERE name = $1', values: [name] },
+          { text: 'SELECT doc FROM log WHERE network = $1 ORDER BY version', values: [name] },
+          { text: 'SELECT doc FROM members WHERE network = $1', values: [name] },
+          { text: 'COMMIT' },
+        ],
+        true,
+      );
+      const record = rec!.rows[0]?.doc as NetworkRecord | undefined;
+      if (!record) continue;
+      // Read meanwhile by a transaction of this controller's own: nothing to apply.
+      const now = this.#known.get(name);
+      if (now !== undefined && now >= record.version) continue;
+      const all = log!.rows.map((r) => r.doc as LogEntry);
+      const entries = now === undefined ? all : all.filter((e) => e.version > now);
+      const whole = now === undefined || entries[0]?.version !== now + 1;
+      changes.push({ network: name, record, entries: whole ? all : entries, members: whole ? m!.rows.map((r) => r.doc as MemberRecord) : null });
+    }
+    for (const name of [...this.#known.keys()]) if (!there.has(name)) changes.push({ network: name, record: null, entries: [], members: null });
+    for (const c of changes) {
+      if (c.record) this.#known.set(c.network, c.record.version);
+      else this.#known.delete(c.network);
+      this.#apply?.(c);
+    }
+    if (changes.length > 0) this.counts.caughtUp++;
+    return changes.length;
+  }
+
+  /** The node's sync record as last written, read without waiting. */
+  async syncRecordAsync(network: string, id: string): Promise<SyncRecord | undefined> {
+    const [r] = await this.#db.runAsync([{ text: 'SELECT doc FROM sync WHERE network = $1 AND id = $2', values: [network, id] }]);
+    return r!.rows[0]?.doc as SyncRecord | undefined;
+  }
+
+  /** The sync records of these nodes as last written, read without waiting (none while the database is down). */
+  async syncRecordsAsync(network: string, ids: string[]): Promise<Map<string, SyncRecord>> {
+    if (!this.#db.health().up) return new Map();
+    const [r] = await this.#db.runAsync([{ text: 'SELECT id, doc FROM sync WHERE network = $1 AND id = ANY($2)', values: [network, ids] }]);
+    return new Map(r!.rows.map((x) => [x.id as string, x.doc as SyncRecord]));
+  }
+
   /** Opens a transaction, takes the lock (held to its end) and applies what others committed since. */
   #catchUpLocked(): number {
     const [, , versions] = this.#db.run([

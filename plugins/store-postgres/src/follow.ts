@@ -20,7 +20,7 @@ export const DEFAULT_POLL_MS = 5_000;
 
 export class Follower {
   readonly #url: string;
-  readonly #catchUp: () => void;
+  readonly #catchUp: () => unknown;
   readonly #o: FollowOptions;
   #client: pg.Client | null = null;
   #scheduled = false;
@@ -31,7 +31,7 @@ export class Follower {
   /** A failure was told and nothing has succeeded since (the listen or a catch-up). */
   #failing = false;
 
-  constructor(url: string, catchUp: () => void, options: FollowOptions = {}) {
+  constructor(url: string, catchUp: () => unknown, options: FollowOptions = {}) {
     this.#url = url;
     this.#catchUp = catchUp;
     this.#o = options;
@@ -73,12 +73,13 @@ export class Follower {
     setImmediate(() => {
       this.#scheduled = false;
       if (this.#closed) return;
-      try {
-        this.#catchUp();
-        this.#failing = false;
-      } catch (e) {
-        this.#fail(e as Error);
-      }
+      // Synchronous or not (a promise: the event loop runs on while it reads).
+      void (async () => this.#catchUp())().then(
+        () => {
+          this.#failing = false;
+        },
+        (e: Error) => this.#fail(e),
+      );
     });
   }
 

@@ -15,7 +15,18 @@ export { PostgresControllerStore, STORE_LOCK, CHANNEL } from './controller-store
 export { PostgresAuthStore } from './auth-store.js';
 export { Follower, DEFAULT_POLL_MS, type FollowOptions } from './follow.js';
 export { MIGRATIONS, migrate, schemaVersions, redact, type Migration } from './migrations.js';
-export { SyncPg, waitForAnswer, DEFAULT_CALL_TIMEOUT_MS, PROBE_FIRST_MS, PROBE_MAX_MS, type Stmt, type Row, type StoreHealth } from './sync-pg.js';
+export {
+  SyncPg,
+  waitForAnswer,
+  isStale,
+  STALE_STATE,
+  DEFAULT_CALL_TIMEOUT_MS,
+  PROBE_FIRST_MS,
+  PROBE_MAX_MS,
+  type Stmt,
+  type Row,
+  type StoreHealth,
+} from './sync-pg.js';
 export { codeOf, connectionLost } from './sql-state.js';
 export { copyState, type CopyCounts } from './copy.js';
 
@@ -48,7 +59,8 @@ export async function openPostgresStore(url: string, options: OpenOptions = {}):
   const db = new SyncPg(url, options.callTimeoutMs);
   db.rows('SELECT 1');
   const store = new PostgresControllerStore(db);
-  const follower = new Follower(url, () => store.catchUp(), options);
+  // Read without the event loop waiting on the database (controller-store.ts catchUpAsync).
+  const follower = new Follower(url, () => store.catchUpAsync(), options);
   db.onDown = (reason) => options.onDown?.(reason);
   // Back: what the others committed meanwhile (and a commit of ours whose answer was lost) is caught up now, not at the next poll.
   db.onUp = (ms) => {

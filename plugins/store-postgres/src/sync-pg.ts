@@ -1,17 +1,18 @@
 /**
- * PostgreSQL, synchronously: the controller's store seam is synchronous (its state is in memory and
- * every change is one store transaction, as with SQLite), so each batch of statements goes to a
- * worker thread that runs it on its own connection while this thread waits on a shared flag
- * (Atomics.wait). A batch is one round trip however many statements it holds: a store transaction
- * costs two (lock and catch up; write and commit).
+ * PostgreSQL from the controller's thread, two ways. `runAsync` (the controller's changes, flushes
+ * and reads through `transactionAsync`): the batch goes to a worker thread that runs it on its own
+ * connection and answers by a message; the event loop runs on meanwhile. `run` (what is still
+ * synchronous: the load at start, the hosting's reads at a hello or an enrolment): the same thread
+ * runs it while this one waits on a shared flag (Atomics.wait). Either way a batch is one round trip
+ * however many statements it holds, and the thread runs batches one after the other.
  *
- * The wait is the controller's event loop standing still, so it is kept short and paid once per
- * outage: a batch with no answer within the call timeout (5 s, half the 10 s an agent's keepalive
- * ping waits for its answer: transport-grpc options.ts) fails, its thread is replaced (a late answer
- * can then never be taken for the next batch's), and the database counts as down. While it is down
- * every batch is refused at once (MESHP_STORE_UNAVAILABLE, no wait) and a probe runs in the
- * background: a message the thread answers asynchronously, never the shared flag. When the probe
- * gets an answer the database is up again and `onUp` is told (the follower catches up).
+ * A waited-for batch is the event loop standing still, so it is kept short and paid once per outage:
+ * a batch with no answer within the call timeout (5 s, half the 10 s an agent's keepalive ping waits
+ * for its answer: transport-grpc options.ts) fails, its thread is replaced (a late answer can then
+ * never be taken for the next batch's), and the database counts as down. While it is down every
+ * batch is refused at once (MESHP_STORE_UNAVAILABLE, no wait) and a probe runs in the background:
+ * a message the thread answers asynchronously, never the shared flag. When the probe gets an answer
+ * the database is up again and `onUp` is told (the follower catches up).
  */
 import { MessageChannel, Worker, receiveMessageOnPort, type MessagePort } from 'node:worker_threads';
 import { MeshpError } from '@meshp/core';
@@ -20,7 +21,20 @@ import { codeOf, connectionLost } from './sql-state.js';
 export interface Stmt {
   text: string;
   values?: unknown[];
+  /** A guard: the rows this statement must give (as JSON), else the batch is rolled back and answered stale (worker.ts). */
+  expect?: Row[];
 }
+
+/** A batch asked without waiting (`SyncPg.runAsync`): answered on the thread's own channel, by id. */
+export interface AsyncBatch {
+  id: number;
+  stmts: Stmt[];
+  /** BEGIN … COMMIT in one batch: rolled back by the thread when a statement fails. */
+  atomic: boolean;
+}
+
+/** The SQL state of a guard that did not hold: another controller committed first. */
+export const STALE_STATE = 'MESHP_STALE';
 
 export type Row = Record<string, unknown>;
 
@@ -70,6 +84,15 @@ interface Thread {
   worker: Worker;
   port: MessagePort;
   flag: Int32Array;
+  /** The batches asked without waiting, by id: settled by their answer, or refused when the thread is replaced. */
+  pending: Map<number, Pending>;
+}
+
+interface Pending {
+  stmts: Stmt[];
+  resolve(results: { rows: Row[]; rowCount: number }[]): void;
+  reject(e: Error): void;
+  timer: ReturnType<typeof setTimeout>;
 }
 
 export class SyncPg {
@@ -105,13 +128,16 @@ export class SyncPg {
       execArgv: [],
     });
     worker.unref();
-    const thread: Thread = { worker, port: port1, flag };
+    const thread: Thread = { worker, port: port1, flag, pending: new Map() };
     worker.on('error', (e) => {
       if (this.#thread !== thread || this.#closed) return;
       this.#replace();
       this.#goDown(`the database thread failed: ${e.message}`);
     });
-    worker.on('message', (m: ProbeAnswer) => this.#probed(thread, m));
+    worker.on('message', (m: ProbeAnswer | { id: number; answer: Answer }) => {
+      if ('id' in m) this.#answered(thread, m.id, m.answer);
+      else this.#probed(thread, m);
+    });
     return thread;
   }
 
@@ -121,6 +147,12 @@ export class SyncPg {
     old.port.close();
     void old.worker.terminate();
     this.#thread = this.#spawn();
+    // What it was asked and did not answer is refused: a late answer from it is never read.
+    for (const [id, p] of old.pending) {
+      clearTimeout(p.timer);
+      old.pending.delete(id);
+      p.reject(new MeshpError('MESHP_STORE_UNAVAILABLE', 'the database thread was replaced before it answered'));
+    }
   }
 
   health(): StoreHealth {
@@ -133,13 +165,7 @@ export class SyncPg {
    * start, a copy), run before anything is served.
    */
   run(stmts: Stmt[], timeoutMs = this.#timeoutMs): { rows: Row[]; rowCount: number }[] {
-    if (this.#closed) throw new MeshpError('MESHP_STORE_UNAVAILABLE', 'the store is closed');
-    if (this.#down) {
-      throw new MeshpError(
-        'MESHP_STORE_UNAVAILABLE',
-        `the database is unreachable since ${new Date(this.#down.since).toISOString()} (${this.#down.reason}): refused at once, retried in the background`,
-      );
-    }
+    this.#refuseWhileDown();
     const th = this.#thread;
     Atomics.store(th.flag, 0, 0);
     th.port.postMessage(stmts);
@@ -155,15 +181,78 @@ export class SyncPg {
       this.#goDown('the database thread woke with no answer');
       throw new MeshpError('MESHP_STORE_UNAVAILABLE', 'the database thread woke with no answer');
     }
-    if (!answer.ok) {
-      if (connectionLost(answer.sqlState)) this.#goDown(answer.message);
+    return this.#results(stmts, answer);
+  }
+
+  /**
+   * The same, without waiting: the event loop runs on while the database thread works (the batches
+   * are run one after the other there, in the order asked, also those waited for). `atomic`: the
+   * batch is one transaction (BEGIN … COMMIT), rolled back by the thread when a statement fails or
+   * a guard does not hold (then the error's `stale` is true: another controller committed first).
+   */
+  runAsync(stmts: Stmt[], atomic = false, timeoutMs = this.#timeoutMs): Promise<{ rows: Row[]; rowCount: number }[]> {
+    try {
+      this.#refuseWhileDown();
+    } catch (e) {
+      return Promise.reject(e as Error);
+    }
+    const th = this.#thread;
+    const id = ++this.#asked;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        if (!th.pending.delete(id)) return;
+        const reason = `no answer from the database within ${timeoutMs} ms`;
+        reject(new MeshpError('MESHP_STORE_UNAVAILABLE', reason));
+        if (th === this.#thread) {
+          this.#replace();
+          this.#goDown(reason);
+        }
+      }, timeoutMs);
+      timer.unref();
+      th.pending.set(id, { stmts, resolve, reject, timer });
+      th.port.postMessage({ id, stmts, atomic } satisfies AsyncBatch);
+    });
+  }
+
+  #asked = 0;
+
+  #answered(thread: Thread, id: number, answer: Answer): void {
+    const p = thread.pending.get(id);
+    if (!p) return;
+    thread.pending.delete(id);
+    clearTimeout(p.timer);
+    try {
+      p.resolve(this.#results(p.stmts, answer));
+    } catch (e) {
+      p.reject(e as Error);
+    }
+  }
+
+  #refuseWhileDown(): void {
+    if (this.#closed) throw new MeshpError('MESHP_STORE_UNAVAILABLE', 'the store is closed');
+    if (this.#down) {
       throw new MeshpError(
-        codeOf(answer.sqlState),
-        `${answer.message} (SQLSTATE ${answer.sqlState || 'none'}, in ${stmts[answer.failedAt]?.text.slice(0, 60) ?? '?'})`,
-        { details: { sqlState: answer.sqlState } },
+        'MESHP_STORE_UNAVAILABLE',
+        `the database is unreachable since ${new Date(this.#down.since).toISOString()} (${this.#down.reason}): refused at once, retried in the background`,
       );
     }
-    return answer.results;
+  }
+
+  /** An answer's rows, or its failure thrown, coded by its condition (a guard that did not hold: `stale`). */
+  #results(stmts: Stmt[], answer: Answer): { rows: Row[]; rowCount: number }[] {
+    if (answer.ok) return answer.results;
+    if (answer.sqlState === STALE_STATE) {
+      const e = new MeshpError('MESHP_STORE_UNAVAILABLE', 'another controller committed first: the change is computed again');
+      throw Object.assign(e, { stale: true });
+    }
+    if (connectionLost(answer.sqlState)) this.#goDown(answer.message);
+    throw new MeshpError(
+      codeOf(answer.sqlState),
+      `${answer.message} (SQLSTATE ${answer.sqlState || 'none'}, in ${stmts[answer.failedAt]?.text.slice(0, 60) ?? '?'})`,
+      {
+        details: { sqlState: answer.sqlState },
+      },
+    );
   }
 
   /** The rows of one statement. */
@@ -225,3 +314,6 @@ export class SyncPg {
     void this.#thread.worker.terminate();
   }
 }
+
+/** An error of a batch whose guard did not hold: another controller committed first, the change is computed again. */
+export const isStale = (e: unknown): boolean => typeof e === 'object' && e !== null && (e as { stale?: unknown }).stale === true;

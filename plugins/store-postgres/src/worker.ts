@@ -1,13 +1,20 @@
 /**
  * The thread that talks to PostgreSQL for `SyncPg` (sync-pg.ts): it runs each batch of statements
- * the controller's thread sends, in order on one connection, and wakes that thread when the answer
- * is on the port. A connection that failed is made again for the next batch. A probe (while the
- * database counts as down) comes on the thread's own channel and is answered there, as a message:
- * the controller's thread does not wait for it.
+ * the controller's thread sends, one batch after the other on one connection (never two at once: a
+ * batch is a transaction of its own), and answers it: a batch waited for (an array) by setting the
+ * shared flag with the answer on the port; a batch asked without waiting (`{ id, stmts }`) by a
+ * message on the thread's own channel. A connection that failed is made again for the next batch.
+ * An atomic batch (BEGIN … COMMIT in one) is rolled back here when a statement fails or a guard
+ * (`expect`: the rows a statement must give, else another controller committed first) does not
+ * hold. A probe (while the database counts as down) comes on the thread's own channel and is
+ * answered there, as a message.
  */
 import { parentPort, workerData, type MessagePort } from 'node:worker_threads';
 import pg from 'pg';
-import type { Answer, ProbeAnswer, Stmt } from './sync-pg.js';
+import type { Answer, AsyncBatch, ProbeAnswer, Stmt } from './sync-pg.js';
+
+/** The SQL state an unmet guard is answered with (not one PostgreSQL uses). */
+const STALE = 'MESHP_STALE';
 
 const { url, port, flag, timeoutMs } = workerData as { url: string; port: MessagePort; flag: Int32Array; timeoutMs: number };
 let client: pg.Client | null = null;
@@ -42,28 +49,53 @@ function dropIfBroken(err: Error & { code?: string }): void {
   }
 }
 
-async function run(stmts: Stmt[]): Promise<Answer> {
-  const results: { rows: Record<string, unknown>[]; rowCount: number }[] = [];
+async function rollback(c: pg.Client | null): Promise<void> {
   try {
-    const c = await connected();
+    await c?.query('ROLLBACK');
+  } catch {
+    // The connection is gone with its transaction: nothing to roll back.
+  }
+}
+
+async function run(stmts: Stmt[], atomic = false): Promise<Answer> {
+  const results: { rows: Record<string, unknown>[]; rowCount: number }[] = [];
+  let c: pg.Client | null = null;
+  try {
+    c = await connected();
     for (const s of stmts) {
       const r = await c.query(s.text, s.values ?? []);
+      if (s.expect !== undefined && JSON.stringify(r.rows) !== JSON.stringify(s.expect)) {
+        await rollback(c);
+        return { ok: false, failedAt: results.length, message: 'another controller committed first', sqlState: STALE };
+      }
       results.push({ rows: r.rows as Record<string, unknown>[], rowCount: r.rowCount ?? 0 });
     }
     return { ok: true, results };
   } catch (e) {
     const err = e as Error & { code?: string };
+    if (atomic) await rollback(client);
     dropIfBroken(err);
     return { ok: false, failedAt: results.length, message: err.message, sqlState: err.code ?? '' };
   }
 }
 
-port.on('message', (stmts: Stmt[]) => {
-  void run(stmts).then((answer) => {
-    port.postMessage(answer);
-    Atomics.store(flag, 0, 1);
-    Atomics.notify(flag, 0);
-  });
+/** One batch after the other: the next starts when the one before has its answer. */
+let queue: Promise<unknown> = Promise.resolve();
+const inTurn = (f: () => Promise<void>): void => {
+  queue = queue.then(f, f);
+};
+
+port.on('message', (m: Stmt[] | AsyncBatch) => {
+  if (Array.isArray(m)) {
+    inTurn(async () => {
+      const answer = await run(m);
+      port.postMessage(answer);
+      Atomics.store(flag, 0, 1);
+      Atomics.notify(flag, 0);
+    });
+    return;
+  }
+  inTurn(async () => parentPort!.postMessage({ id: m.id, answer: await run(m.stmts, m.atomic) }));
 });
 
 parentPort!.on('message', (m: { probe: number }) => {

@@ -24,6 +24,12 @@ export interface Touched {
 
 type Op = (img: Image) => void;
 
+/** How many times a change another controller overtook is computed again before it is refused. */
+export const STALE_RETRIES = 5;
+
+/** The store's guard did not hold: another controller committed between the read and the commit. */
+const isStale = (e: unknown): boolean => typeof e === 'object' && e !== null && (e as { stale?: unknown }).stale === true;
+
 export class CommittedStore implements ControllerStore {
   image = new Image();
   /** One buffer per open transaction, the outermost first. */
@@ -36,6 +42,18 @@ export class CommittedStore implements ControllerStore {
   readonly syncRecord?: ControllerStore['syncRecord'];
   readonly catchUp?: ControllerStore['catchUp'];
   readonly syncRecords?: ControllerStore['syncRecords'];
+  readonly transactionAsync?: ControllerStore['transactionAsync'];
+  readonly catchUpAsync?: ControllerStore['catchUpAsync'];
+  readonly syncRecordAsync?: ControllerStore['syncRecordAsync'];
+  readonly syncRecordsAsync?: ControllerStore['syncRecordsAsync'];
+  /** Networks an asynchronous change wrote whose commit is not answered yet: nothing of them is sent meanwhile (the hub holds its pumps). */
+  readonly settling = new Set<string>();
+  /** Told of each network whose asynchronous change was committed or put back: the held pumps go. */
+  settled: (network: string) => void = () => undefined;
+  /** The asynchronous calls, one after the other (a change reads, computes and commits before the next begins). */
+  #chain: Promise<unknown> = Promise.resolve();
+  /** An asynchronous change's code is running (its writes make their networks settling). */
+  #asyncOpen = false;
 
   constructor(
     readonly inner: ControllerStore,
@@ -62,6 +80,81 @@ export class CommittedStore implements ControllerStore {
       const f = inner.syncRecords.bind(inner);
       this.syncRecords = (network, ids) => this.#read(() => f(network, ids));
     }
+    if (inner.transactionAsync) this.transactionAsync = (fn) => this.#serial(() => this.#transactionAsync(fn));
+    if (inner.catchUpAsync) {
+      const f = inner.catchUpAsync.bind(inner);
+      this.catchUpAsync = () => this.#serial(() => this.#readAsync(f));
+    }
+    if (inner.syncRecordAsync) {
+      const f = inner.syncRecordAsync.bind(inner);
+      this.syncRecordAsync = (network, id) => this.#readAsync(() => f(network, id));
+    }
+    if (inner.syncRecordsAsync) {
+      const f = inner.syncRecordsAsync.bind(inner);
+      this.syncRecordsAsync = (network, ids) => this.#readAsync(() => f(network, ids));
+    }
+  }
+
+  #serial<T>(f: () => Promise<T>): Promise<T> {
+    const p = this.#chain.then(f, f);
+    this.#chain = p.catch(() => undefined);
+    return p;
+  }
+
+  async #readAsync<T>(f: () => Promise<T>): Promise<T> {
+    try {
+      return await f();
+    } catch (e) {
+      throw this.health.failed(storeError(e));
+    }
+  }
+
+  /**
+   * One change through a store across the network (see ControllerStore.transactionAsync): `fn`
+   * runs against memory with its writes buffered, as in `transaction`; the networks it wrote are
+   * `settling` until the commit is answered; then the buffer reaches the image, or memory is put
+   * back as the image holds it. A commit another controller overtook is put back and run again on
+   * what it committed (a few times; then refused, MESHP_STORE_UNAVAILABLE).
+   */
+  async #transactionAsync(fn: () => void): Promise<void> {
+    const inner = this.inner.transactionAsync!.bind(this.inner);
+    for (let attempt = 1; ; attempt++) {
+      const ops: Op[] = [];
+      const mine: Touched = { networks: new Set(), sync: new Set() };
+      let own: { e: unknown } | null = null;
+      try {
+        await inner(() => {
+          if (this.#open.length > 0) throw new Error('an asynchronous change inside a store transaction');
+          this.#touched = mine;
+          this.#open.push(ops);
+          this.#asyncOpen = true;
+          try {
+            fn();
+          } catch (e) {
+            own = { e };
+            throw e;
+          } finally {
+            this.#asyncOpen = false;
+            this.#open.pop();
+          }
+        });
+      } catch (e) {
+        const ownErr = own !== null && (own as { e: unknown }).e === e && !this.#storeRaised.has(e as object);
+        this.rolledBack(mine);
+        this.#settle(mine);
+        if (!ownErr && isStale(e) && attempt < STALE_RETRIES) continue;
+        throw ownErr ? e : this.health.failed(storeError(e));
+      }
+      for (const op of ops) op(this.image);
+      // A read (nothing written) says nothing of whether the store takes writes.
+      if (ops.length > 0) this.health.ok();
+      this.#settle(mine);
+      return;
+    }
+  }
+
+  #settle(t: Touched): void {
+    for (const n of t.networks) if (this.settling.delete(n)) this.settled(n);
   }
 
   load(): StoredState {
@@ -106,6 +199,8 @@ export class CommittedStore implements ControllerStore {
   /** Forwards a write; its effect on the image is buffered until the outermost transaction returned. */
   #write(network: string | null, syncId: string | null, forward: () => void, op: Op): void {
     if (network !== null) this.#touched.networks.add(network);
+    // Settling from its first write: a fan-out the same change asks for waits for the commit's answer (hub.ts).
+    if (network !== null && this.#asyncOpen) this.settling.add(network);
     if (syncId !== null) this.#touched.sync.add(syncId);
     try {
       forward();
@@ -164,7 +259,10 @@ export class CommittedStore implements ControllerStore {
       () => this.inner.appendLog(network, e),
       (img) => {
         const list = img.log.get(network) ?? [];
-        list.push(copy);
+        // Once per version: a commit of this controller's may have reached the image already as a catch-up read it (a store across the network).
+        const at = list.findIndex((x) => x.version === copy.version);
+        if (at >= 0) list[at] = copy;
+        else list.push(copy);
         img.log.set(network, list);
       },
     );

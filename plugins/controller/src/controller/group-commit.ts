@@ -36,6 +36,8 @@ function arm(s: ControllerState): void {
   const wait = s.flushRetries === 0 ? base : Math.min(FLUSH_RETRY_MAX_MS, base * 2 ** s.flushRetries);
   s.flushTimer = setTimeout(() => {
     s.flushTimer = null;
+    // A store across the network: written without the event loop waiting on it.
+    if (s.store.transactionAsync) return void flushAsync(s).catch(() => undefined);
     try {
       flushSync(s);
     } catch {
@@ -59,28 +61,63 @@ function arm(s: ControllerState): void {
  * is thrown to a caller that asked (the timer's own try swallows it; the store's health says it).
  */
 export function flushSync(s: ControllerState): number {
-  if (s.flushTimer) clearTimeout(s.flushTimer);
-  s.flushTimer = null;
-  if (s.dirty.size === 0) return 0;
-  const items = [...s.dirty];
-  s.dirty.clear();
+  const items = take(s);
+  if (!items) return 0;
   let n = 0;
   try {
-    s.store.transaction(() => {
-      for (const [, { net, id }] of items) {
-        const sync = net.sync.get(id);
-        // A node removed (or renamed) since: its record went with the change.
-        if (s.networks.get(net.record.name) !== net || !sync || !net.members.has(id)) continue;
-        s.store.putSync(net.record.name, id, sync);
-        n++;
-      }
-    });
+    s.store.transaction(() => (n = writeItems(s, items)));
   } catch (e) {
-    for (const [key, item] of items) if (!s.dirty.has(key)) s.dirty.set(key, item);
-    s.flushRetries++;
-    arm(s);
+    keep(s, items);
     throw e;
   }
+  return flushed(s, n);
+}
+
+/** The same through a store across the network (ControllerStore.transactionAsync): the event loop runs on meanwhile. */
+export async function flushAsync(s: ControllerState): Promise<number> {
+  const items = take(s);
+  if (!items) return 0;
+  let n = 0;
+  try {
+    await s.store.transactionAsync!(() => (n = writeItems(s, items)));
+  } catch (e) {
+    keep(s, items);
+    throw e;
+  }
+  return flushed(s, n);
+}
+
+type Items = [string, { net: NetworkState; id: string }][];
+
+function take(s: ControllerState): Items | null {
+  if (s.flushTimer) clearTimeout(s.flushTimer);
+  s.flushTimer = null;
+  if (s.dirty.size === 0) return null;
+  const items = [...s.dirty];
+  s.dirty.clear();
+  return items;
+}
+
+function writeItems(s: ControllerState, items: Items): number {
+  let n = 0;
+  for (const [, { net, id }] of items) {
+    const sync = net.sync.get(id);
+    // A node removed (or renamed) since: its record went with the change.
+    if (s.networks.get(net.record.name) !== net || !sync || !net.members.has(id)) continue;
+    s.store.putSync(net.record.name, id, sync);
+    n++;
+  }
+  return n;
+}
+
+/** A flush the store refused: its records go back among the dirty ones (unless a newer entry is there), the next try later. */
+function keep(s: ControllerState, items: Items): void {
+  for (const [key, item] of items) if (!s.dirty.has(key)) s.dirty.set(key, item);
+  s.flushRetries++;
+  arm(s);
+}
+
+function flushed(s: ControllerState, n: number): number {
   s.flushRetries = 0;
   s.syncWrites.flushes++;
   s.syncWrites.records += n;

@@ -63,7 +63,8 @@ export class ControllerState {
   restore(t: Touched): void {
     const img = this.store.image;
     const names = new Set(t.networks);
-    for (const [n, net] of this.networks) if (img.networks.get(n)?.version !== net.record.version) names.add(n);
+    // A network whose asynchronous change is still being committed is ahead of the image by design: its own answer settles it.
+    for (const [n, net] of this.networks) if (img.networks.get(n)?.version !== net.record.version && !this.store.settling.has(n)) names.add(n);
     for (const n of img.networks.keys()) if (!this.networks.has(n)) names.add(n);
     for (const n of names) {
       const record = img.networks.get(n);

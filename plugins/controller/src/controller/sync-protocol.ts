@@ -151,3 +151,16 @@ export function reloadSync(s: ControllerState, network: string, here: (id: strin
   if (ids.length === 0 || !s.store.syncRecords) return;
   for (const [id, r] of s.store.syncRecords(network, ids)) if (net.members.has(id)) net.sync.set(id, r);
 }
+
+/** `reloadSync` without the event loop waiting on the store (a store across the network). */
+export async function reloadSyncAsync(s: ControllerState, network: string, here: (id: string) => boolean): Promise<void> {
+  if (!s.store.syncRecordsAsync) return reloadSync(s, network, here);
+  const net = s.net(network);
+  const ids = [...net.members.keys()].filter((id) => !here(id) && !s.dirty.has(dirtyKey(network, id)));
+  if (ids.length === 0) return;
+  const got = await s.store.syncRecordsAsync(network, ids);
+  // The network as it is now (a change may have come meanwhile); a record that went dirty meanwhile is this controller's.
+  const now = s.networks.get(network);
+  if (!now) return;
+  for (const [id, r] of got) if (now.members.has(id) && !s.dirty.has(dirtyKey(network, id))) now.sync.set(id, r);
+}

@@ -102,6 +102,12 @@ interface Ctx {
   node(net: string, id: string): WireNode;
   /** A change to one node: made, fanned out, answered with the node's status. */
   change(net: string, act: () => number, r: { node: string }): { node: WireNode };
+  /**
+   * What undoes a step the call took outside the controller's store, should the store refuse the
+   * commit after the call's code returned (a store across the network commits after it): the
+   * current call's, run in reverse order.
+   */
+  undo: (() => void)[];
 }
 
 function context(d: AdminDeps): Ctx {
@@ -113,7 +119,7 @@ function context(d: AdminDeps): Ctx {
     d.changed(net);
     return { node: node(net, need(r.node, 'node')) };
   };
-  return { d, controller, live, node, change };
+  return { d, controller, live, node, change, undo: [] };
 }
 
 /** What the nodes are: their statuses, one node's, its doctor. */
@@ -214,7 +220,7 @@ function policyAndTokenMethods({ d, controller }: Ctx): Methods<'setPolicy' | 'c
 }
 
 /** Node and network lifecycle (issue 14): remove revokes, rename keeps the key and the credential. */
-function lifecycleMethods({ d, controller, node }: Ctx): Methods<'removeNode' | 'renameNode' | 'createNetwork' | 'listNetworks' | 'removeNetwork'> {
+function lifecycleMethods({ d, controller, node, undo }: Ctx): Methods<'removeNode' | 'renameNode' | 'createNetwork' | 'listNetworks' | 'removeNetwork'> {
   return {
     removeNode: (r, net) => {
       const id = need(r.node, 'node');
@@ -240,12 +246,14 @@ function lifecycleMethods({ d, controller, node }: Ctx): Methods<'removeNode' | 
       // The hosting's tables first (the credential follows the name): a rename the controller's store
       // then refuses is undone there, so the agent's credential never names a node the controller does not hold.
       d.renaming?.(net, id, to);
+      const back = () => d.renaming?.(net, to, id);
       try {
         controller.renameNode(net, id, to);
       } catch (e) {
-        d.renaming?.(net, to, id);
+        back();
         throw e;
       }
+      undo.push(back);
       d.renamed?.(net, id, to);
       d.changed(net);
       return { node: node(net, to) };
@@ -293,11 +301,20 @@ export function adminHandler(d: AdminDeps): AdminHandler {
     const fn = adminMethod(methods, method);
     if (!fn) throw usage(`no admin method ${method}`);
     const network = ('network' in request && typeof request.network === 'string' && request.network) || DEFAULT_NETWORK;
+    // The call's code, its undo steps kept for it (one call's code runs at a time: synchronously, or
+    // one change after the other; a change run again after another controller's commit starts afresh).
+    const undo = c.undo;
+    const call = () => {
+      undo.length = 0;
+      return fn(request, network);
+    };
     try {
-      const out = fn(request, network);
+      // A store across the network: one change, committed without the event loop waiting on it (controller.change).
+      const out = d.controller.asyncStore ? await d.controller.change(call) : call();
       d.log.info({ method, network, peer }, 'admin call');
       return out;
     } catch (e) {
+      for (const f of undo.splice(0).reverse()) f();
       d.log.warn({ method, network, peer, err: e instanceof Error ? e.message : String(e) }, 'admin call refused');
       throw e;
     }

@@ -9,7 +9,7 @@ import { storeError } from '../store-errors.js';
 import type { StoreHealth } from '../controller/store-health.js';
 
 /** The AuthBook's methods that write. */
-const WRITES = new Set<string | symbol>(['putToken', 'markUsed', 'revokeToken', 'confirm', 'putCredential', 'revoke', 'rename', 'putReport']);
+const WRITES = new Set<string | symbol>(['putToken', 'markUsed', 'revokeToken', 'confirm', 'putCredential', 'revoke', 'rename', 'putReport', 'putReportAsync']);
 
 /** `file`: the SQLite file, named in the errors (none for a shared store, which sorts its own). */
 export function guardAuth(inner: AuthBook, health: StoreHealth, file?: string): AuthBook {
@@ -26,6 +26,17 @@ export function guardAuth(inner: AuthBook, health: StoreHealth, file?: string): 
         } catch (e) {
           throw health.failed(storeError(e, file));
         }
+        // Asked without waiting (a store across the network): sorted the same when it is answered.
+        if (out instanceof Promise)
+          return out.then(
+            (x: unknown) => {
+              if (WRITES.has(prop)) health.ok();
+              return x;
+            },
+            (e: unknown) => {
+              throw health.failed(storeError(e, file));
+            },
+          );
         if (WRITES.has(prop)) health.ok();
         return out;
       };

@@ -191,6 +191,8 @@ export class SessionHub implements SessionHost {
    * change (an Enrol, an admin call) is answered before any delta goes out.
    */
   poke(network: string): void {
+    // Its change is being committed (a store across the network): the fan-out waits for the answer (`settled`).
+    if (this.controller.settling(network)) return void this.#heldPokes.add(network);
     const streams = this.#byNetwork.get(network);
     const version = this.controller.networks().includes(network) ? this.controller.stateVersion(network) : 0;
     const since = this.#fannedAt.get(network);
@@ -210,6 +212,26 @@ export class SessionHub implements SessionHost {
 
   /** The network's version at its last fan-out: the next one covers the changes after it. */
   readonly #fannedAt = new Map<string, number>();
+
+  /** Networks poked while their change was being committed, and the streams that asked for a pump meanwhile. */
+  readonly #heldPokes = new Set<string>();
+  readonly #heldPumps = new Map<string, Set<SyncSession>>();
+
+  /** A stream's pump that came while its network's change was being committed: pumped once it is answered. */
+  holdPump(s: SyncSession): void {
+    const held = this.#heldPumps.get(s.network) ?? new Set<SyncSession>();
+    held.add(s);
+    this.#heldPumps.set(s.network, held);
+  }
+
+  /** The network's change was committed or put back: the fan-out and the pumps held for it go now. */
+  settled(network: string): void {
+    if (this.controller.settling(network)) return;
+    if (this.#heldPokes.delete(network)) this.poke(network);
+    const held = this.#heldPumps.get(network);
+    this.#heldPumps.delete(network);
+    if (held) this.fanout.add([...held]);
+  }
 
   closeAll(): void {
     for (const s of [...this.#sessions.values()]) s.end({ code: 'MESHP_UNAVAILABLE', message: 'the controller is stopping' });

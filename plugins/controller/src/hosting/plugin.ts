@@ -91,9 +91,10 @@ function fresh(shared: SharedStore | undefined, secret: string, controller: Cont
   return async (method, request, credential, peer) => {
     // A caller without the credential costs no database read: the handler refuses it.
     if (!credential || !secretMatches(credential, secret)) return handler(method, request, credential, peer);
-    shared.catchUp();
+    // A store that commits without waiting catches up in the call's own change (admin.ts, controller.change).
+    if (!controller.asyncStore) shared.catchUp();
     const network = ('network' in request && typeof request.network === 'string' && request.network) || DEFAULT_NETWORK;
-    if (SHOWS_GAPS.has(method) && controller.networks().includes(network)) controller.reloadSync(network, (id) => hub.live(network, id).connected);
+    if (SHOWS_GAPS.has(method) && controller.networks().includes(network)) await controller.reloadSyncAsync(network, (id) => hub.live(network, id).connected);
     return handler(method, request, credential, peer);
   };
 }
@@ -130,6 +131,8 @@ export class ControllerHostingPlugin implements Plugin {
     const enrolment = new Enrolment(controller, auth, tls.fingerprint);
     // Another replica's change, applied here: the agents connected here get their deltas (after the call that caught up).
     controller.onRemoteChange = (n) => setImmediate(() => hub.poke(n));
+    // A change committed without waiting (a store across the network): what was held for its network goes now.
+    controller.onSettled = (n) => setImmediate(() => hub.settled(n));
     await this.#o.store?.follow();
     const transport = await host.transport();
     const listener = await transport.listen(
@@ -193,11 +196,13 @@ export class ControllerHostingPlugin implements Plugin {
   /** The Control service: Enrol, the Sync streams, and the bytes of the deltas sent. */
   #control(enrolment: Enrolment, metrics: Metrics, hub: SessionHub): ControlHandlers {
     const shared = this.#o.store;
+    const { controller } = hub;
     return {
       enrol: async (input, peer) => {
         try {
-          shared?.catchUp();
-          const { resumed, ...r } = enrolment.enrol(input);
+          // A store that commits without waiting: the enrolment is one change (after catching up), the event loop runs on.
+          if (!controller.asyncStore) shared?.catchUp();
+          const { resumed, ...r } = await controller.change(() => enrolment.enrol(input));
           if (resumed) {
             this.log.info(
               { network: r.network, node: r.node, peer },

@@ -46,6 +46,8 @@ export interface SessionHost {
   seen(network: string, node: string): void;
   acked(network: string, node: string, version: number, stateHash: string): void;
   poke(network: string): void;
+  /** A pump that came while the network's change was being committed: pumped once it is answered. */
+  holdPump(s: SyncSession): void;
 }
 
 export class SyncSession {
@@ -101,6 +103,8 @@ export class SyncSession {
     if (!this.#authed || this.#ended) return;
     const { controller, metrics } = this.hub;
     // A node removed while its stream was open: the stream ends, the change that removed it stands.
+    // Its network's change is being committed (a store across the network): nothing of it goes before the answer.
+    if (controller.settling(this.network)) return this.hub.holdPump(this);
     if (!controller.member(this.network, this.node))
       return this.#refuse(new MeshpError('MESHP_NODE_REVOKED', `node ${this.node} was removed from ${this.network}`));
     const delta = controller.deltaFor(this.network, this.node);
@@ -235,23 +239,46 @@ export class SyncSession {
       tunnel: { key: !!r.tunnelKey, interface: r.tunnelInterface ?? '', error: r.tunnelError ?? '' },
     };
     controller.report(this.network, this.node, { firewallKind: r.firewallKind || 'none', held: count('held'), changed: count('changed'), reported });
-    try {
-      this.hub.auth.putReport(this.network, this.node, report);
-    } catch (e) {
-      // Kept in memory (the sync record above); the file's copy for doctor waits for the next report.
-      if (!isStoreFault(e)) throw e;
-      this.#storeRefused(e, 'report not stored');
-    }
+    this.#storeReport(report);
     // A tunnel key other than the stored one: a key change, sent on to every peer that sees this node.
     if (r.tunnelKey && r.tunnelKey !== controller.member(this.network, this.node)?.tunnelKey) {
-      try {
-        controller.setTunnelKey(this.network, this.node, r.tunnelKey);
+      const key = r.tunnelKey;
+      const refused = (e: unknown) =>
+        // Refused (another node's key, not a key, the store): the stored key stays, the stream goes on.
+        this.hub.log.warn({ network: this.network, node: this.node, code: isMeshpError(e) ? e.code : undefined, err: oneLine(e) }, 'tunnel key change refused');
+      const changed = () => {
         this.hub.log.info({ network: this.network, node: this.node }, 'tunnel key changed');
         this.hub.poke(this.network);
-      } catch (e) {
-        // Refused (another node's key, not a key): the stored key stays, the stream goes on.
-        this.hub.log.warn({ network: this.network, node: this.node, code: isMeshpError(e) ? e.code : undefined, err: oneLine(e) }, 'tunnel key change refused');
+      };
+      if (controller.asyncStore) void controller.change(() => controller.setTunnelKey(this.network, this.node, key)).then(changed, refused);
+      else {
+        try {
+          controller.setTunnelKey(this.network, this.node, key);
+          changed();
+        } catch (e) {
+          refused(e);
+        }
       }
+    }
+  }
+
+  /** The report's copy for doctor: kept in memory either way (the sync record); one the store refuses waits for the next report. */
+  #storeReport(report: ReportMessage): void {
+    const { auth } = this.hub;
+    const refused = (e: unknown) => {
+      if (!isMeshpError(e) || !isStoreFault(e)) throw e;
+      if (!this.#ended) this.#storeRefused(e, 'report not stored');
+    };
+    // A store across the network: written without the event loop waiting on it.
+    if (auth.putReportAsync)
+      return void auth.putReportAsync(this.network, this.node, report).catch((e: unknown) => {
+        if (isStoreFault(e)) refused(e);
+        else this.hub.log.warn({ network: this.network, node: this.node, err: oneLine(e) }, 'report not stored');
+      });
+    try {
+      auth.putReport(this.network, this.node, report);
+    } catch (e) {
+      refused(e);
     }
   }
 
@@ -295,10 +322,11 @@ export class SyncSession {
     const observed = member.tunnelKey ? observedEndpoint(this.peer, member.settings.ports['tunnel'] ?? 51820) : null;
     // Neither is needed to serve the stream: one the store refuses is tried again at the next hello.
     if (observed && observed !== member.observedEndpoint) {
-      this.#storeMay('observed endpoint not stored', () => {
-        controller.updateMember(this.network, this.node, { observedEndpoint: observed });
-        this.hub.poke(this.network);
-      });
+      this.#changeMay(
+        'observed endpoint not stored',
+        () => controller.updateMember(this.network, this.node, { observedEndpoint: observed }),
+        () => this.hub.poke(this.network),
+      );
     }
     // The node holds its credential: the token it enrolled with is spent for good.
     this.#storeMay('token not confirmed', () => auth.confirm(this.network, this.node, new Date().toISOString()));
@@ -311,6 +339,20 @@ export class SyncSession {
       );
       this.hub.poke(this.network);
     } else this.pump();
+  }
+
+  /**
+   * A change the stream asks for (`then` after it): at once, or, with a store across the network,
+   * as one change committed without the event loop waiting (controller.change); a store refusal is
+   * said and passed over either way.
+   */
+  #changeMay(what: string, fn: () => unknown, then: () => void): void {
+    const { controller } = this.hub;
+    if (!controller.asyncStore) return this.#storeMay(what, () => (fn(), then()));
+    void controller.change(fn).then(then, (e: unknown) => {
+      if (!this.#ended && isMeshpError(e) && isStoreFault(e)) this.#storeRefused(e, what);
+      else this.hub.log.warn({ network: this.network, node: this.node, code: isMeshpError(e) ? e.code : undefined, err: oneLine(e) }, `${what}: refused`);
+    });
   }
 
   /** `fn`, whose store refusal is said and passed over (another error goes on up). */
