@@ -8,7 +8,8 @@ import { createHash, createPublicKey } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { join } from 'node:path';
-import type { Browser } from 'playwright-core';
+import { createRequire } from 'node:module';
+import type { Browser, Page } from 'playwright-core';
 import type { ControllerProc } from './grpc-procs.js';
 
 export const CHROMIUM = '/usr/bin/chromium';
@@ -80,4 +81,19 @@ export function https(
     req.once('error', reject);
     req.end(o.body);
   });
+}
+
+const AXE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+
+/**
+ * axe-core run on the page as it is now: its serious and critical violations, each as `id: help (n)`.
+ * Evaluated through the browser's debugging protocol, so the page's content security policy (scripts
+ * from the console only) stays in force for everything else.
+ */
+export async function seriousViolations(page: Page): Promise<string[]> {
+  await page.evaluate(AXE);
+  const r = await page.evaluate(() =>
+    (window as unknown as { axe: { run(): Promise<{ violations: { id: string; help: string; impact: string | null; nodes: unknown[] }[] }> } }).axe.run(),
+  );
+  return r.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => `${v.id}: ${v.help} (${v.nodes.length})`);
 }

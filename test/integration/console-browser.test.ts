@@ -11,7 +11,7 @@ import t from 'tap';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ADMIN_CREDENTIAL_FILE, readAdminCredential } from '@meshp/controller';
-import { meshpAsync, nodeListAsync, nodes, startAgent, startController, tokenFor, waitUntil, workdir } from '../helpers/grpc-procs.js';
+import { adminCalls, meshpAsync, nodeListAsync, nodes, startAgent, startController, tokenFor, waitUntil, workdir } from '../helpers/grpc-procs.js';
 import { chromiumAvailable, consoleOf, https, launchChromium } from '../helpers/console.js';
 
 if (!chromiumAvailable()) {
@@ -40,12 +40,24 @@ t.test('sign in, the fleet live, a node, sign out; the attacks refused', async (
   // refused and it stays adopted, REFUSING. web2 enrolled adopted.
   const names = ['web1', 'web2'];
   startAgent(t, dir, 'web1', ctl.address, await tokenFor(ctl, ['web']));
-  startAgent(t, dir, 'web2', ctl.address, await tokenFor(ctl, ['web'], true));
+  const web2 = startAgent(t, dir, 'web2', ctl.address, await tokenFor(ctl, ['web'], true));
+  // A file web2's machine has already, which the module motd declares: held once assigned.
+  mkdirSync(join(web2.root, 'etc'), { recursive: true });
+  writeFileSync(join(web2.root, 'etc/motd'), 'found on the machine\n');
   await waitUntil('both nodes reported adopted, web1 refusing the flip', async () => {
     const ns = await nodes(ctl);
     const web1 = (await nodeListAsync(ctl)).find((n) => n.name === 'web1') as { status?: string } | undefined;
     return names.every((n) => ns.some((x) => x.name === n && x.mode === 'adopted' && x.gap === 0 && x.appliedVersion > 0)) && web1?.status === 'refusing' && ns;
   });
+
+  const admin = adminCalls(() => ctl);
+  await admin.catalogue([{ name: 'motd', files: [{ path: '/etc/motd', content: 'from meshp\n' }] }]);
+  await admin.assign('web2', 'motd');
+  const motdState = async () => {
+    const r = await (await ctl.admin!()).call('showNode', { network: 'default', node: 'web2' });
+    return r.resources.find((x) => x.key.includes('/etc/motd'))?.state;
+  };
+  await waitUntil('web2 holds the found /etc/motd', async () => (await motdState()) === 'held');
 
   const browser = await launchChromium(at);
   t.teardown(() => browser.close());
@@ -63,6 +75,7 @@ t.test('sign in, the fleet live, a node, sign out; the attacks refused', async (
   await page.click('#signin button[type=submit]');
   await page.locator('#signin-error').filter({ hasText: 'MESHP_AUTH_FAILED' }).waitFor();
   t.ok(await page.locator('#app').isHidden(), 'a wrong credential signs nobody in');
+  t.match(errors.splice(0), [/401/], 'the refused sign-in is the only console error so far');
   await page.fill('#credential', credentialText);
   await page.click('#signin button[type=submit]');
   await page
@@ -135,10 +148,38 @@ t.test('sign in, the fleet live, a node, sign out; the attacks refused', async (
       "the preview's rows are the CLI's, door for door",
     );
   } else t.comment(`no preview from the CLI: ${cliPreview.err}`);
+
+  // A held file changed by something else: the page says so, live.
+  const resourceState = async () =>
+    page.$$eval(
+      '#resources tbody tr',
+      (trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent ?? '')).find((r) => r[0]!.includes('/etc/motd'))?.[3],
+    );
+  t.equal(await resourceState(), 'held', 'the node page shows /etc/motd held');
+  writeFileSync(join(web2.root, 'etc/motd'), 'changed by hand\n');
+  await waitUntil('the page shows /etc/motd changed by something else', async () => (await resourceState()) === 'changed');
+  t.equal(readFileSync(join(web2.root, 'etc/motd'), 'utf8'), 'changed by hand\n', 'a held file changed by something else is not reverted');
   await page.screenshot({ path: join(SCREENS, 'node.png'), fullPage: true });
 
+  // A take done from the page: said first, confirmed, and it reaches the agent.
+  await page.click('#actions button:has-text("Take motd")');
+  await page.locator('#confirm[open]').waitFor();
+  t.match(
+    await page.textContent('#confirm-text'),
+    /^take module motd on node web2 \(adopted; assigned motd; taken -\): its cutover/,
+    "the take is said first, in the CLI's words",
+  );
+  await page.click('#confirm-no');
+  t.same((await ctl.admin!().then((c) => c.call('showNode', { network: 'default', node: 'web2' }))).node?.takenModules, [], 'cancelled: nothing taken');
+  await page.click('#actions button:has-text("Take motd")');
+  await page.locator('#confirm[open]').waitFor();
+  await page.click('#confirm-yes');
+  await waitUntil("the agent wrote the module's /etc/motd", () => readFileSync(join(web2.root, 'etc/motd'), 'utf8') === 'from meshp\n');
+  await waitUntil('the page shows motd taken', async () => (await page.textContent('#node-facts'))?.includes('modules takenmotd'));
+  t.pass('a take done from the page reached the agent');
+
   // Attacks: no session, no CSRF token, another site's Origin.
-  t.equal((await https(at, 'GET', '/api/session')).status, 401, 'no session: /api/session refused');
+  t.same(JSON.parse((await https(at, 'GET', '/api/session')).body), { signedIn: false }, 'no session: /api/session says so, and gives no token');
   t.equal((await https(at, 'GET', '/api/live/fleet')).status, 401, 'no session: the live fleet refused');
   t.equal((await https(at, 'GET', '/api/live/node?node=web1')).status, 401, 'no session: the live node refused');
   const forged = await https(at, 'POST', '/api/signout', { headers: { cookie } });
@@ -146,6 +187,15 @@ t.test('sign in, the fleet live, a node, sign out; the attacks refused', async (
   t.match(JSON.parse(forged.body), { code: 'MESHP_AUTH_FAILED' });
   const inPage = await page.evaluate(async () => (await fetch('/api/signout', { method: 'POST' })).status);
   t.equal(inPage, 403, 'from the page itself, without the token: refused');
+  t.match(errors.splice(0), [/403/], "the refused request is the page's only console error");
+  const forgedAct = await https(at, 'POST', '/api/act', { headers: { cookie }, body: JSON.stringify({ verb: 'unassign', node: 'web2', module: 'motd' }) });
+  t.equal(forgedAct.status, 403, 'a forged action without the CSRF token is refused');
+  t.same((await ctl.admin!().then((c) => c.call('showNode', { network: 'default', node: 'web2' }))).node?.assignedModules, ['motd'], 'and changed nothing');
+  t.equal(
+    (await https(at, 'POST', '/api/act', { body: JSON.stringify({ verb: 'unassign', node: 'web2', module: 'motd' }) })).status,
+    403,
+    'and without a session',
+  );
   const token = JSON.parse((await https(at, 'GET', '/api/session', { headers: { cookie } })).body).csrf as string;
   const wrongToken = await https(at, 'POST', '/api/signout', { headers: { cookie, 'csrf-token': `${token}x` } });
   t.equal(wrongToken.status, 403, 'a wrong CSRF token is refused');
@@ -175,7 +225,11 @@ t.test('sign in, the fleet live, a node, sign out; the attacks refused', async (
   await page.locator('#fleet tbody tr').first().waitFor();
   await page.click('#signout');
   await page.locator('#signin').waitFor({ state: 'visible' });
-  t.equal((await https(at, 'GET', '/api/session', { headers: { cookie } })).status, 401, "the signed-out session's cookie is refused");
+  t.same(
+    JSON.parse((await https(at, 'GET', '/api/session', { headers: { cookie } })).body),
+    { signedIn: false },
+    "the signed-out session's cookie is worth nothing",
+  );
   t.equal((await https(at, 'GET', '/api/live/fleet', { headers: { cookie } })).status, 401, 'and its live fleet');
   t.same(errors, [], 'no console errors');
   writeFileSync(join(SCREENS, 'README.txt'), `screenshots of the console's pages, kept by test/integration/console-browser.test.ts\n`);
@@ -194,7 +248,12 @@ t.test('a session expires', async (t) => {
   t.match(String(r.headers['set-cookie']), /Secure/i);
   t.match(String(r.headers['set-cookie']), /SameSite=Strict/i);
   const now = await https(at, 'GET', '/api/session', { headers: { cookie } });
-  if (Date.now() - signedIn < 2_500) t.equal(now.status, 200, 'in force at first');
-  await waitUntil('the session refused once expired', async () => (await https(at, 'GET', '/api/session', { headers: { cookie } })).status === 401, 30_000);
+  if (Date.now() - signedIn < 2_500) t.equal(JSON.parse(now.body).signedIn, true, 'in force at first');
+  const signedInNow = async () => (JSON.parse((await https(at, 'GET', '/api/session', { headers: { cookie } })).body) as { signedIn: boolean }).signedIn;
+  await waitUntil(
+    'the session over once expired',
+    async () => !(await signedInNow()) && (await https(at, 'GET', '/api/live/fleet', { headers: { cookie } })).status === 401,
+    30_000,
+  );
   t.ok(Date.now() - signedIn >= 3_000, 'not before its end');
 });

@@ -160,6 +160,63 @@ function renderPreview(v) {
   );
 }
 
+let pending = null;
+let actionsShown = '';
+
+/** What the action would do, in the CLI's words, then the question. */
+async function ask(a) {
+  const r = await fetch(`/api/would?${new URLSearchParams(a)}`);
+  if (!r.ok) {
+    $('action-result').textContent = await refusalOf(r);
+    return;
+  }
+  const w = await r.json();
+  if (a.verb === 'converge' && !w.previewId) {
+    $('action-result').textContent = w.would;
+    return;
+  }
+  pending = a;
+  $('confirm-text').textContent = `${w.would}?`;
+  $('confirm').showModal();
+}
+
+async function confirmed() {
+  $('confirm').close();
+  const a = pending;
+  pending = null;
+  if (!a) return;
+  const r = await fetch('/api/act', { method: 'POST', headers: { 'content-type': 'application/json', 'csrf-token': csrf }, body: JSON.stringify(a) });
+  $('action-result').textContent = r.ok
+    ? `${a.verb}${a.module ? ` ${a.module}` : ''} asked of ${a.node}: the page follows what its agent reports`
+    : await refusalOf(r);
+}
+
+function button(label, a) {
+  const b = document.createElement('button');
+  b.type = 'button';
+  b.textContent = label;
+  b.addEventListener('click', () => void ask(a));
+  return b;
+}
+
+/** The actions a CLI user has on this node, each a button; drawn again only when they change. */
+function renderActions(v) {
+  const n = v.node;
+  const base = { network: v.network, node: n.name };
+  const list = [];
+  for (const m of n.assigned) {
+    if (!n.taken.includes(m)) list.push([`Take ${m}`, { ...base, verb: 'take', module: m }]);
+    list.push([`Unassign ${m}`, { ...base, verb: 'unassign', module: m }]);
+  }
+  for (const m of v.catalogue.filter((x) => !n.assigned.includes(x))) list.push([`Assign ${m}`, { ...base, verb: 'assign', module: m }]);
+  if (v.preview && n.mode === 'adopted') list.push([`Converge to preview ${v.preview.id}`, { ...base, verb: 'converge', previewId: v.preview.id }]);
+  if (n.mode === 'converged' || n.requestedMode === 'converged') list.push(['Return to adopted', { ...base, verb: 'adopt' }]);
+  const shown = JSON.stringify(list);
+  if (shown === actionsShown) return;
+  actionsShown = shown;
+  $('actions').replaceChildren(...list.map(([label, a]) => button(label, a)));
+}
+
 function renderNode(v) {
   if (v.error) {
     $('live-error').textContent = v.error;
@@ -182,6 +239,7 @@ function renderNode(v) {
   rows($('resources'), v.resources, (tr, x) => [x.key, x.kind, x.module || '-', x.state, x.reason].forEach((c) => cell(tr, c)));
   rows($('deltas'), v.recentDeltas, (tr, d) => [d.fromVersion === 0 ? 'snapshot' : d.fromVersion, d.toVersion, d.sentAt].forEach((c) => cell(tr, c)));
   renderPreview(v);
+  renderActions(v);
 }
 
 function follow(path, event, render) {
@@ -206,13 +264,21 @@ function start() {
 async function boot() {
   $('signin-form').addEventListener('submit', (e) => void signIn(e));
   $('signout').addEventListener('click', () => void signOut());
+  if (page === 'node') {
+    $('confirm-yes').addEventListener('click', () => void confirmed());
+    $('confirm-no').addEventListener('click', () => {
+      pending = null;
+      $('confirm').close();
+    });
+  }
   if (page === 'fleet') {
     $('filter').addEventListener('input', () => lastFleet && renderFleet(lastFleet));
     $('network').addEventListener('change', (e) => location.assign(`/?${new URLSearchParams({ network: e.target.value })}`));
   }
   const r = await fetch('/api/session');
-  if (!r.ok) return signedOut();
-  csrf = (await r.json()).csrf;
+  const s = r.ok ? await r.json() : { signedIn: false };
+  if (!s.signedIn) return signedOut();
+  csrf = s.csrf;
   start();
 }
 

@@ -85,7 +85,8 @@ export function authRoutes(app: FastifyInstance, handler: AdminHandler, log: Log
 
   // What the page's script needs to act: whether it is signed in, and this session's CSRF token.
   app.get('/api/session', async (request, reply) => {
-    if (!request.session.get('credential')) return refusal(reply, 401, 'MESHP_AUTH_FAILED', 'not signed in');
+    // Not signed in is an answer here, not a refusal: the page asks it first, to show the sign-in.
+    if (!request.session.get('credential')) return reply.header('cache-control', 'no-store').send({ signedIn: false });
     return reply.header('cache-control', 'no-store').send({ signedIn: true, since: request.session.get('signedInAt'), csrf: reply.generateCsrf() });
   });
 

@@ -19,6 +19,7 @@ import { FastifySSEPlugin } from 'fastify-sse-v2';
 import type { Logger } from '../hosting/log.js';
 import { authRoutes, originGuard, refusal } from './auth.js';
 import { liveRoutes } from './live.js';
+import { actionRoutes } from './actions.js';
 
 /** The cookie that carries the session's signed id, and nothing else. */
 export const SESSION_COOKIE = 'meshp_console';
@@ -99,6 +100,7 @@ export async function startConsole(o: ConsoleOptions): Promise<RunningConsole> {
   await register(app, o, store);
   originGuard(app);
   authRoutes(app, o.admin, o.log);
+  actionRoutes(app, o.admin);
   liveRoutes(app, { handler: o.reads, alive: aliveIn(store), pollMs: o.pollMs ?? DEFAULT_POLL_MS });
   app.setErrorHandler((e: Error & { statusCode?: number; code?: string }, _request, reply) => {
     const status = e.statusCode && e.statusCode >= 400 ? e.statusCode : 500;

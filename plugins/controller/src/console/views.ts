@@ -92,6 +92,8 @@ export interface NodeView {
   /** The converge preview the controller computes from the node's last report; null with the reason when it cannot. */
   preview: { id: string; columns: readonly string[]; rows: string[][]; closes: number; steps: string[] } | null;
   previewError: string;
+  /** The network's catalogue, by name: what may be assigned. */
+  catalogue: string[];
 }
 
 async function previewFor(admin: ConsoleAdmin, network: string, node: string): Promise<Pick<NodeView, 'preview' | 'previewError'>> {
@@ -123,5 +125,6 @@ export async function nodeViewOf(admin: ConsoleAdmin, network: string, name: str
       acked: Boolean((d as { acked?: boolean }).acked),
     })),
     ...(await previewFor(admin, network, name)),
+    catalogue: ((await admin('listCatalogue', { network })).modules ?? []).map((m) => m.name ?? '').filter(Boolean),
   };
 }
