@@ -12,7 +12,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ADMIN_CREDENTIAL_FILE, readAdminCredential } from '@meshp/controller';
 import { adminCalls, meshpAsync, nodeListAsync, nodes, startAgent, startController, tokenFor, waitUntil, workdir } from '../helpers/grpc-procs.js';
-import { chromiumAvailable, consoleOf, https, launchChromium } from '../helpers/console.js';
+import { chromiumAvailable, consoleOf, https, launchChromium, seriousViolations } from '../helpers/console.js';
 
 if (!chromiumAvailable()) {
   t.plan(0, 'needs Debian chromium at /usr/bin/chromium (make apt installs it)');
@@ -71,6 +71,7 @@ t.test('sign in, the fleet live, a node, sign out; the attacks refused', async (
   // Sign-in.
   await page.goto(at.url);
   await page.locator('#signin').waitFor({ state: 'visible' });
+  t.same(await seriousViolations(page), [], 'axe-core: no serious violation on the sign-in page');
   await page.fill('#credential', 'meshp-admin1.' + '0'.repeat(64) + '.not-the-secret-at-all');
   await page.click('#signin button[type=submit]');
   await page.locator('#signin-error').filter({ hasText: 'MESHP_AUTH_FAILED' }).waitFor();
@@ -104,6 +105,7 @@ t.test('sign in, the fleet live, a node, sign out; the attacks refused', async (
   );
   t.match(await page.textContent('#progress-text'), /^0 of 2 nodes converged, 2 adopted/, "the migration's progress");
   await page.screenshot({ path: join(SCREENS, 'fleet.png'), fullPage: true });
+  t.same(await seriousViolations(page), [], 'axe-core: no serious violation on the fleet page');
 
   // Filter.
   await page.fill('#filter', 'web2');
@@ -160,6 +162,7 @@ t.test('sign in, the fleet live, a node, sign out; the attacks refused', async (
   await waitUntil('the page shows /etc/motd changed by something else', async () => (await resourceState()) === 'changed');
   t.equal(readFileSync(join(web2.root, 'etc/motd'), 'utf8'), 'changed by hand\n', 'a held file changed by something else is not reverted');
   await page.screenshot({ path: join(SCREENS, 'node.png'), fullPage: true });
+  t.same(await seriousViolations(page), [], 'axe-core: no serious violation on the node page');
 
   // A take done from the page: said first, confirmed, and it reaches the agent.
   await page.click('#actions button:has-text("Take motd")');
