@@ -9,8 +9,10 @@
  */
 import t from 'tap';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { ADMIN_CREDENTIAL_FILE, readAdminCredential } from '@meshp/controller';
+import { PREVIEW_COLUMNS, previewRows, type ConvergePreview } from '@meshp/core/lifecycle';
 import { adminCalls, meshpAsync, nodeListAsync, nodes, startAgent, startController, tokenFor, waitUntil, workdir } from '../helpers/grpc-procs.js';
 import { chromiumAvailable, consoleOf, https, launchChromium, seriousViolations } from '../helpers/console.js';
 
@@ -140,16 +142,15 @@ t.test('sign in, the fleet live, a node, sign out; the attacks refused', async (
   await page.locator('#node-name').filter({ hasText: 'web2' }).waitFor();
   await page.locator('#node-facts dt').first().waitFor();
   const cliPreview = await cli('node', 'converge', 'web2', '--preview', '--json');
-  if (cliPreview.code === 0) {
-    const p = (JSON.parse(cliPreview.out) as { preview: { id: string; items: { port: number; protocol: string }[] } }).preview;
-    await page.locator('#preview-text').filter({ hasText: p.id }).waitFor();
-    const ports = await page.$$eval('#preview tbody tr', (trs) => trs.map((tr) => tr.querySelector('td')?.textContent ?? ''));
-    t.same(
-      ports,
-      p.items.map((i) => `${i.port}/${i.protocol}`),
-      "the preview's rows are the CLI's, door for door",
-    );
-  } else t.comment(`no preview from the CLI: ${cliPreview.err}`);
+  t.equal(cliPreview.code, 0, `node converge web2 --preview: ${cliPreview.err}`);
+  const p = (JSON.parse(cliPreview.out) as { preview: ConvergePreview }).preview;
+  // The same preview id: the same report read, so the same rows.
+  await page.locator('#preview-text').filter({ hasText: p.id }).waitFor();
+  const previewShown = await page.$$eval('#preview tbody tr', (trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent ?? '')));
+  t.ok(previewShown.length > 0, 'the preview has rows (the sockets of this machine)');
+  t.same(previewShown, previewRows(p), "the preview's rows are the CLI's, door for door, cell for cell");
+  const headShown = await page.$$eval('#preview thead th', (ths) => ths.map((th) => th.textContent ?? ''));
+  t.same(headShown, [...PREVIEW_COLUMNS], "under the CLI table's columns");
 
   // A held file changed by something else: the page says so, live.
   const resourceState = async () =>
@@ -259,4 +260,18 @@ t.test('a session expires', async (t) => {
     30_000,
   );
   t.ok(Date.now() - signedIn >= 3_000, 'not before its end');
+});
+
+t.test('a console that cannot listen: refused with its code, the controller not left serving without it', async (t) => {
+  const dir = workdir(t, 'console-bad');
+  const bad = await meshpAsync('controller', 'serve', '--state', join(dir, 'a'), '--listen', '127.0.0.1:0', '--console-listen', 'nowhere');
+  t.equal(bad.code, 2, 'not HOST:PORT: a usage error');
+  t.match(bad.err, /^MESHP_USAGE: --console-listen nowhere is not HOST:PORT/);
+  const taken = createServer();
+  await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => taken.close());
+  const port = (taken.address() as AddressInfo).port;
+  const busy = await meshpAsync('controller', 'serve', '--state', join(dir, 'b'), '--listen', '127.0.0.1:0', '--console-listen', `127.0.0.1:${port}`);
+  t.equal(busy.code, 1, 'a port in use: refused, and the controller exits');
+  t.match(busy.err, new RegExp(`^MESHP_UNAVAILABLE: cannot listen on 127.0.0.1:${port}`));
 });

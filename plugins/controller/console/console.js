@@ -237,7 +237,17 @@ function renderNode(v) {
   fact(dl, 'modules taken', n.taken.join(', ') || '-');
   fact(dl, 'held / changed / refused', `${n.held} / ${n.changed} / ${n.refused}`);
   rows($('resources'), v.resources, (tr, x) => [x.key, x.kind, x.module || '-', x.state, x.reason].forEach((c) => cell(tr, c)));
-  rows($('deltas'), v.recentDeltas, (tr, d) => [d.fromVersion === 0 ? 'snapshot' : d.fromVersion, d.toVersion, d.sentAt].forEach((c) => cell(tr, c)));
+  rows($('deltas'), v.recentDeltas, (tr, d) =>
+    [
+      d.fromVersion === 0 ? 'snapshot' : d.fromVersion,
+      d.toVersion,
+      d.upserts,
+      d.removals,
+      d.components.join(', ') || '-',
+      d.at,
+      d.acked ? 'acked' : 'not yet',
+    ].forEach((c) => cell(tr, c)),
+  );
   renderPreview(v);
   renderActions(v);
 }

@@ -88,7 +88,8 @@ export interface NodeView {
   firewall: { kind: string; active: boolean; tables: string[]; configFile: string } | null;
   reportedAt: string;
   resources: { key: string; kind: string; module: string; state: string; reason: string }[];
-  recentDeltas: { fromVersion: number; toVersion: number; sentAt: string; acked: boolean }[];
+  /** The last deltas sent, each with whether the node's ack has reached it (its applied version is at or past the delta's). */
+  recentDeltas: { fromVersion: number; toVersion: number; upserts: number; removals: number; components: string[]; at: string; acked: boolean }[];
   /** The converge preview the controller computes from the node's last report; null with the reason when it cannot. */
   preview: { id: string; columns: readonly string[]; rows: string[][]; closes: number; steps: string[] } | null;
   previewError: string;
@@ -119,10 +120,14 @@ export async function nodeViewOf(admin: ConsoleAdmin, network: string, name: str
     reportedAt: s.reportedAt ?? '',
     resources: (s.resources ?? []).map((x) => ({ key: x.key ?? '', kind: x.kind ?? '', module: x.module ?? '', state: x.state ?? '', reason: x.reason ?? '' })),
     recentDeltas: (s.recentDeltas ?? []).map((d) => ({
-      fromVersion: Number(d.fromVersion ?? 0),
-      toVersion: Number(d.toVersion ?? 0),
-      sentAt: String((d as { at?: string }).at ?? ''),
-      acked: Boolean((d as { acked?: boolean }).acked),
+      fromVersion: d.fromVersion ?? 0,
+      toVersion: d.toVersion ?? 0,
+      upserts: d.upserts ?? 0,
+      removals: d.removals ?? 0,
+      components: (d.components ?? []).filter((c): c is string => typeof c === 'string'),
+      at: d.at ?? '',
+      // Only an ack whose hash matched moves the applied version (ADR 0001).
+      acked: (s.node?.appliedVersion ?? 0) >= (d.toVersion ?? 0),
     })),
     ...(await previewFor(admin, network, name)),
     catalogue: ((await admin('listCatalogue', { network })).modules ?? []).map((m) => m.name ?? '').filter(Boolean),

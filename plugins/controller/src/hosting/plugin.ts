@@ -122,6 +122,7 @@ export class ControllerHostingPlugin implements Plugin {
 
   constructor(options: ControllerHostingOptions) {
     if (!/:\d+$/.test(options.listen)) throw usage(`--listen ${options.listen} is not HOST:PORT`);
+    if (options.consoleListen !== undefined && !/:\d+$/.test(options.consoleListen)) throw usage(`--console-listen ${options.consoleListen} is not HOST:PORT`);
     if (options.logDepth !== undefined && !(Number.isInteger(options.logDepth) && options.logDepth >= 1)) {
       throw usage(`--log-depth ${options.logDepth} is not a whole number of changes, 1 or more`);
     }
