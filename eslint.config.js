@@ -77,4 +77,12 @@ export default tseslint.config(
       'no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' }],
     },
   },
+  {
+    // The web console's page script runs in a browser: its globals are the browser's.
+    files: ['plugins/controller/console/**/*.js'],
+    languageOptions: {
+      sourceType: 'script',
+      globals: Object.fromEntries(['document', 'window', 'location', 'EventSource', 'URLSearchParams', 'Option'].map((g) => [g, 'readonly'])),
+    },
+  },
 );

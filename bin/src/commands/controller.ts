@@ -12,6 +12,8 @@ const serve: CommandModule<
     store?: string;
     'streams-per-connection'?: number;
     'handshake-stale'?: number;
+    'console-listen'?: string;
+    'console-session'?: string;
   }
 > = {
   command: 'serve',
@@ -46,6 +48,11 @@ const serve: CommandModule<
         describe:
           "seconds without a WireGuard handshake with any of its tunnel peers before a node's status is NO-HANDSHAKE instead of ok (default 205: WireGuard's 180 s after which a session's keys are refused, plus the 25 s keepalive)",
       })
+      .option('console-listen', {
+        type: 'string',
+        describe: "HOST:PORT for the web console (HTTPS with the controller's certificate; sign in with the admin credential). Off when absent",
+      })
+      .option('console-session', { type: 'string', describe: 'how long a console session lasts from sign-in (90s, 15m, 1h; default 15m)' })
       .demandOption('state'),
   handler: async (a) => {
     const { serveController } = await import('../remote/controller.js');
@@ -59,6 +66,8 @@ const serve: CommandModule<
       store: a.store,
       streamsPerConnection: a['streams-per-connection'],
       handshakeStaleSeconds: a['handshake-stale'],
+      consoleListen: a['console-listen'],
+      consoleSession: a['console-session'],
     });
   },
 };

@@ -1,4 +1,4 @@
-import { checkLiveDoors, flip, previewConverge, returnToAdopted, type ConvergePreview, type PreviewItem } from '@meshp/core/lifecycle';
+import { PREVIEW_COLUMNS, checkLiveDoors, flip, previewConverge, previewRows, returnToAdopted, type ConvergePreview } from '@meshp/core/lifecycle';
 import { confirmChange, printJson, refuse, table } from '../output.js';
 import type { HostApplyArgs } from './apply.js';
 import { pluginSpecs } from '../plugins/load.js';
@@ -13,39 +13,10 @@ export interface LocalLifecycleArgs extends HostApplyArgs {
   allowClose?: string[];
 }
 
-const AFTER = { open: 'stays open', closes: 'WILL CLOSE', local: 'local only' } as const;
-
-/** Where the door is reachable from now, as an operator reads it. */
-export function nowShown(i: PreviewItem): string {
-  switch (i.now) {
-    case 'open':
-      return i.mentioned ? 'open' : 'open (no rule mentions it)';
-    case 'open-from':
-      return `from ${(i.nowFrom ?? []).join(', ')}`;
-    case 'closed':
-      return 'closed';
-    case 'local':
-      return 'local only';
-    default:
-      return 'unknown';
-  }
-}
-
-/** What the flip does to the door; one that closes with live connections says so (perhaps the operator's own ssh session). */
-function afterShown(i: PreviewItem): string {
-  if (i.after === 'open' && i.from?.length) return `stays open from ${i.from.join(', ')}`;
-  // Already closed by the found firewall: the flip keeps it so, it does not close it.
-  if (i.after === 'closes' && i.now === 'closed') return 'stays closed';
-  if (i.after === 'closes' && i.liveConnections)
-    return `WILL CLOSE: ${i.liveConnections} LIVE${i.port === 22 || /^sshd?\b/.test(i.holder) ? ' (ssh: your session?)' : ''}`;
-  return AFTER[i.after];
-}
-
 export function renderPreview(p: ConvergePreview): string {
-  const rows = p.items.map((i) => [`${i.port}/${i.protocol}`, i.source, i.address, i.holder, i.declaredBy ?? '-', nowShown(i), afterShown(i)]);
   return [
     `converge preview ${p.id} for node ${p.node}: found firewall ${p.firewall.kind}${p.firewall.active ? ' (active)' : ''}`,
-    table(['PORT', 'SOURCE', 'ADDRESS', 'HELD BY', 'DECLARED BY', 'NOW', 'AFTER THE FLIP'], rows),
+    table([...PREVIEW_COLUMNS], previewRows(p)),
     'the flip will:',
     ...p.steps.map((s, i) => `  ${i + 1}. ${s}`),
   ].join('\n');

@@ -14,6 +14,7 @@ import {
   type SharedStore,
 } from '@meshp/controller';
 import { GrpcTransportPlugin } from '@meshp/transport-grpc';
+import { parseTtl } from './ops.js';
 
 export interface ServeArgs {
   state: string;
@@ -28,6 +29,10 @@ export interface ServeArgs {
   streamsPerConnection?: number;
   /** Seconds without a handshake with any tunnel peer before a tunnel member is no-handshake. */
   handshakeStaleSeconds?: number;
+  /** HOST:PORT for the web console. */
+  consoleListen?: string;
+  /** A console session's length, as `--ttl` reads it (90s, 15m, 1h). */
+  consoleSession?: string;
 }
 
 /** `--store`: none or 'sqlite', the state folder's SQLite file; a postgres:// URL, that database (migrated first). */
@@ -75,6 +80,8 @@ export async function serveController(a: ServeArgs): Promise<void> {
   // Checked before anything is made (the state folder, the store).
   if (a.streamsPerConnection !== undefined) checkStreamsPerConnection(a.streamsPerConnection);
   if (a.handshakeStaleSeconds !== undefined) checkHandshakeStale(a.handshakeStaleSeconds);
+  const consoleSessionSeconds = a.consoleSession !== undefined ? parseTtl(a.consoleSession) : undefined;
+  if (consoleSessionSeconds === 0) throw usage('--console-session is a duration longer than 0');
   const store = await sharedStore(a.store);
   const plugin = new ControllerHostingPlugin({
     listen: a.listen,
@@ -85,6 +92,8 @@ export async function serveController(a: ServeArgs): Promise<void> {
     ...(a.streamsPerConnection !== undefined ? { streamsPerConnection: a.streamsPerConnection } : {}),
     ...(a.handshakeStaleSeconds !== undefined ? { handshakeStaleSeconds: a.handshakeStaleSeconds } : {}),
     ...(store ? { store } : {}),
+    ...(a.consoleListen ? { consoleListen: a.consoleListen } : {}),
+    ...(consoleSessionSeconds ? { consoleSessionSeconds } : {}),
   });
   new Host({ stateDir: a.state }).use(new GrpcTransportPlugin(), plugin);
   await plugin.start();

@@ -26,6 +26,8 @@ export {
   type RetiredRecord,
   type Progress,
 } from './flip.js';
+// A preview's rows as the CLI and the console show them.
+export { PREVIEW_COLUMNS, afterShown, nowShown, previewRows } from './preview-rows.js';
 // The firewall half of the return, also a leaving node's (core/src/agent/leave.ts).
 export { restoreFound } from './flip.js';
 export { checkGenesis, type GenesisFacts, type GenesisFinding, type GenesisInput } from './genesis-checks.js';

@@ -33,6 +33,7 @@ import { SessionHub, type SessionHubOptions } from './hub.js';
 import type { FanOutOptions } from './fanout.js';
 import { ensureCertificate, type ControllerTls } from './tls.js';
 import { ensureVersionKey } from './version-key.js';
+import { startConsole, type RunningConsole } from '../console/server.js';
 
 export const CONTROLLER_DB = 'controller.db';
 /** Acks and sends reach the disk by group commit, at most this long after (controller/group-commit.ts, `flushSync`). */
@@ -61,6 +62,10 @@ export interface ControllerHostingOptions {
   handshakeStaleSeconds?: number;
   /** The state elsewhere than the state folder's SQLite file: a database shared by replicas (store-postgres). */
   store?: SharedStore;
+  /** HOST:PORT for the web console (HTTPS, the controller's certificate); none when absent. */
+  consoleListen?: string;
+  /** How long a console session lasts from sign-in (seconds; console/server.ts's default when absent). */
+  consoleSessionSeconds?: number;
 }
 
 /** The controller's store and the hosting's tokens and credentials in one shared database; `follow` starts learning of the other replicas' changes. */
@@ -78,6 +83,8 @@ export interface SharedStore {
 export interface RunningController {
   address: string;
   metricsAddress: string | null;
+  /** https://HOST:PORT/ of the web console, null when it is off. */
+  consoleUrl: string | null;
   fingerprint: string;
   controller: Controller;
 }
@@ -105,10 +112,18 @@ export class ControllerHostingPlugin implements Plugin {
   readonly #o: ControllerHostingOptions;
   readonly log: Logger;
   #host?: PluginHost;
-  #running: { listener: TransportListener; metrics: { close(): Promise<void> } | null; hub: SessionHub; controller: Controller; auth: AuthBook } | null = null;
+  #running: {
+    listener: TransportListener;
+    metrics: { close(): Promise<void> } | null;
+    console: RunningConsole | null;
+    hub: SessionHub;
+    controller: Controller;
+    auth: AuthBook;
+  } | null = null;
 
   constructor(options: ControllerHostingOptions) {
     if (!/:\d+$/.test(options.listen)) throw usage(`--listen ${options.listen} is not HOST:PORT`);
+    if (options.consoleListen !== undefined && !/:\d+$/.test(options.consoleListen)) throw usage(`--console-listen ${options.consoleListen} is not HOST:PORT`);
     if (options.logDepth !== undefined && !(Number.isInteger(options.logDepth) && options.logDepth >= 1)) {
       throw usage(`--log-depth ${options.logDepth} is not a whole number of changes, 1 or more`);
     }
@@ -135,15 +150,15 @@ export class ControllerHostingPlugin implements Plugin {
     controller.onSettled = (n) => setImmediate(() => hub.settled(n));
     await this.#o.store?.follow();
     const transport = await host.transport();
+    const deps = { controller, enrolment, metrics, hub, auth };
+    const adminApi = fresh(this.#o.store, admin.secret, controller, hub, this.#admin(admin.secret, deps, this.log));
+    // The console's live pages read again every half second: those reads are logged only when refused.
+    const liveReads = fresh(this.#o.store, admin.secret, controller, hub, this.#admin(admin.secret, deps, this.log.child({}, { level: 'warn' })));
     const listener = await transport.listen(
       { address: this.#o.listen, certPem: tls.certPem, keyPem: tls.keyPem, maxMessageBytes: this.#o.maxMessageBytes },
-      {
-        control: this.#control(enrolment, metrics, hub),
-        ...this.#refusals(metrics),
-        admin: fresh(this.#o.store, admin.secret, controller, hub, this.#admin(admin.secret, { controller, enrolment, metrics, hub, auth })),
-      },
+      { control: this.#control(enrolment, metrics, hub), ...this.#refusals(metrics), admin: adminApi },
     );
-    return this.#serving(dir, tls.fingerprint, { listener, hub, controller, auth, metrics });
+    return this.#serving(dir, tls, { listener, hub, controller, auth, metrics, adminApi, liveReads });
   }
 
   /** The state folder: its certificate and admin credential (made on first start), the controller's store and the hosting's. */
@@ -249,13 +264,14 @@ export class ControllerHostingPlugin implements Plugin {
   #admin(
     secret: string,
     { controller, enrolment, metrics, hub, auth }: { controller: Controller; enrolment: Enrolment; metrics: Metrics; hub: SessionHub; auth: AuthBook },
+    log: Logger,
   ): AdminHandler {
     return adminHandler({
       controller,
       enrolment,
       secret,
       metrics,
-      log: this.log,
+      log,
       changed: (n) => hub.poke(n),
       live: (n, id) => hub.live(n, id),
       reports: (n, id) => hub.reportOf(n, id),
@@ -285,19 +301,56 @@ export class ControllerHostingPlugin implements Plugin {
   /** Listening: /metrics beside it, the address written for the CLI, the running parts kept for stop(). */
   async #serving(
     dir: string,
-    fingerprint: string,
-    r: { listener: TransportListener; hub: SessionHub; controller: Controller; auth: AuthBook; metrics: Metrics },
+    tls: ControllerTls,
+    r: {
+      listener: TransportListener;
+      hub: SessionHub;
+      controller: Controller;
+      auth: AuthBook;
+      metrics: Metrics;
+      adminApi: AdminHandler;
+      liveReads: AdminHandler;
+    },
   ): Promise<RunningController> {
     const { listener, hub, controller, auth, metrics } = r;
+    const fingerprint = tls.fingerprint;
     metrics.attach({ controller, connected: () => hub.connected, live: (n, id) => hub.live(n, id), handshakeStaleSeconds: hub.handshakeStaleSeconds });
     const m = this.#o.metricsListen ? await serveMetrics(this.#o.metricsListen, () => metrics.render(), metrics.registry.contentType) : null;
+    // The console reads the controller through the Admin API it is handed, with the controller's own certificate.
+    let web: RunningConsole | null = null;
+    try {
+      if (this.#o.consoleListen) {
+        const session = this.#o.consoleSessionSeconds;
+        web = await startConsole({
+          listen: this.#o.consoleListen,
+          tls,
+          admin: r.adminApi,
+          reads: r.liveReads,
+          log: this.log,
+          ...(session ? { sessionSeconds: session } : {}),
+        });
+      }
+    } catch (e) {
+      // Not served at all rather than served without its console: what was opened is closed again.
+      hub.closeAll();
+      await listener.close();
+      await m?.close();
+      throw e;
+    }
     writeFileSync(join(dir, ADDRESS_FILE), `${listener.address}\n`);
-    this.#running = { listener, metrics: m, hub, controller, auth };
+    this.#running = { listener, metrics: m, console: web, hub, controller, auth };
     this.log.info(
-      { address: listener.address, metrics: m?.address ?? null, fingerprint, networks: controller.networks(), store: this.#o.store?.label ?? CONTROLLER_DB },
+      {
+        address: listener.address,
+        metrics: m?.address ?? null,
+        console: web?.url ?? null,
+        fingerprint,
+        networks: controller.networks(),
+        store: this.#o.store?.label ?? CONTROLLER_DB,
+      },
       'controller serving',
     );
-    return { address: listener.address, metricsAddress: m?.address ?? null, fingerprint, controller };
+    return { address: listener.address, metricsAddress: m?.address ?? null, consoleUrl: web?.url ?? null, fingerprint, controller };
   }
 
   async stop(): Promise<void> {
@@ -305,6 +358,7 @@ export class ControllerHostingPlugin implements Plugin {
     if (!r) return;
     this.#running = null;
     r.hub.closeAll();
+    await r.console?.close();
     await r.listener.close();
     await r.metrics?.close();
     await this.#o.store?.unfollow();
