@@ -5,3 +5,5 @@ export { decide, decideUndeclared, type Declared, type Records, type Seen } from
 export { canonicalJson, containerSpecHash, sha256, parseMode, type Observation, type ResourceHandler } from './handlers.js';
 export { planOpenings } from './openings.js';
 export { verifyOpenings, type Verdict as OpeningVerdict } from './verify.js';
+export { untake, untakeRefusal, UNTAKE_KEY, type UntakeOptions, type UntakeResult } from './untake.js';
+export { planUntake, originalMode, type UntakePlan, type UntakeStep, type UntakeBlock, type UntakeInput, type UntakeOp } from './untake-rule.js';
