@@ -55,6 +55,8 @@ export interface UntakeInput {
   written: Map<string, string>;
   /** The bytes of each file there now, by key, for that diff. */
   now: Map<string, Uint8Array>;
+  /** An untake of this module was interrupted (killed): what it already put back is put back again, not a change by something else. */
+  resuming?: boolean;
 }
 
 type Outcome = UntakeStep | UntakeBlock;
@@ -79,6 +81,7 @@ function fileChanged(key: string, owned: OwnedRecord, seen: Seen, input: UntakeI
   if (seen === null) return { key, code: 'MESHP_UNTAKE_CHANGED', reason: `${path} was removed since the take by something else; restoring would undo that` };
   if (seen instanceof Error) return null;
   if (seen.digest === owned.digest) return null;
+  if (input.resuming && seen.fingerprint === input.records.originals.get(key)?.fingerprint) return null;
   const block: UntakeBlock = {
     key,
     code: 'MESHP_UNTAKE_CHANGED',
@@ -134,7 +137,8 @@ function untakeContainer(key: string, owned: OwnedRecord, input: UntakeInput): O
       reason: `container ${name} is the mesh's, and whether it replaced one is not recorded; nothing to recreate it from`,
     };
   }
-  if (seen !== null && seen.digest !== owned.digest) {
+  // Resuming, what holds the name may be the predecessor recreated already: recreated again, the same way.
+  if (seen !== null && seen.digest !== owned.digest && !input.resuming) {
     return { key, code: 'MESHP_UNTAKE_CHANGED', reason: `container ${name} is not the one the take made (replaced or stopped since by something else)` };
   }
   const r = input.restorable.get(key);

@@ -98,7 +98,8 @@ async function read(host: Host, input: unknown, module: string): Promise<Read> {
   const m = decl.modules.find((x) => x.name === module)!;
   const written = new Map((m.files ?? []).map((f) => [`file:${f.path}`, f.content]));
   const restorable = await restorability(await host.runtime(), records, keys);
-  const plan = planUntake({ node: decl.node, module: m, records, seen, restorable, written, now });
+  const running = await store.getValue<{ module: string }>(UNTAKE_KEY);
+  const plan = planUntake({ node: decl.node, module: m, records, seen, restorable, written, now, resuming: running?.module === module });
   return { decl, store, records, handlers, seen, plan };
 }
 

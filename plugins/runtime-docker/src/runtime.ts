@@ -309,9 +309,11 @@ export class DockerRuntime implements ContainerRuntime {
       const outcome = failures.length === 0 ? 'the container before it is back' : `rollback failed too: ${failures.join('; ')}`;
       throw new MeshpError(err.code, `${err.message}; ${outcome}`, { cause: err.cause ?? err, details: { ...err.details, container: name } });
     }
-    if (existing) {
-      await this.#do(`removing the mesh's container ${asideName(name, existing.Id)} (its predecessor ${name} is back)`, () =>
-        this.#patient.getContainer(existing.Id).remove({ force: true }),
+    // The mesh's container, or one left aside by a restore or ensure that was killed before it ended.
+    const leftover = existing ?? (await this.#findAside(name));
+    if (leftover) {
+      await this.#do(`removing the mesh's container ${asideName(name, leftover.Id)} (its predecessor ${name} is back)`, () =>
+        this.#patient.getContainer(leftover.Id).remove({ force: true }),
       );
     }
   }
