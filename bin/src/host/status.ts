@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { MeshpError } from '@meshp/core';
+import { loadRecords, untakeStatus, UNTAKE_KEY, type UntakeStatus } from '@meshp/core/reconcile';
 import { SqliteHostStore } from '@meshp/state-sqlite';
 import { printJson, refuse } from '../output.js';
 import { renderReport } from './render.js';
@@ -14,9 +15,24 @@ export async function hostStatus(args: { state: string; json: boolean }): Promis
   try {
     const [last] = await store.lastReports(1);
     if (!last) refuse(new MeshpError('MESHP_NOT_FOUND', `no report yet in ${args.state}: run meshp host apply first`));
-    if (args.json) printJson(last.report);
-    else process.stdout.write(`${renderReport(last.report)}\n`);
+    const untake = untakeStatus(await loadRecords(store), await store.getValue(UNTAKE_KEY));
+    if (args.json) printJson({ ...last.report, untake });
+    else process.stdout.write(`${renderReport(last.report)}\n${renderUntakeStatus(untake)}`);
   } finally {
     await store.close();
   }
+}
+
+/** Per module whose take changed something: whether untake can put it back, as the records tell. */
+function renderUntakeStatus(untake: UntakeStatus[]): string {
+  if (untake.length === 0) return '';
+  const lines = ['untake (from the records; `meshp host untake MODULE --preview` checks the machine):'];
+  for (const u of untake) {
+    const verdict = u.blockedBy.length > 0 ? 'REFUSED' : 'possible';
+    lines.push(
+      `  ${u.module}: ${verdict}; ${u.putBack.length} resource${u.putBack.length === 1 ? '' : 's'} to put back${u.interrupted ? `; ${u.interrupted}` : ''}`,
+    );
+    for (const b of u.blockedBy) lines.push(`    ${b}`);
+  }
+  return `${lines.join('\n')}\n`;
 }

@@ -1,4 +1,4 @@
-export { Reconciler, RETIRED_KEY, type ReconcileOptions, type ReconcileResult } from './reconciler.js';
+export { Reconciler, RETIRED_KEY, loadRecords, type ReconcileOptions, type ReconcileResult } from './reconciler.js';
 export { validateDeclaration, checkPath } from '../schema/validate.js';
 export { guard, isHeld, vetoReason, type GuardContext } from './guard.js';
 export { decide, decideUndeclared, type Declared, type Records, type Seen } from './rule.js';
@@ -7,3 +7,4 @@ export { planOpenings } from './openings.js';
 export { verifyOpenings, type Verdict as OpeningVerdict } from './verify.js';
 export { untake, untakeRefusal, UNTAKE_KEY, type UntakeOptions, type UntakeResult } from './untake.js';
 export { planUntake, originalMode, type UntakePlan, type UntakeStep, type UntakeBlock, type UntakeInput, type UntakeOp } from './untake-rule.js';
+export { untakeStatus, type UntakeStatus } from './untake-status.js';
