@@ -52,6 +52,8 @@ t.test('assigned, then taken: the file converges and the opening is added', asyn
   t.ok(await reachable(l.client, SERVER_CLIENT, 9090), 'taken: the opening lets the client in');
   const status = await meshpIn(l.server, ['host', 'status', '--state', state]);
   t.match(status.out, /untake \(from the records.*\n\s+web: possible; 1 resource to put back/);
+  const doctor = await meshpIn(l.server, ['doctor', '--local', '--state', state, '--json']);
+  t.match(JSON.parse(doctor.out).untake, [{ module: 'web', putBack: [`file:${CONF}`], blockedBy: [] }], 'doctor --local says so too');
 });
 
 t.test('a file edited since the take: refused with its diff, nothing changed', async (t) => {

@@ -1,10 +1,10 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { MeshpError } from '@meshp/core';
-import { loadRecords, untakeStatus, UNTAKE_KEY, type UntakeStatus } from '@meshp/core/reconcile';
+import { loadRecords, untakeStatus, UNTAKE_KEY } from '@meshp/core/reconcile';
 import { SqliteHostStore } from '@meshp/state-sqlite';
 import { printJson, refuse } from '../output.js';
-import { renderReport } from './render.js';
+import { renderReport, renderUntakeStatus } from './render.js';
 
 /** The local node's last report: mode, firewall kind, every resource and its state. */
 export async function hostStatus(args: { state: string; json: boolean }): Promise<void> {
@@ -21,18 +21,4 @@ export async function hostStatus(args: { state: string; json: boolean }): Promis
   } finally {
     await store.close();
   }
-}
-
-/** Per module whose take changed something: whether untake can put it back, as the records tell. */
-function renderUntakeStatus(untake: UntakeStatus[]): string {
-  if (untake.length === 0) return '';
-  const lines = ['untake (from the records; `meshp host untake MODULE --preview` checks the machine):'];
-  for (const u of untake) {
-    const verdict = u.blockedBy.length > 0 ? 'REFUSED' : 'possible';
-    lines.push(
-      `  ${u.module}: ${verdict}; ${u.putBack.length} resource${u.putBack.length === 1 ? '' : 's'} to put back${u.interrupted ? `; ${u.interrupted}` : ''}`,
-    );
-    for (const b of u.blockedBy) lines.push(`    ${b}`);
-  }
-  return `${lines.join('\n')}\n`;
 }
