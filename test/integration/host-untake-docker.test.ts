@@ -9,7 +9,7 @@
 import t from 'tap';
 import type Docker from 'dockerode';
 import type { ModuleDecl } from '@meshp/core';
-import { untake } from '@meshp/core/reconcile';
+import { untake, UNTAKE_KEY } from '@meshp/core/reconcile';
 import { DockerPlugin } from '@meshp/runtime-docker';
 import { SqliteHostStore } from '@meshp/state-sqlite';
 import { labAvailable } from '../helpers/netns.js';
@@ -145,6 +145,35 @@ t.test('take, then untake: the predecessor is recreated from its record, its vol
 
 t.test('take again works after an untake', async (t) => {
   t.equal(stateOf(await apply(true), 'container:web'), 'owned');
+  t.equal(await probe(engine.netns, 18080), 'mesh');
+});
+
+t.test('an untake killed once the mesh container was put aside completes when run again, one container left', async (t) => {
+  // What a kill -9 inside the runtime's restore leaves: the note of the untake, the mesh's container stopped and aside, the name free.
+  const s = new SqliteHostStore(b.stateDir);
+  await s.setValue(UNTAKE_KEY, { module: 'web', id: 'killed', at: 'then' });
+  await s.close();
+  const mesh = docker.getContainer('web');
+  const { Id } = await mesh.inspect();
+  await mesh.stop({ t: 1 });
+  await mesh.rename({ name: `web-meshp-old-${Id.slice(0, 12)}` });
+  const status = await untakeWeb({ preview: true });
+  t.same(
+    status.plan.steps.map((x) => x.op),
+    ['recreate'],
+  );
+  const done = await untakeWeb();
+  t.equal(stateOf(done.after!, 'container:web'), 'held');
+  t.equal(await probe(engine.netns, 18080), 'predecessor');
+  t.same(
+    (await docker.listContainers({ all: true })).map((c) => c.Names[0]),
+    ['/web'],
+    'the predecessor alone: the mesh container left aside is removed',
+  );
+  const s2 = new SqliteHostStore(b.stateDir);
+  t.equal(await s2.getValue(UNTAKE_KEY), null, 'the note is cleared');
+  await s2.close();
+  t.equal(stateOf(await apply(true), 'container:web'), 'owned', 'and taken again');
   t.equal(await probe(engine.netns, 18080), 'mesh');
 });
 

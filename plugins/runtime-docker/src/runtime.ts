@@ -239,6 +239,12 @@ export class DockerRuntime implements ContainerRuntime {
     });
   }
 
+  #removeAside(name: string, id: string): Promise<unknown> {
+    return this.#do(`removing the mesh's container ${asideName(name, id)} (its predecessor ${name} is back)`, () =>
+      this.#patient.getContainer(id).remove({ force: true }),
+    );
+  }
+
   /** Tags a found container's image with a tag the mesh owns, so no prune takes it while its record needs it. */
   async keepImage(document: unknown): Promise<void> {
     const doc = document as Doc;
@@ -309,12 +315,8 @@ export class DockerRuntime implements ContainerRuntime {
       const outcome = failures.length === 0 ? 'the container before it is back' : `rollback failed too: ${failures.join('; ')}`;
       throw new MeshpError(err.code, `${err.message}; ${outcome}`, { cause: err.cause ?? err, details: { ...err.details, container: name } });
     }
-    // The mesh's container, or one left aside by a restore or ensure that was killed before it ended.
-    const leftover = existing ?? (await this.#findAside(name));
-    if (leftover) {
-      await this.#do(`removing the mesh's container ${asideName(name, leftover.Id)} (its predecessor ${name} is back)`, () =>
-        this.#patient.getContainer(leftover.Id).remove({ force: true }),
-      );
-    }
+    // The mesh's container, and any left aside by a restore or ensure that was killed before it ended.
+    if (existing) await this.#removeAside(name, existing.Id);
+    for (let left = await this.#findAside(name); left && left.Id !== created; left = await this.#findAside(name)) await this.#removeAside(name, left.Id);
   }
 }
