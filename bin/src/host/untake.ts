@@ -1,4 +1,5 @@
 /** `meshp host untake MODULE` (issue 29): the untake preview, then (with --yes or a yes on the terminal) the untake. */
+import { loadView } from '@meshp/core/agent';
 import { untake, untakeRefusal, type UntakePlan } from '@meshp/core/reconcile';
 import { confirmChange, printJson, refuse, table } from '../output.js';
 import type { LocalLifecycleArgs } from './converge.js';
@@ -36,8 +37,11 @@ export async function hostUntake(args: HostUntakeArgs): Promise<void> {
   try {
     const declaration = await readDeclaration(args.declaration).catch(refuse);
     const { plan } = await untake(host, declaration, args.module, { preview: true }).catch(refuse);
-    if (args.json && args.preview) return printJson({ preview: plan });
-    if (!args.json) process.stdout.write(`${renderUntake(plan)}\n`);
+    // A node whose agent follows a controller is taken again at the agent's next reconcile: said, not hidden.
+    const follows = (await loadView(await host.state()).catch(() => ({ snapshot: null }))).snapshot !== null;
+    const note = follows ? `this node's agent follows a controller: stop it first, or it takes ${args.module} again at its next reconcile` : undefined;
+    if (args.json && args.preview) return printJson({ preview: plan, ...(note ? { note } : {}) });
+    if (!args.json) process.stdout.write(`${renderUntake(plan)}\n${note ? `note: ${note}\n` : ''}`);
     if (args.preview) {
       const next = plan.blocks.length > 0 ? 'untake is refused until what blocks it is resolved' : `untake with --yes --preview-id ${plan.id}`;
       process.stdout.write(`(preview: nothing changed; ${next})\n`);
