@@ -89,6 +89,12 @@ export const LIFECYCLE_CODES = {
   MESHP_MACHINE_IN_USE: 'a converged genesis was asked of a machine in use',
   MESHP_PORT_HELD: 'a port the foundation needs is held',
   MESHP_RANGE_OVERLAP: 'the private range overlaps the machine',
+  MESHP_UNTAKE_NOT_TAKEN: 'untake was asked of a module that is not taken on this node',
+  MESHP_UNTAKE_IMAGE_GONE: "a replaced container's original image is no longer on the machine: it cannot be recreated as it was",
+  MESHP_UNTAKE_NO_ORIGINAL: 'a resource the take changed has no recorded original: it cannot be put back',
+  MESHP_UNTAKE_CHANGED: 'a resource changed since the take by something else: restoring would lose that change',
+  MESHP_UNTAKE_VOLUME_GONE: 'a volume the replaced container used has been removed: it would be recreated empty',
+  MESHP_UNTAKE_UNREADABLE: 'a resource the take changed cannot be read now',
   MESHP_REMOVED: 'this node left its network (removed by the controller, or meshp agent leave): what the mesh added was taken away',
 } as const;
 

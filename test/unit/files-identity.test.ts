@@ -209,7 +209,7 @@ t.test('a host.db from before identities is migrated in place', async (t) => {
     INSERT INTO owned VALUES ('file:/etc/x', 'file', 'm', 'd', 'then');`);
   old.close();
   const store = new SqliteHostStore(b.stateDir);
-  t.same(await store.listOwned(), [{ key: 'file:/etc/x', kind: 'file', module: 'm', digest: 'd', at: 'then', identity: null }]);
+  t.same(await store.listOwned(), [{ key: 'file:/etc/x', kind: 'file', module: 'm', digest: 'd', at: 'then', identity: null, made: null }]); // made: not recorded before issue 29
   await store.recordOwned({ key: 'file:/etc/y', kind: 'file', module: 'm', digest: 'd', at: 'now', identity: '1:2' });
   t.equal((await store.getOwned('file:/etc/y'))?.identity, '1:2');
   await store.close();

@@ -3,8 +3,10 @@ import { join } from 'node:path';
 import { MeshpError } from '@meshp/core';
 import { RECENT_KEY, loadView } from '@meshp/core/agent';
 import type { AppliedRecord } from '@meshp/core/delta';
+import { loadRecords, untakeStatus, UNTAKE_KEY } from '@meshp/core/reconcile';
 import { SqliteHostStore } from '@meshp/state-sqlite';
 import { printJson, refuse, table } from '../output.js';
+import { renderUntakeStatus } from './render.js';
 
 /** `meshp doctor --local --state DIR`: what this node applied, read from its own store, no controller needed. */
 export async function doctorLocal(args: { state: string; json: boolean }): Promise<void> {
@@ -22,6 +24,7 @@ export async function doctorLocal(args: { state: string; json: boolean }): Promi
       lastReportAt: last?.at ?? null,
       recentDeltas: recent,
       held: held.map((r) => ({ key: r.key, module: r.module, state: r.state })),
+      untake: untakeStatus(await loadRecords(store), await store.getValue(UNTAKE_KEY)),
     };
     if (args.json) return printJson(doc);
     process.stdout.write(
@@ -34,7 +37,7 @@ export async function doctorLocal(args: { state: string; json: boolean }): Promi
         ),
         `held resources: ${held.length}`,
         ...held.map((r) => `  ${r.key} (${r.module}) ${r.state}`),
-      ].join('\n') + '\n',
+      ].join('\n') + `\n${renderUntakeStatus(doc.untake)}`,
     );
   } finally {
     await store.close();

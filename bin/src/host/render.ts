@@ -1,3 +1,4 @@
+import type { UntakeStatus } from '@meshp/core/reconcile';
 import type { Action, HostReport, Plan } from '@meshp/core';
 import { table } from '../output.js';
 
@@ -33,4 +34,18 @@ export function renderReport(report: HostReport): string {
     counts,
     table(['KIND', 'RESOURCE', 'MODULE', 'STATE', 'WHY'], rows),
   ].join('\n');
+}
+
+/** Per module whose take changed something: whether untake can put it back, as the records tell. */
+export function renderUntakeStatus(untake: UntakeStatus[]): string {
+  if (untake.length === 0) return '';
+  const lines = ['untake (from the records; `meshp host untake MODULE --preview` checks the machine):'];
+  for (const u of untake) {
+    const verdict = u.blockedBy.length > 0 ? 'REFUSED' : 'possible';
+    lines.push(
+      `  ${u.module}: ${verdict}; ${u.putBack.length} resource${u.putBack.length === 1 ? '' : 's'} to put back${u.interrupted ? `; ${u.interrupted}` : ''}`,
+    );
+    for (const b of u.blockedBy) lines.push(`    ${b}`);
+  }
+  return `${lines.join('\n')}\n`;
 }

@@ -16,11 +16,16 @@ export interface FileStat {
   mode: number;
   /** Which file it is, whatever path reached it: "device:inode". */
   identity?: string;
+  /** Its owner, when the store can tell (kept with an original, put back by untake). */
+  uid?: number;
+  gid?: number;
 }
 
 export interface FileWriteOptions {
   /** The file the plan saw: its identity, or null for absent. A target that differs is refused (MESHP_FILE_SWAPPED). */
   expect?: string | null;
+  /** The owner to give the file written (untake puts an original back with its owner). */
+  owner?: { uid: number; gid: number };
 }
 
 export interface FileStore {
@@ -76,6 +81,26 @@ export interface ContainerRuntime {
   /** Removes a container. The reconciler only ever asks this for the host's own. */
   remove(name: string): Promise<void>;
   publishedPorts(): Promise<PublishedPort[]>;
+  /** Optional: keeps the image of a found container (its inspect document) from garbage collection, by a tag the mesh owns. */
+  keepImage?(document: unknown): Promise<void>;
+  /** Optional: whether a recorded container (its inspect document) can be recreated as it was, and what stands in the way. */
+  restorable?(document: unknown): Promise<Restorability>;
+  /** Optional: recreates a recorded container from its inspect document under its name (its volumes reattached), started if it ran. */
+  restore?(document: unknown): Promise<void>;
+}
+
+/** What a runtime says of a recorded container before it is recreated (untake). */
+export interface Restorability {
+  /** The image by id: present, or gone (nothing is pulled). */
+  image: 'present' | 'gone';
+  imageId: string;
+  /** The reference it was made from (e.g. `lab/web:1`), and whether it still names that image. */
+  reference: string;
+  referenceMoved: boolean;
+  /** Named volumes it used that are no longer there. */
+  volumesGone: string[];
+  /** Its volumes (named and anonymous), reattached when it is recreated. */
+  volumes: string[];
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -215,6 +240,15 @@ export interface OwnedRecord {
   at: string;
   /** Which file the host wrote ("device:inode"), whatever path reaches it; files only. */
   identity?: string | null;
+  /** True when the host made it where nothing was; false when it was found; null: not recorded (a record from before). */
+  made?: boolean | null;
+}
+
+/** What is kept of a found file besides its bytes: its mode and owner. */
+export interface OriginalMeta {
+  mode?: number;
+  uid?: number;
+  gid?: number;
 }
 
 export interface OriginalRecord {
@@ -230,6 +264,8 @@ export interface OriginalRecord {
   changedAt: string | null;
   /** Which file was found ("device:inode"), as last seen; files only. */
   identity?: string | null;
+  /** Its mode and owner when found (files); null: not recorded (a record from before). */
+  meta?: OriginalMeta | null;
 }
 
 export interface IntentRecord {
@@ -265,6 +301,11 @@ export interface HostStateStore {
   /** Records the resource as the host's own and clears its intent, in one transaction. */
   recordOwned(rec: OwnedRecord): Promise<void>;
   clearIntent(key: string): Promise<void>;
+  /**
+   * After untake put a found resource back, in one transaction: it is no longer the host's own, and is held again as now
+   * seen (its original's fingerprint and identity follow what is there; unchanged since). The original's bytes stay.
+   */
+  refound(key: string, fingerprint: string, identity: string | null): Promise<void>;
   forgetOwned(key: string): Promise<void>;
   getValue<T>(name: string): Promise<T | null>;
   setValue(name: string, value: unknown): Promise<void>;

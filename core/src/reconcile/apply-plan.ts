@@ -55,7 +55,9 @@ async function write({ a, d, h, ctx, at }: Step): Promise<void> {
   const expect = s === null ? null : s && !(s instanceof Error) && s.identity ? s.identity : undefined;
   await record(ctx.store.recordIntent({ key: a.key, kind: a.kind, module: a.module, digest: d.desired, at: at() }));
   const identity = await h.write(d.spec as never, { node: ctx.decl.node, module: a.module, digest: d.desired, ...(expect === undefined ? {} : { expect }) });
-  await record(ctx.store.recordOwned({ key: a.key, kind: a.kind, module: a.module, digest: d.desired, at: at(), identity: identity ?? null }));
+  // Made where nothing was, or found (its original recorded first): what untake may do with it (issue 29).
+  const made = ctx.records.owned.get(a.key)?.made ?? (ctx.records.originals.has(a.key) || a.found === true ? false : s === null);
+  await record(ctx.store.recordOwned({ key: a.key, kind: a.kind, module: a.module, digest: d.desired, at: at(), identity: identity ?? null, made }));
 }
 
 /** keep: nothing is written; the records follow what is there. */
@@ -64,7 +66,9 @@ async function keep({ a, d, ctx, at }: Step): Promise<void> {
   const identity = s && !(s instanceof Error) ? (s.identity ?? null) : null;
   const owned = ctx.records.owned.get(a.key);
   if (a.state === 'owned' && d && !owned) {
-    await record(ctx.store.recordOwned({ key: a.key, kind: a.kind, module: a.module, digest: d.desired, at: at(), identity }));
+    // Kept as the host's own: found as declared (its original recorded), or an interrupted write of ours recovered.
+    const made = !(ctx.records.originals.has(a.key) || a.found === true);
+    await record(ctx.store.recordOwned({ key: a.key, kind: a.kind, module: a.module, digest: d.desired, at: at(), identity, made }));
   } else if (a.state === 'owned' && owned && identity && owned.identity !== identity) {
     // Same content, another inode (an editor saves anew): the record follows the file.
     await record(ctx.store.recordOwned({ ...owned, identity }));
@@ -118,7 +122,10 @@ async function recordOriginals(plan: Plan, ctx: InternalContext, at: () => strin
       lastFingerprint: s.fingerprint,
       changedAt: null,
       identity: s.identity ?? null,
+      meta: s.meta ?? null,
     });
+    // Only once the original is recorded: what it needs to be put back is kept (a container's image, by a tag of the mesh's).
+    if (s.keep) await s.keep().catch(() => undefined);
   }
 }
 

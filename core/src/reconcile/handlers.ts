@@ -3,7 +3,7 @@
  * The reconciler is written against this shape only, so a kind is added here and nowhere else.
  */
 import { createHash } from 'node:crypto';
-import { LABEL_SPEC_HASH, type ContainerRuntime, type FileStore } from '../contract/providers.js';
+import { LABEL_SPEC_HASH, type ContainerRuntime, type FileStore, type OriginalMeta } from '../contract/providers.js';
 import type { MeshpError } from '../errors.js';
 import { providerMissing } from '../conditions.js';
 import type { ContainerSpec, FileSpec, ResourceKind } from '../contract/model.js';
@@ -17,6 +17,10 @@ export interface Observation {
   original(): Promise<Uint8Array>;
   /** Which file it is ("device:inode"), whatever path reached it; files only. */
   identity?: string;
+  /** What is kept with the original besides its bytes (a file's mode and owner). */
+  meta?: OriginalMeta;
+  /** Keeps what the original needs to be put back (a container's image), once the original is recorded. */
+  keep?(): Promise<void>;
 }
 
 export interface WriteContext {
@@ -67,7 +71,12 @@ export function fileHandler(files: FileStore): ResourceHandler<FileSpec> {
       const stat = await files.read(path);
       if (!stat) return null;
       const digest = fileDigest(stat.bytes, stat.mode);
-      return { digest, fingerprint: digest, original: async () => stat.bytes, ...(stat.identity ? { identity: stat.identity } : {}) };
+      const meta: OriginalMeta = {
+        mode: stat.mode & 0o7777,
+        ...(stat.uid === undefined ? {} : { uid: stat.uid }),
+        ...(stat.gid === undefined ? {} : { gid: stat.gid }),
+      };
+      return { digest, fingerprint: digest, original: async () => stat.bytes, meta, ...(stat.identity ? { identity: stat.identity } : {}) };
     },
     async write(spec, ctx) {
       const options = ctx.expect === undefined ? {} : { expect: ctx.expect };
@@ -108,6 +117,7 @@ export function containerHandler(runtime: ContainerRuntime): ResourceHandler<Con
         digest: `${info.labels[LABEL_SPEC_HASH] ?? ''}${info.state === 'running' ? '' : `:${info.state}`}`,
         fingerprint: `${info.id}|${info.image}`,
         original: async () => new TextEncoder().encode(JSON.stringify(document)),
+        ...(runtime.keepImage ? { keep: () => runtime.keepImage!(document) } : {}),
       };
     },
     async write(spec, ctx) {

@@ -30,7 +30,7 @@ export interface ReconcileResult {
   failures: Failure[];
 }
 
-async function loadRecords(store: HostStateStore): Promise<Records> {
+export async function loadRecords(store: HostStateStore): Promise<Records> {
   const [owned, originals, intents] = await Promise.all([store.listOwned(), store.listOriginals(), store.listIntents()]);
   return {
     owned: new Map(owned.map((r) => [r.key, r])),
@@ -39,7 +39,7 @@ async function loadRecords(store: HostStateStore): Promise<Records> {
   };
 }
 
-async function handlersOf(host: Host): Promise<Handlers> {
+export async function handlersOf(host: Host): Promise<Handlers> {
   const files = await host.files();
   const runtime = await host.runtime();
   return { file: files && fileHandler(files), container: runtime && containerHandler(runtime) };

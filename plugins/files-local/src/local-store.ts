@@ -85,7 +85,13 @@ export class LocalFileStore implements FileStore {
           if (length > this.maxFileBytes) throw this.tooLarge(path, `more than ${this.maxFileBytes}`);
           if (length === buffer.length) break;
         }
-        return { bytes: new Uint8Array(buffer.subarray(0, length)), mode: Number(opened.mode) & 0o7777, identity: identityOf(opened) };
+        return {
+          bytes: new Uint8Array(buffer.subarray(0, length)),
+          mode: Number(opened.mode) & 0o7777,
+          identity: identityOf(opened),
+          uid: Number(opened.uid),
+          gid: Number(opened.gid),
+        };
       } finally {
         await handle.close();
       }
@@ -114,6 +120,8 @@ export class LocalFileStore implements FileStore {
       let mine: string;
       try {
         await handle.writeFile(bytes);
+        // The owner first: chown clears the set-id bits, which the chmod after it puts back.
+        if (options.owner) await handle.chown(options.owner.uid, options.owner.gid);
         await handle.chmod(mode & 0o7777);
         await handle.sync();
         mine = identityOf(await handle.stat({ bigint: true }));

@@ -11,8 +11,10 @@ import {
   type ContainerRuntime,
   type ContainerSpec,
   type PublishedPort,
+  type Restorability,
 } from '@meshp/core';
 import { createOptions } from './create-options.js';
+import { extraNetworks, endpointOf, keepTag, recreateOptions, volumesOf } from './recreate-options.js';
 import { engineError, isNotFound } from './engine-errors.js';
 import { infoFromInspect, infoFromList, listShowsImageId } from './info.js';
 
@@ -235,5 +237,86 @@ export class DockerRuntime implements ContainerRuntime {
         if (!isNotFound(e)) throw e;
       }
     });
+  }
+
+  #removeAside(name: string, id: string): Promise<unknown> {
+    return this.#do(`removing the mesh's container ${asideName(name, id)} (its predecessor ${name} is back)`, () =>
+      this.#patient.getContainer(id).remove({ force: true }),
+    );
+  }
+
+  /** Tags a found container's image with a tag the mesh owns, so no prune takes it while its record needs it. */
+  async keepImage(document: unknown): Promise<void> {
+    const doc = document as Doc;
+    const { repo, tag } = keepTag(doc);
+    await this.#do(`tagging image ${doc.Image} as ${repo}:${tag}`, () => this.#docker.getImage(doc.Image).tag({ repo, tag }));
+  }
+
+  async #imageId(ref: string): Promise<string | null> {
+    try {
+      return (await this.#docker.getImage(ref).inspect()).Id;
+    } catch (e) {
+      if (isNotFound(e)) return null;
+      throw engineError(e, `inspecting image ${ref}`, this.socketPath, { image: ref });
+    }
+  }
+
+  async #volumeGone(name: string): Promise<boolean> {
+    try {
+      await this.#docker.getVolume(name).inspect();
+      return false;
+    } catch (e) {
+      if (isNotFound(e)) return true;
+      throw engineError(e, `inspecting volume ${name}`, this.socketPath, { volume: name });
+    }
+  }
+
+  async restorable(document: unknown): Promise<Restorability> {
+    const doc = document as Doc;
+    const present = (await this.#imageId(doc.Image)) !== null;
+    const reference = doc.Config.Image;
+    const byRef = await this.#imageId(reference);
+    const volumes = volumesOf(doc);
+    const volumesGone: string[] = [];
+    for (const v of volumes) if (await this.#volumeGone(v)) volumesGone.push(v);
+    return { image: present ? 'present' : 'gone', imageId: doc.Image, reference, referenceMoved: byRef !== doc.Image, volumesGone, volumes };
+  }
+
+  /** Recreates a recorded container under its name, replacing what holds the name as ensure does (rolled back on failure). */
+  async restore(document: unknown): Promise<void> {
+    const doc = document as Doc;
+    const name = doc.Name.replace(/^\//, '');
+    const r = await this.restorable(doc);
+    if (r.image === 'gone') await this.#requireImage(doc.Image, name);
+    const options = recreateOptions(doc, r.referenceMoved ? doc.Image : r.reference);
+    const existing = await this.#inspectDoc(name);
+    const wasRunning = existing?.State.Running ?? false;
+    if (existing) {
+      if (wasRunning) await this.#stop(existing.Id, `stopping container ${name} to put its predecessor back`);
+      await this.#do(`renaming container ${name} aside`, () => this.#docker.getContainer(existing.Id).rename({ name: asideName(name, existing.Id) }));
+    }
+    let created: string | undefined;
+    try {
+      created = (await this.#do(`recreating container ${name}`, () => this.#docker.createContainer(createRequest(options)))).id;
+      for (const net of extraNetworks(doc).filter((n) => !options.NetworkingConfig?.EndpointsConfig?.[n])) {
+        await this.#do(`connecting container ${name} to network ${net}`, () =>
+          this.#docker.getNetwork(net).connect({ Container: created, EndpointConfig: endpointOf(doc, net) }),
+        );
+      }
+      if (doc.State.Running) await this.#start(created, `starting container ${name}`);
+    } catch (e) {
+      const failures = existing ? await this.#rollback(name, created, existing.Id, wasRunning) : [];
+      if (!existing && created)
+        await this.#patient
+          .getContainer(created)
+          .remove({ force: true })
+          .catch(() => undefined);
+      const err = e instanceof MeshpError ? e : engineError(e, `recreating container ${name}`, this.socketPath);
+      const outcome = failures.length === 0 ? 'the container before it is back' : `rollback failed too: ${failures.join('; ')}`;
+      throw new MeshpError(err.code, `${err.message}; ${outcome}`, { cause: err.cause ?? err, details: { ...err.details, container: name } });
+    }
+    // The mesh's container, and any left aside by a restore or ensure that was killed before it ended.
+    if (existing) await this.#removeAside(name, existing.Id);
+    for (let left = await this.#findAside(name); left && left.Id !== created; left = await this.#findAside(name)) await this.#removeAside(name, left.Id);
   }
 }

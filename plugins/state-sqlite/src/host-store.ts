@@ -42,7 +42,18 @@ interface OriginalRow {
   last_fingerprint: string | null;
   changed_at: string | null;
   identity: string | null;
+  meta: string | null;
 }
+
+interface OwnedRow extends Omit<OwnedRecord, 'made'> {
+  made: number | null;
+}
+
+function toOwned(r: OwnedRow): OwnedRecord {
+  return { ...r, made: r.made === null ? null : r.made === 1 };
+}
+
+const OWNED_COLUMNS = 'key, kind, module, digest, at, identity, made';
 
 function toOriginal(r: OriginalRow): OriginalRecord {
   return {
@@ -55,6 +66,7 @@ function toOriginal(r: OriginalRow): OriginalRecord {
     lastFingerprint: r.last_fingerprint,
     changedAt: r.changed_at,
     identity: r.identity,
+    meta: r.meta === null ? null : (JSON.parse(r.meta) as OriginalRecord['meta']),
   };
 }
 
@@ -93,17 +105,14 @@ export class SqliteHostStore implements HostStateStore {
   }
 
   async getOwned(key: string): Promise<OwnedRecord | null> {
-    return this.#do(
-      `reading the owned record of ${key}`,
-      () => (this.#db.prepare('SELECT key, kind, module, digest, at, identity FROM owned WHERE key = ?').get(key) as OwnedRecord | undefined) ?? null,
-    );
+    return this.#do(`reading the owned record of ${key}`, () => {
+      const row = this.#db.prepare(`SELECT ${OWNED_COLUMNS} FROM owned WHERE key = ?`).get(key) as OwnedRow | undefined;
+      return row ? toOwned(row) : null;
+    });
   }
 
   async listOwned(): Promise<OwnedRecord[]> {
-    return this.#do(
-      'reading the owned records',
-      () => this.#db.prepare('SELECT key, kind, module, digest, at, identity FROM owned ORDER BY key').all() as OwnedRecord[],
-    );
+    return this.#do('reading the owned records', () => (this.#db.prepare(`SELECT ${OWNED_COLUMNS} FROM owned ORDER BY key`).all() as OwnedRow[]).map(toOwned));
   }
 
   async getOriginal(key: string): Promise<OriginalRecord | null> {
@@ -126,11 +135,11 @@ export class SqliteHostStore implements HostStateStore {
     this.#do(`recording the original of ${rec.key}`, () =>
       this.#db
         .prepare(
-          `INSERT INTO originals (key, kind, module, original, fingerprint, found_at, last_fingerprint, changed_at, identity)
-         VALUES (@key, @kind, @module, @original, @fingerprint, @foundAt, @lastFingerprint, @changedAt, @identity)
+          `INSERT INTO originals (key, kind, module, original, fingerprint, found_at, last_fingerprint, changed_at, identity, meta)
+         VALUES (@key, @kind, @module, @original, @fingerprint, @foundAt, @lastFingerprint, @changedAt, @identity, @meta)
          ON CONFLICT(key) DO NOTHING`,
         )
-        .run({ ...rec, original: Buffer.from(rec.original), identity: rec.identity ?? null }),
+        .run({ ...rec, original: Buffer.from(rec.original), identity: rec.identity ?? null, meta: rec.meta ? JSON.stringify(rec.meta) : null }),
     );
   }
 
@@ -162,11 +171,26 @@ export class SqliteHostStore implements HostStateStore {
       this.#db.transaction(() => {
         this.#db
           .prepare(
-            `INSERT INTO owned (key, kind, module, digest, at, identity) VALUES (@key, @kind, @module, @digest, @at, @identity)
-           ON CONFLICT(key) DO UPDATE SET digest = @digest, at = @at, module = @module, identity = @identity`,
+            `INSERT INTO owned (key, kind, module, digest, at, identity, made) VALUES (@key, @kind, @module, @digest, @at, @identity, @made)
+           ON CONFLICT(key) DO UPDATE SET digest = @digest, at = @at, module = @module, identity = @identity, made = COALESCE(@made, made)`,
           )
-          .run({ ...rec, identity: rec.identity ?? null });
+          .run({ ...rec, identity: rec.identity ?? null, made: rec.made === undefined || rec.made === null ? null : rec.made ? 1 : 0 });
         this.#db.prepare('DELETE FROM intents WHERE key = ?').run(rec.key);
+      })(),
+    );
+  }
+
+  async refound(key: string, fingerprint: string, identity: string | null): Promise<void> {
+    this.#do(`recording ${key} as held again`, () =>
+      this.#db.transaction(() => {
+        this.#db
+          .prepare(
+            `UPDATE originals SET fingerprint = @fingerprint, last_fingerprint = @fingerprint, changed_at = NULL,
+             identity = CASE WHEN @identity IS NULL THEN identity ELSE @identity END WHERE key = @key`,
+          )
+          .run({ key, fingerprint, identity });
+        this.#db.prepare('DELETE FROM owned WHERE key = ?').run(key);
+        this.#db.prepare('DELETE FROM intents WHERE key = ?').run(key);
       })(),
     );
   }

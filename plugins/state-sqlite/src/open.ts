@@ -28,6 +28,8 @@ const MIGRATIONS = [
   // 2: the agent's view per peer and per component, so a delta writes what it changed (saveView).
   `CREATE TABLE IF NOT EXISTS view_peers (id TEXT PRIMARY KEY, doc TEXT NOT NULL);
    CREATE TABLE IF NOT EXISTS view_components (name TEXT PRIMARY KEY, doc TEXT NOT NULL);`,
+  // 3 (issue 29, untake): whether the host made an owned resource where nothing was, and a found file's mode and owner.
+  'ALTER TABLE owned ADD COLUMN made INTEGER; ALTER TABLE originals ADD COLUMN meta TEXT;',
 ];
 
 /**
