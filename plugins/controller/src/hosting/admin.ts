@@ -6,7 +6,7 @@
 import { MeshpError, adminMethod, type AdminHandler, type AdminMethods, type ModuleDecl, type ReportMessage, type WireModuleDecl } from '@meshp/core';
 import { WIRE_MODE, declarationFromWire, modeFromWire, modeToWire, type SentSummary } from '@meshp/core/delta';
 import type { ConvergePreview } from '@meshp/core/lifecycle';
-import { checkModuleDefs, checkPolicy } from '@meshp/core/schema';
+import { checkModuleDefs } from '@meshp/core/schema';
 import type { AdminAnswer, AdminApi } from '@meshp/protocol';
 import type { Controller } from '../controller.js';
 import { convergeNode, previewOf } from '../converge.js';
@@ -16,6 +16,7 @@ import { NODE_NAME, type Enrolment } from './enrolment.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
 import { readbackMethods } from './readback.js';
+import { policyMethods } from './policy-methods.js';
 import { nameTaken, notFound, usage } from '@meshp/core/util';
 
 export const DEFAULT_NETWORK = 'default';
@@ -195,16 +196,9 @@ function moduleMethods({ d, controller, change }: Ctx): Methods<'assignModule' |
   };
 }
 
-/** The network's policy, and the tokens nodes enrol with. */
-function policyAndTokenMethods({ d, controller }: Ctx): Methods<'setPolicy' | 'createToken'> {
+/** The tokens nodes enrol with (the policy's methods: policy-methods.ts). */
+function tokenMethods({ d }: Ctx): Methods<'createToken'> {
   return {
-    setPolicy: (r, net) => {
-      // Checked by the one schema before anything is stored: a rule without tags or with ports that are not ports is refused.
-      const rules = checkPolicy(r.rules.map((x) => ({ from: x.fromTag, to: x.toTag, ...(x.ports.length ? { ports: x.ports } : {}) })));
-      const stateVersion = controller.setPolicy(net, rules);
-      d.changed(net);
-      return { stateVersion };
-    },
     createToken: (r, net) => {
       const mode = r.mode === WIRE_MODE.UNSPECIFIED ? 'converged' : modeFromWire(r.mode);
       const ttl = r.ttlSeconds || 3600;
@@ -278,7 +272,9 @@ export function adminHandler(d: AdminDeps): AdminHandler {
     ...statusMethods(c),
     ...modeMethods(c),
     ...moduleMethods(c),
-    ...policyAndTokenMethods(c),
+    ...tokenMethods(c),
+    // The policy read, previewed as a reachability diff, tested and set (issue 28): policy-methods.ts.
+    ...policyMethods(d.controller, d.changed),
     ...lifecycleMethods(c),
     // The catalogue and the tokens read back (issue 33): readback.ts.
     ...readbackMethods(d.controller, d.enrolment, d.changed),
