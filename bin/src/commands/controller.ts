@@ -12,6 +12,7 @@ const serve: CommandModule<
     store?: string;
     'streams-per-connection'?: number;
     'handshake-stale'?: number;
+    'audit-retention'?: string;
   }
 > = {
   command: 'serve',
@@ -46,6 +47,10 @@ const serve: CommandModule<
         describe:
           "seconds without a WireGuard handshake with any of its tunnel peers before a node's status is NO-HANDSHAKE instead of ok (default 205: WireGuard's 180 s after which a session's keys are refused, plus the 25 s keepalive)",
       })
+      .option('audit-retention', {
+        type: 'string',
+        describe: 'how long the audit log keeps an admin change (90s, 30m, 12h, 90d; default 90d): older entries are trimmed at each change',
+      })
       .demandOption('state'),
   handler: async (a) => {
     const { serveController } = await import('../remote/controller.js');
@@ -59,6 +64,7 @@ const serve: CommandModule<
       store: a.store,
       streamsPerConnection: a['streams-per-connection'],
       handshakeStaleSeconds: a['handshake-stale'],
+      auditRetention: a['audit-retention'],
     });
   },
 };

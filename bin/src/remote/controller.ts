@@ -2,6 +2,7 @@
 import { Host } from '@meshp/core/host';
 import { MeshpError } from '@meshp/core';
 import { usage } from '@meshp/core/util';
+import { parseTtl } from './ops.js';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import {
@@ -28,6 +29,8 @@ export interface ServeArgs {
   streamsPerConnection?: number;
   /** Seconds without a handshake with any tunnel peer before a tunnel member is no-handshake. */
   handshakeStaleSeconds?: number;
+  /** `--audit-retention`: a duration (90d). */
+  auditRetention?: string;
 }
 
 /** `--store`: none or 'sqlite', the state folder's SQLite file; a postgres:// URL, that database (migrated first). */
@@ -45,6 +48,7 @@ export async function sharedStore(store: string | undefined): Promise<SharedStor
   return {
     controller: pg.store,
     auth: pg.auth,
+    audit: pg.audit,
     label: pg.label,
     follow: () => pg.follower.start(),
     unfollow: () => pg.follower.close(),
@@ -75,6 +79,8 @@ export async function serveController(a: ServeArgs): Promise<void> {
   // Checked before anything is made (the state folder, the store).
   if (a.streamsPerConnection !== undefined) checkStreamsPerConnection(a.streamsPerConnection);
   if (a.handshakeStaleSeconds !== undefined) checkHandshakeStale(a.handshakeStaleSeconds);
+  const auditRetentionSeconds = a.auditRetention === undefined ? undefined : parseTtl(a.auditRetention);
+  if (auditRetentionSeconds === 0) throw usage('--audit-retention is a duration longer than 0 (90d)');
   const store = await sharedStore(a.store);
   const plugin = new ControllerHostingPlugin({
     listen: a.listen,
@@ -85,6 +91,7 @@ export async function serveController(a: ServeArgs): Promise<void> {
     ...(a.streamsPerConnection !== undefined ? { streamsPerConnection: a.streamsPerConnection } : {}),
     ...(a.handshakeStaleSeconds !== undefined ? { handshakeStaleSeconds: a.handshakeStaleSeconds } : {}),
     ...(store ? { store } : {}),
+    ...(auditRetentionSeconds !== undefined ? { auditRetentionSeconds } : {}),
   });
   new Host({ stateDir: a.state }).use(new GrpcTransportPlugin(), plugin);
   await plugin.start();

@@ -55,6 +55,7 @@ const ADMIN_RESPONSES: Record<keyof typeof gen.AdminServiceService, Fns> = {
   getPolicy: gen.GetPolicyResponse,
   previewPolicy: gen.PreviewPolicyResponse,
   testPolicy: gen.TestPolicyResponse,
+  listAudit: gen.ListAuditResponse,
 };
 
 export const ADMIN_METHODS = Object.keys(ADMIN_RESPONSES) as (keyof typeof gen.AdminServiceService)[];

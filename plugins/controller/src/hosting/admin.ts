@@ -17,6 +17,7 @@ import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
 import { readbackMethods } from './readback.js';
 import { policyMethods } from './policy-methods.js';
+import { audited, auditMethods, type AuditDeps } from './audit.js';
 import { nameTaken, notFound, usage } from '@meshp/core/util';
 
 export const DEFAULT_NETWORK = 'default';
@@ -87,6 +88,8 @@ export interface AdminDeps {
   renaming?(network: string, from: string, to: string): void;
   /** The node has a new name: its stream follows. */
   renamed?(network: string, from: string, to: string): void;
+  /** The audit log every change is recorded in (issue 28; audit.ts). Absent: none kept. */
+  audit?: Omit<AuditDeps, 'controller' | 'log'>;
 }
 
 /** The most nodes one ListNodes page holds (a NodeStatus with its held resources is a few KB; the message limit is 4 MB). */
@@ -278,7 +281,10 @@ export function adminHandler(d: AdminDeps): AdminHandler {
     ...lifecycleMethods(c),
     // The catalogue and the tokens read back (issue 33): readback.ts.
     ...readbackMethods(d.controller, d.enrolment, d.changed),
+    // The audit log read back (issue 28): audit.ts.
+    listAudit: d.audit ? auditMethods(d.audit.book).listAudit : () => ({ entries: [] }),
   };
+  const audit = d.audit ? { ...d.audit, controller: d.controller, log: d.log } : null;
 
   return async (method, request, credential, peer) => {
     if (!credential || !secretMatches(credential, d.secret)) {
@@ -290,7 +296,8 @@ export function adminHandler(d: AdminDeps): AdminHandler {
     if (!fn) throw usage(`no admin method ${method}`);
     const network = ('network' in request && typeof request.network === 'string' && request.network) || DEFAULT_NETWORK;
     try {
-      const out = fn(request, network);
+      // A change made is recorded in the audit log (audit.ts); a read is not.
+      const out = audit ? audited(audit, method, request as Record<string, unknown>, network, () => fn(request, network)) : fn(request, network);
       d.log.info({ method, network, peer }, 'admin call');
       return out;
     } catch (e) {

@@ -10,6 +10,7 @@ import {
   PLUGIN_API_VERSION,
   isMeshpError,
   type AdminHandler,
+  type AuditBook,
   type ControlHandlers,
   type Plugin,
   type Refused,
@@ -22,6 +23,8 @@ import { Controller } from '../controller.js';
 import { SqliteControllerStore } from '../sqlite-store.js';
 import { adminHandler, DEFAULT_NETWORK } from './admin.js';
 import { AuthStore, type AuthBook } from './auth-store.js';
+import { SqliteAuditStore } from './audit-store.js';
+import { DEFAULT_AUDIT_RETENTION_SECONDS } from './audit.js';
 import { guardAuth } from './auth-guard.js';
 import { isStoreFault } from '../store-errors.js';
 import type { ControllerStore } from '../store.js';
@@ -61,12 +64,16 @@ export interface ControllerHostingOptions {
   handshakeStaleSeconds?: number;
   /** The state elsewhere than the state folder's SQLite file: a database shared by replicas (store-postgres). */
   store?: SharedStore;
+  /** Audit log entries older than this many seconds are trimmed (default DEFAULT_AUDIT_RETENTION_SECONDS, 90 days). */
+  auditRetentionSeconds?: number;
 }
 
 /** The controller's store and the hosting's tokens and credentials in one shared database; `follow` starts learning of the other replicas' changes. */
 export interface SharedStore {
   controller: ControllerStore;
   auth: AuthBook;
+  /** The audit log in the shared database (issue 28): one log for every replica. */
+  audit?: AuditBook;
   /** Where, for the log (no password). */
   label: string;
   follow(): Promise<void>;
@@ -104,6 +111,8 @@ export class ControllerHostingPlugin implements Plugin {
   readonly #o: ControllerHostingOptions;
   readonly log: Logger;
   #host?: PluginHost;
+  /** The audit log (issue 28): the shared database's, else the state folder's SQLite file. */
+  #audit: AuditBook | null = null;
   #running: { listener: TransportListener; metrics: { close(): Promise<void> } | null; hub: SessionHub; controller: Controller; auth: AuthBook } | null = null;
 
   constructor(options: ControllerHostingOptions) {
@@ -160,6 +169,7 @@ export class ControllerHostingPlugin implements Plugin {
     this.#applyLogDepth(controller);
     // Its errors are the store's health too (auth-guard.ts); an outage is logged once when it starts and once when it ends.
     const auth = guardAuth(shared?.auth ?? new AuthStore(dbFile), controller.storeHealth, shared ? undefined : dbFile);
+    this.#audit = shared?.audit ?? new SqliteAuditStore(dbFile);
     controller.storeHealth.onChange = (h) => {
       if (h.up) this.log.warn({ store: shared?.label ?? CONTROLLER_DB }, 'store up again: changes are taken');
       else
@@ -246,6 +256,7 @@ export class ControllerHostingPlugin implements Plugin {
     { controller, enrolment, metrics, hub, auth }: { controller: Controller; enrolment: Enrolment; metrics: Metrics; hub: SessionHub; auth: AuthBook },
   ): AdminHandler {
     return adminHandler({
+      ...(this.#audit ? { audit: { book: this.#audit, retentionSeconds: this.#o.auditRetentionSeconds ?? DEFAULT_AUDIT_RETENTION_SECONDS } } : {}),
       controller,
       enrolment,
       secret,
@@ -304,6 +315,8 @@ export class ControllerHostingPlugin implements Plugin {
     await r.metrics?.close();
     await this.#o.store?.unfollow();
     r.auth.close();
+    this.#audit?.close();
+    this.#audit = null;
     r.controller.close();
     this.log.info({}, 'controller stopped');
   }

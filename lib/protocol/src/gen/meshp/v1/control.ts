@@ -952,6 +952,30 @@ export interface TestPolicyResponse {
   results: PolicyTestResult[];
 }
 
+export interface ListAuditRequest {
+  network: string;
+  /** ISO time: entries at or after it (empty: all kept). */
+  since: string;
+  /** Only changes about this node (empty: every change). */
+  node: string;
+  /** The newest this many (0: 1,000). */
+  limit: number;
+}
+
+export interface AuditEntry {
+  at: string;
+  actor: string;
+  network: string;
+  method: string;
+  node: string;
+  summary: string;
+  stateVersion: number;
+}
+
+export interface ListAuditResponse {
+  entries: AuditEntry[];
+}
+
 export interface CreateTokenRequest {
   network: string;
   mode: Mode;
@@ -10564,6 +10588,361 @@ export const TestPolicyResponse: MessageFns<TestPolicyResponse> = {
   },
 };
 
+function createBaseListAuditRequest(): ListAuditRequest {
+  return { network: "", since: "", node: "", limit: 0 };
+}
+
+export const ListAuditRequest: MessageFns<ListAuditRequest> = {
+  encode(message: ListAuditRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.network !== "") {
+      writer.uint32(10).string(message.network);
+    }
+    if (message.since !== "") {
+      writer.uint32(18).string(message.since);
+    }
+    if (message.node !== "") {
+      writer.uint32(26).string(message.node);
+    }
+    if (message.limit !== 0) {
+      writer.uint32(32).uint32(message.limit);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListAuditRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListAuditRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.since = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.node = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.limit = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListAuditRequest {
+    return {
+      network: isSet(object.network) ? globalThis.String(object.network) : "",
+      since: isSet(object.since) ? globalThis.String(object.since) : "",
+      node: isSet(object.node) ? globalThis.String(object.node) : "",
+      limit: isSet(object.limit) ? globalThis.Number(object.limit) : 0,
+    };
+  },
+
+  toJSON(message: ListAuditRequest): unknown {
+    const obj: any = {};
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    if (message.since !== "") {
+      obj.since = message.since;
+    }
+    if (message.node !== "") {
+      obj.node = message.node;
+    }
+    if (message.limit !== 0) {
+      obj.limit = Math.round(message.limit);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListAuditRequest>, I>>(base?: I): ListAuditRequest {
+    return ListAuditRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListAuditRequest>, I>>(object: I): ListAuditRequest {
+    const message = createBaseListAuditRequest();
+    message.network = object.network ?? "";
+    message.since = object.since ?? "";
+    message.node = object.node ?? "";
+    message.limit = object.limit ?? 0;
+    return message;
+  },
+};
+
+function createBaseAuditEntry(): AuditEntry {
+  return { at: "", actor: "", network: "", method: "", node: "", summary: "", stateVersion: 0 };
+}
+
+export const AuditEntry: MessageFns<AuditEntry> = {
+  encode(message: AuditEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.at !== "") {
+      writer.uint32(10).string(message.at);
+    }
+    if (message.actor !== "") {
+      writer.uint32(18).string(message.actor);
+    }
+    if (message.network !== "") {
+      writer.uint32(26).string(message.network);
+    }
+    if (message.method !== "") {
+      writer.uint32(34).string(message.method);
+    }
+    if (message.node !== "") {
+      writer.uint32(42).string(message.node);
+    }
+    if (message.summary !== "") {
+      writer.uint32(50).string(message.summary);
+    }
+    if (message.stateVersion !== 0) {
+      writer.uint32(56).uint64(message.stateVersion);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AuditEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAuditEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.at = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.actor = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.method = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.node = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.summary = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.stateVersion = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AuditEntry {
+    return {
+      at: isSet(object.at) ? globalThis.String(object.at) : "",
+      actor: isSet(object.actor) ? globalThis.String(object.actor) : "",
+      network: isSet(object.network) ? globalThis.String(object.network) : "",
+      method: isSet(object.method) ? globalThis.String(object.method) : "",
+      node: isSet(object.node) ? globalThis.String(object.node) : "",
+      summary: isSet(object.summary) ? globalThis.String(object.summary) : "",
+      stateVersion: isSet(object.stateVersion)
+        ? globalThis.Number(object.stateVersion)
+        : isSet(object.state_version)
+        ? globalThis.Number(object.state_version)
+        : 0,
+    };
+  },
+
+  toJSON(message: AuditEntry): unknown {
+    const obj: any = {};
+    if (message.at !== "") {
+      obj.at = message.at;
+    }
+    if (message.actor !== "") {
+      obj.actor = message.actor;
+    }
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    if (message.method !== "") {
+      obj.method = message.method;
+    }
+    if (message.node !== "") {
+      obj.node = message.node;
+    }
+    if (message.summary !== "") {
+      obj.summary = message.summary;
+    }
+    if (message.stateVersion !== 0) {
+      obj.stateVersion = Math.round(message.stateVersion);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<AuditEntry>, I>>(base?: I): AuditEntry {
+    return AuditEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AuditEntry>, I>>(object: I): AuditEntry {
+    const message = createBaseAuditEntry();
+    message.at = object.at ?? "";
+    message.actor = object.actor ?? "";
+    message.network = object.network ?? "";
+    message.method = object.method ?? "";
+    message.node = object.node ?? "";
+    message.summary = object.summary ?? "";
+    message.stateVersion = object.stateVersion ?? 0;
+    return message;
+  },
+};
+
+function createBaseListAuditResponse(): ListAuditResponse {
+  return { entries: [] };
+}
+
+export const ListAuditResponse: MessageFns<ListAuditResponse> = {
+  encode(message: ListAuditResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.entries) {
+      AuditEntry.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListAuditResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListAuditResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.entries.push(AuditEntry.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListAuditResponse {
+    return {
+      entries: globalThis.Array.isArray(object?.entries) ? object.entries.map((e: any) => AuditEntry.fromJSON(e)) : [],
+    };
+  },
+
+  toJSON(message: ListAuditResponse): unknown {
+    const obj: any = {};
+    if (message.entries?.length) {
+      obj.entries = message.entries.map((e) => AuditEntry.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListAuditResponse>, I>>(base?: I): ListAuditResponse {
+    return ListAuditResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListAuditResponse>, I>>(object: I): ListAuditResponse {
+    const message = createBaseListAuditResponse();
+    message.entries = object.entries?.map((e) => AuditEntry.fromPartial(e)) || [];
+    return message;
+  },
+};
+
 function createBaseCreateTokenRequest(): CreateTokenRequest {
   return { network: "", mode: 0, ttlSeconds: 0, tags: [] };
 }
@@ -14530,6 +14909,16 @@ export const AdminServiceService = {
     responseSerialize: (value: TestPolicyResponse): Buffer => Buffer.from(TestPolicyResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): TestPolicyResponse => TestPolicyResponse.decode(value),
   },
+  /** issue 28: the audit log, every admin change with its time, actor and the state version it made. */
+  listAudit: {
+    path: "/meshp.v1.AdminService/ListAudit" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListAuditRequest): Buffer => Buffer.from(ListAuditRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListAuditRequest => ListAuditRequest.decode(value),
+    responseSerialize: (value: ListAuditResponse): Buffer => Buffer.from(ListAuditResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListAuditResponse => ListAuditResponse.decode(value),
+  },
 } as const;
 
 export interface AdminServiceServer extends UntypedServiceImplementation {
@@ -14576,6 +14965,8 @@ export interface AdminServiceServer extends UntypedServiceImplementation {
   getPolicy: handleUnaryCall<GetPolicyRequest, GetPolicyResponse>;
   previewPolicy: handleUnaryCall<PreviewPolicyRequest, PreviewPolicyResponse>;
   testPolicy: handleUnaryCall<TestPolicyRequest, TestPolicyResponse>;
+  /** issue 28: the audit log, every admin change with its time, actor and the state version it made. */
+  listAudit: handleUnaryCall<ListAuditRequest, ListAuditResponse>;
 }
 
 export interface AdminServiceClient extends Client {
@@ -14971,6 +15362,22 @@ export interface AdminServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: TestPolicyResponse) => void,
+  ): ClientUnaryCall;
+  /** issue 28: the audit log, every admin change with its time, actor and the state version it made. */
+  listAudit(
+    request: ListAuditRequest,
+    callback: (error: ServiceError | null, response: ListAuditResponse) => void,
+  ): ClientUnaryCall;
+  listAudit(
+    request: ListAuditRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListAuditResponse) => void,
+  ): ClientUnaryCall;
+  listAudit(
+    request: ListAuditRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListAuditResponse) => void,
   ): ClientUnaryCall;
 }
 
