@@ -75,6 +75,7 @@ export const AUTH_CODES = {
 export const CONTROLLER_CODES = {
   MESHP_NOT_FOUND: 'a node, module, network or host state named does not exist',
   MESHP_POLICY_INVALID: 'a policy is not valid',
+  MESHP_POLICY_TEST_FAILED: "a policy's tests failed: the policy was not set",
   MESHP_INPUT_TOO_LARGE: 'an input is over a size or count limit',
   MESHP_SETTING_MISSING: 'a module names a setting the node does not have: its declaration could not be sent',
   MESHP_MODULE_ASSIGNED: 'a catalogue module is assigned to nodes: unassign it from them first',
@@ -83,7 +84,7 @@ export const CONTROLLER_CODES = {
 /** A node's lifecycle: genesis, adoption, the preview and the flip, leaving. */
 export const LIFECYCLE_CODES = {
   MESHP_LIFECYCLE: 'the node is not in the mode this act needs',
-  MESHP_PREVIEW_STALE: 'the machine changed since the preview',
+  MESHP_PREVIEW_STALE: 'what was previewed changed since (the machine; for a policy, the policy in force or the membership)',
   MESHP_LIVE_SESSION: 'the flip would close a port with live connections (an ssh session, perhaps your own)',
   MESHP_TIMEOUT: 'a node did not report the outcome in time',
   MESHP_MACHINE_IN_USE: 'a converged genesis was asked of a machine in use',

@@ -14,6 +14,7 @@ const serve: CommandModule<
     'handshake-stale'?: number;
     'console-listen'?: string;
     'console-session'?: string;
+    'audit-retention'?: string;
   }
 > = {
   command: 'serve',
@@ -53,6 +54,10 @@ const serve: CommandModule<
         describe: "HOST:PORT for the web console (HTTPS with the controller's certificate; sign in with the admin credential). Off when absent",
       })
       .option('console-session', { type: 'string', describe: 'how long a console session lasts from sign-in (90s, 15m, 1h; default 15m)' })
+      .option('audit-retention', {
+        type: 'string',
+        describe: 'how long the audit log keeps an admin change (90s, 30m, 12h, 90d; default 90d): older entries are trimmed at each change',
+      })
       .demandOption('state'),
   handler: async (a) => {
     const { serveController } = await import('../remote/controller.js');
@@ -68,6 +73,7 @@ const serve: CommandModule<
       handshakeStaleSeconds: a['handshake-stale'],
       consoleListen: a['console-listen'],
       consoleSession: a['console-session'],
+      auditRetention: a['audit-retention'],
     });
   },
 };

@@ -2,6 +2,7 @@
 import { Host } from '@meshp/core/host';
 import { MeshpError } from '@meshp/core';
 import { usage } from '@meshp/core/util';
+import { parseTtl } from './ops.js';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import {
@@ -14,7 +15,6 @@ import {
   type SharedStore,
 } from '@meshp/controller';
 import { GrpcTransportPlugin } from '@meshp/transport-grpc';
-import { parseTtl } from './ops.js';
 
 export interface ServeArgs {
   state: string;
@@ -33,6 +33,8 @@ export interface ServeArgs {
   consoleListen?: string;
   /** A console session's length, as `--ttl` reads it (90s, 15m, 1h). */
   consoleSession?: string;
+  /** `--audit-retention`: a duration (90d). */
+  auditRetention?: string;
 }
 
 /** `--store`: none or 'sqlite', the state folder's SQLite file; a postgres:// URL, that database (migrated first). */
@@ -50,6 +52,7 @@ export async function sharedStore(store: string | undefined): Promise<SharedStor
   return {
     controller: pg.store,
     auth: pg.auth,
+    audit: pg.audit,
     label: pg.label,
     follow: () => pg.follower.start(),
     unfollow: () => pg.follower.close(),
@@ -82,6 +85,8 @@ export async function serveController(a: ServeArgs): Promise<void> {
   if (a.handshakeStaleSeconds !== undefined) checkHandshakeStale(a.handshakeStaleSeconds);
   const consoleSessionSeconds = a.consoleSession !== undefined ? parseTtl(a.consoleSession) : undefined;
   if (consoleSessionSeconds === 0) throw usage('--console-session is a duration longer than 0');
+  const auditRetentionSeconds = a.auditRetention === undefined ? undefined : parseTtl(a.auditRetention);
+  if (auditRetentionSeconds === 0) throw usage('--audit-retention is a duration longer than 0 (90d)');
   const store = await sharedStore(a.store);
   const plugin = new ControllerHostingPlugin({
     listen: a.listen,
@@ -94,6 +99,7 @@ export async function serveController(a: ServeArgs): Promise<void> {
     ...(store ? { store } : {}),
     ...(a.consoleListen ? { consoleListen: a.consoleListen } : {}),
     ...(consoleSessionSeconds ? { consoleSessionSeconds } : {}),
+    ...(auditRetentionSeconds !== undefined ? { auditRetentionSeconds } : {}),
   });
   new Host({ stateDir: a.state }).use(new GrpcTransportPlugin(), plugin);
   await plugin.start();

@@ -3,7 +3,7 @@ import { readFileSync, statSync } from 'node:fs';
 import { MeshpError, type ModuleDecl } from '@meshp/core';
 import { inputTooLarge, usage } from '@meshp/core/util';
 import { declarationToWire } from '@meshp/core/delta';
-import { readCatalogueFile, readPolicyFile } from '@meshp/core/schema';
+import { readCatalogueFile } from '@meshp/core/schema';
 import { checkManifest, renderModule, settingsNamed } from '@meshp/core/catalogue';
 import { confirmChange, say, table, type Change, type Out } from '../output.js';
 import { present, withAdmin, type RemoteArgs } from './admin.js';
@@ -160,27 +160,6 @@ export async function catalogueAdd(a: RemoteArgs & Out & Change & { file: string
   await confirmChange(a.yes, `Define ${names.join(', ')} in the catalogue?`, 'pass --yes to define them (or --preview to see what it does)');
   const r = await withAdmin(a, (c, network) => c.call('addCatalogue', { network, modules }));
   say(a, { stateVersion: r.stateVersion, modules: r.modules }, `defined ${r.modules.join(', ')} (state version ${r.stateVersion})`);
-}
-
-export async function policySet(a: RemoteArgs & Out & Change & { file: string }): Promise<void> {
-  // Checked here by the one schema before anything is sent: "rulez" or ports ["eighty"] are refused, naming the field.
-  const rules = readPolicyFile(readJson(a.file));
-  const shown = rules.map((x) => `${x.from} -> ${x.to}${x.ports?.length ? ` ports ${x.ports.join(',')}` : ''}`);
-  if (a.preview)
-    return say(
-      a,
-      { preview: true, rules },
-      `would replace the policy of ${a.network ?? 'default'} with ${rules.length} rule(s):\n${shown.map((s) => `  ${s}`).join('\n') || '  (none: no node reaches another)'}\n(preview: nothing changed)`,
-    );
-  await confirmChange(
-    a.yes,
-    `Replace the policy with ${rules.length} rule(s)?\n${shown.join('\n')}\n`,
-    'pass --yes to set it (or --preview to see what it does)',
-  );
-  const r = await withAdmin(a, (c, network) =>
-    c.call('setPolicy', { network, rules: rules.map((x) => ({ fromTag: x.from, toTag: x.to, ports: x.ports ?? [] })) }),
-  );
-  say(a, { stateVersion: r.stateVersion, rules: rules.length }, `policy of ${rules.length} rule(s) set (state version ${r.stateVersion})`);
 }
 
 /**

@@ -170,3 +170,38 @@ export interface AuthBook {
   report(network: string, node: string): ReportMessage | null;
   close(): void;
 }
+
+/** One admin change as the audit log keeps it (issue 28): when, by whom, in which network, what, and the version it made. */
+export interface AuditEntry {
+  /** ISO time the change was answered. */
+  at: string;
+  /** The admin credential's name ("admin": the one credential a controller makes). */
+  actor: string;
+  network: string;
+  /** The admin method (`setPolicy`, `removeNode`, …). */
+  method: string;
+  /** The node the change is about, or null. */
+  node: string | null;
+  /** What changed, before and after where there is a before, in one line. */
+  summary: string;
+  /** The network's state version once the change was made (0: the network is gone, or has none). */
+  stateVersion: number;
+}
+
+export interface AuditQuery {
+  network: string;
+  /** Entries at or after this ISO time. */
+  since?: string;
+  node?: string;
+  /** The newest this many, oldest first. */
+  limit: number;
+}
+
+/** The audit log: kept in the controller's store (SQLite or PostgreSQL), trimmed by age, not by the delta log's depth. */
+export interface AuditBook {
+  appendAudit(e: AuditEntry): void;
+  listAudit(q: AuditQuery): AuditEntry[];
+  /** Forgets the entries before this ISO time; how many. */
+  trimAudit(before: string): number;
+  close(): void;
+}

@@ -21,4 +21,6 @@ export * from './controller/observed.js';
 export * from './controller/components.js';
 export * from './controller/compute.js';
 export * from './controller/scope.js';
+export * from './controller/policy-reach.js';
+export * from './controller/policy-tests.js';
 export * from './controller/sync.js';

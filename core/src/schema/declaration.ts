@@ -81,8 +81,27 @@ const policyPort = z.union([
 
 export const policyRuleSchema = z.strictObject({ from: name, to: name, ports: z.array(policyPort).max(256).optional() });
 
-/** `policy set`: { "rules": [...] } (a bare list is read as the rules too). */
+/** A policy test's end: a node's name, or `tag:NAME` for the holders of a tag. */
+const testEnd = z.string().regex(/^(tag:)?[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$/, 'must be a node name or tag:NAME');
+
+/** One port and its protocol (tcp when not said): "80", "80/tcp", "53/udp", or a number. */
+const testPort = z.union([port, z.string().regex(/^([1-9]\d{0,4})(\/(tcp|udp))?$/, 'must be one port like "80", "443/tcp" or "53/udp"')]).refine((p) => {
+  const n = typeof p === 'number' ? p : Number(p.split('/')[0]);
+  return n >= 1 && n <= 65535;
+}, 'must name a port 1..65535');
+
+/** `tests` of a policy file: what must be accepted or denied, run by the controller on every `policy set` (issue 28). */
+export const policyTestSchema = z.strictObject({ from: testEnd, to: testEnd, port: testPort, expect: z.enum(['accept', 'deny']) });
+
+/** At most this many tests in a policy file: each is a few lookups in the policy's index. */
+export const MAX_POLICY_TESTS = 1_000;
+
+/** `policy set`: { "rules": [...], "tests": [...] } (a bare list is read as the rules too). */
 export const policyFileSchema = z.union([
-  z.strictObject({ $schema: z.string().optional(), rules: z.array(policyRuleSchema).max(10_000) }),
+  z.strictObject({
+    $schema: z.string().optional(),
+    rules: z.array(policyRuleSchema).max(10_000),
+    tests: z.array(policyTestSchema).max(MAX_POLICY_TESTS).optional(),
+  }),
   z.array(policyRuleSchema).max(10_000),
 ]);

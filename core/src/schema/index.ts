@@ -9,7 +9,18 @@ export {
   catalogueFileSchema,
   policyRuleSchema,
   policyFileSchema,
+  policyTestSchema,
+  MAX_POLICY_TESTS,
 } from './declaration.js';
-export { checkModuleDefs, checkPolicy, readCatalogueFile, readPolicyFile, type PolicyRuleInput } from './inputs.js';
+export {
+  checkModuleDefs,
+  checkPolicy,
+  checkPolicyTests,
+  readCatalogueFile,
+  readPolicyDocument,
+  readPolicyFile,
+  type PolicyRuleInput,
+  type PolicyTestInput,
+} from './inputs.js';
 export { jsonSchemaFiles } from './json-schema.js';
 export { describeClash, findClash, type Clash } from './clash.js';

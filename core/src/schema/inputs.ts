@@ -1,7 +1,7 @@
 /** The catalogue's and the policy's inputs, checked the same way by the CLI (before sending) and the controller (before storing). */
 import type { ModuleDecl } from '../contract/model.js';
 import { checkInput } from './check.js';
-import { catalogueFileSchema, moduleDefSchema, policyFileSchema, policyRuleSchema } from './declaration.js';
+import { MAX_POLICY_TESTS, catalogueFileSchema, moduleDefSchema, policyFileSchema, policyRuleSchema, policyTestSchema } from './declaration.js';
 import { validateDeclaration } from './validate.js';
 
 export interface PolicyRuleInput {
@@ -43,9 +43,30 @@ export function checkPolicy(rules: unknown): PolicyRuleInput[] {
   return list.map((r) => ({ from: r.from, to: r.to, ...(r.ports?.length ? { ports: r.ports.map(String) } : {}) }));
 }
 
+/** A policy test as the wire carries it: the port a string ("80/tcp"), tcp when not said. */
+export interface PolicyTestInput {
+  from: string;
+  to: string;
+  port: string;
+  expect: 'accept' | 'deny';
+}
+
+/** A policy's tests, ports as the wire carries them (strings, the protocol said). */
+export function checkPolicyTests(tests: unknown): PolicyTestInput[] {
+  const list = checkInput(policyTestSchema.array().max(MAX_POLICY_TESTS), tests, 'policy tests', 'MESHP_POLICY_INVALID');
+  return list.map((x) => ({ from: x.from, to: x.to, port: withProtocol(String(x.port)), expect: x.expect }));
+}
+
+const withProtocol = (p: string): string => (p.includes('/') ? p : `${p}/tcp`);
+
 /** `policy set FILE`'s document: { "rules": [...] } or a bare list. An empty policy must be said in so many words. */
 export function readPolicyFile(doc: unknown): PolicyRuleInput[] {
-  if (Array.isArray(doc)) return checkPolicy(doc);
+  return readPolicyDocument(doc).rules;
+}
+
+/** `policy set FILE`'s document whole: its rules and its tests (none in a bare list). */
+export function readPolicyDocument(doc: unknown): { rules: PolicyRuleInput[]; tests: PolicyTestInput[] } {
+  if (Array.isArray(doc)) return { rules: checkPolicy(doc), tests: [] };
   const d = checkInput(policyFileSchema.options[0], doc, 'policy file', 'MESHP_POLICY_INVALID');
-  return checkPolicy(d.rules);
+  return { rules: checkPolicy(d.rules), tests: checkPolicyTests(d.tests ?? []) };
 }

@@ -5,6 +5,7 @@ import {
   type MemberRecord,
   type ModuleDef,
   type PolicyRule,
+  type PolicyTestRecord,
   type ReportedHandshakes,
   type ReportedState,
   type SentSummary,
@@ -74,8 +75,8 @@ export class Controller {
     networks.removeNetwork(this.#s, name);
   }
 
-  setPolicy(network: string, rules: PolicyRule[]): number {
-    return networks.setPolicy(this.#s, network, rules);
+  setPolicy(network: string, rules: PolicyRule[], tests: PolicyTestRecord[] = []): number {
+    return networks.setPolicy(this.#s, network, rules, tests);
   }
 
   setComponent<K extends SharedComponentName>(network: string, name: K, value: SharedComponents[K]): number {
@@ -338,6 +339,11 @@ export class Controller {
 
   policy(network: string): PolicyRule[] {
     return queries.policy(this.#s, network);
+  }
+
+  /** The policy file in force: its rules, its tests and the version that set it (issue 28). */
+  policyInForce(network: string): { rules: PolicyRule[]; tests: PolicyTestRecord[]; policyVersion: number; stateVersion: number } {
+    return queries.policyInForce(this.#s, network);
   }
 
   /** The declaration the node is sent now. */

@@ -6,6 +6,7 @@
  */
 import type { ControllerStore } from '@meshp/core';
 import { PostgresAuthStore } from './auth-store.js';
+import { PostgresAuditStore } from './audit-store.js';
 import { PostgresControllerStore } from './controller-store.js';
 import { Follower, type FollowOptions } from './follow.js';
 import { migrate, redact } from './migrations.js';
@@ -13,6 +14,7 @@ import { SyncPg } from './sync-pg.js';
 
 export { PostgresControllerStore, STORE_LOCK, CHANNEL } from './controller-store.js';
 export { PostgresAuthStore } from './auth-store.js';
+export { PostgresAuditStore } from './audit-store.js';
 export { Follower, DEFAULT_POLL_MS, type FollowOptions } from './follow.js';
 export { MIGRATIONS, migrate, schemaVersions, redact, type Migration } from './migrations.js';
 export {
@@ -33,6 +35,8 @@ export { copyState, type CopyCounts } from './copy.js';
 export interface PostgresStore {
   store: PostgresControllerStore;
   auth: PostgresAuthStore;
+  /** The audit log (issue 28), on the same connection. */
+  audit: PostgresAuditStore;
   follower: Follower;
   /** The connection both stores use (for a copy into the database: copy.ts). */
   db: SyncPg;
@@ -70,6 +74,7 @@ export async function openPostgresStore(url: string, options: OpenOptions = {}):
   return {
     store,
     auth: new PostgresAuthStore(db),
+    audit: new PostgresAuditStore(db),
     follower,
     db,
     label: redact(url),

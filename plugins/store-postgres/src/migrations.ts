@@ -50,6 +50,14 @@ CREATE INDEX hosting_tokens_used_by ON hosting_tokens (network, used_by) WHERE u
 ALTER TABLE hosting_tokens ADD COLUMN created_at TEXT;
 ALTER TABLE hosting_tokens ADD COLUMN revoked_at TEXT;`,
   },
+  {
+    version: 5,
+    what: 'the audit log (issue 28): every admin change, by time, actor and network, one log for every replica',
+    sql: `
+CREATE TABLE audit_log (id BIGSERIAL PRIMARY KEY, at TEXT NOT NULL, actor TEXT NOT NULL, network TEXT NOT NULL, method TEXT NOT NULL, node TEXT,
+  summary TEXT NOT NULL, state_version BIGINT NOT NULL);
+CREATE INDEX audit_log_at ON audit_log (network, at);`,
+  },
 ];
 
 /** The advisory lock migrations take (an arbitrary constant of meshp's). */

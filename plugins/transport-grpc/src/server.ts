@@ -52,6 +52,10 @@ const ADMIN_RESPONSES: Record<keyof typeof gen.AdminServiceService, Fns> = {
   removeCatalogueModule: gen.RemoveCatalogueModuleResponse,
   listEnrolmentTokens: gen.ListEnrolmentTokensResponse,
   revokeEnrolmentToken: gen.RevokeEnrolmentTokenResponse,
+  getPolicy: gen.GetPolicyResponse,
+  previewPolicy: gen.PreviewPolicyResponse,
+  testPolicy: gen.TestPolicyResponse,
+  listAudit: gen.ListAuditResponse,
 };
 
 export const ADMIN_METHODS = Object.keys(ADMIN_RESPONSES) as (keyof typeof gen.AdminServiceService)[];

@@ -31,6 +31,14 @@ export interface PolicyRule {
   ports?: string[];
 }
 
+/** A policy test as stored: `from`/`to` a node's name or `tag:NAME`, `port` "80/tcp". */
+export interface PolicyTestRecord {
+  from: string;
+  to: string;
+  port: string;
+  expect: 'accept' | 'deny';
+}
+
 /** A module of the catalogue: what it declares (its `taken` flag is per node). */
 export type ModuleDef = Omit<ModuleDecl, 'taken'>;
 
@@ -50,6 +58,10 @@ export interface NetworkRecord {
   logFloor: number;
   logDepth: number;
   policy: PolicyRule[];
+  /** The policy file's tests, run on every `policy set` (issue 28). Absent: none. */
+  policyTests?: PolicyTestRecord[];
+  /** The state version that set the policy in force (issue 28). Absent: never set, or set before it was recorded. */
+  policyVersion?: number;
   components: SharedComponents;
   modules: Record<string, ModuleDef>;
   privateRange: string;

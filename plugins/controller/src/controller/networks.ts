@@ -10,6 +10,7 @@ import {
   type ModuleDef,
   type NetworkRecord,
   type PolicyRule,
+  type PolicyTestRecord,
   type SharedComponentName,
   type SharedComponents,
 } from '@meshp/core/delta';
@@ -51,14 +52,25 @@ export function removeNetwork(s: ControllerState, name: string): void {
   s.store.transaction(() => s.store.deleteNetwork(name));
 }
 
-export function setPolicy(s: ControllerState, network: string, rules: PolicyRule[]): number {
+/**
+ * The policy and its tests (issue 28: run by the caller before this, admin.ts), in one version that
+ * is recorded as the policy's. Tests alone changed: a version too (the file set is another), and no
+ * view moves, so nothing is sent.
+ */
+export function setPolicy(s: ControllerState, network: string, rules: PolicyRule[], tests: PolicyTestRecord[] = []): number {
   checkPolicy(rules);
   const net = s.net(network);
   const after = rules.map((r) => ({ from: r.from, to: r.to, ...(r.ports?.length ? { ports: [...r.ports] } : {}) }));
+  const testsAfter = tests.map((x) => ({ ...x }));
   // The policy in force set again: no version, nothing sent.
-  if (canonicalJson(after) === canonicalJson(net.record.policy)) return net.version;
+  if (canonicalJson(after) === canonicalJson(net.record.policy) && canonicalJson(testsAfter) === canonicalJson(net.record.policyTests ?? []))
+    return net.version;
   return commit(s, net, { version: 0, kind: 'policy', before: net.record.policy, after }, () => {
     net.record.policy = after;
+    if (testsAfter.length) net.record.policyTests = testsAfter;
+    else delete net.record.policyTests;
+    // commit has moved the version already: this one is the policy's.
+    net.record.policyVersion = net.record.version;
     net.policy = new PolicyIndex(after);
   });
 }

@@ -11,6 +11,7 @@ import {
   type ModuleDef,
   type NetworkState,
   type PolicyRule,
+  type PolicyTestRecord,
   type SentSummary,
   type SyncRecord,
 } from '@meshp/core/delta';
@@ -57,6 +58,14 @@ export function members(s: ControllerState, network: string): MemberRecord[] {
 
 export function policy(s: ControllerState, network: string): PolicyRule[] {
   return [...s.net(network).record.policy];
+}
+
+export function policyInForce(
+  s: ControllerState,
+  network: string,
+): { rules: PolicyRule[]; tests: PolicyTestRecord[]; policyVersion: number; stateVersion: number } {
+  const r = s.net(network).record;
+  return { rules: structuredClone(r.policy), tests: structuredClone(r.policyTests ?? []), policyVersion: r.policyVersion ?? 0, stateVersion: r.version };
 }
 
 export function declarationOf(s: ControllerState, network: string, id: string): WireDeclaration {

@@ -6,7 +6,7 @@
 import { MeshpError, adminMethod, type AdminHandler, type AdminMethods, type ModuleDecl, type ReportMessage, type WireModuleDecl } from '@meshp/core';
 import { WIRE_MODE, declarationFromWire, modeFromWire, modeToWire, type SentSummary } from '@meshp/core/delta';
 import type { ConvergePreview } from '@meshp/core/lifecycle';
-import { checkModuleDefs, checkPolicy } from '@meshp/core/schema';
+import { checkModuleDefs } from '@meshp/core/schema';
 import type { AdminAnswer, AdminApi } from '@meshp/protocol';
 import type { Controller } from '../controller.js';
 import { convergeNode, previewOf } from '../converge.js';
@@ -16,6 +16,8 @@ import { NODE_NAME, type Enrolment } from './enrolment.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
 import { readbackMethods } from './readback.js';
+import { policyMethods } from './policy-methods.js';
+import { audited, auditMethods, type AuditDeps } from './audit.js';
 import { nameTaken, notFound, usage } from '@meshp/core/util';
 
 export const DEFAULT_NETWORK = 'default';
@@ -86,6 +88,8 @@ export interface AdminDeps {
   renaming?(network: string, from: string, to: string): void;
   /** The node has a new name: its stream follows. */
   renamed?(network: string, from: string, to: string): void;
+  /** The audit log every change is recorded in (issue 28; audit.ts). Absent: none kept. */
+  audit?: Omit<AuditDeps, 'controller' | 'log'>;
 }
 
 /** The most nodes one ListNodes page holds (a NodeStatus with its held resources is a few KB; the message limit is 4 MB). */
@@ -201,16 +205,9 @@ function moduleMethods({ d, controller, change }: Ctx): Methods<'assignModule' |
   };
 }
 
-/** The network's policy, and the tokens nodes enrol with. */
-function policyAndTokenMethods({ d, controller }: Ctx): Methods<'setPolicy' | 'createToken'> {
+/** The tokens nodes enrol with (the policy's methods: policy-methods.ts). */
+function tokenMethods({ d }: Ctx): Methods<'createToken'> {
   return {
-    setPolicy: (r, net) => {
-      // Checked by the one schema before anything is stored: a rule without tags or with ports that are not ports is refused.
-      const rules = checkPolicy(r.rules.map((x) => ({ from: x.fromTag, to: x.toTag, ...(x.ports.length ? { ports: x.ports } : {}) })));
-      const stateVersion = controller.setPolicy(net, rules);
-      d.changed(net);
-      return { stateVersion };
-    },
     createToken: (r, net) => {
       const mode = r.mode === WIRE_MODE.UNSPECIFIED ? 'converged' : modeFromWire(r.mode);
       const ttl = r.ttlSeconds || 3600;
@@ -286,11 +283,16 @@ export function adminHandler(d: AdminDeps): AdminHandler {
     ...statusMethods(c),
     ...modeMethods(c),
     ...moduleMethods(c),
-    ...policyAndTokenMethods(c),
+    ...tokenMethods(c),
+    // The policy read, previewed as a reachability diff, tested and set (issue 28): policy-methods.ts.
+    ...policyMethods(d.controller, d.changed),
     ...lifecycleMethods(c),
     // The catalogue and the tokens read back (issue 33): readback.ts.
     ...readbackMethods(d.controller, d.enrolment, d.changed),
+    // The audit log read back (issue 28): audit.ts.
+    listAudit: d.audit ? auditMethods(d.audit.book).listAudit : () => ({ entries: [] }),
   };
+  const audit = d.audit ? { ...d.audit, controller: d.controller, log: d.log } : null;
 
   return async (method, request, credential, peer) => {
     if (!credential || !secretMatches(credential, d.secret)) {
@@ -309,8 +311,10 @@ export function adminHandler(d: AdminDeps): AdminHandler {
       return fn(request, network);
     };
     try {
-      // A store across the network: one change, committed without the event loop waiting on it (controller.change).
-      const out = d.controller.asyncStore ? await d.controller.change(call) : call();
+      // A change made is recorded in the audit log (audit.ts); a read is not. A store across the
+      // network: one change, committed without the event loop waiting on it (controller.change).
+      const made = () => (audit ? audited(audit, method, request as Record<string, unknown>, network, call) : call());
+      const out = d.controller.asyncStore ? await d.controller.change(made) : made();
       d.log.info({ method, network, peer }, 'admin call');
       return out;
     } catch (e) {

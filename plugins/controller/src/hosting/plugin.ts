@@ -10,6 +10,7 @@ import {
   PLUGIN_API_VERSION,
   isMeshpError,
   type AdminHandler,
+  type AuditBook,
   type ControlHandlers,
   type Plugin,
   type Refused,
@@ -22,6 +23,8 @@ import { Controller } from '../controller.js';
 import { SqliteControllerStore } from '../sqlite-store.js';
 import { adminHandler, DEFAULT_NETWORK } from './admin.js';
 import { AuthStore, type AuthBook } from './auth-store.js';
+import { SqliteAuditStore } from './audit-store.js';
+import { DEFAULT_AUDIT_RETENTION_SECONDS } from './audit.js';
 import { guardAuth } from './auth-guard.js';
 import { isStoreFault } from '../store-errors.js';
 import type { ControllerStore } from '../store.js';
@@ -66,12 +69,16 @@ export interface ControllerHostingOptions {
   consoleListen?: string;
   /** How long a console session lasts from sign-in (seconds; console/server.ts's default when absent). */
   consoleSessionSeconds?: number;
+  /** Audit log entries older than this many seconds are trimmed (default DEFAULT_AUDIT_RETENTION_SECONDS, 90 days). */
+  auditRetentionSeconds?: number;
 }
 
 /** The controller's store and the hosting's tokens and credentials in one shared database; `follow` starts learning of the other replicas' changes. */
 export interface SharedStore {
   controller: ControllerStore;
   auth: AuthBook;
+  /** The audit log in the shared database (issue 28): one log for every replica. */
+  audit?: AuditBook;
   /** Where, for the log (no password). */
   label: string;
   follow(): Promise<void>;
@@ -120,6 +127,8 @@ export class ControllerHostingPlugin implements Plugin {
     controller: Controller;
     auth: AuthBook;
   } | null = null;
+  /** The audit log (issue 28): the shared database's, else the state folder's SQLite file. */
+  #audit: AuditBook | null = null;
 
   constructor(options: ControllerHostingOptions) {
     if (!/:\d+$/.test(options.listen)) throw usage(`--listen ${options.listen} is not HOST:PORT`);
@@ -178,6 +187,7 @@ export class ControllerHostingPlugin implements Plugin {
     this.#applyLogDepth(controller);
     // Its errors are the store's health too (auth-guard.ts); an outage is logged once when it starts and once when it ends.
     const auth = guardAuth(shared?.auth ?? new AuthStore(dbFile), controller.storeHealth, shared ? undefined : dbFile);
+    this.#audit = shared?.audit ?? new SqliteAuditStore(dbFile);
     controller.storeHealth.onChange = (h) => {
       if (h.up) this.log.warn({ store: shared?.label ?? CONTROLLER_DB }, 'store up again: changes are taken');
       else
@@ -267,6 +277,7 @@ export class ControllerHostingPlugin implements Plugin {
     log: Logger,
   ): AdminHandler {
     return adminHandler({
+      ...(this.#audit ? { audit: { book: this.#audit, retentionSeconds: this.#o.auditRetentionSeconds ?? DEFAULT_AUDIT_RETENTION_SECONDS } } : {}),
       controller,
       enrolment,
       secret,
@@ -363,6 +374,8 @@ export class ControllerHostingPlugin implements Plugin {
     await r.metrics?.close();
     await this.#o.store?.unfollow();
     r.auth.close();
+    this.#audit?.close();
+    this.#audit = null;
     r.controller.close();
     this.log.info({}, 'controller stopped');
   }

@@ -872,10 +872,108 @@ export interface PolicyRule {
 export interface SetPolicyRequest {
   network: string;
   rules: PolicyRule[];
+  /** issue 28: the policy's tests, run before anything is set (one failing refuses the policy). */
+  tests: PolicyTest[];
+  /** issue 28: set only if this is still the preview of this policy (empty: none asked). */
+  previewId: string;
 }
 
 export interface SetPolicyResponse {
   stateVersion: number;
+}
+
+/** issue 28. `from` and `to`: a node's name, or `tag:NAME` for every holder of a tag; port "80", "80/tcp" or "53/udp". */
+export interface PolicyTest {
+  from: string;
+  to: string;
+  port: string;
+  /** "accept" or "deny". */
+  expect: string;
+}
+
+export interface PolicyTestResult {
+  test?: PolicyTest | undefined;
+  passed: boolean;
+  /** What the policy does: "accept" or "deny"; or why the test cannot be run (an unknown node). */
+  got: string;
+  reason: string;
+}
+
+export interface GetPolicyRequest {
+  network: string;
+}
+
+export interface GetPolicyResponse {
+  rules: PolicyRule[];
+  tests: PolicyTest[];
+  /** The state version that set the policy in force (0: never set), and the network's now. */
+  policyVersion: number;
+  stateVersion: number;
+}
+
+export interface PreviewPolicyRequest {
+  network: string;
+  rules: PolicyRule[];
+  tests: PolicyTest[];
+}
+
+/** What one node may reach of one peer: `ports` as the policy's rules give them ("*": every port). */
+export interface PeerReach {
+  peer: string;
+  ports: string[];
+}
+
+/** One node's reachability, before and after: the peers in its view, and the ports it may reach on each. */
+export interface NodeReachChange {
+  node: string;
+  peersGained: string[];
+  peersLost: string[];
+  portsGained: PeerReach[];
+  portsLost: PeerReach[];
+}
+
+export interface PreviewPolicyResponse {
+  /** Names exactly this diff: the policy in force, the one proposed and the membership it was computed over. */
+  previewId: string;
+  stateVersion: number;
+  policyVersion: number;
+  changes: NodeReachChange[];
+  tests: PolicyTestResult[];
+  unchanged: boolean;
+}
+
+export interface TestPolicyRequest {
+  network: string;
+  rules: PolicyRule[];
+  tests: PolicyTest[];
+}
+
+export interface TestPolicyResponse {
+  results: PolicyTestResult[];
+}
+
+export interface ListAuditRequest {
+  network: string;
+  /** ISO time: entries at or after it (empty: all kept). */
+  since: string;
+  /** Only changes about this node (empty: every change). */
+  node: string;
+  /** The newest this many (0: 1,000). */
+  limit: number;
+}
+
+export interface AuditEntry {
+  at: string;
+  actor: string;
+  network: string;
+  method: string;
+  node: string;
+  summary: string;
+  stateVersion: number;
+}
+
+export interface ListAuditResponse {
+  entries: AuditEntry[];
 }
 
 export interface CreateTokenRequest {
@@ -9197,7 +9295,7 @@ export const PolicyRule: MessageFns<PolicyRule> = {
 };
 
 function createBaseSetPolicyRequest(): SetPolicyRequest {
-  return { network: "", rules: [] };
+  return { network: "", rules: [], tests: [], previewId: "" };
 }
 
 export const SetPolicyRequest: MessageFns<SetPolicyRequest> = {
@@ -9207,6 +9305,12 @@ export const SetPolicyRequest: MessageFns<SetPolicyRequest> = {
     }
     for (const v of message.rules) {
       PolicyRule.encode(v!, writer.uint32(18).fork()).join();
+    }
+    for (const v of message.tests) {
+      PolicyTest.encode(v!, writer.uint32(802).fork()).join();
+    }
+    if (message.previewId !== "") {
+      writer.uint32(810).string(message.previewId);
     }
     return writer;
   },
@@ -9240,6 +9344,22 @@ export const SetPolicyRequest: MessageFns<SetPolicyRequest> = {
             message.rules.push(PolicyRule.decode(reader, reader.uint32()));
             continue;
           }
+          case 100: {
+            if (tag !== 802) {
+              break;
+            }
+
+            message.tests.push(PolicyTest.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 101: {
+            if (tag !== 810) {
+              break;
+            }
+
+            message.previewId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -9256,6 +9376,12 @@ export const SetPolicyRequest: MessageFns<SetPolicyRequest> = {
     return {
       network: isSet(object.network) ? globalThis.String(object.network) : "",
       rules: globalThis.Array.isArray(object?.rules) ? object.rules.map((e: any) => PolicyRule.fromJSON(e)) : [],
+      tests: globalThis.Array.isArray(object?.tests) ? object.tests.map((e: any) => PolicyTest.fromJSON(e)) : [],
+      previewId: isSet(object.previewId)
+        ? globalThis.String(object.previewId)
+        : isSet(object.preview_id)
+        ? globalThis.String(object.preview_id)
+        : "",
     };
   },
 
@@ -9267,6 +9393,12 @@ export const SetPolicyRequest: MessageFns<SetPolicyRequest> = {
     if (message.rules?.length) {
       obj.rules = message.rules.map((e) => PolicyRule.toJSON(e));
     }
+    if (message.tests?.length) {
+      obj.tests = message.tests.map((e) => PolicyTest.toJSON(e));
+    }
+    if (message.previewId !== "") {
+      obj.previewId = message.previewId;
+    }
     return obj;
   },
 
@@ -9277,6 +9409,8 @@ export const SetPolicyRequest: MessageFns<SetPolicyRequest> = {
     const message = createBaseSetPolicyRequest();
     message.network = object.network ?? "";
     message.rules = object.rules?.map((e) => PolicyRule.fromPartial(e)) || [];
+    message.tests = object.tests?.map((e) => PolicyTest.fromPartial(e)) || [];
+    message.previewId = object.previewId ?? "";
     return message;
   },
 };
@@ -9350,6 +9484,1461 @@ export const SetPolicyResponse: MessageFns<SetPolicyResponse> = {
   fromPartial<I extends Exact<DeepPartial<SetPolicyResponse>, I>>(object: I): SetPolicyResponse {
     const message = createBaseSetPolicyResponse();
     message.stateVersion = object.stateVersion ?? 0;
+    return message;
+  },
+};
+
+function createBasePolicyTest(): PolicyTest {
+  return { from: "", to: "", port: "", expect: "" };
+}
+
+export const PolicyTest: MessageFns<PolicyTest> = {
+  encode(message: PolicyTest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.from !== "") {
+      writer.uint32(10).string(message.from);
+    }
+    if (message.to !== "") {
+      writer.uint32(18).string(message.to);
+    }
+    if (message.port !== "") {
+      writer.uint32(26).string(message.port);
+    }
+    if (message.expect !== "") {
+      writer.uint32(34).string(message.expect);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PolicyTest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePolicyTest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.from = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.to = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.port = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.expect = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PolicyTest {
+    return {
+      from: isSet(object.from) ? globalThis.String(object.from) : "",
+      to: isSet(object.to) ? globalThis.String(object.to) : "",
+      port: isSet(object.port) ? globalThis.String(object.port) : "",
+      expect: isSet(object.expect) ? globalThis.String(object.expect) : "",
+    };
+  },
+
+  toJSON(message: PolicyTest): unknown {
+    const obj: any = {};
+    if (message.from !== "") {
+      obj.from = message.from;
+    }
+    if (message.to !== "") {
+      obj.to = message.to;
+    }
+    if (message.port !== "") {
+      obj.port = message.port;
+    }
+    if (message.expect !== "") {
+      obj.expect = message.expect;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PolicyTest>, I>>(base?: I): PolicyTest {
+    return PolicyTest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PolicyTest>, I>>(object: I): PolicyTest {
+    const message = createBasePolicyTest();
+    message.from = object.from ?? "";
+    message.to = object.to ?? "";
+    message.port = object.port ?? "";
+    message.expect = object.expect ?? "";
+    return message;
+  },
+};
+
+function createBasePolicyTestResult(): PolicyTestResult {
+  return { test: undefined, passed: false, got: "", reason: "" };
+}
+
+export const PolicyTestResult: MessageFns<PolicyTestResult> = {
+  encode(message: PolicyTestResult, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.test !== undefined) {
+      PolicyTest.encode(message.test, writer.uint32(10).fork()).join();
+    }
+    if (message.passed !== false) {
+      writer.uint32(16).bool(message.passed);
+    }
+    if (message.got !== "") {
+      writer.uint32(26).string(message.got);
+    }
+    if (message.reason !== "") {
+      writer.uint32(34).string(message.reason);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PolicyTestResult {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePolicyTestResult();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.test = PolicyTest.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.passed = reader.bool();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.got = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PolicyTestResult {
+    return {
+      test: isSet(object.test) ? PolicyTest.fromJSON(object.test) : undefined,
+      passed: isSet(object.passed) ? globalThis.Boolean(object.passed) : false,
+      got: isSet(object.got) ? globalThis.String(object.got) : "",
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+    };
+  },
+
+  toJSON(message: PolicyTestResult): unknown {
+    const obj: any = {};
+    if (message.test !== undefined) {
+      obj.test = PolicyTest.toJSON(message.test);
+    }
+    if (message.passed !== false) {
+      obj.passed = message.passed;
+    }
+    if (message.got !== "") {
+      obj.got = message.got;
+    }
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PolicyTestResult>, I>>(base?: I): PolicyTestResult {
+    return PolicyTestResult.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PolicyTestResult>, I>>(object: I): PolicyTestResult {
+    const message = createBasePolicyTestResult();
+    message.test = (object.test !== undefined && object.test !== null)
+      ? PolicyTest.fromPartial(object.test)
+      : undefined;
+    message.passed = object.passed ?? false;
+    message.got = object.got ?? "";
+    message.reason = object.reason ?? "";
+    return message;
+  },
+};
+
+function createBaseGetPolicyRequest(): GetPolicyRequest {
+  return { network: "" };
+}
+
+export const GetPolicyRequest: MessageFns<GetPolicyRequest> = {
+  encode(message: GetPolicyRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.network !== "") {
+      writer.uint32(10).string(message.network);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetPolicyRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetPolicyRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GetPolicyRequest {
+    return { network: isSet(object.network) ? globalThis.String(object.network) : "" };
+  },
+
+  toJSON(message: GetPolicyRequest): unknown {
+    const obj: any = {};
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<GetPolicyRequest>, I>>(base?: I): GetPolicyRequest {
+    return GetPolicyRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetPolicyRequest>, I>>(object: I): GetPolicyRequest {
+    const message = createBaseGetPolicyRequest();
+    message.network = object.network ?? "";
+    return message;
+  },
+};
+
+function createBaseGetPolicyResponse(): GetPolicyResponse {
+  return { rules: [], tests: [], policyVersion: 0, stateVersion: 0 };
+}
+
+export const GetPolicyResponse: MessageFns<GetPolicyResponse> = {
+  encode(message: GetPolicyResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.rules) {
+      PolicyRule.encode(v!, writer.uint32(10).fork()).join();
+    }
+    for (const v of message.tests) {
+      PolicyTest.encode(v!, writer.uint32(18).fork()).join();
+    }
+    if (message.policyVersion !== 0) {
+      writer.uint32(24).uint64(message.policyVersion);
+    }
+    if (message.stateVersion !== 0) {
+      writer.uint32(32).uint64(message.stateVersion);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetPolicyResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetPolicyResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.rules.push(PolicyRule.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.tests.push(PolicyTest.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.policyVersion = longToNumber(reader.uint64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.stateVersion = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GetPolicyResponse {
+    return {
+      rules: globalThis.Array.isArray(object?.rules) ? object.rules.map((e: any) => PolicyRule.fromJSON(e)) : [],
+      tests: globalThis.Array.isArray(object?.tests) ? object.tests.map((e: any) => PolicyTest.fromJSON(e)) : [],
+      policyVersion: isSet(object.policyVersion)
+        ? globalThis.Number(object.policyVersion)
+        : isSet(object.policy_version)
+        ? globalThis.Number(object.policy_version)
+        : 0,
+      stateVersion: isSet(object.stateVersion)
+        ? globalThis.Number(object.stateVersion)
+        : isSet(object.state_version)
+        ? globalThis.Number(object.state_version)
+        : 0,
+    };
+  },
+
+  toJSON(message: GetPolicyResponse): unknown {
+    const obj: any = {};
+    if (message.rules?.length) {
+      obj.rules = message.rules.map((e) => PolicyRule.toJSON(e));
+    }
+    if (message.tests?.length) {
+      obj.tests = message.tests.map((e) => PolicyTest.toJSON(e));
+    }
+    if (message.policyVersion !== 0) {
+      obj.policyVersion = Math.round(message.policyVersion);
+    }
+    if (message.stateVersion !== 0) {
+      obj.stateVersion = Math.round(message.stateVersion);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<GetPolicyResponse>, I>>(base?: I): GetPolicyResponse {
+    return GetPolicyResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetPolicyResponse>, I>>(object: I): GetPolicyResponse {
+    const message = createBaseGetPolicyResponse();
+    message.rules = object.rules?.map((e) => PolicyRule.fromPartial(e)) || [];
+    message.tests = object.tests?.map((e) => PolicyTest.fromPartial(e)) || [];
+    message.policyVersion = object.policyVersion ?? 0;
+    message.stateVersion = object.stateVersion ?? 0;
+    return message;
+  },
+};
+
+function createBasePreviewPolicyRequest(): PreviewPolicyRequest {
+  return { network: "", rules: [], tests: [] };
+}
+
+export const PreviewPolicyRequest: MessageFns<PreviewPolicyRequest> = {
+  encode(message: PreviewPolicyRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.network !== "") {
+      writer.uint32(10).string(message.network);
+    }
+    for (const v of message.rules) {
+      PolicyRule.encode(v!, writer.uint32(18).fork()).join();
+    }
+    for (const v of message.tests) {
+      PolicyTest.encode(v!, writer.uint32(26).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PreviewPolicyRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePreviewPolicyRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.rules.push(PolicyRule.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.tests.push(PolicyTest.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PreviewPolicyRequest {
+    return {
+      network: isSet(object.network) ? globalThis.String(object.network) : "",
+      rules: globalThis.Array.isArray(object?.rules) ? object.rules.map((e: any) => PolicyRule.fromJSON(e)) : [],
+      tests: globalThis.Array.isArray(object?.tests) ? object.tests.map((e: any) => PolicyTest.fromJSON(e)) : [],
+    };
+  },
+
+  toJSON(message: PreviewPolicyRequest): unknown {
+    const obj: any = {};
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    if (message.rules?.length) {
+      obj.rules = message.rules.map((e) => PolicyRule.toJSON(e));
+    }
+    if (message.tests?.length) {
+      obj.tests = message.tests.map((e) => PolicyTest.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PreviewPolicyRequest>, I>>(base?: I): PreviewPolicyRequest {
+    return PreviewPolicyRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PreviewPolicyRequest>, I>>(object: I): PreviewPolicyRequest {
+    const message = createBasePreviewPolicyRequest();
+    message.network = object.network ?? "";
+    message.rules = object.rules?.map((e) => PolicyRule.fromPartial(e)) || [];
+    message.tests = object.tests?.map((e) => PolicyTest.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBasePeerReach(): PeerReach {
+  return { peer: "", ports: [] };
+}
+
+export const PeerReach: MessageFns<PeerReach> = {
+  encode(message: PeerReach, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.peer !== "") {
+      writer.uint32(10).string(message.peer);
+    }
+    for (const v of message.ports) {
+      writer.uint32(18).string(v!);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PeerReach {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePeerReach();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.peer = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.ports.push(reader.string());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PeerReach {
+    return {
+      peer: isSet(object.peer) ? globalThis.String(object.peer) : "",
+      ports: globalThis.Array.isArray(object?.ports) ? object.ports.map((e: any) => globalThis.String(e)) : [],
+    };
+  },
+
+  toJSON(message: PeerReach): unknown {
+    const obj: any = {};
+    if (message.peer !== "") {
+      obj.peer = message.peer;
+    }
+    if (message.ports?.length) {
+      obj.ports = message.ports;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PeerReach>, I>>(base?: I): PeerReach {
+    return PeerReach.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PeerReach>, I>>(object: I): PeerReach {
+    const message = createBasePeerReach();
+    message.peer = object.peer ?? "";
+    message.ports = object.ports?.map((e) => e) || [];
+    return message;
+  },
+};
+
+function createBaseNodeReachChange(): NodeReachChange {
+  return { node: "", peersGained: [], peersLost: [], portsGained: [], portsLost: [] };
+}
+
+export const NodeReachChange: MessageFns<NodeReachChange> = {
+  encode(message: NodeReachChange, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.node !== "") {
+      writer.uint32(10).string(message.node);
+    }
+    for (const v of message.peersGained) {
+      writer.uint32(18).string(v!);
+    }
+    for (const v of message.peersLost) {
+      writer.uint32(26).string(v!);
+    }
+    for (const v of message.portsGained) {
+      PeerReach.encode(v!, writer.uint32(34).fork()).join();
+    }
+    for (const v of message.portsLost) {
+      PeerReach.encode(v!, writer.uint32(42).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): NodeReachChange {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseNodeReachChange();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.node = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.peersGained.push(reader.string());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.peersLost.push(reader.string());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.portsGained.push(PeerReach.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.portsLost.push(PeerReach.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): NodeReachChange {
+    return {
+      node: isSet(object.node) ? globalThis.String(object.node) : "",
+      peersGained: globalThis.Array.isArray(object?.peersGained)
+        ? object.peersGained.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.peers_gained)
+        ? object.peers_gained.map((e: any) => globalThis.String(e))
+        : [],
+      peersLost: globalThis.Array.isArray(object?.peersLost)
+        ? object.peersLost.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.peers_lost)
+        ? object.peers_lost.map((e: any) => globalThis.String(e))
+        : [],
+      portsGained: globalThis.Array.isArray(object?.portsGained)
+        ? object.portsGained.map((e: any) => PeerReach.fromJSON(e))
+        : globalThis.Array.isArray(object?.ports_gained)
+        ? object.ports_gained.map((e: any) => PeerReach.fromJSON(e))
+        : [],
+      portsLost: globalThis.Array.isArray(object?.portsLost)
+        ? object.portsLost.map((e: any) => PeerReach.fromJSON(e))
+        : globalThis.Array.isArray(object?.ports_lost)
+        ? object.ports_lost.map((e: any) => PeerReach.fromJSON(e))
+        : [],
+    };
+  },
+
+  toJSON(message: NodeReachChange): unknown {
+    const obj: any = {};
+    if (message.node !== "") {
+      obj.node = message.node;
+    }
+    if (message.peersGained?.length) {
+      obj.peersGained = message.peersGained;
+    }
+    if (message.peersLost?.length) {
+      obj.peersLost = message.peersLost;
+    }
+    if (message.portsGained?.length) {
+      obj.portsGained = message.portsGained.map((e) => PeerReach.toJSON(e));
+    }
+    if (message.portsLost?.length) {
+      obj.portsLost = message.portsLost.map((e) => PeerReach.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<NodeReachChange>, I>>(base?: I): NodeReachChange {
+    return NodeReachChange.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<NodeReachChange>, I>>(object: I): NodeReachChange {
+    const message = createBaseNodeReachChange();
+    message.node = object.node ?? "";
+    message.peersGained = object.peersGained?.map((e) => e) || [];
+    message.peersLost = object.peersLost?.map((e) => e) || [];
+    message.portsGained = object.portsGained?.map((e) => PeerReach.fromPartial(e)) || [];
+    message.portsLost = object.portsLost?.map((e) => PeerReach.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBasePreviewPolicyResponse(): PreviewPolicyResponse {
+  return { previewId: "", stateVersion: 0, policyVersion: 0, changes: [], tests: [], unchanged: false };
+}
+
+export const PreviewPolicyResponse: MessageFns<PreviewPolicyResponse> = {
+  encode(message: PreviewPolicyResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.previewId !== "") {
+      writer.uint32(10).string(message.previewId);
+    }
+    if (message.stateVersion !== 0) {
+      writer.uint32(16).uint64(message.stateVersion);
+    }
+    if (message.policyVersion !== 0) {
+      writer.uint32(24).uint64(message.policyVersion);
+    }
+    for (const v of message.changes) {
+      NodeReachChange.encode(v!, writer.uint32(34).fork()).join();
+    }
+    for (const v of message.tests) {
+      PolicyTestResult.encode(v!, writer.uint32(42).fork()).join();
+    }
+    if (message.unchanged !== false) {
+      writer.uint32(48).bool(message.unchanged);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PreviewPolicyResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePreviewPolicyResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.previewId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.stateVersion = longToNumber(reader.uint64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.policyVersion = longToNumber(reader.uint64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.changes.push(NodeReachChange.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.tests.push(PolicyTestResult.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.unchanged = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PreviewPolicyResponse {
+    return {
+      previewId: isSet(object.previewId)
+        ? globalThis.String(object.previewId)
+        : isSet(object.preview_id)
+        ? globalThis.String(object.preview_id)
+        : "",
+      stateVersion: isSet(object.stateVersion)
+        ? globalThis.Number(object.stateVersion)
+        : isSet(object.state_version)
+        ? globalThis.Number(object.state_version)
+        : 0,
+      policyVersion: isSet(object.policyVersion)
+        ? globalThis.Number(object.policyVersion)
+        : isSet(object.policy_version)
+        ? globalThis.Number(object.policy_version)
+        : 0,
+      changes: globalThis.Array.isArray(object?.changes)
+        ? object.changes.map((e: any) => NodeReachChange.fromJSON(e))
+        : [],
+      tests: globalThis.Array.isArray(object?.tests)
+        ? object.tests.map((e: any) => PolicyTestResult.fromJSON(e))
+        : [],
+      unchanged: isSet(object.unchanged) ? globalThis.Boolean(object.unchanged) : false,
+    };
+  },
+
+  toJSON(message: PreviewPolicyResponse): unknown {
+    const obj: any = {};
+    if (message.previewId !== "") {
+      obj.previewId = message.previewId;
+    }
+    if (message.stateVersion !== 0) {
+      obj.stateVersion = Math.round(message.stateVersion);
+    }
+    if (message.policyVersion !== 0) {
+      obj.policyVersion = Math.round(message.policyVersion);
+    }
+    if (message.changes?.length) {
+      obj.changes = message.changes.map((e) => NodeReachChange.toJSON(e));
+    }
+    if (message.tests?.length) {
+      obj.tests = message.tests.map((e) => PolicyTestResult.toJSON(e));
+    }
+    if (message.unchanged !== false) {
+      obj.unchanged = message.unchanged;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PreviewPolicyResponse>, I>>(base?: I): PreviewPolicyResponse {
+    return PreviewPolicyResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PreviewPolicyResponse>, I>>(object: I): PreviewPolicyResponse {
+    const message = createBasePreviewPolicyResponse();
+    message.previewId = object.previewId ?? "";
+    message.stateVersion = object.stateVersion ?? 0;
+    message.policyVersion = object.policyVersion ?? 0;
+    message.changes = object.changes?.map((e) => NodeReachChange.fromPartial(e)) || [];
+    message.tests = object.tests?.map((e) => PolicyTestResult.fromPartial(e)) || [];
+    message.unchanged = object.unchanged ?? false;
+    return message;
+  },
+};
+
+function createBaseTestPolicyRequest(): TestPolicyRequest {
+  return { network: "", rules: [], tests: [] };
+}
+
+export const TestPolicyRequest: MessageFns<TestPolicyRequest> = {
+  encode(message: TestPolicyRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.network !== "") {
+      writer.uint32(10).string(message.network);
+    }
+    for (const v of message.rules) {
+      PolicyRule.encode(v!, writer.uint32(18).fork()).join();
+    }
+    for (const v of message.tests) {
+      PolicyTest.encode(v!, writer.uint32(26).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): TestPolicyRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseTestPolicyRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.rules.push(PolicyRule.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.tests.push(PolicyTest.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): TestPolicyRequest {
+    return {
+      network: isSet(object.network) ? globalThis.String(object.network) : "",
+      rules: globalThis.Array.isArray(object?.rules) ? object.rules.map((e: any) => PolicyRule.fromJSON(e)) : [],
+      tests: globalThis.Array.isArray(object?.tests) ? object.tests.map((e: any) => PolicyTest.fromJSON(e)) : [],
+    };
+  },
+
+  toJSON(message: TestPolicyRequest): unknown {
+    const obj: any = {};
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    if (message.rules?.length) {
+      obj.rules = message.rules.map((e) => PolicyRule.toJSON(e));
+    }
+    if (message.tests?.length) {
+      obj.tests = message.tests.map((e) => PolicyTest.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<TestPolicyRequest>, I>>(base?: I): TestPolicyRequest {
+    return TestPolicyRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<TestPolicyRequest>, I>>(object: I): TestPolicyRequest {
+    const message = createBaseTestPolicyRequest();
+    message.network = object.network ?? "";
+    message.rules = object.rules?.map((e) => PolicyRule.fromPartial(e)) || [];
+    message.tests = object.tests?.map((e) => PolicyTest.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseTestPolicyResponse(): TestPolicyResponse {
+  return { results: [] };
+}
+
+export const TestPolicyResponse: MessageFns<TestPolicyResponse> = {
+  encode(message: TestPolicyResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.results) {
+      PolicyTestResult.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): TestPolicyResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseTestPolicyResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.results.push(PolicyTestResult.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): TestPolicyResponse {
+    return {
+      results: globalThis.Array.isArray(object?.results)
+        ? object.results.map((e: any) => PolicyTestResult.fromJSON(e))
+        : [],
+    };
+  },
+
+  toJSON(message: TestPolicyResponse): unknown {
+    const obj: any = {};
+    if (message.results?.length) {
+      obj.results = message.results.map((e) => PolicyTestResult.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<TestPolicyResponse>, I>>(base?: I): TestPolicyResponse {
+    return TestPolicyResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<TestPolicyResponse>, I>>(object: I): TestPolicyResponse {
+    const message = createBaseTestPolicyResponse();
+    message.results = object.results?.map((e) => PolicyTestResult.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseListAuditRequest(): ListAuditRequest {
+  return { network: "", since: "", node: "", limit: 0 };
+}
+
+export const ListAuditRequest: MessageFns<ListAuditRequest> = {
+  encode(message: ListAuditRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.network !== "") {
+      writer.uint32(10).string(message.network);
+    }
+    if (message.since !== "") {
+      writer.uint32(18).string(message.since);
+    }
+    if (message.node !== "") {
+      writer.uint32(26).string(message.node);
+    }
+    if (message.limit !== 0) {
+      writer.uint32(32).uint32(message.limit);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListAuditRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListAuditRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.since = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.node = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.limit = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListAuditRequest {
+    return {
+      network: isSet(object.network) ? globalThis.String(object.network) : "",
+      since: isSet(object.since) ? globalThis.String(object.since) : "",
+      node: isSet(object.node) ? globalThis.String(object.node) : "",
+      limit: isSet(object.limit) ? globalThis.Number(object.limit) : 0,
+    };
+  },
+
+  toJSON(message: ListAuditRequest): unknown {
+    const obj: any = {};
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    if (message.since !== "") {
+      obj.since = message.since;
+    }
+    if (message.node !== "") {
+      obj.node = message.node;
+    }
+    if (message.limit !== 0) {
+      obj.limit = Math.round(message.limit);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListAuditRequest>, I>>(base?: I): ListAuditRequest {
+    return ListAuditRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListAuditRequest>, I>>(object: I): ListAuditRequest {
+    const message = createBaseListAuditRequest();
+    message.network = object.network ?? "";
+    message.since = object.since ?? "";
+    message.node = object.node ?? "";
+    message.limit = object.limit ?? 0;
+    return message;
+  },
+};
+
+function createBaseAuditEntry(): AuditEntry {
+  return { at: "", actor: "", network: "", method: "", node: "", summary: "", stateVersion: 0 };
+}
+
+export const AuditEntry: MessageFns<AuditEntry> = {
+  encode(message: AuditEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.at !== "") {
+      writer.uint32(10).string(message.at);
+    }
+    if (message.actor !== "") {
+      writer.uint32(18).string(message.actor);
+    }
+    if (message.network !== "") {
+      writer.uint32(26).string(message.network);
+    }
+    if (message.method !== "") {
+      writer.uint32(34).string(message.method);
+    }
+    if (message.node !== "") {
+      writer.uint32(42).string(message.node);
+    }
+    if (message.summary !== "") {
+      writer.uint32(50).string(message.summary);
+    }
+    if (message.stateVersion !== 0) {
+      writer.uint32(56).uint64(message.stateVersion);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AuditEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAuditEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.at = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.actor = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.method = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.node = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.summary = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.stateVersion = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AuditEntry {
+    return {
+      at: isSet(object.at) ? globalThis.String(object.at) : "",
+      actor: isSet(object.actor) ? globalThis.String(object.actor) : "",
+      network: isSet(object.network) ? globalThis.String(object.network) : "",
+      method: isSet(object.method) ? globalThis.String(object.method) : "",
+      node: isSet(object.node) ? globalThis.String(object.node) : "",
+      summary: isSet(object.summary) ? globalThis.String(object.summary) : "",
+      stateVersion: isSet(object.stateVersion)
+        ? globalThis.Number(object.stateVersion)
+        : isSet(object.state_version)
+        ? globalThis.Number(object.state_version)
+        : 0,
+    };
+  },
+
+  toJSON(message: AuditEntry): unknown {
+    const obj: any = {};
+    if (message.at !== "") {
+      obj.at = message.at;
+    }
+    if (message.actor !== "") {
+      obj.actor = message.actor;
+    }
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    if (message.method !== "") {
+      obj.method = message.method;
+    }
+    if (message.node !== "") {
+      obj.node = message.node;
+    }
+    if (message.summary !== "") {
+      obj.summary = message.summary;
+    }
+    if (message.stateVersion !== 0) {
+      obj.stateVersion = Math.round(message.stateVersion);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<AuditEntry>, I>>(base?: I): AuditEntry {
+    return AuditEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AuditEntry>, I>>(object: I): AuditEntry {
+    const message = createBaseAuditEntry();
+    message.at = object.at ?? "";
+    message.actor = object.actor ?? "";
+    message.network = object.network ?? "";
+    message.method = object.method ?? "";
+    message.node = object.node ?? "";
+    message.summary = object.summary ?? "";
+    message.stateVersion = object.stateVersion ?? 0;
+    return message;
+  },
+};
+
+function createBaseListAuditResponse(): ListAuditResponse {
+  return { entries: [] };
+}
+
+export const ListAuditResponse: MessageFns<ListAuditResponse> = {
+  encode(message: ListAuditResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.entries) {
+      AuditEntry.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListAuditResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListAuditResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.entries.push(AuditEntry.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListAuditResponse {
+    return {
+      entries: globalThis.Array.isArray(object?.entries) ? object.entries.map((e: any) => AuditEntry.fromJSON(e)) : [],
+    };
+  },
+
+  toJSON(message: ListAuditResponse): unknown {
+    const obj: any = {};
+    if (message.entries?.length) {
+      obj.entries = message.entries.map((e) => AuditEntry.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListAuditResponse>, I>>(base?: I): ListAuditResponse {
+    return ListAuditResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListAuditResponse>, I>>(object: I): ListAuditResponse {
+    const message = createBaseListAuditResponse();
+    message.entries = object.entries?.map((e) => AuditEntry.fromPartial(e)) || [];
     return message;
   },
 };
@@ -13288,6 +14877,48 @@ export const AdminServiceService = {
       Buffer.from(RevokeEnrolmentTokenResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): RevokeEnrolmentTokenResponse => RevokeEnrolmentTokenResponse.decode(value),
   },
+  /**
+   * issue 28: the policy in force read back, a proposed one previewed as a reachability diff (computed
+   * here, from the scope the deltas use), and a policy's tests run without setting it.
+   */
+  getPolicy: {
+    path: "/meshp.v1.AdminService/GetPolicy" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: GetPolicyRequest): Buffer => Buffer.from(GetPolicyRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): GetPolicyRequest => GetPolicyRequest.decode(value),
+    responseSerialize: (value: GetPolicyResponse): Buffer => Buffer.from(GetPolicyResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): GetPolicyResponse => GetPolicyResponse.decode(value),
+  },
+  previewPolicy: {
+    path: "/meshp.v1.AdminService/PreviewPolicy" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: PreviewPolicyRequest): Buffer => Buffer.from(PreviewPolicyRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): PreviewPolicyRequest => PreviewPolicyRequest.decode(value),
+    responseSerialize: (value: PreviewPolicyResponse): Buffer =>
+      Buffer.from(PreviewPolicyResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): PreviewPolicyResponse => PreviewPolicyResponse.decode(value),
+  },
+  testPolicy: {
+    path: "/meshp.v1.AdminService/TestPolicy" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: TestPolicyRequest): Buffer => Buffer.from(TestPolicyRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): TestPolicyRequest => TestPolicyRequest.decode(value),
+    responseSerialize: (value: TestPolicyResponse): Buffer => Buffer.from(TestPolicyResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): TestPolicyResponse => TestPolicyResponse.decode(value),
+  },
+  /** issue 28: the audit log, every admin change with its time, actor and the state version it made. */
+  listAudit: {
+    path: "/meshp.v1.AdminService/ListAudit" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListAuditRequest): Buffer => Buffer.from(ListAuditRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListAuditRequest => ListAuditRequest.decode(value),
+    responseSerialize: (value: ListAuditResponse): Buffer => Buffer.from(ListAuditResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListAuditResponse => ListAuditResponse.decode(value),
+  },
 } as const;
 
 export interface AdminServiceServer extends UntypedServiceImplementation {
@@ -13327,6 +14958,15 @@ export interface AdminServiceServer extends UntypedServiceImplementation {
   /** Enrolment tokens, read back by id (never the secret), and the revocation of one not used yet. */
   listEnrolmentTokens: handleUnaryCall<ListEnrolmentTokensRequest, ListEnrolmentTokensResponse>;
   revokeEnrolmentToken: handleUnaryCall<RevokeEnrolmentTokenRequest, RevokeEnrolmentTokenResponse>;
+  /**
+   * issue 28: the policy in force read back, a proposed one previewed as a reachability diff (computed
+   * here, from the scope the deltas use), and a policy's tests run without setting it.
+   */
+  getPolicy: handleUnaryCall<GetPolicyRequest, GetPolicyResponse>;
+  previewPolicy: handleUnaryCall<PreviewPolicyRequest, PreviewPolicyResponse>;
+  testPolicy: handleUnaryCall<TestPolicyRequest, TestPolicyResponse>;
+  /** issue 28: the audit log, every admin change with its time, actor and the state version it made. */
+  listAudit: handleUnaryCall<ListAuditRequest, ListAuditResponse>;
 }
 
 export interface AdminServiceClient extends Client {
@@ -13673,6 +15313,71 @@ export interface AdminServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: RevokeEnrolmentTokenResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * issue 28: the policy in force read back, a proposed one previewed as a reachability diff (computed
+   * here, from the scope the deltas use), and a policy's tests run without setting it.
+   */
+  getPolicy(
+    request: GetPolicyRequest,
+    callback: (error: ServiceError | null, response: GetPolicyResponse) => void,
+  ): ClientUnaryCall;
+  getPolicy(
+    request: GetPolicyRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: GetPolicyResponse) => void,
+  ): ClientUnaryCall;
+  getPolicy(
+    request: GetPolicyRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: GetPolicyResponse) => void,
+  ): ClientUnaryCall;
+  previewPolicy(
+    request: PreviewPolicyRequest,
+    callback: (error: ServiceError | null, response: PreviewPolicyResponse) => void,
+  ): ClientUnaryCall;
+  previewPolicy(
+    request: PreviewPolicyRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: PreviewPolicyResponse) => void,
+  ): ClientUnaryCall;
+  previewPolicy(
+    request: PreviewPolicyRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: PreviewPolicyResponse) => void,
+  ): ClientUnaryCall;
+  testPolicy(
+    request: TestPolicyRequest,
+    callback: (error: ServiceError | null, response: TestPolicyResponse) => void,
+  ): ClientUnaryCall;
+  testPolicy(
+    request: TestPolicyRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: TestPolicyResponse) => void,
+  ): ClientUnaryCall;
+  testPolicy(
+    request: TestPolicyRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: TestPolicyResponse) => void,
+  ): ClientUnaryCall;
+  /** issue 28: the audit log, every admin change with its time, actor and the state version it made. */
+  listAudit(
+    request: ListAuditRequest,
+    callback: (error: ServiceError | null, response: ListAuditResponse) => void,
+  ): ClientUnaryCall;
+  listAudit(
+    request: ListAuditRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListAuditResponse) => void,
+  ): ClientUnaryCall;
+  listAudit(
+    request: ListAuditRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListAuditResponse) => void,
   ): ClientUnaryCall;
 }
 

@@ -1,0 +1,133 @@
+/**
+ * What a policy lets each node reach, and what a new policy changes of it (issue 28's reachability
+ * diff): per node, the peers that enter and leave its view (PolicyIndex.scope, the scope the deltas
+ * are computed with) and the ports it may reach on each peer (the rules from its tags to the peer's,
+ * as filterFor gives the peer's filter). The mesh's own rule (every member reaches the control-node's
+ * foundation ports) is the same under every policy and so never part of a diff.
+ */
+import { protoCanonicalJson, sha256Hex } from '../canonical.js';
+import { PolicyIndex, SCOPE } from './policy.js';
+import type { MemberRecord, PolicyRule } from './records.js';
+
+/** Every port and protocol: a rule without ports. */
+export const ALL_PORTS = '*';
+
+/** What `node` may reach of `peer` under a rule set: `80/tcp`, `8000-8100/udp`, or `*`. */
+export interface PeerReach {
+  peer: string;
+  ports: string[];
+}
+
+export interface NodeReachChange {
+  node: string;
+  peersGained: string[];
+  peersLost: string[];
+  portsGained: PeerReach[];
+  portsLost: PeerReach[];
+}
+
+/** A rule's ports, one entry per protocol ("80" is 80/tcp and 80/udp); none: every port. */
+function portEntries(r: PolicyRule): string[] {
+  if (!r.ports?.length) return [ALL_PORTS];
+  return r.ports.flatMap((p) => (p.includes('/') ? [p] : [`${p}/tcp`, `${p}/udp`]));
+}
+
+/** The ports the holder of `from` may reach on the holder of `to`, sorted; `*` alone when a rule allows every port. */
+export function reachPorts(policy: PolicyIndex, from: readonly string[], to: readonly string[]): string[] {
+  const tags = new Set(from);
+  const out = new Set<string>();
+  for (const r of policy.inboundRules(to)) if (tags.has(r.from)) for (const p of portEntries(r)) out.add(p);
+  return out.has(ALL_PORTS) ? [ALL_PORTS] : [...out].sort();
+}
+
+/** Ports in `a` and not in `b`; what is left of every port but `b` is said in those words. */
+function minus(a: string[], b: string[]): string[] {
+  if (a[0] === ALL_PORTS) return b[0] === ALL_PORTS ? [] : [b.length ? `${ALL_PORTS} but ${b.join(',')}` : ALL_PORTS];
+  if (b[0] === ALL_PORTS) return [];
+  const s = new Set(b);
+  return a.filter((p) => !s.has(p));
+}
+
+/** The rules in one list and not the other (as scope.ts changedRules: a rule whose ports changed is in both). */
+function changed(before: readonly PolicyRule[], after: readonly PolicyRule[]): PolicyRule[] {
+  const key = (r: PolicyRule) => JSON.stringify([r.from, r.to, r.ports ?? []]);
+  const a = new Set(before.map(key));
+  const b = new Set(after.map(key));
+  return [...before.filter((r) => !b.has(key(r))), ...after.filter((r) => !a.has(key(r)))];
+}
+
+/**
+ * The pairs of members whose reach the change may move: the holders of a changed rule's `from` and
+ * `to` tags, both ways (a rule puts a peer in the view of both ends). Not every pair of the network.
+ */
+function candidatePairs(members: readonly MemberRecord[], rules: PolicyRule[]): [MemberRecord, MemberRecord][] {
+  const byTag = new Map<string, MemberRecord[]>();
+  for (const m of members) for (const t of m.tags) byTag.set(t, [...(byTag.get(t) ?? []), m]);
+  const seen = new Set<string>();
+  const out: [MemberRecord, MemberRecord][] = [];
+  for (const r of rules) {
+    for (const a of byTag.get(r.from) ?? []) {
+      for (const b of byTag.get(r.to) ?? []) {
+        for (const [x, y] of [
+          [a, b],
+          [b, a],
+        ] as const) {
+          const k = JSON.stringify([x.id, y.id]);
+          if (x.id === y.id || seen.has(k)) continue;
+          seen.add(k);
+          out.push([x, y]);
+        }
+      }
+    }
+  }
+  return out;
+}
+
+/** Per node, what the policy `after` changes of its reach under `before`; nodes with no change are left out. */
+export function reachDiff(members: readonly MemberRecord[], before: readonly PolicyRule[], after: readonly PolicyRule[]): NodeReachChange[] {
+  const then = new PolicyIndex(before);
+  const now = new PolicyIndex(after);
+  const byNode = new Map<string, NodeReachChange>();
+  const of = (id: string) => {
+    let c = byNode.get(id);
+    if (!c) byNode.set(id, (c = { node: id, peersGained: [], peersLost: [], portsGained: [], portsLost: [] }));
+    return c;
+  };
+  for (const [a, b] of candidatePairs(members, changed(before, after))) {
+    const was = then.scope(a, b) !== SCOPE.NONE;
+    const is = now.scope(a, b) !== SCOPE.NONE;
+    if (was !== is) (is ? of(a.id).peersGained : of(a.id).peersLost).push(b.id);
+    const p0 = reachPorts(then, a.tags, b.tags);
+    const p1 = reachPorts(now, a.tags, b.tags);
+    const gained = minus(p1, p0);
+    const lost = minus(p0, p1);
+    if (gained.length) of(a.id).portsGained.push({ peer: b.id, ports: gained });
+    if (lost.length) of(a.id).portsLost.push({ peer: b.id, ports: lost });
+  }
+  const byPeer = (x: PeerReach, y: PeerReach) => x.peer.localeCompare(y.peer);
+  return [...byNode.values()]
+    .map((c) => ({
+      ...c,
+      peersGained: c.peersGained.sort(),
+      peersLost: c.peersLost.sort(),
+      portsGained: c.portsGained.sort(byPeer),
+      portsLost: c.portsLost.sort(byPeer),
+    }))
+    .sort((x, y) => x.node.localeCompare(y.node));
+}
+
+/**
+ * The id of a policy preview: the network, the policy in force, the one proposed (its tests too) and
+ * the membership the diff was computed over (each member's name and tags: what scope reads). Any of
+ * them moving gives another id, so `policy set --preview-id` applies exactly what was shown.
+ */
+export function policyPreviewId(
+  network: string,
+  before: readonly PolicyRule[],
+  after: readonly PolicyRule[],
+  tests: readonly unknown[],
+  members: readonly MemberRecord[],
+): string {
+  const membership = members.map((m) => [m.id, [...m.tags].sort()]).sort((x, y) => String(x[0]).localeCompare(String(y[0])));
+  return sha256Hex(protoCanonicalJson({ network, before, after, tests, membership })).slice(0, 16);
+}

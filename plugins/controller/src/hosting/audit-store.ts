@@ -1,0 +1,77 @@
+/**
+ * The audit log in the state folder's SQLite file (issue 28): its own table, its own connection
+ * (WAL: it waits on no transaction of the controller's), every admin change one row.
+ */
+import Database from 'better-sqlite3';
+import type { AuditBook, AuditEntry, AuditQuery } from '@meshp/core';
+import { classified, storeError } from '../store-errors.js';
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS audit_log (id INTEGER PRIMARY KEY AUTOINCREMENT, at TEXT NOT NULL, actor TEXT NOT NULL, network TEXT NOT NULL,
+  method TEXT NOT NULL, node TEXT, summary TEXT NOT NULL, state_version INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS audit_log_at ON audit_log (network, at);
+`;
+
+interface Row {
+  at: string;
+  actor: string;
+  network: string;
+  method: string;
+  node: string | null;
+  summary: string;
+  state_version: number;
+}
+
+export const auditFromRow = (r: Row): AuditEntry => ({
+  at: r.at,
+  actor: r.actor,
+  network: r.network,
+  method: r.method,
+  node: r.node,
+  summary: r.summary,
+  stateVersion: Number(r.state_version),
+});
+
+export class SqliteAuditStore implements AuditBook {
+  readonly #db: Database.Database;
+  readonly #path: string;
+
+  constructor(path: string) {
+    this.#path = path;
+    try {
+      this.#db = new Database(path);
+      this.#db.pragma('journal_mode = WAL');
+      this.#db.pragma('busy_timeout = 5000');
+      this.#db.exec(SCHEMA);
+    } catch (cause) {
+      throw storeError(cause, path);
+    }
+  }
+
+  appendAudit(e: AuditEntry): void {
+    classified(this.#path, () =>
+      this.#db
+        .prepare('INSERT INTO audit_log (at, actor, network, method, node, summary, state_version) VALUES (?, ?, ?, ?, ?, ?, ?)')
+        .run(e.at, e.actor, e.network, e.method, e.node, e.summary, e.stateVersion),
+    );
+  }
+
+  listAudit(q: AuditQuery): AuditEntry[] {
+    const rows = classified(
+      this.#path,
+      () =>
+        this.#db
+          .prepare('SELECT * FROM audit_log WHERE network = ? AND at >= ? AND (? IS NULL OR node = ?) ORDER BY at DESC, id DESC LIMIT ?')
+          .all(q.network, q.since ?? '', q.node ?? null, q.node ?? null, q.limit) as Row[],
+    );
+    return rows.map(auditFromRow).reverse();
+  }
+
+  trimAudit(before: string): number {
+    return classified(this.#path, () => this.#db.prepare('DELETE FROM audit_log WHERE at < ?').run(before).changes);
+  }
+
+  close(): void {
+    if (this.#db.open) this.#db.close();
+  }
+}

@@ -1,0 +1,131 @@
+/**
+ * The audit log (issue 28): every admin call that changes something is recorded once it is made, in
+ * the controller's store (SQLite or PostgreSQL: an AuditBook), with its time, its actor (the admin
+ * credential's name: "admin", the one a controller makes), its network, what it changed and the
+ * state version it left; and logged as one JSON line. Entries older than the retention are trimmed
+ * at each append, by age (never by the delta log's depth). `ListAudit` reads them back.
+ */
+import type { AdminMethods, AuditBook, AuditEntry } from '@meshp/core';
+import type { AdminApi, AdminRequest } from '@meshp/protocol';
+import type { Controller } from '../controller.js';
+import type { Logger } from './log.js';
+
+/** The admin methods that change something: each is recorded; the others (reads, previews) are not. */
+const CHANGES = new Set<string>([
+  'assignModule',
+  'unassignModule',
+  'takeModule',
+  'setMode',
+  'setPolicy',
+  'createToken',
+  'addCatalogue',
+  'convergeNode',
+  'removeNode',
+  'renameNode',
+  'createNetwork',
+  'removeNetwork',
+  'removeCatalogueModule',
+  'revokeEnrolmentToken',
+]);
+
+/** The default retention: 90 days. */
+export const DEFAULT_AUDIT_RETENTION_SECONDS = 90 * 86_400;
+
+/** The most entries one ListAudit answers. */
+export const MAX_AUDIT_PAGE = 1_000;
+
+export const ADMIN_ACTOR = 'admin';
+
+type Req = Record<string, unknown>;
+
+const str = (r: Req, k: string): string => (typeof r[k] === 'string' ? (r[k] as string) : '');
+
+/** What the change is, in one line; `before`: what was there (the policy's rules), read before the change. */
+function summaryOf(method: string, r: Req, before: string): string {
+  const node = str(r, 'node');
+  const rules = (n: unknown) => `${Array.isArray(n) ? n.length : 0} rule(s)`;
+  switch (method) {
+    case 'setPolicy':
+      return `policy: ${before} -> ${rules(r.rules)}, ${Array.isArray(r.tests) ? r.tests.length : 0} test(s)${str(r, 'previewId') ? ` (preview ${str(r, 'previewId')})` : ''}`;
+    case 'assignModule':
+    case 'unassignModule':
+    case 'takeModule':
+      return `${method.replace('Module', '')} module ${str(r, 'module')} on ${node}`;
+    case 'setMode':
+      return `mode of ${node}: ${before} -> ${r.mode === 1 ? 'adopted' : 'converged'}`;
+    case 'convergeNode':
+      return `converge ${node}${str(r, 'previewId') ? ` (preview ${str(r, 'previewId')})` : ''}`;
+    case 'renameNode':
+      return `rename ${node} -> ${str(r, 'newName')}`;
+    case 'createToken':
+      return `token created (tags ${(Array.isArray(r.tags) ? r.tags : []).join(',') || 'none'})`;
+    case 'addCatalogue':
+      return `catalogue add ${(Array.isArray(r.modules) ? r.modules : []).map((m) => (m as { name?: string }).name).join(', ')}`;
+    case 'revokeEnrolmentToken':
+      return `token ${str(r, 'id')} revoked`;
+    default:
+      return `${method}${node ? ` ${node}` : ''}`;
+  }
+}
+
+/** What there was before the change, for its summary: read before the change is made. */
+function beforeOf(controller: Controller, method: string, r: Req, network: string): string {
+  try {
+    if (method === 'setPolicy') return `${controller.policy(network).length} rule(s)`;
+    if (method === 'setMode') return controller.member(network, str(r, 'node'))?.mode ?? 'unknown';
+  } catch {
+    // A network that does not exist: the change is refused, and nothing is recorded.
+  }
+  return '';
+}
+
+export interface AuditDeps {
+  book: AuditBook;
+  controller: Controller;
+  log: Logger;
+  retentionSeconds: number;
+}
+
+/**
+ * Runs `call` and, when it is a change that was made, records it. A record the store refuses after
+ * the change was made is logged (the change stands: it cannot be taken back from here).
+ */
+export function audited<T>(a: AuditDeps, method: string, request: Req, network: string, call: () => T): T {
+  if (!CHANGES.has(method)) return call();
+  const before = beforeOf(a.controller, method, request, network);
+  const out = call();
+  const at = new Date();
+  const node = str(request, 'node') || null;
+  const entry: AuditEntry = {
+    at: at.toISOString(),
+    actor: ADMIN_ACTOR,
+    network,
+    method,
+    node,
+    summary: summaryOf(method, request, before),
+    stateVersion: a.controller.networks().includes(network) ? a.controller.stateVersion(network) : 0,
+  };
+  try {
+    a.book.trimAudit(new Date(at.getTime() - a.retentionSeconds * 1000).toISOString());
+    a.book.appendAudit(entry);
+    a.log.info({ audit: entry }, 'admin change');
+  } catch (e) {
+    a.log.error({ audit: entry, err: e instanceof Error ? e.message : String(e) }, 'admin change made; the audit log refused its record');
+  }
+  return out;
+}
+
+export function auditMethods(book: AuditBook): Pick<AdminMethods<AdminApi>, 'listAudit'> {
+  return {
+    listAudit: (r: AdminRequest<'listAudit'>, net) => ({
+      entries: book
+        .listAudit({
+          network: net,
+          ...(r.since ? { since: r.since } : {}),
+          ...(r.node ? { node: r.node } : {}),
+          limit: Math.min(r.limit || MAX_AUDIT_PAGE, MAX_AUDIT_PAGE),
+        })
+        .map((e) => ({ ...e, node: e.node ?? '' })),
+    }),
+  };
+}

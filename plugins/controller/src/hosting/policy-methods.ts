@@ -1,0 +1,83 @@
+/**
+ * The policy an operator can read, diff and test (issue 28): `policy get`, `policy set --preview`
+ * (the reachability diff, computed here from the scope the deltas use: core's reachDiff), `policy
+ * test`, and `policy set` itself, which runs the file's tests first and, given a preview id, sets the
+ * policy only if that is still the preview of it (the policy in force and the membership unmoved).
+ */
+import { MeshpError, type AdminMethods } from '@meshp/core';
+import { failureText, policyPreviewId, reachDiff, runPolicyTests, type PolicyRule, type PolicyTestRecord, type PolicyTestResult } from '@meshp/core/delta';
+import { checkPolicy, checkPolicyTests } from '@meshp/core/schema';
+import type { AdminApi, AdminRequest } from '@meshp/protocol';
+import type { Controller } from '../controller.js';
+
+type PolicyMethod = 'getPolicy' | 'previewPolicy' | 'testPolicy' | 'setPolicy';
+type WireRules = AdminRequest<'setPolicy'>['rules'];
+type WireTests = AdminRequest<'setPolicy'>['tests'];
+
+const rulesToWire = (rules: readonly PolicyRule[]) => rules.map((r) => ({ fromTag: r.from, toTag: r.to, ports: [...(r.ports ?? [])] }));
+const resultToWire = (r: PolicyTestResult) => ({ ...r, test: { ...r.test } });
+
+/** The wire's rules and tests, checked by the one schema before anything is computed or stored. */
+function fromWire(rules: WireRules, tests: WireTests | undefined): { rules: PolicyRule[]; tests: PolicyTestRecord[] } {
+  return {
+    rules: checkPolicy(rules.map((x) => ({ from: x.fromTag, to: x.toTag, ...(x.ports.length ? { ports: x.ports } : {}) }))),
+    tests: checkPolicyTests((tests ?? []).map((x) => ({ from: x.from, to: x.to, port: x.port, expect: x.expect }))),
+  };
+}
+
+/** A policy whose tests fail is refused, each failing assertion named; nothing is set. */
+function refuseFailing(results: PolicyTestResult[]): void {
+  const failed = results.filter((r) => !r.passed);
+  if (!failed.length) return;
+  throw new MeshpError(
+    'MESHP_POLICY_TEST_FAILED',
+    `${failed.length} of the policy's ${results.length} test(s) failed, nothing was set: ${failed.map(failureText).join('; ')}`,
+    { details: { failed: failed.map((r) => ({ ...r.test, got: r.got, reason: r.reason })) } },
+  );
+}
+
+/** The diff of `rules` against the policy in force, its id and the tests' results. Changes nothing. */
+export function previewPolicy(controller: Controller, net: string, rules: PolicyRule[], tests: PolicyTestRecord[]) {
+  const now = controller.policyInForce(net);
+  const members = controller.members(net);
+  return {
+    previewId: policyPreviewId(net, now.rules, rules, tests, members),
+    stateVersion: now.stateVersion,
+    policyVersion: now.policyVersion,
+    changes: reachDiff(members, now.rules, rules),
+    tests: runPolicyTests(rules, tests, members),
+    unchanged: JSON.stringify(now.rules) === JSON.stringify(rules) && JSON.stringify(now.tests) === JSON.stringify(tests),
+  };
+}
+
+export function policyMethods(controller: Controller, changed: (network: string) => void): Pick<AdminMethods<AdminApi>, PolicyMethod> {
+  return {
+    getPolicy: (_r, net) => {
+      const p = controller.policyInForce(net);
+      return { rules: rulesToWire(p.rules), tests: p.tests, policyVersion: p.policyVersion, stateVersion: p.stateVersion };
+    },
+    previewPolicy: (r, net) => {
+      const input = fromWire(r.rules, r.tests);
+      const p = previewPolicy(controller, net, input.rules, input.tests);
+      return { ...p, tests: p.tests.map(resultToWire) };
+    },
+    testPolicy: (r, net) => {
+      const input = fromWire(r.rules, r.tests);
+      return { results: runPolicyTests(input.rules, input.tests, controller.members(net)).map(resultToWire) };
+    },
+    setPolicy: (r, net) => {
+      const input = fromWire(r.rules, r.tests);
+      const p = previewPolicy(controller, net, input.rules, input.tests);
+      refuseFailing(p.tests);
+      if (r.previewId && r.previewId !== p.previewId) {
+        throw new MeshpError(
+          'MESHP_PREVIEW_STALE',
+          `the policy in force or the membership of ${net} changed since preview ${r.previewId} (it gives ${p.previewId} now): preview again, nothing was set`,
+        );
+      }
+      const stateVersion = controller.setPolicy(net, input.rules, input.tests);
+      changed(net);
+      return { stateVersion };
+    },
+  };
+}

@@ -1,0 +1,53 @@
+/**
+ * The audit log in PostgreSQL (issue 28): one table every replica appends to and reads, so two
+ * replicas keep one log (migration 5). Written and read through at each call, nothing cached.
+ */
+import type { AuditBook, AuditEntry, AuditQuery } from '@meshp/core';
+import type { SyncPg } from './sync-pg.js';
+
+interface Row {
+  at: string;
+  actor: string;
+  network: string;
+  method: string;
+  node: string | null;
+  summary: string;
+  state_version: string | number;
+}
+
+export class PostgresAuditStore implements AuditBook {
+  readonly #db: SyncPg;
+
+  constructor(db: SyncPg) {
+    this.#db = db;
+  }
+
+  appendAudit(e: AuditEntry): void {
+    this.#db.rows('INSERT INTO audit_log (at, actor, network, method, node, summary, state_version) VALUES ($1, $2, $3, $4, $5, $6, $7)', [
+      e.at,
+      e.actor,
+      e.network,
+      e.method,
+      e.node,
+      e.summary,
+      e.stateVersion,
+    ]);
+  }
+
+  listAudit(q: AuditQuery): AuditEntry[] {
+    const rows = this.#db.rows<Row>(
+      'SELECT * FROM audit_log WHERE network = $1 AND at >= $2 AND ($3::text IS NULL OR node = $3) ORDER BY at DESC, id DESC LIMIT $4',
+      [q.network, q.since ?? '', q.node ?? null, q.limit],
+    );
+    return rows
+      .map((r) => ({ at: r.at, actor: r.actor, network: r.network, method: r.method, node: r.node, summary: r.summary, stateVersion: Number(r.state_version) }))
+      .reverse();
+  }
+
+  trimAudit(before: string): number {
+    return this.#db.run([{ text: 'DELETE FROM audit_log WHERE at < $1', values: [before] }])[0]!.rowCount ?? 0;
+  }
+
+  /** The connection is the controller store's: closed with it. */
+  close(): void {}
+}
