@@ -13,3 +13,4 @@ export {
 export { checkModuleDefs, checkPolicy, readCatalogueFile, readPolicyFile, type PolicyRuleInput } from './inputs.js';
 export { jsonSchemaFiles } from './json-schema.js';
 export { describeClash, findClash, type Clash } from './clash.js';
+export { dnsFileSchema, readDnsFile, dnsToFile, checkDns, parseNameserver, type DnsFile } from './dns.js';

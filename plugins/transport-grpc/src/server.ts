@@ -52,6 +52,8 @@ const ADMIN_RESPONSES: Record<keyof typeof gen.AdminServiceService, Fns> = {
   removeCatalogueModule: gen.RemoveCatalogueModuleResponse,
   listEnrolmentTokens: gen.ListEnrolmentTokensResponse,
   revokeEnrolmentToken: gen.RevokeEnrolmentTokenResponse,
+  getDns: gen.GetDnsResponse,
+  setDns: gen.SetDnsResponse,
 };
 
 export const ADMIN_METHODS = Object.keys(ADMIN_RESPONSES) as (keyof typeof gen.AdminServiceService)[];

@@ -16,6 +16,7 @@ import { NODE_NAME, type Enrolment } from './enrolment.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
 import { readbackMethods } from './readback.js';
+import { dnsMethods } from './dns-admin.js';
 import { nameTaken, notFound, usage } from '@meshp/core/util';
 
 export const DEFAULT_NETWORK = 'default';
@@ -282,6 +283,8 @@ export function adminHandler(d: AdminDeps): AdminHandler {
     ...lifecycleMethods(c),
     // The catalogue and the tokens read back (issue 33): readback.ts.
     ...readbackMethods(d.controller, d.enrolment, d.changed),
+    // The network's DNS (issue 25): dns-admin.ts.
+    ...dnsMethods(d.controller, d.changed),
   };
 
   return async (method, request, credential, peer) => {
