@@ -64,17 +64,19 @@ export function controlNodesOf(net: NetworkState): MemberRecord[] {
 }
 
 /**
- * The component every member is sent: the operator's settings with the domain in force, and the
- * foundation names after the extra records (an extra record of the same name is the operator's word).
+ * The component every member is sent: the operator's settings and the foundation names after the extra records (an extra record of the same name is the operator's word).
  */
-export function dnsComponent(network: string, shared: Partial<Dns>, foundation: readonly DnsRecord[]): Dns {
+export function dnsComponent(shared: Partial<Dns>, foundation: readonly DnsRecord[]): Dns {
   const d = dnsOf(shared);
   const taken = new Set(d.records.map((r) => r.name));
   const records = [...d.records, ...foundation.filter((r) => !taken.has(r.name))].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-  return { ...d, domain: meshDomain(network, d), records };
+  // The domain travels only when the operator set one: the default is the agent's to compute from the
+  // network's name (names.ts of the resolver), so a network that never set one sends what an agent of
+  // every revision decodes alike.
+  return { ...d, records };
 }
 
 /** The DNS component of the network as it is now. */
 export function dnsFor(net: NetworkState): Dns {
-  return dnsComponent(net.record.name, net.record.components.dns, foundationRecords(controlNodesOf(net)));
+  return dnsComponent(net.record.components.dns, foundationRecords(controlNodesOf(net)));
 }

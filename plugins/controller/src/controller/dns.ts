@@ -40,8 +40,8 @@ export function setDns(s: ControllerState, network: string, wanted: Dns, preview
     }
   }
   const foundation = foundationRecords(controlNodesOf(net));
-  const before = dnsComponent(network, net.record.components.dns, foundation);
-  const after = dnsComponent(network, dns, foundation);
+  const before = dnsComponent(net.record.components.dns, foundation);
+  const after = dnsComponent(dns, foundation);
   const changedNodes = canonicalJson(before) === canonicalJson(after) ? [] : [...net.members.keys()].sort();
   if (preview) return { stateVersion: net.version, changedNodes };
   return { stateVersion: setComponent(s, network, 'dns', dns), changedNodes };
