@@ -175,7 +175,9 @@ t.test('the resolver answers the view, forwards the rest where it belongs, and w
   t.ok(st.answers.nxdomain >= 3 && st.answers.forwarded >= 3, 'the answers counted by outcome');
   t.equal(readFileSync(join(root, 'etc/resolv.conf'), 'utf8'), resolvConf, 'the resolver configuration byte for byte as it was');
   t.equal(
-    createHash('sha256').update(readFileSync(join(root, 'etc/resolv.conf'))).digest('hex'),
+    createHash('sha256')
+      .update(readFileSync(join(root, 'etc/resolv.conf')))
+      .digest('hex'),
     createHash('sha256').update(resolvConf).digest('hex'),
   );
   await child.request({ op: 'stop' });

@@ -81,7 +81,14 @@ t.test('a delta writes the peers and components it changed, and the rows read ba
   t.same([w.upsert.length, w.remove.sort()], [0, ['p8', 'p9']], 'a removal and an unscoping delete their rows only');
 
   w = await apply(
-    { fromVersion: 4, toVersion: 5, network: 'n', upsertPeers: [], removePeers: [], dns: { nameservers: ['10.0.0.2'], searchDomains: [], records: [], domain: '', splits: [] } },
+    {
+      fromVersion: 4,
+      toVersion: 5,
+      network: 'n',
+      upsertPeers: [],
+      removePeers: [],
+      dns: { nameservers: ['10.0.0.2'], searchDomains: [], records: [], domain: '', splits: [] },
+    },
     false,
   );
   t.same([w.upsert.length, Object.keys(w.components)], [0, ['dns']], 'a component change writes that component');

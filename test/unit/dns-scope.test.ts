@@ -5,6 +5,11 @@
  * away in the same delta; a change of the DNS settings is sent only where answers change.
  */
 import t from 'tap';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { persistView } from '@meshp/core/agent';
+import { SqliteHostStore } from '@meshp/state-sqlite';
 import type { StateDelta } from '@meshp/core';
 import { CONTROL_NODE_TAG, DeltaApplier, dnsForRevision, REMOVAL_REASON } from '@meshp/core/delta';
 import { readDnsFile } from '@meshp/core/schema';
@@ -87,6 +92,18 @@ t.test('a name hidden by the policy is in no view, on no wire, in no table; it c
   );
   t.notOk(JSON.stringify(db.view.toSnapshot()).includes(HIDDEN), 'not in its view');
   t.notOk(names(db).includes(`${HIDDEN}.n.mesh`), 'not in its resolver table');
+  // On disk: db's view as the agent keeps it (state-sqlite, per peer), every file of its state folder read as bytes.
+  const dir = mkdtempSync(join(tmpdir(), 'meshp-dns-disk-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const store = new SqliteHostStore(dir);
+  await persistView(store, db.view, null);
+  const kept = await store.loadView!();
+  await store.close();
+  t.ok(kept?.upsertPeers.some((p) => p.id === 'web'), 'the view was kept');
+  t.notOk(
+    readdirSync(dir).some((f) => readFileSync(join(dir, f)).includes(HIDDEN)),
+    'not in any file of its state folder',
+  );
   // web's wire carried it only between the policy that showed it and the one that hid it.
   t.same(
     wire.map((b) => b.includes(HIDDEN)),
@@ -142,7 +159,10 @@ t.test('dns set refuses what is not a network DNS, naming the field', async (t) 
       }),
     { code: 'MESHP_DNS_INVALID', message: /CNAME stands alone/ },
   );
-  t.throws(() => c.setDns('n', readDnsFile({ records: [{ name: 'db', type: 'A', value: '10.0.0.1' }] })), { code: 'MESHP_DNS_INVALID', message: /name of a node/ });
+  t.throws(() => c.setDns('n', readDnsFile({ records: [{ name: 'db', type: 'A', value: '10.0.0.1' }] })), {
+    code: 'MESHP_DNS_INVALID',
+    message: /name of a node/,
+  });
   t.throws(() => readDnsFile({ records: Array.from({ length: 10_001 }, (_, i) => ({ name: `r${i}`, type: 'A', value: '10.0.0.1' })) }), {
     code: 'MESHP_DNS_INVALID',
   });

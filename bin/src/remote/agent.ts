@@ -158,7 +158,20 @@ export async function startAgent(args: AgentArgs, host?: Host): Promise<RunningA
   );
   if (tunnel) recordTunnel(args.state, tunnel, log);
   const link = tunnel ? withTunnel(base, tunnel) : base;
+  // The first reconcile waits for the tunnel and the resolver to follow the view: a socket bound between
+  // the converge preview and its flip would be a changed machine (MESHP_PREVIEW_STALE).
+  let following: () => void = () => undefined;
+  const followed = new Promise<void>((resolve) => (following = resolve));
+  const beforeReconcile =
+    tunnel || resolver
+      ? async () => {
+          await followed;
+          await tunnel?.settled();
+          await resolver?.settled();
+        }
+      : undefined;
   const agent = new Agent(h, link, {
+    ...(beforeReconcile ? { beforeReconcile } : {}),
     node: args.name ?? hostname(),
     token: args.token,
     nodeKey: key.publicKey,
@@ -173,7 +186,9 @@ export async function startAgent(args: AgentArgs, host?: Host): Promise<RunningA
     await tunnel?.attach(agent.applier.view);
     // After the tunnel: the mesh address it listens on is the tunnel's.
     await resolver?.attach(agent.applier.view);
+    following();
   } catch (e) {
+    following();
     link.close();
     await h.close();
     if (isMeshpError(e, 'MESHP_REMOVED')) throw new Refusal(e.oneLine(), EXIT_REMOVED);

@@ -31,16 +31,25 @@ export async function dnsGet(a: RemoteArgs & Out): Promise<void> {
 }
 
 /** The nodes whose answers change, as one line. */
-const whoChanges = (nodes: readonly string[]): string => (nodes.length ? `answers change on ${nodes.length} node(s): ${nodes.join(', ')}` : 'no node answers differently');
+const whoChanges = (nodes: readonly string[]): string =>
+  nodes.length ? `answers change on ${nodes.length} node(s): ${nodes.join(', ')}` : 'no node answers differently';
 
 export async function dnsSet(a: RemoteArgs & Out & Change & { file: string }): Promise<void> {
   // Checked here by the one schema before anything is sent: a record of type "MX" or a nameserver "dns.google" is refused, naming the field.
   const dns = readDnsFile(readJson(a.file));
   const preview = await withAdmin(a, (c, network) => c.call('setDns', { network, dns, preview: true }));
   if (a.preview) {
-    return say(a, { preview: true, changedNodes: preview.changedNodes, dns: dnsToFile(dns) }, `would replace the DNS of ${a.network ?? 'default'}: ${whoChanges(preview.changedNodes)}\n(preview: nothing changed)`);
+    return say(
+      a,
+      { preview: true, changedNodes: preview.changedNodes, dns: dnsToFile(dns) },
+      `would replace the DNS of ${a.network ?? 'default'}: ${whoChanges(preview.changedNodes)}\n(preview: nothing changed)`,
+    );
   }
-  await confirmChange(a.yes, `Replace the DNS of ${a.network ?? 'default'}? ${whoChanges(preview.changedNodes)}`, 'pass --yes to set it (or --preview to see what it does)');
+  await confirmChange(
+    a.yes,
+    `Replace the DNS of ${a.network ?? 'default'}? ${whoChanges(preview.changedNodes)}`,
+    'pass --yes to set it (or --preview to see what it does)',
+  );
   const r = await withAdmin(a, (c, network) => c.call('setDns', { network, dns, preview: false }));
   say(a, { stateVersion: r.stateVersion, changedNodes: r.changedNodes }, `DNS set (state version ${r.stateVersion}): ${whoChanges(r.changedNodes)}`);
 }

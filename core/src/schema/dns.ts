@@ -15,17 +15,16 @@ import { checkInput } from './check.js';
 const LABEL = '[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?';
 /** A name of one label or more, lower case, no trailing dot: at most 253 characters. */
 const DOMAIN = new RegExp(`^${LABEL}(\\.${LABEL})*$`);
-const domain = z
-  .string()
-  .max(253)
-  .regex(DOMAIN, 'must be a domain name: lower-case labels of letters, digits, _ and -, joined by dots (no trailing dot)');
+const domain = z.string().max(253).regex(DOMAIN, 'must be a domain name: lower-case labels of letters, digits, _ and -, joined by dots (no trailing dot)');
 /** A CNAME's target: a name of the mesh, or a full name with its trailing dot. */
 const target = z
   .string()
   .max(254)
   .refine((v) => DOMAIN.test(v.endsWith('.') ? v.slice(0, -1) : v), 'must be a name of the mesh or a full name ending in "."');
 const address = (family?: 4 | 6) =>
-  z.string().refine((v) => (family ? addressFamily(v) === family : addressFamily(v) !== null), family ? `must be an IPv${family} address` : 'must be an IP address');
+  z
+    .string()
+    .refine((v) => (family ? addressFamily(v) === family : addressFamily(v) !== null), family ? `must be an IPv${family} address` : 'must be an IP address');
 /** A nameserver: an address, with a port where it is not 53 (`10.0.0.53:5353`, `[fd00::53]:5353`). */
 const nameserver = z.string().refine((v) => parseNameserver(v) !== null, 'must be an IP address, or ADDRESS:PORT ([v6]:PORT)');
 

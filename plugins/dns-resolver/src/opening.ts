@@ -22,7 +22,15 @@ export function withDnsOpenings(plan: Plan, settings: Pick<Settings, 'privateRan
     ...plan,
     actions: [
       ...plan.actions,
-      ...missing.map((o) => ({ key: resourceKey('opening', o.id), kind: 'opening' as const, module: DNS_MODULE, op: 'create' as const, state: 'created' as const, spec: o, by: 'dns-resolver' })),
+      ...missing.map((o) => ({
+        key: resourceKey('opening', o.id),
+        kind: 'opening' as const,
+        module: DNS_MODULE,
+        op: 'create' as const,
+        state: 'created' as const,
+        spec: o,
+        by: 'dns-resolver',
+      })),
     ],
     firewall: { ...plan.firewall, openings: [...plan.firewall.openings, ...missing] },
   };

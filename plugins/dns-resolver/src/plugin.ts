@@ -92,7 +92,9 @@ export class DnsResolverPlugin implements Plugin {
     host.hooks.plan.tapPromise(this.name, async (plan, ctx) => withDnsOpenings(plan, ctx.declaration.settings, this.#o.port, this.#o.privateRange));
     host.hooks.report.tapPromise(this.name, async (report) => ({ ...report, facts: { ...report.facts, dns: this.status() } }));
     host.hooks.leave.tapPromise(this.name, async (leaving) => {
-      leaving.removed.push(`the mesh's resolver on ${this.#listening ? `${this.#listening.address}:${this.#listening.port}` : 'the mesh address'} (nothing of the machine's resolver configuration was written)`);
+      leaving.removed.push(
+        `the mesh's resolver on ${this.#listening ? `${this.#listening.address}:${this.#listening.port}` : 'the mesh address'} (nothing of the machine's resolver configuration was written)`,
+      );
       if (!leaving.preview) await this.close();
     });
   }

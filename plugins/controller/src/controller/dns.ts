@@ -36,7 +36,9 @@ export function setDns(s: ControllerState, network: string, wanted: Dns, preview
   // A record named as a member is refused: the node's own name answers for it on every node that sees it.
   for (const r of dns.records) {
     if (net.members.has(r.name)) {
-      throw new MeshpError('MESHP_DNS_INVALID', `dns: record ${r.name} is the name of a node of ${network}: a node's name is its own`, { details: { record: r.name } });
+      throw new MeshpError('MESHP_DNS_INVALID', `dns: record ${r.name} is the name of a node of ${network}: a node's name is its own`, {
+        details: { record: r.name },
+      });
     }
   }
   const foundation = foundationRecords(controlNodesOf(net));
