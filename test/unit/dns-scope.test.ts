@@ -99,7 +99,10 @@ t.test('a name hidden by the policy is in no view, on no wire, in no table; it c
   await persistView(store, db.view, null);
   const kept = await store.loadView!();
   await store.close();
-  t.ok(kept?.upsertPeers.some((p) => p.id === 'web'), 'the view was kept');
+  t.ok(
+    kept?.upsertPeers.some((p) => p.id === 'web'),
+    'the view was kept',
+  );
   t.notOk(
     readdirSync(dir).some((f) => readFileSync(join(dir, f)).includes(HIDDEN)),
     'not in any file of its state folder',

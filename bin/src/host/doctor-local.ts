@@ -5,6 +5,7 @@ import { RECENT_KEY, loadView } from '@meshp/core/agent';
 import type { AppliedRecord } from '@meshp/core/delta';
 import { SqliteHostStore } from '@meshp/state-sqlite';
 import { printJson, refuse, table } from '../output.js';
+import { dnsLine } from './render.js';
 
 /** `meshp doctor --local --state DIR`: what this node applied, read from its own store, no controller needed. */
 export async function doctorLocal(args: { state: string; json: boolean }): Promise<void> {
@@ -22,7 +23,9 @@ export async function doctorLocal(args: { state: string; json: boolean }): Promi
       lastReportAt: last?.at ?? null,
       recentDeltas: recent,
       held: held.map((r) => ({ key: r.key, module: r.module, state: r.state })),
+      dns: last?.report.facts['dns'] ?? null,
     };
+    const dns = last ? dnsLine(last.report.facts) : null;
     if (args.json) return printJson(doc);
     process.stdout.write(
       [
@@ -34,6 +37,7 @@ export async function doctorLocal(args: { state: string; json: boolean }): Promi
         ),
         `held resources: ${held.length}`,
         ...held.map((r) => `  ${r.key} (${r.module}) ${r.state}`),
+        ...(dns ? [dns] : []),
       ].join('\n') + '\n',
     );
   } finally {

@@ -130,9 +130,14 @@ async function agentHost(args: AgentArgs, tunnel: Awaited<ReturnType<typeof tunn
 }
 
 /** The agent's own /metrics (`--metrics-listen`). */
-async function agentMetrics(address: string, agent: Agent, log: pino.Logger): Promise<{ address: string; close(): Promise<void> }> {
+async function agentMetrics(
+  address: string,
+  agent: Agent,
+  log: pino.Logger,
+  resolver: DnsResolverPlugin | null,
+): Promise<{ address: string; close(): Promise<void> }> {
   const { serveAgentMetrics } = await import('./agent-metrics.js');
-  const metrics = await serveAgentMetrics(address, agent);
+  const metrics = await serveAgentMetrics(address, agent, resolver ? () => resolver.status() : undefined);
   log.info({ metrics: metrics.address }, 'agent metrics serving');
   return metrics;
 }
@@ -195,7 +200,7 @@ export async function startAgent(args: AgentArgs, host?: Host): Promise<RunningA
     throw e;
   }
   writeControllerFile(join(args.state, CONTROLLER_FILE), target);
-  const metrics = args.metricsListen ? await agentMetrics(args.metricsListen, agent, log) : null;
+  const metrics = args.metricsListen ? await agentMetrics(args.metricsListen, agent, log, resolver) : null;
   const left = agent.left.then(async (l) => {
     await metrics?.close();
     await resolver?.close();

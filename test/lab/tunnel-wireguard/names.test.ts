@@ -36,13 +36,29 @@ t.test(
     const dir = workdir(t, 'wgnames');
     const b = await meshBed(t, dir);
     const [a1, a2, a3] = b.agents as [Node, Node, Node];
-    // The outside machine is the found resolver (public.example) and, on a second address, the corporate one.
+    await b.policy([{ from: 'x', to: 'y' }]);
+    const tokens = await Promise.all(
+      ['x', 'y', 'z'].map(async (tag) => (JSON.parse(await b.cli('token', 'create', '--tag', tag, '--json')) as { token: string }).token),
+    );
+    b.startAgent(b.c);
+    b.agents.forEach((a, k) => b.startAgent(a, ['--token', tokens[k]!]));
+    try {
+      for (const n of [b.c, ...b.agents]) await n.proc!.waitFor((l) => l.msg === 'dns resolver answering', 90_000);
+    } catch (e) {
+      for (const n of [b.c, ...b.agents]) t.comment(`${n.name}: ${JSON.stringify(n.proc!.lines.filter((l) => l.msg !== 'reconciled').slice(-30))}`);
+      t.comment(`ruleset of m1: ${(await b.c.ns.exec('nft', ['list', 'ruleset'])).stdout}`);
+      throw e;
+    }
+    const mesh = new Map<Node, string>();
+    for (const n of [b.c, ...b.agents]) mesh.set(n, await meshAddress(n));
+    // Once the mesh is up: the outside machine is the found resolver (public.example) and, on a second address, the corporate one.
     await b.outside.exec('ip', [
       'addr',
       'add',
       `${CORP_IP}/24`,
       'dev',
-      (await b.outside.exec('ip', ['-o', 'route', 'get', OUTSIDE_IP])).stdout.match(/dev (\S+)/)![1]!,
+      // The interface that holds the outside machine's own address (`ip -o addr show to IP`: "2: NAME inet …").
+      (await b.outside.exec('ip', ['-o', 'addr', 'show', 'to', OUTSIDE_IP])).stdout.split(/\s+/)[1]!.replace(/@.*$/, ''),
     ]);
     for (const [ip, addr, log] of [
       [OUTSIDE_IP, '/public.example/198.51.100.7', 'found.log'],
@@ -61,22 +77,6 @@ t.test(
     mkdirSync(join(a1Root, 'etc'), { recursive: true });
     writeFileSync(join(a1Root, 'etc/resolv.conf'), resolvConf);
 
-    await b.policy([{ from: 'x', to: 'y' }]);
-    const tokens = await Promise.all(
-      ['x', 'y', 'z'].map(async (tag) => (JSON.parse(await b.cli('token', 'create', '--tag', tag, '--json')) as { token: string }).token),
-    );
-    b.startAgent(b.c);
-    b.agents.forEach((a, k) => b.startAgent(a, ['--token', tokens[k]!]));
-    try {
-      for (const n of [b.c, ...b.agents]) await n.proc!.waitFor((l) => l.msg === 'dns resolver answering', 90_000);
-    } catch (e) {
-      for (const n of [b.c, ...b.agents])
-        t.comment(`${n.name}: ${JSON.stringify(n.proc!.lines.filter((l) => l.msg !== 'reconciled').slice(-30))}`);
-      t.comment(`ruleset of m1: ${(await b.c.ns.exec('nft', ['list', 'ruleset'])).stdout}`);
-      throw e;
-    }
-    const mesh = new Map<Node, string>();
-    for (const n of [b.c, ...b.agents]) mesh.set(n, await meshAddress(n));
     const ask = (from: Node, name: string, type = 'A', tcp = false) => dig(from.ns, mesh.get(from)!, name, type, tcp);
     const resolves = (from: Node, name: string, to: string) =>
       until(`${from.name} resolves ${name}`, async () => JSON.stringify((await ask(from, name)).answers) === JSON.stringify([`A ${to}`]), 15, 100);
@@ -108,7 +108,7 @@ t.test(
       const at = Date.now();
       await resolves(a1, 'a3.default.mesh', mesh.get(a3)!);
       t.comment(`a3's name resolved from a1 ${Date.now() - at} ms after the policy was set`);
-      await b.cli('node', 'rename', 'a2', 'web', '--yes');
+      await b.cli('node', 'rename', 'a2', 'web');
       await resolves(a1, 'web.default.mesh', mesh.get(a2)!);
       await gone(a1, 'a2.default.mesh');
       t.pass('renamed: web resolves, a2 is NXDOMAIN');
