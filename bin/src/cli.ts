@@ -14,6 +14,7 @@ import { nodeCommand } from './commands/node.js';
 import { networkCommand } from './commands/network.js';
 import { policyCommand } from './commands/policy.js';
 import { auditCommand } from './commands/audit.js';
+import { dnsCommand } from './commands/dns.js';
 import { tokenCommand } from './commands/token.js';
 import type { GlobalArgs } from './global-args.js';
 
@@ -41,6 +42,7 @@ export function createCli(argv: string[]): Argv<GlobalArgs> {
       .command(catalogueCommand)
       .command(policyCommand)
       .command(auditCommand)
+      .command(dnsCommand)
       .command(doctorCommand)
       // yargs' own completion command prints its script even when asked for --help: the shell's
       // completions are answered through a hidden one, and `completion` is a command like the others.

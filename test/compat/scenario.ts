@@ -29,7 +29,13 @@ export function recordScenario(onDelta: (d: StateDelta) => { appliedVersion: num
   c.rotateKey('lab', 'db3', 'k-db3-2');
   step();
   c.leave('lab', 'db4');
-  c.setComponent('lab', 'dns', { nameservers: ['100.96.0.53'], searchDomains: ['lab.mesh'], records: [{ name: 'db0.lab.mesh', addresses: ['100.96.0.2'] }] });
+  c.setComponent('lab', 'dns', {
+    nameservers: ['100.96.0.53'],
+    searchDomains: ['lab.mesh'],
+    records: [{ name: 'db0.lab.mesh', addresses: ['100.96.0.2'], cname: '' }],
+    domain: '',
+    splits: [],
+  });
   step();
   c.defineModule('lab', {
     name: 'web',
@@ -45,7 +51,7 @@ export function recordScenario(onDelta: (d: StateDelta) => { appliedVersion: num
     { from: 'web', to: 'misc' },
   ]);
   step();
-  c.setComponent('lab', 'dns', { nameservers: [], searchDomains: [], records: [] });
+  c.setComponent('lab', 'dns', { nameservers: [], searchDomains: [], records: [], domain: '', splits: [] });
   c.setPolicy('lab', [
     { from: 'ops', to: 'web' },
     { from: 'web', to: 'db', ports: ['5432/tcp'] },

@@ -108,7 +108,7 @@ t.test('a delta that changes no fact of the host is answered with its ack alone:
   w.controller.ack(NET, 'a1', snapAck!.appliedVersion, snapAck!.stateHash);
   await ch.waitFor('report');
   const mark = ch.sent.length;
-  w.controller.setComponent(NET, 'dns', { nameservers: ['10.9.9.9'], searchDomains: [], records: [] });
+  w.controller.setComponent(NET, 'dns', { nameservers: ['10.9.9.9'], searchDomains: [], records: [], domain: '', splits: [] });
   ch.deliver({ delta: w.controller.deltaFor(NET, 'a1')! });
   const acks = await ch.waitFor('ack', 2);
   t.ok(w.controller.ack(NET, 'a1', acks[1]!.appliedVersion, acks[1]!.stateHash).accepted, 'acked with the hash expected');

@@ -56,7 +56,7 @@ t.test('a delta writes the peers and components it changed, and the rows read ba
     network: 'n',
     upsertPeers: Array.from({ length: 300 }, (_, i) => peer(i)),
     removePeers: [],
-    dns: { nameservers: ['10.0.0.1'], searchDomains: [], records: [] },
+    dns: { nameservers: ['10.0.0.1'], searchDomains: [], records: [], domain: '', splits: [] },
   };
   let w = await apply(snapshot, true);
   t.equal(w.upsert.length, 300, 'a snapshot writes the whole view');
@@ -81,7 +81,14 @@ t.test('a delta writes the peers and components it changed, and the rows read ba
   t.same([w.upsert.length, w.remove.sort()], [0, ['p8', 'p9']], 'a removal and an unscoping delete their rows only');
 
   w = await apply(
-    { fromVersion: 4, toVersion: 5, network: 'n', upsertPeers: [], removePeers: [], dns: { nameservers: ['10.0.0.2'], searchDomains: [], records: [] } },
+    {
+      fromVersion: 4,
+      toVersion: 5,
+      network: 'n',
+      upsertPeers: [],
+      removePeers: [],
+      dns: { nameservers: ['10.0.0.2'], searchDomains: [], records: [], domain: '', splits: [] },
+    },
     false,
   );
   t.same([w.upsert.length, Object.keys(w.components)], [0, ['dns']], 'a component change writes that component');

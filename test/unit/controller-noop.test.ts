@@ -23,11 +23,11 @@ t.test('each admin change made twice moves the version once', async (t) => {
     ['a module assigned already', (c) => c.assignModule('n', 'x', 'web')],
     ['the policy in force', (c) => c.setPolicy('n', [{ from: 'a', to: 'b' }])],
     ['the same catalogue module', (c) => c.defineModule('n', { name: 'web', files: [{ path: '/etc/web.conf', content: 'one\n' }] })],
-    ['the same component', (c) => c.setComponent('n', 'dns', { nameservers: [], searchDomains: [], records: [] })],
+    ['the same component', (c) => c.setComponent('n', 'dns', { nameservers: [], searchDomains: [], records: [], domain: '', splits: [] })],
   ];
   for (const [what, change] of cases) {
     const c = setup();
-    if (what === 'the same component') c.setComponent('n', 'dns', { nameservers: [], searchDomains: [], records: [] });
+    if (what === 'the same component') c.setComponent('n', 'dns', { nameservers: [], searchDomains: [], records: [], domain: '', splits: [] });
     const before = c.stateVersion('n');
     const answered = change(c);
     t.equal(c.stateVersion('n'), before, `${what}: no new version`);

@@ -20,7 +20,7 @@ function setup(options: { logDepth?: number } = {}) {
 
 /** A change every node sees (lazy fan-out sends nothing for a change a node cannot see). */
 function dns(c: Controller, i: number): void {
-  c.setComponent('n', 'dns', { nameservers: [`10.0.0.${i + 1}`], searchDomains: [], records: [] });
+  c.setComponent('n', 'dns', { nameservers: [`10.0.0.${i + 1}`], searchDomains: [], records: [], domain: '', splits: [] });
 }
 
 /** Sends what the controller has for the node, applies it, acks it. */
@@ -97,7 +97,7 @@ t.test('every change bumps the version; an agent left behind by the log gets a s
   sync(c, x, 'x');
   const v = c.stateVersion('n');
   c.setTags('n', 'z', ['b']);
-  c.setComponent('n', 'dns', { nameservers: ['10.0.0.53'], searchDomains: ['mesh'], records: [] });
+  c.setComponent('n', 'dns', { nameservers: ['10.0.0.53'], searchDomains: ['mesh'], records: [], domain: '', splits: [] });
   t.equal(c.stateVersion('n'), v + 2);
   t.equal(sync(c, x, 'x')!.fromVersion, v, 'within the log: a delta');
   for (let i = 0; i < 4; i++) c.rotateKey('n', 'y', `k${i}`);

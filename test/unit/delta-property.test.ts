@@ -216,7 +216,7 @@ function run(s: { logDepth: number; ops: Op[] }, tally: Tally): void {
         record();
         continue;
       case 'dns':
-        c.setComponent(N, 'dns', { nameservers: o.n === 0 ? [] : [`10.0.0.${o.n}`], searchDomains: [], records: [] });
+        c.setComponent(N, 'dns', { nameservers: o.n === 0 ? [] : [`10.0.0.${o.n}`], searchDomains: [], records: [], domain: '', splits: [] });
         record();
         continue;
       case 'module': {

@@ -23,7 +23,7 @@ const delta = (from: number, to: number, extra: Partial<StateDelta> = {}): State
 
 function atVersion3(): DeltaApplier {
   const a = new DeltaApplier();
-  a.receive(delta(0, 3, { upsertPeers: [peer('a'), peer('b')], dns: { nameservers: ['1.1.1.1'], searchDomains: [], records: [] } }));
+  a.receive(delta(0, 3, { upsertPeers: [peer('a'), peer('b')], dns: { nameservers: ['1.1.1.1'], searchDomains: [], records: [], domain: '', splits: [] } }));
   return a;
 }
 
@@ -144,7 +144,9 @@ t.test('an empty component and an absent one are distinct on the wire and in the
   a.receive(absent);
   t.same(a.view.components.dns?.nameservers, ['1.1.1.1'], 'absent: unchanged');
   const empty = WireStateDelta.decode(
-    WireStateDelta.encode(WireStateDelta.fromPartial(delta(4, 5, { dns: { nameservers: [], searchDomains: [], records: [] } }))).finish(),
+    WireStateDelta.encode(
+      WireStateDelta.fromPartial(delta(4, 5, { dns: { nameservers: [], searchDomains: [], records: [], domain: '', splits: [] } })),
+    ).finish(),
   );
   t.ok(empty.dns, 'present after decoding');
   const r = a.receive(empty);

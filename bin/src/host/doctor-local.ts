@@ -6,7 +6,7 @@ import type { AppliedRecord } from '@meshp/core/delta';
 import { loadRecords, untakeStatus, UNTAKE_KEY } from '@meshp/core/reconcile';
 import { SqliteHostStore } from '@meshp/state-sqlite';
 import { printJson, refuse, table } from '../output.js';
-import { renderUntakeStatus } from './render.js';
+import { dnsLine, renderUntakeStatus } from './render.js';
 
 /** `meshp doctor --local --state DIR`: what this node applied, read from its own store, no controller needed. */
 export async function doctorLocal(args: { state: string; json: boolean }): Promise<void> {
@@ -25,7 +25,9 @@ export async function doctorLocal(args: { state: string; json: boolean }): Promi
       recentDeltas: recent,
       held: held.map((r) => ({ key: r.key, module: r.module, state: r.state })),
       untake: untakeStatus(await loadRecords(store), await store.getValue(UNTAKE_KEY)),
+      dns: last?.report.facts['dns'] ?? null,
     };
+    const dns = last ? dnsLine(last.report.facts) : null;
     if (args.json) return printJson(doc);
     process.stdout.write(
       [
@@ -37,6 +39,7 @@ export async function doctorLocal(args: { state: string; json: boolean }): Promi
         ),
         `held resources: ${held.length}`,
         ...held.map((r) => `  ${r.key} (${r.module}) ${r.state}`),
+        ...(dns ? [dns] : []),
       ].join('\n') + `\n${renderUntakeStatus(doc.untake)}`,
     );
   } finally {

@@ -1,5 +1,6 @@
 import type { UntakeStatus } from '@meshp/core/reconcile';
 import type { Action, HostReport, Plan } from '@meshp/core';
+import type { DnsResolverStatus } from '@meshp/dns-resolver';
 import { table } from '../output.js';
 
 const VERB: Record<Action['op'], string> = {
@@ -21,6 +22,20 @@ export function renderPlan(plan: Plan): string {
   return `${head}\n${table(['ACTION', 'KIND', 'RESOURCE', 'MODULE', 'STATE', 'WHY'], rows)}`;
 }
 
+/** The mesh resolver's line (issue 25), from the report's `facts.dns` (the dns-resolver plugin's status); null without one. */
+export function dnsLine(facts: Record<string, unknown>): string | null {
+  const d = facts['dns'] as Partial<DnsResolverStatus> | undefined;
+  if (!d || typeof d !== 'object') return null;
+  const where = d.address
+    ? `answers ${d.domain || 'the mesh'} on ${d.address}:${d.port} (${d.names ?? 0} names)`
+    : `not answering${d.lastError ? `: ${d.lastError}` : ''}`;
+  const up = d.upstreams?.length
+    ? `forwards to ${d.upstreams.join(', ')} (${d.upstreamsFrom === 'found' ? "the machine's own" : 'the network DNS'})`
+    : 'nowhere to forward to';
+  const last = d.lastAnswerError ? `; last answer error: ${d.lastAnswerError}` : '';
+  return `dns: ${where}, ${up}; DNS not integrated: the resolver configuration is held${last}`;
+}
+
 export function renderReport(report: HostReport): string {
   const fw = report.firewall ? `${report.firewall.kind}${report.firewall.active ? ' (active)' : ''}` : 'not probed';
   const counts =
@@ -29,9 +44,11 @@ export function renderReport(report: HostReport): string {
       .map(([s, n]) => `${n} ${s}`)
       .join(', ') || 'nothing declared';
   const rows = report.resources.map((r) => [r.kind, r.key.slice(r.kind.length + 1), r.module, r.state, r.reason]);
+  const dns = dnsLine(report.facts);
   return [
     `node ${report.node}  mode ${report.mode}${report.mode === 'adopted' ? ' (ADOPTED)' : ''}  firewall ${fw}  at ${report.at}`,
     counts,
+    ...(dns ? [dns] : []),
     table(['KIND', 'RESOURCE', 'MODULE', 'STATE', 'WHY'], rows),
   ].join('\n');
 }

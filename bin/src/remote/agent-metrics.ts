@@ -2,13 +2,14 @@
  * The agent's own `/metrics` (`meshp agent --metrics-listen HOST:PORT`): what this node last did,
  * read on the node itself — useful when the controller cannot be reached, which is when it matters.
  */
-import { Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Agent } from '@meshp/core/agent';
 import { BUILD_VERSION, serveMetrics } from '@meshp/controller';
+import type { DnsResolverStatus } from '@meshp/dns-resolver';
 
 const seconds = (iso: string | undefined): number => (iso ? Date.parse(iso) / 1000 : 0);
 
-export function agentRegistry(agent: Agent): Registry {
+export function agentRegistry(agent: Agent, dns?: () => DnsResolverStatus): Registry {
   const r = new Registry();
   collectDefaultMetrics({ register: r });
   new Gauge({ name: 'meshp_build_info', help: 'the running build: always 1', labelNames: ['version', 'node_version'], registers: [r] }).set(
@@ -45,10 +46,42 @@ export function agentRegistry(agent: Agent): Registry {
       for (const m of ['adopted', 'converged']) this.set({ mode: m }, mode === m ? 1 : 0);
     },
   });
+  if (dns) dnsMetrics(r, dns);
   return r;
 }
 
-export async function serveAgentMetrics(address: string, agent: Agent): Promise<{ address: string; close(): Promise<void> }> {
-  const r = agentRegistry(agent);
+/** The mesh's resolver (issue 25): queries, and answers by outcome, as the resolver counted them since it started. */
+function dnsMetrics(r: Registry, dns: () => DnsResolverStatus): void {
+  new Counter({
+    name: 'meshp_agent_dns_queries_total',
+    help: "queries the node's mesh resolver was asked",
+    registers: [r],
+    collect() {
+      this.reset();
+      this.inc(dns().queries);
+    },
+  });
+  new Counter({
+    name: 'meshp_agent_dns_answers_total',
+    help: "the mesh resolver's answers by outcome (answered, nodata, nxdomain: the mesh's names; forwarded, servfail; malformed)",
+    labelNames: ['outcome'],
+    registers: [r],
+    collect() {
+      this.reset();
+      for (const [outcome, n] of Object.entries(dns().answers)) this.inc({ outcome }, n);
+    },
+  });
+  new Gauge({
+    name: 'meshp_agent_dns_names',
+    help: "names the node's mesh resolver answers (its peers', its own, the records)",
+    registers: [r],
+    collect() {
+      this.set(dns().names);
+    },
+  });
+}
+
+export async function serveAgentMetrics(address: string, agent: Agent, dns?: () => DnsResolverStatus): Promise<{ address: string; close(): Promise<void> }> {
+  const r = agentRegistry(agent, dns);
   return serveMetrics(address, () => r.metrics(), r.contentType);
 }

@@ -10,6 +10,7 @@ import { logOptions, usage } from '@meshp/core/util';
 import { DEFAULT_AGENT_CONFIG, loadPlugins, pluginSpecs } from '../plugins/load.js';
 import { agentPlugins, assembleAgentHost } from './assembly.js';
 import { recordTunnel, tunnelDecision, tunnelOf, withTunnel } from './tunnel.js';
+import { DnsResolverPlugin } from '@meshp/dns-resolver';
 import { refuseIfLeft } from './left.js';
 import { ensureNodeKey } from './keys.js';
 import { Refusal } from '../output.js';
@@ -118,19 +119,25 @@ export function controllerOf(args: Pick<AgentArgs, 'state' | 'controller' | 'tok
 }
 
 /** The agent's host from the shipped plugins, the tunnel (when it runs one) and the plugins the flags or config name. */
-async function agentHost(args: AgentArgs, tunnel: Awaited<ReturnType<typeof tunnelOf>>): Promise<Host> {
+async function agentHost(args: AgentArgs, tunnel: Awaited<ReturnType<typeof tunnelOf>>, resolver: DnsResolverPlugin | null): Promise<Host> {
   const extra = await loadPlugins(pluginSpecs(args, DEFAULT_AGENT_CONFIG));
   return assembleAgentHost({ stateDir: args.state, root: args.root, firewall: args.firewall, dockerSocket: args.dockerSocket }, [
     ...agentPlugins(args.firewall),
     ...(tunnel ? [tunnel] : []),
+    ...(resolver ? [resolver] : []),
     ...extra,
   ]);
 }
 
 /** The agent's own /metrics (`--metrics-listen`). */
-async function agentMetrics(address: string, agent: Agent, log: pino.Logger): Promise<{ address: string; close(): Promise<void> }> {
+async function agentMetrics(
+  address: string,
+  agent: Agent,
+  log: pino.Logger,
+  resolver: DnsResolverPlugin | null,
+): Promise<{ address: string; close(): Promise<void> }> {
   const { serveAgentMetrics } = await import('./agent-metrics.js');
-  const metrics = await serveAgentMetrics(address, agent);
+  const metrics = await serveAgentMetrics(address, agent, resolver ? () => resolver.status() : undefined);
   log.info({ metrics: metrics.address }, 'agent metrics serving');
   return metrics;
 }
@@ -146,7 +153,9 @@ export async function startAgent(args: AgentArgs, host?: Host): Promise<RunningA
   const log = pino(logOptions('meshp-agent', logLevel(process.env.MESHP_LOG_LEVEL)), pino.destination({ dest: 1, sync: true }));
   const tunnel = await tunnelOf(args, log);
   if (tunnel && host) throw usage('the tunnel plugin is loaded with the agent host it builds; a host given in is already assembled');
-  const h = host ?? (await agentHost(args, tunnel));
+  // The mesh's names (issue 25): a resolver on the mesh address, wherever this node runs the tunnel.
+  const resolver = tunnel && !host ? new DnsResolverPlugin({ log }) : null;
+  const h = host ?? (await agentHost(args, tunnel, resolver));
   const transport = await h.transport();
   const base = new FailoverLink(
     target.addresses.map((address) => ({ address, link: transport.connect({ address, fingerprint: target.fingerprint }) })),
@@ -154,7 +163,20 @@ export async function startAgent(args: AgentArgs, host?: Host): Promise<RunningA
   );
   if (tunnel) recordTunnel(args.state, tunnel, log);
   const link = tunnel ? withTunnel(base, tunnel) : base;
+  // The first reconcile waits for the tunnel and the resolver to follow the view: a socket bound between
+  // the converge preview and its flip would be a changed machine (MESHP_PREVIEW_STALE).
+  let following: () => void = () => undefined;
+  const followed = new Promise<void>((resolve) => (following = resolve));
+  const beforeReconcile =
+    tunnel || resolver
+      ? async () => {
+          await followed;
+          await tunnel?.settled();
+          await resolver?.settled();
+        }
+      : undefined;
   const agent = new Agent(h, link, {
+    ...(beforeReconcile ? { beforeReconcile } : {}),
     node: args.name ?? hostname(),
     token: args.token,
     nodeKey: key.publicKey,
@@ -167,16 +189,21 @@ export async function startAgent(args: AgentArgs, host?: Host): Promise<RunningA
     await agent.start();
     // From the view as restored (an agent restart re-configures the running interface), then every delta.
     await tunnel?.attach(agent.applier.view);
+    // After the tunnel: the mesh address it listens on is the tunnel's.
+    await resolver?.attach(agent.applier.view);
+    following();
   } catch (e) {
+    following();
     link.close();
     await h.close();
     if (isMeshpError(e, 'MESHP_REMOVED')) throw new Refusal(e.oneLine(), EXIT_REMOVED);
     throw e;
   }
   writeControllerFile(join(args.state, CONTROLLER_FILE), target);
-  const metrics = args.metricsListen ? await agentMetrics(args.metricsListen, agent, log) : null;
+  const metrics = args.metricsListen ? await agentMetrics(args.metricsListen, agent, log, resolver) : null;
   const left = agent.left.then(async (l) => {
     await metrics?.close();
+    await resolver?.close();
     await tunnel?.close();
     await h.close();
     return l;
@@ -188,6 +215,7 @@ export async function startAgent(args: AgentArgs, host?: Host): Promise<RunningA
     stop: async () => {
       await metrics?.close();
       await agent.stop();
+      await resolver?.close();
       // The tunnel stays up across an agent restart: wireguard-go keeps running, found again by its pid.
       await tunnel?.close();
       await h.close();

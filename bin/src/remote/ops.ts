@@ -18,7 +18,7 @@ export function parseTtl(ttl: string): number {
 /** Input files are bounded before they are parsed. */
 const MAX_INPUT_BYTES = 16 * 1024 * 1024;
 
-function readJson(file: string): unknown {
+export function readJson(file: string): unknown {
   let text: string;
   try {
     if (statSync(file).size > MAX_INPUT_BYTES) throw inputTooLarge(`${file} is larger than ${MAX_INPUT_BYTES} bytes`);

@@ -77,6 +77,11 @@ export interface AgentOptions {
   intervalMs?: number;
   backoff?: { initialMs: number; maxMs: number; random?: () => number };
   log?: AgentLog;
+  /**
+   * Awaited before each reconcile: what the plugins that follow the view must finish first (the tunnel
+   * raised, the resolver bound), so the machine a converge preview sees is the one its flip sees.
+   */
+  beforeReconcile?: () => Promise<void>;
 }
 
 export class Agent {
@@ -466,6 +471,7 @@ export class Agent {
   }
 
   async #reconcileOnce(reason: string): Promise<void> {
+    await this.#o.beforeReconcile?.().catch(() => undefined);
     const store = await this.#host.state();
     // A store that cannot be read (a damaged page, a full disk) refuses this reconcile like any other
     // refusal, reported to the controller; it does not end the agent.

@@ -13,8 +13,11 @@ import type { AdminHandler } from './admin.js';
 
 /** The largest message either end accepts; more is refused (NetBird shipped 4.2 MB maps over gRPC's 4 MB default). */
 export const DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
-/** The protocol revision this end speaks (v1-r2): the agent's Hello says it, the controller hashes for older ones (delta/revision.ts). */
-export const PROTOCOL_REVISION = 2;
+/**
+ * The protocol revision this end speaks (v1-r3: the DNS component's domain, splits and CNAMEs, issue 25):
+ * the agent's Hello says it, the controller hashes for older ones (delta/revision.ts).
+ */
+export const PROTOCOL_REVISION = 3;
 
 export interface EnrolInput {
   token: string;

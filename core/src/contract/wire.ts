@@ -29,13 +29,24 @@ export interface PeerRemoval {
 }
 
 export interface DnsRecord {
+  /** Relative to the mesh's domain. */
   name: string;
+  /** A and AAAA answers, by family. */
   addresses: string[];
+  /** A CNAME's target ('': none): a name of the mesh, or a full name ending in ".". */
+  cname: string;
+}
+export interface DnsSplit {
+  domain: string;
+  nameservers: string[];
 }
 export interface Dns {
   nameservers: string[];
   searchDomains: string[];
   records: DnsRecord[];
+  /** The mesh's domain; '': `<network>.mesh` (DEFAULT_DNS_SUFFIX). */
+  domain: string;
+  splits: DnsSplit[];
 }
 export interface FilterRule {
   sourceTags: string[];

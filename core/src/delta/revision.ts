@@ -8,9 +8,10 @@
  * revision that knows a field must have it checked.
  *
  * Revisions: 1 = v1-r1 (proto/released) and every agent before issue 14; 2 = v1-r2 (this file's
- * control.proto: Declaration.converge_preview_id, StateDelta.state_hash/version_signature, …).
+ * control.proto: Declaration.converge_preview_id, StateDelta.state_hash/version_signature, …); 3 =
+ * v1-r3 (Dns.domain, Dns.splits, DnsRecord.cname: issue 25).
  */
-import type { WireDeclaration } from '../contract/wire.js';
+import type { Dns, WireDeclaration } from '../contract/wire.js';
 
 // The revision this end speaks is PROTOCOL_REVISION (contract/transport.ts), one constant for the
 // agent's Hello and the controller's hash.
@@ -19,4 +20,10 @@ import type { WireDeclaration } from '../contract/wire.js';
 export function declarationForRevision(d: WireDeclaration, revision: number): WireDeclaration {
   if (revision >= 2) return d;
   return { ...d, convergePreviewId: '' };
+}
+
+/** The DNS component as a revision-`revision` agent decodes it: before 3, no domain, no splits, no CNAME target. */
+export function dnsForRevision(d: Dns, revision: number): Dns {
+  if (revision >= 3) return d;
+  return { ...d, domain: '', splits: [], records: d.records.map((r) => ({ ...r, cname: '' })) };
 }

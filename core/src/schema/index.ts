@@ -24,3 +24,4 @@ export {
 } from './inputs.js';
 export { jsonSchemaFiles } from './json-schema.js';
 export { describeClash, findClash, type Clash } from './clash.js';
+export { dnsFileSchema, readDnsFile, dnsToFile, checkDns, parseNameserver, type DnsFile } from './dns.js';

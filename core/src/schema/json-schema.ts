@@ -1,5 +1,6 @@
 /** JSON Schema for editors (schemas/ at the repository's top), made from the one schema definition. */
 import { z } from 'zod';
+import { dnsFileSchema } from './dns.js';
 import { catalogueFileSchema, catalogueManifestSchema, declarationSchema, policyFileSchema } from './declaration.js';
 
 const BASE = 'https://meshp.dev/schemas/';
@@ -13,5 +14,6 @@ export function jsonSchemaFiles(): Record<string, unknown> {
     doc('catalogue-module.schema.json', 'meshp catalogue module manifest (examples/catalogue, genesis)', catalogueManifestSchema),
     doc('catalogue-file.schema.json', 'meshp catalogue add FILE', catalogueFileSchema),
     doc('policy.schema.json', 'meshp policy set FILE', policyFileSchema),
+    doc('dns.schema.json', 'meshp dns set FILE', dnsFileSchema),
   ]);
 }

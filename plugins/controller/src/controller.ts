@@ -1,4 +1,4 @@
-import type { Mode, StateDelta, WireDeclaration } from '@meshp/core';
+import type { Dns, Mode, StateDelta, WireDeclaration } from '@meshp/core';
 import {
   SCOPE_RULE,
   type AckResult,
@@ -25,6 +25,8 @@ import * as protocol from './controller/sync-protocol.js';
 import { flushSync } from './controller/group-commit.js';
 import type { StoreHealth } from './controller/store-health.js';
 import * as queries from './controller/queries.js';
+import * as dns from './controller/dns.js';
+import type { DnsChange, DnsReadback } from './controller/dns.js';
 
 export type { ControllerOptions, MemberInput, VersionSigner } from './controller/options.js';
 export type { StoreHealth, StoreHealthView } from './controller/store-health.js';
@@ -81,6 +83,16 @@ export class Controller {
 
   setComponent<K extends SharedComponentName>(network: string, name: K, value: SharedComponents[K]): number {
     return networks.setComponent(this.#s, network, name, value);
+  }
+
+  /** The network's DNS as set, with the domain in force and the foundation names (controller/dns.ts, issue 25). */
+  dns(network: string): DnsReadback {
+    return dns.getDns(this.#s, network);
+  }
+
+  /** Replaces the network's DNS; `preview`: nothing changed, the nodes whose answers would change said. */
+  setDns(network: string, value: Dns, preview = false): DnsChange {
+    return dns.setDns(this.#s, network, value, preview);
   }
 
   defineModule(network: string, def: ModuleDef): number {

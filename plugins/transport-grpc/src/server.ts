@@ -56,6 +56,8 @@ const ADMIN_RESPONSES: Record<keyof typeof gen.AdminServiceService, Fns> = {
   previewPolicy: gen.PreviewPolicyResponse,
   testPolicy: gen.TestPolicyResponse,
   listAudit: gen.ListAuditResponse,
+  getDns: gen.GetDnsResponse,
+  setDns: gen.SetDnsResponse,
 };
 
 export const ADMIN_METHODS = Object.keys(ADMIN_RESPONSES) as (keyof typeof gen.AdminServiceService)[];

@@ -1,6 +1,6 @@
 import { fillSettings } from '../../catalogue/manifest.js';
 import { declarationToWire } from '../declaration.js';
-import { WIRE_MODE, type Components, type Filter, type Peer, type Tunnel, type WireDeclaration } from '../../contract/wire.js';
+import { WIRE_MODE, type Components, type Dns, type Filter, type Peer, type Tunnel, type WireDeclaration } from '../../contract/wire.js';
 import { SCOPE, type PolicyIndex, type Scope } from './policy.js';
 import type { MemberRecord, ModuleDef, SharedComponents } from './records.js';
 import { endpointsOf } from './observed.js';
@@ -73,6 +73,8 @@ export interface ComponentInputs {
   node: MemberRecord;
   policy: PolicyIndex;
   shared: SharedComponents;
+  /** The DNS component in force (dns.ts dnsFor): the shared settings with the domain and the foundation names. */
+  dns: Dns;
   moduleOf: (name: string) => ModuleDef | null;
   /** The network's private range: the prefix of the tunnel's address. */
   privateRange?: string;
@@ -80,7 +82,7 @@ export interface ComponentInputs {
 
 export function componentsFor(i: ComponentInputs): Required<Components> {
   return {
-    dns: i.shared.dns,
+    dns: i.dns,
     filter: filterFor(i.node, i.policy),
     routeGroups: i.shared.routeGroups,
     relays: i.shared.relays,

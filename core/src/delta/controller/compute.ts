@@ -2,6 +2,7 @@ import { addPeer, cloneDigest, componentDigest, digestOf, peerDigest, removePeer
 import { REMOVAL_REASON, emptyDelta, type ComponentName, type Components, type Peer, type PeerRemoval, type StateDelta } from '../../contract/wire.js';
 import { componentsFor, declarationFor, filterFor, peerImage, tunnelFor } from './components.js';
 import type { NetworkState } from './network.js';
+import { dnsFor } from './dns.js';
 import { PolicyIndex, SCOPE, isControlNode } from './policy.js';
 import type { LogEntry, MemberRecord, ModuleDef, PolicyRule, SharedComponentName } from './records.js';
 
@@ -35,6 +36,7 @@ export function computeSnapshot(net: NetworkState, nodeId: string): Computed {
     node: self,
     policy: net.policy,
     shared: net.record.components,
+    dns: dnsFor(net),
     moduleOf: net.moduleOf,
     privateRange: net.record.privateRange,
   });
@@ -131,7 +133,9 @@ function peerChanges(s: Sides, candidates: Set<string>, digest: ViewDigest, grac
 function componentsMoved(s: Sides): Components {
   const { net, nodeId, before, selfThen, selfNow } = s;
   const changed: Components = {};
-  for (const name of before.shared.keys()) changed[name] = net.record.components[name] as never;
+  for (const name of before.shared.keys()) changed[name] = (name === 'dns' ? dnsFor(net) : net.record.components[name]) as never;
+  // The foundation names are the control-nodes' addresses: a control-node that changed may have moved them.
+  if (!changed.dns && controlNodeMoved(net, before)) changed.dns = dnsFor(net);
   if (s.reachMoved) changed.filter = filterFor(selfNow, s.polNow);
   if (before.members.has(nodeId)) changed.tunnel = tunnelFor(selfNow, net.record.privateRange);
   const modulesMoved = [...before.modules.keys()].some((m) => selfThen.assigned.includes(m) || selfNow.assigned.includes(m));
@@ -181,6 +185,11 @@ function policyBefore(rules: readonly PolicyRule[]): PolicyIndex {
   let p = policiesBefore.get(rules);
   if (!p) policiesBefore.set(rules, (p = new PolicyIndex(rules)));
   return p;
+}
+
+function controlNodeMoved(net: NetworkState, before: Before): boolean {
+  for (const [id, then] of before.members) if ((then && isControlNode(then.tags)) || isControlNode(net.members.get(id)?.tags ?? [])) return true;
+  return false;
 }
 
 function sameList(a: readonly string[], b: readonly string[]): boolean {

@@ -5,7 +5,8 @@
  */
 import { malformed } from '../../conditions.js';
 import { componentDigest, loadDigest, stateHash, storeDigest, type ViewDigest } from '../hash.js';
-import { declarationForRevision } from '../revision.js';
+import { declarationForRevision, dnsForRevision } from '../revision.js';
+import { dnsFor } from './dns.js';
 import { PROTOCOL_REVISION } from '../../contract/transport.js';
 import { COMPONENT_NAMES, REMOVAL_REASON, type StateDelta } from '../../contract/wire.js';
 import { declarationFor } from './components.js';
@@ -64,16 +65,19 @@ function pending(net: NetworkState, id: string, sync: SyncRecord): Computed | 's
 /** The hash an agent of `revision` computes for this view: over the fields its decoder knows (core delta/revision.ts). */
 export function hashForRevision(net: NetworkState, id: string, digest: ViewDigest, revision: number): string {
   const self = net.members.get(id);
-  if (revision >= PROTOCOL_REVISION || !self || digest.components.declaration === null) return stateHash(digest);
-  const declaration = componentDigest(declarationForRevision(declarationFor(self, net.moduleOf), revision));
-  return stateHash({ ...digest, components: { ...digest.components, declaration } });
+  if (revision >= PROTOCOL_REVISION || !self) return stateHash(digest);
+  const components = { ...digest.components };
+  if (components.declaration !== null) components.declaration = componentDigest(declarationForRevision(declarationFor(self, net.moduleOf), revision));
+  if (components.dns !== null) components.dns = componentDigest(dnsForRevision(dnsFor(net), revision));
+  return stateHash({ ...digest, components });
 }
 
 /**
  * The scope rule views are computed with now. 2: the control-node is in every member's view and
- * every member in the control-node's, whatever the policy (policy.ts CONTROL_NODE_TAG).
+ * every member in the control-node's, whatever the policy (policy.ts CONTROL_NODE_TAG). 3: the DNS
+ * component carries the domain in force and the foundation names (dns.ts, issue 25).
  */
-export const SCOPE_RULE = 2;
+export const SCOPE_RULE = 3;
 
 /**
  * A network whose views were computed under an older scope rule, loaded by this controller: no log

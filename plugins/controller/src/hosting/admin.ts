@@ -18,6 +18,7 @@ import type { Metrics } from './metrics.js';
 import { readbackMethods } from './readback.js';
 import { policyMethods } from './policy-methods.js';
 import { audited, auditMethods, type AuditDeps } from './audit.js';
+import { dnsMethods } from './dns-admin.js';
 import { nameTaken, notFound, usage } from '@meshp/core/util';
 
 export const DEFAULT_NETWORK = 'default';
@@ -291,6 +292,8 @@ export function adminHandler(d: AdminDeps): AdminHandler {
     ...readbackMethods(d.controller, d.enrolment, d.changed),
     // The audit log read back (issue 28): audit.ts.
     listAudit: d.audit ? auditMethods(d.audit.book).listAudit : () => ({ entries: [] }),
+    // The network's DNS (issue 25): dns-admin.ts.
+    ...dnsMethods(d.controller, d.changed),
   };
   const audit = d.audit ? { ...d.audit, controller: d.controller, log: d.log } : null;
 

@@ -554,12 +554,30 @@ export interface PeerRemoval {
 export interface Dns {
   nameservers: string[];
   searchDomains: string[];
+  /**
+   * The node's names are not here: the agent names each peer of its view by its id (issue 25), so a
+   * name is in a view exactly when its peer is. Here: the extra records and the foundation names.
+   */
   records: DnsRecord[];
+  /** issue 25: the mesh's domain (names are <node>.<domain>); '' from an older controller: <network>.mesh. */
+  domain: string;
+  /** issue 25: domains answered by their own nameservers, not the global ones. */
+  splits: DnsSplit[];
 }
 
 export interface DnsRecord {
+  /** Relative to the mesh's domain ("store" is store.<domain>). */
   name: string;
+  /** A and AAAA answers, by family. */
   addresses: string[];
+  /** issue 25: a CNAME's target (then no addresses): a name of the mesh, or a full name ending in ".". */
+  cname: string;
+}
+
+/** issue 25: a split nameserver: names under `domain` are asked of these. */
+export interface DnsSplit {
+  domain: string;
+  nameservers: string[];
 }
 
 /** Who may reach this node: the policy rules whose destination is one of its tags. */
@@ -974,6 +992,33 @@ export interface AuditEntry {
 
 export interface ListAuditResponse {
   entries: AuditEntry[];
+}
+
+/**
+ * issue 25: the network's DNS as the operator set it (records are the extra ones), and what the
+ * controller adds: the domain in force and the foundation names the control-node serves.
+ */
+export interface GetDnsRequest {
+  network: string;
+}
+
+export interface GetDnsResponse {
+  dns?: Dns | undefined;
+  domain: string;
+  foundation: DnsRecord[];
+}
+
+export interface SetDnsRequest {
+  network: string;
+  dns?: Dns | undefined;
+  preview: boolean;
+}
+
+export interface SetDnsResponse {
+  stateVersion: number;
+  /** The nodes whose answers change (or would, with preview). */
+  changedNodes: string[];
+  preview: boolean;
 }
 
 export interface CreateTokenRequest {
@@ -4646,7 +4691,7 @@ export const PeerRemoval: MessageFns<PeerRemoval> = {
 };
 
 function createBaseDns(): Dns {
-  return { nameservers: [], searchDomains: [], records: [] };
+  return { nameservers: [], searchDomains: [], records: [], domain: "", splits: [] };
 }
 
 export const Dns: MessageFns<Dns> = {
@@ -4659,6 +4704,12 @@ export const Dns: MessageFns<Dns> = {
     }
     for (const v of message.records) {
       DnsRecord.encode(v!, writer.uint32(26).fork()).join();
+    }
+    if (message.domain !== "") {
+      writer.uint32(1122).string(message.domain);
+    }
+    for (const v of message.splits) {
+      DnsSplit.encode(v!, writer.uint32(1130).fork()).join();
     }
     return writer;
   },
@@ -4700,6 +4751,22 @@ export const Dns: MessageFns<Dns> = {
             message.records.push(DnsRecord.decode(reader, reader.uint32()));
             continue;
           }
+          case 140: {
+            if (tag !== 1122) {
+              break;
+            }
+
+            message.domain = reader.string();
+            continue;
+          }
+          case 141: {
+            if (tag !== 1130) {
+              break;
+            }
+
+            message.splits.push(DnsSplit.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4723,6 +4790,8 @@ export const Dns: MessageFns<Dns> = {
         ? object.search_domains.map((e: any) => globalThis.String(e))
         : [],
       records: globalThis.Array.isArray(object?.records) ? object.records.map((e: any) => DnsRecord.fromJSON(e)) : [],
+      domain: isSet(object.domain) ? globalThis.String(object.domain) : "",
+      splits: globalThis.Array.isArray(object?.splits) ? object.splits.map((e: any) => DnsSplit.fromJSON(e)) : [],
     };
   },
 
@@ -4737,6 +4806,12 @@ export const Dns: MessageFns<Dns> = {
     if (message.records?.length) {
       obj.records = message.records.map((e) => DnsRecord.toJSON(e));
     }
+    if (message.domain !== "") {
+      obj.domain = message.domain;
+    }
+    if (message.splits?.length) {
+      obj.splits = message.splits.map((e) => DnsSplit.toJSON(e));
+    }
     return obj;
   },
 
@@ -4748,12 +4823,14 @@ export const Dns: MessageFns<Dns> = {
     message.nameservers = object.nameservers?.map((e) => e) || [];
     message.searchDomains = object.searchDomains?.map((e) => e) || [];
     message.records = object.records?.map((e) => DnsRecord.fromPartial(e)) || [];
+    message.domain = object.domain ?? "";
+    message.splits = object.splits?.map((e) => DnsSplit.fromPartial(e)) || [];
     return message;
   },
 };
 
 function createBaseDnsRecord(): DnsRecord {
-  return { name: "", addresses: [] };
+  return { name: "", addresses: [], cname: "" };
 }
 
 export const DnsRecord: MessageFns<DnsRecord> = {
@@ -4763,6 +4840,9 @@ export const DnsRecord: MessageFns<DnsRecord> = {
     }
     for (const v of message.addresses) {
       writer.uint32(18).string(v!);
+    }
+    if (message.cname !== "") {
+      writer.uint32(1122).string(message.cname);
     }
     return writer;
   },
@@ -4796,6 +4876,14 @@ export const DnsRecord: MessageFns<DnsRecord> = {
             message.addresses.push(reader.string());
             continue;
           }
+          case 140: {
+            if (tag !== 1122) {
+              break;
+            }
+
+            message.cname = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4814,6 +4902,7 @@ export const DnsRecord: MessageFns<DnsRecord> = {
       addresses: globalThis.Array.isArray(object?.addresses)
         ? object.addresses.map((e: any) => globalThis.String(e))
         : [],
+      cname: isSet(object.cname) ? globalThis.String(object.cname) : "",
     };
   },
 
@@ -4825,6 +4914,9 @@ export const DnsRecord: MessageFns<DnsRecord> = {
     if (message.addresses?.length) {
       obj.addresses = message.addresses;
     }
+    if (message.cname !== "") {
+      obj.cname = message.cname;
+    }
     return obj;
   },
 
@@ -4835,6 +4927,94 @@ export const DnsRecord: MessageFns<DnsRecord> = {
     const message = createBaseDnsRecord();
     message.name = object.name ?? "";
     message.addresses = object.addresses?.map((e) => e) || [];
+    message.cname = object.cname ?? "";
+    return message;
+  },
+};
+
+function createBaseDnsSplit(): DnsSplit {
+  return { domain: "", nameservers: [] };
+}
+
+export const DnsSplit: MessageFns<DnsSplit> = {
+  encode(message: DnsSplit, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.domain !== "") {
+      writer.uint32(10).string(message.domain);
+    }
+    for (const v of message.nameservers) {
+      writer.uint32(18).string(v!);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DnsSplit {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDnsSplit();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.domain = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.nameservers.push(reader.string());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DnsSplit {
+    return {
+      domain: isSet(object.domain) ? globalThis.String(object.domain) : "",
+      nameservers: globalThis.Array.isArray(object?.nameservers)
+        ? object.nameservers.map((e: any) => globalThis.String(e))
+        : [],
+    };
+  },
+
+  toJSON(message: DnsSplit): unknown {
+    const obj: any = {};
+    if (message.domain !== "") {
+      obj.domain = message.domain;
+    }
+    if (message.nameservers?.length) {
+      obj.nameservers = message.nameservers;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DnsSplit>, I>>(base?: I): DnsSplit {
+    return DnsSplit.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DnsSplit>, I>>(object: I): DnsSplit {
+    const message = createBaseDnsSplit();
+    message.domain = object.domain ?? "";
+    message.nameservers = object.nameservers?.map((e) => e) || [];
     return message;
   },
 };
@@ -10943,6 +11123,386 @@ export const ListAuditResponse: MessageFns<ListAuditResponse> = {
   },
 };
 
+function createBaseGetDnsRequest(): GetDnsRequest {
+  return { network: "" };
+}
+
+export const GetDnsRequest: MessageFns<GetDnsRequest> = {
+  encode(message: GetDnsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.network !== "") {
+      writer.uint32(10).string(message.network);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetDnsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetDnsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GetDnsRequest {
+    return { network: isSet(object.network) ? globalThis.String(object.network) : "" };
+  },
+
+  toJSON(message: GetDnsRequest): unknown {
+    const obj: any = {};
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<GetDnsRequest>, I>>(base?: I): GetDnsRequest {
+    return GetDnsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetDnsRequest>, I>>(object: I): GetDnsRequest {
+    const message = createBaseGetDnsRequest();
+    message.network = object.network ?? "";
+    return message;
+  },
+};
+
+function createBaseGetDnsResponse(): GetDnsResponse {
+  return { dns: undefined, domain: "", foundation: [] };
+}
+
+export const GetDnsResponse: MessageFns<GetDnsResponse> = {
+  encode(message: GetDnsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.dns !== undefined) {
+      Dns.encode(message.dns, writer.uint32(10).fork()).join();
+    }
+    if (message.domain !== "") {
+      writer.uint32(18).string(message.domain);
+    }
+    for (const v of message.foundation) {
+      DnsRecord.encode(v!, writer.uint32(26).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetDnsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetDnsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.dns = Dns.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.domain = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.foundation.push(DnsRecord.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GetDnsResponse {
+    return {
+      dns: isSet(object.dns) ? Dns.fromJSON(object.dns) : undefined,
+      domain: isSet(object.domain) ? globalThis.String(object.domain) : "",
+      foundation: globalThis.Array.isArray(object?.foundation)
+        ? object.foundation.map((e: any) => DnsRecord.fromJSON(e))
+        : [],
+    };
+  },
+
+  toJSON(message: GetDnsResponse): unknown {
+    const obj: any = {};
+    if (message.dns !== undefined) {
+      obj.dns = Dns.toJSON(message.dns);
+    }
+    if (message.domain !== "") {
+      obj.domain = message.domain;
+    }
+    if (message.foundation?.length) {
+      obj.foundation = message.foundation.map((e) => DnsRecord.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<GetDnsResponse>, I>>(base?: I): GetDnsResponse {
+    return GetDnsResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetDnsResponse>, I>>(object: I): GetDnsResponse {
+    const message = createBaseGetDnsResponse();
+    message.dns = (object.dns !== undefined && object.dns !== null) ? Dns.fromPartial(object.dns) : undefined;
+    message.domain = object.domain ?? "";
+    message.foundation = object.foundation?.map((e) => DnsRecord.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseSetDnsRequest(): SetDnsRequest {
+  return { network: "", dns: undefined, preview: false };
+}
+
+export const SetDnsRequest: MessageFns<SetDnsRequest> = {
+  encode(message: SetDnsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.network !== "") {
+      writer.uint32(10).string(message.network);
+    }
+    if (message.dns !== undefined) {
+      Dns.encode(message.dns, writer.uint32(18).fork()).join();
+    }
+    if (message.preview !== false) {
+      writer.uint32(24).bool(message.preview);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SetDnsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSetDnsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.dns = Dns.decode(reader, reader.uint32());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.preview = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SetDnsRequest {
+    return {
+      network: isSet(object.network) ? globalThis.String(object.network) : "",
+      dns: isSet(object.dns) ? Dns.fromJSON(object.dns) : undefined,
+      preview: isSet(object.preview) ? globalThis.Boolean(object.preview) : false,
+    };
+  },
+
+  toJSON(message: SetDnsRequest): unknown {
+    const obj: any = {};
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    if (message.dns !== undefined) {
+      obj.dns = Dns.toJSON(message.dns);
+    }
+    if (message.preview !== false) {
+      obj.preview = message.preview;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SetDnsRequest>, I>>(base?: I): SetDnsRequest {
+    return SetDnsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SetDnsRequest>, I>>(object: I): SetDnsRequest {
+    const message = createBaseSetDnsRequest();
+    message.network = object.network ?? "";
+    message.dns = (object.dns !== undefined && object.dns !== null) ? Dns.fromPartial(object.dns) : undefined;
+    message.preview = object.preview ?? false;
+    return message;
+  },
+};
+
+function createBaseSetDnsResponse(): SetDnsResponse {
+  return { stateVersion: 0, changedNodes: [], preview: false };
+}
+
+export const SetDnsResponse: MessageFns<SetDnsResponse> = {
+  encode(message: SetDnsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.stateVersion !== 0) {
+      writer.uint32(8).uint64(message.stateVersion);
+    }
+    for (const v of message.changedNodes) {
+      writer.uint32(18).string(v!);
+    }
+    if (message.preview !== false) {
+      writer.uint32(24).bool(message.preview);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SetDnsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSetDnsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.stateVersion = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.changedNodes.push(reader.string());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.preview = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SetDnsResponse {
+    return {
+      stateVersion: isSet(object.stateVersion)
+        ? globalThis.Number(object.stateVersion)
+        : isSet(object.state_version)
+        ? globalThis.Number(object.state_version)
+        : 0,
+      changedNodes: globalThis.Array.isArray(object?.changedNodes)
+        ? object.changedNodes.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.changed_nodes)
+        ? object.changed_nodes.map((e: any) => globalThis.String(e))
+        : [],
+      preview: isSet(object.preview) ? globalThis.Boolean(object.preview) : false,
+    };
+  },
+
+  toJSON(message: SetDnsResponse): unknown {
+    const obj: any = {};
+    if (message.stateVersion !== 0) {
+      obj.stateVersion = Math.round(message.stateVersion);
+    }
+    if (message.changedNodes?.length) {
+      obj.changedNodes = message.changedNodes;
+    }
+    if (message.preview !== false) {
+      obj.preview = message.preview;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SetDnsResponse>, I>>(base?: I): SetDnsResponse {
+    return SetDnsResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SetDnsResponse>, I>>(object: I): SetDnsResponse {
+    const message = createBaseSetDnsResponse();
+    message.stateVersion = object.stateVersion ?? 0;
+    message.changedNodes = object.changedNodes?.map((e) => e) || [];
+    message.preview = object.preview ?? false;
+    return message;
+  },
+};
+
 function createBaseCreateTokenRequest(): CreateTokenRequest {
   return { network: "", mode: 0, ttlSeconds: 0, tags: [] };
 }
@@ -14919,6 +15479,28 @@ export const AdminServiceService = {
     responseSerialize: (value: ListAuditResponse): Buffer => Buffer.from(ListAuditResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ListAuditResponse => ListAuditResponse.decode(value),
   },
+  /**
+   * issue 25: the network's DNS, read back and replaced (with `preview`: nothing changed, the nodes
+   * whose answers would change said).
+   */
+  getDns: {
+    path: "/meshp.v1.AdminService/GetDns" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: GetDnsRequest): Buffer => Buffer.from(GetDnsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): GetDnsRequest => GetDnsRequest.decode(value),
+    responseSerialize: (value: GetDnsResponse): Buffer => Buffer.from(GetDnsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): GetDnsResponse => GetDnsResponse.decode(value),
+  },
+  setDns: {
+    path: "/meshp.v1.AdminService/SetDns" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: SetDnsRequest): Buffer => Buffer.from(SetDnsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): SetDnsRequest => SetDnsRequest.decode(value),
+    responseSerialize: (value: SetDnsResponse): Buffer => Buffer.from(SetDnsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): SetDnsResponse => SetDnsResponse.decode(value),
+  },
 } as const;
 
 export interface AdminServiceServer extends UntypedServiceImplementation {
@@ -14967,6 +15549,12 @@ export interface AdminServiceServer extends UntypedServiceImplementation {
   testPolicy: handleUnaryCall<TestPolicyRequest, TestPolicyResponse>;
   /** issue 28: the audit log, every admin change with its time, actor and the state version it made. */
   listAudit: handleUnaryCall<ListAuditRequest, ListAuditResponse>;
+  /**
+   * issue 25: the network's DNS, read back and replaced (with `preview`: nothing changed, the nodes
+   * whose answers would change said).
+   */
+  getDns: handleUnaryCall<GetDnsRequest, GetDnsResponse>;
+  setDns: handleUnaryCall<SetDnsRequest, SetDnsResponse>;
 }
 
 export interface AdminServiceClient extends Client {
@@ -15378,6 +15966,40 @@ export interface AdminServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ListAuditResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * issue 25: the network's DNS, read back and replaced (with `preview`: nothing changed, the nodes
+   * whose answers would change said).
+   */
+  getDns(
+    request: GetDnsRequest,
+    callback: (error: ServiceError | null, response: GetDnsResponse) => void,
+  ): ClientUnaryCall;
+  getDns(
+    request: GetDnsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: GetDnsResponse) => void,
+  ): ClientUnaryCall;
+  getDns(
+    request: GetDnsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: GetDnsResponse) => void,
+  ): ClientUnaryCall;
+  setDns(
+    request: SetDnsRequest,
+    callback: (error: ServiceError | null, response: SetDnsResponse) => void,
+  ): ClientUnaryCall;
+  setDns(
+    request: SetDnsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: SetDnsResponse) => void,
+  ): ClientUnaryCall;
+  setDns(
+    request: SetDnsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: SetDnsResponse) => void,
   ): ClientUnaryCall;
 }
 

@@ -1,0 +1,208 @@
+/**
+ * The mesh's names on every node (issue 25): a resolver on the node's mesh address (UDP and TCP 53)
+ * that answers the mesh's domain from the node's view — its peers by name, its own name, the DNS
+ * component's records — and forwards every other name: a split domain to its own nameservers, the
+ * rest to the component's nameservers or, with none, to the resolvers the machine already uses (read
+ * from its resolver configuration, never written). Its table is rebuilt from the view on each delta,
+ * so a peer the policy hides or the controller removes has no name from that delta on.
+ */
+import { PLUGIN_API_VERSION, type Plugin, type PluginHost } from '@meshp/core';
+import { oneLine, usage } from '@meshp/core/util';
+import { parseNameserver } from '@meshp/core/schema';
+import { answerMesh, decodeQuery, failure, rcodeOf, type Outcome } from './answer.js';
+import { forward, type Upstream } from './forward.js';
+import { inDomain, nameTable, type NameTable, type NamedView } from './names.js';
+import { withDnsOpenings } from './opening.js';
+import { foundNameservers, resolvConfPath } from './resolv-conf.js';
+import { listen, type Listening } from './server.js';
+
+export const DEFAULT_DNS_PORT = 53;
+
+export interface ResolverLog {
+  info(fields: Record<string, unknown>, msg: string): void;
+  warn(fields: Record<string, unknown>, msg: string): void;
+}
+
+export interface DnsResolverOptions {
+  /** The port on the mesh address. Default 53. */
+  port?: number;
+  /** Where the machine's resolver configuration is read (default: the host's root + /etc/resolv.conf). */
+  root?: string;
+  /** The address to listen on, instead of the tunnel's (tests). */
+  listenAddress?: string;
+  /** The private range, when the declaration does not carry one: the openings' source. */
+  privateRange?: string;
+  /** Each upstream's time to answer. */
+  forwardTimeoutMs?: number;
+  log?: ResolverLog;
+}
+
+export interface DnsResolverStatus {
+  /** Where it answers ('' : not listening), and why not. */
+  address: string;
+  port: number;
+  domain: string;
+  names: number;
+  /** Where names outside the mesh go, and what that list was read from. */
+  upstreams: string[];
+  upstreamsFrom: 'component' | 'found' | 'none';
+  splits: string[];
+  appliedVersion: number;
+  lastError: string | null;
+  /** The last answer that failed (a forward no nameserver answered), '' when none. */
+  lastAnswerError: string;
+  queries: number;
+  answers: Record<Outcome, number>;
+}
+
+const SILENT: ResolverLog = { info() {}, warn() {} };
+const zero = (): Record<Outcome, number> => ({ answered: 0, nodata: 0, nxdomain: 0, forwarded: 0, servfail: 0, refused: 0, malformed: 0 });
+const text = (u: Upstream) => (u.port === 53 ? u.address : u.address.includes(':') ? `[${u.address}]:${u.port}` : `${u.address}:${u.port}`);
+const upstreamsOf = (list: readonly string[]): Upstream[] => list.map(parseNameserver).filter((u): u is Upstream => u !== null);
+
+export class DnsResolverPlugin implements Plugin {
+  readonly name = 'dns-resolver';
+  readonly apiVersion = PLUGIN_API_VERSION;
+  readonly #o: DnsResolverOptions & { port: number };
+  readonly #log: ResolverLog;
+  #root = '/';
+  #view: (NamedView & { readonly version: number }) | null = null;
+  #table: NameTable = { domain: '', names: new Map() };
+  #listening: Listening | null = null;
+  #chain: Promise<void> = Promise.resolve();
+  #applied = 0;
+  #lastError: string | null = null;
+  #lastAnswerError = '';
+  #queries = 0;
+  #answers = zero();
+  #closed = false;
+
+  constructor(options: DnsResolverOptions = {}) {
+    const port = options.port ?? DEFAULT_DNS_PORT;
+    if (!Number.isInteger(port) || port < 0 || port > 65535) throw usage(`dns port ${port}: a port 0..65535 (0: any, for tests)`);
+    this.#o = { ...options, port };
+    this.#log = options.log ?? SILENT;
+  }
+
+  apply(host: PluginHost): void {
+    this.#root = this.#o.root ?? host.options.root;
+    host.hooks.viewChanged.tap(this.name, () => {
+      if (this.#view) this.#enqueue(() => this.#sync());
+    });
+    host.hooks.plan.tapPromise(this.name, async (plan, ctx) => withDnsOpenings(plan, ctx.declaration.settings, this.#o.port, this.#o.privateRange));
+    host.hooks.report.tapPromise(this.name, async (report) => ({ ...report, facts: { ...report.facts, dns: this.status() } }));
+    host.hooks.leave.tapPromise(this.name, async (leaving) => {
+      leaving.removed.push(
+        `the mesh's resolver on ${this.#listening ? `${this.#listening.address}:${this.#listening.port}` : 'the mesh address'} (nothing of the machine's resolver configuration was written)`,
+      );
+      if (!leaving.preview) await this.close();
+    });
+  }
+
+  /** Answers from the view as it is, then follows its changes. */
+  attach(view: NamedView & { readonly version: number }): Promise<void> {
+    this.#view = view;
+    this.#enqueue(() => this.#sync());
+    return this.settled();
+  }
+
+  settled(): Promise<void> {
+    return this.#chain;
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    await this.#chain;
+    await this.#listening?.close();
+    this.#listening = null;
+  }
+
+  status(): DnsResolverStatus {
+    const { list, from } = this.#upstreams('');
+    return {
+      address: this.#listening?.address ?? '',
+      port: this.#listening?.port ?? 0,
+      domain: this.#table.domain,
+      names: this.#table.names.size,
+      upstreams: list.map(text),
+      upstreamsFrom: from,
+      splits: (this.#view?.components.dns?.splits ?? []).map((s) => s.domain),
+      appliedVersion: this.#applied,
+      lastError: this.#lastError,
+      lastAnswerError: this.#lastAnswerError,
+      queries: this.#queries,
+      answers: { ...this.#answers },
+    };
+  }
+
+  /** Whether a name (any case, with or without its trailing dot) is one this node answers: for tests and doctor. */
+  holds(name: string): boolean {
+    return this.#table.names.has(name.toLowerCase().replace(/\.$/, ''));
+  }
+
+  #enqueue(fn: () => Promise<void>): void {
+    this.#chain = this.#chain.then(async () => {
+      if (this.#closed) return;
+      try {
+        await fn();
+        this.#lastError = null;
+      } catch (e) {
+        this.#lastError = oneLine(e);
+        this.#log.warn({ err: this.#lastError }, 'dns resolver not answering');
+      }
+    });
+  }
+
+  /** The table from the view; the sockets (re)bound on the mesh address when it moved. */
+  async #sync(): Promise<void> {
+    const view = this.#view!;
+    this.#table = nameTable(view);
+    this.#applied = view.version;
+    const address = this.#o.listenAddress ?? (view.components.tunnel?.address ?? '').replace(/\/\d+$/, '');
+    if (!address) throw new Error('no mesh address yet: the view has no tunnel component');
+    if (this.#listening?.address === address) return;
+    await this.#listening?.close();
+    this.#listening = null;
+    this.#listening = await listen(address, this.#o.port, (q, tcp) => this.#answer(q, tcp));
+    this.#log.info({ address, port: this.#listening.port, domain: this.#table.domain, names: this.#table.names.size }, 'dns resolver answering');
+  }
+
+  /** Where a name outside the mesh goes: the longest split domain it is under, else the component's nameservers, else the found ones. */
+  #upstreams(name: string): { list: Upstream[]; from: DnsResolverStatus['upstreamsFrom'] } {
+    const dns = this.#view?.components.dns;
+    const n = name.toLowerCase().replace(/\.$/, '');
+    const split = (dns?.splits ?? []).filter((s) => n === s.domain || n.endsWith(`.${s.domain}`)).sort((a, b) => b.domain.length - a.domain.length)[0];
+    if (split) return { list: upstreamsOf(split.nameservers), from: 'component' };
+    if (dns?.nameservers.length) return { list: upstreamsOf(dns.nameservers), from: 'component' };
+    // Never itself: a found configuration naming the mesh address would loop.
+    const self = this.#listening;
+    const found = foundNameservers(this.#root).filter((u) => !(self && u.address === self.address && u.port === self.port));
+    return { list: found, from: found.length ? 'found' : 'none' };
+  }
+
+  async #answer(raw: Buffer, tcp: boolean): Promise<Buffer | null> {
+    this.#queries++;
+    const query = decodeQuery(raw);
+    const q = query?.questions?.[0];
+    if (!query || !q) {
+      this.#answers.malformed++;
+      return tcp ? failure(raw) : null;
+    }
+    if (inDomain(this.#table, q.name)) {
+      const a = answerMesh(this.#table, query);
+      this.#answers[a.outcome]++;
+      return a.bytes;
+    }
+    try {
+      const out = await forward(this.#upstreams(q.name).list, raw, { tcp, ...(this.#o.forwardTimeoutMs ? { timeoutMs: this.#o.forwardTimeoutMs } : {}) });
+      this.#answers[rcodeOf(out) === 'SERVFAIL' ? 'servfail' : 'forwarded']++;
+      return out;
+    } catch (e) {
+      this.#lastAnswerError = `${q.name}: ${oneLine(e)}`;
+      this.#answers.servfail++;
+      return failure(raw);
+    }
+  }
+}
+
+export { resolvConfPath };

@@ -1,0 +1,39 @@
+// The mesh's resolver alone, run inside a namespace the test made: a host with the dns-resolver
+// plugin and a delta applier, fed deltas on stdin (one JSON per line), answering on stdout (one JSON
+// per line). usage: node dns-node.mjs '{"root":"…","listenAddress":"…","port":53,"stateDir":"…"}'
+import { createInterface } from 'node:readline';
+import { Host } from '@meshp/core/host';
+import { DeltaApplier } from '@meshp/core/delta';
+import { DnsResolverPlugin } from '@meshp/dns-resolver';
+import { StateDelta } from '@meshp/protocol';
+
+const conf = JSON.parse(process.argv[2]);
+const out = (o) => process.stdout.write(JSON.stringify(o) + '\n');
+const plugin = new DnsResolverPlugin({ root: conf.root, listenAddress: conf.listenAddress, port: conf.port, forwardTimeoutMs: 1000 });
+const host = new Host({ stateDir: conf.stateDir, root: conf.root }).use(plugin);
+const applier = new DeltaApplier();
+let attached = false;
+
+const rl = createInterface({ input: process.stdin });
+out({ msg: 'ready' });
+for await (const line of rl) {
+  const m = JSON.parse(line);
+  if (m.op === 'delta') {
+    // As the wire carries it: the JSON of the generated message, read back by the generated code.
+    const r = applier.receive(StateDelta.fromJSON(m.delta));
+    if (r.status === 'applied') {
+      if (!attached) {
+        attached = true;
+        await plugin.attach(applier.view);
+      } else host.hooks.viewChanged.call(r.change);
+      await plugin.settled();
+    }
+    out({ msg: 'applied', id: m.id, status: r.status, dns: plugin.status() });
+  } else if (m.op === 'status') {
+    out({ msg: 'status', id: m.id, dns: plugin.status() });
+  } else if (m.op === 'stop') {
+    await plugin.close();
+    out({ msg: 'stopped', id: m.id });
+    process.exit(0);
+  }
+}

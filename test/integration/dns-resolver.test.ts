@@ -1,0 +1,184 @@
+/**
+ * Issue 25: the mesh's resolver, asked by real `dig` inside a namespace this test makes, fed real
+ * deltas (a controller's, encoded and decoded as on the wire). Two real dnsmasq beside it in the same
+ * namespace: the machine's found resolver (named by the root's /etc/resolv.conf) and a "corporate"
+ * one serving a split domain. Every query stays on the namespace's loopback.
+ */
+import t from 'tap';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { CONTROL_NODE_TAG } from '@meshp/core/delta';
+import { readDnsFile } from '@meshp/core/schema';
+import { Controller, MemoryStore } from '@meshp/controller';
+import { StateDelta } from '@meshp/protocol';
+import { netns, runPrefix, type Netns } from '../helpers/netns.js';
+import type { Subtest } from '../helpers/tap-types.js';
+
+const NODE = join(dirname(fileURLToPath(import.meta.url)), '../helpers/dns-node.mjs');
+const RESOLVER = '127.0.0.1';
+const FOUND = '127.0.0.2';
+const CORP = '127.0.0.3';
+
+interface Line {
+  msg: string;
+  id?: number;
+  dns?: { lastError: string | null; lastAnswerError: string; answers: Record<string, number>; upstreamsFrom: string };
+}
+
+/** One child process speaking JSON lines. */
+class Child {
+  lines: Line[] = [];
+  stderr = '';
+  #seq = 0;
+  constructor(readonly proc: ChildProcess) {
+    let buf = '';
+    proc.stdout!.on('data', (d: Buffer) => {
+      buf += d.toString();
+      let i;
+      while ((i = buf.indexOf('\n')) >= 0) {
+        this.lines.push(JSON.parse(buf.slice(0, i)) as Line);
+        buf = buf.slice(i + 1);
+      }
+    });
+    proc.stderr!.on('data', (d: Buffer) => (this.stderr += d.toString()));
+  }
+  async wait(pred: (l: Line) => boolean): Promise<Line> {
+    for (let i = 0; i < 600; i++) {
+      const hit = this.lines.find(pred);
+      if (hit) return hit;
+      if (this.proc.exitCode !== null) throw new Error(`the resolver exited: ${this.stderr}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    throw new Error(`no answer; stderr: ${this.stderr}`);
+  }
+  async request(op: Record<string, unknown>): Promise<Line> {
+    const id = ++this.#seq;
+    this.proc.stdin!.write(JSON.stringify({ ...op, id }) + '\n');
+    return this.wait((l) => l.id === id);
+  }
+}
+
+function dnsmasq(t: Subtest, ns: Netns, listen: string, addresses: string[], log: string): void {
+  const args = ['--keep-in-foreground', '--no-resolv', '--no-hosts', '--conf-file=/dev/null', '--user=root', '--bind-interfaces'];
+  args.push(`--listen-address=${listen}`, '--port=53', `--pid-file=${log}.pid`, '--log-queries', `--log-facility=${log}`);
+  for (const a of addresses) args.push(`--address=${a}`);
+  const [cmd, rest] = ns.wrap('dnsmasq', args);
+  const p = spawn(cmd, rest, { stdio: 'ignore' });
+  t.teardown(() => {
+    if (p.exitCode === null) p.kill('SIGKILL');
+  });
+}
+
+interface Dug {
+  status: string;
+  answers: string[];
+}
+
+async function dig(ns: Netns, name: string, type = 'A', tcp = false): Promise<Dug> {
+  const { stdout } = await ns.exec('dig', [`@${RESOLVER}`, name, type, '+tries=1', '+time=3', '+noall', '+comments', '+answer', ...(tcp ? ['+tcp'] : [])]);
+  const status = /status: (\w+)/.exec(stdout)?.[1] ?? 'none';
+  const answers = stdout
+    .split('\n')
+    .filter((l) => l && !l.startsWith(';'))
+    .map((l) => l.split(/\s+/))
+    .map((f) => `${f[3]} ${f[4]}`);
+  return { status, answers };
+}
+
+t.test('the resolver answers the view, forwards the rest where it belongs, and writes nothing of the machine', async (t) => {
+  const root = mkdtempSync(join(tmpdir(), 'meshp-dns-'));
+  t.teardown(() => rmSync(root, { recursive: true, force: true }));
+  mkdirSync(join(root, 'etc'));
+  const resolvConf = `# the machine's own\nnameserver ${FOUND}\n`;
+  writeFileSync(join(root, 'etc/resolv.conf'), resolvConf);
+  const ns = await netns(t, `${runPrefix('dns')}r`);
+  dnsmasq(t, ns, FOUND, ['/public.example/198.51.100.7'], join(root, 'found.log'));
+  dnsmasq(t, ns, CORP, ['/corp.example/10.1.2.3'], join(root, 'corp.log'));
+
+  // A controller: a control-node with the store, node a (tag a) whose resolver this is, b (tag b), c (tag c).
+  const c = new Controller(new MemoryStore());
+  c.createNetwork('lab');
+  c.defineModule('lab', { name: 'store' });
+  c.join('lab', { id: 'cn', nodeKey: 'kcn', tags: [CONTROL_NODE_TAG] });
+  c.assignModule('lab', 'cn', 'store');
+  c.join('lab', { id: 'a', nodeKey: 'ka', tags: ['a'] });
+  c.join('lab', { id: 'b', nodeKey: 'kb', tags: ['b'] });
+  c.join('lab', { id: 'c', nodeKey: 'kc', tags: ['c'] });
+  c.setPolicy('lab', [{ from: 'a', to: 'b' }]);
+  const addr = (id: string) => c.member('lab', id)!.addresses[0]!;
+
+  const [cmd, args] = ns.wrap(process.execPath, [NODE, JSON.stringify({ root, listenAddress: RESOLVER, port: 53, stateDir: root })]);
+  const child = new Child(spawn(cmd, args, { stdio: ['pipe', 'pipe', 'pipe'] }));
+  t.teardown(() => {
+    if (child.proc.exitCode === null) child.proc.kill('SIGKILL');
+  });
+  await child.wait((l) => l.msg === 'ready');
+  const sync = async () => {
+    const d = c.deltaFor('lab', 'a');
+    if (!d) return;
+    const r = await child.request({ op: 'delta', delta: StateDelta.toJSON(StateDelta.fromPartial(d as never)) });
+    t.equal(r.dns?.lastError ?? null, null, 'the resolver took the delta');
+  };
+  await sync();
+
+  t.same(await dig(ns, 'b.lab.mesh'), { status: 'NOERROR', answers: [`A ${addr('b')}`] }, "b's name resolves to its mesh address");
+  t.same(await dig(ns, 'B.Lab.Mesh.', 'A', true), { status: 'NOERROR', answers: [`A ${addr('b')}`] }, 'over TCP, in any case');
+  t.same(await dig(ns, 'a.lab.mesh'), { status: 'NOERROR', answers: [`A ${addr('a')}`] }, 'its own name');
+  t.same(await dig(ns, 'store.lab.mesh'), { status: 'NOERROR', answers: [`A ${addr('cn')}`] }, 'the store, by name: the control-node');
+  t.equal((await dig(ns, 'c.lab.mesh')).status, 'NXDOMAIN', 'c, hidden by the policy, has no name here');
+  t.same(await dig(ns, 'b.lab.mesh', 'AAAA'), { status: 'NOERROR', answers: [] }, 'a type the name has none of: NODATA');
+
+  c.setPolicy('lab', [
+    { from: 'a', to: 'b' },
+    { from: 'a', to: 'c' },
+  ]);
+  await sync();
+  t.same(await dig(ns, 'c.lab.mesh'), { status: 'NOERROR', answers: [`A ${addr('c')}`] }, 'c resolves once the policy lets a see it');
+  c.renameNode('lab', 'c', 'c2');
+  await sync();
+  t.equal((await dig(ns, 'c.lab.mesh')).status, 'NXDOMAIN', 'renamed: the old name is gone');
+  t.same((await dig(ns, 'c2.lab.mesh')).answers, [`A ${addr('c2')}`], 'and the new one answers');
+  c.leave('lab', 'c2');
+  await sync();
+  t.equal((await dig(ns, 'c2.lab.mesh')).status, 'NXDOMAIN', 'removed: gone');
+
+  c.setDns(
+    'lab',
+    readDnsFile({
+      split: [{ domain: 'corp.example', nameservers: [CORP] }],
+      records: [
+        { name: 'printer', type: 'A', value: '100.96.9.9' },
+        { name: 'printer', type: 'AAAA', value: 'fd00::9' },
+        { name: 'www', type: 'CNAME', value: 'b' },
+      ],
+    }),
+  );
+  await sync();
+  t.same((await dig(ns, 'printer.lab.mesh')).answers, ['A 100.96.9.9'], 'an extra record');
+  t.same((await dig(ns, 'printer.lab.mesh', 'AAAA')).answers, ['AAAA fd00::9']);
+  t.same((await dig(ns, 'www.lab.mesh')).answers, ['CNAME b.lab.mesh.', `A ${addr('b')}`], 'a CNAME followed within the mesh');
+  t.same(await dig(ns, 'host.corp.example'), { status: 'NOERROR', answers: ['A 10.1.2.3'] }, 'a split domain: its own nameserver');
+  t.same(await dig(ns, 'www.public.example'), { status: 'NOERROR', answers: ['A 198.51.100.7'] }, "the rest: the machine's found resolver");
+  t.same(await dig(ns, 'www.public.example', 'A', true), { status: 'NOERROR', answers: ['A 198.51.100.7'] }, 'over TCP too');
+  const found = readFileSync(join(root, 'found.log'), 'utf8');
+  const corp = readFileSync(join(root, 'corp.log'), 'utf8');
+  t.match(corp, /query\[A\] host\.corp\.example/, 'the corporate server was asked the split name');
+  t.notMatch(found, /corp\.example/, 'the found resolver never was');
+  t.notMatch(found + corp, /lab\.mesh/, 'no mesh name left the resolver');
+
+  const st = (await child.request({ op: 'status' })).dns!;
+  t.equal(st.upstreamsFrom, 'found');
+  t.ok(st.answers.nxdomain >= 3 && st.answers.forwarded >= 3, 'the answers counted by outcome');
+  t.equal(readFileSync(join(root, 'etc/resolv.conf'), 'utf8'), resolvConf, 'the resolver configuration byte for byte as it was');
+  t.equal(
+    createHash('sha256')
+      .update(readFileSync(join(root, 'etc/resolv.conf')))
+      .digest('hex'),
+    createHash('sha256').update(resolvConf).digest('hex'),
+  );
+  await child.request({ op: 'stop' });
+});
