@@ -27,12 +27,14 @@ const stateVersion = async () => Number((await adminClient.call('listNodes', { n
 
 t.test('invalid input is refused with a coded error naming the field, by the CLI and by the controller; nothing is stored', async (t) => {
   const before = await stateVersion();
-  const [rulez, eighty, relative, modeX] = await Promise.all([
+  const [rulez, eighty, relative, modeX, mx] = await Promise.all([
     cli('policy', 'set', writeJson(dir, 'rulez.json', { rulez: [{ from: 'a', to: 'b' }] }), '--yes'),
     cli('policy', 'set', writeJson(dir, 'eighty.json', { rules: [{ from: 'a', to: 'b', ports: ['eighty'] }] }), '--yes'),
     cli('catalogue', 'add', writeJson(dir, 'rel.json', { name: 'rel', files: [{ path: 'etc/rel.conf', content: '' }] }), '--yes'),
     cli('catalogue', 'add', writeJson(dir, 'modex.json', { name: 'mx', files: [{ path: '/etc/mx', content: '', mode: 'x' }] }), '--yes', '--json'),
+    cli('dns', 'set', writeJson(dir, 'mx-record.json', { records: [{ name: 'mail', type: 'MX', value: 'x' }] }), '--yes'),
   ]);
+  t.match(mx.err, /^MESHP_DNS_INVALID: .*records\[0\]/, 'dns set: a record type it does not serve');
   t.equal(rulez.code, 1);
   t.match(rulez.err, /^MESHP_POLICY_INVALID: .*rulez/);
   t.match(eighty.err, /^MESHP_POLICY_INVALID: .*rules\[0\]\.ports\[0\]/);
@@ -44,6 +46,8 @@ t.test('invalid input is refused with a coded error naming the field, by the CLI
     code: 'MESHP_POLICY_INVALID',
   });
   await t.rejects(adminClient.call('setPolicy', { network: 'default', rules: [{ fromTag: '', toTag: 'b', ports: [] }] }), { code: 'MESHP_POLICY_INVALID' });
+  const dns = { nameservers: ['dns.example'], searchDomains: [], records: [], domain: '', splits: [] };
+  await t.rejects(adminClient.call('setDns', { network: 'default', dns, preview: false }), { code: 'MESHP_DNS_INVALID' });
   await t.rejects(
     adminClient.call('addCatalogue', {
       network: 'default',
@@ -73,6 +77,7 @@ t.test('the confirm contract: --preview changes nothing; off a terminal --yes is
     ['node', 'remove', 'n2'],
     ['catalogue', 'add', join(dir, 'web.json')],
     ['policy', 'set', writeJson(dir, 'p.json', { rules: [] })],
+    ['dns', 'set', writeJson(dir, 'dns.json', { records: [{ name: 'printer', type: 'A', value: '100.96.9.9' }] })],
   ];
   const previewed = [
     ['module', 'assign', 'n2', 'web'],
@@ -81,6 +86,7 @@ t.test('the confirm contract: --preview changes nothing; off a terminal --yes is
     ['node', 'remove', 'n2'],
     ['catalogue', 'add', join(dir, 'web.json')],
     ['policy', 'set', join(dir, 'p.json')],
+    ['dns', 'set', join(dir, 'dns.json')],
   ];
   // None of these changes anything (that is what is asserted), so they run side by side.
   const [refusals, previews] = await Promise.all([

@@ -11,6 +11,7 @@ import { DEFAULT_AGENT_CONFIG, loadPlugins, pluginSpecs } from '../plugins/load.
 import { agentPlugins, assembleAgentHost } from './assembly.js';
 import { recordTunnel, tunnelDecision, tunnelOf, withTunnel } from './tunnel.js';
 import { DnsResolverPlugin } from '@meshp/dns-resolver';
+import type { TunnelWireguardPlugin } from '@meshp/tunnel-wireguard';
 import { refuseIfLeft } from './left.js';
 import { ensureNodeKey } from './keys.js';
 import { Refusal } from '../output.js';
@@ -142,6 +143,55 @@ async function agentMetrics(
   return metrics;
 }
 
+/**
+ * Each reconcile waits for the tunnel and the resolver to follow the view (the first, for them to be
+ * attached at all): a socket bound between a converge preview and its flip would be a changed machine
+ * (MESHP_PREVIEW_STALE). `following` is called once both are attached, or their attach failed.
+ */
+function followGate(
+  tunnel: { settled(): Promise<void> } | null,
+  resolver: { settled(): Promise<void> } | null,
+): { beforeReconcile?: () => Promise<void>; following: () => void } {
+  let following: () => void = () => undefined;
+  const followed = new Promise<void>((resolve) => (following = resolve));
+  if (!tunnel && !resolver) return { following };
+  const beforeReconcile = async () => {
+    await followed;
+    await tunnel?.settled();
+    await resolver?.settled();
+  };
+  return { beforeReconcile, following };
+}
+
+/** The host given, or the agent's own with the tunnel and — the mesh's names (issue 25) — a resolver on the mesh address wherever the node runs the tunnel. */
+async function assemble(
+  args: AgentArgs,
+  tunnel: TunnelWireguardPlugin | null,
+  host: Host | undefined,
+  log: pino.Logger,
+): Promise<{ h: Host; resolver: DnsResolverPlugin | null }> {
+  const resolver = tunnel && !host ? new DnsResolverPlugin({ log }) : null;
+  return { h: host ?? (await agentHost(args, tunnel, resolver)), resolver };
+}
+
+/**
+ * From the view as restored (an agent restart re-configures the running interface), then every delta;
+ * the resolver after the tunnel, whose mesh address it listens on.
+ */
+async function attachFollowers(
+  view: Agent['applier']['view'],
+  tunnel: TunnelWireguardPlugin | null,
+  resolver: DnsResolverPlugin | null,
+  following: () => void,
+): Promise<void> {
+  try {
+    await tunnel?.attach(view);
+    await resolver?.attach(view);
+  } finally {
+    following();
+  }
+}
+
 export async function startAgent(args: AgentArgs, host?: Host): Promise<RunningAgent> {
   // A node that left is refused first; then the tunnel asked against the one recorded: a mismatch is refused before anything is written.
   await refuseIfLeft(args.state).catch((e: unknown) => {
@@ -153,9 +203,7 @@ export async function startAgent(args: AgentArgs, host?: Host): Promise<RunningA
   const log = pino(logOptions('meshp-agent', logLevel(process.env.MESHP_LOG_LEVEL)), pino.destination({ dest: 1, sync: true }));
   const tunnel = await tunnelOf(args, log);
   if (tunnel && host) throw usage('the tunnel plugin is loaded with the agent host it builds; a host given in is already assembled');
-  // The mesh's names (issue 25): a resolver on the mesh address, wherever this node runs the tunnel.
-  const resolver = tunnel && !host ? new DnsResolverPlugin({ log }) : null;
-  const h = host ?? (await agentHost(args, tunnel, resolver));
+  const { h, resolver } = await assemble(args, tunnel, host, log);
   const transport = await h.transport();
   const base = new FailoverLink(
     target.addresses.map((address) => ({ address, link: transport.connect({ address, fingerprint: target.fingerprint }) })),
@@ -163,18 +211,7 @@ export async function startAgent(args: AgentArgs, host?: Host): Promise<RunningA
   );
   if (tunnel) recordTunnel(args.state, tunnel, log);
   const link = tunnel ? withTunnel(base, tunnel) : base;
-  // The first reconcile waits for the tunnel and the resolver to follow the view: a socket bound between
-  // the converge preview and its flip would be a changed machine (MESHP_PREVIEW_STALE).
-  let following: () => void = () => undefined;
-  const followed = new Promise<void>((resolve) => (following = resolve));
-  const beforeReconcile =
-    tunnel || resolver
-      ? async () => {
-          await followed;
-          await tunnel?.settled();
-          await resolver?.settled();
-        }
-      : undefined;
+  const { beforeReconcile, following } = followGate(tunnel, resolver);
   const agent = new Agent(h, link, {
     ...(beforeReconcile ? { beforeReconcile } : {}),
     node: args.name ?? hostname(),
@@ -187,11 +224,7 @@ export async function startAgent(args: AgentArgs, host?: Host): Promise<RunningA
   });
   try {
     await agent.start();
-    // From the view as restored (an agent restart re-configures the running interface), then every delta.
-    await tunnel?.attach(agent.applier.view);
-    // After the tunnel: the mesh address it listens on is the tunnel's.
-    await resolver?.attach(agent.applier.view);
-    following();
+    await attachFollowers(agent.applier.view, tunnel, resolver, following);
   } catch (e) {
     following();
     link.close();
@@ -201,13 +234,13 @@ export async function startAgent(args: AgentArgs, host?: Host): Promise<RunningA
   }
   writeControllerFile(join(args.state, CONTROLLER_FILE), target);
   const metrics = args.metricsListen ? await agentMetrics(args.metricsListen, agent, log, resolver) : null;
-  const left = agent.left.then(async (l) => {
-    await metrics?.close();
+  // The tunnel stays up across an agent restart: wireguard-go keeps running, found again by its pid.
+  const closeRest = async () => {
     await resolver?.close();
     await tunnel?.close();
     await h.close();
-    return l;
-  });
+  };
+  const left = agent.left.then(async (l) => (await metrics?.close(), await closeRest(), l));
   return {
     agent,
     host: h,
@@ -215,10 +248,7 @@ export async function startAgent(args: AgentArgs, host?: Host): Promise<RunningA
     stop: async () => {
       await metrics?.close();
       await agent.stop();
-      await resolver?.close();
-      // The tunnel stays up across an agent restart: wireguard-go keeps running, found again by its pid.
-      await tunnel?.close();
-      await h.close();
+      await closeRest();
     },
   };
 }
