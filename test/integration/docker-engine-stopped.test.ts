@@ -1,3 +1,4 @@
+import { sigstop } from '../helpers/sigstop.js';
 import t from 'tap';
 import { MeshpError, type HostReport } from '@meshp/core';
 import { Host } from '@meshp/core/host';
@@ -55,7 +56,7 @@ t.test('the plugin provides the runtime on the socket the host was given, and re
 });
 
 t.test('an engine that does not answer is MESHP_RUNTIME_UNAVAILABLE within the timeout, and nothing changes', async (t) => {
-  process.kill(engine.pid, 'SIGSTOP');
+  await sigstop(engine.pid);
   try {
     const started = Date.now();
     const e = await caught(runtime.list());

@@ -19,6 +19,7 @@ import { postgresMissing, startPostgres } from '../helpers/postgres.js';
 import { SimAgent } from '../helpers/sim-agent.js';
 import { fileBudget, loadFactor } from '../helpers/budget.js';
 import { scrape } from '../helpers/prom.js';
+import { sigstop } from '../helpers/sigstop.js';
 
 /** The cluster's processes: its postmaster (from its pid file) and every child of it. */
 function clusterPids(dir: string): number[] {
@@ -59,7 +60,7 @@ else {
     };
     t.teardown(resume);
     stopped = clusterPids(cluster.dir);
-    for (const pid of stopped) process.kill(pid, 'SIGSTOP');
+    for (const pid of stopped) await sigstop(pid);
 
     const t0 = Date.now();
     const change = admin.policy([{ from: 'all', to: 'all', ports: ['443'] }]).then(
