@@ -77,8 +77,10 @@ export function updateMember(s: ControllerState, network: string, id: string, pa
   if (patch.tags) m.tags = sorted(patch.tags);
   // New settings fill the node's modules anew: settings its assigned modules name cannot go (declarable.ts).
   if (patch.settings) checkDeclarable(m, net.moduleOf);
-  // The same tags, settings or key again: nothing to change (the current version is answered).
-  if (isDeepStrictEqual(m, s.member(net, id))) return net.version;
+  // The same tags, settings or key again: nothing to change (the current version is answered). A
+  // flip asked again (the same preview after a refusal) is a new request: setMode and recordConverged decide.
+  const asks = 'mode' in patch || 'convergePreviewId' in patch;
+  if (!asks && isDeepStrictEqual(m, s.member(net, id))) return net.version;
   return changeMember(s, net, id, m);
 }
 
