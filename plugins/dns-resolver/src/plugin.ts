@@ -106,7 +106,14 @@ export class DnsResolverPlugin implements Plugin {
     return this.settled();
   }
 
+  /**
+   * The last change followed. Not answering yet — the mesh address was not up when the view came (the
+   * tunnel follows the same delta on its own chain) or the port was taken — the sockets are asked for
+   * again first: the agent waits here before each reconcile, after the tunnel, so a failed bind is
+   * retried once the address is there instead of waiting for a view that may not change again.
+   */
   settled(): Promise<void> {
+    if (this.#view && !this.#listening && !this.#closed && this.#lastError !== null) this.#enqueue(() => this.#sync());
     return this.#chain;
   }
 
@@ -147,8 +154,10 @@ export class DnsResolverPlugin implements Plugin {
         await fn();
         this.#lastError = null;
       } catch (e) {
-        this.#lastError = oneLine(e);
-        this.#log.warn({ err: this.#lastError }, 'dns resolver not answering');
+        // Said once per cause: a retry that fails the same way (before each reconcile) is not news.
+        const err = oneLine(e);
+        if (err !== this.#lastError) this.#log.warn({ err }, 'dns resolver not answering');
+        this.#lastError = err;
       }
     });
   }
