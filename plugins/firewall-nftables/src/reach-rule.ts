@@ -6,6 +6,7 @@
 import type { Protocol } from '@meshp/core';
 import { arrivingOn, cidrSpan, complement, intersect, NOWHERE, union, type Arrivals, type PortMatch, type ReachRule, type Span } from '@meshp/core/net';
 import type { Expr, NftRule } from './schema.js';
+import { markKeyOf, markValues, sourcesMarked, type MarkAliases } from './marks.js';
 import { readFlags, type Match } from './tcp-flags.js';
 
 /** Statements that change nothing about which packets a rule matches. */
@@ -77,6 +78,8 @@ interface MatchInput {
   sets?: NamedSets;
   /** The sources arriving on each interface (core's interfaces.ts), when the routes were read. */
   arrivals?: Arrivals;
+  /** The mark setters before this rule that can be read (marks.ts). */
+  marks?: MarkAliases;
 }
 
 /** Reads one kind of match into the rule: undefined when the match is not of its kind, else whether it could be read. */
@@ -136,7 +139,8 @@ const destinationPort: MatchReader = ({ payload, right, negate }, r) => {
 const sourceAddress: MatchReader = ({ payload, right, negate, sets }, r) => {
   if (!(payload && payload.field === 'saddr' && (payload.protocol === 'ip' || payload.protocol === 'ip6'))) return undefined;
   const s = spans(right, sets);
-  if (!s) return false;
+  // A second source match (a mark read as sources, then `ip saddr`) is not intersected here: unread.
+  if (!s || r.sources) return false;
   r.families = [payload.protocol === 'ip' ? 4 : 6];
   r.sources = { spans: s, negate };
   return true;
@@ -203,8 +207,24 @@ const originalSource: MatchReader = ({ ct, right, negate, sets }, r) => {
   return true;
 };
 
+/**
+ * `meta mark` or `ct mark` after a setter by source map in the same chain (marks.ts): the sources
+ * carrying the marks it names, both families (a family the map does not key carries mark 0).
+ */
+const packetMark: MatchReader = ({ meta, ct, right, negate, sets, marks }, r) => {
+  const key = markKeyOf(meta ? { meta } : ct ? { ct } : null);
+  if (!key) return undefined;
+  const maps = marks?.[key];
+  const holds = markValues(right, sets);
+  if (!maps || !holds || r.sources) return false;
+  r.sources = { spans: sourcesMarked(maps, holds), negate };
+  r.families ??= [4, 6];
+  return true;
+};
+
 /** In this order: the first reader of a match's kind reads it. */
 const READERS: readonly MatchReader[] = [
+  packetMark,
   inInterface,
   packetType,
   loopbackDestination,
@@ -220,27 +240,27 @@ const READERS: readonly MatchReader[] = [
 ];
 
 /** Reads one match into the rule; false when it cannot be read. */
-function readMatch(m: Match, r: ReachRule, sets?: NamedSets, arrivals?: Arrivals): boolean {
+function readMatch(m: Match, r: ReachRule, sets?: NamedSets, arrivals?: Arrivals, marks?: MarkAliases): boolean {
   const flags = readFlags(m, r);
   if (flags !== undefined) return flags;
   const negate = m.op === '!=';
   if (m.op !== '==' && m.op !== 'in' && !negate) return false;
   const { payload, meta, ct } = m.left ?? {};
   for (const read of READERS) {
-    const done = read({ payload, meta, ct, right: m.right, negate, sets, arrivals }, r);
+    const done = read({ payload, meta, ct, right: m.right, negate, sets, arrivals, marks }, r);
     if (done !== undefined) return done;
   }
   return false;
 }
 
 /** One rule as core's reach rule; a match it cannot read makes it opaque (it matches nothing). */
-export function reachRule(rule: NftRule, found: boolean, sets?: NamedSets, arrivals?: Arrivals): ReachRule {
+export function reachRule(rule: NftRule, found: boolean, sets?: NamedSets, arrivals?: Arrivals, marks?: MarkAliases): ReachRule {
   const r: ReachRule = { verdict: 'none', found };
   let limited = false;
   for (const e of rule.expr as Expr[]) {
     const kind = Object.keys(e)[0]!;
     if (kind === 'match') {
-      if (!readMatch(e.match as Match, r, sets, arrivals)) r.opaque = true;
+      if (!readMatch(e.match as Match, r, sets, arrivals, marks)) r.opaque = true;
     } else if (kind === 'accept') r.verdict = 'accept';
     else if (kind === 'drop' || kind === 'reject') r.verdict = 'drop';
     else if (kind === 'return') r.verdict = 'return';

@@ -8,6 +8,7 @@
 import type { Door, Reach } from '@meshp/core';
 import { reachThrough, type IpFamily, type ReachChain, type ReachRule } from '@meshp/core/net';
 import { classifyTable, isMarked, jumpTarget, type TableOwner } from './classify.js';
+import { markAliasesOf } from './marks.js';
 import { reachRule, type NamedSets } from './reach-rule.js';
 import { chainKey, tableKey, type NftChain, type NftRule, type Ruleset } from './schema.js';
 
@@ -44,7 +45,9 @@ export function reachChainOf(rs: Ruleset, chain: NftChain): ReachChain {
     rulesByChain.get(r.chain)!.push(r);
   }
   const sets = setsOf(rs, t);
-  const read = (name: string) => (rulesByChain.get(name) ?? []).map((r) => ({ ...reachRule(r, !isMarked(r), sets, rs.arrivals), label: labelOf(r) }));
+  const marks = markAliasesOf(rs);
+  const read = (name: string) =>
+    (rulesByChain.get(name) ?? []).map((r, i) => ({ ...reachRule(r, !isMarked(r), sets, rs.arrivals, marks.get(chainKey(r))?.[i]), label: labelOf(r) }));
   const regular = new Map<string, readonly ReachRule[]>();
   for (const c of rs.chains) if (tableKey(c) === t && !c.hook) regular.set(c.name, read(c.name));
   return { policy: chain.policy ?? 'accept', families: FAMILIES[chain.family] ?? [4, 6], rules: read(chain.name), regular, label: chainKey(chain) };
@@ -62,9 +65,10 @@ export function reachChains(rs: Ruleset, hook: 'input' | 'forward'): ReachChain[
     if (!byChain.has(k)) byChain.set(k, []);
     byChain.get(k)!.push(r);
   }
+  const marks = markAliasesOf(rs);
   const read = (c: NftChain) =>
-    (byChain.get(chainKey(c)) ?? []).map((r) => ({
-      ...reachRule(r, counted.get(tableKey(r)) === 'found' && !isMarked(r), setsByTable(tableKey(r)), rs.arrivals),
+    (byChain.get(chainKey(c)) ?? []).map((r, i) => ({
+      ...reachRule(r, counted.get(tableKey(r)) === 'found' && !isMarked(r), setsByTable(tableKey(r)), rs.arrivals, marks.get(chainKey(c))?.[i]),
       label: labelOf(r),
     }));
   const regular = new Map<string, Map<string, readonly ReachRule[]>>();
