@@ -9,6 +9,7 @@ import t from 'tap';
 import { join } from 'node:path';
 import { meshpAsync, replicaState, startAgent, startController, tokenFor, waitUntil, workdir, writeJson, type ControllerProc } from '../helpers/grpc-procs.js';
 import { postgresMissing, startPostgres } from '../helpers/postgres.js';
+import { scrape } from '../helpers/prom.js';
 
 interface Entry {
   at: string;
@@ -138,3 +139,40 @@ t.test('on PostgreSQL, two replicas keep one audit log', { skip: missing ? `need
   const rows = await cluster.query<{ n: string }>('meshp', 'SELECT count(*) AS n FROM audit_log');
   t.equal(Number(rows[0]!.n), 3, 'the rows are in the database');
 });
+
+t.test(
+  'on PostgreSQL, a change computed again after the other replica committed first is recorded once',
+  { skip: missing ? `needs a PostgreSQL cluster of its own: ${missing}` : false },
+  async (t) => {
+    const cluster = startPostgres(t);
+    const url = await cluster.createDb('meshp');
+    const dir = workdir(t, 'audit-pg-race');
+    const a = await startController(t, join(dir, 'a'), ['--store', url]);
+    replicaState(join(dir, 'a'), join(dir, 'b'));
+    const b = await startController(t, join(dir, 'b'), ['--store', url]);
+    const [ca, cb] = await Promise.all([a.admin!(), b.admin!()]);
+    // Both replicas change one network's policy at once, round after round, until the guard has been beaten
+    // (the other committed between a change's read and its commit) a few times: each such change is computed again.
+    const recomputed = async () =>
+      (await Promise.all([a, b].map(async (c) => (await scrape(c.metrics)).value('meshp_controller_store_changes_recomputed_total') ?? 0))).reduce(
+        (x, y) => x + y,
+        0,
+      );
+    let made = 0;
+    let refused = 0;
+    let k = 0;
+    for (let round = 0; round < 40 && (await recomputed()) < 3; round++) {
+      const calls = [ca, cb, ca, cb, ca, cb].map((c) => {
+        k++;
+        return c.call('setPolicy', { network: 'default', rules: [{ fromTag: 'x', toTag: `t${k}`, ports: [] }], tests: [], previewId: '' });
+      });
+      for (const r of await Promise.allSettled(calls)) r.status === 'fulfilled' ? made++ : refused++;
+    }
+    const again = await recomputed();
+    t.ok(again > 0, `the replicas raced: ${again} change(s) computed again after the other committed first`);
+    const rows = await cluster.query<{ n: string }>('meshp', "SELECT count(*) AS n FROM audit_log WHERE method = 'setPolicy'");
+    t.equal(Number(rows[0]!.n), made, `one record per change made (${made} made, ${refused} refused), none for a computation thrown away`);
+    const versions = await cluster.query<{ v: string }>('meshp', "SELECT state_version AS v FROM audit_log WHERE method = 'setPolicy' ORDER BY state_version");
+    t.equal(new Set(versions.map((r) => r.v)).size, made, 'each with the version its commit made, no two alike');
+  },
+);

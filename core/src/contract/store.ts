@@ -200,6 +200,11 @@ export interface AuditQuery {
 /** The audit log: kept in the controller's store (SQLite or PostgreSQL), trimmed by age, not by the delta log's depth. */
 export interface AuditBook {
   appendAudit(e: AuditEntry): void;
+  /**
+   * A store across the network: the entries before `trimBefore` forgotten and `e` appended in one
+   * transaction, without the event loop waiting (issue 24). Absent: `trimAudit` and `appendAudit`.
+   */
+  appendAuditAsync?(e: AuditEntry, trimBefore: string): Promise<void>;
   listAudit(q: AuditQuery): AuditEntry[];
   /** Forgets the entries before this ISO time; how many. */
   trimAudit(before: string): number;

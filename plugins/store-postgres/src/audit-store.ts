@@ -15,6 +15,11 @@ interface Row {
   state_version: string | number;
 }
 
+const insert = (e: AuditEntry) => ({
+  text: 'INSERT INTO audit_log (at, actor, network, method, node, summary, state_version) VALUES ($1, $2, $3, $4, $5, $6, $7)',
+  values: [e.at, e.actor, e.network, e.method, e.node, e.summary, e.stateVersion],
+});
+
 export class PostgresAuditStore implements AuditBook {
   readonly #db: SyncPg;
 
@@ -23,15 +28,11 @@ export class PostgresAuditStore implements AuditBook {
   }
 
   appendAudit(e: AuditEntry): void {
-    this.#db.rows('INSERT INTO audit_log (at, actor, network, method, node, summary, state_version) VALUES ($1, $2, $3, $4, $5, $6, $7)', [
-      e.at,
-      e.actor,
-      e.network,
-      e.method,
-      e.node,
-      e.summary,
-      e.stateVersion,
-    ]);
+    this.#db.run([insert(e)]);
+  }
+
+  async appendAuditAsync(e: AuditEntry, trimBefore: string): Promise<void> {
+    await this.#db.runAsync([{ text: 'DELETE FROM audit_log WHERE at < $1', values: [trimBefore] }, insert(e)], true);
   }
 
   listAudit(q: AuditQuery): AuditEntry[] {

@@ -142,7 +142,10 @@ export class CommittedStore implements ControllerStore {
         const ownErr = own !== null && (own as { e: unknown }).e === e && !this.#storeRaised.has(e as object);
         this.rolledBack(mine);
         this.#settle(mine);
-        if (!ownErr && isStale(e) && attempt < STALE_RETRIES) continue;
+        if (!ownErr && isStale(e) && attempt < STALE_RETRIES) {
+          this.health.recomputed++;
+          continue;
+        }
         throw ownErr ? e : this.health.failed(storeError(e));
       }
       for (const op of ops) op(this.image);

@@ -22,6 +22,8 @@ export class StoreHealth {
   #lastError: string | null = null;
   /** Store errors since start, by code. */
   readonly errors = new Map<string, number>();
+  /** Changes computed again because another controller committed first (the store's guard did not hold): a replica's contention. */
+  recomputed = 0;
   /** Told when the store goes down (with the error) and when it is up again. */
   onChange: ((h: StoreHealthView) => void) | null = null;
 

@@ -17,7 +17,7 @@ import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
 import { readbackMethods } from './readback.js';
 import { policyMethods } from './policy-methods.js';
-import { audited, auditMethods, type AuditDeps } from './audit.js';
+import { auditedChange, auditMethods, type AuditDeps } from './audit.js';
 import { dnsMethods } from './dns-admin.js';
 import { nameTaken, notFound, usage } from '@meshp/core/util';
 
@@ -316,8 +316,8 @@ export function adminHandler(d: AdminDeps): AdminHandler {
     try {
       // A change made is recorded in the audit log (audit.ts); a read is not. A store across the
       // network: one change, committed without the event loop waiting on it (controller.change).
-      const made = () => (audit ? audited(audit, method, request as Record<string, unknown>, network, call) : call());
-      const out = d.controller.asyncStore ? await d.controller.change(made) : made();
+      const change = <T>(f: () => T): Promise<T> => (d.controller.asyncStore ? d.controller.change(f) : Promise.resolve(f()));
+      const out = audit ? await auditedChange(audit, method, request as Record<string, unknown>, network, change, call) : await change(call);
       d.log.info({ method, network, peer }, 'admin call');
       return out;
     } catch (e) {

@@ -87,32 +87,54 @@ export interface AuditDeps {
 }
 
 /**
- * Runs `call` and, when it is a change that was made, records it. A record the store refuses after
- * the change was made is logged (the change stands: it cannot be taken back from here).
+ * Runs `call` as one change (`change`: at once against a local store, or committed through
+ * `Controller.change` against one across the network) and, when it is a change that was made,
+ * records it once the change is committed: a change refused at its commit (the store down, the
+ * guard beaten STALE_RETRIES times) is not in the log, and one computed again after another
+ * replica committed first is recorded once, with the version it finally made. A record the store
+ * refuses after the change was made is logged (the change stands: it cannot be taken back from here).
  */
-export function audited<T>(a: AuditDeps, method: string, request: Req, network: string, call: () => T): T {
-  if (!CHANGES.has(method)) return call();
-  const before = beforeOf(a.controller, method, request, network);
-  const out = call();
-  const at = new Date();
-  const node = str(request, 'node') || null;
-  const entry: AuditEntry = {
-    at: at.toISOString(),
-    actor: ADMIN_ACTOR,
-    network,
-    method,
-    node,
-    summary: summaryOf(method, request, before),
-    stateVersion: a.controller.networks().includes(network) ? a.controller.stateVersion(network) : 0,
-  };
+export async function auditedChange<T>(
+  a: AuditDeps,
+  method: string,
+  request: Req,
+  network: string,
+  change: (fn: () => T) => Promise<T>,
+  call: () => T,
+): Promise<T> {
+  if (!CHANGES.has(method)) return change(call);
+  let entry: AuditEntry | null = null;
+  const out = await change(() => {
+    entry = null;
+    const before = beforeOf(a.controller, method, request, network);
+    const made = call();
+    entry = {
+      at: new Date().toISOString(),
+      actor: ADMIN_ACTOR,
+      network,
+      method,
+      node: str(request, 'node') || null,
+      summary: summaryOf(method, request, before),
+      stateVersion: a.controller.networks().includes(network) ? a.controller.stateVersion(network) : 0,
+    };
+    return made;
+  });
+  if (entry) await record(a, entry);
+  return out;
+}
+
+async function record(a: AuditDeps, entry: AuditEntry): Promise<void> {
+  const trimBefore = new Date(Date.parse(entry.at) - a.retentionSeconds * 1000).toISOString();
   try {
-    a.book.trimAudit(new Date(at.getTime() - a.retentionSeconds * 1000).toISOString());
-    a.book.appendAudit(entry);
+    if (a.book.appendAuditAsync) await a.book.appendAuditAsync(entry, trimBefore);
+    else {
+      a.book.trimAudit(trimBefore);
+      a.book.appendAudit(entry);
+    }
     a.log.info({ audit: entry }, 'admin change');
   } catch (e) {
     a.log.error({ audit: entry, err: e instanceof Error ? e.message : String(e) }, 'admin change made; the audit log refused its record');
   }
-  return out;
 }
 
 export function auditMethods(book: AuditBook): Pick<AdminMethods<AdminApi>, 'listAudit'> {

@@ -118,6 +118,15 @@ export class Metrics {
       },
     });
     new Counter({
+      name: 'meshp_controller_store_changes_recomputed_total',
+      help: 'changes computed again because another controller committed first (the store guard did not hold)',
+      registers: [r],
+      collect() {
+        this.reset();
+        this.inc(self.#source?.controller.storeHealth.recomputed ?? 0);
+      },
+    });
+    new Counter({
       name: 'meshp_controller_store_errors_total',
       help: "errors of the controller's store, by code (MESHP_STORE_FULL, MESHP_STORE_UNAVAILABLE, MESHP_STATE_CORRUPT)",
       labelNames: ['code'],
