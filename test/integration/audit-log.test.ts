@@ -101,13 +101,20 @@ t.test('every admin change once, with its actor and version; kept over a restart
 });
 
 const missing = postgresMissing();
-t.test('on PostgreSQL, two replicas keep one audit log', { skip: missing ? `needs a PostgreSQL cluster of its own: ${missing}` : false }, async (t) => {
+
+/** A PostgreSQL cluster of the test's own and two controllers on one database in it. */
+async function replicas(t: Parameters<typeof startPostgres>[0], name: string) {
   const cluster = startPostgres(t);
   const url = await cluster.createDb('meshp');
-  const dir = workdir(t, 'audit-pg');
+  const dir = workdir(t, name);
   const a = await startController(t, join(dir, 'a'), ['--store', url]);
   replicaState(join(dir, 'a'), join(dir, 'b'));
   const b = await startController(t, join(dir, 'b'), ['--store', url]);
+  return { cluster, dir, a, b };
+}
+
+t.test('on PostgreSQL, two replicas keep one audit log', { skip: missing ? `needs a PostgreSQL cluster of its own: ${missing}` : false }, async (t) => {
+  const { cluster, dir, a, b } = await replicas(t, 'audit-pg');
   const onA = cliOf(() => a);
   const onB = cliOf(() => b);
   await onA.ok('policy', 'set', writeJson(dir, 'p1.json', { rules: [{ from: 'x', to: 'y' }] }), '--yes');
@@ -144,12 +151,7 @@ t.test(
   'on PostgreSQL, a change computed again after the other replica committed first is recorded once',
   { skip: missing ? `needs a PostgreSQL cluster of its own: ${missing}` : false },
   async (t) => {
-    const cluster = startPostgres(t);
-    const url = await cluster.createDb('meshp');
-    const dir = workdir(t, 'audit-pg-race');
-    const a = await startController(t, join(dir, 'a'), ['--store', url]);
-    replicaState(join(dir, 'a'), join(dir, 'b'));
-    const b = await startController(t, join(dir, 'b'), ['--store', url]);
+    const { cluster, a, b } = await replicas(t, 'audit-pg-race');
     const [ca, cb] = await Promise.all([a.admin!(), b.admin!()]);
     // Both replicas change one network's policy at once, round after round, until the guard has been beaten
     // (the other committed between a change's read and its commit) a few times: each such change is computed again.

@@ -210,7 +210,7 @@ export async function startAgent(args: AgentArgs, host?: Host): Promise<RunningA
     log,
   );
   if (tunnel) recordTunnel(args.state, tunnel, log);
-  const link = tunnel ? withTunnel(base, tunnel) : base;
+  const link = tunnel ? withTunnel(base, tunnel, resolver) : base;
   const { beforeReconcile, following } = followGate(tunnel, resolver);
   const agent = new Agent(h, link, {
     ...(beforeReconcile ? { beforeReconcile } : {}),

@@ -7,6 +7,7 @@ import { readCatalogueFile } from '@meshp/core/schema';
 import { checkManifest, renderModule, settingsNamed } from '@meshp/core/catalogue';
 import { confirmChange, say, table, type Change, type Out } from '../output.js';
 import { present, withAdmin, type RemoteArgs } from './admin.js';
+import { dnsLine } from '../host/render.js';
 import { modeName, nodeDetail, nodeJson, nodesTable, sentTable, type WireNodeStatus } from './render.js';
 
 export function parseTtl(ttl: string): number {
@@ -64,9 +65,13 @@ export async function nodeShow(a: RemoteArgs & Out & { node: string }): Promise<
   const resources = r.resources;
   const fw = r.firewall;
   const firewall = fw ? { kind: fw.kind || 'none', active: fw.active, tables: fw.tables, configFile: fw.configFile || null } : null;
+  // The mesh's resolver on the node, as its last report says (issue 25): the line `meshp host status` prints there.
+  const dns = r.dns ? { ...r.dns, lastError: r.dns.lastError || null } : null;
+  const dnsText = dns ? dnsLine({ dns }) : null;
   const human = [
     nodeDetail(node),
     `found firewall: ${firewall ? `${firewall.kind}${firewall.active ? ' (active)' : ' (inactive)'}; tables ${firewall.tables.join(', ') || '-'}; config ${firewall.configFile ?? '-'}` : 'not reported yet'}`,
+    ...(dnsText ? [dnsText] : []),
     `last preview: ${node.lifecycle?.previewId || node.convergePreviewId || 'none'}; last report ${r.reportedAt || 'none'}`,
     ...(node.lifecycle?.steps.length ? ['lifecycle steps:', ...node.lifecycle.steps.map((s) => `  -> ${s}`)] : []),
     ...(node.lifecycle?.state === 'refused' ? [`refused: ${node.lifecycle.code}: ${node.lifecycle.message}`] : []),
@@ -89,6 +94,7 @@ export async function nodeShow(a: RemoteArgs & Out & { node: string }): Promise<
       firewall,
       resources: resources.map((x) => ({ key: x.key, kind: x.kind, module: x.module, state: x.state, ...(x.reason ? { reason: x.reason } : {}) })),
       reportedAt: r.reportedAt || null,
+      dns,
       recentDeltas: sent,
     },
     human.join('\n'),

@@ -1,6 +1,6 @@
 /** `meshp agent`'s tunnel: the plugin for the tunnel this node runs (tunnel-record.ts), and its key and state in every report. */
 import { join } from 'node:path';
-import { type AgentMessage, type ControlLink } from '@meshp/core';
+import { type AgentMessage, type ControlLink, type ResolverReport } from '@meshp/core';
 import { decodeToken } from '@meshp/core/agent';
 import { TunnelWireguardPlugin, moveTunnel, type TunnelLog } from '@meshp/tunnel-wireguard';
 import {
@@ -70,9 +70,16 @@ export function recordTunnel(state: string, plugin: TunnelWireguardPlugin, log: 
 /**
  * The link, with the tunnel's public key added to the enrolment request and to every report, with
  * its interface and why it is not up: a key made anew reaches the controller as a key change, a
- * tunnel that failed is flagged on the node's status.
+ * tunnel that failed is flagged on the node's status. With the mesh's resolver (issue 25), its
+ * status too: `meshp node show` says where the node answers names, from the controller.
  */
-export function withTunnel(link: ControlLink, tunnel: TunnelWireguardPlugin): ControlLink {
+/** The resolver's status as a report carries it (its counters by outcome stay on the node's /metrics). */
+function resolverReport(s: ResolverReport): ResolverReport {
+  const { address, port, domain, names, upstreams, upstreamsFrom, lastError, lastAnswerError, queries } = s;
+  return { address, port, domain, names, upstreams, upstreamsFrom, lastError, lastAnswerError, queries };
+}
+
+export function withTunnel(link: ControlLink, tunnel: TunnelWireguardPlugin, resolver?: { status(): ResolverReport } | null): ControlLink {
   const tunnelKey = tunnel.publicKey();
   return {
     enrol: (input) => link.enrol({ ...input, tunnelKey }),
@@ -80,7 +87,8 @@ export function withTunnel(link: ControlLink, tunnel: TunnelWireguardPlugin): Co
       const ch = link.sync();
       const report = (r: Extract<AgentMessage, { report: unknown }>['report']) => {
         const s = tunnel.status();
-        return { ...r, tunnelKey, tunnelInterface: s.interface, ...(s.lastError ? { tunnelError: s.lastError } : {}) };
+        const dns = resolver ? resolverReport(resolver.status()) : null;
+        return { ...r, tunnelKey, tunnelInterface: s.interface, ...(s.lastError ? { tunnelError: s.lastError } : {}), ...(dns ? { dns } : {}) };
       };
       return {
         send: (m: AgentMessage) => ch.send('report' in m ? { report: report(m.report) } : m),

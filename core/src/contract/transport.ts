@@ -92,6 +92,22 @@ export interface ReportMessage {
   pluginOpenings?: Opening[];
   /** Each tunnel peer's latest handshake, when the agent runs a tunnel that reads them ([]: no peer). Absent: not reported. */
   peerHandshakes?: PeerHandshake[];
+  /** The mesh's resolver on the node (issue 25), when the agent runs one. Absent: none, or an older agent. */
+  dns?: ResolverReport;
+}
+
+/** The mesh's resolver as its plugin says (the dns-resolver plugin's status, less its counters by outcome). */
+export interface ResolverReport {
+  /** '' : not answering (`lastError` says why). */
+  address: string;
+  port: number;
+  domain: string;
+  names: number;
+  upstreams: string[];
+  upstreamsFrom: 'component' | 'found' | 'none';
+  lastError: string | null;
+  lastAnswerError: string;
+  queries: number;
 }
 
 export interface ReconcileOutcome {

@@ -96,8 +96,16 @@ export type TransportGuards = [
   Holds<Equal<core.ResyncMessage, Numbered<gen.ResyncRequest>>>,
   // The report: what core leaves out is "not reported"; peerHandshakes absent is handshakesReported false.
   Holds<
-    Mirrors<core.ReportMessage, gen.Report, 'mode' | 'resources' | 'listening' | 'lifecycle' | 'reconcile' | 'pluginOpenings', never, 'handshakesReported'>
+    Mirrors<
+      core.ReportMessage,
+      gen.Report,
+      'mode' | 'resources' | 'listening' | 'lifecycle' | 'reconcile' | 'pluginOpenings' | 'dns',
+      never,
+      'handshakesReported'
+    >
   >,
+  // The resolver: where its list came from is a union in core, a string on the wire; no error is null in core, '' on the wire.
+  Holds<Mirrors<core.ResolverReport, gen.ResolverStatus, 'upstreamsFrom' | 'lastError'>>,
   // kind and state: core's unions, strings on the wire.
   Holds<Mirrors<core.ResourceReport, gen.ResourceStatus, 'kind' | 'state'>>,
   Holds<Mirrors<NonNullable<core.ReportMessage['listening']>[number], gen.ListeningSocket>>,

@@ -4,10 +4,10 @@
  * state delta passes as it is; modes, lifecycle states and openings need a word, and a oneof is an
  * object with one key set.
  */
-import type { AgentMessage, ControllerMessage, EnrolResult, LifecycleReport, LifecycleState, Opening, ReportMessage } from '@meshp/core';
+import type { AgentMessage, ControllerMessage, EnrolResult, LifecycleReport, LifecycleState, Opening, ReportMessage, ResolverReport } from '@meshp/core';
 import { WIRE_MODE, modeFromWire, modeToWire } from '@meshp/core/delta';
 import { malformed } from '@meshp/core/util';
-import type { EnrolResponse, Lifecycle, PlannedOpening, Report, SyncRequest, SyncResponse } from '@meshp/protocol';
+import type { EnrolResponse, Lifecycle, PlannedOpening, Report, ResolverStatus, SyncRequest, SyncResponse } from '@meshp/protocol';
 
 export function enrolToWire(r: EnrolResult): EnrolResponse {
   return { network: r.network, node: r.node, credential: r.credential, mode: modeToWire(r.mode), addresses: [...r.addresses] };
@@ -47,6 +47,7 @@ function reportToWire(r: ReportMessage): Report {
     })),
     peerHandshakes: (r.peerHandshakes ?? []).map((h) => ({ ...h })),
     handshakesReported: r.peerHandshakes !== undefined,
+    ...(r.dns ? { dns: resolverToWire(r.dns) } : {}),
   };
 }
 
@@ -99,7 +100,18 @@ function reportFromWire(r: Report): ReportMessage {
     ...(r.handshakesReported
       ? { peerHandshakes: r.peerHandshakes.map((h) => ({ peer: h.peer, publicKey: h.publicKey, latestHandshake: h.latestHandshake })) }
       : {}),
+    ...(r.dns ? { dns: resolverFromWire(r.dns) } : {}),
   };
+}
+
+export function resolverToWire(d: ResolverReport): ResolverStatus {
+  return { ...d, upstreams: [...d.upstreams], lastError: d.lastError ?? '' };
+}
+
+/** The resolver's status as the wire carries it; a list source this end does not know is `none`, not guessed. */
+export function resolverFromWire(d: ResolverStatus): ResolverReport {
+  const from = d.upstreamsFrom === 'component' || d.upstreamsFrom === 'found' ? d.upstreamsFrom : 'none';
+  return { ...d, upstreams: [...d.upstreams], upstreamsFrom: from, lastError: d.lastError || null };
 }
 
 /** A plugin's opening as the agent reported it; one of a protocol, path or action this end does not know is left out, not guessed. */

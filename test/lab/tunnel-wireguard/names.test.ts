@@ -144,6 +144,25 @@ t.test(
       );
     });
 
+    await t.test('node show, from the controller: where a node answers names and where the rest go', async (t) => {
+      type Shown = { dns: { address: string; port: number; domain: string; upstreams: string[]; upstreamsFrom: string } | null };
+      const show = async () => (JSON.parse(await b.cli('node', 'show', 'a1', '--json')) as Shown).dns;
+      const dns = await until(
+        'a1 reports its resolver, with the found nameserver',
+        async () => {
+          const d = await show();
+          return d?.upstreams.length ? d : null;
+        },
+        30,
+        500,
+      );
+      t.equal(dns!.address, mesh.get(a1), "on a1's mesh address");
+      t.equal(dns!.port, 53);
+      t.equal(dns!.domain, 'default.mesh');
+      t.same([dns!.upstreams, dns!.upstreamsFrom], [[OUTSIDE_IP], 'found'], "the rest to a1's own resolver, as its resolv.conf names it");
+      t.match(await b.cli('node', 'show', 'a1'), `dns: answers default.mesh on ${mesh.get(a1)}:53`, 'and in words');
+    });
+
     await t.test("node remove: the name is gone; a1's resolver configuration is byte for byte as it was", async (t) => {
       await b.cli('node', 'remove', 'a3', '--yes');
       await gone(a1, 'a3.default.mesh');

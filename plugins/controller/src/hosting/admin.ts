@@ -148,6 +148,7 @@ function statusMethods({ d, controller, live }: Ctx): Methods<'listNodes' | 'sho
           ? { firewall: { kind: last.firewallKind, active: last.firewallActive, tables: last.firewallTables ?? [], configFile: last.firewallConfigFile ?? '' } }
           : {}),
         reportedAt: last?.at ?? '',
+        ...(last?.dns ? { dns: { ...last.dns, upstreams: [...last.dns.upstreams], lastError: last.dns.lastError ?? '' } } : {}),
       };
     },
     doctor: (r, net) => {

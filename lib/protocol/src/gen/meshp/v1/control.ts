@@ -388,7 +388,27 @@ export interface Report {
     | string
     | undefined;
   /** Why the tunnel is not up (a MESHP code and why); empty: up, or none runs. */
-  tunnelError?: string | undefined;
+  tunnelError?:
+    | string
+    | undefined;
+  /** The mesh's resolver on the node (issue 25), when the agent runs one; absent: none, or an older agent. */
+  dns?: ResolverStatus | undefined;
+}
+
+/** The mesh's resolver as the dns-resolver plugin says (issue 25): where it answers and where it forwards. */
+export interface ResolverStatus {
+  /** The address it answers on; empty: not answering (last_error says why). */
+  address: string;
+  port: number;
+  domain: string;
+  names: number;
+  /** Where names outside the mesh go, and what the list was read from: component | found | none. */
+  upstreams: string[];
+  upstreamsFrom: string;
+  lastError: string;
+  /** The last answer that failed (a forward no nameserver answered); empty: none. */
+  lastAnswerError: string;
+  queries: number;
 }
 
 /** An opening a plugin adds to a node's plan (not declared by any module of the declaration). */
@@ -832,6 +852,8 @@ export interface ShowNodeResponse {
   resources: ResourceStatus[];
   firewall?: FirewallState | undefined;
   reportedAt: string;
+  /** The mesh's resolver as the node's last report says (issue 25); absent: none reported. */
+  dns?: ResolverStatus | undefined;
 }
 
 export interface FirewallState {
@@ -2326,6 +2348,7 @@ function createBaseReport(): Report {
     handshakesReported: false,
     tunnelInterface: undefined,
     tunnelError: undefined,
+    dns: undefined,
   };
 }
 
@@ -2390,6 +2413,9 @@ export const Report: MessageFns<Report> = {
     }
     if (message.tunnelError !== undefined) {
       writer.uint32(730).string(message.tunnelError);
+    }
+    if (message.dns !== undefined) {
+      ResolverStatus.encode(message.dns, writer.uint32(802).fork()).join();
     }
     return writer;
   },
@@ -2567,6 +2593,14 @@ export const Report: MessageFns<Report> = {
             message.tunnelError = reader.string();
             continue;
           }
+          case 100: {
+            if (tag !== 802) {
+              break;
+            }
+
+            message.dns = ResolverStatus.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2655,6 +2689,7 @@ export const Report: MessageFns<Report> = {
         : isSet(object.tunnel_error)
         ? globalThis.String(object.tunnel_error)
         : undefined,
+      dns: isSet(object.dns) ? ResolverStatus.fromJSON(object.dns) : undefined,
     };
   },
 
@@ -2720,6 +2755,9 @@ export const Report: MessageFns<Report> = {
     if (message.tunnelError !== undefined) {
       obj.tunnelError = message.tunnelError;
     }
+    if (message.dns !== undefined) {
+      obj.dns = ResolverStatus.toJSON(message.dns);
+    }
     return obj;
   },
 
@@ -2752,6 +2790,230 @@ export const Report: MessageFns<Report> = {
     message.handshakesReported = object.handshakesReported ?? false;
     message.tunnelInterface = object.tunnelInterface ?? undefined;
     message.tunnelError = object.tunnelError ?? undefined;
+    message.dns = (object.dns !== undefined && object.dns !== null)
+      ? ResolverStatus.fromPartial(object.dns)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseResolverStatus(): ResolverStatus {
+  return {
+    address: "",
+    port: 0,
+    domain: "",
+    names: 0,
+    upstreams: [],
+    upstreamsFrom: "",
+    lastError: "",
+    lastAnswerError: "",
+    queries: 0,
+  };
+}
+
+export const ResolverStatus: MessageFns<ResolverStatus> = {
+  encode(message: ResolverStatus, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.address !== "") {
+      writer.uint32(10).string(message.address);
+    }
+    if (message.port !== 0) {
+      writer.uint32(16).uint32(message.port);
+    }
+    if (message.domain !== "") {
+      writer.uint32(26).string(message.domain);
+    }
+    if (message.names !== 0) {
+      writer.uint32(32).uint32(message.names);
+    }
+    for (const v of message.upstreams) {
+      writer.uint32(42).string(v!);
+    }
+    if (message.upstreamsFrom !== "") {
+      writer.uint32(50).string(message.upstreamsFrom);
+    }
+    if (message.lastError !== "") {
+      writer.uint32(58).string(message.lastError);
+    }
+    if (message.lastAnswerError !== "") {
+      writer.uint32(66).string(message.lastAnswerError);
+    }
+    if (message.queries !== 0) {
+      writer.uint32(72).uint64(message.queries);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ResolverStatus {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseResolverStatus();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.address = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.port = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.domain = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.names = reader.uint32();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.upstreams.push(reader.string());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.upstreamsFrom = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.lastError = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.lastAnswerError = reader.string();
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.queries = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ResolverStatus {
+    return {
+      address: isSet(object.address) ? globalThis.String(object.address) : "",
+      port: isSet(object.port) ? globalThis.Number(object.port) : 0,
+      domain: isSet(object.domain) ? globalThis.String(object.domain) : "",
+      names: isSet(object.names) ? globalThis.Number(object.names) : 0,
+      upstreams: globalThis.Array.isArray(object?.upstreams)
+        ? object.upstreams.map((e: any) => globalThis.String(e))
+        : [],
+      upstreamsFrom: isSet(object.upstreamsFrom)
+        ? globalThis.String(object.upstreamsFrom)
+        : isSet(object.upstreams_from)
+        ? globalThis.String(object.upstreams_from)
+        : "",
+      lastError: isSet(object.lastError)
+        ? globalThis.String(object.lastError)
+        : isSet(object.last_error)
+        ? globalThis.String(object.last_error)
+        : "",
+      lastAnswerError: isSet(object.lastAnswerError)
+        ? globalThis.String(object.lastAnswerError)
+        : isSet(object.last_answer_error)
+        ? globalThis.String(object.last_answer_error)
+        : "",
+      queries: isSet(object.queries) ? globalThis.Number(object.queries) : 0,
+    };
+  },
+
+  toJSON(message: ResolverStatus): unknown {
+    const obj: any = {};
+    if (message.address !== "") {
+      obj.address = message.address;
+    }
+    if (message.port !== 0) {
+      obj.port = Math.round(message.port);
+    }
+    if (message.domain !== "") {
+      obj.domain = message.domain;
+    }
+    if (message.names !== 0) {
+      obj.names = Math.round(message.names);
+    }
+    if (message.upstreams?.length) {
+      obj.upstreams = message.upstreams;
+    }
+    if (message.upstreamsFrom !== "") {
+      obj.upstreamsFrom = message.upstreamsFrom;
+    }
+    if (message.lastError !== "") {
+      obj.lastError = message.lastError;
+    }
+    if (message.lastAnswerError !== "") {
+      obj.lastAnswerError = message.lastAnswerError;
+    }
+    if (message.queries !== 0) {
+      obj.queries = Math.round(message.queries);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ResolverStatus>, I>>(base?: I): ResolverStatus {
+    return ResolverStatus.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ResolverStatus>, I>>(object: I): ResolverStatus {
+    const message = createBaseResolverStatus();
+    message.address = object.address ?? "";
+    message.port = object.port ?? 0;
+    message.domain = object.domain ?? "";
+    message.names = object.names ?? 0;
+    message.upstreams = object.upstreams?.map((e) => e) || [];
+    message.upstreamsFrom = object.upstreamsFrom ?? "";
+    message.lastError = object.lastError ?? "";
+    message.lastAnswerError = object.lastAnswerError ?? "";
+    message.queries = object.queries ?? 0;
     return message;
   },
 };
@@ -8418,7 +8680,7 @@ export const ShowNodeRequest: MessageFns<ShowNodeRequest> = {
 };
 
 function createBaseShowNodeResponse(): ShowNodeResponse {
-  return { node: undefined, recentDeltas: [], resources: [], firewall: undefined, reportedAt: "" };
+  return { node: undefined, recentDeltas: [], resources: [], firewall: undefined, reportedAt: "", dns: undefined };
 }
 
 export const ShowNodeResponse: MessageFns<ShowNodeResponse> = {
@@ -8437,6 +8699,9 @@ export const ShowNodeResponse: MessageFns<ShowNodeResponse> = {
     }
     if (message.reportedAt !== "") {
       writer.uint32(42).string(message.reportedAt);
+    }
+    if (message.dns !== undefined) {
+      ResolverStatus.encode(message.dns, writer.uint32(50).fork()).join();
     }
     return writer;
   },
@@ -8494,6 +8759,14 @@ export const ShowNodeResponse: MessageFns<ShowNodeResponse> = {
             message.reportedAt = reader.string();
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.dns = ResolverStatus.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -8523,6 +8796,7 @@ export const ShowNodeResponse: MessageFns<ShowNodeResponse> = {
         : isSet(object.reported_at)
         ? globalThis.String(object.reported_at)
         : "",
+      dns: isSet(object.dns) ? ResolverStatus.fromJSON(object.dns) : undefined,
     };
   },
 
@@ -8543,6 +8817,9 @@ export const ShowNodeResponse: MessageFns<ShowNodeResponse> = {
     if (message.reportedAt !== "") {
       obj.reportedAt = message.reportedAt;
     }
+    if (message.dns !== undefined) {
+      obj.dns = ResolverStatus.toJSON(message.dns);
+    }
     return obj;
   },
 
@@ -8560,6 +8837,9 @@ export const ShowNodeResponse: MessageFns<ShowNodeResponse> = {
       ? FirewallState.fromPartial(object.firewall)
       : undefined;
     message.reportedAt = object.reportedAt ?? "";
+    message.dns = (object.dns !== undefined && object.dns !== null)
+      ? ResolverStatus.fromPartial(object.dns)
+      : undefined;
     return message;
   },
 };
