@@ -6,7 +6,7 @@
  * from its resolver configuration, never written). Its table is rebuilt from the view on each delta,
  * so a peer the policy hides or the controller removes has no name from that delta on.
  */
-import { PLUGIN_API_VERSION, type Plugin, type PluginHost } from '@meshp/core';
+import { PLUGIN_API_VERSION, type Plugin, type PluginHost, type ResolverReport } from '@meshp/core';
 import { oneLine, usage } from '@meshp/core/util';
 import { parseNameserver } from '@meshp/core/schema';
 import { answerMesh, decodeQuery, failure, rcodeOf, type Outcome } from './answer.js';
@@ -37,21 +37,10 @@ export interface DnsResolverOptions {
   log?: ResolverLog;
 }
 
-export interface DnsResolverStatus {
-  /** Where it answers ('' : not listening), and why not. */
-  address: string;
-  port: number;
-  domain: string;
-  names: number;
-  /** Where names outside the mesh go, and what that list was read from. */
-  upstreams: string[];
-  upstreamsFrom: 'component' | 'found' | 'none';
+/** What a report carries (core's ResolverReport: where it answers, where the rest go, its last errors), and more for status and /metrics. */
+export interface DnsResolverStatus extends ResolverReport {
   splits: string[];
   appliedVersion: number;
-  lastError: string | null;
-  /** The last answer that failed (a forward no nameserver answered), '' when none. */
-  lastAnswerError: string;
-  queries: number;
   answers: Record<Outcome, number>;
 }
 
