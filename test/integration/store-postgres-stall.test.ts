@@ -6,7 +6,9 @@
  * within a fraction of the timeout at every look, the agent's stream stays open. Before the store
  * seam took changes without waiting, the controller's thread stood in Atomics.wait for the whole
  * batch timeout and no look was answered meanwhile. The processes continued, the replica serves
- * again by itself and a change reaches the agent.
+ * again by itself and a change reaches the agent. An agent that opens its stream during the stall
+ * and one that enrols during it are refused MESHP_STORE_UNAVAILABLE without the loop waiting on
+ * their reads (the hello's and the enrolment's), and both follow the network once it answers.
  */
 import t from 'tap';
 import { execFileSync } from 'node:child_process';
@@ -51,6 +53,14 @@ else {
     const v0 = Number((await (await ctl.admin!()).call('listNodes', { network: 'default' })).nodes[0]!.stateVersion);
     await waitUntil('the agent current', () => agent.applier.appliedVersion === v0, 60_000);
     const streams = agent.streams;
+    // An agent enrolled before the stall that opens its stream during it (its hello reads the
+    // credential), and one that enrols during it: neither may hold up the event loop either.
+    const late = new SimAgent('s1', ctl.address, fingerprint);
+    t.teardown(() => late.close());
+    await late.enrol(await tokenFor(ctl, ['all']));
+    const newcomer = new SimAgent('s2', ctl.address, fingerprint);
+    t.teardown(() => newcomer.close());
+    const newcomerToken = await tokenFor(ctl, ['all']);
 
     // Stopped, not killed: its connections stay open and nothing answers on them.
     let stopped: number[] = [];
@@ -64,6 +74,11 @@ else {
 
     const t0 = Date.now();
     const change = admin.policy([{ from: 'all', to: 'all', ports: ['443'] }]).then(
+      () => null,
+      (e: { code?: string }) => e.code ?? 'no code',
+    );
+    late.open();
+    const enrolled = newcomer.enrol(newcomerToken).then(
       () => null,
       (e: { code?: string }) => e.code ?? 'no code',
     );
@@ -89,6 +104,10 @@ else {
     );
     t.equal((await scrape(ctl.metrics)).value('meshp_controller_store_up'), 0, '/metrics: the store is down');
     t.equal(agent.streams, streams, "the agent's stream stayed open");
+    t.equal(await enrolled, 'MESHP_STORE_UNAVAILABLE', 'the enrolment during the stall refused MESHP_STORE_UNAVAILABLE');
+    await waitUntil('the late hello answered', () => late.errors.length > 0, 30_000);
+    t.equal(late.errors[0]!.code, 'MESHP_STORE_UNAVAILABLE', "the late agent's stream refused MESHP_STORE_UNAVAILABLE (it opens another)");
+    t.equal(late.applier.appliedVersion, 0, 'and it was given nothing meanwhile');
 
     resume();
     // Back by itself: a change is taken again and reaches the agent on the stream it had.
@@ -106,6 +125,12 @@ else {
     await waitUntil(`the agent at ${v1}`, () => agent.applier.appliedVersion === v1, 60_000);
     t.pass('the change reached the agent');
     t.equal(agent.streams, streams, 'still the stream it had');
+    await waitUntil(`the late agent at ${v1}, on a stream it opened again`, () => late.applier.appliedVersion === v1, 60_000);
+    await newcomer.enrol(newcomerToken);
+    t.equal(newcomer.enrolment?.node, 's2', 'the token refused during the stall enrols once the database answers');
+    newcomer.open();
+    await waitUntil('the newcomer current', () => newcomer.applier.appliedVersion >= v1, 60_000);
+    t.pass('the newcomer follows the network');
     t.ok(ctl.proc.alive, 'the replica never exited');
   });
 }

@@ -169,6 +169,37 @@ export interface AuthBook {
   putReportAsync?(network: string, node: string, report: ReportMessage): Promise<void>;
   report(network: string, node: string): ReportMessage | null;
   close(): void;
+
+  // ---- a store across the network, read and written without the event loop waiting (issue 24) ----
+  // Absent (SQLite, on the controller's own disk): the synchronous calls above.
+
+  /** What a hello needs, in one read: see HelloFacts. */
+  helloFactsAsync?(credential: string, node: string): Promise<HelloFacts>;
+  /** `confirm` without waiting. */
+  confirmAsync?(network: string, node: string, at: string): Promise<void>;
+  /** What an enrolment reads, in one read: see EnrolFacts. */
+  enrolFactsAsync?(secret: string, nodeKey: string): Promise<EnrolFacts>;
+  /** `markUsed` without waiting: the row's update is the arbiter still. */
+  markUsedAsync?(secret: string, by: string, at: string, nodeKey: string): Promise<boolean>;
+  /** `putCredential` without waiting, in one transaction. */
+  putCredentialAsync?(credential: string, network: string, node: string): Promise<void>;
+}
+
+/** What a hello reads of the hosting's tables (session.ts). */
+export interface HelloFacts {
+  /** Whose the credential is, or null (never issued, or revoked). */
+  owner: { network: string; node: string } | null;
+  /** In the owner's network, the name `node` (the name the hello says) carries now, when it was renamed. */
+  renamedTo: string | null;
+  /** The keys revoked when a node named `node` was removed, in any network (read only when there is no owner). */
+  revokedKeys: { network: string; nodeKey: string; at: string }[];
+}
+
+/** What an enrolment reads of the hosting's tables (enrolment.ts). */
+export interface EnrolFacts {
+  token: StoredToken | null;
+  /** In the token's network, who held the node key when it was revoked, or null. */
+  revoked: { node: string; at: string } | null;
 }
 
 /** One admin change as the audit log keeps it (issue 28): when, by whom, in which network, what, and the version it made. */

@@ -4,10 +4,13 @@
  * made, a key another revoked, with nothing cached here.
  */
 import type { ReportMessage } from '@meshp/core';
-import type { AuthBook, StoredToken, TokenInfo, TokenRevocation, TokenRow } from '@meshp/core';
+import type { AuthBook, EnrolFacts, HelloFacts, StoredToken, TokenInfo, TokenRevocation, TokenRow } from '@meshp/core';
 import { hashSecret, idRange, newestFirst, revokeRow, tokenFromRow } from '@meshp/core/store';
 import { isMeshpError } from '@meshp/core';
 import type { SyncPg } from './sync-pg.js';
+
+const MARK_USED = 'UPDATE hosting_tokens SET used_at = $1, used_by = $2, used_key = $3 WHERE hash = $4 AND used_at IS NULL AND revoked_at IS NULL';
+const CONFIRM = 'UPDATE hosting_tokens SET confirmed_at = $1 WHERE network = $2 AND used_by = $3 AND confirmed_at IS NULL AND used_at IS NOT NULL';
 
 export class PostgresAuthStore implements AuthBook {
   readonly #db: SyncPg;
@@ -44,7 +47,7 @@ export class PostgresAuthStore implements AuthBook {
   markUsed(secret: string, by: string, at: string, nodeKey: string): boolean {
     const [r] = this.#db.run([
       {
-        text: 'UPDATE hosting_tokens SET used_at = $1, used_by = $2, used_key = $3 WHERE hash = $4 AND used_at IS NULL AND revoked_at IS NULL',
+        text: MARK_USED,
         values: [at, by, nodeKey, hashSecret(secret)],
       },
     ]);
@@ -72,11 +75,7 @@ export class PostgresAuthStore implements AuthBook {
 
   /** One indexed update per hello: a count of tokens pending kept in memory would not see the other replicas'. */
   confirm(network: string, node: string, at: string): void {
-    this.#db.rows('UPDATE hosting_tokens SET confirmed_at = $1 WHERE network = $2 AND used_by = $3 AND confirmed_at IS NULL AND used_at IS NOT NULL', [
-      at,
-      network,
-      node,
-    ]);
+    this.#db.rows(CONFIRM, [at, network, node]);
   }
 
   pendingAdded(): void {}
@@ -161,6 +160,64 @@ export class PostgresAuthStore implements AuthBook {
         values: [network, node, JSON.stringify(report)],
       },
     ]);
+  }
+
+  // ---- without the event loop waiting (issue 24): a hello or an enrolment during a stall holds up no other stream ----
+
+  /** The credential's owner, the name the hello's node carries now in the owner's network, the keys revoked under it: one batch. */
+  async helloFactsAsync(credential: string, node: string): Promise<HelloFacts> {
+    const hash = hashSecret(credential);
+    const [owner, renamed, revoked] = await this.#db.runAsync([
+      { text: 'SELECT network, node FROM hosting_credentials WHERE hash = $1', values: [hash] },
+      {
+        text: 'SELECT r.new FROM hosting_renames r JOIN hosting_credentials c ON c.network = r.network WHERE c.hash = $1 AND r.old = $2',
+        values: [hash, node],
+      },
+      { text: 'SELECT network, node_key AS "nodeKey", at FROM hosting_revoked_keys WHERE node = $1', values: [node] },
+    ]);
+    return {
+      owner: (owner!.rows[0] as HelloFacts['owner'] | undefined) ?? null,
+      renamedTo: (renamed!.rows[0] as { new: string } | undefined)?.new ?? null,
+      revokedKeys: revoked!.rows as HelloFacts['revokedKeys'],
+    };
+  }
+
+  async confirmAsync(network: string, node: string, at: string): Promise<void> {
+    await this.#db.runAsync([{ text: CONFIRM, values: [at, network, node] }]);
+  }
+
+  /** The token and, in its network, who held the node key when it was revoked: one batch. */
+  async enrolFactsAsync(secret: string, nodeKey: string): Promise<EnrolFacts> {
+    const hash = hashSecret(secret);
+    const [token, revoked] = await this.#db.runAsync([
+      { text: 'SELECT * FROM hosting_tokens WHERE hash = $1', values: [hash] },
+      {
+        text: 'SELECT k.node, k.at FROM hosting_revoked_keys k JOIN hosting_tokens t ON t.network = k.network WHERE t.hash = $1 AND k.node_key = $2',
+        values: [hash, nodeKey],
+      },
+    ]);
+    const row = token!.rows[0] as unknown as TokenRow | undefined;
+    let stored: StoredToken | null = null;
+    if (row) {
+      const { id: _id, ...t } = tokenFromRow(row);
+      stored = t;
+    }
+    return { token: stored, revoked: (revoked!.rows[0] as EnrolFacts['revoked'] | undefined) ?? null };
+  }
+
+  async markUsedAsync(secret: string, by: string, at: string, nodeKey: string): Promise<boolean> {
+    const [r] = await this.#db.runAsync([{ text: MARK_USED, values: [at, by, nodeKey, hashSecret(secret)] }]);
+    return r!.rowCount === 1;
+  }
+
+  async putCredentialAsync(credential: string, network: string, node: string): Promise<void> {
+    await this.#db.runAsync(
+      [
+        { text: 'DELETE FROM hosting_credentials WHERE network = $1 AND node = $2', values: [network, node] },
+        { text: 'INSERT INTO hosting_credentials (hash, network, node) VALUES ($1, $2, $3)', values: [hashSecret(credential), network, node] },
+      ],
+      true,
+    );
   }
 
   /**

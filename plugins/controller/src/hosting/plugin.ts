@@ -227,7 +227,7 @@ export class ControllerHostingPlugin implements Plugin {
         try {
           // A store that commits without waiting: the enrolment is one change (after catching up), the event loop runs on.
           if (!controller.asyncStore) shared?.catchUp();
-          const { resumed, ...r } = await controller.change(() => enrolment.enrol(input));
+          const { resumed, ...r } = enrolment.asyncStore ? await enrolment.enrolAsync(input) : await controller.change(() => enrolment.enrol(input));
           if (resumed) {
             this.log.info(
               { network: r.network, node: r.node, peer },
