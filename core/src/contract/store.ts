@@ -183,6 +183,17 @@ export interface AuthBook {
   markUsedAsync?(secret: string, by: string, at: string, nodeKey: string): Promise<boolean>;
   /** `putCredential` without waiting, in one transaction. */
   putCredentialAsync?(credential: string, network: string, node: string): Promise<void>;
+  putTokenAsync?(secret: string, t: Omit<StoredToken, 'usedAt' | 'usedBy' | 'usedKey' | 'confirmedAt' | 'revokedAt'>): Promise<void>;
+  listTokensAsync?(network: string): Promise<TokenInfo[]>;
+  revokeTokenAsync?(network: string, id: string, at: string): Promise<TokenRevocation>;
+  revokeAsync?(network: string, node: string, nodeKey: string, at: string): Promise<void>;
+  renameAsync?(network: string, from: string, to: string): Promise<void>;
+  /**
+   * The last reports of these nodes (null: of the network's every node), as any replica wrote them,
+   * read into memory: `report` then answers from it without waiting. A read the store refuses
+   * leaves memory as it was (the last reports known here).
+   */
+  loadReportsAsync?(network: string, nodes: string[] | null): Promise<void>;
 }
 
 /** What a hello reads of the hosting's tables (session.ts). */
@@ -237,6 +248,8 @@ export interface AuditBook {
    */
   appendAuditAsync?(e: AuditEntry, trimBefore: string): Promise<void>;
   listAudit(q: AuditQuery): AuditEntry[];
+  /** `listAudit` without the event loop waiting (a store across the network). */
+  listAuditAsync?(q: AuditQuery): Promise<AuditEntry[]>;
   /** Forgets the entries before this ISO time; how many. */
   trimAudit(before: string): number;
   close(): void;

@@ -22,6 +22,13 @@ export interface TokenRequest {
   tags: string[];
 }
 
+/** A token made: what the operator is given (the secret only in `token`). */
+export interface MadeToken {
+  token: string;
+  expiresAt: string;
+  id: string;
+}
+
 export class Enrolment {
   constructor(
     private readonly controller: Controller,
@@ -30,26 +37,37 @@ export class Enrolment {
     private readonly now: () => Date = () => new Date(),
   ) {}
 
-  createToken(r: TokenRequest): { token: string; expiresAt: string; id: string } {
+  createToken(r: TokenRequest): MadeToken {
+    const { secret, row, made } = this.#mint(r);
+    this.auth.putToken(secret, row);
+    return made;
+  }
+
+  /** Whether tokens are written and read without the event loop waiting (a store across the network). */
+  get asyncTokens(): boolean {
+    return !!this.auth.putTokenAsync;
+  }
+
+  async createTokenAsync(r: TokenRequest): Promise<MadeToken> {
+    const { secret, row, made } = this.#mint(r);
+    await this.auth.putTokenAsync!(secret, row);
+    return made;
+  }
+
+  #mint(r: TokenRequest) {
     if (!this.controller.networks().includes(r.network)) throw notFound('network', r.network);
     if (!(r.ttlSeconds > 0 && r.ttlSeconds <= 30 * 86400)) throw usage('a token lives between 1 s and 30 days');
     const secret = randomBytes(32).toString('base64url');
     const expiresAt = new Date(this.now().getTime() + r.ttlSeconds * 1000).toISOString();
-    this.auth.putToken(secret, {
-      network: r.network,
-      mode: r.mode,
-      tags: r.tags,
-      fingerprint: this.fingerprint,
-      expiresAt,
-      createdAt: this.now().toISOString(),
-    });
+    const row = { network: r.network, mode: r.mode, tags: r.tags, fingerprint: this.fingerprint, expiresAt, createdAt: this.now().toISOString() };
     // A tunnel network's token says so: the agent then raises the tunnel without being told (issue 33).
     const tunnel = this.controller.isTunnelNetwork(r.network) ? { tunnel: 'wireguard' as const } : {};
-    return {
+    const made = {
       token: encodeToken({ network: r.network, adopted: r.mode === 'adopted', fingerprint: this.fingerprint, ...tunnel }, secret),
       expiresAt,
       id: tokenId(hashSecret(secret)),
     };
+    return { secret, row, made };
   }
 
   /** The network's tokens, by id (never the secret): `meshp token list`. */
@@ -58,10 +76,20 @@ export class Enrolment {
     return this.auth.listTokens(network);
   }
 
+  async listTokensAsync(network: string): Promise<TokenInfo[]> {
+    if (!this.controller.networks().includes(network)) throw notFound('network', network);
+    return this.auth.listTokensAsync!(network);
+  }
+
   /** `meshp token revoke ID`: an unused token enrols no one from now on (a used one is refused MESHP_TOKEN_USED). */
   revokeToken(network: string, id: string): TokenRevocation {
     if (!this.controller.networks().includes(network)) throw notFound('network', network);
     return this.auth.revokeToken(network, id, this.now().toISOString());
+  }
+
+  async revokeTokenAsync(network: string, id: string): Promise<TokenRevocation> {
+    if (!this.controller.networks().includes(network)) throw notFound('network', network);
+    return this.auth.revokeTokenAsync!(network, id, this.now().toISOString());
   }
 
   /**

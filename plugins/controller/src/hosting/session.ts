@@ -20,6 +20,7 @@ import {
 import { challengePayload } from '@meshp/core/agent';
 import { malformed, oneLine } from '@meshp/core/util';
 import type { Controller } from '../controller.js';
+import type { StoredSync } from '../controller/sync-protocol.js';
 import { splitForWire } from '../limits.js';
 import { observedEndpoint, type ReportedState } from '@meshp/core/delta';
 import type { AuthBook } from './auth-store.js';
@@ -310,12 +311,13 @@ export class SyncSession {
     const read = async () => {
       const owner = this.#owner(h, await auth.helloFactsAsync!(h.credential, h.node));
       if (!controller.member(owner.network, owner.node)) await controller.refreshAsync();
-      return owner;
+      // Its stream may have been on another replica: the record that one wrote, read here too.
+      return { owner, stored: await controller.storedSyncAsync(owner.network, owner.node) };
     };
     read()
-      .then((owner) => {
+      .then(({ owner, stored }) => {
         if (this.#ended) return;
-        this.#admit(h, owner);
+        this.#admit(h, owner, stored);
         this.#waiting = null;
         for (const m of waiting) this.#take(m);
       })
@@ -347,7 +349,7 @@ export class SyncSession {
   }
 
   /** The hello's node, known by its credential: its signature checked, its stream served. */
-  #admit(h: HelloMessage, owner: { network: string; node: string }): void {
+  #admit(h: HelloMessage, owner: { network: string; node: string }, stored?: StoredSync): void {
     const { auth, controller, log } = this.hub;
     const member = controller.member(owner.network, owner.node);
     if (!member) throw new MeshpError('MESHP_AUTH_FAILED', `node ${owner.node} is no longer in ${owner.network}`);
@@ -381,7 +383,7 @@ export class SyncSession {
     const at = new Date().toISOString();
     if (auth.confirmAsync) void auth.confirmAsync(this.network, this.node, at).catch((e: unknown) => this.#passed(e, 'token not confirmed'));
     else this.#storeMay('token not confirmed', () => auth.confirm(this.network, this.node, at));
-    const r = controller.hello(this.network, this.node, h.appliedVersion, h.stateHash, h.versionSignature, h.revision);
+    const r = controller.hello(this.network, this.node, h.appliedVersion, h.stateHash, h.versionSignature, h.revision, stored);
     log.info({ network: this.network, node: this.node, peer: this.peer, appliedVersion: h.appliedVersion, resume: !r.snapshotPending }, 'sync stream opened');
     if (r.movedAhead) {
       log.warn(
