@@ -3,3 +3,6 @@ export { nameTable, inDomain, type NameTable, type NameEntry, type NamedView } f
 export { nameserversOf, foundNameservers, resolvConfPath } from './resolv-conf.js';
 export { dnsOpenings, withDnsOpenings, DNS_MODULE } from './opening.js';
 export { MESH_TTL } from './answer.js';
+export { integratorFor, resolvconfEntry, DEFAULT_COMMANDS, HELD_PREFIX, type ManagerCommands, type MeshLink } from './integrate.js';
+export { detectManager } from './manager.js';
+export { localRunner, type Runner, type RunResult } from './run.js';

@@ -4,13 +4,19 @@
  * component's records — and forwards every other name: a split domain to its own nameservers, the
  * rest to the component's nameservers or, with none, to the resolvers the machine already uses (read
  * from its resolver configuration, never written). Its table is rebuilt from the view on each delta,
- * so a peer the policy hides or the controller removes has no name from that delta on.
+ * so a peer the policy hides or the controller removes has no name from that delta on. The machine's
+ * resolver is pointed at it through its manager's per-link interface where it has one
+ * (integrate.ts), and held otherwise.
  */
 import { PLUGIN_API_VERSION, type Plugin, type PluginHost, type ResolverReport } from '@meshp/core';
+import type { ResolverManagerSeen } from '@meshp/core/lifecycle';
 import { oneLine, usage } from '@meshp/core/util';
 import { parseNameserver } from '@meshp/core/schema';
 import { answerMesh, decodeQuery, failure, rcodeOf, type Outcome } from './answer.js';
 import { forward, type Upstream } from './forward.js';
+import { DEFAULT_COMMANDS, HELD_PREFIX, integratorFor, type ManagerCommands, type MeshLink } from './integrate.js';
+import { detectManager } from './manager.js';
+import { localRunner, type Runner } from './run.js';
 import { inDomain, nameTable, type NameTable, type NamedView } from './names.js';
 import { withDnsOpenings } from './opening.js';
 import { foundNameservers, resolvConfPath } from './resolv-conf.js';
@@ -34,6 +40,11 @@ export interface DnsResolverOptions {
   privateRange?: string;
   /** Each upstream's time to answer. */
   forwardTimeoutMs?: number;
+  /** The tunnel's interface: the link the machine's resolver manager is told of. Without one, nothing is integrated. */
+  interface?: string;
+  /** The manager's commands (default: resolvectl, resolvconf on PATH) and how they are run. */
+  commands?: Partial<ManagerCommands>;
+  runner?: Runner;
   log?: ResolverLog;
 }
 
@@ -65,6 +76,9 @@ export class DnsResolverPlugin implements Plugin {
   #queries = 0;
   #answers = zero();
   #closed = false;
+  #manager: ResolverManagerSeen | null = null;
+  #linked: { link: MeshLink; remove: () => Promise<string> } | null = null;
+  #integration: Pick<ResolverReport, 'integrated' | 'integration'> = { integrated: false, integration: HELD_PREFIX };
 
   constructor(options: DnsResolverOptions = {}) {
     const port = options.port ?? DEFAULT_DNS_PORT;
@@ -84,7 +98,13 @@ export class DnsResolverPlugin implements Plugin {
       leaving.removed.push(
         `the mesh's resolver on ${this.#listening ? `${this.#listening.address}:${this.#listening.port}` : 'the mesh address'} (nothing of the machine's resolver configuration was written)`,
       );
-      if (!leaving.preview) await this.close();
+      const entry = this.#linked ? `the per-link entry ${this.#integration.integration.replace(/^DNS integrated /, '')}` : null;
+      if (leaving.preview) {
+        if (entry) leaving.removed.push(entry);
+        return;
+      }
+      const removed = await this.#shutdown();
+      if (removed) leaving.removed.push(removed);
     });
   }
 
@@ -107,10 +127,17 @@ export class DnsResolverPlugin implements Plugin {
   }
 
   async close(): Promise<void> {
+    await this.#shutdown();
+  }
+
+  /** Stops answering; the manager's entry taken away first (it would name a resolver that no longer answers). What was removed, if anything. */
+  async #shutdown(): Promise<string | null> {
     this.#closed = true;
     await this.#chain;
+    const removed = await this.#unlink();
     await this.#listening?.close();
     this.#listening = null;
+    return removed;
   }
 
   status(): DnsResolverStatus {
@@ -127,6 +154,8 @@ export class DnsResolverPlugin implements Plugin {
       lastError: this.#lastError,
       lastAnswerError: this.#lastAnswerError,
       queries: this.#queries,
+      manager: this.#manager?.kind ?? '',
+      ...this.#integration,
       answers: { ...this.#answers },
     };
   }
@@ -158,11 +187,63 @@ export class DnsResolverPlugin implements Plugin {
     this.#applied = view.version;
     const address = this.#o.listenAddress ?? (view.components.tunnel?.address ?? '').replace(/\/\d+$/, '');
     if (!address) throw new Error('no mesh address yet: the view has no tunnel component');
-    if (this.#listening?.address === address) return;
-    await this.#listening?.close();
-    this.#listening = null;
-    this.#listening = await listen(address, this.#o.port, (q, tcp) => this.#answer(q, tcp));
-    this.#log.info({ address, port: this.#listening.port, domain: this.#table.domain, names: this.#table.names.size }, 'dns resolver answering');
+    if (this.#listening?.address !== address) {
+      await this.#unlink();
+      await this.#listening?.close();
+      this.#listening = null;
+      this.#listening = await listen(address, this.#o.port, (q, tcp) => this.#answer(q, tcp));
+      this.#log.info({ address, port: this.#listening.port, domain: this.#table.domain, names: this.#table.names.size }, 'dns resolver answering');
+    }
+    await this.#integrate();
+  }
+
+  /** The machine's resolver told of the mesh's through its manager, once per link, domain and search list; held where it has no per-link interface spoken here. */
+  async #integrate(): Promise<void> {
+    const l = this.#listening!;
+    if (!this.#o.interface) {
+      this.#integration = { integrated: false, integration: `${HELD_PREFIX} (no tunnel link to name)` };
+      return;
+    }
+    const link: MeshLink = {
+      interface: this.#o.interface,
+      address: l.address,
+      port: l.port,
+      domain: this.#table.domain,
+      searchDomains: this.#view?.components.dns?.searchDomains ?? [],
+    };
+    if (this.#linked && JSON.stringify(this.#linked.link) === JSON.stringify(link)) return;
+    if (!this.#linked) this.#manager = await detectManager(this.#root);
+    const it = integratorFor(this.#manager!, this.#o.runner ?? localRunner, { ...DEFAULT_COMMANDS, ...this.#o.commands });
+    if ('held' in it) {
+      this.#integration = { integrated: false, integration: `${HELD_PREFIX} (${it.held})` };
+      return;
+    }
+    try {
+      const how = await it.set(link);
+      this.#linked = { link, remove: () => it.remove(link) };
+      this.#integration = { integrated: true, integration: `DNS integrated ${how}` };
+      this.#log.info({ manager: this.#manager!.kind, how }, 'dns integrated');
+    } catch (e) {
+      const err = oneLine(e);
+      if (this.#integration.integration !== `DNS not integrated: ${err}`) this.#log.warn({ manager: this.#manager!.kind, err }, 'dns not integrated');
+      this.#integration = { integrated: false, integration: `DNS not integrated: ${err}` };
+    }
+  }
+
+  /** The manager's entry taken away; what was removed (or why it could not be), null when none was set. */
+  async #unlink(): Promise<string | null> {
+    const linked = this.#linked;
+    if (!linked) return null;
+    this.#linked = null;
+    try {
+      const what = await linked.remove();
+      this.#integration = { integrated: false, integration: `${HELD_PREFIX} (the mesh's entry removed)` };
+      return what;
+    } catch (e) {
+      this.#integration = { integrated: false, integration: `DNS not integrated: the mesh's entry not removed: ${oneLine(e)}` };
+      this.#log.warn({ err: oneLine(e) }, 'dns entry not removed');
+      return `not removed: ${oneLine(e)}`;
+    }
   }
 
   /** Where a name outside the mesh goes: the longest split domain it is under, else the component's nameservers, else the found ones. */

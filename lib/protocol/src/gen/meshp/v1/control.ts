@@ -409,6 +409,11 @@ export interface ResolverStatus {
   /** The last answer that failed (a forward no nameserver answered); empty: none. */
   lastAnswerError: string;
   queries: number;
+  /** The machine's resolver manager: systemd-resolved | resolvconf | openresolv | networkmanager | file | none | unknown; empty: an older agent. */
+  manager: string;
+  /** Whether the machine's resolver asks the mesh's (a per-link entry through the manager, or a converged node's managed file), and how or why not. */
+  integrated: boolean;
+  integration: string;
 }
 
 /** An opening a plugin adds to a node's plan (not declared by any module of the declaration). */
@@ -2808,6 +2813,9 @@ function createBaseResolverStatus(): ResolverStatus {
     lastError: "",
     lastAnswerError: "",
     queries: 0,
+    manager: "",
+    integrated: false,
+    integration: "",
   };
 }
 
@@ -2839,6 +2847,15 @@ export const ResolverStatus: MessageFns<ResolverStatus> = {
     }
     if (message.queries !== 0) {
       writer.uint32(72).uint64(message.queries);
+    }
+    if (message.manager !== "") {
+      writer.uint32(82).string(message.manager);
+    }
+    if (message.integrated !== false) {
+      writer.uint32(88).bool(message.integrated);
+    }
+    if (message.integration !== "") {
+      writer.uint32(98).string(message.integration);
     }
     return writer;
   },
@@ -2928,6 +2945,30 @@ export const ResolverStatus: MessageFns<ResolverStatus> = {
             message.queries = longToNumber(reader.uint64());
             continue;
           }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.manager = reader.string();
+            continue;
+          }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.integrated = reader.bool();
+            continue;
+          }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.integration = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2965,6 +3006,9 @@ export const ResolverStatus: MessageFns<ResolverStatus> = {
         ? globalThis.String(object.last_answer_error)
         : "",
       queries: isSet(object.queries) ? globalThis.Number(object.queries) : 0,
+      manager: isSet(object.manager) ? globalThis.String(object.manager) : "",
+      integrated: isSet(object.integrated) ? globalThis.Boolean(object.integrated) : false,
+      integration: isSet(object.integration) ? globalThis.String(object.integration) : "",
     };
   },
 
@@ -2997,6 +3041,15 @@ export const ResolverStatus: MessageFns<ResolverStatus> = {
     if (message.queries !== 0) {
       obj.queries = Math.round(message.queries);
     }
+    if (message.manager !== "") {
+      obj.manager = message.manager;
+    }
+    if (message.integrated !== false) {
+      obj.integrated = message.integrated;
+    }
+    if (message.integration !== "") {
+      obj.integration = message.integration;
+    }
     return obj;
   },
 
@@ -3014,6 +3067,9 @@ export const ResolverStatus: MessageFns<ResolverStatus> = {
     message.lastError = object.lastError ?? "";
     message.lastAnswerError = object.lastAnswerError ?? "";
     message.queries = object.queries ?? 0;
+    message.manager = object.manager ?? "";
+    message.integrated = object.integrated ?? false;
+    message.integration = object.integration ?? "";
     return message;
   },
 };
