@@ -6,3 +6,4 @@ export { MESH_TTL } from './answer.js';
 export { integratorFor, resolvconfEntry, DEFAULT_COMMANDS, HELD_PREFIX, type ManagerCommands, type MeshLink } from './integrate.js';
 export { detectManager } from './manager.js';
 export { localRunner, type Runner, type RunResult } from './run.js';
+export { managedText, resolvConfAction, restoreOriginal, ORIGINAL_KEY, RESOLV_CONF_PATH, type RecordedOriginal } from './managed-file.js';

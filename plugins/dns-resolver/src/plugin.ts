@@ -6,9 +6,10 @@
  * from its resolver configuration, never written). Its table is rebuilt from the view on each delta,
  * so a peer the policy hides or the controller removes has no name from that delta on. The machine's
  * resolver is pointed at it through its manager's per-link interface where it has one
- * (integrate.ts), and held otherwise.
+ * (integrate.ts); a converged node's plain /etc/resolv.conf is managed, its original put back on the
+ * return to adopted (managed-file.ts); held otherwise.
  */
-import { PLUGIN_API_VERSION, type Plugin, type PluginHost, type ResolverReport } from '@meshp/core';
+import { PLUGIN_API_VERSION, type Action, type Plan, type Plugin, type PluginHost, type ResolverReport } from '@meshp/core';
 import type { ResolverManagerSeen } from '@meshp/core/lifecycle';
 import { oneLine, usage } from '@meshp/core/util';
 import { parseNameserver } from '@meshp/core/schema';
@@ -16,6 +17,7 @@ import { answerMesh, decodeQuery, failure, rcodeOf, type Outcome } from './answe
 import { forward, type Upstream } from './forward.js';
 import { DEFAULT_COMMANDS, HELD_PREFIX, integratorFor, type ManagerCommands, type MeshLink } from './integrate.js';
 import { detectManager } from './manager.js';
+import { ORIGINAL_KEY, RESOLV_CONF_PATH, resolvConfAction, restoreOriginal } from './managed-file.js';
 import { localRunner, type Runner } from './run.js';
 import { inDomain, nameTable, type NameTable, type NamedView } from './names.js';
 import { withDnsOpenings } from './opening.js';
@@ -66,6 +68,8 @@ export class DnsResolverPlugin implements Plugin {
   readonly #o: DnsResolverOptions & { port: number };
   readonly #log: ResolverLog;
   #root = '/';
+  #host: PluginHost | null = null;
+  #managed = false;
   #view: (NamedView & { readonly version: number }) | null = null;
   #table: NameTable = { domain: '', names: new Map() };
   #listening: Listening | null = null;
@@ -89,16 +93,23 @@ export class DnsResolverPlugin implements Plugin {
 
   apply(host: PluginHost): void {
     this.#root = this.#o.root ?? host.options.root;
+    this.#host = host;
     host.hooks.viewChanged.tap(this.name, () => {
       if (this.#view) this.#enqueue(() => this.#sync());
     });
-    host.hooks.plan.tapPromise(this.name, async (plan, ctx) => withDnsOpenings(plan, ctx.declaration.settings, this.#o.port, this.#o.privateRange));
+    host.hooks.plan.tapPromise(this.name, async (plan, ctx) => {
+      const opened = withDnsOpenings(plan, ctx.declaration.settings, this.#o.port, this.#o.privateRange);
+      const file = await this.#fileAction(opened);
+      return file ? { ...opened, actions: [...opened.actions, file] } : opened;
+    });
     host.hooks.report.tapPromise(this.name, async (report) => ({ ...report, facts: { ...report.facts, dns: this.status() } }));
     host.hooks.leave.tapPromise(this.name, async (leaving) => {
-      leaving.removed.push(
-        `the mesh's resolver on ${this.#listening ? `${this.#listening.address}:${this.#listening.port}` : 'the mesh address'} (nothing of the machine's resolver configuration was written)`,
-      );
+      // Not attached (`meshp agent leave`, the agent stopped): no resolver here to speak of.
+      if (this.#view)
+        leaving.removed.push(`the mesh's resolver on ${this.#listening ? `${this.#listening.address}:${this.#listening.port}` : 'the mesh address'}`);
       const entry = this.#linked ? `the per-link entry ${this.#integration.integration.replace(/^DNS integrated /, '')}` : null;
+      const file = await this.#restoreFile(leaving.preview);
+      if (file) leaving.removed.push(file);
       if (leaving.preview) {
         if (entry) leaving.removed.push(entry);
         return;
@@ -215,7 +226,7 @@ export class DnsResolverPlugin implements Plugin {
     if (!this.#linked) this.#manager = await detectManager(this.#root);
     const it = integratorFor(this.#manager!, this.#o.runner ?? localRunner, { ...DEFAULT_COMMANDS, ...this.#o.commands });
     if ('held' in it) {
-      this.#integration = { integrated: false, integration: `${HELD_PREFIX} (${it.held})` };
+      if (!this.#managed) this.#integration = { integrated: false, integration: `${HELD_PREFIX} (${it.held})` };
       return;
     }
     try {
@@ -228,6 +239,41 @@ export class DnsResolverPlugin implements Plugin {
       if (this.#integration.integration !== `DNS not integrated: ${err}`) this.#log.warn({ manager: this.#manager!.kind, err }, 'dns not integrated');
       this.#integration = { integrated: false, integration: `DNS not integrated: ${err}` };
     }
+  }
+
+  /** The file action of the plan (managed-file.ts), when the host has a file store and a state. */
+  async #fileAction(plan: Plan): Promise<Action | null> {
+    const stores = await this.#stores();
+    if (!stores) return null;
+    const l = this.#listening;
+    const want = l && l.port === 53 ? { address: l.address, domain: this.#table.domain, searchDomains: this.#view?.components.dns?.searchDomains ?? [] } : null;
+    const plain = (await detectManager(this.#root)).kind === 'file';
+    return resolvConfAction(plan, stores.files, stores.store, plain, want, (managed) => {
+      this.#managed = managed;
+      this.#integration = managed
+        ? {
+            integrated: true,
+            integration: `DNS integrated through ${RESOLV_CONF_PATH}, managed on this converged node (the mesh's resolver first; its original recorded, put back on the return to adopted)`,
+          }
+        : { integrated: false, integration: `${HELD_PREFIX} (${RESOLV_CONF_PATH} put back as found)` };
+    });
+  }
+
+  /** A managed file put back when the node leaves (in a preview, said). */
+  async #restoreFile(preview: boolean): Promise<string | null> {
+    const stores = await this.#stores();
+    if (!stores || !(await stores.store.getValue(ORIGINAL_KEY))) return null;
+    if (!preview) {
+      await restoreOriginal(stores.files, stores.store);
+      this.#managed = false;
+    }
+    return `${RESOLV_CONF_PATH}, put back byte for byte as it was found`;
+  }
+
+  async #stores() {
+    const files = await this.#host?.files().catch(() => null);
+    const store = await this.#host?.state().catch(() => null);
+    return files && store ? { files, store } : null;
   }
 
   /** The manager's entry taken away; what was removed (or why it could not be), null when none was set. */
