@@ -1081,6 +1081,8 @@ export interface DoctorResponse {
   listening: ListeningSocket[];
   published: PublishedPort[];
   reportedAt: string;
+  /** The mesh's resolver on the node, from its last report (issue 25): the line node show prints. */
+  dns?: ResolverStatus | undefined;
 }
 
 /** Defines (or redefines) modules of a network's catalogue; each definition is one change. */
@@ -12163,6 +12165,7 @@ function createBaseDoctorResponse(): DoctorResponse {
     listening: [],
     published: [],
     reportedAt: "",
+    dns: undefined,
   };
 }
 
@@ -12200,6 +12203,9 @@ export const DoctorResponse: MessageFns<DoctorResponse> = {
     }
     if (message.reportedAt !== "") {
       writer.uint32(90).string(message.reportedAt);
+    }
+    if (message.dns !== undefined) {
+      ResolverStatus.encode(message.dns, writer.uint32(98).fork()).join();
     }
     return writer;
   },
@@ -12305,6 +12311,14 @@ export const DoctorResponse: MessageFns<DoctorResponse> = {
             message.reportedAt = reader.string();
             continue;
           }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.dns = ResolverStatus.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -12364,6 +12378,7 @@ export const DoctorResponse: MessageFns<DoctorResponse> = {
         : isSet(object.reported_at)
         ? globalThis.String(object.reported_at)
         : "",
+      dns: isSet(object.dns) ? ResolverStatus.fromJSON(object.dns) : undefined,
     };
   },
 
@@ -12402,6 +12417,9 @@ export const DoctorResponse: MessageFns<DoctorResponse> = {
     if (message.reportedAt !== "") {
       obj.reportedAt = message.reportedAt;
     }
+    if (message.dns !== undefined) {
+      obj.dns = ResolverStatus.toJSON(message.dns);
+    }
     return obj;
   },
 
@@ -12423,6 +12441,9 @@ export const DoctorResponse: MessageFns<DoctorResponse> = {
     message.listening = object.listening?.map((e) => ListeningSocket.fromPartial(e)) || [];
     message.published = object.published?.map((e) => PublishedPort.fromPartial(e)) || [];
     message.reportedAt = object.reportedAt ?? "";
+    message.dns = (object.dns !== undefined && object.dns !== null)
+      ? ResolverStatus.fromPartial(object.dns)
+      : undefined;
     return message;
   },
 };
