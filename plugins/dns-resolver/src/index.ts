@@ -1,5 +1,5 @@
 export { DnsResolverPlugin, DEFAULT_DNS_PORT, type DnsResolverOptions, type DnsResolverStatus, type ResolverLog } from './plugin.js';
-export { nameTable, inDomain, type NameTable, type NameEntry, type NamedView } from './names.js';
+export { nameTable, patchTable, inDomain, NAMED_COMPONENTS, type NameTable, type NameEntry, type NamedView } from './names.js';
 export { nameserversOf, foundNameservers, resolvConfPath } from './resolv-conf.js';
 export { dnsOpenings, withDnsOpenings, DNS_MODULE } from './opening.js';
 export { MESH_TTL } from './answer.js';

@@ -9,7 +9,7 @@
  * (integrate.ts); a converged node's plain /etc/resolv.conf is managed, its original put back on the
  * return to adopted (managed-file.ts); held otherwise.
  */
-import { PLUGIN_API_VERSION, type Action, type Plan, type Plugin, type PluginHost, type ResolverReport } from '@meshp/core';
+import { PLUGIN_API_VERSION, type Action, type Plan, type Plugin, type PluginHost, type ResolverReport, type ViewChange } from '@meshp/core';
 import type { ResolverManagerSeen } from '@meshp/core/lifecycle';
 import { oneLine, usage } from '@meshp/core/util';
 import { parseNameserver } from '@meshp/core/schema';
@@ -19,7 +19,7 @@ import { DEFAULT_COMMANDS, HELD_PREFIX, integratorFor, type ManagerCommands, typ
 import { detectManager } from './manager.js';
 import { ORIGINAL_KEY, RESOLV_CONF_PATH, resolvConfAction, restoreOriginal } from './managed-file.js';
 import { localRunner, type Runner } from './run.js';
-import { inDomain, nameTable, type NameTable, type NamedView } from './names.js';
+import { NAMED_COMPONENTS, inDomain, nameTable, patchTable, type NameTable, type NamedView } from './names.js';
 import { withDnsOpenings } from './opening.js';
 import { foundNameservers, resolvConfPath } from './resolv-conf.js';
 import { listen, type Listening } from './server.js';
@@ -71,7 +71,7 @@ export class DnsResolverPlugin implements Plugin {
   #host: PluginHost | null = null;
   #managed = false;
   #view: (NamedView & { readonly version: number }) | null = null;
-  #table: NameTable = { domain: '', names: new Map() };
+  #table: NameTable = { domain: '', names: new Map(), records: new Map() };
   #listening: Listening | null = null;
   #chain: Promise<void> = Promise.resolve();
   #applied = 0;
@@ -94,8 +94,8 @@ export class DnsResolverPlugin implements Plugin {
   apply(host: PluginHost): void {
     this.#root = this.#o.root ?? host.options.root;
     this.#host = host;
-    host.hooks.viewChanged.tap(this.name, () => {
-      if (this.#view) this.#enqueue(() => this.#sync());
+    host.hooks.viewChanged.tap(this.name, (change) => {
+      if (this.#view) this.#enqueue(() => this.#sync(change));
     });
     host.hooks.plan.tapPromise(this.name, async (plan, ctx) => {
       const opened = withDnsOpenings(plan, ctx.declaration.settings, this.#o.port, this.#o.privateRange);
@@ -191,10 +191,12 @@ export class DnsResolverPlugin implements Plugin {
     });
   }
 
-  /** The table from the view; the sockets (re)bound on the mesh address when it moved. */
-  async #sync(): Promise<void> {
+  /** The table from the view (patched, when only peers changed); the sockets (re)bound on the mesh address when it moved. */
+  async #sync(change?: ViewChange): Promise<void> {
     const view = this.#view!;
-    this.#table = nameTable(view);
+    if (change && change.fromVersion > 0 && this.#applied > 0 && !change.components.some((c) => NAMED_COMPONENTS.includes(c)))
+      patchTable(this.#table, view, [...change.upserted, ...change.removed, ...change.unscoped]);
+    else this.#table = nameTable(view);
     this.#applied = view.version;
     const address = this.#o.listenAddress ?? (view.components.tunnel?.address ?? '').replace(/\/\d+$/, '');
     if (!address) throw new Error('no mesh address yet: the view has no tunnel component');
