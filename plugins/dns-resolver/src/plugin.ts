@@ -3,22 +3,18 @@
  * that answers the mesh's domain from the node's view — its peers by name, its own name, the DNS
  * component's records — and forwards every other name: a split domain to its own nameservers, the
  * rest to the component's nameservers or, with none, to the resolvers the machine already uses (read
- * from its resolver configuration, never written). Its table is rebuilt from the view on each delta,
- * so a peer the policy hides or the controller removes has no name from that delta on. The machine's
- * resolver is pointed at it through its manager's per-link interface where it has one
- * (integrate.ts); a converged node's plain /etc/resolv.conf is managed, its original put back on the
- * return to adopted (managed-file.ts); held otherwise.
+ * from its resolver configuration). Its table follows the view at each delta, so a peer the policy
+ * hides or the controller removes has no name from that delta on. The machine's own resolver is
+ * told of it through its manager, or held (machine.ts).
  */
 import { PLUGIN_API_VERSION, type Action, type Plan, type Plugin, type PluginHost, type ResolverReport, type ViewChange } from '@meshp/core';
-import type { ResolverManagerSeen } from '@meshp/core/lifecycle';
 import { oneLine, usage } from '@meshp/core/util';
 import { parseNameserver } from '@meshp/core/schema';
 import { answerMesh, decodeQuery, failure, rcodeOf, type Outcome } from './answer.js';
 import { forward, type Upstream } from './forward.js';
-import { DEFAULT_COMMANDS, HELD_PREFIX, integratorFor, type ManagerCommands, type MeshLink } from './integrate.js';
-import { detectManager } from './manager.js';
-import { ORIGINAL_KEY, RESOLV_CONF_PATH, resolvConfAction, restoreOriginal } from './managed-file.js';
-import { localRunner, type Runner } from './run.js';
+import type { ManagerCommands } from './integrate.js';
+import { MachineResolver } from './machine.js';
+import type { Runner } from './run.js';
 import { NAMED_COMPONENTS, inDomain, nameTable, patchTable, type NameTable, type NamedView } from './names.js';
 import { withDnsOpenings } from './opening.js';
 import { foundNameservers, resolvConfPath } from './resolv-conf.js';
@@ -68,8 +64,7 @@ export class DnsResolverPlugin implements Plugin {
   readonly #o: DnsResolverOptions & { port: number };
   readonly #log: ResolverLog;
   #root = '/';
-  #host: PluginHost | null = null;
-  #managed = false;
+  readonly #machine: MachineResolver;
   #view: (NamedView & { readonly version: number }) | null = null;
   #table: NameTable = { domain: '', names: new Map(), records: new Map() };
   #listening: Listening | null = null;
@@ -80,20 +75,23 @@ export class DnsResolverPlugin implements Plugin {
   #queries = 0;
   #answers = zero();
   #closed = false;
-  #manager: ResolverManagerSeen | null = null;
-  #linked: { link: MeshLink; remove: () => Promise<string> } | null = null;
-  #integration: Pick<ResolverReport, 'integrated' | 'integration'> = { integrated: false, integration: HELD_PREFIX };
 
   constructor(options: DnsResolverOptions = {}) {
     const port = options.port ?? DEFAULT_DNS_PORT;
     if (!Number.isInteger(port) || port < 0 || port > 65535) throw usage(`dns port ${port}: a port 0..65535 (0: any, for tests)`);
     this.#o = { ...options, port };
     this.#log = options.log ?? SILENT;
+    this.#machine = new MachineResolver({
+      log: this.#log,
+      ...(options.interface ? { interface: options.interface } : {}),
+      ...(options.commands ? { commands: options.commands } : {}),
+      ...(options.runner ? { runner: options.runner } : {}),
+    });
   }
 
   apply(host: PluginHost): void {
     this.#root = this.#o.root ?? host.options.root;
-    this.#host = host;
+    this.#machine.bind(host, this.#root);
     host.hooks.viewChanged.tap(this.name, (change) => {
       if (this.#view) this.#enqueue(() => this.#sync(change));
     });
@@ -107,8 +105,8 @@ export class DnsResolverPlugin implements Plugin {
       // Not attached (`meshp agent leave`, the agent stopped): no resolver here to speak of.
       if (this.#view)
         leaving.removed.push(`the mesh's resolver on ${this.#listening ? `${this.#listening.address}:${this.#listening.port}` : 'the mesh address'}`);
-      const entry = this.#linked ? `the per-link entry ${this.#integration.integration.replace(/^DNS integrated /, '')}` : null;
-      const file = await this.#restoreFile(leaving.preview);
+      const entry = this.#machine.entry;
+      const file = await this.#machine.restoreFile(leaving.preview);
       if (file) leaving.removed.push(file);
       if (leaving.preview) {
         if (entry) leaving.removed.push(entry);
@@ -145,7 +143,7 @@ export class DnsResolverPlugin implements Plugin {
   async #shutdown(): Promise<string | null> {
     this.#closed = true;
     await this.#chain;
-    const removed = await this.#unlink();
+    const removed = await this.#machine.unlink();
     await this.#listening?.close();
     this.#listening = null;
     return removed;
@@ -165,8 +163,8 @@ export class DnsResolverPlugin implements Plugin {
       lastError: this.#lastError,
       lastAnswerError: this.#lastAnswerError,
       queries: this.#queries,
-      manager: this.#manager?.kind ?? '',
-      ...this.#integration,
+      manager: this.#machine.manager,
+      ...this.#machine.integration,
       answers: { ...this.#answers },
     };
   }
@@ -201,97 +199,20 @@ export class DnsResolverPlugin implements Plugin {
     const address = this.#o.listenAddress ?? (view.components.tunnel?.address ?? '').replace(/\/\d+$/, '');
     if (!address) throw new Error('no mesh address yet: the view has no tunnel component');
     if (this.#listening?.address !== address) {
-      await this.#unlink();
+      await this.#machine.unlink();
       await this.#listening?.close();
       this.#listening = null;
       this.#listening = await listen(address, this.#o.port, (q, tcp) => this.#answer(q, tcp));
       this.#log.info({ address, port: this.#listening.port, domain: this.#table.domain, names: this.#table.names.size }, 'dns resolver answering');
     }
-    await this.#integrate();
+    await this.#machine.integrate(address, this.#listening.port, this.#table.domain, view.components.dns?.searchDomains ?? []);
   }
 
-  /** The machine's resolver told of the mesh's through its manager, once per link, domain and search list; held where it has no per-link interface spoken here. */
-  async #integrate(): Promise<void> {
-    const l = this.#listening!;
-    if (!this.#o.interface) {
-      this.#integration = { integrated: false, integration: `${HELD_PREFIX} (no tunnel link to name)` };
-      return;
-    }
-    const link: MeshLink = {
-      interface: this.#o.interface,
-      address: l.address,
-      port: l.port,
-      domain: this.#table.domain,
-      searchDomains: this.#view?.components.dns?.searchDomains ?? [],
-    };
-    if (this.#linked && JSON.stringify(this.#linked.link) === JSON.stringify(link)) return;
-    if (!this.#linked) this.#manager = await detectManager(this.#root);
-    const it = integratorFor(this.#manager!, this.#o.runner ?? localRunner, { ...DEFAULT_COMMANDS, ...this.#o.commands });
-    if ('held' in it) {
-      if (!this.#managed) this.#integration = { integrated: false, integration: `${HELD_PREFIX} (${it.held})` };
-      return;
-    }
-    try {
-      const how = await it.set(link);
-      this.#linked = { link, remove: () => it.remove(link) };
-      this.#integration = { integrated: true, integration: `DNS integrated ${how}` };
-      this.#log.info({ manager: this.#manager!.kind, how }, 'dns integrated');
-    } catch (e) {
-      const err = oneLine(e);
-      if (this.#integration.integration !== `DNS not integrated: ${err}`) this.#log.warn({ manager: this.#manager!.kind, err }, 'dns not integrated');
-      this.#integration = { integrated: false, integration: `DNS not integrated: ${err}` };
-    }
-  }
-
-  /** The file action of the plan (managed-file.ts), when the host has a file store and a state. */
+  /** The file action of the plan: the mesh's resolver on port 53 is what a resolv.conf can name. */
   async #fileAction(plan: Plan): Promise<Action | null> {
-    const stores = await this.#stores();
-    if (!stores) return null;
     const l = this.#listening;
     const want = l && l.port === 53 ? { address: l.address, domain: this.#table.domain, searchDomains: this.#view?.components.dns?.searchDomains ?? [] } : null;
-    const plain = (await detectManager(this.#root)).kind === 'file';
-    return resolvConfAction(plan, stores.files, stores.store, plain, want, (managed) => {
-      this.#managed = managed;
-      this.#integration = managed
-        ? {
-            integrated: true,
-            integration: `DNS integrated through ${RESOLV_CONF_PATH}, managed on this converged node (the mesh's resolver first; its original recorded, put back on the return to adopted)`,
-          }
-        : { integrated: false, integration: `${HELD_PREFIX} (${RESOLV_CONF_PATH} put back as found)` };
-    });
-  }
-
-  /** A managed file put back when the node leaves (in a preview, said). */
-  async #restoreFile(preview: boolean): Promise<string | null> {
-    const stores = await this.#stores();
-    if (!stores || !(await stores.store.getValue(ORIGINAL_KEY))) return null;
-    if (!preview) {
-      await restoreOriginal(stores.files, stores.store);
-      this.#managed = false;
-    }
-    return `${RESOLV_CONF_PATH}, put back byte for byte as it was found`;
-  }
-
-  async #stores() {
-    const files = await this.#host?.files().catch(() => null);
-    const store = await this.#host?.state().catch(() => null);
-    return files && store ? { files, store } : null;
-  }
-
-  /** The manager's entry taken away; what was removed (or why it could not be), null when none was set. */
-  async #unlink(): Promise<string | null> {
-    const linked = this.#linked;
-    if (!linked) return null;
-    this.#linked = null;
-    try {
-      const what = await linked.remove();
-      this.#integration = { integrated: false, integration: `${HELD_PREFIX} (the mesh's entry removed)` };
-      return what;
-    } catch (e) {
-      this.#integration = { integrated: false, integration: `DNS not integrated: the mesh's entry not removed: ${oneLine(e)}` };
-      this.#log.warn({ err: oneLine(e) }, 'dns entry not removed');
-      return `not removed: ${oneLine(e)}`;
-    }
+    return this.#machine.fileAction(plan, want);
   }
 
   /** Where a name outside the mesh goes: the longest split domain it is under, else the component's nameservers, else the found ones. */
