@@ -198,6 +198,35 @@ t.test('resolvconf: the mesh has its own entry while a member, none after it lea
   t.equal(left.dns!.integrated, false);
   t.match(left.dns!.integration, /^DNS not integrated: the resolver configuration is held/);
   unchanged('left');
-  t.notMatch(readFileSync('/proc/self/mounts', 'utf8'), new RegExp(dir), 'no mount of the test left in the machine');
   await child.request({ op: 'stop' });
+
+  // An agent killed while a member leaves its entry behind; `meshp agent leave` (a resolver that is not running) takes it away.
+  const start = () => {
+    const [c2, a2] = ns.wrap(process.execPath, [NODE, JSON.stringify(conf)]);
+    const ch = new Child(spawn(c2, a2, { stdio: ['pipe', 'pipe', 'pipe'] }));
+    t.teardown(() => {
+      if (ch.proc.exitCode === null) ch.proc.kill('SIGKILL');
+    });
+    return ch;
+  };
+  const killed = start();
+  await killed.wait((l) => l.msg === 'ready');
+  // A node that left has no view any more: the controller's snapshot of it before the leave stands for the one it restarted with.
+  const snap = c.snapshotOf('lab', 'a').delta;
+  await killed.request({ op: 'delta', delta: StateDelta.toJSON(StateDelta.fromPartial(snap as never)) });
+  t.ok(existsSync(entryFile), 'a resolver started again sets the entry again');
+  killed.proc.kill('SIGKILL');
+  await new Promise((r) => killed.proc.once('exit', r));
+  t.ok(existsSync(entryFile), 'killed: its entry is left');
+  const leaver = start();
+  await leaver.wait((l) => l.msg === 'ready');
+  const said = await leaver.request({ op: 'leave', preview: true });
+  t.ok(said.removed!.includes(`resolvconf's entry ${entry}, if one was left`), 'the leave preview says it');
+  t.ok(existsSync(entryFile));
+  await leaver.request({ op: 'leave' });
+  t.notOk(existsSync(entryFile), 'the leave took it away');
+  t.equal(readFileSync(join(root, 'run/resolvconf/resolv.conf'), 'utf8'), generated, "resolvconf's resolv.conf byte for byte as found again");
+  unchanged('left after a kill');
+  await leaver.request({ op: 'stop' });
+  t.notMatch(readFileSync('/proc/self/mounts', 'utf8'), new RegExp(dir), 'no mount of the test left in the machine');
 });

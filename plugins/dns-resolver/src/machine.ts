@@ -7,7 +7,7 @@
 import type { Action, FileStore, HostStateStore, Plan, PluginHost, ResolverReport } from '@meshp/core';
 import type { ResolverManagerSeen } from '@meshp/core/lifecycle';
 import { oneLine } from '@meshp/core/util';
-import { DEFAULT_COMMANDS, HELD_PREFIX, integratorFor, type ManagerCommands, type MeshLink } from './integrate.js';
+import { DEFAULT_COMMANDS, HELD_PREFIX, integratorFor, resolvconfEntry, type ManagerCommands, type MeshLink } from './integrate.js';
 import { ORIGINAL_KEY, RESOLV_CONF_PATH, resolvConfAction, restoreOriginal, type Want } from './managed-file.js';
 import { detectManager } from './manager.js';
 import { localRunner, type Runner } from './run.js';
@@ -101,6 +101,26 @@ export class MachineResolver {
       this.#o.log.warn({ err: oneLine(e) }, 'dns entry not removed');
       return `not removed: ${oneLine(e)}`;
     }
+  }
+
+  /**
+   * The entry an agent that did not stop (killed) may have left, taken away when the node leaves
+   * without a resolver running (`meshp agent leave`): resolvconf's, by its name, which removing twice
+   * does not mind. systemd-resolved's goes with the tunnel's link.
+   */
+  async forget(preview: boolean): Promise<string | null> {
+    if (this.#linked || !this.#o.interface) return null;
+    const m = await detectManager(this.#root);
+    if (m.kind !== 'resolvconf' && m.kind !== 'openresolv') return null;
+    const entry = resolvconfEntry(m.kind, this.#o.interface);
+    if (preview) return `${m.kind}'s entry ${entry}, if one was left`;
+    const cmd = { ...DEFAULT_COMMANDS, ...this.#o.commands };
+    const r = await (this.#o.runner ?? localRunner)([...cmd.resolvconf, ...(m.kind === 'openresolv' ? ['-f'] : []), '-d', entry]).catch((e: unknown) => ({
+      code: -1,
+      stdout: '',
+      stderr: oneLine(e),
+    }));
+    return r.code === 0 ? `${m.kind}'s entry ${entry}, if one was left` : `${m.kind}'s entry ${entry}: not removed: ${r.stderr.trim().split('\n')[0]}`;
   }
 
   /** The file action of the plan (managed-file.ts), when the host has a file store and a state. */

@@ -105,6 +105,9 @@ export class DnsResolverPlugin implements Plugin {
       // Not attached (`meshp agent leave`, the agent stopped): no resolver here to speak of.
       if (this.#view)
         leaving.removed.push(`the mesh's resolver on ${this.#listening ? `${this.#listening.address}:${this.#listening.port}` : 'the mesh address'}`);
+      // Not attached: an entry an agent killed before it could take it away.
+      const left = this.#view ? null : await this.#machine.forget(leaving.preview);
+      if (left) leaving.removed.push(left);
       const entry = this.#machine.entry;
       const file = await this.#machine.restoreFile(leaving.preview);
       if (file) leaving.removed.push(file);
