@@ -13,12 +13,18 @@ import { promisify } from 'node:util';
 
 const run = promisify(execFile);
 
-/** The package's .deb, fetched once into a cache folder (MESHP_DEB_CACHE, else $TMPDIR/meshp-debs); null when apt cannot fetch it. */
+/** The package's .deb, fetched once into a cache folder (MESHP_DEB_CACHE, else $TMPDIR/meshp-debs), never installed; null when apt cannot fetch it. */
 export async function resolvconfDeb(): Promise<string | null> {
   const dir = process.env['MESHP_DEB_CACHE'] ?? join(tmpdir(), 'meshp-debs');
   mkdirSync(dir, { recursive: true });
   const have = () => readdirSync(dir).find((f) => /^resolvconf_.*\.deb$/.test(f));
-  if (!have()) await run('apt-get', ['download', '-q', 'resolvconf'], { cwd: dir }).catch(() => undefined);
+  const download = () =>
+    run('apt-get', ['download', '-q', 'resolvconf'], { cwd: dir }).then(
+      () => true,
+      () => false,
+    );
+  // A machine whose package lists were never fetched (every package already there): the lists once, then again.
+  if (!have() && !(await download())) await run('apt-get', ['update', '-qq']).then(download, () => undefined);
   const deb = have();
   return deb ? join(dir, deb) : null;
 }
