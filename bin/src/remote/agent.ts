@@ -170,7 +170,7 @@ async function assemble(
   host: Host | undefined,
   log: pino.Logger,
 ): Promise<{ h: Host; resolver: DnsResolverPlugin | null }> {
-  const resolver = tunnel && !host ? new DnsResolverPlugin({ log }) : null;
+  const resolver = tunnel && !host ? new DnsResolverPlugin({ log, interface: tunnel.status().interface }) : null;
   return { h: host ?? (await agentHost(args, tunnel, resolver)), resolver };
 }
 

@@ -3,7 +3,16 @@
  * change followed by its fan-out (`changed`: the hub pumps the streams the change concerns).
  * Requests and answers are in the wire's shapes; the methods are grouped by area below.
  */
-import { MeshpError, adminMethod, type AdminHandler, type AdminMethods, type ModuleDecl, type ReportMessage, type WireModuleDecl } from '@meshp/core';
+import {
+  MeshpError,
+  adminMethod,
+  type AdminHandler,
+  type AdminMethods,
+  type ModuleDecl,
+  type ReportMessage,
+  type ResolverReport,
+  type WireModuleDecl,
+} from '@meshp/core';
 import { WIRE_MODE, declarationFromWire, modeFromWire, modeToWire, type SentSummary } from '@meshp/core/delta';
 import type { ConvergePreview } from '@meshp/core/lifecycle';
 import { checkModuleDefs } from '@meshp/core/schema';
@@ -132,6 +141,9 @@ function context(d: AdminDeps): Ctx {
   return { d, controller, live, node, change, undo: [] };
 }
 
+/** The resolver's status as the admin answers carry it (no error is '' on the wire). */
+const resolverOf = (d: ResolverReport) => ({ ...d, upstreams: [...d.upstreams], lastError: d.lastError ?? '' });
+
 /** What the nodes are: their statuses, one node's, its doctor. */
 function statusMethods({ d, controller, live }: Ctx): Methods<'listNodes' | 'showNode' | 'doctor'> {
   return {
@@ -153,7 +165,7 @@ function statusMethods({ d, controller, live }: Ctx): Methods<'listNodes' | 'sho
           ? { firewall: { kind: last.firewallKind, active: last.firewallActive, tables: last.firewallTables ?? [], configFile: last.firewallConfigFile ?? '' } }
           : {}),
         reportedAt: last?.at ?? '',
-        ...(last?.dns ? { dns: { ...last.dns, upstreams: [...last.dns.upstreams], lastError: last.dns.lastError ?? '' } } : {}),
+        ...(last?.dns ? { dns: resolverOf(last.dns) } : {}),
       };
     },
     doctor: (r, net) => {
@@ -168,6 +180,7 @@ function statusMethods({ d, controller, live }: Ctx): Methods<'listNodes' | 'sho
         listening: last?.listening ?? [],
         published: last?.published ?? [],
         reportedAt: last?.at ?? '',
+        ...(last?.dns ? { dns: resolverOf(last.dns) } : {}),
       };
     },
   };
