@@ -16,7 +16,7 @@ import type { ManagerCommands } from './integrate.js';
 import { MachineResolver } from './machine.js';
 import type { Runner } from './run.js';
 import { NAMED_COMPONENTS, inDomain, nameTable, patchTable, type NameTable, type NamedView } from './names.js';
-import { withDnsOpenings } from './opening.js';
+import { meshRange, withDnsOpenings } from './opening.js';
 import { foundNameservers, resolvConfPath } from './resolv-conf.js';
 import { listen, type Listening } from './server.js';
 
@@ -96,7 +96,8 @@ export class DnsResolverPlugin implements Plugin {
       if (this.#view) this.#enqueue(() => this.#sync(change));
     });
     host.hooks.plan.tapPromise(this.name, async (plan, ctx) => {
-      const opened = withDnsOpenings(plan, ctx.declaration.settings, this.#o.port, this.#o.privateRange);
+      // A member's declaration carries no private range (genesis's does): its tunnel's address carries the prefix.
+      const opened = withDnsOpenings(plan, ctx.declaration.settings, this.#o.port, this.#o.privateRange ?? meshRange(this.#view?.components.tunnel?.address));
       const file = await this.#fileAction(opened);
       return file ? { ...opened, actions: [...opened.actions, file] } : opened;
     });
