@@ -15,8 +15,23 @@ import { reachRule } from './reach-rule.js';
 import { formatArgs, type SavedTable } from './save-format.js';
 import { familyName } from './tool.js';
 
+/**
+ * The chains read once per table read: placing 1,000 openings read the whole chain again for each
+ * (a no-op ensure with 1,000 present took 10 s: issue 31). A table is never changed once parsed
+ * (save-format.ts), so the same object reads the same.
+ */
+const readChains = new WeakMap<SavedTable, Map<string, ReachChain | null>>();
+
 /** The builtin chain of a path in one family's filter table, with the user chains it can jump to. */
 export function reachChain(filter: SavedTable, family: Family, path: Door['path']): ReachChain | null {
+  let byPath = readChains.get(filter);
+  if (!byPath) readChains.set(filter, (byPath = new Map()));
+  const key = `${family}/${path}`;
+  if (!byPath.has(key)) byPath.set(key, readChain(filter, family, path));
+  return byPath.get(key)!;
+}
+
+function readChain(filter: SavedTable, family: Family, path: Door['path']): ReachChain | null {
   const name = path === 'incoming' ? 'INPUT' : 'FORWARD';
   const builtin = filter.chains.find((c) => c.name === name);
   if (!builtin) return null;
