@@ -47,6 +47,9 @@ export function iptScenarios(tap: Test, backend: Backend): void {
     );
     const again = await fw.ensure(wanted, []);
     t.same(again, { added: [], removed: [] }, 'a second ensure changes nothing');
+    t.equal(fw.noopHits, 0, 'planned (its answer kept for the next)');
+    t.same(await fw.ensure(wanted, []), { added: [], removed: [] });
+    t.equal(fw.noopHits, 1, "the same tables and ask: the last no-op's answer, not planned again (the misses: the scenarios below)");
     t.same(await fw.openings(), [{ ...wanted[0], from: ['10.71.1.0/24', 'fd71:1::/64'] }]);
   });
 
@@ -57,6 +60,7 @@ export function iptScenarios(tap: Test, backend: Backend): void {
     const b = opening({ port: 9091, path: 'incoming' });
     const found = await lab.save(4);
     await fw.ensure([a, b], []);
+    t.same(await fw.ensure([a, b], []), { added: [], removed: [] }, 'nothing to do: its answer kept');
     await lab.reload();
     t.same(await fw.openings(), [], 'the reload dropped them');
     t.notOk(await lab.reach(lab.client, ADDR.server, 9090));
