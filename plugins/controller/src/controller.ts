@@ -1,4 +1,4 @@
-import type { Dns, Mode, StateDelta, WireDeclaration } from '@meshp/core';
+import type { Dns, Mode, RouteGroup, StateDelta, WireDeclaration } from '@meshp/core';
 import {
   SCOPE_RULE,
   type AckResult,
@@ -27,6 +27,8 @@ import type { StoreHealth } from './controller/store-health.js';
 import * as queries from './controller/queries.js';
 import * as dns from './controller/dns.js';
 import type { DnsChange, DnsReadback } from './controller/dns.js';
+import * as routes from './controller/routes.js';
+import type { RouteChange, RouteGroupStatus } from './controller/routes.js';
 
 export type { ControllerOptions, MemberInput, VersionSigner } from './controller/options.js';
 export type { StoreHealth, StoreHealthView } from './controller/store-health.js';
@@ -93,6 +95,20 @@ export class Controller {
   /** Replaces the network's DNS; `preview`: nothing changed, the nodes whose answers would change said. */
   setDns(network: string, value: Dns, preview = false): DnsChange {
     return dns.setDns(this.#s, network, value, preview);
+  }
+
+  /** The network's route groups, each with its primary and its users (controller/routes.ts, issue 26). */
+  routeGroups(network: string): RouteGroupStatus[] {
+    return routes.listRouteGroups(this.#s, network);
+  }
+
+  /** Adds or replaces a route group by name; `preview`: nothing changed, the nodes that would change said. */
+  setRouteGroup(network: string, group: RouteGroup, preview = false): RouteChange {
+    return routes.setRouteGroup(this.#s, network, group, preview);
+  }
+
+  removeRouteGroup(network: string, name: string, preview = false): RouteChange {
+    return routes.removeRouteGroup(this.#s, network, name, preview);
   }
 
   defineModule(network: string, def: ModuleDef): number {

@@ -1,6 +1,6 @@
 import { fillSettings } from '../../catalogue/manifest.js';
 import { declarationToWire } from '../declaration.js';
-import { WIRE_MODE, type Components, type Dns, type Filter, type Peer, type Tunnel, type WireDeclaration } from '../../contract/wire.js';
+import { WIRE_MODE, type Components, type Dns, type Filter, type Peer, type RouteGroups, type Tunnel, type WireDeclaration } from '../../contract/wire.js';
 import { SCOPE, type PolicyIndex, type Scope } from './policy.js';
 import type { MemberRecord, ModuleDef, SharedComponents } from './records.js';
 import { endpointsOf } from './observed.js';
@@ -75,6 +75,8 @@ export interface ComponentInputs {
   shared: SharedComponents;
   /** The DNS component in force (dns.ts dnsFor): the shared settings with the domain and the foundation names. */
   dns: Dns;
+  /** The route groups this node may use or serves (routes.ts routeGroupsFor). */
+  routeGroups: RouteGroups;
   moduleOf: (name: string) => ModuleDef | null;
   /** The network's private range: the prefix of the tunnel's address. */
   privateRange?: string;
@@ -84,7 +86,7 @@ export function componentsFor(i: ComponentInputs): Required<Components> {
   return {
     dns: i.dns,
     filter: filterFor(i.node, i.policy),
-    routeGroups: i.shared.routeGroups,
+    routeGroups: i.routeGroups,
     relays: i.shared.relays,
     tunnel: tunnelFor(i.node, i.privateRange),
     declaration: declarationFor(i.node, i.moduleOf),

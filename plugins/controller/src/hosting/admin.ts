@@ -19,6 +19,7 @@ import { readbackMethods } from './readback.js';
 import { policyMethods } from './policy-methods.js';
 import { auditedChange, auditMethods, type AuditDeps } from './audit.js';
 import { dnsMethods } from './dns-admin.js';
+import { routeMethods } from './route-admin.js';
 import { nameTaken, notFound, usage } from '@meshp/core/util';
 
 export const DEFAULT_NETWORK = 'default';
@@ -295,6 +296,8 @@ export function adminHandler(d: AdminDeps): AdminHandler {
     listAudit: d.audit ? auditMethods(d.audit.book).listAudit : () => ({ entries: [] }),
     // The network's DNS (issue 25): dns-admin.ts.
     ...dnsMethods(d.controller, d.changed),
+    // The network's route groups (issue 26): route-admin.ts.
+    ...routeMethods(d.controller, d.changed),
   };
   const audit = d.audit ? { ...d.audit, controller: d.controller, log: d.log } : null;
 

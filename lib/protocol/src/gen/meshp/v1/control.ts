@@ -615,6 +615,11 @@ export interface RouteGroups {
   groups: RouteGroup[];
 }
 
+/**
+ * issue 26: a node is sent the groups its policy lets it use (a rule to `route:NAME`) and the groups
+ * it serves. via_peers are the via nodes that are members, in the operator's order of preference: the
+ * first is the primary, the peer whose allowed IPs carry the prefixes.
+ */
 export interface RouteGroup {
   name: string;
   prefixes: string[];
@@ -1039,6 +1044,53 @@ export interface SetDnsRequest {
 export interface SetDnsResponse {
   stateVersion: number;
   /** The nodes whose answers change (or would, with preview). */
+  changedNodes: string[];
+  preview: boolean;
+}
+
+/** issue 26. */
+export interface ListRouteGroupsRequest {
+  network: string;
+}
+
+export interface RouteGroupStatus {
+  /** As stored: via_peers as the operator gave them. */
+  group?:
+    | RouteGroup
+    | undefined;
+  /** The via node the users send the prefixes to ('': no via node is a member). */
+  primary: string;
+  /** The members whose policy lets them use the group. */
+  users: string[];
+  /** Via nodes named that are not members. */
+  missingVia: string[];
+}
+
+export interface ListRouteGroupsResponse {
+  groups: RouteGroupStatus[];
+}
+
+export interface SetRouteGroupRequest {
+  network: string;
+  group?: RouteGroup | undefined;
+  preview: boolean;
+}
+
+export interface SetRouteGroupResponse {
+  stateVersion: number;
+  /** The nodes whose route groups or view change (or would, with preview). */
+  changedNodes: string[];
+  preview: boolean;
+}
+
+export interface RemoveRouteGroupRequest {
+  network: string;
+  name: string;
+  preview: boolean;
+}
+
+export interface RemoveRouteGroupResponse {
+  stateVersion: number;
   changedNodes: string[];
   preview: boolean;
 }
@@ -11783,6 +11835,689 @@ export const SetDnsResponse: MessageFns<SetDnsResponse> = {
   },
 };
 
+function createBaseListRouteGroupsRequest(): ListRouteGroupsRequest {
+  return { network: "" };
+}
+
+export const ListRouteGroupsRequest: MessageFns<ListRouteGroupsRequest> = {
+  encode(message: ListRouteGroupsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.network !== "") {
+      writer.uint32(10).string(message.network);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListRouteGroupsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListRouteGroupsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListRouteGroupsRequest {
+    return { network: isSet(object.network) ? globalThis.String(object.network) : "" };
+  },
+
+  toJSON(message: ListRouteGroupsRequest): unknown {
+    const obj: any = {};
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListRouteGroupsRequest>, I>>(base?: I): ListRouteGroupsRequest {
+    return ListRouteGroupsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListRouteGroupsRequest>, I>>(object: I): ListRouteGroupsRequest {
+    const message = createBaseListRouteGroupsRequest();
+    message.network = object.network ?? "";
+    return message;
+  },
+};
+
+function createBaseRouteGroupStatus(): RouteGroupStatus {
+  return { group: undefined, primary: "", users: [], missingVia: [] };
+}
+
+export const RouteGroupStatus: MessageFns<RouteGroupStatus> = {
+  encode(message: RouteGroupStatus, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.group !== undefined) {
+      RouteGroup.encode(message.group, writer.uint32(10).fork()).join();
+    }
+    if (message.primary !== "") {
+      writer.uint32(18).string(message.primary);
+    }
+    for (const v of message.users) {
+      writer.uint32(26).string(v!);
+    }
+    for (const v of message.missingVia) {
+      writer.uint32(34).string(v!);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RouteGroupStatus {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRouteGroupStatus();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.group = RouteGroup.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.primary = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.users.push(reader.string());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.missingVia.push(reader.string());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RouteGroupStatus {
+    return {
+      group: isSet(object.group) ? RouteGroup.fromJSON(object.group) : undefined,
+      primary: isSet(object.primary) ? globalThis.String(object.primary) : "",
+      users: globalThis.Array.isArray(object?.users) ? object.users.map((e: any) => globalThis.String(e)) : [],
+      missingVia: globalThis.Array.isArray(object?.missingVia)
+        ? object.missingVia.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.missing_via)
+        ? object.missing_via.map((e: any) => globalThis.String(e))
+        : [],
+    };
+  },
+
+  toJSON(message: RouteGroupStatus): unknown {
+    const obj: any = {};
+    if (message.group !== undefined) {
+      obj.group = RouteGroup.toJSON(message.group);
+    }
+    if (message.primary !== "") {
+      obj.primary = message.primary;
+    }
+    if (message.users?.length) {
+      obj.users = message.users;
+    }
+    if (message.missingVia?.length) {
+      obj.missingVia = message.missingVia;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RouteGroupStatus>, I>>(base?: I): RouteGroupStatus {
+    return RouteGroupStatus.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RouteGroupStatus>, I>>(object: I): RouteGroupStatus {
+    const message = createBaseRouteGroupStatus();
+    message.group = (object.group !== undefined && object.group !== null)
+      ? RouteGroup.fromPartial(object.group)
+      : undefined;
+    message.primary = object.primary ?? "";
+    message.users = object.users?.map((e) => e) || [];
+    message.missingVia = object.missingVia?.map((e) => e) || [];
+    return message;
+  },
+};
+
+function createBaseListRouteGroupsResponse(): ListRouteGroupsResponse {
+  return { groups: [] };
+}
+
+export const ListRouteGroupsResponse: MessageFns<ListRouteGroupsResponse> = {
+  encode(message: ListRouteGroupsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.groups) {
+      RouteGroupStatus.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListRouteGroupsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListRouteGroupsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.groups.push(RouteGroupStatus.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListRouteGroupsResponse {
+    return {
+      groups: globalThis.Array.isArray(object?.groups)
+        ? object.groups.map((e: any) => RouteGroupStatus.fromJSON(e))
+        : [],
+    };
+  },
+
+  toJSON(message: ListRouteGroupsResponse): unknown {
+    const obj: any = {};
+    if (message.groups?.length) {
+      obj.groups = message.groups.map((e) => RouteGroupStatus.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListRouteGroupsResponse>, I>>(base?: I): ListRouteGroupsResponse {
+    return ListRouteGroupsResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListRouteGroupsResponse>, I>>(object: I): ListRouteGroupsResponse {
+    const message = createBaseListRouteGroupsResponse();
+    message.groups = object.groups?.map((e) => RouteGroupStatus.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseSetRouteGroupRequest(): SetRouteGroupRequest {
+  return { network: "", group: undefined, preview: false };
+}
+
+export const SetRouteGroupRequest: MessageFns<SetRouteGroupRequest> = {
+  encode(message: SetRouteGroupRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.network !== "") {
+      writer.uint32(10).string(message.network);
+    }
+    if (message.group !== undefined) {
+      RouteGroup.encode(message.group, writer.uint32(18).fork()).join();
+    }
+    if (message.preview !== false) {
+      writer.uint32(24).bool(message.preview);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SetRouteGroupRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSetRouteGroupRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.group = RouteGroup.decode(reader, reader.uint32());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.preview = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SetRouteGroupRequest {
+    return {
+      network: isSet(object.network) ? globalThis.String(object.network) : "",
+      group: isSet(object.group) ? RouteGroup.fromJSON(object.group) : undefined,
+      preview: isSet(object.preview) ? globalThis.Boolean(object.preview) : false,
+    };
+  },
+
+  toJSON(message: SetRouteGroupRequest): unknown {
+    const obj: any = {};
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    if (message.group !== undefined) {
+      obj.group = RouteGroup.toJSON(message.group);
+    }
+    if (message.preview !== false) {
+      obj.preview = message.preview;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SetRouteGroupRequest>, I>>(base?: I): SetRouteGroupRequest {
+    return SetRouteGroupRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SetRouteGroupRequest>, I>>(object: I): SetRouteGroupRequest {
+    const message = createBaseSetRouteGroupRequest();
+    message.network = object.network ?? "";
+    message.group = (object.group !== undefined && object.group !== null)
+      ? RouteGroup.fromPartial(object.group)
+      : undefined;
+    message.preview = object.preview ?? false;
+    return message;
+  },
+};
+
+function createBaseSetRouteGroupResponse(): SetRouteGroupResponse {
+  return { stateVersion: 0, changedNodes: [], preview: false };
+}
+
+export const SetRouteGroupResponse: MessageFns<SetRouteGroupResponse> = {
+  encode(message: SetRouteGroupResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.stateVersion !== 0) {
+      writer.uint32(8).uint64(message.stateVersion);
+    }
+    for (const v of message.changedNodes) {
+      writer.uint32(18).string(v!);
+    }
+    if (message.preview !== false) {
+      writer.uint32(24).bool(message.preview);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SetRouteGroupResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSetRouteGroupResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.stateVersion = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.changedNodes.push(reader.string());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.preview = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SetRouteGroupResponse {
+    return {
+      stateVersion: isSet(object.stateVersion)
+        ? globalThis.Number(object.stateVersion)
+        : isSet(object.state_version)
+        ? globalThis.Number(object.state_version)
+        : 0,
+      changedNodes: globalThis.Array.isArray(object?.changedNodes)
+        ? object.changedNodes.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.changed_nodes)
+        ? object.changed_nodes.map((e: any) => globalThis.String(e))
+        : [],
+      preview: isSet(object.preview) ? globalThis.Boolean(object.preview) : false,
+    };
+  },
+
+  toJSON(message: SetRouteGroupResponse): unknown {
+    const obj: any = {};
+    if (message.stateVersion !== 0) {
+      obj.stateVersion = Math.round(message.stateVersion);
+    }
+    if (message.changedNodes?.length) {
+      obj.changedNodes = message.changedNodes;
+    }
+    if (message.preview !== false) {
+      obj.preview = message.preview;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SetRouteGroupResponse>, I>>(base?: I): SetRouteGroupResponse {
+    return SetRouteGroupResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SetRouteGroupResponse>, I>>(object: I): SetRouteGroupResponse {
+    const message = createBaseSetRouteGroupResponse();
+    message.stateVersion = object.stateVersion ?? 0;
+    message.changedNodes = object.changedNodes?.map((e) => e) || [];
+    message.preview = object.preview ?? false;
+    return message;
+  },
+};
+
+function createBaseRemoveRouteGroupRequest(): RemoveRouteGroupRequest {
+  return { network: "", name: "", preview: false };
+}
+
+export const RemoveRouteGroupRequest: MessageFns<RemoveRouteGroupRequest> = {
+  encode(message: RemoveRouteGroupRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.network !== "") {
+      writer.uint32(10).string(message.network);
+    }
+    if (message.name !== "") {
+      writer.uint32(18).string(message.name);
+    }
+    if (message.preview !== false) {
+      writer.uint32(24).bool(message.preview);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RemoveRouteGroupRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRemoveRouteGroupRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.preview = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RemoveRouteGroupRequest {
+    return {
+      network: isSet(object.network) ? globalThis.String(object.network) : "",
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      preview: isSet(object.preview) ? globalThis.Boolean(object.preview) : false,
+    };
+  },
+
+  toJSON(message: RemoveRouteGroupRequest): unknown {
+    const obj: any = {};
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.preview !== false) {
+      obj.preview = message.preview;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RemoveRouteGroupRequest>, I>>(base?: I): RemoveRouteGroupRequest {
+    return RemoveRouteGroupRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RemoveRouteGroupRequest>, I>>(object: I): RemoveRouteGroupRequest {
+    const message = createBaseRemoveRouteGroupRequest();
+    message.network = object.network ?? "";
+    message.name = object.name ?? "";
+    message.preview = object.preview ?? false;
+    return message;
+  },
+};
+
+function createBaseRemoveRouteGroupResponse(): RemoveRouteGroupResponse {
+  return { stateVersion: 0, changedNodes: [], preview: false };
+}
+
+export const RemoveRouteGroupResponse: MessageFns<RemoveRouteGroupResponse> = {
+  encode(message: RemoveRouteGroupResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.stateVersion !== 0) {
+      writer.uint32(8).uint64(message.stateVersion);
+    }
+    for (const v of message.changedNodes) {
+      writer.uint32(18).string(v!);
+    }
+    if (message.preview !== false) {
+      writer.uint32(24).bool(message.preview);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RemoveRouteGroupResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRemoveRouteGroupResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.stateVersion = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.changedNodes.push(reader.string());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.preview = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RemoveRouteGroupResponse {
+    return {
+      stateVersion: isSet(object.stateVersion)
+        ? globalThis.Number(object.stateVersion)
+        : isSet(object.state_version)
+        ? globalThis.Number(object.state_version)
+        : 0,
+      changedNodes: globalThis.Array.isArray(object?.changedNodes)
+        ? object.changedNodes.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.changed_nodes)
+        ? object.changed_nodes.map((e: any) => globalThis.String(e))
+        : [],
+      preview: isSet(object.preview) ? globalThis.Boolean(object.preview) : false,
+    };
+  },
+
+  toJSON(message: RemoveRouteGroupResponse): unknown {
+    const obj: any = {};
+    if (message.stateVersion !== 0) {
+      obj.stateVersion = Math.round(message.stateVersion);
+    }
+    if (message.changedNodes?.length) {
+      obj.changedNodes = message.changedNodes;
+    }
+    if (message.preview !== false) {
+      obj.preview = message.preview;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RemoveRouteGroupResponse>, I>>(base?: I): RemoveRouteGroupResponse {
+    return RemoveRouteGroupResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RemoveRouteGroupResponse>, I>>(object: I): RemoveRouteGroupResponse {
+    const message = createBaseRemoveRouteGroupResponse();
+    message.stateVersion = object.stateVersion ?? 0;
+    message.changedNodes = object.changedNodes?.map((e) => e) || [];
+    message.preview = object.preview ?? false;
+    return message;
+  },
+};
+
 function createBaseCreateTokenRequest(): CreateTokenRequest {
   return { network: "", mode: 0, ttlSeconds: 0, tags: [] };
 }
@@ -15781,6 +16516,42 @@ export const AdminServiceService = {
     responseSerialize: (value: SetDnsResponse): Buffer => Buffer.from(SetDnsResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): SetDnsResponse => SetDnsResponse.decode(value),
   },
+  /**
+   * issue 26: the network's route groups, read back with each one's primary and users, declared (added
+   * or replaced by name) and removed; with `preview`: nothing changed, the nodes that would change said.
+   */
+  listRouteGroups: {
+    path: "/meshp.v1.AdminService/ListRouteGroups" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListRouteGroupsRequest): Buffer =>
+      Buffer.from(ListRouteGroupsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListRouteGroupsRequest => ListRouteGroupsRequest.decode(value),
+    responseSerialize: (value: ListRouteGroupsResponse): Buffer =>
+      Buffer.from(ListRouteGroupsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListRouteGroupsResponse => ListRouteGroupsResponse.decode(value),
+  },
+  setRouteGroup: {
+    path: "/meshp.v1.AdminService/SetRouteGroup" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: SetRouteGroupRequest): Buffer => Buffer.from(SetRouteGroupRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): SetRouteGroupRequest => SetRouteGroupRequest.decode(value),
+    responseSerialize: (value: SetRouteGroupResponse): Buffer =>
+      Buffer.from(SetRouteGroupResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): SetRouteGroupResponse => SetRouteGroupResponse.decode(value),
+  },
+  removeRouteGroup: {
+    path: "/meshp.v1.AdminService/RemoveRouteGroup" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RemoveRouteGroupRequest): Buffer =>
+      Buffer.from(RemoveRouteGroupRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RemoveRouteGroupRequest => RemoveRouteGroupRequest.decode(value),
+    responseSerialize: (value: RemoveRouteGroupResponse): Buffer =>
+      Buffer.from(RemoveRouteGroupResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RemoveRouteGroupResponse => RemoveRouteGroupResponse.decode(value),
+  },
 } as const;
 
 export interface AdminServiceServer extends UntypedServiceImplementation {
@@ -15835,6 +16606,13 @@ export interface AdminServiceServer extends UntypedServiceImplementation {
    */
   getDns: handleUnaryCall<GetDnsRequest, GetDnsResponse>;
   setDns: handleUnaryCall<SetDnsRequest, SetDnsResponse>;
+  /**
+   * issue 26: the network's route groups, read back with each one's primary and users, declared (added
+   * or replaced by name) and removed; with `preview`: nothing changed, the nodes that would change said.
+   */
+  listRouteGroups: handleUnaryCall<ListRouteGroupsRequest, ListRouteGroupsResponse>;
+  setRouteGroup: handleUnaryCall<SetRouteGroupRequest, SetRouteGroupResponse>;
+  removeRouteGroup: handleUnaryCall<RemoveRouteGroupRequest, RemoveRouteGroupResponse>;
 }
 
 export interface AdminServiceClient extends Client {
@@ -16280,6 +17058,55 @@ export interface AdminServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: SetDnsResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * issue 26: the network's route groups, read back with each one's primary and users, declared (added
+   * or replaced by name) and removed; with `preview`: nothing changed, the nodes that would change said.
+   */
+  listRouteGroups(
+    request: ListRouteGroupsRequest,
+    callback: (error: ServiceError | null, response: ListRouteGroupsResponse) => void,
+  ): ClientUnaryCall;
+  listRouteGroups(
+    request: ListRouteGroupsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListRouteGroupsResponse) => void,
+  ): ClientUnaryCall;
+  listRouteGroups(
+    request: ListRouteGroupsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListRouteGroupsResponse) => void,
+  ): ClientUnaryCall;
+  setRouteGroup(
+    request: SetRouteGroupRequest,
+    callback: (error: ServiceError | null, response: SetRouteGroupResponse) => void,
+  ): ClientUnaryCall;
+  setRouteGroup(
+    request: SetRouteGroupRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: SetRouteGroupResponse) => void,
+  ): ClientUnaryCall;
+  setRouteGroup(
+    request: SetRouteGroupRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: SetRouteGroupResponse) => void,
+  ): ClientUnaryCall;
+  removeRouteGroup(
+    request: RemoveRouteGroupRequest,
+    callback: (error: ServiceError | null, response: RemoveRouteGroupResponse) => void,
+  ): ClientUnaryCall;
+  removeRouteGroup(
+    request: RemoveRouteGroupRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RemoveRouteGroupResponse) => void,
+  ): ClientUnaryCall;
+  removeRouteGroup(
+    request: RemoveRouteGroupRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RemoveRouteGroupResponse) => void,
   ): ClientUnaryCall;
 }
 

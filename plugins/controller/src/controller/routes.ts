@@ -1,0 +1,101 @@
+/**
+ * A network's route groups (issue 26): declared by the operator (`route set`), read back with each
+ * group's primary and its users, and removed. Stored as one component; each node is sent only the
+ * groups its policy lets it use or that it serves (core delta/controller/routes.ts), so a change's
+ * preview names exactly the nodes whose component or view would move.
+ */
+import { MeshpError, type RouteGroup } from '@meshp/core';
+import { liveVia, mayUse, routeGroupsFor, type PolicyIndex, type NetworkState } from '@meshp/core/delta';
+import { overlaps } from '@meshp/core/net';
+import { canonicalJson } from '@meshp/core/reconcile';
+import { ROUTE_LIMITS, checkRouteGroup } from '@meshp/core/schema';
+import { notFound } from '@meshp/core/util';
+import { setComponent } from './networks.js';
+import type { ControllerState } from './state.js';
+
+export interface RouteGroupStatus {
+  group: RouteGroup;
+  /** The via node the group's users send its prefixes to ('': no via node is a member). */
+  primary: string;
+  /** The members whose policy lets them use the group. */
+  users: string[];
+  /** Via nodes named that are not members of the network. */
+  missingVia: string[];
+}
+
+export interface RouteChange {
+  stateVersion: number;
+  /** The members whose route groups or view change (or would, with preview). */
+  changedNodes: string[];
+}
+
+const groupsOf = (net: NetworkState): RouteGroup[] => net.record.components.routeGroups?.groups ?? [];
+
+export function listRouteGroups(s: ControllerState, network: string): RouteGroupStatus[] {
+  const net = s.net(network);
+  const isMember = (id: string) => net.members.has(id);
+  return groupsOf(net).map((g) => {
+    const via = liveVia(g, isMember);
+    const users = [...net.members.values()].filter((m) => !g.viaPeers.includes(m.id) && mayUse(m, g, net.policy)).map((m) => m.id);
+    return { group: structuredClone(g), primary: via[0] ?? '', users: users.sort(), missingVia: g.viaPeers.filter((v) => !isMember(v)) };
+  });
+}
+
+/** Adds or replaces the group of that name (with `preview`: only says which nodes it would change). */
+export function setRouteGroup(s: ControllerState, network: string, wanted: RouteGroup, preview: boolean): RouteChange {
+  const g = checkRouteGroup(wanted);
+  const net = s.net(network);
+  for (const v of g.viaPeers) if (!net.members.has(v)) throw notFound('node', v, network, `route group ${g.name} names it as a via node`);
+  const others = groupsOf(net).filter((x) => x.name !== g.name);
+  if (others.length >= ROUTE_LIMITS.groups)
+    throw new MeshpError('MESHP_INPUT_TOO_LARGE', `${network} has ${others.length} route groups: at most ${ROUTE_LIMITS.groups}`);
+  for (const p of g.prefixes) {
+    if (net.record.privateRange && overlaps(p, net.record.privateRange)) {
+      throw new MeshpError('MESHP_ROUTE_INVALID', `route group ${g.name}: ${p} overlaps the mesh's private range ${net.record.privateRange}`, {
+        details: { prefix: p },
+      });
+    }
+    const clash = others.find((o) => o.prefixes.some((q) => overlaps(p, q)));
+    if (clash) {
+      throw new MeshpError(
+        'MESHP_ROUTE_INVALID',
+        `route group ${g.name}: ${p} overlaps a prefix of route group ${clash.name}: one group per prefix (its via nodes are its failover)`,
+        {
+          details: { prefix: p, group: clash.name },
+        },
+      );
+    }
+  }
+  const after = [...others, g].sort((a, b) => (a.name < b.name ? -1 : 1));
+  return change(s, network, after, preview);
+}
+
+export function removeRouteGroup(s: ControllerState, network: string, name: string, preview: boolean): RouteChange {
+  const net = s.net(network);
+  if (!groupsOf(net).some((g) => g.name === name)) throw notFound('route group', name, network);
+  return change(
+    s,
+    network,
+    groupsOf(net).filter((g) => g.name !== name),
+    preview,
+  );
+}
+
+function change(s: ControllerState, network: string, after: RouteGroup[], preview: boolean): RouteChange {
+  const net = s.net(network);
+  const changedNodes = nodesMoved(net, net.policy, groupsOf(net), after);
+  if (preview) return { stateVersion: net.version, changedNodes };
+  return { stateVersion: setComponent(s, network, 'routeGroups', { groups: after }), changedNodes };
+}
+
+/** The members whose route groups component differs between the two lists (their view moves with it: the via nodes and the users). */
+function nodesMoved(net: NetworkState, policy: PolicyIndex, before: readonly RouteGroup[], after: readonly RouteGroup[]): string[] {
+  const isMember = (id: string) => net.members.has(id);
+  const out: string[] = [];
+  for (const m of net.members.values()) {
+    const a = canonicalJson(routeGroupsFor(m, policy, before, isMember));
+    const b = canonicalJson(routeGroupsFor(m, policy, after, isMember));
+    if (a !== b) out.push(m.id);
+  }
+  return out.sort();
+}
