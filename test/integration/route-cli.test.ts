@@ -1,0 +1,85 @@
+/**
+ * `meshp route list | set | remove` (issue 26) against a real controller and two real agents on
+ * 127.0.0.1: a group is previewed (naming the nodes it changes, changing nothing), refused off a
+ * terminal without --yes, set, read back with its primary and users, refused by the CLI and by the
+ * controller when not valid, recorded in the audit log, and removed; the agent that may use it holds it.
+ */
+import t from 'tap';
+import { join } from 'node:path';
+import { ADMIN_CREDENTIAL_FILE, readAdminCredential } from '@meshp/controller';
+import { AdminClient } from '@meshp/transport-grpc';
+import { createToken, meshpAsync, startAgent, startController, waitUntil, workdir, writeJson } from '../helpers/grpc-procs.js';
+
+const dir = workdir(t, 'route-cli');
+const ctl = await startController(t, join(dir, 'ctl'));
+const cli = (...args: string[]) => meshpAsync(...args, '--state', ctl.state, '--controller', ctl.address);
+const cred = readAdminCredential(join(ctl.state, ADMIN_CREDENTIAL_FILE));
+const admin = await AdminClient.connect({ address: ctl.address, fingerprint: cred.fingerprint, credential: cred.secret });
+t.teardown(() => admin.close());
+const r1 = startAgent(t, dir, 'r1', ctl.address, createToken(ctl, '--adopted', '--tag', 'router'));
+const a = startAgent(t, dir, 'a', ctl.address, createToken(ctl, '--adopted', '--tag', 'user'));
+await Promise.all([r1, a].map((x) => x.proc.waitFor((l) => l.msg === 'reconciled', 60_000)));
+t.equal((await cli('policy', 'set', writeJson(dir, 'p.json', { rules: [{ from: 'user', to: 'route:lan', ports: ['80/tcp'] }] }), '--yes')).code, 0);
+const version = async () => Number((await admin.call('listNodes', { network: 'default' })).nodes[0]!.stateVersion);
+const set = ['route', 'set', 'lan', '--prefix', '192.168.77.0/24', '--via', 'r1'];
+
+t.test('route set: previewed with the nodes it changes, refused unconfirmed, then set and read back', async (t) => {
+  const before = await version();
+  const [preview, unconfirmed] = await Promise.all([cli(...set, '--preview', '--json'), cli(...set)]);
+  t.equal(preview.code, 0, preview.err);
+  t.same(JSON.parse(preview.out).changedNodes, ['a', 'r1'], 'the preview names the user and the router');
+  t.equal(unconfirmed.code, 1);
+  t.match(unconfirmed.err, /^MESHP_CONFIRM_NEEDED/);
+  t.equal(await version(), before, 'neither changed anything');
+
+  const done = await cli(...set, '--yes');
+  t.equal(done.code, 0, done.err);
+  t.match(done.out, /route group lan: 192\.168\.77\.0\/24 via r1 set \(state version \d+\): changes 2 node\(s\): a, r1/);
+  const list = await cli('route', 'list', '--json');
+  t.same(JSON.parse(list.out).groups, [{ name: 'lan', prefixes: ['192.168.77.0/24'], via: ['r1'], primary: 'r1', users: ['a'], missingVia: [] }]);
+  const table = await cli('route', 'list');
+  t.match(table.out, /GROUP\s+PREFIXES\s+VIA\s+PRIMARY\s+USERS\nlan\s+192\.168\.77\.0\/24\s+r1\s+r1\s+a/);
+  // The user's agent holds the group in its view (its state folder's store is SQLite: read through its status instead).
+  await waitUntil('a applied the group', async () => {
+    const s = await admin.call('showNode', { network: 'default', node: 'a' });
+    return Number(s.node?.gap ?? 1) === 0 && Number(s.node?.appliedVersion ?? 0) > before;
+  });
+  const audit = await cli('audit', '--json');
+  t.match(audit.out, /route group lan set: 192\.168\.77\.0\/24 via r1/, 'the change is in the audit log');
+  t.notMatch(audit.out, /preview/, 'the preview is not');
+});
+
+t.test('invalid groups are refused with a coded error by the CLI and by the controller; nothing is stored', async (t) => {
+  const before = await version();
+  const [hostBits, v6bad, notMember, exit] = await Promise.all([
+    cli('route', 'set', 'x', '--prefix', '10.1.0.1/24', '--via', 'r1', '--yes'),
+    cli('route', 'set', 'x', '--prefix', 'fd00::zz/64', '--via', 'r1', '--yes'),
+    cli('route', 'set', 'x', '--prefix', '10.1.0.0/24', '--via', 'nobody', '--yes'),
+    cli('route', 'set', 'x', '--prefix', '0.0.0.0/0', '--via', 'r1', '--yes', '--json'),
+  ]);
+  t.match(hostBits.err, /^MESHP_ROUTE_INVALID: route group: prefixes\[0\]: 10\.1\.0\.1\/24 has host bits set: the prefix is 10\.1\.0\.0\/24/);
+  t.match(v6bad.err, /^MESHP_ROUTE_INVALID: .*not a prefix/);
+  t.match(notMember.err, /^MESHP_NOT_FOUND: no node nobody in default/);
+  t.match(JSON.parse(exit.err), { code: 'MESHP_ROUTE_INVALID', message: /exit nodes are not built yet/ });
+  await t.rejects(
+    admin.call('setRouteGroup', { network: 'default', group: { name: 'x', prefixes: ['192.168.77.128/25'], viaPeers: ['r1'] }, preview: false }),
+    {
+      code: 'MESHP_ROUTE_INVALID',
+      message: /overlaps a prefix of route group lan/,
+    },
+  );
+  await t.rejects(admin.call('setRouteGroup', { network: 'default', group: { name: '../x', prefixes: ['10.9.0.0/16'], viaPeers: ['r1'] }, preview: false }), {
+    code: 'MESHP_ROUTE_INVALID',
+  });
+  t.equal(await version(), before, 'nothing was stored');
+});
+
+t.test('route remove: previewed, then removed; removing it again is not found', async (t) => {
+  const preview = await cli('route', 'remove', 'lan', '--preview');
+  t.match(preview.out, /would remove route group lan: changes 2 node\(s\): a, r1/);
+  t.equal((await cli('route', 'remove', 'lan', '--yes')).code, 0);
+  t.equal((await cli('route', 'list')).out.trim(), 'no route groups');
+  const again = await cli('route', 'remove', 'lan', '--yes');
+  t.equal(again.code, 1);
+  t.match(again.err, /^MESHP_NOT_FOUND: no route group lan in default/);
+});
