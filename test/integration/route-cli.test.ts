@@ -3,6 +3,7 @@
  * 127.0.0.1: a group is previewed (naming the nodes it changes, changing nothing), refused off a
  * terminal without --yes, set, read back with its primary and users, refused by the CLI and by the
  * controller when not valid, recorded in the audit log, and removed; the agent that may use it holds it.
+ * A node's advertised prefixes (`meshp agent --advertise-route`) serve nothing until `route approve`.
  */
 import t from 'tap';
 import { join } from 'node:path';
@@ -16,7 +17,12 @@ const cli = (...args: string[]) => meshpAsync(...args, '--state', ctl.state, '--
 const cred = readAdminCredential(join(ctl.state, ADMIN_CREDENTIAL_FILE));
 const admin = await AdminClient.connect({ address: ctl.address, fingerprint: cred.fingerprint, credential: cred.secret });
 t.teardown(() => admin.close());
-const r1 = startAgent(t, dir, 'r1', ctl.address, createToken(ctl, '--adopted', '--tag', 'router'));
+const r1 = startAgent(t, dir, 'r1', ctl.address, createToken(ctl, '--adopted', '--tag', 'router'), [
+  '--advertise-route',
+  '10.50.0.0/16',
+  '--advertise-route',
+  'fd00:50::/64',
+]);
 const a = startAgent(t, dir, 'a', ctl.address, createToken(ctl, '--adopted', '--tag', 'user'));
 await Promise.all([r1, a].map((x) => x.proc.waitFor((l) => l.msg === 'reconciled', 60_000)));
 t.equal((await cli('policy', 'set', writeJson(dir, 'p.json', { rules: [{ from: 'user', to: 'route:lan', ports: ['80/tcp'] }] }), '--yes')).code, 0);
@@ -78,8 +84,74 @@ t.test('route remove: previewed, then removed; removing it again is not found', 
   const preview = await cli('route', 'remove', 'lan', '--preview');
   t.match(preview.out, /would remove route group lan: changes 2 node\(s\): a, r1/);
   t.equal((await cli('route', 'remove', 'lan', '--yes')).code, 0);
-  t.equal((await cli('route', 'list')).out.trim(), 'no route groups');
+  t.match((await cli('route', 'list')).out, /^no route groups\n/, 'no group (the advertised prefixes follow)');
   const again = await cli('route', 'remove', 'lan', '--yes');
   t.equal(again.code, 1);
   t.match(again.err, /^MESHP_NOT_FOUND: no route group lan in default/);
+});
+
+t.test('route approve: advertised prefixes serve nothing until approved; approved, the node is a via node of the group', async (t) => {
+  type Listed = { groups: { name: string; prefixes: string[]; via: string[] }[]; advertised: { node: string; prefix: string; group: string }[] };
+  const listed = async () => JSON.parse((await cli('route', 'list', '--json')).out) as Listed;
+  await waitUntil('r1 advertised its routes', async () => (await listed()).advertised.length === 2);
+  t.same(
+    (await listed()).advertised,
+    [
+      { node: 'r1', prefix: '10.50.0.0/16', group: '' },
+      { node: 'r1', prefix: 'fd00:50::/64', group: '' },
+    ],
+    'both advertised, neither approved',
+  );
+  t.same((await listed()).groups, [], 'advertised alone, they are no group');
+  t.match((await cli('route', 'list')).out, /ADVERTISED BY\s+PREFIX\s+STATE\nr1\s+10\.50\.0\.0\/16\s+not approved: serves nothing/);
+
+  const before = await version();
+  const preview = await cli('route', 'approve', 'r1', '--group', 'lab', '--prefix', '10.50.0.0/16', '--preview', '--json');
+  t.same(JSON.parse(preview.out).changedNodes, ['r1'], 'no policy lets anyone use lab yet: only the router changes');
+  const unconfirmed = await cli('route', 'approve', 'r1', '--group', 'lab', '--prefix', '10.50.0.0/16');
+  t.match(unconfirmed.err, /^MESHP_CONFIRM_NEEDED/);
+  const notAdvertised = await cli('route', 'approve', 'r1', '--group', 'lab', '--prefix', '10.60.0.0/16', '--yes');
+  t.match(notAdvertised.err, /^MESHP_ROUTE_INVALID: r1 does not advertise 10\.60\.0\.0\/16/);
+  const nothing = await cli('route', 'approve', 'a', '--group', 'lab', '--yes');
+  t.match(nothing.err, /^MESHP_ROUTE_INVALID: a advertises no route/);
+  t.equal(await version(), before, 'nothing changed');
+
+  const done = await cli('route', 'approve', 'r1', '--group', 'lab', '--prefix', '10.50.0.0/16', '--yes');
+  t.equal(done.code, 0, done.err);
+  t.match(done.out, /approved 10\.50\.0\.0\/16 of r1 into route group lab/);
+  const after = await listed();
+  t.same(
+    after.groups.map((g) => [g.name, g.prefixes, g.via]),
+    [['lab', ['10.50.0.0/16'], ['r1']]],
+  );
+  t.same(
+    after.advertised,
+    [
+      { node: 'r1', prefix: '10.50.0.0/16', group: 'lab' },
+      { node: 'r1', prefix: 'fd00:50::/64', group: '' },
+    ],
+    'the approved one is served by lab, the other still serves nothing',
+  );
+  // Every prefix the node advertises, into the same group: the v6 one joins it.
+  t.equal((await cli('route', 'approve', 'r1', '--group', 'lab', '--yes')).code, 0);
+  t.same((await listed()).groups[0]?.prefixes, ['10.50.0.0/16', 'fd00:50::/64']);
+  t.match((await cli('audit', '--json')).out, /route approve 10\.50\.0\.0\/16 of r1 into group lab/);
+});
+
+t.test('an agent advertising a prefix with host bits set is refused before it starts', async (t) => {
+  const bad = await meshpAsync(
+    'agent',
+    '--state',
+    join(dir, 'bad'),
+    '--controller',
+    ctl.address,
+    '--firewall',
+    'none',
+    '--root',
+    join(dir, 'bad-root'),
+    '--advertise-route',
+    '10.50.0.1/16',
+  );
+  t.equal(bad.code, 1);
+  t.match(bad.err, /^MESHP_ROUTE_INVALID: advertised routes: \[0\]: 10\.50\.0\.1\/16 has host bits set/);
 });

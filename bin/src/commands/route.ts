@@ -28,6 +28,25 @@ const set: CommandModule<GlobalArgs, RouteArgs & ChangeArgs & { name: string; pr
   },
 };
 
+const approve: CommandModule<GlobalArgs, RouteArgs & ChangeArgs & { node: string; group: string; prefix: string[] }> = {
+  command: 'approve <node>',
+  describe: 'approve prefixes a node advertises (meshp agent --advertise-route): the node becomes a via node of the group, the prefixes its',
+  builder: (y) =>
+    changeOptions(remoteOptions(y))
+      .positional('node', { type: 'string', demandOption: true })
+      .option('group', { type: 'string', demandOption: true, describe: 'the route group (made when absent)' })
+      .option('prefix', {
+        type: 'string',
+        array: true,
+        default: [] as string[],
+        describe: 'an advertised prefix to approve (default: every one the node advertises)',
+      }),
+  handler: async (a) => {
+    const { routeApprove } = await import('../remote/route.js');
+    await routeApprove(a);
+  },
+};
+
 const remove: CommandModule<GlobalArgs, RouteArgs & ChangeArgs & { name: string }> = {
   command: 'remove <name>',
   describe: 'remove a route group: its users lose its prefixes and, unless the policy keeps them, its via nodes',
@@ -41,6 +60,6 @@ const remove: CommandModule<GlobalArgs, RouteArgs & ChangeArgs & { name: string 
 export const routeCommand: CommandModule<GlobalArgs, GlobalArgs> = {
   command: 'route <command>',
   describe: 'route groups: prefixes behind mesh nodes, used by the nodes a policy rule to route:NAME lets use them',
-  builder: (y) => y.command(list).command(set).command(remove).demandCommand(1),
+  builder: (y) => y.command(list).command(set).command(approve).command(remove).demandCommand(1),
   handler: () => undefined,
 };

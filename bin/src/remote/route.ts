@@ -20,7 +20,10 @@ export async function routeList(a: RemoteArgs & Out): Promise<void> {
     g.primary || '-',
     g.users.join(',') || '-',
   ]);
-  say(a, { groups }, rows.length ? table(['GROUP', 'PREFIXES', 'VIA', 'PRIMARY', 'USERS'], rows) : 'no route groups');
+  const advertised = r.advertised.map((x) => ({ node: x.node, prefix: x.prefix, group: x.group }));
+  const text = rows.length ? table(['GROUP', 'PREFIXES', 'VIA', 'PRIMARY', 'USERS'], rows) : 'no route groups';
+  const offered = advertised.map((x) => [x.node, x.prefix, x.group ? `approved (${x.group})` : 'not approved: serves nothing']);
+  say(a, { groups, advertised }, offered.length ? `${text}\n${table(['ADVERTISED BY', 'PREFIX', 'STATE'], offered)}` : text);
 }
 
 /** The nodes that change, as one line. */
@@ -40,6 +43,26 @@ export async function routeSet(a: RemoteArgs & Out & Change & { name: string; pr
   await confirmChange(a.yes, `Set ${what}? ${whoChanges(preview.changedNodes)}`, 'pass --yes to set it (or --preview to see what it does)');
   const r = await withAdmin(a, (c, network) => c.call('setRouteGroup', { network, group, preview: false }));
   say(a, { stateVersion: r.stateVersion, changedNodes: r.changedNodes, group }, `${what} set (state version ${r.stateVersion}): ${whoChanges(r.changedNodes)}`);
+}
+
+export async function routeApprove(a: RemoteArgs & Out & Change & { node: string; group: string; prefix: string[] }): Promise<void> {
+  const prefixes = a.prefix.map(String);
+  const ask = (preview: boolean) => withAdmin(a, (c, network) => c.call('approveRoute', { network, node: a.node, prefixes, group: a.group, preview }));
+  const preview = await ask(true);
+  const what = `${preview.group?.prefixes.join(', ') ?? ''} of ${a.node} into route group ${a.group}`;
+  if (a.preview)
+    return say(
+      a,
+      { preview: true, changedNodes: preview.changedNodes, group: preview.group },
+      `would approve ${what}: ${whoChanges(preview.changedNodes)}\n(preview: nothing changed)`,
+    );
+  await confirmChange(a.yes, `Approve ${what}? ${whoChanges(preview.changedNodes)}`, 'pass --yes to approve (or --preview to see what it does)');
+  const r = await ask(false);
+  say(
+    a,
+    { stateVersion: r.stateVersion, changedNodes: r.changedNodes, group: r.group },
+    `approved ${what} (state version ${r.stateVersion}): ${whoChanges(r.changedNodes)}`,
+  );
 }
 
 export async function routeRemove(a: RemoteArgs & Out & Change & { name: string }): Promise<void> {

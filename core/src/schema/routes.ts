@@ -49,3 +49,9 @@ export function checkRouteGroup(g: { name: string; prefixes: readonly string[]; 
   if (v) throw new MeshpError('MESHP_ROUTE_INVALID', `route group ${r.name}: via ${v} is given twice`);
   return { name: r.name, prefixes: [...r.prefixes].sort(), viaPeers: [...r.via] };
 }
+
+/** `meshp agent --advertise-route PREFIX`: the prefixes checked as a group's are (canonical, no default route), once each, sorted. */
+export function checkAdvertisedRoutes(prefixes: readonly string[]): string[] {
+  const list = checkInput(z.array(prefix).max(ROUTE_LIMITS.prefixes), [...prefixes], 'advertised routes', 'MESHP_ROUTE_INVALID');
+  return [...new Set(list)].sort();
+}

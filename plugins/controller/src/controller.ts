@@ -107,6 +107,18 @@ export class Controller {
     return routes.setRouteGroup(this.#s, network, group, preview);
   }
 
+  /** Approves prefixes a node advertises (`advertised`: from its last report) into a group. */
+  approveRoute(
+    network: string,
+    node: string,
+    advertised: readonly string[],
+    prefixes: readonly string[],
+    group: string,
+    preview = false,
+  ): RouteChange & { group: RouteGroup } {
+    return routes.approveRoute(this.#s, network, node, advertised, prefixes, group, preview);
+  }
+
   removeRouteGroup(network: string, name: string, preview = false): RouteChange {
     return routes.removeRouteGroup(this.#s, network, name, preview);
   }

@@ -61,6 +61,7 @@ const ADMIN_RESPONSES: Record<keyof typeof gen.AdminServiceService, Fns> = {
   listRouteGroups: gen.ListRouteGroupsResponse,
   setRouteGroup: gen.SetRouteGroupResponse,
   removeRouteGroup: gen.RemoveRouteGroupResponse,
+  approveRoute: gen.ApproveRouteResponse,
 };
 
 export const ADMIN_METHODS = Object.keys(ADMIN_RESPONSES) as (keyof typeof gen.AdminServiceService)[];

@@ -70,6 +70,45 @@ export function setRouteGroup(s: ControllerState, network: string, wanted: Route
   return change(s, network, after, preview);
 }
 
+/**
+ * Approves prefixes `node` advertises (all of them when none are named): the node becomes a via node
+ * of `group` (made when absent, after the via nodes it has) and the prefixes the group's. A prefix the
+ * node does not advertise is refused: an admin declares those with `route set`.
+ */
+export function approveRoute(
+  s: ControllerState,
+  network: string,
+  node: string,
+  advertised: readonly string[],
+  prefixes: readonly string[],
+  groupName: string,
+  preview: boolean,
+): RouteChange & { group: RouteGroup } {
+  const net = s.net(network);
+  if (!net.members.has(node)) throw notFound('node', node, network);
+  const asked = prefixes.length ? [...prefixes] : [...advertised];
+  if (!asked.length) throw new MeshpError('MESHP_ROUTE_INVALID', `${node} advertises no route (meshp agent --advertise-route PREFIX): nothing to approve`);
+  for (const p of asked) {
+    if (!advertised.includes(p)) {
+      throw new MeshpError(
+        'MESHP_ROUTE_INVALID',
+        `${node} does not advertise ${p} (it advertises ${advertised.join(', ') || 'nothing'}): declare it with route set`,
+        {
+          details: { node, prefix: p },
+        },
+      );
+    }
+  }
+  const had = groupsOf(net).find((g) => g.name === groupName);
+  const group = {
+    name: groupName,
+    prefixes: [...new Set([...(had?.prefixes ?? []), ...asked])],
+    viaPeers: had?.viaPeers.includes(node) ? [...had.viaPeers] : [...(had?.viaPeers ?? []), node],
+  };
+  const out = setRouteGroup(s, network, group, preview);
+  return { ...out, group: checkRouteGroup(group) };
+}
+
 export function removeRouteGroup(s: ControllerState, network: string, name: string, preview: boolean): RouteChange {
   const net = s.net(network);
   if (!groupsOf(net).some((g) => g.name === name)) throw notFound('route group', name, network);

@@ -297,7 +297,7 @@ export function adminHandler(d: AdminDeps): AdminHandler {
     // The network's DNS (issue 25): dns-admin.ts.
     ...dnsMethods(d.controller, d.changed),
     // The network's route groups (issue 26): route-admin.ts.
-    ...routeMethods(d.controller, d.changed),
+    ...routeMethods(d.controller, (net, node) => d.reports(net, node), d.changed),
   };
   const audit = d.audit ? { ...d.audit, controller: d.controller, log: d.log } : null;
 

@@ -28,6 +28,7 @@ const CHANGES = new Set<string>([
   'revokeEnrolmentToken',
   'setRouteGroup',
   'removeRouteGroup',
+  'approveRoute',
 ]);
 
 /** The default retention: 90 days. */
@@ -69,6 +70,8 @@ function summaryOf(method: string, r: Req, before: string): string {
       const g = (r.group ?? {}) as { name?: string; prefixes?: string[]; viaPeers?: string[] };
       return `route group ${g.name ?? ''} set: ${(g.prefixes ?? []).join(',')} via ${(g.viaPeers ?? []).join(',')}`;
     }
+    case 'approveRoute':
+      return `route approve ${(Array.isArray(r.prefixes) && r.prefixes.length ? r.prefixes : ['every advertised prefix']).join(',')} of ${node} into group ${str(r, 'group')}`;
     case 'removeRouteGroup':
       return `route group ${str(r, 'name')} removed`;
     default:

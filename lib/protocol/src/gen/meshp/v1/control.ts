@@ -392,7 +392,14 @@ export interface Report {
     | string
     | undefined;
   /** The mesh's resolver on the node (issue 25), when the agent runs one; absent: none, or an older agent. */
-  dns?: ResolverStatus | undefined;
+  dns?:
+    | ResolverStatus
+    | undefined;
+  /**
+   * issue 26: the prefixes this node offers to route (meshp agent --advertise-route); each serves only
+   * once an admin approves it (ApproveRoute). Empty: none, or an older agent.
+   */
+  advertisedRoutes: string[];
 }
 
 /** The mesh's resolver as the dns-resolver plugin says (issue 25): where it answers and where it forwards. */
@@ -1068,6 +1075,35 @@ export interface RouteGroupStatus {
 
 export interface ListRouteGroupsResponse {
   groups: RouteGroupStatus[];
+  /** Each prefix a node advertises (meshp agent --advertise-route), approved into a group or not. */
+  advertised: AdvertisedRoute[];
+}
+
+export interface AdvertisedRoute {
+  node: string;
+  prefix: string;
+  /** The group that serves it through this node; '': not approved (it serves nothing). */
+  group: string;
+}
+
+/**
+ * Approves prefixes a node advertises: the node becomes a via node of `group` (made when absent) and
+ * the prefixes are the group's. Empty prefixes: every prefix the node advertises.
+ */
+export interface ApproveRouteRequest {
+  network: string;
+  node: string;
+  prefixes: string[];
+  group: string;
+  preview: boolean;
+}
+
+export interface ApproveRouteResponse {
+  stateVersion: number;
+  changedNodes: string[];
+  preview: boolean;
+  /** The group as it is (or would be) once approved. */
+  group?: RouteGroup | undefined;
 }
 
 export interface SetRouteGroupRequest {
@@ -2401,6 +2437,7 @@ function createBaseReport(): Report {
     tunnelInterface: undefined,
     tunnelError: undefined,
     dns: undefined,
+    advertisedRoutes: [],
   };
 }
 
@@ -2468,6 +2505,9 @@ export const Report: MessageFns<Report> = {
     }
     if (message.dns !== undefined) {
       ResolverStatus.encode(message.dns, writer.uint32(802).fork()).join();
+    }
+    for (const v of message.advertisedRoutes) {
+      writer.uint32(882).string(v!);
     }
     return writer;
   },
@@ -2653,6 +2693,14 @@ export const Report: MessageFns<Report> = {
             message.dns = ResolverStatus.decode(reader, reader.uint32());
             continue;
           }
+          case 110: {
+            if (tag !== 882) {
+              break;
+            }
+
+            message.advertisedRoutes.push(reader.string());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2742,6 +2790,11 @@ export const Report: MessageFns<Report> = {
         ? globalThis.String(object.tunnel_error)
         : undefined,
       dns: isSet(object.dns) ? ResolverStatus.fromJSON(object.dns) : undefined,
+      advertisedRoutes: globalThis.Array.isArray(object?.advertisedRoutes)
+        ? object.advertisedRoutes.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.advertised_routes)
+        ? object.advertised_routes.map((e: any) => globalThis.String(e))
+        : [],
     };
   },
 
@@ -2810,6 +2863,9 @@ export const Report: MessageFns<Report> = {
     if (message.dns !== undefined) {
       obj.dns = ResolverStatus.toJSON(message.dns);
     }
+    if (message.advertisedRoutes?.length) {
+      obj.advertisedRoutes = message.advertisedRoutes;
+    }
     return obj;
   },
 
@@ -2845,6 +2901,7 @@ export const Report: MessageFns<Report> = {
     message.dns = (object.dns !== undefined && object.dns !== null)
       ? ResolverStatus.fromPartial(object.dns)
       : undefined;
+    message.advertisedRoutes = object.advertisedRoutes?.map((e) => e) || [];
     return message;
   },
 };
@@ -12026,13 +12083,16 @@ export const RouteGroupStatus: MessageFns<RouteGroupStatus> = {
 };
 
 function createBaseListRouteGroupsResponse(): ListRouteGroupsResponse {
-  return { groups: [] };
+  return { groups: [], advertised: [] };
 }
 
 export const ListRouteGroupsResponse: MessageFns<ListRouteGroupsResponse> = {
   encode(message: ListRouteGroupsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     for (const v of message.groups) {
       RouteGroupStatus.encode(v!, writer.uint32(10).fork()).join();
+    }
+    for (const v of message.advertised) {
+      AdvertisedRoute.encode(v!, writer.uint32(18).fork()).join();
     }
     return writer;
   },
@@ -12058,6 +12118,14 @@ export const ListRouteGroupsResponse: MessageFns<ListRouteGroupsResponse> = {
             message.groups.push(RouteGroupStatus.decode(reader, reader.uint32()));
             continue;
           }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.advertised.push(AdvertisedRoute.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -12075,6 +12143,9 @@ export const ListRouteGroupsResponse: MessageFns<ListRouteGroupsResponse> = {
       groups: globalThis.Array.isArray(object?.groups)
         ? object.groups.map((e: any) => RouteGroupStatus.fromJSON(e))
         : [],
+      advertised: globalThis.Array.isArray(object?.advertised)
+        ? object.advertised.map((e: any) => AdvertisedRoute.fromJSON(e))
+        : [],
     };
   },
 
@@ -12082,6 +12153,9 @@ export const ListRouteGroupsResponse: MessageFns<ListRouteGroupsResponse> = {
     const obj: any = {};
     if (message.groups?.length) {
       obj.groups = message.groups.map((e) => RouteGroupStatus.toJSON(e));
+    }
+    if (message.advertised?.length) {
+      obj.advertised = message.advertised.map((e) => AdvertisedRoute.toJSON(e));
     }
     return obj;
   },
@@ -12092,6 +12166,368 @@ export const ListRouteGroupsResponse: MessageFns<ListRouteGroupsResponse> = {
   fromPartial<I extends Exact<DeepPartial<ListRouteGroupsResponse>, I>>(object: I): ListRouteGroupsResponse {
     const message = createBaseListRouteGroupsResponse();
     message.groups = object.groups?.map((e) => RouteGroupStatus.fromPartial(e)) || [];
+    message.advertised = object.advertised?.map((e) => AdvertisedRoute.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseAdvertisedRoute(): AdvertisedRoute {
+  return { node: "", prefix: "", group: "" };
+}
+
+export const AdvertisedRoute: MessageFns<AdvertisedRoute> = {
+  encode(message: AdvertisedRoute, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.node !== "") {
+      writer.uint32(10).string(message.node);
+    }
+    if (message.prefix !== "") {
+      writer.uint32(18).string(message.prefix);
+    }
+    if (message.group !== "") {
+      writer.uint32(26).string(message.group);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AdvertisedRoute {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAdvertisedRoute();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.node = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.prefix = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.group = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AdvertisedRoute {
+    return {
+      node: isSet(object.node) ? globalThis.String(object.node) : "",
+      prefix: isSet(object.prefix) ? globalThis.String(object.prefix) : "",
+      group: isSet(object.group) ? globalThis.String(object.group) : "",
+    };
+  },
+
+  toJSON(message: AdvertisedRoute): unknown {
+    const obj: any = {};
+    if (message.node !== "") {
+      obj.node = message.node;
+    }
+    if (message.prefix !== "") {
+      obj.prefix = message.prefix;
+    }
+    if (message.group !== "") {
+      obj.group = message.group;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<AdvertisedRoute>, I>>(base?: I): AdvertisedRoute {
+    return AdvertisedRoute.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AdvertisedRoute>, I>>(object: I): AdvertisedRoute {
+    const message = createBaseAdvertisedRoute();
+    message.node = object.node ?? "";
+    message.prefix = object.prefix ?? "";
+    message.group = object.group ?? "";
+    return message;
+  },
+};
+
+function createBaseApproveRouteRequest(): ApproveRouteRequest {
+  return { network: "", node: "", prefixes: [], group: "", preview: false };
+}
+
+export const ApproveRouteRequest: MessageFns<ApproveRouteRequest> = {
+  encode(message: ApproveRouteRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.network !== "") {
+      writer.uint32(10).string(message.network);
+    }
+    if (message.node !== "") {
+      writer.uint32(18).string(message.node);
+    }
+    for (const v of message.prefixes) {
+      writer.uint32(26).string(v!);
+    }
+    if (message.group !== "") {
+      writer.uint32(34).string(message.group);
+    }
+    if (message.preview !== false) {
+      writer.uint32(40).bool(message.preview);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ApproveRouteRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseApproveRouteRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.node = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.prefixes.push(reader.string());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.group = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.preview = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ApproveRouteRequest {
+    return {
+      network: isSet(object.network) ? globalThis.String(object.network) : "",
+      node: isSet(object.node) ? globalThis.String(object.node) : "",
+      prefixes: globalThis.Array.isArray(object?.prefixes) ? object.prefixes.map((e: any) => globalThis.String(e)) : [],
+      group: isSet(object.group) ? globalThis.String(object.group) : "",
+      preview: isSet(object.preview) ? globalThis.Boolean(object.preview) : false,
+    };
+  },
+
+  toJSON(message: ApproveRouteRequest): unknown {
+    const obj: any = {};
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    if (message.node !== "") {
+      obj.node = message.node;
+    }
+    if (message.prefixes?.length) {
+      obj.prefixes = message.prefixes;
+    }
+    if (message.group !== "") {
+      obj.group = message.group;
+    }
+    if (message.preview !== false) {
+      obj.preview = message.preview;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ApproveRouteRequest>, I>>(base?: I): ApproveRouteRequest {
+    return ApproveRouteRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ApproveRouteRequest>, I>>(object: I): ApproveRouteRequest {
+    const message = createBaseApproveRouteRequest();
+    message.network = object.network ?? "";
+    message.node = object.node ?? "";
+    message.prefixes = object.prefixes?.map((e) => e) || [];
+    message.group = object.group ?? "";
+    message.preview = object.preview ?? false;
+    return message;
+  },
+};
+
+function createBaseApproveRouteResponse(): ApproveRouteResponse {
+  return { stateVersion: 0, changedNodes: [], preview: false, group: undefined };
+}
+
+export const ApproveRouteResponse: MessageFns<ApproveRouteResponse> = {
+  encode(message: ApproveRouteResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.stateVersion !== 0) {
+      writer.uint32(8).uint64(message.stateVersion);
+    }
+    for (const v of message.changedNodes) {
+      writer.uint32(18).string(v!);
+    }
+    if (message.preview !== false) {
+      writer.uint32(24).bool(message.preview);
+    }
+    if (message.group !== undefined) {
+      RouteGroup.encode(message.group, writer.uint32(34).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ApproveRouteResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseApproveRouteResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.stateVersion = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.changedNodes.push(reader.string());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.preview = reader.bool();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.group = RouteGroup.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ApproveRouteResponse {
+    return {
+      stateVersion: isSet(object.stateVersion)
+        ? globalThis.Number(object.stateVersion)
+        : isSet(object.state_version)
+        ? globalThis.Number(object.state_version)
+        : 0,
+      changedNodes: globalThis.Array.isArray(object?.changedNodes)
+        ? object.changedNodes.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.changed_nodes)
+        ? object.changed_nodes.map((e: any) => globalThis.String(e))
+        : [],
+      preview: isSet(object.preview) ? globalThis.Boolean(object.preview) : false,
+      group: isSet(object.group) ? RouteGroup.fromJSON(object.group) : undefined,
+    };
+  },
+
+  toJSON(message: ApproveRouteResponse): unknown {
+    const obj: any = {};
+    if (message.stateVersion !== 0) {
+      obj.stateVersion = Math.round(message.stateVersion);
+    }
+    if (message.changedNodes?.length) {
+      obj.changedNodes = message.changedNodes;
+    }
+    if (message.preview !== false) {
+      obj.preview = message.preview;
+    }
+    if (message.group !== undefined) {
+      obj.group = RouteGroup.toJSON(message.group);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ApproveRouteResponse>, I>>(base?: I): ApproveRouteResponse {
+    return ApproveRouteResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ApproveRouteResponse>, I>>(object: I): ApproveRouteResponse {
+    const message = createBaseApproveRouteResponse();
+    message.stateVersion = object.stateVersion ?? 0;
+    message.changedNodes = object.changedNodes?.map((e) => e) || [];
+    message.preview = object.preview ?? false;
+    message.group = (object.group !== undefined && object.group !== null)
+      ? RouteGroup.fromPartial(object.group)
+      : undefined;
     return message;
   },
 };
@@ -16552,6 +16988,16 @@ export const AdminServiceService = {
       Buffer.from(RemoveRouteGroupResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): RemoveRouteGroupResponse => RemoveRouteGroupResponse.decode(value),
   },
+  approveRoute: {
+    path: "/meshp.v1.AdminService/ApproveRoute" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ApproveRouteRequest): Buffer => Buffer.from(ApproveRouteRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ApproveRouteRequest => ApproveRouteRequest.decode(value),
+    responseSerialize: (value: ApproveRouteResponse): Buffer =>
+      Buffer.from(ApproveRouteResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ApproveRouteResponse => ApproveRouteResponse.decode(value),
+  },
 } as const;
 
 export interface AdminServiceServer extends UntypedServiceImplementation {
@@ -16613,6 +17059,7 @@ export interface AdminServiceServer extends UntypedServiceImplementation {
   listRouteGroups: handleUnaryCall<ListRouteGroupsRequest, ListRouteGroupsResponse>;
   setRouteGroup: handleUnaryCall<SetRouteGroupRequest, SetRouteGroupResponse>;
   removeRouteGroup: handleUnaryCall<RemoveRouteGroupRequest, RemoveRouteGroupResponse>;
+  approveRoute: handleUnaryCall<ApproveRouteRequest, ApproveRouteResponse>;
 }
 
 export interface AdminServiceClient extends Client {
@@ -17107,6 +17554,21 @@ export interface AdminServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: RemoveRouteGroupResponse) => void,
+  ): ClientUnaryCall;
+  approveRoute(
+    request: ApproveRouteRequest,
+    callback: (error: ServiceError | null, response: ApproveRouteResponse) => void,
+  ): ClientUnaryCall;
+  approveRoute(
+    request: ApproveRouteRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ApproveRouteResponse) => void,
+  ): ClientUnaryCall;
+  approveRoute(
+    request: ApproveRouteRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ApproveRouteResponse) => void,
   ): ClientUnaryCall;
 }
 
