@@ -174,3 +174,35 @@ t.test('a group is refused, coded, when it is not valid, overlaps another or the
   t.same(groups(ag.get('a')!), [], 'removed: gone from its user');
   t.same(d.removePeers.map((p) => p.id).sort(), ['r1', 'r2'], 'with the via peers only the group put there');
 });
+
+t.test('the primary fails over to the next via node that is up, and a via node coming back does not take it back (no flap)', async (t) => {
+  const c = setup();
+  c.setRouteGroup('n', LAN);
+  const ag = agents(c);
+  const up = new Set(['r1', 'r2']);
+  const isUp = (id: string) => up.has(id);
+  const primary = () => c.routeGroups('n')[0]!.primary;
+  const down = (id: string) => (up.delete(id), c.routeLiveness('n', id, false, isUp));
+  const back = (id: string) => (up.add(id), c.routeLiveness('n', id, true, isUp));
+
+  t.same(down('r1'), { lan: 'r2' }, 'r1 down: r2 takes the group');
+  const d = sync(c, ag.get('a')!, 'a')!;
+  t.same(d.routeGroups?.groups[0]?.viaPeers, ['r2', 'r1'], 'the delta to the user says r2 first');
+  t.same(d.upsertPeers, [], 'no peer moves: both via nodes stay in the view, only the prefixes change hands');
+  t.same(d.removePeers, []);
+  t.equal(sync(c, ag.get('b')!, 'b'), null, 'b, not a user, is sent nothing');
+
+  t.equal(back('r1'), null, 'r1 back: nothing moves while r2 is up');
+  t.equal(primary(), 'r2');
+  t.equal(c.deltaFor('n', 'a'), null, 'and nothing is sent');
+
+  t.same(down('r2'), { lan: 'r1' }, 'r2 down: back to r1, the next that is up');
+  t.equal(down('r1'), null, 'r1 down too, none up: the primary stays where it is');
+  t.equal(primary(), 'r1');
+  t.same(back('r2'), { lan: 'r2' }, 'r2 up while the primary is down: it takes the group');
+  c.setRouteGroup('n', LAN);
+  t.equal(primary(), 'r2', 'the group set again keeps the primary chosen');
+  t.equal(c.routeLiveness('n', 'a', false, isUp), null, 'a node that serves no group moves nothing');
+  for (const id of ['a', 'r1', 'r2']) sync(c, ag.get(id)!, id);
+  for (const [id, a] of ag) t.ok(sameAsSnapshot(c, a, id), `${id}'s view is its snapshot`);
+});

@@ -119,6 +119,16 @@ export class Controller {
     return routes.approveRoute(this.#s, network, node, advertised, prefixes, group, preview);
   }
 
+  /** Whether the node is a via node of a route group (its stream's liveness then moves primaries). */
+  servesRoutes(network: string, node: string): boolean {
+    return routes.servesRoutes(this.#s, network, node);
+  }
+
+  /** The node's stream opened or ended: failover of the groups it serves (controller/routes.ts); null: nothing moved. */
+  routeLiveness(network: string, node: string, up: boolean, isUp: (id: string) => boolean): Record<string, string> | null {
+    return routes.routeLiveness(this.#s, network, node, up, isUp);
+  }
+
   removeRouteGroup(network: string, name: string, preview = false): RouteChange {
     return routes.removeRouteGroup(this.#s, network, name, preview);
   }

@@ -225,7 +225,8 @@ const groupsOf = (r: RouteGroups | undefined): readonly RouteGroup[] => r?.group
 
 /** The route groups `node` is sent, as the network is now. */
 export function routeGroupsNow(net: NetworkState, node: MemberRecord): RouteGroups {
-  return routeGroupsFor(node, net.policy, groupsOf(net.record.components.routeGroups), (id) => net.members.has(id));
+  const r = net.record.components.routeGroups;
+  return routeGroupsFor(node, net.policy, groupsOf(r), (id) => net.members.has(id), r?.primaries);
 }
 
 function controlNodeMoved(net: NetworkState, before: Before): boolean {

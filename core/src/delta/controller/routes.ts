@@ -5,9 +5,9 @@
  * the group's via nodes in its view (as peers it may reach), and a via node has the group's users
  * (inbound only), whatever the policy says of their tags: the tunnel needs the peer to carry the prefixes.
  *
- * The primary of a group is the first via node, in the operator's order, that is a member; it is
- * said in the component as the first of `viaPeers` (the rest follow in order). It is not yet chosen by
- * liveness: a via node that is down stays primary until it leaves the network.
+ * The primary of a group is the one the controller chose (`primaries`: see `failover`), else the
+ * first via node, in the operator's order, that is a member; it is said in the component as the first
+ * of `viaPeers` (the rest follow in order).
  */
 import type { RouteGroup, RouteGroups } from '../../contract/wire.js';
 import { ROUTE_TAG_PREFIX } from '../../schema/routes.js';
@@ -21,9 +21,40 @@ export const routeOfTag = (to: string): string | null => (to.startsWith(ROUTE_TA
 
 export type IsMember = (id: string) => boolean;
 
-/** The group's via nodes that are members, the primary first (the operator's order is the order of preference). */
-export function liveVia(g: RouteGroup, isMember: IsMember): string[] {
-  return g.viaPeers.filter(isMember);
+/** The group's via nodes that are members, the primary first, the rest in the operator's order (the order of preference). */
+export function liveVia(g: RouteGroup, isMember: IsMember, primaries?: Readonly<Record<string, string>>): string[] {
+  const via = g.viaPeers.filter(isMember);
+  const chosen = primaries?.[g.name];
+  return chosen && via.includes(chosen) ? [chosen, ...via.filter((v) => v !== chosen)] : via;
+}
+
+/**
+ * The primaries once `node`'s stream opened (`up`) or ended: a primary that went down hands each of
+ * its groups to the first via node, in order, that is up; a via node that comes up takes a group only
+ * when its primary is not up (no flap back). Null: nothing changes.
+ */
+export function failover(
+  groups: readonly RouteGroup[],
+  primaries: Readonly<Record<string, string>> | undefined,
+  node: string,
+  up: boolean,
+  isUp: (id: string) => boolean,
+  isMember: IsMember,
+): Record<string, string> | null {
+  const next: Record<string, string> = { ...(primaries ?? {}) };
+  let moved = false;
+  for (const g of groups) {
+    if (!g.viaPeers.includes(node)) continue;
+    const current = liveVia(g, isMember, primaries)[0];
+    let chosen = current;
+    if (!up && current === node) chosen = g.viaPeers.find((v) => v !== node && isMember(v) && isUp(v)) ?? current;
+    if (up && current !== node && (current === undefined || !isUp(current))) chosen = node;
+    if (chosen && chosen !== current) {
+      next[g.name] = chosen;
+      moved = true;
+    }
+  }
+  return moved ? next : null;
 }
 
 /** Whether the holder of `node`'s tags may use the group: a rule from one of its tags to `route:NAME`. */
@@ -32,10 +63,16 @@ export function mayUse(node: MemberRecord, g: RouteGroup, policy: PolicyIndex): 
 }
 
 /** The groups the node is sent: those it serves (with every via node), and those it may use and someone serves. */
-export function routeGroupsFor(node: MemberRecord, policy: PolicyIndex, groups: readonly RouteGroup[], isMember: IsMember): RouteGroups {
+export function routeGroupsFor(
+  node: MemberRecord,
+  policy: PolicyIndex,
+  groups: readonly RouteGroup[],
+  isMember: IsMember,
+  primaries?: Readonly<Record<string, string>>,
+): RouteGroups {
   const out: RouteGroup[] = [];
   for (const g of groups) {
-    const via = liveVia(g, isMember);
+    const via = liveVia(g, isMember, primaries);
     const serves = g.viaPeers.includes(node.id);
     if (!serves && (via.length === 0 || !mayUse(node, g, policy))) continue;
     out.push({ name: g.name, prefixes: [...g.prefixes], viaPeers: via });

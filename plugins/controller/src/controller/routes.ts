@@ -5,7 +5,7 @@
  * preview names exactly the nodes whose component or view would move.
  */
 import { MeshpError, type RouteGroup } from '@meshp/core';
-import { liveVia, mayUse, routeGroupsFor, type PolicyIndex, type NetworkState } from '@meshp/core/delta';
+import { failover, liveVia, mayUse, routeGroupsFor, type PolicyIndex, type NetworkState } from '@meshp/core/delta';
 import { overlaps } from '@meshp/core/net';
 import { canonicalJson } from '@meshp/core/reconcile';
 import { ROUTE_LIMITS, checkRouteGroup } from '@meshp/core/schema';
@@ -30,12 +30,13 @@ export interface RouteChange {
 }
 
 const groupsOf = (net: NetworkState): RouteGroup[] => net.record.components.routeGroups?.groups ?? [];
+const primariesOf = (net: NetworkState): Record<string, string> => net.record.components.routeGroups?.primaries ?? {};
 
 export function listRouteGroups(s: ControllerState, network: string): RouteGroupStatus[] {
   const net = s.net(network);
   const isMember = (id: string) => net.members.has(id);
   return groupsOf(net).map((g) => {
-    const via = liveVia(g, isMember);
+    const via = liveVia(g, isMember, primariesOf(net));
     const users = [...net.members.values()].filter((m) => !g.viaPeers.includes(m.id) && mayUse(m, g, net.policy)).map((m) => m.id);
     return { group: structuredClone(g), primary: via[0] ?? '', users: users.sort(), missingVia: g.viaPeers.filter((v) => !isMember(v)) };
   });
@@ -122,18 +123,40 @@ export function removeRouteGroup(s: ControllerState, network: string, name: stri
 
 function change(s: ControllerState, network: string, after: RouteGroup[], preview: boolean): RouteChange {
   const net = s.net(network);
-  const changedNodes = nodesMoved(net, net.policy, groupsOf(net), after);
+  // A primary chosen stays chosen while it is still a via node of its group.
+  const primaries = Object.fromEntries(Object.entries(primariesOf(net)).filter(([g, v]) => after.some((x) => x.name === g && x.viaPeers.includes(v))));
+  const changedNodes = nodesMoved(net, net.policy, { groups: groupsOf(net), primaries: primariesOf(net) }, { groups: after, primaries });
   if (preview) return { stateVersion: net.version, changedNodes };
-  return { stateVersion: setComponent(s, network, 'routeGroups', { groups: after }), changedNodes };
+  return { stateVersion: setComponent(s, network, 'routeGroups', { groups: after, ...(Object.keys(primaries).length ? { primaries } : {}) }), changedNodes };
+}
+
+/** Whether `node` is a via node of any group: only then does its stream's opening or ending move a primary. */
+export function servesRoutes(s: ControllerState, network: string, node: string): boolean {
+  return groupsOf(s.net(network)).some((g) => g.viaPeers.includes(node));
+}
+
+/**
+ * `node`'s stream opened (`up`) or ended: the groups whose primary it was go to the next via node that
+ * is up (`isUp`: a stream open on this controller), and a group whose primary is not up goes to it.
+ * Answers the via nodes now primary of a group that moved, or null when nothing moved.
+ */
+export function routeLiveness(s: ControllerState, network: string, node: string, up: boolean, isUp: (id: string) => boolean): Record<string, string> | null {
+  const net = s.net(network);
+  const next = failover(groupsOf(net), primariesOf(net), node, up, isUp, (id) => net.members.has(id));
+  if (!next) return null;
+  setComponent(s, network, 'routeGroups', { groups: groupsOf(net), primaries: next });
+  return next;
 }
 
 /** The members whose route groups component differs between the two lists (their view moves with it: the via nodes and the users). */
-function nodesMoved(net: NetworkState, policy: PolicyIndex, before: readonly RouteGroup[], after: readonly RouteGroup[]): string[] {
+type Stored = { groups: readonly RouteGroup[]; primaries: Record<string, string> };
+
+function nodesMoved(net: NetworkState, policy: PolicyIndex, before: Stored, after: Stored): string[] {
   const isMember = (id: string) => net.members.has(id);
   const out: string[] = [];
   for (const m of net.members.values()) {
-    const a = canonicalJson(routeGroupsFor(m, policy, before, isMember));
-    const b = canonicalJson(routeGroupsFor(m, policy, after, isMember));
+    const a = canonicalJson(routeGroupsFor(m, policy, before.groups, isMember, before.primaries));
+    const b = canonicalJson(routeGroupsFor(m, policy, after.groups, isMember, after.primaries));
     if (a !== b) out.push(m.id);
   }
   return out.sort();
