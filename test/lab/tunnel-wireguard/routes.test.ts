@@ -1,22 +1,25 @@
 /**
  * Route groups (issue 26), in the real mesh of mesh.test.ts: `meshp genesis` on the control-node,
- * three agents over the underlay with wireguard-go tunnels. a3 is the router r1 of a LAN namespace
- * (192.168.77.0/24, a host serving TCP on LAN_PORT) that nothing else is wired to. `meshp route set`
- * declares the group; a1, whose policy allows `route:lan`, reaches the LAN host through a3's tunnel
- * peer (the prefix in that peer's allowed IPs, a kernel route into the interface); a2, whose policy
- * does not, is told nothing and does not reach it, even with the route added by hand. The policy
- * revoked, a1 loses the route; the group removed, the router's peers are what the policy gives.
+ * four agents over the underlay with wireguard-go tunnels. a3 and a4 are the routers r1 and r2 of a
+ * LAN namespace (192.168.77.0/24 on a bridge, a host serving TCP on LAN_PORT) that nothing else is
+ * wired to. `meshp route set lan --via a3 --via a4`: a1, whose policy allows `route:lan`, reaches the
+ * LAN host through a3's tunnel peer (the prefix in that peer's allowed IPs, a kernel route into the
+ * interface); a2, whose policy does not, is told nothing and does not reach it, even with the route
+ * added by hand. r1's agent and wireguard-go killed, a4 becomes primary and a1 reaches the LAN through
+ * it (the time printed); r1 back, the prefix stays with a4 (no flap). The policy revoked, a1 loses the
+ * route; the group removed, likewise.
  *
- * Not meshp's yet (README): the router's forwarding. The test turns net.ipv4.ip_forward on inside
- * a3's namespace and gives the LAN host a route back to the mesh's range through a3 (no masquerade).
+ * Not meshp's yet (README): the routers' forwarding. The test turns net.ipv4.ip_forward on inside
+ * each router's namespace and masquerades there towards the LAN, as the operator does today.
  */
 import t from 'tap';
 import { Proc, workdir } from '../../helpers/grpc-procs.js';
-import { labAvailable, netns, sh, wire } from '../../helpers/netns.js';
+import { labAvailable, netns, sh, type Netns } from '../../helpers/netns.js';
 import { fileBudget, until } from '../../helpers/budget.js';
-import { keyOf, meshBed, reaches, reachesSoon, type Node } from './mesh-bed.js';
+import { alive } from './bed.js';
+import { keyOf, meshBed, reaches, reachesSoon, wgPid, type Node } from './mesh-bed.js';
 
-fileBudget(240);
+fileBudget(300);
 
 const LAN_HOST = '192.168.77.2';
 const LAN_PORT = 8080;
@@ -35,17 +38,30 @@ async function allowedIps(n: Node): Promise<Map<string, string[]>> {
 }
 
 const routeTo = async (n: Node, prefix: string): Promise<string> => (await n.ns.exec('ip', ['route', 'show', prefix])).stdout.trim();
+const carries = async (n: Node, via: Node): Promise<boolean> => (await allowedIps(n)).get(keyOf(via))?.includes(LAN) ?? false;
+
+/** The router's link into the LAN bridge, its forwarding on and masquerade towards the LAN: what the operator does today. */
+async function router(lan: Netns, r: Node, address: string, link: string): Promise<void> {
+  await sh('ip', ['link', 'add', `${link}a`, 'type', 'veth', 'peer', 'name', `${link}b`]);
+  await sh('ip', ['link', 'set', `${link}a`, 'netns', r.ns.name]);
+  await sh('ip', ['link', 'set', `${link}b`, 'netns', lan.name]);
+  await lan.exec('ip', ['link', 'set', `${link}b`, 'master', 'br0', 'up']);
+  await r.ns.exec('ip', ['addr', 'add', `${address}/24`, 'dev', `${link}a`]);
+  await r.ns.exec('ip', ['link', 'set', `${link}a`, 'up']);
+  await sh('ip', ['netns', 'exec', r.ns.name, 'sysctl', '-q', '-w', 'net.ipv4.ip_forward=1']);
+  await r.ns.exec('nft', ['-f', '-'], `table ip labnat {\n chain post { type nat hook postrouting priority 100; oifname "${link}a" masquerade; }\n}\n`);
+}
 
 t.test(
-  'a node whose policy allows the route group reaches the LAN behind its router over the tunnel; one whose policy does not, does not',
+  'a node whose policy allows the route group reaches the LAN behind its routers over the tunnel, through the second when the first goes; one whose policy does not, does not',
   { skip: labAvailable() ? false : 'needs root for namespaces, Docker and wireguard-go (CI runs it as root)' },
   async (t) => {
     const dir = workdir(t, 'wgroutes');
-    const b = await meshBed(t, dir);
-    const [a1, a2, r1] = b.agents as [Node, Node, Node];
+    const b = await meshBed(t, dir, 4);
+    const [a1, a2, r1, r2] = b.agents as [Node, Node, Node, Node];
     await b.policy([{ from: 'user', to: 'route:lan' }]);
     const tokens = await Promise.all(
-      ['user', 'other', 'router'].map(async (tag) => (JSON.parse(await b.cli('token', 'create', '--tag', tag, '--json')) as { token: string }).token),
+      ['user', 'other', 'router', 'router'].map(async (tag) => (JSON.parse(await b.cli('token', 'create', '--tag', tag, '--json')) as { token: string }).token),
     );
     b.startAgent(b.c);
     b.agents.forEach((a, k) => b.startAgent(a, ['--token', tokens[k]!]));
@@ -56,11 +72,13 @@ t.test(
       throw e;
     }
 
-    // The LAN: one host, wired to r1 only, serving TCP; its way back to the mesh's range is r1.
+    // The LAN: one host on a bridge, wired to the two routers only, serving TCP.
     const lan = await netns(t, `${b.prefix}lan`);
-    await wire(r1.ns, '192.168.77.1/24', lan, `${LAN_HOST}/24`, `${b.prefix}l`);
-    await lan.exec('ip', ['route', 'add', '100.96.0.0/16', 'via', '192.168.77.1']);
-    await sh('ip', ['netns', 'exec', r1.ns.name, 'sysctl', '-q', '-w', 'net.ipv4.ip_forward=1']);
+    await lan.exec('ip', ['link', 'add', 'br0', 'type', 'bridge']);
+    await lan.exec('ip', ['addr', 'add', `${LAN_HOST}/24`, 'dev', 'br0']);
+    await lan.exec('ip', ['link', 'set', 'br0', 'up']);
+    await router(lan, r1, '192.168.77.1', `${b.prefix}l1`);
+    await router(lan, r2, '192.168.77.3', `${b.prefix}l2`);
     new Proc(
       t,
       [`require('net').createServer((s) => { s.on('error', () => {}); s.end('lan\\n'); }).listen(${LAN_PORT}, '${LAN_HOST}');`],
@@ -71,13 +89,14 @@ t.test(
     await until('the LAN host serving', () => reaches(r1.ns, LAN_HOST, LAN_PORT), 10, 100);
     t.notOk(await reaches(a1.ns, LAN_HOST, LAN_PORT), 'before the group, a1 does not reach the LAN');
 
-    const set = await b.cli('route', 'set', 'lan', '--prefix', LAN, '--via', 'a3', '--yes', '--json');
-    t.same((JSON.parse(set) as { changedNodes: string[] }).changedNodes, ['a1', 'a3'], 'the user and the router change, nobody else');
+    const set = await b.cli('route', 'set', 'lan', '--prefix', LAN, '--via', 'a3', '--via', 'a4', '--yes', '--json');
+    t.same((JSON.parse(set) as { changedNodes: string[] }).changedNodes, ['a1', 'a3', 'a4'], 'the user and the routers change, nobody else');
     t.ok(await reachesSoon(a1.ns, LAN_HOST, LAN_PORT, 20), 'a1 reaches the LAN host through r1');
-    t.ok((await allowedIps(a1)).get(keyOf(r1))?.includes(LAN), "r1's peer on a1 carries the LAN in its allowed IPs");
+    t.ok(await carries(a1, r1), "r1's peer on a1 carries the LAN in its allowed IPs");
+    t.notOk(await carries(a1, r2), "r2's peer does not: one primary");
     t.match(await routeTo(a1, LAN), new RegExp(`^${LAN.replace(/[./]/g, '\\$&')} dev ${a1.ifname} proto 61`), 'a kernel route into the tunnel');
 
-    // a2: no rule to route:lan. Not told of the group: no route, no r1 among its peers.
+    // a2: no rule to route:lan. Not told of the group: no route, no router among its peers.
     t.equal(await routeTo(a2, LAN), '', 'a2 has no route to the LAN');
     t.notOk((await allowedIps(a2)).has(keyOf(r1)), 'r1 is not a peer of a2');
     t.notOk(await reaches(a2.ns, LAN_HOST, LAN_PORT), 'a2 does not reach the LAN host');
@@ -85,8 +104,30 @@ t.test(
     t.notOk(await reaches(a2.ns, LAN_HOST, LAN_PORT), 'nor with the route added by hand: no peer of its tunnel carries the LAN');
     await a2.ns.exec('ip', ['route', 'del', LAN, 'dev', a2.ifname]);
 
-    const list = JSON.parse(await b.cli('route', 'list', '--json')) as { groups: { name: string; primary: string; users: string[] }[] };
-    t.match(list.groups, [{ name: 'lan', primary: 'a3', users: ['a1'] }]);
+    type Listed = { groups: { name: string; primary: string; users: string[] }[] };
+    const listed = async () => (JSON.parse(await b.cli('route', 'list', '--json')) as Listed).groups;
+    t.match(await listed(), [{ name: 'lan', primary: 'a3', users: ['a1'] }]);
+
+    // r1 goes: its agent and its tunnel killed. a1 reaches the LAN through r2.
+    const lost = Date.now();
+    r1.proc!.kill('SIGKILL');
+    const pid = wgPid(r1);
+    if (pid && alive(pid)) process.kill(pid, 'SIGKILL');
+    await until('a1 reaches the LAN again', () => reaches(a1.ns, LAN_HOST, LAN_PORT), 30, 50);
+    const failover = Date.now() - lost;
+    t.comment(`failover: a1's traffic to the LAN flowed again ${failover} ms after r1 was killed (goal: 5000 ms)`);
+    t.ok(failover < 15_000, `traffic flows again through r2 within 15 s (${failover} ms)`);
+    t.ok(await carries(a1, r2), "r2's peer carries the LAN now");
+    t.notOk(await carries(a1, r1), "and r1's no longer");
+    t.match(await listed(), [{ name: 'lan', primary: 'a4' }]);
+
+    // r1 back: its stream open again, the prefix stays with r2.
+    b.startAgent(r1);
+    // Its resolver answers once its stream is open and its view applied.
+    await r1.proc!.waitFor((l) => l.msg === 'dns resolver answering', 60_000);
+    t.match(await listed(), [{ name: 'lan', primary: 'a4' }], 'r1 back: r2 stays primary (no flap)');
+    t.ok(await carries(a1, r2), "a1 still sends the LAN to r2's peer");
+    t.ok(await reaches(a1.ns, LAN_HOST, LAN_PORT), 'and still reaches it');
 
     // The policy no longer allows it: a1's route goes, and with it the way to the LAN.
     await b.policy([{ from: 'other', to: 'user' }]);
