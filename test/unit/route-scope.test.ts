@@ -62,6 +62,12 @@ t.test('a node whose policy does not allow the group gets neither the group nor 
   t.same(groups(ag.get('r1')!), [{ name: 'lan', prefixes: ['192.168.77.0/24'], viaPeers: ['r1', 'r2'] }], 'r1 is told the group it serves');
   t.same(peers(ag.get('r1')!), ['a', 'cn'], 'r1 has its user, not b, not the other router');
   t.equal(ag.get('r1')!.view.peer('a')?.inboundOnly, true, 'r1 has a inbound only: a reaches through it, r1 reaches nothing on a');
+  t.same(
+    ag.get('r1')!.view.components.filter?.rules,
+    [{ sourceTags: ['user'], destinationTags: ['route:lan'], ports: ['80/tcp'] }],
+    "r1's filter says who may reach the LAN through it (its tunnel enforces it on the forwarded path only)",
+  );
+  t.same(ag.get('a')!.view.components.filter?.rules, [], 'a, a user, is given no such rule');
   for (const [id, a] of ag) t.ok(sameAsSnapshot(c, a, id), `${id}'s view is its snapshot`);
 });
 
@@ -103,6 +109,11 @@ t.test('a policy change that grants the group brings the group and the via peers
   );
   sync(c, ag.get('r1')!, 'r1');
   t.same(peers(ag.get('r1')!), ['a', 'b', 'cn'], 'r1 gains b as a user');
+  t.same(
+    ag.get('r1')!.view.components.filter?.rules.map((r) => r.sourceTags[0]),
+    ['other', 'user'],
+    "and b's tag in the rules of its forwarded path, in the same delta",
+  );
 
   c.setPolicy('n', [{ from: 'other', to: 'route:lan' }]);
   const revoked = sync(c, ag.get('a')!, 'a')!;

@@ -22,7 +22,7 @@ import { peerHandshakes } from './handshakes.js';
 import { withTunnelOpening } from './opening.js';
 import { leaveTunnel } from './leave.js';
 import { configureLink, settingsOf, type TunnelSettings } from './settings.js';
-import { kernelRoutes, routedPrefixes, samePrefixes, setKernelRoutes } from './routes.js';
+import { kernelRoutes, routedPrefixes, samePrefixes, servedGroups, setKernelRoutes } from './routes.js';
 
 export const DEFAULT_GRACE_MS = 5 * 60_000;
 
@@ -260,6 +260,7 @@ export class TunnelWireguardPlugin implements Plugin {
         view.components.filter,
         [...view.peers.values()].map((e) => e.peer),
         foundationPorts(view.components),
+        servedGroups(view.components),
       ),
     );
     const change: DeviceChange = { peers: ops };
@@ -333,6 +334,7 @@ export class TunnelWireguardPlugin implements Plugin {
     const foundation = foundationPorts(view.components);
     const rebuild =
       change.components.includes('filter') ||
+      change.components.includes('routeGroups') ||
       change.fromVersion === 0 ||
       change.upserted.length + change.removed.length + change.unscoped.length > 256 ||
       foundation.join() !== this.#filter.foundation.join();
@@ -342,6 +344,7 @@ export class TunnelWireguardPlugin implements Plugin {
             view.components.filter,
             [...view.peers.values()].map((e) => e.peer),
             foundation,
+            servedGroups(view.components),
           )
         : nft,
     );

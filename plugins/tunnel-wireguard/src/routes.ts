@@ -5,7 +5,7 @@
  * this node's own routes are told from anyone else's). A group the node serves is not routed into
  * the tunnel here: its prefixes are behind this node.
  */
-import type { Components } from '@meshp/core';
+import type { Components, RouteGroup } from '@meshp/core';
 import { run } from './exec.js';
 
 /** The routes this plugin adds are marked with this routing protocol number (not in iproute2's rt_protos, so shown as a number). */
@@ -21,6 +21,12 @@ export function routedPrefixes(c: Components): Map<string, string[]> {
     out.set(primary, [...(out.get(primary) ?? []), ...g.prefixes].sort());
   }
   return out;
+}
+
+/** The groups this node is a via node of: its tunnel's forwarded path to their prefixes follows the policy (filter.ts). */
+export function servedGroups(c: Components): RouteGroup[] {
+  const self = c.declaration?.node ?? '';
+  return (c.routeGroups?.groups ?? []).filter((g) => self && g.viaPeers.includes(self));
 }
 
 export const samePrefixes = (a: readonly string[] | undefined, b: readonly string[] | undefined): boolean => (a ?? []).join(',') === (b ?? []).join(',');

@@ -5,11 +5,12 @@
  * wired to. `meshp route set lan --via a3 --via a4`: a1, whose policy allows `route:lan`, reaches the
  * LAN host through a3's tunnel peer (the prefix in that peer's allowed IPs, a kernel route into the
  * interface); a2, whose policy does not, is told nothing and does not reach it, even with the route
- * added by hand. r1's agent and wireguard-go killed, a4 becomes primary and a1 reaches the LAN through
+ * added by hand, nor — once a rule lets it reach the routers themselves — with the LAN put in r1's
+ * allowed IPs by hand: r1's tunnel forwards to the LAN only what a rule to `route:lan` allows. r1's agent and wireguard-go killed, a4 becomes primary and a1 reaches the LAN through
  * it (the time printed); r1 back, the prefix stays with a4 (no flap). The policy revoked, a1 loses the
  * route; the group removed, likewise.
  *
- * Not meshp's yet (README): the routers' forwarding. The test turns net.ipv4.ip_forward on inside
+ * Not meshp's yet (README): turning the routers' forwarding on. The test turns net.ipv4.ip_forward on inside
  * each router's namespace and masquerades there towards the LAN, as the operator does today.
  */
 import t from 'tap';
@@ -17,7 +18,7 @@ import { Proc, workdir } from '../../helpers/grpc-procs.js';
 import { labAvailable, netns, sh, type Netns } from '../../helpers/netns.js';
 import { fileBudget, until } from '../../helpers/budget.js';
 import { alive } from './bed.js';
-import { keyOf, meshBed, reaches, reachesSoon, wgPid, type Node } from './mesh-bed.js';
+import { PORT, keyOf, meshAddress, meshBed, reaches, reachesSoon, wgPid, type Node } from './mesh-bed.js';
 
 fileBudget(300);
 
@@ -103,6 +104,22 @@ t.test(
     await a2.ns.exec('ip', ['route', 'add', LAN, 'dev', a2.ifname]);
     t.notOk(await reaches(a2.ns, LAN_HOST, LAN_PORT), 'nor with the route added by hand: no peer of its tunnel carries the LAN');
     await a2.ns.exec('ip', ['route', 'del', LAN, 'dev', a2.ifname]);
+
+    // a2 may reach the routers themselves (a rule to their tag), so r1 is its peer: it puts the LAN in
+    // r1's allowed IPs by hand and routes it there. r1 forwards nothing from it: no rule to route:lan.
+    await b.policy([
+      { from: 'user', to: 'route:lan' },
+      { from: 'other', to: 'router' },
+    ]);
+    await until('r1 a peer of a2', async () => (await allowedIps(a2)).has(keyOf(r1)), 20, 100);
+    t.ok(await reachesSoon(a2.ns, await meshAddress(r1), PORT, 20), 'a2 reaches r1 itself, as its policy says');
+    const r1Mesh = await meshAddress(r1);
+    await a2.ns.exec('wg', ['set', a2.ifname, 'peer', keyOf(r1), 'allowed-ips', `${r1Mesh}/32,${LAN}`]);
+    await a2.ns.exec('ip', ['route', 'add', LAN, 'dev', a2.ifname]);
+    t.notOk(await reaches(a2.ns, LAN_HOST, LAN_PORT), 'r1 does not forward from a2 to the LAN, though a2 sends it there');
+    t.ok(await reaches(a1.ns, LAN_HOST, LAN_PORT), 'while it does from a1');
+    await a2.ns.exec('ip', ['route', 'del', LAN, 'dev', a2.ifname]);
+    await b.policy([{ from: 'user', to: 'route:lan' }]);
 
     type Listed = { groups: { name: string; primary: string; users: string[] }[] };
     const listed = async () => (JSON.parse(await b.cli('route', 'list', '--json')) as Listed).groups;

@@ -4,7 +4,7 @@ import { componentsFor, declarationFor, filterFor, peerImage, tunnelFor } from '
 import type { NetworkState } from './network.js';
 import { dnsFor } from './dns.js';
 import { PolicyIndex, SCOPE, isControlNode } from './policy.js';
-import { routeGroupsFor, routePeersOf, scoperOf, type Scoper } from './routes.js';
+import { routeGroupsFor, routePeersOf, scoperOf, servedRouteTags, type Scoper } from './routes.js';
 import type { LogEntry, MemberRecord, ModuleDef, PolicyRule, SharedComponentName } from './records.js';
 import type { RouteGroup, RouteGroups } from '../../contract/wire.js';
 
@@ -43,6 +43,7 @@ export function computeSnapshot(net: NetworkState, nodeId: string): Computed {
     shared: net.record.components,
     dns: dnsFor(net),
     routeGroups: routeGroupsNow(net, self),
+    servedRoutes: servedRouteTags(self, groups),
     moduleOf: net.moduleOf,
     privateRange: net.record.privateRange,
   });
@@ -154,7 +155,7 @@ function componentsMoved(s: Sides): Components {
   if (s.groupsNow.length || s.groupsThen.length) changed.routeGroups = routeGroupsNow(net, selfNow);
   // The foundation names are the control-nodes' addresses: a control-node that changed may have moved them.
   if (!changed.dns && controlNodeMoved(net, before)) changed.dns = dnsFor(net);
-  if (s.reachMoved) changed.filter = filterFor(selfNow, s.polNow);
+  if (s.reachMoved || before.shared.has('routeGroups')) changed.filter = filterFor(selfNow, s.polNow, servedRouteTags(selfNow, s.groupsNow));
   if (before.members.has(nodeId)) changed.tunnel = tunnelFor(selfNow, net.record.privateRange);
   const modulesMoved = [...before.modules.keys()].some((m) => selfThen.assigned.includes(m) || selfNow.assigned.includes(m));
   if (before.members.has(nodeId) || modulesMoved) changed.declaration = declarationFor(selfNow, net.moduleOf);

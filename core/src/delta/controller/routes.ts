@@ -122,3 +122,8 @@ export function routePeersOf(
   out.delete(node.id);
   return out;
 }
+
+/** The `route:NAME` destinations of the groups `node` is a via node of: its filter carries their rules. */
+export function servedRouteTags(node: MemberRecord, groups: readonly RouteGroup[]): string[] {
+  return groups.filter((g) => g.viaPeers.includes(node.id)).map((g) => routeTag(g.name));
+}
