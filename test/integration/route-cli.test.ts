@@ -155,3 +155,23 @@ t.test('an agent advertising a prefix with host bits set is refused before it st
   t.equal(bad.code, 1);
   t.match(bad.err, /^MESHP_ROUTE_INVALID: advertised routes: \[0\]: 10\.50\.0\.1\/16 has host bits set/);
 });
+
+t.test("failover: the primary's agent gone, the next via node that is up is primary, node show and /metrics say so", async (t) => {
+  const metric = async (name: string) =>
+    Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(await (await fetch(`http://${ctl.metrics}/metrics`)).text())?.[1] ?? NaN);
+  const failoversBefore = await metric('meshp_route_failovers_total');
+  t.equal((await cli('route', 'set', 'two', '--prefix', '10.70.0.0/16', '--via', 'r1', '--via', 'a', '--yes')).code, 0);
+  const show = async (node: string) =>
+    JSON.parse((await cli('node', 'show', node, '--json')).out) as { routes: { group: string; role: string; primary: string | null }[] };
+  t.same(
+    (await show('a')).routes.find((x) => x.group === 'two'),
+    { group: 'two', role: 'serves', prefixes: ['10.70.0.0/16'], primary: 'r1' },
+    'node show: a serves two, r1 primary',
+  );
+  r1.proc.kill('SIGKILL');
+  await waitUntil('a primary of two', async () => (await show('a')).routes.find((x) => x.group === 'two')?.primary === 'a');
+  t.equal(await metric('meshp_route_failovers_total'), failoversBefore + 1, 'one failover counted');
+  t.ok((await metric('meshp_route_last_failover_timestamp_seconds')) > Date.now() / 1000 - 120, 'and when');
+  const list = JSON.parse((await cli('route', 'list', '--json')).out) as { groups: { name: string; primary: string }[] };
+  t.equal(list.groups.find((g) => g.name === 'two')?.primary, 'a');
+});

@@ -68,10 +68,17 @@ export async function nodeShow(a: RemoteArgs & Out & { node: string }): Promise<
   // The mesh's resolver on the node, as its last report says (issue 25): the line `meshp host status` prints there.
   const dns = r.dns ? { ...r.dns, lastError: r.dns.lastError || null } : null;
   const dnsText = dns ? dnsLine({ dns }) : null;
+  // The route groups it serves or uses (issue 26), from the controller.
+  const routes = r.routes.map((x) => ({ group: x.group, role: x.role, prefixes: [...x.prefixes], primary: x.primary || null }));
+  const routeLines = routes.map(
+    (x) =>
+      `route ${x.group}: ${x.role} ${x.prefixes.join(', ')}; primary ${x.primary ?? 'none'}${x.role === 'serves' && x.primary === node.name ? ' (this node)' : ''}`,
+  );
   const human = [
     nodeDetail(node),
     `found firewall: ${firewall ? `${firewall.kind}${firewall.active ? ' (active)' : ' (inactive)'}; tables ${firewall.tables.join(', ') || '-'}; config ${firewall.configFile ?? '-'}` : 'not reported yet'}`,
     ...(dnsText ? [dnsText] : []),
+    ...routeLines,
     `last preview: ${node.lifecycle?.previewId || node.convergePreviewId || 'none'}; last report ${r.reportedAt || 'none'}`,
     ...(node.lifecycle?.steps.length ? ['lifecycle steps:', ...node.lifecycle.steps.map((s) => `  -> ${s}`)] : []),
     ...(node.lifecycle?.state === 'refused' ? [`refused: ${node.lifecycle.code}: ${node.lifecycle.message}`] : []),
@@ -95,6 +102,7 @@ export async function nodeShow(a: RemoteArgs & Out & { node: string }): Promise<
       resources: resources.map((x) => ({ key: x.key, kind: x.kind, module: x.module, state: x.state, ...(x.reason ? { reason: x.reason } : {}) })),
       reportedAt: r.reportedAt || null,
       dns,
+      routes,
       recentDeltas: sent,
     },
     human.join('\n'),

@@ -28,7 +28,7 @@ import * as queries from './controller/queries.js';
 import * as dns from './controller/dns.js';
 import type { DnsChange, DnsReadback } from './controller/dns.js';
 import * as routes from './controller/routes.js';
-import type { RouteChange, RouteGroupStatus } from './controller/routes.js';
+import type { NodeRoute, RouteChange, RouteGroupStatus } from './controller/routes.js';
 
 export type { ControllerOptions, MemberInput, VersionSigner } from './controller/options.js';
 export type { StoreHealth, StoreHealthView } from './controller/store-health.js';
@@ -117,6 +117,11 @@ export class Controller {
     preview = false,
   ): RouteChange & { group: RouteGroup } {
     return routes.approveRoute(this.#s, network, node, advertised, prefixes, group, preview);
+  }
+
+  /** The groups the node serves or may use, each with its primary. */
+  nodeRoutes(network: string, node: string): NodeRoute[] {
+    return routes.nodeRoutes(this.#s, network, node);
   }
 
   /** Whether the node is a via node of a route group (its stream's liveness then moves primaries). */

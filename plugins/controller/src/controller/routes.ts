@@ -161,3 +161,24 @@ function nodesMoved(net: NetworkState, policy: PolicyIndex, before: Stored, afte
   }
   return out.sort();
 }
+
+export interface NodeRoute {
+  group: string;
+  role: 'serves' | 'uses';
+  prefixes: string[];
+  primary: string;
+}
+
+/** The groups `node` serves or may use, each with its primary: what `node show` says of routes. */
+export function nodeRoutes(s: ControllerState, network: string, node: string): NodeRoute[] {
+  const net = s.net(network);
+  const m = net.members.get(node);
+  if (!m) return [];
+  const out: NodeRoute[] = [];
+  for (const g of groupsOf(net)) {
+    const role = g.viaPeers.includes(node) ? 'serves' : mayUse(m, g, net.policy) ? 'uses' : null;
+    if (!role) continue;
+    out.push({ group: g.name, role, prefixes: [...g.prefixes], primary: liveVia(g, (id) => net.members.has(id), primariesOf(net))[0] ?? '' });
+  }
+  return out;
+}

@@ -150,6 +150,7 @@ function statusMethods({ d, controller, live }: Ctx): Methods<'listNodes' | 'sho
           : {}),
         reportedAt: last?.at ?? '',
         ...(last?.dns ? { dns: { ...last.dns, upstreams: [...last.dns.upstreams], lastError: last.dns.lastError ?? '' } } : {}),
+        routes: controller.nodeRoutes(net, r.node),
       };
     },
     doctor: (r, net) => {

@@ -101,9 +101,17 @@ export class SessionHub implements SessionHost {
   #routeLiveness(network: string, node: string, up: boolean): void {
     const { controller } = this;
     if (this.#stopping || !controller.networks().includes(network) || !controller.servesRoutes(network, node)) return;
-    const move = () => controller.routeLiveness(network, node, up, (id) => this.#sessions.has(`${network}/${id}`));
+    const before = () => new Map(controller.routeGroups(network).map((g) => [g.group.name, g.primary]));
+    let was = new Map<string, string>();
+    const move = () => {
+      was = before();
+      return controller.routeLiveness(network, node, up, (id) => this.#sessions.has(`${network}/${id}`));
+    };
     const moved = (primaries: Record<string, string> | null) => {
       if (!primaries) return;
+      const n = Object.entries(primaries).filter(([g, v]) => was.get(g) !== v).length;
+      this.metrics.routeFailovers += n;
+      if (n) this.metrics.lastRouteFailover = Math.floor(Date.now() / 1000);
       this.log.info({ network, node, up, primaries }, 'route group primary moved');
       this.poke(network);
     };

@@ -865,7 +865,20 @@ export interface ShowNodeResponse {
   firewall?: FirewallState | undefined;
   reportedAt: string;
   /** The mesh's resolver as the node's last report says (issue 25); absent: none reported. */
-  dns?: ResolverStatus | undefined;
+  dns?:
+    | ResolverStatus
+    | undefined;
+  /** issue 26: the route groups the node serves (a via node) or may use (by its policy), from the controller. */
+  routes: NodeRoute[];
+}
+
+export interface NodeRoute {
+  group: string;
+  /** "serves" or "uses". */
+  role: string;
+  prefixes: string[];
+  /** The group's primary now ('': no via node is a member). */
+  primary: string;
 }
 
 export interface FirewallState {
@@ -8789,7 +8802,15 @@ export const ShowNodeRequest: MessageFns<ShowNodeRequest> = {
 };
 
 function createBaseShowNodeResponse(): ShowNodeResponse {
-  return { node: undefined, recentDeltas: [], resources: [], firewall: undefined, reportedAt: "", dns: undefined };
+  return {
+    node: undefined,
+    recentDeltas: [],
+    resources: [],
+    firewall: undefined,
+    reportedAt: "",
+    dns: undefined,
+    routes: [],
+  };
 }
 
 export const ShowNodeResponse: MessageFns<ShowNodeResponse> = {
@@ -8811,6 +8832,9 @@ export const ShowNodeResponse: MessageFns<ShowNodeResponse> = {
     }
     if (message.dns !== undefined) {
       ResolverStatus.encode(message.dns, writer.uint32(50).fork()).join();
+    }
+    for (const v of message.routes) {
+      NodeRoute.encode(v!, writer.uint32(58).fork()).join();
     }
     return writer;
   },
@@ -8876,6 +8900,14 @@ export const ShowNodeResponse: MessageFns<ShowNodeResponse> = {
             message.dns = ResolverStatus.decode(reader, reader.uint32());
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.routes.push(NodeRoute.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -8906,6 +8938,7 @@ export const ShowNodeResponse: MessageFns<ShowNodeResponse> = {
         ? globalThis.String(object.reported_at)
         : "",
       dns: isSet(object.dns) ? ResolverStatus.fromJSON(object.dns) : undefined,
+      routes: globalThis.Array.isArray(object?.routes) ? object.routes.map((e: any) => NodeRoute.fromJSON(e)) : [],
     };
   },
 
@@ -8929,6 +8962,9 @@ export const ShowNodeResponse: MessageFns<ShowNodeResponse> = {
     if (message.dns !== undefined) {
       obj.dns = ResolverStatus.toJSON(message.dns);
     }
+    if (message.routes?.length) {
+      obj.routes = message.routes.map((e) => NodeRoute.toJSON(e));
+    }
     return obj;
   },
 
@@ -8949,6 +8985,124 @@ export const ShowNodeResponse: MessageFns<ShowNodeResponse> = {
     message.dns = (object.dns !== undefined && object.dns !== null)
       ? ResolverStatus.fromPartial(object.dns)
       : undefined;
+    message.routes = object.routes?.map((e) => NodeRoute.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseNodeRoute(): NodeRoute {
+  return { group: "", role: "", prefixes: [], primary: "" };
+}
+
+export const NodeRoute: MessageFns<NodeRoute> = {
+  encode(message: NodeRoute, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.group !== "") {
+      writer.uint32(10).string(message.group);
+    }
+    if (message.role !== "") {
+      writer.uint32(18).string(message.role);
+    }
+    for (const v of message.prefixes) {
+      writer.uint32(26).string(v!);
+    }
+    if (message.primary !== "") {
+      writer.uint32(34).string(message.primary);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): NodeRoute {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseNodeRoute();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.group = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.role = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.prefixes.push(reader.string());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.primary = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): NodeRoute {
+    return {
+      group: isSet(object.group) ? globalThis.String(object.group) : "",
+      role: isSet(object.role) ? globalThis.String(object.role) : "",
+      prefixes: globalThis.Array.isArray(object?.prefixes) ? object.prefixes.map((e: any) => globalThis.String(e)) : [],
+      primary: isSet(object.primary) ? globalThis.String(object.primary) : "",
+    };
+  },
+
+  toJSON(message: NodeRoute): unknown {
+    const obj: any = {};
+    if (message.group !== "") {
+      obj.group = message.group;
+    }
+    if (message.role !== "") {
+      obj.role = message.role;
+    }
+    if (message.prefixes?.length) {
+      obj.prefixes = message.prefixes;
+    }
+    if (message.primary !== "") {
+      obj.primary = message.primary;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<NodeRoute>, I>>(base?: I): NodeRoute {
+    return NodeRoute.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<NodeRoute>, I>>(object: I): NodeRoute {
+    const message = createBaseNodeRoute();
+    message.group = object.group ?? "";
+    message.role = object.role ?? "";
+    message.prefixes = object.prefixes?.map((e) => e) || [];
+    message.primary = object.primary ?? "";
     return message;
   },
 };
