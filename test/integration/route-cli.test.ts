@@ -174,4 +174,6 @@ t.test("failover: the primary's agent gone, the next via node that is up is prim
   t.ok((await metric('meshp_route_last_failover_timestamp_seconds')) > Date.now() / 1000 - 120, 'and when');
   const list = JSON.parse((await cli('route', 'list', '--json')).out) as { groups: { name: string; primary: string }[] };
   t.equal(list.groups.find((g) => g.name === 'two')?.primary, 'a');
+  const doctor = await cli('doctor', 'a');
+  t.match(doctor.out, /^route two: serves 10\.70\.0\.0\/16; primary a \(this node\)$/m, 'doctor says it too');
 });

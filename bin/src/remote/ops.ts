@@ -69,11 +69,8 @@ export async function nodeShow(a: RemoteArgs & Out & { node: string }): Promise<
   const dns = r.dns ? { ...r.dns, lastError: r.dns.lastError || null } : null;
   const dnsText = dns ? dnsLine({ dns }) : null;
   // The route groups it serves or uses (issue 26), from the controller.
-  const routes = r.routes.map((x) => ({ group: x.group, role: x.role, prefixes: [...x.prefixes], primary: x.primary || null }));
-  const routeLines = routes.map(
-    (x) =>
-      `route ${x.group}: ${x.role} ${x.prefixes.join(', ')}; primary ${x.primary ?? 'none'}${x.role === 'serves' && x.primary === node.name ? ' (this node)' : ''}`,
-  );
+  const routes = routesOf(r.routes);
+  const routeLines = routesText(r.routes, node.name);
   const human = [
     nodeDetail(node),
     `found firewall: ${firewall ? `${firewall.kind}${firewall.active ? ' (active)' : ' (inactive)'}; tables ${firewall.tables.join(', ') || '-'}; config ${firewall.configFile ?? '-'}` : 'not reported yet'}`,
@@ -204,6 +201,12 @@ export function verdictOf(node: WireNodeStatus, hashMatches: boolean): string {
   return node.status === 'unverified' ? `${synced}; its tunnel is unverified${detail}` : synced;
 }
 
+type WireRoute = { group: string; role: string; prefixes: string[]; primary: string };
+const routesOf = (rs: readonly WireRoute[]) => rs.map((x) => ({ group: x.group, role: x.role, prefixes: [...x.prefixes], primary: x.primary || null }));
+/** One line per route group the node serves or uses (issue 26), the primary named. */
+const routesText = (rs: readonly WireRoute[], self: string): string[] =>
+  routesOf(rs).map((x) => `route ${x.group}: ${x.role} ${x.prefixes.join(', ')}; primary ${x.primary ?? 'none'}${x.primary === self ? ' (this node)' : ''}`);
+
 export async function doctor(a: RemoteArgs & Out & { node: string }): Promise<void> {
   const r = await withAdmin(a, (c, network) => c.call('doctor', { network, node: a.node }));
   const node = present(r.node, 'node');
@@ -227,9 +230,11 @@ export async function doctor(a: RemoteArgs & Out & { node: string }): Promise<vo
     held: held.map((x) => ({ key: x.key, module: x.module, state: x.state })),
     listening: r.listening,
     published: r.published,
+    routes: routesOf(r.routes),
   };
   const human = [
     nodeDetail(node),
+    ...routesText(r.routes, node.name),
     `${verdict}; snapshot pending ${r.snapshotPending ? 'yes' : 'no'}; log reaches back to version ${r.logFloor}; last report ${r.reportedAt || 'none'}`,
     '',
     'deltas sent, matched by version with what the agent applied:',

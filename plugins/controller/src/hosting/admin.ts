@@ -165,6 +165,7 @@ function statusMethods({ d, controller, live }: Ctx): Methods<'listNodes' | 'sho
         listening: last?.listening ?? [],
         published: last?.published ?? [],
         reportedAt: last?.at ?? '',
+        routes: controller.nodeRoutes(net, s.node.name),
       };
     },
   };

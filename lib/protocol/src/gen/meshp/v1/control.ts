@@ -1177,6 +1177,8 @@ export interface DoctorResponse {
   listening: ListeningSocket[];
   published: PublishedPort[];
   reportedAt: string;
+  /** issue 26: the route groups the node serves or uses, each with its primary (as node show). */
+  routes: NodeRoute[];
 }
 
 /** Defines (or redefines) modules of a network's catalogue; each definition is one change. */
@@ -13432,6 +13434,7 @@ function createBaseDoctorResponse(): DoctorResponse {
     listening: [],
     published: [],
     reportedAt: "",
+    routes: [],
   };
 }
 
@@ -13469,6 +13472,9 @@ export const DoctorResponse: MessageFns<DoctorResponse> = {
     }
     if (message.reportedAt !== "") {
       writer.uint32(90).string(message.reportedAt);
+    }
+    for (const v of message.routes) {
+      NodeRoute.encode(v!, writer.uint32(98).fork()).join();
     }
     return writer;
   },
@@ -13574,6 +13580,14 @@ export const DoctorResponse: MessageFns<DoctorResponse> = {
             message.reportedAt = reader.string();
             continue;
           }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.routes.push(NodeRoute.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -13633,6 +13647,9 @@ export const DoctorResponse: MessageFns<DoctorResponse> = {
         : isSet(object.reported_at)
         ? globalThis.String(object.reported_at)
         : "",
+      routes: globalThis.Array.isArray(object?.routes)
+        ? object.routes.map((e: any) => NodeRoute.fromJSON(e))
+        : [],
     };
   },
 
@@ -13671,6 +13688,9 @@ export const DoctorResponse: MessageFns<DoctorResponse> = {
     if (message.reportedAt !== "") {
       obj.reportedAt = message.reportedAt;
     }
+    if (message.routes?.length) {
+      obj.routes = message.routes.map((e) => NodeRoute.toJSON(e));
+    }
     return obj;
   },
 
@@ -13692,6 +13712,7 @@ export const DoctorResponse: MessageFns<DoctorResponse> = {
     message.listening = object.listening?.map((e) => ListeningSocket.fromPartial(e)) || [];
     message.published = object.published?.map((e) => PublishedPort.fromPartial(e)) || [];
     message.reportedAt = object.reportedAt ?? "";
+    message.routes = object.routes?.map((e) => NodeRoute.fromPartial(e)) || [];
     return message;
   },
 };
