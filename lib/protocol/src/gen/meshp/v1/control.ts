@@ -13474,7 +13474,7 @@ export const DoctorResponse: MessageFns<DoctorResponse> = {
       writer.uint32(90).string(message.reportedAt);
     }
     for (const v of message.routes) {
-      NodeRoute.encode(v!, writer.uint32(98).fork()).join();
+      NodeRoute.encode(v!, writer.uint32(106).fork()).join();
     }
     return writer;
   },
@@ -13580,8 +13580,8 @@ export const DoctorResponse: MessageFns<DoctorResponse> = {
             message.reportedAt = reader.string();
             continue;
           }
-          case 12: {
-            if (tag !== 98) {
+          case 13: {
+            if (tag !== 106) {
               break;
             }
 
