@@ -150,6 +150,13 @@ step "5. the store (15432) answers over the tunnel, not from outside"
 CHECK_MSG="m2 reaches the store at m1's mesh address $m1mesh" check reach m2 "$m1mesh" 15432
 CHECK_MSG="m2 does not reach it over the underlay" check unreach m2 10.77.0.1 15432
 CHECK_MSG="m3 does not" check unreach m3 10.78.0.1 15432
+say "and by name: m2 asks its own resolver, on its mesh address (a node's names are its view's; the store's is every member's)"
+mesh2() { on m2 ip -4 -o addr show dev "$wg2" 2>/dev/null | awk '{print $4}' | cut -d/ -f1; }
+m2mesh=$(mesh2)
+storeip() { on m2 dig +short +tries=1 +time=2 "@$m2mesh" store.default.mesh 2>/dev/null; }
+storebyname() { test "$(storeip)" = "$m1mesh"; }
+CHECK_MSG="m2 resolves store.default.mesh to m1's mesh address $m1mesh" check until_ok 20 storebyname
+CHECK_MSG="and reaches the store by that name's address" check reach m2 "$(storeip)" 15432
 
 step "6. the predecessor's control still writes web.conf: assigned, the change is reported, not reverted"
 ( i=0; while true; do i=$((i+1)); printf 'listen 8080\nwritten-by predecessor, pass %s\n' $i > "$root/etc/web/web.conf"; sleep 1; done ) &

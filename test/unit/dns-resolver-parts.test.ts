@@ -5,7 +5,7 @@
  */
 import t from 'tap';
 import type { Plan } from '@meshp/core';
-import { nameTable, nameserversOf, withDnsOpenings } from '@meshp/dns-resolver';
+import { nameTable, nameserversOf, patchTable, withDnsOpenings, type NamedView } from '@meshp/dns-resolver';
 import { dnsLine } from '../../bin/src/host/render.js';
 
 const plan = (kind: string | null): Plan => ({ node: 'a', mode: 'adopted', actions: [], firewall: { openings: [], refusals: [], kind } });
@@ -55,6 +55,44 @@ t.test("a view's names: its peers, itself, the records; the domain from the netw
   t.same(table.names.get('me.lab.mesh'), { a: ['100.96.0.1'], aaaa: [] }, 'its own name, its address without the prefix');
   t.equal(table.names.get('www.lab.mesh')?.cname, 'web.lab.mesh');
   t.equal(table.names.size, 3);
+});
+
+t.test('a change of peers alone patches the table to what a build from the view would be, whatever the order of joins, renames and removals', async (t) => {
+  const peerOf = (id: string, n: number) => ({
+    peer: { id, nodeKey: 'k', addresses: [`100.96.${n >> 8}.${n & 255}`], tags: [], endpoints: [], inboundOnly: false },
+  });
+  const peers = new Map<string, ReturnType<typeof peerOf>>();
+  const view: NamedView = {
+    network: 'lab',
+    peers,
+    components: {
+      dns: { nameservers: [], searchDomains: [], domain: '', splits: [], records: [{ name: 'printer', addresses: ['100.96.9.9'], cname: '' }] },
+      tunnel: { address: '100.96.0.1/16', listenPort: 51820, mtu: 1280, keepaliveSeconds: 25 },
+      declaration: { apiVersion: 'meshp/v1', node: 'me', mode: 1, modules: [], convergePreviewId: '' },
+    },
+  };
+  for (let i = 0; i < 50; i++) peers.set(`p${i}`, peerOf(`p${i}`, i));
+  const table = nameTable(view);
+  let seed = 7;
+  const rand = (n: number) => (seed = (seed * 1103515245 + 12345) & 0x7fffffff) % n;
+  for (let round = 0; round < 500; round++) {
+    const touched: string[] = [];
+    for (let k = 0, m = 1 + rand(3); k < m; k++) {
+      // A peer named as the record (it shadows it, and gives it back when it goes) and one named as the node itself now and then.
+      const id = rand(10) === 0 ? 'printer' : rand(40) === 0 ? 'me' : `p${rand(80)}`;
+      if (peers.has(id) && rand(2) === 0) peers.delete(id);
+      else peers.set(id, peerOf(id, 100 + rand(100)));
+      touched.push(id);
+    }
+    patchTable(table, view, touched);
+    const built = nameTable(view);
+    if (JSON.stringify([...table.names].sort()) !== JSON.stringify([...built.names].sort())) {
+      t.fail(`round ${round}: the patched table differs from the built one`);
+      return;
+    }
+  }
+  t.pass('500 changes: patched and built tables the same each time');
+  t.same(table.names.get('printer.lab.mesh'), nameTable(view).names.get('printer.lab.mesh'));
 });
 
 t.test('host status says how DNS is integrated: not, the resolver configuration held', async (t) => {

@@ -33,7 +33,9 @@ export function dnsLine(facts: Record<string, unknown>): string | null {
     ? `forwards to ${d.upstreams.join(', ')} (${d.upstreamsFrom === 'found' ? "the machine's own" : 'the network DNS'})`
     : 'nowhere to forward to';
   const last = d.lastAnswerError ? `; last answer error: ${d.lastAnswerError}` : '';
-  return `dns: ${where}, ${up}; DNS not integrated: the resolver configuration is held${last}`;
+  // An older agent says nothing of the manager: what it did is what every agent did then.
+  const integration = d.integration || 'DNS not integrated: the resolver configuration is held';
+  return `dns: ${where}, ${up}; ${integration}${last}`;
 }
 
 export function renderReport(report: HostReport): string {

@@ -174,7 +174,7 @@ async function assemble(
   host: Host | undefined,
   log: pino.Logger,
 ): Promise<{ h: Host; resolver: DnsResolverPlugin | null }> {
-  const resolver = tunnel && !host ? new DnsResolverPlugin({ log }) : null;
+  const resolver = tunnel && !host ? new DnsResolverPlugin({ log, interface: tunnel.status().interface }) : null;
   return { h: host ?? (await agentHost(args, tunnel, resolver)), resolver };
 }
 
@@ -230,6 +230,9 @@ export async function startAgent(args: AgentArgs, host?: Host): Promise<RunningA
   });
   try {
     await agent.start();
+    // Enrolled (or resumed): the controller's pin kept before anything else, so an agent stopped
+    // while its tunnel and resolver come up starts again without its token.
+    writeControllerFile(join(args.state, CONTROLLER_FILE), target);
     await attachFollowers(agent.applier.view, tunnel, resolver, following);
   } catch (e) {
     following();
@@ -238,7 +241,6 @@ export async function startAgent(args: AgentArgs, host?: Host): Promise<RunningA
     if (isMeshpError(e, 'MESHP_REMOVED')) throw new Refusal(e.oneLine(), EXIT_REMOVED);
     throw e;
   }
-  writeControllerFile(join(args.state, CONTROLLER_FILE), target);
   const metrics = args.metricsListen ? await agentMetrics(args.metricsListen, agent, log, resolver) : null;
   // The tunnel stays up across an agent restart: wireguard-go keeps running, found again by its pid.
   const closeRest = async () => {

@@ -8,6 +8,7 @@ import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { MeshpError } from '@meshp/core';
+import { DnsResolverPlugin } from '@meshp/dns-resolver';
 import { ENROLMENT_KEY, LEFT_KEY, describeLeave, leaveMesh, type EnrolResult, type LeaveOutcome, type LeftRecord } from '@meshp/core/agent';
 import { logOptions, usage } from '@meshp/core/util';
 import { TunnelWireguardPlugin } from '@meshp/tunnel-wireguard';
@@ -60,6 +61,8 @@ export async function agentLeave(a: LeaveArgs): Promise<void> {
   const h = assembleAgentHost({ stateDir: a.state, root: a.root, firewall: a.firewall, dockerSocket: a.dockerSocket }, [
     ...agentPlugins(a.firewall),
     ...tunnel,
+    // The mesh's resolver is not running here: what it takes away is a converged node's managed /etc/resolv.conf, put back as found.
+    ...(ifname ? [new DnsResolverPlugin({ interface: ifname })] : []),
     ...extra,
   ]);
   try {

@@ -230,8 +230,11 @@ export async function doctor(a: RemoteArgs & Out & { node: string }): Promise<vo
     held: held.map((x) => ({ key: x.key, module: x.module, state: x.state })),
     listening: r.listening,
     published: r.published,
+    dns: r.dns ? { ...r.dns, lastError: r.dns.lastError || null } : null,
     routes: routesOf(r.routes),
   };
+  // The mesh's resolver and how the machine's resolver asks it (issue 25): node show's line.
+  const dnsText = doc.dns ? dnsLine({ dns: doc.dns }) : null;
   const human = [
     nodeDetail(node),
     ...routesText(r.routes, node.name),
@@ -253,6 +256,7 @@ export async function doctor(a: RemoteArgs & Out & { node: string }): Promise<vo
     held.length ? `held: ${held.map((x) => `${x.key} (${x.module}, ${x.state})`).join('; ')}` : 'held: none',
     `listening: ${r.listening.map((l) => `${l.protocol}/${l.address}:${l.port}${l.process ? ` ${l.process}` : ''}`).join(', ') || 'none reported'}`,
     `published: ${r.published.map((p) => `${p.container} ${p.hostPort}->${p.containerPort}/${p.protocol}`).join(', ') || 'none reported'}`,
+    ...(dnsText ? [dnsText] : []),
   ];
   say(a, doc, human.join('\n'));
 }

@@ -75,8 +75,8 @@ export function recordTunnel(state: string, plugin: TunnelWireguardPlugin, log: 
  */
 /** The resolver's status as a report carries it (its counters by outcome stay on the node's /metrics). */
 function resolverReport(s: ResolverReport): ResolverReport {
-  const { address, port, domain, names, upstreams, upstreamsFrom, lastError, lastAnswerError, queries } = s;
-  return { address, port, domain, names, upstreams, upstreamsFrom, lastError, lastAnswerError, queries };
+  const { address, port, domain, names, upstreams, upstreamsFrom, lastError, lastAnswerError, queries, manager, integrated, integration } = s;
+  return { address, port, domain, names, upstreams, upstreamsFrom, lastError, lastAnswerError, queries, manager, integrated, integration };
 }
 
 export function withTunnel(link: ControlLink, tunnel: TunnelWireguardPlugin, resolver?: { status(): ResolverReport } | null): ControlLink {

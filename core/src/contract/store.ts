@@ -169,6 +169,48 @@ export interface AuthBook {
   putReportAsync?(network: string, node: string, report: ReportMessage): Promise<void>;
   report(network: string, node: string): ReportMessage | null;
   close(): void;
+
+  // ---- a store across the network, read and written without the event loop waiting (issue 24) ----
+  // Absent (SQLite, on the controller's own disk): the synchronous calls above.
+
+  /** What a hello needs, in one read: see HelloFacts. */
+  helloFactsAsync?(credential: string, node: string): Promise<HelloFacts>;
+  /** `confirm` without waiting. */
+  confirmAsync?(network: string, node: string, at: string): Promise<void>;
+  /** What an enrolment reads, in one read: see EnrolFacts. */
+  enrolFactsAsync?(secret: string, nodeKey: string): Promise<EnrolFacts>;
+  /** `markUsed` without waiting: the row's update is the arbiter still. */
+  markUsedAsync?(secret: string, by: string, at: string, nodeKey: string): Promise<boolean>;
+  /** `putCredential` without waiting, in one transaction. */
+  putCredentialAsync?(credential: string, network: string, node: string): Promise<void>;
+  putTokenAsync?(secret: string, t: Omit<StoredToken, 'usedAt' | 'usedBy' | 'usedKey' | 'confirmedAt' | 'revokedAt'>): Promise<void>;
+  listTokensAsync?(network: string): Promise<TokenInfo[]>;
+  revokeTokenAsync?(network: string, id: string, at: string): Promise<TokenRevocation>;
+  revokeAsync?(network: string, node: string, nodeKey: string, at: string): Promise<void>;
+  renameAsync?(network: string, from: string, to: string): Promise<void>;
+  /**
+   * The last reports of these nodes (null: of the network's every node), as any replica wrote them,
+   * read into memory: `report` then answers from it without waiting. A read the store refuses
+   * leaves memory as it was (the last reports known here).
+   */
+  loadReportsAsync?(network: string, nodes: string[] | null): Promise<void>;
+}
+
+/** What a hello reads of the hosting's tables (session.ts). */
+export interface HelloFacts {
+  /** Whose the credential is, or null (never issued, or revoked). */
+  owner: { network: string; node: string } | null;
+  /** In the owner's network, the name `node` (the name the hello says) carries now, when it was renamed. */
+  renamedTo: string | null;
+  /** The keys revoked when a node named `node` was removed, in any network (read only when there is no owner). */
+  revokedKeys: { network: string; nodeKey: string; at: string }[];
+}
+
+/** What an enrolment reads of the hosting's tables (enrolment.ts). */
+export interface EnrolFacts {
+  token: StoredToken | null;
+  /** In the token's network, who held the node key when it was revoked, or null. */
+  revoked: { node: string; at: string } | null;
 }
 
 /** One admin change as the audit log keeps it (issue 28): when, by whom, in which network, what, and the version it made. */
@@ -206,6 +248,8 @@ export interface AuditBook {
    */
   appendAuditAsync?(e: AuditEntry, trimBefore: string): Promise<void>;
   listAudit(q: AuditQuery): AuditEntry[];
+  /** `listAudit` without the event loop waiting (a store across the network). */
+  listAuditAsync?(q: AuditQuery): Promise<AuditEntry[]>;
   /** Forgets the entries before this ISO time; how many. */
   trimAudit(before: string): number;
   close(): void;

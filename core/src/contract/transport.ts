@@ -110,6 +110,12 @@ export interface ResolverReport {
   lastError: string | null;
   lastAnswerError: string;
   queries: number;
+  /** The machine's resolver manager (core/src/lifecycle/resolver-managers.ts' kinds); '' : an older agent. */
+  manager: string;
+  /** Whether the machine's resolver asks the mesh's, through the manager (a per-link entry) or a managed file. */
+  integrated: boolean;
+  /** How, or why not, in one line: `through resolvconf: tun-meshp0.meshp …`, `the resolver configuration is held (…)`. */
+  integration: string;
 }
 
 export interface ReconcileOutcome {

@@ -48,23 +48,48 @@ export function revokeRow(
   revoke: (hash: string) => boolean,
   reread: (hash: string) => TokenRow | undefined,
 ): TokenRevocation {
+  const row = revocableRow(rows, network, id);
+  if (row.revoked_at) return { token: tokenFromRow(row), revoked: false };
+  if (revoke(row.hash)) return { token: tokenFromRow(reread(row.hash)!), revoked: true };
+  return notRevoked(reread(row.hash)!);
+}
+
+/** `revokeRow` for a store read and written without waiting (store-postgres). */
+export async function revokeRowAsync(
+  rows: TokenRow[],
+  network: string,
+  id: string,
+  revoke: (hash: string) => Promise<boolean>,
+  reread: (hash: string) => Promise<TokenRow | undefined>,
+): Promise<TokenRevocation> {
+  const row = revocableRow(rows, network, id);
+  if (row.revoked_at) return { token: tokenFromRow(row), revoked: false };
+  if (await revoke(row.hash)) return { token: tokenFromRow((await reread(row.hash))!), revoked: true };
+  return notRevoked((await reread(row.hash))!);
+}
+
+/** The one row of the network the id names, not used. */
+function revocableRow(rows: TokenRow[], network: string, id: string): TokenRow {
   if (!/^[0-9a-f]{1,64}$/.test(id)) throw usage(`token id ${JSON.stringify(id)} is not one (${TOKEN_ID_CHARS} hex digits, as \`meshp token list\` shows)`);
   const mine = rows.filter((r) => r.network === network);
   if (mine.length === 0) throw notFound('token', id, network);
   if (mine.length > 1) throw usage(`token id ${id} names ${mine.length} tokens: give more of it`);
   const row = mine[0]!;
-  const used = (r: TokenRow) =>
-    new MeshpError(
-      'MESHP_TOKEN_USED',
-      `token ${tokenId(r.hash)} was used by node ${r.used_by} at ${r.used_at}: it enrols no one else; to take the node out: meshp node remove ${r.used_by} --yes`,
-    );
-  if (row.used_at) throw used(row);
-  if (row.revoked_at) return { token: tokenFromRow(row), revoked: false };
-  if (revoke(row.hash)) return { token: tokenFromRow(reread(row.hash)!), revoked: true };
-  const now = reread(row.hash)!;
-  if (now.used_at) throw used(now);
+  if (row.used_at) throw usedError(row);
+  return row;
+}
+
+/** The row as it is after a revocation that did not take: used in between, or revoked by another. */
+function notRevoked(now: TokenRow): TokenRevocation {
+  if (now.used_at) throw usedError(now);
   return { token: tokenFromRow(now), revoked: false };
 }
+
+const usedError = (r: TokenRow) =>
+  new MeshpError(
+    'MESHP_TOKEN_USED',
+    `token ${tokenId(r.hash)} was used by node ${r.used_by} at ${r.used_at}: it enrols no one else; to take the node out: meshp node remove ${r.used_by} --yes`,
+  );
 
 /** Newest first by creation; tokens without a creation time last, by expiry. */
 export function newestFirst(a: StoredToken, b: StoredToken): number {

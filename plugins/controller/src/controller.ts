@@ -24,6 +24,7 @@ import * as members from './controller/members.js';
 import * as protocol from './controller/sync-protocol.js';
 import { flushSync } from './controller/group-commit.js';
 import type { StoreHealth } from './controller/store-health.js';
+import type { StoredSync } from './controller/sync-protocol.js';
 import * as queries from './controller/queries.js';
 import * as dns from './controller/dns.js';
 import type { DnsChange, DnsReadback } from './controller/dns.js';
@@ -267,8 +268,18 @@ export class Controller {
   }
 
   /** A new stream: resume from the agent's own version, or snapshot; an agent past this controller's version moves it ahead (sync-protocol.ts). */
-  hello(network: string, id: string, appliedVersion: number, hash: string, versionSignature?: Uint8Array, revision?: number): AckResult {
-    return protocol.hello(this.#s, network, id, appliedVersion, hash, versionSignature, revision);
+  /**
+   * `stored`: the node's sync record as a store across the network holds it, read before without
+   * waiting (`storedSyncAsync`); absent, the store is read here.
+   */
+  hello(network: string, id: string, appliedVersion: number, hash: string, versionSignature?: Uint8Array, revision?: number, stored?: StoredSync): AckResult {
+    return protocol.hello(this.#s, network, id, appliedVersion, hash, versionSignature, revision, stored);
+  }
+
+  /** A store across the network: the node's sync record as it holds it, read without the event loop waiting, for `hello`. */
+  async storedSyncAsync(network: string, id: string): Promise<StoredSync | undefined> {
+    const read = this.#s.store.syncRecordAsync;
+    return read ? { record: await read(network, id) } : undefined;
   }
 
   /** The agent refused a delta or lost its view: the next answer is a snapshot. */

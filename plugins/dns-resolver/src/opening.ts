@@ -4,6 +4,7 @@
  * node and in the derived filter on a converged one; shown in the converge preview with the rest.
  */
 import { resourceKey, toOpening, type Opening, type Plan, type Settings } from '@meshp/core';
+import { parseRange } from '@meshp/core/net';
 
 export const DNS_MODULE = 'dns';
 
@@ -34,4 +35,14 @@ export function withDnsOpenings(plan: Plan, settings: Pick<Settings, 'privateRan
     ],
     firewall: { ...plan.firewall, openings: [...plan.firewall.openings, ...missing] },
   };
+}
+
+/** The mesh's range from a tunnel address with its prefix (`100.96.0.3/16` → `100.96.0.0/16`); undefined without one. */
+export function meshRange(address: string | undefined): string | undefined {
+  if (!address || !address.includes('/')) return undefined;
+  try {
+    return parseRange(address).text;
+  } catch {
+    return undefined;
+  }
 }

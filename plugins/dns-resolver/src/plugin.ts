@@ -3,16 +3,20 @@
  * that answers the mesh's domain from the node's view — its peers by name, its own name, the DNS
  * component's records — and forwards every other name: a split domain to its own nameservers, the
  * rest to the component's nameservers or, with none, to the resolvers the machine already uses (read
- * from its resolver configuration, never written). Its table is rebuilt from the view on each delta,
- * so a peer the policy hides or the controller removes has no name from that delta on.
+ * from its resolver configuration). Its table follows the view at each delta, so a peer the policy
+ * hides or the controller removes has no name from that delta on. The machine's own resolver is
+ * told of it through its manager, or held (machine.ts).
  */
-import { PLUGIN_API_VERSION, type Plugin, type PluginHost, type ResolverReport } from '@meshp/core';
+import { PLUGIN_API_VERSION, type Action, type Plan, type Plugin, type PluginHost, type ResolverReport, type ViewChange } from '@meshp/core';
 import { oneLine, usage } from '@meshp/core/util';
 import { parseNameserver } from '@meshp/core/schema';
 import { answerMesh, decodeQuery, failure, rcodeOf, type Outcome } from './answer.js';
 import { forward, type Upstream } from './forward.js';
-import { inDomain, nameTable, type NameTable, type NamedView } from './names.js';
-import { withDnsOpenings } from './opening.js';
+import type { ManagerCommands } from './integrate.js';
+import { MachineResolver } from './machine.js';
+import type { Runner } from './run.js';
+import { NAMED_COMPONENTS, inDomain, nameTable, patchTable, type NameTable, type NamedView } from './names.js';
+import { meshRange, withDnsOpenings } from './opening.js';
 import { foundNameservers, resolvConfPath } from './resolv-conf.js';
 import { listen, type Listening } from './server.js';
 
@@ -34,6 +38,11 @@ export interface DnsResolverOptions {
   privateRange?: string;
   /** Each upstream's time to answer. */
   forwardTimeoutMs?: number;
+  /** The tunnel's interface: the link the machine's resolver manager is told of. Without one, nothing is integrated. */
+  interface?: string;
+  /** The manager's commands (default: resolvectl, resolvconf on PATH) and how they are run. */
+  commands?: Partial<ManagerCommands>;
+  runner?: Runner;
   log?: ResolverLog;
 }
 
@@ -55,8 +64,9 @@ export class DnsResolverPlugin implements Plugin {
   readonly #o: DnsResolverOptions & { port: number };
   readonly #log: ResolverLog;
   #root = '/';
+  readonly #machine: MachineResolver;
   #view: (NamedView & { readonly version: number }) | null = null;
-  #table: NameTable = { domain: '', names: new Map() };
+  #table: NameTable = { domain: '', names: new Map(), records: new Map() };
   #listening: Listening | null = null;
   #chain: Promise<void> = Promise.resolve();
   #applied = 0;
@@ -71,20 +81,43 @@ export class DnsResolverPlugin implements Plugin {
     if (!Number.isInteger(port) || port < 0 || port > 65535) throw usage(`dns port ${port}: a port 0..65535 (0: any, for tests)`);
     this.#o = { ...options, port };
     this.#log = options.log ?? SILENT;
+    this.#machine = new MachineResolver({
+      log: this.#log,
+      ...(options.interface ? { interface: options.interface } : {}),
+      ...(options.commands ? { commands: options.commands } : {}),
+      ...(options.runner ? { runner: options.runner } : {}),
+    });
   }
 
   apply(host: PluginHost): void {
     this.#root = this.#o.root ?? host.options.root;
-    host.hooks.viewChanged.tap(this.name, () => {
-      if (this.#view) this.#enqueue(() => this.#sync());
+    this.#machine.bind(host, this.#root);
+    host.hooks.viewChanged.tap(this.name, (change) => {
+      if (this.#view) this.#enqueue(() => this.#sync(change));
     });
-    host.hooks.plan.tapPromise(this.name, async (plan, ctx) => withDnsOpenings(plan, ctx.declaration.settings, this.#o.port, this.#o.privateRange));
+    host.hooks.plan.tapPromise(this.name, async (plan, ctx) => {
+      // A member's declaration carries no private range (genesis's does): its tunnel's address carries the prefix.
+      const opened = withDnsOpenings(plan, ctx.declaration.settings, this.#o.port, this.#o.privateRange ?? meshRange(this.#view?.components.tunnel?.address));
+      const file = await this.#fileAction(opened);
+      return file ? { ...opened, actions: [...opened.actions, file] } : opened;
+    });
     host.hooks.report.tapPromise(this.name, async (report) => ({ ...report, facts: { ...report.facts, dns: this.status() } }));
     host.hooks.leave.tapPromise(this.name, async (leaving) => {
-      leaving.removed.push(
-        `the mesh's resolver on ${this.#listening ? `${this.#listening.address}:${this.#listening.port}` : 'the mesh address'} (nothing of the machine's resolver configuration was written)`,
-      );
-      if (!leaving.preview) await this.close();
+      // Not attached (`meshp agent leave`, the agent stopped): no resolver here to speak of.
+      if (this.#view)
+        leaving.removed.push(`the mesh's resolver on ${this.#listening ? `${this.#listening.address}:${this.#listening.port}` : 'the mesh address'}`);
+      // Not attached: an entry an agent killed before it could take it away.
+      const left = this.#view ? null : await this.#machine.forget(leaving.preview);
+      if (left) leaving.removed.push(left);
+      const entry = this.#machine.entry;
+      const file = await this.#machine.restoreFile(leaving.preview);
+      if (file) leaving.removed.push(file);
+      if (leaving.preview) {
+        if (entry) leaving.removed.push(entry);
+        return;
+      }
+      const removed = await this.#shutdown();
+      if (removed) leaving.removed.push(removed);
     });
   }
 
@@ -107,10 +140,17 @@ export class DnsResolverPlugin implements Plugin {
   }
 
   async close(): Promise<void> {
+    await this.#shutdown();
+  }
+
+  /** Stops answering; the manager's entry taken away first (it would name a resolver that no longer answers). What was removed, if anything. */
+  async #shutdown(): Promise<string | null> {
     this.#closed = true;
     await this.#chain;
+    const removed = await this.#machine.unlink();
     await this.#listening?.close();
     this.#listening = null;
+    return removed;
   }
 
   status(): DnsResolverStatus {
@@ -127,6 +167,8 @@ export class DnsResolverPlugin implements Plugin {
       lastError: this.#lastError,
       lastAnswerError: this.#lastAnswerError,
       queries: this.#queries,
+      manager: this.#machine.manager,
+      ...this.#machine.integration,
       answers: { ...this.#answers },
     };
   }
@@ -151,18 +193,30 @@ export class DnsResolverPlugin implements Plugin {
     });
   }
 
-  /** The table from the view; the sockets (re)bound on the mesh address when it moved. */
-  async #sync(): Promise<void> {
+  /** The table from the view (patched, when only peers changed); the sockets (re)bound on the mesh address when it moved. */
+  async #sync(change?: ViewChange): Promise<void> {
     const view = this.#view!;
-    this.#table = nameTable(view);
+    if (change && change.fromVersion > 0 && this.#applied > 0 && !change.components.some((c) => NAMED_COMPONENTS.includes(c)))
+      patchTable(this.#table, view, [...change.upserted, ...change.removed, ...change.unscoped]);
+    else this.#table = nameTable(view);
     this.#applied = view.version;
     const address = this.#o.listenAddress ?? (view.components.tunnel?.address ?? '').replace(/\/\d+$/, '');
     if (!address) throw new Error('no mesh address yet: the view has no tunnel component');
-    if (this.#listening?.address === address) return;
-    await this.#listening?.close();
-    this.#listening = null;
-    this.#listening = await listen(address, this.#o.port, (q, tcp) => this.#answer(q, tcp));
-    this.#log.info({ address, port: this.#listening.port, domain: this.#table.domain, names: this.#table.names.size }, 'dns resolver answering');
+    if (this.#listening?.address !== address) {
+      await this.#machine.unlink();
+      await this.#listening?.close();
+      this.#listening = null;
+      this.#listening = await listen(address, this.#o.port, (q, tcp) => this.#answer(q, tcp));
+      this.#log.info({ address, port: this.#listening.port, domain: this.#table.domain, names: this.#table.names.size }, 'dns resolver answering');
+    }
+    await this.#machine.integrate(address, this.#listening.port, this.#table.domain, view.components.dns?.searchDomains ?? []);
+  }
+
+  /** The file action of the plan: the mesh's resolver on port 53 is what a resolv.conf can name. */
+  async #fileAction(plan: Plan): Promise<Action | null> {
+    const l = this.#listening;
+    const want = l && l.port === 53 ? { address: l.address, domain: this.#table.domain, searchDomains: this.#view?.components.dns?.searchDomains ?? [] } : null;
+    return this.#machine.fileAction(plan, want);
   }
 
   /** Where a name outside the mesh goes: the longest split domain it is under, else the component's nameservers, else the found ones. */

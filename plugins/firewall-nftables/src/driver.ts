@@ -26,6 +26,7 @@ import { parseRuleset, tableKey, type NftObject, type NftTable, type Ruleset } f
 import { parseShape } from './shape.js';
 import { summarize } from './summary.js';
 import { watchRuleset } from './watch.js';
+import { NoopMemo, askedKey, routesKey } from './noop-memo.js';
 
 export interface NftablesDriverOptions {
   runner: Runner;
@@ -97,15 +98,22 @@ export class NftablesDriver implements FirewallDriver {
    * The live ruleset with the routes read beside it (routes.ts), for placing and walking: how
    * `iifname` is read. Read only when a rule matches an interface other than lo.
    */
-  async #listedWithRoutes(): Promise<Ruleset> {
-    const rs = await this.nft.list();
+  async #listedWithRoutes(text?: string): Promise<Ruleset & { routesRead?: string }> {
+    const rs = parseRuleset(text ?? (await this.nft.listText()));
     if (!matchesInterfaces(rs)) return rs;
     const arrivals = await readArrivals(this.o.runner);
-    return arrivals ? { ...rs, arrivals } : rs;
+    return { ...rs, ...(arrivals ? { arrivals } : {}), routesRead: routesKey(arrivals) };
   }
 
+  /** The last no-op ensure, by what it read: the next with the same ruleset and ask answers at once (noop-memo.ts). */
+  readonly noop = new NoopMemo();
+
   async ensure(openings: Opening[], refusals: Opening[]): Promise<EnsureResult> {
-    const before = await this.#listedWithRoutes();
+    const text = await this.nft.listText();
+    const asked = askedKey(openings, refusals, this.o.privateRange);
+    const same = await this.noop.answer(text, asked, async () => routesKey(await readArrivals(this.o.runner)));
+    if (same) return same;
+    const before = await this.#listedWithRoutes(text);
     const unplaceable: Unplaceable[] = [];
     const plan = planEnsure(before, openings, refusals, this.o.privateRange, unplaceable);
     const refused = unplaceable.map((u) => ({
@@ -113,15 +121,20 @@ export class NftablesDriver implements FirewallDriver {
       reason: new MeshpError('MESHP_OPENING_UNPLACEABLE', `opening ${u.id}: no place in nftables honours the found firewall: ${u.reason}`).oneLine(),
     }));
     const extra = refused.length ? { refused } : {};
-    if (plan.head.length === 0 && plan.additions.length === 0) return { added: [], removed: [], ...extra };
+    if (plan.head.length === 0 && plan.additions.length === 0) {
+      const result = { added: [], removed: [], ...extra };
+      this.noop.keep(text, asked, before.routesRead, result);
+      return result;
+    }
+    this.noop.forget();
     const result = { added: plan.added, removed: plan.removed, ...extra };
     // Fast path: nft's own syntax, ending with a receipt — a fresh nonce in the mesh table's
     // receipt set. The batch is one transaction: the nonce is there afterwards only if all of it
     // committed (nft can exit 0 having applied nothing, docs/firewalls.md pitfall 5), and one set reads back in a
     // few milliseconds, however many rules the batch wrote.
     const nonce = plan.meshAfter ? freshNonce(before) : null;
-    const text = nonce === null ? null : nativePlan(plan);
-    if (nonce !== null && text !== null && (await this.nft.applyNative(text + receiptLines(nonce)))) {
+    const script = nonce === null ? null : nativePlan(plan);
+    if (nonce !== null && script !== null && (await this.nft.applyNative(script + receiptLines(nonce)))) {
       const receipt = await this.nft.receipt();
       if (!receipt.includes(nonce)) {
         throw new MeshpError(

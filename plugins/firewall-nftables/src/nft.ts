@@ -27,9 +27,13 @@ export class Nft {
   }
 
   async list(): Promise<Ruleset> {
+    return parseRuleset(await this.listText());
+  }
+
+  /** The ruleset as nft writes it (JSON), unparsed. */
+  async listText(): Promise<string> {
     this.reads++;
-    const { stdout } = await this.run(['-j', 'list', 'ruleset'], 'nft -j list ruleset');
-    return parseRuleset(stdout);
+    return (await this.run(['-j', 'list', 'ruleset'], 'nft -j list ruleset')).stdout;
   }
 
   async apply(batch: Batch): Promise<void> {

@@ -1,6 +1,7 @@
 /**
  * The audit log in PostgreSQL (issue 28): one table every replica appends to and reads, so two
- * replicas keep one log (migration 5). Written and read through at each call, nothing cached.
+ * replicas keep one log (migration 5). Written and read through at each call, nothing cached; on
+ * the controller's thread without waiting (appendAuditAsync, listAuditAsync: issue 24).
  */
 import type { AuditBook, AuditEntry, AuditQuery } from '@meshp/core';
 import type { SyncPg } from './sync-pg.js';
@@ -20,6 +21,18 @@ const insert = (e: AuditEntry) => ({
   values: [e.at, e.actor, e.network, e.method, e.node, e.summary, e.stateVersion],
 });
 
+/** The newest `limit` entries of the query, asked newest first. */
+const list = (q: AuditQuery) => ({
+  text: 'SELECT * FROM audit_log WHERE network = $1 AND at >= $2 AND ($3::text IS NULL OR node = $3) ORDER BY at DESC, id DESC LIMIT $4',
+  values: [q.network, q.since ?? '', q.node ?? null, q.limit],
+});
+
+/** Oldest first, as the log reads. */
+const entries = (rows: Row[]): AuditEntry[] =>
+  rows
+    .map((r) => ({ at: r.at, actor: r.actor, network: r.network, method: r.method, node: r.node, summary: r.summary, stateVersion: Number(r.state_version) }))
+    .reverse();
+
 export class PostgresAuditStore implements AuditBook {
   readonly #db: SyncPg;
 
@@ -36,13 +49,13 @@ export class PostgresAuditStore implements AuditBook {
   }
 
   listAudit(q: AuditQuery): AuditEntry[] {
-    const rows = this.#db.rows<Row>(
-      'SELECT * FROM audit_log WHERE network = $1 AND at >= $2 AND ($3::text IS NULL OR node = $3) ORDER BY at DESC, id DESC LIMIT $4',
-      [q.network, q.since ?? '', q.node ?? null, q.limit],
-    );
-    return rows
-      .map((r) => ({ at: r.at, actor: r.actor, network: r.network, method: r.method, node: r.node, summary: r.summary, stateVersion: Number(r.state_version) }))
-      .reverse();
+    const { text, values } = list(q);
+    return entries(this.#db.rows<Row>(text, values));
+  }
+
+  async listAuditAsync(q: AuditQuery): Promise<AuditEntry[]> {
+    const [r] = await this.#db.runAsync([list(q)]);
+    return entries(r!.rows as unknown as Row[]);
   }
 
   trimAudit(before: string): number {

@@ -93,6 +93,14 @@ t.test(
     t.ok(await reachesSoon(m.ns, cMesh, STORE), 'adopted: the member reaches the store over the tunnel');
     const marked = (await m.ns.exec('nft', ['list', 'table', 'inet', 'filter'])).stdout;
     t.match(marked, /meshp:tunnel\/incoming\/udp\/51820/, "the tunnel's port opened in the found table's own terms");
+    // The member's resolver answers the mesh on its mesh address: its port opened to the mesh's range only
+    // (the prefix of the member's tunnel address: a member's declaration carries no range of its own).
+    for (const protocol of ['udp', 'tcp'])
+      t.match(
+        marked,
+        new RegExp(`ip saddr 100\\.96\\.0\\.0/16 ${protocol} dport 53 .*comment "meshp:dns/incoming/${protocol}/53"`),
+        `the resolver's ${protocol}/53 opened from the mesh range, in the found table's own terms`,
+      );
 
     await t.test("the preview counts the tunnel plugin's port as the agent does, and marks the live ssh session", async (t) => {
       await until('the session is in the report', async () => ((await preview()).preview.items.find((i) => i.port === SSH)?.liveConnections ?? 0) > 0, 30);
@@ -100,6 +108,8 @@ t.test(
       const by = (port: number, protocol = 'tcp') => p.items.find((i) => i.port === port && i.protocol === protocol);
       t.match(by(51820, 'udp'), { declaredBy: 'tunnel', after: 'open' }, "51820/udp stays open: the tunnel plugin's opening, counted by the controller too");
       t.match(by(SSH), { after: 'closes', liveConnections: 1 });
+      for (const protocol of ['udp', 'tcp'])
+        t.match(by(53, protocol), { declaredBy: 'dns' }, `53/${protocol}: the resolver's opening, in the preview with the rest`);
       t.match(by(PORT), { after: 'closes' });
       t.match(p.steps.join('\n'), /22\/tcp .* closes with 1 live connection, perhaps your own ssh session \(they live on; no new one opens\)/);
       const human = await run('node', 'converge', m.name, '--preview');

@@ -2,7 +2,7 @@
  * `meshp agent leave --state DIR` (issue 33 item 9): the same leave on purpose, from the agent's
  * state folder, the controller not asked. `--preview` says what will go and changes nothing; off a
  * terminal without `--yes` it is refused MESHP_CONFIRM_NEEDED; `--yes` stops the wireguard-go the
- * agent left running, the interface, its table and the marked rule, and keeps the found table byte
+ * agent left running, the interface, its table and the marked rules (the tunnel's, the resolver's), and keeps the found table byte
  * for byte; an agent started on that state folder afterwards refuses (MESHP_REMOVED, status 3).
  */
 import t from 'tap';
@@ -18,7 +18,14 @@ t.test('meshp agent leave', { skip: labAvailable() ? false : 'needs root for a n
   const before = await m.found();
   const a = m.agent('a1', { tunnel: true, token: m.token() });
   const pid = Number((await a.proc.waitFor((l) => l.msg === 'tunnel attached', 60_000)).pid);
-  await until('the tunnel port opened in the found table', async () => (await m.found()).includes('meshp:tunnel/incoming/udp/51820'), 40);
+  await until(
+    "the tunnel's and the resolver's ports opened in the found table",
+    async () => {
+      const found = await m.found();
+      return ['meshp:tunnel/incoming/udp/51820', 'meshp:dns/incoming/udp/53', 'meshp:dns/incoming/tcp/53'].every((id) => found.includes(id));
+    },
+    40,
+  );
   a.proc.kill('SIGTERM');
   t.equal(await a.proc.exited, 0, 'the agent stopped (the unit stopped first, as the README says)');
   t.ok(alive(pid), 'wireguard-go outlives it, as it does across a restart');
@@ -32,12 +39,15 @@ t.test('meshp agent leave', { skip: labAvailable() ? false : 'needs root for a n
     t.match(r.out, `will remove:\n  - wireguard-go (pid ${pid}) and its interface ${a.ifname}`);
     t.match(r.out, `  - nft table inet meshp_wg_${a.ifname}\n`);
     t.match(r.out, '  - marked nftables rule meshp:tunnel/incoming/udp/51820\n');
+    // The mesh's resolver's port, opened to the mesh range (the tunnel address's prefix) in the found table too.
+    t.match(r.out, '  - marked nftables rule meshp:dns/incoming/udp/53\n');
+    t.match(r.out, '  - marked nftables rule meshp:dns/incoming/tcp/53\n');
     t.ok(alive(pid), 'wireguard-go still runs');
     t.ok(await m.link(a.ifname), 'the interface is still there');
     t.equal(await m.found(), withRule, 'the firewall unchanged');
     const j = JSON.parse(leave('--preview', '--json').out) as { removed: string[]; preview: boolean };
     t.equal(j.preview, true);
-    t.equal(j.removed.length, 3, 'the same three things, as JSON');
+    t.equal(j.removed.length, 5, 'the same five things, as JSON');
   });
 
   await t.test('without --yes off a terminal: refused, nothing changed', async (t) => {

@@ -160,7 +160,19 @@ t.test(
       t.equal(dns!.port, 53);
       t.equal(dns!.domain, 'default.mesh');
       t.same([dns!.upstreams, dns!.upstreamsFrom], [[OUTSIDE_IP], 'found'], "the rest to a1's own resolver, as its resolv.conf names it");
-      t.match(await b.cli('node', 'show', 'a1'), `dns: answers default.mesh on ${mesh.get(a1)}:53`, 'and in words');
+      const held = 'DNS not integrated: the resolver configuration is held (etc/resolv.conf a plain file, found: never written on an adopted node)';
+      const words = await b.cli('node', 'show', 'a1');
+      t.match(words, `dns: answers default.mesh on ${mesh.get(a1)}:53`, 'and in words');
+      t.match(words, held, "how DNS is integrated: not, a1's resolv.conf is a plain file on an adopted node");
+      const doctored = JSON.parse(await b.cli('doctor', 'a1', '--json')) as { dns: { address: string; manager: string; integrated: boolean } | null };
+      t.same(
+        [doctored.dns?.address, doctored.dns?.manager, doctored.dns?.integrated],
+        [mesh.get(a1), 'file', false],
+        'doctor a1 --json carries the resolver and its manager',
+      );
+      const doctorWords = await b.cli('doctor', 'a1');
+      t.match(doctorWords, `dns: answers default.mesh on ${mesh.get(a1)}:53`, 'doctor a1 carries the DNS line');
+      t.match(doctorWords, held);
     });
 
     await t.test("node remove: the name is gone; a1's resolver configuration is byte for byte as it was", async (t) => {

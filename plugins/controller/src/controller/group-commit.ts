@@ -16,7 +16,8 @@ export const FLUSH_RETRY_MAX_MS = 5000;
  */
 export function putSync(s: ControllerState, net: NetworkState, id: string, sync: SyncRecord, durable = false): void {
   const key = dirtyKey(net.record.name, id);
-  if (durable || s.syncFlushMs <= 0) {
+  // A store across the network is never waited on: its record goes with the next flush, at once (arm).
+  if ((durable || s.syncFlushMs <= 0) && !s.store.transactionAsync) {
     s.dirty.delete(key);
     try {
       s.store.transaction(() => s.store.putSync(net.record.name, id, sync));

@@ -18,6 +18,7 @@ import {
   type AckResult,
   type ReportedHandshakes,
   type ReportedState,
+  type SyncRecord,
 } from '@meshp/core/delta';
 import { moveAhead } from './log.js';
 import { putSync } from './group-commit.js';
@@ -78,6 +79,11 @@ export function snapshotHold(s: ControllerState, network: string, id: string): {
  * and every other as it asks, gets a snapshot newer than anything it holds (an agent never
  * goes back to an older version).
  */
+/** A node's sync record as a store across the network holds it (none: `record` undefined), read before its hello. */
+export interface StoredSync {
+  record: SyncRecord | undefined;
+}
+
 export function hello(
   s: ControllerState,
   network: string,
@@ -86,11 +92,12 @@ export function hello(
   hash: string,
   versionSignature?: Uint8Array,
   revision?: number,
+  given?: StoredSync,
 ): AckResult {
   const net = s.net(network);
   // A shared store: the node's stream may have been on another controller, whose record is the one
   // written; this one's is kept when it is as far (its stream was here: its basis may be further).
-  const stored = s.dirty.has(dirtyKey(network, id)) ? undefined : s.store.syncRecord?.(network, id);
+  const stored = s.dirty.has(dirtyKey(network, id)) ? undefined : given ? given.record : s.store.syncRecord?.(network, id);
   const mine = net.sync.get(id);
   if (stored && (!mine || stored.sent > mine.sent || stored.applied > mine.applied)) net.sync.set(id, stored);
   const sync = s.sync(net, id);

@@ -3,7 +3,16 @@
  * change followed by its fan-out (`changed`: the hub pumps the streams the change concerns).
  * Requests and answers are in the wire's shapes; the methods are grouped by area below.
  */
-import { MeshpError, adminMethod, type AdminHandler, type AdminMethods, type ModuleDecl, type ReportMessage, type WireModuleDecl } from '@meshp/core';
+import {
+  MeshpError,
+  adminMethod,
+  type AdminHandler,
+  type AdminMethods,
+  type ModuleDecl,
+  type ReportMessage,
+  type ResolverReport,
+  type WireModuleDecl,
+} from '@meshp/core';
 import { WIRE_MODE, declarationFromWire, modeFromWire, modeToWire, type SentSummary } from '@meshp/core/delta';
 import type { ConvergePreview } from '@meshp/core/lifecycle';
 import { checkModuleDefs } from '@meshp/core/schema';
@@ -20,7 +29,8 @@ import { policyMethods } from './policy-methods.js';
 import { auditedChange, auditMethods, type AuditDeps } from './audit.js';
 import { dnsMethods } from './dns-admin.js';
 import { routeMethods } from './route-admin.js';
-import { nameTaken, notFound, usage } from '@meshp/core/util';
+import { asyncMethods, renameChecks, renameFirst, reportsFirst } from './admin-async.js';
+import { notFound, oneLine, usage } from '@meshp/core/util';
 
 export const DEFAULT_NETWORK = 'default';
 
@@ -88,10 +98,14 @@ export interface AdminDeps {
   removed?(network: string, node: string, nodeKey: string): void;
   /** The node is about to have a new name: its credential and report follow (called again, reversed, when the controller's store refuses the rename). */
   renaming?(network: string, from: string, to: string): void;
+  /** `renaming` without waiting (a store across the network): called before the call's change. */
+  renamingAsync?(network: string, from: string, to: string): Promise<void>;
   /** The node has a new name: its stream follows. */
   renamed?(network: string, from: string, to: string): void;
   /** The audit log every change is recorded in (issue 28; audit.ts). Absent: none kept. */
   audit?: Omit<AuditDeps, 'controller' | 'log'>;
+  /** A store across the network: the reports of these nodes (null: the network's) read into memory, without waiting (admin-async.ts). */
+  loadReports?(network: string, nodes: string[] | null): Promise<void>;
 }
 
 /** The most nodes one ListNodes page holds (a NodeStatus with its held resources is a few KB; the message limit is 4 MB). */
@@ -128,6 +142,9 @@ function context(d: AdminDeps): Ctx {
   return { d, controller, live, node, change, undo: [] };
 }
 
+/** The resolver's status as the admin answers carry it (no error is '' on the wire). */
+const resolverOf = (d: ResolverReport) => ({ ...d, upstreams: [...d.upstreams], lastError: d.lastError ?? '' });
+
 /** What the nodes are: their statuses, one node's, its doctor. */
 function statusMethods({ d, controller, live }: Ctx): Methods<'listNodes' | 'showNode' | 'doctor'> {
   return {
@@ -149,7 +166,7 @@ function statusMethods({ d, controller, live }: Ctx): Methods<'listNodes' | 'sho
           ? { firewall: { kind: last.firewallKind, active: last.firewallActive, tables: last.firewallTables ?? [], configFile: last.firewallConfigFile ?? '' } }
           : {}),
         reportedAt: last?.at ?? '',
-        ...(last?.dns ? { dns: { ...last.dns, upstreams: [...last.dns.upstreams], lastError: last.dns.lastError ?? '' } } : {}),
+        ...(last?.dns ? { dns: resolverOf(last.dns) } : {}),
         routes: controller.nodeRoutes(net, r.node),
       };
     },
@@ -165,6 +182,7 @@ function statusMethods({ d, controller, live }: Ctx): Methods<'listNodes' | 'sho
         listening: last?.listening ?? [],
         published: last?.published ?? [],
         reportedAt: last?.at ?? '',
+        ...(last?.dns ? { dns: resolverOf(last.dns) } : {}),
         routes: controller.nodeRoutes(net, s.node.name),
       };
     },
@@ -238,17 +256,16 @@ function lifecycleMethods({ d, controller, node, undo }: Ctx): Methods<'removeNo
       return { stateVersion };
     },
     renameNode: (r, net) => {
-      const id = need(r.node, 'node');
-      const to = need(r.newName, 'newName');
-      if (!NODE_NAME.test(to)) throw usage(`node name ${JSON.stringify(to)} is not valid`);
-      if (!controller.member(net, id)) throw notFound('node', id, net);
+      const names = renameChecks(controller, r, net);
       // Its own name again changes nothing: no version, no delta, the hosting's tables as they are.
-      if (to === id) return { node: node(net, id) };
-      if (controller.member(net, to)) throw nameTaken(to, net);
+      if (!names) return { node: node(net, r.node) };
+      const { id, to } = names;
       // The hosting's tables first (the credential follows the name): a rename the controller's store
       // then refuses is undone there, so the agent's credential never names a node the controller does not hold.
-      d.renaming?.(net, id, to);
-      const back = () => d.renaming?.(net, to, id);
+      // A store across the network: renamed there before this call, without waiting (adminHandler, renameFirst).
+      const sync = d.renamingAsync ? undefined : d.renaming;
+      sync?.(net, id, to);
+      const back = () => sync?.(net, to, id);
       try {
         controller.renameNode(net, id, to);
       } catch (e) {
@@ -302,6 +319,8 @@ export function adminHandler(d: AdminDeps): AdminHandler {
     ...routeMethods(d.controller, (net, node) => d.reports(net, node), d.changed),
   };
   const audit = d.audit ? { ...d.audit, controller: d.controller, log: d.log } : null;
+  // A store across the network: the token and audit calls asked without waiting (admin-async.ts).
+  const later = asyncMethods(d.enrolment, d.audit?.book ?? null) as Record<string, ((r: object, net: string) => Promise<object>) | undefined>;
 
   return async (method, request, credential, peer) => {
     if (!credential || !secretMatches(credential, d.secret)) {
@@ -315,19 +334,29 @@ export function adminHandler(d: AdminDeps): AdminHandler {
     // The call's code, its undo steps kept for it (one call's code runs at a time: synchronously, or
     // one change after the other; a change run again after another controller's commit starts afresh).
     const undo = c.undo;
+    const waitless = later[method];
     const call = () => {
       undo.length = 0;
-      return fn(request, network);
+      return waitless ? waitless(request, network) : fn(request, network);
     };
+    let back: (() => Promise<void>) | null = null;
     try {
       // A change made is recorded in the audit log (audit.ts); a read is not. A store across the
-      // network: one change, committed without the event loop waiting on it (controller.change).
-      const change = <T>(f: () => T): Promise<T> => (d.controller.asyncStore ? d.controller.change(f) : Promise.resolve(f()));
+      // network: one change, committed without the event loop waiting on it (controller.change);
+      // the reports the call shows read first, and the token and audit calls, none of which changes
+      // the controller's memory, answered by the store without waiting (admin-async.ts).
+      await reportsFirst(d.loadReports, method, request, network);
+      back = await renameFirst(d.controller, d.renamingAsync?.bind(d), method, request, network);
+      const change = <T>(f: () => T): Promise<T> => (d.controller.asyncStore && !waitless ? d.controller.change(f) : Promise.resolve(f()));
       const out = audit ? await auditedChange(audit, method, request as Record<string, unknown>, network, change, call) : await change(call);
       d.log.info({ method, network, peer }, 'admin call');
       return out;
     } catch (e) {
       for (const f of undo.splice(0).reverse()) f();
+      if (back)
+        await back().catch((err: unknown) =>
+          d.log.error({ method, network, err: oneLine(err) }, "rename refused; the hosting's tables could not be renamed back"),
+        );
       d.log.warn({ method, network, peer, err: e instanceof Error ? e.message : String(e) }, 'admin call refused');
       throw e;
     }

@@ -5,7 +5,7 @@
  * state version it left; and logged as one JSON line. Entries older than the retention are trimmed
  * at each append, by age (never by the delta log's depth). `ListAudit` reads them back.
  */
-import type { AdminMethods, AuditBook, AuditEntry } from '@meshp/core';
+import type { AdminMethods, AuditBook, AuditEntry, AuditQuery } from '@meshp/core';
 import type { AdminApi, AdminRequest } from '@meshp/protocol';
 import type { Controller } from '../controller.js';
 import type { Logger } from './log.js';
@@ -151,15 +151,16 @@ async function record(a: AuditDeps, entry: AuditEntry): Promise<void> {
 
 export function auditMethods(book: AuditBook): Pick<AdminMethods<AdminApi>, 'listAudit'> {
   return {
-    listAudit: (r: AdminRequest<'listAudit'>, net) => ({
-      entries: book
-        .listAudit({
-          network: net,
-          ...(r.since ? { since: r.since } : {}),
-          ...(r.node ? { node: r.node } : {}),
-          limit: Math.min(r.limit || MAX_AUDIT_PAGE, MAX_AUDIT_PAGE),
-        })
-        .map((e) => ({ ...e, node: e.node ?? '' })),
-    }),
+    listAudit: (r: AdminRequest<'listAudit'>, net) => ({ entries: book.listAudit(auditQuery(r, net)).map((e) => ({ ...e, node: e.node ?? '' })) }),
+  };
+}
+
+/** The read a ListAudit request asks for (the page bounded). */
+export function auditQuery(r: AdminRequest<'listAudit'>, net: string): AuditQuery {
+  return {
+    network: net,
+    ...(r.since ? { since: r.since } : {}),
+    ...(r.node ? { node: r.node } : {}),
+    limit: Math.min(r.limit || MAX_AUDIT_PAGE, MAX_AUDIT_PAGE),
   };
 }

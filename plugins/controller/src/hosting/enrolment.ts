@@ -4,7 +4,7 @@
  * controller token that `Controller.enrol` consumes (the mode comes from the token, ADR 0002).
  */
 import { createPublicKey, randomBytes } from 'node:crypto';
-import { MeshpError, type EnrolInput, type EnrolResult, type Mode } from '@meshp/core';
+import { MeshpError, type EnrolFacts, type EnrolInput, type EnrolResult, type Mode, type StoredToken } from '@meshp/core';
 import { decodeToken, encodeToken } from '@meshp/core/agent';
 import type { Controller } from '../controller.js';
 import { hashSecret, type AuthBook } from './auth-store.js';
@@ -22,6 +22,13 @@ export interface TokenRequest {
   tags: string[];
 }
 
+/** A token made: what the operator is given (the secret only in `token`). */
+export interface MadeToken {
+  token: string;
+  expiresAt: string;
+  id: string;
+}
+
 export class Enrolment {
   constructor(
     private readonly controller: Controller,
@@ -30,26 +37,37 @@ export class Enrolment {
     private readonly now: () => Date = () => new Date(),
   ) {}
 
-  createToken(r: TokenRequest): { token: string; expiresAt: string; id: string } {
+  createToken(r: TokenRequest): MadeToken {
+    const { secret, row, made } = this.#mint(r);
+    this.auth.putToken(secret, row);
+    return made;
+  }
+
+  /** Whether tokens are written and read without the event loop waiting (a store across the network). */
+  get asyncTokens(): boolean {
+    return !!this.auth.putTokenAsync;
+  }
+
+  async createTokenAsync(r: TokenRequest): Promise<MadeToken> {
+    const { secret, row, made } = this.#mint(r);
+    await this.auth.putTokenAsync!(secret, row);
+    return made;
+  }
+
+  #mint(r: TokenRequest) {
     if (!this.controller.networks().includes(r.network)) throw notFound('network', r.network);
     if (!(r.ttlSeconds > 0 && r.ttlSeconds <= 30 * 86400)) throw usage('a token lives between 1 s and 30 days');
     const secret = randomBytes(32).toString('base64url');
     const expiresAt = new Date(this.now().getTime() + r.ttlSeconds * 1000).toISOString();
-    this.auth.putToken(secret, {
-      network: r.network,
-      mode: r.mode,
-      tags: r.tags,
-      fingerprint: this.fingerprint,
-      expiresAt,
-      createdAt: this.now().toISOString(),
-    });
+    const row = { network: r.network, mode: r.mode, tags: r.tags, fingerprint: this.fingerprint, expiresAt, createdAt: this.now().toISOString() };
     // A tunnel network's token says so: the agent then raises the tunnel without being told (issue 33).
     const tunnel = this.controller.isTunnelNetwork(r.network) ? { tunnel: 'wireguard' as const } : {};
-    return {
+    const made = {
       token: encodeToken({ network: r.network, adopted: r.mode === 'adopted', fingerprint: this.fingerprint, ...tunnel }, secret),
       expiresAt,
       id: tokenId(hashSecret(secret)),
     };
+    return { secret, row, made };
   }
 
   /** The network's tokens, by id (never the secret): `meshp token list`. */
@@ -58,10 +76,20 @@ export class Enrolment {
     return this.auth.listTokens(network);
   }
 
+  async listTokensAsync(network: string): Promise<TokenInfo[]> {
+    if (!this.controller.networks().includes(network)) throw notFound('network', network);
+    return this.auth.listTokensAsync!(network);
+  }
+
   /** `meshp token revoke ID`: an unused token enrols no one from now on (a used one is refused MESHP_TOKEN_USED). */
   revokeToken(network: string, id: string): TokenRevocation {
     if (!this.controller.networks().includes(network)) throw notFound('network', network);
     return this.auth.revokeToken(network, id, this.now().toISOString());
+  }
+
+  async revokeTokenAsync(network: string, id: string): Promise<TokenRevocation> {
+    if (!this.controller.networks().includes(network)) throw notFound('network', network);
+    return this.auth.revokeTokenAsync!(network, id, this.now().toISOString());
   }
 
   /**
@@ -74,8 +102,59 @@ export class Enrolment {
    * `resumed`: this call completed an earlier enrolment (nothing changed in the network).
    */
   enrol(input: EnrolInput): EnrolResult & { resumed: boolean } {
+    const { secret } = decodeToken(input.token);
+    const token = this.auth.getToken(secret);
+    const facts: EnrolFacts = { token, revoked: token ? this.auth.revokedKey(token.network, input.nodeKey) : null };
+    const { t, retry } = this.#tokenChecks(input, facts);
+    if (retry) {
+      const holder = this.controller.memberByKey(t.network, input.nodeKey);
+      if (holder) return { ...this.#credential(t.network, holder.id), resumed: true };
+      // Marked used but never joined (the controller stopped in between): the enrolment goes on below.
+    }
+    this.#memberChecks(input, t, facts.revoked);
+    if (!retry) {
+      if (!this.auth.markUsed(secret, input.node, this.now().toISOString(), input.nodeKey)) throw tokenInvalid('the enrolment token was already used');
+      this.auth.pendingAdded();
+    }
+    const { network, member } = this.#join(input, t);
+    return { ...this.#credential(network, member.id), resumed: false };
+  }
+
+  /** Whether enrolments are read and written without the event loop waiting (a store across the network). */
+  get asyncStore(): boolean {
+    return !!this.auth.enrolFactsAsync && this.controller.asyncStore;
+  }
+
+  /**
+   * `enrol` on a store across the network, without the event loop waiting (issue 24): the token
+   * read, checked against memory, marked used, the join committed as one change (its checks made
+   * again there, after catching up), the credential stored. Atomic from the node's side as `enrol`:
+   * a join refused after the token was marked used is completed by the node's retry with its key.
+   */
+  async enrolAsync(input: EnrolInput): Promise<EnrolResult & { resumed: boolean }> {
+    const auth = this.auth;
+    const { secret } = decodeToken(input.token);
+    const facts = await auth.enrolFactsAsync!(secret, input.nodeKey);
+    const { t, retry } = this.#tokenChecks(input, facts);
+    if (retry) {
+      const holder = this.controller.memberByKey(t.network, input.nodeKey);
+      if (holder) return { ...(await this.#credentialAsync(t.network, holder.id)), resumed: true };
+    }
+    this.#memberChecks(input, t, facts.revoked);
+    if (!retry && !(await auth.markUsedAsync!(secret, input.node, this.now().toISOString(), input.nodeKey)))
+      throw tokenInvalid('the enrolment token was already used');
+    const { network, member } = await this.controller.change(() => {
+      // Another replica may have enrolled this name or key meanwhile: this one's memory, caught up, decides.
+      this.#memberChecks(input, t, facts.revoked);
+      return this.#join(input, t);
+    });
+    return { ...(await this.#credentialAsync(network, member.id)), resumed: false };
+  }
+
+  /** The token as the enrolment may use it (`retry`: it completes one whose answer was lost); refused otherwise. */
+  #tokenChecks(input: EnrolInput, facts: EnrolFacts): { t: StoredToken; retry: boolean } {
     const { claims, secret } = decodeToken(input.token);
-    const t = this.auth.getToken(secret);
+    const t = facts.token;
     if (!t) throw tokenInvalid('the enrolment token is unknown (forged, or from another controller)');
     if (t.network !== claims.network || (t.mode === 'adopted') !== claims.adopted || t.fingerprint !== claims.fingerprint) {
       throw tokenInvalid('the enrolment token claims were altered');
@@ -90,14 +169,13 @@ export class Enrolment {
     // A retry completes an enrolment made before the expiry; a first use must be before it.
     if (!retry && Date.parse(t.expiresAt) <= this.now().getTime()) throw tokenInvalid(`the enrolment token expired at ${t.expiresAt}`);
     checkNodeKey(input.nodeKey);
-    if (retry) {
-      const holder = this.controller.memberByKey(t.network, input.nodeKey);
-      if (holder) return { ...this.#credential(t.network, holder.id), resumed: true };
-      // Marked used but never joined (the controller stopped in between): the enrolment goes on below.
-    }
+    return { t, retry };
+  }
+
+  /** The node as the network may take it (its name, its keys), checked against memory before the token is spent. */
+  #memberChecks(input: EnrolInput, t: StoredToken, revoked: EnrolFacts['revoked']): void {
     if (!NODE_NAME.test(input.node)) throw usage(`node name ${JSON.stringify(input.node)} is not valid`);
     checkMember({ id: input.node, endpoints: input.endpoints, tags: t.tags }); // before the token is marked used
-    const revoked = this.auth.revokedKey(t.network, input.nodeKey);
     if (revoked)
       throw new MeshpError('MESHP_NODE_REVOKED', `this node key was revoked in ${t.network} when ${revoked.node} was removed (${revoked.at}): make a new key`);
     // Checked before the token is spent: a refused key leaves the token for a corrected start.
@@ -110,26 +188,36 @@ export class Enrolment {
       while (this.controller.member(t.network, `${input.node}-${n}`)) n++;
       throw nameTaken(input.node, t.network, `the token is not spent: start this agent again with --name ${input.node}-${n} (or another name)`);
     }
-    if (!retry) {
-      if (!this.auth.markUsed(secret, input.node, this.now().toISOString(), input.nodeKey)) throw tokenInvalid('the enrolment token was already used');
-      this.auth.pendingAdded();
-    }
+  }
+
+  /** The node joins the network, through a one-minute controller token of the token's mode and tags. */
+  #join(input: EnrolInput, t: StoredToken): { network: string; member: { id: string } } {
     const inner = this.controller.createToken(t.network, { mode: t.mode, tags: t.tags, ttlSeconds: 60 });
-    const { network, member } = this.controller.enrol(inner.token, {
+    return this.controller.enrol(inner.token, {
       id: input.node,
       nodeKey: input.nodeKey,
       endpoints: input.endpoints,
       ...(input.tunnelKey ? { tunnelKey: input.tunnelKey } : {}),
     });
-    return { ...this.#credential(network, member.id), resumed: false };
   }
 
   /** A new credential for the member (one lost before it arrived is replaced: one credential per node). */
   #credential(network: string, id: string): EnrolResult {
+    const { result, credential } = this.#newCredential(network, id);
+    this.auth.putCredential(credential, network, result.node);
+    return result;
+  }
+
+  async #credentialAsync(network: string, id: string): Promise<EnrolResult> {
+    const { result, credential } = this.#newCredential(network, id);
+    await this.auth.putCredentialAsync!(credential, network, result.node);
+    return result;
+  }
+
+  #newCredential(network: string, id: string): { result: EnrolResult; credential: string } {
     const member = this.controller.member(network, id)!;
     const credential = randomBytes(32).toString('base64url');
-    this.auth.putCredential(credential, network, member.id);
-    return { network, node: member.id, credential, mode: member.mode, addresses: [...member.addresses] };
+    return { credential, result: { network, node: member.id, credential, mode: member.mode, addresses: [...member.addresses] } };
   }
 }
 

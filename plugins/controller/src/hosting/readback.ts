@@ -28,7 +28,7 @@ export function tokenState(t: TokenInfo, now: number): 'unused' | 'used' | 'expi
   return Date.parse(t.expiresAt) <= now ? 'expired' : 'unused';
 }
 
-function tokenToWire(t: TokenInfo, now: number): WireToken {
+export function tokenToWire(t: TokenInfo, now: number): WireToken {
   return {
     id: t.id,
     network: t.network,

@@ -11,6 +11,7 @@ import {
   type AckMessage,
   type AgentMessage,
   type ControllerMessage,
+  type HelloFacts,
   type HelloMessage,
   type ReportMessage,
   type ResyncMessage,
@@ -19,6 +20,7 @@ import {
 import { challengePayload } from '@meshp/core/agent';
 import { malformed, oneLine } from '@meshp/core/util';
 import type { Controller } from '../controller.js';
+import type { StoredSync } from '../controller/sync-protocol.js';
 import { splitForWire } from '../limits.js';
 import { observedEndpoint, type ReportedState } from '@meshp/core/delta';
 import type { AuthBook } from './auth-store.js';
@@ -69,15 +71,7 @@ export class SyncSession {
 
   /** `closed`: called once when the stream ends (the hub's count of streams per connection). */
   start(closed: () => void = () => undefined): void {
-    this.ch.onMessage((m) => {
-      try {
-        this.#receive(m);
-      } catch (e) {
-        // The store refused a write this message asked for: the agent is told, its stream stays open (issue 24).
-        if (this.#authed && isStoreFault(e)) this.#storeRefused(e, 'message not taken');
-        else this.#refuse(e);
-      }
-    });
+    this.ch.onMessage((m) => this.#take(m));
     this.ch.onClose((error) => {
       this.#ended = true;
       closed();
@@ -172,9 +166,21 @@ export class SyncSession {
     if (!diverged) this.#divergedSaid = false;
   }
 
+  #take(m: AgentMessage): void {
+    try {
+      this.#receive(m);
+    } catch (e) {
+      // The store refused a write this message asked for: the agent is told, its stream stays open (issue 24).
+      if (this.#authed && isStoreFault(e)) this.#storeRefused(e, 'message not taken');
+      else this.#refuse(e);
+    }
+  }
+
   #receive(m: AgentMessage): void {
     if (this.#ended) return;
     const { controller } = this.hub;
+    // A hello being read from a store across the network: what came after it waits its turn.
+    if (this.#waiting) return void this.#waiting.push(m);
     if (!this.#authed) {
       if (!('hello' in m)) throw new MeshpError('MESHP_AUTH_FAILED', 'the first message on a stream must be a signed hello');
       this.#hello(m.hello);
@@ -282,24 +288,69 @@ export class SyncSession {
     }
   }
 
+  /**
+   * The hello: whose the credential is, read at once from the controller's own disk; from a store
+   * across the network without the event loop waiting (issue 24), the messages after it kept in
+   * order meanwhile and taken once it is answered. A store that does not answer refuses the stream
+   * with its code (MESHP_STORE_UNAVAILABLE); the agent opens another, as after any refusal.
+   */
   #hello(h: HelloMessage): void {
-    const { auth, controller, log } = this.hub;
+    const { auth, controller } = this.hub;
     this.hub.hello(this.peer);
-    const owner = auth.nodeOf(h.credential);
+    if (!auth.helloFactsAsync) {
+      const owner = this.#owner(h, helloFacts(auth, h));
+      // Enrolled through another controller on the same database a moment ago: caught up first.
+      if (!controller.member(owner.network, owner.node)) controller.refresh();
+      return this.#admit(h, owner);
+    }
+    // The hello came: the store's own timeout bounds the read, not the hello's.
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = null;
+    const waiting: AgentMessage[] = [];
+    this.#waiting = waiting;
+    const read = async () => {
+      const owner = this.#owner(h, await auth.helloFactsAsync!(h.credential, h.node));
+      if (!controller.member(owner.network, owner.node)) await controller.refreshAsync();
+      // Its stream may have been on another replica: the record that one wrote, read here too.
+      return { owner, stored: await controller.storedSyncAsync(owner.network, owner.node) };
+    };
+    read()
+      .then(({ owner, stored }) => {
+        if (this.#ended) return;
+        this.#admit(h, owner, stored);
+        this.#waiting = null;
+        for (const m of waiting) this.#take(m);
+      })
+      .catch((e: unknown) => {
+        this.#waiting = null;
+        this.#refuse(e);
+      });
+  }
+
+  /** The messages that came after a hello being read. */
+  #waiting: AgentMessage[] | null = null;
+
+  /** Whose the credential is, as the hello may use it; refused otherwise. */
+  #owner(h: HelloMessage, facts: HelloFacts): { network: string; node: string } {
+    const owner = facts.owner;
     if (!owner) {
       // A removed node's agent, back after the removal: its hello is signed by a key revoked under
       // its name, so the answer is definite (the agent then leaves); any other unknown credential is not.
-      const revoked = auth.revokedKeysOf(h.node).find((r) => signedBy(r.nodeKey, challengePayload(h.node, this.#nonce), h.signature));
+      const revoked = facts.revokedKeys.find((r) => signedBy(r.nodeKey, challengePayload(h.node, this.#nonce), h.signature));
       if (revoked)
         throw new MeshpError('MESHP_NODE_REVOKED', `node ${h.node} was removed from ${revoked.network} (${revoked.at}): its credential and key are revoked`);
       throw new MeshpError('MESHP_AUTH_FAILED', 'the node credential is not known (never issued, or revoked by node remove)');
     }
     // An agent that was offline while it was renamed still says its old name; the declaration tells it the new one.
-    if (owner.node !== h.node && auth.renamedTo(owner.network, h.node) !== owner.node) {
+    if (owner.node !== h.node && facts.renamedTo !== owner.node) {
       throw new MeshpError('MESHP_FORBIDDEN', `the credential of ${owner.node} asked for the state of ${h.node}`);
     }
-    // Enrolled through another controller on the same database a moment ago: caught up first.
-    if (!controller.member(owner.network, owner.node)) controller.refresh();
+    return owner;
+  }
+
+  /** The hello's node, known by its credential: its signature checked, its stream served. */
+  #admit(h: HelloMessage, owner: { network: string; node: string }, stored?: StoredSync): void {
+    const { auth, controller, log } = this.hub;
     const member = controller.member(owner.network, owner.node);
     if (!member) throw new MeshpError('MESHP_AUTH_FAILED', `node ${owner.node} is no longer in ${owner.network}`);
     // A deliberate break (proto/README.md): v1-r1's hello carries no signature, and a credential alone no longer syncs.
@@ -329,8 +380,10 @@ export class SyncSession {
       );
     }
     // The node holds its credential: the token it enrolled with is spent for good.
-    this.#storeMay('token not confirmed', () => auth.confirm(this.network, this.node, new Date().toISOString()));
-    const r = controller.hello(this.network, this.node, h.appliedVersion, h.stateHash, h.versionSignature, h.revision);
+    const at = new Date().toISOString();
+    if (auth.confirmAsync) void auth.confirmAsync(this.network, this.node, at).catch((e: unknown) => this.#passed(e, 'token not confirmed'));
+    else this.#storeMay('token not confirmed', () => auth.confirm(this.network, this.node, at));
+    const r = controller.hello(this.network, this.node, h.appliedVersion, h.stateHash, h.versionSignature, h.revision, stored);
     log.info({ network: this.network, node: this.node, peer: this.peer, appliedVersion: h.appliedVersion, resume: !r.snapshotPending }, 'sync stream opened');
     if (r.movedAhead) {
       log.warn(
@@ -349,10 +402,13 @@ export class SyncSession {
   #changeMay(what: string, fn: () => unknown, then: () => void): void {
     const { controller } = this.hub;
     if (!controller.asyncStore) return this.#storeMay(what, () => (fn(), then()));
-    void controller.change(fn).then(then, (e: unknown) => {
-      if (!this.#ended && isMeshpError(e) && isStoreFault(e)) this.#storeRefused(e, what);
-      else this.hub.log.warn({ network: this.network, node: this.node, code: isMeshpError(e) ? e.code : undefined, err: oneLine(e) }, `${what}: refused`);
-    });
+    void controller.change(fn).then(then, (e: unknown) => this.#passed(e, what));
+  }
+
+  /** A write the stream asked for without waiting, refused: a store refusal said to the agent, any other logged. */
+  #passed(e: unknown, what: string): void {
+    if (!this.#ended && isMeshpError(e) && isStoreFault(e)) this.#storeRefused(e, what);
+    else this.hub.log.warn({ network: this.network, node: this.node, code: isMeshpError(e) ? e.code : undefined, err: oneLine(e) }, `${what}: refused`);
   }
 
   /** `fn`, whose store refusal is said and passed over (another error goes on up). */
@@ -396,4 +452,14 @@ function signedBy(nodeKey: string, payload: Uint8Array, signature: Uint8Array | 
   } catch {
     return false;
   }
+}
+
+/** What a hello needs, read at once (a store on the controller's own disk). */
+function helloFacts(auth: AuthBook, h: HelloMessage): HelloFacts {
+  const owner = auth.nodeOf(h.credential);
+  return {
+    owner,
+    renamedTo: owner && owner.node !== h.node ? auth.renamedTo(owner.network, h.node) : null,
+    revokedKeys: owner ? [] : auth.revokedKeysOf(h.node),
+  };
 }

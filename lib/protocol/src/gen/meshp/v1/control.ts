@@ -416,6 +416,11 @@ export interface ResolverStatus {
   /** The last answer that failed (a forward no nameserver answered); empty: none. */
   lastAnswerError: string;
   queries: number;
+  /** The machine's resolver manager: systemd-resolved | resolvconf | openresolv | networkmanager | file | none | unknown; empty: an older agent. */
+  manager: string;
+  /** Whether the machine's resolver asks the mesh's (a per-link entry through the manager, or a converged node's managed file), and how or why not. */
+  integrated: boolean;
+  integration: string;
 }
 
 /** An opening a plugin adds to a node's plan (not declared by any module of the declaration). */
@@ -1177,6 +1182,10 @@ export interface DoctorResponse {
   listening: ListeningSocket[];
   published: PublishedPort[];
   reportedAt: string;
+  /** The mesh's resolver on the node, from its last report (issue 25): the line node show prints. */
+  dns?:
+    | ResolverStatus
+    | undefined;
   /** issue 26: the route groups the node serves or uses, each with its primary (as node show). */
   routes: NodeRoute[];
 }
@@ -2932,6 +2941,9 @@ function createBaseResolverStatus(): ResolverStatus {
     lastError: "",
     lastAnswerError: "",
     queries: 0,
+    manager: "",
+    integrated: false,
+    integration: "",
   };
 }
 
@@ -2963,6 +2975,15 @@ export const ResolverStatus: MessageFns<ResolverStatus> = {
     }
     if (message.queries !== 0) {
       writer.uint32(72).uint64(message.queries);
+    }
+    if (message.manager !== "") {
+      writer.uint32(82).string(message.manager);
+    }
+    if (message.integrated !== false) {
+      writer.uint32(88).bool(message.integrated);
+    }
+    if (message.integration !== "") {
+      writer.uint32(98).string(message.integration);
     }
     return writer;
   },
@@ -3052,6 +3073,30 @@ export const ResolverStatus: MessageFns<ResolverStatus> = {
             message.queries = longToNumber(reader.uint64());
             continue;
           }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.manager = reader.string();
+            continue;
+          }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.integrated = reader.bool();
+            continue;
+          }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.integration = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3089,6 +3134,9 @@ export const ResolverStatus: MessageFns<ResolverStatus> = {
         ? globalThis.String(object.last_answer_error)
         : "",
       queries: isSet(object.queries) ? globalThis.Number(object.queries) : 0,
+      manager: isSet(object.manager) ? globalThis.String(object.manager) : "",
+      integrated: isSet(object.integrated) ? globalThis.Boolean(object.integrated) : false,
+      integration: isSet(object.integration) ? globalThis.String(object.integration) : "",
     };
   },
 
@@ -3121,6 +3169,15 @@ export const ResolverStatus: MessageFns<ResolverStatus> = {
     if (message.queries !== 0) {
       obj.queries = Math.round(message.queries);
     }
+    if (message.manager !== "") {
+      obj.manager = message.manager;
+    }
+    if (message.integrated !== false) {
+      obj.integrated = message.integrated;
+    }
+    if (message.integration !== "") {
+      obj.integration = message.integration;
+    }
     return obj;
   },
 
@@ -3138,6 +3195,9 @@ export const ResolverStatus: MessageFns<ResolverStatus> = {
     message.lastError = object.lastError ?? "";
     message.lastAnswerError = object.lastAnswerError ?? "";
     message.queries = object.queries ?? 0;
+    message.manager = object.manager ?? "";
+    message.integrated = object.integrated ?? false;
+    message.integration = object.integration ?? "";
     return message;
   },
 };
@@ -13434,6 +13494,7 @@ function createBaseDoctorResponse(): DoctorResponse {
     listening: [],
     published: [],
     reportedAt: "",
+    dns: undefined,
     routes: [],
   };
 }
@@ -13472,6 +13533,9 @@ export const DoctorResponse: MessageFns<DoctorResponse> = {
     }
     if (message.reportedAt !== "") {
       writer.uint32(90).string(message.reportedAt);
+    }
+    if (message.dns !== undefined) {
+      ResolverStatus.encode(message.dns, writer.uint32(98).fork()).join();
     }
     for (const v of message.routes) {
       NodeRoute.encode(v!, writer.uint32(106).fork()).join();
@@ -13580,6 +13644,14 @@ export const DoctorResponse: MessageFns<DoctorResponse> = {
             message.reportedAt = reader.string();
             continue;
           }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.dns = ResolverStatus.decode(reader, reader.uint32());
+            continue;
+          }
           case 13: {
             if (tag !== 106) {
               break;
@@ -13647,6 +13719,7 @@ export const DoctorResponse: MessageFns<DoctorResponse> = {
         : isSet(object.reported_at)
         ? globalThis.String(object.reported_at)
         : "",
+      dns: isSet(object.dns) ? ResolverStatus.fromJSON(object.dns) : undefined,
       routes: globalThis.Array.isArray(object?.routes)
         ? object.routes.map((e: any) => NodeRoute.fromJSON(e))
         : [],
@@ -13688,6 +13761,9 @@ export const DoctorResponse: MessageFns<DoctorResponse> = {
     if (message.reportedAt !== "") {
       obj.reportedAt = message.reportedAt;
     }
+    if (message.dns !== undefined) {
+      obj.dns = ResolverStatus.toJSON(message.dns);
+    }
     if (message.routes?.length) {
       obj.routes = message.routes.map((e) => NodeRoute.toJSON(e));
     }
@@ -13712,6 +13788,9 @@ export const DoctorResponse: MessageFns<DoctorResponse> = {
     message.listening = object.listening?.map((e) => ListeningSocket.fromPartial(e)) || [];
     message.published = object.published?.map((e) => PublishedPort.fromPartial(e)) || [];
     message.reportedAt = object.reportedAt ?? "";
+    message.dns = (object.dns !== undefined && object.dns !== null)
+      ? ResolverStatus.fromPartial(object.dns)
+      : undefined;
     message.routes = object.routes?.map((e) => NodeRoute.fromPartial(e)) || [];
     return message;
   },
