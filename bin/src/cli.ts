@@ -15,6 +15,7 @@ import { networkCommand } from './commands/network.js';
 import { policyCommand } from './commands/policy.js';
 import { auditCommand } from './commands/audit.js';
 import { dnsCommand } from './commands/dns.js';
+import { routeCommand } from './commands/route.js';
 import { tokenCommand } from './commands/token.js';
 import type { GlobalArgs } from './global-args.js';
 
@@ -43,6 +44,7 @@ export function createCli(argv: string[]): Argv<GlobalArgs> {
       .command(policyCommand)
       .command(auditCommand)
       .command(dnsCommand)
+      .command(routeCommand)
       .command(doctorCommand)
       // yargs' own completion command prints its script even when asked for --help: the shell's
       // completions are answered through a hidden one, and `completion` is a command like the others.

@@ -226,7 +226,7 @@ export interface AgentProc {
  * engine. `controller`: one address, or each replica's (`--controller` repeated; none: what its
  * state folder kept).
  */
-export function startAgent(t: Teardown, dir: string, name: string, controller: string | string[], token?: string): AgentProc {
+export function startAgent(t: Teardown, dir: string, name: string, controller: string | string[], token?: string, extra: string[] = []): AgentProc {
   const base = join(dir, name);
   const root = join(base, 'root');
   const state = join(base, 'state');
@@ -249,6 +249,7 @@ export function startAgent(t: Teardown, dir: string, name: string, controller: s
     '1',
   ];
   if (token) args.push('--token', token);
+  args.push(...extra);
   return { proc: new Proc(t, args), name, state, root };
 }
 

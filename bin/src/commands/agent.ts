@@ -59,6 +59,12 @@ export const agentCommand: CommandModule<GlobalArgs, Args> = {
       })
       .option('tunnel-grace', { type: 'number', default: 300, describe: 'seconds an out-of-scope peer stays configured (its traffic dropped) before it goes' })
       .option('metrics-listen', { type: 'string', describe: "HOST:PORT for this agent's own Prometheus /metrics" })
+      .option('advertise-route', {
+        type: 'string',
+        array: true,
+        default: [] as string[],
+        describe: 'a prefix behind this node it offers to route (repeat for more); it serves once an admin approves it (meshp route approve)',
+      })
       .demandOption('state'),
   handler: async (a) => {
     const { runAgent, tokenFrom } = await import('../remote/agent.js');
@@ -79,6 +85,7 @@ export const agentCommand: CommandModule<GlobalArgs, Args> = {
       tunnelMove: a['tunnel-move'],
       tunnelGraceMs: Math.round(Math.max(0, a['tunnel-grace']) * 1000),
       metricsListen: a['metrics-listen'],
+      advertiseRoutes: (a['advertise-route'] as unknown[]).map(String),
     });
   },
 };

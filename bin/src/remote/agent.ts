@@ -13,6 +13,8 @@ import { recordTunnel, tunnelDecision, tunnelOf, withTunnel } from './tunnel.js'
 import { DnsResolverPlugin } from '@meshp/dns-resolver';
 import type { TunnelWireguardPlugin } from '@meshp/tunnel-wireguard';
 import { refuseIfLeft } from './left.js';
+import { withAdvertisedRoutes } from './advertise.js';
+import { checkAdvertisedRoutes } from '@meshp/core/schema';
 import { ensureNodeKey } from './keys.js';
 import { Refusal } from '../output.js';
 
@@ -47,6 +49,8 @@ export interface AgentArgs {
   /** Move a recorded tunnel to `tunnelInterface`, with its key (otherwise another name is refused). */
   tunnelMove?: boolean;
   tunnelGraceMs?: number;
+  /** Prefixes this node offers to route (issue 26); an admin approves them into a route group. */
+  advertiseRoutes?: string[];
 }
 
 export interface RunningAgent {
@@ -198,6 +202,8 @@ export async function startAgent(args: AgentArgs, host?: Host): Promise<RunningA
     throw isMeshpError(e, 'MESHP_REMOVED') ? new Refusal(e.oneLine(), EXIT_REMOVED) : e;
   });
   tunnelDecision(args);
+  // Checked before anything starts: a prefix with host bits set is refused, naming it.
+  const advertised = checkAdvertisedRoutes(args.advertiseRoutes ?? []);
   const key = ensureNodeKey(args.state);
   const target = controllerOf(args);
   const log = pino(logOptions('meshp-agent', logLevel(process.env.MESHP_LOG_LEVEL)), pino.destination({ dest: 1, sync: true }));
@@ -210,7 +216,7 @@ export async function startAgent(args: AgentArgs, host?: Host): Promise<RunningA
     log,
   );
   if (tunnel) recordTunnel(args.state, tunnel, log);
-  const link = tunnel ? withTunnel(base, tunnel, resolver) : base;
+  const link = withAdvertisedRoutes(tunnel ? withTunnel(base, tunnel, resolver) : base, advertised);
   const { beforeReconcile, following } = followGate(tunnel, resolver);
   const agent = new Agent(h, link, {
     ...(beforeReconcile ? { beforeReconcile } : {}),

@@ -68,10 +68,14 @@ export async function nodeShow(a: RemoteArgs & Out & { node: string }): Promise<
   // The mesh's resolver on the node, as its last report says (issue 25): the line `meshp host status` prints there.
   const dns = r.dns ? { ...r.dns, lastError: r.dns.lastError || null } : null;
   const dnsText = dns ? dnsLine({ dns }) : null;
+  // The route groups it serves or uses (issue 26), from the controller.
+  const routes = routesOf(r.routes);
+  const routeLines = routesText(r.routes, node.name);
   const human = [
     nodeDetail(node),
     `found firewall: ${firewall ? `${firewall.kind}${firewall.active ? ' (active)' : ' (inactive)'}; tables ${firewall.tables.join(', ') || '-'}; config ${firewall.configFile ?? '-'}` : 'not reported yet'}`,
     ...(dnsText ? [dnsText] : []),
+    ...routeLines,
     `last preview: ${node.lifecycle?.previewId || node.convergePreviewId || 'none'}; last report ${r.reportedAt || 'none'}`,
     ...(node.lifecycle?.steps.length ? ['lifecycle steps:', ...node.lifecycle.steps.map((s) => `  -> ${s}`)] : []),
     ...(node.lifecycle?.state === 'refused' ? [`refused: ${node.lifecycle.code}: ${node.lifecycle.message}`] : []),
@@ -95,6 +99,7 @@ export async function nodeShow(a: RemoteArgs & Out & { node: string }): Promise<
       resources: resources.map((x) => ({ key: x.key, kind: x.kind, module: x.module, state: x.state, ...(x.reason ? { reason: x.reason } : {}) })),
       reportedAt: r.reportedAt || null,
       dns,
+      routes,
       recentDeltas: sent,
     },
     human.join('\n'),
@@ -196,6 +201,12 @@ export function verdictOf(node: WireNodeStatus, hashMatches: boolean): string {
   return node.status === 'unverified' ? `${synced}; its tunnel is unverified${detail}` : synced;
 }
 
+type WireRoute = { group: string; role: string; prefixes: string[]; primary: string };
+const routesOf = (rs: readonly WireRoute[]) => rs.map((x) => ({ group: x.group, role: x.role, prefixes: [...x.prefixes], primary: x.primary || null }));
+/** One line per route group the node serves or uses (issue 26), the primary named. */
+const routesText = (rs: readonly WireRoute[], self: string): string[] =>
+  routesOf(rs).map((x) => `route ${x.group}: ${x.role} ${x.prefixes.join(', ')}; primary ${x.primary ?? 'none'}${x.primary === self ? ' (this node)' : ''}`);
+
 export async function doctor(a: RemoteArgs & Out & { node: string }): Promise<void> {
   const r = await withAdmin(a, (c, network) => c.call('doctor', { network, node: a.node }));
   const node = present(r.node, 'node');
@@ -220,11 +231,13 @@ export async function doctor(a: RemoteArgs & Out & { node: string }): Promise<vo
     listening: r.listening,
     published: r.published,
     dns: r.dns ? { ...r.dns, lastError: r.dns.lastError || null } : null,
+    routes: routesOf(r.routes),
   };
   // The mesh's resolver and how the machine's resolver asks it (issue 25): node show's line.
   const dnsText = doc.dns ? dnsLine({ dns: doc.dns }) : null;
   const human = [
     nodeDetail(node),
+    ...routesText(r.routes, node.name),
     `${verdict}; snapshot pending ${r.snapshotPending ? 'yes' : 'no'}; log reaches back to version ${r.logFloor}; last report ${r.reportedAt || 'none'}`,
     '',
     'deltas sent, matched by version with what the agent applied:',

@@ -94,6 +94,8 @@ export interface ReportMessage {
   peerHandshakes?: PeerHandshake[];
   /** The mesh's resolver on the node (issue 25), when the agent runs one. Absent: none, or an older agent. */
   dns?: ResolverReport;
+  /** The prefixes the node offers to route (issue 26: `--advertise-route`), approved or not by an admin. Absent: none. */
+  advertisedRoutes?: string[];
 }
 
 /** The mesh's resolver as its plugin says (the dns-resolver plugin's status, less its counters by outcome). */

@@ -20,6 +20,7 @@ export * from './controller/network.js';
 export * from './controller/observed.js';
 export * from './controller/components.js';
 export * from './controller/dns.js';
+export * from './controller/routes.js';
 export * from './controller/compute.js';
 export * from './controller/scope.js';
 export * from './controller/policy-reach.js';

@@ -79,7 +79,10 @@ const policyPort = z.union([
     }, 'must name ports 1..65535, low to high'),
 ]);
 
-export const policyRuleSchema = z.strictObject({ from: name, to: name, ports: z.array(policyPort).max(256).optional() });
+/** A rule's destination: a tag, or `route:NAME` for the prefixes of a route group (issue 26). */
+const policyDestination = z.union([name, z.string().regex(/^route:[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$/, 'must be a tag, or route:NAME for a route group')]);
+
+export const policyRuleSchema = z.strictObject({ from: name, to: policyDestination, ports: z.array(policyPort).max(256).optional() });
 
 /** A policy test's end: a node's name, or `tag:NAME` for the holders of a tag. */
 const testEnd = z.string().regex(/^(tag:)?[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$/, 'must be a node name or tag:NAME');

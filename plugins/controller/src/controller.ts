@@ -1,4 +1,4 @@
-import type { Dns, Mode, StateDelta, WireDeclaration } from '@meshp/core';
+import type { Dns, Mode, RouteGroup, StateDelta, WireDeclaration } from '@meshp/core';
 import {
   SCOPE_RULE,
   type AckResult,
@@ -28,6 +28,8 @@ import type { StoredSync } from './controller/sync-protocol.js';
 import * as queries from './controller/queries.js';
 import * as dns from './controller/dns.js';
 import type { DnsChange, DnsReadback } from './controller/dns.js';
+import * as routes from './controller/routes.js';
+import type { NodeRoute, RouteChange, RouteGroupStatus } from './controller/routes.js';
 
 export type { ControllerOptions, MemberInput, VersionSigner } from './controller/options.js';
 export type { StoreHealth, StoreHealthView } from './controller/store-health.js';
@@ -94,6 +96,47 @@ export class Controller {
   /** Replaces the network's DNS; `preview`: nothing changed, the nodes whose answers would change said. */
   setDns(network: string, value: Dns, preview = false): DnsChange {
     return dns.setDns(this.#s, network, value, preview);
+  }
+
+  /** The network's route groups, each with its primary and its users (controller/routes.ts, issue 26). */
+  routeGroups(network: string): RouteGroupStatus[] {
+    return routes.listRouteGroups(this.#s, network);
+  }
+
+  /** Adds or replaces a route group by name; `preview`: nothing changed, the nodes that would change said. */
+  setRouteGroup(network: string, group: RouteGroup, preview = false): RouteChange {
+    return routes.setRouteGroup(this.#s, network, group, preview);
+  }
+
+  /** Approves prefixes a node advertises (`advertised`: from its last report) into a group. */
+  approveRoute(
+    network: string,
+    node: string,
+    advertised: readonly string[],
+    prefixes: readonly string[],
+    group: string,
+    preview = false,
+  ): RouteChange & { group: RouteGroup } {
+    return routes.approveRoute(this.#s, network, node, advertised, prefixes, group, preview);
+  }
+
+  /** The groups the node serves or may use, each with its primary. */
+  nodeRoutes(network: string, node: string): NodeRoute[] {
+    return routes.nodeRoutes(this.#s, network, node);
+  }
+
+  /** Whether the node is a via node of a route group (its stream's liveness then moves primaries). */
+  servesRoutes(network: string, node: string): boolean {
+    return routes.servesRoutes(this.#s, network, node);
+  }
+
+  /** The node's stream opened or ended: failover of the groups it serves (controller/routes.ts); null: nothing moved. */
+  routeLiveness(network: string, node: string, up: boolean, isUp: (id: string) => boolean): Record<string, string> | null {
+    return routes.routeLiveness(this.#s, network, node, up, isUp);
+  }
+
+  removeRouteGroup(network: string, name: string, preview = false): RouteChange {
+    return routes.removeRouteGroup(this.#s, network, name, preview);
   }
 
   defineModule(network: string, def: ModuleDef): number {

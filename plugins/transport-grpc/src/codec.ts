@@ -48,6 +48,7 @@ function reportToWire(r: ReportMessage): Report {
     peerHandshakes: (r.peerHandshakes ?? []).map((h) => ({ ...h })),
     handshakesReported: r.peerHandshakes !== undefined,
     ...(r.dns ? { dns: resolverToWire(r.dns) } : {}),
+    advertisedRoutes: [...(r.advertisedRoutes ?? [])],
   };
 }
 
@@ -101,6 +102,7 @@ function reportFromWire(r: Report): ReportMessage {
       ? { peerHandshakes: r.peerHandshakes.map((h) => ({ peer: h.peer, publicKey: h.publicKey, latestHandshake: h.latestHandshake })) }
       : {}),
     ...(r.dns ? { dns: resolverFromWire(r.dns) } : {}),
+    ...(r.advertisedRoutes.length ? { advertisedRoutes: [...r.advertisedRoutes] } : {}),
   };
 }
 

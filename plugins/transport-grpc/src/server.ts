@@ -58,6 +58,10 @@ const ADMIN_RESPONSES: Record<keyof typeof gen.AdminServiceService, Fns> = {
   listAudit: gen.ListAuditResponse,
   getDns: gen.GetDnsResponse,
   setDns: gen.SetDnsResponse,
+  listRouteGroups: gen.ListRouteGroupsResponse,
+  setRouteGroup: gen.SetRouteGroupResponse,
+  removeRouteGroup: gen.RemoveRouteGroupResponse,
+  approveRoute: gen.ApproveRouteResponse,
 };
 
 export const ADMIN_METHODS = Object.keys(ADMIN_RESPONSES) as (keyof typeof gen.AdminServiceService)[];

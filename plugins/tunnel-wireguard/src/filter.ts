@@ -12,7 +12,7 @@
  * Peers are elements of sets, so a one-peer delta is a few element changes; only a change of the
  * filter component rebuilds the table (one transaction: the old table is never half gone).
  */
-import type { Filter, Peer } from '@meshp/core';
+import type { Filter, Peer, RouteGroup } from '@meshp/core';
 // The control-node's tag: every member has it in view whatever the policy (core/src/delta/policy.ts),
 // so its being a peer opens none of the member's foundation ports.
 import { CONTROL_NODE_TAG } from '@meshp/core/delta';
@@ -51,6 +51,8 @@ interface Member extends Addrs {
 interface Rule {
   sourceTags: Set<string>;
   ports: PortMatch[];
+  /** A rule to `route:NAME` (issue 26): enforced on the forwarded path to that group's prefixes, never on the node's own ports. */
+  route: string | null;
 }
 
 function split(addresses: readonly string[]): Addrs {
@@ -62,6 +64,11 @@ function split(addresses: readonly string[]): Addrs {
     else out[v6 ? 'n6' : 'n4'].push(route);
   }
   return out;
+}
+
+function ruleOf(r: Filter['rules'][number]): Rule {
+  const to = r.destinationTags[0] ?? '';
+  return { sourceTags: new Set(r.sourceTags), ports: parsePorts(r.ports), route: to.startsWith('route:') ? to.slice('route:'.length) : null };
 }
 
 export class TunnelFilter {
@@ -85,9 +92,9 @@ export class TunnelFilter {
   }
 
   /** The whole table, replacing what is there: after a filter change, and at start. */
-  rebuild(filter: Filter | undefined, peers: Iterable<Peer>, foundation: readonly number[] = []): string[] {
+  rebuild(filter: Filter | undefined, peers: Iterable<Peer>, foundation: readonly number[] = [], served: readonly RouteGroup[] = []): string[] {
     this.#foundation = [...new Set(foundation)].filter((p) => Number.isInteger(p) && p > 0 && p < 65536).sort((a, b) => a - b);
-    this.#rules = (filter?.rules ?? []).map((r) => ({ sourceTags: new Set(r.sourceTags), ports: parsePorts(r.ports) }));
+    this.#rules = (filter?.rules ?? []).map(ruleOf);
     this.#members.clear();
     const T = `inet ${this.table}`;
     const c = `comment "${MARK}"`;
@@ -114,11 +121,13 @@ export class TunnelFilter {
       out.push(...each((x, pr) => `add rule ${T} from_peers ${pr} saddr @mesh${x} ${pr} saddr != @control${x} tcp dport ${ports} accept ${c}`));
     }
     this.#rules.forEach((r, i) => {
+      if (r.route !== null) return;
       for (const p of r.ports) {
         const match = p.protocol === 'any' ? '' : `${p.protocol} dport ${p.range} `;
         out.push(...each((x, pr) => `add rule ${T} from_peers ${pr} saddr @r${i}${x} ${match}accept ${c}`));
       }
     });
+    out.push(...this.#forward(T, c, ifq, served));
     out.push(
       `add rule ${T} from_peers drop ${c}`,
       ...each((x, p) => `add rule ${T} to_peers ${p} daddr @blocked${x} drop ${c}`),
@@ -141,6 +150,42 @@ export class TunnelFilter {
     }
     for (const a of this.#blocked.values()) into('blocked', a);
     for (const [set, a] of bySet) out.push(...this.#elements('add', set, a));
+    return out;
+  }
+
+  /**
+   * The forwarded path of a via node (issue 26): from the tunnel to the prefixes of the groups it
+   * serves, only what a rule to `route:NAME` lets its sources send (a peer that put the prefixes in
+   * its own allowed IPs by hand forwards nothing); replies and every other forwarded flow (a container's
+   * published port reached over the tunnel) untouched.
+   */
+  #forward(T: string, c: string, ifq: string, served: readonly RouteGroup[]): string[] {
+    if (!served.length) return [];
+    const out = [`add chain ${T} forward { type filter hook forward priority -1; policy accept; }`, `add chain ${T} to_routes`];
+    const FAMS = [
+      [false, 'ip', '4'],
+      [true, 'ip6', '6'],
+    ] as const;
+    const of = (xs: readonly string[], v6: boolean) => xs.filter((x) => x.includes(':') === v6);
+    const all = served.flatMap((g) => g.prefixes);
+    for (const [v6, pr] of FAMS)
+      if (of(all, v6).length) out.push(`add rule ${T} forward iifname ${ifq} ${pr} daddr { ${of(all, v6).join(', ')} } jump to_routes ${c}`);
+    for (const [, pr, x] of FAMS) for (const set of [`blocked${x}`, `blocked${x}n`]) out.push(`add rule ${T} to_routes ${pr} saddr @${set} drop ${c}`);
+    out.push(`add rule ${T} to_routes ct state established,related accept ${c}`);
+    this.#rules.forEach((r, i) => {
+      const g = served.find((x) => x.name === r.route);
+      if (!g) return;
+      for (const p of r.ports) {
+        const match = p.protocol === 'any' ? '' : `${p.protocol} dport ${p.range} `;
+        for (const [v6, pr, x] of FAMS) {
+          const dst = of(g.prefixes, v6);
+          if (!dst.length) continue;
+          for (const set of [`r${i}${x}`, `r${i}${x}n`])
+            out.push(`add rule ${T} to_routes ${pr} daddr { ${dst.join(', ')} } ${pr} saddr @${set} ${match}accept ${c}`);
+        }
+      }
+    });
+    out.push(`add rule ${T} to_routes drop ${c}`);
     return out;
   }
 

@@ -31,12 +31,15 @@ export function endpointOf(text: string): string | undefined {
   return undefined;
 }
 
-/** Null when the peer has no tunnel key (it enrolled without a tunnel plugin): nothing to configure. */
-export function peerConfig(peer: Peer, keepalive: number): PeerConfig | null {
+/**
+ * Null when the peer has no tunnel key (it enrolled without a tunnel plugin): nothing to configure.
+ * `routed`: the prefixes of the route groups it is the primary of (routes.ts), after its own addresses.
+ */
+export function peerConfig(peer: Peer, keepalive: number, routed: readonly string[] = []): PeerConfig | null {
   const key = peer.tunnelKey ?? '';
   if (!isTunnelKey(key)) return null;
   const endpoint = peer.endpoints.map(endpointOf).find((e) => e !== undefined);
-  return { publicKey: key, allowedIps: peer.addresses.map(hostRoute), ...(endpoint ? { endpoint } : {}), keepalive };
+  return { publicKey: key, allowedIps: [...peer.addresses.map(hostRoute), ...routed], ...(endpoint ? { endpoint } : {}), keepalive };
 }
 
 export function sameConfig(a: PeerConfig | undefined, b: PeerConfig): boolean {

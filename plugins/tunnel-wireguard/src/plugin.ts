@@ -22,6 +22,7 @@ import { peerHandshakes } from './handshakes.js';
 import { withTunnelOpening } from './opening.js';
 import { leaveTunnel } from './leave.js';
 import { configureLink, settingsOf, type TunnelSettings } from './settings.js';
+import { kernelRoutes, routedPrefixes, samePrefixes, servedGroups, setKernelRoutes } from './routes.js';
 
 export const DEFAULT_GRACE_MS = 5 * 60_000;
 
@@ -89,6 +90,10 @@ export class TunnelWireguardPlugin implements Plugin {
   readonly #log: TunnelLog;
   readonly #filter: TunnelFilter;
   readonly #configured = new Map<string, PeerConfig>();
+  /** Peer id → the prefixes it carries as a route group's primary (routes.ts). */
+  #routed = new Map<string, string[]>();
+  /** The prefixes routed into the interface. */
+  #routes = new Set<string>();
   readonly #grace = new Map<string, GraceEntry & { timer?: ReturnType<typeof setTimeout> }>();
   #stateDir = '';
   #key: TunnelKey | null = null;
@@ -246,6 +251,7 @@ export class TunnelWireguardPlugin implements Plugin {
     this.#settings = settings;
     const state = await device.get();
     const onDevice = new Map(state.peers.map((p) => [p.publicKey, p]));
+    this.#routed = routedPrefixes(view.components);
     const { ops, wanted } = this.#peerOps(view, settings, onDevice);
     this.#resumeGrace(view, settings, wanted, onDevice);
     for (const key of onDevice.keys()) if (!wanted.has(key)) ops.push({ remove: key });
@@ -254,12 +260,14 @@ export class TunnelWireguardPlugin implements Plugin {
         view.components.filter,
         [...view.peers.values()].map((e) => e.peer),
         foundationPorts(view.components),
+        servedGroups(view.components),
       ),
     );
     const change: DeviceChange = { peers: ops };
     if (state.privateKey !== this.#key!.privateKey) change.privateKey = this.#key!.privateKey;
     if (state.listenPort !== settings.listenPort) change.listenPort = settings.listenPort;
     await device.set(change);
+    await this.#kernelRoutes(await kernelRoutes(this.#o.interface));
     writeGrace(this.#graceFile(), this.#grace.values());
     this.#applied = view.version;
     this.#log.info(
@@ -281,7 +289,7 @@ export class TunnelWireguardPlugin implements Plugin {
     const wanted = new Set<string>();
     this.#configured.clear();
     for (const { peer } of view.peers.values()) {
-      const conf = peerConfig(peer, settings.keepalive);
+      const conf = peerConfig(peer, settings.keepalive, this.#routed.get(peer.id));
       if (!conf) continue;
       wanted.add(conf.publicKey);
       this.#configured.set(peer.id, conf);
@@ -318,6 +326,7 @@ export class TunnelWireguardPlugin implements Plugin {
     const ops: PeerOp[] = [];
     const out: DeviceChange = { peers: ops };
     const settings = await this.#settingsChange(view, change, out, ops);
+    this.#routesMoved(view, change, settings, ops);
     let graceChanged = this.#peersGone(change, nft, ops);
     graceChanged = this.#peersUpserted(view, change, settings, nft, ops) || graceChanged;
     // Drops first: an unscoped peer is cut off before anything else moves.
@@ -325,6 +334,7 @@ export class TunnelWireguardPlugin implements Plugin {
     const foundation = foundationPorts(view.components);
     const rebuild =
       change.components.includes('filter') ||
+      change.components.includes('routeGroups') ||
       change.fromVersion === 0 ||
       change.upserted.length + change.removed.length + change.unscoped.length > 256 ||
       foundation.join() !== this.#filter.foundation.join();
@@ -334,12 +344,42 @@ export class TunnelWireguardPlugin implements Plugin {
             view.components.filter,
             [...view.peers.values()].map((e) => e.peer),
             foundation,
+            servedGroups(view.components),
           )
         : nft,
     );
     await device.set(out);
+    if (this.#routed.size || this.#routes.size) await this.#kernelRoutes(this.#routes);
     if (graceChanged) writeGrace(this.#graceFile(), this.#grace.values());
     this.#applied = change.toVersion;
+  }
+
+  /**
+   * The route groups moved (a group given or taken, a new primary): the peers whose prefixes changed
+   * are configured again, an old primary losing them as the new one gains them in the same device
+   * call (peers upserted or removed in this change are configured by their own step, with the new map).
+   */
+  #routesMoved(view: ViewSource, change: ViewChange, settings: TunnelSettings, ops: PeerOp[]): void {
+    if (!change.components.includes('routeGroups') && change.fromVersion !== 0) return;
+    const before = this.#routed;
+    this.#routed = routedPrefixes(view.components);
+    const own = new Set([...change.upserted, ...change.removed, ...change.unscoped]);
+    for (const id of new Set([...before.keys(), ...this.#routed.keys()])) {
+      if (own.has(id) || this.#grace.has(id) || samePrefixes(before.get(id), this.#routed.get(id))) continue;
+      const peer = view.peer(id);
+      const conf = peer ? peerConfig(peer, settings.keepalive, this.#routed.get(id)) : null;
+      if (!conf || !this.#configured.has(id)) continue;
+      ops.push({ upsert: conf });
+      this.#configured.set(id, conf);
+    }
+  }
+
+  /** The kernel's routes into the interface made the prefixes of the primaries configured now. */
+  async #kernelRoutes(have: ReadonlySet<string>): Promise<void> {
+    const wanted = new Set<string>();
+    for (const [id, prefixes] of this.#routed) if (this.#configured.has(id) && !this.#grace.has(id)) for (const p of prefixes) wanted.add(p);
+    await setKernelRoutes(this.#o.interface, have, wanted);
+    this.#routes = wanted;
   }
 
   /** The interface's own settings (address, range, MTU, port, keepalive) as the view has them now. */
@@ -386,7 +426,7 @@ export class TunnelWireguardPlugin implements Plugin {
       const peer = view.peer(id);
       if (!peer) continue;
       graceChanged = this.#endGrace(id, nft) || graceChanged;
-      const conf = peerConfig(peer, settings.keepalive);
+      const conf = peerConfig(peer, settings.keepalive, this.#routed.get(id));
       const old = this.#configured.get(id);
       if (old && old.publicKey !== conf?.publicKey) ops.push({ remove: old.publicKey });
       if (!conf) {

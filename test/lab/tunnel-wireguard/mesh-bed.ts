@@ -2,7 +2,7 @@
  * The mesh lab's bed: machines joined only by an underlay bridge (no shared private link).
  *  - c: the control-node, 10.97.0.10 — its own Docker engine, `meshp genesis` without
  *    `--private-interface` (so the private network is the tunnel), the controller, its agent;
- *  - a1..a3: agents, 10.97.0.1-3, each serving TCP on PORT and OTHER_PORT;
+ *  - a1..a3 (or as many as asked): agents, 10.97.0.1-3, each serving TCP on PORT and OTHER_PORT;
  *  - o: a machine on the underlay that never enrols (10.97.0.20): "outside".
  * Teardown, registered before anything starts: agents and servers by pid (Proc), each wireguard-go
  * by the pid its agent kept, its socket; the engine by its own teardown; the namespaces.
@@ -104,7 +104,8 @@ export interface MeshBed {
   startAgent(n: Node, extra?: string[]): Proc;
 }
 
-export async function meshBed(t: Teardown, dir: string): Promise<MeshBed> {
+/** `count`: the agents a1..aN (3 unless asked; routes.test.ts asks 4: two routers). */
+export async function meshBed(t: Teardown, dir: string, count = 3): Promise<MeshBed> {
   const prefix = runPrefix('wgm');
   const nodes: Node[] = [];
   t.teardown(async () => {
@@ -134,7 +135,7 @@ export async function meshBed(t: Teardown, dir: string): Promise<MeshBed> {
   const [engine, outside, ...agentNs] = await Promise.all([
     startDockerd(t, { netns: cNs, tag: 'wgd' }),
     machine('o', OUTSIDE_IP, 9),
-    ...[1, 2, 3].map((i) => machine(`a${i}`, `10.97.0.${i}`, i)),
+    ...Array.from({ length: count }, (_, k) => k + 1).map((i) => machine(`a${i}`, `10.97.0.${i}`, i)),
   ]);
   const ctlState = join(dir, 'ctl');
   const root = join(dir, 'c-root');

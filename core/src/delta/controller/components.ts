@@ -1,6 +1,6 @@
 import { fillSettings } from '../../catalogue/manifest.js';
 import { declarationToWire } from '../declaration.js';
-import { WIRE_MODE, type Components, type Dns, type Filter, type Peer, type Tunnel, type WireDeclaration } from '../../contract/wire.js';
+import { WIRE_MODE, type Components, type Dns, type Filter, type Peer, type RouteGroups, type Tunnel, type WireDeclaration } from '../../contract/wire.js';
 import { SCOPE, type PolicyIndex, type Scope } from './policy.js';
 import type { MemberRecord, ModuleDef, SharedComponents } from './records.js';
 import { endpointsOf } from './observed.js';
@@ -18,10 +18,14 @@ export function peerImage(m: MemberRecord, scope: Scope): Peer {
   };
 }
 
-/** Who may reach the node, from the rules whose destination is one of its tags. */
-export function filterFor(node: MemberRecord, policy: PolicyIndex): Filter {
+/**
+ * Who may reach the node, from the rules whose destination is one of its tags; and, on a via node, who
+ * may reach through it the route groups it serves (`served`: their `route:NAME` destinations, whose
+ * rules the tunnel enforces on the forwarded path only: routes.ts).
+ */
+export function filterFor(node: MemberRecord, policy: PolicyIndex, served: readonly string[] = []): Filter {
   const rules = policy
-    .inboundRules(node.tags)
+    .inboundRules([...node.tags, ...served])
     .map((r) => ({ sourceTags: [r.from], destinationTags: [r.to], ports: [...(r.ports ?? [])].sort() }))
     .sort((a, b) => key(a).localeCompare(key(b)));
   return { rules };
@@ -75,6 +79,10 @@ export interface ComponentInputs {
   shared: SharedComponents;
   /** The DNS component in force (dns.ts dnsFor): the shared settings with the domain and the foundation names. */
   dns: Dns;
+  /** The route groups this node may use or serves (routes.ts routeGroupsFor). */
+  routeGroups: RouteGroups;
+  /** The `route:NAME` destinations of the groups it serves (routes.ts servedRouteTags). */
+  servedRoutes?: readonly string[];
   moduleOf: (name: string) => ModuleDef | null;
   /** The network's private range: the prefix of the tunnel's address. */
   privateRange?: string;
@@ -83,8 +91,8 @@ export interface ComponentInputs {
 export function componentsFor(i: ComponentInputs): Required<Components> {
   return {
     dns: i.dns,
-    filter: filterFor(i.node, i.policy),
-    routeGroups: i.shared.routeGroups,
+    filter: filterFor(i.node, i.policy, i.servedRoutes),
+    routeGroups: i.routeGroups,
     relays: i.shared.relays,
     tunnel: tunnelFor(i.node, i.privateRange),
     declaration: declarationFor(i.node, i.moduleOf),

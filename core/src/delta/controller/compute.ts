@@ -4,7 +4,9 @@ import { componentsFor, declarationFor, filterFor, peerImage, tunnelFor } from '
 import type { NetworkState } from './network.js';
 import { dnsFor } from './dns.js';
 import { PolicyIndex, SCOPE, isControlNode } from './policy.js';
+import { routeGroupsFor, routePeersOf, scoperOf, servedRouteTags, type Scoper } from './routes.js';
 import type { LogEntry, MemberRecord, ModuleDef, PolicyRule, SharedComponentName } from './records.js';
+import type { RouteGroup, RouteGroups } from '../../contract/wire.js';
 
 export interface Computed {
   delta: StateDelta;
@@ -24,11 +26,14 @@ export function computeSnapshot(net: NetworkState, nodeId: string): Computed {
   const ids = isControlNode(self.tags) ? new Set(net.members.keys()) : new Set<string>();
   for (const t of net.policy.reachTags(self.tags)) for (const id of net.tags.members(t)) ids.add(id);
   for (const t of net.policy.reachedByTags(self.tags)) for (const id of net.tags.members(t)) ids.add(id);
+  const groups = groupsOf(net.record.components.routeGroups);
+  routePeersOf(self, net.policy, groups, (t) => net.tags.members(t), ids);
+  const scopeOf = scoperOf(net.policy, groups);
   const peers: Peer[] = [];
   for (const id of ids) {
     const m = net.members.get(id);
     if (!m) continue;
-    const scope = net.policy.scope(self, m);
+    const scope = scopeOf(self, m);
     if (scope !== SCOPE.NONE) peers.push(peerImage(m, scope));
   }
   peers.sort(byId);
@@ -37,6 +42,8 @@ export function computeSnapshot(net: NetworkState, nodeId: string): Computed {
     policy: net.policy,
     shared: net.record.components,
     dns: dnsFor(net),
+    routeGroups: routeGroupsNow(net, self),
+    servedRoutes: servedRouteTags(self, groups),
     moduleOf: net.moduleOf,
     privateRange: net.record.privateRange,
   });
@@ -79,6 +86,10 @@ interface Sides {
   polNow: PolicyIndex;
   /** The policy changed or the node's own tags did: its filter and its reach are computed anew. */
   reachMoved: boolean;
+  groupsThen: readonly RouteGroup[];
+  groupsNow: readonly RouteGroup[];
+  scopeThen: Scoper;
+  scopeNow: Scoper;
 }
 
 /** The members whose scope may have moved: those that changed, and the holders of tags whose reachability moved. */
@@ -93,21 +104,27 @@ function candidatesOf(s: Sides): Set<string> {
     // The node became, or stopped being, a control-node: every member's scope may have moved.
     if (isControlNode(selfThen.tags) !== isControlNode(selfNow.tags)) for (const id of net.members.keys()) candidates.add(id);
   }
+  // The route groups widen the view (routes.ts): when they or the reach moved, their peers then and now are candidates.
+  if (s.reachMoved || s.before.shared.has('routeGroups')) {
+    const holders = (t: string) => net.tags.members(t);
+    routePeersOf(selfThen, polThen, s.groupsThen, holders, candidates);
+    routePeersOf(selfNow, polNow, s.groupsNow, holders, candidates);
+  }
   candidates.delete(s.nodeId);
   return candidates;
 }
 
 /** Each candidate's image then and now: the peers to upsert and to remove, the digest moved with them. */
 function peerChanges(s: Sides, candidates: Set<string>, digest: ViewDigest, graced: ReadonlySet<string>): { upsertPeers: Peer[]; removePeers: PeerRemoval[] } {
-  const { net, before, selfThen, selfNow, polThen, polNow } = s;
+  const { net, before, selfThen, selfNow, scopeThen, scopeNow } = s;
   const at = (id: string): MemberRecord | null => (before.members.has(id) ? before.members.get(id)! : (net.members.get(id) ?? null));
   const upsertPeers: Peer[] = [];
   const removePeers: PeerRemoval[] = [];
   for (const id of candidates) {
     const then = at(id);
     const now = net.members.get(id) ?? null;
-    const sThen = then ? polThen.scope(selfThen, then) : SCOPE.NONE;
-    const sNow = now ? polNow.scope(selfNow, now) : SCOPE.NONE;
+    const sThen = then ? scopeThen(selfThen, then) : SCOPE.NONE;
+    const sNow = now ? scopeNow(selfNow, now) : SCOPE.NONE;
     const dThen = then && sThen !== SCOPE.NONE ? peerDigest(peerImage(then, sThen)) : null;
     if (!now || sNow === SCOPE.NONE) {
       // Out of the view already, but perhaps still held in the node's tunnel grace: it is told the peer left.
@@ -133,10 +150,12 @@ function peerChanges(s: Sides, candidates: Set<string>, digest: ViewDigest, grac
 function componentsMoved(s: Sides): Components {
   const { net, nodeId, before, selfThen, selfNow } = s;
   const changed: Components = {};
-  for (const name of before.shared.keys()) changed[name] = (name === 'dns' ? dnsFor(net) : net.record.components[name]) as never;
+  for (const name of before.shared.keys()) if (name !== 'routeGroups') changed[name] = (name === 'dns' ? dnsFor(net) : net.record.components[name]) as never;
+  // A node's route groups follow its policy and the groups' via members: computed whenever there are any (the digest drops an unchanged one).
+  if (s.groupsNow.length || s.groupsThen.length) changed.routeGroups = routeGroupsNow(net, selfNow);
   // The foundation names are the control-nodes' addresses: a control-node that changed may have moved them.
   if (!changed.dns && controlNodeMoved(net, before)) changed.dns = dnsFor(net);
-  if (s.reachMoved) changed.filter = filterFor(selfNow, s.polNow);
+  if (s.reachMoved || before.shared.has('routeGroups')) changed.filter = filterFor(selfNow, s.polNow, servedRouteTags(selfNow, s.groupsNow));
   if (before.members.has(nodeId)) changed.tunnel = tunnelFor(selfNow, net.record.privateRange);
   const modulesMoved = [...before.modules.keys()].some((m) => selfThen.assigned.includes(m) || selfNow.assigned.includes(m));
   if (before.members.has(nodeId) || modulesMoved) changed.declaration = declarationFor(selfNow, net.moduleOf);
@@ -167,7 +186,23 @@ export function computeIncremental(net: NetworkState, nodeId: string, a: number,
   const selfThen = before.members.has(nodeId) ? before.members.get(nodeId)! : selfNow;
   if (!selfThen) return null;
   const reachMoved = before.policy !== undefined || !sameList(selfThen.tags, selfNow.tags);
-  const sides: Sides = { net, nodeId, before, selfThen, selfNow, polThen: before.policy ?? net.policy, polNow: net.policy, reachMoved };
+  const polThen = before.policy ?? net.policy;
+  const groupsNow = groupsOf(net.record.components.routeGroups);
+  const groupsThen = before.shared.has('routeGroups') ? groupsOf(before.shared.get('routeGroups') as RouteGroups | undefined) : groupsNow;
+  const sides: Sides = {
+    net,
+    nodeId,
+    before,
+    selfThen,
+    selfNow,
+    polThen,
+    polNow: net.policy,
+    reachMoved,
+    groupsThen,
+    groupsNow,
+    scopeThen: scoperOf(polThen, groupsThen),
+    scopeNow: scoperOf(net.policy, groupsNow),
+  };
 
   const digest = cloneDigest(base);
   const { upsertPeers, removePeers } = peerChanges(sides, candidatesOf(sides), digest, graced);
@@ -185,6 +220,14 @@ function policyBefore(rules: readonly PolicyRule[]): PolicyIndex {
   let p = policiesBefore.get(rules);
   if (!p) policiesBefore.set(rules, (p = new PolicyIndex(rules)));
   return p;
+}
+
+const groupsOf = (r: RouteGroups | undefined): readonly RouteGroup[] => r?.groups ?? [];
+
+/** The route groups `node` is sent, as the network is now. */
+export function routeGroupsNow(net: NetworkState, node: MemberRecord): RouteGroups {
+  const r = net.record.components.routeGroups;
+  return routeGroupsFor(node, net.policy, groupsOf(r), (id) => net.members.has(id), r?.primaries);
 }
 
 function controlNodeMoved(net: NetworkState, before: Before): boolean {

@@ -46,7 +46,11 @@ export type ModuleDef = Omit<ModuleDecl, 'taken'>;
 export interface SharedComponents {
   dns: Dns;
   relays: RelayList;
-  routeGroups: RouteGroupList;
+  /**
+   * The route groups, and each group's primary as the controller last chose it (issue 26: kept while
+   * that via node is connected, so a via node coming back does not take its prefixes back).
+   */
+  routeGroups: RouteGroupList & { primaries?: Record<string, string> };
 }
 export type SharedComponentName = keyof SharedComponents;
 

@@ -7,6 +7,7 @@
  */
 import type { NetworkState } from './network.js';
 import { isControlNode } from './policy.js';
+import { mayUse, routeOfTag, routeTag } from './routes.js';
 import type { LogEntry, MemberRecord, PolicyRule } from './records.js';
 
 /** The members whose view the entries may have changed; null: any of them. */
@@ -16,9 +17,15 @@ export function affectedBy(net: NetworkState, entries: readonly LogEntry[]): Set
     for (const t of tags) for (const id of net.tags.members(t)) out.add(id);
   };
   /** Everyone who sees (or saw) this member, under the policy now: the holders of the tags that reach it or that it reaches. */
+  const groups = net.record.components.routeGroups?.groups ?? [];
   const watchers = (m: MemberRecord) => {
     holders(net.policy.reachTags(m.tags));
     holders(net.policy.reachedByTags(m.tags));
+    // Through the route groups (routes.ts): the via nodes of the groups it may use, the users of those it serves.
+    for (const g of groups) {
+      if (mayUse(m, g, net.policy)) for (const v of g.viaPeers) out.add(v);
+      if (g.viaPeers.includes(m.id)) holders(net.policy.reachedByTags([routeTag(g.name)]));
+    }
   };
   for (const e of entries) {
     switch (e.kind) {
@@ -38,7 +45,11 @@ export function affectedBy(net: NetworkState, entries: readonly LogEntry[]): Set
         break;
       }
       case 'policy':
-        for (const r of changedRules(e.before, e.after)) holders([r.from, r.to]);
+        for (const r of changedRules(e.before, e.after)) {
+          holders([r.from, r.to]);
+          const g = routeOfTag(r.to);
+          if (g !== null) for (const v of groups.find((x) => x.name === g)?.viaPeers ?? []) out.add(v);
+        }
         break;
       case 'module':
         for (const m of net.members.values()) if (m.assigned.includes(e.name)) out.add(m.id);

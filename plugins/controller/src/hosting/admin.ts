@@ -28,6 +28,7 @@ import { readbackMethods } from './readback.js';
 import { policyMethods } from './policy-methods.js';
 import { auditedChange, auditMethods, type AuditDeps } from './audit.js';
 import { dnsMethods } from './dns-admin.js';
+import { routeMethods } from './route-admin.js';
 import { asyncMethods, renameChecks, renameFirst, reportsFirst } from './admin-async.js';
 import { notFound, oneLine, usage } from '@meshp/core/util';
 
@@ -166,6 +167,7 @@ function statusMethods({ d, controller, live }: Ctx): Methods<'listNodes' | 'sho
           : {}),
         reportedAt: last?.at ?? '',
         ...(last?.dns ? { dns: resolverOf(last.dns) } : {}),
+        routes: controller.nodeRoutes(net, r.node),
       };
     },
     doctor: (r, net) => {
@@ -181,6 +183,7 @@ function statusMethods({ d, controller, live }: Ctx): Methods<'listNodes' | 'sho
         published: last?.published ?? [],
         reportedAt: last?.at ?? '',
         ...(last?.dns ? { dns: resolverOf(last.dns) } : {}),
+        routes: controller.nodeRoutes(net, s.node.name),
       };
     },
   };
@@ -312,6 +315,8 @@ export function adminHandler(d: AdminDeps): AdminHandler {
     listAudit: d.audit ? auditMethods(d.audit.book).listAudit : () => ({ entries: [] }),
     // The network's DNS (issue 25): dns-admin.ts.
     ...dnsMethods(d.controller, d.changed),
+    // The network's route groups (issue 26): route-admin.ts.
+    ...routeMethods(d.controller, (net, node) => d.reports(net, node), d.changed),
   };
   const audit = d.audit ? { ...d.audit, controller: d.controller, log: d.log } : null;
   // A store across the network: the token and audit calls asked without waiting (admin-async.ts).

@@ -26,6 +26,9 @@ const CHANGES = new Set<string>([
   'removeNetwork',
   'removeCatalogueModule',
   'revokeEnrolmentToken',
+  'setRouteGroup',
+  'removeRouteGroup',
+  'approveRoute',
 ]);
 
 /** The default retention: 90 days. */
@@ -63,6 +66,14 @@ function summaryOf(method: string, r: Req, before: string): string {
       return `catalogue add ${(Array.isArray(r.modules) ? r.modules : []).map((m) => (m as { name?: string }).name).join(', ')}`;
     case 'revokeEnrolmentToken':
       return `token ${str(r, 'id')} revoked`;
+    case 'setRouteGroup': {
+      const g = (r.group ?? {}) as { name?: string; prefixes?: string[]; viaPeers?: string[] };
+      return `route group ${g.name ?? ''} set: ${(g.prefixes ?? []).join(',')} via ${(g.viaPeers ?? []).join(',')}`;
+    }
+    case 'approveRoute':
+      return `route approve ${(Array.isArray(r.prefixes) && r.prefixes.length ? r.prefixes : ['every advertised prefix']).join(',')} of ${node} into group ${str(r, 'group')}`;
+    case 'removeRouteGroup':
+      return `route group ${str(r, 'name')} removed`;
     default:
       return `${method}${node ? ` ${node}` : ''}`;
   }
@@ -102,7 +113,8 @@ export async function auditedChange<T>(
   change: (fn: () => T) => Promise<T>,
   call: () => T,
 ): Promise<T> {
-  if (!CHANGES.has(method)) return change(call);
+  // A preview changes nothing: it is not recorded.
+  if (!CHANGES.has(method) || request.preview === true) return change(call);
   let entry: AuditEntry | null = null;
   const out = await change(() => {
     entry = null;

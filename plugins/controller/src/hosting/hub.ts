@@ -32,6 +32,7 @@ export interface SessionHubOptions {
 
 export class SessionHub implements SessionHost {
   readonly #sessions = new Map<string, SyncSession>();
+  #stopping = false;
   /** When each node's agent was last heard from (any message on an authenticated stream). */
   readonly #seen = new Map<string, string>();
   /** When each node's last stream ended (the last time it was known open). */
@@ -89,6 +90,40 @@ export class SessionHub implements SessionHost {
     this.#sessions.set(key, s);
     this.#index(s);
     old?.end({ code: 'MESHP_UNAVAILABLE', message: 'a newer stream of this node replaced this one' });
+    if (!old) this.#routeLiveness(s.network, s.node, true);
+  }
+
+  /**
+   * A via node's stream opened or ended (issue 26): the route groups it serves fail over, through the
+   * controller's change path like any change, and the nodes they concern are pumped. Up is a stream
+   * open on this controller (a replica knows only its own streams).
+   */
+  #routeLiveness(network: string, node: string, up: boolean): void {
+    const { controller } = this;
+    if (this.#stopping || !controller.networks().includes(network) || !controller.servesRoutes(network, node)) return;
+    const before = () => new Map(controller.routeGroups(network).map((g) => [g.group.name, g.primary]));
+    let was = new Map<string, string>();
+    const move = () => {
+      was = before();
+      return controller.routeLiveness(network, node, up, (id) => this.#sessions.has(`${network}/${id}`));
+    };
+    const moved = (primaries: Record<string, string> | null) => {
+      if (!primaries) return;
+      const n = Object.entries(primaries).filter(([g, v]) => was.get(g) !== v).length;
+      this.metrics.routeFailovers += n;
+      if (n) this.metrics.lastRouteFailover = Math.floor(Date.now() / 1000);
+      this.log.info({ network, node, up, primaries }, 'route group primary moved');
+      this.poke(network);
+    };
+    const refused = (e: unknown) => this.log.warn({ network, node, err: e instanceof Error ? e.message : String(e) }, 'route group failover refused');
+    if (controller.asyncStore) void controller.change(move).then(moved, refused);
+    else {
+      try {
+        moved(move());
+      } catch (e) {
+        refused(e);
+      }
+    }
   }
 
   /** The last acks of each node (version and hash), newest last: what it applied, between its reports. */
@@ -146,6 +181,7 @@ export class SessionHub implements SessionHost {
     if (this.#sessions.get(key) === s) {
       this.#sessions.delete(key);
       this.#ended.set(key, new Date().toISOString());
+      this.#routeLiveness(s.network, s.node, false);
     }
     this.#byNetwork.get(s.network)?.delete(s);
     this.fanout.drop(s);
@@ -234,6 +270,8 @@ export class SessionHub implements SessionHost {
   }
 
   closeAll(): void {
+    // The controller stopping is not every via node going down: no primary moves on the way out.
+    this.#stopping = true;
     for (const s of [...this.#sessions.values()]) s.end({ code: 'MESHP_UNAVAILABLE', message: 'the controller is stopping' });
   }
 }

@@ -32,6 +32,9 @@ export class Metrics {
   snapshotsSent = 0;
   bytesSent = 0;
   enrolments = 0;
+  /** Route groups whose primary moved to another via node (issue 26), and when one last did (epoch s, 0: never). */
+  routeFailovers = 0;
+  lastRouteFailover = 0;
   readonly refusals = new Map<string, number>();
   readonly registry = new Registry();
   #source: MetricsSource | null = null;
@@ -66,6 +69,19 @@ export class Metrics {
     counter('meshp_snapshots_sent_total', 'snapshots (from_version 0) sent', () => self.snapshotsSent);
     counter('meshp_delta_bytes_sent_total', 'bytes of the state deltas and snapshots sent, as encoded on the wire (protobuf)', () => self.bytesSent);
     counter('meshp_enrolments_total', 'nodes enrolled', () => self.enrolments);
+    counter(
+      'meshp_route_failovers_total',
+      "route groups whose primary moved to another via node (its primary's stream ended, or one came up while it was down)",
+      () => self.routeFailovers,
+    );
+    new Gauge({
+      name: 'meshp_route_last_failover_timestamp_seconds',
+      help: 'when a route group last moved to another via node (0: never, since this controller started)',
+      registers: [r],
+      collect() {
+        this.set(self.lastRouteFailover);
+      },
+    });
     new Counter({
       name: 'meshp_refusals_total',
       help: 'calls and streams refused, by code',

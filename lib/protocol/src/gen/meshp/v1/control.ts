@@ -392,7 +392,14 @@ export interface Report {
     | string
     | undefined;
   /** The mesh's resolver on the node (issue 25), when the agent runs one; absent: none, or an older agent. */
-  dns?: ResolverStatus | undefined;
+  dns?:
+    | ResolverStatus
+    | undefined;
+  /**
+   * issue 26: the prefixes this node offers to route (meshp agent --advertise-route); each serves only
+   * once an admin approves it (ApproveRoute). Empty: none, or an older agent.
+   */
+  advertisedRoutes: string[];
 }
 
 /** The mesh's resolver as the dns-resolver plugin says (issue 25): where it answers and where it forwards. */
@@ -620,6 +627,11 @@ export interface RouteGroups {
   groups: RouteGroup[];
 }
 
+/**
+ * issue 26: a node is sent the groups its policy lets it use (a rule to `route:NAME`) and the groups
+ * it serves. via_peers are the via nodes that are members, in the operator's order of preference: the
+ * first is the primary, the peer whose allowed IPs carry the prefixes.
+ */
 export interface RouteGroup {
   name: string;
   prefixes: string[];
@@ -858,7 +870,20 @@ export interface ShowNodeResponse {
   firewall?: FirewallState | undefined;
   reportedAt: string;
   /** The mesh's resolver as the node's last report says (issue 25); absent: none reported. */
-  dns?: ResolverStatus | undefined;
+  dns?:
+    | ResolverStatus
+    | undefined;
+  /** issue 26: the route groups the node serves (a via node) or may use (by its policy), from the controller. */
+  routes: NodeRoute[];
+}
+
+export interface NodeRoute {
+  group: string;
+  /** "serves" or "uses". */
+  role: string;
+  prefixes: string[];
+  /** The group's primary now ('': no via node is a member). */
+  primary: string;
 }
 
 export interface FirewallState {
@@ -1048,6 +1073,82 @@ export interface SetDnsResponse {
   preview: boolean;
 }
 
+/** issue 26. */
+export interface ListRouteGroupsRequest {
+  network: string;
+}
+
+export interface RouteGroupStatus {
+  /** As stored: via_peers as the operator gave them. */
+  group?:
+    | RouteGroup
+    | undefined;
+  /** The via node the users send the prefixes to ('': no via node is a member). */
+  primary: string;
+  /** The members whose policy lets them use the group. */
+  users: string[];
+  /** Via nodes named that are not members. */
+  missingVia: string[];
+}
+
+export interface ListRouteGroupsResponse {
+  groups: RouteGroupStatus[];
+  /** Each prefix a node advertises (meshp agent --advertise-route), approved into a group or not. */
+  advertised: AdvertisedRoute[];
+}
+
+export interface AdvertisedRoute {
+  node: string;
+  prefix: string;
+  /** The group that serves it through this node; '': not approved (it serves nothing). */
+  group: string;
+}
+
+/**
+ * Approves prefixes a node advertises: the node becomes a via node of `group` (made when absent) and
+ * the prefixes are the group's. Empty prefixes: every prefix the node advertises.
+ */
+export interface ApproveRouteRequest {
+  network: string;
+  node: string;
+  prefixes: string[];
+  group: string;
+  preview: boolean;
+}
+
+export interface ApproveRouteResponse {
+  stateVersion: number;
+  changedNodes: string[];
+  preview: boolean;
+  /** The group as it is (or would be) once approved. */
+  group?: RouteGroup | undefined;
+}
+
+export interface SetRouteGroupRequest {
+  network: string;
+  group?: RouteGroup | undefined;
+  preview: boolean;
+}
+
+export interface SetRouteGroupResponse {
+  stateVersion: number;
+  /** The nodes whose route groups or view change (or would, with preview). */
+  changedNodes: string[];
+  preview: boolean;
+}
+
+export interface RemoveRouteGroupRequest {
+  network: string;
+  name: string;
+  preview: boolean;
+}
+
+export interface RemoveRouteGroupResponse {
+  stateVersion: number;
+  changedNodes: string[];
+  preview: boolean;
+}
+
 export interface CreateTokenRequest {
   network: string;
   mode: Mode;
@@ -1082,7 +1183,11 @@ export interface DoctorResponse {
   published: PublishedPort[];
   reportedAt: string;
   /** The mesh's resolver on the node, from its last report (issue 25): the line node show prints. */
-  dns?: ResolverStatus | undefined;
+  dns?:
+    | ResolverStatus
+    | undefined;
+  /** issue 26: the route groups the node serves or uses, each with its primary (as node show). */
+  routes: NodeRoute[];
 }
 
 /** Defines (or redefines) modules of a network's catalogue; each definition is one change. */
@@ -2356,6 +2461,7 @@ function createBaseReport(): Report {
     tunnelInterface: undefined,
     tunnelError: undefined,
     dns: undefined,
+    advertisedRoutes: [],
   };
 }
 
@@ -2423,6 +2529,9 @@ export const Report: MessageFns<Report> = {
     }
     if (message.dns !== undefined) {
       ResolverStatus.encode(message.dns, writer.uint32(802).fork()).join();
+    }
+    for (const v of message.advertisedRoutes) {
+      writer.uint32(882).string(v!);
     }
     return writer;
   },
@@ -2608,6 +2717,14 @@ export const Report: MessageFns<Report> = {
             message.dns = ResolverStatus.decode(reader, reader.uint32());
             continue;
           }
+          case 110: {
+            if (tag !== 882) {
+              break;
+            }
+
+            message.advertisedRoutes.push(reader.string());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2697,6 +2814,11 @@ export const Report: MessageFns<Report> = {
         ? globalThis.String(object.tunnel_error)
         : undefined,
       dns: isSet(object.dns) ? ResolverStatus.fromJSON(object.dns) : undefined,
+      advertisedRoutes: globalThis.Array.isArray(object?.advertisedRoutes)
+        ? object.advertisedRoutes.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.advertised_routes)
+        ? object.advertised_routes.map((e: any) => globalThis.String(e))
+        : [],
     };
   },
 
@@ -2765,6 +2887,9 @@ export const Report: MessageFns<Report> = {
     if (message.dns !== undefined) {
       obj.dns = ResolverStatus.toJSON(message.dns);
     }
+    if (message.advertisedRoutes?.length) {
+      obj.advertisedRoutes = message.advertisedRoutes;
+    }
     return obj;
   },
 
@@ -2800,6 +2925,7 @@ export const Report: MessageFns<Report> = {
     message.dns = (object.dns !== undefined && object.dns !== null)
       ? ResolverStatus.fromPartial(object.dns)
       : undefined;
+    message.advertisedRoutes = object.advertisedRoutes?.map((e) => e) || [];
     return message;
   },
 };
@@ -8738,7 +8864,15 @@ export const ShowNodeRequest: MessageFns<ShowNodeRequest> = {
 };
 
 function createBaseShowNodeResponse(): ShowNodeResponse {
-  return { node: undefined, recentDeltas: [], resources: [], firewall: undefined, reportedAt: "", dns: undefined };
+  return {
+    node: undefined,
+    recentDeltas: [],
+    resources: [],
+    firewall: undefined,
+    reportedAt: "",
+    dns: undefined,
+    routes: [],
+  };
 }
 
 export const ShowNodeResponse: MessageFns<ShowNodeResponse> = {
@@ -8760,6 +8894,9 @@ export const ShowNodeResponse: MessageFns<ShowNodeResponse> = {
     }
     if (message.dns !== undefined) {
       ResolverStatus.encode(message.dns, writer.uint32(50).fork()).join();
+    }
+    for (const v of message.routes) {
+      NodeRoute.encode(v!, writer.uint32(58).fork()).join();
     }
     return writer;
   },
@@ -8825,6 +8962,14 @@ export const ShowNodeResponse: MessageFns<ShowNodeResponse> = {
             message.dns = ResolverStatus.decode(reader, reader.uint32());
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.routes.push(NodeRoute.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -8855,6 +9000,7 @@ export const ShowNodeResponse: MessageFns<ShowNodeResponse> = {
         ? globalThis.String(object.reported_at)
         : "",
       dns: isSet(object.dns) ? ResolverStatus.fromJSON(object.dns) : undefined,
+      routes: globalThis.Array.isArray(object?.routes) ? object.routes.map((e: any) => NodeRoute.fromJSON(e)) : [],
     };
   },
 
@@ -8878,6 +9024,9 @@ export const ShowNodeResponse: MessageFns<ShowNodeResponse> = {
     if (message.dns !== undefined) {
       obj.dns = ResolverStatus.toJSON(message.dns);
     }
+    if (message.routes?.length) {
+      obj.routes = message.routes.map((e) => NodeRoute.toJSON(e));
+    }
     return obj;
   },
 
@@ -8898,6 +9047,124 @@ export const ShowNodeResponse: MessageFns<ShowNodeResponse> = {
     message.dns = (object.dns !== undefined && object.dns !== null)
       ? ResolverStatus.fromPartial(object.dns)
       : undefined;
+    message.routes = object.routes?.map((e) => NodeRoute.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseNodeRoute(): NodeRoute {
+  return { group: "", role: "", prefixes: [], primary: "" };
+}
+
+export const NodeRoute: MessageFns<NodeRoute> = {
+  encode(message: NodeRoute, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.group !== "") {
+      writer.uint32(10).string(message.group);
+    }
+    if (message.role !== "") {
+      writer.uint32(18).string(message.role);
+    }
+    for (const v of message.prefixes) {
+      writer.uint32(26).string(v!);
+    }
+    if (message.primary !== "") {
+      writer.uint32(34).string(message.primary);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): NodeRoute {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseNodeRoute();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.group = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.role = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.prefixes.push(reader.string());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.primary = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): NodeRoute {
+    return {
+      group: isSet(object.group) ? globalThis.String(object.group) : "",
+      role: isSet(object.role) ? globalThis.String(object.role) : "",
+      prefixes: globalThis.Array.isArray(object?.prefixes) ? object.prefixes.map((e: any) => globalThis.String(e)) : [],
+      primary: isSet(object.primary) ? globalThis.String(object.primary) : "",
+    };
+  },
+
+  toJSON(message: NodeRoute): unknown {
+    const obj: any = {};
+    if (message.group !== "") {
+      obj.group = message.group;
+    }
+    if (message.role !== "") {
+      obj.role = message.role;
+    }
+    if (message.prefixes?.length) {
+      obj.prefixes = message.prefixes;
+    }
+    if (message.primary !== "") {
+      obj.primary = message.primary;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<NodeRoute>, I>>(base?: I): NodeRoute {
+    return NodeRoute.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<NodeRoute>, I>>(object: I): NodeRoute {
+    const message = createBaseNodeRoute();
+    message.group = object.group ?? "";
+    message.role = object.role ?? "";
+    message.prefixes = object.prefixes?.map((e) => e) || [];
+    message.primary = object.primary ?? "";
     return message;
   },
 };
@@ -11841,6 +12108,1068 @@ export const SetDnsResponse: MessageFns<SetDnsResponse> = {
   },
 };
 
+function createBaseListRouteGroupsRequest(): ListRouteGroupsRequest {
+  return { network: "" };
+}
+
+export const ListRouteGroupsRequest: MessageFns<ListRouteGroupsRequest> = {
+  encode(message: ListRouteGroupsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.network !== "") {
+      writer.uint32(10).string(message.network);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListRouteGroupsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListRouteGroupsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListRouteGroupsRequest {
+    return { network: isSet(object.network) ? globalThis.String(object.network) : "" };
+  },
+
+  toJSON(message: ListRouteGroupsRequest): unknown {
+    const obj: any = {};
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListRouteGroupsRequest>, I>>(base?: I): ListRouteGroupsRequest {
+    return ListRouteGroupsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListRouteGroupsRequest>, I>>(object: I): ListRouteGroupsRequest {
+    const message = createBaseListRouteGroupsRequest();
+    message.network = object.network ?? "";
+    return message;
+  },
+};
+
+function createBaseRouteGroupStatus(): RouteGroupStatus {
+  return { group: undefined, primary: "", users: [], missingVia: [] };
+}
+
+export const RouteGroupStatus: MessageFns<RouteGroupStatus> = {
+  encode(message: RouteGroupStatus, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.group !== undefined) {
+      RouteGroup.encode(message.group, writer.uint32(10).fork()).join();
+    }
+    if (message.primary !== "") {
+      writer.uint32(18).string(message.primary);
+    }
+    for (const v of message.users) {
+      writer.uint32(26).string(v!);
+    }
+    for (const v of message.missingVia) {
+      writer.uint32(34).string(v!);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RouteGroupStatus {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRouteGroupStatus();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.group = RouteGroup.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.primary = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.users.push(reader.string());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.missingVia.push(reader.string());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RouteGroupStatus {
+    return {
+      group: isSet(object.group) ? RouteGroup.fromJSON(object.group) : undefined,
+      primary: isSet(object.primary) ? globalThis.String(object.primary) : "",
+      users: globalThis.Array.isArray(object?.users) ? object.users.map((e: any) => globalThis.String(e)) : [],
+      missingVia: globalThis.Array.isArray(object?.missingVia)
+        ? object.missingVia.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.missing_via)
+        ? object.missing_via.map((e: any) => globalThis.String(e))
+        : [],
+    };
+  },
+
+  toJSON(message: RouteGroupStatus): unknown {
+    const obj: any = {};
+    if (message.group !== undefined) {
+      obj.group = RouteGroup.toJSON(message.group);
+    }
+    if (message.primary !== "") {
+      obj.primary = message.primary;
+    }
+    if (message.users?.length) {
+      obj.users = message.users;
+    }
+    if (message.missingVia?.length) {
+      obj.missingVia = message.missingVia;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RouteGroupStatus>, I>>(base?: I): RouteGroupStatus {
+    return RouteGroupStatus.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RouteGroupStatus>, I>>(object: I): RouteGroupStatus {
+    const message = createBaseRouteGroupStatus();
+    message.group = (object.group !== undefined && object.group !== null)
+      ? RouteGroup.fromPartial(object.group)
+      : undefined;
+    message.primary = object.primary ?? "";
+    message.users = object.users?.map((e) => e) || [];
+    message.missingVia = object.missingVia?.map((e) => e) || [];
+    return message;
+  },
+};
+
+function createBaseListRouteGroupsResponse(): ListRouteGroupsResponse {
+  return { groups: [], advertised: [] };
+}
+
+export const ListRouteGroupsResponse: MessageFns<ListRouteGroupsResponse> = {
+  encode(message: ListRouteGroupsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.groups) {
+      RouteGroupStatus.encode(v!, writer.uint32(10).fork()).join();
+    }
+    for (const v of message.advertised) {
+      AdvertisedRoute.encode(v!, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListRouteGroupsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListRouteGroupsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.groups.push(RouteGroupStatus.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.advertised.push(AdvertisedRoute.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListRouteGroupsResponse {
+    return {
+      groups: globalThis.Array.isArray(object?.groups)
+        ? object.groups.map((e: any) => RouteGroupStatus.fromJSON(e))
+        : [],
+      advertised: globalThis.Array.isArray(object?.advertised)
+        ? object.advertised.map((e: any) => AdvertisedRoute.fromJSON(e))
+        : [],
+    };
+  },
+
+  toJSON(message: ListRouteGroupsResponse): unknown {
+    const obj: any = {};
+    if (message.groups?.length) {
+      obj.groups = message.groups.map((e) => RouteGroupStatus.toJSON(e));
+    }
+    if (message.advertised?.length) {
+      obj.advertised = message.advertised.map((e) => AdvertisedRoute.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListRouteGroupsResponse>, I>>(base?: I): ListRouteGroupsResponse {
+    return ListRouteGroupsResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListRouteGroupsResponse>, I>>(object: I): ListRouteGroupsResponse {
+    const message = createBaseListRouteGroupsResponse();
+    message.groups = object.groups?.map((e) => RouteGroupStatus.fromPartial(e)) || [];
+    message.advertised = object.advertised?.map((e) => AdvertisedRoute.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseAdvertisedRoute(): AdvertisedRoute {
+  return { node: "", prefix: "", group: "" };
+}
+
+export const AdvertisedRoute: MessageFns<AdvertisedRoute> = {
+  encode(message: AdvertisedRoute, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.node !== "") {
+      writer.uint32(10).string(message.node);
+    }
+    if (message.prefix !== "") {
+      writer.uint32(18).string(message.prefix);
+    }
+    if (message.group !== "") {
+      writer.uint32(26).string(message.group);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AdvertisedRoute {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAdvertisedRoute();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.node = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.prefix = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.group = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AdvertisedRoute {
+    return {
+      node: isSet(object.node) ? globalThis.String(object.node) : "",
+      prefix: isSet(object.prefix) ? globalThis.String(object.prefix) : "",
+      group: isSet(object.group) ? globalThis.String(object.group) : "",
+    };
+  },
+
+  toJSON(message: AdvertisedRoute): unknown {
+    const obj: any = {};
+    if (message.node !== "") {
+      obj.node = message.node;
+    }
+    if (message.prefix !== "") {
+      obj.prefix = message.prefix;
+    }
+    if (message.group !== "") {
+      obj.group = message.group;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<AdvertisedRoute>, I>>(base?: I): AdvertisedRoute {
+    return AdvertisedRoute.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AdvertisedRoute>, I>>(object: I): AdvertisedRoute {
+    const message = createBaseAdvertisedRoute();
+    message.node = object.node ?? "";
+    message.prefix = object.prefix ?? "";
+    message.group = object.group ?? "";
+    return message;
+  },
+};
+
+function createBaseApproveRouteRequest(): ApproveRouteRequest {
+  return { network: "", node: "", prefixes: [], group: "", preview: false };
+}
+
+export const ApproveRouteRequest: MessageFns<ApproveRouteRequest> = {
+  encode(message: ApproveRouteRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.network !== "") {
+      writer.uint32(10).string(message.network);
+    }
+    if (message.node !== "") {
+      writer.uint32(18).string(message.node);
+    }
+    for (const v of message.prefixes) {
+      writer.uint32(26).string(v!);
+    }
+    if (message.group !== "") {
+      writer.uint32(34).string(message.group);
+    }
+    if (message.preview !== false) {
+      writer.uint32(40).bool(message.preview);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ApproveRouteRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseApproveRouteRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.node = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.prefixes.push(reader.string());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.group = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.preview = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ApproveRouteRequest {
+    return {
+      network: isSet(object.network) ? globalThis.String(object.network) : "",
+      node: isSet(object.node) ? globalThis.String(object.node) : "",
+      prefixes: globalThis.Array.isArray(object?.prefixes) ? object.prefixes.map((e: any) => globalThis.String(e)) : [],
+      group: isSet(object.group) ? globalThis.String(object.group) : "",
+      preview: isSet(object.preview) ? globalThis.Boolean(object.preview) : false,
+    };
+  },
+
+  toJSON(message: ApproveRouteRequest): unknown {
+    const obj: any = {};
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    if (message.node !== "") {
+      obj.node = message.node;
+    }
+    if (message.prefixes?.length) {
+      obj.prefixes = message.prefixes;
+    }
+    if (message.group !== "") {
+      obj.group = message.group;
+    }
+    if (message.preview !== false) {
+      obj.preview = message.preview;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ApproveRouteRequest>, I>>(base?: I): ApproveRouteRequest {
+    return ApproveRouteRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ApproveRouteRequest>, I>>(object: I): ApproveRouteRequest {
+    const message = createBaseApproveRouteRequest();
+    message.network = object.network ?? "";
+    message.node = object.node ?? "";
+    message.prefixes = object.prefixes?.map((e) => e) || [];
+    message.group = object.group ?? "";
+    message.preview = object.preview ?? false;
+    return message;
+  },
+};
+
+function createBaseApproveRouteResponse(): ApproveRouteResponse {
+  return { stateVersion: 0, changedNodes: [], preview: false, group: undefined };
+}
+
+export const ApproveRouteResponse: MessageFns<ApproveRouteResponse> = {
+  encode(message: ApproveRouteResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.stateVersion !== 0) {
+      writer.uint32(8).uint64(message.stateVersion);
+    }
+    for (const v of message.changedNodes) {
+      writer.uint32(18).string(v!);
+    }
+    if (message.preview !== false) {
+      writer.uint32(24).bool(message.preview);
+    }
+    if (message.group !== undefined) {
+      RouteGroup.encode(message.group, writer.uint32(34).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ApproveRouteResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseApproveRouteResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.stateVersion = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.changedNodes.push(reader.string());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.preview = reader.bool();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.group = RouteGroup.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ApproveRouteResponse {
+    return {
+      stateVersion: isSet(object.stateVersion)
+        ? globalThis.Number(object.stateVersion)
+        : isSet(object.state_version)
+        ? globalThis.Number(object.state_version)
+        : 0,
+      changedNodes: globalThis.Array.isArray(object?.changedNodes)
+        ? object.changedNodes.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.changed_nodes)
+        ? object.changed_nodes.map((e: any) => globalThis.String(e))
+        : [],
+      preview: isSet(object.preview) ? globalThis.Boolean(object.preview) : false,
+      group: isSet(object.group) ? RouteGroup.fromJSON(object.group) : undefined,
+    };
+  },
+
+  toJSON(message: ApproveRouteResponse): unknown {
+    const obj: any = {};
+    if (message.stateVersion !== 0) {
+      obj.stateVersion = Math.round(message.stateVersion);
+    }
+    if (message.changedNodes?.length) {
+      obj.changedNodes = message.changedNodes;
+    }
+    if (message.preview !== false) {
+      obj.preview = message.preview;
+    }
+    if (message.group !== undefined) {
+      obj.group = RouteGroup.toJSON(message.group);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ApproveRouteResponse>, I>>(base?: I): ApproveRouteResponse {
+    return ApproveRouteResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ApproveRouteResponse>, I>>(object: I): ApproveRouteResponse {
+    const message = createBaseApproveRouteResponse();
+    message.stateVersion = object.stateVersion ?? 0;
+    message.changedNodes = object.changedNodes?.map((e) => e) || [];
+    message.preview = object.preview ?? false;
+    message.group = (object.group !== undefined && object.group !== null)
+      ? RouteGroup.fromPartial(object.group)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseSetRouteGroupRequest(): SetRouteGroupRequest {
+  return { network: "", group: undefined, preview: false };
+}
+
+export const SetRouteGroupRequest: MessageFns<SetRouteGroupRequest> = {
+  encode(message: SetRouteGroupRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.network !== "") {
+      writer.uint32(10).string(message.network);
+    }
+    if (message.group !== undefined) {
+      RouteGroup.encode(message.group, writer.uint32(18).fork()).join();
+    }
+    if (message.preview !== false) {
+      writer.uint32(24).bool(message.preview);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SetRouteGroupRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSetRouteGroupRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.group = RouteGroup.decode(reader, reader.uint32());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.preview = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SetRouteGroupRequest {
+    return {
+      network: isSet(object.network) ? globalThis.String(object.network) : "",
+      group: isSet(object.group) ? RouteGroup.fromJSON(object.group) : undefined,
+      preview: isSet(object.preview) ? globalThis.Boolean(object.preview) : false,
+    };
+  },
+
+  toJSON(message: SetRouteGroupRequest): unknown {
+    const obj: any = {};
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    if (message.group !== undefined) {
+      obj.group = RouteGroup.toJSON(message.group);
+    }
+    if (message.preview !== false) {
+      obj.preview = message.preview;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SetRouteGroupRequest>, I>>(base?: I): SetRouteGroupRequest {
+    return SetRouteGroupRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SetRouteGroupRequest>, I>>(object: I): SetRouteGroupRequest {
+    const message = createBaseSetRouteGroupRequest();
+    message.network = object.network ?? "";
+    message.group = (object.group !== undefined && object.group !== null)
+      ? RouteGroup.fromPartial(object.group)
+      : undefined;
+    message.preview = object.preview ?? false;
+    return message;
+  },
+};
+
+function createBaseSetRouteGroupResponse(): SetRouteGroupResponse {
+  return { stateVersion: 0, changedNodes: [], preview: false };
+}
+
+export const SetRouteGroupResponse: MessageFns<SetRouteGroupResponse> = {
+  encode(message: SetRouteGroupResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.stateVersion !== 0) {
+      writer.uint32(8).uint64(message.stateVersion);
+    }
+    for (const v of message.changedNodes) {
+      writer.uint32(18).string(v!);
+    }
+    if (message.preview !== false) {
+      writer.uint32(24).bool(message.preview);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SetRouteGroupResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSetRouteGroupResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.stateVersion = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.changedNodes.push(reader.string());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.preview = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SetRouteGroupResponse {
+    return {
+      stateVersion: isSet(object.stateVersion)
+        ? globalThis.Number(object.stateVersion)
+        : isSet(object.state_version)
+        ? globalThis.Number(object.state_version)
+        : 0,
+      changedNodes: globalThis.Array.isArray(object?.changedNodes)
+        ? object.changedNodes.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.changed_nodes)
+        ? object.changed_nodes.map((e: any) => globalThis.String(e))
+        : [],
+      preview: isSet(object.preview) ? globalThis.Boolean(object.preview) : false,
+    };
+  },
+
+  toJSON(message: SetRouteGroupResponse): unknown {
+    const obj: any = {};
+    if (message.stateVersion !== 0) {
+      obj.stateVersion = Math.round(message.stateVersion);
+    }
+    if (message.changedNodes?.length) {
+      obj.changedNodes = message.changedNodes;
+    }
+    if (message.preview !== false) {
+      obj.preview = message.preview;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SetRouteGroupResponse>, I>>(base?: I): SetRouteGroupResponse {
+    return SetRouteGroupResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SetRouteGroupResponse>, I>>(object: I): SetRouteGroupResponse {
+    const message = createBaseSetRouteGroupResponse();
+    message.stateVersion = object.stateVersion ?? 0;
+    message.changedNodes = object.changedNodes?.map((e) => e) || [];
+    message.preview = object.preview ?? false;
+    return message;
+  },
+};
+
+function createBaseRemoveRouteGroupRequest(): RemoveRouteGroupRequest {
+  return { network: "", name: "", preview: false };
+}
+
+export const RemoveRouteGroupRequest: MessageFns<RemoveRouteGroupRequest> = {
+  encode(message: RemoveRouteGroupRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.network !== "") {
+      writer.uint32(10).string(message.network);
+    }
+    if (message.name !== "") {
+      writer.uint32(18).string(message.name);
+    }
+    if (message.preview !== false) {
+      writer.uint32(24).bool(message.preview);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RemoveRouteGroupRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRemoveRouteGroupRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.preview = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RemoveRouteGroupRequest {
+    return {
+      network: isSet(object.network) ? globalThis.String(object.network) : "",
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      preview: isSet(object.preview) ? globalThis.Boolean(object.preview) : false,
+    };
+  },
+
+  toJSON(message: RemoveRouteGroupRequest): unknown {
+    const obj: any = {};
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.preview !== false) {
+      obj.preview = message.preview;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RemoveRouteGroupRequest>, I>>(base?: I): RemoveRouteGroupRequest {
+    return RemoveRouteGroupRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RemoveRouteGroupRequest>, I>>(object: I): RemoveRouteGroupRequest {
+    const message = createBaseRemoveRouteGroupRequest();
+    message.network = object.network ?? "";
+    message.name = object.name ?? "";
+    message.preview = object.preview ?? false;
+    return message;
+  },
+};
+
+function createBaseRemoveRouteGroupResponse(): RemoveRouteGroupResponse {
+  return { stateVersion: 0, changedNodes: [], preview: false };
+}
+
+export const RemoveRouteGroupResponse: MessageFns<RemoveRouteGroupResponse> = {
+  encode(message: RemoveRouteGroupResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.stateVersion !== 0) {
+      writer.uint32(8).uint64(message.stateVersion);
+    }
+    for (const v of message.changedNodes) {
+      writer.uint32(18).string(v!);
+    }
+    if (message.preview !== false) {
+      writer.uint32(24).bool(message.preview);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RemoveRouteGroupResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRemoveRouteGroupResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.stateVersion = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.changedNodes.push(reader.string());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.preview = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RemoveRouteGroupResponse {
+    return {
+      stateVersion: isSet(object.stateVersion)
+        ? globalThis.Number(object.stateVersion)
+        : isSet(object.state_version)
+        ? globalThis.Number(object.state_version)
+        : 0,
+      changedNodes: globalThis.Array.isArray(object?.changedNodes)
+        ? object.changedNodes.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.changed_nodes)
+        ? object.changed_nodes.map((e: any) => globalThis.String(e))
+        : [],
+      preview: isSet(object.preview) ? globalThis.Boolean(object.preview) : false,
+    };
+  },
+
+  toJSON(message: RemoveRouteGroupResponse): unknown {
+    const obj: any = {};
+    if (message.stateVersion !== 0) {
+      obj.stateVersion = Math.round(message.stateVersion);
+    }
+    if (message.changedNodes?.length) {
+      obj.changedNodes = message.changedNodes;
+    }
+    if (message.preview !== false) {
+      obj.preview = message.preview;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RemoveRouteGroupResponse>, I>>(base?: I): RemoveRouteGroupResponse {
+    return RemoveRouteGroupResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RemoveRouteGroupResponse>, I>>(object: I): RemoveRouteGroupResponse {
+    const message = createBaseRemoveRouteGroupResponse();
+    message.stateVersion = object.stateVersion ?? 0;
+    message.changedNodes = object.changedNodes?.map((e) => e) || [];
+    message.preview = object.preview ?? false;
+    return message;
+  },
+};
+
 function createBaseCreateTokenRequest(): CreateTokenRequest {
   return { network: "", mode: 0, ttlSeconds: 0, tags: [] };
 }
@@ -12166,6 +13495,7 @@ function createBaseDoctorResponse(): DoctorResponse {
     published: [],
     reportedAt: "",
     dns: undefined,
+    routes: [],
   };
 }
 
@@ -12206,6 +13536,9 @@ export const DoctorResponse: MessageFns<DoctorResponse> = {
     }
     if (message.dns !== undefined) {
       ResolverStatus.encode(message.dns, writer.uint32(98).fork()).join();
+    }
+    for (const v of message.routes) {
+      NodeRoute.encode(v!, writer.uint32(106).fork()).join();
     }
     return writer;
   },
@@ -12319,6 +13652,14 @@ export const DoctorResponse: MessageFns<DoctorResponse> = {
             message.dns = ResolverStatus.decode(reader, reader.uint32());
             continue;
           }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.routes.push(NodeRoute.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -12379,6 +13720,9 @@ export const DoctorResponse: MessageFns<DoctorResponse> = {
         ? globalThis.String(object.reported_at)
         : "",
       dns: isSet(object.dns) ? ResolverStatus.fromJSON(object.dns) : undefined,
+      routes: globalThis.Array.isArray(object?.routes)
+        ? object.routes.map((e: any) => NodeRoute.fromJSON(e))
+        : [],
     };
   },
 
@@ -12420,6 +13764,9 @@ export const DoctorResponse: MessageFns<DoctorResponse> = {
     if (message.dns !== undefined) {
       obj.dns = ResolverStatus.toJSON(message.dns);
     }
+    if (message.routes?.length) {
+      obj.routes = message.routes.map((e) => NodeRoute.toJSON(e));
+    }
     return obj;
   },
 
@@ -12444,6 +13791,7 @@ export const DoctorResponse: MessageFns<DoctorResponse> = {
     message.dns = (object.dns !== undefined && object.dns !== null)
       ? ResolverStatus.fromPartial(object.dns)
       : undefined;
+    message.routes = object.routes?.map((e) => NodeRoute.fromPartial(e)) || [];
     return message;
   },
 };
@@ -15858,6 +17206,52 @@ export const AdminServiceService = {
     responseSerialize: (value: SetDnsResponse): Buffer => Buffer.from(SetDnsResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): SetDnsResponse => SetDnsResponse.decode(value),
   },
+  /**
+   * issue 26: the network's route groups, read back with each one's primary and users, declared (added
+   * or replaced by name) and removed; with `preview`: nothing changed, the nodes that would change said.
+   */
+  listRouteGroups: {
+    path: "/meshp.v1.AdminService/ListRouteGroups" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListRouteGroupsRequest): Buffer =>
+      Buffer.from(ListRouteGroupsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListRouteGroupsRequest => ListRouteGroupsRequest.decode(value),
+    responseSerialize: (value: ListRouteGroupsResponse): Buffer =>
+      Buffer.from(ListRouteGroupsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListRouteGroupsResponse => ListRouteGroupsResponse.decode(value),
+  },
+  setRouteGroup: {
+    path: "/meshp.v1.AdminService/SetRouteGroup" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: SetRouteGroupRequest): Buffer => Buffer.from(SetRouteGroupRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): SetRouteGroupRequest => SetRouteGroupRequest.decode(value),
+    responseSerialize: (value: SetRouteGroupResponse): Buffer =>
+      Buffer.from(SetRouteGroupResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): SetRouteGroupResponse => SetRouteGroupResponse.decode(value),
+  },
+  removeRouteGroup: {
+    path: "/meshp.v1.AdminService/RemoveRouteGroup" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RemoveRouteGroupRequest): Buffer =>
+      Buffer.from(RemoveRouteGroupRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RemoveRouteGroupRequest => RemoveRouteGroupRequest.decode(value),
+    responseSerialize: (value: RemoveRouteGroupResponse): Buffer =>
+      Buffer.from(RemoveRouteGroupResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RemoveRouteGroupResponse => RemoveRouteGroupResponse.decode(value),
+  },
+  approveRoute: {
+    path: "/meshp.v1.AdminService/ApproveRoute" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ApproveRouteRequest): Buffer => Buffer.from(ApproveRouteRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ApproveRouteRequest => ApproveRouteRequest.decode(value),
+    responseSerialize: (value: ApproveRouteResponse): Buffer =>
+      Buffer.from(ApproveRouteResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ApproveRouteResponse => ApproveRouteResponse.decode(value),
+  },
 } as const;
 
 export interface AdminServiceServer extends UntypedServiceImplementation {
@@ -15912,6 +17306,14 @@ export interface AdminServiceServer extends UntypedServiceImplementation {
    */
   getDns: handleUnaryCall<GetDnsRequest, GetDnsResponse>;
   setDns: handleUnaryCall<SetDnsRequest, SetDnsResponse>;
+  /**
+   * issue 26: the network's route groups, read back with each one's primary and users, declared (added
+   * or replaced by name) and removed; with `preview`: nothing changed, the nodes that would change said.
+   */
+  listRouteGroups: handleUnaryCall<ListRouteGroupsRequest, ListRouteGroupsResponse>;
+  setRouteGroup: handleUnaryCall<SetRouteGroupRequest, SetRouteGroupResponse>;
+  removeRouteGroup: handleUnaryCall<RemoveRouteGroupRequest, RemoveRouteGroupResponse>;
+  approveRoute: handleUnaryCall<ApproveRouteRequest, ApproveRouteResponse>;
 }
 
 export interface AdminServiceClient extends Client {
@@ -16357,6 +17759,70 @@ export interface AdminServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: SetDnsResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * issue 26: the network's route groups, read back with each one's primary and users, declared (added
+   * or replaced by name) and removed; with `preview`: nothing changed, the nodes that would change said.
+   */
+  listRouteGroups(
+    request: ListRouteGroupsRequest,
+    callback: (error: ServiceError | null, response: ListRouteGroupsResponse) => void,
+  ): ClientUnaryCall;
+  listRouteGroups(
+    request: ListRouteGroupsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListRouteGroupsResponse) => void,
+  ): ClientUnaryCall;
+  listRouteGroups(
+    request: ListRouteGroupsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListRouteGroupsResponse) => void,
+  ): ClientUnaryCall;
+  setRouteGroup(
+    request: SetRouteGroupRequest,
+    callback: (error: ServiceError | null, response: SetRouteGroupResponse) => void,
+  ): ClientUnaryCall;
+  setRouteGroup(
+    request: SetRouteGroupRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: SetRouteGroupResponse) => void,
+  ): ClientUnaryCall;
+  setRouteGroup(
+    request: SetRouteGroupRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: SetRouteGroupResponse) => void,
+  ): ClientUnaryCall;
+  removeRouteGroup(
+    request: RemoveRouteGroupRequest,
+    callback: (error: ServiceError | null, response: RemoveRouteGroupResponse) => void,
+  ): ClientUnaryCall;
+  removeRouteGroup(
+    request: RemoveRouteGroupRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RemoveRouteGroupResponse) => void,
+  ): ClientUnaryCall;
+  removeRouteGroup(
+    request: RemoveRouteGroupRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RemoveRouteGroupResponse) => void,
+  ): ClientUnaryCall;
+  approveRoute(
+    request: ApproveRouteRequest,
+    callback: (error: ServiceError | null, response: ApproveRouteResponse) => void,
+  ): ClientUnaryCall;
+  approveRoute(
+    request: ApproveRouteRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ApproveRouteResponse) => void,
+  ): ClientUnaryCall;
+  approveRoute(
+    request: ApproveRouteRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ApproveRouteResponse) => void,
   ): ClientUnaryCall;
 }
 

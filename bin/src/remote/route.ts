@@ -1,0 +1,83 @@
+/** `meshp route list | set NAME | remove NAME` (issue 26): one Admin call each, a table or one JSON document. */
+import { checkRouteGroup } from '@meshp/core/schema';
+import { confirmChange, say, table, type Change, type Out } from '../output.js';
+import { withAdmin, type RemoteArgs } from './admin.js';
+
+export async function routeList(a: RemoteArgs & Out): Promise<void> {
+  const r = await withAdmin(a, (c, network) => c.call('listRouteGroups', { network }));
+  const groups = r.groups.map((g) => ({
+    name: g.group?.name ?? '',
+    prefixes: g.group?.prefixes ?? [],
+    via: g.group?.viaPeers ?? [],
+    primary: g.primary,
+    users: g.users,
+    missingVia: g.missingVia,
+  }));
+  const rows = groups.map((g) => [
+    g.name,
+    g.prefixes.join(','),
+    g.via.map((v) => (g.missingVia.includes(v) ? `${v} (not a member)` : v)).join(','),
+    g.primary || '-',
+    g.users.join(',') || '-',
+  ]);
+  const advertised = r.advertised.map((x) => ({ node: x.node, prefix: x.prefix, group: x.group }));
+  const text = rows.length ? table(['GROUP', 'PREFIXES', 'VIA', 'PRIMARY', 'USERS'], rows) : 'no route groups';
+  const offered = advertised.map((x) => [x.node, x.prefix, x.group ? `approved (${x.group})` : 'not approved: serves nothing']);
+  say(a, { groups, advertised }, offered.length ? `${text}\n${table(['ADVERTISED BY', 'PREFIX', 'STATE'], offered)}` : text);
+}
+
+/** The nodes that change, as one line. */
+const whoChanges = (nodes: readonly string[]): string => (nodes.length ? `changes ${nodes.length} node(s): ${nodes.join(', ')}` : 'changes no node');
+
+export async function routeSet(a: RemoteArgs & Out & Change & { name: string; prefix: string[]; via: string[] }): Promise<void> {
+  // Checked here by the one schema before anything is sent: a prefix with host bits set is refused, naming it.
+  const group = checkRouteGroup({ name: a.name, prefixes: a.prefix.map(String), viaPeers: a.via.map(String) });
+  const what = `route group ${group.name}: ${group.prefixes.join(', ')} via ${group.viaPeers.join(', ')}`;
+  const preview = await withAdmin(a, (c, network) => c.call('setRouteGroup', { network, group, preview: true }));
+  if (a.preview)
+    return say(
+      a,
+      { preview: true, changedNodes: preview.changedNodes, group },
+      `would set ${what}: ${whoChanges(preview.changedNodes)}\n(preview: nothing changed)`,
+    );
+  await confirmChange(a.yes, `Set ${what}? ${whoChanges(preview.changedNodes)}`, 'pass --yes to set it (or --preview to see what it does)');
+  const r = await withAdmin(a, (c, network) => c.call('setRouteGroup', { network, group, preview: false }));
+  say(a, { stateVersion: r.stateVersion, changedNodes: r.changedNodes, group }, `${what} set (state version ${r.stateVersion}): ${whoChanges(r.changedNodes)}`);
+}
+
+export async function routeApprove(a: RemoteArgs & Out & Change & { node: string; group: string; prefix: string[] }): Promise<void> {
+  const prefixes = a.prefix.map(String);
+  const ask = (preview: boolean) => withAdmin(a, (c, network) => c.call('approveRoute', { network, node: a.node, prefixes, group: a.group, preview }));
+  const preview = await ask(true);
+  const what = `${preview.group?.prefixes.join(', ') ?? ''} of ${a.node} into route group ${a.group}`;
+  if (a.preview)
+    return say(
+      a,
+      { preview: true, changedNodes: preview.changedNodes, group: preview.group },
+      `would approve ${what}: ${whoChanges(preview.changedNodes)}\n(preview: nothing changed)`,
+    );
+  await confirmChange(a.yes, `Approve ${what}? ${whoChanges(preview.changedNodes)}`, 'pass --yes to approve (or --preview to see what it does)');
+  const r = await ask(false);
+  say(
+    a,
+    { stateVersion: r.stateVersion, changedNodes: r.changedNodes, group: r.group },
+    `approved ${what} (state version ${r.stateVersion}): ${whoChanges(r.changedNodes)}`,
+  );
+}
+
+export async function routeRemove(a: RemoteArgs & Out & Change & { name: string }): Promise<void> {
+  const preview = await withAdmin(a, (c, network) => c.call('removeRouteGroup', { network, name: a.name, preview: true }));
+  if (a.preview)
+    return say(
+      a,
+      { preview: true, changedNodes: preview.changedNodes },
+      `would remove route group ${a.name}: ${whoChanges(preview.changedNodes)}\n(preview: nothing changed)`,
+    );
+  await confirmChange(a.yes, `Remove route group ${a.name}? ${whoChanges(preview.changedNodes)}`, 'pass --yes to remove it (or --preview to see what it does)');
+  const r = await withAdmin(a, (c, network) => c.call('removeRouteGroup', { network, name: a.name, preview: false }));
+  say(
+    a,
+    { stateVersion: r.stateVersion, changedNodes: r.changedNodes },
+    `route group ${a.name} removed (state version ${r.stateVersion}): ${whoChanges(r.changedNodes)}`,
+  );
+}
