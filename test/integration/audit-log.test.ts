@@ -43,16 +43,23 @@ t.test('every admin change once, with its actor and version; kept over a restart
   await ok('catalogue', 'add', writeJson(dir, 'web.json', { name: 'web', files: [{ path: '/etc/web.conf', content: 'x\n' }] }), '--yes');
   await ok('module', 'assign', 'n1', 'web', '--yes');
   await ok('policy', 'set', writeJson(dir, 'p.json', { rules: [{ from: 'web', to: 'web' }] }), '--yes');
+  await ok('dns', 'set', writeJson(dir, 'dns.json', { records: [{ name: 'printer', type: 'A', value: '100.96.9.9' }] }), '--yes');
   // Reads and previews are no change: not recorded.
   await ok('policy', 'get');
   await ok('policy', 'set', join(dir, 'p.json'), '--preview');
+  await ok('dns', 'set', join(dir, 'dns.json'), '--preview');
   await ok('node', 'list');
   t.equal((await cli('module', 'assign', 'n1', 'nothing', '--yes')).code, 1, 'a refused change');
 
   const entries = await audit();
   const made = entries.map((e) => e.method);
   // createToken (tokenFor) first, then the changes in order; the refused one is not there.
-  t.same(made, ['createToken', 'addCatalogue', 'assignModule', 'setPolicy'], 'each change once, in order; reads, previews and a refusal are not recorded');
+  t.same(
+    made,
+    ['createToken', 'addCatalogue', 'assignModule', 'setPolicy', 'setDns'],
+    'each change once, in order; reads, previews and a refusal are not recorded',
+  );
+  t.match(entries.at(-1)!.summary, 'dns set: domain default, 1 record(s), 0 split domain(s), 0 nameserver(s)', "the DNS change's summary");
   t.ok(
     entries.every((e) => e.actor === 'admin' && e.network === 'default'),
     'the actor and network of each',
@@ -69,8 +76,9 @@ t.test('every admin change once, with its actor and version; kept over a restart
     ['assignModule'],
     '--node: the changes about that node',
   );
-  t.same(await audit('--since', new Date(Date.parse(policy!.at) + 1).toISOString()), [], '--since: none after the last');
-  t.equal((await audit('--since', '1h')).length, 4, '--since 1h: all of them');
+  const last = entries.at(-1)!;
+  t.same(await audit('--since', new Date(Date.parse(last.at) + 1).toISOString()), [], '--since: none after the last');
+  t.equal((await audit('--since', '1h')).length, 5, '--since 1h: all of them');
   t.ok(
     ctl.proc.lines.some((l) => l.msg === 'admin change' && (l.audit as Entry | undefined)?.method === 'setPolicy'),
     'each change is a JSON log line too',

@@ -29,6 +29,7 @@ const CHANGES = new Set<string>([
   'setRouteGroup',
   'removeRouteGroup',
   'approveRoute',
+  'setDns',
 ]);
 
 /** The default retention: 90 days. */
@@ -72,6 +73,11 @@ function summaryOf(method: string, r: Req, before: string): string {
     }
     case 'approveRoute':
       return `route approve ${(Array.isArray(r.prefixes) && r.prefixes.length ? r.prefixes : ['every advertised prefix']).join(',')} of ${node} into group ${str(r, 'group')}`;
+    case 'setDns': {
+      const d = (r.dns ?? {}) as { domain?: string; records?: unknown[]; split?: unknown[]; nameservers?: unknown[] };
+      const n = (xs: unknown[] | undefined) => (Array.isArray(xs) ? xs.length : 0);
+      return `dns set: domain ${d.domain || 'default'}, ${n(d.records)} record(s), ${n(d.split)} split domain(s), ${n(d.nameservers)} nameserver(s)`;
+    }
     case 'removeRouteGroup':
       return `route group ${str(r, 'name')} removed`;
     default:
