@@ -6,7 +6,7 @@
  * files-local store and the sqlite state are the real ones, in a network namespace this test makes.
  */
 import t from 'tap';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -15,6 +15,7 @@ import { CONTROL_NODE_TAG } from '@meshp/core/delta';
 import { readDnsFile } from '@meshp/core/schema';
 import { Controller, MemoryStore } from '@meshp/controller';
 import { StateDelta } from '@meshp/protocol';
+import { JsonChild } from '../helpers/json-child.js';
 import { netns, runPrefix } from '../helpers/netns.js';
 
 const NODE = join(dirname(fileURLToPath(import.meta.url)), '../helpers/dns-node.mjs');
@@ -29,34 +30,8 @@ interface Line {
   dns?: { lastError: string | null; manager: string; integrated: boolean; integration: string };
 }
 
-class Child {
-  lines: Line[] = [];
-  stderr = '';
-  #seq = 0;
-  constructor(readonly proc: ChildProcess) {
-    let buf = '';
-    proc.stdout!.on('data', (d: Buffer) => {
-      buf += d.toString();
-      let i;
-      while ((i = buf.indexOf('\n')) >= 0) {
-        this.lines.push(JSON.parse(buf.slice(0, i)) as Line);
-        buf = buf.slice(i + 1);
-      }
-    });
-    proc.stderr!.on('data', (d: Buffer) => (this.stderr += d.toString()));
-  }
-  async request(op: Record<string, unknown>): Promise<Line> {
-    const id = ++this.#seq;
-    this.proc.stdin!.write(JSON.stringify({ ...op, id }) + '\n');
-    for (let i = 0; i < 600; i++) {
-      const hit = this.lines.find((l) => l.id === id);
-      if (hit) return hit;
-      if (this.proc.exitCode !== null) throw new Error(`the resolver exited: ${this.stderr}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    throw new Error(`no answer; stderr: ${this.stderr}`);
-  }
-}
+/** One child process speaking JSON lines (test/helpers/json-child.ts). */
+class Child extends JsonChild<Line> {}
 
 t.test("a converged node's plain resolv.conf names the mesh's resolver, and comes back byte for byte on the return to adopted and on leaving", async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'meshp-rcc-'));

@@ -10,7 +10,7 @@
  * are checked in test/unit/resolver-managers.test.ts.
  */
 import t from 'tap';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, lstatSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -20,6 +20,7 @@ import { CONTROL_NODE_TAG } from '@meshp/core/delta';
 import { readDnsFile } from '@meshp/core/schema';
 import { Controller, MemoryStore } from '@meshp/controller';
 import { StateDelta } from '@meshp/protocol';
+import { JsonChild } from '../helpers/json-child.js';
 import { netns, runPrefix } from '../helpers/netns.js';
 import { resolvconfDeb, resolvconfRoot } from '../helpers/resolvconf-root.js';
 
@@ -33,37 +34,8 @@ interface Line {
   dns?: { lastError: string | null; manager: string; integrated: boolean; integration: string };
 }
 
-class Child {
-  lines: Line[] = [];
-  stderr = '';
-  #seq = 0;
-  constructor(readonly proc: ChildProcess) {
-    let buf = '';
-    proc.stdout!.on('data', (d: Buffer) => {
-      buf += d.toString();
-      let i;
-      while ((i = buf.indexOf('\n')) >= 0) {
-        this.lines.push(JSON.parse(buf.slice(0, i)) as Line);
-        buf = buf.slice(i + 1);
-      }
-    });
-    proc.stderr!.on('data', (d: Buffer) => (this.stderr += d.toString()));
-  }
-  async wait(pred: (l: Line) => boolean): Promise<Line> {
-    for (let i = 0; i < 600; i++) {
-      const hit = this.lines.find(pred);
-      if (hit) return hit;
-      if (this.proc.exitCode !== null) throw new Error(`the resolver exited: ${this.stderr}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    throw new Error(`no answer; stderr: ${this.stderr}`);
-  }
-  async request(op: Record<string, unknown>): Promise<Line> {
-    const id = ++this.#seq;
-    this.proc.stdin!.write(JSON.stringify({ ...op, id }) + '\n');
-    return this.wait((l) => l.id === id);
-  }
-}
+/** One child process speaking JSON lines (test/helpers/json-child.ts). */
+class Child extends JsonChild<Line> {}
 
 /** Every file under a folder, by path: a link's target (not followed), a regular file's bytes' hash. */
 function tree(dir: string, base = dir): Record<string, string> {

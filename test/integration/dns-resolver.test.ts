@@ -5,7 +5,7 @@
  * one serving a split domain. Every query stays on the namespace's loopback.
  */
 import t from 'tap';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -15,6 +15,7 @@ import { CONTROL_NODE_TAG } from '@meshp/core/delta';
 import { readDnsFile } from '@meshp/core/schema';
 import { Controller, MemoryStore } from '@meshp/controller';
 import { StateDelta } from '@meshp/protocol';
+import { JsonChild } from '../helpers/json-child.js';
 import { netns, runPrefix, type Netns } from '../helpers/netns.js';
 import type { Subtest } from '../helpers/tap-types.js';
 
@@ -29,38 +30,8 @@ interface Line {
   dns?: { lastError: string | null; lastAnswerError: string; answers: Record<string, number>; upstreamsFrom: string };
 }
 
-/** One child process speaking JSON lines. */
-class Child {
-  lines: Line[] = [];
-  stderr = '';
-  #seq = 0;
-  constructor(readonly proc: ChildProcess) {
-    let buf = '';
-    proc.stdout!.on('data', (d: Buffer) => {
-      buf += d.toString();
-      let i;
-      while ((i = buf.indexOf('\n')) >= 0) {
-        this.lines.push(JSON.parse(buf.slice(0, i)) as Line);
-        buf = buf.slice(i + 1);
-      }
-    });
-    proc.stderr!.on('data', (d: Buffer) => (this.stderr += d.toString()));
-  }
-  async wait(pred: (l: Line) => boolean): Promise<Line> {
-    for (let i = 0; i < 600; i++) {
-      const hit = this.lines.find(pred);
-      if (hit) return hit;
-      if (this.proc.exitCode !== null) throw new Error(`the resolver exited: ${this.stderr}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    throw new Error(`no answer; stderr: ${this.stderr}`);
-  }
-  async request(op: Record<string, unknown>): Promise<Line> {
-    const id = ++this.#seq;
-    this.proc.stdin!.write(JSON.stringify({ ...op, id }) + '\n');
-    return this.wait((l) => l.id === id);
-  }
-}
+/** One child process speaking JSON lines (test/helpers/json-child.ts). */
+class Child extends JsonChild<Line> {}
 
 function dnsmasq(t: Subtest, ns: Netns, listen: string, addresses: string[], log: string): void {
   const args = ['--keep-in-foreground', '--no-resolv', '--no-hosts', '--conf-file=/dev/null', '--user=root', '--bind-interfaces'];
