@@ -11,11 +11,10 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync }
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { CONTROL_NODE_TAG } from '@meshp/core/delta';
 import { readDnsFile } from '@meshp/core/schema';
-import { Controller, MemoryStore } from '@meshp/controller';
 import { StateDelta } from '@meshp/protocol';
 import { JsonChild } from '../helpers/json-child.js';
+import { dnsController, dnsmasq, meshLink } from '../helpers/dns-lab.js';
 import { netns, runPrefix } from '../helpers/netns.js';
 
 const NODE = join(dirname(fileURLToPath(import.meta.url)), '../helpers/dns-node.mjs');
@@ -44,37 +43,12 @@ t.test("a converged node's plain resolv.conf names the mesh's resolver, and come
   const prefix = runPrefix('rcc');
   const ns = await netns(t, `${prefix}n`);
 
-  const c = new Controller(new MemoryStore());
-  c.createNetwork('lab');
-  c.defineModule('lab', { name: 'store' });
-  c.join('lab', { id: 'cn', nodeKey: 'kcn', tags: [CONTROL_NODE_TAG] });
-  c.assignModule('lab', 'cn', 'store');
-  c.join('lab', { id: 'a', nodeKey: 'ka', tags: ['a'] });
-  c.join('lab', { id: 'b', nodeKey: 'kb', tags: ['b'] });
-  c.setPolicy('lab', [{ from: 'a', to: 'b' }]);
+  const { c, addr } = dnsController();
   c.setDns('lab', readDnsFile({ searchDomains: ['corp.example'] }));
-  const addr = (id: string) => c.member('lab', id)!.addresses[0]!;
-  // The tunnel's link, standing in (no dummy module on these machines: one end of a veth pair).
+  // The tunnel's link, standing in: a's mesh address on a link of the node's namespace.
   const ifname = `${prefix}m`;
-  await ns.exec('ip', ['link', 'add', ifname, 'type', 'veth', 'peer', 'name', `${prefix}p`]);
-  await ns.exec('ip', ['addr', 'add', `${addr('a')}/32`, 'dev', ifname]);
-  await ns.exec('ip', ['link', 'set', ifname, 'up']);
-  const [dcmd, dargs] = ns.wrap('dnsmasq', [
-    '--keep-in-foreground',
-    '--no-resolv',
-    '--no-hosts',
-    '--conf-file=/dev/null',
-    '--user=root',
-    '--bind-interfaces',
-    `--listen-address=${FOUND}`,
-    '--port=53',
-    `--pid-file=${join(dir, 'found.pid')}`,
-    '--address=/public.example/198.51.100.7',
-  ]);
-  const found = spawn(dcmd, dargs, { stdio: 'ignore' });
-  t.teardown(() => {
-    if (found.exitCode === null) found.kill('SIGKILL');
-  });
+  await meshLink(ns, ifname, `${prefix}p`, addr('a'));
+  dnsmasq(t, ns, FOUND, ['/public.example/198.51.100.7'], join(dir, 'found.pid'));
 
   const state = join(dir, 'state');
   mkdirSync(state);

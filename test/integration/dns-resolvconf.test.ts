@@ -16,11 +16,10 @@ import { existsSync, lstatSync, mkdtempSync, readFileSync, readdirSync, readlink
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { CONTROL_NODE_TAG } from '@meshp/core/delta';
 import { readDnsFile } from '@meshp/core/schema';
-import { Controller, MemoryStore } from '@meshp/controller';
 import { StateDelta } from '@meshp/protocol';
 import { JsonChild } from '../helpers/json-child.js';
+import { dnsController, dnsmasq, meshLink } from '../helpers/dns-lab.js';
 import { netns, runPrefix } from '../helpers/netns.js';
 import { resolvconfDeb, resolvconfRoot } from '../helpers/resolvconf-root.js';
 
@@ -65,38 +64,12 @@ t.test('resolvconf: the mesh has its own entry while a member, none after it lea
   const ns = await netns(t, `${prefix}n`);
   const inNs = ['nsenter', `--net=${ns.path}`, '--'];
 
-  const c = new Controller(new MemoryStore());
-  c.createNetwork('lab');
-  c.defineModule('lab', { name: 'store' });
-  c.join('lab', { id: 'cn', nodeKey: 'kcn', tags: [CONTROL_NODE_TAG] });
-  c.assignModule('lab', 'cn', 'store');
-  c.join('lab', { id: 'a', nodeKey: 'ka', tags: ['a'] });
-  c.join('lab', { id: 'b', nodeKey: 'kb', tags: ['b'] });
-  c.setPolicy('lab', [{ from: 'a', to: 'b' }]);
-  const addr = (id: string) => c.member('lab', id)!.addresses[0]!;
+  const { c, addr } = dnsController();
 
-  // The tunnel's link, standing in: the view's mesh address on a link of the node's namespace
+  // The tunnel's link, standing in: a's mesh address on a link of the node's namespace.
   const ifname = `${prefix}m`;
-  // (no dummy module on these machines: one end of a veth pair in the namespace)
-  await ns.exec('ip', ['link', 'add', ifname, 'type', 'veth', 'peer', 'name', `${prefix}p`]);
-  await ns.exec('ip', ['addr', 'add', `${addr('a')}/32`, 'dev', ifname]);
-  await ns.exec('ip', ['link', 'set', ifname, 'up']);
-  const [dcmd, dargs] = ns.wrap('dnsmasq', [
-    '--keep-in-foreground',
-    '--no-resolv',
-    '--no-hosts',
-    '--conf-file=/dev/null',
-    '--user=root',
-    '--bind-interfaces',
-    `--listen-address=${FOUND}`,
-    '--port=53',
-    `--pid-file=${join(dir, 'found.pid')}`,
-    '--address=/public.example/198.51.100.7',
-  ]);
-  const found = spawn(dcmd, dargs, { stdio: 'ignore' });
-  t.teardown(() => {
-    if (found.exitCode === null) found.kill('SIGKILL');
-  });
+  await meshLink(ns, ifname, `${prefix}p`, addr('a'));
+  dnsmasq(t, ns, FOUND, ['/public.example/198.51.100.7'], join(dir, 'found.pid'));
 
   // The machine as its predecessor left it: resolvconf with its eth0 entry (the found resolver).
   const root = join(dir, 'root');

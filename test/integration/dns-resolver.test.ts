@@ -11,13 +11,11 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { CONTROL_NODE_TAG } from '@meshp/core/delta';
 import { readDnsFile } from '@meshp/core/schema';
-import { Controller, MemoryStore } from '@meshp/controller';
 import { StateDelta } from '@meshp/protocol';
 import { JsonChild } from '../helpers/json-child.js';
+import { dnsController, dnsmasq } from '../helpers/dns-lab.js';
 import { netns, runPrefix, type Netns } from '../helpers/netns.js';
-import type { Subtest } from '../helpers/tap-types.js';
 
 const NODE = join(dirname(fileURLToPath(import.meta.url)), '../helpers/dns-node.mjs');
 const RESOLVER = '127.0.0.1';
@@ -32,17 +30,6 @@ interface Line {
 
 /** One child process speaking JSON lines (test/helpers/json-child.ts). */
 class Child extends JsonChild<Line> {}
-
-function dnsmasq(t: Subtest, ns: Netns, listen: string, addresses: string[], log: string): void {
-  const args = ['--keep-in-foreground', '--no-resolv', '--no-hosts', '--conf-file=/dev/null', '--user=root', '--bind-interfaces'];
-  args.push(`--listen-address=${listen}`, '--port=53', `--pid-file=${log}.pid`, '--log-queries', `--log-facility=${log}`);
-  for (const a of addresses) args.push(`--address=${a}`);
-  const [cmd, rest] = ns.wrap('dnsmasq', args);
-  const p = spawn(cmd, rest, { stdio: 'ignore' });
-  t.teardown(() => {
-    if (p.exitCode === null) p.kill('SIGKILL');
-  });
-}
 
 interface Dug {
   status: string;
@@ -67,20 +54,11 @@ t.test('the resolver answers the view, forwards the rest where it belongs, and w
   const resolvConf = `# the machine's own\nnameserver ${FOUND}\n`;
   writeFileSync(join(root, 'etc/resolv.conf'), resolvConf);
   const ns = await netns(t, `${runPrefix('dns')}r`);
-  dnsmasq(t, ns, FOUND, ['/public.example/198.51.100.7'], join(root, 'found.log'));
-  dnsmasq(t, ns, CORP, ['/corp.example/10.1.2.3'], join(root, 'corp.log'));
+  dnsmasq(t, ns, FOUND, ['/public.example/198.51.100.7'], join(root, 'found.log.pid'), join(root, 'found.log'));
+  dnsmasq(t, ns, CORP, ['/corp.example/10.1.2.3'], join(root, 'corp.log.pid'), join(root, 'corp.log'));
 
   // A controller: a control-node with the store, node a (tag a) whose resolver this is, b (tag b), c (tag c).
-  const c = new Controller(new MemoryStore());
-  c.createNetwork('lab');
-  c.defineModule('lab', { name: 'store' });
-  c.join('lab', { id: 'cn', nodeKey: 'kcn', tags: [CONTROL_NODE_TAG] });
-  c.assignModule('lab', 'cn', 'store');
-  c.join('lab', { id: 'a', nodeKey: 'ka', tags: ['a'] });
-  c.join('lab', { id: 'b', nodeKey: 'kb', tags: ['b'] });
-  c.join('lab', { id: 'c', nodeKey: 'kc', tags: ['c'] });
-  c.setPolicy('lab', [{ from: 'a', to: 'b' }]);
-  const addr = (id: string) => c.member('lab', id)!.addresses[0]!;
+  const { c, addr } = dnsController(['c']);
 
   const [cmd, args] = ns.wrap(process.execPath, [NODE, JSON.stringify({ root, listenAddress: RESOLVER, port: 53, stateDir: root })]);
   const child = new Child(spawn(cmd, args, { stdio: ['pipe', 'pipe', 'pipe'] }));
