@@ -4,6 +4,7 @@
  * sets our rules carry are not news.
  */
 import type { ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { DERIVED_TABLE, MARK, MESH_TABLE, TUNNEL_TABLE_PREFIX } from './classify.js';
 import type { Spawner } from './runner.js';
 
@@ -20,8 +21,15 @@ export function isOurEvent(event: Record<string, Record<string, Record<string, u
   return false;
 }
 
+/**
+ * The monitor ends with the process that started it, also when that one is killed (SIGKILL runs no
+ * handler that would end it, and it went on as an orphan of init): util-linux's setpriv gives it
+ * the parent-death signal, then becomes nft (one process, the same pid).
+ */
+const ENDS_WITH_PARENT = existsSync('/usr/bin/setpriv') ? ['/usr/bin/setpriv', '--pdeathsig', 'KILL'] : [];
+
 export function watchRuleset(spawner: Spawner, bin: string, onChange: () => void, debounceMs = 200): { close(): void; readonly pid: number | undefined } {
-  const child: ChildProcess = spawner([bin, '-j', 'monitor']);
+  const child: ChildProcess = spawner([...ENDS_WITH_PARENT, bin, '-j', 'monitor']);
   let timer: NodeJS.Timeout | undefined;
   let buffer = '';
   let closed = false;
