@@ -435,7 +435,10 @@ export class Agent {
   }
 
   /** A lifecycle step: the last report with the step in it, sent at once. */
-  #step(l: LifecycleReport, appliedVersion: number, mode: ReportMessage['mode']): void {
+  #step(l: LifecycleReport, appliedVersion: number, asked: ReportMessage['mode']): void {
+    // Before the host's first report, the machine's mode is the step's word: a refused change of mode left
+    // it in the other one (a converged enrolment refused on a machine in use was reported converged).
+    const mode = l.state === 'refused' ? (asked === 'converged' ? 'adopted' : 'converged') : asked;
     const base: ReportMessage = this.#lastReport ?? { appliedVersion, mode, firewallKind: '', firewallActive: false, resources: [], at: l.at };
     this.#lastReport = { ...base, appliedVersion, lifecycle: l, at: l.at };
     this.#log.info({ state: l.state, previewId: l.previewId, step: l.steps.at(-1), code: l.code, err: l.message }, 'lifecycle');
