@@ -53,6 +53,7 @@ export async function sharedStore(store: string | undefined): Promise<SharedStor
     controller: pg.store,
     auth: pg.auth,
     audit: pg.audit,
+    admins: pg.admins,
     label: pg.label,
     follow: () => pg.follower.start(),
     unfollow: () => pg.follower.close(),
