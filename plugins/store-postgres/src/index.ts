@@ -32,7 +32,7 @@ export {
   type StoreHealth,
 } from './sync-pg.js';
 export { codeOf, connectionLost } from './sql-state.js';
-export { copyState, type CopyCounts } from './copy.js';
+export { copyState, type CopyCounts, type CopyExtra } from './copy.js';
 
 export interface PostgresStore {
   store: PostgresControllerStore;
