@@ -14,6 +14,7 @@ import { nodeCommand } from './commands/node.js';
 import { networkCommand } from './commands/network.js';
 import { policyCommand } from './commands/policy.js';
 import { auditCommand } from './commands/audit.js';
+import { adminCommand } from './commands/admin.js';
 import { dnsCommand } from './commands/dns.js';
 import { routeCommand } from './commands/route.js';
 import { tokenCommand } from './commands/token.js';
@@ -43,6 +44,7 @@ export function createCli(argv: string[]): Argv<GlobalArgs> {
       .command(catalogueCommand)
       .command(policyCommand)
       .command(auditCommand)
+      .command(adminCommand)
       .command(dnsCommand)
       .command(routeCommand)
       .command(doctorCommand)

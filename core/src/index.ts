@@ -28,3 +28,4 @@ export * from './contract/admin.js';
 export type * from './contract/transport.js';
 export type * from './contract/wire.js';
 export type * from './contract/store.js';
+export type * from './contract/admin-credentials.js';

@@ -10,7 +10,7 @@ import t from 'tap';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AuthStore, Controller, MemoryStore, SqliteControllerStore, hashSecret } from '@meshp/controller';
+import { AuthStore, Controller, MemoryStore, SqliteAdminCredentialStore, SqliteAuditStore, SqliteControllerStore, hashSecret } from '@meshp/controller';
 import { meshp } from '../helpers/grpc-procs.js';
 import { MIGRATIONS, copyState, migrate, openPostgresStore, schemaVersions, type PostgresStore } from '@meshp/store-postgres';
 import { postgresMissing, startPostgres } from '../helpers/postgres.js';
@@ -229,11 +229,30 @@ if (missing) {
     auth.putToken('unused', { network: 'default', mode: 'converged', tags: [], fingerprint: 'f', expiresAt: '2099-01-01T00:00:00.000Z' });
     auth.revoke('default', 'gone', 'kgone', 'then');
     auth.close();
+    // The audit log and the named admin credentials go too (issue 28).
+    const audit = new SqliteAuditStore(file);
+    const entry = (method: string, v: number) => ({
+      at: `2026-12-0${v}T00:00:00.000Z`,
+      actor: 'ops',
+      network: 'default',
+      method,
+      node: null,
+      summary: method,
+      stateVersion: v,
+    });
+    audit.appendAudit(entry('setPolicy', 2));
+    audit.appendAudit(entry('createToken', 1));
+    audit.close();
+    const admins = new SqliteAdminCredentialStore(file);
+    admins.addAdmin(hashSecret('viewer-secret'), { name: 'viewer', role: 'read-only', createdAt: 'then', revokedAt: null });
+    admins.addAdmin(hashSecret('ops-secret'), { name: 'ops', role: 'admin', createdAt: 'then', revokedAt: null });
+    admins.revokeAdmin('ops', 'later');
+    admins.close();
 
     const url = await cluster.createDb('copy');
     const r = meshp('controller', 'copy-store', '--state', dir, '--to', url, '--json');
     t.equal(r.code, 0, `copied: ${r.err}`);
-    t.match(JSON.parse(r.out), { networks: 1, members: 4, log: 3, sync: 4 }, 'it says what it copied');
+    t.match(JSON.parse(r.out), { networks: 1, members: 4, log: 3, sync: 4, audit: 2, admins: 2 }, 'it says what it copied');
     const pg = await open(url);
     const again = new Controller(pg.store);
     t.equal(again.stateVersion('default'), version, 'the version');
@@ -243,6 +262,20 @@ if (missing) {
     t.same(pg.auth.nodeOf('cred-a'), { network: 'default', node: 'a' }, 'credentials: an agent keeps its own');
     t.equal(pg.auth.getToken('unused')?.usedAt, null, 'tokens');
     t.same(pg.auth.revokedKey('default', 'kgone'), { node: 'gone', at: 'then' }, 'revoked keys');
+    t.same(
+      pg.audit.listAudit({ network: 'default', limit: 10 }).map((e) => [e.method, e.stateVersion]),
+      [
+        ['createToken', 1],
+        ['setPolicy', 2],
+      ],
+      'the audit log, its entries as they were',
+    );
+    t.match(
+      pg.admins.adminBySecret(hashSecret('viewer-secret')),
+      { name: 'viewer', role: 'read-only', revokedAt: null },
+      'a named credential keeps its secret',
+    );
+    t.match(pg.admins.adminBySecret(hashSecret('ops-secret')), { name: 'ops', revokedAt: 'later' }, 'a revoked one stays revoked');
     const sqlite = new SqliteControllerStore(file);
     t.throws(() => copyState(pg.db, sqlite.load(), {}), { code: 'MESHP_USAGE' }, 'a second copy into a database that holds a state is refused');
     sqlite.close();

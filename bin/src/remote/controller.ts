@@ -9,6 +9,8 @@ import {
   AuthStore,
   CONTROLLER_DB,
   ControllerHostingPlugin,
+  SqliteAdminCredentialStore,
+  SqliteAuditStore,
   SqliteControllerStore,
   checkHandshakeStale,
   checkStreamsPerConnection,
@@ -53,6 +55,7 @@ export async function sharedStore(store: string | undefined): Promise<SharedStor
     controller: pg.store,
     auth: pg.auth,
     audit: pg.audit,
+    admins: pg.admins,
     label: pg.label,
     follow: () => pg.follower.start(),
     unfollow: () => pg.follower.close(),
@@ -69,12 +72,17 @@ export async function copyStore(state: string, to: string): Promise<Record<strin
   if (!existsSync(file)) throw new MeshpError('MESHP_NOT_FOUND', `no ${CONTROLLER_DB} in ${state}`);
   const sqlite = new SqliteControllerStore(file);
   const auth = new AuthStore(file);
+  // The audit log and the named admin credentials too (issue 28): they are the controller's, not the replica's.
+  const audit = new SqliteAuditStore(file);
+  const admins = new SqliteAdminCredentialStore(file);
   const pg = await openPostgresStore(to);
   try {
-    return { ...copyState(pg.db, sqlite.load(), auth.dump()) };
+    return { ...copyState(pg.db, sqlite.load(), auth.dump(), { audit: audit.dump(), admins: admins.dump() }) };
   } finally {
     sqlite.close();
     auth.close();
+    audit.close();
+    admins.close();
     await pg.close();
   }
 }

@@ -1,6 +1,7 @@
 /**
  * Moving a controller from SQLite to PostgreSQL: the state folder's controller.db — the controller's
- * state and the hosting's tokens, credentials, reports, revoked keys and renames — copied into an
+ * state and the hosting's tokens, credentials, reports, revoked keys and renames, the audit log and
+ * the named admin credentials (issue 28) — copied into an
  * empty, migrated database in one transaction (all of it or none). Agents keep their credentials
  * and versions: pointed at a replica on the database, they resume.
  */
@@ -32,6 +33,8 @@ const HOSTING_COLUMNS: Record<(typeof HOSTING_TABLES)[number], string[]> = {
   hosting_renames: ['network', 'old', 'new'],
 };
 
+const ADMIN_COLUMNS = ['hash', 'name', 'role', 'created_at', 'revoked_at'];
+
 /** One statement per table: the rows go as one JSON array, unpacked by PostgreSQL. */
 function insertAll(table: string, columns: string[], rows: Record<string, unknown>[]): Stmt {
   const pick = (c: string) => (c === 'doc' && !table.startsWith('hosting_') ? `x->'doc'` : c === 'version' ? `(x->>'version')::int` : `x->>'${c}'`);
@@ -41,6 +44,16 @@ function insertAll(table: string, columns: string[], rows: Record<string, unknow
   };
 }
 
+/** The audit log and the named admin credentials, as statements of the copy's transaction. */
+const extraStmts = (extra: CopyExtra): Stmt[] => [
+  auditInsert(extra.audit ?? []),
+  insertAll(
+    'admin_credentials',
+    ADMIN_COLUMNS,
+    (extra.admins ?? []).map((r) => Object.fromEntries(ADMIN_COLUMNS.map((c) => [c, r[c] ?? null]))),
+  ),
+];
+
 export interface CopyCounts {
   networks: number;
   members: number;
@@ -48,10 +61,33 @@ export interface CopyCounts {
   sync: number;
   tokens: number;
   hosting: number;
+  /** The audit log's entries (issue 28), oldest first as they were. */
+  audit: number;
+  /** The named admin credentials (issue 28), revoked ones too. */
+  admins: number;
 }
 
+/** The audit log and the named admin credentials of the SQLite file (their stores' dump()), copied with the rest. */
+export interface CopyExtra {
+  audit?: Record<string, unknown>[];
+  admins?: Record<string, unknown>[];
+}
+
+/** The audit log's rows in their order (the id is the database's own, given in that order), the version a number. */
+const auditInsert = (rows: Record<string, unknown>[]): Stmt => ({
+  text: `INSERT INTO audit_log (at, actor, network, method, node, summary, state_version)
+    SELECT x->>'at', x->>'actor', x->>'network', x->>'method', x->>'node', x->>'summary', (x->>'state_version')::bigint
+    FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS e(x, n) ORDER BY n`,
+  values: [JSON.stringify(rows)],
+});
+
 /** Copies into the database `db` (migrated); refused when it holds a controller's state already. */
-export function copyState(db: SyncPg, state: StoredState, hosting: Partial<Record<(typeof HOSTING_TABLES)[number], Record<string, unknown>[]>>): CopyCounts {
+export function copyState(
+  db: SyncPg,
+  state: StoredState,
+  hosting: Partial<Record<(typeof HOSTING_TABLES)[number], Record<string, unknown>[]>>,
+  extra: CopyExtra = {},
+): CopyCounts {
   const held = db.rows<{ n: number }>('SELECT count(*)::int AS n FROM networks')[0]!.n;
   if (held > 0) throw new MeshpError('MESHP_USAGE', `the database holds a controller's state already (${held} network(s)): copy into an empty one`);
   const stmts: Stmt[] = [
@@ -87,6 +123,7 @@ export function copyState(db: SyncPg, state: StoredState, hosting: Partial<Recor
         (hosting[t] ?? []).map((r) => Object.fromEntries(HOSTING_COLUMNS[t].map((c) => [c, r[c] ?? null]))),
       ),
     ),
+    ...extraStmts(extra),
   ];
   try {
     // A stopped controller's whole state, nothing served meanwhile: the load's time, not a change's.
@@ -99,6 +136,11 @@ export function copyState(db: SyncPg, state: StoredState, hosting: Partial<Recor
     }
     throw e;
   }
+  return countsOf(state, hosting, extra);
+}
+
+/** What a copy wrote, by kind. */
+function countsOf(state: StoredState, hosting: Partial<Record<(typeof HOSTING_TABLES)[number], Record<string, unknown>[]>>, extra: CopyExtra): CopyCounts {
   const hostingRows = HOSTING_TABLES.reduce((k, t) => k + (hosting[t]?.length ?? 0), 0);
   return {
     networks: state.networks.length,
@@ -107,5 +149,7 @@ export function copyState(db: SyncPg, state: StoredState, hosting: Partial<Recor
     sync: state.sync.length,
     tokens: state.tokens.length,
     hosting: hostingRows,
+    audit: extra.audit?.length ?? 0,
+    admins: extra.admins?.length ?? 0,
   };
 }

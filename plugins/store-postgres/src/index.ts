@@ -7,6 +7,7 @@
 import type { ControllerStore } from '@meshp/core';
 import { PostgresAuthStore } from './auth-store.js';
 import { PostgresAuditStore } from './audit-store.js';
+import { PostgresAdminCredentialStore } from './admin-credential-store.js';
 import { PostgresControllerStore } from './controller-store.js';
 import { Follower, type FollowOptions } from './follow.js';
 import { migrate, redact } from './migrations.js';
@@ -15,6 +16,7 @@ import { SyncPg } from './sync-pg.js';
 export { PostgresControllerStore, STORE_LOCK, CHANNEL } from './controller-store.js';
 export { PostgresAuthStore } from './auth-store.js';
 export { PostgresAuditStore } from './audit-store.js';
+export { PostgresAdminCredentialStore } from './admin-credential-store.js';
 export { Follower, DEFAULT_POLL_MS, type FollowOptions } from './follow.js';
 export { MIGRATIONS, migrate, schemaVersions, redact, type Migration } from './migrations.js';
 export {
@@ -30,13 +32,15 @@ export {
   type StoreHealth,
 } from './sync-pg.js';
 export { codeOf, connectionLost } from './sql-state.js';
-export { copyState, type CopyCounts } from './copy.js';
+export { copyState, type CopyCounts, type CopyExtra } from './copy.js';
 
 export interface PostgresStore {
   store: PostgresControllerStore;
   auth: PostgresAuthStore;
   /** The audit log (issue 28), on the same connection. */
   audit: PostgresAuditStore;
+  /** The named admin credentials (issue 28), on the same connection. */
+  admins: PostgresAdminCredentialStore;
   follower: Follower;
   /** The connection both stores use (for a copy into the database: copy.ts). */
   db: SyncPg;
@@ -75,6 +79,7 @@ export async function openPostgresStore(url: string, options: OpenOptions = {}):
     store,
     auth: new PostgresAuthStore(db),
     audit: new PostgresAuditStore(db),
+    admins: new PostgresAdminCredentialStore(db),
     follower,
     db,
     label: redact(url),

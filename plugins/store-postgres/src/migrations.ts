@@ -58,6 +58,12 @@ CREATE TABLE audit_log (id BIGSERIAL PRIMARY KEY, at TEXT NOT NULL, actor TEXT N
   summary TEXT NOT NULL, state_version BIGINT NOT NULL);
 CREATE INDEX audit_log_at ON audit_log (network, at);`,
   },
+  {
+    version: 6,
+    what: 'named admin credentials (issue 28): each by the hash of its secret, its name the actor in the audit log, its role',
+    sql: `
+CREATE TABLE admin_credentials (hash TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, role TEXT NOT NULL, created_at TEXT NOT NULL, revoked_at TEXT);`,
+  },
 ];
 
 /** The advisory lock migrations take (an arbitrary constant of meshp's). */

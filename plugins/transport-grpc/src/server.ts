@@ -62,6 +62,9 @@ const ADMIN_RESPONSES: Record<keyof typeof gen.AdminServiceService, Fns> = {
   setRouteGroup: gen.SetRouteGroupResponse,
   removeRouteGroup: gen.RemoveRouteGroupResponse,
   approveRoute: gen.ApproveRouteResponse,
+  createAdmin: gen.CreateAdminResponse,
+  listAdmins: gen.ListAdminsResponse,
+  revokeAdmin: gen.RevokeAdminResponse,
 };
 
 export const ADMIN_METHODS = Object.keys(ADMIN_RESPONSES) as (keyof typeof gen.AdminServiceService)[];

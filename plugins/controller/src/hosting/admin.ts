@@ -7,6 +7,8 @@ import {
   MeshpError,
   adminMethod,
   type AdminHandler,
+  type AdminActor,
+  type AdminCredentialBook,
   type AdminMethods,
   type ModuleDecl,
   type ReportMessage,
@@ -20,7 +22,7 @@ import type { AdminAnswer, AdminApi } from '@meshp/protocol';
 import type { Controller } from '../controller.js';
 import { convergeNode, previewOf } from '../converge.js';
 import { withLiveness, type Liveness, type NodeStatus } from '../status.js';
-import { secretMatches } from './credential.js';
+import { actorOf, adminCredentialMethods, checkRole } from './admin-credentials.js';
 import { NODE_NAME, type Enrolment } from './enrolment.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
@@ -104,6 +106,8 @@ export interface AdminDeps {
   renamed?(network: string, from: string, to: string): void;
   /** The audit log every change is recorded in (issue 28; audit.ts). Absent: none kept. */
   audit?: Omit<AuditDeps, 'controller' | 'log'>;
+  /** The named admin credentials (issue 28; admin-credentials.ts), and the certificate fingerprint their credentials carry. Absent: the bootstrap one alone. */
+  admins?: { book: AdminCredentialBook; fingerprint: string };
   /** A store across the network: the reports of these nodes (null: the network's) read into memory, without waiting (admin-async.ts). */
   loadReports?(network: string, nodes: string[] | null): Promise<void>;
 }
@@ -301,6 +305,7 @@ function lifecycleMethods({ d, controller, node, undo }: Ctx): Methods<'removeNo
 /** Every admin method, by area, behind the admin credential; each call logged with its network. */
 export function adminHandler(d: AdminDeps): AdminHandler {
   const c = context(d);
+  const creds = adminCredentialMethods(d.admins?.book, d.admins?.fingerprint ?? '');
   const methods: AdminMethods<AdminApi> = {
     ...statusMethods(c),
     ...modeMethods(c),
@@ -317,16 +322,27 @@ export function adminHandler(d: AdminDeps): AdminHandler {
     ...dnsMethods(d.controller, d.changed),
     // The network's route groups (issue 26): route-admin.ts.
     ...routeMethods(d.controller, (net, node) => d.reports(net, node), d.changed),
+    // Named admin credentials (issue 28): admin-credentials.ts.
+    ...creds.sync,
   };
   const audit = d.audit ? { ...d.audit, controller: d.controller, log: d.log } : null;
   // A store across the network: the token and audit calls asked without waiting (admin-async.ts).
-  const later = asyncMethods(d.enrolment, d.audit?.book ?? null) as Record<string, ((r: object, net: string) => Promise<object>) | undefined>;
+  const later = { ...asyncMethods(d.enrolment, d.audit?.book ?? null), ...creds.async } as Record<
+    string,
+    ((r: object, net: string) => Promise<object>) | undefined
+  >;
 
   return async (method, request, credential, peer) => {
-    if (!credential || !secretMatches(credential, d.secret)) {
-      d.metrics.refused('MESHP_AUTH_FAILED');
-      d.log.warn({ method, peer, code: 'MESHP_AUTH_FAILED' }, 'admin call refused');
-      throw new MeshpError('MESHP_AUTH_FAILED', 'the admin credential is not the one this controller made');
+    // Who calls (the bootstrap credential or a named one in force, read now), and whether its role may (admin-credentials.ts).
+    let actor: AdminActor;
+    try {
+      actor = await actorOf({ secret: d.secret, ...(d.admins ? { book: d.admins.book } : {}) }, credential);
+      checkRole(actor, method, request);
+    } catch (e) {
+      const code = e instanceof MeshpError ? e.code : 'MESHP_AUTH_FAILED';
+      d.metrics.refused(code);
+      d.log.warn({ method, peer, code, err: oneLine(e) }, 'admin call refused');
+      throw e;
     }
     const fn = adminMethod(methods, method);
     if (!fn) throw usage(`no admin method ${method}`);
@@ -348,8 +364,8 @@ export function adminHandler(d: AdminDeps): AdminHandler {
       await reportsFirst(d.loadReports, method, request, network);
       back = await renameFirst(d.controller, d.renamingAsync?.bind(d), method, request, network);
       const change = <T>(f: () => T): Promise<T> => (d.controller.asyncStore && !waitless ? d.controller.change(f) : Promise.resolve(f()));
-      const out = audit ? await auditedChange(audit, method, request as Record<string, unknown>, network, change, call) : await change(call);
-      d.log.info({ method, network, peer }, 'admin call');
+      const out = audit ? await auditedChange(audit, method, request as Record<string, unknown>, network, change, call, actor.name) : await change(call);
+      d.log.info({ method, network, peer, actor: actor.name }, 'admin call');
       return out;
     } catch (e) {
       for (const f of undo.splice(0).reverse()) f();

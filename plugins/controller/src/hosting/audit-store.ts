@@ -2,9 +2,10 @@
  * The audit log in the state folder's SQLite file (issue 28): its own table, its own connection
  * (WAL: it waits on no transaction of the controller's), every admin change one row.
  */
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
 import type { AuditBook, AuditEntry, AuditQuery } from '@meshp/core';
-import { classified, storeError } from '../store-errors.js';
+import { classified } from '../store-errors.js';
+import { openSqliteTables } from './sqlite-open.js';
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS audit_log (id INTEGER PRIMARY KEY AUTOINCREMENT, at TEXT NOT NULL, actor TEXT NOT NULL, network TEXT NOT NULL,
@@ -38,14 +39,7 @@ export class SqliteAuditStore implements AuditBook {
 
   constructor(path: string) {
     this.#path = path;
-    try {
-      this.#db = new Database(path);
-      this.#db.pragma('journal_mode = WAL');
-      this.#db.pragma('busy_timeout = 5000');
-      this.#db.exec(SCHEMA);
-    } catch (cause) {
-      throw storeError(cause, path);
-    }
+    this.#db = openSqliteTables(path, SCHEMA);
   }
 
   appendAudit(e: AuditEntry): void {
@@ -69,6 +63,11 @@ export class SqliteAuditStore implements AuditBook {
 
   trimAudit(before: string): number {
     return classified(this.#path, () => this.#db.prepare('DELETE FROM audit_log WHERE at < ?').run(before).changes);
+  }
+
+  /** Every row as stored, in order (for a copy to another store: store-postgres copy.ts). */
+  dump(): Record<string, unknown>[] {
+    return classified(this.#path, () => this.#db.prepare('SELECT * FROM audit_log ORDER BY id').all() as Record<string, unknown>[]);
   }
 
   close(): void {

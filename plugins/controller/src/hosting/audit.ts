@@ -11,7 +11,7 @@ import type { Controller } from '../controller.js';
 import type { Logger } from './log.js';
 
 /** The admin methods that change something: each is recorded; the others (reads, previews) are not. */
-const CHANGES = new Set<string>([
+export const CHANGES: ReadonlySet<string> = new Set<string>([
   'assignModule',
   'unassignModule',
   'takeModule',
@@ -30,6 +30,8 @@ const CHANGES = new Set<string>([
   'removeRouteGroup',
   'approveRoute',
   'setDns',
+  'createAdmin',
+  'revokeAdmin',
 ]);
 
 /** The default retention: 90 days. */
@@ -78,6 +80,10 @@ function summaryOf(method: string, r: Req, before: string): string {
       const n = (xs: unknown[] | undefined) => (Array.isArray(xs) ? xs.length : 0);
       return `dns set: domain ${d.domain || 'default'}, ${n(d.records)} record(s), ${n(d.split)} split domain(s), ${n(d.nameservers)} nameserver(s)`;
     }
+    case 'createAdmin':
+      return `admin credential ${str(r, 'name')} created (role ${str(r, 'role') || 'admin'})`;
+    case 'revokeAdmin':
+      return `admin credential ${str(r, 'name')} revoked`;
     case 'removeRouteGroup':
       return `route group ${str(r, 'name')} removed`;
     default:
@@ -118,6 +124,7 @@ export async function auditedChange<T>(
   network: string,
   change: (fn: () => T) => Promise<T>,
   call: () => T,
+  actor: string = ADMIN_ACTOR,
 ): Promise<T> {
   // A preview changes nothing: it is not recorded.
   if (!CHANGES.has(method) || request.preview === true) return change(call);
@@ -128,7 +135,7 @@ export async function auditedChange<T>(
     const made = call();
     entry = {
       at: new Date().toISOString(),
-      actor: ADMIN_ACTOR,
+      actor,
       network,
       method,
       node: str(request, 'node') || null,

@@ -11,3 +11,7 @@ export { SessionHub } from './hub.js';
 export { SyncSession } from './session.js';
 export { checkStreamsPerConnection } from './stream-limits.js';
 export { FanOut, DEFAULT_FANOUT, type FanOutOptions } from './fanout.js';
+export { CHANGES as AUDITED_METHODS } from './audit.js';
+export { canChange, mayCall, isRead, checkRole, actorOf, READ_METHODS, BOOTSTRAP_ADMIN } from './admin-credentials.js';
+export { SqliteAuditStore } from './audit-store.js';
+export { SqliteAdminCredentialStore, adminFromRow, type AdminCredentialRow } from './admin-credential-store.js';

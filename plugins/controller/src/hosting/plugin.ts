@@ -11,6 +11,7 @@ import {
   isMeshpError,
   type AdminHandler,
   type AuditBook,
+  type AdminCredentialBook,
   type ControlHandlers,
   type Plugin,
   type Refused,
@@ -24,6 +25,8 @@ import { SqliteControllerStore } from '../sqlite-store.js';
 import { adminHandler, DEFAULT_NETWORK } from './admin.js';
 import { AuthStore, type AuthBook } from './auth-store.js';
 import { SqliteAuditStore } from './audit-store.js';
+import { SqliteAdminCredentialStore } from './admin-credential-store.js';
+import { couldBeAdmin } from './admin-credentials.js';
 import { DEFAULT_AUDIT_RETENTION_SECONDS } from './audit.js';
 import { guardAuth } from './auth-guard.js';
 import { isStoreFault } from '../store-errors.js';
@@ -79,6 +82,8 @@ export interface SharedStore {
   auth: AuthBook;
   /** The audit log in the shared database (issue 28): one log for every replica. */
   audit?: AuditBook;
+  /** The named admin credentials in the shared database (issue 28): a revocation holds on every replica. */
+  admins?: AdminCredentialBook;
   /** Where, for the log (no password). */
   label: string;
   follow(): Promise<void>;
@@ -104,7 +109,7 @@ function fresh(shared: SharedStore | undefined, secret: string, controller: Cont
   if (!shared) return handler;
   return async (method, request, credential, peer) => {
     // A caller without the credential costs no database read: the handler refuses it.
-    if (!credential || !secretMatches(credential, secret)) return handler(method, request, credential, peer);
+    if (!credential || !(secretMatches(credential, secret) || couldBeAdmin(credential))) return handler(method, request, credential, peer);
     // A store that commits without waiting catches up in the call's own change (admin.ts, controller.change).
     if (!controller.asyncStore) shared.catchUp();
     const network = ('network' in request && typeof request.network === 'string' && request.network) || DEFAULT_NETWORK;
@@ -135,6 +140,9 @@ export class ControllerHostingPlugin implements Plugin {
   } | null = null;
   /** The audit log (issue 28): the shared database's, else the state folder's SQLite file. */
   #audit: AuditBook | null = null;
+  /** The named admin credentials (issue 28): the shared database's, else the state folder's SQLite file. */
+  #admins: AdminCredentialBook | null = null;
+  #fingerprint = '';
 
   constructor(options: ControllerHostingOptions) {
     if (!/:\d+$/.test(options.listen)) throw usage(`--listen ${options.listen} is not HOST:PORT`);
@@ -194,6 +202,8 @@ export class ControllerHostingPlugin implements Plugin {
     // Its errors are the store's health too (auth-guard.ts); an outage is logged once when it starts and once when it ends.
     const auth = guardAuth(shared?.auth ?? new AuthStore(dbFile), controller.storeHealth, shared ? undefined : dbFile);
     this.#audit = shared?.audit ?? new SqliteAuditStore(dbFile);
+    this.#admins = shared ? (shared.admins ?? null) : new SqliteAdminCredentialStore(dbFile);
+    this.#fingerprint = tls.fingerprint;
     controller.storeHealth.onChange = (h) => {
       if (h.up) this.log.warn({ store: shared?.label ?? CONTROLLER_DB }, 'store up again: changes are taken');
       else
@@ -284,6 +294,7 @@ export class ControllerHostingPlugin implements Plugin {
   ): AdminHandler {
     return adminHandler({
       ...(this.#audit ? { audit: { book: this.#audit, retentionSeconds: this.#o.auditRetentionSeconds ?? DEFAULT_AUDIT_RETENTION_SECONDS } } : {}),
+      ...(this.#admins ? { admins: { book: this.#admins, fingerprint: this.#fingerprint } } : {}),
       controller,
       enrolment,
       secret,
@@ -395,6 +406,8 @@ export class ControllerHostingPlugin implements Plugin {
     r.auth.close();
     this.#audit?.close();
     this.#audit = null;
+    this.#admins?.close();
+    this.#admins = null;
     r.controller.close();
     this.log.info({}, 'controller stopped');
   }

@@ -1397,6 +1397,49 @@ export interface RevokeEnrolmentTokenResponse {
   token?: EnrolmentTokenInfo | undefined;
 }
 
+/** issue 28: a named admin credential as `admin list` shows it (never its secret). */
+export interface AdminInfo {
+  name: string;
+  /** admin | read-only */
+  role: string;
+  createdAt: string;
+  /** '' while it is in force. */
+  revokedAt: string;
+}
+
+export interface CreateAdminRequest {
+  /** The network the change is recorded under in the audit log (credentials are controller-wide). */
+  network: string;
+  name: string;
+  /** admin | read-only ('' : admin) */
+  role: string;
+}
+
+export interface CreateAdminResponse {
+  admin?:
+    | AdminInfo
+    | undefined;
+  /** meshp-admin1.<fingerprint>.<secret>: answered once, kept by the controller only as a hash. */
+  credential: string;
+}
+
+export interface ListAdminsRequest {
+  network: string;
+}
+
+export interface ListAdminsResponse {
+  admins: AdminInfo[];
+}
+
+export interface RevokeAdminRequest {
+  network: string;
+  name: string;
+}
+
+export interface RevokeAdminResponse {
+  admin?: AdminInfo | undefined;
+}
+
 function createBaseEnrolRequest(): EnrolRequest {
   return { token: "", nodeKey: "", node: "", endpoints: [], tunnelKey: undefined };
 }
@@ -16836,6 +16879,609 @@ export const RevokeEnrolmentTokenResponse: MessageFns<RevokeEnrolmentTokenRespon
   },
 };
 
+function createBaseAdminInfo(): AdminInfo {
+  return { name: "", role: "", createdAt: "", revokedAt: "" };
+}
+
+export const AdminInfo: MessageFns<AdminInfo> = {
+  encode(message: AdminInfo, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    if (message.role !== "") {
+      writer.uint32(18).string(message.role);
+    }
+    if (message.createdAt !== "") {
+      writer.uint32(26).string(message.createdAt);
+    }
+    if (message.revokedAt !== "") {
+      writer.uint32(34).string(message.revokedAt);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AdminInfo {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAdminInfo();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.role = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.createdAt = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.revokedAt = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AdminInfo {
+    return {
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      role: isSet(object.role) ? globalThis.String(object.role) : "",
+      createdAt: isSet(object.createdAt)
+        ? globalThis.String(object.createdAt)
+        : isSet(object.created_at)
+        ? globalThis.String(object.created_at)
+        : "",
+      revokedAt: isSet(object.revokedAt)
+        ? globalThis.String(object.revokedAt)
+        : isSet(object.revoked_at)
+        ? globalThis.String(object.revoked_at)
+        : "",
+    };
+  },
+
+  toJSON(message: AdminInfo): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.role !== "") {
+      obj.role = message.role;
+    }
+    if (message.createdAt !== "") {
+      obj.createdAt = message.createdAt;
+    }
+    if (message.revokedAt !== "") {
+      obj.revokedAt = message.revokedAt;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<AdminInfo>, I>>(base?: I): AdminInfo {
+    return AdminInfo.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AdminInfo>, I>>(object: I): AdminInfo {
+    const message = createBaseAdminInfo();
+    message.name = object.name ?? "";
+    message.role = object.role ?? "";
+    message.createdAt = object.createdAt ?? "";
+    message.revokedAt = object.revokedAt ?? "";
+    return message;
+  },
+};
+
+function createBaseCreateAdminRequest(): CreateAdminRequest {
+  return { network: "", name: "", role: "" };
+}
+
+export const CreateAdminRequest: MessageFns<CreateAdminRequest> = {
+  encode(message: CreateAdminRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.network !== "") {
+      writer.uint32(10).string(message.network);
+    }
+    if (message.name !== "") {
+      writer.uint32(18).string(message.name);
+    }
+    if (message.role !== "") {
+      writer.uint32(26).string(message.role);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CreateAdminRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCreateAdminRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.role = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CreateAdminRequest {
+    return {
+      network: isSet(object.network) ? globalThis.String(object.network) : "",
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      role: isSet(object.role) ? globalThis.String(object.role) : "",
+    };
+  },
+
+  toJSON(message: CreateAdminRequest): unknown {
+    const obj: any = {};
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.role !== "") {
+      obj.role = message.role;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CreateAdminRequest>, I>>(base?: I): CreateAdminRequest {
+    return CreateAdminRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CreateAdminRequest>, I>>(object: I): CreateAdminRequest {
+    const message = createBaseCreateAdminRequest();
+    message.network = object.network ?? "";
+    message.name = object.name ?? "";
+    message.role = object.role ?? "";
+    return message;
+  },
+};
+
+function createBaseCreateAdminResponse(): CreateAdminResponse {
+  return { admin: undefined, credential: "" };
+}
+
+export const CreateAdminResponse: MessageFns<CreateAdminResponse> = {
+  encode(message: CreateAdminResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.admin !== undefined) {
+      AdminInfo.encode(message.admin, writer.uint32(10).fork()).join();
+    }
+    if (message.credential !== "") {
+      writer.uint32(18).string(message.credential);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CreateAdminResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCreateAdminResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.admin = AdminInfo.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.credential = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CreateAdminResponse {
+    return {
+      admin: isSet(object.admin) ? AdminInfo.fromJSON(object.admin) : undefined,
+      credential: isSet(object.credential) ? globalThis.String(object.credential) : "",
+    };
+  },
+
+  toJSON(message: CreateAdminResponse): unknown {
+    const obj: any = {};
+    if (message.admin !== undefined) {
+      obj.admin = AdminInfo.toJSON(message.admin);
+    }
+    if (message.credential !== "") {
+      obj.credential = message.credential;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CreateAdminResponse>, I>>(base?: I): CreateAdminResponse {
+    return CreateAdminResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CreateAdminResponse>, I>>(object: I): CreateAdminResponse {
+    const message = createBaseCreateAdminResponse();
+    message.admin = (object.admin !== undefined && object.admin !== null)
+      ? AdminInfo.fromPartial(object.admin)
+      : undefined;
+    message.credential = object.credential ?? "";
+    return message;
+  },
+};
+
+function createBaseListAdminsRequest(): ListAdminsRequest {
+  return { network: "" };
+}
+
+export const ListAdminsRequest: MessageFns<ListAdminsRequest> = {
+  encode(message: ListAdminsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.network !== "") {
+      writer.uint32(10).string(message.network);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListAdminsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListAdminsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListAdminsRequest {
+    return { network: isSet(object.network) ? globalThis.String(object.network) : "" };
+  },
+
+  toJSON(message: ListAdminsRequest): unknown {
+    const obj: any = {};
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListAdminsRequest>, I>>(base?: I): ListAdminsRequest {
+    return ListAdminsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListAdminsRequest>, I>>(object: I): ListAdminsRequest {
+    const message = createBaseListAdminsRequest();
+    message.network = object.network ?? "";
+    return message;
+  },
+};
+
+function createBaseListAdminsResponse(): ListAdminsResponse {
+  return { admins: [] };
+}
+
+export const ListAdminsResponse: MessageFns<ListAdminsResponse> = {
+  encode(message: ListAdminsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.admins) {
+      AdminInfo.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListAdminsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListAdminsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.admins.push(AdminInfo.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListAdminsResponse {
+    return {
+      admins: globalThis.Array.isArray(object?.admins) ? object.admins.map((e: any) => AdminInfo.fromJSON(e)) : [],
+    };
+  },
+
+  toJSON(message: ListAdminsResponse): unknown {
+    const obj: any = {};
+    if (message.admins?.length) {
+      obj.admins = message.admins.map((e) => AdminInfo.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListAdminsResponse>, I>>(base?: I): ListAdminsResponse {
+    return ListAdminsResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListAdminsResponse>, I>>(object: I): ListAdminsResponse {
+    const message = createBaseListAdminsResponse();
+    message.admins = object.admins?.map((e) => AdminInfo.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseRevokeAdminRequest(): RevokeAdminRequest {
+  return { network: "", name: "" };
+}
+
+export const RevokeAdminRequest: MessageFns<RevokeAdminRequest> = {
+  encode(message: RevokeAdminRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.network !== "") {
+      writer.uint32(10).string(message.network);
+    }
+    if (message.name !== "") {
+      writer.uint32(18).string(message.name);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RevokeAdminRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRevokeAdminRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RevokeAdminRequest {
+    return {
+      network: isSet(object.network) ? globalThis.String(object.network) : "",
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+    };
+  },
+
+  toJSON(message: RevokeAdminRequest): unknown {
+    const obj: any = {};
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RevokeAdminRequest>, I>>(base?: I): RevokeAdminRequest {
+    return RevokeAdminRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RevokeAdminRequest>, I>>(object: I): RevokeAdminRequest {
+    const message = createBaseRevokeAdminRequest();
+    message.network = object.network ?? "";
+    message.name = object.name ?? "";
+    return message;
+  },
+};
+
+function createBaseRevokeAdminResponse(): RevokeAdminResponse {
+  return { admin: undefined };
+}
+
+export const RevokeAdminResponse: MessageFns<RevokeAdminResponse> = {
+  encode(message: RevokeAdminResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.admin !== undefined) {
+      AdminInfo.encode(message.admin, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RevokeAdminResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRevokeAdminResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.admin = AdminInfo.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RevokeAdminResponse {
+    return { admin: isSet(object.admin) ? AdminInfo.fromJSON(object.admin) : undefined };
+  },
+
+  toJSON(message: RevokeAdminResponse): unknown {
+    const obj: any = {};
+    if (message.admin !== undefined) {
+      obj.admin = AdminInfo.toJSON(message.admin);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RevokeAdminResponse>, I>>(base?: I): RevokeAdminResponse {
+    return RevokeAdminResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RevokeAdminResponse>, I>>(object: I): RevokeAdminResponse {
+    const message = createBaseRevokeAdminResponse();
+    message.admin = (object.admin !== undefined && object.admin !== null)
+      ? AdminInfo.fromPartial(object.admin)
+      : undefined;
+    return message;
+  },
+};
+
 /**
  * Connecting, for a client in any language: the controller serves gRPC over TLS with a self-signed
  * certificate (its names include localhost and 127.0.0.1). The client pins it: it reads the
@@ -17252,6 +17898,37 @@ export const AdminServiceService = {
       Buffer.from(ApproveRouteResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ApproveRouteResponse => ApproveRouteResponse.decode(value),
   },
+  /**
+   * issue 28: named admin credentials, each the actor of its calls in the audit log, of the role
+   * `admin` (every call) or `read-only` (every read and preview, no change); controller-wide.
+   */
+  createAdmin: {
+    path: "/meshp.v1.AdminService/CreateAdmin" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: CreateAdminRequest): Buffer => Buffer.from(CreateAdminRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): CreateAdminRequest => CreateAdminRequest.decode(value),
+    responseSerialize: (value: CreateAdminResponse): Buffer => Buffer.from(CreateAdminResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): CreateAdminResponse => CreateAdminResponse.decode(value),
+  },
+  listAdmins: {
+    path: "/meshp.v1.AdminService/ListAdmins" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListAdminsRequest): Buffer => Buffer.from(ListAdminsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListAdminsRequest => ListAdminsRequest.decode(value),
+    responseSerialize: (value: ListAdminsResponse): Buffer => Buffer.from(ListAdminsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListAdminsResponse => ListAdminsResponse.decode(value),
+  },
+  revokeAdmin: {
+    path: "/meshp.v1.AdminService/RevokeAdmin" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RevokeAdminRequest): Buffer => Buffer.from(RevokeAdminRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RevokeAdminRequest => RevokeAdminRequest.decode(value),
+    responseSerialize: (value: RevokeAdminResponse): Buffer => Buffer.from(RevokeAdminResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RevokeAdminResponse => RevokeAdminResponse.decode(value),
+  },
 } as const;
 
 export interface AdminServiceServer extends UntypedServiceImplementation {
@@ -17314,6 +17991,13 @@ export interface AdminServiceServer extends UntypedServiceImplementation {
   setRouteGroup: handleUnaryCall<SetRouteGroupRequest, SetRouteGroupResponse>;
   removeRouteGroup: handleUnaryCall<RemoveRouteGroupRequest, RemoveRouteGroupResponse>;
   approveRoute: handleUnaryCall<ApproveRouteRequest, ApproveRouteResponse>;
+  /**
+   * issue 28: named admin credentials, each the actor of its calls in the audit log, of the role
+   * `admin` (every call) or `read-only` (every read and preview, no change); controller-wide.
+   */
+  createAdmin: handleUnaryCall<CreateAdminRequest, CreateAdminResponse>;
+  listAdmins: handleUnaryCall<ListAdminsRequest, ListAdminsResponse>;
+  revokeAdmin: handleUnaryCall<RevokeAdminRequest, RevokeAdminResponse>;
 }
 
 export interface AdminServiceClient extends Client {
@@ -17823,6 +18507,55 @@ export interface AdminServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ApproveRouteResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * issue 28: named admin credentials, each the actor of its calls in the audit log, of the role
+   * `admin` (every call) or `read-only` (every read and preview, no change); controller-wide.
+   */
+  createAdmin(
+    request: CreateAdminRequest,
+    callback: (error: ServiceError | null, response: CreateAdminResponse) => void,
+  ): ClientUnaryCall;
+  createAdmin(
+    request: CreateAdminRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: CreateAdminResponse) => void,
+  ): ClientUnaryCall;
+  createAdmin(
+    request: CreateAdminRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: CreateAdminResponse) => void,
+  ): ClientUnaryCall;
+  listAdmins(
+    request: ListAdminsRequest,
+    callback: (error: ServiceError | null, response: ListAdminsResponse) => void,
+  ): ClientUnaryCall;
+  listAdmins(
+    request: ListAdminsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListAdminsResponse) => void,
+  ): ClientUnaryCall;
+  listAdmins(
+    request: ListAdminsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListAdminsResponse) => void,
+  ): ClientUnaryCall;
+  revokeAdmin(
+    request: RevokeAdminRequest,
+    callback: (error: ServiceError | null, response: RevokeAdminResponse) => void,
+  ): ClientUnaryCall;
+  revokeAdmin(
+    request: RevokeAdminRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RevokeAdminResponse) => void,
+  ): ClientUnaryCall;
+  revokeAdmin(
+    request: RevokeAdminRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RevokeAdminResponse) => void,
   ): ClientUnaryCall;
 }
 
