@@ -5,7 +5,9 @@
  * known (no report).
  */
 import t from 'tap';
-import type { ForwardingReport, ReportMessage } from '@meshp/core';
+import type { Declaration, ForwardingReport, ReportMessage } from '@meshp/core';
+import { buildPreview } from '@meshp/core/lifecycle';
+import { factsOfReport } from '../../plugins/controller/src/converge.js';
 import { SyncRequest } from '@meshp/protocol';
 import { agentFromWire, agentToWire } from '../../plugins/transport-grpc/src/codec.js';
 import { forwardingChanges } from '../../plugins/controller/src/hosting/route-forwarding.js';
@@ -26,7 +28,13 @@ function report(mode: ReportMessage['mode'], forwarding?: ForwardingReport): Rep
 }
 
 t.test('a router forwarding crosses the wire as reported; an unknown state is left out, not guessed', async (t) => {
-  const f: ForwardingReport = { state: 'owned', values: { [V4]: '1', [V6]: '0' }, original: { [V4]: '0' }, reason: 'turned on: net.ipv4.ip_forward' };
+  const f: ForwardingReport = {
+    state: 'owned',
+    values: { [V4]: '1', [V6]: '0' },
+    original: { [V4]: '0' },
+    reason: 'turned on: net.ipv4.ip_forward',
+    needed: [V4],
+  };
   const back = agentFromWire(SyncRequest.decode(SyncRequest.encode(agentToWire({ report: report('converged', f) })).finish()));
   t.same('report' in back && back.report.forwarding, f);
   const none = agentFromWire(SyncRequest.decode(SyncRequest.encode(agentToWire({ report: report('adopted') })).finish()));
@@ -39,10 +47,10 @@ t.test('a router forwarding crosses the wire as reported; an unknown state is le
 
 t.test("a route change's preview says what happens to each via node's forwarding", async (t) => {
   const reports = new Map<string, ReportMessage>([
-    ['conv', report('converged', { state: 'none', values: { [V4]: '0', [V6]: '0' }, original: {}, reason: 'not a router' })],
-    ['adop', report('adopted', { state: 'none', values: { [V4]: '0', [V6]: '' }, original: {}, reason: 'not a router' })],
-    ['on', report('adopted', { state: 'none', values: { [V4]: '1', [V6]: '0' }, original: {}, reason: 'not a router' })],
-    ['owned', report('converged', { state: 'owned', values: { [V4]: '1', [V6]: '0' }, original: { [V4]: '0' }, reason: 'turned on' })],
+    ['conv', report('converged', { state: 'none', values: { [V4]: '0', [V6]: '0' }, original: {}, reason: 'not a router', needed: [] })],
+    ['adop', report('adopted', { state: 'none', values: { [V4]: '0', [V6]: '' }, original: {}, reason: 'not a router', needed: [] })],
+    ['on', report('adopted', { state: 'none', values: { [V4]: '1', [V6]: '0' }, original: {}, reason: 'not a router', needed: [] })],
+    ['owned', report('converged', { state: 'owned', values: { [V4]: '1', [V6]: '0' }, original: { [V4]: '0' }, reason: 'turned on', needed: [V4] })],
   ]);
   const of = (n: string) => reports.get(n) ?? null;
   const lan = { name: 'lan', prefixes: ['192.168.77.0/24'], viaPeers: ['conv', 'adop', 'on', 'old'] };
@@ -70,3 +78,21 @@ t.test("a route change's preview says what happens to each via node's forwarding
   t.match(removed.get('owned'), /^stops serving: net\.ipv4\.ip_forward put back to 0 as found/);
   t.match(removed.get('on'), /^stops serving: its forwarding left as found$/);
 });
+
+t.test(
+  "the converge preview of an adopted router whose forwarding is held off says the flip turns it on; the id is the machine's, not the setting's",
+  async (t) => {
+    const declaration: Declaration = { apiVersion: 'meshp/v1', node: 'r1', mode: 'adopted', settings: { ports: {} }, modules: [] };
+    const held = report('adopted', { state: 'held', values: { [V4]: '0', [V6]: '0' }, original: {}, reason: 'held', needed: [V4] });
+    const on = report('adopted', { state: 'found-on', values: { [V4]: '1', [V6]: '0' }, original: {}, reason: 'found', needed: [V4] });
+    const a = buildPreview({ declaration, ...factsOfReport(held) });
+    const b = buildPreview({ declaration, ...factsOfReport(on) });
+    t.match(
+      a.steps.at(-1),
+      /^turn on net\.ipv4\.ip_forward for the route groups this router serves \(found 0: recorded first, put back on the return to adopted/,
+    );
+    t.notMatch(b.steps.join('\n'), /ip_forward/, 'found on: nothing to turn on');
+    t.notMatch(buildPreview({ declaration, ...factsOfReport(report('adopted')) }).steps.join('\n'), /ip_forward/, 'no router: nothing said');
+    t.equal(a.id, b.id, 'the same id: the agent computes it without the setting');
+  },
+);

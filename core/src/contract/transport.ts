@@ -108,6 +108,8 @@ export interface ForwardingReport {
   /** Sysctl name → what was recorded before meshp changed it. */
   original: Record<string, string>;
   reason: string;
+  /** The sysctls the prefixes it serves need on ([]: not a router). */
+  needed: string[];
 }
 
 /** The mesh's resolver as its plugin says (the dns-resolver plugin's status, less its counters by outcome). */

@@ -140,6 +140,7 @@ export function forwardingToWire(f: ForwardingReport): RouterForwarding {
     originalIpv4: f.original[V4] ?? '',
     originalIpv6: f.original[V6] ?? '',
     reason: f.reason,
+    needed: [...f.needed],
   };
 }
 
@@ -147,7 +148,13 @@ export function forwardingToWire(f: ForwardingReport): RouterForwarding {
 export function forwardingFromWire(f: RouterForwarding): ForwardingReport | undefined {
   if (!Object.hasOwn(FORWARDING_STATES, f.state)) return undefined;
   const pick = (a: string, b: string) => Object.fromEntries([...(a ? [[V4, a]] : []), ...(b ? [[V6, b]] : [])]) as Record<string, string>;
-  return { state: f.state as ForwardingReport['state'], values: pick(f.ipv4, f.ipv6), original: pick(f.originalIpv4, f.originalIpv6), reason: f.reason };
+  return {
+    state: f.state as ForwardingReport['state'],
+    values: pick(f.ipv4, f.ipv6),
+    original: pick(f.originalIpv4, f.originalIpv6),
+    reason: f.reason,
+    needed: [...f.needed],
+  };
 }
 
 /** A plugin's opening as the agent reported it; one of a protocol, path or action this end does not know is left out, not guessed. */

@@ -58,6 +58,8 @@ export interface ForwardingStatus {
   /** What was recorded before meshp changed it; {} when nothing was. */
   original: Record<string, string>;
   reason: string;
+  /** The sysctls the served prefixes need on ([]: not a router). */
+  needed: string[];
 }
 
 /** The sysctls the served prefixes need on: v4 for any v4 prefix, v6 for any v6 one. */
@@ -75,7 +77,7 @@ interface Planning {
   base: (name: string) => Pick<Action, 'key' | 'kind' | 'module' | 'by'>;
   prefixes: readonly string[];
   recorded: ForwardingRecord | null;
-  say: (s: ForwardingStatus) => void;
+  say: (s: Omit<ForwardingStatus, 'needed'>) => void;
 }
 
 export interface ForwardingLog {
@@ -86,7 +88,7 @@ export interface ForwardingLog {
 export class RouterForwarding {
   readonly #sysctl: Sysctl;
   readonly #log: ForwardingLog;
-  #status: ForwardingStatus = { state: 'none', values: {}, original: {}, reason: 'not a router' };
+  #status: ForwardingStatus = { state: 'none', values: {}, original: {}, reason: 'not a router', needed: [] };
   #warned = '';
 
   constructor(sysctl: Sysctl, log: ForwardingLog) {
@@ -132,9 +134,9 @@ export class RouterForwarding {
         run: () => this.restore(store, false, [n]).then(() => undefined),
       });
     }
-    const say = (st: ForwardingStatus) => {
+    const say = (st: Omit<ForwardingStatus, 'needed'>) => {
       // A preview (the converge preview's plan of a node still adopted) says nothing of the node as it is.
-      if (!ctx.preview) this.#status = st;
+      if (!ctx.preview) this.#status = { ...st, needed: need };
     };
     const plain = { values, base, prefixes, recorded, say };
     const rest = mayChange
@@ -249,7 +251,7 @@ export class RouterForwarding {
     }
     if (!preview) {
       await store.setValue(FORWARDING_KEY, Object.keys(r.wrote).length ? r : null);
-      this.#status = { state: 'none', values: await this.#values(), original: {}, reason: done.join('; ') };
+      this.#status = { state: 'none', values: await this.#values(), original: {}, reason: done.join('; '), needed: [] };
     }
     return done.join('; ');
   }

@@ -88,6 +88,7 @@ t.test(
       [['keep', 'owned']],
     );
     t.equal(f.status.state, 'owned');
+    t.same(f.status.needed, [IPV4_FORWARD], 'what its prefixes need, reported');
     t.same(f.status.original, { [IPV4_FORWARD]: '0' });
 
     // No longer a router: put back.

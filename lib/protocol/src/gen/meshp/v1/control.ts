@@ -418,6 +418,8 @@ export interface RouterForwarding {
   originalIpv4: string;
   originalIpv6: string;
   reason: string;
+  /** The sysctls the prefixes it serves need on (empty: not a router). */
+  needed: string[];
 }
 
 /** What a route change does to a via node's forwarding, from its last report (issue 26). */
@@ -2983,7 +2985,7 @@ export const Report: MessageFns<Report> = {
 };
 
 function createBaseRouterForwarding(): RouterForwarding {
-  return { state: "", ipv4: "", ipv6: "", originalIpv4: "", originalIpv6: "", reason: "" };
+  return { state: "", ipv4: "", ipv6: "", originalIpv4: "", originalIpv6: "", reason: "", needed: [] };
 }
 
 export const RouterForwarding: MessageFns<RouterForwarding> = {
@@ -3005,6 +3007,9 @@ export const RouterForwarding: MessageFns<RouterForwarding> = {
     }
     if (message.reason !== "") {
       writer.uint32(50).string(message.reason);
+    }
+    for (const v of message.needed) {
+      writer.uint32(58).string(v!);
     }
     return writer;
   },
@@ -3070,6 +3075,14 @@ export const RouterForwarding: MessageFns<RouterForwarding> = {
             message.reason = reader.string();
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.needed.push(reader.string());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3098,6 +3111,7 @@ export const RouterForwarding: MessageFns<RouterForwarding> = {
         ? globalThis.String(object.original_ipv6)
         : "",
       reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+      needed: globalThis.Array.isArray(object?.needed) ? object.needed.map((e: any) => globalThis.String(e)) : [],
     };
   },
 
@@ -3121,6 +3135,9 @@ export const RouterForwarding: MessageFns<RouterForwarding> = {
     if (message.reason !== "") {
       obj.reason = message.reason;
     }
+    if (message.needed?.length) {
+      obj.needed = message.needed;
+    }
     return obj;
   },
 
@@ -3135,6 +3152,7 @@ export const RouterForwarding: MessageFns<RouterForwarding> = {
     message.originalIpv4 = object.originalIpv4 ?? "";
     message.originalIpv6 = object.originalIpv6 ?? "";
     message.reason = object.reason ?? "";
+    message.needed = object.needed?.map((e) => e) || [];
     return message;
   },
 };
