@@ -88,9 +88,7 @@ export function withTunnel(link: ControlLink, tunnel: TunnelWireguardPlugin, res
       const report = (r: Extract<AgentMessage, { report: unknown }>['report']) => {
         const s = tunnel.status();
         const dns = resolver ? resolverReport(resolver.status()) : null;
-        // A router's forwarding (issue 26), once its plan has read it.
-        const forwarding = Object.keys(s.forwarding.values).length ? { forwarding: s.forwarding } : {};
-        return { ...r, tunnelKey, tunnelInterface: s.interface, ...(s.lastError ? { tunnelError: s.lastError } : {}), ...(dns ? { dns } : {}), ...forwarding };
+        return { ...r, tunnelKey, tunnelInterface: s.interface, ...(s.lastError ? { tunnelError: s.lastError } : {}), ...(dns ? { dns } : {}) };
       };
       return {
         send: (m: AgentMessage) => ch.send('report' in m ? { report: report(m.report) } : m),

@@ -140,7 +140,8 @@ export class TunnelWireguardPlugin implements Plugin {
     });
     host.hooks.report.tapPromise(this.name, async (report) => ({
       ...report,
-      facts: { ...report.facts, tunnel: this.status() },
+      // The router's forwarding, once a plan has read it (forwarding.ts): the agent reports it.
+      facts: { ...report.facts, tunnel: this.status(), ...(Object.keys(this.#forwarding.status.values).length ? { forwarding: this.#forwarding.status } : {}) },
       ...(await this.#handshakes()),
     }));
     host.hooks.leave.tapPromise(this.name, async (leaving) => {
