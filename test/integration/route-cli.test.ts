@@ -34,6 +34,8 @@ t.test('route set: previewed with the nodes it changes, refused unconfirmed, the
   const [preview, unconfirmed] = await Promise.all([cli(...set, '--preview', '--json'), cli(...set)]);
   t.equal(preview.code, 0, preview.err);
   t.same(JSON.parse(preview.out).changedNodes, ['a', 'r1'], 'the preview names the user and the router');
+  // r1 runs no tunnel here: its forwarding is not reported (forwarding.test.ts and route-forwarding.test.ts say the rest).
+  t.match(JSON.parse(preview.out).forwarding, [{ node: 'r1', change: /forwarding not reported/ }], "the preview says the router's forwarding");
   t.equal(unconfirmed.code, 1);
   t.match(unconfirmed.err, /^MESHP_CONFIRM_NEEDED/);
   t.equal(await version(), before, 'neither changed anything');

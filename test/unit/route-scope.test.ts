@@ -217,3 +217,47 @@ t.test('the primary fails over to the next via node that is up, and a via node c
   for (const id of ['a', 'r1', 'r2']) sync(c, ag.get(id)!, id);
   for (const [id, a] of ag) t.ok(sameAsSnapshot(c, a, id), `${id}'s view is its snapshot`);
 });
+
+t.test('a via node renamed: its groups and the primary chosen follow its new name, and its users keep the route in one delta', async (t) => {
+  const c = setup();
+  c.setRouteGroup('n', LAN);
+  const ag = agents(c);
+  // r1 down, r2 up: r2 is chosen primary and stored so.
+  c.routeLiveness('n', 'r1', false, (id) => id === 'r2');
+  sync(c, ag.get('a')!, 'a');
+  t.same(groups(ag.get('a')!)[0]?.viaPeers, ['r2', 'r1']);
+  c.renameNode('n', 'r2', 'r9');
+  t.same(
+    c.routeGroups('n').map((g) => [g.group.viaPeers, g.primary, g.missingVia]),
+    [[['r1', 'r9'], 'r9', []]],
+    'the group names r9, its primary still; no via node is missing',
+  );
+  const d = sync(c, ag.get('a')!, 'a')!;
+  t.not(d.fromVersion, 0, 'one delta, not a snapshot');
+  t.same(groups(ag.get('a')!)[0]?.viaPeers, ['r9', 'r1'], 'a sends the prefixes to r9');
+  t.ok(ag.get('a')!.view.peer('r9'), 'r9 in its view');
+  t.notOk(ag.get('a')!.view.peer('r2'), 'r2 gone from it');
+  t.ok(sameAsSnapshot(c, ag.get('a')!, 'a'));
+  c.renameNode('n', 'a', 'a2');
+  t.same(c.routeGroups('n')[0]?.group.viaPeers, ['r1', 'r9'], 'a user renamed: the group is unchanged');
+});
+
+t.test('a failover or a group change concerns only the via nodes and users of the groups it changes: the other streams are not pumped', async (t) => {
+  const c = setup();
+  c.setRouteGroup('n', LAN);
+  c.setRouteGroup('n', { name: 'dmz', prefixes: ['10.9.0.0/24'], viaPeers: ['b'] });
+  const ag = agents(c);
+  const before = c.stateVersion('n');
+  c.routeLiveness('n', 'r1', false, (id) => id === 'r2');
+  t.not(c.stateVersion('n'), before, 'the failover is a change');
+  t.same([...(c.affectedSince('n', before) ?? ['everyone'])].sort(), ['a', 'r1', 'r2'], "lan's users and via nodes, not b nor the control-node");
+  for (const id of ['a', 'r1', 'r2']) sync(c, ag.get(id)!, id);
+  t.equal(c.deltaFor('n', 'b'), null, 'b, whose view did not change, is sent nothing');
+  const mid = c.stateVersion('n');
+  c.setRouteGroup('n', { name: 'dmz', prefixes: ['10.9.0.0/24', '10.9.1.0/24'], viaPeers: ['b'] });
+  t.same([...(c.affectedSince('n', mid) ?? ['everyone'])].sort(), ['b'], 'dmz changed: its via node only (no rule lets anyone use it)');
+  for (const [id, a] of ag) {
+    sync(c, a, id);
+    t.ok(sameAsSnapshot(c, a, id), `${id}'s view is its snapshot`);
+  }
+});

@@ -26,6 +26,10 @@ export async function routeList(a: RemoteArgs & Out): Promise<void> {
   say(a, { groups, advertised }, offered.length ? `${text}\n${table(['ADVERTISED BY', 'PREFIX', 'STATE'], offered)}` : text);
 }
 
+/** Each via node's forwarding, as the change does it (issue 26): a line per node, indented. */
+const forwardingLines = (f: readonly { node: string; change: string }[] | undefined): string =>
+  (f ?? []).map((x) => `\n  forwarding on ${x.node}: ${x.change}`).join('');
+
 /** The nodes that change, as one line. */
 const whoChanges = (nodes: readonly string[]): string => (nodes.length ? `changes ${nodes.length} node(s): ${nodes.join(', ')}` : 'changes no node');
 
@@ -37,12 +41,20 @@ export async function routeSet(a: RemoteArgs & Out & Change & { name: string; pr
   if (a.preview)
     return say(
       a,
-      { preview: true, changedNodes: preview.changedNodes, group },
-      `would set ${what}: ${whoChanges(preview.changedNodes)}\n(preview: nothing changed)`,
+      { preview: true, changedNodes: preview.changedNodes, group, forwarding: preview.forwarding },
+      `would set ${what}: ${whoChanges(preview.changedNodes)}${forwardingLines(preview.forwarding)}\n(preview: nothing changed)`,
     );
-  await confirmChange(a.yes, `Set ${what}? ${whoChanges(preview.changedNodes)}`, 'pass --yes to set it (or --preview to see what it does)');
+  await confirmChange(
+    a.yes,
+    `Set ${what}? ${whoChanges(preview.changedNodes)}${forwardingLines(preview.forwarding)}`,
+    'pass --yes to set it (or --preview to see what it does)',
+  );
   const r = await withAdmin(a, (c, network) => c.call('setRouteGroup', { network, group, preview: false }));
-  say(a, { stateVersion: r.stateVersion, changedNodes: r.changedNodes, group }, `${what} set (state version ${r.stateVersion}): ${whoChanges(r.changedNodes)}`);
+  say(
+    a,
+    { stateVersion: r.stateVersion, changedNodes: r.changedNodes, group, forwarding: r.forwarding },
+    `${what} set (state version ${r.stateVersion}): ${whoChanges(r.changedNodes)}${forwardingLines(r.forwarding)}`,
+  );
 }
 
 export async function routeApprove(a: RemoteArgs & Out & Change & { node: string; group: string; prefix: string[] }): Promise<void> {
@@ -53,15 +65,19 @@ export async function routeApprove(a: RemoteArgs & Out & Change & { node: string
   if (a.preview)
     return say(
       a,
-      { preview: true, changedNodes: preview.changedNodes, group: preview.group },
-      `would approve ${what}: ${whoChanges(preview.changedNodes)}\n(preview: nothing changed)`,
+      { preview: true, changedNodes: preview.changedNodes, group: preview.group, forwarding: preview.forwarding },
+      `would approve ${what}: ${whoChanges(preview.changedNodes)}${forwardingLines(preview.forwarding)}\n(preview: nothing changed)`,
     );
-  await confirmChange(a.yes, `Approve ${what}? ${whoChanges(preview.changedNodes)}`, 'pass --yes to approve (or --preview to see what it does)');
+  await confirmChange(
+    a.yes,
+    `Approve ${what}? ${whoChanges(preview.changedNodes)}${forwardingLines(preview.forwarding)}`,
+    'pass --yes to approve (or --preview to see what it does)',
+  );
   const r = await ask(false);
   say(
     a,
-    { stateVersion: r.stateVersion, changedNodes: r.changedNodes, group: r.group },
-    `approved ${what} (state version ${r.stateVersion}): ${whoChanges(r.changedNodes)}`,
+    { stateVersion: r.stateVersion, changedNodes: r.changedNodes, group: r.group, forwarding: r.forwarding },
+    `approved ${what} (state version ${r.stateVersion}): ${whoChanges(r.changedNodes)}${forwardingLines(r.forwarding)}`,
   );
 }
 
@@ -70,14 +86,18 @@ export async function routeRemove(a: RemoteArgs & Out & Change & { name: string 
   if (a.preview)
     return say(
       a,
-      { preview: true, changedNodes: preview.changedNodes },
-      `would remove route group ${a.name}: ${whoChanges(preview.changedNodes)}\n(preview: nothing changed)`,
+      { preview: true, changedNodes: preview.changedNodes, forwarding: preview.forwarding },
+      `would remove route group ${a.name}: ${whoChanges(preview.changedNodes)}${forwardingLines(preview.forwarding)}\n(preview: nothing changed)`,
     );
-  await confirmChange(a.yes, `Remove route group ${a.name}? ${whoChanges(preview.changedNodes)}`, 'pass --yes to remove it (or --preview to see what it does)');
+  await confirmChange(
+    a.yes,
+    `Remove route group ${a.name}? ${whoChanges(preview.changedNodes)}${forwardingLines(preview.forwarding)}`,
+    'pass --yes to remove it (or --preview to see what it does)',
+  );
   const r = await withAdmin(a, (c, network) => c.call('removeRouteGroup', { network, name: a.name, preview: false }));
   say(
     a,
-    { stateVersion: r.stateVersion, changedNodes: r.changedNodes },
-    `route group ${a.name} removed (state version ${r.stateVersion}): ${whoChanges(r.changedNodes)}`,
+    { stateVersion: r.stateVersion, changedNodes: r.changedNodes, forwarding: r.forwarding },
+    `route group ${a.name} removed (state version ${r.stateVersion}): ${whoChanges(r.changedNodes)}${forwardingLines(r.forwarding)}`,
   );
 }

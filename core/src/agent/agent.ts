@@ -545,5 +545,16 @@ function toReportMessage(r: HostReport, appliedVersion: number): ReportMessage {
     resources: r.resources.map((x) => ({ key: x.key, kind: x.kind, module: x.module, state: x.state, ...(x.reason ? { reason: x.reason } : {}) })),
     at: r.at,
     ...(r.handshakes ? { peerHandshakes: r.handshakes.map((h) => ({ peer: h.peer, publicKey: h.publicKey, latestHandshake: h.latestHandshake })) } : {}),
+    // A router's forwarding, as a plugin's report hook put it in the facts (issue 26): in the report, so a change of it is news.
+    ...(isForwarding(r.facts.forwarding) ? { forwarding: r.facts.forwarding } : {}),
   };
+}
+
+function isForwarding(f: unknown): f is NonNullable<ReportMessage['forwarding']> {
+  return (
+    typeof f === 'object' &&
+    f !== null &&
+    typeof (f as { state?: unknown }).state === 'string' &&
+    Object.keys((f as { values?: object }).values ?? {}).length > 0
+  );
 }

@@ -96,6 +96,20 @@ export interface ReportMessage {
   dns?: ResolverReport;
   /** The prefixes the node offers to route (issue 26: `--advertise-route`), approved or not by an admin. Absent: none. */
   advertisedRoutes?: string[];
+  /** A router's forwarding sysctls as its tunnel plugin read them (issue 26). Absent: no tunnel, or an older agent. */
+  forwarding?: ForwardingReport;
+}
+
+/** A router's forwarding: found, held (off on an adopted node), or turned on with its original recorded. */
+export interface ForwardingReport {
+  state: 'none' | 'found-on' | 'held' | 'owned';
+  /** Sysctl name → its value now ('' : the machine has none). */
+  values: Record<string, string>;
+  /** Sysctl name → what was recorded before meshp changed it. */
+  original: Record<string, string>;
+  reason: string;
+  /** The sysctls the prefixes it serves need on ([]: not a router). */
+  needed: string[];
 }
 
 /** The mesh's resolver as its plugin says (the dns-resolver plugin's status, less its counters by outcome). */

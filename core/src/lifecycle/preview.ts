@@ -60,6 +60,11 @@ export interface PreviewInputs {
    * the declaration's own: the agent reads them from its plan, the controller from the agent's report.
    */
   pluginOpenings?: Opening[];
+  /**
+   * The machine's settings the flip changes, said by its plugins (issue 26: a router's forwarding,
+   * turned on with its original recorded): one step each. Not part of the id.
+   */
+  settings?: string[];
 }
 
 function isLoopback(address: string): boolean {
@@ -211,7 +216,7 @@ export function buildPreview(input: PreviewInputs): ConvergePreview {
   items.sort((a, b) => a.port - b.port || a.protocol.localeCompare(b.protocol) || a.source.localeCompare(b.source) || a.address.localeCompare(b.address));
   const take = decl.modules.filter((m) => !m.taken).map((m) => m.name);
   const fw = { kind: firewall.kind, active: firewall.active, tables: firewall.tables, ...(firewall.configFile ? { configFile: firewall.configFile } : {}) };
-  const steps = flipSteps(items, take, openings, firewall);
+  const steps = [...flipSteps(items, take, openings, firewall), ...(input.settings ?? [])];
   // The id is what the machine offers, not which pid offers it: a restarted or forked server is the same door.
   // Where each door is reachable from now is in the items: a changed firewall is a changed machine.
   return { id: previewId(decl.node, items, take, fw, openings), node: decl.node, firewall: fw, items, take, steps };

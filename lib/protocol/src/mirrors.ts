@@ -99,7 +99,7 @@ export type TransportGuards = [
     Mirrors<
       core.ReportMessage,
       gen.Report,
-      'mode' | 'resources' | 'listening' | 'lifecycle' | 'reconcile' | 'pluginOpenings' | 'dns',
+      'mode' | 'resources' | 'listening' | 'lifecycle' | 'reconcile' | 'pluginOpenings' | 'dns' | 'forwarding',
       never,
       'handshakesReported'
     >

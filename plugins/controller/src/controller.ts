@@ -168,7 +168,9 @@ export class Controller {
 
   /** A new name for the node, in one version; its sync record follows it (members.ts). */
   renameNode(network: string, id: string, to: string): number {
-    return members.renameNode(this.#s, network, id, to);
+    const v = members.renameNode(this.#s, network, id, to);
+    // A via node's groups follow its new name in the next version: one delta carries both (routes.ts).
+    return id === to ? v : (routes.renameVia(this.#s, network, id, to) ?? v);
   }
 
   updateMember(network: string, id: string, patch: Partial<Omit<MemberRecord, 'id'>>): number {

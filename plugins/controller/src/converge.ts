@@ -34,8 +34,10 @@ function reachOfReport(r: ReportMessage): Reach[] | undefined {
 /** What the node reported, as the facts a preview is built from. Reports of agents that do not say reach give `unknown`. */
 export function factsOfReport(r: ReportMessage): Omit<PreviewInputs, 'declaration'> {
   const reach = reachOfReport(r);
+  const settings = forwardingSteps(r);
   return {
     ...(reach ? { reach } : {}),
+    ...(settings.length ? { settings } : {}),
     // The agent's preview counts what its plugins add to the converged plan: so does this one, from its report.
     pluginOpenings: r.pluginOpenings ?? [],
     listening: (r.listening ?? []).map((l) => ({
@@ -63,6 +65,18 @@ export function factsOfReport(r: ReportMessage): Omit<PreviewInputs, 'declaratio
       summary: [],
     },
   };
+}
+
+/** A router's forwarding held off on the adopted node (issue 26, ADR 0032): the flip turns it on. */
+function forwardingSteps(r: ReportMessage): string[] {
+  const f = r.forwarding;
+  if (r.mode !== 'adopted' || !f) return [];
+  return f.needed
+    .filter((n) => f.values[n] !== '1')
+    .map(
+      (n) =>
+        `turn on ${n} for the route groups this router serves (found ${f.values[n] || '(none)'}: recorded first, put back on the return to adopted or when it stops serving)`,
+    );
 }
 
 /** The converge preview of a node, from its last report. Changes nothing. */

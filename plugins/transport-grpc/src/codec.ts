@@ -4,10 +4,20 @@
  * state delta passes as it is; modes, lifecycle states and openings need a word, and a oneof is an
  * object with one key set.
  */
-import type { AgentMessage, ControllerMessage, EnrolResult, LifecycleReport, LifecycleState, Opening, ReportMessage, ResolverReport } from '@meshp/core';
+import type {
+  AgentMessage,
+  ControllerMessage,
+  EnrolResult,
+  LifecycleReport,
+  LifecycleState,
+  Opening,
+  ReportMessage,
+  ResolverReport,
+  ForwardingReport,
+} from '@meshp/core';
 import { WIRE_MODE, modeFromWire, modeToWire } from '@meshp/core/delta';
 import { malformed } from '@meshp/core/util';
-import type { EnrolResponse, Lifecycle, PlannedOpening, Report, ResolverStatus, SyncRequest, SyncResponse } from '@meshp/protocol';
+import type { EnrolResponse, Lifecycle, PlannedOpening, Report, ResolverStatus, RouterForwarding, SyncRequest, SyncResponse } from '@meshp/protocol';
 
 export function enrolToWire(r: EnrolResult): EnrolResponse {
   return { network: r.network, node: r.node, credential: r.credential, mode: modeToWire(r.mode), addresses: [...r.addresses] };
@@ -49,6 +59,7 @@ function reportToWire(r: ReportMessage): Report {
     handshakesReported: r.peerHandshakes !== undefined,
     ...(r.dns ? { dns: resolverToWire(r.dns) } : {}),
     advertisedRoutes: [...(r.advertisedRoutes ?? [])],
+    ...(r.forwarding ? { forwarding: forwardingToWire(r.forwarding) } : {}),
   };
 }
 
@@ -103,6 +114,7 @@ function reportFromWire(r: Report): ReportMessage {
       : {}),
     ...(r.dns ? { dns: resolverFromWire(r.dns) } : {}),
     ...(r.advertisedRoutes.length ? { advertisedRoutes: [...r.advertisedRoutes] } : {}),
+    ...(r.forwarding && forwardingFromWire(r.forwarding) ? { forwarding: forwardingFromWire(r.forwarding)! } : {}),
   };
 }
 
@@ -114,6 +126,35 @@ export function resolverToWire(d: ResolverReport): ResolverStatus {
 export function resolverFromWire(d: ResolverStatus): ResolverReport {
   const from = d.upstreamsFrom === 'component' || d.upstreamsFrom === 'found' ? d.upstreamsFrom : 'none';
   return { ...d, upstreams: [...d.upstreams], upstreamsFrom: from, lastError: d.lastError || null };
+}
+
+const V4 = 'net.ipv4.ip_forward';
+const V6 = 'net.ipv6.conf.all.forwarding';
+const FORWARDING_STATES: Record<ForwardingReport['state'], true> = { none: true, 'found-on': true, held: true, owned: true };
+
+export function forwardingToWire(f: ForwardingReport): RouterForwarding {
+  return {
+    state: f.state,
+    ipv4: f.values[V4] ?? '',
+    ipv6: f.values[V6] ?? '',
+    originalIpv4: f.original[V4] ?? '',
+    originalIpv6: f.original[V6] ?? '',
+    reason: f.reason,
+    needed: [...f.needed],
+  };
+}
+
+/** A state this end does not know is left out, not guessed. */
+export function forwardingFromWire(f: RouterForwarding): ForwardingReport | undefined {
+  if (!Object.hasOwn(FORWARDING_STATES, f.state)) return undefined;
+  const pick = (a: string, b: string) => Object.fromEntries([...(a ? [[V4, a]] : []), ...(b ? [[V6, b]] : [])]) as Record<string, string>;
+  return {
+    state: f.state as ForwardingReport['state'],
+    values: pick(f.ipv4, f.ipv6),
+    original: pick(f.originalIpv4, f.originalIpv6),
+    reason: f.reason,
+    needed: [...f.needed],
+  };
 }
 
 /** A plugin's opening as the agent reported it; one of a protocol, path or action this end does not know is left out, not guessed. */

@@ -23,6 +23,7 @@ import { withTunnelOpening } from './opening.js';
 import { leaveTunnel } from './leave.js';
 import { configureLink, settingsOf, type TunnelSettings } from './settings.js';
 import { kernelRoutes, routedPrefixes, samePrefixes, servedGroups, setKernelRoutes } from './routes.js';
+import { procSysctl, RouterForwarding, type ForwardingStatus, type Sysctl } from './forwarding.js';
 
 export const DEFAULT_GRACE_MS = 5 * 60_000;
 
@@ -66,6 +67,8 @@ export interface TunnelWireguardOptions {
   /** Enforce the filter component on the interface (default true). */
   filter?: boolean;
   log?: TunnelLog;
+  /** A router's forwarding sysctls (forwarding.ts). Default: this process's /proc/sys. */
+  sysctl?: Sysctl;
 }
 
 export interface TunnelStatus {
@@ -79,6 +82,8 @@ export interface TunnelStatus {
   peers: number;
   grace: string[];
   lastError: string | null;
+  /** A router's forwarding as found, held or turned on (forwarding.ts). */
+  forwarding: ForwardingStatus;
 }
 
 const SILENT: TunnelLog = { info() {}, warn() {}, error() {} };
@@ -89,6 +94,7 @@ export class TunnelWireguardPlugin implements Plugin {
   readonly #o: TunnelWireguardOptions & { graceMs: number };
   readonly #log: TunnelLog;
   readonly #filter: TunnelFilter;
+  readonly #forwarding: RouterForwarding;
   readonly #configured = new Map<string, PeerConfig>();
   /** Peer id → the prefixes it carries as a route group's primary (routes.ts). */
   #routed = new Map<string, string[]>();
@@ -116,6 +122,7 @@ export class TunnelWireguardPlugin implements Plugin {
     this.#o = { ...options, graceMs };
     this.#log = options.log ?? SILENT;
     this.#filter = new TunnelFilter(options.interface);
+    this.#forwarding = new RouterForwarding(options.sysctl ?? procSysctl(), this.#log);
   }
 
   apply(host: PluginHost): void {
@@ -123,10 +130,18 @@ export class TunnelWireguardPlugin implements Plugin {
     host.hooks.viewChanged.tap(this.name, (change) => {
       if (this.#view) this.#enqueue('delta', () => this.#onChange(change));
     });
-    host.hooks.plan.tapPromise(this.name, async (plan, ctx) => withTunnelOpening(plan, ctx.declaration.settings, this.#o.listenPort));
+    host.hooks.plan.tapPromise(this.name, async (plan, ctx) => {
+      const opened = withTunnelOpening(plan, ctx.declaration.settings, this.#o.listenPort);
+      const store = await host.state().catch(() => null);
+      // The view not followed yet (or the node left): its forwarding is neither said nor changed.
+      const served = this.#view && !this.#left ? servedGroups(this.#view.components).flatMap((g) => g.prefixes) : null;
+      const forwarding = store ? await this.#forwarding.actions(opened, ctx, store, served) : [];
+      return forwarding.length ? { ...opened, actions: [...opened.actions, ...forwarding] } : opened;
+    });
     host.hooks.report.tapPromise(this.name, async (report) => ({
       ...report,
-      facts: { ...report.facts, tunnel: this.status() },
+      // The router's forwarding, once a plan has read it (forwarding.ts): the agent reports it.
+      facts: { ...report.facts, tunnel: this.status(), ...(Object.keys(this.#forwarding.status.values).length ? { forwarding: this.#forwarding.status } : {}) },
       ...(await this.#handshakes()),
     }));
     host.hooks.leave.tapPromise(this.name, async (leaving) => {
@@ -135,6 +150,9 @@ export class TunnelWireguardPlugin implements Plugin {
         await this.#stopFollowing();
       }
       await leaveTunnel({ ifname: this.#o.interface, stateDir: this.#dir(), device: this.#device, graceFile: this.#graceFile() }, leaving);
+      const store = await host.state().catch(() => null);
+      const forwarding = store ? await this.#forwarding.restore(store, leaving.preview) : null;
+      if (forwarding) leaving.removed.push(forwarding);
       if (!leaving.preview) this.#device = null;
     });
   }
@@ -190,6 +208,7 @@ export class TunnelWireguardPlugin implements Plugin {
       peers: this.#configured.size,
       grace: [...this.#grace.keys()],
       lastError: this.#lastError,
+      forwarding: this.#forwarding.status,
     };
   }
 

@@ -10,8 +10,11 @@
  * it (the time printed); r1 back, the prefix stays with a4 (no flap). The policy revoked, a1 loses the
  * route; the group removed, likewise.
  *
- * Not meshp's yet (README): turning the routers' forwarding on. The test turns net.ipv4.ip_forward on inside
- * each router's namespace and masquerades there towards the LAN, as the operator does today.
+ * The routers are adopted: meshp never turns their forwarding on (ADR 0032). The test turns
+ * net.ipv4.ip_forward on inside r1's namespace before the group, as the operator does, and leaves r2's
+ * off: the route preview says r1's is found on and r2's held, r2's report holds it, and once the
+ * operator turns it on the report follows. Not meshp's yet (README): the test masquerades in each
+ * router's namespace towards the LAN.
  */
 import t from 'tap';
 import { Proc, workdir } from '../../helpers/grpc-procs.js';
@@ -42,14 +45,14 @@ const routeTo = async (n: Node, prefix: string): Promise<string> => (await n.ns.
 const carries = async (n: Node, via: Node): Promise<boolean> => (await allowedIps(n)).get(keyOf(via))?.includes(LAN) ?? false;
 
 /** The router's link into the LAN bridge, its forwarding on and masquerade towards the LAN: what the operator does today. */
-async function router(lan: Netns, r: Node, address: string, link: string): Promise<void> {
+async function router(lan: Netns, r: Node, address: string, link: string, forward = true): Promise<void> {
   await sh('ip', ['link', 'add', `${link}a`, 'type', 'veth', 'peer', 'name', `${link}b`]);
   await sh('ip', ['link', 'set', `${link}a`, 'netns', r.ns.name]);
   await sh('ip', ['link', 'set', `${link}b`, 'netns', lan.name]);
   await lan.exec('ip', ['link', 'set', `${link}b`, 'master', 'br0', 'up']);
   await r.ns.exec('ip', ['addr', 'add', `${address}/24`, 'dev', `${link}a`]);
   await r.ns.exec('ip', ['link', 'set', `${link}a`, 'up']);
-  await sh('ip', ['netns', 'exec', r.ns.name, 'sysctl', '-q', '-w', 'net.ipv4.ip_forward=1']);
+  if (forward) await sh('ip', ['netns', 'exec', r.ns.name, 'sysctl', '-q', '-w', 'net.ipv4.ip_forward=1']);
   await r.ns.exec('nft', ['-f', '-'], `table ip labnat {\n chain post { type nat hook postrouting priority 100; oifname "${link}a" masquerade; }\n}\n`);
 }
 
@@ -79,7 +82,7 @@ t.test(
     await lan.exec('ip', ['addr', 'add', `${LAN_HOST}/24`, 'dev', 'br0']);
     await lan.exec('ip', ['link', 'set', 'br0', 'up']);
     await router(lan, r1, '192.168.77.1', `${b.prefix}l1`);
-    await router(lan, r2, '192.168.77.3', `${b.prefix}l2`);
+    await router(lan, r2, '192.168.77.3', `${b.prefix}l2`, false);
     new Proc(
       t,
       [`require('net').createServer((s) => { s.on('error', () => {}); s.end('lan\\n'); }).listen(${LAN_PORT}, '${LAN_HOST}');`],
@@ -90,6 +93,20 @@ t.test(
     await until('the LAN host serving', () => reaches(r1.ns, LAN_HOST, LAN_PORT), 10, 100);
     t.notOk(await reaches(a1.ns, LAN_HOST, LAN_PORT), 'before the group, a1 does not reach the LAN');
 
+    // The preview says each router's forwarding from its last report (its agent reads it every reconcile).
+    type Previewed = { forwarding: { node: string; change: string }[] };
+    const previewed = await until('both routers reported their forwarding', async () => {
+      const p = JSON.parse(await b.cli('route', 'set', 'lan', '--prefix', LAN, '--via', 'a3', '--via', 'a4', '--preview', '--json')) as Previewed;
+      return p.forwarding.every((f) => !/not reported/.test(f.change)) && /=1/.test(p.forwarding[0]?.change ?? '') ? p : null;
+    });
+    t.match(
+      previewed.forwarding,
+      [
+        { node: 'a3', change: /^net\.ipv4\.ip_forward=1 found on: kept$/ },
+        { node: 'a4', change: /^net\.ipv4\.ip_forward=0 on an adopted node: held, never changed/ },
+      ],
+      "the route preview says r1's forwarding is found on and r2's held",
+    );
     const set = await b.cli('route', 'set', 'lan', '--prefix', LAN, '--via', 'a3', '--via', 'a4', '--yes', '--json');
     t.same((JSON.parse(set) as { changedNodes: string[] }).changedNodes, ['a1', 'a3', 'a4'], 'the user and the routers change, nobody else');
     t.ok(await reachesSoon(a1.ns, LAN_HOST, LAN_PORT, 20), 'a1 reaches the LAN host through r1');
@@ -120,6 +137,18 @@ t.test(
     t.ok(await reaches(a1.ns, LAN_HOST, LAN_PORT), 'while it does from a1');
     await a2.ns.exec('ip', ['route', 'del', LAN, 'dev', a2.ifname]);
     await b.policy([{ from: 'user', to: 'route:lan' }]);
+
+    // r2, adopted, holds its forwarding off: said in its report, never changed; the operator turns it on and the report follows.
+    type Shown = { resources?: { key: string; state: string; reason?: string }[] };
+    const fwd = async (n: Node) =>
+      ((JSON.parse(await b.cli('node', 'show', n.name, '--json')) as Shown).resources ?? []).find((x) => x.key === 'file:/proc/sys/net/ipv4/ip_forward');
+    t.match(await until("r2's forwarding held in its report", async () => (await fwd(r2))?.state === 'held' && fwd(r2)), {
+      state: 'held',
+      reason: /found net\.ipv4\.ip_forward=0 on an adopted node: held/,
+    });
+    t.equal((await r2.ns.exec('sysctl', ['-n', 'net.ipv4.ip_forward'])).stdout.trim(), '0', 'r2 forwarding never changed by meshp');
+    await r2.ns.exec('sysctl', ['-q', '-w', 'net.ipv4.ip_forward=1']);
+    await until("r2's report follows", async () => /=1: the router forwards/.test((await fwd(r2))?.reason ?? ''));
 
     type Listed = { groups: { name: string; primary: string; users: string[] }[] };
     const listed = async () => (JSON.parse(await b.cli('route', 'list', '--json')) as Listed).groups;

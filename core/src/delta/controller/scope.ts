@@ -9,6 +9,9 @@ import type { NetworkState } from './network.js';
 import { isControlNode } from './policy.js';
 import { mayUse, routeOfTag, routeTag } from './routes.js';
 import type { LogEntry, MemberRecord, PolicyRule } from './records.js';
+import type { RouteGroups as WireRouteGroups } from '../../contract/wire.js';
+
+type RouteGroups = WireRouteGroups & { primaries?: Record<string, string> };
 
 /** The members whose view the entries may have changed; null: any of them. */
 export function affectedBy(net: NetworkState, entries: readonly LogEntry[]): Set<string> | null {
@@ -54,11 +57,34 @@ export function affectedBy(net: NetworkState, entries: readonly LogEntry[]): Set
       case 'module':
         for (const m of net.members.values()) if (m.assigned.includes(e.name)) out.add(m.id);
         break;
+      case 'component':
+        // Route groups are sent per node (routes.ts): a group that changed (added, removed, its
+        // prefixes, via nodes or primary) concerns its via nodes and its users, before and after.
+        if (e.name === 'routeGroups') {
+          for (const name of changedGroups(e.before as RouteGroups | null, e.after as RouteGroups | null)) {
+            holders(net.policy.reachedByTags([routeTag(name.group)]));
+            for (const v of name.via) out.add(v);
+          }
+          break;
+        }
+        // A shared component (dns, relays) is in every view.
+        return null;
       default:
-        // A shared component (dns, relays, route groups) is in every view.
         return null;
     }
   }
+  return out;
+}
+
+/** The groups that differ between two values of the component, each with its via nodes of both. */
+function changedGroups(before: RouteGroups | null, after: RouteGroups | null): { group: string; via: string[] }[] {
+  const of = (v: RouteGroups | null) =>
+    new Map((v?.groups ?? []).map((g) => [g.name, { key: JSON.stringify([g.prefixes, g.viaPeers, v?.primaries?.[g.name] ?? '']), via: g.viaPeers }]));
+  const a = of(before);
+  const b = of(after);
+  const out: { group: string; via: string[] }[] = [];
+  for (const name of new Set([...a.keys(), ...b.keys()]))
+    if (a.get(name)?.key !== b.get(name)?.key) out.push({ group: name, via: [...(a.get(name)?.via ?? []), ...(b.get(name)?.via ?? [])] });
   return out;
 }
 

@@ -130,6 +130,20 @@ function change(s: ControllerState, network: string, after: RouteGroup[], previe
   return { stateVersion: setComponent(s, network, 'routeGroups', { groups: after, ...(Object.keys(primaries).length ? { primaries } : {}) }), changedNodes };
 }
 
+/**
+ * A via node renamed (`node rename`): its groups, and the primaries chosen, name it by its new name,
+ * in the version after the rename's (null: it serves no group). Both are committed before the hub
+ * pumps, so its users get one delta that moves the peer and keeps the route.
+ */
+export function renameVia(s: ControllerState, network: string, id: string, to: string): number | null {
+  const net = s.net(network);
+  const groups = groupsOf(net);
+  if (!groups.some((g) => g.viaPeers.includes(id))) return null;
+  const after = groups.map((g) => ({ ...g, viaPeers: g.viaPeers.map((v) => (v === id ? to : v)) }));
+  const primaries = Object.fromEntries(Object.entries(primariesOf(net)).map(([g, v]) => [g, v === id ? to : v]));
+  return setComponent(s, network, 'routeGroups', { groups: after, ...(Object.keys(primaries).length ? { primaries } : {}) });
+}
+
 /** Whether `node` is a via node of any group: only then does its stream's opening or ending move a primary. */
 export function servesRoutes(s: ControllerState, network: string, node: string): boolean {
   return groupsOf(s.net(network)).some((g) => g.viaPeers.includes(node));

@@ -8,6 +8,7 @@
 import type { AdminMethods, ReportMessage } from '@meshp/core';
 import type { AdminApi } from '@meshp/protocol';
 import type { Controller } from '../controller.js';
+import { forwardingChanges } from './route-forwarding.js';
 
 type RouteMethod = 'listRouteGroups' | 'setRouteGroup' | 'removeRouteGroup' | 'approveRoute';
 
@@ -17,6 +18,9 @@ export function routeMethods(
   changed: (network: string) => void,
 ): Pick<AdminMethods<AdminApi>, RouteMethod> {
   const advertisedBy = (net: string, node: string): string[] => reports(net, node)?.advertisedRoutes ?? [];
+  const groupOf = (net: string, name: string) => controller.routeGroups(net).find((g) => g.group.name === name)?.group ?? null;
+  const forwarding = (net: string, before: Parameters<typeof forwardingChanges>[0], after: Parameters<typeof forwardingChanges>[1]) =>
+    forwardingChanges(before, after, (node) => reports(net, node));
   return {
     listRouteGroups: (_r, net) => {
       const groups = controller.routeGroups(net);
@@ -29,19 +33,23 @@ export function routeMethods(
       return { groups, advertised };
     },
     setRouteGroup: (r, net) => {
-      const out = controller.setRouteGroup(net, r.group ?? { name: '', prefixes: [], viaPeers: [] }, r.preview);
+      const group = r.group ?? { name: '', prefixes: [], viaPeers: [] };
+      const before = groupOf(net, group.name);
+      const out = controller.setRouteGroup(net, group, r.preview);
       if (!r.preview) changed(net);
-      return { ...out, preview: r.preview };
+      return { ...out, preview: r.preview, forwarding: forwarding(net, before, group) };
     },
     approveRoute: (r, net) => {
+      const before = groupOf(net, r.group);
       const out = controller.approveRoute(net, r.node, advertisedBy(net, r.node), r.prefixes, r.group, r.preview);
       if (!r.preview) changed(net);
-      return { ...out, preview: r.preview };
+      return { ...out, preview: r.preview, forwarding: forwarding(net, before, out.group ?? null) };
     },
     removeRouteGroup: (r, net) => {
+      const before = groupOf(net, r.name);
       const out = controller.removeRouteGroup(net, r.name, r.preview);
       if (!r.preview) changed(net);
-      return { ...out, preview: r.preview };
+      return { ...out, preview: r.preview, forwarding: forwarding(net, before, null) };
     },
   };
 }

@@ -400,6 +400,33 @@ export interface Report {
    * once an admin approves it (ApproveRoute). Empty: none, or an older agent.
    */
   advertisedRoutes: string[];
+  /**
+   * issue 26: the node's forwarding sysctls, as its tunnel plugin read them on its last plan (found,
+   * held, or turned on with the original recorded). Absent: no tunnel, or an older agent.
+   */
+  forwarding?: RouterForwarding | undefined;
+}
+
+/** A router's forwarding (issue 26, ADR 0032): a setting of the machine, found like a file. */
+export interface RouterForwarding {
+  /** none (not a router) | found-on | held (off on an adopted node, never changed) | owned (turned on, its original recorded) */
+  state: string;
+  /** net.ipv4.ip_forward and net.ipv6.conf.all.forwarding now; '': the machine has none. */
+  ipv4: string;
+  ipv6: string;
+  /** What was recorded before meshp changed it; '': nothing recorded. */
+  originalIpv4: string;
+  originalIpv6: string;
+  reason: string;
+  /** The sysctls the prefixes it serves need on (empty: not a router). */
+  needed: string[];
+}
+
+/** What a route change does to a via node's forwarding, from its last report (issue 26). */
+export interface ForwardingChange {
+  node: string;
+  /** One line: what is found, and what is done to it (turned on, held, put back), or why not known. */
+  change: string;
 }
 
 /** The mesh's resolver as the dns-resolver plugin says (issue 25): where it answers and where it forwards. */
@@ -1121,7 +1148,11 @@ export interface ApproveRouteResponse {
   changedNodes: string[];
   preview: boolean;
   /** The group as it is (or would be) once approved. */
-  group?: RouteGroup | undefined;
+  group?:
+    | RouteGroup
+    | undefined;
+  /** The via nodes' forwarding, as each last reported it, and what the change does to it. */
+  forwarding: ForwardingChange[];
 }
 
 export interface SetRouteGroupRequest {
@@ -1135,6 +1166,8 @@ export interface SetRouteGroupResponse {
   /** The nodes whose route groups or view change (or would, with preview). */
   changedNodes: string[];
   preview: boolean;
+  /** The via nodes' forwarding, as each last reported it, and what the change does to it. */
+  forwarding: ForwardingChange[];
 }
 
 export interface RemoveRouteGroupRequest {
@@ -1147,6 +1180,8 @@ export interface RemoveRouteGroupResponse {
   stateVersion: number;
   changedNodes: string[];
   preview: boolean;
+  /** The via nodes' forwarding, as each last reported it, and what the change does to it. */
+  forwarding: ForwardingChange[];
 }
 
 export interface CreateTokenRequest {
@@ -2505,6 +2540,7 @@ function createBaseReport(): Report {
     tunnelError: undefined,
     dns: undefined,
     advertisedRoutes: [],
+    forwarding: undefined,
   };
 }
 
@@ -2575,6 +2611,9 @@ export const Report: MessageFns<Report> = {
     }
     for (const v of message.advertisedRoutes) {
       writer.uint32(882).string(v!);
+    }
+    if (message.forwarding !== undefined) {
+      RouterForwarding.encode(message.forwarding, writer.uint32(162).fork()).join();
     }
     return writer;
   },
@@ -2768,6 +2807,14 @@ export const Report: MessageFns<Report> = {
             message.advertisedRoutes.push(reader.string());
             continue;
           }
+          case 20: {
+            if (tag !== 162) {
+              break;
+            }
+
+            message.forwarding = RouterForwarding.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2862,6 +2909,7 @@ export const Report: MessageFns<Report> = {
         : globalThis.Array.isArray(object?.advertised_routes)
         ? object.advertised_routes.map((e: any) => globalThis.String(e))
         : [],
+      forwarding: isSet(object.forwarding) ? RouterForwarding.fromJSON(object.forwarding) : undefined,
     };
   },
 
@@ -2933,6 +2981,9 @@ export const Report: MessageFns<Report> = {
     if (message.advertisedRoutes?.length) {
       obj.advertisedRoutes = message.advertisedRoutes;
     }
+    if (message.forwarding !== undefined) {
+      obj.forwarding = RouterForwarding.toJSON(message.forwarding);
+    }
     return obj;
   },
 
@@ -2969,6 +3020,267 @@ export const Report: MessageFns<Report> = {
       ? ResolverStatus.fromPartial(object.dns)
       : undefined;
     message.advertisedRoutes = object.advertisedRoutes?.map((e) => e) || [];
+    message.forwarding = (object.forwarding !== undefined && object.forwarding !== null)
+      ? RouterForwarding.fromPartial(object.forwarding)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseRouterForwarding(): RouterForwarding {
+  return { state: "", ipv4: "", ipv6: "", originalIpv4: "", originalIpv6: "", reason: "", needed: [] };
+}
+
+export const RouterForwarding: MessageFns<RouterForwarding> = {
+  encode(message: RouterForwarding, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.state !== "") {
+      writer.uint32(10).string(message.state);
+    }
+    if (message.ipv4 !== "") {
+      writer.uint32(18).string(message.ipv4);
+    }
+    if (message.ipv6 !== "") {
+      writer.uint32(26).string(message.ipv6);
+    }
+    if (message.originalIpv4 !== "") {
+      writer.uint32(34).string(message.originalIpv4);
+    }
+    if (message.originalIpv6 !== "") {
+      writer.uint32(42).string(message.originalIpv6);
+    }
+    if (message.reason !== "") {
+      writer.uint32(50).string(message.reason);
+    }
+    for (const v of message.needed) {
+      writer.uint32(58).string(v!);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RouterForwarding {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRouterForwarding();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.state = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.ipv4 = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.ipv6 = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.originalIpv4 = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.originalIpv6 = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.needed.push(reader.string());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RouterForwarding {
+    return {
+      state: isSet(object.state) ? globalThis.String(object.state) : "",
+      ipv4: isSet(object.ipv4) ? globalThis.String(object.ipv4) : "",
+      ipv6: isSet(object.ipv6) ? globalThis.String(object.ipv6) : "",
+      originalIpv4: isSet(object.originalIpv4)
+        ? globalThis.String(object.originalIpv4)
+        : isSet(object.original_ipv4)
+        ? globalThis.String(object.original_ipv4)
+        : "",
+      originalIpv6: isSet(object.originalIpv6)
+        ? globalThis.String(object.originalIpv6)
+        : isSet(object.original_ipv6)
+        ? globalThis.String(object.original_ipv6)
+        : "",
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+      needed: globalThis.Array.isArray(object?.needed) ? object.needed.map((e: any) => globalThis.String(e)) : [],
+    };
+  },
+
+  toJSON(message: RouterForwarding): unknown {
+    const obj: any = {};
+    if (message.state !== "") {
+      obj.state = message.state;
+    }
+    if (message.ipv4 !== "") {
+      obj.ipv4 = message.ipv4;
+    }
+    if (message.ipv6 !== "") {
+      obj.ipv6 = message.ipv6;
+    }
+    if (message.originalIpv4 !== "") {
+      obj.originalIpv4 = message.originalIpv4;
+    }
+    if (message.originalIpv6 !== "") {
+      obj.originalIpv6 = message.originalIpv6;
+    }
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
+    if (message.needed?.length) {
+      obj.needed = message.needed;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RouterForwarding>, I>>(base?: I): RouterForwarding {
+    return RouterForwarding.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RouterForwarding>, I>>(object: I): RouterForwarding {
+    const message = createBaseRouterForwarding();
+    message.state = object.state ?? "";
+    message.ipv4 = object.ipv4 ?? "";
+    message.ipv6 = object.ipv6 ?? "";
+    message.originalIpv4 = object.originalIpv4 ?? "";
+    message.originalIpv6 = object.originalIpv6 ?? "";
+    message.reason = object.reason ?? "";
+    message.needed = object.needed?.map((e) => e) || [];
+    return message;
+  },
+};
+
+function createBaseForwardingChange(): ForwardingChange {
+  return { node: "", change: "" };
+}
+
+export const ForwardingChange: MessageFns<ForwardingChange> = {
+  encode(message: ForwardingChange, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.node !== "") {
+      writer.uint32(10).string(message.node);
+    }
+    if (message.change !== "") {
+      writer.uint32(18).string(message.change);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ForwardingChange {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseForwardingChange();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.node = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.change = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ForwardingChange {
+    return {
+      node: isSet(object.node) ? globalThis.String(object.node) : "",
+      change: isSet(object.change) ? globalThis.String(object.change) : "",
+    };
+  },
+
+  toJSON(message: ForwardingChange): unknown {
+    const obj: any = {};
+    if (message.node !== "") {
+      obj.node = message.node;
+    }
+    if (message.change !== "") {
+      obj.change = message.change;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ForwardingChange>, I>>(base?: I): ForwardingChange {
+    return ForwardingChange.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ForwardingChange>, I>>(object: I): ForwardingChange {
+    const message = createBaseForwardingChange();
+    message.node = object.node ?? "";
+    message.change = object.change ?? "";
     return message;
   },
 };
@@ -12665,7 +12977,7 @@ export const ApproveRouteRequest: MessageFns<ApproveRouteRequest> = {
 };
 
 function createBaseApproveRouteResponse(): ApproveRouteResponse {
-  return { stateVersion: 0, changedNodes: [], preview: false, group: undefined };
+  return { stateVersion: 0, changedNodes: [], preview: false, group: undefined, forwarding: [] };
 }
 
 export const ApproveRouteResponse: MessageFns<ApproveRouteResponse> = {
@@ -12681,6 +12993,9 @@ export const ApproveRouteResponse: MessageFns<ApproveRouteResponse> = {
     }
     if (message.group !== undefined) {
       RouteGroup.encode(message.group, writer.uint32(34).fork()).join();
+    }
+    for (const v of message.forwarding) {
+      ForwardingChange.encode(v!, writer.uint32(162).fork()).join();
     }
     return writer;
   },
@@ -12730,6 +13045,14 @@ export const ApproveRouteResponse: MessageFns<ApproveRouteResponse> = {
             message.group = RouteGroup.decode(reader, reader.uint32());
             continue;
           }
+          case 20: {
+            if (tag !== 162) {
+              break;
+            }
+
+            message.forwarding.push(ForwardingChange.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -12756,6 +13079,9 @@ export const ApproveRouteResponse: MessageFns<ApproveRouteResponse> = {
         : [],
       preview: isSet(object.preview) ? globalThis.Boolean(object.preview) : false,
       group: isSet(object.group) ? RouteGroup.fromJSON(object.group) : undefined,
+      forwarding: globalThis.Array.isArray(object?.forwarding)
+        ? object.forwarding.map((e: any) => ForwardingChange.fromJSON(e))
+        : [],
     };
   },
 
@@ -12773,6 +13099,9 @@ export const ApproveRouteResponse: MessageFns<ApproveRouteResponse> = {
     if (message.group !== undefined) {
       obj.group = RouteGroup.toJSON(message.group);
     }
+    if (message.forwarding?.length) {
+      obj.forwarding = message.forwarding.map((e) => ForwardingChange.toJSON(e));
+    }
     return obj;
   },
 
@@ -12787,6 +13116,7 @@ export const ApproveRouteResponse: MessageFns<ApproveRouteResponse> = {
     message.group = (object.group !== undefined && object.group !== null)
       ? RouteGroup.fromPartial(object.group)
       : undefined;
+    message.forwarding = object.forwarding?.map((e) => ForwardingChange.fromPartial(e)) || [];
     return message;
   },
 };
@@ -12895,7 +13225,7 @@ export const SetRouteGroupRequest: MessageFns<SetRouteGroupRequest> = {
 };
 
 function createBaseSetRouteGroupResponse(): SetRouteGroupResponse {
-  return { stateVersion: 0, changedNodes: [], preview: false };
+  return { stateVersion: 0, changedNodes: [], preview: false, forwarding: [] };
 }
 
 export const SetRouteGroupResponse: MessageFns<SetRouteGroupResponse> = {
@@ -12908,6 +13238,9 @@ export const SetRouteGroupResponse: MessageFns<SetRouteGroupResponse> = {
     }
     if (message.preview !== false) {
       writer.uint32(24).bool(message.preview);
+    }
+    for (const v of message.forwarding) {
+      ForwardingChange.encode(v!, writer.uint32(162).fork()).join();
     }
     return writer;
   },
@@ -12949,6 +13282,14 @@ export const SetRouteGroupResponse: MessageFns<SetRouteGroupResponse> = {
             message.preview = reader.bool();
             continue;
           }
+          case 20: {
+            if (tag !== 162) {
+              break;
+            }
+
+            message.forwarding.push(ForwardingChange.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -12974,6 +13315,9 @@ export const SetRouteGroupResponse: MessageFns<SetRouteGroupResponse> = {
         ? object.changed_nodes.map((e: any) => globalThis.String(e))
         : [],
       preview: isSet(object.preview) ? globalThis.Boolean(object.preview) : false,
+      forwarding: globalThis.Array.isArray(object?.forwarding)
+        ? object.forwarding.map((e: any) => ForwardingChange.fromJSON(e))
+        : [],
     };
   },
 
@@ -12988,6 +13332,9 @@ export const SetRouteGroupResponse: MessageFns<SetRouteGroupResponse> = {
     if (message.preview !== false) {
       obj.preview = message.preview;
     }
+    if (message.forwarding?.length) {
+      obj.forwarding = message.forwarding.map((e) => ForwardingChange.toJSON(e));
+    }
     return obj;
   },
 
@@ -12999,6 +13346,7 @@ export const SetRouteGroupResponse: MessageFns<SetRouteGroupResponse> = {
     message.stateVersion = object.stateVersion ?? 0;
     message.changedNodes = object.changedNodes?.map((e) => e) || [];
     message.preview = object.preview ?? false;
+    message.forwarding = object.forwarding?.map((e) => ForwardingChange.fromPartial(e)) || [];
     return message;
   },
 };
@@ -13105,7 +13453,7 @@ export const RemoveRouteGroupRequest: MessageFns<RemoveRouteGroupRequest> = {
 };
 
 function createBaseRemoveRouteGroupResponse(): RemoveRouteGroupResponse {
-  return { stateVersion: 0, changedNodes: [], preview: false };
+  return { stateVersion: 0, changedNodes: [], preview: false, forwarding: [] };
 }
 
 export const RemoveRouteGroupResponse: MessageFns<RemoveRouteGroupResponse> = {
@@ -13118,6 +13466,9 @@ export const RemoveRouteGroupResponse: MessageFns<RemoveRouteGroupResponse> = {
     }
     if (message.preview !== false) {
       writer.uint32(24).bool(message.preview);
+    }
+    for (const v of message.forwarding) {
+      ForwardingChange.encode(v!, writer.uint32(162).fork()).join();
     }
     return writer;
   },
@@ -13159,6 +13510,14 @@ export const RemoveRouteGroupResponse: MessageFns<RemoveRouteGroupResponse> = {
             message.preview = reader.bool();
             continue;
           }
+          case 20: {
+            if (tag !== 162) {
+              break;
+            }
+
+            message.forwarding.push(ForwardingChange.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -13184,6 +13543,9 @@ export const RemoveRouteGroupResponse: MessageFns<RemoveRouteGroupResponse> = {
         ? object.changed_nodes.map((e: any) => globalThis.String(e))
         : [],
       preview: isSet(object.preview) ? globalThis.Boolean(object.preview) : false,
+      forwarding: globalThis.Array.isArray(object?.forwarding)
+        ? object.forwarding.map((e: any) => ForwardingChange.fromJSON(e))
+        : [],
     };
   },
 
@@ -13198,6 +13560,9 @@ export const RemoveRouteGroupResponse: MessageFns<RemoveRouteGroupResponse> = {
     if (message.preview !== false) {
       obj.preview = message.preview;
     }
+    if (message.forwarding?.length) {
+      obj.forwarding = message.forwarding.map((e) => ForwardingChange.toJSON(e));
+    }
     return obj;
   },
 
@@ -13209,6 +13574,7 @@ export const RemoveRouteGroupResponse: MessageFns<RemoveRouteGroupResponse> = {
     message.stateVersion = object.stateVersion ?? 0;
     message.changedNodes = object.changedNodes?.map((e) => e) || [];
     message.preview = object.preview ?? false;
+    message.forwarding = object.forwarding?.map((e) => ForwardingChange.fromPartial(e)) || [];
     return message;
   },
 };
