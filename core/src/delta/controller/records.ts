@@ -180,4 +180,19 @@ export interface ReportedHandshakes {
   receivedAt: string;
   /** Since when (the controller's clock) the node has reported peers without a break: how long a tunnel with no handshake yet has had them. */
   peersSince: string;
+  /** issue 27: each peer's path as the device said, by peer name; absent from a controller before it. */
+  paths?: ReportedPeerPath[];
+}
+
+/** One peer of a node's report (issue 27): what its device sends to, and how old its handshake was. */
+export interface ReportedPeerPath {
+  peer: string;
+  /** '' none. */
+  endpoint: string;
+  /** direct | relayed; '' an older agent or no endpoint. */
+  path: string;
+  /** This peer's latest handshake's age when the report was made (agent's clock); -1: never. */
+  ageAtReport: number;
+  /** Since when (controller's clock) the node has reported this peer without a break. */
+  since: string;
 }
