@@ -22,6 +22,12 @@ export interface MemberRecord {
   tunnelKey?: string;
   /** Where the controller saw this tunnel node's Sync stream come from, on its tunnel port (`IP:PORT`): an endpoint after the told ones. */
   observedEndpoint?: string;
+  /**
+   * issue 27: the endpoint a control-node's WireGuard device sends this node's tunnel to, as that
+   * control-node's agent reported it with a fresh handshake: the node's NAT mapping of its tunnel port
+   * (wgsd-style). An endpoint after the told ones, before the observed one.
+   */
+  mappedEndpoint?: string;
 }
 
 /** Members tagged `from` may reach members tagged `to`. */
