@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isMeshpError, type StateDelta, type ViewChange } from '@meshp/core';
-import { DeltaApplier, REMOVAL_REASON, endpointsOf, observedEndpoint } from '@meshp/core/delta';
+import { DeltaApplier, REMOVAL_REASON, endpointsOf, mappingsOf, observedEndpoint } from '@meshp/core/delta';
 import { Controller, MemoryStore, SqliteControllerStore, type ControllerStore } from '@meshp/controller';
 import { classifyTable, parseRuleset } from '@meshp/firewall-nftables';
 import { generatePrivateKey, publicKeyOf } from '@meshp/tunnel-wireguard';
@@ -212,4 +212,54 @@ t.test("endpoints: the told ones first, then the Sync stream's source address on
   t.ok(d, 'the observed address is a change: x gets a delta');
   t.same(before, [], 'y was enrolled with no endpoint');
   t.same(x.view.peer('y')?.endpoints, ['10.97.0.9:51820'], "x's view of y now carries where the controller saw y");
+});
+
+t.test("issue 27: a control-node's device's endpoint of a peer is the peer's mapping, a candidate after the told ones", async (t) => {
+  t.same(
+    endpointsOf({ endpoints: ['192.0.2.1:51820'], mappedEndpoint: '198.51.100.7:40211', observedEndpoint: '198.51.100.7:51820' }),
+    ['192.0.2.1:51820', '198.51.100.7:40211', '198.51.100.7:51820'],
+    'told, mapped (the NAT port), observed (the NAT address on the tunnel port)',
+  );
+  t.same(endpointsOf({ endpoints: [], mappedEndpoint: '10.97.0.3:51820', observedEndpoint: '10.97.0.3:51820' }), ['10.97.0.3:51820'], 'no repeat');
+  t.same(endpointsOf({ endpoints: ['10.97.0.3:51820'], mappedEndpoint: '10.97.0.3:51820' }), ['10.97.0.3:51820']);
+
+  const yKey = publicKeyOf(generatePrivateKey());
+  const at = '2026-06-01T12:00:00.000Z';
+  const s = Date.parse(at) / 1000;
+  const members = new Map([
+    ['y', { tunnelKey: yKey }],
+    ['z', { tunnelKey: yKey, mappedEndpoint: '198.51.100.9:4000' }],
+  ]);
+  const h = (peer: string, o: Partial<{ publicKey: string; latestHandshake: number; endpoint: string; path: string }>) => ({
+    peer,
+    publicKey: yKey,
+    latestHandshake: s - 10,
+    endpoint: '198.51.100.7:40211',
+    path: 'direct',
+    ...o,
+  });
+  t.same(
+    mappingsOf(
+      [
+        h('y', {}),
+        h('y', { path: 'relayed', endpoint: '127.0.0.1:9' }),
+        h('y', { latestHandshake: s - 181 }),
+        h('y', { latestHandshake: 0 }),
+        h('y', { publicKey: publicKeyOf(generatePrivateKey()), endpoint: '203.0.113.1:1' }),
+        h('z', { endpoint: '198.51.100.9:4000' }),
+        h('nobody', {}),
+      ],
+      at,
+      (id) => members.get(id),
+    ),
+    [{ peer: 'y', endpoint: '198.51.100.7:40211' }],
+    'only a fresh, direct handshake under the enrolled key, with a mapping not stored yet',
+  );
+
+  const c = setup();
+  const x = new DeltaApplier();
+  sync(c, x, 'x');
+  c.updateMember('n', 'y', { mappedEndpoint: '198.51.100.7:40211' });
+  t.ok(sync(c, x, 'x'), 'a new mapping is a change: x gets a delta');
+  t.same(x.view.peer('y')?.endpoints, ['198.51.100.7:40211'], "x's view of y carries y's mapping");
 });

@@ -93,7 +93,24 @@ t.test('a handshake within the limit is ok; none with any peer for longer is NO-
     { status: 'ok', reasons: [], handshakes: { reported: true, peers: 2, newestAgeSeconds: 15, staleAfterSeconds: 205 } },
     '15 s old: ok',
   );
-  t.match(status(c, T0 + 195_000), { status: 'ok' }, '205 s old: at the limit, still ok');
+  t.match(status(c, T0 + 95_000), { status: 'ok' }, 'both within the limit (105 s and 195 s old): ok');
+  // issue 27: m2's handshake goes on, m3's is past the limit: not no-handshake, but m3 is named.
+  const one = status(c, T0 + 195_000);
+  t.match(
+    one,
+    {
+      status: 'peer-unreachable',
+      statusDetail: 'cannot reach 1 of its 2 tunnel peers: m3 (last handshake 4m55s ago; no endpoint) (limit 205 s)',
+      handshakes: {
+        newestAgeSeconds: 205,
+        paths: [
+          { peer: 'm2', state: 'connected', ageSeconds: 205 },
+          { peer: 'm3', state: 'stale', ageSeconds: 295 },
+        ],
+      },
+    },
+    'the newest 205 s old: at the limit, not no-handshake; m3 is 295 s old: PEER-UNREACHABLE names it',
+  );
 
   const later = T0 + 218_000; // the newest is 228 s old: 3m48s
   const n = wire(c, later);
@@ -108,11 +125,15 @@ t.test('a handshake within the limit is ok; none with any peer for longer is NO-
   t.notMatch(verdictOf(n, true), /in sync/);
   t.match(nodeJson(n), { status: 'no-handshake', handshakes: { reported: true, peers: 2, newestAgeSeconds: 228, staleAfterSeconds: 205 } }, 'node list --json');
 
-  t.match(status(c, later, 300), { status: 'ok' }, "the limit is the controller's (--handshake-stale)");
+  t.match(status(c, later, 330), { status: 'ok' }, "the limit is the controller's (--handshake-stale)");
+  t.match(status(c, later, 300), { status: 'peer-unreachable', statusDetail: /m3 \(last handshake 5m18s ago/ }, 'm3 (318 s) past 300 s');
 
-  // A new handshake, reported: ok again.
+  // A new handshake with m2, reported: m3 is still named.
   receive(c, agentReport(later + skew, [peer('m2', sec(later + skew) - 3), peer('m3', sec(T0 + skew) - 100)]), later);
-  t.match(status(c, later + 1_000), { status: 'ok', handshakes: { newestAgeSeconds: 4 } });
+  t.match(status(c, later + 1_000), { status: 'peer-unreachable', handshakes: { newestAgeSeconds: 4 } });
+  // And with m3: ok.
+  receive(c, agentReport(later + skew, [peer('m2', sec(later + skew) - 3), peer('m3', sec(later + skew) - 1)]), later);
+  t.match(status(c, later + 1_000), { status: 'ok', reasons: [], handshakes: { newestAgeSeconds: 2 } });
 });
 
 t.test('a node with no peer configured is not judged; peers never handshaked are, once they have waited the limit', async (t) => {
@@ -127,6 +148,77 @@ t.test('a node with no peer configured is not judged; peers never handshaked are
   const n = status(c, T0 + 250_000);
   t.match(n, { status: 'no-handshake', statusDetail: 'no handshake with any of its 2 tunnel peers yet, in the 4m00s it has reported them (limit 205 s)' });
   t.equal(nodeJson(pb.NodeStatus.fromPartial(nodeToWire(n, null))).handshakes?.newestAgeSeconds, null, 'never: null in --json');
+});
+
+t.test("issue 27: each peer's path as the device said; PEER-UNREACHABLE names a peer with no handshake, in every view", async (t) => {
+  const c = bed();
+  const at = (p: PeerHandshake, endpoint: string, path: 'direct' | 'relayed'): PeerHandshake => ({ ...p, endpoint, path });
+  receive(
+    c,
+    agentReport(T0, [at(peer('m2', sec(T0) - 20), '192.0.2.7:40211', 'direct'), at(peer('m3', sec(T0) - 5), '127.0.0.1:51900', 'relayed'), peer('m4', 0)]),
+    T0,
+  );
+  const early = status(c, T0 + 60_000);
+  t.match(early, { status: 'ok', reasons: [] }, 'm4 configured 60 s ago, no handshake yet: waiting, not flagged');
+  t.same(
+    early.handshakes!.paths.map((p) => [p.peer, p.state, p.path, p.endpoint, p.ageSeconds]),
+    [
+      ['m2', 'connected', 'direct', '192.0.2.7:40211', 80],
+      ['m3', 'connected', 'relayed', '127.0.0.1:51900', 65],
+      ['m4', 'waiting', '', '', -1],
+    ],
+  );
+  // Reported again: m4 still never, counted from when it was first reported.
+  receive(
+    c,
+    agentReport(T0 + 200_000, [
+      at(peer('m2', sec(T0 + 200_000) - 20), '192.0.2.7:40211', 'direct'),
+      at(peer('m3', sec(T0 + 200_000) - 5), '127.0.0.1:51900', 'relayed'),
+      at(peer('m4', 0), '198.51.100.4:51820', 'direct'),
+    ]),
+    T0 + 200_000,
+  );
+  const now = T0 + 240_000;
+  const n = wire(c, now);
+  t.match(n, {
+    status: 'peer-unreachable',
+    statusDetail: 'cannot reach 1 of its 3 tunnel peers: m4 (never handshaked; endpoint 198.51.100.4:51820) (limit 205 s)',
+  });
+  t.match(nodesTable([n]), /^m1\s+PEER-UNREACHABLE\s/m, 'node list flags it');
+  const shown = nodeDetail(n);
+  t.match(shown, /^ {2}peer m2: connected, direct via 192\.0\.2\.7:40211, last handshake 1m00s ago$/m, 'node show: each peer, direct');
+  t.match(shown, /^ {2}peer m3: connected, relayed via 127\.0\.0\.1:51900, last handshake 45s ago$/m, 'relayed said as relayed');
+  t.match(shown, /^ {2}peer m4: never, direct via 198\.51\.100\.4:51820, no handshake yet$/m, 'never: not connected');
+  t.match(verdictOf(n, true), /^peer-unreachable: cannot reach 1 of its 3 tunnel peers: m4/, 'doctor: not in sync');
+  t.match(nodeJson(n).handshakes?.paths, [
+    { peer: 'm2', state: 'connected', path: 'direct', endpoint: '192.0.2.7:40211', ageSeconds: 60 },
+    { peer: 'm3', state: 'connected', path: 'relayed' },
+    { peer: 'm4', state: 'never', ageSeconds: null },
+  ]);
+
+  const metrics = new Metrics();
+  metrics.attach({
+    controller: c,
+    connected: () => 1,
+    live: () => ({ connected: true, lastSeen: iso(now), now, handshakeStaleSeconds: 205 }),
+    handshakeStaleSeconds: 205,
+  });
+  const server = await serveMetrics('127.0.0.1:0', () => metrics.render());
+  t.teardown(() => server.close());
+  const m = await scrape(server.address);
+  t.equal(m.value('meshp_node_status', { node: 'm1', status: 'peer-unreachable' }), 1);
+  t.equal(m.value('meshp_peer_connected', { node: 'm1', peer: 'm2', path: 'direct' }), 1);
+  t.equal(m.value('meshp_peer_connected', { node: 'm1', peer: 'm3', path: 'relayed' }), 1);
+  t.equal(m.value('meshp_peer_connected', { node: 'm1', peer: 'm4', path: 'direct' }), 0);
+  t.equal(m.value('meshp_peer_handshake_age_seconds', { node: 'm1', peer: 'm2' }), 60);
+  t.equal(m.value('meshp_peer_handshake_age_seconds', { node: 'm1', peer: 'm4' }), -1);
+
+  // Every peer lost: no-handshake says it, not also peer-unreachable.
+  const all = status(c, T0 + 600_000);
+  t.same(
+    all.reasons.map((r) => r.status),
+    ['no-handshake'],
+  );
 });
 
 t.test(

@@ -194,6 +194,8 @@ export function verdictOf(node: WireNodeStatus, hashMatches: boolean): string {
       return `no tunnel${detail}`;
     case 'no-handshake':
       return `no-handshake${detail}`;
+    case 'peer-unreachable':
+      return `peer-unreachable${detail}`;
   }
   if (!hashMatches) return "the agent's last hash differs from the one expected: a snapshot is due";
   if (node.gap > 0) return `behind by ${node.gap}`;

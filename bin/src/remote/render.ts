@@ -67,6 +67,18 @@ export function handshakesShown(n: WireNodeStatus): string {
   return `${h.peers} peer${h.peers === 1 ? '' : 's'}, ${newest} (NO-HANDSHAKE past ${h.staleAfterSeconds} s)`;
 }
 
+/**
+ * One line per tunnel peer (issue 27), as the node's device said: the state (CONNECTED only on a
+ * handshake within the limit), the path and endpoint, the handshake's age.
+ */
+export function peerPathLines(n: WireNodeStatus): string[] {
+  return (n.handshakes?.paths ?? []).map((p) => {
+    const age = p.ageSeconds < 0 ? 'no handshake yet' : `last handshake ${ago(p.ageSeconds)} ago`;
+    const via = p.endpoint ? `${p.path || 'direct'} via ${p.endpoint}` : 'no endpoint';
+    return `  peer ${p.peer}: ${p.state || 'unknown'}, ${via}, ${age}`;
+  });
+}
+
 /** GAP in words: STATE − APPLIED when a change since APPLIED concerns the node, else 0 (lazy fan-out). */
 export function gapShown(n: WireNodeStatus): string {
   const since = n.stateVersion - n.appliedVersion;
@@ -93,6 +105,13 @@ export function nodeJson(n: WireNodeStatus) {
           peers: n.handshakes.peers,
           newestAgeSeconds: n.handshakes.newestAgeSeconds < 0 ? null : n.handshakes.newestAgeSeconds,
           staleAfterSeconds: n.handshakes.staleAfterSeconds,
+          paths: n.handshakes.paths.map((p) => ({
+            peer: p.peer,
+            state: p.state,
+            path: p.path || null,
+            endpoint: p.endpoint || null,
+            ageSeconds: p.ageSeconds < 0 ? null : p.ageSeconds,
+          })),
         }
       : null,
     reconcile: n.reconcile?.result ? n.reconcile : null,
@@ -144,7 +163,7 @@ export function nodeDetail(n: WireNodeStatus): string {
     `node ${n.name} in ${n.network}: ${modeShown(n.mode)} by its agent's last report${n.requestedMode !== n.mode ? `; ${modeName(n.requestedMode)} asked` : ''}${n.convergePreviewId ? ` (flip asked with preview ${n.convergePreviewId})` : ''}`,
     `status ${statusShown(n)}${n.statusDetail ? `: ${n.statusDetail}` : ''}; ${n.connected ? 'connected (last contact now)' : `not connected (last contact ${n.lastContact || 'never'})`}; last message ${n.lastSeen || 'never'}`,
     ...n.reasons.slice(1).map((r) => `  also ${r.status.toUpperCase()}: ${r.detail}`),
-    ...(handshakesShown(n) ? [`tunnel: ${handshakesShown(n)}`] : []),
+    ...(handshakesShown(n) ? [`tunnel: ${handshakesShown(n)}`, ...peerPathLines(n)] : []),
     `last reconcile: ${n.reconcile?.result ? (n.reconcile.result === 'ok' ? `ok at ${n.reconcile.at}` : `refused: ${n.reconcile.code}: ${n.reconcile.message}`) : 'not reported'}; refused resources ${n.refusedResources ?? 0}`,
     `applied ${n.appliedVersion} of ${n.stateVersion} (${gapShown(n)})  firewall ${n.firewallKind || '-'}  held ${n.held}  changed ${n.changed}`,
     `addresses ${n.addresses.join(', ') || '-'}${meshAddressNote(n)}  tags ${n.tags.join(', ') || '-'}`,

@@ -425,7 +425,11 @@ export class Agent {
     // The reconcile's time alone is no news (a report per timer tick would be), nor is a new version
     // or the list of deltas applied: the ack says those (the controller counts an ack as reported at its version).
     // The tunnel's peers are news; a newer handshake only as HANDSHAKE_REPORT_AFTER_S says.
-    const key = JSON.stringify({ ...rest, reconcile: reconcile ? { ...reconcile, at: '' } : undefined, peers: peerHandshakes?.map((p) => p.peer) });
+    const key = JSON.stringify({
+      ...rest,
+      reconcile: reconcile ? { ...reconcile, at: '' } : undefined,
+      peers: peerHandshakes?.map((p) => [p.peer, p.endpoint ?? '', p.path ?? '']),
+    });
     const newest = Math.max(0, ...(peerHandshakes ?? []).map((p) => p.latestHandshake));
     const handshakeNews = newest > this.#sentHandshake && Date.now() / 1000 - this.#sentHandshake > HANDSHAKE_REPORT_AFTER_S;
     if ((key === this.#sentKey && !handshakeNews) || !this.#channel) return;
@@ -544,7 +548,7 @@ function toReportMessage(r: HostReport, appliedVersion: number): ReportMessage {
     firewallActive: r.firewall?.active ?? false,
     resources: r.resources.map((x) => ({ key: x.key, kind: x.kind, module: x.module, state: x.state, ...(x.reason ? { reason: x.reason } : {}) })),
     at: r.at,
-    ...(r.handshakes ? { peerHandshakes: r.handshakes.map((h) => ({ peer: h.peer, publicKey: h.publicKey, latestHandshake: h.latestHandshake })) } : {}),
+    ...(r.handshakes ? { peerHandshakes: r.handshakes.map((h) => ({ ...h })) } : {}),
     // A router's forwarding, as a plugin's report hook put it in the facts (issue 26): in the report, so a change of it is news.
     ...(isForwarding(r.facts.forwarding) ? { forwarding: r.facts.forwarding } : {}),
   };

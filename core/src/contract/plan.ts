@@ -49,7 +49,14 @@ export interface PeerHandshake {
   publicKey: string;
   /** Unix seconds; 0: never. */
   latestHandshake: number;
+  /** The endpoint the device sends to now (IP:PORT, [IPv6]:PORT); absent: none. */
+  endpoint?: string;
+  /** direct: the peer's own address or NAT mapping; relayed: the agent's local relay proxy. Absent: an older agent. */
+  path?: PeerPathKind;
 }
+
+/** How a tunnel peer is reached (issue 27). */
+export type PeerPathKind = 'direct' | 'relayed';
 
 export interface ResourceReport {
   key: string;

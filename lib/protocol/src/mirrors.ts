@@ -99,7 +99,7 @@ export type TransportGuards = [
     Mirrors<
       core.ReportMessage,
       gen.Report,
-      'mode' | 'resources' | 'listening' | 'lifecycle' | 'reconcile' | 'pluginOpenings' | 'dns' | 'forwarding',
+      'mode' | 'resources' | 'listening' | 'lifecycle' | 'reconcile' | 'pluginOpenings' | 'dns' | 'forwarding' | 'peerHandshakes',
       never,
       'handshakesReported'
     >
@@ -112,7 +112,8 @@ export type TransportGuards = [
   Holds<Equal<NonNullable<core.ReportMessage['applied']>[number], gen.AppliedDelta>>,
   Holds<Equal<NonNullable<core.ReportMessage['published']>[number], gen.PublishedPort>>,
   Holds<Equal<NonNullable<core.ReportMessage['reach']>[number], gen.DoorReach>>,
-  Holds<Equal<core.PeerHandshake, gen.PeerHandshake>>,
+  // endpoint and path absent in core are '' on the wire; path a union in core.
+  Holds<Mirrors<core.PeerHandshake, gen.PeerHandshake, 'path'>>,
   Holds<Mirrors<core.LifecycleReport, gen.Lifecycle, 'state'>>,
   Holds<Mirrors<core.ReconcileOutcome, gen.ReconcileOutcome, 'result'>>,
   // A plugin's opening: protocol, path and action are unions in core, strings on the wire; except is

@@ -8,7 +8,7 @@
  * it made its report (both by its clock), the controller adds the time since it received it (by its own).
  */
 import { type ReportMessage } from '@meshp/core';
-import type { ReportedHandshakes } from '@meshp/core/delta';
+import type { ReportedHandshakes, ReportedPeerPath } from '@meshp/core/delta';
 import { usage } from '@meshp/core/util';
 
 /**
@@ -34,7 +34,36 @@ export function reportedHandshakes(r: ReportMessage, before: ReportedHandshakes 
   const madeAt = Date.parse(r.at) / 1000;
   const ageAtReport = newest > 0 && Number.isFinite(madeAt) ? Math.max(0, madeAt - newest) : -1;
   const peersSince = hs.length > 0 && before && before.peers > 0 ? before.peersSince : receivedAt;
-  return { peers: hs.length, ageAtReport, receivedAt, peersSince };
+  const was = new Map((before?.paths ?? []).map((p) => [p.peer, p.since]));
+  const paths = hs.map((h): ReportedPeerPath => ({
+    peer: h.peer,
+    endpoint: h.endpoint ?? '',
+    path: h.path ?? '',
+    ageAtReport: h.latestHandshake > 0 && Number.isFinite(madeAt) ? Math.max(0, madeAt - h.latestHandshake) : -1,
+    since: was.get(h.peer) ?? receivedAt,
+  }));
+  return { peers: hs.length, ageAtReport, receivedAt, peersSince, paths };
+}
+
+/** One peer of a node now (PeerPath on the wire): `connected` only on a handshake within the limit. */
+export interface PeerPathView {
+  peer: string;
+  endpoint: string;
+  path: string;
+  /** Seconds since this peer's latest handshake, now; -1: never. */
+  ageSeconds: number;
+  state: 'connected' | 'stale' | 'never' | 'waiting';
+}
+
+/** Each reported peer's path now, by name. */
+export function pathsNow(h: ReportedHandshakes, now: number, staleAfterSeconds: number): PeerPathView[] {
+  const since = Math.max(0, (now - Date.parse(h.receivedAt)) / 1000);
+  return (h.paths ?? []).map((p) => {
+    const ageSeconds = p.ageAtReport < 0 ? -1 : Math.floor(p.ageAtReport + since);
+    const waited = Math.max(0, (now - Date.parse(p.since)) / 1000);
+    const state = ageSeconds >= 0 ? (ageSeconds <= staleAfterSeconds ? 'connected' : 'stale') : waited <= staleAfterSeconds ? 'waiting' : 'never';
+    return { peer: p.peer, endpoint: p.endpoint, path: p.path, ageSeconds, state };
+  });
 }
 
 /** What node list, show, doctor and /metrics say of it (NodeHandshakes on the wire). */
@@ -45,12 +74,36 @@ export interface NodeHandshakes {
   /** Seconds since the newest handshake, now; -1: none yet (or not reported). */
   newestAgeSeconds: number;
   staleAfterSeconds: number;
+  /** issue 27: each peer's path, by name ([] from an agent before it). */
+  paths: PeerPathView[];
 }
 
 export function handshakesNow(h: ReportedHandshakes | undefined, now: number, staleAfterSeconds: number): NodeHandshakes {
-  if (!h) return { reported: false, peers: 0, newestAgeSeconds: -1, staleAfterSeconds };
+  if (!h) return { reported: false, peers: 0, newestAgeSeconds: -1, staleAfterSeconds, paths: [] };
   const since = Math.max(0, (now - Date.parse(h.receivedAt)) / 1000);
-  return { reported: true, peers: h.peers, newestAgeSeconds: h.ageAtReport < 0 ? -1 : Math.floor(h.ageAtReport + since), staleAfterSeconds };
+  return {
+    reported: true,
+    peers: h.peers,
+    newestAgeSeconds: h.ageAtReport < 0 ? -1 : Math.floor(h.ageAtReport + since),
+    staleAfterSeconds,
+    paths: pathsNow(h, now, staleAfterSeconds),
+  };
+}
+
+/**
+ * A tunnel member some of whose peers it cannot reach (issue 27): a handshake with one peer or more
+ * goes on (else it is no-handshake), and these had none within the limit. Each named, with the
+ * endpoint its device tries.
+ */
+export function unreachablePeers(view: NodeHandshakes): { status: 'peer-unreachable'; detail: string } | null {
+  const lost = view.paths.filter((p) => p.state === 'stale' || p.state === 'never');
+  if (lost.length === 0) return null;
+  const one = (p: PeerPathView) =>
+    `${p.peer} (${p.state === 'never' ? 'never handshaked' : `last handshake ${duration(p.ageSeconds)} ago`}; ${p.endpoint ? `endpoint ${p.endpoint}` : 'no endpoint'})`;
+  return {
+    status: 'peer-unreachable',
+    detail: `cannot reach ${lost.length} of its ${view.paths.length} tunnel peers: ${lost.map(one).join(', ')} (limit ${view.staleAfterSeconds} s)`,
+  };
 }
 
 /** The reason a tunnel member stands out, or null. `reported` false and the agent has not reported at all: pending says it. */

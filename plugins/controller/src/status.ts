@@ -6,7 +6,7 @@
  */
 import type { Mode } from '@meshp/core';
 import type { MemberRecord, NetworkState, ReportedHandshakes, ReportedState, SyncRecord } from '@meshp/core/delta';
-import { HANDSHAKE_STALE_SECONDS, handshakeReason, handshakesNow, type NodeHandshakes } from './handshake-status.js';
+import { HANDSHAKE_STALE_SECONDS, handshakeReason, handshakesNow, unreachablePeers, type NodeHandshakes } from './handshake-status.js';
 
 export type TransitionState = 'none' | 'requested' | 'in-progress' | 'done' | 'refused';
 
@@ -32,10 +32,12 @@ export interface ReconcileStatus {
 /**
  * ok | behind | changing | refusing | silent | pending (never reported) | diverged (hash mismatches, see
  * sync.ts) | no-handshake (a tunnel member none of whose peers handshaked within the limit: nothing
- * flows) | unverified (a tunnel member whose agent does not report handshakes: not observed)
+ * flows) | peer-unreachable (a tunnel member with a handshake going on, and a peer it had none with within
+ * the limit: each named) | unverified (a tunnel member whose agent does not report handshakes: not observed)
  * | no-tunnel (a member of a tunnel network whose agent runs no tunnel, or one that is not up).
  */
-export type NodeHealth = 'ok' | 'behind' | 'changing' | 'refusing' | 'silent' | 'pending' | 'diverged' | 'no-tunnel' | 'no-handshake' | 'unverified';
+export type NodeHealth =
+  'ok' | 'behind' | 'changing' | 'refusing' | 'silent' | 'pending' | 'diverged' | 'no-tunnel' | 'no-handshake' | 'peer-unreachable' | 'unverified';
 
 /** In a tunnel network: up | none | down, by the agent's last report; '' outside one, or before a report says. */
 export type TunnelHealth = '' | 'up' | 'none' | 'down';
@@ -233,7 +235,7 @@ function reasonsOf(n: NodeStatus, diverged: string | undefined, now: number): St
     refusal(n),
     tunnelSaid(n),
     // No tunnel up: no handshake to judge (no-tunnel says why).
-    n.handshakes && n.tunnel !== 'none' && n.tunnel !== 'down' ? handshakeReason(n.reportedHandshakes, n.handshakes, now, n.mode !== 'unknown') : null,
+    ...tunnelReasons(n, now),
     n.transition.state === 'requested' || n.transition.state === 'in-progress'
       ? { status: 'changing', detail: `${n.transition.mode} ${n.transition.state}` }
       : null,
@@ -249,6 +251,13 @@ function reasonsOf(n: NodeStatus, diverged: string | undefined, now: number): St
   }
   // unverified sorts last: not observed is said, but never over anything observed.
   return out.sort((a, b) => Number(a.status === 'unverified') - Number(b.status === 'unverified'));
+}
+
+/** no-handshake (nothing flows), else peer-unreachable (some peers have no handshake within the limit), else unverified. */
+function tunnelReasons(n: NodeStatus, now: number): (StatusReason | null)[] {
+  if (!n.handshakes || n.tunnel === 'none' || n.tunnel === 'down') return [];
+  const whole = handshakeReason(n.reportedHandshakes, n.handshakes, now, n.mode !== 'unknown');
+  return [whole, whole ? null : unreachablePeers(n.handshakes)];
 }
 
 function refusal(n: NodeStatus): StatusReason | null {

@@ -11,13 +11,24 @@ import type {
   LifecycleReport,
   LifecycleState,
   Opening,
+  PeerHandshake,
   ReportMessage,
   ResolverReport,
   ForwardingReport,
 } from '@meshp/core';
 import { WIRE_MODE, modeFromWire, modeToWire } from '@meshp/core/delta';
 import { malformed } from '@meshp/core/util';
-import type { EnrolResponse, Lifecycle, PlannedOpening, Report, ResolverStatus, RouterForwarding, SyncRequest, SyncResponse } from '@meshp/protocol';
+import type {
+  EnrolResponse,
+  Lifecycle,
+  PeerHandshake as WirePeerHandshake,
+  PlannedOpening,
+  Report,
+  ResolverStatus,
+  RouterForwarding,
+  SyncRequest,
+  SyncResponse,
+} from '@meshp/protocol';
 
 export function enrolToWire(r: EnrolResult): EnrolResponse {
   return { network: r.network, node: r.node, credential: r.credential, mode: modeToWire(r.mode), addresses: [...r.addresses] };
@@ -55,11 +66,22 @@ function reportToWire(r: ReportMessage): Report {
       path: o.path,
       action: o.action,
     })),
-    peerHandshakes: (r.peerHandshakes ?? []).map((h) => ({ ...h })),
+    peerHandshakes: (r.peerHandshakes ?? []).map((h) => ({ ...h, endpoint: h.endpoint ?? '', path: h.path ?? '' })),
     handshakesReported: r.peerHandshakes !== undefined,
     ...(r.dns ? { dns: resolverToWire(r.dns) } : {}),
     advertisedRoutes: [...(r.advertisedRoutes ?? [])],
     ...(r.forwarding ? { forwarding: forwardingToWire(r.forwarding) } : {}),
+  };
+}
+
+/** A peer's handshake from the wire: '' endpoint or path (an older agent) is absent; a path word not known is dropped. */
+function handshakeFromWire(h: WirePeerHandshake): PeerHandshake {
+  return {
+    peer: h.peer,
+    publicKey: h.publicKey,
+    latestHandshake: h.latestHandshake,
+    ...(h.endpoint ? { endpoint: h.endpoint } : {}),
+    ...(h.path === 'direct' || h.path === 'relayed' ? { path: h.path } : {}),
   };
 }
 
@@ -109,9 +131,7 @@ function reportFromWire(r: Report): ReportMessage {
     ...(r.tunnelError ? { tunnelError: r.tunnelError } : {}),
     ...(r.pluginOpenings.length ? { pluginOpenings: r.pluginOpenings.flatMap(openingFromWire) } : {}),
     // An older agent, or one without a tunnel, says nothing: not "no peers".
-    ...(r.handshakesReported
-      ? { peerHandshakes: r.peerHandshakes.map((h) => ({ peer: h.peer, publicKey: h.publicKey, latestHandshake: h.latestHandshake })) }
-      : {}),
+    ...(r.handshakesReported ? { peerHandshakes: r.peerHandshakes.map(handshakeFromWire) } : {}),
     ...(r.dns ? { dns: resolverFromWire(r.dns) } : {}),
     ...(r.advertisedRoutes.length ? { advertisedRoutes: [...r.advertisedRoutes] } : {}),
     ...(r.forwarding && forwardingFromWire(r.forwarding) ? { forwarding: forwardingFromWire(r.forwarding)! } : {}),

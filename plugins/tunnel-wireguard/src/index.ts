@@ -30,3 +30,5 @@ export { tunnelOpening, withTunnelOpening } from './opening.js';
 export { moveTunnel, type MovedTunnel } from './move.js';
 export { leaveTunnel, type TunnelLeave } from './leave.js';
 export { peerHandshakes } from './handshakes.js';
+export { EndpointTrials, keepChosen, ENDPOINT_TRY_MS, HANDSHAKE_FRESH_S } from './candidates.js';
+export { RelayProxy, turnCredential, type TurnCredential, type RelayProxyOptions } from './relay-proxy.js';

@@ -1,6 +1,7 @@
 /**
  * A peer of the view as a WireGuard peer: its tunnel key, its mesh addresses as allowed IPs (a bare
- * address is a host route), its first usable endpoint, the tunnel's keepalive. And the UAPI lines
+ * address is a host route), its usable endpoints (the first configured, the others tried in turn:
+ * candidates.ts), the tunnel's keepalive. And the UAPI lines
  * that add, change or remove it: a delta becomes one `set=1` with only the peers it changed.
  */
 import type { Peer } from '@meshp/core';
@@ -13,6 +14,8 @@ export interface PeerConfig {
   publicKey: string;
   allowedIps: string[];
   endpoint?: string;
+  /** Every usable endpoint of the peer, in the view's order, once each (issue 27); `endpoint` is one of them. */
+  candidates?: string[];
   keepalive: number;
 }
 
@@ -38,8 +41,15 @@ export function endpointOf(text: string): string | undefined {
 export function peerConfig(peer: Peer, keepalive: number, routed: readonly string[] = []): PeerConfig | null {
   const key = peer.tunnelKey ?? '';
   if (!isTunnelKey(key)) return null;
-  const endpoint = peer.endpoints.map(endpointOf).find((e) => e !== undefined);
-  return { publicKey: key, allowedIps: [...peer.addresses.map(hostRoute), ...routed], ...(endpoint ? { endpoint } : {}), keepalive };
+  const candidates = [...new Set(peer.endpoints.map(endpointOf).filter((e): e is string => e !== undefined))];
+  const endpoint = candidates[0];
+  return {
+    publicKey: key,
+    allowedIps: [...peer.addresses.map(hostRoute), ...routed],
+    ...(endpoint ? { endpoint } : {}),
+    ...(candidates.length > 1 ? { candidates } : {}),
+    keepalive,
+  };
 }
 
 export function sameConfig(a: PeerConfig | undefined, b: PeerConfig): boolean {

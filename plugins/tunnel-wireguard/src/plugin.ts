@@ -19,6 +19,7 @@ import { readGrace, writeGrace, type GraceEntry } from './grace.js';
 import { ensureTunnelKey, type TunnelKey } from './keys.js';
 import { peerConfig, sameConfig, type PeerConfig } from './peer-config.js';
 import { peerHandshakes } from './handshakes.js';
+import { EndpointTrials, keepChosen } from './candidates.js';
 import { withTunnelOpening } from './opening.js';
 import { leaveTunnel } from './leave.js';
 import { configureLink, settingsOf, type TunnelSettings } from './settings.js';
@@ -66,6 +67,8 @@ export interface TunnelWireguardOptions {
   listenPort?: number;
   /** Enforce the filter component on the interface (default true). */
   filter?: boolean;
+  /** How long a peer's endpoint is given to handshake before its next candidate is set (default ENDPOINT_TRY_MS, 15 s). */
+  endpointTryMs?: number;
   log?: TunnelLog;
   /** A router's forwarding sysctls (forwarding.ts). Default: this process's /proc/sys. */
   sysctl?: Sysctl;
@@ -112,6 +115,9 @@ export class TunnelWireguardPlugin implements Plugin {
   #closed = false;
   /** The node left its network (the leave hook ran): nothing is raised again, not even by an attach. */
   #left = false;
+  /** Each peer's candidate endpoints tried in turn (issue 27); the look every tick, queued behind the deltas. */
+  #trials: EndpointTrials;
+  #trialTimer: ReturnType<typeof setInterval> | null = null;
 
   constructor(options: TunnelWireguardOptions) {
     if (!/^[A-Za-z0-9_.-]{1,15}$/.test(options.interface ?? '')) {
@@ -123,6 +129,7 @@ export class TunnelWireguardPlugin implements Plugin {
     this.#log = options.log ?? SILENT;
     this.#filter = new TunnelFilter(options.interface);
     this.#forwarding = new RouterForwarding(options.sysctl ?? procSysctl(), this.#log);
+    this.#trials = new EndpointTrials(options.endpointTryMs);
   }
 
   apply(host: PluginHost): void {
@@ -171,9 +178,23 @@ export class TunnelWireguardPlugin implements Plugin {
     }
   }
 
+  /** The peers with no fresh handshake whose endpoint had its time: the next candidate each (candidates.ts). */
+  async #tryEndpoints(): Promise<void> {
+    if (!this.#device || this.#closed) return;
+    const moves = this.#trials.next(this.#configured, await this.#device.get(), Date.now(), (id) => this.#grace.has(id));
+    if (moves.length === 0) return;
+    await this.#device.set({ peers: moves.map(([, conf]) => ({ upsert: conf })) });
+    for (const [id, conf] of moves) {
+      this.#configured.set(id, conf);
+      this.#log.info({ interface: this.#o.interface, peer: id, endpoint: conf.endpoint, candidates: conf.candidates }, 'no handshake: next candidate endpoint');
+    }
+  }
+
   /** No more deltas, grace expiries or syncs: what runs finishes first. */
   async #stopFollowing(): Promise<void> {
     this.#closed = true;
+    if (this.#trialTimer) clearInterval(this.#trialTimer);
+    this.#trialTimer = null;
     for (const g of this.#grace.values()) clearTimeout(g.timer);
     await this.#chain;
   }
@@ -188,6 +209,12 @@ export class TunnelWireguardPlugin implements Plugin {
   attach(view: ViewSource): Promise<void> {
     this.#view = view;
     this.#enqueue('attach', () => this.#sync());
+    if (!this.#trialTimer) {
+      // A look a third of the try time (at most every 5 s): one device read, a set only for a peer that moves.
+      const every = Math.min(5_000, Math.max(200, Math.floor(this.#trials.tryMs / 3)));
+      this.#trialTimer = setInterval(() => this.#enqueue('endpoints', () => this.#tryEndpoints()), every);
+      this.#trialTimer.unref();
+    }
     return this.settled();
   }
 
@@ -308,8 +335,11 @@ export class TunnelWireguardPlugin implements Plugin {
     const wanted = new Set<string>();
     this.#configured.clear();
     for (const { peer } of view.peers.values()) {
-      const conf = peerConfig(peer, settings.keepalive, this.#routed.get(peer.id));
-      if (!conf) continue;
+      const d0 = peer.tunnelKey ? onDevice.get(peer.tunnelKey) : undefined;
+      const made = peerConfig(peer, settings.keepalive, this.#routed.get(peer.id));
+      if (!made) continue;
+      // After a restart: the candidate the device uses (chosen, or roamed to) is kept.
+      const conf = keepChosen(made, d0?.endpoint);
       wanted.add(conf.publicKey);
       this.#configured.set(peer.id, conf);
       const d = onDevice.get(conf.publicKey);
@@ -386,7 +416,8 @@ export class TunnelWireguardPlugin implements Plugin {
     for (const id of new Set([...before.keys(), ...this.#routed.keys()])) {
       if (own.has(id) || this.#grace.has(id) || samePrefixes(before.get(id), this.#routed.get(id))) continue;
       const peer = view.peer(id);
-      const conf = peer ? peerConfig(peer, settings.keepalive, this.#routed.get(id)) : null;
+      const made = peer ? peerConfig(peer, settings.keepalive, this.#routed.get(id)) : null;
+      const conf = made && keepChosen(made, this.#configured.get(id)?.endpoint);
       if (!conf || !this.#configured.has(id)) continue;
       ops.push({ upsert: conf });
       this.#configured.set(id, conf);
@@ -445,8 +476,10 @@ export class TunnelWireguardPlugin implements Plugin {
       const peer = view.peer(id);
       if (!peer) continue;
       graceChanged = this.#endGrace(id, nft) || graceChanged;
-      const conf = peerConfig(peer, settings.keepalive, this.#routed.get(id));
       const old = this.#configured.get(id);
+      const made = peerConfig(peer, settings.keepalive, this.#routed.get(id));
+      // A candidate chosen before (it handshaked, or is being tried) stays while the peer still has it.
+      const conf = made && keepChosen(made, old?.endpoint);
       if (old && old.publicKey !== conf?.publicKey) ops.push({ remove: old.publicKey });
       if (!conf) {
         this.#configured.delete(id);

@@ -13,7 +13,7 @@ import { HANDSHAKE_REPORT_AFTER_S } from '@meshp/core/agent';
 import { MESHP, workdir } from '../../helpers/grpc-procs.js';
 import { labAvailable, sh } from '../../helpers/netns.js';
 import { Deadline, fileBudget } from '../../helpers/budget.js';
-import { meshBed, type Node } from './mesh-bed.js';
+import { keyOf, meshBed, wgEndpoints, wgPeers, type Node } from './mesh-bed.js';
 
 // The wait for staleness is the limit itself (WireGuard cannot be made to rekey sooner): ~4 minutes idle.
 fileBudget(HANDSHAKE_STALE_SECONDS + 420);
@@ -25,7 +25,13 @@ interface Listed {
   connected: boolean;
   lastSeen: string | null;
   lastContact: string | null;
-  handshakes: { reported: boolean; peers: number; newestAgeSeconds: number | null; staleAfterSeconds: number } | null;
+  handshakes: {
+    reported: boolean;
+    peers: number;
+    newestAgeSeconds: number | null;
+    staleAfterSeconds: number;
+    paths: { peer: string; state: string; path: string | null; endpoint: string | null; ageSeconds: number | null }[];
+  } | null;
 }
 
 /** Drops the tunnel's UDP (its port, both ways) in the node's namespace: the stream to the controller (TCP) goes on. */
@@ -93,6 +99,26 @@ t.test(
       t.equal(m.get('a1')!.handshakes!.peers, 1, 'a member under an empty policy: the control-node only');
       ready = true;
     });
+
+    // issue 27: each node's per-peer path, checked against `wg show` in its own namespace.
+    if (ready)
+      await t.test("each peer's path as node list says it is what `wg show` says in the node's namespace", async (t) => {
+        const m = await list();
+        const byName = new Map(all.map((n) => [n.name, n]));
+        for (const n of all) {
+          const [endpoints, handshakes] = await Promise.all([wgEndpoints(n), wgPeers(n)]);
+          const paths = m.get(n.name)!.handshakes!.paths;
+          t.equal(paths.length, handshakes.size, `${n.name}: one path per peer on its device`);
+          for (const p of paths) {
+            const key = keyOf(byName.get(p.peer)!);
+            const onDevice = endpoints.get(key);
+            t.equal(p.endpoint, onDevice && onDevice !== '(none)' ? onDevice : null, `${n.name} → ${p.peer}: endpoint ${p.endpoint} as wg show says`);
+            t.equal(p.path, 'direct', 'no relay in this mesh: direct');
+            t.equal(p.state === 'connected', (handshakes.get(key) ?? 0) > 0, `${n.name} → ${p.peer}: ${p.state}, and wg show has a handshake`);
+          }
+        }
+        t.match(await b.cli('node', 'show', 'm1'), /^ {2}peer a1: connected, direct via 10\.97\.0\.1:\d+, last handshake /m, 'node show lists each peer');
+      });
     // Nothing below means anything when the mesh never came up ok (and each would wait out its budget).
     if (!ready) return;
 
@@ -100,16 +126,23 @@ t.test(
     await Promise.all([block(a1), block(a2)]);
     t.teardown(() => Promise.all([unblock(a1), unblock(a2)]).catch(() => undefined));
 
-    await t.test('blocked: a1 and a2 are NO-HANDSHAKE, naming the age; m1 and a3 stay ok', async (t) => {
+    await t.test('blocked: a1 and a2 are NO-HANDSHAKE, naming the age; m1 names them PEER-UNREACHABLE; a3 stays ok', async (t) => {
       const healthy: string[] = [];
+      // m1 may say it cannot reach a1 and a2 (issue 27), and nothing else.
+      const fine = (n: Node, x: Listed | undefined) =>
+        x?.status === 'ok' ||
+        (n === c &&
+          x?.status === 'peer-unreachable' &&
+          /^cannot reach [12] of its 3 tunnel peers: a[12] /.test(x.statusDetail) &&
+          !/a3 \(/.test(x.statusDetail));
       // The newest handshake known may be up to the limit old at the block, plus the agent's report lag; then a few polls.
       const budget = HANDSHAKE_STALE_SECONDS + HANDSHAKE_REPORT_AFTER_S + 60;
       const m = await watch(
         'a1 and a2 no-handshake',
         budget,
-        (m) => [a1, a2].every((n) => m.get(name(n))?.status === 'no-handshake'),
+        (m) => [a1, a2].every((n) => m.get(name(n))?.status === 'no-handshake') && m.get(c.name)?.status === 'peer-unreachable',
         (m) => {
-          for (const n of [c, a3]) if (m.get(name(n))?.status !== 'ok') healthy.push(`${n.name} ${m.get(name(n))?.status}: ${m.get(name(n))?.statusDetail}`);
+          for (const n of [c, a3]) if (!fine(n, m.get(name(n)))) healthy.push(`${n.name} ${m.get(name(n))?.status}: ${m.get(name(n))?.statusDetail}`);
         },
       );
       t.comment(`flagged ${Math.round((Date.now() - blockedAt) / 1000)} s after the block`);
@@ -122,7 +155,16 @@ t.test(
         );
         t.ok(x.handshakes!.newestAgeSeconds! > HANDSHAKE_STALE_SECONDS, 'its newest handshake is past the limit');
       }
-      t.same(healthy, [], 'the control-node and a3, whose handshakes go on, were ok at every look');
+      t.same(healthy, [], 'the control-node (but for a1 and a2) and a3, whose handshakes go on, were ok at every look');
+      t.match(
+        m.get(c.name),
+        {
+          status: 'peer-unreachable',
+          statusDetail: /^cannot reach 2 of its 3 tunnel peers: a1 \(last handshake \d+m\d\ds ago; endpoint 10\.97\.0\.1:51820\), a2 /,
+        },
+        'the control-node names the two it cannot reach',
+      );
+      t.match(await b.cli('node', 'list'), /^m1\s+PEER-UNREACHABLE\s/m);
       const table = await b.cli('node', 'list');
       t.match(table, /^a1\s+NO-HANDSHAKE\s/m, 'node list says it in capitals');
       t.match(table, /LAST CONTACT/);

@@ -22,6 +22,12 @@ export interface MemberRecord {
   tunnelKey?: string;
   /** Where the controller saw this tunnel node's Sync stream come from, on its tunnel port (`IP:PORT`): an endpoint after the told ones. */
   observedEndpoint?: string;
+  /**
+   * issue 27: the endpoint a control-node's WireGuard device sends this node's tunnel to, as that
+   * control-node's agent reported it with a fresh handshake: the node's NAT mapping of its tunnel port
+   * (wgsd-style). An endpoint after the told ones, before the observed one.
+   */
+  mappedEndpoint?: string;
 }
 
 /** Members tagged `from` may reach members tagged `to`. */
@@ -180,4 +186,19 @@ export interface ReportedHandshakes {
   receivedAt: string;
   /** Since when (the controller's clock) the node has reported peers without a break: how long a tunnel with no handshake yet has had them. */
   peersSince: string;
+  /** issue 27: each peer's path as the device said, by peer name; absent from a controller before it. */
+  paths?: ReportedPeerPath[];
+}
+
+/** One peer of a node's report (issue 27): what its device sends to, and how old its handshake was. */
+export interface ReportedPeerPath {
+  peer: string;
+  /** '' none. */
+  endpoint: string;
+  /** direct | relayed; '' an older agent or no endpoint. */
+  path: string;
+  /** This peer's latest handshake's age when the report was made (agent's clock); -1: never. */
+  ageAtReport: number;
+  /** Since when (controller's clock) the node has reported this peer without a break. */
+  since: string;
 }

@@ -9,11 +9,23 @@ import type { AddressInfo } from 'node:net';
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { MeshpError } from '@meshp/core';
 import type { Controller } from '../controller.js';
-import { HANDSHAKE_STALE_SECONDS, type NodeHandshakes } from '../handshake-status.js';
+import { HANDSHAKE_STALE_SECONDS, type NodeHandshakes, type PeerPathView } from '../handshake-status.js';
 import { withLiveness, type Liveness, type NodeHealth, type NodeStatus } from '../status.js';
 import { usage } from '@meshp/core/util';
 
-const HEALTH: NodeHealth[] = ['ok', 'behind', 'changing', 'refusing', 'silent', 'pending', 'diverged', 'no-tunnel', 'no-handshake', 'unverified'];
+const HEALTH: NodeHealth[] = [
+  'ok',
+  'behind',
+  'changing',
+  'refusing',
+  'silent',
+  'pending',
+  'diverged',
+  'no-tunnel',
+  'no-handshake',
+  'peer-unreachable',
+  'unverified',
+];
 const MODES = ['adopted', 'converged', 'unknown'] as const;
 export const BUILD_VERSION = '0.1.0';
 
@@ -49,6 +61,7 @@ export class Metrics {
     this.#callMetrics(r);
     this.#storeMetrics(r);
     this.#nodeMetrics(r);
+    this.#peerMetrics(r);
     this.#nodeStatusMetrics(r);
   }
 
@@ -170,6 +183,32 @@ export class Metrics {
         }
       },
     });
+  }
+
+  /** issue 27: each peer of each node, as the node's device said. */
+  #peerMetrics(r: Registry): void {
+    const self = this;
+    // No series for a peer an older agent did not describe.
+    const peerGauge = (name: string, help: string, value: (p: PeerPathView) => number) =>
+      new Gauge({
+        name,
+        help,
+        labelNames: ['network', 'node', 'peer', 'path'],
+        registers: [r],
+        collect() {
+          this.reset();
+          for (const n of self.nodes())
+            for (const p of n.handshakes?.paths ?? []) this.set({ network: n.network, node: n.name, peer: p.peer, path: p.path || 'none' }, value(p));
+        },
+      });
+    peerGauge(
+      'meshp_peer_handshake_age_seconds',
+      "seconds since the node's latest WireGuard handshake with this peer (-1: never), by the path its device uses (direct | relayed | none: no endpoint)",
+      (p) => p.ageSeconds,
+    );
+    peerGauge('meshp_peer_connected', "1 while the node's latest handshake with this peer is within meshp_handshake_stale_seconds", (p) =>
+      p.state === 'connected' ? 1 : 0,
+    );
   }
 
   /** Each node's status, as `node list` shows it. */

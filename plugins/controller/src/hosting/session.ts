@@ -22,7 +22,7 @@ import { malformed, oneLine } from '@meshp/core/util';
 import type { Controller } from '../controller.js';
 import type { StoredSync } from '../controller/sync-protocol.js';
 import { splitForWire } from '../limits.js';
-import { observedEndpoint, type ReportedState } from '@meshp/core/delta';
+import { isControlNode, mappingsOf, observedEndpoint, type ReportedState } from '@meshp/core/delta';
 import type { AuthBook } from './auth-store.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
@@ -246,6 +246,7 @@ export class SyncSession {
     };
     controller.report(this.network, this.node, { firewallKind: r.firewallKind || 'none', held: count('held'), changed: count('changed'), reported });
     this.#storeReport(report);
+    this.#mappings(report);
     // A tunnel key other than the stored one: a key change, sent on to every peer that sees this node.
     if (r.tunnelKey && r.tunnelKey !== controller.member(this.network, this.node)?.tunnelKey) {
       const key = r.tunnelKey;
@@ -265,6 +266,24 @@ export class SyncSession {
           refused(e);
         }
       }
+    }
+  }
+
+  /**
+   * A control-node's report: the endpoint its device sends each peer to is that peer's NAT mapping
+   * (issue 27, wgsd-style), stored as a candidate endpoint its peers are given. From a control-node
+   * only: a member on the peer's own LAN would see its private address and the two would flap.
+   */
+  #mappings(report: ReportMessage): void {
+    const { controller } = this.hub;
+    const self = controller.member(this.network, this.node);
+    if (!self || !isControlNode(self.tags) || !report.peerHandshakes) return;
+    for (const m of mappingsOf(report.peerHandshakes, report.at, (id) => controller.member(this.network, id))) {
+      this.#changeMay(
+        'mapped endpoint not stored',
+        () => controller.updateMember(this.network, m.peer, { mappedEndpoint: m.endpoint }),
+        () => this.hub.poke(this.network),
+      );
     }
   }
 

@@ -472,6 +472,16 @@ export interface PeerHandshake {
   publicKey: string;
   /** Unix seconds; 0: never. */
   latestHandshake: number;
+  /**
+   * issue 27: the endpoint the device sends to now (`wg show` endpoints: IP:PORT, [IPv6]:PORT);
+   * empty: none (the peer has no usable endpoint and never reached this node), or an older agent.
+   */
+  endpoint: string;
+  /**
+   * issue 27: direct (the endpoint is the peer's own address or NAT mapping) | relayed (the endpoint is
+   * the agent's local relay proxy: ciphertext through a TURN allocation); empty: an older agent.
+   */
+  path: string;
 }
 
 /** What the last reconcile came to on the machine. */
@@ -834,6 +844,27 @@ export interface NodeHandshakes {
   newestAgeSeconds: number;
   /** The controller's limit: no handshake with any peer within it is `no-handshake`. */
   staleAfterSeconds: number;
+  /** issue 27: each peer's path as the node's agent read it from its device, by peer name. */
+  paths: PeerPath[];
+}
+
+/**
+ * One tunnel peer of a node, as the node's device said (issue 27). `connected` only on a handshake
+ * within the limit: nothing says connected that no handshake proved.
+ */
+export interface PeerPath {
+  peer: string;
+  /** The endpoint the node's device sends to; empty: none. */
+  endpoint: string;
+  /** direct | relayed; empty: an older agent. */
+  path: string;
+  /** Seconds since this peer's latest handshake, by the controller's clock; -1: never. */
+  ageSeconds: number;
+  /**
+   * connected (a handshake within stale_after_seconds) | stale (one, older) | never (none yet) | waiting
+   * (none yet, configured for less than the limit).
+   */
+  state: string;
 }
 
 /** One thing that stands out of a node: a status word and what was observed. */
@@ -3723,7 +3754,7 @@ export const PlannedOpening: MessageFns<PlannedOpening> = {
 };
 
 function createBasePeerHandshake(): PeerHandshake {
-  return { peer: "", publicKey: "", latestHandshake: 0 };
+  return { peer: "", publicKey: "", latestHandshake: 0, endpoint: "", path: "" };
 }
 
 export const PeerHandshake: MessageFns<PeerHandshake> = {
@@ -3736,6 +3767,12 @@ export const PeerHandshake: MessageFns<PeerHandshake> = {
     }
     if (message.latestHandshake !== 0) {
       writer.uint32(24).int64(message.latestHandshake);
+    }
+    if (message.endpoint !== "") {
+      writer.uint32(242).string(message.endpoint);
+    }
+    if (message.path !== "") {
+      writer.uint32(250).string(message.path);
     }
     return writer;
   },
@@ -3777,6 +3814,22 @@ export const PeerHandshake: MessageFns<PeerHandshake> = {
             message.latestHandshake = longToNumber(reader.int64());
             continue;
           }
+          case 30: {
+            if (tag !== 242) {
+              break;
+            }
+
+            message.endpoint = reader.string();
+            continue;
+          }
+          case 31: {
+            if (tag !== 250) {
+              break;
+            }
+
+            message.path = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3802,6 +3855,8 @@ export const PeerHandshake: MessageFns<PeerHandshake> = {
         : isSet(object.latest_handshake)
         ? globalThis.Number(object.latest_handshake)
         : 0,
+      endpoint: isSet(object.endpoint) ? globalThis.String(object.endpoint) : "",
+      path: isSet(object.path) ? globalThis.String(object.path) : "",
     };
   },
 
@@ -3816,6 +3871,12 @@ export const PeerHandshake: MessageFns<PeerHandshake> = {
     if (message.latestHandshake !== 0) {
       obj.latestHandshake = Math.round(message.latestHandshake);
     }
+    if (message.endpoint !== "") {
+      obj.endpoint = message.endpoint;
+    }
+    if (message.path !== "") {
+      obj.path = message.path;
+    }
     return obj;
   },
 
@@ -3827,6 +3888,8 @@ export const PeerHandshake: MessageFns<PeerHandshake> = {
     message.peer = object.peer ?? "";
     message.publicKey = object.publicKey ?? "";
     message.latestHandshake = object.latestHandshake ?? 0;
+    message.endpoint = object.endpoint ?? "";
+    message.path = object.path ?? "";
     return message;
   },
 };
@@ -8394,7 +8457,7 @@ export const NodeStatus: MessageFns<NodeStatus> = {
 };
 
 function createBaseNodeHandshakes(): NodeHandshakes {
-  return { reported: false, peers: 0, newestAgeSeconds: 0, staleAfterSeconds: 0 };
+  return { reported: false, peers: 0, newestAgeSeconds: 0, staleAfterSeconds: 0, paths: [] };
 }
 
 export const NodeHandshakes: MessageFns<NodeHandshakes> = {
@@ -8410,6 +8473,9 @@ export const NodeHandshakes: MessageFns<NodeHandshakes> = {
     }
     if (message.staleAfterSeconds !== 0) {
       writer.uint32(32).uint32(message.staleAfterSeconds);
+    }
+    for (const v of message.paths) {
+      PeerPath.encode(v!, writer.uint32(242).fork()).join();
     }
     return writer;
   },
@@ -8459,6 +8525,14 @@ export const NodeHandshakes: MessageFns<NodeHandshakes> = {
             message.staleAfterSeconds = reader.uint32();
             continue;
           }
+          case 30: {
+            if (tag !== 242) {
+              break;
+            }
+
+            message.paths.push(PeerPath.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -8485,6 +8559,7 @@ export const NodeHandshakes: MessageFns<NodeHandshakes> = {
         : isSet(object.stale_after_seconds)
         ? globalThis.Number(object.stale_after_seconds)
         : 0,
+      paths: globalThis.Array.isArray(object?.paths) ? object.paths.map((e: any) => PeerPath.fromJSON(e)) : [],
     };
   },
 
@@ -8502,6 +8577,9 @@ export const NodeHandshakes: MessageFns<NodeHandshakes> = {
     if (message.staleAfterSeconds !== 0) {
       obj.staleAfterSeconds = Math.round(message.staleAfterSeconds);
     }
+    if (message.paths?.length) {
+      obj.paths = message.paths.map((e) => PeerPath.toJSON(e));
+    }
     return obj;
   },
 
@@ -8514,6 +8592,144 @@ export const NodeHandshakes: MessageFns<NodeHandshakes> = {
     message.peers = object.peers ?? 0;
     message.newestAgeSeconds = object.newestAgeSeconds ?? 0;
     message.staleAfterSeconds = object.staleAfterSeconds ?? 0;
+    message.paths = object.paths?.map((e) => PeerPath.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBasePeerPath(): PeerPath {
+  return { peer: "", endpoint: "", path: "", ageSeconds: 0, state: "" };
+}
+
+export const PeerPath: MessageFns<PeerPath> = {
+  encode(message: PeerPath, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.peer !== "") {
+      writer.uint32(10).string(message.peer);
+    }
+    if (message.endpoint !== "") {
+      writer.uint32(18).string(message.endpoint);
+    }
+    if (message.path !== "") {
+      writer.uint32(26).string(message.path);
+    }
+    if (message.ageSeconds !== 0) {
+      writer.uint32(32).int64(message.ageSeconds);
+    }
+    if (message.state !== "") {
+      writer.uint32(42).string(message.state);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PeerPath {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePeerPath();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.peer = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.endpoint = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.path = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.ageSeconds = longToNumber(reader.int64());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.state = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PeerPath {
+    return {
+      peer: isSet(object.peer) ? globalThis.String(object.peer) : "",
+      endpoint: isSet(object.endpoint) ? globalThis.String(object.endpoint) : "",
+      path: isSet(object.path) ? globalThis.String(object.path) : "",
+      ageSeconds: isSet(object.ageSeconds)
+        ? globalThis.Number(object.ageSeconds)
+        : isSet(object.age_seconds)
+        ? globalThis.Number(object.age_seconds)
+        : 0,
+      state: isSet(object.state) ? globalThis.String(object.state) : "",
+    };
+  },
+
+  toJSON(message: PeerPath): unknown {
+    const obj: any = {};
+    if (message.peer !== "") {
+      obj.peer = message.peer;
+    }
+    if (message.endpoint !== "") {
+      obj.endpoint = message.endpoint;
+    }
+    if (message.path !== "") {
+      obj.path = message.path;
+    }
+    if (message.ageSeconds !== 0) {
+      obj.ageSeconds = Math.round(message.ageSeconds);
+    }
+    if (message.state !== "") {
+      obj.state = message.state;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PeerPath>, I>>(base?: I): PeerPath {
+    return PeerPath.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PeerPath>, I>>(object: I): PeerPath {
+    const message = createBasePeerPath();
+    message.peer = object.peer ?? "";
+    message.endpoint = object.endpoint ?? "";
+    message.path = object.path ?? "";
+    message.ageSeconds = object.ageSeconds ?? 0;
+    message.state = object.state ?? "";
     return message;
   },
 };

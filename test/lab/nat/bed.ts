@@ -1,0 +1,89 @@
+/**
+ * The NAT lab's bed (issue 27): a "public" segment (one bridge) holding the public node p0 and one
+ * router per site; each site's node sits alone on its router's LAN, its default route through the
+ * router. Each router masquerades its LAN out of its public side with nftables, and drops what comes
+ * in unasked (a new connection from the public side), as a home router does:
+ *  - `masquerade` (endpoint-independent mapping: Linux keeps the source port, one mapping for every
+ *    destination) for the usual home router;
+ *  - `masquerade fully-random` (a new port for each destination: a symmetric NAT).
+ * The nodes run the tunnel plugin (../tunnel-wireguard/node.mjs) fed views by the test. Teardown,
+ * registered before anything starts: processes and each wireguard-go by pid, sockets, folders,
+ * namespaces (netns.ts).
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { netns, runPrefix, underlay, wire, type Netns } from '../../helpers/netns.js';
+import { LabNode, alive } from '../tunnel-wireguard/bed.js';
+
+interface Teardown {
+  teardown(fn: () => unknown): void;
+}
+
+export const PUBLIC_NET = '10.96.0';
+export const P0_IP = `${PUBLIC_NET}.10`;
+
+export type NatKind = 'endpoint-independent' | 'symmetric';
+
+export interface Site {
+  node: LabNode;
+  router: Netns;
+  /** The router's public address: what the site's node's traffic comes from, outside. */
+  publicIp: string;
+  kind: NatKind;
+}
+
+/** The router's ruleset: masquerade out of the public side; nothing new in from it. */
+export function natRuleset(publicIf: string, kind: NatKind): string {
+  return `table ip meshp_lab_nat {
+  chain post { type nat hook postrouting priority srcnat; oifname "${publicIf}" masquerade${kind === 'symmetric' ? ' fully-random' : ''}; }
+}
+table inet meshp_lab_fw {
+  chain input { type filter hook input priority filter; policy accept; iifname "${publicIf}" ct state new drop; }
+  chain forward { type filter hook forward priority filter; policy accept; iifname "${publicIf}" ct state new drop; }
+}
+`;
+}
+
+export interface NatBed {
+  p0: LabNode;
+  sites: Site[];
+}
+
+export async function natBed(t: Teardown, kinds: NatKind[]): Promise<NatBed> {
+  const prefix = runPrefix('nat');
+  const root = mkdtempSync(join(tmpdir(), 'meshp-nat-'));
+  const nodes: LabNode[] = [];
+  t.teardown(async () => {
+    for (const n of nodes) await n.kill().catch(() => undefined);
+    for (const n of nodes) {
+      const pid = n.wireguardGoPid();
+      if (pid && alive(pid)) {
+        process.kill(pid, 'SIGTERM');
+        for (let i = 0; i < 100 && alive(pid); i++) await new Promise((r) => setTimeout(r, 50));
+        if (alive(pid)) process.kill(pid, 'SIGKILL');
+      }
+      rmSync(`/var/run/wireguard/${n.ifname}.sock`, { force: true });
+    }
+    rmSync(root, { recursive: true, force: true });
+  });
+  const { machine } = await underlay(t, prefix);
+  const p0 = new LabNode('p0', 10, await machine('p0', P0_IP, 10), prefix, root);
+  nodes.push(p0);
+  const sites: Site[] = [];
+  for (const [k, kind] of kinds.entries()) {
+    const i = k + 1;
+    const publicIp = `${PUBLIC_NET}.${i}`;
+    const router = await machine(`r${i}`, publicIp, i);
+    const ns = await netns(t, `${prefix}s${i}`);
+    await wire(ns, `192.168.${i}.2/24`, router, `192.168.${i}.1/24`, `${prefix}l${i}`);
+    await ns.exec('ip', ['route', 'add', 'default', 'via', `192.168.${i}.1`]);
+    // Per namespace: this router's own forwarding, nothing of the machine's.
+    await router.exec('sysctl', ['-qw', 'net.ipv4.ip_forward=1']);
+    await router.exec('nft', ['-f', '-'], natRuleset(`${prefix}v${i}a`, kind));
+    const node = new LabNode(`s${i}`, i, ns, prefix, root);
+    nodes.push(node);
+    sites.push({ node, router, publicIp, kind });
+  }
+  return { p0, sites };
+}
