@@ -1,7 +1,7 @@
 /**
- * What one backend holds, read without creating anything: legacy presence from
- * /proc/net/ip{,6}_tables_names (read by a process inside the namespace), then iptables-save,
- * which lists only tables that exist.
+ * What one backend holds, read without creating anything: iptables-save with no table named,
+ * which lists only the tables that exist (for legacy, those in /proc/net/ip{,6}_tables_names,
+ * read inside the namespace) — one process a family.
  */
 import { DOCKER_USER, hasChain, isForeignChain } from './chains.js';
 import type { Family } from './cidr.js';
@@ -66,8 +66,17 @@ export async function inspectBackend(backend: Backend, runner: CommandRunner): P
   // The families are read side by side.
   const families: FamilyState[] = await Promise.all(
     FAMILIES.map(async (family) => {
-      if (backend === 'legacy' && (await legacyTableNames(runner, family)).length === 0) return { family, ruleset: { tables: [] } };
-      return { family, ruleset: await new IptablesTool(backend, family, runner).save() };
+      const tool = new IptablesTool(backend, family, runner);
+      if (backend !== 'legacy') return { family, ruleset: await tool.save() };
+      // iptables-legacy-save with no table named lists the tables in /proc/net/ip{,6}_tables_names
+      // and creates none (only `-t` or `iptables -S` would): one process. Should it fail (the
+      // module not loaded: no such file), the kernel's list says whether there was anything to read.
+      try {
+        return { family, ruleset: await tool.save() };
+      } catch (e) {
+        if ((await legacyTableNames(runner, family)).length === 0) return { family, ruleset: { tables: [] } };
+        throw e;
+      }
     }),
   );
   const filters = families.map((f) => findTable(f.ruleset, 'filter'));
