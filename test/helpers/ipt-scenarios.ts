@@ -2,7 +2,7 @@
 import type { Test } from 'tap';
 import type { Opening } from '@meshp/core';
 import { IptablesDriver, nsenterRunner, type CommandRunner } from '@meshp/firewall-iptables';
-import { ADDR, iptLab, lineDiff, type Backend, type IptLab } from './ipt-lab.js';
+import { ADDR, iptLab, lineDiff, tool, type Backend, type IptLab } from './ipt-lab.js';
 
 export function opening(o: Partial<Opening> & Pick<Opening, 'port' | 'path'>): Opening {
   const protocol = o.protocol ?? 'tcp';
@@ -50,6 +50,19 @@ export function iptScenarios(tap: Test, backend: Backend): void {
     t.equal(fw.noopHits, 0, 'planned (its answer kept for the next)');
     t.same(await fw.ensure(wanted, []), { added: [], removed: [] });
     t.equal(fw.noopHits, 1, "the same tables and ask: the last no-op's answer, not planned again (the misses: the scenarios below)");
+    // Traffic moves a chain's counters, which no plan reads: still the kept answer, from the saves' text.
+    const output = async () => /^:OUTPUT .*$/m.exec((await lab.server.exec(tool(backend, 4, 'save'), ['-t', 'filter'])).stdout)?.[0];
+    const counted = await output();
+    t.ok(await lab.reach(lab.client, ADDR.server, 9090), "the server's answers pass its OUTPUT policy");
+    t.not(await output(), counted, 'the counters moved');
+    t.same(await fw.ensure(wanted, []), { added: [], removed: [] });
+    t.equal(fw.noopHits, 2, 'counters aside, the same saves: the kept answer');
+    // Someone else's rule, anywhere in the table: planned again (and still nothing to change).
+    await lab.add('*filter\n-A OUTPUT -p tcp -m tcp --dport 9999 -j ACCEPT\nCOMMIT\n');
+    t.same(await fw.ensure(wanted, []), { added: [], removed: [] });
+    t.equal(fw.noopHits, 2, 'a rule more: not the kept answer');
+    t.same(await fw.ensure(wanted, []), { added: [], removed: [] });
+    t.equal(fw.noopHits, 3, 'and that plan is the one kept next');
     t.same(await fw.openings(), [{ ...wanted[0], from: ['10.71.1.0/24', 'fd71:1::/64'] }]);
   });
 

@@ -1,6 +1,6 @@
 import t from 'tap';
 import { MeshpError, type Opening } from '@meshp/core';
-import { NftablesDriver, localRunner, localSpawner, netnsPrefix, type Runner } from '@meshp/firewall-nftables';
+import { ECHO_MAX_RULES, NftablesDriver, localRunner, localSpawner, netnsPrefix, type Runner } from '@meshp/firewall-nftables';
 import { labAvailable } from '../helpers/netns.js';
 import { CLIENT_NET, lab, ruleLines } from '../helpers/nft-lab.js';
 
@@ -86,5 +86,47 @@ else {
     const first = lines.findIndex((x) => x.includes('meshp:'));
     t.equal(lines[first - 1], 'meta l4proto ipv6-icmp accept', 'right after the rule that was before the reject');
     t.notOk(lines.some((x) => x.includes('reject')));
+  });
+
+  t.test('one opening into a found ruleset: one read and one write, the receipt read from the echo of the commit', async (t) => {
+    const l = await lab(t);
+    const inner = localRunner(netnsPrefix(l.server.name));
+    const calls: string[][] = [];
+    const counting: Runner = async (argv, o) => {
+      calls.push([...argv]);
+      return inner(argv, o);
+    };
+    const driver = new NftablesDriver({ runner: counting, spawner: localSpawner(), root: l.root, configFile: '/etc/nftables.conf' });
+    t.same(await driver.ensure([web], []), { added: [web.id], removed: [] });
+    t.same(
+      calls.map((c) => c.slice(0, 3).join(' ')),
+      ['nft -j list', 'nft -e -f'],
+      'the ruleset read once, the batch written once',
+    );
+    const receipt = JSON.parse(await l.nft(['-j', 'list', 'set', 'inet', 'meshp', 'receipt'])) as { nftables: { set?: { elem?: number[] } }[] };
+    t.equal(receipt.nftables.find((x) => x.set)?.set?.elem?.length, 1, 'the receipt the echo showed is in the set');
+    t.ok(
+      (await ruleLines(l)).some((x) => x.includes(web.id)),
+      'and the opening is placed',
+    );
+  });
+
+  t.test('into a ruleset past ECHO_MAX_RULES the receipt is read from the set, not echoed', async (t) => {
+    const l = await lab(t);
+    const many = Array.from({ length: ECHO_MAX_RULES + 1 }, (_, i) => `add rule inet filter forward tcp dport ${20000 + i} drop`).join('\n');
+    await l.load(many + '\n');
+    const inner = localRunner(netnsPrefix(l.server.name));
+    const calls: string[][] = [];
+    const counting: Runner = async (argv, o) => {
+      calls.push([...argv]);
+      return inner(argv, o);
+    };
+    const driver = new NftablesDriver({ runner: counting, spawner: localSpawner(), root: l.root, configFile: '/etc/nftables.conf' });
+    t.same(await driver.ensure([web], []), { added: [web.id], removed: [] });
+    t.same(
+      calls.map((c) => c.slice(0, 3).join(' ')),
+      ['nft -j list', 'nft -f ' + calls[1]![2], 'nft -j list'],
+      'read, write, then the receipt set',
+    );
   });
 }

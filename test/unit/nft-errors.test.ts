@@ -90,10 +90,10 @@ t.test('a batch nft accepts but does not apply (exit 0, no receipt) is MESHP_FIR
   t.match(err?.message, /receipt \d+ is not in set inet meshp receipt/);
   t.same(
     calls.map((c) => c.slice(0, 4).join(' ')),
-    ['nft -j list ruleset', 'nft -f ' + calls[1]![2], 'nft -j list set'],
-    're-listed right before the one batch, then its receipt read',
+    ['nft -j list ruleset', 'nft -e -f ' + calls[1]![3], 'nft -j list set'],
+    're-listed right before the one batch (echoed), then, the echo holding no receipt, the receipt set read',
   );
-  t.match(calls[1]![2], /meshp-nft-.*\.nft$/, 'the batch goes through a file, never stdin');
+  t.match(calls[1]![3], /meshp-nft-.*\.nft$/, 'the batch goes through a file, never stdin');
 });
 
 t.test("an earlier batch's receipt does not pass for this one", async (t) => {
@@ -113,6 +113,34 @@ t.test("an earlier batch's receipt does not pass for this one", async (t) => {
     t.match(err?.details, { receipt: [old] });
     t.not((err?.details as { expected?: number })?.expected, old, 'the new nonce is never the one already there');
   }
+});
+
+t.test('a small batch whose echo holds its receipt is done: one read, one write', async (t) => {
+  const calls: string[][] = [];
+  const d = driver(async (argv) => {
+    calls.push([...argv]);
+    // What nft -e prints once the kernel committed: the receipt as a hex mark.
+    if (argv.includes('-f'))
+      return ok(`add rule inet filter input tcp dport 9000 accept\nadd element inet meshp receipt { 0x${nonceIn(argv).toString(16).padStart(8, '0')} }\n`);
+    return ok(argv.includes('list') ? RULESET : '');
+  });
+  t.same(await d.ensure([web2], []), { added: [web2.id], removed: [] });
+  t.same(
+    calls.map((c) => c.slice(0, 3).join(' ')),
+    ['nft -j list', 'nft -e -f'],
+  );
+});
+
+t.test('an echo holding another receipt is not taken for this batch: the set is read', async (t) => {
+  const calls: string[][] = [];
+  const d = driver(async (argv) => {
+    calls.push([...argv]);
+    if (argv.includes('-f')) return ok(`add element inet meshp receipt { 0x${((nonceIn(argv) % 0xfffffff) + 1).toString(16)} }\n`);
+    if (argv.includes('set')) return ok(receiptSet(5));
+    return ok(argv.includes('list') ? RULESET : '');
+  });
+  t.equal(await code(d.ensure([web2], [])), 'MESHP_FIREWALL_FAILED');
+  t.equal(calls.length, 3);
 });
 
 t.test('a batch whose receipt reads back is done; the receipt is the only thing read after it', async (t) => {
@@ -152,7 +180,12 @@ t.test('when nft cannot parse the native batch, the same batch goes as JSON and 
   t.equal(err?.code, 'MESHP_FIREWALL_FAILED');
   t.match(err?.message, /still differs/, 'the fake applies nothing: the re-list sees it');
   t.same(
-    calls.map((c) => c.slice(0, 2).join(' ')),
+    calls.map((c) =>
+      c
+        .filter((a) => a !== '-e')
+        .slice(0, 2)
+        .join(' '),
+    ),
     ['nft -j', 'nft -f', 'nft -j', 'nft -j'],
   );
   t.same(calls[2]!.slice(0, 3), ['nft', '-j', '-f']);

@@ -118,6 +118,25 @@ t.test('the policy ports: tcp and udp unless named, ranges, any; anything else r
   }
 });
 
+t.test("the filter: a peer's rules follow a new filter (tag sets worked out once per rebuild); a peer's prefix goes to the interval set", async (t) => {
+  const f = new TunnelFilter('wg-z');
+  const web = f.rebuild({ rules: [{ sourceTags: ['web'], destinationTags: ['app'], ports: ['7000/tcp'] }] }, [peer('a', { tags: ['web'] })]);
+  t.ok(web.includes('add element inet meshp_wg_wg_z r04 { 10.99.0.2 }'), 'web meets rule 0');
+  const db = f.rebuild({ rules: [{ sourceTags: ['db'], destinationTags: ['app'], ports: ['7000/tcp'] }] }, [peer('a', { tags: ['web'] })]);
+  t.notOk(
+    db.some((l) => l.startsWith('add element') && l.includes(' r04 ')),
+    'the same tags under a rule for db: not in its set',
+  );
+  t.same(f.upsert(peer('b', { tags: ['db'], addresses: ['10.99.0.3'] })), [
+    'add element inet meshp_wg_wg_z mesh4 { 10.99.0.3 }',
+    'add element inet meshp_wg_wg_z r04 { 10.99.0.3 }',
+  ]);
+  const routed = f.rebuild(undefined, [peer('c', { addresses: ['10.99.0.4', '10.98.0.0/24', 'fd99::4'] })]);
+  t.ok(routed.includes('add element inet meshp_wg_wg_z mesh4 { 10.99.0.4 }'));
+  t.ok(routed.includes('add element inet meshp_wg_wg_z mesh4n { 10.98.0.0/24 }'));
+  t.ok(routed.includes('add element inet meshp_wg_wg_z mesh6 { fd99::4 }'));
+});
+
 t.test('the filter: a peer whose tags meet a rule is in its set; inbound-only peers in `inbound`; every rule marked', async (t) => {
   const f = new TunnelFilter('wg-x');
   const script = f.rebuild({ rules: [{ sourceTags: ['web'], destinationTags: ['app'], ports: ['7000/tcp'] }] }, [

@@ -1,13 +1,13 @@
 /**
- * What one backend holds, read without creating anything: legacy presence from
- * /proc/net/ip{,6}_tables_names (read by a process inside the namespace), then iptables-save,
- * which lists only tables that exist.
+ * What one backend holds, read without creating anything: iptables-save with no table named,
+ * which lists only the tables that exist (for legacy, those in /proc/net/ip{,6}_tables_names,
+ * read inside the namespace) — one process a family.
  */
 import { DOCKER_USER, hasChain, isForeignChain } from './chains.js';
 import type { Family } from './cidr.js';
 import { isDrop, markOf } from './marks.js';
 import type { CommandRunner } from './runner.js';
-import { findTable, type Ruleset, type SavedTable } from './save-format.js';
+import { findTable, parseSave, type Ruleset, type SavedTable } from './save-format.js';
 import { familyName, FAMILIES, IptablesTool, type Backend } from './tool.js';
 
 export interface FamilyState {
@@ -62,14 +62,34 @@ function describeFamily(f: FamilyState): string {
   return `${familyName(f.family)}: tables ${names}; filter ${pol}; ${filter.rules.length} rules (${marked} meshp)`;
 }
 
-export async function inspectBackend(backend: Backend, runner: CommandRunner): Promise<BackendState> {
-  // The families are read side by side.
-  const families: FamilyState[] = await Promise.all(
+/** Each family's save, as text ('' for a legacy family with no tables), read side by side: one process a family. */
+export async function readSaves(backend: Backend, runner: CommandRunner): Promise<Record<Family, string>> {
+  const [v4, v6] = await Promise.all(
     FAMILIES.map(async (family) => {
-      if (backend === 'legacy' && (await legacyTableNames(runner, family)).length === 0) return { family, ruleset: { tables: [] } };
-      return { family, ruleset: await new IptablesTool(backend, family, runner).save() };
+      const tool = new IptablesTool(backend, family, runner);
+      if (backend !== 'legacy') return tool.saveText();
+      // iptables-legacy-save with no table named lists the tables in /proc/net/ip{,6}_tables_names
+      // and creates none (only `-t` or `iptables -S` would): one process. Should it fail (the
+      // module not loaded: no such file), the kernel's list says whether there was anything to read.
+      try {
+        return await tool.saveText();
+      } catch (e) {
+        if ((await legacyTableNames(runner, family)).length === 0) return '';
+        throw e;
+      }
     }),
   );
+  return { 4: v4!, 6: v6! };
+}
+
+/** The saves' text as far as a plan reads it: iptables-save's dated comments and the chains' packet counters left out. */
+export function savesKey(saves: Record<Family, string>): string {
+  return FAMILIES.map((f) => saves[f].replace(/^#.*\n/gm, '').replace(/^(:\S+ \S+) \[\d+:\d+\]$/gm, '$1')).join('\0');
+}
+
+export async function inspectBackend(backend: Backend, runner: CommandRunner, read?: Record<Family, string>): Promise<BackendState> {
+  const saves = read ?? (await readSaves(backend, runner));
+  const families: FamilyState[] = FAMILIES.map((family) => ({ family, ruleset: parseSave(saves[family]) }));
   const filters = families.map((f) => findTable(f.ruleset, 'filter'));
   const present = families.some((f) => f.ruleset.tables.length > 0);
   const active = filters.some(filterActive);

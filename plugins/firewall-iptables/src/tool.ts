@@ -37,9 +37,13 @@ export class IptablesTool {
 
   /** Lists the live tables. iptables-save only lists tables that exist; it never creates one. */
   async save(): Promise<Ruleset> {
+    return parseSave(await this.saveText());
+  }
+
+  /** The live tables as iptables-save writes them, unparsed. */
+  async saveText(): Promise<string> {
     this.reads++;
-    const r = await runChecked(this.runner, this.saveCmd, []);
-    return parseSave(r.stdout);
+    return (await runChecked(this.runner, this.saveCmd, [])).stdout;
   }
 
   /** One atomic transaction: iptables-restore commits a table whole or not at all. */

@@ -233,9 +233,10 @@ export function nativePlan(plan: Pick<EnsurePlan, 'head' | 'additions'>): string
 /**
  * The receipt a batch ends with: the mesh table's set `receipt` emptied and given one new element.
  * A batch is one transaction, so the nonce is in the set afterwards only if the whole batch
- * committed; reading one set back costs a few milliseconds where nft's echo of every rule (or a
- * listing of the chains written) grows with the batch. nft can exit 0 having applied nothing
- * (docs/firewalls.md pitfall 5): the receipt is read, not assumed.
+ * committed. Into a small ruleset it is read from nft's echo of the batch (`nft -e`, which the
+ * kernel sends only on commit); past ECHO_MAX_RULES, where the echo's fetch of the whole ruleset
+ * grows with it, from the one set. nft can exit 0 having applied nothing (docs/firewalls.md
+ * pitfall 5): the receipt is read, not assumed.
  */
 export function receiptLines(nonce: number): string {
   if (!Number.isInteger(nonce) || nonce < 1 || nonce > 0xffffffff) throw new RangeError(`a receipt is a 32-bit mark, not ${nonce}`);

@@ -41,19 +41,23 @@ export class Nft {
     await this.applyFile(JSON.stringify(batch), true);
   }
 
-  /** Loads a file of nft's own syntax (or JSON with `json`). */
-  async applyFile(text: string, json = false): Promise<void> {
-    await this.withFile(text, json ? 'json' : 'nft', (file) => this.run(json ? ['-j', '-f', file] : ['-f', file], 'nft -f'));
+  /** Loads a file of nft's own syntax (or JSON with `json`); with `echo`, what nft echoes of it (`nft -e`). */
+  async applyFile(text: string, json = false, echo = false): Promise<string> {
+    const args = [...(echo ? ['-e'] : []), ...(json ? ['-j'] : [])];
+    return (await this.withFile(text, json ? 'json' : 'nft', (file) => this.run([...args, '-f', file], 'nft -f'))).stdout;
   }
 
   /**
-   * Loads a file of nft's own syntax: true once nft has applied it, false when nft could not
-   * parse it — then nothing reached the kernel, and the caller may send the same batch as JSON.
+   * Loads a file of nft's own syntax: true (or, with `echo`, what nft echoed: `nft -e`) once nft
+   * has applied it, false when nft could not parse it — then nothing reached the kernel, and the
+   * caller may send the same batch as JSON.
    */
-  async applyNative(text: string): Promise<boolean> {
+  async applyNative(text: string, echo?: false): Promise<boolean>;
+  async applyNative(text: string, echo: boolean): Promise<string | boolean>;
+  async applyNative(text: string, echo = false): Promise<boolean | string> {
     try {
-      await this.applyFile(text);
-      return true;
+      const out = await this.applyFile(text, false, echo);
+      return echo ? out : true;
     } catch (e) {
       if (isMeshpError(e, 'MESHP_FIREWALL_FAILED') && /syntax error/.test(String(e.details?.stderr ?? ''))) return false;
       throw e;
@@ -83,6 +87,23 @@ export class Nft {
       rmSync(file, { force: true });
     }
   }
+}
+
+/**
+ * The receipt elements nft echoed (`nft -e`) for a batch: the kernel echoes a batch's objects to
+ * its sender only once the transaction has committed, so an echoed element is a committed one.
+ * nft writes a mark in hex (`0x0000002a`).
+ */
+export function echoedReceipt(text: string): number[] {
+  const out: number[] = [];
+  const re = new RegExp(`^add element inet ${MESH_TABLE} ${RECEIPT_SET} \\{ ([^}]*) \\}\\s*$`, 'gm');
+  for (const m of text.matchAll(re)) {
+    for (const x of m[1]!.split(',')) {
+      const n = Number(x.trim());
+      if (Number.isInteger(n)) out.push(n);
+    }
+  }
+  return out;
 }
 
 /** The receipt set's elements from `nft -j list set` output; anything else is MESHP_FIREWALL_OUTPUT. */

@@ -42,7 +42,7 @@ const FAMILIES = [
 const KEY = { '4': 'v4', '6': 'v6', '4n': 'n4', '6n': 'n6' } as const;
 
 interface Member extends Addrs {
-  rules: number[];
+  rules: readonly number[];
   inbound: boolean;
   /** A control-node: kept out of the foundation rule (set `control`). */
   control: boolean;
@@ -55,8 +55,15 @@ interface Rule {
   route: string | null;
 }
 
+const BARE_V4 = /^\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}$/;
+
 function split(addresses: readonly string[]): Addrs {
   const out: Addrs = { v4: [], v6: [], n4: [], n6: [] };
+  // A peer's usual addresses, one bare IPv4 host: no route to parse.
+  if (addresses.length === 1 && BARE_V4.test(addresses[0]!)) {
+    out.v4.push(addresses[0]!);
+    return out;
+  }
   for (const route of addresses.map(hostRoute)) {
     const [ip, len] = route.split('/') as [string, string];
     const v6 = ip.includes(':');
@@ -95,6 +102,7 @@ export class TunnelFilter {
   rebuild(filter: Filter | undefined, peers: Iterable<Peer>, foundation: readonly number[] = [], served: readonly RouteGroup[] = []): string[] {
     this.#foundation = [...new Set(foundation)].filter((p) => Number.isInteger(p) && p > 0 && p < 65536).sort((a, b) => a - b);
     this.#rules = (filter?.rules ?? []).map(ruleOf);
+    this.#byTags.clear();
     this.#members.clear();
     const T = `inet ${this.table}`;
     const c = `comment "${MARK}"`;
@@ -138,7 +146,7 @@ export class TunnelFilter {
     const bySet = new Map<string, Addrs>();
     const into = (set: string, a: Addrs) => {
       const e = bySet.get(set) ?? { v4: [], v6: [], n4: [], n6: [] };
-      for (const k of ['v4', 'v6', 'n4', 'n6'] as const) e[k].push(...a[k]);
+      for (const k of ['v4', 'v6', 'n4', 'n6'] as const) for (const x of a[k]) e[k].push(x);
       bySet.set(set, e);
     };
     for (const p of peers) {
@@ -204,12 +212,25 @@ export class TunnelFilter {
   }
 
   #member(peer: Peer): Member {
-    const m: Member = { ...split(peer.addresses), rules: [], inbound: peer.inboundOnly, control: peer.tags.includes(CONTROL_NODE_TAG) };
-    this.#rules.forEach((r, i) => {
-      if (peer.tags.some((t) => r.sourceTags.has(t))) m.rules.push(i);
-    });
-    this.#members.set(peer.id, m);
-    return m;
+    const a = split(peer.addresses) as Member;
+    a.rules = this.#rulesOf(peer.tags);
+    a.inbound = peer.inboundOnly;
+    a.control = peer.tags.includes(CONTROL_NODE_TAG);
+    this.#members.set(peer.id, a);
+    return a;
+  }
+
+  /** The rules whose sources a peer with these tags is among; peers share a few tag sets, so each is worked out once (until a rebuild). */
+  readonly #byTags = new Map<string, readonly number[]>();
+
+  #rulesOf(tags: readonly string[]): readonly number[] {
+    const key = tags.join('\0');
+    let rules = this.#byTags.get(key);
+    if (!rules) {
+      rules = this.#rules.flatMap((r, i) => (tags.some((t) => r.sourceTags.has(t)) ? [i] : []));
+      this.#byTags.set(key, rules);
+    }
+    return rules;
   }
 
   /** The peer out of every set (`keepMesh`: an upsert with the same addresses leaves it a mesh member). */
