@@ -252,6 +252,36 @@ function renderNode(v) {
   renderActions(v);
 }
 
+function th(text, scope) {
+  const h = document.createElement('th');
+  h.scope = scope;
+  h.textContent = text;
+  return h;
+}
+
+function renderPolicy(v) {
+  if (v.error) {
+    $('live-error').textContent = v.error;
+    return;
+  }
+  $('live-error').textContent = '';
+  $('policy-network').textContent = v.network;
+  $('policy-version').textContent = v.policyVersion
+    ? `in force since state version ${v.policyVersion} (the network is at ${v.stateVersion})`
+    : `no policy set: no node reaches another but the control-node (state version ${v.stateVersion})`;
+  rows($('rules'), v.rules, (tr, r) => [r.from, r.to, r.ports.join(', ') || '*'].forEach((c) => cell(tr, c)));
+  rows($('policy-tests'), v.tests, (tr, x) => [x.from, x.to, x.port, x.expect].forEach((c) => cell(tr, c)));
+  $('matrix').tHead.rows[0].replaceChildren(th('from \\ to', 'col'), ...v.nodes.map((n) => th(n, 'col')));
+  rows($('matrix'), v.nodes, (tr, n) => {
+    tr.dataset.node = n;
+    tr.appendChild(th(n, 'row'));
+    v.matrix[v.nodes.indexOf(n)].forEach((c, j) => {
+      const td = cell(tr, v.nodes[j] === n ? '' : c || '-', c ? 'reach' : 'noreach');
+      td.dataset.to = v.nodes[j];
+    });
+  });
+}
+
 function follow(path, event, render) {
   if (live) live.close();
   live = new EventSource(path);
@@ -261,9 +291,12 @@ function follow(path, event, render) {
 
 function start() {
   show(true);
+  const network = params.get('network') || 'default';
+  for (const a of document.querySelectorAll('a.to-page')) a.href = `${a.dataset.to}?${new URLSearchParams({ network })}`;
   if (page === 'fleet') {
-    const network = params.get('network') || 'default';
     follow(`/api/live/fleet?${new URLSearchParams({ network })}`, 'fleet', renderFleet);
+  } else if (page === 'policy') {
+    follow(`/api/live/policy?${new URLSearchParams({ network })}`, 'policy', renderPolicy);
   } else {
     const q = new URLSearchParams({ network: params.get('network') || 'default', node: params.get('node') || '' });
     $('back').href = `/?${new URLSearchParams({ network: q.get('network') })}`;

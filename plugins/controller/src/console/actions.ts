@@ -5,7 +5,7 @@
  * /api/act`, which needs the session's CSRF token; a flip is made only for the preview id the page
  * showed, and the controller refuses a stale one (MESHP_PREVIEW_STALE), as for the CLI.
  */
-import type { AdminHandler } from '@meshp/core';
+import { MeshpError, type AdminHandler } from '@meshp/core';
 import { WIRE_MODE } from '@meshp/core/delta';
 import type { FastifyInstance } from 'fastify';
 import { DEFAULT_NETWORK } from '../hosting/admin.js';
@@ -72,9 +72,18 @@ async function act(admin: ConsoleAdmin, a: Act): Promise<unknown> {
       return admin('takeModule', req);
     case 'unassign':
       return admin('unassignModule', req);
-    case 'converge':
-      // Never without the id the page showed: the controller refuses one the machine moved past.
+    case 'converge': {
+      // Never without the id the page showed: the controller refuses one the machine moved past (and
+      // checks it again itself, at the flip); said here first, before what else it would refuse.
+      const v = await nodeViewOf(admin, network, a.node);
+      if (!a.previewId || (v.preview && v.preview.id !== a.previewId)) {
+        throw new MeshpError(
+          'MESHP_PREVIEW_STALE',
+          `node ${a.node} changed since preview ${a.previewId || '(none shown)'} (it previews ${v.preview?.id ?? 'nothing'} now): preview again, nothing was done`,
+        );
+      }
       return admin('convergeNode', { network, node: a.node, previewId: a.previewId || 'none-shown', allowClose: [] });
+    }
     case 'adopt':
       return admin('setMode', { network, node: a.node, mode: WIRE_MODE.ADOPTED });
   }

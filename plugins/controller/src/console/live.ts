@@ -12,6 +12,7 @@ import { DEFAULT_NETWORK } from '../hosting/admin.js';
 import { sessionAdmin } from './auth.js';
 import type { ConsoleAdmin } from './admin-call.js';
 import { fleetOf, nodeViewOf } from './views.js';
+import { policyViewOf } from './policy-view.js';
 
 /** Whether the session a stream was opened with is still in force (in the store, not expired). */
 export type SessionAlive = (request: FastifyRequest) => Promise<boolean>;
@@ -81,5 +82,9 @@ export function liveRoutes(app: FastifyInstance, o: LiveOptions): void {
   app.get<Query>(
     '/api/live/node',
     stream(o, 'node', (admin, q) => nodeViewOf(admin, q.network || DEFAULT_NETWORK, q.node ?? '')),
+  );
+  app.get<Query>(
+    '/api/live/policy',
+    stream(o, 'policy', (admin, q) => policyViewOf(admin, q.network || DEFAULT_NETWORK)),
   );
 }
