@@ -68,6 +68,8 @@ t.test('sign in, the fleet live, a node, sign out; the attacks refused', async (
   const errors: string[] = [];
   page.on('console', (m) => m.type() === 'error' && errors.push(m.text()));
   page.on('pageerror', (e) => errors.push(e.message));
+  const offOrigin: string[] = [];
+  page.on('request', (r) => !r.url().startsWith(at.url) && !r.url().startsWith('data:') && offOrigin.push(r.url()));
   mkdirSync(SCREENS, { recursive: true });
 
   // Sign-in.
@@ -252,6 +254,30 @@ t.test('sign in, the fleet live, a node, sign out; the attacks refused', async (
   t.same(await page.$$eval('#rules tbody td', (tds) => tds.map((td) => td.textContent)), ['web', 'db', '5432/tcp'], 'the rule in force');
   await page.screenshot({ path: join(SCREENS, 'policy.png'), fullPage: true });
   t.same(await seriousViolations(page), [], 'axe-core: no serious violation on the policy page');
+
+  // Convergence over time: the gaps the controller keeps, drawn by the bundled chart library.
+  await page.goto(`${at.url}history.html`);
+  await page.locator('#gaps tbody tr').nth(1).waitFor();
+  await waitUntil('two samples drawn', async () => Number(/\((\d+) samples/.exec((await page.textContent('#history-window')) ?? '')?.[1] ?? 0) >= 2, 30_000);
+  t.match(await page.textContent('#history-window'), /a sample every 5 s, kept for 60 minutes/, 'the window the controller keeps is said');
+  t.equal(await page.locator('#chart canvas').count(), 1, 'the chart is drawn (uPlot, a canvas)');
+  t.same(
+    await page.$$eval('#chart .u-legend th', (ths) => ths.map((x) => x.textContent?.trim()).filter(Boolean)),
+    ['Time', 'fleet p99 gap', 'web1', 'web2'],
+    "its series: the fleet's p99 gap and each node's",
+  );
+  const gapsShown = () => page.$$eval('#gaps tbody tr', (trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent ?? '')));
+  await waitUntil('the gaps now are the ones node list says', async () => {
+    const listedNow = await nodes(ctl);
+    const g = await gapsShown();
+    return g.length === 2 && g.every((r) => listedNow.some((n) => n.name === r[0] && String(n.gap) === r[1]));
+  });
+  t.match(await page.textContent('#history-now'), /^fleet p99 gap now: \d+; worst in the window: \d+$/, "the fleet's p99 gap, now and at worst");
+  await page.screenshot({ path: join(SCREENS, 'history.png'), fullPage: true });
+  t.same(await seriousViolations(page), [], 'axe-core: no serious violation on the convergence page');
+
+  t.ok(offOrigin.length === 0, `every request the pages made went to the console itself (the chart library too: no CDN): ${offOrigin.join(', ')}`);
+
   await page.goto(`${at.url}node.html?network=default&node=web2`);
   await page.locator('#node-facts dt').first().waitFor();
 

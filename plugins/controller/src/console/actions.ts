@@ -9,7 +9,7 @@ import { MeshpError, type AdminHandler } from '@meshp/core';
 import { WIRE_MODE } from '@meshp/core/delta';
 import type { FastifyInstance } from 'fastify';
 import { DEFAULT_NETWORK } from '../hosting/admin.js';
-import { sessionAdmin } from './auth.js';
+import { mayChange, refusal, sessionAdmin } from './auth.js';
 import type { ConsoleAdmin } from './admin-call.js';
 import { nodeViewOf } from './views.js';
 
@@ -98,6 +98,7 @@ export function actionRoutes(app: FastifyInstance, handler: AdminHandler): void 
   app.post<{ Body: Act }>('/api/act', { schema: { body: ACT_SCHEMA }, onRequest: app.csrfProtection }, async (request, reply) => {
     const admin = sessionAdmin(handler, request, reply);
     if (!admin) return reply;
+    if (!mayChange(request)) return refusal(reply, 403, 'MESHP_AUTH_FAILED', 'this session may read, not change: sign in with a credential that may');
     await act(admin, request.body);
     return reply.header('cache-control', 'no-store').send({ done: request.body.verb });
   });
