@@ -195,6 +195,7 @@ t.test('sign in, the fleet live, a node, sign out; the attacks refused', async (
     new RegExp(`^converge web2 to preview ${shownId} \\(adopted; .*\\): the flip`),
     'the flip is said first, with the preview id shown',
   );
+  await page.screenshot({ path: join(SCREENS, 'converge-preview.png'), fullPage: true });
   await admin.catalogue([{ name: 'banner', files: [{ path: '/etc/issue.meshp', content: 'meshp\n' }] }]);
   await admin.assign('web2', 'banner');
   await page.locator('#preview-text').filter({ hasNotText: shownId }).waitFor();
@@ -214,7 +215,6 @@ t.test('sign in, the fleet live, a node, sign out; the attacks refused', async (
   t.equal((await page.textContent('#action-result'))!.split(':')[0], cliFlip.err.split(':')[0], "the page's refusal has the CLI's code");
   t.equal(await mode(), 1, 'nothing recorded');
   errors.splice(0);
-  await page.screenshot({ path: join(SCREENS, 'converge-preview.png'), fullPage: true });
 
   // The policy page: the rules in force and who reaches whom, as the controller computes it, live.
   await page.goto(`${at.url}policy.html`);
@@ -276,6 +276,34 @@ t.test('sign in, the fleet live, a node, sign out; the attacks refused', async (
   await page.screenshot({ path: join(SCREENS, 'history.png'), fullPage: true });
   t.same(await seriousViolations(page), [], 'axe-core: no serious violation on the convergence page');
 
+  // The audit log: what `meshp audit` shows, the console's own changes among them, live.
+  await page.goto(`${at.url}audit.html`);
+  await page.locator('#audit tbody tr').first().waitFor();
+  const auditRows = () => page.$$eval('#audit tbody tr', (trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent ?? '')));
+  const cliAudit = async () => {
+    const r = await cli('audit', '--json');
+    t.equal(r.code, 0, `meshp audit: ${r.err}`);
+    return (
+      JSON.parse(r.out) as { entries: { at: string; actor: string; method: string; node: string | null; stateVersion: number; summary: string }[] }
+    ).entries.map((e) => [e.at, e.actor, e.method, e.node ?? '-', String(e.stateVersion), e.summary]);
+  };
+  t.same(await auditRows(), await cliAudit(), 'the audit page is meshp audit --json, entry for entry');
+  t.ok(
+    (await auditRows()).some((r) => r[2] === 'takeModule' && r[3] === 'web2'),
+    'the take done from the page is recorded',
+  );
+  await tokenFor(ctl, ['later']);
+  await waitUntil('a change made meanwhile shows without a reload', async () =>
+    (await auditRows()).some((r) => r[2] === 'createToken' && r[5].includes('later')),
+  );
+  await page.fill('#audit-node', 'web2');
+  await page.click('#audit-filter button[type=submit]');
+  await waitUntil('only web2', async () => {
+    const r = await auditRows();
+    return r.length > 0 && r.every((x) => x[3] === 'web2');
+  });
+  await page.screenshot({ path: join(SCREENS, 'audit.png'), fullPage: true });
+  t.same(await seriousViolations(page), [], 'axe-core: no serious violation on the audit page');
   t.ok(offOrigin.length === 0, `every request the pages made went to the console itself (the chart library too: no CDN): ${offOrigin.join(', ')}`);
 
   await page.goto(`${at.url}node.html?network=default&node=web2`);

@@ -333,6 +333,16 @@ function renderHistory(h) {
   });
 }
 
+function renderAudit(v) {
+  if (v.error) {
+    $('live-error').textContent = v.error;
+    return;
+  }
+  $('live-error').textContent = '';
+  $('audit-network').textContent = v.network;
+  rows($('audit'), v.entries, (tr, e) => [e.at, e.actor, e.method, e.node || '-', e.stateVersion, e.summary].forEach((c) => cell(tr, c)));
+}
+
 function follow(path, event, render) {
   if (live) live.close();
   live = new EventSource(path);
@@ -350,6 +360,9 @@ function start() {
     follow(`/api/live/policy?${new URLSearchParams({ network })}`, 'policy', renderPolicy);
   } else if (page === 'history') {
     follow(`/api/live/history?${new URLSearchParams({ network })}`, 'history', renderHistory);
+  } else if (page === 'audit') {
+    $('audit-node').value = params.get('node') || '';
+    follow(`/api/live/audit?${new URLSearchParams({ network, node: $('audit-node').value })}`, 'audit', renderAudit);
   } else {
     const q = new URLSearchParams({ network: params.get('network') || 'default', node: params.get('node') || '' });
     $('back').href = `/?${new URLSearchParams({ network: q.get('network') })}`;
@@ -365,6 +378,14 @@ async function boot() {
     $('confirm-no').addEventListener('click', () => {
       pending = null;
       $('confirm').close();
+    });
+  }
+  if (page === 'audit') {
+    $('audit-filter').addEventListener('submit', (e) => {
+      e.preventDefault();
+      params.set('node', $('audit-node').value.trim());
+      window.history.replaceState(null, '', `?${params}`);
+      start();
     });
   }
   if (page === 'fleet') {

@@ -13,6 +13,7 @@ import { sessionAdmin } from './auth.js';
 import type { ConsoleAdmin } from './admin-call.js';
 import { fleetOf, nodeViewOf } from './views.js';
 import { policyViewOf } from './policy-view.js';
+import { auditViewOf } from './audit-view.js';
 import type { ConvergenceHistory } from './history.js';
 import { notFound } from '@meshp/core/util';
 
@@ -89,6 +90,10 @@ export function liveRoutes(app: FastifyInstance, o: LiveOptions): void {
   app.get<Query>(
     '/api/live/policy',
     stream(o, 'policy', (admin, q) => policyViewOf(admin, q.network || DEFAULT_NETWORK)),
+  );
+  app.get<Query>(
+    '/api/live/audit',
+    stream(o, 'audit', (admin, q) => auditViewOf(admin, q.network || DEFAULT_NETWORK, q.node ?? '')),
   );
   app.get<Query>(
     '/api/live/history',
