@@ -216,6 +216,18 @@ t.test('sign in, the fleet live, a node, sign out; the attacks refused', async (
   t.equal(await mode(), 1, 'nothing recorded');
   errors.splice(0);
 
+  // Back to adopted from a node's page: web1 asked to converge again (mode 2; its agent refuses it, having no
+  // firewall plugin), then returned from its page, said first and confirmed.
+  const web1Asked = async () => (await ctl.admin!().then((c) => c.call('showNode', { network: 'default', node: 'web1' }))).node?.requestedMode;
+  await ctl.admin!().then((c) => c.call('setMode', { network: 'default', node: 'web1', mode: 2 }));
+  await page.goto(`${at.url}node.html?network=default&node=web1`);
+  await page.click('#actions button:has-text("Return to adopted")');
+  await page.locator('#confirm[open]').waitFor();
+  t.match(await page.textContent('#confirm-text'), /^adopt web1 \(adopted; .*\): back to adopted/, "the return is said first, in the CLI's words");
+  await page.click('#confirm-yes');
+  await waitUntil('web1 asked to be adopted again', async () => (await web1Asked()) === 1);
+  t.pass('a return to adopted done from the page reached the controller');
+
   // The policy page: the rules in force and who reaches whom, as the controller computes it, live.
   await page.goto(`${at.url}policy.html`);
   await page.locator('#matrix tbody tr').nth(1).waitFor();
