@@ -75,6 +75,7 @@ t.test('sign in, the fleet live, a node, sign out; the attacks refused', async (
   // Sign-in.
   await page.goto(at.url);
   await page.locator('#signin').waitFor({ state: 'visible' });
+  await page.screenshot({ path: join(SCREENS, 'signin.png'), fullPage: true });
   t.same(await seriousViolations(page), [], 'axe-core: no serious violation on the sign-in page');
   await page.fill('#credential', 'meshp-admin1.' + '0'.repeat(64) + '.not-the-secret-at-all');
   await page.click('#signin button[type=submit]');
