@@ -112,7 +112,7 @@ if on m1 node "$here/bin/dist/main.js" genesis "${common[@]}" "${net[@]}" --yes;
 
 step "   ... given another port, the foundation comes up"
 on m1 node "$here/bin/dist/main.js" genesis "${common[@]}" "${net[@]}" --port registry=15001 --yes
-setsid nsenter --net="/var/run/netns/${p}m1" -- node "$here/bin/dist/main.js" controller serve --state "$state" --listen 0.0.0.0:7443 >"$lab/controller.log" 2>&1 &
+setsid nsenter --net="/var/run/netns/${p}m1" -- node "$here/bin/dist/main.js" controller serve --state "$state" --listen 0.0.0.0:7443 --console-listen 10.77.0.1:7444 >"$lab/controller.log" 2>&1 &
 pids+=($!)
 setsid nsenter --net="/var/run/netns/${p}m1" -- node "$here/bin/dist/main.js" agent --state "$state/agent" --root "$root" --docker-socket "$sock" --interval 2 >"$lab/agent-m1.log" 2>&1 &
 pids+=($!)
@@ -120,6 +120,11 @@ adm() { on m1 node "$here/bin/dist/main.js" "$@" --state "$state" --controller 1
 gap0() { adm node list --json 2>/dev/null | node -e "const n=JSON.parse(require('fs').readFileSync(0)).nodes.find(x=>x.name==='$1'); process.exit(n&&n.gap===0&&n.appliedVersion>0?0:1)" 2>/dev/null; }
 until_ok 80 gap0 m1
 adm node list
+console_url=$(grep -o '"console":"[^"]*"' "$lab/controller.log" | head -1 | cut -d'"' -f4)
+# Pinned to the controller's own certificate (its name is not the lab address: the pin is what is checked).
+console_up() { on m1 node -e "require('https').get({host:'10.77.0.1',port:7444,path:'/',ca:require('fs').readFileSync('$state/tls/controller.crt'),checkServerIdentity:()=>undefined},(r)=>process.exit(r.statusCode===200?0:1)).on('error',()=>process.exit(1))"; }
+CHECK_MSG="the web console answers at $console_url" check until_ok 20 console_up
+say "the web console: $console_url (m1's lab address, with the controller's certificate; sign in with the text of $state/admin.credential); it goes with the lab"
 mesh1() { on m1 ip -4 -o addr show dev "$wg1" 2>/dev/null | awk '{print $4}' | cut -d/ -f1; }
 until_ok 40 test -n "$(mesh1)"
 say "m1's agent raised the tunnel genesis chose: $wg1 $(mesh1) ($(on m1 wg show "$wg1" listen-port)/udp)"

@@ -42,7 +42,7 @@ t.test('sign in, the fleet live, a node, sign out; the attacks refused', async (
   // refused and it stays adopted, REFUSING. web2 enrolled adopted.
   const names = ['web1', 'web2'];
   startAgent(t, dir, 'web1', ctl.address, await tokenFor(ctl, ['web']));
-  const web2 = startAgent(t, dir, 'web2', ctl.address, await tokenFor(ctl, ['web'], true));
+  const web2 = startAgent(t, dir, 'web2', ctl.address, await tokenFor(ctl, ['web', 'db'], true));
   // A file web2's machine has already, which the module motd declares: held once assigned.
   mkdirSync(join(web2.root, 'etc'), { recursive: true });
   writeFileSync(join(web2.root, 'etc/motd'), 'found on the machine\n');
@@ -68,11 +68,14 @@ t.test('sign in, the fleet live, a node, sign out; the attacks refused', async (
   const errors: string[] = [];
   page.on('console', (m) => m.type() === 'error' && errors.push(m.text()));
   page.on('pageerror', (e) => errors.push(e.message));
+  const offOrigin: string[] = [];
+  page.on('request', (r) => !r.url().startsWith(at.url) && !r.url().startsWith('data:') && offOrigin.push(r.url()));
   mkdirSync(SCREENS, { recursive: true });
 
   // Sign-in.
   await page.goto(at.url);
   await page.locator('#signin').waitFor({ state: 'visible' });
+  await page.screenshot({ path: join(SCREENS, 'signin.png'), fullPage: true });
   t.same(await seriousViolations(page), [], 'axe-core: no serious violation on the sign-in page');
   await page.fill('#credential', 'meshp-admin1.' + '0'.repeat(64) + '.not-the-secret-at-all');
   await page.click('#signin button[type=submit]');
@@ -182,6 +185,143 @@ t.test('sign in, the fleet live, a node, sign out; the attacks refused', async (
   await waitUntil('the page shows motd taken', async () => (await page.textContent('#node-facts'))?.includes('modules takenmotd'));
   t.pass('a take done from the page reached the agent');
 
+  // Converge from the page: offered only with the preview shown, said first, confirmed; a preview the
+  // machine moved past between the showing and the yes is refused, and nothing is recorded.
+  const mode = async () => (await ctl.admin!().then((c) => c.call('showNode', { network: 'default', node: 'web2' }))).node?.requestedMode;
+  const shownId = (await page.textContent('#preview-text'))!.split(' ')[1]!.replace(':', '');
+  await page.click(`#actions button:has-text("Converge to preview ${shownId}")`);
+  await page.locator('#confirm[open]').waitFor();
+  t.match(
+    await page.textContent('#confirm-text'),
+    new RegExp(`^converge web2 to preview ${shownId} \\(adopted; .*\\): the flip`),
+    'the flip is said first, with the preview id shown',
+  );
+  await page.screenshot({ path: join(SCREENS, 'converge-preview.png'), fullPage: true });
+  await admin.catalogue([{ name: 'banner', files: [{ path: '/etc/issue.meshp', content: 'meshp\n' }] }]);
+  await admin.assign('web2', 'banner');
+  await page.locator('#preview-text').filter({ hasNotText: shownId }).waitFor();
+  await page.click('#confirm-yes');
+  await page.locator('#action-result').filter({ hasText: 'MESHP_PREVIEW_STALE' }).waitFor();
+  t.match(await page.textContent('#action-result'), `changed since preview ${shownId}`, 'a stale preview is refused, with its code');
+  t.equal(await mode(), 1, 'and the node is still asked to stay adopted');
+  t.match(errors.splice(0), [/422/], 'the refused flip is the only console error');
+  // Again from the preview now shown: the controller refuses it as it would the CLI's (this agent has no firewall plugin to flip).
+  const freshId = (await page.textContent('#preview-text'))!.split(' ')[1]!.replace(':', '');
+  await page.click(`#actions button:has-text("Converge to preview ${freshId}")`);
+  await page.locator('#confirm[open]').waitFor();
+  await page.click('#confirm-yes');
+  await page.locator('#action-result').filter({ hasText: 'MESHP_' }).waitFor();
+  const cliFlip = await cli('node', 'converge', 'web2', '--preview-id', freshId, '--yes');
+  t.not(cliFlip.code, 0, 'the CLI is refused the same flip');
+  t.equal((await page.textContent('#action-result'))!.split(':')[0], cliFlip.err.split(':')[0], "the page's refusal has the CLI's code");
+  t.equal(await mode(), 1, 'nothing recorded');
+  errors.splice(0);
+
+  // Back to adopted from a node's page: web1 asked to converge again (mode 2; its agent refuses it, having no
+  // firewall plugin), then returned from its page, said first and confirmed.
+  const web1Asked = async () => (await ctl.admin!().then((c) => c.call('showNode', { network: 'default', node: 'web1' }))).node?.requestedMode;
+  await ctl.admin!().then((c) => c.call('setMode', { network: 'default', node: 'web1', mode: 2 }));
+  await page.goto(`${at.url}node.html?network=default&node=web1`);
+  await page.click('#actions button:has-text("Return to adopted")');
+  await page.locator('#confirm[open]').waitFor();
+  t.match(await page.textContent('#confirm-text'), /^adopt web1 \(adopted; .*\): back to adopted/, "the return is said first, in the CLI's words");
+  await page.click('#confirm-yes');
+  await waitUntil('web1 asked to be adopted again', async () => (await web1Asked()) === 1);
+  t.pass('a return to adopted done from the page reached the controller');
+
+  // The policy page: the rules in force and who reaches whom, as the controller computes it, live.
+  await page.goto(`${at.url}policy.html`);
+  await page.locator('#matrix tbody tr').nth(1).waitFor();
+  const matrix = () => page.$$eval('#matrix tbody tr', (trs) => trs.map((tr) => [...tr.querySelectorAll('th, td')].map((c) => c.textContent ?? '')));
+  t.same(
+    await matrix(),
+    [
+      ['web1', '', '-'],
+      ['web2', '-', ''],
+    ],
+    'no policy: no node reaches another',
+  );
+  const policyFile = join(dir, 'policy.json');
+  writeFileSync(policyFile, JSON.stringify({ rules: [{ from: 'web', to: 'db', ports: ['5432/tcp'] }] }));
+  const set = await cli('policy', 'set', policyFile, '--yes');
+  t.equal(set.code, 0, `policy set: ${set.err}`);
+  await waitUntil('the page shows the policy set through the CLI', async () => (await page.$$eval('#rules tbody tr', (x) => x.length)) === 1);
+  await waitUntil('the matrix shows web1 reaching web2', async () => (await matrix())[0]?.[2] === '5432/tcp');
+  t.same(
+    await matrix(),
+    [
+      ['web1', '', '5432/tcp'],
+      ['web2', '-', ''],
+    ],
+    'web1 (web) reaches web2 (db) on 5432/tcp; web2 reaches no one (web1 holds no db tag)',
+  );
+  const computed = await ctl.admin!().then((c) => c.call('getPolicy', { network: 'default', withReach: true }));
+  t.same(
+    computed.reach.map((r) => [r.node, r.peers.map((p) => [p.peer, p.ports])]),
+    [
+      ['web1', [['web2', ['5432/tcp']]]],
+      ['web2', []],
+    ],
+    "the controller's matrix, as the page shows it",
+  );
+  t.same(await page.$$eval('#rules tbody td', (tds) => tds.map((td) => td.textContent)), ['web', 'db', '5432/tcp'], 'the rule in force');
+  await page.screenshot({ path: join(SCREENS, 'policy.png'), fullPage: true });
+  t.same(await seriousViolations(page), [], 'axe-core: no serious violation on the policy page');
+
+  // Convergence over time: the gaps the controller keeps, drawn by the bundled chart library.
+  await page.goto(`${at.url}history.html`);
+  await page.locator('#gaps tbody tr').nth(1).waitFor();
+  await waitUntil('two samples drawn', async () => Number(/\((\d+) samples/.exec((await page.textContent('#history-window')) ?? '')?.[1] ?? 0) >= 2, 30_000);
+  t.match(await page.textContent('#history-window'), /a sample every 5 s, kept for 60 minutes/, 'the window the controller keeps is said');
+  t.equal(await page.locator('#chart canvas').count(), 1, 'the chart is drawn (uPlot, a canvas)');
+  t.same(
+    await page.$$eval('#chart .u-legend th', (ths) => ths.map((x) => x.textContent?.trim()).filter(Boolean)),
+    ['Time', 'fleet p99 gap', 'web1', 'web2'],
+    "its series: the fleet's p99 gap and each node's",
+  );
+  const gapsShown = () => page.$$eval('#gaps tbody tr', (trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent ?? '')));
+  await waitUntil('the gaps now are the ones node list says', async () => {
+    const listedNow = await nodes(ctl);
+    const g = await gapsShown();
+    return g.length === 2 && g.every((r) => listedNow.some((n) => n.name === r[0] && String(n.gap) === r[1]));
+  });
+  t.match(await page.textContent('#history-now'), /^fleet p99 gap now: \d+; worst in the window: \d+$/, "the fleet's p99 gap, now and at worst");
+  await page.screenshot({ path: join(SCREENS, 'history.png'), fullPage: true });
+  t.same(await seriousViolations(page), [], 'axe-core: no serious violation on the convergence page');
+
+  // The audit log: what `meshp audit` shows, the console's own changes among them, live.
+  await page.goto(`${at.url}audit.html`);
+  await page.locator('#audit tbody tr').first().waitFor();
+  const auditRows = () => page.$$eval('#audit tbody tr', (trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent ?? '')));
+  const cliAudit = async () => {
+    const r = await cli('audit', '--json');
+    t.equal(r.code, 0, `meshp audit: ${r.err}`);
+    return (
+      JSON.parse(r.out) as { entries: { at: string; actor: string; method: string; node: string | null; stateVersion: number; summary: string }[] }
+    ).entries.map((e) => [e.at, e.actor, e.method, e.node ?? '-', String(e.stateVersion), e.summary]);
+  };
+  t.same(await auditRows(), await cliAudit(), 'the audit page is meshp audit --json, entry for entry');
+  t.ok(
+    (await auditRows()).some((r) => r[2] === 'takeModule' && r[3] === 'web2'),
+    'the take done from the page is recorded',
+  );
+  await tokenFor(ctl, ['later']);
+  await waitUntil('a change made meanwhile shows without a reload', async () =>
+    (await auditRows()).some((r) => r[2] === 'createToken' && r[5].includes('later')),
+  );
+  await page.fill('#audit-node', 'web2');
+  await page.click('#audit-filter button[type=submit]');
+  await waitUntil('only web2', async () => {
+    const r = await auditRows();
+    return r.length > 0 && r.every((x) => x[3] === 'web2');
+  });
+  await page.screenshot({ path: join(SCREENS, 'audit.png'), fullPage: true });
+  t.same(await seriousViolations(page), [], 'axe-core: no serious violation on the audit page');
+  t.ok(offOrigin.length === 0, `every request the pages made went to the console itself (the chart library too: no CDN): ${offOrigin.join(', ')}`);
+
+  await page.goto(`${at.url}node.html?network=default&node=web2`);
+  await page.locator('#node-facts dt').first().waitFor();
+
   // Attacks: no session, no CSRF token, another site's Origin.
   t.same(JSON.parse((await https(at, 'GET', '/api/session')).body), { signedIn: false }, 'no session: /api/session says so, and gives no token');
   t.equal((await https(at, 'GET', '/api/live/fleet')).status, 401, 'no session: the live fleet refused');
@@ -194,7 +334,11 @@ t.test('sign in, the fleet live, a node, sign out; the attacks refused', async (
   t.match(errors.splice(0), [/403/], "the refused request is the page's only console error");
   const forgedAct = await https(at, 'POST', '/api/act', { headers: { cookie }, body: JSON.stringify({ verb: 'unassign', node: 'web2', module: 'motd' }) });
   t.equal(forgedAct.status, 403, 'a forged action without the CSRF token is refused');
-  t.same((await ctl.admin!().then((c) => c.call('showNode', { network: 'default', node: 'web2' }))).node?.assignedModules, ['motd'], 'and changed nothing');
+  t.same(
+    (await ctl.admin!().then((c) => c.call('showNode', { network: 'default', node: 'web2' }))).node?.assignedModules,
+    ['banner', 'motd'],
+    'and changed nothing',
+  );
   t.equal(
     (await https(at, 'POST', '/api/act', { body: JSON.stringify({ verb: 'unassign', node: 'web2', module: 'motd' }) })).status,
     403,
@@ -209,9 +353,18 @@ t.test('sign in, the fleet live, a node, sign out; the attacks refused', async (
 
   // No secret in anything served: pages, script, style, the API's answers, the live streams.
   const served = await Promise.all(
-    ['/', '/index.html', '/node.html', '/console.js', '/console.css', '/api/session', '/api/live/fleet', '/api/live/node?node=web1'].map((p) =>
-      https(at, 'GET', p, { headers: { cookie } }),
-    ),
+    [
+      '/',
+      '/index.html',
+      '/node.html',
+      '/console.js',
+      '/console.css',
+      '/api/session',
+      '/api/live/fleet',
+      '/api/live/node?node=web1',
+      '/policy.html',
+      '/api/live/policy',
+    ].map((p) => https(at, 'GET', p, { headers: { cookie } })),
   );
   const keyBody = keyPem.split('\n').filter((l) => l && !l.startsWith('-----'))[0]!;
   for (const [i, r] of served.entries()) {

@@ -24,5 +24,6 @@ export * from './controller/routes.js';
 export * from './controller/compute.js';
 export * from './controller/scope.js';
 export * from './controller/policy-reach.js';
+export * from './controller/policy-matrix.js';
 export * from './controller/policy-tests.js';
 export * from './controller/sync.js';

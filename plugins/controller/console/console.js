@@ -8,6 +8,8 @@ const $ = (id) => document.getElementById(id);
 const page = document.body.dataset.page;
 const params = new URLSearchParams(location.search);
 let csrf = '';
+/** Whether the session may change anything (/api/session's mayChange): no action is offered otherwise. */
+let mayChange = false;
 let live = null;
 
 function cell(tr, text, className) {
@@ -57,7 +59,9 @@ async function signIn(event) {
     return;
   }
   $('signin-error').textContent = '';
-  csrf = (await r.json()).csrf;
+  const answer = await r.json();
+  csrf = answer.csrf;
+  mayChange = answer.mayChange === true;
   start();
 }
 
@@ -204,6 +208,10 @@ function renderActions(v) {
   const n = v.node;
   const base = { network: v.network, node: n.name };
   const list = [];
+  if (!mayChange) {
+    $('actions').replaceChildren('This session may read, not change: no action is offered.');
+    return;
+  }
   for (const m of n.assigned) {
     if (!n.taken.includes(m)) list.push([`Take ${m}`, { ...base, verb: 'take', module: m }]);
     list.push([`Unassign ${m}`, { ...base, verb: 'unassign', module: m }]);
@@ -252,6 +260,89 @@ function renderNode(v) {
   renderActions(v);
 }
 
+function th(text, scope) {
+  const h = document.createElement('th');
+  h.scope = scope;
+  h.textContent = text;
+  return h;
+}
+
+function renderPolicy(v) {
+  if (v.error) {
+    $('live-error').textContent = v.error;
+    return;
+  }
+  $('live-error').textContent = '';
+  $('policy-network').textContent = v.network;
+  $('policy-version').textContent = v.policyVersion
+    ? `in force since state version ${v.policyVersion} (the network is at ${v.stateVersion})`
+    : `no policy set: no node reaches another but the control-node (state version ${v.stateVersion})`;
+  rows($('rules'), v.rules, (tr, r) => [r.from, r.to, r.ports.join(', ') || '*'].forEach((c) => cell(tr, c)));
+  rows($('policy-tests'), v.tests, (tr, x) => [x.from, x.to, x.port, x.expect].forEach((c) => cell(tr, c)));
+  $('matrix').tHead.rows[0].replaceChildren(th('from \\ to', 'col'), ...v.nodes.map((n) => th(n, 'col')));
+  rows($('matrix'), v.nodes, (tr, n) => {
+    tr.dataset.node = n;
+    tr.appendChild(th(n, 'row'));
+    v.matrix[v.nodes.indexOf(n)].forEach((c, j) => {
+      const td = cell(tr, v.nodes[j] === n ? '' : c || '-', c ? 'reach' : 'noreach');
+      td.dataset.to = v.nodes[j];
+    });
+  });
+}
+
+const COLORS = ['#1f5fa8', '#2e7d32', '#7a4100', '#6a1b9a', '#00695c', '#455a64'];
+let chart = null;
+
+/** The chart (uPlot, served by the console): the fleet's p99 gap and each node's, drawn again only when the nodes change. */
+function renderHistory(h) {
+  if (h.error) {
+    $('live-error').textContent = h.error;
+    return;
+  }
+  $('live-error').textContent = '';
+  $('history-network').textContent = h.network;
+  $('history-window').textContent =
+    `The gaps the controller saw, a sample every ${h.sampleSeconds} s, kept for ${Math.round(h.windowSeconds / 60)} minutes (${h.at.length} samples so far; a restart starts again).`;
+  const data = [h.at, h.p99, ...h.nodes.map((n) => n.gaps)];
+  const series = [
+    {},
+    { label: 'fleet p99 gap', stroke: '#a00000', width: 3 },
+    ...h.nodes.map((n, i) => ({ label: n.name, stroke: COLORS[i % COLORS.length], width: 1 })),
+  ];
+  const key = JSON.stringify(series.map((x) => x.label));
+  if (!chart || chart.key !== key) {
+    if (chart) chart.destroy();
+    const opts = {
+      width: Math.min(900, document.body.clientWidth - 40),
+      height: 300,
+      series,
+      scales: { y: { range: (_u, _min, max) => [0, Math.max(1, max)] } },
+      axes: [{}, { label: 'gap (versions)', incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 10000] }],
+    };
+    chart = new window.uPlot(opts, data, $('chart'));
+    chart.key = key;
+  } else {
+    chart.setData(data);
+  }
+  $('history-now').textContent = `fleet p99 gap now: ${h.p99.at(-1) ?? 0}; worst in the window: ${Math.max(0, ...h.p99)}`;
+  rows($('gaps'), h.nodes, (tr, n) => {
+    tr.dataset.node = n.name;
+    cell(tr, n.name);
+    cell(tr, n.gaps.at(-1) ?? '-', 'num');
+    cell(tr, Math.max(0, ...n.gaps.filter((g) => g !== null)), 'num');
+  });
+}
+
+function renderAudit(v) {
+  if (v.error) {
+    $('live-error').textContent = v.error;
+    return;
+  }
+  $('live-error').textContent = '';
+  $('audit-network').textContent = v.network;
+  rows($('audit'), v.entries, (tr, e) => [e.at, e.actor, e.method, e.node || '-', e.stateVersion, e.summary].forEach((c) => cell(tr, c)));
+}
+
 function follow(path, event, render) {
   if (live) live.close();
   live = new EventSource(path);
@@ -261,9 +352,17 @@ function follow(path, event, render) {
 
 function start() {
   show(true);
+  const network = params.get('network') || 'default';
+  for (const a of document.querySelectorAll('a.to-page')) a.href = `${a.dataset.to}?${new URLSearchParams({ network })}`;
   if (page === 'fleet') {
-    const network = params.get('network') || 'default';
     follow(`/api/live/fleet?${new URLSearchParams({ network })}`, 'fleet', renderFleet);
+  } else if (page === 'policy') {
+    follow(`/api/live/policy?${new URLSearchParams({ network })}`, 'policy', renderPolicy);
+  } else if (page === 'history') {
+    follow(`/api/live/history?${new URLSearchParams({ network })}`, 'history', renderHistory);
+  } else if (page === 'audit') {
+    $('audit-node').value = params.get('node') || '';
+    follow(`/api/live/audit?${new URLSearchParams({ network, node: $('audit-node').value })}`, 'audit', renderAudit);
   } else {
     const q = new URLSearchParams({ network: params.get('network') || 'default', node: params.get('node') || '' });
     $('back').href = `/?${new URLSearchParams({ network: q.get('network') })}`;
@@ -281,6 +380,14 @@ async function boot() {
       $('confirm').close();
     });
   }
+  if (page === 'audit') {
+    $('audit-filter').addEventListener('submit', (e) => {
+      e.preventDefault();
+      params.set('node', $('audit-node').value.trim());
+      window.history.replaceState(null, '', `?${params}`);
+      start();
+    });
+  }
   if (page === 'fleet') {
     $('filter').addEventListener('input', () => lastFleet && renderFleet(lastFleet));
     $('network').addEventListener('change', (e) => location.assign(`/?${new URLSearchParams({ network: e.target.value })}`));
@@ -289,6 +396,7 @@ async function boot() {
   const s = r.ok ? await r.json() : { signedIn: false };
   if (!s.signedIn) return signedOut();
   csrf = s.csrf;
+  mayChange = s.mayChange === true;
   start();
 }
 

@@ -5,11 +5,11 @@
  * /api/act`, which needs the session's CSRF token; a flip is made only for the preview id the page
  * showed, and the controller refuses a stale one (MESHP_PREVIEW_STALE), as for the CLI.
  */
-import type { AdminHandler } from '@meshp/core';
+import { MeshpError, type AdminHandler } from '@meshp/core';
 import { WIRE_MODE } from '@meshp/core/delta';
 import type { FastifyInstance } from 'fastify';
 import { DEFAULT_NETWORK } from '../hosting/admin.js';
-import { sessionAdmin } from './auth.js';
+import { mayChange, refusal, sessionAdmin } from './auth.js';
 import type { ConsoleAdmin } from './admin-call.js';
 import { nodeViewOf } from './views.js';
 
@@ -72,9 +72,18 @@ async function act(admin: ConsoleAdmin, a: Act): Promise<unknown> {
       return admin('takeModule', req);
     case 'unassign':
       return admin('unassignModule', req);
-    case 'converge':
-      // Never without the id the page showed: the controller refuses one the machine moved past.
+    case 'converge': {
+      // Never without the id the page showed: the controller refuses one the machine moved past (and
+      // checks it again itself, at the flip); said here first, before what else it would refuse.
+      const v = await nodeViewOf(admin, network, a.node);
+      if (!a.previewId || (v.preview && v.preview.id !== a.previewId)) {
+        throw new MeshpError(
+          'MESHP_PREVIEW_STALE',
+          `node ${a.node} changed since preview ${a.previewId || '(none shown)'} (it previews ${v.preview?.id ?? 'nothing'} now): preview again, nothing was done`,
+        );
+      }
       return admin('convergeNode', { network, node: a.node, previewId: a.previewId || 'none-shown', allowClose: [] });
+    }
     case 'adopt':
       return admin('setMode', { network, node: a.node, mode: WIRE_MODE.ADOPTED });
   }
@@ -89,6 +98,7 @@ export function actionRoutes(app: FastifyInstance, handler: AdminHandler): void 
   app.post<{ Body: Act }>('/api/act', { schema: { body: ACT_SCHEMA }, onRequest: app.csrfProtection }, async (request, reply) => {
     const admin = sessionAdmin(handler, request, reply);
     if (!admin) return reply;
+    if (!mayChange(request)) return refusal(reply, 403, 'MESHP_AUTH_FAILED', 'this session may read, not change: sign in with a credential that may');
     await act(admin, request.body);
     return reply.header('cache-control', 'no-store').send({ done: request.body.verb });
   });

@@ -53,6 +53,15 @@ export function sessionAdmin(handler: AdminHandler, request: FastifyRequest, rep
   return consoleAdmin(handler, credential, `console ${request.ip}`);
 }
 
+/**
+ * Whether this session may change anything: the one check every action passes (and the page asks,
+ * to offer none). The admin credential may; a read-only credential, once the Admin API has named
+ * ones, is to be answered here from its role, and the Admin API refuses it again at the call.
+ */
+export function mayChange(request: FastifyRequest): boolean {
+  return !!request.session.get('credential');
+}
+
 /** The secret of what was presented: a credential file's whole text, or its secret alone. */
 function secretOf(presented: string): string {
   const text = presented.trim();
@@ -80,14 +89,16 @@ export function authRoutes(app: FastifyInstance, handler: AdminHandler, log: Log
       return refusal(reply, 401, code, 'the credential is not the one this controller made');
     }
     log.info({ peer: request.ip }, 'console: signed in');
-    return reply.header('cache-control', 'no-store').send({ signedIn: true, csrf: reply.generateCsrf() });
+    return reply.header('cache-control', 'no-store').send({ signedIn: true, mayChange: mayChange(request), csrf: reply.generateCsrf() });
   });
 
   // What the page's script needs to act: whether it is signed in, and this session's CSRF token.
   app.get('/api/session', async (request, reply) => {
     // Not signed in is an answer here, not a refusal: the page asks it first, to show the sign-in.
     if (!request.session.get('credential')) return reply.header('cache-control', 'no-store').send({ signedIn: false });
-    return reply.header('cache-control', 'no-store').send({ signedIn: true, since: request.session.get('signedInAt'), csrf: reply.generateCsrf() });
+    return reply
+      .header('cache-control', 'no-store')
+      .send({ signedIn: true, since: request.session.get('signedInAt'), mayChange: mayChange(request), csrf: reply.generateCsrf() });
   });
 
   app.post('/api/signout', { onRequest: app.csrfProtection }, async (request, reply) => {

@@ -12,6 +12,10 @@ import { DEFAULT_NETWORK } from '../hosting/admin.js';
 import { sessionAdmin } from './auth.js';
 import type { ConsoleAdmin } from './admin-call.js';
 import { fleetOf, nodeViewOf } from './views.js';
+import { policyViewOf } from './policy-view.js';
+import { auditViewOf } from './audit-view.js';
+import type { ConvergenceHistory } from './history.js';
+import { notFound } from '@meshp/core/util';
 
 /** Whether the session a stream was opened with is still in force (in the store, not expired). */
 export type SessionAlive = (request: FastifyRequest) => Promise<boolean>;
@@ -20,6 +24,7 @@ export interface LiveOptions {
   handler: AdminHandler;
   alive: SessionAlive;
   pollMs: number;
+  history: ConvergenceHistory;
 }
 
 const pause = (ms: number, signal: AbortSignal) =>
@@ -81,5 +86,23 @@ export function liveRoutes(app: FastifyInstance, o: LiveOptions): void {
   app.get<Query>(
     '/api/live/node',
     stream(o, 'node', (admin, q) => nodeViewOf(admin, q.network || DEFAULT_NETWORK, q.node ?? '')),
+  );
+  app.get<Query>(
+    '/api/live/policy',
+    stream(o, 'policy', (admin, q) => policyViewOf(admin, q.network || DEFAULT_NETWORK)),
+  );
+  app.get<Query>(
+    '/api/live/audit',
+    stream(o, 'audit', (admin, q) => auditViewOf(admin, q.network || DEFAULT_NETWORK, q.node ?? '')),
+  );
+  app.get<Query>(
+    '/api/live/history',
+    stream(o, 'history', async (admin, q) => {
+      // Kept by the console, shown only to a session whose credential the Admin API lets read that network.
+      const network = q.network || DEFAULT_NETWORK;
+      const networks = (await admin('listNetworks', {})).networks ?? [];
+      if (!networks.some((n) => n.name === network)) throw notFound('network', network);
+      return o.history.view(network);
+    }),
   );
 }

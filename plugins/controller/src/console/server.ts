@@ -6,6 +6,8 @@
  * (the live pages). It reads and changes the controller only through the Admin API (admin-call.ts).
  */
 import { randomBytes } from 'node:crypto';
+import { createRequire } from 'node:module';
+import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import fastifyCookie from '@fastify/cookie';
 import fastifyCsrf from '@fastify/csrf-protection';
@@ -20,6 +22,7 @@ import type { Logger } from '../hosting/log.js';
 import { authRoutes, originGuard, refusal } from './auth.js';
 import { liveRoutes } from './live.js';
 import { actionRoutes } from './actions.js';
+import { ConvergenceHistory, type GapOf } from './history.js';
 
 /** The cookie that carries the session's signed id, and nothing else. */
 export const SESSION_COOKIE = 'meshp_console';
@@ -40,6 +43,8 @@ export interface ConsoleOptions {
   log: Logger;
   sessionSeconds?: number;
   pollMs?: number;
+  /** Every node's gap as the controller sees it now: sampled for the convergence chart (history.ts). */
+  gaps?: () => GapOf[];
 }
 
 export interface RunningConsole {
@@ -51,6 +56,8 @@ export interface RunningConsole {
 
 /** The pages and their script, shipped beside dist/ in the package. */
 export const PUBLIC_DIR = fileURLToPath(new URL('../../console/', import.meta.url));
+/** The charting library (uPlot), a dependency of this package, served from this origin: no CDN. */
+const UPLOT_DIR = dirname(createRequire(import.meta.url).resolve('uplot'));
 
 type Store = fastifySession.SessionStore;
 
@@ -79,6 +86,12 @@ async function register(app: FastifyInstance, o: ConsoleOptions, store: Store): 
     cacheControl: false,
     setHeaders: (reply) => reply.header('cache-control', 'no-store'),
   });
+  await app.register(fastifyStatic, {
+    root: UPLOT_DIR,
+    prefix: '/vendor/uplot/',
+    decorateReply: false,
+    allowedPath: (p) => /^\/uPlot\.(iife\.min\.js|min\.css)$/.test(p),
+  });
 }
 
 /** A session is alive while the store holds it and it has not expired (a stream opened before its end checks this at every poll). */
@@ -101,7 +114,9 @@ export async function startConsole(o: ConsoleOptions): Promise<RunningConsole> {
   originGuard(app);
   authRoutes(app, o.admin, o.log);
   actionRoutes(app, o.admin);
-  liveRoutes(app, { handler: o.reads, alive: aliveIn(store), pollMs: o.pollMs ?? DEFAULT_POLL_MS });
+  const history = new ConvergenceHistory({ gaps: o.gaps ?? (() => []) });
+  app.addHook('onClose', async () => history.close());
+  liveRoutes(app, { handler: o.reads, alive: aliveIn(store), pollMs: o.pollMs ?? DEFAULT_POLL_MS, history });
   app.setErrorHandler((e: Error & { statusCode?: number; code?: string }, _request, reply) => {
     const status = e.statusCode && e.statusCode >= 400 ? e.statusCode : 500;
     // @fastify/csrf-protection's refusal: FST_CSRF_MISSING_SECRET, FST_CSRF_INVALID_TOKEN.

@@ -368,6 +368,7 @@ export class ControllerHostingPlugin implements Plugin {
           admin: r.adminApi,
           reads: r.liveReads,
           log: this.log,
+          gaps: () => metrics.nodes().map((n) => ({ network: n.network, node: n.name, gap: n.gap })),
           ...(session ? { sessionSeconds: session } : {}),
         });
       }

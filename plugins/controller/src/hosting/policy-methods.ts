@@ -5,7 +5,7 @@
  * policy only if that is still the preview of it (the policy in force and the membership unmoved).
  */
 import { MeshpError, type AdminMethods } from '@meshp/core';
-import { failureText, policyPreviewId, reachDiff, runPolicyTests, type PolicyRule, type PolicyTestRecord, type PolicyTestResult } from '@meshp/core/delta';
+import { failureText, policyPreviewId, reachDiff, reachMatrix, runPolicyTests, type PolicyRule, type PolicyTestRecord, type PolicyTestResult } from '@meshp/core/delta';
 import { checkPolicy, checkPolicyTests } from '@meshp/core/schema';
 import type { AdminApi, AdminRequest } from '@meshp/protocol';
 import type { Controller } from '../controller.js';
@@ -52,9 +52,11 @@ export function previewPolicy(controller: Controller, net: string, rules: Policy
 
 export function policyMethods(controller: Controller, changed: (network: string) => void): Pick<AdminMethods<AdminApi>, PolicyMethod> {
   return {
-    getPolicy: (_r, net) => {
+    getPolicy: (r, net) => {
       const p = controller.policyInForce(net);
-      return { rules: rulesToWire(p.rules), tests: p.tests, policyVersion: p.policyVersion, stateVersion: p.stateVersion };
+      // The matrix only when asked (the console's policy page): n² pairs that `policy get` has no use for.
+      const reach = r.withReach ? reachMatrix(controller.members(net), p.rules) : [];
+      return { rules: rulesToWire(p.rules), tests: p.tests, policyVersion: p.policyVersion, stateVersion: p.stateVersion, reach };
     },
     previewPolicy: (r, net) => {
       const input = fromWire(r.rules, r.tests);

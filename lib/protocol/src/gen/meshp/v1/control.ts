@@ -1029,6 +1029,8 @@ export interface PolicyTestResult {
 
 export interface GetPolicyRequest {
   network: string;
+  /** issue 30: also the reachability matrix of the policy in force (the console's policy page). */
+  withReach: boolean;
 }
 
 export interface GetPolicyResponse {
@@ -1037,6 +1039,14 @@ export interface GetPolicyResponse {
   /** The state version that set the policy in force (0: never set), and the network's now. */
   policyVersion: number;
   stateVersion: number;
+  /** issue 30, asked with with_reach: per member, every peer it may reach and on which ports. */
+  reach: NodeReach[];
+}
+
+/** issue 30: one node's row of the reachability matrix: the peers it may reach, each with its ports. */
+export interface NodeReach {
+  node: string;
+  peers: PeerReach[];
 }
 
 export interface PreviewPolicyRequest {
@@ -11081,13 +11091,16 @@ export const PolicyTestResult: MessageFns<PolicyTestResult> = {
 };
 
 function createBaseGetPolicyRequest(): GetPolicyRequest {
-  return { network: "" };
+  return { network: "", withReach: false };
 }
 
 export const GetPolicyRequest: MessageFns<GetPolicyRequest> = {
   encode(message: GetPolicyRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.network !== "") {
       writer.uint32(10).string(message.network);
+    }
+    if (message.withReach !== false) {
+      writer.uint32(480).bool(message.withReach);
     }
     return writer;
   },
@@ -11113,6 +11126,14 @@ export const GetPolicyRequest: MessageFns<GetPolicyRequest> = {
             message.network = reader.string();
             continue;
           }
+          case 60: {
+            if (tag !== 480) {
+              break;
+            }
+
+            message.withReach = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -11126,13 +11147,23 @@ export const GetPolicyRequest: MessageFns<GetPolicyRequest> = {
   },
 
   fromJSON(object: any): GetPolicyRequest {
-    return { network: isSet(object.network) ? globalThis.String(object.network) : "" };
+    return {
+      network: isSet(object.network) ? globalThis.String(object.network) : "",
+      withReach: isSet(object.withReach)
+        ? globalThis.Boolean(object.withReach)
+        : isSet(object.with_reach)
+        ? globalThis.Boolean(object.with_reach)
+        : false,
+    };
   },
 
   toJSON(message: GetPolicyRequest): unknown {
     const obj: any = {};
     if (message.network !== "") {
       obj.network = message.network;
+    }
+    if (message.withReach !== false) {
+      obj.withReach = message.withReach;
     }
     return obj;
   },
@@ -11143,12 +11174,13 @@ export const GetPolicyRequest: MessageFns<GetPolicyRequest> = {
   fromPartial<I extends Exact<DeepPartial<GetPolicyRequest>, I>>(object: I): GetPolicyRequest {
     const message = createBaseGetPolicyRequest();
     message.network = object.network ?? "";
+    message.withReach = object.withReach ?? false;
     return message;
   },
 };
 
 function createBaseGetPolicyResponse(): GetPolicyResponse {
-  return { rules: [], tests: [], policyVersion: 0, stateVersion: 0 };
+  return { rules: [], tests: [], policyVersion: 0, stateVersion: 0, reach: [] };
 }
 
 export const GetPolicyResponse: MessageFns<GetPolicyResponse> = {
@@ -11164,6 +11196,9 @@ export const GetPolicyResponse: MessageFns<GetPolicyResponse> = {
     }
     if (message.stateVersion !== 0) {
       writer.uint32(32).uint64(message.stateVersion);
+    }
+    for (const v of message.reach) {
+      NodeReach.encode(v!, writer.uint32(482).fork()).join();
     }
     return writer;
   },
@@ -11213,6 +11248,14 @@ export const GetPolicyResponse: MessageFns<GetPolicyResponse> = {
             message.stateVersion = longToNumber(reader.uint64());
             continue;
           }
+          case 60: {
+            if (tag !== 482) {
+              break;
+            }
+
+            message.reach.push(NodeReach.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -11239,6 +11282,7 @@ export const GetPolicyResponse: MessageFns<GetPolicyResponse> = {
         : isSet(object.state_version)
         ? globalThis.Number(object.state_version)
         : 0,
+      reach: globalThis.Array.isArray(object?.reach) ? object.reach.map((e: any) => NodeReach.fromJSON(e)) : [],
     };
   },
 
@@ -11256,6 +11300,9 @@ export const GetPolicyResponse: MessageFns<GetPolicyResponse> = {
     if (message.stateVersion !== 0) {
       obj.stateVersion = Math.round(message.stateVersion);
     }
+    if (message.reach?.length) {
+      obj.reach = message.reach.map((e) => NodeReach.toJSON(e));
+    }
     return obj;
   },
 
@@ -11268,6 +11315,92 @@ export const GetPolicyResponse: MessageFns<GetPolicyResponse> = {
     message.tests = object.tests?.map((e) => PolicyTest.fromPartial(e)) || [];
     message.policyVersion = object.policyVersion ?? 0;
     message.stateVersion = object.stateVersion ?? 0;
+    message.reach = object.reach?.map((e) => NodeReach.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseNodeReach(): NodeReach {
+  return { node: "", peers: [] };
+}
+
+export const NodeReach: MessageFns<NodeReach> = {
+  encode(message: NodeReach, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.node !== "") {
+      writer.uint32(10).string(message.node);
+    }
+    for (const v of message.peers) {
+      PeerReach.encode(v!, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): NodeReach {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseNodeReach();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.node = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.peers.push(PeerReach.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): NodeReach {
+    return {
+      node: isSet(object.node) ? globalThis.String(object.node) : "",
+      peers: globalThis.Array.isArray(object?.peers) ? object.peers.map((e: any) => PeerReach.fromJSON(e)) : [],
+    };
+  },
+
+  toJSON(message: NodeReach): unknown {
+    const obj: any = {};
+    if (message.node !== "") {
+      obj.node = message.node;
+    }
+    if (message.peers?.length) {
+      obj.peers = message.peers.map((e) => PeerReach.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<NodeReach>, I>>(base?: I): NodeReach {
+    return NodeReach.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<NodeReach>, I>>(object: I): NodeReach {
+    const message = createBaseNodeReach();
+    message.node = object.node ?? "";
+    message.peers = object.peers?.map((e) => PeerReach.fromPartial(e)) || [];
     return message;
   },
 };
