@@ -18,6 +18,7 @@ export {
   flip,
   noFilter,
   pluginOpeningsOfNode,
+  pluginPlanOfNode,
   previewConverge,
   reachOf,
   returnToAdopted,
@@ -26,6 +27,7 @@ export {
   type RetiredRecord,
   type Progress,
 } from './flip.js';
+export { changeStep, pluginChangesOf } from './preview-changes.js';
 // A preview's rows as the CLI and the console show them.
 export { PREVIEW_COLUMNS, afterShown, nowShown, previewRows } from './preview-rows.js';
 // The firewall half of the return, also a leaving node's (core/src/agent/leave.ts).

@@ -49,6 +49,7 @@ function reportToWire(r: ReportMessage): Report {
     handshakesReported: r.peerHandshakes !== undefined,
     ...(r.dns ? { dns: resolverToWire(r.dns) } : {}),
     advertisedRoutes: [...(r.advertisedRoutes ?? [])],
+    pluginChanges: (r.pluginChanges ?? []).map((c) => ({ ...c })),
   };
 }
 
@@ -103,6 +104,7 @@ function reportFromWire(r: Report): ReportMessage {
       : {}),
     ...(r.dns ? { dns: resolverFromWire(r.dns) } : {}),
     ...(r.advertisedRoutes.length ? { advertisedRoutes: [...r.advertisedRoutes] } : {}),
+    ...(r.pluginChanges.length ? { pluginChanges: r.pluginChanges.map((c) => ({ ...c })) } : {}),
   };
 }
 

@@ -67,6 +67,7 @@ function previewToWire(p: ConvergePreview): NonNullable<AdminAnswer<'previewConv
     firewall: { ...p.firewall },
     take: [...p.take],
     steps: [...p.steps],
+    changes: p.changes.map((c) => ({ ...c })),
     items: p.items.map((i) => ({
       ...i,
       declaredBy: i.declaredBy ?? '',
