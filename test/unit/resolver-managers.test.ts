@@ -84,7 +84,11 @@ t.test("resolvconf and openresolv: an entry of the mesh's own, its nameserver an
   const o = integratorFor(seen('openresolv'), open.run, { ...DEFAULT_COMMANDS, resolvconf: ['/sbin/resolvconf'] });
   if ('held' in o) throw new Error('held');
   await o.set(link);
-  t.same(open.asked[0]!.argv, ['/sbin/resolvconf', '-m', '0', '-a', 'meshp0.meshp'], 'openresolv: first by its metric');
+  t.same(
+    open.asked[0]!.argv,
+    ['/sbin/resolvconf', '-a', 'tun0.meshp0.meshp'],
+    "openresolv: first by its dynamic_order's tun[0-9]*, no metric (a metric puts an entry last)",
+  );
   await t.rejects(d.set({ ...link, port: 5353 }), /resolv\.conf names no port/, 'a resolver off port 53 cannot be named in resolv.conf');
 });
 
