@@ -34,4 +34,5 @@ export { PREVIEW_COLUMNS, afterShown, nowShown, previewRows } from './preview-ro
 export { restoreFound } from './flip.js';
 export { checkGenesis, type GenesisFacts, type GenesisFinding, type GenesisInput } from './genesis-checks.js';
 export { managersEnabledRead, managersRunning, managersRunningRead, managersSeen, type ManagerSeen, type NetOf } from './managers.js';
+export { networkManagerDns, type NetworkManagerDns } from './networkmanager.js';
 export { RESOLVER_MANAGER_KINDS, RESOLV_CONF, resolverManagerSeen, type ResolverManagerKind, type ResolverManagerSeen } from './resolver-managers.js';

@@ -87,7 +87,9 @@ function resolvconf(kind: 'resolvconf' | 'openresolv', run: Runner, cmd: Manager
 
 /** Why a kind with no per-link interface spoken here is held. */
 const HELD: Record<Exclude<ResolverManagerKind, 'systemd-resolved' | 'resolvconf' | 'openresolv'>, (m: ResolverManagerSeen) => string> = {
-  networkmanager: (m) => `NetworkManager (${m.seen}): no plugin speaks its per-connection DNS yet`,
+  // Coded (MESHP_PROVIDER_MISSING, no plugin provides it), in either mode: the mesh never writes behind NetworkManager, which would write over it.
+  networkmanager: (m) =>
+    `MESHP_PROVIDER_MISSING: NetworkManager writes the resolver configuration (${m.seen}) and no plugin speaks its per-connection DNS: the mesh writes nothing behind it, adopted or converged (NetworkManager with dns=systemd-resolved is spoken through resolvectl; with dns=none or rc-manager=unmanaged the file is a plain one)`,
   file: (m) => `${m.seen}, found: never written on an adopted node`,
   none: (m) => m.seen,
   unknown: (m) => `a manager no plugin speaks${m.program ? `, ${m.program}` : ''} (${m.seen})`,
