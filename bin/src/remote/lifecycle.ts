@@ -36,6 +36,7 @@ export function previewFromWire(p: WirePreview): ConvergePreview {
     node: p.node,
     take: [...p.take],
     steps: [...p.steps],
+    changes: (p.changes ?? []).map((c) => ({ ...c })),
     firewall: { kind: fw.kind, active: fw.active, tables: [...fw.tables], ...(fw.configFile ? { configFile: fw.configFile } : {}) },
     items: p.items.map((i) => ({
       source: oneOf(i.source, ['socket', 'published'], 'source'),

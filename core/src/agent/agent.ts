@@ -5,7 +5,7 @@
  */
 import type { FirewallDriver, Listener, PublishedPort } from '../contract/providers.js';
 import type { HostReport } from '../contract/plan.js';
-import { pluginOpeningsOfNode, reachOf } from '../lifecycle/flip.js';
+import { pluginPlanOfNode, reachOf } from '../lifecycle/flip.js';
 import { previewDoors } from '../lifecycle/preview.js';
 import { isMeshpError, oneLine } from '../errors.js';
 import { usage } from '../conditions.js';
@@ -408,15 +408,19 @@ export class Agent {
     } catch (e) {
       this.#log.warn({ err: oneLine(e) }, 'firewall not describable');
     }
-    if (out.firewallKind && out.firewallKind !== 'none') {
-      try {
-        // What the plugins add to the converged plan, so the controller's preview counts it as this machine's does.
-        out.pluginOpenings = await pluginOpeningsOfNode(this.#host, declarationFromWire(wire));
-      } catch (e) {
-        this.#log.warn({ err: oneLine(e) }, 'the converged plan could not be previewed: its plugin openings are not reported');
-      }
-    }
+    if (out.firewallKind && out.firewallKind !== 'none') Object.assign(out, await this.#pluginPlan(wire));
     return out;
+  }
+
+  /** What the plugins add to the converged plan (openings, changes), so the controller's preview counts it as this machine's does. */
+  async #pluginPlan(wire: Parameters<typeof declarationFromWire>[0]): Promise<Pick<Facts, 'pluginOpenings' | 'pluginChanges'>> {
+    try {
+      const { openings, changes } = await pluginPlanOfNode(this.#host, declarationFromWire(wire));
+      return { pluginOpenings: openings, ...(changes.length ? { pluginChanges: changes } : {}) };
+    } catch (e) {
+      this.#log.warn({ err: oneLine(e) }, 'the converged plan could not be previewed: its plugin openings and changes are not reported');
+      return {};
+    }
   }
 
   /** Sends the report when the host's facts changed since the last one sent. */
@@ -535,7 +539,10 @@ export class Agent {
   }
 }
 
-type Facts = Pick<ReportMessage, 'applied' | 'listening' | 'published' | 'firewallTables' | 'firewallConfigFile' | 'reach' | 'pluginOpenings'> &
+type Facts = Pick<
+  ReportMessage,
+  'applied' | 'listening' | 'published' | 'firewallTables' | 'firewallConfigFile' | 'reach' | 'pluginOpenings' | 'pluginChanges'
+> &
   Partial<Pick<ReportMessage, 'firewallKind' | 'firewallActive'>>;
 
 const modeOfWire = (wireMode: number): ReportMessage['mode'] => (wireMode === WIRE_MODE.ADOPTED ? 'adopted' : 'converged');

@@ -90,6 +90,8 @@ export interface ReportMessage {
   tunnelError?: string;
   /** The openings its plugins add to its converged plan (the converge preview counts them). Absent: none, or an older agent. */
   pluginOpenings?: Opening[];
+  /** The changes its plugins add to its converged plan beyond openings (a resolv.conf to write): the converge preview lists them. Absent: none, or an older agent. */
+  pluginChanges?: PlannedChange[];
   /** Each tunnel peer's latest handshake, when the agent runs a tunnel that reads them ([]: no peer). Absent: not reported. */
   peerHandshakes?: PeerHandshake[];
   /** The mesh's resolver on the node (issue 25), when the agent runs one. Absent: none, or an older agent. */
@@ -110,6 +112,24 @@ export interface ForwardingReport {
   reason: string;
   /** The sysctls the prefixes it serves need on ([]: not a router). */
   needed: string[];
+}
+
+/**
+ * A change a plugin adds to a node's converged plan that is no opening (core/src/lifecycle/preview-changes.ts):
+ * a file it writes, a manager's entry. Words throughout, as the wire carries them.
+ */
+export interface PlannedChange {
+  /** The resource: `file:/etc/resolv.conf`. */
+  key: string;
+  kind: string;
+  module: string;
+  /** The plugin that adds it. */
+  by: string;
+  /** create | converge | remove | release. */
+  op: string;
+  reason: string;
+  /** A hash of what it writes (its spec): another content to write is another change, and another preview id. */
+  digest: string;
 }
 
 /** The mesh's resolver as its plugin says (the dns-resolver plugin's status, less its counters by outcome). */

@@ -13,6 +13,8 @@ import { Reconciler, RETIRED_KEY, type ReconcileResult } from '../reconcile/reco
 import { planOpenings } from '../reconcile/openings.js';
 import { validateDeclaration } from '../schema/validate.js';
 import { buildPreview, pluginOpeningsOf, previewDoors, type ConvergePreview } from './preview.js';
+import { pluginChangesOf } from './preview-changes.js';
+import type { PlannedChange } from '../contract/transport.js';
 
 export const MODE_KEY = 'node.mode';
 
@@ -53,8 +55,8 @@ export async function previewConverge(host: Host, input: unknown): Promise<Conve
     driver.describe(),
   ]);
   const reach = await reachOf(driver, previewDoors(listening, published));
-  const pluginOpenings = await pluginOpeningsOfNode(host, decl);
-  return buildPreview({ declaration: decl, listening, published, firewall, pluginOpenings, ...(reach ? { reach } : {}) });
+  const { openings: pluginOpenings, changes: pluginChanges } = await pluginPlanOfNode(host, decl);
+  return buildPreview({ declaration: decl, listening, published, firewall, pluginOpenings, pluginChanges, ...(reach ? { reach } : {}) });
 }
 
 /**
@@ -63,9 +65,14 @@ export async function previewConverge(host: Host, input: unknown): Promise<Conve
  * agent reports them, and the controller's preview counts them the same way (`buildPreview`).
  */
 export async function pluginOpeningsOfNode(host: Host, input: unknown): Promise<Opening[]> {
+  return (await pluginPlanOfNode(host, input)).openings;
+}
+
+/** The openings and the other changes (a resolv.conf to write: preview-changes.ts) this node's plugins add to its converged plan. */
+export async function pluginPlanOfNode(host: Host, input: unknown): Promise<{ openings: Opening[]; changes: PlannedChange[] }> {
   const decl = validateDeclaration(input);
   const plan = await new Reconciler(host).plan(convergedOf(decl), { preview: true });
-  return pluginOpeningsOf(decl, plan.firewall.openings);
+  return { openings: pluginOpeningsOf(decl, plan.firewall.openings), changes: pluginChangesOf(plan) };
 }
 
 /** The declaration as it is once converged: every module taken. */

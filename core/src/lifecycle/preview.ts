@@ -9,6 +9,8 @@ import type { Declaration, Opening, Protocol } from '../contract/model.js';
 import { toOpening } from '../contract/model.js';
 import { canonicalJson, sha256 } from '../reconcile/handlers.js';
 import { MeshpError } from '../errors.js';
+import type { PlannedChange } from '../contract/transport.js';
+import { changeStep, changesForId } from './preview-changes.js';
 
 export type AfterFlip = 'open' | 'closes' | 'local';
 /** Where the door is reachable from now, through the live firewall and Docker's NAT. */
@@ -45,6 +47,8 @@ export interface ConvergePreview {
   items: PreviewItem[];
   /** Modules not yet taken: the flip takes them. */
   take: string[];
+  /** What plugins change beyond the doors (a converged node's resolv.conf): the flip makes each, the id covers them. */
+  changes: PlannedChange[];
   steps: string[];
 }
 
@@ -65,6 +69,8 @@ export interface PreviewInputs {
    * turned on with its original recorded): one step each. Not part of the id.
    */
   settings?: string[];
+  /** The other changes plugins add to the converged plan (preview-changes.ts), as the agent's plan or report holds them. */
+  pluginChanges?: PlannedChange[];
 }
 
 function isLoopback(address: string): boolean {
@@ -188,12 +194,19 @@ function socketItems(input: PreviewInputs, opening: OpeningAt, reach: ReachByDoo
 }
 
 /** The flip's steps, in order, as the preview says them. */
-function flipSteps(items: PreviewItem[], take: string[], openings: Opening[], firewall: PreviewInputs['firewall']): string[] {
+function flipSteps(
+  items: PreviewItem[],
+  take: string[],
+  changes: readonly PlannedChange[],
+  openings: Opening[],
+  firewall: PreviewInputs['firewall'],
+): string[] {
   const closes = closingDoors(items).length;
   const shut = items.filter((i) => i.after === 'closes' && i.now === 'closed').length;
   const live = liveDoorsClosing(items);
   return [
     ...take.map((m) => `take module ${m} (its held resources are replaced by what it declares)`),
+    ...changes.map(changeStep),
     `load the mesh's derived filter: drop by default, ${openings.length} opening${openings.length === 1 ? '' : 's'} allowed, ${closes} reachable port${closes === 1 ? '' : 's'} close` +
       `${shut ? `, ${shut} already closed stay${shut === 1 ? 's' : ''} closed` : ''}`,
     firewall.active
@@ -216,10 +229,11 @@ export function buildPreview(input: PreviewInputs): ConvergePreview {
   items.sort((a, b) => a.port - b.port || a.protocol.localeCompare(b.protocol) || a.source.localeCompare(b.source) || a.address.localeCompare(b.address));
   const take = decl.modules.filter((m) => !m.taken).map((m) => m.name);
   const fw = { kind: firewall.kind, active: firewall.active, tables: firewall.tables, ...(firewall.configFile ? { configFile: firewall.configFile } : {}) };
-  const steps = [...flipSteps(items, take, openings, firewall), ...(input.settings ?? [])];
+  const changes = [...(input.pluginChanges ?? [])];
+  const steps = [...flipSteps(items, take, changes, openings, firewall), ...(input.settings ?? [])];
   // The id is what the machine offers, not which pid offers it: a restarted or forked server is the same door.
   // Where each door is reachable from now is in the items: a changed firewall is a changed machine.
-  return { id: previewId(decl.node, items, take, fw, openings), node: decl.node, firewall: fw, items, take, steps };
+  return { id: previewId(decl.node, items, take, fw, openings, changes), node: decl.node, firewall: fw, items, take, changes, steps };
 }
 
 /** A door as an operator names it: `22/tcp`. */
@@ -255,7 +269,8 @@ export function checkLiveDoors(p: Pick<ConvergePreview, 'node' | 'items'>, allow
 /**
  * The id is what the machine offers, not which pid offers it (a restarted or forked server is the
  * same door) nor who is connected to it now. Where each door is reachable from now is in the items: a
- * changed firewall is a changed machine. The openings are taken in id order, whoever listed them.
+ * changed firewall is a changed machine. The openings are taken in id order, whoever listed them; the
+ * plugins' other changes by what they change and what they write, not by how they are worded.
  */
 function previewId(
   node: string,
@@ -263,8 +278,11 @@ function previewId(
   take: readonly string[],
   fw: ConvergePreview['firewall'],
   openings: readonly Opening[],
+  changes: readonly PlannedChange[],
 ): string {
   const doors = items.map(({ liveConnections: _live, ...i }) => ({ ...i, holder: i.holder.replace(/ \(pid \d+\)$/, '') }));
   const held = openings.map((o) => [o.id, o.from] as const).sort((a, b) => a[0].localeCompare(b[0]));
-  return sha256(canonicalJson({ node, items: doors, take, fw, openings: held })).slice(0, 16);
+  // No change beyond the doors hashes as before there were any: an unchanged machine keeps its id across versions.
+  const more = changes.length ? { changes: changesForId(changes) } : {};
+  return sha256(canonicalJson({ node, items: doors, take, fw, openings: held, ...more })).slice(0, 16);
 }

@@ -29,6 +29,8 @@ export interface ResolverManagerSeen {
   program?: string;
 }
 
+import { networkManagerDns } from './networkmanager.js';
+
 export const RESOLV_CONF = 'etc/resolv.conf';
 
 /** Headers programs leave at the top of the file they write, first match wins. */
@@ -61,9 +63,11 @@ async function resolvconfKind(read: (path: string) => Promise<string | null>): P
   return (await read('etc/resolvconf.conf')) !== null ? 'openresolv' : 'resolvconf';
 }
 
+/** `list` answers a folder's names under the root ([] when none): with it, a plain file NetworkManager writes is NetworkManager's (networkmanager.ts). */
 export async function resolverManagerSeen(
   read: (path: string) => Promise<string | null>,
   link: (path: string) => Promise<string | null>,
+  list?: (dir: string) => Promise<string[]>,
 ): Promise<ResolverManagerSeen> {
   const target = await link(RESOLV_CONF);
   if (target !== null) {
@@ -83,5 +87,11 @@ export async function resolverManagerSeen(
     if (h.kind === 'openresolv' || h.kind === 'resolvconf') return { kind: h.kind === 'openresolv' ? await resolvconfKind(read) : h.kind, seen };
     return { kind: h.kind, seen, ...(h.program ? { program: h.program } : {}) };
   }
+  const nm = list ? await networkManagerDns(read, list) : null;
+  if (nm?.manages)
+    return {
+      kind: 'networkmanager',
+      seen: `${RESOLV_CONF} a plain file NetworkManager writes (it runs: ${nm.runSeen}; dns=${nm.dns}, rc-manager=${nm.rcManager})`,
+    };
   return { kind: 'file', seen: `${RESOLV_CONF} a plain file` };
 }

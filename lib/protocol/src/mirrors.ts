@@ -119,4 +119,6 @@ export type TransportGuards = [
   // A plugin's opening: protocol, path and action are unions in core, strings on the wire; except is
   // a refusal's, never reported.
   Holds<Mirrors<core.Opening, gen.PlannedOpening, 'protocol' | 'path' | 'action', 'except'>>,
+  // A plugin's other change to the converged plan: words on both sides.
+  Holds<Equal<core.PlannedChange, gen.PlannedChange>>,
 ];

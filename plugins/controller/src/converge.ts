@@ -40,6 +40,7 @@ export function factsOfReport(r: ReportMessage): Omit<PreviewInputs, 'declaratio
     ...(settings.length ? { settings } : {}),
     // The agent's preview counts what its plugins add to the converged plan: so does this one, from its report.
     pluginOpenings: r.pluginOpenings ?? [],
+    pluginChanges: r.pluginChanges ?? [],
     listening: (r.listening ?? []).map((l) => ({
       protocol: protocolOf(l.protocol),
       address: l.address,

@@ -36,10 +36,13 @@ interface Integrator {
 /**
  * Debian's resolvconf orders entries by `/etc/resolvconf/interface-order`, where `tun*` comes before
  * the machine's own links: named so, the mesh's resolver is the first the C library asks (it
- * forwards every other name to the rest). openresolv takes a metric instead.
+ * forwards every other name to the rest). openresolv lists `lo*` first, then its `dynamic_order`
+ * (`tap[0-9]* tun[0-9]* … wg[0-9]*`), then every entry without a metric, and entries with a metric
+ * (`-m`) last whatever the metric: so its entry is named into `tun[0-9]*`, with no metric (run
+ * against Debian's openresolv 3.12: `-m 0` put the mesh after the machine's own).
  */
 export const resolvconfEntry = (kind: 'resolvconf' | 'openresolv', ifname: string): string =>
-  kind === 'resolvconf' ? `tun-${ifname}.meshp` : `${ifname}.meshp`;
+  kind === 'resolvconf' ? `tun-${ifname}.meshp` : `tun0.${ifname}.meshp`;
 
 function entryText(link: MeshLink): string {
   const search = [link.domain, ...link.searchDomains.filter((d) => d !== link.domain)];
@@ -71,7 +74,7 @@ function resolvconf(kind: 'resolvconf' | 'openresolv', run: Runner, cmd: Manager
     async set(link) {
       if (link.port !== 53) throw new Error(`the resolver answers on port ${link.port}, and resolv.conf names no port`);
       const entry = resolvconfEntry(kind, link.interface);
-      await must(run, [...cmd.resolvconf, ...(kind === 'openresolv' ? ['-m', '0'] : []), '-a', entry], entryText(link));
+      await must(run, [...cmd.resolvconf, '-a', entry], entryText(link));
       return `through ${kind} (${entry}: nameserver ${link.address}, search ${[link.domain, ...link.searchDomains].join(' ')})`;
     },
     async remove(link) {
@@ -84,7 +87,9 @@ function resolvconf(kind: 'resolvconf' | 'openresolv', run: Runner, cmd: Manager
 
 /** Why a kind with no per-link interface spoken here is held. */
 const HELD: Record<Exclude<ResolverManagerKind, 'systemd-resolved' | 'resolvconf' | 'openresolv'>, (m: ResolverManagerSeen) => string> = {
-  networkmanager: (m) => `NetworkManager (${m.seen}): no plugin speaks its per-connection DNS yet`,
+  // Coded (MESHP_PROVIDER_MISSING, no plugin provides it), in either mode: the mesh never writes behind NetworkManager, which would write over it.
+  networkmanager: (m) =>
+    `MESHP_PROVIDER_MISSING: NetworkManager writes the resolver configuration (${m.seen}) and no plugin speaks its per-connection DNS: the mesh writes nothing behind it, adopted or converged (NetworkManager with dns=systemd-resolved is spoken through resolvectl; with dns=none or rc-manager=unmanaged the file is a plain one)`,
   file: (m) => `${m.seen}, found: never written on an adopted node`,
   none: (m) => m.seen,
   unknown: (m) => `a manager no plugin speaks${m.program ? `, ${m.program}` : ''} (${m.seen})`,

@@ -71,6 +71,7 @@ function reportToWire(r: ReportMessage): Report {
     ...(r.dns ? { dns: resolverToWire(r.dns) } : {}),
     advertisedRoutes: [...(r.advertisedRoutes ?? [])],
     ...(r.forwarding ? { forwarding: forwardingToWire(r.forwarding) } : {}),
+    pluginChanges: (r.pluginChanges ?? []).map((c) => ({ ...c })),
   };
 }
 
@@ -135,6 +136,7 @@ function reportFromWire(r: Report): ReportMessage {
     ...(r.dns ? { dns: resolverFromWire(r.dns) } : {}),
     ...(r.advertisedRoutes.length ? { advertisedRoutes: [...r.advertisedRoutes] } : {}),
     ...(r.forwarding && forwardingFromWire(r.forwarding) ? { forwarding: forwardingFromWire(r.forwarding)! } : {}),
+    ...(r.pluginChanges.length ? { pluginChanges: r.pluginChanges.map((c) => ({ ...c })) } : {}),
   };
 }
 

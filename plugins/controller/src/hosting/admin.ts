@@ -69,6 +69,7 @@ function previewToWire(p: ConvergePreview): NonNullable<AdminAnswer<'previewConv
     firewall: { ...p.firewall },
     take: [...p.take],
     steps: [...p.steps],
+    changes: p.changes.map((c) => ({ ...c })),
     items: p.items.map((i) => ({
       ...i,
       declaredBy: i.declaredBy ?? '',

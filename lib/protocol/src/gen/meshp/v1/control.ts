@@ -404,7 +404,15 @@ export interface Report {
    * issue 26: the node's forwarding sysctls, as its tunnel plugin read them on its last plan (found,
    * held, or turned on with the original recorded). Absent: no tunnel, or an older agent.
    */
-  forwarding?: RouterForwarding | undefined;
+  forwarding?:
+    | RouterForwarding
+    | undefined;
+  /**
+   * issue 25: the changes the node's plugins add to its converged plan that are no opening (a
+   * converged node's /etc/resolv.conf the mesh writes): the controller's converge preview lists them
+   * and its id covers them, as the agent's does. Empty: none, or an older agent.
+   */
+  pluginChanges: PlannedChange[];
 }
 
 /** A router's forwarding (issue 26, ADR 0032): a setting of the machine, found like a file. */
@@ -448,6 +456,21 @@ export interface ResolverStatus {
   /** Whether the machine's resolver asks the mesh's (a per-link entry through the manager, or a converged node's managed file), and how or why not. */
   integrated: boolean;
   integration: string;
+}
+
+/** A change a plugin adds to a node's converged plan that is no opening: a file it writes, a manager's entry. */
+export interface PlannedChange {
+  /** The resource: file:/etc/resolv.conf */
+  key: string;
+  kind: string;
+  module: string;
+  /** The plugin that adds it. */
+  by: string;
+  /** create | converge | remove | release */
+  op: string;
+  reason: string;
+  /** A hash of what it writes: another content is another change (and another preview id). */
+  digest: string;
 }
 
 /** An opening a plugin adds to a node's plan (not declared by any module of the declaration). */
@@ -1310,6 +1333,8 @@ export interface ConvergePreview {
   /** Modules not yet taken: the flip takes them. */
   take: string[];
   steps: string[];
+  /** issue 25: what plugins change beyond the doors (a converged node's resolv.conf); the steps say each. */
+  changes: PlannedChange[];
 }
 
 export interface PreviewItem {
@@ -2582,6 +2607,7 @@ function createBaseReport(): Report {
     dns: undefined,
     advertisedRoutes: [],
     forwarding: undefined,
+    pluginChanges: [],
   };
 }
 
@@ -2655,6 +2681,9 @@ export const Report: MessageFns<Report> = {
     }
     if (message.forwarding !== undefined) {
       RouterForwarding.encode(message.forwarding, writer.uint32(162).fork()).join();
+    }
+    for (const v of message.pluginChanges) {
+      PlannedChange.encode(v!, writer.uint32(562).fork()).join();
     }
     return writer;
   },
@@ -2856,6 +2885,14 @@ export const Report: MessageFns<Report> = {
             message.forwarding = RouterForwarding.decode(reader, reader.uint32());
             continue;
           }
+          case 70: {
+            if (tag !== 562) {
+              break;
+            }
+
+            message.pluginChanges.push(PlannedChange.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2951,6 +2988,11 @@ export const Report: MessageFns<Report> = {
         ? object.advertised_routes.map((e: any) => globalThis.String(e))
         : [],
       forwarding: isSet(object.forwarding) ? RouterForwarding.fromJSON(object.forwarding) : undefined,
+      pluginChanges: globalThis.Array.isArray(object?.pluginChanges)
+        ? object.pluginChanges.map((e: any) => PlannedChange.fromJSON(e))
+        : globalThis.Array.isArray(object?.plugin_changes)
+        ? object.plugin_changes.map((e: any) => PlannedChange.fromJSON(e))
+        : [],
     };
   },
 
@@ -3025,6 +3067,9 @@ export const Report: MessageFns<Report> = {
     if (message.forwarding !== undefined) {
       obj.forwarding = RouterForwarding.toJSON(message.forwarding);
     }
+    if (message.pluginChanges?.length) {
+      obj.pluginChanges = message.pluginChanges.map((e) => PlannedChange.toJSON(e));
+    }
     return obj;
   },
 
@@ -3064,6 +3109,7 @@ export const Report: MessageFns<Report> = {
     message.forwarding = (object.forwarding !== undefined && object.forwarding !== null)
       ? RouterForwarding.fromPartial(object.forwarding)
       : undefined;
+    message.pluginChanges = object.pluginChanges?.map((e) => PlannedChange.fromPartial(e)) || [];
     return message;
   },
 };
@@ -3594,6 +3640,171 @@ export const ResolverStatus: MessageFns<ResolverStatus> = {
     message.manager = object.manager ?? "";
     message.integrated = object.integrated ?? false;
     message.integration = object.integration ?? "";
+    return message;
+  },
+};
+
+function createBasePlannedChange(): PlannedChange {
+  return { key: "", kind: "", module: "", by: "", op: "", reason: "", digest: "" };
+}
+
+export const PlannedChange: MessageFns<PlannedChange> = {
+  encode(message: PlannedChange, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.kind !== "") {
+      writer.uint32(18).string(message.kind);
+    }
+    if (message.module !== "") {
+      writer.uint32(26).string(message.module);
+    }
+    if (message.by !== "") {
+      writer.uint32(34).string(message.by);
+    }
+    if (message.op !== "") {
+      writer.uint32(42).string(message.op);
+    }
+    if (message.reason !== "") {
+      writer.uint32(50).string(message.reason);
+    }
+    if (message.digest !== "") {
+      writer.uint32(58).string(message.digest);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PlannedChange {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePlannedChange();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.kind = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.module = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.by = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.op = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.digest = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PlannedChange {
+    return {
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      kind: isSet(object.kind) ? globalThis.String(object.kind) : "",
+      module: isSet(object.module) ? globalThis.String(object.module) : "",
+      by: isSet(object.by) ? globalThis.String(object.by) : "",
+      op: isSet(object.op) ? globalThis.String(object.op) : "",
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+      digest: isSet(object.digest) ? globalThis.String(object.digest) : "",
+    };
+  },
+
+  toJSON(message: PlannedChange): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.kind !== "") {
+      obj.kind = message.kind;
+    }
+    if (message.module !== "") {
+      obj.module = message.module;
+    }
+    if (message.by !== "") {
+      obj.by = message.by;
+    }
+    if (message.op !== "") {
+      obj.op = message.op;
+    }
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
+    if (message.digest !== "") {
+      obj.digest = message.digest;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PlannedChange>, I>>(base?: I): PlannedChange {
+    return PlannedChange.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PlannedChange>, I>>(object: I): PlannedChange {
+    const message = createBasePlannedChange();
+    message.key = object.key ?? "";
+    message.kind = object.kind ?? "";
+    message.module = object.module ?? "";
+    message.by = object.by ?? "";
+    message.op = object.op ?? "";
+    message.reason = object.reason ?? "";
+    message.digest = object.digest ?? "";
     return message;
   },
 };
@@ -15117,7 +15328,7 @@ export const ConvergeNodeResponse: MessageFns<ConvergeNodeResponse> = {
 };
 
 function createBaseConvergePreview(): ConvergePreview {
-  return { id: "", node: "", firewall: undefined, items: [], take: [], steps: [] };
+  return { id: "", node: "", firewall: undefined, items: [], take: [], steps: [], changes: [] };
 }
 
 export const ConvergePreview: MessageFns<ConvergePreview> = {
@@ -15139,6 +15350,9 @@ export const ConvergePreview: MessageFns<ConvergePreview> = {
     }
     for (const v of message.steps) {
       writer.uint32(50).string(v!);
+    }
+    for (const v of message.changes) {
+      PlannedChange.encode(v!, writer.uint32(562).fork()).join();
     }
     return writer;
   },
@@ -15204,6 +15418,14 @@ export const ConvergePreview: MessageFns<ConvergePreview> = {
             message.steps.push(reader.string());
             continue;
           }
+          case 70: {
+            if (tag !== 562) {
+              break;
+            }
+
+            message.changes.push(PlannedChange.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -15224,6 +15446,9 @@ export const ConvergePreview: MessageFns<ConvergePreview> = {
       items: globalThis.Array.isArray(object?.items) ? object.items.map((e: any) => PreviewItem.fromJSON(e)) : [],
       take: globalThis.Array.isArray(object?.take) ? object.take.map((e: any) => globalThis.String(e)) : [],
       steps: globalThis.Array.isArray(object?.steps) ? object.steps.map((e: any) => globalThis.String(e)) : [],
+      changes: globalThis.Array.isArray(object?.changes)
+        ? object.changes.map((e: any) => PlannedChange.fromJSON(e))
+        : [],
     };
   },
 
@@ -15247,6 +15472,9 @@ export const ConvergePreview: MessageFns<ConvergePreview> = {
     if (message.steps?.length) {
       obj.steps = message.steps;
     }
+    if (message.changes?.length) {
+      obj.changes = message.changes.map((e) => PlannedChange.toJSON(e));
+    }
     return obj;
   },
 
@@ -15263,6 +15491,7 @@ export const ConvergePreview: MessageFns<ConvergePreview> = {
     message.items = object.items?.map((e) => PreviewItem.fromPartial(e)) || [];
     message.take = object.take?.map((e) => e) || [];
     message.steps = object.steps?.map((e) => e) || [];
+    message.changes = object.changes?.map((e) => PlannedChange.fromPartial(e)) || [];
     return message;
   },
 };
