@@ -96,6 +96,27 @@ export interface ReportMessage {
   dns?: ResolverReport;
   /** The prefixes the node offers to route (issue 26: `--advertise-route`), approved or not by an admin. Absent: none. */
   advertisedRoutes?: string[];
+  /** issue 29: each taken module's untake preview on an adopted node, as the agent computed it. Absent: none, or an older agent. */
+  untakePreviews?: UntakePreviewReport[];
+  /** issue 29: the untakes the controller asked, each as the agent ended it. */
+  untakes?: UntakeOutcomeReport[];
+}
+
+/** An untake preview as the report carries it (core/src/reconcile/untake-rule.ts' UntakePlan, less its node). */
+export interface UntakePreviewReport {
+  module: string;
+  id: string;
+  steps: { key: string; kind: string; op: string; what: string }[];
+  blocks: { key: string; code: string; reason: string; diff: string }[];
+}
+
+export interface UntakeOutcomeReport {
+  module: string;
+  previewId: string;
+  result: 'done' | 'refused';
+  code: string;
+  message: string;
+  at: string;
 }
 
 /** The mesh's resolver as its plugin says (the dns-resolver plugin's status, less its counters by outcome). */

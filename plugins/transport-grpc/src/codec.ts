@@ -4,7 +4,17 @@
  * state delta passes as it is; modes, lifecycle states and openings need a word, and a oneof is an
  * object with one key set.
  */
-import type { AgentMessage, ControllerMessage, EnrolResult, LifecycleReport, LifecycleState, Opening, ReportMessage, ResolverReport } from '@meshp/core';
+import type {
+  AgentMessage,
+  ControllerMessage,
+  EnrolResult,
+  LifecycleReport,
+  LifecycleState,
+  Opening,
+  ReportMessage,
+  ResolverReport,
+  UntakePreviewReport,
+} from '@meshp/core';
 import { WIRE_MODE, modeFromWire, modeToWire } from '@meshp/core/delta';
 import { malformed } from '@meshp/core/util';
 import type { EnrolResponse, Lifecycle, PlannedOpening, Report, ResolverStatus, SyncRequest, SyncResponse } from '@meshp/protocol';
@@ -49,8 +59,17 @@ function reportToWire(r: ReportMessage): Report {
     handshakesReported: r.peerHandshakes !== undefined,
     ...(r.dns ? { dns: resolverToWire(r.dns) } : {}),
     advertisedRoutes: [...(r.advertisedRoutes ?? [])],
+    untakePreviews: (r.untakePreviews ?? []).map(untakePreviewCopy),
+    untakes: (r.untakes ?? []).map((u) => ({ ...u })),
   };
 }
+
+const untakePreviewCopy = (p: UntakePreviewReport): UntakePreviewReport => ({
+  module: p.module,
+  id: p.id,
+  steps: p.steps.map((x) => ({ ...x })),
+  blocks: p.blocks.map((x) => ({ ...x })),
+});
 
 const LIFECYCLE_STATES: Record<LifecycleState, true> = { adopted: true, flipping: true, converged: true, refused: true, returning: true };
 
@@ -103,6 +122,11 @@ function reportFromWire(r: Report): ReportMessage {
       : {}),
     ...(r.dns ? { dns: resolverFromWire(r.dns) } : {}),
     ...(r.advertisedRoutes.length ? { advertisedRoutes: [...r.advertisedRoutes] } : {}),
+    ...(r.untakePreviews.length ? { untakePreviews: r.untakePreviews.map(untakePreviewCopy) } : {}),
+    // An outcome this end does not know is left out, not guessed.
+    ...(r.untakes.length
+      ? { untakes: r.untakes.flatMap((u) => (u.result === 'done' || u.result === 'refused' ? [{ ...u, result: u.result as 'done' | 'refused' }] : [])) }
+      : {}),
   };
 }
 
@@ -143,7 +167,10 @@ export function controllerToWire(m: ControllerMessage): SyncResponse {
   if ('error' in m) return { error: m.error };
   const d = { ...m.delta, stateHash: m.delta.stateHash ?? '', versionSignature: m.delta.versionSignature ?? new Uint8Array(0) };
   // A declaration made without the preview id (an older computation) goes out with it empty.
-  if (d.declaration && d.declaration.convergePreviewId === undefined) return { delta: { ...d, declaration: { ...d.declaration, convergePreviewId: '' } } };
+  if (d.declaration && (d.declaration.convergePreviewId === undefined || d.declaration.untakes === undefined))
+    return {
+      delta: { ...d, declaration: { ...d.declaration, convergePreviewId: d.declaration.convergePreviewId ?? '', untakes: d.declaration.untakes ?? [] } },
+    };
   return { delta: d };
 }
 

@@ -62,6 +62,8 @@ const ADMIN_RESPONSES: Record<keyof typeof gen.AdminServiceService, Fns> = {
   setRouteGroup: gen.SetRouteGroupResponse,
   removeRouteGroup: gen.RemoveRouteGroupResponse,
   approveRoute: gen.ApproveRouteResponse,
+  previewUntake: gen.PreviewUntakeResponse,
+  untakeModule: gen.UntakeModuleResponse,
 };
 
 export const ADMIN_METHODS = Object.keys(ADMIN_RESPONSES) as (keyof typeof gen.AdminServiceService)[];

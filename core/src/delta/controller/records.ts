@@ -22,6 +22,8 @@ export interface MemberRecord {
   tunnelKey?: string;
   /** Where the controller saw this tunnel node's Sync stream come from, on its tunnel port (`IP:PORT`): an endpoint after the told ones. */
   observedEndpoint?: string;
+  /** issue 29: modules untaken through the controller, by name, each with the preview id the operator saw (absent: none). */
+  untaking?: Record<string, string>;
 }
 
 /** Members tagged `from` may reach members tagged `to`. */

@@ -12,6 +12,7 @@ import { checkNoClash } from '../clash.js';
 import { checkTunnelKey } from '../tunnel-key.js';
 import { checkDeclarable } from '../declarable.js';
 import { commit } from './log.js';
+import { withoutUntake } from './untake.js';
 import type { MemberInput } from './options.js';
 import { dirtyKey, type ControllerState } from './state.js';
 import { nameTaken, notFound, usage } from '@meshp/core/util';
@@ -149,7 +150,11 @@ export function assignModule(s: ControllerState, network: string, id: string, mo
 
 export function unassignModule(s: ControllerState, network: string, id: string, module: string): number {
   const m = s.member(s.net(network), id);
-  return updateMember(s, network, id, { assigned: m.assigned.filter((x) => x !== module), taken: m.taken.filter((x) => x !== module) });
+  return updateMember(s, network, id, {
+    assigned: m.assigned.filter((x) => x !== module),
+    taken: m.taken.filter((x) => x !== module),
+    ...withoutUntake(m.untaking, module),
+  });
 }
 
 export function takeModule(s: ControllerState, network: string, id: string, module: string): number {
@@ -159,7 +164,7 @@ export function takeModule(s: ControllerState, network: string, id: string, modu
   if (m.taken.includes(module)) return net.version;
   // An assignment stored before it was checked: its cutover is refused as its assignment would be now.
   checkDeclarable({ ...m, taken: sorted([...new Set([...m.taken, module])]) }, net.moduleOf);
-  return updateMember(s, network, id, { taken: sorted([...new Set([...m.taken, module])]) });
+  return updateMember(s, network, id, { taken: sorted([...new Set([...m.taken, module])]), ...withoutUntake(m.untaking, module) });
 }
 
 export function createToken(s: ControllerState, network: string, options: { mode?: Mode; tags?: string[]; ttlSeconds?: number }): TokenRecord {

@@ -15,6 +15,7 @@ const CHANGES = new Set<string>([
   'assignModule',
   'unassignModule',
   'takeModule',
+  'untakeModule',
   'setMode',
   'setPolicy',
   'createToken',
@@ -55,6 +56,8 @@ function summaryOf(method: string, r: Req, before: string): string {
     case 'unassignModule':
     case 'takeModule':
       return `${method.replace('Module', '')} module ${str(r, 'module')} on ${node}`;
+    case 'untakeModule':
+      return `untake module ${str(r, 'module')} on ${node} (preview ${str(r, 'previewId')})`;
     case 'setMode':
       return `mode of ${node}: ${before} -> ${r.mode === 1 ? 'adopted' : 'converged'}`;
     case 'convergeNode':
