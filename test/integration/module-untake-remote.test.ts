@@ -5,7 +5,8 @@
  * give is refused by the controller, one the machine no longer gives (a file edited since the report)
  * by the agent, the module kept taken and the refusal reported; the untake with the right id puts the
  * found file back byte for byte (mode, owner), removes the take's opening and leaves the found firewall
- * as it was before the take; take again works.
+ * as it was before the take; take again works. `module release` of the held module leaves a file the
+ * predecessor changed while held as it is; `--restore` puts its recorded original back (previewed).
  */
 import t from 'tap';
 import { chmodSync, chownSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -66,7 +67,10 @@ const catalogue = join(dir, 'web.json');
 writeFileSync(
   catalogue,
   JSON.stringify({
-    modules: [{ name: 'web', files: [{ path: CONF, content: 'listen 9090\n' }], openings: [{ port: 9090, path: 'incoming', from: [CLIENT_NET] }] }],
+    modules: [
+      { name: 'web', files: [{ path: CONF, content: 'listen 9090\n' }], openings: [{ port: 9090, path: 'incoming', from: [CLIENT_NET] }] },
+      { name: 'extra' },
+    ],
   }),
 );
 await json('catalogue', 'add', catalogue, '--yes');
@@ -140,4 +144,40 @@ t.test('untake: the original back byte for byte, the opening gone, the found fir
   t.equal(readFileSync(at, 'utf8'), 'listen 9090\n', 'taken again');
   t.ok(await reachable(l.client, SERVER_CLIENT, 9090, 10));
   t.same(again.blocks, []);
+});
+
+t.test('release: a held file changed while held stays as it is; with --restore its original comes back', async (t) => {
+  const p = await previewNow();
+  t.equal((await cli('module', 'untake', 'server', 'web', '--yes', '--preview-id', p.id)).code, 0);
+  t.same(readFileSync(at), FOUND);
+  // The predecessor changes its file while the mesh holds it; a delta (another module assigned) has the agent report it.
+  const EDITED = 'listen 8080\n# changed by the predecessor while held\n';
+  writeFileSync(at, EDITED);
+  const changed = async () => {
+    const r = await json<{ preview: Preview }>('module', 'release', 'server', 'web', '--restore', '--preview');
+    return r.preview.steps.some((s) => s.op === 'restore') && r.preview;
+  };
+  await reconciled((await json<{ node: { stateVersion: number } }>('module', 'assign', 'server', 'extra', '--yes')).node.stateVersion);
+  const plain = await cli('module', 'release', 'server', 'web', '--preview');
+  t.equal(plain.code, 0, plain.err);
+  t.match(plain.out, /1 held file\(s\) changed while held: --restore puts their originals back/);
+  const r = await cli('module', 'release', 'server', 'web', '--yes');
+  t.equal(r.code, 0, r.err);
+  t.match(r.out, /its held files stay as they are/);
+  t.equal(readFileSync(at, 'utf8'), EDITED, 'without --restore nothing changes');
+  await reconciled((await json<{ node: { stateVersion: number } }>('module', 'assign', 'server', 'web', '--yes')).node.stateVersion);
+  const preview = await until('the release preview names the changed file', changed);
+  t.match(preview.steps, [{ key: `file:${CONF}`, op: 'restore', what: /changed while held; its original back \(\d+ bytes, mode 0640, owner 33:34\)/ }]);
+  const stale = await cli('module', 'release', 'server', 'web', '--restore', '--yes', '--preview-id', 'deadbeefdeadbeef');
+  t.equal(stale.code, 1);
+  t.match(stale.err, /^MESHP_PREVIEW_STALE: /);
+  t.equal(readFileSync(at, 'utf8'), EDITED, 'a stale preview changes nothing');
+  const done = await cli('module', 'release', 'server', 'web', '--restore', '--yes', '--preview-id', preview.id);
+  t.equal(done.code, 0, done.err);
+  t.match(done.out, /1 held file\(s\) that changed while held put back/);
+  t.same(readFileSync(at), FOUND, 'the recorded original, byte for byte');
+  const st = statSync(at);
+  t.same([st.mode & 0o7777, st.uid, st.gid], [0o640, 33, 34], 'mode and owner');
+  const list = await json<{ nodes: { assigned: string[] }[] }>('node', 'list');
+  t.same(list.nodes[0]!.assigned, ['extra'], 'released: no longer assigned');
 });

@@ -20,3 +20,21 @@ export const untakeCommand: CommandModule<GlobalArgs, Args> = {
     await moduleUntake({ ...a, previewId: a['preview-id'] });
   },
 };
+
+/** `meshp module release NODE MODULE [--restore]` (issue 29): unassigned, held files as they are; --restore puts back those changed while held. */
+export const releaseCommand: CommandModule<GlobalArgs, Args & { restore: boolean }> = {
+  command: 'release <node> <module>',
+  describe:
+    'release an assigned, untaken module: unassigned, its held files left as they are (with --restore: those changed while held get their originals back)',
+  builder: (y) =>
+    changeOptions(remoteOptions(y))
+      .positional('node', { type: 'string', demandOption: true })
+      .positional('module', { type: 'string', demandOption: true })
+      .option('restore', { type: 'boolean', default: false, describe: 'put back the recorded original of each held file that changed while held' })
+      .option('preview-id', { type: 'string', describe: 'restore only if the node is still as this preview saw it' })
+      .option('timeout', { type: 'number', default: 60, describe: "seconds to wait for the agent's outcome" }) as never,
+  handler: async (a) => {
+    const { moduleRelease } = await import('../remote/untake.js');
+    await moduleRelease({ ...a, previewId: a['preview-id'] });
+  },
+};

@@ -29,11 +29,11 @@ const out = (a: { json: boolean }, line: string) => {
 const shown = (node: string, p: WireUntakePreview) => ({ ...p, node, blocks: p.blocks.map((b) => ({ ...b, ...(b.diff ? {} : { diff: undefined }) })) });
 
 /** Polls the node until its agent reports the outcome of the untake of `module` to `previewId`. */
-async function outcome(c: AdminClient, network: string, a: ModuleUntakeArgs, previewId: string): Promise<wire.UntakeOutcome> {
+async function outcome(c: AdminClient, network: string, a: ModuleUntakeArgs, previewId: string, release = false): Promise<wire.UntakeOutcome> {
   const deadline = Date.now() + a.timeout * 1000;
   for (;;) {
     const r = await c.call('showNode', { network, node: a.node });
-    const done = r.untakes.find((u) => u.module === a.module && u.previewId === previewId);
+    const done = r.untakes.find((u) => u.module === a.module && u.previewId === previewId && u.release === release);
     if (done) return done;
     if (Date.now() > deadline) {
       const node = present(r.node, 'node');
@@ -75,7 +75,7 @@ export async function moduleUntake(a: ModuleUntakeArgs): Promise<void> {
   });
 }
 
-type UntakeFacts = Pick<wire.ShowNodeResponse, 'untakePreviews' | 'untakes' | 'untakesAsked'>;
+type UntakeFacts = Pick<wire.ShowNodeResponse, 'untakePreviews' | 'untakes' | 'untakesAsked' | 'releasePreviews'>;
 
 /** What node show and doctor say per module of untake (issue 29): whether it is possible, what blocks it, and the untakes asked. */
 export function untakeLines(r: UntakeFacts): string[] {
@@ -85,8 +85,12 @@ export function untakeLines(r: UntakeFacts): string[] {
     if (p.blocks.length === 0) lines.push(`untake ${p.module}: possible (preview ${p.id}; ${back} resource(s) to put back)`);
     else lines.push(`untake ${p.module}: blocked: ${p.blocks.map((b) => `${b.code} (${b.key})`).join('; ')}`);
   }
+  for (const p of r.releasePreviews) {
+    const n = p.steps.filter((s) => s.op === 'restore').length;
+    if (n > 0) lines.push(`release ${p.module}: ${n} held file(s) changed while held (release --restore puts their originals back; preview ${p.id})`);
+  }
   for (const u of r.untakesAsked) {
-    const o = r.untakes.find((x) => x.module === u.module && x.previewId === u.previewId);
+    const o = r.untakes.find((x) => x.module === u.module && x.previewId === u.previewId && !x.release);
     const now = !o ? 'waiting for its agent' : o.result === 'done' ? 'done' : `refused: ${o.code}: ${o.message.split('\n')[0]}`;
     lines.push(`untake ${u.module} asked (preview ${u.previewId}): ${now}`);
   }
@@ -94,5 +98,42 @@ export function untakeLines(r: UntakeFacts): string[] {
 }
 
 export function untakeJson(r: UntakeFacts) {
-  return { untakePreviews: r.untakePreviews, untakes: r.untakes, untakesAsked: r.untakesAsked };
+  return { untakePreviews: r.untakePreviews, untakes: r.untakes, untakesAsked: r.untakesAsked, releasePreviews: r.releasePreviews };
+}
+
+/** `meshp module release NODE MODULE [--restore]`: unassigned, held files left as they are; with --restore, those changed while held put back. */
+export async function moduleRelease(a: ModuleUntakeArgs & { restore: boolean }): Promise<void> {
+  await withAdmin(a, async (c, network) => {
+    const ask = (preview: boolean, previewId = '') =>
+      c.call('releaseModule', { network, node: a.node, module: a.module, restore: a.restore, preview, previewId });
+    const p = present((await ask(true)).preview, 'preview');
+    const restores = p.steps.filter((s) => s.op === 'restore');
+    const human = [
+      `release preview ${p.id || '-'} for module ${a.module} on node ${a.node}: unassigned, its held files left as they are${a.restore ? ', but each one that changed while held gets its original back' : ''}`,
+      ...p.steps.map((s) => `  ${a.restore && s.op === 'restore' ? 'RESTORE' : 'keep   '} ${s.key}: ${s.what}`),
+      ...p.blocks.map((b) => `BLOCKED ${b.key}: ${b.code}: ${b.reason}`),
+      ...(!a.restore && restores.length > 0 ? [`(${restores.length} held file(s) changed while held: --restore puts their originals back)`] : []),
+    ].join('\n');
+    if (a.preview) {
+      if (a.json) return printJson({ preview: p, restore: a.restore });
+      return out(a, `${human}\n(preview: nothing changed${a.restore && restores.length ? `; release with --restore --yes --preview-id ${p.id}` : ''})`);
+    }
+    out(a, human);
+    await confirmChange(
+      a.yes,
+      `Release module ${a.module} on ${a.node}${a.restore ? ' and put back what changed while held' : ''}?`,
+      'pass --yes (and --preview-id) to release',
+    );
+    const previewId = a.previewId ?? p.id;
+    const r = await ask(false, previewId);
+    if (!a.restore || restores.length === 0) {
+      if (a.json) printJson({ preview: r.preview, stateVersion: r.stateVersion });
+      return out(a, `module ${a.module} released on ${a.node} (state version ${r.stateVersion}): its held files stay as they are`);
+    }
+    out(a, `requested: release of ${a.module} on ${a.node} with --restore to preview ${previewId} (state version ${r.stateVersion}); waiting for its agent:`);
+    const o = await outcome(c, network, a, previewId, true);
+    if (a.json) printJson({ preview: r.preview, outcome: o });
+    if (o.result !== 'done') throw new Refusal(`${o.code || 'MESHP_REFUSED'}: ${o.message} (module ${a.module} is released; its held files are as they were)`);
+    out(a, `module ${a.module} released on ${a.node}, by its agent's report: ${o.message}`);
+  });
 }

@@ -535,7 +535,8 @@ type Facts = Pick<ReportMessage, 'applied' | 'listening' | 'published' | 'firewa
   Partial<Pick<ReportMessage, 'firewallKind' | 'firewallActive'>>;
 
 /** What the report says of untakes (issue 29): only what there is, so an agent with none reports as before. */
-const untakeFacts = (u: LifecycleOutcome['untake']): Pick<ReportMessage, 'untakePreviews' | 'untakes'> => ({
+const untakeFacts = (u: LifecycleOutcome['untake']): Pick<ReportMessage, 'untakePreviews' | 'untakes' | 'releasePreviews'> => ({
+  ...(u?.releases.length ? { releasePreviews: u.releases } : {}),
   ...(u?.previews.length ? { untakePreviews: u.previews } : {}),
   ...(u?.outcomes.length ? { untakes: u.outcomes } : {}),
 });

@@ -17,6 +17,7 @@ import type { WireDeclaration } from '../contract/wire.js';
 import { loadRecords } from '../reconcile/reconciler.js';
 import { UNTAKE_KEY, untake } from '../reconcile/untake.js';
 import { untakeStatus } from '../reconcile/untake-status.js';
+import { releaseRestore } from '../reconcile/release.js';
 
 /** The untakes the agent ended, by module: kept so a restart reports them and does not run them again. */
 export const UNTAKES_KEY = 'agent.untakes';
@@ -38,11 +39,12 @@ export async function untakesAsked(host: Host, input: Declaration, wire: WireDec
   const store = await host.state();
   const stored = (await store.getValue<Record<string, UntakeOutcomeReport>>(UNTAKES_KEY)) ?? {};
   const asked = new Map((wire.untakes ?? []).map((u) => [u.module, u.previewId]));
+  const releases = new Map((wire.releases ?? []).map((u) => [u.module, u.previewId]));
   let decl = input;
   let dirty = false;
   // Taken again (or unassigned): the untake asked before is over; the same preview id later is a new untake.
   for (const module of Object.keys(stored)) {
-    if (!asked.has(module)) {
+    if (module.startsWith(RELEASE) ? !releases.has(module.slice(RELEASE.length)) : !asked.has(module)) {
       delete stored[module];
       dirty = true;
     }
@@ -60,8 +62,36 @@ export async function untakesAsked(host: Host, input: Declaration, wire: WireDec
     if (outcome.result === 'refused') decl = withTaken(decl, module, true);
     outcomes.push(outcome);
   }
+  // Released with --restore (no longer declared): each held file changed while held gets its original back, once.
+  for (const [module, previewId] of releases) {
+    if (decl.modules.some((x) => x.name === module)) continue;
+    const key = `${RELEASE}${module}`;
+    let outcome = stored[key]?.previewId === previewId ? stored[key]! : null;
+    if (!outcome) outcome = await releaseOne(host, decl.node, module, previewId, log);
+    if (stored[key] !== outcome) {
+      stored[key] = outcome;
+      dirty = true;
+    }
+    outcomes.push(outcome);
+  }
   if (dirty) await store.setValue(UNTAKES_KEY, stored);
   return { decl, outcomes };
+}
+
+const RELEASE = 'release:';
+
+async function releaseOne(host: Host, node: string, module: string, previewId: string, log: (msg: string) => void): Promise<UntakeOutcomeReport> {
+  const at = () => new Date().toISOString();
+  try {
+    const plan = await releaseRestore(host, node, module, { previewId });
+    const n = plan.steps.filter((s) => s.op === 'restore').length;
+    log(`released ${module} with --restore (preview ${previewId}): ${n} held file(s) put back`);
+    return { module, previewId, result: 'done', code: '', message: `${n} held file(s) that changed while held put back`, at: at(), release: true };
+  } catch (e) {
+    log(`release --restore of ${module} refused: ${oneLine(e)}`);
+    const code = isMeshpError(e) ? e.code : 'MESHP_PLUGIN_FAILED';
+    return { module, previewId, result: 'refused', code, message: isMeshpError(e) ? e.message : oneLine(e), at: at(), release: true };
+  }
 }
 
 async function untakeOne(host: Host, decl: Declaration, module: string, previewId: string, log: (msg: string) => void): Promise<UntakeOutcomeReport> {
@@ -109,6 +139,27 @@ export async function untakePreviews(host: Host, decl: Declaration, log: (msg: s
       });
     } catch (e) {
       log(`untake preview of ${m.name} failed: ${oneLine(e)}`);
+    }
+  }
+  return out;
+}
+
+/** Each assigned, untaken module's release --restore preview now, for the report: only a module that holds files. */
+export async function releasePreviews(host: Host, decl: Declaration, log: (msg: string) => void = () => {}): Promise<UntakePreviewReport[]> {
+  const out: UntakePreviewReport[] = [];
+  for (const m of decl.modules) {
+    if (m.taken) continue;
+    try {
+      const plan = await releaseRestore(host, decl.node, m.name, { preview: true });
+      if (plan.steps.length + plan.blocks.length === 0) continue;
+      out.push({
+        module: plan.module,
+        id: plan.id,
+        steps: plan.steps.map((x) => ({ key: x.key, kind: x.kind, op: x.op, what: x.what })),
+        blocks: plan.blocks.map((b) => ({ key: b.key, code: b.code, reason: b.reason, diff: b.diff ?? '' })),
+      });
+    } catch (e) {
+      log(`release preview of ${m.name} failed: ${oneLine(e)}`);
     }
   }
   return out;

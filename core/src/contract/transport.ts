@@ -100,6 +100,8 @@ export interface ReportMessage {
   untakePreviews?: UntakePreviewReport[];
   /** issue 29: the untakes the controller asked, each as the agent ended it. */
   untakes?: UntakeOutcomeReport[];
+  /** issue 29: each assigned, untaken module's release --restore preview, as the agent computed it. */
+  releasePreviews?: UntakePreviewReport[];
 }
 
 /** An untake preview as the report carries it (core/src/reconcile/untake-rule.ts' UntakePlan, less its node). */
@@ -117,6 +119,8 @@ export interface UntakeOutcomeReport {
   code: string;
   message: string;
   at: string;
+  /** A release --restore's outcome, not an untake's. */
+  release?: boolean;
 }
 
 /** The mesh's resolver as its plugin says (the dns-resolver plugin's status, less its counters by outcome). */

@@ -134,6 +134,8 @@ export interface WireDeclaration {
   convergePreviewId: string;
   /** Modules untaken through the controller (issue 29), each with the preview the operator saw. */
   untakes: WireModuleUntake[];
+  /** Modules released with --restore (issue 29), each with the preview the operator saw. */
+  releases: WireModuleUntake[];
 }
 export interface WireModuleUntake {
   module: string;

@@ -40,6 +40,7 @@ export function declarationToWire(d: Declaration): WireDeclaration {
     modules: d.modules.map(moduleToWire),
     convergePreviewId: '',
     untakes: [],
+    releases: [],
   };
 }
 

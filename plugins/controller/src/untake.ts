@@ -57,3 +57,49 @@ export function untakeModule(
   }
   return { preview, stateVersion: controller.recordUntake(network, node, module, previewId) };
 }
+
+/** The release --restore preview of `module` on `node`, from its last report. Changes nothing. */
+export function releasePreviewOf(controller: Controller, network: string, node: string, module: string, report: ReportMessage | null): UntakePreviewReport {
+  const member = controller.member(network, node);
+  if (!member) throw notFound('node', node, network);
+  if (!member.assigned.includes(module)) throw notFound('module', module, `the modules assigned to ${node}`);
+  if (member.taken.includes(module)) {
+    throw new MeshpError(
+      'MESHP_LIFECYCLE',
+      `module ${module} is taken on node ${node}: release is for an assigned module not taken (untake it first: meshp module untake ${node} ${module})`,
+    );
+  }
+  if (!report) throw new MeshpError('MESHP_LIFECYCLE', `node ${node} has not reported yet: there is nothing to preview from`);
+  const preview = (report.releasePreviews ?? []).find((p) => p.module === module);
+  // No held file reported: nothing to put back (or an older agent, which holds files as they are).
+  return preview ?? { module, id: '', steps: [], blocks: [] };
+}
+
+/**
+ * Releases `module` (unassigned, its held files left as they are); with `restore`, each held file that
+ * changed while held gets its original back, to exactly `previewId`, if nothing blocks it.
+ */
+export function releaseModule(
+  controller: Controller,
+  network: string,
+  node: string,
+  module: string,
+  report: ReportMessage | null,
+  restore: boolean,
+  previewId: string,
+): { preview: UntakePreviewReport; stateVersion: number } {
+  const preview = releasePreviewOf(controller, network, node, module, report);
+  const restores = preview.steps.some((s) => s.op === 'restore');
+  if (!restore || !restores) return { preview, stateVersion: controller.recordRelease(network, node, module, null) };
+  if (!previewId) throw usage(`release --restore needs the preview id the operator saw: meshp module release ${node} ${module} --restore --preview first`);
+  if (previewId !== preview.id) {
+    throw new MeshpError('MESHP_PREVIEW_STALE', `node ${node} changed since preview ${previewId} (its last report gives ${preview.id}): preview again`);
+  }
+  if (preview.blocks.length > 0) {
+    throw new MeshpError(
+      preview.blocks[0]!.code as ErrorCode,
+      `module ${module}'s held files cannot be put back; nothing changed: ${preview.blocks.map((b) => b.reason).join('; ')}`,
+    );
+  }
+  return { preview, stateVersion: controller.recordRelease(network, node, module, previewId) };
+}

@@ -60,7 +60,8 @@ function reportToWire(r: ReportMessage): Report {
     ...(r.dns ? { dns: resolverToWire(r.dns) } : {}),
     advertisedRoutes: [...(r.advertisedRoutes ?? [])],
     untakePreviews: (r.untakePreviews ?? []).map(untakePreviewCopy),
-    untakes: (r.untakes ?? []).map((u) => ({ ...u })),
+    untakes: (r.untakes ?? []).map((u) => ({ ...u, release: u.release ?? false })),
+    releasePreviews: (r.releasePreviews ?? []).map(untakePreviewCopy),
   };
 }
 
@@ -123,9 +124,26 @@ function reportFromWire(r: Report): ReportMessage {
     ...(r.dns ? { dns: resolverFromWire(r.dns) } : {}),
     ...(r.advertisedRoutes.length ? { advertisedRoutes: [...r.advertisedRoutes] } : {}),
     ...(r.untakePreviews.length ? { untakePreviews: r.untakePreviews.map(untakePreviewCopy) } : {}),
+    ...(r.releasePreviews.length ? { releasePreviews: r.releasePreviews.map(untakePreviewCopy) } : {}),
     // An outcome this end does not know is left out, not guessed.
     ...(r.untakes.length
-      ? { untakes: r.untakes.flatMap((u) => (u.result === 'done' || u.result === 'refused' ? [{ ...u, result: u.result as 'done' | 'refused' }] : [])) }
+      ? {
+          untakes: r.untakes.flatMap((u) =>
+            u.result === 'done' || u.result === 'refused'
+              ? [
+                  {
+                    module: u.module,
+                    previewId: u.previewId,
+                    result: u.result as 'done' | 'refused',
+                    code: u.code,
+                    message: u.message,
+                    at: u.at,
+                    ...(u.release ? { release: true } : {}),
+                  },
+                ]
+              : [],
+          ),
+        }
       : {}),
   };
 }
@@ -167,9 +185,17 @@ export function controllerToWire(m: ControllerMessage): SyncResponse {
   if ('error' in m) return { error: m.error };
   const d = { ...m.delta, stateHash: m.delta.stateHash ?? '', versionSignature: m.delta.versionSignature ?? new Uint8Array(0) };
   // A declaration made without the preview id (an older computation) goes out with it empty.
-  if (d.declaration && (d.declaration.convergePreviewId === undefined || d.declaration.untakes === undefined))
+  if (d.declaration && (d.declaration.convergePreviewId === undefined || d.declaration.untakes === undefined || d.declaration.releases === undefined))
     return {
-      delta: { ...d, declaration: { ...d.declaration, convergePreviewId: d.declaration.convergePreviewId ?? '', untakes: d.declaration.untakes ?? [] } },
+      delta: {
+        ...d,
+        declaration: {
+          ...d.declaration,
+          convergePreviewId: d.declaration.convergePreviewId ?? '',
+          untakes: d.declaration.untakes ?? [],
+          releases: d.declaration.releases ?? [],
+        },
+      },
     };
   return { delta: d };
 }

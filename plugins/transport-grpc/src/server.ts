@@ -64,6 +64,7 @@ const ADMIN_RESPONSES: Record<keyof typeof gen.AdminServiceService, Fns> = {
   approveRoute: gen.ApproveRouteResponse,
   previewUntake: gen.PreviewUntakeResponse,
   untakeModule: gen.UntakeModuleResponse,
+  releaseModule: gen.ReleaseModuleResponse,
 };
 
 export const ADMIN_METHODS = Object.keys(ADMIN_RESPONSES) as (keyof typeof gen.AdminServiceService)[];

@@ -75,7 +75,12 @@ export function declarationFor(node: MemberRecord, moduleOf: (name: string) => M
     .filter(([m]) => node.assigned.includes(m) && !taken.has(m))
     .sort(([a], [b]) => (a < b ? -1 : 1))
     .map(([module, previewId]) => ({ module, previewId }));
-  return { ...d, convergePreviewId: node.mode === 'converged' ? (node.convergePreviewId ?? '') : '', untakes };
+  // A module released with --restore: no longer assigned, its held files that changed while held put back.
+  const releases = Object.entries(node.releasing ?? {})
+    .filter(([m]) => !node.assigned.includes(m))
+    .sort(([a], [b]) => (a < b ? -1 : 1))
+    .map(([module, previewId]) => ({ module, previewId }));
+  return { ...d, convergePreviewId: node.mode === 'converged' ? (node.convergePreviewId ?? '') : '', untakes, releases };
 }
 
 export interface ComponentInputs {

@@ -12,7 +12,7 @@ import { checkNoClash } from '../clash.js';
 import { checkTunnelKey } from '../tunnel-key.js';
 import { checkDeclarable } from '../declarable.js';
 import { commit } from './log.js';
-import { withoutUntake } from './untake.js';
+import { withoutRelease, withoutUntake } from './untake.js';
 import type { MemberInput } from './options.js';
 import { dirtyKey, type ControllerState } from './state.js';
 import { nameTaken, notFound, usage } from '@meshp/core/util';
@@ -145,7 +145,7 @@ export function assignModule(s: ControllerState, network: string, id: string, mo
   checkNoClash({ ...m, assigned: sorted([...new Set([...m.assigned, module])]) }, net.moduleOf);
   // A declaration that could not be sent (a setting the node lacks) is refused here, never stored (declarable.ts).
   checkDeclarable({ ...m, assigned: sorted([...new Set([...m.assigned, module])]) }, net.moduleOf);
-  return updateMember(s, network, id, { assigned: sorted([...new Set([...m.assigned, module])]) });
+  return updateMember(s, network, id, { assigned: sorted([...new Set([...m.assigned, module])]), ...withoutRelease(m.releasing, module) });
 }
 
 export function unassignModule(s: ControllerState, network: string, id: string, module: string): number {

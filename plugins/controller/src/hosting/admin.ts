@@ -380,6 +380,7 @@ function modulesFromWire(modules: WireModuleDecl[]): ModuleDecl[] {
     mode: WIRE_MODE.CONVERGED,
     convergePreviewId: '',
     untakes: [],
+    releases: [],
     modules: modules.map((m) => ({ ...m, taken: false })),
   }).modules;
 }

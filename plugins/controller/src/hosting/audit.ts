@@ -16,6 +16,7 @@ const CHANGES = new Set<string>([
   'unassignModule',
   'takeModule',
   'untakeModule',
+  'releaseModule',
   'setMode',
   'setPolicy',
   'createToken',
@@ -56,6 +57,8 @@ function summaryOf(method: string, r: Req, before: string): string {
     case 'unassignModule':
     case 'takeModule':
       return `${method.replace('Module', '')} module ${str(r, 'module')} on ${node}`;
+    case 'releaseModule':
+      return `release module ${str(r, 'module')} on ${node}${r.restore === true ? ` --restore (preview ${str(r, 'previewId')})` : ''}`;
     case 'untakeModule':
       return `untake module ${str(r, 'module')} on ${node} (preview ${str(r, 'previewId')})`;
     case 'setMode':

@@ -6,7 +6,7 @@
 import type { AdminMethods, ReportMessage } from '@meshp/core';
 import type { AdminAnswer, AdminApi } from '@meshp/protocol';
 import type { Controller } from '../controller.js';
-import { untakeModule, untakePreviewOf } from '../untake.js';
+import { releaseModule, releasePreviewOf, untakeModule, untakePreviewOf } from '../untake.js';
 import { usage } from '@meshp/core/util';
 
 const need = (v: string, k: string): string => {
@@ -19,7 +19,7 @@ export function untakeMethods(
   reports: (network: string, node: string) => ReportMessage | null,
   node: (network: string, id: string) => AdminAnswer<'showNode'>['node'],
   changed: (network: string) => void,
-): Pick<AdminMethods<AdminApi>, 'previewUntake' | 'untakeModule'> {
+): Pick<AdminMethods<AdminApi>, 'previewUntake' | 'untakeModule' | 'releaseModule'> {
   return {
     previewUntake: (r, net) => {
       const id = need(r.node, 'node');
@@ -28,6 +28,14 @@ export function untakeMethods(
     untakeModule: (r, net) => {
       const id = need(r.node, 'node');
       const out = untakeModule(controller, net, id, need(r.module, 'module'), reports(net, id), r.previewId);
+      changed(net);
+      return { ...out, node: node(net, id) };
+    },
+    releaseModule: (r, net) => {
+      const id = need(r.node, 'node');
+      const module = need(r.module, 'module');
+      if (r.preview) return { preview: releasePreviewOf(controller, net, id, module, reports(net, id)), node: node(net, id), stateVersion: 0 };
+      const out = releaseModule(controller, net, id, module, reports(net, id), r.restore, r.previewId);
       changed(net);
       return { ...out, node: node(net, id) };
     },
@@ -40,6 +48,7 @@ export function untakeFacts(controller: Controller, network: string, node: strin
   return {
     untakePreviews: last?.untakePreviews ?? [],
     untakes: last?.untakes ?? [],
+    releasePreviews: last?.releasePreviews ?? [],
     untakesAsked: Object.entries(asked)
       .sort(([a], [b]) => (a < b ? -1 : 1))
       .map(([module, previewId]) => ({ module, previewId })),

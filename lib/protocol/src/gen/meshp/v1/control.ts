@@ -409,6 +409,11 @@ export interface Report {
   untakePreviews: UntakePreview[];
   /** issue 29: the untakes the controller asked (Declaration.untakes), each as the agent ended it. */
   untakes: UntakeOutcome[];
+  /**
+   * issue 29: each assigned, untaken module's release --restore preview (its held files, and those that
+   * changed while held get their originals back), as the agent computed it. Empty: none, or an older agent.
+   */
+  releasePreviews: UntakePreview[];
 }
 
 /** What untaking one module would do on the machine (core/src/reconcile/untake-rule.ts). */
@@ -444,6 +449,8 @@ export interface UntakeOutcome {
   code: string;
   message: string;
   at: string;
+  /** A release --restore's outcome (Declaration.releases), not an untake's. */
+  release: boolean;
 }
 
 /** The mesh's resolver as the dns-resolver plugin says (issue 25): where it answers and where it forwards. */
@@ -715,6 +722,11 @@ export interface Declaration {
    * the machine's (else it keeps it taken and reports the refusal, Report.untakes).
    */
   untakes: ModuleUntake[];
+  /**
+   * issue 29: modules released with --restore (unassigned), each with the preview the operator saw: the
+   * agent puts back the original of each held file that changed while held, only if that preview is still the machine's.
+   */
+  releases: ModuleUntake[];
 }
 
 export interface ModuleUntake {
@@ -781,6 +793,23 @@ export interface OpeningSpec {
   protocol: Protocol;
   from: string[];
   path: TrafficPath;
+}
+
+export interface ReleaseModuleRequest {
+  network: string;
+  node: string;
+  module: string;
+  restore: boolean;
+  /** Nothing changed: the release --restore preview from the node's last report. */
+  preview: boolean;
+  /** With restore: the preview the operator saw. */
+  previewId: string;
+}
+
+export interface ReleaseModuleResponse {
+  preview?: UntakePreview | undefined;
+  node?: NodeStatus | undefined;
+  stateVersion: number;
 }
 
 export interface PreviewUntakeRequest {
@@ -962,6 +991,7 @@ export interface ShowNodeResponse {
   untakePreviews: UntakePreview[];
   untakes: UntakeOutcome[];
   untakesAsked: ModuleUntake[];
+  releasePreviews: UntakePreview[];
 }
 
 export interface NodeRoute {
@@ -1282,6 +1312,7 @@ export interface DoctorResponse {
   untakePreviews: UntakePreview[];
   untakes: UntakeOutcome[];
   untakesAsked: ModuleUntake[];
+  releasePreviews: UntakePreview[];
 }
 
 /** Defines (or redefines) modules of a network's catalogue; each definition is one change. */
@@ -2558,6 +2589,7 @@ function createBaseReport(): Report {
     advertisedRoutes: [],
     untakePreviews: [],
     untakes: [],
+    releasePreviews: [],
   };
 }
 
@@ -2634,6 +2666,9 @@ export const Report: MessageFns<Report> = {
     }
     for (const v of message.untakes) {
       UntakeOutcome.encode(v!, writer.uint32(458).fork()).join();
+    }
+    for (const v of message.releasePreviews) {
+      UntakePreview.encode(v!, writer.uint32(466).fork()).join();
     }
     return writer;
   },
@@ -2843,6 +2878,14 @@ export const Report: MessageFns<Report> = {
             message.untakes.push(UntakeOutcome.decode(reader, reader.uint32()));
             continue;
           }
+          case 58: {
+            if (tag !== 466) {
+              break;
+            }
+
+            message.releasePreviews.push(UntakePreview.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2945,6 +2988,11 @@ export const Report: MessageFns<Report> = {
       untakes: globalThis.Array.isArray(object?.untakes)
         ? object.untakes.map((e: any) => UntakeOutcome.fromJSON(e))
         : [],
+      releasePreviews: globalThis.Array.isArray(object?.releasePreviews)
+        ? object.releasePreviews.map((e: any) => UntakePreview.fromJSON(e))
+        : globalThis.Array.isArray(object?.release_previews)
+        ? object.release_previews.map((e: any) => UntakePreview.fromJSON(e))
+        : [],
     };
   },
 
@@ -3022,6 +3070,9 @@ export const Report: MessageFns<Report> = {
     if (message.untakes?.length) {
       obj.untakes = message.untakes.map((e) => UntakeOutcome.toJSON(e));
     }
+    if (message.releasePreviews?.length) {
+      obj.releasePreviews = message.releasePreviews.map((e) => UntakePreview.toJSON(e));
+    }
     return obj;
   },
 
@@ -3060,6 +3111,7 @@ export const Report: MessageFns<Report> = {
     message.advertisedRoutes = object.advertisedRoutes?.map((e) => e) || [];
     message.untakePreviews = object.untakePreviews?.map((e) => UntakePreview.fromPartial(e)) || [];
     message.untakes = object.untakes?.map((e) => UntakeOutcome.fromPartial(e)) || [];
+    message.releasePreviews = object.releasePreviews?.map((e) => UntakePreview.fromPartial(e)) || [];
     return message;
   },
 };
@@ -3416,7 +3468,7 @@ export const UntakeBlock: MessageFns<UntakeBlock> = {
 };
 
 function createBaseUntakeOutcome(): UntakeOutcome {
-  return { module: "", previewId: "", result: "", code: "", message: "", at: "" };
+  return { module: "", previewId: "", result: "", code: "", message: "", at: "", release: false };
 }
 
 export const UntakeOutcome: MessageFns<UntakeOutcome> = {
@@ -3438,6 +3490,9 @@ export const UntakeOutcome: MessageFns<UntakeOutcome> = {
     }
     if (message.at !== "") {
       writer.uint32(50).string(message.at);
+    }
+    if (message.release !== false) {
+      writer.uint32(56).bool(message.release);
     }
     return writer;
   },
@@ -3503,6 +3558,14 @@ export const UntakeOutcome: MessageFns<UntakeOutcome> = {
             message.at = reader.string();
             continue;
           }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.release = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3527,6 +3590,7 @@ export const UntakeOutcome: MessageFns<UntakeOutcome> = {
       code: isSet(object.code) ? globalThis.String(object.code) : "",
       message: isSet(object.message) ? globalThis.String(object.message) : "",
       at: isSet(object.at) ? globalThis.String(object.at) : "",
+      release: isSet(object.release) ? globalThis.Boolean(object.release) : false,
     };
   },
 
@@ -3550,6 +3614,9 @@ export const UntakeOutcome: MessageFns<UntakeOutcome> = {
     if (message.at !== "") {
       obj.at = message.at;
     }
+    if (message.release !== false) {
+      obj.release = message.release;
+    }
     return obj;
   },
 
@@ -3564,6 +3631,7 @@ export const UntakeOutcome: MessageFns<UntakeOutcome> = {
     message.code = object.code ?? "";
     message.message = object.message ?? "";
     message.at = object.at ?? "";
+    message.release = object.release ?? false;
     return message;
   },
 };
@@ -6765,7 +6833,16 @@ export const Tunnel: MessageFns<Tunnel> = {
 };
 
 function createBaseDeclaration(): Declaration {
-  return { apiVersion: "", node: "", mode: 0, settings: undefined, modules: [], convergePreviewId: "", untakes: [] };
+  return {
+    apiVersion: "",
+    node: "",
+    mode: 0,
+    settings: undefined,
+    modules: [],
+    convergePreviewId: "",
+    untakes: [],
+    releases: [],
+  };
 }
 
 export const Declaration: MessageFns<Declaration> = {
@@ -6790,6 +6867,9 @@ export const Declaration: MessageFns<Declaration> = {
     }
     for (const v of message.untakes) {
       ModuleUntake.encode(v!, writer.uint32(450).fork()).join();
+    }
+    for (const v of message.releases) {
+      ModuleUntake.encode(v!, writer.uint32(458).fork()).join();
     }
     return writer;
   },
@@ -6863,6 +6943,14 @@ export const Declaration: MessageFns<Declaration> = {
             message.untakes.push(ModuleUntake.decode(reader, reader.uint32()));
             continue;
           }
+          case 57: {
+            if (tag !== 458) {
+              break;
+            }
+
+            message.releases.push(ModuleUntake.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -6894,6 +6982,9 @@ export const Declaration: MessageFns<Declaration> = {
       untakes: globalThis.Array.isArray(object?.untakes)
         ? object.untakes.map((e: any) => ModuleUntake.fromJSON(e))
         : [],
+      releases: globalThis.Array.isArray(object?.releases)
+        ? object.releases.map((e: any) => ModuleUntake.fromJSON(e))
+        : [],
     };
   },
 
@@ -6920,6 +7011,9 @@ export const Declaration: MessageFns<Declaration> = {
     if (message.untakes?.length) {
       obj.untakes = message.untakes.map((e) => ModuleUntake.toJSON(e));
     }
+    if (message.releases?.length) {
+      obj.releases = message.releases.map((e) => ModuleUntake.toJSON(e));
+    }
     return obj;
   },
 
@@ -6937,6 +7031,7 @@ export const Declaration: MessageFns<Declaration> = {
     message.modules = object.modules?.map((e) => ModuleDecl.fromPartial(e)) || [];
     message.convergePreviewId = object.convergePreviewId ?? "";
     message.untakes = object.untakes?.map((e) => ModuleUntake.fromPartial(e)) || [];
+    message.releases = object.releases?.map((e) => ModuleUntake.fromPartial(e)) || [];
     return message;
   },
 };
@@ -8107,6 +8202,268 @@ export const OpeningSpec: MessageFns<OpeningSpec> = {
     message.protocol = object.protocol ?? 0;
     message.from = object.from?.map((e) => e) || [];
     message.path = object.path ?? 0;
+    return message;
+  },
+};
+
+function createBaseReleaseModuleRequest(): ReleaseModuleRequest {
+  return { network: "", node: "", module: "", restore: false, preview: false, previewId: "" };
+}
+
+export const ReleaseModuleRequest: MessageFns<ReleaseModuleRequest> = {
+  encode(message: ReleaseModuleRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.network !== "") {
+      writer.uint32(10).string(message.network);
+    }
+    if (message.node !== "") {
+      writer.uint32(18).string(message.node);
+    }
+    if (message.module !== "") {
+      writer.uint32(26).string(message.module);
+    }
+    if (message.restore !== false) {
+      writer.uint32(32).bool(message.restore);
+    }
+    if (message.preview !== false) {
+      writer.uint32(40).bool(message.preview);
+    }
+    if (message.previewId !== "") {
+      writer.uint32(50).string(message.previewId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ReleaseModuleRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseReleaseModuleRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.node = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.module = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.restore = reader.bool();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.preview = reader.bool();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.previewId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ReleaseModuleRequest {
+    return {
+      network: isSet(object.network) ? globalThis.String(object.network) : "",
+      node: isSet(object.node) ? globalThis.String(object.node) : "",
+      module: isSet(object.module) ? globalThis.String(object.module) : "",
+      restore: isSet(object.restore) ? globalThis.Boolean(object.restore) : false,
+      preview: isSet(object.preview) ? globalThis.Boolean(object.preview) : false,
+      previewId: isSet(object.previewId)
+        ? globalThis.String(object.previewId)
+        : isSet(object.preview_id)
+        ? globalThis.String(object.preview_id)
+        : "",
+    };
+  },
+
+  toJSON(message: ReleaseModuleRequest): unknown {
+    const obj: any = {};
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    if (message.node !== "") {
+      obj.node = message.node;
+    }
+    if (message.module !== "") {
+      obj.module = message.module;
+    }
+    if (message.restore !== false) {
+      obj.restore = message.restore;
+    }
+    if (message.preview !== false) {
+      obj.preview = message.preview;
+    }
+    if (message.previewId !== "") {
+      obj.previewId = message.previewId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ReleaseModuleRequest>, I>>(base?: I): ReleaseModuleRequest {
+    return ReleaseModuleRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ReleaseModuleRequest>, I>>(object: I): ReleaseModuleRequest {
+    const message = createBaseReleaseModuleRequest();
+    message.network = object.network ?? "";
+    message.node = object.node ?? "";
+    message.module = object.module ?? "";
+    message.restore = object.restore ?? false;
+    message.preview = object.preview ?? false;
+    message.previewId = object.previewId ?? "";
+    return message;
+  },
+};
+
+function createBaseReleaseModuleResponse(): ReleaseModuleResponse {
+  return { preview: undefined, node: undefined, stateVersion: 0 };
+}
+
+export const ReleaseModuleResponse: MessageFns<ReleaseModuleResponse> = {
+  encode(message: ReleaseModuleResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.preview !== undefined) {
+      UntakePreview.encode(message.preview, writer.uint32(10).fork()).join();
+    }
+    if (message.node !== undefined) {
+      NodeStatus.encode(message.node, writer.uint32(18).fork()).join();
+    }
+    if (message.stateVersion !== 0) {
+      writer.uint32(24).uint64(message.stateVersion);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ReleaseModuleResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseReleaseModuleResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.preview = UntakePreview.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.node = NodeStatus.decode(reader, reader.uint32());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.stateVersion = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ReleaseModuleResponse {
+    return {
+      preview: isSet(object.preview) ? UntakePreview.fromJSON(object.preview) : undefined,
+      node: isSet(object.node) ? NodeStatus.fromJSON(object.node) : undefined,
+      stateVersion: isSet(object.stateVersion)
+        ? globalThis.Number(object.stateVersion)
+        : isSet(object.state_version)
+        ? globalThis.Number(object.state_version)
+        : 0,
+    };
+  },
+
+  toJSON(message: ReleaseModuleResponse): unknown {
+    const obj: any = {};
+    if (message.preview !== undefined) {
+      obj.preview = UntakePreview.toJSON(message.preview);
+    }
+    if (message.node !== undefined) {
+      obj.node = NodeStatus.toJSON(message.node);
+    }
+    if (message.stateVersion !== 0) {
+      obj.stateVersion = Math.round(message.stateVersion);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ReleaseModuleResponse>, I>>(base?: I): ReleaseModuleResponse {
+    return ReleaseModuleResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ReleaseModuleResponse>, I>>(object: I): ReleaseModuleResponse {
+    const message = createBaseReleaseModuleResponse();
+    message.preview = (object.preview !== undefined && object.preview !== null)
+      ? UntakePreview.fromPartial(object.preview)
+      : undefined;
+    message.node = (object.node !== undefined && object.node !== null)
+      ? NodeStatus.fromPartial(object.node)
+      : undefined;
+    message.stateVersion = object.stateVersion ?? 0;
     return message;
   },
 };
@@ -10040,6 +10397,7 @@ function createBaseShowNodeResponse(): ShowNodeResponse {
     untakePreviews: [],
     untakes: [],
     untakesAsked: [],
+    releasePreviews: [],
   };
 }
 
@@ -10074,6 +10432,9 @@ export const ShowNodeResponse: MessageFns<ShowNodeResponse> = {
     }
     for (const v of message.untakesAsked) {
       ModuleUntake.encode(v!, writer.uint32(466).fork()).join();
+    }
+    for (const v of message.releasePreviews) {
+      UntakePreview.encode(v!, writer.uint32(474).fork()).join();
     }
     return writer;
   },
@@ -10171,6 +10532,14 @@ export const ShowNodeResponse: MessageFns<ShowNodeResponse> = {
             message.untakesAsked.push(ModuleUntake.decode(reader, reader.uint32()));
             continue;
           }
+          case 59: {
+            if (tag !== 474) {
+              break;
+            }
+
+            message.releasePreviews.push(UntakePreview.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -10215,6 +10584,11 @@ export const ShowNodeResponse: MessageFns<ShowNodeResponse> = {
         : globalThis.Array.isArray(object?.untakes_asked)
         ? object.untakes_asked.map((e: any) => ModuleUntake.fromJSON(e))
         : [],
+      releasePreviews: globalThis.Array.isArray(object?.releasePreviews)
+        ? object.releasePreviews.map((e: any) => UntakePreview.fromJSON(e))
+        : globalThis.Array.isArray(object?.release_previews)
+        ? object.release_previews.map((e: any) => UntakePreview.fromJSON(e))
+        : [],
     };
   },
 
@@ -10250,6 +10624,9 @@ export const ShowNodeResponse: MessageFns<ShowNodeResponse> = {
     if (message.untakesAsked?.length) {
       obj.untakesAsked = message.untakesAsked.map((e) => ModuleUntake.toJSON(e));
     }
+    if (message.releasePreviews?.length) {
+      obj.releasePreviews = message.releasePreviews.map((e) => UntakePreview.toJSON(e));
+    }
     return obj;
   },
 
@@ -10274,6 +10651,7 @@ export const ShowNodeResponse: MessageFns<ShowNodeResponse> = {
     message.untakePreviews = object.untakePreviews?.map((e) => UntakePreview.fromPartial(e)) || [];
     message.untakes = object.untakes?.map((e) => UntakeOutcome.fromPartial(e)) || [];
     message.untakesAsked = object.untakesAsked?.map((e) => ModuleUntake.fromPartial(e)) || [];
+    message.releasePreviews = object.releasePreviews?.map((e) => UntakePreview.fromPartial(e)) || [];
     return message;
   },
 };
@@ -14725,6 +15103,7 @@ function createBaseDoctorResponse(): DoctorResponse {
     untakePreviews: [],
     untakes: [],
     untakesAsked: [],
+    releasePreviews: [],
   };
 }
 
@@ -14777,6 +15156,9 @@ export const DoctorResponse: MessageFns<DoctorResponse> = {
     }
     for (const v of message.untakesAsked) {
       ModuleUntake.encode(v!, writer.uint32(466).fork()).join();
+    }
+    for (const v of message.releasePreviews) {
+      UntakePreview.encode(v!, writer.uint32(474).fork()).join();
     }
     return writer;
   },
@@ -14922,6 +15304,14 @@ export const DoctorResponse: MessageFns<DoctorResponse> = {
             message.untakesAsked.push(ModuleUntake.decode(reader, reader.uint32()));
             continue;
           }
+          case 59: {
+            if (tag !== 474) {
+              break;
+            }
+
+            message.releasePreviews.push(UntakePreview.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -14998,6 +15388,11 @@ export const DoctorResponse: MessageFns<DoctorResponse> = {
         : globalThis.Array.isArray(object?.untakes_asked)
         ? object.untakes_asked.map((e: any) => ModuleUntake.fromJSON(e))
         : [],
+      releasePreviews: globalThis.Array.isArray(object?.releasePreviews)
+        ? object.releasePreviews.map((e: any) => UntakePreview.fromJSON(e))
+        : globalThis.Array.isArray(object?.release_previews)
+        ? object.release_previews.map((e: any) => UntakePreview.fromJSON(e))
+        : [],
     };
   },
 
@@ -15051,6 +15446,9 @@ export const DoctorResponse: MessageFns<DoctorResponse> = {
     if (message.untakesAsked?.length) {
       obj.untakesAsked = message.untakesAsked.map((e) => ModuleUntake.toJSON(e));
     }
+    if (message.releasePreviews?.length) {
+      obj.releasePreviews = message.releasePreviews.map((e) => UntakePreview.toJSON(e));
+    }
     return obj;
   },
 
@@ -15079,6 +15477,7 @@ export const DoctorResponse: MessageFns<DoctorResponse> = {
     message.untakePreviews = object.untakePreviews?.map((e) => UntakePreview.fromPartial(e)) || [];
     message.untakes = object.untakes?.map((e) => UntakeOutcome.fromPartial(e)) || [];
     message.untakesAsked = object.untakesAsked?.map((e) => ModuleUntake.fromPartial(e)) || [];
+    message.releasePreviews = object.releasePreviews?.map((e) => UntakePreview.fromPartial(e)) || [];
     return message;
   },
 };
@@ -18563,6 +18962,20 @@ export const AdminServiceService = {
       Buffer.from(UntakeModuleResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): UntakeModuleResponse => UntakeModuleResponse.decode(value),
   },
+  /**
+   * issue 29: an assigned, untaken module unassigned, its held files left as they are; with restore, each
+   * held file that changed while held gets its original back (previewed from the node's last report).
+   */
+  releaseModule: {
+    path: "/meshp.v1.AdminService/ReleaseModule" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ReleaseModuleRequest): Buffer => Buffer.from(ReleaseModuleRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ReleaseModuleRequest => ReleaseModuleRequest.decode(value),
+    responseSerialize: (value: ReleaseModuleResponse): Buffer =>
+      Buffer.from(ReleaseModuleResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ReleaseModuleResponse => ReleaseModuleResponse.decode(value),
+  },
 } as const;
 
 export interface AdminServiceServer extends UntypedServiceImplementation {
@@ -18631,6 +19044,11 @@ export interface AdminServiceServer extends UntypedServiceImplementation {
    */
   previewUntake: handleUnaryCall<PreviewUntakeRequest, PreviewUntakeResponse>;
   untakeModule: handleUnaryCall<UntakeModuleRequest, UntakeModuleResponse>;
+  /**
+   * issue 29: an assigned, untaken module unassigned, its held files left as they are; with restore, each
+   * held file that changed while held gets its original back (previewed from the node's last report).
+   */
+  releaseModule: handleUnaryCall<ReleaseModuleRequest, ReleaseModuleResponse>;
 }
 
 export interface AdminServiceClient extends Client {
@@ -19174,6 +19592,25 @@ export interface AdminServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: UntakeModuleResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * issue 29: an assigned, untaken module unassigned, its held files left as they are; with restore, each
+   * held file that changed while held gets its original back (previewed from the node's last report).
+   */
+  releaseModule(
+    request: ReleaseModuleRequest,
+    callback: (error: ServiceError | null, response: ReleaseModuleResponse) => void,
+  ): ClientUnaryCall;
+  releaseModule(
+    request: ReleaseModuleRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ReleaseModuleResponse) => void,
+  ): ClientUnaryCall;
+  releaseModule(
+    request: ReleaseModuleRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ReleaseModuleResponse) => void,
   ): ClientUnaryCall;
 }
 
