@@ -235,6 +235,8 @@ export async function doctor(a: RemoteArgs & Out & { node: string }): Promise<vo
     published: r.published,
     dns: r.dns ? { ...r.dns, lastError: r.dns.lastError || null } : null,
     routes: routesOf(r.routes),
+    // issue 29: per taken module, whether untake is possible and what blocks it (the agent's preview).
+    ...untakeJson(r),
   };
   // The mesh's resolver and how the machine's resolver asks it (issue 25): node show's line.
   const dnsText = doc.dns ? dnsLine({ dns: doc.dns }) : null;
@@ -260,6 +262,7 @@ export async function doctor(a: RemoteArgs & Out & { node: string }): Promise<vo
     `listening: ${r.listening.map((l) => `${l.protocol}/${l.address}:${l.port}${l.process ? ` ${l.process}` : ''}`).join(', ') || 'none reported'}`,
     `published: ${r.published.map((p) => `${p.container} ${p.hostPort}->${p.containerPort}/${p.protocol}`).join(', ') || 'none reported'}`,
     ...(dnsText ? [dnsText] : []),
+    ...untakeLines(r),
   ];
   say(a, doc, human.join('\n'));
 }
