@@ -178,6 +178,17 @@ newweb() { test "$(get m2 10.77.0.1 8080)" = mesh-web; }
 until_ok 120 newweb
 CHECK_MSG="web now answers from m2: $(get m2 10.77.0.1 8080)" check newweb
 
+step "7b. untake, previewed by m1's agent: the predecessor's container and web.conf back; then take again"
+upreview() { adm module untake m1 web --preview --json 2>/dev/null | node -e "process.stdout.write(JSON.parse(require('fs').readFileSync(0)).preview.id)"; }
+until_ok 60 upreview >/dev/null
+adm module untake m1 web --preview
+adm module untake m1 web --yes --preview-id "$(upreview)" --timeout 120
+oldweb() { test "$(get m2 10.77.0.1 8080)" = predecessor-web; }
+CHECK_MSG="the predecessor's container answers again from m2" check until_ok 60 oldweb
+CHECK_MSG="web.conf is byte for byte its original" check cmp -s "$root/etc/web/web.conf" "$lab/web.conf.orig"
+adm module take m1 web --yes
+CHECK_MSG="taken again: web answers from m2 with the mesh's" check until_ok 120 newweb
+
 step "8. converge, previewed: every reachable port, and what the flip closes"
 adm node converge m1 --preview
 id=$(adm node converge m1 --preview --json | node -e "process.stdout.write(JSON.parse(require('fs').readFileSync(0)).preview.id)")

@@ -1,4 +1,5 @@
 /** Small helpers for container tests on a lab engine: a busybox web server and a probe of it. */
+import type Docker from 'dockerode';
 import type { ContainerSpec } from '@meshp/core';
 import type { Netns } from './netns.js';
 import { BUSYBOX_IMAGE } from './dockerd.js';
@@ -23,4 +24,24 @@ export async function probe(ns: Netns, port: number, attempts = 20): Promise<str
     }
   }
   return null;
+}
+
+/** What must be the same after a recreate: the inspect document without ids, timestamps and what the engine assigns (an endpoint's aliases by id and hostname). */
+export function inspectSpec(d: Docker.ContainerInspectInfo) {
+  const short = d.Id.slice(0, 12);
+  return {
+    name: d.Name,
+    image: d.Image,
+    config: { ...d.Config },
+    host: { ...d.HostConfig, Mounts: undefined },
+    mounts: d.Mounts.map((m) => ({ type: m.Type, name: m.Name, source: m.Source, destination: m.Destination, rw: m.RW })).sort(
+      (a: { destination: string }, c: { destination: string }) => a.destination.localeCompare(c.destination),
+    ),
+    networks: Object.fromEntries(
+      Object.entries(d.NetworkSettings.Networks).map(([n, e]) => [
+        n,
+        { aliases: (e.Aliases ?? []).filter((a: string) => a !== short && a !== d.Config.Hostname).sort(), ipam: e.IPAMConfig ?? null },
+      ]),
+    ),
+  };
 }

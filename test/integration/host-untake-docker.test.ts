@@ -14,7 +14,7 @@ import { DockerPlugin } from '@meshp/runtime-docker';
 import { SqliteHostStore } from '@meshp/state-sqlite';
 import { labAvailable } from '../helpers/netns.js';
 import { BUSYBOX_IMAGE, startDockerd } from '../helpers/dockerd.js';
-import { probe, webSpec } from '../helpers/docker-lab.js';
+import { inspectSpec as spec, probe, webSpec } from '../helpers/docker-lab.js';
 import { bed, declaration, stateOf } from '../helpers/host.js';
 import type { Subtest } from '../helpers/tap-types.js';
 
@@ -85,26 +85,6 @@ const cat = async (name: string, path: string) => {
   for await (const chunk of stream) chunks.push(chunk as Buffer);
   return Buffer.concat(chunks).subarray(8).toString().trim(); // one stdout frame: an 8-byte header
 };
-
-/** What must be the same after a recreate: the inspect document without ids, timestamps and what the engine assigns (an endpoint's aliases by id and hostname). */
-function spec(d: Docker.ContainerInspectInfo) {
-  const short = d.Id.slice(0, 12);
-  return {
-    name: d.Name,
-    image: d.Image,
-    config: { ...d.Config },
-    host: { ...d.HostConfig, Mounts: undefined },
-    mounts: d.Mounts.map((m) => ({ type: m.Type, name: m.Name, source: m.Source, destination: m.Destination, rw: m.RW })).sort(
-      (a: { destination: string }, c: { destination: string }) => a.destination.localeCompare(c.destination),
-    ),
-    networks: Object.fromEntries(
-      Object.entries(d.NetworkSettings.Networks).map(([n, e]) => [
-        n,
-        { aliases: (e.Aliases ?? []).filter((a: string) => a !== short && a !== d.Config.Hostname).sort(), ipam: e.IPAMConfig ?? null },
-      ]),
-    ),
-  };
-}
 
 const imageId = await predecessorImage();
 const before = await predecessor();

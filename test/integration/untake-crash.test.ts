@@ -2,7 +2,9 @@
  * Untake killed with SIGKILL at every boundary of its writes and records (issue 29), then run again: it
  * completes, the found files are their originals byte for byte with their modes, the module is held
  * again, and the note of the untake under way is cleared. A restart never reads a file it put back as
- * changed by something else.
+ * changed by something else. The same through the agent's path (an untake the controller asked, to a
+ * preview id): killed at each boundary, the agent's next reconcile completes it or reports it, with one
+ * outcome kept, never the module half put back without saying so.
  */
 import t from 'tap';
 import { spawnSync } from 'node:child_process';
@@ -12,9 +14,11 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SqliteHostStore } from '@meshp/state-sqlite';
 import { LocalFileStore } from '@meshp/files-local';
-import { PLUGIN_API_VERSION, type Plugin } from '@meshp/core';
+import { PLUGIN_API_VERSION, type Declaration, type Plugin } from '@meshp/core';
 import { Host } from '@meshp/core/host';
 import { Reconciler, untake, UNTAKE_KEY } from '@meshp/core/reconcile';
+import { untakesAsked, UNTAKES_KEY } from '@meshp/core/agent';
+import { declarationFromWire, declarationToWire } from '@meshp/core/delta';
 
 const SCRIPT = join(dirname(fileURLToPath(import.meta.url)), '../helpers/crash-untake.mjs');
 const A = '/etc/web/web.conf';
@@ -103,6 +107,34 @@ t.test(`killed at each of the ${points} boundaries of an untake, then untaken ag
     const s = new SqliteHostStore(m.state);
     t.equal(await s.getValue(UNTAKE_KEY), null, `point ${n}: no untake left under way`);
     t.same(await s.listOwned(), [], `point ${n}: nothing of the module is the host's own`);
+    await s.close();
+  }
+});
+
+t.test("killed at each boundary of an untake the controller asked, the agent's next reconcile completes it and says so", async (t) => {
+  const h0 = hostOn(copyBase('agent-preview'));
+  const previewId = (await untake(h0, decl(true), 'web', { preview: true })).plan.id;
+  await h0.close();
+  const agentRun = (m: { root: string; state: string }, killAt: number) =>
+    spawnSync(process.execPath, [SCRIPT, m.root, m.state, declFile, 'web', String(killAt), previewId], { encoding: 'utf8' });
+  const first = agentRun(copyBase('agent-whole'), 0);
+  if (first.status !== 0) throw new Error(first.stderr);
+  const { points: agentPoints, outcomes } = JSON.parse(first.stdout) as { points: number; outcomes: { result: string }[] };
+  t.match(outcomes, [{ module: 'web', previewId, result: 'done' }], 'unkilled: done');
+  const wire = { ...declarationToWire(decl(false) as Declaration), untakes: [{ module: 'web', previewId }] };
+  for (let n = 1; n <= agentPoints; n++) {
+    const m = copyBase(`agent-kill-${n}`);
+    const killed = agentRun(m, n);
+    if (killed.signal !== 'SIGKILL') continue; // a point past the untake's own calls (the outcome's record)
+    const h = hostOn(m);
+    const again = await untakesAsked(h, declarationFromWire(wire), wire);
+    await h.close();
+    t.match(again.outcomes, [{ module: 'web', previewId, result: 'done' }], `point ${n}: the restart completes it, and says so`);
+    t.same(readFileSync(join(m.root, A)), A_BYTES, `point ${n}: byte for byte`);
+    t.same(readFileSync(join(m.root, B)), B_BYTES);
+    const s = new SqliteHostStore(m.state);
+    t.equal(await s.getValue(UNTAKE_KEY), null, `point ${n}: no untake left under way`);
+    t.match(await s.getValue(UNTAKES_KEY), { web: { previewId, result: 'done' } }, `point ${n}: its outcome kept, so it is not run again`);
     await s.close();
   }
 });

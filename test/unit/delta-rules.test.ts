@@ -72,7 +72,7 @@ t.test('a declaration with an unknown mode is refused', async (t) => {
   refused(
     t,
     atVersion3(),
-    delta(3, 4, { declaration: { apiVersion: 'meshp/v1', node: 'n', mode: 9, modules: [], convergePreviewId: '' } }),
+    delta(3, 4, { declaration: { apiVersion: 'meshp/v1', node: 'n', mode: 9, modules: [], convergePreviewId: '', untakes: [], releases: [] } }),
     'MESHP_DELTA_INVALID',
   );
 });
@@ -177,7 +177,7 @@ t.test('a snapshot replaces the view; peers it drops are reported removed', asyn
 t.test('a several-part delta commits at its last part; a part out of order is refused and nothing applied', async (t) => {
   const big = delta(0, 7, {
     upsertPeers: Array.from({ length: 25 }, (_, i) => peer(`p${i}`)),
-    declaration: { apiVersion: 'meshp/v1', node: 'n', mode: WIRE_MODE.ADOPTED, modules: [], convergePreviewId: '' },
+    declaration: { apiVersion: 'meshp/v1', node: 'n', mode: WIRE_MODE.ADOPTED, modules: [], convergePreviewId: '', untakes: [], releases: [] },
   });
   const parts = splitDelta(big, 10);
   t.equal(parts.length, 3);

@@ -47,7 +47,7 @@ t.test("a view's names: its peers, itself, the records; the domain from the netw
     components: {
       dns: { nameservers: [], searchDomains: [], domain: '', splits: [], records: [{ name: 'www', addresses: [], cname: 'web' }] },
       tunnel: { address: '100.96.0.1/16', listenPort: 51820, mtu: 1280, keepaliveSeconds: 25 },
-      declaration: { apiVersion: 'meshp/v1', node: 'me', mode: 1, modules: [], convergePreviewId: '' },
+      declaration: { apiVersion: 'meshp/v1', node: 'me', mode: 1, modules: [], convergePreviewId: '', untakes: [], releases: [] },
     },
   });
   t.equal(table.domain, 'lab.mesh');
@@ -68,7 +68,7 @@ t.test('a change of peers alone patches the table to what a build from the view 
     components: {
       dns: { nameservers: [], searchDomains: [], domain: '', splits: [], records: [{ name: 'printer', addresses: ['100.96.9.9'], cname: '' }] },
       tunnel: { address: '100.96.0.1/16', listenPort: 51820, mtu: 1280, keepaliveSeconds: 25 },
-      declaration: { apiVersion: 'meshp/v1', node: 'me', mode: 1, modules: [], convergePreviewId: '' },
+      declaration: { apiVersion: 'meshp/v1', node: 'me', mode: 1, modules: [], convergePreviewId: '', untakes: [], releases: [] },
     },
   };
   for (let i = 0; i < 50; i++) peers.set(`p${i}`, peerOf(`p${i}`, i));

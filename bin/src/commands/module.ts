@@ -1,6 +1,7 @@
 import type { CommandModule } from 'yargs';
 import type { GlobalArgs } from '../global-args.js';
 import { changeOptions, remoteOptions, type ChangeArgs } from './remote-options.js';
+import { releaseCommand, untakeCommand } from './module-untake.js';
 
 type Act = 'assign' | 'unassign' | 'take';
 
@@ -26,6 +27,6 @@ function act(name: Act): CommandModule<GlobalArgs, GlobalArgs & ChangeArgs & { n
 export const moduleCommand: CommandModule<GlobalArgs, GlobalArgs> = {
   command: 'module <command>',
   describe: "a node's modules",
-  builder: (y) => y.command(act('assign')).command(act('unassign')).command(act('take')).demandCommand(1),
+  builder: (y) => y.command(act('assign')).command(act('unassign')).command(act('take')).command(untakeCommand).command(releaseCommand).demandCommand(1),
   handler: () => undefined,
 };

@@ -14,13 +14,19 @@ export interface HostUntakeArgs extends LocalLifecycleArgs {
 
 const DOES = { restore: 'RESTORE', remove: 'REMOVE', recreate: 'RECREATE', close: 'CLOSE', keep: 'keep' } as const;
 
-export function renderUntake(p: UntakePlan): string {
+/** An untake plan as this machine made it, or as the controller relays its agent's (ops as the wire's words). */
+export type UntakeShown = Pick<UntakePlan, 'node' | 'module' | 'id'> & {
+  steps: { key: string; op: string; what: string }[];
+  blocks: { key: string; code: string; reason: string; diff?: string }[];
+};
+
+export function renderUntake(p: UntakeShown): string {
   const lines = [`untake preview ${p.id} for module ${p.module} on node ${p.node}: what the take changed, and what untake does to each`];
   if (p.steps.length > 0)
     lines.push(
       table(
         ['RESOURCE', 'UNTAKE', 'WHAT'],
-        p.steps.map((s) => [s.key, DOES[s.op], s.what]),
+        p.steps.map((s) => [s.key, DOES[s.op as UntakePlan['steps'][number]['op']] ?? s.op, s.what]),
       ),
     );
   else lines.push('(the take changed nothing untake puts back)');

@@ -6,6 +6,7 @@ import { declarationToWire } from '@meshp/core/delta';
 import { readCatalogueFile } from '@meshp/core/schema';
 import { checkManifest, renderModule, settingsNamed } from '@meshp/core/catalogue';
 import { confirmChange, say, table, type Change, type Out } from '../output.js';
+import { untakeJson, untakeLines } from './untake.js';
 import { present, withAdmin, type RemoteArgs } from './admin.js';
 import { dnsLine } from '../host/render.js';
 import { modeName, nodeDetail, nodeJson, nodesTable, sentTable, type WireNodeStatus } from './render.js';
@@ -79,6 +80,7 @@ export async function nodeShow(a: RemoteArgs & Out & { node: string }): Promise<
     `last preview: ${node.lifecycle?.previewId || node.convergePreviewId || 'none'}; last report ${r.reportedAt || 'none'}`,
     ...(node.lifecycle?.steps.length ? ['lifecycle steps:', ...node.lifecycle.steps.map((s) => `  -> ${s}`)] : []),
     ...(node.lifecycle?.state === 'refused' ? [`refused: ${node.lifecycle.code}: ${node.lifecycle.message}`] : []),
+    ...untakeLines(r),
     '',
     'resources:',
     resources.length
@@ -98,6 +100,7 @@ export async function nodeShow(a: RemoteArgs & Out & { node: string }): Promise<
       firewall,
       resources: resources.map((x) => ({ key: x.key, kind: x.kind, module: x.module, state: x.state, ...(x.reason ? { reason: x.reason } : {}) })),
       reportedAt: r.reportedAt || null,
+      ...untakeJson(r),
       dns,
       routes,
       recentDeltas: sent,
@@ -234,6 +237,8 @@ export async function doctor(a: RemoteArgs & Out & { node: string }): Promise<vo
     published: r.published,
     dns: r.dns ? { ...r.dns, lastError: r.dns.lastError || null } : null,
     routes: routesOf(r.routes),
+    // issue 29: per taken module, whether untake is possible and what blocks it (the agent's preview).
+    ...untakeJson(r),
   };
   // The mesh's resolver and how the machine's resolver asks it (issue 25): node show's line.
   const dnsText = doc.dns ? dnsLine({ dns: doc.dns }) : null;
@@ -259,6 +264,7 @@ export async function doctor(a: RemoteArgs & Out & { node: string }): Promise<vo
     `listening: ${r.listening.map((l) => `${l.protocol}/${l.address}:${l.port}${l.process ? ` ${l.process}` : ''}`).join(', ') || 'none reported'}`,
     `published: ${r.published.map((p) => `${p.container} ${p.hostPort}->${p.containerPort}/${p.protocol}`).join(', ') || 'none reported'}`,
     ...(dnsText ? [dnsText] : []),
+    ...untakeLines(r),
   ];
   say(a, doc, human.join('\n'));
 }

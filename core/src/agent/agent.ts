@@ -15,7 +15,7 @@ import { WIRE_MODE, type StateDelta, type WireDeclaration } from '../contract/wi
 import { declarationFromWire } from '../delta/declaration.js';
 import { Backoff } from './backoff.js';
 import { loadView, persistView } from './view-store.js';
-import { reconcileLifecycle } from './lifecycle.js';
+import { reconcileLifecycle, type LifecycleOutcome } from './lifecycle.js';
 import { LEFT_KEY, leaveMesh, leftRefusal, type LeaveOutcome, type LeftRecord } from './leave.js';
 import {
   PROTOCOL_REVISION,
@@ -504,14 +504,14 @@ export class Agent {
     const appliedVersion = this.applier.appliedVersion;
     try {
       if (unread) throw unread;
-      const { result, lifecycle } = await reconcileLifecycle(this.#host, wire, (l) => this.#step(l, appliedVersion, modeOfWire(wire.mode)));
+      const { result, lifecycle, untake } = await reconcileLifecycle(this.#host, wire, (l) => this.#step(l, appliedVersion, modeOfWire(wire.mode)));
       const { report } = result;
       const refusedResources = report.counts.refused ?? 0;
       const outcome: ReconcileOutcome =
         refusedResources > 0
           ? { result: 'refused', code: 'MESHP_REFUSED', message: `${refusedResources} resource(s) refused`, at: report.at, refusedResources }
           : { result: 'ok', code: '', message: '', at: report.at, refusedResources: 0 };
-      this.#lastReport = { ...toReportMessage(report, appliedVersion), ...(await this.#facts(wire)), lifecycle, reconcile: outcome };
+      this.#lastReport = { ...toReportMessage(report, appliedVersion), ...(await this.#facts(wire)), lifecycle, reconcile: outcome, ...untakeFacts(untake) };
       this.#log.info({ reason, appliedVersion, counts: report.counts, firewall: report.firewall?.kind ?? null, lifecycle: lifecycle.state }, 'reconciled');
       this.#publish(this.#lastReport);
     } catch (e) {
@@ -544,6 +544,13 @@ type Facts = Pick<
   'applied' | 'listening' | 'published' | 'firewallTables' | 'firewallConfigFile' | 'reach' | 'pluginOpenings' | 'pluginChanges'
 > &
   Partial<Pick<ReportMessage, 'firewallKind' | 'firewallActive'>>;
+
+/** What the report says of untakes (issue 29): only what there is, so an agent with none reports as before. */
+const untakeFacts = (u: LifecycleOutcome['untake']): Pick<ReportMessage, 'untakePreviews' | 'untakes' | 'releasePreviews'> => ({
+  ...(u?.releases.length ? { releasePreviews: u.releases } : {}),
+  ...(u?.previews.length ? { untakePreviews: u.previews } : {}),
+  ...(u?.outcomes.length ? { untakes: u.outcomes } : {}),
+});
 
 const modeOfWire = (wireMode: number): ReportMessage['mode'] => (wireMode === WIRE_MODE.ADOPTED ? 'adopted' : 'converged');
 

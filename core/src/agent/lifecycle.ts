@@ -14,7 +14,8 @@ import type { WireDeclaration } from '../contract/wire.js';
 import { NO_FILTER, flip, noFilter, previewConverge, returnToAdopted } from '../lifecycle/flip.js';
 import { closingDoors } from '../lifecycle/preview.js';
 import { Reconciler, RETIRED_KEY, type ReconcileResult } from '../reconcile/reconciler.js';
-import type { LifecycleReport } from '../contract/transport.js';
+import type { LifecycleReport, UntakeOutcomeReport, UntakePreviewReport } from '../contract/transport.js';
+import { releasePreviews, untakePreviews, untakesAsked } from './untake.js';
 
 /** The last lifecycle outcome, kept in the host store so a restart reports (and remembers) it. */
 export const LIFECYCLE_KEY = 'agent.lifecycle';
@@ -22,6 +23,8 @@ export const LIFECYCLE_KEY = 'agent.lifecycle';
 export interface LifecycleOutcome {
   result: ReconcileResult;
   lifecycle: LifecycleReport;
+  /** On an adopted node (issue 29): the untakes asked and each taken module's untake preview (agent/untake.ts). */
+  untake?: { outcomes: UntakeOutcomeReport[]; previews: UntakePreviewReport[]; releases: UntakePreviewReport[] };
 }
 
 /** Called with the lifecycle at every step, so the operator sees the flip as it runs. */
@@ -48,7 +51,10 @@ export async function reconcileLifecycle(host: Host, wire: WireDeclaration, onSt
   if (decl.mode === 'adopted') {
     if (!retired) {
       const lifecycle = stored?.state === 'adopted' ? stored : await save({ state: 'adopted', previewId: '', steps: [], at: now() });
-      return { result: await reconcile(decl), lifecycle };
+      const asked = await untakesAsked(host, decl, wire);
+      const result = await reconcile(asked.decl);
+      const untake = { outcomes: asked.outcomes, previews: await untakePreviews(host, asked.decl), releases: await releasePreviews(host, asked.decl) };
+      return { result, lifecycle, untake };
     }
     return returning(host, decl, onStep, save);
   }

@@ -100,6 +100,12 @@ export interface ReportMessage {
   advertisedRoutes?: string[];
   /** A router's forwarding sysctls as its tunnel plugin read them (issue 26). Absent: no tunnel, or an older agent. */
   forwarding?: ForwardingReport;
+  /** issue 29: each taken module's untake preview on an adopted node, as the agent computed it. Absent: none, or an older agent. */
+  untakePreviews?: UntakePreviewReport[];
+  /** issue 29: the untakes the controller asked, each as the agent ended it. */
+  untakes?: UntakeOutcomeReport[];
+  /** issue 29: each assigned, untaken module's release --restore preview, as the agent computed it. */
+  releasePreviews?: UntakePreviewReport[];
 }
 
 /** A router's forwarding: found, held (off on an adopted node), or turned on with its original recorded. */
@@ -130,6 +136,25 @@ export interface PlannedChange {
   reason: string;
   /** A hash of what it writes (its spec): another content to write is another change, and another preview id. */
   digest: string;
+}
+
+/** An untake preview as the report carries it (core/src/reconcile/untake-rule.ts' UntakePlan, less its node). */
+export interface UntakePreviewReport {
+  module: string;
+  id: string;
+  steps: { key: string; kind: string; op: string; what: string }[];
+  blocks: { key: string; code: string; reason: string; diff: string }[];
+}
+
+export interface UntakeOutcomeReport {
+  module: string;
+  previewId: string;
+  result: 'done' | 'refused';
+  code: string;
+  message: string;
+  at: string;
+  /** A release --restore's outcome, not an untake's. */
+  release?: boolean;
 }
 
 /** The mesh's resolver as its plugin says (the dns-resolver plugin's status, less its counters by outcome). */

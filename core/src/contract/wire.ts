@@ -132,6 +132,14 @@ export interface WireDeclaration {
   modules: WireModuleDecl[];
   /** On a converged node: the preview its flip was recorded with ('': none given). */
   convergePreviewId: string;
+  /** Modules untaken through the controller (issue 29), each with the preview the operator saw. */
+  untakes: WireModuleUntake[];
+  /** Modules released with --restore (issue 29), each with the preview the operator saw. */
+  releases: WireModuleUntake[];
+}
+export interface WireModuleUntake {
+  module: string;
+  previewId: string;
 }
 
 /** The components of a view. Absent in a delta: unchanged. Present (even empty): replaced. */

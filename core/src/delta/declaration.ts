@@ -39,6 +39,8 @@ export function declarationToWire(d: Declaration): WireDeclaration {
     settings: { ports: { ...d.settings.ports }, privateRange: d.settings.privateRange },
     modules: d.modules.map(moduleToWire),
     convergePreviewId: '',
+    untakes: [],
+    releases: [],
   };
 }
 

@@ -8,3 +8,4 @@ export { verifyOpenings, type Verdict as OpeningVerdict } from './verify.js';
 export { untake, untakeRefusal, UNTAKE_KEY, type UntakeOptions, type UntakeResult } from './untake.js';
 export { planUntake, originalMode, type UntakePlan, type UntakeStep, type UntakeBlock, type UntakeInput, type UntakeOp } from './untake-rule.js';
 export { untakeStatus, type UntakeStatus } from './untake-status.js';
+export { releaseRestore, planRelease, heldFiles, RELEASE_KEY, type ReleasePlan } from './release.js';

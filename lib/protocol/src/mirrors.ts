@@ -70,6 +70,7 @@ export type WireGuards = [
   Holds<Equal<core.WireContainerSpec, Numbered<gen.ContainerSpec>>>,
   Holds<Equal<core.WireOpeningSpec, Numbered<gen.OpeningSpec>>>,
   Holds<Equal<core.WireModuleDecl, Numbered<gen.ModuleDecl>>>,
+  Holds<Equal<core.WireModuleUntake, gen.ModuleUntake>>,
   Holds<Equal<core.WireDeclaration, Numbered<gen.Declaration>>>,
   Holds<Equal<core.DeltaPart, gen.DeltaPart>>,
   Holds<Equal<core.Components, Numbered<Pick<gen.StateDelta, core.ComponentName>>>>,
@@ -99,7 +100,7 @@ export type TransportGuards = [
     Mirrors<
       core.ReportMessage,
       gen.Report,
-      'mode' | 'resources' | 'listening' | 'lifecycle' | 'reconcile' | 'pluginOpenings' | 'dns' | 'forwarding' | 'peerHandshakes',
+      'mode' | 'resources' | 'listening' | 'lifecycle' | 'reconcile' | 'pluginOpenings' | 'dns' | 'forwarding' | 'peerHandshakes' | 'untakes',
       never,
       'handshakesReported'
     >
@@ -116,6 +117,9 @@ export type TransportGuards = [
   Holds<Mirrors<core.PeerHandshake, gen.PeerHandshake, 'path'>>,
   Holds<Mirrors<core.LifecycleReport, gen.Lifecycle, 'state'>>,
   Holds<Mirrors<core.ReconcileOutcome, gen.ReconcileOutcome, 'result'>>,
+  // issue 29: an untake preview passes as it is; an outcome's result is a union in core.
+  Holds<Equal<core.UntakePreviewReport, gen.UntakePreview>>,
+  Holds<Mirrors<core.UntakeOutcomeReport, gen.UntakeOutcome, 'result'>>,
   // A plugin's opening: protocol, path and action are unions in core, strings on the wire; except is
   // a refusal's, never reported.
   Holds<Mirrors<core.Opening, gen.PlannedOpening, 'protocol' | 'path' | 'action', 'except'>>,

@@ -21,6 +21,7 @@ import type { ControllerOptions, MemberInput } from './controller/options.js';
 import * as log from './controller/log.js';
 import * as networks from './controller/networks.js';
 import * as members from './controller/members.js';
+import { recordRelease, recordUntake } from './controller/untake.js';
 import * as protocol from './controller/sync-protocol.js';
 import { flushSync } from './controller/group-commit.js';
 import type { StoreHealth } from './controller/store-health.js';
@@ -211,6 +212,16 @@ export class Controller {
   /** The module's cutover on this node; it must be assigned first. */
   takeModule(network: string, id: string, module: string): number {
     return members.takeModule(this.#s, network, id, module);
+  }
+
+  /** A module's untake, to exactly this preview (issue 29): sent not taken, with the preview id (controller/untake.ts). */
+  recordUntake(network: string, id: string, module: string, previewId: string): number {
+    return recordUntake(this.#s, network, id, module, previewId);
+  }
+
+  /** A module released: unassigned; with a preview id, its held files changed while held put back to that preview (issue 29). */
+  recordRelease(network: string, id: string, module: string, previewId: string | null): number {
+    return recordRelease(this.#s, network, id, module, previewId);
   }
 
   createToken(network: string, options: { mode?: Mode; tags?: string[]; ttlSeconds?: number } = {}): TokenRecord {

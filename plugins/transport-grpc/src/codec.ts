@@ -15,6 +15,7 @@ import type {
   ReportMessage,
   ResolverReport,
   ForwardingReport,
+  UntakePreviewReport,
 } from '@meshp/core';
 import { WIRE_MODE, modeFromWire, modeToWire } from '@meshp/core/delta';
 import { malformed } from '@meshp/core/util';
@@ -72,6 +73,9 @@ function reportToWire(r: ReportMessage): Report {
     advertisedRoutes: [...(r.advertisedRoutes ?? [])],
     ...(r.forwarding ? { forwarding: forwardingToWire(r.forwarding) } : {}),
     pluginChanges: (r.pluginChanges ?? []).map((c) => ({ ...c })),
+    untakePreviews: (r.untakePreviews ?? []).map(untakePreviewCopy),
+    untakes: (r.untakes ?? []).map((u) => ({ ...u, release: u.release ?? false })),
+    releasePreviews: (r.releasePreviews ?? []).map(untakePreviewCopy),
   };
 }
 
@@ -85,6 +89,13 @@ function handshakeFromWire(h: WirePeerHandshake): PeerHandshake {
     ...(h.path === 'direct' || h.path === 'relayed' ? { path: h.path } : {}),
   };
 }
+
+const untakePreviewCopy = (p: UntakePreviewReport): UntakePreviewReport => ({
+  module: p.module,
+  id: p.id,
+  steps: p.steps.map((x) => ({ ...x })),
+  blocks: p.blocks.map((x) => ({ ...x })),
+});
 
 const LIFECYCLE_STATES: Record<LifecycleState, true> = { adopted: true, flipping: true, converged: true, refused: true, returning: true };
 
@@ -137,6 +148,28 @@ function reportFromWire(r: Report): ReportMessage {
     ...(r.advertisedRoutes.length ? { advertisedRoutes: [...r.advertisedRoutes] } : {}),
     ...(r.forwarding && forwardingFromWire(r.forwarding) ? { forwarding: forwardingFromWire(r.forwarding)! } : {}),
     ...(r.pluginChanges.length ? { pluginChanges: r.pluginChanges.map((c) => ({ ...c })) } : {}),
+    ...(r.untakePreviews.length ? { untakePreviews: r.untakePreviews.map(untakePreviewCopy) } : {}),
+    ...(r.releasePreviews.length ? { releasePreviews: r.releasePreviews.map(untakePreviewCopy) } : {}),
+    // An outcome this end does not know is left out, not guessed.
+    ...(r.untakes.length
+      ? {
+          untakes: r.untakes.flatMap((u) =>
+            u.result === 'done' || u.result === 'refused'
+              ? [
+                  {
+                    module: u.module,
+                    previewId: u.previewId,
+                    result: u.result as 'done' | 'refused',
+                    code: u.code,
+                    message: u.message,
+                    at: u.at,
+                    ...(u.release ? { release: true } : {}),
+                  },
+                ]
+              : [],
+          ),
+        }
+      : {}),
   };
 }
 
@@ -206,7 +239,18 @@ export function controllerToWire(m: ControllerMessage): SyncResponse {
   if ('error' in m) return { error: m.error };
   const d = { ...m.delta, stateHash: m.delta.stateHash ?? '', versionSignature: m.delta.versionSignature ?? new Uint8Array(0) };
   // A declaration made without the preview id (an older computation) goes out with it empty.
-  if (d.declaration && d.declaration.convergePreviewId === undefined) return { delta: { ...d, declaration: { ...d.declaration, convergePreviewId: '' } } };
+  if (d.declaration && (d.declaration.convergePreviewId === undefined || d.declaration.untakes === undefined || d.declaration.releases === undefined))
+    return {
+      delta: {
+        ...d,
+        declaration: {
+          ...d.declaration,
+          convergePreviewId: d.declaration.convergePreviewId ?? '',
+          untakes: d.declaration.untakes ?? [],
+          releases: d.declaration.releases ?? [],
+        },
+      },
+    };
   return { delta: d };
 }
 

@@ -65,6 +65,9 @@ const ADMIN_RESPONSES: Record<keyof typeof gen.AdminServiceService, Fns> = {
   createAdmin: gen.CreateAdminResponse,
   listAdmins: gen.ListAdminsResponse,
   revokeAdmin: gen.RevokeAdminResponse,
+  previewUntake: gen.PreviewUntakeResponse,
+  untakeModule: gen.UntakeModuleResponse,
+  releaseModule: gen.ReleaseModuleResponse,
 };
 
 export const ADMIN_METHODS = Object.keys(ADMIN_RESPONSES) as (keyof typeof gen.AdminServiceService)[];

@@ -5,7 +5,10 @@
  * the "reboot" of check 5 come last because a reboot also flushes Docker's rules.
  */
 import t from 'tap';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import type Docker from 'dockerode';
+import { inspectSpec } from '../../helpers/docker-lab.js';
+import { SqliteHostStore } from '@meshp/state-sqlite';
 import { join } from 'node:path';
 import { labAvailable } from '../../helpers/netns.js';
 import { LAB_IMAGES } from '../../helpers/dockerd.js';
@@ -18,7 +21,7 @@ if (!labAvailable()) {
 }
 
 // The whole scenario in idle-machine time; a busy machine gets more (see helpers/budget.ts).
-fileBudget(240);
+fileBudget(300);
 const b: Bed = await bed(t);
 const sock = ['--docker-socket', b.engine.socket];
 /** Genesis's stand-ins for the shipped catalogue's images: the lab has no registry. */
@@ -62,6 +65,9 @@ const stateOf = (r: Report | null, key: string) => r?.resources.find((x) => x.ke
 const admin = (...args: string[]) => b.meshp(b.m1, [...args, '--state', b.state, '--controller', `127.0.0.1:${CONTROL}`]);
 
 const foundBefore = await foundRules();
+const confFound = statSync(join(b.root, WEB_CONF));
+let webBefore: Docker.ContainerInspectInfo;
+let rulesBeforeTake: string[] = [];
 let controller: Daemon;
 let agent1: Daemon;
 
@@ -192,6 +198,8 @@ t.test('7. assigning holds the found container and file; taking replaces them an
   t.equal(stateOf(held, `opening:web/forwarded/tcp/${SERVICE_PORT}`), 'pending');
   t.equal(await b.get(b.m2, M1, SERVICE_PORT), 'predecessor-web', 'the found container still serves');
   standIn.stop();
+  webBefore = await b.docker.getContainer('web').inspect();
+  rulesBeforeTake = await foundRules();
   const take = await admin('module', 'take', 'm1', 'web', '--yes');
   t.equal(take.code, 0, take.err);
   const r = await until(
@@ -205,6 +213,45 @@ t.test('7. assigning holds the found container and file; taking replaces them an
   t.ok(['created', 'owned'].includes(stateOf(r, `opening:web/forwarded/tcp/${SERVICE_PORT}`) ?? ''), 'its port is opened');
   t.equal(await until('the new web to serve', () => b.get(b.m2, M1, SERVICE_PORT).then((x) => x === 'mesh-web' && x)), 'mesh-web');
   t.match(fileBytes(b, WEB_CONF), /served-by meshp/);
+});
+
+t.test('7b. untake through the controller puts the predecessor back; take again works (issue 29)', async (t) => {
+  const conf = join(b.root, WEB_CONF);
+  const preview = await until(
+    'the untake preview in the report',
+    async () => {
+      const r = await admin('module', 'untake', 'm1', 'web', '--preview', '--json');
+      return r.code === 0 && (JSON.parse(r.out) as { preview: { id: string; steps: { key: string; op: string }[]; blocks: unknown[] } }).preview;
+    },
+    60,
+  );
+  t.same(preview.blocks, []);
+  t.same(
+    preview.steps.filter((s) => s.op !== 'close').map((s) => [s.key, s.op]),
+    [
+      ['container:web', 'recreate'],
+      [`file:${WEB_CONF}`, 'restore'],
+    ],
+  );
+  const r = await admin('module', 'untake', 'm1', 'web', '--yes', '--preview-id', preview.id, '--timeout', '120');
+  t.equal(r.code, 0, r.err);
+  t.equal(await until('the predecessor to serve', () => b.get(b.m2, M1, SERVICE_PORT).then((x) => x === 'predecessor-web' && x)), 'predecessor-web');
+  const after = await b.docker.getContainer('web').inspect();
+  t.not(after.Id, webBefore.Id, 'a new container');
+  t.same(inspectSpec(after), inspectSpec(webBefore), 'inspect matches the recorded spec field by field, ids and timestamps aside');
+  // The original is the first one recorded (ADR 0027): web.conf as the assignment found it, before the stand-in's later passes.
+  const store = new SqliteHostStore(agentState);
+  const original = await store.getOriginal(`file:${WEB_CONF}`).finally(() => store.close());
+  t.same(readFileSync(conf), Buffer.from(original!.original), 'web.conf byte for byte its recorded original');
+  const st = statSync(conf);
+  t.same([st.mode & 0o7777, st.uid, st.gid], [confFound.mode & 0o7777, confFound.uid, confFound.gid], 'its mode and owner');
+  const held = await report();
+  t.equal(stateOf(held, 'container:web'), 'held');
+  t.equal(stateOf(held, `opening:web/forwarded/tcp/${SERVICE_PORT}`), 'pending', "the mesh's opening for the module is gone");
+  t.same(await foundRules(), rulesBeforeTake, 'the found firewall differs only by marked rules');
+  const take = await admin('module', 'take', 'm1', 'web', '--yes');
+  t.equal(take.code, 0, take.err);
+  t.equal(await until('the new web to serve again', () => b.get(b.m2, M1, SERVICE_PORT).then((x) => x === 'mesh-web' && x)), 'mesh-web');
 });
 
 t.test('8. converging previews, then changes; returned to adopted, the found firewall is back', async (t) => {

@@ -70,7 +70,17 @@ export function declarationFor(node: MemberRecord, moduleOf: (name: string) => M
   });
   if (d.mode !== WIRE_MODE.ADOPTED && d.mode !== WIRE_MODE.CONVERGED) throw new Error('unreachable: a declaration without a mode');
   // A converged node's declaration names the preview its flip was recorded with; the agent flips only to it.
-  return { ...d, convergePreviewId: node.mode === 'converged' ? (node.convergePreviewId ?? '') : '' };
+  // A module untaken through the controller (issue 29) is sent not taken, with the preview the operator saw.
+  const untakes = Object.entries(node.untaking ?? {})
+    .filter(([m]) => node.assigned.includes(m) && !taken.has(m))
+    .sort(([a], [b]) => (a < b ? -1 : 1))
+    .map(([module, previewId]) => ({ module, previewId }));
+  // A module released with --restore: no longer assigned, its held files that changed while held put back.
+  const releases = Object.entries(node.releasing ?? {})
+    .filter(([m]) => !node.assigned.includes(m))
+    .sort(([a], [b]) => (a < b ? -1 : 1))
+    .map(([module, previewId]) => ({ module, previewId }));
+  return { ...d, convergePreviewId: node.mode === 'converged' ? (node.convergePreviewId ?? '') : '', untakes, releases };
 }
 
 export interface ComponentInputs {

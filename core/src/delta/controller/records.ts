@@ -28,6 +28,10 @@ export interface MemberRecord {
    * (wgsd-style). An endpoint after the told ones, before the observed one.
    */
   mappedEndpoint?: string;
+  /** issue 29: modules untaken through the controller, by name, each with the preview id the operator saw (absent: none). */
+  untaking?: Record<string, string>;
+  /** issue 29: modules released with --restore (no longer assigned), each with the preview id the operator saw. */
+  releasing?: Record<string, string>;
 }
 
 /** Members tagged `from` may reach members tagged `to`. */

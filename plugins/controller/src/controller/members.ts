@@ -12,6 +12,7 @@ import { checkNoClash } from '../clash.js';
 import { checkTunnelKey } from '../tunnel-key.js';
 import { checkDeclarable } from '../declarable.js';
 import { commit } from './log.js';
+import { withoutRelease, withoutUntake } from './untake.js';
 import type { MemberInput } from './options.js';
 import { dirtyKey, type ControllerState } from './state.js';
 import { nameTaken, notFound, usage } from '@meshp/core/util';
@@ -144,12 +145,16 @@ export function assignModule(s: ControllerState, network: string, id: string, mo
   checkNoClash({ ...m, assigned: sorted([...new Set([...m.assigned, module])]) }, net.moduleOf);
   // A declaration that could not be sent (a setting the node lacks) is refused here, never stored (declarable.ts).
   checkDeclarable({ ...m, assigned: sorted([...new Set([...m.assigned, module])]) }, net.moduleOf);
-  return updateMember(s, network, id, { assigned: sorted([...new Set([...m.assigned, module])]) });
+  return updateMember(s, network, id, { assigned: sorted([...new Set([...m.assigned, module])]), ...withoutRelease(m.releasing, module) });
 }
 
 export function unassignModule(s: ControllerState, network: string, id: string, module: string): number {
   const m = s.member(s.net(network), id);
-  return updateMember(s, network, id, { assigned: m.assigned.filter((x) => x !== module), taken: m.taken.filter((x) => x !== module) });
+  return updateMember(s, network, id, {
+    assigned: m.assigned.filter((x) => x !== module),
+    taken: m.taken.filter((x) => x !== module),
+    ...withoutUntake(m.untaking, module),
+  });
 }
 
 export function takeModule(s: ControllerState, network: string, id: string, module: string): number {
@@ -159,7 +164,7 @@ export function takeModule(s: ControllerState, network: string, id: string, modu
   if (m.taken.includes(module)) return net.version;
   // An assignment stored before it was checked: its cutover is refused as its assignment would be now.
   checkDeclarable({ ...m, taken: sorted([...new Set([...m.taken, module])]) }, net.moduleOf);
-  return updateMember(s, network, id, { taken: sorted([...new Set([...m.taken, module])]) });
+  return updateMember(s, network, id, { taken: sorted([...new Set([...m.taken, module])]), ...withoutUntake(m.untaking, module) });
 }
 
 export function createToken(s: ControllerState, network: string, options: { mode?: Mode; tags?: string[]; ttlSeconds?: number }): TokenRecord {

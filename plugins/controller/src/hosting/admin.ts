@@ -31,6 +31,7 @@ import { policyMethods } from './policy-methods.js';
 import { auditedChange, auditMethods, type AuditDeps } from './audit.js';
 import { dnsMethods } from './dns-admin.js';
 import { routeMethods } from './route-admin.js';
+import { untakeFacts, untakeMethods } from './untake-admin.js';
 import { asyncMethods, renameChecks, renameFirst, reportsFirst } from './admin-async.js';
 import { notFound, oneLine, usage } from '@meshp/core/util';
 
@@ -173,6 +174,7 @@ function statusMethods({ d, controller, live }: Ctx): Methods<'listNodes' | 'sho
         reportedAt: last?.at ?? '',
         ...(last?.dns ? { dns: resolverOf(last.dns) } : {}),
         routes: controller.nodeRoutes(net, r.node),
+        ...untakeFacts(controller, net, s.node.name, last),
       };
     },
     doctor: (r, net) => {
@@ -189,6 +191,7 @@ function statusMethods({ d, controller, live }: Ctx): Methods<'listNodes' | 'sho
         reportedAt: last?.at ?? '',
         ...(last?.dns ? { dns: resolverOf(last.dns) } : {}),
         routes: controller.nodeRoutes(net, s.node.name),
+        ...untakeFacts(controller, net, s.node.name, last),
       };
     },
   };
@@ -325,6 +328,8 @@ export function adminHandler(d: AdminDeps): AdminHandler {
     ...routeMethods(d.controller, (net, node) => d.reports(net, node), d.changed),
     // Named admin credentials (issue 28): admin-credentials.ts.
     ...creds.sync,
+    // A module's untake, previewed by its agent (issue 29): untake-admin.ts.
+    ...untakeMethods(d.controller, (net, node) => d.reports(net, node), c.node, d.changed),
   };
   const audit = d.audit ? { ...d.audit, controller: d.controller, log: d.log } : null;
   // A store across the network: the token and audit calls asked without waiting (admin-async.ts).
@@ -391,6 +396,8 @@ function modulesFromWire(modules: WireModuleDecl[]): ModuleDecl[] {
     node: 'catalogue',
     mode: WIRE_MODE.CONVERGED,
     convergePreviewId: '',
+    untakes: [],
+    releases: [],
     modules: modules.map((m) => ({ ...m, taken: false })),
   }).modules;
 }

@@ -15,6 +15,8 @@ export const CHANGES: ReadonlySet<string> = new Set<string>([
   'assignModule',
   'unassignModule',
   'takeModule',
+  'untakeModule',
+  'releaseModule',
   'setMode',
   'setPolicy',
   'createToken',
@@ -57,6 +59,10 @@ function summaryOf(method: string, r: Req, before: string): string {
     case 'unassignModule':
     case 'takeModule':
       return `${method.replace('Module', '')} module ${str(r, 'module')} on ${node}`;
+    case 'releaseModule':
+      return `release module ${str(r, 'module')} on ${node}${r.restore === true ? ` --restore (preview ${str(r, 'previewId')})` : ''}`;
+    case 'untakeModule':
+      return `untake module ${str(r, 'module')} on ${node} (preview ${str(r, 'previewId')})`;
     case 'setMode':
       return `mode of ${node}: ${before} -> ${r.mode === 1 ? 'adopted' : 'converged'}`;
     case 'convergeNode':

@@ -413,6 +413,20 @@ export interface Report {
    * and its id covers them, as the agent's does. Empty: none, or an older agent.
    */
   pluginChanges: PlannedChange[];
+  /**
+   * issue 29: on an adopted node, each taken module's untake preview as the agent computed it on the
+   * machine (what the take changed and what untake does to each, or what blocks it, with its id): the
+   * controller's `module untake` shows it and records the untake only for that id. Empty: none taken,
+   * or an older agent (its modules cannot be untaken through the controller).
+   */
+  untakePreviews: UntakePreview[];
+  /** issue 29: the untakes the controller asked (Declaration.untakes), each as the agent ended it. */
+  untakes: UntakeOutcome[];
+  /**
+   * issue 29: each assigned, untaken module's release --restore preview (its held files, and those that
+   * changed while held get their originals back), as the agent computed it. Empty: none, or an older agent.
+   */
+  releasePreviews: UntakePreview[];
 }
 
 /** A router's forwarding (issue 26, ADR 0032): a setting of the machine, found like a file. */
@@ -435,6 +449,43 @@ export interface ForwardingChange {
   node: string;
   /** One line: what is found, and what is done to it (turned on, held, put back), or why not known. */
   change: string;
+}
+
+/** What untaking one module would do on the machine (core/src/reconcile/untake-rule.ts). */
+export interface UntakePreview {
+  module: string;
+  id: string;
+  steps: UntakeStep[];
+  blocks: UntakeBlock[];
+}
+
+export interface UntakeStep {
+  key: string;
+  /** file | container | opening */
+  kind: string;
+  /** restore | remove | recreate | close | keep */
+  op: string;
+  what: string;
+}
+
+/** What refuses the untake: a MESHP code, why, and a changed file's diff. */
+export interface UntakeBlock {
+  key: string;
+  code: string;
+  reason: string;
+  diff: string;
+}
+
+export interface UntakeOutcome {
+  module: string;
+  previewId: string;
+  /** done | refused */
+  result: string;
+  code: string;
+  message: string;
+  at: string;
+  /** A release --restore's outcome (Declaration.releases), not an untake's. */
+  release: boolean;
 }
 
 /** The mesh's resolver as the dns-resolver plugin says (issue 25): where it answers and where it forwards. */
@@ -725,6 +776,22 @@ export interface Declaration {
   modules: ModuleDecl[];
   /** On a converged node: the preview the operator's flip was recorded with (empty: none given). */
   convergePreviewId: string;
+  /**
+   * issue 29: modules the operator untook through the controller, each with the preview it saw; such
+   * a module is sent not taken, and the agent untakes it on the machine only if the preview id is still
+   * the machine's (else it keeps it taken and reports the refusal, Report.untakes).
+   */
+  untakes: ModuleUntake[];
+  /**
+   * issue 29: modules released with --restore (unassigned), each with the preview the operator saw: the
+   * agent puts back the original of each held file that changed while held, only if that preview is still the machine's.
+   */
+  releases: ModuleUntake[];
+}
+
+export interface ModuleUntake {
+  module: string;
+  previewId: string;
 }
 
 export interface Settings {
@@ -786,6 +853,48 @@ export interface OpeningSpec {
   protocol: Protocol;
   from: string[];
   path: TrafficPath;
+}
+
+export interface ReleaseModuleRequest {
+  network: string;
+  node: string;
+  module: string;
+  restore: boolean;
+  /** Nothing changed: the release --restore preview from the node's last report. */
+  preview: boolean;
+  /** With restore: the preview the operator saw. */
+  previewId: string;
+}
+
+export interface ReleaseModuleResponse {
+  preview?: UntakePreview | undefined;
+  node?: NodeStatus | undefined;
+  stateVersion: number;
+}
+
+export interface PreviewUntakeRequest {
+  network: string;
+  node: string;
+  module: string;
+}
+
+export interface PreviewUntakeResponse {
+  preview?: UntakePreview | undefined;
+  node?: NodeStatus | undefined;
+}
+
+export interface UntakeModuleRequest {
+  network: string;
+  node: string;
+  module: string;
+  /** Required: the preview the operator saw; another than the node's last report gives is refused MESHP_PREVIEW_STALE. */
+  previewId: string;
+}
+
+export interface UntakeModuleResponse {
+  preview?: UntakePreview | undefined;
+  node?: NodeStatus | undefined;
+  stateVersion: number;
 }
 
 /** A membership as the operator sees it. gap = state_version - applied_version. */
@@ -956,6 +1065,14 @@ export interface ShowNodeResponse {
     | undefined;
   /** issue 26: the route groups the node serves (a via node) or may use (by its policy), from the controller. */
   routes: NodeRoute[];
+  /**
+   * issue 29: from the node's last report, each taken module's untake preview (whether untake is
+   * possible and what blocks it) and the untakes asked as the agent ended them; and the untakes asked.
+   */
+  untakePreviews: UntakePreview[];
+  untakes: UntakeOutcome[];
+  untakesAsked: ModuleUntake[];
+  releasePreviews: UntakePreview[];
 }
 
 export interface NodeRoute {
@@ -1287,6 +1404,14 @@ export interface DoctorResponse {
     | undefined;
   /** issue 26: the route groups the node serves or uses, each with its primary (as node show). */
   routes: NodeRoute[];
+  /**
+   * issue 29: from the node's last report, each taken module's untake preview (whether untake is
+   * possible and what blocks it) and the untakes asked as the agent ended them; and the untakes asked.
+   */
+  untakePreviews: UntakePreview[];
+  untakes: UntakeOutcome[];
+  untakesAsked: ModuleUntake[];
+  releasePreviews: UntakePreview[];
 }
 
 /** Defines (or redefines) modules of a network's catalogue; each definition is one change. */
@@ -2608,6 +2733,9 @@ function createBaseReport(): Report {
     advertisedRoutes: [],
     forwarding: undefined,
     pluginChanges: [],
+    untakePreviews: [],
+    untakes: [],
+    releasePreviews: [],
   };
 }
 
@@ -2684,6 +2812,15 @@ export const Report: MessageFns<Report> = {
     }
     for (const v of message.pluginChanges) {
       PlannedChange.encode(v!, writer.uint32(562).fork()).join();
+    }
+    for (const v of message.untakePreviews) {
+      UntakePreview.encode(v!, writer.uint32(450).fork()).join();
+    }
+    for (const v of message.untakes) {
+      UntakeOutcome.encode(v!, writer.uint32(458).fork()).join();
+    }
+    for (const v of message.releasePreviews) {
+      UntakePreview.encode(v!, writer.uint32(466).fork()).join();
     }
     return writer;
   },
@@ -2893,6 +3030,30 @@ export const Report: MessageFns<Report> = {
             message.pluginChanges.push(PlannedChange.decode(reader, reader.uint32()));
             continue;
           }
+          case 56: {
+            if (tag !== 450) {
+              break;
+            }
+
+            message.untakePreviews.push(UntakePreview.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 57: {
+            if (tag !== 458) {
+              break;
+            }
+
+            message.untakes.push(UntakeOutcome.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 58: {
+            if (tag !== 466) {
+              break;
+            }
+
+            message.releasePreviews.push(UntakePreview.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2993,6 +3154,19 @@ export const Report: MessageFns<Report> = {
         : globalThis.Array.isArray(object?.plugin_changes)
         ? object.plugin_changes.map((e: any) => PlannedChange.fromJSON(e))
         : [],
+      untakePreviews: globalThis.Array.isArray(object?.untakePreviews)
+        ? object.untakePreviews.map((e: any) => UntakePreview.fromJSON(e))
+        : globalThis.Array.isArray(object?.untake_previews)
+        ? object.untake_previews.map((e: any) => UntakePreview.fromJSON(e))
+        : [],
+      untakes: globalThis.Array.isArray(object?.untakes)
+        ? object.untakes.map((e: any) => UntakeOutcome.fromJSON(e))
+        : [],
+      releasePreviews: globalThis.Array.isArray(object?.releasePreviews)
+        ? object.releasePreviews.map((e: any) => UntakePreview.fromJSON(e))
+        : globalThis.Array.isArray(object?.release_previews)
+        ? object.release_previews.map((e: any) => UntakePreview.fromJSON(e))
+        : [],
     };
   },
 
@@ -3070,6 +3244,15 @@ export const Report: MessageFns<Report> = {
     if (message.pluginChanges?.length) {
       obj.pluginChanges = message.pluginChanges.map((e) => PlannedChange.toJSON(e));
     }
+    if (message.untakePreviews?.length) {
+      obj.untakePreviews = message.untakePreviews.map((e) => UntakePreview.toJSON(e));
+    }
+    if (message.untakes?.length) {
+      obj.untakes = message.untakes.map((e) => UntakeOutcome.toJSON(e));
+    }
+    if (message.releasePreviews?.length) {
+      obj.releasePreviews = message.releasePreviews.map((e) => UntakePreview.toJSON(e));
+    }
     return obj;
   },
 
@@ -3110,6 +3293,9 @@ export const Report: MessageFns<Report> = {
       ? RouterForwarding.fromPartial(object.forwarding)
       : undefined;
     message.pluginChanges = object.pluginChanges?.map((e) => PlannedChange.fromPartial(e)) || [];
+    message.untakePreviews = object.untakePreviews?.map((e) => UntakePreview.fromPartial(e)) || [];
+    message.untakes = object.untakes?.map((e) => UntakeOutcome.fromPartial(e)) || [];
+    message.releasePreviews = object.releasePreviews?.map((e) => UntakePreview.fromPartial(e)) || [];
     return message;
   },
 };
@@ -3368,6 +3554,526 @@ export const ForwardingChange: MessageFns<ForwardingChange> = {
     const message = createBaseForwardingChange();
     message.node = object.node ?? "";
     message.change = object.change ?? "";
+    return message;
+  },
+};
+
+function createBaseUntakePreview(): UntakePreview {
+  return { module: "", id: "", steps: [], blocks: [] };
+}
+
+export const UntakePreview: MessageFns<UntakePreview> = {
+  encode(message: UntakePreview, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.module !== "") {
+      writer.uint32(10).string(message.module);
+    }
+    if (message.id !== "") {
+      writer.uint32(18).string(message.id);
+    }
+    for (const v of message.steps) {
+      UntakeStep.encode(v!, writer.uint32(26).fork()).join();
+    }
+    for (const v of message.blocks) {
+      UntakeBlock.encode(v!, writer.uint32(34).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): UntakePreview {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseUntakePreview();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.module = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.steps.push(UntakeStep.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.blocks.push(UntakeBlock.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): UntakePreview {
+    return {
+      module: isSet(object.module) ? globalThis.String(object.module) : "",
+      id: isSet(object.id) ? globalThis.String(object.id) : "",
+      steps: globalThis.Array.isArray(object?.steps) ? object.steps.map((e: any) => UntakeStep.fromJSON(e)) : [],
+      blocks: globalThis.Array.isArray(object?.blocks) ? object.blocks.map((e: any) => UntakeBlock.fromJSON(e)) : [],
+    };
+  },
+
+  toJSON(message: UntakePreview): unknown {
+    const obj: any = {};
+    if (message.module !== "") {
+      obj.module = message.module;
+    }
+    if (message.id !== "") {
+      obj.id = message.id;
+    }
+    if (message.steps?.length) {
+      obj.steps = message.steps.map((e) => UntakeStep.toJSON(e));
+    }
+    if (message.blocks?.length) {
+      obj.blocks = message.blocks.map((e) => UntakeBlock.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<UntakePreview>, I>>(base?: I): UntakePreview {
+    return UntakePreview.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<UntakePreview>, I>>(object: I): UntakePreview {
+    const message = createBaseUntakePreview();
+    message.module = object.module ?? "";
+    message.id = object.id ?? "";
+    message.steps = object.steps?.map((e) => UntakeStep.fromPartial(e)) || [];
+    message.blocks = object.blocks?.map((e) => UntakeBlock.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseUntakeStep(): UntakeStep {
+  return { key: "", kind: "", op: "", what: "" };
+}
+
+export const UntakeStep: MessageFns<UntakeStep> = {
+  encode(message: UntakeStep, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.kind !== "") {
+      writer.uint32(18).string(message.kind);
+    }
+    if (message.op !== "") {
+      writer.uint32(26).string(message.op);
+    }
+    if (message.what !== "") {
+      writer.uint32(34).string(message.what);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): UntakeStep {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseUntakeStep();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.kind = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.op = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.what = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): UntakeStep {
+    return {
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      kind: isSet(object.kind) ? globalThis.String(object.kind) : "",
+      op: isSet(object.op) ? globalThis.String(object.op) : "",
+      what: isSet(object.what) ? globalThis.String(object.what) : "",
+    };
+  },
+
+  toJSON(message: UntakeStep): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.kind !== "") {
+      obj.kind = message.kind;
+    }
+    if (message.op !== "") {
+      obj.op = message.op;
+    }
+    if (message.what !== "") {
+      obj.what = message.what;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<UntakeStep>, I>>(base?: I): UntakeStep {
+    return UntakeStep.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<UntakeStep>, I>>(object: I): UntakeStep {
+    const message = createBaseUntakeStep();
+    message.key = object.key ?? "";
+    message.kind = object.kind ?? "";
+    message.op = object.op ?? "";
+    message.what = object.what ?? "";
+    return message;
+  },
+};
+
+function createBaseUntakeBlock(): UntakeBlock {
+  return { key: "", code: "", reason: "", diff: "" };
+}
+
+export const UntakeBlock: MessageFns<UntakeBlock> = {
+  encode(message: UntakeBlock, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.code !== "") {
+      writer.uint32(18).string(message.code);
+    }
+    if (message.reason !== "") {
+      writer.uint32(26).string(message.reason);
+    }
+    if (message.diff !== "") {
+      writer.uint32(34).string(message.diff);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): UntakeBlock {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseUntakeBlock();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.code = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.diff = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): UntakeBlock {
+    return {
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      code: isSet(object.code) ? globalThis.String(object.code) : "",
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+      diff: isSet(object.diff) ? globalThis.String(object.diff) : "",
+    };
+  },
+
+  toJSON(message: UntakeBlock): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.code !== "") {
+      obj.code = message.code;
+    }
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
+    if (message.diff !== "") {
+      obj.diff = message.diff;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<UntakeBlock>, I>>(base?: I): UntakeBlock {
+    return UntakeBlock.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<UntakeBlock>, I>>(object: I): UntakeBlock {
+    const message = createBaseUntakeBlock();
+    message.key = object.key ?? "";
+    message.code = object.code ?? "";
+    message.reason = object.reason ?? "";
+    message.diff = object.diff ?? "";
+    return message;
+  },
+};
+
+function createBaseUntakeOutcome(): UntakeOutcome {
+  return { module: "", previewId: "", result: "", code: "", message: "", at: "", release: false };
+}
+
+export const UntakeOutcome: MessageFns<UntakeOutcome> = {
+  encode(message: UntakeOutcome, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.module !== "") {
+      writer.uint32(10).string(message.module);
+    }
+    if (message.previewId !== "") {
+      writer.uint32(18).string(message.previewId);
+    }
+    if (message.result !== "") {
+      writer.uint32(26).string(message.result);
+    }
+    if (message.code !== "") {
+      writer.uint32(34).string(message.code);
+    }
+    if (message.message !== "") {
+      writer.uint32(42).string(message.message);
+    }
+    if (message.at !== "") {
+      writer.uint32(50).string(message.at);
+    }
+    if (message.release !== false) {
+      writer.uint32(56).bool(message.release);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): UntakeOutcome {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseUntakeOutcome();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.module = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.previewId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.result = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.code = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.message = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.at = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.release = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): UntakeOutcome {
+    return {
+      module: isSet(object.module) ? globalThis.String(object.module) : "",
+      previewId: isSet(object.previewId)
+        ? globalThis.String(object.previewId)
+        : isSet(object.preview_id)
+        ? globalThis.String(object.preview_id)
+        : "",
+      result: isSet(object.result) ? globalThis.String(object.result) : "",
+      code: isSet(object.code) ? globalThis.String(object.code) : "",
+      message: isSet(object.message) ? globalThis.String(object.message) : "",
+      at: isSet(object.at) ? globalThis.String(object.at) : "",
+      release: isSet(object.release) ? globalThis.Boolean(object.release) : false,
+    };
+  },
+
+  toJSON(message: UntakeOutcome): unknown {
+    const obj: any = {};
+    if (message.module !== "") {
+      obj.module = message.module;
+    }
+    if (message.previewId !== "") {
+      obj.previewId = message.previewId;
+    }
+    if (message.result !== "") {
+      obj.result = message.result;
+    }
+    if (message.code !== "") {
+      obj.code = message.code;
+    }
+    if (message.message !== "") {
+      obj.message = message.message;
+    }
+    if (message.at !== "") {
+      obj.at = message.at;
+    }
+    if (message.release !== false) {
+      obj.release = message.release;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<UntakeOutcome>, I>>(base?: I): UntakeOutcome {
+    return UntakeOutcome.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<UntakeOutcome>, I>>(object: I): UntakeOutcome {
+    const message = createBaseUntakeOutcome();
+    message.module = object.module ?? "";
+    message.previewId = object.previewId ?? "";
+    message.result = object.result ?? "";
+    message.code = object.code ?? "";
+    message.message = object.message ?? "";
+    message.at = object.at ?? "";
+    message.release = object.release ?? false;
     return message;
   },
 };
@@ -6766,7 +7472,16 @@ export const Tunnel: MessageFns<Tunnel> = {
 };
 
 function createBaseDeclaration(): Declaration {
-  return { apiVersion: "", node: "", mode: 0, settings: undefined, modules: [], convergePreviewId: "" };
+  return {
+    apiVersion: "",
+    node: "",
+    mode: 0,
+    settings: undefined,
+    modules: [],
+    convergePreviewId: "",
+    untakes: [],
+    releases: [],
+  };
 }
 
 export const Declaration: MessageFns<Declaration> = {
@@ -6788,6 +7503,12 @@ export const Declaration: MessageFns<Declaration> = {
     }
     if (message.convergePreviewId !== "") {
       writer.uint32(50).string(message.convergePreviewId);
+    }
+    for (const v of message.untakes) {
+      ModuleUntake.encode(v!, writer.uint32(450).fork()).join();
+    }
+    for (const v of message.releases) {
+      ModuleUntake.encode(v!, writer.uint32(458).fork()).join();
     }
     return writer;
   },
@@ -6853,6 +7574,22 @@ export const Declaration: MessageFns<Declaration> = {
             message.convergePreviewId = reader.string();
             continue;
           }
+          case 56: {
+            if (tag !== 450) {
+              break;
+            }
+
+            message.untakes.push(ModuleUntake.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 57: {
+            if (tag !== 458) {
+              break;
+            }
+
+            message.releases.push(ModuleUntake.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -6881,6 +7618,12 @@ export const Declaration: MessageFns<Declaration> = {
         : isSet(object.converge_preview_id)
         ? globalThis.String(object.converge_preview_id)
         : "",
+      untakes: globalThis.Array.isArray(object?.untakes)
+        ? object.untakes.map((e: any) => ModuleUntake.fromJSON(e))
+        : [],
+      releases: globalThis.Array.isArray(object?.releases)
+        ? object.releases.map((e: any) => ModuleUntake.fromJSON(e))
+        : [],
     };
   },
 
@@ -6904,6 +7647,12 @@ export const Declaration: MessageFns<Declaration> = {
     if (message.convergePreviewId !== "") {
       obj.convergePreviewId = message.convergePreviewId;
     }
+    if (message.untakes?.length) {
+      obj.untakes = message.untakes.map((e) => ModuleUntake.toJSON(e));
+    }
+    if (message.releases?.length) {
+      obj.releases = message.releases.map((e) => ModuleUntake.toJSON(e));
+    }
     return obj;
   },
 
@@ -6920,6 +7669,97 @@ export const Declaration: MessageFns<Declaration> = {
       : undefined;
     message.modules = object.modules?.map((e) => ModuleDecl.fromPartial(e)) || [];
     message.convergePreviewId = object.convergePreviewId ?? "";
+    message.untakes = object.untakes?.map((e) => ModuleUntake.fromPartial(e)) || [];
+    message.releases = object.releases?.map((e) => ModuleUntake.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseModuleUntake(): ModuleUntake {
+  return { module: "", previewId: "" };
+}
+
+export const ModuleUntake: MessageFns<ModuleUntake> = {
+  encode(message: ModuleUntake, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.module !== "") {
+      writer.uint32(10).string(message.module);
+    }
+    if (message.previewId !== "") {
+      writer.uint32(18).string(message.previewId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ModuleUntake {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseModuleUntake();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.module = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.previewId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ModuleUntake {
+    return {
+      module: isSet(object.module) ? globalThis.String(object.module) : "",
+      previewId: isSet(object.previewId)
+        ? globalThis.String(object.previewId)
+        : isSet(object.preview_id)
+        ? globalThis.String(object.preview_id)
+        : "",
+    };
+  },
+
+  toJSON(message: ModuleUntake): unknown {
+    const obj: any = {};
+    if (message.module !== "") {
+      obj.module = message.module;
+    }
+    if (message.previewId !== "") {
+      obj.previewId = message.previewId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ModuleUntake>, I>>(base?: I): ModuleUntake {
+    return ModuleUntake.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ModuleUntake>, I>>(object: I): ModuleUntake {
+    const message = createBaseModuleUntake();
+    message.module = object.module ?? "";
+    message.previewId = object.previewId ?? "";
     return message;
   },
 };
@@ -8001,6 +8841,688 @@ export const OpeningSpec: MessageFns<OpeningSpec> = {
     message.protocol = object.protocol ?? 0;
     message.from = object.from?.map((e) => e) || [];
     message.path = object.path ?? 0;
+    return message;
+  },
+};
+
+function createBaseReleaseModuleRequest(): ReleaseModuleRequest {
+  return { network: "", node: "", module: "", restore: false, preview: false, previewId: "" };
+}
+
+export const ReleaseModuleRequest: MessageFns<ReleaseModuleRequest> = {
+  encode(message: ReleaseModuleRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.network !== "") {
+      writer.uint32(10).string(message.network);
+    }
+    if (message.node !== "") {
+      writer.uint32(18).string(message.node);
+    }
+    if (message.module !== "") {
+      writer.uint32(26).string(message.module);
+    }
+    if (message.restore !== false) {
+      writer.uint32(32).bool(message.restore);
+    }
+    if (message.preview !== false) {
+      writer.uint32(40).bool(message.preview);
+    }
+    if (message.previewId !== "") {
+      writer.uint32(50).string(message.previewId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ReleaseModuleRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseReleaseModuleRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.node = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.module = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.restore = reader.bool();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.preview = reader.bool();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.previewId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ReleaseModuleRequest {
+    return {
+      network: isSet(object.network) ? globalThis.String(object.network) : "",
+      node: isSet(object.node) ? globalThis.String(object.node) : "",
+      module: isSet(object.module) ? globalThis.String(object.module) : "",
+      restore: isSet(object.restore) ? globalThis.Boolean(object.restore) : false,
+      preview: isSet(object.preview) ? globalThis.Boolean(object.preview) : false,
+      previewId: isSet(object.previewId)
+        ? globalThis.String(object.previewId)
+        : isSet(object.preview_id)
+        ? globalThis.String(object.preview_id)
+        : "",
+    };
+  },
+
+  toJSON(message: ReleaseModuleRequest): unknown {
+    const obj: any = {};
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    if (message.node !== "") {
+      obj.node = message.node;
+    }
+    if (message.module !== "") {
+      obj.module = message.module;
+    }
+    if (message.restore !== false) {
+      obj.restore = message.restore;
+    }
+    if (message.preview !== false) {
+      obj.preview = message.preview;
+    }
+    if (message.previewId !== "") {
+      obj.previewId = message.previewId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ReleaseModuleRequest>, I>>(base?: I): ReleaseModuleRequest {
+    return ReleaseModuleRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ReleaseModuleRequest>, I>>(object: I): ReleaseModuleRequest {
+    const message = createBaseReleaseModuleRequest();
+    message.network = object.network ?? "";
+    message.node = object.node ?? "";
+    message.module = object.module ?? "";
+    message.restore = object.restore ?? false;
+    message.preview = object.preview ?? false;
+    message.previewId = object.previewId ?? "";
+    return message;
+  },
+};
+
+function createBaseReleaseModuleResponse(): ReleaseModuleResponse {
+  return { preview: undefined, node: undefined, stateVersion: 0 };
+}
+
+export const ReleaseModuleResponse: MessageFns<ReleaseModuleResponse> = {
+  encode(message: ReleaseModuleResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.preview !== undefined) {
+      UntakePreview.encode(message.preview, writer.uint32(10).fork()).join();
+    }
+    if (message.node !== undefined) {
+      NodeStatus.encode(message.node, writer.uint32(18).fork()).join();
+    }
+    if (message.stateVersion !== 0) {
+      writer.uint32(24).uint64(message.stateVersion);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ReleaseModuleResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseReleaseModuleResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.preview = UntakePreview.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.node = NodeStatus.decode(reader, reader.uint32());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.stateVersion = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ReleaseModuleResponse {
+    return {
+      preview: isSet(object.preview) ? UntakePreview.fromJSON(object.preview) : undefined,
+      node: isSet(object.node) ? NodeStatus.fromJSON(object.node) : undefined,
+      stateVersion: isSet(object.stateVersion)
+        ? globalThis.Number(object.stateVersion)
+        : isSet(object.state_version)
+        ? globalThis.Number(object.state_version)
+        : 0,
+    };
+  },
+
+  toJSON(message: ReleaseModuleResponse): unknown {
+    const obj: any = {};
+    if (message.preview !== undefined) {
+      obj.preview = UntakePreview.toJSON(message.preview);
+    }
+    if (message.node !== undefined) {
+      obj.node = NodeStatus.toJSON(message.node);
+    }
+    if (message.stateVersion !== 0) {
+      obj.stateVersion = Math.round(message.stateVersion);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ReleaseModuleResponse>, I>>(base?: I): ReleaseModuleResponse {
+    return ReleaseModuleResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ReleaseModuleResponse>, I>>(object: I): ReleaseModuleResponse {
+    const message = createBaseReleaseModuleResponse();
+    message.preview = (object.preview !== undefined && object.preview !== null)
+      ? UntakePreview.fromPartial(object.preview)
+      : undefined;
+    message.node = (object.node !== undefined && object.node !== null)
+      ? NodeStatus.fromPartial(object.node)
+      : undefined;
+    message.stateVersion = object.stateVersion ?? 0;
+    return message;
+  },
+};
+
+function createBasePreviewUntakeRequest(): PreviewUntakeRequest {
+  return { network: "", node: "", module: "" };
+}
+
+export const PreviewUntakeRequest: MessageFns<PreviewUntakeRequest> = {
+  encode(message: PreviewUntakeRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.network !== "") {
+      writer.uint32(10).string(message.network);
+    }
+    if (message.node !== "") {
+      writer.uint32(18).string(message.node);
+    }
+    if (message.module !== "") {
+      writer.uint32(26).string(message.module);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PreviewUntakeRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePreviewUntakeRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.node = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.module = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PreviewUntakeRequest {
+    return {
+      network: isSet(object.network) ? globalThis.String(object.network) : "",
+      node: isSet(object.node) ? globalThis.String(object.node) : "",
+      module: isSet(object.module) ? globalThis.String(object.module) : "",
+    };
+  },
+
+  toJSON(message: PreviewUntakeRequest): unknown {
+    const obj: any = {};
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    if (message.node !== "") {
+      obj.node = message.node;
+    }
+    if (message.module !== "") {
+      obj.module = message.module;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PreviewUntakeRequest>, I>>(base?: I): PreviewUntakeRequest {
+    return PreviewUntakeRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PreviewUntakeRequest>, I>>(object: I): PreviewUntakeRequest {
+    const message = createBasePreviewUntakeRequest();
+    message.network = object.network ?? "";
+    message.node = object.node ?? "";
+    message.module = object.module ?? "";
+    return message;
+  },
+};
+
+function createBasePreviewUntakeResponse(): PreviewUntakeResponse {
+  return { preview: undefined, node: undefined };
+}
+
+export const PreviewUntakeResponse: MessageFns<PreviewUntakeResponse> = {
+  encode(message: PreviewUntakeResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.preview !== undefined) {
+      UntakePreview.encode(message.preview, writer.uint32(10).fork()).join();
+    }
+    if (message.node !== undefined) {
+      NodeStatus.encode(message.node, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PreviewUntakeResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePreviewUntakeResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.preview = UntakePreview.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.node = NodeStatus.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PreviewUntakeResponse {
+    return {
+      preview: isSet(object.preview) ? UntakePreview.fromJSON(object.preview) : undefined,
+      node: isSet(object.node) ? NodeStatus.fromJSON(object.node) : undefined,
+    };
+  },
+
+  toJSON(message: PreviewUntakeResponse): unknown {
+    const obj: any = {};
+    if (message.preview !== undefined) {
+      obj.preview = UntakePreview.toJSON(message.preview);
+    }
+    if (message.node !== undefined) {
+      obj.node = NodeStatus.toJSON(message.node);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PreviewUntakeResponse>, I>>(base?: I): PreviewUntakeResponse {
+    return PreviewUntakeResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PreviewUntakeResponse>, I>>(object: I): PreviewUntakeResponse {
+    const message = createBasePreviewUntakeResponse();
+    message.preview = (object.preview !== undefined && object.preview !== null)
+      ? UntakePreview.fromPartial(object.preview)
+      : undefined;
+    message.node = (object.node !== undefined && object.node !== null)
+      ? NodeStatus.fromPartial(object.node)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseUntakeModuleRequest(): UntakeModuleRequest {
+  return { network: "", node: "", module: "", previewId: "" };
+}
+
+export const UntakeModuleRequest: MessageFns<UntakeModuleRequest> = {
+  encode(message: UntakeModuleRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.network !== "") {
+      writer.uint32(10).string(message.network);
+    }
+    if (message.node !== "") {
+      writer.uint32(18).string(message.node);
+    }
+    if (message.module !== "") {
+      writer.uint32(26).string(message.module);
+    }
+    if (message.previewId !== "") {
+      writer.uint32(34).string(message.previewId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): UntakeModuleRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseUntakeModuleRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.node = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.module = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.previewId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): UntakeModuleRequest {
+    return {
+      network: isSet(object.network) ? globalThis.String(object.network) : "",
+      node: isSet(object.node) ? globalThis.String(object.node) : "",
+      module: isSet(object.module) ? globalThis.String(object.module) : "",
+      previewId: isSet(object.previewId)
+        ? globalThis.String(object.previewId)
+        : isSet(object.preview_id)
+        ? globalThis.String(object.preview_id)
+        : "",
+    };
+  },
+
+  toJSON(message: UntakeModuleRequest): unknown {
+    const obj: any = {};
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    if (message.node !== "") {
+      obj.node = message.node;
+    }
+    if (message.module !== "") {
+      obj.module = message.module;
+    }
+    if (message.previewId !== "") {
+      obj.previewId = message.previewId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<UntakeModuleRequest>, I>>(base?: I): UntakeModuleRequest {
+    return UntakeModuleRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<UntakeModuleRequest>, I>>(object: I): UntakeModuleRequest {
+    const message = createBaseUntakeModuleRequest();
+    message.network = object.network ?? "";
+    message.node = object.node ?? "";
+    message.module = object.module ?? "";
+    message.previewId = object.previewId ?? "";
+    return message;
+  },
+};
+
+function createBaseUntakeModuleResponse(): UntakeModuleResponse {
+  return { preview: undefined, node: undefined, stateVersion: 0 };
+}
+
+export const UntakeModuleResponse: MessageFns<UntakeModuleResponse> = {
+  encode(message: UntakeModuleResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.preview !== undefined) {
+      UntakePreview.encode(message.preview, writer.uint32(10).fork()).join();
+    }
+    if (message.node !== undefined) {
+      NodeStatus.encode(message.node, writer.uint32(18).fork()).join();
+    }
+    if (message.stateVersion !== 0) {
+      writer.uint32(24).uint64(message.stateVersion);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): UntakeModuleResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseUntakeModuleResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.preview = UntakePreview.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.node = NodeStatus.decode(reader, reader.uint32());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.stateVersion = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): UntakeModuleResponse {
+    return {
+      preview: isSet(object.preview) ? UntakePreview.fromJSON(object.preview) : undefined,
+      node: isSet(object.node) ? NodeStatus.fromJSON(object.node) : undefined,
+      stateVersion: isSet(object.stateVersion)
+        ? globalThis.Number(object.stateVersion)
+        : isSet(object.state_version)
+        ? globalThis.Number(object.state_version)
+        : 0,
+    };
+  },
+
+  toJSON(message: UntakeModuleResponse): unknown {
+    const obj: any = {};
+    if (message.preview !== undefined) {
+      obj.preview = UntakePreview.toJSON(message.preview);
+    }
+    if (message.node !== undefined) {
+      obj.node = NodeStatus.toJSON(message.node);
+    }
+    if (message.stateVersion !== 0) {
+      obj.stateVersion = Math.round(message.stateVersion);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<UntakeModuleResponse>, I>>(base?: I): UntakeModuleResponse {
+    return UntakeModuleResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<UntakeModuleResponse>, I>>(object: I): UntakeModuleResponse {
+    const message = createBaseUntakeModuleResponse();
+    message.preview = (object.preview !== undefined && object.preview !== null)
+      ? UntakePreview.fromPartial(object.preview)
+      : undefined;
+    message.node = (object.node !== undefined && object.node !== null)
+      ? NodeStatus.fromPartial(object.node)
+      : undefined;
+    message.stateVersion = object.stateVersion ?? 0;
     return message;
   },
 };
@@ -9664,6 +11186,10 @@ function createBaseShowNodeResponse(): ShowNodeResponse {
     reportedAt: "",
     dns: undefined,
     routes: [],
+    untakePreviews: [],
+    untakes: [],
+    untakesAsked: [],
+    releasePreviews: [],
   };
 }
 
@@ -9689,6 +11215,18 @@ export const ShowNodeResponse: MessageFns<ShowNodeResponse> = {
     }
     for (const v of message.routes) {
       NodeRoute.encode(v!, writer.uint32(58).fork()).join();
+    }
+    for (const v of message.untakePreviews) {
+      UntakePreview.encode(v!, writer.uint32(450).fork()).join();
+    }
+    for (const v of message.untakes) {
+      UntakeOutcome.encode(v!, writer.uint32(458).fork()).join();
+    }
+    for (const v of message.untakesAsked) {
+      ModuleUntake.encode(v!, writer.uint32(466).fork()).join();
+    }
+    for (const v of message.releasePreviews) {
+      UntakePreview.encode(v!, writer.uint32(474).fork()).join();
     }
     return writer;
   },
@@ -9762,6 +11300,38 @@ export const ShowNodeResponse: MessageFns<ShowNodeResponse> = {
             message.routes.push(NodeRoute.decode(reader, reader.uint32()));
             continue;
           }
+          case 56: {
+            if (tag !== 450) {
+              break;
+            }
+
+            message.untakePreviews.push(UntakePreview.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 57: {
+            if (tag !== 458) {
+              break;
+            }
+
+            message.untakes.push(UntakeOutcome.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 58: {
+            if (tag !== 466) {
+              break;
+            }
+
+            message.untakesAsked.push(ModuleUntake.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 59: {
+            if (tag !== 474) {
+              break;
+            }
+
+            message.releasePreviews.push(UntakePreview.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -9793,6 +11363,24 @@ export const ShowNodeResponse: MessageFns<ShowNodeResponse> = {
         : "",
       dns: isSet(object.dns) ? ResolverStatus.fromJSON(object.dns) : undefined,
       routes: globalThis.Array.isArray(object?.routes) ? object.routes.map((e: any) => NodeRoute.fromJSON(e)) : [],
+      untakePreviews: globalThis.Array.isArray(object?.untakePreviews)
+        ? object.untakePreviews.map((e: any) => UntakePreview.fromJSON(e))
+        : globalThis.Array.isArray(object?.untake_previews)
+        ? object.untake_previews.map((e: any) => UntakePreview.fromJSON(e))
+        : [],
+      untakes: globalThis.Array.isArray(object?.untakes)
+        ? object.untakes.map((e: any) => UntakeOutcome.fromJSON(e))
+        : [],
+      untakesAsked: globalThis.Array.isArray(object?.untakesAsked)
+        ? object.untakesAsked.map((e: any) => ModuleUntake.fromJSON(e))
+        : globalThis.Array.isArray(object?.untakes_asked)
+        ? object.untakes_asked.map((e: any) => ModuleUntake.fromJSON(e))
+        : [],
+      releasePreviews: globalThis.Array.isArray(object?.releasePreviews)
+        ? object.releasePreviews.map((e: any) => UntakePreview.fromJSON(e))
+        : globalThis.Array.isArray(object?.release_previews)
+        ? object.release_previews.map((e: any) => UntakePreview.fromJSON(e))
+        : [],
     };
   },
 
@@ -9819,6 +11407,18 @@ export const ShowNodeResponse: MessageFns<ShowNodeResponse> = {
     if (message.routes?.length) {
       obj.routes = message.routes.map((e) => NodeRoute.toJSON(e));
     }
+    if (message.untakePreviews?.length) {
+      obj.untakePreviews = message.untakePreviews.map((e) => UntakePreview.toJSON(e));
+    }
+    if (message.untakes?.length) {
+      obj.untakes = message.untakes.map((e) => UntakeOutcome.toJSON(e));
+    }
+    if (message.untakesAsked?.length) {
+      obj.untakesAsked = message.untakesAsked.map((e) => ModuleUntake.toJSON(e));
+    }
+    if (message.releasePreviews?.length) {
+      obj.releasePreviews = message.releasePreviews.map((e) => UntakePreview.toJSON(e));
+    }
     return obj;
   },
 
@@ -9840,6 +11440,10 @@ export const ShowNodeResponse: MessageFns<ShowNodeResponse> = {
       ? ResolverStatus.fromPartial(object.dns)
       : undefined;
     message.routes = object.routes?.map((e) => NodeRoute.fromPartial(e)) || [];
+    message.untakePreviews = object.untakePreviews?.map((e) => UntakePreview.fromPartial(e)) || [];
+    message.untakes = object.untakes?.map((e) => UntakeOutcome.fromPartial(e)) || [];
+    message.untakesAsked = object.untakesAsked?.map((e) => ModuleUntake.fromPartial(e)) || [];
+    message.releasePreviews = object.releasePreviews?.map((e) => UntakePreview.fromPartial(e)) || [];
     return message;
   },
 };
@@ -14465,6 +16069,10 @@ function createBaseDoctorResponse(): DoctorResponse {
     reportedAt: "",
     dns: undefined,
     routes: [],
+    untakePreviews: [],
+    untakes: [],
+    untakesAsked: [],
+    releasePreviews: [],
   };
 }
 
@@ -14508,6 +16116,18 @@ export const DoctorResponse: MessageFns<DoctorResponse> = {
     }
     for (const v of message.routes) {
       NodeRoute.encode(v!, writer.uint32(106).fork()).join();
+    }
+    for (const v of message.untakePreviews) {
+      UntakePreview.encode(v!, writer.uint32(450).fork()).join();
+    }
+    for (const v of message.untakes) {
+      UntakeOutcome.encode(v!, writer.uint32(458).fork()).join();
+    }
+    for (const v of message.untakesAsked) {
+      ModuleUntake.encode(v!, writer.uint32(466).fork()).join();
+    }
+    for (const v of message.releasePreviews) {
+      UntakePreview.encode(v!, writer.uint32(474).fork()).join();
     }
     return writer;
   },
@@ -14629,6 +16249,38 @@ export const DoctorResponse: MessageFns<DoctorResponse> = {
             message.routes.push(NodeRoute.decode(reader, reader.uint32()));
             continue;
           }
+          case 56: {
+            if (tag !== 450) {
+              break;
+            }
+
+            message.untakePreviews.push(UntakePreview.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 57: {
+            if (tag !== 458) {
+              break;
+            }
+
+            message.untakes.push(UntakeOutcome.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 58: {
+            if (tag !== 466) {
+              break;
+            }
+
+            message.untakesAsked.push(ModuleUntake.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 59: {
+            if (tag !== 474) {
+              break;
+            }
+
+            message.releasePreviews.push(UntakePreview.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -14692,6 +16344,24 @@ export const DoctorResponse: MessageFns<DoctorResponse> = {
       routes: globalThis.Array.isArray(object?.routes)
         ? object.routes.map((e: any) => NodeRoute.fromJSON(e))
         : [],
+      untakePreviews: globalThis.Array.isArray(object?.untakePreviews)
+        ? object.untakePreviews.map((e: any) => UntakePreview.fromJSON(e))
+        : globalThis.Array.isArray(object?.untake_previews)
+        ? object.untake_previews.map((e: any) => UntakePreview.fromJSON(e))
+        : [],
+      untakes: globalThis.Array.isArray(object?.untakes)
+        ? object.untakes.map((e: any) => UntakeOutcome.fromJSON(e))
+        : [],
+      untakesAsked: globalThis.Array.isArray(object?.untakesAsked)
+        ? object.untakesAsked.map((e: any) => ModuleUntake.fromJSON(e))
+        : globalThis.Array.isArray(object?.untakes_asked)
+        ? object.untakes_asked.map((e: any) => ModuleUntake.fromJSON(e))
+        : [],
+      releasePreviews: globalThis.Array.isArray(object?.releasePreviews)
+        ? object.releasePreviews.map((e: any) => UntakePreview.fromJSON(e))
+        : globalThis.Array.isArray(object?.release_previews)
+        ? object.release_previews.map((e: any) => UntakePreview.fromJSON(e))
+        : [],
     };
   },
 
@@ -14736,6 +16406,18 @@ export const DoctorResponse: MessageFns<DoctorResponse> = {
     if (message.routes?.length) {
       obj.routes = message.routes.map((e) => NodeRoute.toJSON(e));
     }
+    if (message.untakePreviews?.length) {
+      obj.untakePreviews = message.untakePreviews.map((e) => UntakePreview.toJSON(e));
+    }
+    if (message.untakes?.length) {
+      obj.untakes = message.untakes.map((e) => UntakeOutcome.toJSON(e));
+    }
+    if (message.untakesAsked?.length) {
+      obj.untakesAsked = message.untakesAsked.map((e) => ModuleUntake.toJSON(e));
+    }
+    if (message.releasePreviews?.length) {
+      obj.releasePreviews = message.releasePreviews.map((e) => UntakePreview.toJSON(e));
+    }
     return obj;
   },
 
@@ -14761,6 +16443,10 @@ export const DoctorResponse: MessageFns<DoctorResponse> = {
       ? ResolverStatus.fromPartial(object.dns)
       : undefined;
     message.routes = object.routes?.map((e) => NodeRoute.fromPartial(e)) || [];
+    message.untakePreviews = object.untakePreviews?.map((e) => UntakePreview.fromPartial(e)) || [];
+    message.untakes = object.untakes?.map((e) => UntakeOutcome.fromPartial(e)) || [];
+    message.untakesAsked = object.untakesAsked?.map((e) => ModuleUntake.fromPartial(e)) || [];
+    message.releasePreviews = object.releasePreviews?.map((e) => UntakePreview.fromPartial(e)) || [];
     return message;
   },
 };
@@ -18873,6 +20559,44 @@ export const AdminServiceService = {
     responseSerialize: (value: RevokeAdminResponse): Buffer => Buffer.from(RevokeAdminResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): RevokeAdminResponse => RevokeAdminResponse.decode(value),
   },
+  /**
+   * issue 29: a taken module's untake, previewed from the node's last report (the agent's own plan),
+   * and recorded only for the preview the operator saw.
+   */
+  previewUntake: {
+    path: "/meshp.v1.AdminService/PreviewUntake" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: PreviewUntakeRequest): Buffer => Buffer.from(PreviewUntakeRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): PreviewUntakeRequest => PreviewUntakeRequest.decode(value),
+    responseSerialize: (value: PreviewUntakeResponse): Buffer =>
+      Buffer.from(PreviewUntakeResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): PreviewUntakeResponse => PreviewUntakeResponse.decode(value),
+  },
+  untakeModule: {
+    path: "/meshp.v1.AdminService/UntakeModule" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: UntakeModuleRequest): Buffer => Buffer.from(UntakeModuleRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): UntakeModuleRequest => UntakeModuleRequest.decode(value),
+    responseSerialize: (value: UntakeModuleResponse): Buffer =>
+      Buffer.from(UntakeModuleResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): UntakeModuleResponse => UntakeModuleResponse.decode(value),
+  },
+  /**
+   * issue 29: an assigned, untaken module unassigned, its held files left as they are; with restore, each
+   * held file that changed while held gets its original back (previewed from the node's last report).
+   */
+  releaseModule: {
+    path: "/meshp.v1.AdminService/ReleaseModule" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ReleaseModuleRequest): Buffer => Buffer.from(ReleaseModuleRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ReleaseModuleRequest => ReleaseModuleRequest.decode(value),
+    responseSerialize: (value: ReleaseModuleResponse): Buffer =>
+      Buffer.from(ReleaseModuleResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ReleaseModuleResponse => ReleaseModuleResponse.decode(value),
+  },
 } as const;
 
 export interface AdminServiceServer extends UntypedServiceImplementation {
@@ -18942,6 +20666,17 @@ export interface AdminServiceServer extends UntypedServiceImplementation {
   createAdmin: handleUnaryCall<CreateAdminRequest, CreateAdminResponse>;
   listAdmins: handleUnaryCall<ListAdminsRequest, ListAdminsResponse>;
   revokeAdmin: handleUnaryCall<RevokeAdminRequest, RevokeAdminResponse>;
+  /**
+   * issue 29: a taken module's untake, previewed from the node's last report (the agent's own plan),
+   * and recorded only for the preview the operator saw.
+   */
+  previewUntake: handleUnaryCall<PreviewUntakeRequest, PreviewUntakeResponse>;
+  untakeModule: handleUnaryCall<UntakeModuleRequest, UntakeModuleResponse>;
+  /**
+   * issue 29: an assigned, untaken module unassigned, its held files left as they are; with restore, each
+   * held file that changed while held gets its original back (previewed from the node's last report).
+   */
+  releaseModule: handleUnaryCall<ReleaseModuleRequest, ReleaseModuleResponse>;
 }
 
 export interface AdminServiceClient extends Client {
@@ -19500,6 +21235,59 @@ export interface AdminServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: RevokeAdminResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * issue 29: a taken module's untake, previewed from the node's last report (the agent's own plan),
+   * and recorded only for the preview the operator saw.
+   */
+  previewUntake(
+    request: PreviewUntakeRequest,
+    callback: (error: ServiceError | null, response: PreviewUntakeResponse) => void,
+  ): ClientUnaryCall;
+  previewUntake(
+    request: PreviewUntakeRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: PreviewUntakeResponse) => void,
+  ): ClientUnaryCall;
+  previewUntake(
+    request: PreviewUntakeRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: PreviewUntakeResponse) => void,
+  ): ClientUnaryCall;
+  untakeModule(
+    request: UntakeModuleRequest,
+    callback: (error: ServiceError | null, response: UntakeModuleResponse) => void,
+  ): ClientUnaryCall;
+  untakeModule(
+    request: UntakeModuleRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: UntakeModuleResponse) => void,
+  ): ClientUnaryCall;
+  untakeModule(
+    request: UntakeModuleRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: UntakeModuleResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * issue 29: an assigned, untaken module unassigned, its held files left as they are; with restore, each
+   * held file that changed while held gets its original back (previewed from the node's last report).
+   */
+  releaseModule(
+    request: ReleaseModuleRequest,
+    callback: (error: ServiceError | null, response: ReleaseModuleResponse) => void,
+  ): ClientUnaryCall;
+  releaseModule(
+    request: ReleaseModuleRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ReleaseModuleResponse) => void,
+  ): ClientUnaryCall;
+  releaseModule(
+    request: ReleaseModuleRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ReleaseModuleResponse) => void,
   ): ClientUnaryCall;
 }
 
