@@ -39,10 +39,11 @@ export const READ_METHODS: ReadonlySet<string> = new Set([
   'getDns',
   'listRouteGroups',
   'listAdmins',
+  'previewUntake',
 ]);
 
 /** Changes that take `preview: true` and then change nothing (the nodes that would change said). */
-const PREVIEWABLE: ReadonlySet<string> = new Set(['setDns', 'setRouteGroup', 'removeRouteGroup', 'approveRoute']);
+const PREVIEWABLE: ReadonlySet<string> = new Set(['setDns', 'setRouteGroup', 'removeRouteGroup', 'approveRoute', 'releaseModule']);
 
 /** Whether the actor may change anything at all (a console offers its change forms only then). */
 export function canChange(actor: AdminActor): boolean {
