@@ -45,7 +45,7 @@
 //   [--replicas K] [--workers W] [--open-window M] [--concurrency C (enrolments at once, default 50)]
 //   [--join-rate R] [--join-seconds S] [--streams-per-connection K]
 // FLEET_CONTROLLER_NODE_ARGS: node flags for the controller (e.g. `--cpu-prof --cpu-prof-dir=/tmp/p`).
-import { chmodSync, closeSync, copyFileSync, mkdirSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { chmodSync, closeSync, copyFileSync, mkdirSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fork, spawn } from 'node:child_process';
@@ -71,9 +71,11 @@ const CONCURRENCY = Number(flag('--concurrency') ?? 50);
 const JOIN_RATE = Number(flag('--join-rate') ?? 10);
 const JOIN_SECONDS = Number(flag('--join-seconds') ?? 10);
 const SHARE = Math.max(1, Number(flag('--streams-per-connection') ?? 1));
+// --group 0: one group of all the agents (all-to-all); --json FILE: the rows, for fanout-floor.bench.mjs.
+const GROUP_FLAG = flag('--group');
+const JSON_OUT = flag('--json');
 if (REPLICAS > 1 && !STORE) throw new Error('--replicas needs --store postgres://… (replicas share one database)');
 const sizes = (argv[0] ?? '200,1000').split(',').map(Number);
-const GROUP = 50;
 const fmt = (n, d = 1) => n.toLocaleString('en-US', { maximumFractionDigits: d });
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const now = () => performance.timeOrigin + performance.now();
@@ -212,6 +214,7 @@ function replicaState(from, to) {
 }
 
 async function run(n) {
+  const GROUP = GROUP_FLAG === undefined ? 50 : Number(GROUP_FLAG) || n;
   const dir = mkdtempSync(join(tmpdir(), 'meshp-fleet-'));
   // Also when a run fails (after the controllers are killed: their 'exit' handlers come first).
   process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
@@ -364,8 +367,10 @@ async function run(n) {
     const { token } = await admin.call('createToken', { network, mode: 2, ttlSeconds: 3600, tags: ['g0'] });
     await workers[0].call('late', { name: 'late', token });
   });
-  await change('policy change', () => admin.call('setPolicy', { network, rules: rules.map((r, g) => (g === 0 ? { ...r, ports: ['443'] } : r)) }));
-  await change('removal', () => admin.call('removeNode', { network, node: 'a0' }));
+  // All-to-all (--group 0): the join alone (a policy change there rewrites every agent's whole view).
+  if (GROUP_FLAG === undefined)
+    await change('policy change', () => admin.call('setPolicy', { network, rules: rules.map((r, g) => (g === 0 ? { ...r, ports: ['443'] } : r)) }));
+  if (GROUP_FLAG === undefined) await change('removal', () => admin.call('removeNode', { network, node: 'a0' }));
 
   // Joins at JOIN_RATE a second, each into the next group (not g0, whose rule changed above).
   const total = Math.round(JOIN_RATE * JOIN_SECONDS);
@@ -435,6 +440,19 @@ async function run(n) {
     };
   }
   const end = await counts();
+  if (JSON_OUT)
+    writeFileSync(
+      JSON_OUT,
+      JSON.stringify({
+        n,
+        group: GROUP,
+        rows,
+        rssKbPerAgent: (held.rssKb - idle.rssKb) / n,
+        rssKb: held.rssKb,
+        idleRate,
+        join: { ...joinRow, lat: undefined, own: undefined, every: undefined },
+      }),
+    );
 
   console.log(
     `\nN = ${fmt(n)} agents in groups of ${GROUP}${SHARE > 1 ? `, ${SHARE} agents' streams to a TLS connection` : ''}; ${STORE ? `PostgreSQL, ${ctls.length} replica(s)` : 'SQLite'}; controller pid ${ctls.map((c) => c.child.pid).join(', ')} (open-file limit ${ctls.map((c) => c.nofile).join(', ')}); ${nWorkers} simulator process(es)`,

@@ -318,7 +318,7 @@ def follow(grpc, pb, pbg, args):
         view.save(view_file)
         outbox.put(pb.SyncRequest(ack=pb.StateAck(applied_version=view.version, state_hash=h)))
         say("applied", from_version=d.from_version, to_version=d.to_version, snapshot=d.from_version == 0, hash=h, expected=d.state_hash,
-            match=h == d.state_hash, signed=len(d.version_signature) == 64, peers=sorted(view.peers), **change)
+            match=h == d.state_hash, signed=len(d.version_signature) in (32, 64), peers=sorted(view.peers), **change)
 
     def commands():
         for line in sys.stdin:

@@ -658,8 +658,9 @@ export interface StateDelta {
   /** The state hash the controller expects once this delta is applied (see "The state hash" below). */
   stateHash: string;
   /**
-   * The controller's Ed25519 signature over "meshp-version-v1", 0x00, network, 0x00, to_version in
-   * decimal, 0x00, state_hash (UTF-8). The agent keeps the one of the version it applied and presents
+   * The controller's tag over "meshp-version-v1", 0x00, network, 0x00, to_version in decimal, 0x00,
+   * state_hash (UTF-8): an HMAC-SHA256 (32 bytes, ADR 0037; an older controller's was an Ed25519
+   * signature, 64 bytes, still honoured), opaque to the agent. The agent keeps the one of the version it applied and presents
    * it in its Hello: a controller restored from a backup recognises its own signature and moves its
    * versions ahead; a version claimed without it is refused (MESHP_VERSION_UNPROVEN). Every part carries it.
    */
