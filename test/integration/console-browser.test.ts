@@ -392,6 +392,65 @@ t.test('sign in, the fleet live, a node, sign out; the attacks refused', async (
   writeFileSync(join(SCREENS, 'README.txt'), `screenshots of the console's pages, kept by test/integration/console-browser.test.ts\n`);
 });
 
+t.test('a read-only credential: sees the fleet and the node, is offered no action, and an action it forges is refused', async (t) => {
+  const dir = workdir(t, 'console-ro');
+  const state = join(dir, 'ctl');
+  const ctl = await startController(t, state, ['--console-listen', '127.0.0.1:0']);
+  const at = consoleOf(ctl);
+  const cli = (...args: string[]) => meshpAsync(...args, '--state', state, '--controller', ctl.address);
+  startAgent(t, dir, 'web1', ctl.address, await tokenFor(ctl, ['web'], true));
+  await waitUntil('web1 reported adopted', async () => (await nodes(ctl)).some((x) => x.name === 'web1' && x.mode === 'adopted' && x.appliedVersion > 0));
+  const admin = adminCalls(() => ctl);
+  await admin.catalogue([{ name: 'motd', files: [{ path: '/etc/motd', content: 'from meshp\n' }] }]);
+
+  // A read-only credential, made by the CLI; whoami says what it is, for both credentials.
+  const viewer = join(dir, 'viewer.credential');
+  const made = await cli('admin', 'create', 'viewer', '--role', 'read-only', '--out', viewer);
+  t.equal(made.code, 0, `admin create: ${made.err}`);
+  const whoViewer = await cli('admin', 'whoami', '--json', '--credential', viewer);
+  t.same(JSON.parse(whoViewer.out), { name: 'viewer', role: 'read-only', mayChange: false }, 'admin whoami: the read-only credential');
+  const whoAdmin = await cli('admin', 'whoami', '--json');
+  t.same(JSON.parse(whoAdmin.out), { name: 'admin', role: 'admin', mayChange: true }, 'admin whoami: the credential the controller made');
+
+  const browser = await launchChromium(at);
+  t.teardown(() => browser.close());
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  const errors: string[] = [];
+  page.on('console', (m) => m.type() === 'error' && errors.push(m.text()));
+  page.on('pageerror', (e) => errors.push(e.message));
+  await page.goto(at.url);
+  await page.locator('#signin').waitFor({ state: 'visible' });
+  await page.fill('#credential', readFileSync(viewer, 'utf8').trim());
+  await page.click('#signin button[type=submit]');
+  await page.locator('#fleet tbody tr').first().waitFor();
+  t.same(await page.$$eval('#fleet tbody tr', (trs) => trs.map((tr) => tr.querySelector('td')?.textContent)), ['web1'], 'the read-only session sees the fleet');
+  await page.goto(`${at.url}node.html?network=default&node=web1`);
+  await page.locator('#actions').filter({ hasText: 'may read, not change' }).waitFor();
+  t.equal(await page.locator('#actions button').count(), 0, "the node's page offers no action to a read-only session");
+  t.equal(await page.locator('button', { hasText: /^(Take|Assign|Unassign|Converge|Return)/ }).count(), 0, 'no change button anywhere on the page');
+  t.same(await seriousViolations(page), [], 'axe-core: no serious violation on the read-only node page');
+
+  // A forged action with this session's own cookie and CSRF token: refused by the console, nothing changed.
+  const session = (await context.cookies()).find((c) => c.name === 'meshp_console')!;
+  const cookie = `${session.name}=${session.value}`;
+  const s = JSON.parse((await https(at, 'GET', '/api/session', { headers: { cookie } })).body) as { csrf: string; actor: string; mayChange: boolean };
+  t.match(s, { actor: 'viewer', mayChange: false }, '/api/session names the actor and its role');
+  const forged = await https(at, 'POST', '/api/act', {
+    headers: { cookie, 'csrf-token': s.csrf, 'content-type': 'application/json' },
+    body: JSON.stringify({ verb: 'assign', node: 'web1', module: 'motd' }),
+  });
+  t.equal(forged.status, 403, 'an action forged by a read-only session, token and all, is refused');
+  t.match(JSON.parse(forged.body), { code: 'MESHP_FORBIDDEN' });
+  const shown = await (await ctl.admin!()).call('showNode', { network: 'default', node: 'web1' });
+  t.notOk(shown.node?.assignedModules.includes('motd'), 'and nothing was assigned');
+  // The Admin API refuses it too, whatever the console does: the CLI with the read-only credential.
+  const direct = await cli('module', 'assign', 'web1', 'motd', '--yes', '--credential', viewer);
+  t.not(direct.code, 0, 'the CLI with the read-only credential is refused');
+  t.match(direct.err, /MESHP_FORBIDDEN/, 'with MESHP_FORBIDDEN');
+  t.same(errors, [], 'no console errors');
+});
+
 t.test('a session expires', async (t) => {
   const dir = workdir(t, 'console-exp');
   const state = join(dir, 'ctl');

@@ -43,9 +43,19 @@ const revoke: CommandModule<GlobalArgs, R & ChangeArgs & { name: string }> = {
   },
 };
 
+const whoami: CommandModule<GlobalArgs, R> = {
+  command: 'whoami',
+  describe: 'who the credential presented is (the actor in meshp audit) and its role',
+  builder: (y) => remoteOptions(y),
+  handler: async (a) => {
+    const { adminWhoAmI } = await import('../remote/admins.js');
+    await adminWhoAmI(a);
+  },
+};
+
 export const adminCommand: CommandModule<GlobalArgs, GlobalArgs> = {
   command: 'admin <command>',
   describe: 'named admin credentials and their roles',
-  builder: (y) => y.command(create).command(list).command(revoke).demandCommand(1),
+  builder: (y) => y.command(create).command(list).command(revoke).command(whoami).demandCommand(1),
   handler: () => undefined,
 };

@@ -69,3 +69,13 @@ export async function adminRevoke(a: RemoteArgs & Out & Change & { name: string 
   if (r.kind === 'preview') return say(a, { preview: true, would: r.what, admin: adminJson(r.admin) }, `would ${r.what}\n(preview: nothing changed)`);
   say(a, { revoked: adminJson(r.admin) }, `admin credential ${r.admin.name} revoked at ${r.admin.revokedAt}`);
 }
+
+/** `meshp admin whoami`: who the credential presented is, and whether it may change anything (kubectl auth whoami). */
+export async function adminWhoAmI(a: RemoteArgs & Out): Promise<void> {
+  const r = await withAdmin(a, (c, network) => c.call('whoAmI', { network }));
+  say(
+    a,
+    { name: r.name, role: r.role, mayChange: r.mayChange },
+    `${r.name} (${r.role}): ${r.mayChange ? 'may change the controller' : 'reads and previews only'}`,
+  );
+}

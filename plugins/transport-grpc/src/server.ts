@@ -65,6 +65,7 @@ const ADMIN_RESPONSES: Record<keyof typeof gen.AdminServiceService, Fns> = {
   createAdmin: gen.CreateAdminResponse,
   listAdmins: gen.ListAdminsResponse,
   revokeAdmin: gen.RevokeAdminResponse,
+  whoAmI: gen.WhoAmIResponse,
   previewUntake: gen.PreviewUntakeResponse,
   untakeModule: gen.UntakeModuleResponse,
   releaseModule: gen.ReleaseModuleResponse,

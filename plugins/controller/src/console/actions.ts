@@ -98,7 +98,7 @@ export function actionRoutes(app: FastifyInstance, handler: AdminHandler): void 
   app.post<{ Body: Act }>('/api/act', { schema: { body: ACT_SCHEMA }, onRequest: app.csrfProtection }, async (request, reply) => {
     const admin = sessionAdmin(handler, request, reply);
     if (!admin) return reply;
-    if (!mayChange(request)) return refusal(reply, 403, 'MESHP_AUTH_FAILED', 'this session may read, not change: sign in with a credential that may');
+    if (!mayChange(request)) return refusal(reply, 403, 'MESHP_FORBIDDEN', 'this session may read, not change: sign in with a credential that may');
     await act(admin, request.body);
     return reply.header('cache-control', 'no-store').send({ done: request.body.verb });
   });

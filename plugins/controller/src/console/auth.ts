@@ -17,6 +17,9 @@ declare module 'fastify' {
     /** The secret the operator signed in with: what this session's Admin calls present. */
     credential?: string;
     signedInAt?: string;
+    /** Who signed in and whether its role may change anything, as the Admin API's WhoAmI said at sign-in. */
+    actor?: string;
+    mayChange?: boolean;
   }
 }
 
@@ -55,11 +58,11 @@ export function sessionAdmin(handler: AdminHandler, request: FastifyRequest, rep
 
 /**
  * Whether this session may change anything: the one check every action passes (and the page asks,
- * to offer none). The admin credential may; a read-only credential, once the Admin API has named
- * ones, is to be answered here from its role, and the Admin API refuses it again at the call.
+ * to offer none), from the role WhoAmI gave at sign-in. The Admin API checks the role again at each
+ * call (a credential revoked since is refused there), so this is the console's first refusal, not its only one.
  */
 export function mayChange(request: FastifyRequest): boolean {
-  return !!request.session.get('credential');
+  return !!request.session.get('credential') && request.session.get('mayChange') === true;
 }
 
 /** The secret of what was presented: a credential file's whole text, or its secret alone. */
@@ -78,27 +81,35 @@ export function authRoutes(app: FastifyInstance, handler: AdminHandler, log: Log
     if (typeof presented !== 'string' || !presented.trim()) return refusal(reply, 400, 'MESHP_USAGE', 'credential is required');
     try {
       const secret = secretOf(presented);
-      // The Admin API checks it, as for a CLI call (a refusal is logged and counted there).
-      await handler('listNetworks', {}, secret, `console ${request.ip}`);
+      // The Admin API checks it, as for a CLI call (a refusal is logged and counted there), and says who it is.
+      const who = (await handler('whoAmI', {}, secret, `console ${request.ip}`)) as { name: string; mayChange: boolean };
       // A new session id at sign-in: a session id known before it (fixation) is worth nothing after.
       await request.session.regenerate();
       request.session.set('credential', secret);
       request.session.set('signedInAt', new Date().toISOString());
+      request.session.set('actor', who.name);
+      request.session.set('mayChange', who.mayChange);
     } catch (e) {
       const code = e instanceof MeshpError ? e.code : 'MESHP_AUTH_FAILED';
       return refusal(reply, 401, code, 'the credential is not the one this controller made');
     }
-    log.info({ peer: request.ip }, 'console: signed in');
-    return reply.header('cache-control', 'no-store').send({ signedIn: true, mayChange: mayChange(request), csrf: reply.generateCsrf() });
+    log.info({ peer: request.ip, actor: request.session.get('actor') }, 'console: signed in');
+    return reply
+      .header('cache-control', 'no-store')
+      .send({ signedIn: true, actor: request.session.get('actor'), mayChange: mayChange(request), csrf: reply.generateCsrf() });
   });
 
   // What the page's script needs to act: whether it is signed in, and this session's CSRF token.
   app.get('/api/session', async (request, reply) => {
     // Not signed in is an answer here, not a refusal: the page asks it first, to show the sign-in.
     if (!request.session.get('credential')) return reply.header('cache-control', 'no-store').send({ signedIn: false });
-    return reply
-      .header('cache-control', 'no-store')
-      .send({ signedIn: true, since: request.session.get('signedInAt'), mayChange: mayChange(request), csrf: reply.generateCsrf() });
+    return reply.header('cache-control', 'no-store').send({
+      signedIn: true,
+      since: request.session.get('signedInAt'),
+      actor: request.session.get('actor'),
+      mayChange: mayChange(request),
+      csrf: reply.generateCsrf(),
+    });
   });
 
   app.post('/api/signout', { onRequest: app.csrfProtection }, async (request, reply) => {

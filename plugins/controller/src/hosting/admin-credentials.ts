@@ -40,6 +40,7 @@ export const READ_METHODS: ReadonlySet<string> = new Set([
   'listRouteGroups',
   'listAdmins',
   'previewUntake',
+  'whoAmI',
 ]);
 
 /** Changes that take `preview: true` and then change nothing (the nodes that would change said). */
@@ -48,6 +49,11 @@ const PREVIEWABLE: ReadonlySet<string> = new Set(['setDns', 'setRouteGroup', 're
 /** Whether the actor may change anything at all (a console offers its change forms only then). */
 export function canChange(actor: AdminActor): boolean {
   return actor.role === 'admin';
+}
+
+/** WhoAmI's answer: the caller's name and role, and whether it may change anything (answered by the handler, which alone knows the caller). */
+export function whoAmI(actor: AdminActor): { name: string; role: string; mayChange: boolean } {
+  return { name: actor.name, role: actor.role, mayChange: canChange(actor) };
 }
 
 /** Whether this call changes nothing: a read, or a change asked as a preview. */

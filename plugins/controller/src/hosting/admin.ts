@@ -22,7 +22,7 @@ import type { AdminAnswer, AdminApi } from '@meshp/protocol';
 import type { Controller } from '../controller.js';
 import { convergeNode, previewOf } from '../converge.js';
 import { withLiveness, type Liveness, type NodeStatus } from '../status.js';
-import { actorOf, adminCredentialMethods, checkRole } from './admin-credentials.js';
+import { actorOf, adminCredentialMethods, checkRole, whoAmI } from './admin-credentials.js';
 import { NODE_NAME, type Enrolment } from './enrolment.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
@@ -306,11 +306,9 @@ function lifecycleMethods({ d, controller, node, undo }: Ctx): Methods<'removeNo
   };
 }
 
-/** Every admin method, by area, behind the admin credential; each call logged with its network. */
-export function adminHandler(d: AdminDeps): AdminHandler {
-  const c = context(d);
-  const creds = adminCredentialMethods(d.admins?.book, d.admins?.fingerprint ?? '');
-  const methods: AdminMethods<AdminApi> = {
+/** Every admin method but WhoAmI (the handler answers it: only it knows who calls), by area. */
+function allMethods(d: AdminDeps, c: Ctx, creds: ReturnType<typeof adminCredentialMethods>): Omit<AdminMethods<AdminApi>, 'whoAmI'> {
+  return {
     ...statusMethods(c),
     ...modeMethods(c),
     ...moduleMethods(c),
@@ -331,6 +329,13 @@ export function adminHandler(d: AdminDeps): AdminHandler {
     // A module's untake, previewed by its agent (issue 29): untake-admin.ts.
     ...untakeMethods(d.controller, (net, node) => d.reports(net, node), c.node, d.changed),
   };
+}
+
+/** Every admin method, by area, behind the admin credential; each call logged with its network. */
+export function adminHandler(d: AdminDeps): AdminHandler {
+  const c = context(d);
+  const creds = adminCredentialMethods(d.admins?.book, d.admins?.fingerprint ?? '');
+  const methods = allMethods(d, c, creds);
   const audit = d.audit ? { ...d.audit, controller: d.controller, log: d.log } : null;
   // A store across the network: the token and audit calls asked without waiting (admin-async.ts).
   const later = { ...asyncMethods(d.enrolment, d.audit?.book ?? null), ...creds.async } as Record<
@@ -350,7 +355,8 @@ export function adminHandler(d: AdminDeps): AdminHandler {
       d.log.warn({ method, peer, code, err: oneLine(e) }, 'admin call refused');
       throw e;
     }
-    const fn = adminMethod(methods, method);
+    // WhoAmI is answered here, not by the map: only the handler knows who calls.
+    const fn = method === 'whoAmI' ? () => whoAmI(actor) : adminMethod(methods as AdminMethods<AdminApi>, method);
     if (!fn) throw usage(`no admin method ${method}`);
     const network = ('network' in request && typeof request.network === 'string' && request.network) || DEFAULT_NETWORK;
     // The call's code, its undo steps kept for it (one call's code runs at a time: synchronously, or

@@ -1667,6 +1667,19 @@ export interface RevokeAdminResponse {
   admin?: AdminInfo | undefined;
 }
 
+export interface WhoAmIRequest {
+  network: string;
+}
+
+export interface WhoAmIResponse {
+  /** The actor's name: `admin` for the credential the controller made, or a named one's. */
+  name: string;
+  /** admin | read-only */
+  role: string;
+  /** Whether this credential may change anything (a read-only one reads and previews only). */
+  mayChange: boolean;
+}
+
 function createBaseEnrolRequest(): EnrolRequest {
   return { token: "", nodeKey: "", node: "", endpoints: [], tunnelKey: undefined };
 }
@@ -20113,6 +20126,178 @@ export const RevokeAdminResponse: MessageFns<RevokeAdminResponse> = {
   },
 };
 
+function createBaseWhoAmIRequest(): WhoAmIRequest {
+  return { network: "" };
+}
+
+export const WhoAmIRequest: MessageFns<WhoAmIRequest> = {
+  encode(message: WhoAmIRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.network !== "") {
+      writer.uint32(10).string(message.network);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): WhoAmIRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseWhoAmIRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): WhoAmIRequest {
+    return { network: isSet(object.network) ? globalThis.String(object.network) : "" };
+  },
+
+  toJSON(message: WhoAmIRequest): unknown {
+    const obj: any = {};
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<WhoAmIRequest>, I>>(base?: I): WhoAmIRequest {
+    return WhoAmIRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<WhoAmIRequest>, I>>(object: I): WhoAmIRequest {
+    const message = createBaseWhoAmIRequest();
+    message.network = object.network ?? "";
+    return message;
+  },
+};
+
+function createBaseWhoAmIResponse(): WhoAmIResponse {
+  return { name: "", role: "", mayChange: false };
+}
+
+export const WhoAmIResponse: MessageFns<WhoAmIResponse> = {
+  encode(message: WhoAmIResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    if (message.role !== "") {
+      writer.uint32(18).string(message.role);
+    }
+    if (message.mayChange !== false) {
+      writer.uint32(24).bool(message.mayChange);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): WhoAmIResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseWhoAmIResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.role = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.mayChange = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): WhoAmIResponse {
+    return {
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      role: isSet(object.role) ? globalThis.String(object.role) : "",
+      mayChange: isSet(object.mayChange)
+        ? globalThis.Boolean(object.mayChange)
+        : isSet(object.may_change)
+        ? globalThis.Boolean(object.may_change)
+        : false,
+    };
+  },
+
+  toJSON(message: WhoAmIResponse): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.role !== "") {
+      obj.role = message.role;
+    }
+    if (message.mayChange !== false) {
+      obj.mayChange = message.mayChange;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<WhoAmIResponse>, I>>(base?: I): WhoAmIResponse {
+    return WhoAmIResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<WhoAmIResponse>, I>>(object: I): WhoAmIResponse {
+    const message = createBaseWhoAmIResponse();
+    message.name = object.name ?? "";
+    message.role = object.role ?? "";
+    message.mayChange = object.mayChange ?? false;
+    return message;
+  },
+};
+
 /**
  * Connecting, for a client in any language: the controller serves gRPC over TLS with a self-signed
  * certificate (its names include localhost and 127.0.0.1). The client pins it: it reads the
@@ -20561,6 +20746,19 @@ export const AdminServiceService = {
     responseDeserialize: (value: Buffer): RevokeAdminResponse => RevokeAdminResponse.decode(value),
   },
   /**
+   * issue 28/30: who the presented credential is, and its role (`meshp admin whoami`; the console asks
+   * it at sign-in to offer change forms only to a role that may change).
+   */
+  whoAmI: {
+    path: "/meshp.v1.AdminService/WhoAmI" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: WhoAmIRequest): Buffer => Buffer.from(WhoAmIRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): WhoAmIRequest => WhoAmIRequest.decode(value),
+    responseSerialize: (value: WhoAmIResponse): Buffer => Buffer.from(WhoAmIResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): WhoAmIResponse => WhoAmIResponse.decode(value),
+  },
+  /**
    * issue 29: a taken module's untake, previewed from the node's last report (the agent's own plan),
    * and recorded only for the preview the operator saw.
    */
@@ -20667,6 +20865,11 @@ export interface AdminServiceServer extends UntypedServiceImplementation {
   createAdmin: handleUnaryCall<CreateAdminRequest, CreateAdminResponse>;
   listAdmins: handleUnaryCall<ListAdminsRequest, ListAdminsResponse>;
   revokeAdmin: handleUnaryCall<RevokeAdminRequest, RevokeAdminResponse>;
+  /**
+   * issue 28/30: who the presented credential is, and its role (`meshp admin whoami`; the console asks
+   * it at sign-in to offer change forms only to a role that may change).
+   */
+  whoAmI: handleUnaryCall<WhoAmIRequest, WhoAmIResponse>;
   /**
    * issue 29: a taken module's untake, previewed from the node's last report (the agent's own plan),
    * and recorded only for the preview the operator saw.
@@ -21236,6 +21439,25 @@ export interface AdminServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: RevokeAdminResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * issue 28/30: who the presented credential is, and its role (`meshp admin whoami`; the console asks
+   * it at sign-in to offer change forms only to a role that may change).
+   */
+  whoAmI(
+    request: WhoAmIRequest,
+    callback: (error: ServiceError | null, response: WhoAmIResponse) => void,
+  ): ClientUnaryCall;
+  whoAmI(
+    request: WhoAmIRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: WhoAmIResponse) => void,
+  ): ClientUnaryCall;
+  whoAmI(
+    request: WhoAmIRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: WhoAmIResponse) => void,
   ): ClientUnaryCall;
   /**
    * issue 29: a taken module's untake, previewed from the node's last report (the agent's own plan),
