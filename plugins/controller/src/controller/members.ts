@@ -12,7 +12,7 @@ import { checkNoClash } from '../clash.js';
 import { checkTunnelKey } from '../tunnel-key.js';
 import { checkDeclarable } from '../declarable.js';
 import { commit } from './log.js';
-import { withoutRelease, withoutUntake } from './untake.js';
+import { withoutRelease, withoutUntake } from './module-marks.js';
 import type { MemberInput } from './options.js';
 import { dirtyKey, type ControllerState } from './state.js';
 import { nameTaken, notFound, usage } from '@meshp/core/util';

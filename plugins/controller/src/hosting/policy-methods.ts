@@ -5,7 +5,16 @@
  * policy only if that is still the preview of it (the policy in force and the membership unmoved).
  */
 import { MeshpError, type AdminMethods } from '@meshp/core';
-import { failureText, policyPreviewId, reachDiff, reachMatrix, runPolicyTests, type PolicyRule, type PolicyTestRecord, type PolicyTestResult } from '@meshp/core/delta';
+import {
+  failureText,
+  policyPreviewId,
+  reachDiff,
+  reachMatrix,
+  runPolicyTests,
+  type PolicyRule,
+  type PolicyTestRecord,
+  type PolicyTestResult,
+} from '@meshp/core/delta';
 import { checkPolicy, checkPolicyTests } from '@meshp/core/schema';
 import type { AdminApi, AdminRequest } from '@meshp/protocol';
 import type { Controller } from '../controller.js';
