@@ -5,12 +5,22 @@
  * policy only if that is still the preview of it (the policy in force and the membership unmoved).
  */
 import { MeshpError, type AdminMethods } from '@meshp/core';
-import { failureText, policyPreviewId, reachDiff, reachMatrix, runPolicyTests, type PolicyRule, type PolicyTestRecord, type PolicyTestResult } from '@meshp/core/delta';
+import {
+  failureText,
+  policyPreviewId,
+  reachDiff,
+  reachMatrix,
+  runPolicyTests,
+  type PolicyRule,
+  type PolicyTestRecord,
+  type PolicyTestResult,
+} from '@meshp/core/delta';
 import { checkPolicy, checkPolicyTests } from '@meshp/core/schema';
 import type { AdminApi, AdminRequest } from '@meshp/protocol';
 import type { Controller } from '../controller.js';
+import { tagsMethods } from './tags-admin.js';
 
-type PolicyMethod = 'getPolicy' | 'previewPolicy' | 'testPolicy' | 'setPolicy';
+type PolicyMethod = 'getPolicy' | 'previewPolicy' | 'testPolicy' | 'setPolicy' | 'setTags';
 type WireRules = AdminRequest<'setPolicy'>['rules'];
 type WireTests = AdminRequest<'setPolicy'>['tests'];
 
@@ -81,5 +91,7 @@ export function policyMethods(controller: Controller, changed: (network: string)
       changed(net);
       return { stateVersion };
     },
+    // A node's tags, previewed as the same diff under the policy in force: tags-admin.ts.
+    ...tagsMethods(controller, changed),
   };
 }
