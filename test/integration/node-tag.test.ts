@@ -108,6 +108,11 @@ t.test("a node's tags, previewed as the reachability they change, are what the a
   );
   const many = Array.from({ length: 65 }, (_, i) => `t${i}`);
   t.match((await cli('node', 'tag', 'o1', ...many, '--yes')).err, /^MESHP_INPUT_TOO_LARGE: 65 tags are over the limit of 64/, 'too many tags');
+  t.match(
+    (await cli('node', 'tag', 'o1', 'ops', 'control-node', '--preview')).err,
+    /^MESHP_USAGE: the tag control-node is the control-node's, given at genesis/,
+    "the control-node's tag is not given by node tag (it opens every member to the holder)",
+  );
   t.match((await cli('node', 'tag', 'nobody', 'web', '--preview')).err, /^MESHP_NOT_FOUND/, 'a node that is none');
   t.equal(await settled(ctl, 4), v0, 'the previews and refusals changed nothing');
 

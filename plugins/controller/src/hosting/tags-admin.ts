@@ -5,7 +5,7 @@
  * made to exactly, or refused MESHP_PREVIEW_STALE with nothing changed.
  */
 import { MeshpError, type AdminMethods } from '@meshp/core';
-import { tagsPreviewId, tagsReachDiff } from '@meshp/core/delta';
+import { CONTROL_NODE_TAG, tagsPreviewId, tagsReachDiff } from '@meshp/core/delta';
 import { notFound, usage } from '@meshp/core/util';
 import type { AdminApi, AdminRequest } from '@meshp/protocol';
 import type { Controller } from '../controller.js';
@@ -29,6 +29,10 @@ export function previewTags(controller: Controller, net: string, r: AdminRequest
   const members = controller.members(net);
   const m = members.find((x) => x.id === r.node);
   if (!m) throw notFound('node', r.node, net);
+  // The control-node's tag carries the mesh's own rule (every member reaches it): given to another
+  // node it opens every member's filter to it, taken from the control-node it cuts every agent off.
+  if (m.tags.includes(CONTROL_NODE_TAG) !== tags.includes(CONTROL_NODE_TAG))
+    throw usage(`the tag ${CONTROL_NODE_TAG} is the control-node's, given at genesis: node tag neither gives it nor takes it away (nothing was changed)`);
   const rules = controller.policyInForce(net).rules;
   return {
     previewId: tagsPreviewId(net, rules, members, r.node, tags),
