@@ -9,66 +9,12 @@
  */
 import t from 'tap';
 import { join } from 'node:path';
-import type { Filter, Peer } from '@meshp/core';
-import { SqliteHostStore } from '@meshp/state-sqlite';
-import {
-  meshpAsync,
-  nodes,
-  startAgent,
-  startController,
-  tokenFor,
-  waitUntil,
-  workdir,
-  writeJson,
-  type AgentProc,
-  type ControllerProc,
-} from '../helpers/grpc-procs.js';
+import { meshpAsync, startAgent, startController, tokenFor, workdir, writeJson, type AgentProc, type ControllerProc } from '../helpers/grpc-procs.js';
+import { heldViews, settled as settle } from '../helpers/policy-views.js';
 
 const TAGS: Record<string, string[]> = { w1: ['web'], w2: ['web'], d1: ['db'], o1: ['ops'] };
 
-/** What each agent holds: the peers in its view, and per peer the ports that peer may reach on it (its filter, read with the peer's tags). */
-async function heldViews(agents: AgentProc[]): Promise<{ peers: Record<string, string[]>; reach: Record<string, string[]> }> {
-  const peers: Record<string, string[]> = {};
-  const reach: Record<string, string[]> = {};
-  for (const a of agents) {
-    const store = new SqliteHostStore(a.state);
-    try {
-      const view = await store.loadView();
-      const list = (view?.upsertPeers ?? []) as Peer[];
-      peers[a.name] = list.map((p) => p.id).sort();
-      const rules = ((view as { filter?: Filter } | null)?.filter?.rules ?? []) as Filter['rules'];
-      for (const from of Object.keys(TAGS)) {
-        if (from === a.name) continue;
-        const ports = new Set<string>();
-        for (const r of rules) {
-          if (!r.sourceTags.some((x) => TAGS[from]!.includes(x))) continue;
-          if (!r.ports.length) ports.add('*');
-          for (const p of r.ports) for (const e of p.includes('/') ? [p] : [`${p}/tcp`, `${p}/udp`]) ports.add(e);
-        }
-        if (ports.size) reach[`${from}->${a.name}`] = ports.has('*') ? ['*'] : [...ports].sort();
-      }
-    } finally {
-      await store.close();
-    }
-  }
-  return { peers, reach };
-}
-
-/**
- * Every node at gap 0 (it applied every version that changes its view: lazy fan-out leaves a node a
- * change does not concern at the version it applied), the network at `version` or past it; answers the network's version.
- */
-async function settled(ctl: ControllerProc, version = 1): Promise<number> {
-  const ns = await waitUntil(
-    'the four nodes at gap 0',
-    async () => {
-      const ns = await nodes(ctl);
-      return ns.length === 4 && ns.every((n) => n.gap === 0 && n.appliedVersion > 0 && n.stateVersion >= version) && ns;
-    },
-    60_000,
-  );
-  return Math.max(...ns.map((n) => n.stateVersion));
-}
+const settled = (ctl: ControllerProc, version = 1) => settle(ctl, 4, version);
 
 const BEFORE = {
   rules: [

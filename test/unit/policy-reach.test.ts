@@ -5,7 +5,7 @@
  * real controller and agents: test/integration/policy-preview.test.ts.
  */
 import t from 'tap';
-import { CONTROL_NODE_TAG, policyPreviewId, reachDiff, runPolicyTests, type MemberRecord } from '@meshp/core/delta';
+import { CONTROL_NODE_TAG, policyPreviewId, reachDiff, runPolicyTests, tagsPreviewId, tagsReachDiff, type MemberRecord } from '@meshp/core/delta';
 import { checkPolicyTests, readPolicyDocument } from '@meshp/core/schema';
 
 const member = (id: string, tags: string[], ports: Record<string, number> = {}): MemberRecord => ({
@@ -138,4 +138,37 @@ t.test('the tests section is schema-checked and bounded', async (t) => {
   }
   const many = Array.from({ length: 1001 }, () => ({ from: 'a', to: 'b', port: 80, expect: 'deny' }));
   t.throws(() => readPolicyDocument({ rules: [], tests: many }), { code: 'MESHP_POLICY_INVALID' }, 'more than 1,000 tests');
+});
+
+t.test("a node's tags changing under the same policy: the diff of the pairs it is an end of, and an id that moves with any tags", async (t) => {
+  const rules = [
+    { from: 'web', to: 'db', ports: ['5432'] },
+    { from: 'ops', to: 'web', ports: ['22/tcp'] },
+    { from: 'ops', to: 'ops' },
+  ];
+  t.same(
+    tagsReachDiff(members, rules, 'o1', ['web', 'ops']),
+    [
+      { node: 'd1', peersGained: ['o1'], peersLost: [], portsGained: [], portsLost: [] },
+      { node: 'o1', peersGained: ['d1'], peersLost: [], portsGained: [{ peer: 'd1', ports: ['5432/tcp', '5432/udp'] }], portsLost: [] },
+    ],
+    'a tag added: only what it brings; o1 keeps w1 and w2 on 22',
+  );
+  t.same(
+    tagsReachDiff(members, rules, 'w1', []),
+    [
+      { node: 'd1', peersGained: [], peersLost: ['w1'], portsGained: [], portsLost: [] },
+      { node: 'o1', peersGained: [], peersLost: ['w1'], portsGained: [], portsLost: [{ peer: 'w1', ports: ['22/tcp'] }] },
+      { node: 'w1', peersGained: [], peersLost: ['d1', 'o1'], portsGained: [], portsLost: [{ peer: 'd1', ports: ['5432/tcp', '5432/udp'] }] },
+    ],
+    'every tag taken: both ways, the node and the peers that saw it',
+  );
+  t.same(tagsReachDiff(members, rules, 'w1', ['web']), [], 'the same tags: no change');
+  t.same(tagsReachDiff(members, rules, 'nobody', ['web']), [], 'a node that is none: none');
+  const id = tagsPreviewId('default', rules, members, 'o1', ['web']);
+  t.equal(tagsPreviewId('default', rules, members, 'o1', ['web']), id, 'the same inputs: the same id');
+  t.not(tagsPreviewId('default', rules, members, 'o1', ['db']), id, 'other tags asked: another id');
+  t.not(tagsPreviewId('default', rules, [...members.slice(1), member('w1', ['web', 'x'])], 'o1', ['web']), id, "another node's tags moved: another id");
+  t.not(tagsPreviewId('default', rules.slice(1), members, 'o1', ['web']), id, 'the policy moved: another id');
+  t.not(tagsPreviewId('default', rules, members.slice(0, 3), 'o1', ['web']), id, 'the membership moved: another id');
 });

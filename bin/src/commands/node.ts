@@ -85,9 +85,24 @@ const rename: CommandModule<GlobalArgs, R & { node: string; 'new-name': string }
   },
 };
 
+const tag: CommandModule<GlobalArgs, R & ChangeArgs & { node: string; tags: string[]; 'preview-id'?: string }> = {
+  command: 'tag <node> [tags..]',
+  describe:
+    "replace the node's tags (all of them; none: untagged) as a normal change its peers get in their next delta; --preview shows who gains and loses which peer and port under the policy in force",
+  builder: (y) =>
+    changeOptions(remoteOptions(y))
+      .positional('node', { type: 'string', demandOption: true })
+      .positional('tags', { type: 'string', array: true, default: [] })
+      .option('preview-id', { type: 'string', describe: 'change only if the policy in force, the membership and the tags are still as this preview saw them' }),
+  handler: async (a) => {
+    const { nodeTag } = await import('../remote/policy.js');
+    await nodeTag({ ...a, tags: a.tags.map(String), previewId: a['preview-id'] });
+  },
+};
+
 export const nodeCommand: CommandModule<GlobalArgs, GlobalArgs> = {
   command: 'node <command>',
   describe: 'the nodes of a network',
-  builder: (y) => y.command(list).command(show).command(converge).command(adopt).command(remove).command(rename).demandCommand(1),
+  builder: (y) => y.command(list).command(show).command(converge).command(adopt).command(remove).command(rename).command(tag).demandCommand(1),
   handler: () => undefined,
 };

@@ -44,7 +44,7 @@ const testLine = (r: TestResult) =>
   `  ${r.passed ? 'ok  ' : 'FAIL'} ${r.test?.from} -> ${r.test?.to} ${r.test?.port} expect ${r.test?.expect}: ${r.got} (${r.reason})`;
 
 /** Per node, what it gains (+) and loses (-): peers in its view, ports it may reach on a peer. */
-export function renderDiff(p: Preview): string {
+export function renderDiff(p: Pick<Preview, 'changes'>): string {
   if (!p.changes.length) return '  no node gains or loses a peer or a port';
   const lines: string[] = [];
   for (const c of p.changes) {
@@ -123,6 +123,53 @@ export async function policySet(a: RemoteArgs & Out & Change & { file: string; p
       a,
       { stateVersion: r.stateVersion, rules: rules.length, tests: tests.length },
       `policy of ${rules.length} rule(s) set (state version ${r.stateVersion})`,
+    );
+  });
+}
+
+/**
+ * `meshp node tag NODE TAG… --preview | --yes [--preview-id ID]`: the node's tags replaced, previewed
+ * as the controller's reachability diff (as a policy change is), applied to exactly that preview.
+ */
+export async function nodeTag(a: RemoteArgs & Out & Change & { node: string; tags: string[]; previewId?: string }): Promise<void> {
+  await withAdmin(a, async (c, network) => {
+    const ask = { network, node: a.node, tags: a.tags };
+    let previewId = a.previewId ?? '';
+    if (a.preview || !a.yes) {
+      const p = await c.call('setTags', { ...ask, preview: true, previewId: '' });
+      const text = `would change the tags of ${a.node} from ${p.tagsBefore.join(',') || '-'} to ${p.tagsAfter.join(',') || '-'}:\n${renderDiff(p)}`;
+      if (a.preview) {
+        say(
+          a,
+          {
+            preview: true,
+            previewId: p.previewId,
+            node: a.node,
+            tagsBefore: p.tagsBefore,
+            tagsAfter: p.tagsAfter,
+            changes: p.changes,
+            unchanged: p.unchanged,
+            stateVersion: p.stateVersion,
+          },
+          text,
+        );
+        if (!a.json)
+          process.stdout.write(
+            `(preview ${p.previewId}: nothing changed; apply it with meshp node tag ${a.node} ${p.tagsAfter.join(' ')} --yes --preview-id ${p.previewId})\n`,
+          );
+        return;
+      }
+      if (!a.json) process.stderr.write(`${text}\n`);
+      await confirmChange(false, `Change the tags of ${a.node} (preview ${p.previewId})?`, 'pass --yes to change them (or --preview to see what it does)');
+      previewId = p.previewId;
+    }
+    const r = await c.call('setTags', { ...ask, preview: false, previewId });
+    say(
+      a,
+      { node: a.node, tagsBefore: r.tagsBefore, tagsAfter: r.tagsAfter, changes: r.changes, unchanged: r.unchanged, stateVersion: r.stateVersion },
+      r.unchanged
+        ? `${a.node} has the tags ${r.tagsAfter.join(',') || '-'} already: nothing changed (state version ${r.stateVersion})`
+        : `tags of ${a.node}: ${r.tagsBefore.join(',') || '-'} -> ${r.tagsAfter.join(',') || '-'} (state version ${r.stateVersion})\n${renderDiff(r)}`,
     );
   });
 }

@@ -16,6 +16,7 @@ import type { ControllerStore } from './store.js';
 import type { TokenRecord } from './tokens.js';
 import type { NodeStatus } from './status.js';
 import { applyRemote } from './remote.js';
+import { checkTags } from './limits.js';
 import { ControllerState } from './controller/state.js';
 import type { ControllerOptions, MemberInput } from './controller/options.js';
 import * as log from './controller/log.js';
@@ -187,7 +188,9 @@ export class Controller {
     return members.setTunnelKey(this.#s, network, id, tunnelKey);
   }
 
+  /** The node's tags replaced, bounded as an enrolment's (limits.ts); the same tags again change nothing. */
   setTags(network: string, id: string, tags: string[]): number {
+    checkTags(tags);
     return members.updateMember(this.#s, network, id, { tags });
   }
 

@@ -44,6 +44,7 @@ const ADMIN_RESPONSES: Record<keyof typeof gen.AdminServiceService, Fns> = {
   convergeNode: gen.ConvergeNodeResponse,
   removeNode: gen.RemoveNodeResponse,
   renameNode: gen.RenameNodeResponse,
+  setTags: gen.SetTagsResponse,
   createNetwork: gen.CreateNetworkResponse,
   listNetworks: gen.ListNetworksResponse,
   removeNetwork: gen.RemoveNetworkResponse,

@@ -83,28 +83,37 @@ function candidatePairs(members: readonly MemberRecord[], rules: PolicyRule[]): 
   return out;
 }
 
-/** Per node, what the policy `after` changes of its reach under `before`; nodes with no change are left out. */
-export function reachDiff(members: readonly MemberRecord[], before: readonly PolicyRule[], after: readonly PolicyRule[]): NodeReachChange[] {
-  const then = new PolicyIndex(before);
-  const now = new PolicyIndex(after);
+/** One side of a diff: the members (their tags) and the rules in force over them. */
+interface Side {
+  policy: PolicyIndex;
+  member: (id: string) => MemberRecord;
+}
+
+/**
+ * Per node, what moving from `then` to `now` changes of its reach over the pairs given (a node and a
+ * peer, by name, each a member on both sides); nodes with no change are left out. The one diff both
+ * a policy change (the rules move) and a tags change (one member's tags move) are read through.
+ */
+function diffOver(pairs: Iterable<[string, string]>, then: Side, now: Side): NodeReachChange[] {
   const byNode = new Map<string, NodeReachChange>();
   const of = (id: string) => {
     let c = byNode.get(id);
     if (!c) byNode.set(id, (c = { node: id, peersGained: [], peersLost: [], portsGained: [], portsLost: [] }));
     return c;
   };
-  for (const [a, b] of candidatePairs(members, changed(before, after))) {
-    const was = then.scope(a, b) !== SCOPE.NONE;
-    const is = now.scope(a, b) !== SCOPE.NONE;
-    if (was !== is) (is ? of(a.id).peersGained : of(a.id).peersLost).push(b.id);
-    const p0 = reachPorts(then, a.tags, b.tags);
-    const p1 = reachPorts(now, a.tags, b.tags);
+  for (const [x, y] of pairs) {
+    const [a0, b0, a1, b1] = [then.member(x), then.member(y), now.member(x), now.member(y)];
+    const was = then.policy.scope(a0, b0) !== SCOPE.NONE;
+    const is = now.policy.scope(a1, b1) !== SCOPE.NONE;
+    if (was !== is) (is ? of(x).peersGained : of(x).peersLost).push(y);
+    const p0 = reachPorts(then.policy, a0.tags, b0.tags);
+    const p1 = reachPorts(now.policy, a1.tags, b1.tags);
     const gained = minus(p1, p0);
     const lost = minus(p0, p1);
-    if (gained.length) of(a.id).portsGained.push({ peer: b.id, ports: gained });
-    if (lost.length) of(a.id).portsLost.push({ peer: b.id, ports: lost });
+    if (gained.length) of(x).portsGained.push({ peer: y, ports: gained });
+    if (lost.length) of(x).portsLost.push({ peer: y, ports: lost });
   }
-  const byPeer = (x: PeerReach, y: PeerReach) => x.peer.localeCompare(y.peer);
+  const byPeer = (p: PeerReach, q: PeerReach) => p.peer.localeCompare(q.peer);
   return [...byNode.values()]
     .map((c) => ({
       ...c,
@@ -113,7 +122,40 @@ export function reachDiff(members: readonly MemberRecord[], before: readonly Pol
       portsGained: c.portsGained.sort(byPeer),
       portsLost: c.portsLost.sort(byPeer),
     }))
-    .sort((x, y) => x.node.localeCompare(y.node));
+    .sort((p, q) => p.node.localeCompare(q.node));
+}
+
+/** Per node, what the policy `after` changes of its reach under `before`; nodes with no change are left out. */
+export function reachDiff(members: readonly MemberRecord[], before: readonly PolicyRule[], after: readonly PolicyRule[]): NodeReachChange[] {
+  const byId = new Map(members.map((m) => [m.id, m]));
+  const member = (id: string) => byId.get(id)!;
+  const pairs = candidatePairs(members, changed(before, after)).map(([a, b]): [string, string] => [a.id, b.id]);
+  return diffOver(pairs, { policy: new PolicyIndex(before), member }, { policy: new PolicyIndex(after), member });
+}
+
+/**
+ * Per node, what giving `node` the tags `tags` changes of its reach under the same rules (`meshp node
+ * tag`): only the pairs `node` is an end of can move, both ways (its view of each peer, each peer's of
+ * it); nodes with no change are left out. `node` must be one of `members`.
+ */
+export function tagsReachDiff(members: readonly MemberRecord[], rules: readonly PolicyRule[], node: string, tags: readonly string[]): NodeReachChange[] {
+  const byId = new Map(members.map((m) => [m.id, m]));
+  const was = byId.get(node);
+  if (!was) return [];
+  const retagged: MemberRecord = { ...was, tags: [...tags] };
+  const policy = new PolicyIndex(rules);
+  const pairs = members
+    .filter((m) => m.id !== node)
+    .flatMap((m): [string, string][] => [
+      [node, m.id],
+      [m.id, node],
+    ]);
+  return diffOver(pairs, { policy, member: (id) => byId.get(id)! }, { policy, member: (id) => (id === node ? retagged : byId.get(id)!) });
+}
+
+/** The membership a diff reads (each member's name and tags, sorted): what scope reads of it. */
+function membershipOf(members: readonly MemberRecord[]): unknown[] {
+  return members.map((m) => [m.id, [...m.tags].sort()]).sort((x, y) => String(x[0]).localeCompare(String(y[0])));
 }
 
 /**
@@ -128,6 +170,15 @@ export function policyPreviewId(
   tests: readonly unknown[],
   members: readonly MemberRecord[],
 ): string {
-  const membership = members.map((m) => [m.id, [...m.tags].sort()]).sort((x, y) => String(x[0]).localeCompare(String(y[0])));
-  return sha256Hex(protoCanonicalJson({ network, before, after, tests, membership })).slice(0, 16);
+  return sha256Hex(protoCanonicalJson({ network, before, after, tests, membership: membershipOf(members) })).slice(0, 16);
+}
+
+/**
+ * The id of a tags preview: the network, the policy in force, the membership (every member's tags,
+ * the node's own among them) and the node's proposed tags. The policy, a join, a leave or any tags
+ * moving gives another id, so `node tag --preview-id` applies exactly what was shown. Told apart from
+ * a policy preview's id by its kind.
+ */
+export function tagsPreviewId(network: string, rules: readonly PolicyRule[], members: readonly MemberRecord[], node: string, tags: readonly string[]): string {
+  return sha256Hex(protoCanonicalJson({ kind: 'tags', network, rules, membership: membershipOf(members), node, tags: [...tags].sort() })).slice(0, 16);
 }

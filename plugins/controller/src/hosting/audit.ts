@@ -24,6 +24,7 @@ export const CHANGES: ReadonlySet<string> = new Set<string>([
   'convergeNode',
   'removeNode',
   'renameNode',
+  'setTags',
   'createNetwork',
   'removeNetwork',
   'removeCatalogueModule',
@@ -67,6 +68,8 @@ function summaryOf(method: string, r: Req, before: string): string {
       return `mode of ${node}: ${before} -> ${r.mode === 1 ? 'adopted' : 'converged'}`;
     case 'convergeNode':
       return `converge ${node}${str(r, 'previewId') ? ` (preview ${str(r, 'previewId')})` : ''}`;
+    case 'setTags':
+      return `tags of ${node}: ${before || '-'} -> ${(Array.isArray(r.tags) ? [...new Set(r.tags as string[])].sort() : []).join(',') || '-'}${str(r, 'previewId') ? ` (preview ${str(r, 'previewId')})` : ''}`;
     case 'renameNode':
       return `rename ${node} -> ${str(r, 'newName')}`;
     case 'createToken':
@@ -101,6 +104,7 @@ function summaryOf(method: string, r: Req, before: string): string {
 function beforeOf(controller: Controller, method: string, r: Req, network: string): string {
   try {
     if (method === 'setPolicy') return `${controller.policy(network).length} rule(s)`;
+    if (method === 'setTags') return [...(controller.member(network, str(r, 'node'))?.tags ?? [])].sort().join(',');
     if (method === 'setMode') return controller.member(network, str(r, 'node'))?.mode ?? 'unknown';
   } catch {
     // A network that does not exist: the change is refused, and nothing is recorded.

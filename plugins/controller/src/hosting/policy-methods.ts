@@ -18,8 +18,9 @@ import {
 import { checkPolicy, checkPolicyTests } from '@meshp/core/schema';
 import type { AdminApi, AdminRequest } from '@meshp/protocol';
 import type { Controller } from '../controller.js';
+import { tagsMethods } from './tags-admin.js';
 
-type PolicyMethod = 'getPolicy' | 'previewPolicy' | 'testPolicy' | 'setPolicy';
+type PolicyMethod = 'getPolicy' | 'previewPolicy' | 'testPolicy' | 'setPolicy' | 'setTags';
 type WireRules = AdminRequest<'setPolicy'>['rules'];
 type WireTests = AdminRequest<'setPolicy'>['tests'];
 
@@ -90,5 +91,7 @@ export function policyMethods(controller: Controller, changed: (network: string)
       changed(net);
       return { stateVersion };
     },
+    // A node's tags, previewed as the same diff under the policy in force: tags-admin.ts.
+    ...tagsMethods(controller, changed),
   };
 }

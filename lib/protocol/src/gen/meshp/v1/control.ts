@@ -856,6 +856,28 @@ export interface OpeningSpec {
   path: TrafficPath;
 }
 
+export interface SetTagsRequest {
+  network: string;
+  node: string;
+  /** The node's tags after the change (all of them: a replacement, not an addition). */
+  tags: string[];
+  /** Nothing changed: the reachability diff and its preview id. */
+  preview: boolean;
+  /** Set only if the policy in force, the membership and the node's tags are still as this preview saw them. */
+  previewId: string;
+}
+
+export interface SetTagsResponse {
+  previewId: string;
+  stateVersion: number;
+  changes: NodeReachChange[];
+  /** The node's tags before and after (sorted, without repeats). */
+  tagsBefore: string[];
+  tagsAfter: string[];
+  /** The tags asked are the node's already: nothing to change. */
+  unchanged: boolean;
+}
+
 export interface ReleaseModuleRequest {
   network: string;
   node: string;
@@ -8855,6 +8877,310 @@ export const OpeningSpec: MessageFns<OpeningSpec> = {
     message.protocol = object.protocol ?? 0;
     message.from = object.from?.map((e) => e) || [];
     message.path = object.path ?? 0;
+    return message;
+  },
+};
+
+function createBaseSetTagsRequest(): SetTagsRequest {
+  return { network: "", node: "", tags: [], preview: false, previewId: "" };
+}
+
+export const SetTagsRequest: MessageFns<SetTagsRequest> = {
+  encode(message: SetTagsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.network !== "") {
+      writer.uint32(10).string(message.network);
+    }
+    if (message.node !== "") {
+      writer.uint32(18).string(message.node);
+    }
+    for (const v of message.tags) {
+      writer.uint32(26).string(v!);
+    }
+    if (message.preview !== false) {
+      writer.uint32(32).bool(message.preview);
+    }
+    if (message.previewId !== "") {
+      writer.uint32(42).string(message.previewId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SetTagsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSetTagsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.node = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.tags.push(reader.string());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.preview = reader.bool();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.previewId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SetTagsRequest {
+    return {
+      network: isSet(object.network) ? globalThis.String(object.network) : "",
+      node: isSet(object.node) ? globalThis.String(object.node) : "",
+      tags: globalThis.Array.isArray(object?.tags) ? object.tags.map((e: any) => globalThis.String(e)) : [],
+      preview: isSet(object.preview) ? globalThis.Boolean(object.preview) : false,
+      previewId: isSet(object.previewId)
+        ? globalThis.String(object.previewId)
+        : isSet(object.preview_id)
+        ? globalThis.String(object.preview_id)
+        : "",
+    };
+  },
+
+  toJSON(message: SetTagsRequest): unknown {
+    const obj: any = {};
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    if (message.node !== "") {
+      obj.node = message.node;
+    }
+    if (message.tags?.length) {
+      obj.tags = message.tags;
+    }
+    if (message.preview !== false) {
+      obj.preview = message.preview;
+    }
+    if (message.previewId !== "") {
+      obj.previewId = message.previewId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SetTagsRequest>, I>>(base?: I): SetTagsRequest {
+    return SetTagsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SetTagsRequest>, I>>(object: I): SetTagsRequest {
+    const message = createBaseSetTagsRequest();
+    message.network = object.network ?? "";
+    message.node = object.node ?? "";
+    message.tags = object.tags?.map((e) => e) || [];
+    message.preview = object.preview ?? false;
+    message.previewId = object.previewId ?? "";
+    return message;
+  },
+};
+
+function createBaseSetTagsResponse(): SetTagsResponse {
+  return { previewId: "", stateVersion: 0, changes: [], tagsBefore: [], tagsAfter: [], unchanged: false };
+}
+
+export const SetTagsResponse: MessageFns<SetTagsResponse> = {
+  encode(message: SetTagsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.previewId !== "") {
+      writer.uint32(10).string(message.previewId);
+    }
+    if (message.stateVersion !== 0) {
+      writer.uint32(16).uint64(message.stateVersion);
+    }
+    for (const v of message.changes) {
+      NodeReachChange.encode(v!, writer.uint32(26).fork()).join();
+    }
+    for (const v of message.tagsBefore) {
+      writer.uint32(34).string(v!);
+    }
+    for (const v of message.tagsAfter) {
+      writer.uint32(42).string(v!);
+    }
+    if (message.unchanged !== false) {
+      writer.uint32(48).bool(message.unchanged);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SetTagsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSetTagsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.previewId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.stateVersion = longToNumber(reader.uint64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.changes.push(NodeReachChange.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.tagsBefore.push(reader.string());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.tagsAfter.push(reader.string());
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.unchanged = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SetTagsResponse {
+    return {
+      previewId: isSet(object.previewId)
+        ? globalThis.String(object.previewId)
+        : isSet(object.preview_id)
+        ? globalThis.String(object.preview_id)
+        : "",
+      stateVersion: isSet(object.stateVersion)
+        ? globalThis.Number(object.stateVersion)
+        : isSet(object.state_version)
+        ? globalThis.Number(object.state_version)
+        : 0,
+      changes: globalThis.Array.isArray(object?.changes)
+        ? object.changes.map((e: any) => NodeReachChange.fromJSON(e))
+        : [],
+      tagsBefore: globalThis.Array.isArray(object?.tagsBefore)
+        ? object.tagsBefore.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.tags_before)
+        ? object.tags_before.map((e: any) => globalThis.String(e))
+        : [],
+      tagsAfter: globalThis.Array.isArray(object?.tagsAfter)
+        ? object.tagsAfter.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.tags_after)
+        ? object.tags_after.map((e: any) => globalThis.String(e))
+        : [],
+      unchanged: isSet(object.unchanged) ? globalThis.Boolean(object.unchanged) : false,
+    };
+  },
+
+  toJSON(message: SetTagsResponse): unknown {
+    const obj: any = {};
+    if (message.previewId !== "") {
+      obj.previewId = message.previewId;
+    }
+    if (message.stateVersion !== 0) {
+      obj.stateVersion = Math.round(message.stateVersion);
+    }
+    if (message.changes?.length) {
+      obj.changes = message.changes.map((e) => NodeReachChange.toJSON(e));
+    }
+    if (message.tagsBefore?.length) {
+      obj.tagsBefore = message.tagsBefore;
+    }
+    if (message.tagsAfter?.length) {
+      obj.tagsAfter = message.tagsAfter;
+    }
+    if (message.unchanged !== false) {
+      obj.unchanged = message.unchanged;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SetTagsResponse>, I>>(base?: I): SetTagsResponse {
+    return SetTagsResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SetTagsResponse>, I>>(object: I): SetTagsResponse {
+    const message = createBaseSetTagsResponse();
+    message.previewId = object.previewId ?? "";
+    message.stateVersion = object.stateVersion ?? 0;
+    message.changes = object.changes?.map((e) => NodeReachChange.fromPartial(e)) || [];
+    message.tagsBefore = object.tagsBefore?.map((e) => e) || [];
+    message.tagsAfter = object.tagsAfter?.map((e) => e) || [];
+    message.unchanged = object.unchanged ?? false;
     return message;
   },
 };
@@ -20796,6 +21122,19 @@ export const AdminServiceService = {
       Buffer.from(ReleaseModuleResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ReleaseModuleResponse => ReleaseModuleResponse.decode(value),
   },
+  /**
+   * issue 28: a node's tags replaced as a normal change; with `preview`: nothing changed, the
+   * reachability diff (per node, the peers and ports it gains and loses) and the id that names it.
+   */
+  setTags: {
+    path: "/meshp.v1.AdminService/SetTags" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: SetTagsRequest): Buffer => Buffer.from(SetTagsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): SetTagsRequest => SetTagsRequest.decode(value),
+    responseSerialize: (value: SetTagsResponse): Buffer => Buffer.from(SetTagsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): SetTagsResponse => SetTagsResponse.decode(value),
+  },
 } as const;
 
 export interface AdminServiceServer extends UntypedServiceImplementation {
@@ -20881,6 +21220,11 @@ export interface AdminServiceServer extends UntypedServiceImplementation {
    * held file that changed while held gets its original back (previewed from the node's last report).
    */
   releaseModule: handleUnaryCall<ReleaseModuleRequest, ReleaseModuleResponse>;
+  /**
+   * issue 28: a node's tags replaced as a normal change; with `preview`: nothing changed, the
+   * reachability diff (per node, the peers and ports it gains and loses) and the id that names it.
+   */
+  setTags: handleUnaryCall<SetTagsRequest, SetTagsResponse>;
 }
 
 export interface AdminServiceClient extends Client {
@@ -21511,6 +21855,25 @@ export interface AdminServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ReleaseModuleResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * issue 28: a node's tags replaced as a normal change; with `preview`: nothing changed, the
+   * reachability diff (per node, the peers and ports it gains and loses) and the id that names it.
+   */
+  setTags(
+    request: SetTagsRequest,
+    callback: (error: ServiceError | null, response: SetTagsResponse) => void,
+  ): ClientUnaryCall;
+  setTags(
+    request: SetTagsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: SetTagsResponse) => void,
+  ): ClientUnaryCall;
+  setTags(
+    request: SetTagsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: SetTagsResponse) => void,
   ): ClientUnaryCall;
 }
 
