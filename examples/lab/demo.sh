@@ -185,7 +185,10 @@ adm module untake m1 web --preview
 adm module untake m1 web --yes --preview-id "$(upreview)" --timeout 120
 oldweb() { test "$(get m2 10.77.0.1 8080)" = predecessor-web; }
 CHECK_MSG="the predecessor's container answers again from m2" check until_ok 60 oldweb
-CHECK_MSG="web.conf is byte for byte its original" check cmp -s "$root/etc/web/web.conf" "$lab/web.conf.orig"
+# Its original is the one first recorded: web.conf as the assignment found it (a pass of the predecessor's writer), read from m1's host.db.
+recorded() { (cd "$here" && node --input-type=module -e "import { SqliteHostStore } from '@meshp/state-sqlite'; const s = new SqliteHostStore(process.argv[1]); const o = await s.getOriginal('file:/etc/web/web.conf').finally(() => s.close()); process.stdout.write(Buffer.from(o.original));" "$state/agent"); }
+recorded >"$lab/web.conf.recorded"
+CHECK_MSG="web.conf is byte for byte its recorded original ($(head -c 60 "$lab/web.conf.recorded" | tr '\n' ' '))" check cmp -s "$root/etc/web/web.conf" "$lab/web.conf.recorded"
 adm module take m1 web --yes
 CHECK_MSG="taken again: web answers from m2 with the mesh's" check until_ok 120 newweb
 
