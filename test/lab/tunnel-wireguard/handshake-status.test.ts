@@ -103,7 +103,14 @@ t.test(
     // issue 27: each node's per-peer path, checked against `wg show` in its own namespace.
     if (ready)
       await t.test("each peer's path as node list says it is what `wg show` says in the node's namespace", async (t) => {
-        const m = await list();
+        // A node's report is a moment: wait for one where every peer has handshaked (all are up), so a
+        // handshake made after the last report is not read as the report lying; then wg show must agree.
+        const m = await watch('every peer of every node connected', 120, (m) =>
+          all.every((n) => {
+            const paths = m.get(name(n))?.handshakes?.paths ?? [];
+            return paths.length > 0 && paths.every((p) => p.state === 'connected');
+          }),
+        );
         const byName = new Map(all.map((n) => [n.name, n]));
         for (const n of all) {
           const [endpoints, handshakes] = await Promise.all([wgEndpoints(n), wgPeers(n)]);
