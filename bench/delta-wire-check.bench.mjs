@@ -1,0 +1,39 @@
+// Issue 31, the controller's per-agent-delta cost, one piece at a time, each against its old way in
+// the same run (ns per agent-delta, and the ratio). The join delta of an all-to-all network of 50.
+// - size check: splitForWire's check of a delta under the limit (a bound, then the encoded length
+//   only when the bound is over) against the old JSON byteLength of the whole delta.
+// node bench/delta-wire-check.bench.mjs
+import { Controller, MemoryStore } from '@meshp/controller';
+import { StateDelta } from '@meshp/protocol';
+import { splitForWire } from '../plugins/controller/dist/limits.js';
+
+const c = new Controller(new MemoryStore());
+c.createNetwork('n');
+c.setPolicy('n', [{ from: 'a', to: 'a' }]);
+for (let i = 0; i < 50; i++) c.join('n', { id: `p${i}`, nodeKey: `k${i}`, tags: ['a'], endpoints: [`10.0.0.${i}:51820`] });
+const d0 = c.deltaFor('n', 'p0');
+c.ack('n', 'p0', d0.toVersion, d0.stateHash);
+c.join('n', { id: 'q', nodeKey: 'kq', tags: ['a'], endpoints: ['10.0.1.1:51820'] });
+const delta = c.deltaFor('n', 'p0');
+const budget = 2 * 1024 * 1024;
+
+const N = 200_000;
+function time(f) {
+  for (let i = 0; i < 20_000; i++) f();
+  const t = process.hrtime.bigint();
+  for (let i = 0; i < N; i++) f();
+  return Number(process.hrtime.bigint() - t) / N;
+}
+let sink = 0;
+const oldCheck = time(() => {
+  if (Buffer.byteLength(JSON.stringify(delta), 'utf8') <= budget) sink++;
+});
+const newCheck = time(() => {
+  sink += splitForWire(delta, budget).length;
+});
+const encode = time(() => {
+  if (StateDelta.encode(delta).finish().byteLength <= budget) sink++;
+});
+console.log(`join delta: ${Buffer.byteLength(JSON.stringify(delta))} B of JSON, ${StateDelta.encode(delta).finish().byteLength} B of protobuf`);
+console.log(`size check: JSON byteLength ${oldCheck.toFixed(0)} ns, exact encode ${encode.toFixed(0)} ns, splitForWire now ${newCheck.toFixed(0)} ns`);
+console.log(`size check, now / JSON: ${(newCheck / oldCheck).toFixed(2)}× (${sink > 0 ? 'ok' : ''})`);
