@@ -2,10 +2,15 @@
 // the same run (ns per agent-delta, and the ratio). The join delta of an all-to-all network of 50.
 // - size check: splitForWire's check of a delta under the limit (a bound, then the encoded length
 //   only when the bound is over) against the old JSON byteLength of the whole delta.
+// - log: a fan-out to AGENTS agents at the controller's level info, its log as the controller writes
+//   it (pino, synchronous, to /dev/null here): one debug call per agent and one info line, against
+//   the old info line per agent.
 // node bench/delta-wire-check.bench.mjs
 import { Controller, MemoryStore } from '@meshp/controller';
 import { StateDelta } from '@meshp/protocol';
 import { splitForWire } from '../plugins/controller/dist/limits.js';
+import { pino } from 'pino';
+import { logOptions } from '@meshp/core/util';
 
 const c = new Controller(new MemoryStore());
 c.createNetwork('n');
@@ -37,3 +42,23 @@ const encode = time(() => {
 console.log(`join delta: ${Buffer.byteLength(JSON.stringify(delta))} B of JSON, ${StateDelta.encode(delta).finish().byteLength} B of protobuf`);
 console.log(`size check: JSON byteLength ${oldCheck.toFixed(0)} ns, exact encode ${encode.toFixed(0)} ns, splitForWire now ${newCheck.toFixed(0)} ns`);
 console.log(`size check, now / JSON: ${(newCheck / oldCheck).toFixed(2)}× (${sink > 0 ? 'ok' : ''})`);
+
+const AGENTS = 1000;
+const log = pino(logOptions('meshp-controller', 'info'), pino.destination({ dest: '/dev/null', sync: true }));
+const line = (i) => ({ network: 'n', node: `p${i}`, fromVersion: 51, toVersion: 52, snapshot: false, upserts: 1, removals: 0 });
+const FANOUTS = 200;
+function timeFanout(f) {
+  for (let r = 0; r < 20; r++) f();
+  const t = process.hrtime.bigint();
+  for (let r = 0; r < FANOUTS; r++) f();
+  return Number(process.hrtime.bigint() - t) / FANOUTS / AGENTS;
+}
+const oldLog = timeFanout(() => {
+  for (let i = 0; i < AGENTS; i++) log.info(line(i), 'delta sent');
+});
+const newLog = timeFanout(() => {
+  for (let i = 0; i < AGENTS; i++) log.debug(line(i), 'delta sent');
+  log.info({ network: 'n', agents: AGENTS, snapshots: 0, version: 52 }, 'fan-out sent');
+});
+console.log(`log of a fan-out to ${AGENTS}, per agent-delta: an info line each ${oldLog.toFixed(0)} ns, debug each and one info line ${newLog.toFixed(0)} ns`);
+console.log(`log, now / an info line each: ${(newLog / oldLog).toFixed(3)}×`);
