@@ -5,12 +5,16 @@
 // - log: a fan-out to AGENTS agents at the controller's level info, its log as the controller writes
 //   it (pino, synchronous, to /dev/null here): one debug call per agent and one info line, against
 //   the old info line per agent.
+// - view hash: the hashes of one agent-delta's view (the one its revision expects and the one over
+//   every field, the same at the current revision), computed once against twice as before; beside
+//   the whole deltaFor of a join's fan-out in an all-to-all network of AGENTS_HASH, per agent.
 // node bench/delta-wire-check.bench.mjs
 import { Controller, MemoryStore } from '@meshp/controller';
 import { StateDelta } from '@meshp/protocol';
 import { splitForWire } from '../plugins/controller/dist/limits.js';
 import { pino } from 'pino';
 import { logOptions } from '@meshp/core/util';
+import { digestOf, stateHash } from '@meshp/core/delta';
 
 const c = new Controller(new MemoryStore());
 c.createNetwork('n');
@@ -62,3 +66,37 @@ const newLog = timeFanout(() => {
 });
 console.log(`log of a fan-out to ${AGENTS}, per agent-delta: an info line each ${oldLog.toFixed(0)} ns, debug each and one info line ${newLog.toFixed(0)} ns`);
 console.log(`log, now / an info line each: ${(newLog / oldLog).toFixed(3)}×`);
+
+const AGENTS_HASH = 200;
+const h = new Controller(new MemoryStore());
+h.createNetwork('n');
+h.setPolicy('n', [{ from: 'a', to: 'a' }]);
+for (let i = 0; i < AGENTS_HASH; i++) h.join('n', { id: `p${i}`, nodeKey: `k${i}`, tags: ['a'], endpoints: [`10.0.0.${i % 250}:51820`] });
+const ids = Array.from({ length: AGENTS_HASH }, (_, i) => `p${i}`);
+for (const id of ids) {
+  const d = h.deltaFor('n', id);
+  h.ack('n', id, d.toVersion, d.stateHash);
+}
+// A snapshot's view (p0's at N = 50): the digest each agent-delta hashes.
+const snap = d0;
+const digest = digestOf(snap.upsertPeers, snap);
+const twice = time(() => {
+  sink += stateHash(digest).length + stateHash(digest).length;
+});
+const once = time(() => {
+  sink += stateHash(digest).length;
+});
+let perDelta = 0;
+for (let r = 0; r < 5; r++) {
+  h.join('n', { id: `j${r}`, nodeKey: `kj${r}`, tags: ['a'], endpoints: ['10.0.2.1:51820'] });
+  const t0 = process.hrtime.bigint();
+  for (const id of ids) {
+    const d = h.deltaFor('n', id);
+    h.ack('n', id, d.toVersion, d.stateHash);
+  }
+  perDelta += Number(process.hrtime.bigint() - t0) / ids.length / 5;
+}
+console.log(
+  `view hash per agent-delta: twice ${twice.toFixed(0)} ns, once ${once.toFixed(0)} ns; deltaFor and ack of a join at ${AGENTS_HASH}, per agent ${perDelta.toFixed(0)} ns`,
+);
+console.log(`view hash, once / twice: ${(once / twice).toFixed(2)}× (saves ${(((twice - once) / perDelta) * 100).toFixed(1)}% of deltaFor and ack)`);
