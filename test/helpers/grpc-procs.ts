@@ -33,9 +33,10 @@ export class Proc {
 
   /** Runs on this machine, or inside the lab namespace `ns`. */
   /** `script`: another meshp's main.js (an earlier commit's agent, test/compat); `exe`: what runs it (node, or the Python client's interpreter). */
-  constructor(t: Teardown, args: string[], ns?: Netns, script = MESHP, exe = process.execPath) {
+  /** `env`: added to this process's environment (MESHP_LOG_LEVEL, say). */
+  constructor(t: Teardown, args: string[], ns?: Netns, script = MESHP, exe = process.execPath, env: NodeJS.ProcessEnv = {}) {
     const [cmd, argv] = ns ? ns.wrap(exe, [script, ...args]) : [exe, [script, ...args]];
-    this.child = spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
+    this.child = spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
     let buf = '';
     this.child.stdout!.on('data', (d: Buffer) => {
       buf += d.toString('utf8');
@@ -183,8 +184,19 @@ export interface ControllerProc {
 }
 
 /** Starts a controller; port 0 (a free one) unless `address` names the one to take again. */
-export async function startController(t: Teardown, state: string, extra: string[] = [], address = '127.0.0.1:0'): Promise<ControllerProc> {
-  const proc = new Proc(t, ['controller', 'serve', '--state', state, '--listen', address, '--metrics-listen', '127.0.0.1:0', ...extra]);
+/**
+ * `logLevel`: the controller's MESHP_LOG_LEVEL; 'debug' where a test reads each agent's 'delta sent'
+ * line (at info the controller says one 'fan-out sent' line per fan-out, issue 31).
+ */
+export async function startController(
+  t: Teardown,
+  state: string,
+  extra: string[] = [],
+  address = '127.0.0.1:0',
+  logLevel?: 'debug' | 'info',
+): Promise<ControllerProc> {
+  const args = ['controller', 'serve', '--state', state, '--listen', address, '--metrics-listen', '127.0.0.1:0', ...extra];
+  const proc = new Proc(t, args, undefined, MESHP, process.execPath, logLevel ? { MESHP_LOG_LEVEL: logLevel } : {});
   // A busy machine (several test files at once) can take many seconds to start node: wait long, fail only on a hang.
   const line = await proc.waitFor((l) => l.msg === 'controller serving', 60_000);
   // controller.db holds catalogue contents and credentials' digests (issue 13): every controller a test runs is checked.

@@ -44,7 +44,8 @@ const opened = (name: string) => (l: LogLine) => l.msg === 'sync stream opened' 
 
 t.test('agents follow a controller through its crash and their own', async (t) => {
   const dir = workdir(t, 'cluster');
-  let ctl = await startController(t, join(dir, 'ctl'), ['--log-depth', '3']);
+  // At debug: each agent's 'delta sent' line (at info, one 'fan-out sent' line a fan-out).
+  let ctl = await startController(t, join(dir, 'ctl'), ['--log-depth', '3'], '127.0.0.1:0', 'debug');
   // The cluster's behaviour is under test here, not the CLI: admin calls from this process.
   const admin = adminCalls(() => ctl);
   let catalogueVersion = 0;
@@ -67,7 +68,7 @@ t.test('agents follow a controller through its crash and their own', async (t) =
   const marks = agents.map((a) => a.proc.lines.length);
   ctl.proc.kill('SIGKILL');
   await ctl.proc.exited;
-  ctl = await startController(t, join(dir, 'ctl'), ['--log-depth', '3'], ctl.address);
+  ctl = await startController(t, join(dir, 'ctl'), ['--log-depth', '3'], ctl.address, 'debug');
   for (const a of agents) {
     const line = await ctl.proc.waitFor(opened(a.name), 20_000);
     t.equal(line.resume, true, `${a.name} resumed where it was, no snapshot due`);

@@ -34,7 +34,8 @@ const sent = (l: LogLine) => l.msg === 'delta sent' || l.msg === 'snapshot sent'
 t.test(`a change visible to some of ${N} agents sends a message to those only`, async (t) => {
   const dir = workdir(t, 'lazy');
   const state = join(dir, 'ctl');
-  const ctl = await startController(t, state);
+  // At debug: each agent's 'delta sent' line, which says whom (at info, one 'fan-out sent' line a fan-out).
+  const ctl = await startController(t, state, [], '127.0.0.1:0', 'debug');
   // The controller's fan-out is under test here, not the CLI: admin calls from this process, each asserted to succeed.
   const admin = adminCalls(() => ctl);
   const policy = (rules: [string, string][]) => t.resolves(admin.policy(rules.map(([from, to]) => ({ from, to }))), `policy set ${JSON.stringify(rules)}`);
@@ -74,6 +75,15 @@ t.test(`a change visible to some of ${N} agents sends a message to those only`, 
       .map((l) => String(l.node))
       .sort();
     const count = (await sentTotal(ctl)) - before;
+    // One line for the fan-out, with how many agents it reached: as many as were each sent a delta
+    // (a joining node's snapshot goes on its hello, not in a fan-out).
+    const deltas = ctl.proc.lines.slice(mark).filter((l) => l.msg === 'delta sent').length;
+    if (deltas > 0) await ctl.proc.waitFor((l) => l.msg === 'fan-out sent', 15_000, mark);
+    const fanned = ctl.proc.lines
+      .slice(mark)
+      .filter((l) => l.msg === 'fan-out sent')
+      .reduce((n, l) => n + Number(l.agents), 0);
+    t.equal(fanned, deltas, `${what}: the fan-out line says ${deltas} agent(s), as many as were sent a delta`);
     t.same(to, expect, `${what}: sent to ${expect.join(', ') || 'no one'} only`) ||
       t.comment(JSON.stringify(ctl.proc.lines.slice(mark).filter((l) => l.node && !expect.includes(String(l.node)))));
     t.equal(count, expect.length, `${what}: ${expect.length} message(s) counted on /metrics, not ${nodes.length}`);

@@ -107,9 +107,13 @@ t.test('the policy diff, previewed by the controller, is what the agents then ho
   // The diff previewed again (the policy in force is the first one's again: the same diff), applied by its id.
   const again = await json<{ previewId: string; changes: unknown[] }>('policy', 'set', file, '--preview');
   t.same(again.changes, preview.changes, 'the same policy in force and membership: the same diff');
+  const setMark = ctl.proc.lines.length;
   const applied = await json<{ stateVersion: number }>('policy', 'set', file, '--yes', '--preview-id', again.previewId);
   t.equal(applied.stateVersion, v2 + 1, 'set in one version');
   await settled(ctl, v2 + 1);
+  // The controller's one line for the fan-out of the change (each agent's delta is a debug line).
+  const fanned = await ctl.proc.waitFor((l) => l.msg === 'fan-out sent' && l.version === v2 + 1, 15_000, setMark);
+  t.equal(fanned.agents, agents.length, `the fan-out line: the change went to all ${agents.length} agents`);
   const held1 = await heldViews(agents);
   t.same(held1.peers, { d1: ['o1', 'w1', 'w2'], o1: ['d1'], w1: ['d1'], w2: ['d1'] }, "the agents' views: every peer gained and lost as previewed");
   t.same(
@@ -150,7 +154,7 @@ t.test('the policy diff, previewed by the controller, is what the agents then ho
   t.same((await json<{ rules: unknown[] }>('policy', 'get')).rules, AFTER.rules, 'the policy in force is unchanged');
   t.equal(await settled(ctl), applied.stateVersion, 'no version moved');
   t.notOk(
-    ctl.proc.lines.slice(mark).some((l) => l.msg === 'delta sent' || l.msg === 'snapshot sent'),
+    ctl.proc.lines.slice(mark).some((l) => l.msg === 'fan-out sent' || l.msg === 'delta sent' || l.msg === 'snapshot sent'),
     'no delta was sent',
   );
 

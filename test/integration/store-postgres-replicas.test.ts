@@ -26,9 +26,10 @@ if (missing) {
     const url = await cluster.createDb('meshp');
     const dir = workdir(t, 'pg-replicas');
     const flags = ['--store', url, '--sync-flush-ms', '200'];
-    const a = await startController(t, join(dir, 'a'), flags);
+    // At debug: each agent's 'delta sent' line, which says whom (at info, one 'fan-out sent' line a fan-out).
+    const a = await startController(t, join(dir, 'a'), flags, '127.0.0.1:0', 'debug');
     replicaState(join(dir, 'a'), join(dir, 'b'));
-    const b = await startController(t, join(dir, 'b'), flags);
+    const b = await startController(t, join(dir, 'b'), flags, '127.0.0.1:0', 'debug');
     t.match(
       b.proc.lines.find((l) => l.msg === 'controller serving'),
       { store: /^postgres:\/\// },
@@ -148,7 +149,7 @@ if (missing) {
     t.pass(`all ${all.length} agents at version ${v3} through B`);
 
     // A started again on its folder and the database: it loads what B wrote meanwhile.
-    const again = await startController(t, join(dir, 'a'), flags, a.address);
+    const again = await startController(t, join(dir, 'a'), flags, a.address, 'debug');
     t.equal(await version(again), v3, 'A, restarted, is at the version B reached');
     t.same((await nodes(again)).map((n) => n.name).sort(), all.map((x) => x.name).sort(), 'with every member');
     again.proc.kill('SIGTERM');

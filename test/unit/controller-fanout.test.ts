@@ -216,7 +216,7 @@ t.test("a change's work depends on the nodes it concerns, not on the network's s
   };
   SyncSession.prototype.pump = function (this: SyncSession) {
     work.pumps++;
-    pump.call(this);
+    return pump.call(this);
   };
   t.teardown(() => {
     SyncRecords.prototype.get = get;

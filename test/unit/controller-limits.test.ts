@@ -8,8 +8,14 @@ import { DEFAULT_MAX_MESSAGE_BYTES } from '@meshp/core/agent';
 import { DeltaApplier } from '@meshp/core/delta';
 import { Controller, MemoryStore } from '@meshp/controller';
 import { LIMITS, splitForWire, wireBudget } from '../../plugins/controller/src/limits.js';
+import * as wire from '@meshp/protocol';
+import type { StateDelta } from '@meshp/core';
 
 const TOO_LARGE = { code: 'MESHP_INPUT_TOO_LARGE' };
+// Its length on the wire, as the transport encodes it (its unset hash and signature empty).
+const encodedLength = (d: StateDelta) =>
+  wire.StateDelta.encode({ ...d, stateHash: d.stateHash ?? '', versionSignature: d.versionSignature ?? new Uint8Array(0) } as wire.StateDelta).finish()
+    .byteLength;
 const endpoint = (i: number, chars = 200) => `${'e'.repeat(chars - 12)}${String(i).padStart(6, '0')}:51820`;
 
 function controller() {
@@ -77,4 +83,39 @@ t.test('what cannot fit one message is refused with a code, not sent', async (t)
   c.join('n', { id: 'x', nodeKey: 'kx' });
   const snapshot = c.deltaFor('n', 'x')!;
   t.throws(() => splitForWire(snapshot, 10), { code: 'MESHP_MESSAGE_TOO_LARGE' });
+});
+
+t.test('the size check is the encoded length: at the limit whole, one byte under it split as before', async (t) => {
+  const c = controller();
+  c.setPolicy('n', [{ from: 'a', to: 'a' }]);
+  // Non-ASCII endpoints too: UTF-8 longer than the string's length, which the check must not under-count.
+  for (let i = 0; i < 30; i += 1) c.join('n', { id: `p${i}`, nodeKey: `k${i}`, tags: ['a'], endpoints: [`10.0.0.${i}:51820`, `hôte-€-😀-${i}.example:51820`] });
+  const snapshot = c.deltaFor('n', 'p0')!;
+  c.ack('n', 'p0', snapshot.toVersion, snapshot.stateHash!);
+  c.join('n', { id: 'q', nodeKey: 'kq', tags: ['a'], endpoints: ['10.0.1.1:51820'] });
+  const join = c.deltaFor('n', 'p0')!;
+  for (const [name, delta] of [
+    ['snapshot', snapshot],
+    ['join delta', join],
+  ] as const) {
+    const encoded = encodedLength(delta);
+    const json = Buffer.byteLength(JSON.stringify(delta));
+    t.ok(json > encoded, `${name}: ${json} B of JSON, ${encoded} B encoded`);
+    t.same(splitForWire(delta, encoded), [delta], `${name}: at its encoded length it goes whole`);
+    t.same(splitForWire(delta, json - 1), [delta], `${name}: over the limit by JSON, under it encoded: whole`);
+    if (delta.upsertPeers.length < 2) continue;
+    const parts = splitForWire(delta, encoded - 1);
+    t.ok(parts.length >= 2, `${name}: one byte under its encoded length it is split, in ${parts.length} parts`);
+    for (const p of parts) {
+      t.ok(Buffer.byteLength(JSON.stringify(p)) <= encoded - 1, `${name} part ${p.part?.index}: within the limit by JSON`);
+      t.ok(encodedLength(p) <= encoded - 1, `${name} part ${p.part?.index}: within it encoded`);
+    }
+    const split = new DeltaApplier();
+    let last;
+    for (const p of parts) last = split.receive(p);
+    t.equal(last?.status, 'applied');
+    const whole = new DeltaApplier();
+    whole.receive(delta);
+    t.equal(split.view.hash(), whole.view.hash(), `${name}: the parts make the same view as the whole`);
+  }
 });

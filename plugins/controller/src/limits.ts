@@ -11,6 +11,7 @@
 import { MeshpError, type StateDelta } from '@meshp/core';
 import { DEFAULT_MAX_MESSAGE_BYTES } from '@meshp/core/agent';
 import type { ModuleDef, PolicyRule } from '@meshp/core/delta';
+import * as wire from '@meshp/protocol';
 
 export const LIMITS = {
   nameChars: 63,
@@ -80,13 +81,60 @@ export function checkPolicy(rules: PolicyRule[]): void {
 }
 
 /**
- * Splits a delta into parts each at most `maxBytes` when encoded (JSON length is the estimate:
- * the wire's protobuf is never larger for these strings). Peers are packed by size, not count;
+ * A bound never below the protobuf encoding of `v` as one field (or one map entry) of its parent:
+ * every key is counted as if it were written (a map's key is; a message's field name is not), every
+ * tag as 5 bytes and every length or number as a 10-byte varint, every UTF-16 unit as 3 bytes of
+ * UTF-8. One walk, no string built: a small delta's check costs less than its JSON (issue 31).
+ */
+function wireBound(v: unknown): number {
+  switch (typeof v) {
+    case 'string':
+      return 15 + v.length * 3;
+    case 'number':
+    case 'bigint':
+    case 'boolean':
+      return 15;
+    case 'object': {
+      if (v === null) return 0;
+      if (v instanceof Uint8Array) return 15 + v.byteLength;
+      let n = 15;
+      if (Array.isArray(v)) {
+        for (const x of v) n += wireBound(x);
+        return n;
+      }
+      const o = v as Record<string, unknown>;
+      for (const k in o) if (o[k] !== undefined) n += 30 + k.length * 3 + wireBound(o[k]);
+      return n;
+    }
+    default:
+      return 0;
+  }
+}
+
+/**
+ * The delta's exact encoded length on the wire (the transport encodes the same message, its unset
+ * hash and signature empty). A shape the generated encoder does not take as it is (the transport's
+ * codec fills it in) is measured by its JSON, as before: never below its encoding.
+ */
+function encodedBytes(delta: StateDelta): number {
+  const d = { ...delta, stateHash: delta.stateHash ?? '', versionSignature: delta.versionSignature ?? new Uint8Array(0) };
+  try {
+    return wire.StateDelta.encode(d as wire.StateDelta).finish().byteLength;
+  } catch {
+    return bytes(delta);
+  }
+}
+
+/**
+ * Splits a delta into parts each at most `maxBytes` when encoded. Whether it needs splitting is
+ * its encoded length: a cheap bound first (wireBound), the exact protobuf length only when the
+ * bound is over. A delta over the budget is split as before, by JSON length (the wire's protobuf
+ * is never larger for these strings). Peers are packed by size, not count;
  * the components go whole in the first part. A part that cannot fit (the components alone, or
  * one peer) is MESHP_MESSAGE_TOO_LARGE: the caller logs it and sends nothing.
  */
 export function splitForWire(delta: StateDelta, maxBytes = wireBudget()): StateDelta[] {
-  if (bytes(delta) <= maxBytes) return [delta];
+  if (wireBound(delta) <= maxBytes || encodedBytes(delta) <= maxBytes) return [delta];
   const { upsertPeers: _u, removePeers: _r, part: _p, ...head } = delta;
   const headBytes = bytes({ ...head, upsertPeers: [], removePeers: [], part: { index: 999_999, count: 999_999 } });
   if (headBytes > maxBytes) {

@@ -62,6 +62,15 @@ function pending(net: NetworkState, id: string, sync: SyncRecord): Computed | 's
   return { ...computed, delta: { ...d, fromVersion: sync.sent } };
 }
 
+/**
+ * The view's hashes for one agent-delta, each computed once (issue 31): `hash`, the one the node's
+ * revision expects; `alt`, the hash over every field (the same string at the current revision).
+ */
+function viewHashes(net: NetworkState, id: string, digest: ViewDigest, revision: number): { hash: string; alt: string } {
+  const alt = stateHash(digest);
+  return { hash: revision >= PROTOCOL_REVISION ? alt : hashForRevision(net, id, digest, revision), alt };
+}
+
 /** The hash an agent of `revision` computes for this view: over the fields its decoder knows (core delta/revision.ts). */
 export function hashForRevision(net: NetworkState, id: string, digest: ViewDigest, revision: number): string {
   const self = net.members.get(id);
@@ -148,9 +157,8 @@ export function nextDelta(net: NetworkState, id: string, sync: SyncRecord, at: s
   const p = sync.snapshotPending ? null : pending(net, id, sync);
   if (p === 'same') return null;
   const computed: Computed = p ?? computeSnapshot(net, id);
-  const hash = hashForRevision(net, id, computed.digest, sync.revision ?? PROTOCOL_REVISION);
   // Agents built between releases said revision 1 and knew some later fields: the hash over every field is accepted too.
-  const alt = stateHash(computed.digest);
+  const { hash, alt } = viewHashes(net, id, computed.digest, sync.revision ?? PROTOCOL_REVISION);
   computed.delta.stateHash = hash;
   sync.snapshotPending = false;
   sync.sent = net.version;
@@ -271,8 +279,7 @@ export function recoverExpectation(net: NetworkState, id: string, sync: SyncReco
   if (appliedVersion <= 0 || appliedVersion > net.version || !hash) return false;
   if (sync.expectations.some((e) => e.version === appliedVersion)) return false;
   const c = computeSnapshot(net, id);
-  const expected = hashForRevision(net, id, c.digest, sync.revision ?? PROTOCOL_REVISION);
-  const alt = stateHash(c.digest);
+  const { hash: expected, alt } = viewHashes(net, id, c.digest, sync.revision ?? PROTOCOL_REVISION);
   if (hash !== expected && hash !== alt) return false;
   sync.expectations = [...sync.expectations, { version: appliedVersion, hash: expected, ...(alt !== expected ? { alt } : {}), digest: storeDigest(c.digest) }]
     .sort((a, b) => a.version - b.version)

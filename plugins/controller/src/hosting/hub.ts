@@ -50,7 +50,10 @@ export class SessionHub implements SessionHost {
     readonly log: Logger,
     options: SessionHubOptions = {},
   ) {
-    this.fanout = new FanOut(options.fanout);
+    // One line per fan-out and network (each agent's delta is a debug line: session.ts pump).
+    this.fanout = new FanOut(options.fanout, (tallies) => {
+      for (const t of tallies) log.info(t, 'fan-out sent');
+    });
     this.#limits = new ConnectionLimits(options.streamsPerConnection ?? STREAMS_PER_CONNECTION);
     this.#handshakeStaleSeconds = checkHandshakeStale(options.handshakeStaleSeconds ?? HANDSHAKE_STALE_SECONDS);
   }

@@ -24,6 +24,7 @@ import type { StoredSync } from '../controller/sync-protocol.js';
 import { splitForWire } from '../limits.js';
 import { isControlNode, mappingsOf, observedEndpoint, type ReportedState } from '@meshp/core/delta';
 import type { AuthBook } from './auth-store.js';
+import type { Sent } from './fanout.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
 import { reportedHandshakes } from '../handshake-status.js';
@@ -92,17 +93,20 @@ export class SyncSession {
     this.ch.close(error);
   }
 
-  /** Sends what the node is missing, if anything. */
-  pump(): void {
+  /**
+   * Sends what the node is missing, if anything, and says what it sent (the fan-out's tally: one
+   * info line per fan-out; each agent's delta is a debug line, a snapshot an info line).
+   */
+  pump(): Sent | undefined {
     if (!this.#authed || this.#ended) return;
     const { controller, metrics } = this.hub;
     // A node removed while its stream was open: the stream ends, the change that removed it stands.
     // Its network's change is being committed (a store across the network): nothing of it goes before the answer.
-    if (controller.settling(this.network)) return this.hub.holdPump(this);
+    if (controller.settling(this.network)) return void this.hub.holdPump(this);
     if (!controller.member(this.network, this.node))
-      return this.#refuse(new MeshpError('MESHP_NODE_REVOKED', `node ${this.node} was removed from ${this.network}`));
+      return void this.#refuse(new MeshpError('MESHP_NODE_REVOKED', `node ${this.node} was removed from ${this.network}`));
     const delta = controller.deltaFor(this.network, this.node);
-    if (!delta) return this.#held();
+    if (!delta) return void this.#held();
     this.#divergedSaid = false;
     const snapshot = delta.fromVersion === 0;
     if (snapshot) metrics.snapshotsSent++;
@@ -128,7 +132,7 @@ export class SyncSession {
     }
     // Their size on the wire is counted by the transport as it encodes them (metrics.bytesSent).
     for (const part of parts) this.ch.send({ delta: part });
-    this.hub.log.info(
+    this.hub.log[snapshot ? 'info' : 'debug'](
       {
         network: this.network,
         node: this.node,
@@ -140,6 +144,7 @@ export class SyncSession {
       },
       snapshot ? 'snapshot sent' : 'delta sent',
     );
+    return { network: this.network, toVersion: delta.toVersion, snapshot };
   }
 
   /** Nothing went: a snapshot waits for its backoff (pump again then), or the membership diverged (say so once). */
