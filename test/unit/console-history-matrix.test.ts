@@ -86,3 +86,23 @@ t.test('the history keeps each node’s gap and the p99 per sample, for its wind
   t.same(h.view('default').p99, [4, 4], 'samples older than the window are gone');
   t.equal(v.windowSeconds, 10);
 });
+
+t.test('a sample that fails on the timer is missed and told, not thrown out of the timer', async (t) => {
+  let calls = 0;
+  const errors: unknown[] = [];
+  const h = new ConvergenceHistory({
+    gaps: () => {
+      calls++;
+      if (calls > 1) throw new Error('the store went away');
+      return [{ network: 'default', node: 'a', gap: 2 }];
+    },
+    sampleMs: 10,
+    onError: (e) => errors.push(e),
+  });
+  t.teardown(() => h.close());
+  await new Promise((r) => setTimeout(r, 100));
+  t.ok(calls > 1, 'the timer sampled again');
+  t.ok(errors.length > 0, 'each failed sample was told');
+  t.match(String(errors[0]), /the store went away/);
+  t.same(h.view('default').p99, [2], 'the samples taken before stay, the failed ones are missed');
+});

@@ -16,6 +16,8 @@ export interface HistoryOptions {
   gaps: () => GapOf[];
   sampleMs?: number;
   windowMs?: number;
+  /** Told of a sample that failed on the timer (the sample is missed, the controller goes on). */
+  onError?: (e: unknown) => void;
 }
 
 export const DEFAULT_SAMPLE_MS = 5_000;
@@ -54,7 +56,14 @@ export class ConvergenceHistory {
     this.sampleMs = o.sampleMs ?? DEFAULT_SAMPLE_MS;
     this.windowMs = o.windowMs ?? DEFAULT_WINDOW_MS;
     this.sample();
-    this.#timer = setInterval(() => this.sample(), this.sampleMs);
+    // A sample that fails on the timer is missed, never an exception that ends the controller.
+    this.#timer = setInterval(() => {
+      try {
+        this.sample();
+      } catch (e) {
+        o.onError?.(e);
+      }
+    }, this.sampleMs);
     this.#timer.unref();
   }
 

@@ -114,7 +114,10 @@ export async function startConsole(o: ConsoleOptions): Promise<RunningConsole> {
   originGuard(app);
   authRoutes(app, o.admin, o.log);
   actionRoutes(app, o.admin);
-  const history = new ConvergenceHistory({ gaps: o.gaps ?? (() => []) });
+  const history = new ConvergenceHistory({
+    gaps: o.gaps ?? (() => []),
+    onError: (e) => o.log.warn({ err: e instanceof Error ? e.message : String(e) }, 'console: a convergence sample failed (missed)'),
+  });
   app.addHook('onClose', async () => history.close());
   liveRoutes(app, { handler: o.reads, alive: aliveIn(store), pollMs: o.pollMs ?? DEFAULT_POLL_MS, history });
   app.setErrorHandler((e: Error & { statusCode?: number; code?: string }, _request, reply) => {
