@@ -14,7 +14,7 @@
 import t from 'tap';
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, lstatSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync } from 'node:fs';
+import { existsSync, lstatSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -150,7 +150,11 @@ for (const kind of KINDS)
       return child.request({ op: 'delta', delta: StateDelta.toJSON(StateDelta.fromPartial(d as never)) });
     };
 
+    // An older agent named its openresolv entry `<if>.meshp` (sorted after the machine's own): a node updated in place loses it on the first set.
+    const legacyFile = join(root, kind.entries, `${ifname}.meshp`);
+    if (kind.name === 'openresolv') writeFileSync(legacyFile, `nameserver ${addr('a')}\nsearch lab.mesh\n`);
     const first = (await sync())!.dns!;
+    if (kind.name === 'openresolv') t.notOk(existsSync(legacyFile), "openresolv: the older agents' entry is taken away when the entry is set");
     t.equal(first.lastError, null, 'the resolver answers');
     t.equal(first.manager, kind.name, `the machine's manager is detected: ${kind.name}`);
     t.ok(first.integrated, 'integrated');

@@ -89,6 +89,12 @@ t.test("resolvconf and openresolv: an entry of the mesh's own, its nameserver an
     ['/sbin/resolvconf', '-a', 'tun0.meshp0.meshp'],
     "openresolv: first by its dynamic_order's tun[0-9]*, no metric (a metric puts an entry last)",
   );
+  await o.remove(link);
+  t.same(
+    open.asked.slice(1).map((a) => a.argv.join(' ')),
+    ['/sbin/resolvconf -f -d meshp0.meshp', '/sbin/resolvconf -d tun0.meshp0.meshp', '/sbin/resolvconf -f -d meshp0.meshp'],
+    "openresolv: the older agents' entry name (meshp0.meshp) taken away when the entry is set and when it is removed, no error if absent (-f)",
+  );
   await t.rejects(d.set({ ...link, port: 5353 }), /resolv\.conf names no port/, 'a resolver off port 53 cannot be named in resolv.conf');
 });
 

@@ -44,6 +44,13 @@ interface Integrator {
 export const resolvconfEntry = (kind: 'resolvconf' | 'openresolv', ifname: string): string =>
   kind === 'resolvconf' ? `tun-${ifname}.meshp` : `tun0.${ifname}.meshp`;
 
+/**
+ * The name an agent before this one gave its openresolv entry (`-m 0` and no `tun` prefix; it sorted
+ * after the machine's own). Removed with `-f` (no error if absent) whenever the entry is set or
+ * removed, so a node updated in place neither keeps a second mesh entry nor leaves one behind.
+ */
+export const legacyOpenresolvEntry = (ifname: string): string => `${ifname}.meshp`;
+
 function entryText(link: MeshLink): string {
   const search = [link.domain, ...link.searchDomains.filter((d) => d !== link.domain)];
   return `nameserver ${link.address}\nsearch ${search.join(' ')}\n`;
@@ -75,11 +82,13 @@ function resolvconf(kind: 'resolvconf' | 'openresolv', run: Runner, cmd: Manager
       if (link.port !== 53) throw new Error(`the resolver answers on port ${link.port}, and resolv.conf names no port`);
       const entry = resolvconfEntry(kind, link.interface);
       await must(run, [...cmd.resolvconf, '-a', entry], entryText(link));
+      if (kind === 'openresolv') await must(run, [...cmd.resolvconf, '-f', '-d', legacyOpenresolvEntry(link.interface)]);
       return `through ${kind} (${entry}: nameserver ${link.address}, search ${[link.domain, ...link.searchDomains].join(' ')})`;
     },
     async remove(link) {
       const entry = resolvconfEntry(kind, link.interface);
       await must(run, [...cmd.resolvconf, '-d', entry]);
+      if (kind === 'openresolv') await must(run, [...cmd.resolvconf, '-f', '-d', legacyOpenresolvEntry(link.interface)]);
       return `${kind}'s entry ${entry}`;
     },
   };
