@@ -2,7 +2,7 @@
  * Lab machines as network namespaces (the labs: README, test/lab/). Every name carries a per-run
  * prefix, and every namespace made here is deleted in teardown, also when the test fails.
  */
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { promisify } from 'node:util';
 
@@ -52,10 +52,63 @@ export class Netns {
   }
 }
 
-/** Creates a namespace with loopback up, deleted at teardown. */
+/** The namespaces this file made and has not deleted yet: what an interrupted file sweeps. */
+const made = new Set<string>();
+
+/**
+ * A file stopped by a signal (Ctrl-C to the runner, SIGTERM) runs no teardown, and what ran in its
+ * namespaces lives on: wireguard-go and dockerd are detached, so the signal to the group misses them.
+ * This ends every process in a namespace of this file's own (`ip netns pids`: only what the test
+ * started lives there), by pid, and deletes the namespaces, synchronously, before the file goes.
+ */
+export function sweepNamespaces(): string[] {
+  const swept = [...made];
+  for (const name of swept) endNamespace(name);
+  return swept;
+}
+
+/** Ends what still runs in a namespace of this file's own, by pid, then deletes it. */
+function endNamespace(name: string): void {
+  try {
+    for (const pid of execFileSync('ip', ['netns', 'pids', name], { encoding: 'utf8' }).split(/\s+/).filter(Boolean)) {
+      try {
+        process.kill(Number(pid), 'SIGKILL');
+      } catch {
+        // gone already
+      }
+    }
+    execFileSync('ip', ['netns', 'del', name], { stdio: 'ignore' });
+  } catch {
+    // deleted already, or being deleted by a teardown
+  }
+  made.delete(name);
+}
+
+let sweepInstalled = false;
+function installSweep(): void {
+  if (sweepInstalled) return;
+  sweepInstalled = true;
+  process.once('exit', () => sweepNamespaces());
+  // Not on SIGALRM, the runner's timeout: its `tapAbort` message before it runs the teardowns, and a
+  // listener of ours would keep tap's own (signal-exit's) from reporting the timeout.
+  for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const)
+    process.once(sig, () => {
+      sweepNamespaces();
+      // Then the signal's own end, as if it had not been caught: raised again for whoever else listens
+      // (tap's signal-exit acts only when every listener is its own), or the default.
+      setImmediate(() => process.kill(process.pid, sig));
+    });
+}
+
+/** Creates a namespace with loopback up, deleted at teardown (or swept if the file is stopped first). */
 export async function netns(t: Teardownable, name: string): Promise<Netns> {
+  installSweep();
   await sh('ip', ['netns', 'add', name]);
-  t.teardown(() => sh('ip', ['netns', 'del', name]).catch(() => undefined));
+  made.add(name);
+  // Teardowns run last-registered first: the processes a test started in the namespace after making
+  // it were given their own stop already; what is still in it would outlive the namespace's name
+  // (a file ended by its timeout gets its teardowns cut short), so it is ended, by pid, first.
+  t.teardown(() => endNamespace(name));
   await sh('ip', ['-n', name, 'link', 'set', 'lo', 'up']);
   return new Netns(name);
 }
