@@ -97,3 +97,34 @@ export async function seriousViolations(page: Page): Promise<string[]> {
   );
   return r.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => `${v.id}: ${v.help} (${v.nodes.length})`);
 }
+
+/** A session of the console over plain HTTPS (POST /api/session): its cookie header and CSRF token. */
+export async function sessionOf(at: ConsoleAt, credentialText: string): Promise<{ cookie: string; csrf: string }> {
+  const r = await https(at, 'POST', '/api/session', { body: JSON.stringify({ credential: credentialText }) });
+  if (r.status !== 200) throw new Error(`sign-in refused: ${r.status} ${r.body}`);
+  return { cookie: String(r.headers['set-cookie']).split(';')[0]!, csrf: (JSON.parse(r.body) as { csrf: string }).csrf };
+}
+
+/** The first event of a live stream (`/api/live/...`), parsed: what a page is sent first. */
+export async function liveOnce<T>(at: ConsoleAt, cookie: string, path: string): Promise<T> {
+  const r = await https(at, 'GET', path, { headers: { cookie } });
+  const data = /^data: (.*)$/m.exec(r.body)?.[1];
+  if (r.status !== 200 || data === undefined) throw new Error(`${path}: ${r.status} ${r.body.slice(0, 300)}`);
+  return JSON.parse(data) as T;
+}
+
+/** Signs in on the page the browser shows (the sign-in form), then waits for `ready` (a selector of the page signed in). */
+export async function signInPage(page: Page, credentialText: string, ready: string): Promise<void> {
+  await page.locator('#signin').waitFor({ state: 'visible' });
+  await page.fill('#credential', credentialText);
+  await page.click('#signin button[type=submit]');
+  await page.locator(ready).first().waitFor();
+}
+
+/** Console errors and page errors of a page, as they come. */
+export function consoleErrors(page: Page): string[] {
+  const errors: string[] = [];
+  page.on('console', (m) => m.type() === 'error' && errors.push(m.text()));
+  page.on('pageerror', (e) => errors.push(e.message));
+  return errors;
+}

@@ -22,7 +22,7 @@ import type { Logger } from '../hosting/log.js';
 import { authRoutes, originGuard, refusal } from './auth.js';
 import { liveRoutes } from './live.js';
 import { actionRoutes } from './actions.js';
-import { ConvergenceHistory, type GapOf } from './history.js';
+import { ConvergenceHistory, type GapOf, type HistoryBook } from './history.js';
 
 /** The cookie that carries the session's signed id, and nothing else. */
 export const SESSION_COOKIE = 'meshp_console';
@@ -45,6 +45,8 @@ export interface ConsoleOptions {
   pollMs?: number;
   /** Every node's gap as the controller sees it now: sampled for the convergence chart (history.ts). */
   gaps?: () => GapOf[];
+  /** Where the samples are kept across restarts, for how long, how often (history.ts's defaults: an hour, every 5 s). */
+  history?: { book?: HistoryBook; windowMs?: number; sampleMs?: number };
 }
 
 export interface RunningConsole {
@@ -116,6 +118,7 @@ export async function startConsole(o: ConsoleOptions): Promise<RunningConsole> {
   actionRoutes(app, o.admin);
   const history = new ConvergenceHistory({
     gaps: o.gaps ?? (() => []),
+    ...o.history,
     onError: (e) => o.log.warn({ err: e instanceof Error ? e.message : String(e) }, 'console: a convergence sample failed (missed)'),
   });
   app.addHook('onClose', async () => history.close());
@@ -131,6 +134,7 @@ export async function startConsole(o: ConsoleOptions): Promise<RunningConsole> {
   try {
     await app.listen({ host: m[1], port: Number(m[2]) });
   } catch (cause) {
+    history.close();
     throw new MeshpError('MESHP_UNAVAILABLE', `cannot listen on ${o.listen}`, { cause });
   }
   const port = (app.server.address() as { port: number }).port;
