@@ -5,12 +5,13 @@
  * public key (nothing is downloaded at test time; the browser is the system's).
  */
 import { createHash, createPublicKey } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { join } from 'node:path';
 import { createRequire } from 'node:module';
 import type { Browser, Page } from 'playwright-core';
 import type { ControllerProc } from './grpc-procs.js';
+import type { Netns } from './netns.js';
 
 export const CHROMIUM = '/usr/bin/chromium';
 
@@ -25,7 +26,8 @@ export interface ConsoleAt {
   spki: string;
 }
 
-export function consoleOf(ctl: ControllerProc): ConsoleAt {
+/** `ctl`: a controller of grpc-procs.ts, or one run in a lab namespace (lifecycle-lab.ts nsCluster: its process and state folder). */
+export function consoleOf(ctl: Pick<ControllerProc, 'proc' | 'state'>): ConsoleAt {
   const line = ctl.proc.lines.find((l) => l.msg === 'controller serving');
   const url = line?.console;
   if (typeof url !== 'string') throw new Error('the controller serves no console');
@@ -34,9 +36,18 @@ export function consoleOf(ctl: ControllerProc): ConsoleAt {
   return { url, certPem, spki: createHash('sha256').update(der).digest('base64') };
 }
 
-export async function launchChromium(at: ConsoleAt): Promise<Browser> {
+/**
+ * `ns`: chromium runs inside that lab namespace (a console on the namespace's loopback), through a
+ * script in `dir` that enters its network and execs the browser (the same pid: playwright ends it).
+ */
+export async function launchChromium(at: ConsoleAt, inside?: { ns: Netns; dir: string }): Promise<Browser> {
   const { chromium } = await import('playwright-core');
-  return chromium.launch({ executablePath: CHROMIUM, args: [`--ignore-certificate-errors-spki-list=${at.spki}`] });
+  let executablePath = CHROMIUM;
+  if (inside) {
+    executablePath = join(inside.dir, 'chromium-in-netns');
+    writeFileSync(executablePath, `#!/bin/sh\nexec nsenter --net=${inside.ns.path} -- ${CHROMIUM} "$@"\n`, { mode: 0o700 });
+  }
+  return chromium.launch({ executablePath, args: [`--ignore-certificate-errors-spki-list=${at.spki}`] });
 }
 
 export interface Answer {
