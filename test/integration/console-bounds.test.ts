@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { ADMIN_CREDENTIAL_FILE, readAdminCredential } from '@meshp/controller';
 import { adminCalls, startController, tokenFor, workdir } from '../helpers/grpc-procs.js';
 import { SimAgent } from '../helpers/sim-agent.js';
-import { chromiumAvailable, consoleErrors, consoleOf, launchChromium, liveOnce, seriousViolations, sessionOf, signInPage } from '../helpers/console.js';
+import { chromiumAvailable, consoleErrors, consoleOf, https, launchChromium, liveOnce, seriousViolations, sessionOf, signInPage } from '../helpers/console.js';
 
 if (!chromiumAvailable()) {
   t.plan(0, 'needs Debian chromium at /usr/bin/chromium (make apt installs it)');
@@ -129,5 +129,21 @@ t.test('the chart survives a restart; a matrix over 200 nodes is not drawn, a fi
     await page.textContent('#matrix-text'),
     '201 nodes (rows web), more than 200 on a side: the matrix is not drawn. Filter its rows or columns by a node or a tag.',
   );
+
+  // Every page is made from the one layout: the same sign-in form and navigation, its own link marked; the parts are not served.
+  for (const [path, current] of [
+    ['/', 'fleet'],
+    ['/node.html', null],
+    ['/policy.html', 'policy'],
+    ['/history.html', 'convergence'],
+    ['/audit.html', 'audit'],
+  ] as const) {
+    const r = await https(at, 'GET', path);
+    t.equal(r.status, 200, `${path} served`);
+    t.equal(r.body.match(/<form id="signin-form">/g)?.length, 1, `${path}: one sign-in form`);
+    t.equal(r.body.match(/<a [^>]*class="to-page"/g)?.length, 4, `${path}: the four links`);
+    t.same(/<a [^>]*aria-current="page">([^<]*)</.exec(r.body)?.[1] ?? null, current, `${path}: its own link marked`);
+  }
+  for (const path of ['/layout.html', '/pages/node.html']) t.equal((await https(at, 'GET', path)).status, 404, `${path} is not served`);
   t.same(errors, [], 'no console errors');
 });

@@ -22,6 +22,7 @@ import type { Logger } from '../hosting/log.js';
 import { authRoutes, originGuard, refusal } from './auth.js';
 import { liveRoutes } from './live.js';
 import { actionRoutes } from './actions.js';
+import { renderPages } from './pages.js';
 import { ConvergenceHistory, type GapOf, type HistoryBook } from './history.js';
 
 /** The cookie that carries the session's signed id, and nothing else. */
@@ -82,12 +83,17 @@ async function register(app: FastifyInstance, o: ConsoleOptions, store: Store): 
   });
   await app.register(fastifyCsrf, { sessionPlugin: '@fastify/session' });
   await app.register(FastifySSEPlugin);
+  // The script and the style; the pages are made from the layout at start (pages.ts), not served as files.
   await app.register(fastifyStatic, {
     root: PUBLIC_DIR,
-    index: 'index.html',
+    index: false,
     cacheControl: false,
+    allowedPath: (p) => /^\/console\.(js|css)$/.test(p),
     setHeaders: (reply) => reply.header('cache-control', 'no-store'),
   });
+  for (const [path, html] of renderPages(PUBLIC_DIR)) {
+    app.get(path, (_request, reply) => reply.type('text/html; charset=utf-8').header('cache-control', 'no-store').send(html));
+  }
   await app.register(fastifyStatic, {
     root: UPLOT_DIR,
     prefix: '/vendor/uplot/',
