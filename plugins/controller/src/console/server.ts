@@ -2,7 +2,8 @@
  * The web console (`controller serve --console-listen HOST:PORT`): its own HTTPS listener with the
  * controller's own certificate, Fastify with its kept plugins — @fastify/helmet (a strict content
  * security policy: scripts from this origin only), @fastify/cookie and @fastify/session (the session),
- * @fastify/csrf-protection, @fastify/static (the pages, shipped in the package: no CDN), fastify-sse-v2
+ * @fastify/csrf-protection, @fastify/static (the script and style, shipped in the package: no CDN; the pages
+ * are made from one layout at start, pages.ts), fastify-sse-v2
  * (the live pages). It reads and changes the controller only through the Admin API (admin-call.ts).
  */
 import { randomBytes } from 'node:crypto';
@@ -57,7 +58,7 @@ export interface RunningConsole {
   close(): Promise<void>;
 }
 
-/** The pages and their script, shipped beside dist/ in the package. */
+/** The layout, the pages' parts, their script and style, shipped beside dist/ in the package. */
 export const PUBLIC_DIR = fileURLToPath(new URL('../../console/', import.meta.url));
 /** The charting library (uPlot), a dependency of this package, served from this origin: no CDN. */
 const UPLOT_DIR = dirname(createRequire(import.meta.url).resolve('uplot'));
