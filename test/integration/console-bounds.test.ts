@@ -6,10 +6,10 @@
  * pairs it keeps from the controller, and only those.
  */
 import t from 'tap';
-import { mkdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ADMIN_CREDENTIAL_FILE, readAdminCredential } from '@meshp/controller';
-import { adminCalls, startController, tokenFor, workdir } from '../helpers/grpc-procs.js';
+import { adminCalls, meshpAsync, startController, tokenFor, workdir } from '../helpers/grpc-procs.js';
 import { SimAgent } from '../helpers/sim-agent.js';
 import { chromiumAvailable, consoleErrors, consoleOf, https, launchChromium, liveOnce, seriousViolations, sessionOf, signInPage } from '../helpers/console.js';
 
@@ -27,6 +27,20 @@ interface History {
   windowSeconds: number;
   sampleSeconds: number;
 }
+
+t.test('--console-history and --console-sample that make no sense: refused with their code before anything starts', async (t) => {
+  const dir = workdir(t, 'con2-flags');
+  for (const [flags, message] of [
+    [['--console-sample', '0s'], /^MESHP_USAGE: --console-sample is at least 1s/],
+    [['--console-history', '5s', '--console-sample', '10s'], /^MESHP_USAGE: --console-history is a duration at least as long as --console-sample/],
+    [['--console-history', 'forever'], /^MESHP_USAGE: --console-history forever is not a duration/],
+  ] as const) {
+    const r = await meshpAsync('controller', 'serve', '--state', join(dir, 'ctl'), '--listen', '127.0.0.1:0', '--console-listen', '127.0.0.1:0', ...flags);
+    t.equal(r.code, 2, `${flags.join(' ')}: a usage error`);
+    t.match(r.err, message);
+  }
+  t.notOk(existsSync(join(dir, 'ctl', 'controller.db')), 'no store was made');
+});
 
 t.test('the chart survives a restart; a matrix over 200 nodes is not drawn, a filter is computed by the controller', async (t) => {
   const dir = workdir(t, 'con2-bounds');
