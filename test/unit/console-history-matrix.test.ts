@@ -192,3 +192,22 @@ t.test('--console-history and --console-sample: durations that make sense, else 
   }
   t.ok(historySpan(60_000, 1_000), 'the bounds themselves are allowed');
 });
+
+t.test('a store that cannot give back the history: told, and the chart starts again', async (t) => {
+  const errors: unknown[] = [];
+  const h = new ConvergenceHistory({
+    gaps: () => [{ network: 'default', node: 'a', gap: 1 }],
+    sampleMs: 60_000,
+    book: {
+      loadHistory: () => {
+        throw new Error('database disk image is malformed');
+      },
+      appendHistory: () => undefined,
+      close: () => undefined,
+    },
+    onError: (e) => errors.push(e),
+  });
+  t.teardown(() => h.close());
+  t.match(String(errors[0]), /malformed/, 'told');
+  t.same(h.view('default').p99, [1], "only this run's sample");
+});

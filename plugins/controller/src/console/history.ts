@@ -93,11 +93,17 @@ export class ConvergenceHistory {
   constructor(readonly o: HistoryOptions) {
     this.sampleMs = o.sampleMs ?? DEFAULT_SAMPLE_MS;
     this.windowMs = o.windowMs ?? DEFAULT_WINDOW_MS;
-    // What an earlier run kept, within the window: the chart goes on where it was.
-    for (const r of o.book?.loadHistory(Date.now() - this.windowMs) ?? []) {
-      let list = this.#byNetwork.get(r.network);
-      if (!list) this.#byNetwork.set(r.network, (list = []));
-      list.push({ at: r.at, gaps: new Map(Object.entries(r.gaps)) });
+    // What an earlier run kept, within the window: the chart goes on where it was. A store that cannot
+    // give it is told, and the chart starts again: the controller serves all the same.
+    try {
+      for (const r of o.book?.loadHistory(Date.now() - this.windowMs) ?? []) {
+        let list = this.#byNetwork.get(r.network);
+        if (!list) this.#byNetwork.set(r.network, (list = []));
+        list.push({ at: r.at, gaps: new Map(Object.entries(r.gaps)) });
+      }
+    } catch (e) {
+      this.#byNetwork.clear();
+      o.onError?.(e);
     }
     this.sample();
     // A sample that fails on the timer is missed, never an exception that ends the controller.
