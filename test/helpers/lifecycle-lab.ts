@@ -23,6 +23,8 @@ export { meshpIn, type Run } from './cli.js';
 
 export interface NsCluster {
   controller: NsProc;
+  /** Its state folder. */
+  state: string;
   address: string;
   /** Admin CLI arguments reaching the controller. */
   admin: string[];
@@ -30,15 +32,16 @@ export interface NsCluster {
   agent(name: string, token: string, root: string, extra?: string[], intervalS?: number): NsProc;
 }
 
-/** A controller on the namespace's loopback; agents started in the same namespace. */
-export async function nsCluster(t: Teardownable, ns: Netns, dir: string): Promise<NsCluster> {
+/** A controller on the namespace's loopback (`controllerArgs` added to its serve); agents started in the same namespace. */
+export async function nsCluster(t: Teardownable, ns: Netns, dir: string, controllerArgs: string[] = []): Promise<NsCluster> {
   const state = join(dir, 'ctl');
-  const controller = new NsProc(t, ns, ['controller', 'serve', '--state', state, '--listen', '127.0.0.1:0']);
+  const controller = new NsProc(t, ns, ['controller', 'serve', '--state', state, '--listen', '127.0.0.1:0', ...controllerArgs]);
   const line = await controller.waitFor((l) => l.msg === 'controller serving');
   const address = String(line.address);
   const admin = ['--state', state, '--controller', address];
   return {
     controller,
+    state,
     address,
     admin,
     agent: (name, token, root, extra = [], intervalS = 1) => {

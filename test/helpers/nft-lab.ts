@@ -73,8 +73,9 @@ export interface Lab {
   serve(ns: Netns, port: number): Promise<void>;
 }
 
-export async function lab(t: Teardownable, opts: { app?: boolean } = {}): Promise<Lab> {
-  const prefix = runPrefix('nq');
+/** `prefix`: the namespaces', links' and files' names begin with it (at most 6 characters; a fresh one of `nq` by default). */
+export async function lab(t: Teardownable, opts: { app?: boolean; prefix?: string } = {}): Promise<Lab> {
+  const prefix = opts.prefix ?? runPrefix('nq');
   const server = await netns(t, `${prefix}s`);
   const client = await netns(t, `${prefix}c`);
   const outside = await netns(t, `${prefix}o`);

@@ -14,6 +14,8 @@ const serve: CommandModule<
     'handshake-stale'?: number;
     'console-listen'?: string;
     'console-session'?: string;
+    'console-history'?: string;
+    'console-sample'?: string;
     'audit-retention'?: string;
   }
 > = {
@@ -54,6 +56,11 @@ const serve: CommandModule<
         describe: "HOST:PORT for the web console (HTTPS with the controller's certificate; sign in with the admin credential). Off when absent",
       })
       .option('console-session', { type: 'string', describe: 'how long a console session lasts from sign-in (90s, 15m, 1h; default 15m)' })
+      .option('console-history', {
+        type: 'string',
+        describe: "how long the console's convergence chart keeps its samples, in the controller's store across restarts (30m, 1h, 1d; default 1h)",
+      })
+      .option('console-sample', { type: 'string', describe: "how often the console's convergence chart samples every node's gap (1s at least; default 5s)" })
       .option('audit-retention', {
         type: 'string',
         describe: 'how long the audit log keeps an admin change (90s, 30m, 12h, 90d; default 90d): older entries are trimmed at each change',
@@ -73,6 +80,8 @@ const serve: CommandModule<
       handshakeStaleSeconds: a['handshake-stale'],
       consoleListen: a['console-listen'],
       consoleSession: a['console-session'],
+      consoleHistory: a['console-history'],
+      consoleSample: a['console-sample'],
       auditRetention: a['audit-retention'],
     });
   },

@@ -14,6 +14,9 @@ import {
   SqliteControllerStore,
   checkHandshakeStale,
   checkStreamsPerConnection,
+  historySpan,
+  DEFAULT_SAMPLE_MS,
+  DEFAULT_WINDOW_MS,
   type SharedStore,
 } from '@meshp/controller';
 import { GrpcTransportPlugin } from '@meshp/transport-grpc';
@@ -35,6 +38,9 @@ export interface ServeArgs {
   consoleListen?: string;
   /** A console session's length, as `--ttl` reads it (90s, 15m, 1h). */
   consoleSession?: string;
+  /** `--console-history`, `--console-sample`: the convergence chart's window and sample interval, as durations (1h, 5s). */
+  consoleHistory?: string;
+  consoleSample?: string;
   /** `--audit-retention`: a duration (90d). */
   auditRetention?: string;
 }
@@ -56,6 +62,7 @@ export async function sharedStore(store: string | undefined): Promise<SharedStor
     auth: pg.auth,
     audit: pg.audit,
     admins: pg.admins,
+    history: pg.history,
     label: pg.label,
     follow: () => pg.follower.start(),
     unfollow: () => pg.follower.close(),
@@ -87,12 +94,23 @@ export async function copyStore(state: string, to: string): Promise<Record<strin
   }
 }
 
+/** `--console-history` and `--console-sample`, each a duration, checked together (console/history.ts historySpan): MESHP_USAGE when they make no sense. */
+export function consoleHistorySpan(window: string | undefined, sample: string | undefined): { windowMs: number; sampleMs: number } {
+  const ms = (flag: string, v: string | undefined, dflt: number) => {
+    if (v === undefined) return dflt;
+    if (!/^\d+\s*(s|m|h|d)?$/.test(v.trim())) throw usage(`${flag} ${v} is not a duration (5s, 30m, 1h, 1d)`);
+    return parseTtl(v) * 1000;
+  };
+  return historySpan(ms('--console-history', window, DEFAULT_WINDOW_MS), ms('--console-sample', sample, DEFAULT_SAMPLE_MS));
+}
+
 export async function serveController(a: ServeArgs): Promise<void> {
   // Checked before anything is made (the state folder, the store).
   if (a.streamsPerConnection !== undefined) checkStreamsPerConnection(a.streamsPerConnection);
   if (a.handshakeStaleSeconds !== undefined) checkHandshakeStale(a.handshakeStaleSeconds);
   const consoleSessionSeconds = a.consoleSession !== undefined ? parseTtl(a.consoleSession) : undefined;
   if (consoleSessionSeconds === 0) throw usage('--console-session is a duration longer than 0');
+  const span = consoleHistorySpan(a.consoleHistory, a.consoleSample);
   const auditRetentionSeconds = a.auditRetention === undefined ? undefined : parseTtl(a.auditRetention);
   if (auditRetentionSeconds === 0) throw usage('--audit-retention is a duration longer than 0 (90d)');
   const store = await sharedStore(a.store);
@@ -107,6 +125,8 @@ export async function serveController(a: ServeArgs): Promise<void> {
     ...(store ? { store } : {}),
     ...(a.consoleListen ? { consoleListen: a.consoleListen } : {}),
     ...(consoleSessionSeconds ? { consoleSessionSeconds } : {}),
+    consoleHistoryMs: span.windowMs,
+    consoleSampleMs: span.sampleMs,
     ...(auditRetentionSeconds !== undefined ? { auditRetentionSeconds } : {}),
   });
   new Host({ stateDir: a.state }).use(new GrpcTransportPlugin(), plugin);

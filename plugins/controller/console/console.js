@@ -279,13 +279,19 @@ function renderPolicy(v) {
     : `no policy set: no node reaches another but the control-node (state version ${v.stateVersion})`;
   rows($('rules'), v.rules, (tr, r) => [r.from, r.to, r.ports.join(', ') || '*'].forEach((c) => cell(tr, c)));
   rows($('policy-tests'), v.tests, (tr, x) => [x.from, x.to, x.port, x.expect].forEach((c) => cell(tr, c)));
-  $('matrix').tHead.rows[0].replaceChildren(th('from \\ to', 'col'), ...v.nodes.map((n) => th(n, 'col')));
+  const filtered = [v.from && `rows ${v.from}`, v.to && `columns ${v.to}`].filter(Boolean).join(', ');
+  // Over the bound on a side the controller computes none of it: the page asks for a filter instead.
+  $('matrix-text').textContent = v.omittedOf
+    ? `${v.omittedOf} nodes${filtered ? ` (${filtered})` : ''}, more than ${v.max} on a side: the matrix is not drawn. Filter its rows or columns by a node or a tag.`
+    : `${v.nodes.length} × ${v.columns.length} nodes${filtered ? ` (${filtered})` : ''}.`;
+  $('matrix').hidden = v.omittedOf > 0;
+  $('matrix').tHead.rows[0].replaceChildren(...(v.omittedOf ? [] : [th('from \\ to', 'col')]), ...v.columns.map((n) => th(n, 'col')));
   rows($('matrix'), v.nodes, (tr, n) => {
     tr.dataset.node = n;
     tr.appendChild(th(n, 'row'));
     v.matrix[v.nodes.indexOf(n)].forEach((c, j) => {
-      const td = cell(tr, v.nodes[j] === n ? '' : c || '-', c ? 'reach' : 'noreach');
-      td.dataset.to = v.nodes[j];
+      const td = cell(tr, v.columns[j] === n ? '' : c || '-', c ? 'reach' : 'noreach');
+      td.dataset.to = v.columns[j];
     });
   });
 }
@@ -302,7 +308,7 @@ function renderHistory(h) {
   $('live-error').textContent = '';
   $('history-network').textContent = h.network;
   $('history-window').textContent =
-    `The gaps the controller saw, a sample every ${h.sampleSeconds} s, kept for ${Math.round(h.windowSeconds / 60)} minutes (${h.at.length} samples so far; a restart starts again).`;
+    `The gaps the controller saw, a sample every ${h.sampleSeconds} s, kept for ${Math.round(h.windowSeconds / 60)} minutes (${h.at.length} samples so far, kept in the controller's store across restarts).`;
   const data = [h.at, h.p99, ...h.nodes.map((n) => n.gaps)];
   const series = [
     {},
@@ -357,7 +363,9 @@ function start() {
   if (page === 'fleet') {
     follow(`/api/live/fleet?${new URLSearchParams({ network })}`, 'fleet', renderFleet);
   } else if (page === 'policy') {
-    follow(`/api/live/policy?${new URLSearchParams({ network })}`, 'policy', renderPolicy);
+    $('reach-from').value = params.get('from') || '';
+    $('reach-to').value = params.get('to') || '';
+    follow(`/api/live/policy?${new URLSearchParams({ network, from: $('reach-from').value, to: $('reach-to').value })}`, 'policy', renderPolicy);
   } else if (page === 'history') {
     follow(`/api/live/history?${new URLSearchParams({ network })}`, 'history', renderHistory);
   } else if (page === 'audit') {
@@ -384,6 +392,15 @@ async function boot() {
     $('audit-filter').addEventListener('submit', (e) => {
       e.preventDefault();
       params.set('node', $('audit-node').value.trim());
+      window.history.replaceState(null, '', `?${params}`);
+      start();
+    });
+  }
+  if (page === 'policy') {
+    $('matrix-filter').addEventListener('submit', (e) => {
+      e.preventDefault();
+      params.set('from', $('reach-from').value.trim());
+      params.set('to', $('reach-to').value.trim());
       window.history.replaceState(null, '', `?${params}`);
       start();
     });

@@ -26,3 +26,5 @@ export * from './converge.js';
 export * from './tunnel-key.js';
 export * from './catalogue.js';
 export { checkDeclarable, checkDefinable } from './declarable.js';
+export { historySpan, DEFAULT_WINDOW_MS, DEFAULT_SAMPLE_MS, type HistoryBook, type HistoryRow } from './console/history.js';
+export { SqliteHistoryStore } from './console/history-store.js';

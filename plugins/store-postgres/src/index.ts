@@ -8,6 +8,7 @@ import type { ControllerStore } from '@meshp/core';
 import { PostgresAuthStore } from './auth-store.js';
 import { PostgresAuditStore } from './audit-store.js';
 import { PostgresAdminCredentialStore } from './admin-credential-store.js';
+import { PostgresHistoryStore } from './history-store.js';
 import { PostgresControllerStore } from './controller-store.js';
 import { Follower, type FollowOptions } from './follow.js';
 import { migrate, redact } from './migrations.js';
@@ -17,6 +18,7 @@ export { PostgresControllerStore, STORE_LOCK, CHANNEL } from './controller-store
 export { PostgresAuthStore } from './auth-store.js';
 export { PostgresAuditStore } from './audit-store.js';
 export { PostgresAdminCredentialStore } from './admin-credential-store.js';
+export { PostgresHistoryStore } from './history-store.js';
 export { Follower, DEFAULT_POLL_MS, type FollowOptions } from './follow.js';
 export { MIGRATIONS, migrate, schemaVersions, redact, type Migration } from './migrations.js';
 export {
@@ -41,6 +43,8 @@ export interface PostgresStore {
   audit: PostgresAuditStore;
   /** The named admin credentials (issue 28), on the same connection. */
   admins: PostgresAdminCredentialStore;
+  /** The web console's convergence history (issue 30), on the same connection. */
+  history: PostgresHistoryStore;
   follower: Follower;
   /** The connection both stores use (for a copy into the database: copy.ts). */
   db: SyncPg;
@@ -80,6 +84,7 @@ export async function openPostgresStore(url: string, options: OpenOptions = {}):
     auth: new PostgresAuthStore(db),
     audit: new PostgresAuditStore(db),
     admins: new PostgresAdminCredentialStore(db),
+    history: new PostgresHistoryStore(db),
     follower,
     db,
     label: redact(url),

@@ -64,6 +64,13 @@ CREATE INDEX audit_log_at ON audit_log (network, at);`,
     sql: `
 CREATE TABLE admin_credentials (hash TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, role TEXT NOT NULL, created_at TEXT NOT NULL, revoked_at TEXT);`,
   },
+  {
+    version: 9,
+    what: "the web console's convergence history (issue 30): each network's sample of every node's gap, kept for the console's window across restarts",
+    sql: `
+CREATE TABLE console_history (network TEXT NOT NULL, at BIGINT NOT NULL, gaps JSONB NOT NULL, PRIMARY KEY (network, at));
+CREATE INDEX console_history_at ON console_history (at);`,
+  },
 ];
 
 /** The advisory lock migrations take (an arbitrary constant of meshp's). */

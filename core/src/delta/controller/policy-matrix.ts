@@ -17,13 +17,19 @@ export interface NodeReach {
   peers: PeerReach[];
 }
 
-/** Per member (by name), every peer it may reach and on which ports. n² pairs: asked only by the console's policy page. */
-export function reachMatrix(members: readonly MemberRecord[], rules: readonly PolicyRule[]): NodeReach[] {
+const byName = (list: readonly MemberRecord[]) => [...list].sort((a, b) => a.id.localeCompare(b.id));
+
+/**
+ * Per member (by name), every peer it may reach and on which ports; `to`, when given, the only peers
+ * looked at (the columns of a filtered matrix). rows × columns pairs: asked only by the console's
+ * policy page, which bounds both (policy-methods.ts reach_max).
+ */
+export function reachMatrix(members: readonly MemberRecord[], rules: readonly PolicyRule[], to: readonly MemberRecord[] = members): NodeReach[] {
   const policy = new PolicyIndex(rules);
-  const sorted = [...members].sort((a, b) => a.id.localeCompare(b.id));
-  return sorted.map((a) => ({
+  const columns = byName(to);
+  return byName(members).map((a) => ({
     node: a.id,
-    peers: sorted.flatMap((b) => {
+    peers: columns.flatMap((b) => {
       if (a.id === b.id || policy.scope(a, b) !== SCOPE.REACH) return [];
       const ports = reachPorts(policy, a.tags, b.tags);
       const all = isControlNode(b.tags) ? [...ports, FOUNDATION_REACH] : ports;

@@ -63,7 +63,7 @@ async function* follow(
 }
 
 interface Query {
-  Querystring: { network?: string; node?: string };
+  Querystring: { network?: string; node?: string; from?: string; to?: string };
 }
 
 function stream(o: LiveOptions, event: string, read: (admin: ConsoleAdmin, q: Query['Querystring']) => Promise<unknown>) {
@@ -89,7 +89,7 @@ export function liveRoutes(app: FastifyInstance, o: LiveOptions): void {
   );
   app.get<Query>(
     '/api/live/policy',
-    stream(o, 'policy', (admin, q) => policyViewOf(admin, q.network || DEFAULT_NETWORK)),
+    stream(o, 'policy', (admin, q) => policyViewOf(admin, q.network || DEFAULT_NETWORK, { from: q.from ?? '', to: q.to ?? '' })),
   );
   app.get<Query>(
     '/api/live/audit',

@@ -2,7 +2,8 @@
  * The web console (`controller serve --console-listen HOST:PORT`): its own HTTPS listener with the
  * controller's own certificate, Fastify with its kept plugins — @fastify/helmet (a strict content
  * security policy: scripts from this origin only), @fastify/cookie and @fastify/session (the session),
- * @fastify/csrf-protection, @fastify/static (the pages, shipped in the package: no CDN), fastify-sse-v2
+ * @fastify/csrf-protection, @fastify/static (the script and style, shipped in the package: no CDN; the pages
+ * are made from one layout at start, pages.ts), fastify-sse-v2
  * (the live pages). It reads and changes the controller only through the Admin API (admin-call.ts).
  */
 import { randomBytes } from 'node:crypto';
@@ -22,7 +23,8 @@ import type { Logger } from '../hosting/log.js';
 import { authRoutes, originGuard, refusal } from './auth.js';
 import { liveRoutes } from './live.js';
 import { actionRoutes } from './actions.js';
-import { ConvergenceHistory, type GapOf } from './history.js';
+import { renderPages } from './pages.js';
+import { ConvergenceHistory, type GapOf, type HistoryBook } from './history.js';
 
 /** The cookie that carries the session's signed id, and nothing else. */
 export const SESSION_COOKIE = 'meshp_console';
@@ -45,6 +47,8 @@ export interface ConsoleOptions {
   pollMs?: number;
   /** Every node's gap as the controller sees it now: sampled for the convergence chart (history.ts). */
   gaps?: () => GapOf[];
+  /** Where the samples are kept across restarts, for how long, how often (history.ts's defaults: an hour, every 5 s). */
+  history?: { book?: HistoryBook; windowMs?: number; sampleMs?: number };
 }
 
 export interface RunningConsole {
@@ -54,7 +58,7 @@ export interface RunningConsole {
   close(): Promise<void>;
 }
 
-/** The pages and their script, shipped beside dist/ in the package. */
+/** The layout, the pages' parts, their script and style, shipped beside dist/ in the package. */
 export const PUBLIC_DIR = fileURLToPath(new URL('../../console/', import.meta.url));
 /** The charting library (uPlot), a dependency of this package, served from this origin: no CDN. */
 const UPLOT_DIR = dirname(createRequire(import.meta.url).resolve('uplot'));
@@ -80,12 +84,17 @@ async function register(app: FastifyInstance, o: ConsoleOptions, store: Store): 
   });
   await app.register(fastifyCsrf, { sessionPlugin: '@fastify/session' });
   await app.register(FastifySSEPlugin);
+  // The script and the style; the pages are made from the layout at start (pages.ts), not served as files.
   await app.register(fastifyStatic, {
     root: PUBLIC_DIR,
-    index: 'index.html',
+    index: false,
     cacheControl: false,
+    allowedPath: (p) => /^\/console\.(js|css)$/.test(p),
     setHeaders: (reply) => reply.header('cache-control', 'no-store'),
   });
+  for (const [path, html] of renderPages(PUBLIC_DIR)) {
+    app.get(path, (_request, reply) => reply.type('text/html; charset=utf-8').header('cache-control', 'no-store').send(html));
+  }
   await app.register(fastifyStatic, {
     root: UPLOT_DIR,
     prefix: '/vendor/uplot/',
@@ -116,6 +125,7 @@ export async function startConsole(o: ConsoleOptions): Promise<RunningConsole> {
   actionRoutes(app, o.admin);
   const history = new ConvergenceHistory({
     gaps: o.gaps ?? (() => []),
+    ...o.history,
     onError: (e) => o.log.warn({ err: e instanceof Error ? e.message : String(e) }, 'console: a convergence sample failed (missed)'),
   });
   app.addHook('onClose', async () => history.close());
@@ -131,6 +141,7 @@ export async function startConsole(o: ConsoleOptions): Promise<RunningConsole> {
   try {
     await app.listen({ host: m[1], port: Number(m[2]) });
   } catch (cause) {
+    history.close();
     throw new MeshpError('MESHP_UNAVAILABLE', `cannot listen on ${o.listen}`, { cause });
   }
   const port = (app.server.address() as { port: number }).port;

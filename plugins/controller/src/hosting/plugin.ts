@@ -40,6 +40,8 @@ import type { FanOutOptions } from './fanout.js';
 import { ensureCertificate, type ControllerTls } from './tls.js';
 import { ensureVersionKey } from './version-key.js';
 import { startConsole, type RunningConsole } from '../console/server.js';
+import type { HistoryBook } from '../console/history.js';
+import { SqliteHistoryStore } from '../console/history-store.js';
 
 export const CONTROLLER_DB = 'controller.db';
 /** Acks and sends reach the disk by group commit, at most this long after (controller/group-commit.ts, `flushSync`). */
@@ -72,6 +74,9 @@ export interface ControllerHostingOptions {
   consoleListen?: string;
   /** How long a console session lasts from sign-in (seconds; console/server.ts's default when absent). */
   consoleSessionSeconds?: number;
+  /** The console's convergence history: its window and its sample interval (ms; console/history.ts's defaults when absent). */
+  consoleHistoryMs?: number;
+  consoleSampleMs?: number;
   /** Audit log entries older than this many seconds are trimmed (default DEFAULT_AUDIT_RETENTION_SECONDS, 90 days). */
   auditRetentionSeconds?: number;
 }
@@ -84,6 +89,8 @@ export interface SharedStore {
   audit?: AuditBook;
   /** The named admin credentials in the shared database (issue 28): a revocation holds on every replica. */
   admins?: AdminCredentialBook;
+  /** The console's convergence history in the shared database (issue 30): kept across restarts. */
+  history?: HistoryBook;
   /** Where, for the log (no password). */
   label: string;
   follow(): Promise<void>;
@@ -362,6 +369,8 @@ export class ControllerHostingPlugin implements Plugin {
     try {
       if (this.#o.consoleListen) {
         const session = this.#o.consoleSessionSeconds;
+        // The chart's samples in the controller's store: the shared database's, else the state folder's SQLite file.
+        const book = this.#o.store ? this.#o.store.history : new SqliteHistoryStore(join(dir, CONTROLLER_DB));
         web = await startConsole({
           listen: this.#o.consoleListen,
           tls,
@@ -370,6 +379,11 @@ export class ControllerHostingPlugin implements Plugin {
           log: this.log,
           gaps: () => metrics.nodes().map((n) => ({ network: n.network, node: n.name, gap: n.gap })),
           ...(session ? { sessionSeconds: session } : {}),
+          history: {
+            ...(book ? { book } : {}),
+            ...(this.#o.consoleHistoryMs ? { windowMs: this.#o.consoleHistoryMs } : {}),
+            ...(this.#o.consoleSampleMs ? { sampleMs: this.#o.consoleSampleMs } : {}),
+          },
         });
       }
     } catch (e) {

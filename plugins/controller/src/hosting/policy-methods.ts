@@ -64,9 +64,19 @@ export function policyMethods(controller: Controller, changed: (network: string)
   return {
     getPolicy: (r, net) => {
       const p = controller.policyInForce(net);
-      // The matrix only when asked (the console's policy page): n² pairs that `policy get` has no use for.
-      const reach = r.withReach ? reachMatrix(controller.members(net), p.rules) : [];
-      return { rules: rulesToWire(p.rules), tests: p.tests, policyVersion: p.policyVersion, stateVersion: p.stateVersion, reach };
+      const base = { rules: rulesToWire(p.rules), tests: p.tests, policyVersion: p.policyVersion, stateVersion: p.stateVersion };
+      // The matrix only when asked (the console's policy page): rows × columns pairs that `policy get` has no use for.
+      if (!r.withReach) return { ...base, reach: [], reachColumns: [], reachOmittedOf: 0 };
+      const members = controller.members(net);
+      // A node's name or one of its tags; empty: every member.
+      const named = (term: string | undefined) => (term ? members.filter((m) => m.id === term || m.tags.includes(term)) : members);
+      const rows = named(r.reachFrom);
+      const columns = named(r.reachTo);
+      const larger = Math.max(rows.length, columns.length);
+      // Over the bound on a side: none of it computed, only how many it would have been.
+      if (r.reachMax && larger > r.reachMax) return { ...base, reach: [], reachColumns: [], reachOmittedOf: larger };
+      const reach = reachMatrix(rows, p.rules, columns);
+      return { ...base, reach, reachColumns: columns.map((m) => m.id).sort((a, b) => a.localeCompare(b)), reachOmittedOf: 0 };
     },
     previewPolicy: (r, net) => {
       const input = fromWire(r.rules, r.tests);

@@ -1194,6 +1194,14 @@ export interface GetPolicyRequest {
   network: string;
   /** issue 30: also the reachability matrix of the policy in force (the console's policy page). */
   withReach: boolean;
+  /**
+   * issue 30, with with_reach: the matrix's rows are the members this names (a node's name or a tag;
+   * empty: every member), its columns those reach_to names; more than reach_max on a side (0: no
+   * bound) and the controller computes none of it (reach_omitted_of says how many).
+   */
+  reachFrom: string;
+  reachTo: string;
+  reachMax: number;
 }
 
 export interface GetPolicyResponse {
@@ -1204,6 +1212,10 @@ export interface GetPolicyResponse {
   stateVersion: number;
   /** issue 30, asked with with_reach: per member, every peer it may reach and on which ports. */
   reach: NodeReach[];
+  /** issue 30: the matrix's columns, by name (reach_to's members), in order. */
+  reachColumns: string[];
+  /** issue 30: the larger side's count when it is over reach_max and no matrix was computed; 0 when it was. */
+  reachOmittedOf: number;
 }
 
 /** issue 30: one node's row of the reachability matrix: the peers it may reach, each with its ports. */
@@ -13246,7 +13258,7 @@ export const PolicyTestResult: MessageFns<PolicyTestResult> = {
 };
 
 function createBaseGetPolicyRequest(): GetPolicyRequest {
-  return { network: "", withReach: false };
+  return { network: "", withReach: false, reachFrom: "", reachTo: "", reachMax: 0 };
 }
 
 export const GetPolicyRequest: MessageFns<GetPolicyRequest> = {
@@ -13256,6 +13268,15 @@ export const GetPolicyRequest: MessageFns<GetPolicyRequest> = {
     }
     if (message.withReach !== false) {
       writer.uint32(480).bool(message.withReach);
+    }
+    if (message.reachFrom !== "") {
+      writer.uint32(490).string(message.reachFrom);
+    }
+    if (message.reachTo !== "") {
+      writer.uint32(498).string(message.reachTo);
+    }
+    if (message.reachMax !== 0) {
+      writer.uint32(504).uint32(message.reachMax);
     }
     return writer;
   },
@@ -13289,6 +13310,30 @@ export const GetPolicyRequest: MessageFns<GetPolicyRequest> = {
             message.withReach = reader.bool();
             continue;
           }
+          case 61: {
+            if (tag !== 490) {
+              break;
+            }
+
+            message.reachFrom = reader.string();
+            continue;
+          }
+          case 62: {
+            if (tag !== 498) {
+              break;
+            }
+
+            message.reachTo = reader.string();
+            continue;
+          }
+          case 63: {
+            if (tag !== 504) {
+              break;
+            }
+
+            message.reachMax = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -13309,6 +13354,21 @@ export const GetPolicyRequest: MessageFns<GetPolicyRequest> = {
         : isSet(object.with_reach)
         ? globalThis.Boolean(object.with_reach)
         : false,
+      reachFrom: isSet(object.reachFrom)
+        ? globalThis.String(object.reachFrom)
+        : isSet(object.reach_from)
+        ? globalThis.String(object.reach_from)
+        : "",
+      reachTo: isSet(object.reachTo)
+        ? globalThis.String(object.reachTo)
+        : isSet(object.reach_to)
+        ? globalThis.String(object.reach_to)
+        : "",
+      reachMax: isSet(object.reachMax)
+        ? globalThis.Number(object.reachMax)
+        : isSet(object.reach_max)
+        ? globalThis.Number(object.reach_max)
+        : 0,
     };
   },
 
@@ -13320,6 +13380,15 @@ export const GetPolicyRequest: MessageFns<GetPolicyRequest> = {
     if (message.withReach !== false) {
       obj.withReach = message.withReach;
     }
+    if (message.reachFrom !== "") {
+      obj.reachFrom = message.reachFrom;
+    }
+    if (message.reachTo !== "") {
+      obj.reachTo = message.reachTo;
+    }
+    if (message.reachMax !== 0) {
+      obj.reachMax = Math.round(message.reachMax);
+    }
     return obj;
   },
 
@@ -13330,12 +13399,15 @@ export const GetPolicyRequest: MessageFns<GetPolicyRequest> = {
     const message = createBaseGetPolicyRequest();
     message.network = object.network ?? "";
     message.withReach = object.withReach ?? false;
+    message.reachFrom = object.reachFrom ?? "";
+    message.reachTo = object.reachTo ?? "";
+    message.reachMax = object.reachMax ?? 0;
     return message;
   },
 };
 
 function createBaseGetPolicyResponse(): GetPolicyResponse {
-  return { rules: [], tests: [], policyVersion: 0, stateVersion: 0, reach: [] };
+  return { rules: [], tests: [], policyVersion: 0, stateVersion: 0, reach: [], reachColumns: [], reachOmittedOf: 0 };
 }
 
 export const GetPolicyResponse: MessageFns<GetPolicyResponse> = {
@@ -13354,6 +13426,12 @@ export const GetPolicyResponse: MessageFns<GetPolicyResponse> = {
     }
     for (const v of message.reach) {
       NodeReach.encode(v!, writer.uint32(482).fork()).join();
+    }
+    for (const v of message.reachColumns) {
+      writer.uint32(514).string(v!);
+    }
+    if (message.reachOmittedOf !== 0) {
+      writer.uint32(520).uint32(message.reachOmittedOf);
     }
     return writer;
   },
@@ -13411,6 +13489,22 @@ export const GetPolicyResponse: MessageFns<GetPolicyResponse> = {
             message.reach.push(NodeReach.decode(reader, reader.uint32()));
             continue;
           }
+          case 64: {
+            if (tag !== 514) {
+              break;
+            }
+
+            message.reachColumns.push(reader.string());
+            continue;
+          }
+          case 65: {
+            if (tag !== 520) {
+              break;
+            }
+
+            message.reachOmittedOf = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -13438,6 +13532,16 @@ export const GetPolicyResponse: MessageFns<GetPolicyResponse> = {
         ? globalThis.Number(object.state_version)
         : 0,
       reach: globalThis.Array.isArray(object?.reach) ? object.reach.map((e: any) => NodeReach.fromJSON(e)) : [],
+      reachColumns: globalThis.Array.isArray(object?.reachColumns)
+        ? object.reachColumns.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.reach_columns)
+        ? object.reach_columns.map((e: any) => globalThis.String(e))
+        : [],
+      reachOmittedOf: isSet(object.reachOmittedOf)
+        ? globalThis.Number(object.reachOmittedOf)
+        : isSet(object.reach_omitted_of)
+        ? globalThis.Number(object.reach_omitted_of)
+        : 0,
     };
   },
 
@@ -13458,6 +13562,12 @@ export const GetPolicyResponse: MessageFns<GetPolicyResponse> = {
     if (message.reach?.length) {
       obj.reach = message.reach.map((e) => NodeReach.toJSON(e));
     }
+    if (message.reachColumns?.length) {
+      obj.reachColumns = message.reachColumns;
+    }
+    if (message.reachOmittedOf !== 0) {
+      obj.reachOmittedOf = Math.round(message.reachOmittedOf);
+    }
     return obj;
   },
 
@@ -13471,6 +13581,8 @@ export const GetPolicyResponse: MessageFns<GetPolicyResponse> = {
     message.policyVersion = object.policyVersion ?? 0;
     message.stateVersion = object.stateVersion ?? 0;
     message.reach = object.reach?.map((e) => NodeReach.fromPartial(e)) || [];
+    message.reachColumns = object.reachColumns?.map((e) => e) || [];
+    message.reachOmittedOf = object.reachOmittedOf ?? 0;
     return message;
   },
 };
