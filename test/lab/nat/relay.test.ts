@@ -18,7 +18,7 @@ import { parseDump, peerConfig, peerHandshakes, turnCredential, type PeerConfig 
 import { labAvailable, type Netns } from '../../helpers/netns.js';
 import { until } from '../../helpers/budget.js';
 import { WG_PORT, tunnelOf, type LabNode } from '../tunnel-wireguard/bed.js';
-import { P0_IP, natBed } from './bed.js';
+import { P0_IP, coturn, natBed } from './bed.js';
 
 const RELAY_SCRIPT = join(dirname(fileURLToPath(import.meta.url)), 'relay.mjs');
 const TURN = `${P0_IP}:3478`;
@@ -68,32 +68,7 @@ t.test(
     const { p0, sites } = await natBed(t, ['endpoint-independent', 'symmetric']);
     // s3 here: the symmetric site (the bed names it by its place: s2).
     const [s1, s3] = sites.map((s) => s.node) as [LabNode, LabNode];
-    const turn = proc(t, p0.ns, 'turnserver', [
-      '-n',
-      '--listening-ip',
-      P0_IP,
-      '--listening-port',
-      '3478',
-      '--relay-ip',
-      P0_IP,
-      '--use-auth-secret',
-      `--static-auth-secret=${SECRET}`,
-      '--realm',
-      'meshp.lab',
-      '--no-tls',
-      '--no-dtls',
-      '--no-cli',
-      '--min-port',
-      '49160',
-      '--max-port',
-      '49200',
-      '--log-file',
-      'stdout',
-      '--simple-log',
-      '--pidfile',
-      '',
-    ]);
-    await until('coturn listening', async () => (await p0.ns.exec('ss', ['-uln'])).stdout.includes(`${P0_IP}:3478`), 20, 200);
+    const turn = await coturn(t, p0, SECRET);
     for (const n of [s1, s3]) await n.start(60_000);
 
     const relay = async (n: LabNode, secret = SECRET) => {
@@ -144,6 +119,6 @@ t.test(
       t.match(hs[0], { peer: s3.name, path: 'relayed', endpoint: local1 }, "s1's report: relayed, via its proxy");
       t.ok(hs[0]!.latestHandshake > 0);
     });
-    t.comment(`coturn: ${turn.lines.filter((l) => /allocation|session/i.test(l.msg)).length} allocation/session lines`);
+    t.comment(`coturn: ${turn.lines.filter((l) => /allocation|session/i.test(l)).length} allocation/session lines`);
   },
 );
