@@ -121,6 +121,8 @@ export class TunnelWireguardPlugin implements Plugin {
   #trialTimer: ReturnType<typeof setInterval> | null = null;
   /** The node's relay allocation and its peers' relayed paths (issue 27, relay-paths.ts). */
   readonly #relays: RelayPaths;
+  /** The peers whose endpoint is their relayed path (kept through an allocation lost and made again). */
+  readonly #onRelay = new Set<string>();
 
   constructor(options: TunnelWireguardOptions) {
     if (!/^[A-Za-z0-9_.-]{1,15}$/.test(options.interface ?? '')) {
@@ -201,6 +203,7 @@ export class TunnelWireguardPlugin implements Plugin {
     await this.#device.set({ peers: moves.map(([, conf]) => ({ upsert: conf })) });
     for (const [id, conf] of moves) {
       this.#configured.set(id, conf);
+      this.#chosen(id, conf, conf.endpoint);
       this.#log.info({ interface: this.#o.interface, peer: id, endpoint: conf.endpoint, candidates: conf.candidates }, 'no handshake: next candidate endpoint');
     }
   }
@@ -357,7 +360,7 @@ export class TunnelWireguardPlugin implements Plugin {
       const made = this.#made(peer, settings);
       if (!made) continue;
       // After a restart: the candidate the device uses (chosen, or roamed to) is kept.
-      const conf = keepChosen(made, d0?.endpoint);
+      const conf = this.#chosen(peer.id, made, d0?.endpoint);
       wanted.add(conf.publicKey);
       this.#configured.set(peer.id, conf);
       const d = onDevice.get(conf.publicKey);
@@ -439,7 +442,7 @@ export class TunnelWireguardPlugin implements Plugin {
       if (own.has(id) || this.#grace.has(id) || samePrefixes(before.get(id), this.#routed.get(id))) continue;
       const peer = view.peer(id);
       const made = peer ? this.#made(peer, settings) : null;
-      const conf = made && keepChosen(made, this.#configured.get(id)?.endpoint);
+      const conf = made && this.#chosen(id, made, this.#configured.get(id)?.endpoint);
       if (!conf || !this.#configured.has(id)) continue;
       ops.push({ upsert: conf });
       this.#configured.set(id, conf);
@@ -479,6 +482,7 @@ export class TunnelWireguardPlugin implements Plugin {
       if (conf) ops.push({ remove: conf.publicKey });
       // Its relayed path goes with it: the socket now, the permission lapses on the relay.
       this.#relays.drop(conf?.relayed);
+      this.#onRelay.delete(id);
       this.#configured.delete(id);
       nft.push(...this.#filter.remove(id));
     }
@@ -510,7 +514,7 @@ export class TunnelWireguardPlugin implements Plugin {
       const made = this.#made(peer, settings);
       if (old?.relayed && old.relayed !== made?.relayed) this.#relays.drop(old.relayed);
       // A candidate chosen before (it handshaked, or is being tried) stays while the peer still has it.
-      const conf = made && keepChosen(made, old?.endpoint);
+      const conf = made && this.#chosen(id, made, old?.endpoint);
       if (old && old.publicKey !== conf?.publicKey) ops.push({ remove: old.publicKey });
       if (!conf) {
         this.#configured.delete(id);
@@ -522,6 +526,21 @@ export class TunnelWireguardPlugin implements Plugin {
       if (nft) nft.push(...this.#filter.upsert(peer));
     }
     return graceChanged;
+  }
+
+  /**
+   * The endpoint the peer is configured with (keepChosen: the one in use while it is a candidate),
+   * and a peer on the relay stays on it through a new allocation (a relay restarted: its new socket,
+   * not its first direct candidate again, which had no path). Remembered while an allocation is held.
+   */
+  #chosen(id: string, made: PeerConfig, inUse: string | undefined): PeerConfig {
+    const local = this.#relays.localFor(made);
+    const conf = local && this.#onRelay.has(id) ? { ...made, endpoint: local } : keepChosen(made, inUse);
+    if (local) {
+      if (conf.endpoint === local) this.#onRelay.add(id);
+      else this.#onRelay.delete(id);
+    }
+    return conf;
   }
 
   /** The peer's config: its direct candidates, then its relayed path when this node holds an allocation (relay-paths.ts). */
@@ -544,7 +563,7 @@ export class TunnelWireguardPlugin implements Plugin {
       const peer = view.peer(id);
       if (!peer || this.#grace.has(id)) continue;
       const made = this.#made(peer, settings);
-      const conf = made && keepChosen(made, old.endpoint);
+      const conf = made && this.#chosen(id, made, old.endpoint);
       if (!conf) continue;
       if (!sameConfig(old, conf) || (old.candidates ?? []).join() !== (conf.candidates ?? []).join()) ops.push({ upsert: conf });
       this.#configured.set(id, conf);

@@ -63,11 +63,16 @@ export class RelayPaths {
 
   /** The config with the peer's relayed path last among its candidates (when the allocation is held and its socket made). */
   withRelay(conf: PeerConfig): PeerConfig {
-    const local = conf.relayed && this.#proxy ? this.#proxy.localOf(conf.relayed) : undefined;
+    const local = this.localFor(conf);
     if (!local) return conf;
     const direct = conf.candidates ?? (conf.endpoint ? [conf.endpoint] : []);
     const candidates = [...direct.filter((e) => e !== local), local];
     return { ...conf, endpoint: conf.endpoint ?? local, ...(candidates.length > 1 ? { candidates } : {}) };
+  }
+
+  /** The loopback socket of the peer's relayed path, when the allocation is held and the socket made. */
+  localFor(conf: PeerConfig): string | undefined {
+    return conf.relayed && this.#proxy ? this.#proxy.localOf(conf.relayed) : undefined;
   }
 
   /** The peer left the view (or its relayed address moved): its socket goes. */
