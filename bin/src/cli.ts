@@ -17,6 +17,7 @@ import { auditCommand } from './commands/audit.js';
 import { adminCommand } from './commands/admin.js';
 import { dnsCommand } from './commands/dns.js';
 import { routeCommand } from './commands/route.js';
+import { relayCommand } from './commands/relay.js';
 import { tokenCommand } from './commands/token.js';
 import type { GlobalArgs } from './global-args.js';
 
@@ -47,6 +48,7 @@ export function createCli(argv: string[]): Argv<GlobalArgs> {
       .command(adminCommand)
       .command(dnsCommand)
       .command(routeCommand)
+      .command(relayCommand)
       .command(doctorCommand)
       // yargs' own completion command prints its script even when asked for --help: the shell's
       // completions are answered through a hidden one, and `completion` is a command like the others.

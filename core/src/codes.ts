@@ -78,6 +78,7 @@ export const CONTROLLER_CODES = {
   MESHP_POLICY_TEST_FAILED: "a policy's tests failed: the policy was not set",
   MESHP_DNS_INVALID: "a network's DNS (dns set FILE) is not valid",
   MESHP_ROUTE_INVALID: 'a route group (route set) is not valid: its name, a prefix, a via node, or a prefix another group or the private range holds',
+  MESHP_RELAY_INVALID: 'a relay (relay set) is not valid: its id, address, port, transport, or a secret the controller does not hold',
   MESHP_INPUT_TOO_LARGE: 'an input is over a size or count limit',
   MESHP_SETTING_MISSING: 'a module names a setting the node does not have: its declaration could not be sent',
   MESHP_MODULE_ASSIGNED: 'a catalogue module is assigned to nodes: unassign it from them first',

@@ -61,6 +61,10 @@ export function recordScenario(onDelta: (d: StateDelta) => { appliedVersion: num
   for (let i = 0; i < 6; i++) c.rotateKey('lab', 'laptop', `k-laptop-${i}`);
   step();
   c.setMode('lab', 'me', 'converged');
-  c.setComponent('lab', 'relays', { relays: [{ id: 'r1', address: '198.51.100.7', port: 3478, region: 'eu' }] });
+  c.setComponent('lab', 'relays', {
+    relays: [{ id: 'r1', address: '198.51.100.7', port: 3478, region: 'eu', transport: 'udp', secretName: 'turn' }],
+    secrets: { turn: 'scenario-secret' },
+    mintedAt: 1_900_000_000,
+  });
   step();
 }

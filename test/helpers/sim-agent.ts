@@ -43,8 +43,9 @@ export class SimAgent {
     return this.key.publicKey.export({ type: 'spki', format: 'der' }).toString('base64');
   }
 
-  async enrol(token: string): Promise<void> {
-    this.enrolment = await this.link.enrol({ token, nodeKey: this.nodeKey, node: this.name, endpoints: [] });
+  /** `tunnelKey`: the WireGuard public key it enrols with (a tunnel member), none by default. */
+  async enrol(token: string, tunnelKey?: string): Promise<void> {
+    this.enrolment = await this.link.enrol({ token, nodeKey: this.nodeKey, node: this.name, endpoints: [], ...(tunnelKey ? { tunnelKey } : {}) });
   }
 
   open(): void {

@@ -565,7 +565,15 @@ function toReportMessage(r: HostReport, appliedVersion: number): ReportMessage {
     ...(r.handshakes ? { peerHandshakes: r.handshakes.map((h) => ({ ...h })) } : {}),
     // A router's forwarding, as a plugin's report hook put it in the facts (issue 26): in the report, so a change of it is news.
     ...(isForwarding(r.facts.forwarding) ? { forwarding: r.facts.forwarding } : {}),
+    // The tunnel's relay allocation (issue 27): its relayed address goes to the controller, and from it to the peers.
+    ...relayFacts(r.facts.relay),
   };
+}
+
+function relayFacts(f: unknown): Pick<ReportMessage, 'relayedAddress' | 'relayId'> {
+  if (typeof f !== 'object' || f === null) return {};
+  const { relayedAddress, relayId } = f as { relayedAddress?: unknown; relayId?: unknown };
+  return typeof relayedAddress === 'string' && relayedAddress && typeof relayId === 'string' ? { relayedAddress, relayId } : {};
 }
 
 function isForwarding(f: unknown): f is NonNullable<ReportMessage['forwarding']> {

@@ -14,10 +14,10 @@ import type { AdminHandler } from './admin.js';
 /** The largest message either end accepts; more is refused (NetBird shipped 4.2 MB maps over gRPC's 4 MB default). */
 export const DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
 /**
- * The protocol revision this end speaks (v1-r3: the DNS component's domain, splits and CNAMEs, issue 25):
+ * The protocol revision this end speaks (v1-r4: the relays' transport and credentials, issue 27; v1-r3: the DNS component's domain, splits and CNAMEs, issue 25):
  * the agent's Hello says it, the controller hashes for older ones (delta/revision.ts).
  */
-export const PROTOCOL_REVISION = 3;
+export const PROTOCOL_REVISION = 4;
 
 export interface EnrolInput {
   token: string;
@@ -98,6 +98,9 @@ export interface ReportMessage {
   dns?: ResolverReport;
   /** The prefixes the node offers to route (issue 26: `--advertise-route`), approved or not by an admin. Absent: none. */
   advertisedRoutes?: string[];
+  /** issue 27: the node's relayed transport address (IP:PORT) on its allocation on relay `relayId`. Absent: none, or an older agent. */
+  relayedAddress?: string;
+  relayId?: string;
   /** A router's forwarding sysctls as its tunnel plugin read them (issue 26). Absent: no tunnel, or an older agent. */
   forwarding?: ForwardingReport;
   /** issue 29: each taken module's untake preview on an adopted node, as the agent computed it. Absent: none, or an older agent. */

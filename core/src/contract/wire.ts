@@ -64,11 +64,20 @@ export interface RouteGroup {
 export interface RouteGroups {
   groups: RouteGroup[];
 }
+/** A TURN server as one node is sent it, with that node's short-lived credential (issue 27, ADR 0040). */
 export interface Relay {
   id: string;
   address: string;
   port: number;
   region: string;
+  /** udp | tcp ('' : udp). */
+  transport: string;
+  /** TURN REST API username `EXPIRY:NODE`. */
+  username: string;
+  /** base64(HMAC-SHA1(secret, username)). */
+  password: string;
+  /** Unix seconds. */
+  expires: number;
 }
 export interface Relays {
   relays: Relay[];

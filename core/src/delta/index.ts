@@ -21,6 +21,7 @@ export * from './controller/observed.js';
 export * from './controller/components.js';
 export * from './controller/dns.js';
 export * from './controller/routes.js';
+export * from './controller/relays.js';
 export * from './controller/compute.js';
 export * from './controller/scope.js';
 export * from './controller/policy-reach.js';

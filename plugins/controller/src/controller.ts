@@ -6,6 +6,7 @@ import {
   type ModuleDef,
   type PolicyRule,
   type PolicyTestRecord,
+  type RelayRecord,
   type ReportedHandshakes,
   type ReportedState,
   type SentSummary,
@@ -31,6 +32,8 @@ import * as queries from './controller/queries.js';
 import * as dns from './controller/dns.js';
 import type { DnsChange, DnsReadback } from './controller/dns.js';
 import * as routes from './controller/routes.js';
+import * as relays from './controller/relays.js';
+import type { RelayChange, RelayState } from './controller/relays.js';
 import type { NodeRoute, RouteChange, RouteGroupStatus } from './controller/routes.js';
 
 export type { ControllerOptions, MemberInput, VersionSigner } from './controller/options.js';
@@ -139,6 +142,25 @@ export class Controller {
 
   removeRouteGroup(network: string, name: string, preview = false): RouteChange {
     return routes.removeRouteGroup(this.#s, network, name, preview);
+  }
+
+  /** The network's relays, each with whether its secret is held (controller/relays.ts, issue 27). */
+  relays(network: string): RelayState[] {
+    return relays.listRelays(this.#s, network);
+  }
+
+  /** Adds or replaces a relay by id; `secret`: its secret's value ('' keeps the one held); `preview`: nothing changed. */
+  setRelay(network: string, relay: Partial<RelayRecord>, secret: string, preview = false, nowS = Math.floor(Date.now() / 1000)): RelayChange {
+    return relays.setRelay(this.#s, network, relay, secret, preview, nowS);
+  }
+
+  removeRelay(network: string, id: string, preview = false): RelayChange {
+    return relays.removeRelay(this.#s, network, id, preview);
+  }
+
+  /** New relay credentials for every member when half the lifetime of those in force is gone: the version, or null. */
+  renewRelayCredentials(network: string, nowS = Math.floor(Date.now() / 1000)): number | null {
+    return relays.renewRelayCredentials(this.#s, network, nowS);
   }
 
   defineModule(network: string, def: ModuleDef): number {

@@ -6,6 +6,7 @@
  */
 import type { Peer } from '@meshp/core';
 import { isTunnelKey, keyToHex } from './keys.js';
+import { RELAY_CANDIDATE_PREFIX } from '@meshp/core/delta';
 
 /** WireGuard's default port: the port of an endpoint given as a bare address. */
 export const DEFAULT_PORT = 51820;
@@ -16,6 +17,8 @@ export interface PeerConfig {
   endpoint?: string;
   /** Every usable endpoint of the peer, in the view's order, once each (issue 27); `endpoint` is one of them. */
   candidates?: string[];
+  /** issue 27: the peer's relayed address on its relay allocation (its `relay:` endpoint), tried after every direct candidate (relay-paths.ts). */
+  relayed?: string;
   keepalive: number;
 }
 
@@ -34,6 +37,12 @@ export function endpointOf(text: string): string | undefined {
   return undefined;
 }
 
+/** The peer's relayed address from its view entry's endpoints (`relay:IP:PORT`, issue 27); undefined: none. */
+export function relayedOf(endpoints: readonly string[]): string | undefined {
+  for (const e of endpoints) if (e.startsWith(RELAY_CANDIDATE_PREFIX)) return endpointOf(e.slice(RELAY_CANDIDATE_PREFIX.length));
+  return undefined;
+}
+
 /**
  * Null when the peer has no tunnel key (it enrolled without a tunnel plugin): nothing to configure.
  * `routed`: the prefixes of the route groups it is the primary of (routes.ts), after its own addresses.
@@ -43,11 +52,13 @@ export function peerConfig(peer: Peer, keepalive: number, routed: readonly strin
   if (!isTunnelKey(key)) return null;
   const candidates = [...new Set(peer.endpoints.map(endpointOf).filter((e): e is string => e !== undefined))];
   const endpoint = candidates[0];
+  const relayed = relayedOf(peer.endpoints);
   return {
     publicKey: key,
     allowedIps: [...peer.addresses.map(hostRoute), ...routed],
     ...(endpoint ? { endpoint } : {}),
     ...(candidates.length > 1 ? { candidates } : {}),
+    ...(relayed ? { relayed } : {}),
     keepalive,
   };
 }

@@ -17,9 +17,10 @@ import { run } from './exec.js';
 import { TunnelFilter } from './filter.js';
 import { readGrace, writeGrace, type GraceEntry } from './grace.js';
 import { ensureTunnelKey, type TunnelKey } from './keys.js';
-import { peerConfig, sameConfig, type PeerConfig } from './peer-config.js';
+import { peerConfig, relayedOf, sameConfig, type PeerConfig } from './peer-config.js';
 import { peerHandshakes } from './handshakes.js';
 import { EndpointTrials, keepChosen } from './candidates.js';
+import { RelayPaths } from './relay-paths.js';
 import { withTunnelOpening } from './opening.js';
 import { leaveTunnel } from './leave.js';
 import { configureLink, settingsOf, type TunnelSettings } from './settings.js';
@@ -118,6 +119,10 @@ export class TunnelWireguardPlugin implements Plugin {
   /** Each peer's candidate endpoints tried in turn (issue 27); the look every tick, queued behind the deltas. */
   #trials: EndpointTrials;
   #trialTimer: ReturnType<typeof setInterval> | null = null;
+  /** The node's relay allocation and its peers' relayed paths (issue 27, relay-paths.ts). */
+  readonly #relays: RelayPaths;
+  /** The peers whose endpoint is their relayed path (kept through an allocation lost and made again). */
+  readonly #onRelay = new Set<string>();
 
   constructor(options: TunnelWireguardOptions) {
     if (!/^[A-Za-z0-9_.-]{1,15}$/.test(options.interface ?? '')) {
@@ -130,6 +135,11 @@ export class TunnelWireguardPlugin implements Plugin {
     this.#filter = new TunnelFilter(options.interface);
     this.#forwarding = new RouterForwarding(options.sysctl ?? procSysctl(), this.#log);
     this.#trials = new EndpointTrials(options.endpointTryMs);
+    this.#relays = new RelayPaths(
+      () => this.#settings?.listenPort ?? this.#o.listenPort ?? 51820,
+      this.#log,
+      () => this.#enqueue('relay', () => this.#relayMoved()),
+    );
   }
 
   apply(host: PluginHost): void {
@@ -148,7 +158,12 @@ export class TunnelWireguardPlugin implements Plugin {
     host.hooks.report.tapPromise(this.name, async (report) => ({
       ...report,
       // The router's forwarding, once a plan has read it (forwarding.ts): the agent reports it.
-      facts: { ...report.facts, tunnel: this.status(), ...(Object.keys(this.#forwarding.status.values).length ? { forwarding: this.#forwarding.status } : {}) },
+      facts: {
+        ...report.facts,
+        tunnel: this.status(),
+        ...(Object.keys(this.#forwarding.status.values).length ? { forwarding: this.#forwarding.status } : {}),
+        ...(this.#relays.report() && !this.#left ? { relay: this.#relays.report() } : {}),
+      },
       ...(await this.#handshakes()),
     }));
     host.hooks.leave.tapPromise(this.name, async (leaving) => {
@@ -171,7 +186,9 @@ export class TunnelWireguardPlugin implements Plugin {
     // No device (not attached yet, or it failed to come up): the view's peers have had no handshake.
     if (!this.#device) return { handshakes: peerHandshakes(this.#wantedPeers(), { listenPort: 0, peers: [] }) };
     try {
-      return { handshakes: peerHandshakes(this.#configured, await this.#device.get()) };
+      // Relayed only through a proxy socket of this node's allocation, and a handshake only once something came back through it.
+      const hs = peerHandshakes(this.#configured, await this.#device.get(), (e) => this.#relays.carried(e) !== null);
+      return { handshakes: hs.map((h) => (h.path === 'relayed' && !this.#relays.carried(h.endpoint!)?.fromRelay ? { ...h, latestHandshake: 0 } : h)) };
     } catch (e) {
       this.#log.warn({ interface: this.#o.interface, err: oneLine(e) }, 'tunnel handshakes not readable');
       return {};
@@ -186,6 +203,7 @@ export class TunnelWireguardPlugin implements Plugin {
     await this.#device.set({ peers: moves.map(([, conf]) => ({ upsert: conf })) });
     for (const [id, conf] of moves) {
       this.#configured.set(id, conf);
+      this.#chosen(id, conf, conf.endpoint);
       this.#log.info({ interface: this.#o.interface, peer: id, endpoint: conf.endpoint, candidates: conf.candidates }, 'no handshake: next candidate endpoint');
     }
   }
@@ -195,6 +213,7 @@ export class TunnelWireguardPlugin implements Plugin {
     this.#closed = true;
     if (this.#trialTimer) clearInterval(this.#trialTimer);
     this.#trialTimer = null;
+    await this.#relays.close();
     for (const g of this.#grace.values()) clearTimeout(g.timer);
     await this.#chain;
   }
@@ -298,6 +317,8 @@ export class TunnelWireguardPlugin implements Plugin {
     const state = await device.get();
     const onDevice = new Map(state.peers.map((p) => [p.publicKey, p]));
     this.#routed = routedPrefixes(view.components);
+    this.#relays.follow(view.components.relays);
+    await this.#relays.prepare([...view.peers.values()].map(({ peer }) => relayedOf(peer.endpoints)));
     const { ops, wanted } = this.#peerOps(view, settings, onDevice);
     this.#resumeGrace(view, settings, wanted, onDevice);
     for (const key of onDevice.keys()) if (!wanted.has(key)) ops.push({ remove: key });
@@ -336,10 +357,10 @@ export class TunnelWireguardPlugin implements Plugin {
     this.#configured.clear();
     for (const { peer } of view.peers.values()) {
       const d0 = peer.tunnelKey ? onDevice.get(peer.tunnelKey) : undefined;
-      const made = peerConfig(peer, settings.keepalive, this.#routed.get(peer.id));
+      const made = this.#made(peer, settings);
       if (!made) continue;
       // After a restart: the candidate the device uses (chosen, or roamed to) is kept.
-      const conf = keepChosen(made, d0?.endpoint);
+      const conf = this.#chosen(peer.id, made, d0?.endpoint);
       wanted.add(conf.publicKey);
       this.#configured.set(peer.id, conf);
       const d = onDevice.get(conf.publicKey);
@@ -375,6 +396,8 @@ export class TunnelWireguardPlugin implements Plugin {
     const ops: PeerOp[] = [];
     const out: DeviceChange = { peers: ops };
     const settings = await this.#settingsChange(view, change, out, ops);
+    if (change.components.includes('relays') || change.fromVersion === 0) this.#relays.follow(view.components.relays);
+    await this.#relays.prepare(change.upserted.map((id) => relayedOf(view.peer(id)?.endpoints ?? [])));
     this.#routesMoved(view, change, settings, ops);
     // A snapshot or a large change: one table rebuilt from the view costs less than thousands of
     // element commands — and then no peer's element commands are made only to be thrown away
@@ -418,8 +441,8 @@ export class TunnelWireguardPlugin implements Plugin {
     for (const id of new Set([...before.keys(), ...this.#routed.keys()])) {
       if (own.has(id) || this.#grace.has(id) || samePrefixes(before.get(id), this.#routed.get(id))) continue;
       const peer = view.peer(id);
-      const made = peer ? peerConfig(peer, settings.keepalive, this.#routed.get(id)) : null;
-      const conf = made && keepChosen(made, this.#configured.get(id)?.endpoint);
+      const made = peer ? this.#made(peer, settings) : null;
+      const conf = made && this.#chosen(id, made, this.#configured.get(id)?.endpoint);
       if (!conf || !this.#configured.has(id)) continue;
       ops.push({ upsert: conf });
       this.#configured.set(id, conf);
@@ -457,12 +480,17 @@ export class TunnelWireguardPlugin implements Plugin {
       graceChanged = this.#endGrace(id, nft) || graceChanged;
       const conf = this.#configured.get(id);
       if (conf) ops.push({ remove: conf.publicKey });
+      // Its relayed path goes with it: the socket now, the permission lapses on the relay.
+      this.#relays.drop(conf?.relayed);
+      this.#onRelay.delete(id);
       this.#configured.delete(id);
       nft.push(...this.#filter.remove(id));
     }
     for (const id of change.unscoped) {
       const conf = this.#configured.get(id);
       nft.push(...this.#filter.remove(id));
+      // Out of scope: no relayed path to it either (the filter blocks it for its grace).
+      this.#relays.drop(conf?.relayed);
       if (!conf || this.#grace.has(id)) continue;
       nft.push(...this.#filter.block(id, conf.allowedIps));
       this.#startGrace({ id, publicKey: conf.publicKey, addresses: conf.allowedIps, until: Date.now() + this.#o.graceMs });
@@ -483,9 +511,10 @@ export class TunnelWireguardPlugin implements Plugin {
       if (!peer) continue;
       graceChanged = this.#endGrace(id, nft ?? unblocked) || graceChanged;
       const old = this.#configured.get(id);
-      const made = peerConfig(peer, settings.keepalive, this.#routed.get(id));
+      const made = this.#made(peer, settings);
+      if (old?.relayed && old.relayed !== made?.relayed) this.#relays.drop(old.relayed);
       // A candidate chosen before (it handshaked, or is being tried) stays while the peer still has it.
-      const conf = made && keepChosen(made, old?.endpoint);
+      const conf = made && this.#chosen(id, made, old?.endpoint);
       if (old && old.publicKey !== conf?.publicKey) ops.push({ remove: old.publicKey });
       if (!conf) {
         this.#configured.delete(id);
@@ -497,6 +526,49 @@ export class TunnelWireguardPlugin implements Plugin {
       if (nft) nft.push(...this.#filter.upsert(peer));
     }
     return graceChanged;
+  }
+
+  /**
+   * The endpoint the peer is configured with (keepChosen: the one in use while it is a candidate),
+   * and a peer on the relay stays on it through a new allocation (a relay restarted: its new socket,
+   * not its first direct candidate again, which had no path). Remembered while an allocation is held.
+   */
+  #chosen(id: string, made: PeerConfig, inUse: string | undefined): PeerConfig {
+    const local = this.#relays.localFor(made);
+    const conf = local && this.#onRelay.has(id) ? { ...made, endpoint: local } : keepChosen(made, inUse);
+    if (local) {
+      if (conf.endpoint === local) this.#onRelay.add(id);
+      else this.#onRelay.delete(id);
+    }
+    return conf;
+  }
+
+  /** The peer's config: its direct candidates, then its relayed path when this node holds an allocation (relay-paths.ts). */
+  #made(peer: Peer, settings: TunnelSettings): PeerConfig | null {
+    const made = peerConfig(peer, settings.keepalive, this.#routed.get(peer.id));
+    return made && this.#relays.withRelay(made);
+  }
+
+  /**
+   * The allocation came or went (made, lost with the relay, or the relay removed): every peer's
+   * candidates made again; one whose endpoint was the relayed path gone starts again on its first.
+   */
+  async #relayMoved(): Promise<void> {
+    const view = this.#view;
+    const settings = this.#settings;
+    if (!view || !settings || !this.#device) return;
+    await this.#relays.prepare([...this.#configured.values()].map((c) => c.relayed));
+    const ops: PeerOp[] = [];
+    for (const [id, old] of this.#configured) {
+      const peer = view.peer(id);
+      if (!peer || this.#grace.has(id)) continue;
+      const made = this.#made(peer, settings);
+      const conf = made && this.#chosen(id, made, old.endpoint);
+      if (!conf) continue;
+      if (!sameConfig(old, conf) || (old.candidates ?? []).join() !== (conf.candidates ?? []).join()) ops.push({ upsert: conf });
+      this.#configured.set(id, conf);
+    }
+    if (ops.length) await this.#device.set({ peers: ops });
   }
 
   #startGrace(g: GraceEntry): void {

@@ -1,32 +1,23 @@
 /**
- * A relayed path for one WireGuard peer without owning WireGuard's socket (issue 27, NetBird's
- * design): a UDP socket on loopback that the WireGuard peer's endpoint points at, and an allocation on
- * a TURN server (coturn) through which what WireGuard sends there goes to the peer's own relayed
- * address, and what comes from it goes back to WireGuard. Only WireGuard's datagrams cross it: the
- * relay carries ciphertext and holds no tunnel key. The TURN client is werift-ice's, not hand-written.
+ * Relayed paths for WireGuard peers without owning WireGuard's socket (issue 27, NetBird's design):
+ * one allocation on a TURN server (coturn) per node, and per relayed peer a UDP socket on loopback
+ * that the WireGuard peer's endpoint points at. What WireGuard sends to a peer's socket goes through
+ * the allocation to that peer's own relayed address; what comes from that address goes back to
+ * WireGuard from the peer's socket. Only WireGuard's datagrams cross it: the relay carries
+ * ciphertext and holds no tunnel key. The TURN client is werift-ice's, not hand-written.
  *
  * Credentials are TURN REST API ones (coturn `use-auth-secret`): a username `EXPIRY:NAME` and its
- * HMAC-SHA1 under the server's secret, short-lived, made where the secret is (turnCredential).
+ * HMAC-SHA1 under the server's secret, short-lived, made where the secret is (the controller,
+ * core delta/controller/relays.ts); `renew` takes the next one without a new allocation.
  */
-import { createHmac } from 'node:crypto';
 import { createSocket, type Socket } from 'node:dgram';
-import { createTurnClient, type TurnProtocol } from 'werift-ice';
+import { Message, classes, createTurnClient, methods, type TurnProtocol } from 'werift-ice';
 import { MeshpError } from '@meshp/core';
 import { usage } from '@meshp/core/util';
+import type { TurnCredential } from '@meshp/core/delta';
 
-export interface TurnCredential {
-  username: string;
-  password: string;
-  /** Unix seconds. */
-  expires: number;
-}
-
-/** A TURN REST API credential for `name`, valid `ttlSeconds` from `nowS` (coturn `use-auth-secret`, `static-auth-secret`). */
-export function turnCredential(secret: string, name: string, ttlSeconds: number, nowS = Math.floor(Date.now() / 1000)): TurnCredential {
-  const expires = nowS + ttlSeconds;
-  const username = `${expires}:${name}`;
-  return { username, password: createHmac('sha1', secret).update(username).digest('base64'), expires };
-}
+/** Made where the secret is (the controller); here for the lab. */
+export { turnCredential, type TurnCredential } from '@meshp/core/delta';
 
 export interface RelayProxyOptions {
   /** The TURN server, `IP:PORT`. */
@@ -34,6 +25,8 @@ export interface RelayProxyOptions {
   credential: Pick<TurnCredential, 'username' | 'password'>;
   /** The local WireGuard device's listen port (on loopback). */
   wireguardPort: number;
+  /** udp (default) or tcp to the TURN server. */
+  transport?: 'udp' | 'tcp';
 }
 
 const hostPort = (s: string): [string, number] => {
@@ -42,23 +35,33 @@ const hostPort = (s: string): [string, number] => {
   return [m[1]!.replace(/^\[|\]$/g, ''), Number(m[2])];
 };
 
+interface PeerPath {
+  socket: Socket;
+  local: string;
+  address: [string, number];
+  counts: { toRelay: number; fromRelay: number };
+}
+
 export class RelayProxy {
   #turn: TurnProtocol | null = null;
-  #local: Socket | null = null;
-  #peer: [string, number] | null = null;
   #wg: number;
-  /** Datagrams relayed each way (what /metrics and tests can read). */
+  /** By the peer's relayed address (`IP:PORT`). */
+  readonly #peers = new Map<string, PeerPath>();
+  /** Datagrams relayed each way, over every peer (what /metrics and tests can read). */
   readonly counts = { toRelay: 0, fromRelay: 0 };
 
   private constructor(wireguardPort: number) {
     this.#wg = wireguardPort;
   }
 
-  /** An allocation on the server, and the loopback socket WireGuard's peer endpoint is set to. */
+  /** An allocation on the server (no peer yet: `peer` adds one). */
   static async open(o: RelayProxyOptions): Promise<RelayProxy> {
     const p = new RelayProxy(o.wireguardPort);
     try {
-      p.#turn = await createTurnClient({ address: hostPort(o.server), username: o.credential.username, password: o.credential.password }, { transport: 'udp' });
+      p.#turn = await createTurnClient(
+        { address: hostPort(o.server), username: o.credential.username, password: o.credential.password },
+        { transport: o.transport ?? 'udp' },
+      );
     } catch (e) {
       throw new MeshpError(
         'MESHP_TUNNEL_FAILED',
@@ -66,47 +69,105 @@ export class RelayProxy {
         { cause: e },
       );
     }
-    const local = createSocket('udp4');
-    await new Promise<void>((resolve, reject) => {
-      local.once('error', reject);
-      local.bind(0, '127.0.0.1', () => resolve());
-    });
-    p.#local = local;
-    // From WireGuard (only from its own port on loopback): to the peer's relayed address.
-    local.on('message', (data, from) => {
-      if (from.port !== p.#wg || !p.#peer || !p.#turn) return;
-      p.counts.toRelay++;
-      void p.#turn.sendData(data, p.#peer).catch(() => undefined);
-    });
-    // From the allocation (only from the peer's relayed address): to WireGuard.
+    // From the allocation (only from a peer's relayed address): to WireGuard, from that peer's socket.
     p.#turn.onData.subscribe((data, from) => {
-      if (!p.#peer || from[0] !== p.#peer[0] || from[1] !== p.#peer[1]) return;
+      const path = p.#peers.get(`${from[0]}:${from[1]}`);
+      if (!path) return;
+      path.counts.fromRelay++;
       p.counts.fromRelay++;
-      local.send(data, p.#wg, '127.0.0.1');
+      path.socket.send(data, p.#wg, '127.0.0.1');
     });
     return p;
   }
 
-  /** This node's relayed address on the server (what the peer's proxy sends to). */
+  /** This node's relayed address on the server (what its peers' proxies send to). */
   get relayedAddress(): string {
     const a = this.#turn?.relayedAddress;
     return a ? `${a[0]}:${a[1]}` : '';
   }
 
-  /** The endpoint the WireGuard peer is set to: this proxy's loopback socket. */
-  get localEndpoint(): string {
-    const a = this.#local?.address();
-    return a ? `127.0.0.1:${a.port}` : '';
+  /**
+   * The loopback endpoint the WireGuard peer whose relayed address is `peerRelayed` is set to; its
+   * TURN permission is created now (so the peer's first packet is let in before this side sends).
+   */
+  async peer(peerRelayed: string): Promise<string> {
+    const had = this.#peers.get(peerRelayed);
+    if (had) return had.local;
+    if (!this.#turn) throw new MeshpError('MESHP_TUNNEL_FAILED', 'the relay allocation is closed');
+    const address = hostPort(peerRelayed);
+    const socket = createSocket('udp4');
+    await new Promise<void>((resolve, reject) => {
+      socket.once('error', reject);
+      socket.bind(0, '127.0.0.1', () => resolve());
+    });
+    const path: PeerPath = { socket, local: `127.0.0.1:${socket.address().port}`, address, counts: { toRelay: 0, fromRelay: 0 } };
+    this.#peers.set(peerRelayed, path);
+    // From WireGuard (only from its own port on loopback): to the peer's relayed address.
+    socket.on('message', (data, from) => {
+      if (from.port !== this.#wg || !this.#turn) return;
+      path.counts.toRelay++;
+      this.counts.toRelay++;
+      void this.#turn.sendData(data, address).catch(() => undefined);
+    });
+    await this.#turn.getPermission(address).catch(() => undefined);
+    return path.local;
   }
 
-  /** The peer's relayed address: from now on what WireGuard sends goes there, and only what it sends is let back. */
-  connect(peerRelayed: string): void {
-    this.#peer = hostPort(peerRelayed);
+  /** The peer's path closed: its socket goes, and its permission is no longer refreshed (it lapses on the server, RFC 8656: 300 s). */
+  drop(peerRelayed: string): void {
+    const path = this.#peers.get(peerRelayed);
+    if (!path) return;
+    path.socket.close();
+    this.#peers.delete(peerRelayed);
+  }
+
+  /** The loopback endpoint made for that peer (`peer`), if any. */
+  localOf(peerRelayed: string): string | undefined {
+    return this.#peers.get(peerRelayed)?.local;
+  }
+
+  /** Whether `endpoint` is one of this proxy's loopback sockets, and what came back through it from the peer. */
+  carried(endpoint: string): { toRelay: number; fromRelay: number } | null {
+    for (const p of this.#peers.values()) if (p.local === endpoint) return { ...p.counts };
+    return null;
+  }
+
+  /** The relayed peers, by their relayed address. */
+  get peers(): string[] {
+    return [...this.#peers.keys()];
+  }
+
+  /**
+   * Whether the allocation is still held on the server: a Refresh answered within `timeoutMs`. A
+   * server restarted has forgotten it (437 Allocation Mismatch), one down does not answer.
+   */
+  async alive(timeoutMs = 5_000): Promise<boolean> {
+    const turn = this.#turn;
+    if (!turn) return false;
+    const refresh = new Message(methods.REFRESH, classes.REQUEST);
+    refresh.setAttribute('LIFETIME', 600);
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs)));
+    const answered = turn.requestWithRetry(refresh, turn.server).then(
+      () => true,
+      () => false,
+    );
+    try {
+      return await Promise.race([answered, late]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** The next credential: the allocation's refreshes and permissions use it from now on (no new allocation). */
+  renew(credential: Pick<TurnCredential, 'username' | 'password'>): void {
+    if (!this.#turn) return;
+    this.#turn.username = credential.username;
+    this.#turn.password = credential.password;
   }
 
   async close(): Promise<void> {
-    this.#local?.close();
-    this.#local = null;
+    for (const k of [...this.#peers.keys()]) this.drop(k);
     await this.#turn?.close().catch(() => undefined);
     this.#turn = null;
   }

@@ -10,10 +10,13 @@
  * registered before anything starts: processes and each wireguard-go by pid, sockets, folders,
  * namespaces (netns.ts).
  */
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createInterface } from 'node:readline';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { netns, runPrefix, underlay, wire, type Netns } from '../../helpers/netns.js';
+import { until } from '../../helpers/budget.js';
 import { LabNode, alive } from '../tunnel-wireguard/bed.js';
 
 interface Teardown {
@@ -50,8 +53,9 @@ export interface NatBed {
   sites: Site[];
 }
 
-export async function natBed(t: Teardown, kinds: NatKind[]): Promise<NatBed> {
-  const prefix = runPrefix('nat');
+/** `tag`: the namespaces' prefix (a random suffix follows), so two labs at once never share a name. */
+export async function natBed(t: Teardown, kinds: NatKind[], tag = 'nat'): Promise<NatBed> {
+  const prefix = runPrefix(tag);
   const root = mkdtempSync(join(tmpdir(), 'meshp-nat-'));
   const nodes: LabNode[] = [];
   t.teardown(async () => {
@@ -86,4 +90,67 @@ export async function natBed(t: Teardown, kinds: NatKind[]): Promise<NatBed> {
     sites.push({ node, router, publicIp, kind });
   }
   return { p0, sites };
+}
+
+export const TURN_PORT = 3478;
+
+export interface Coturn {
+  /** Its log, one line each. */
+  lines: string[];
+  /** SIGKILL by pid: the relay dies without a word, forgetting every allocation. */
+  kill(): Promise<void>;
+  /** Started again (after kill), listening before it resolves. */
+  start(): Promise<void>;
+}
+
+/**
+ * Debian's coturn in p0's namespace: `use-auth-secret` with `secret` (TURN REST API credentials),
+ * relay ports 49160-49200 on the public address. Killed by its pid in teardown.
+ */
+export async function coturn(t: Teardown, p0: LabNode, secret: string): Promise<Coturn> {
+  let child: ChildProcess | null = null;
+  const lines: string[] = [];
+  const args = [
+    '-n',
+    '--listening-ip',
+    P0_IP,
+    '--listening-port',
+    String(TURN_PORT),
+    '--relay-ip',
+    P0_IP,
+    '--use-auth-secret',
+    `--static-auth-secret=${secret}`,
+  ];
+  args.push(
+    '--realm',
+    'meshp.lab',
+    '--no-tls',
+    '--no-dtls',
+    '--no-cli',
+    '--min-port',
+    '49160',
+    '--max-port',
+    '49200',
+    '--log-file',
+    'stdout',
+    '--simple-log',
+    '--pidfile',
+    '',
+  );
+  const stop = async () => {
+    const c = child;
+    if (!c || c.exitCode !== null || c.signalCode !== null || !c.pid) return;
+    const gone = new Promise((r) => c.once('exit', r));
+    process.kill(c.pid, 'SIGKILL');
+    await gone;
+  };
+  t.teardown(stop);
+  const start = async () => {
+    const [cmd, argv] = p0.ns.wrap('turnserver', args);
+    child = spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
+    createInterface({ input: child.stdout! }).on('line', (l) => lines.push(l));
+    await until('coturn listening', async () => (await p0.ns.exec('ss', ['-uln'])).stdout.includes(`${P0_IP}:${TURN_PORT}`), 20, 200);
+  };
+  await start();
+  return { lines, kill: stop, start };
 }

@@ -1,5 +1,5 @@
-// One relayed path inside a node's namespace (relay-proxy.ts): prints its relayed and local
-// addresses, then takes the peer's relayed address on stdin; prints its counts on request.
+// One relay allocation inside a node's namespace (relay-proxy.ts): prints its relayed address, then
+// takes a peer's relayed address on stdin and answers the loopback endpoint for it; counts on request.
 import { createInterface } from 'node:readline';
 import { RelayProxy } from '@meshp/tunnel-wireguard';
 
@@ -12,10 +12,10 @@ try {
   out({ msg: 'failed', err: e.message });
   process.exit(1);
 }
-out({ msg: 'ready', relayed: proxy.relayedAddress, local: proxy.localEndpoint });
+out({ msg: 'ready', relayed: proxy.relayedAddress });
 for await (const line of createInterface({ input: process.stdin })) {
   const m = JSON.parse(line);
-  if (m.op === 'connect') proxy.connect(m.peer);
-  out({ msg: 'ok', id: m.id, counts: proxy.counts });
+  const local = m.op === 'connect' ? await proxy.peer(m.peer) : undefined;
+  out({ msg: 'ok', id: m.id, local, counts: proxy.counts });
 }
 await proxy.close();

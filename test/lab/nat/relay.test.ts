@@ -18,7 +18,7 @@ import { parseDump, peerConfig, peerHandshakes, turnCredential, type PeerConfig 
 import { labAvailable, type Netns } from '../../helpers/netns.js';
 import { until } from '../../helpers/budget.js';
 import { WG_PORT, tunnelOf, type LabNode } from '../tunnel-wireguard/bed.js';
-import { P0_IP, natBed } from './bed.js';
+import { P0_IP, coturn, natBed } from './bed.js';
 
 const RELAY_SCRIPT = join(dirname(fileURLToPath(import.meta.url)), 'relay.mjs');
 const TURN = `${P0_IP}:3478`;
@@ -68,32 +68,7 @@ t.test(
     const { p0, sites } = await natBed(t, ['endpoint-independent', 'symmetric']);
     // s3 here: the symmetric site (the bed names it by its place: s2).
     const [s1, s3] = sites.map((s) => s.node) as [LabNode, LabNode];
-    const turn = proc(t, p0.ns, 'turnserver', [
-      '-n',
-      '--listening-ip',
-      P0_IP,
-      '--listening-port',
-      '3478',
-      '--relay-ip',
-      P0_IP,
-      '--use-auth-secret',
-      `--static-auth-secret=${SECRET}`,
-      '--realm',
-      'meshp.lab',
-      '--no-tls',
-      '--no-dtls',
-      '--no-cli',
-      '--min-port',
-      '49160',
-      '--max-port',
-      '49200',
-      '--log-file',
-      'stdout',
-      '--simple-log',
-      '--pidfile',
-      '',
-    ]);
-    await until('coturn listening', async () => (await p0.ns.exec('ss', ['-uln'])).stdout.includes(`${P0_IP}:3478`), 20, 200);
+    const turn = await coturn(t, p0, SECRET);
     for (const n of [s1, s3]) await n.start(60_000);
 
     const relay = async (n: LabNode, secret = SECRET) => {
@@ -121,12 +96,16 @@ t.test(
     t.equal(r3.first.msg, 'ready', `s3 has an allocation: ${r3.first.relayed ?? r3.first.err}`);
     if (r1.first.msg !== 'ready' || r3.first.msg !== 'ready') return;
     t.match(r1.first.relayed, new RegExp(`^${P0_IP.replace(/\./g, '\\.')}:\\d+$`), 'relayed on the public side');
-    r1.child.stdin!.write(JSON.stringify({ op: 'connect', peer: r3.first.relayed }) + '\n');
-    r3.child.stdin!.write(JSON.stringify({ op: 'connect', peer: r1.first.relayed }) + '\n');
+    const connect = async (r: typeof r1, peerRelayed: string): Promise<string> => {
+      r.child.stdin!.write(JSON.stringify({ op: 'connect', peer: peerRelayed }) + '\n');
+      return (await until('the peer socket', () => r.lines.find((l) => l.msg === 'ok')?.local ?? null, 20, 100)) as string;
+    };
+    const local1 = await connect(r1, r3.first.relayed!);
+    const local3 = await connect(r3, r1.first.relayed!);
 
     // Each WireGuard peer's endpoint is its own node's proxy on loopback.
-    const v1 = [peer(s3, ['site'], [r1.first.local!])];
-    const v3 = [peer(s1, ['site'], [r3.first.local!])];
+    const v1 = [peer(s3, ['site'], [local1])];
+    const v3 = [peer(s1, ['site'], [local3])];
     await s1.delta({ network: 'lab', fromVersion: 0, toVersion: 1, upsertPeers: v1, removePeers: [], tunnel: tunnelOf(s1), filter: { rules: [rule] } });
     await s3.delta({ network: 'lab', fromVersion: 0, toVersion: 1, upsertPeers: v3, removePeers: [], tunnel: tunnelOf(s3), filter: { rules: [rule] } });
 
@@ -136,10 +115,10 @@ t.test(
       t.ok(await s3.reaches(s1), 'TCP flows s3 → s1:7000');
       const { stdout } = await s1.ns.exec('wg', ['show', s1.ifname, 'dump']);
       const configured = new Map(v1.map((p) => [p.id, peerConfig(p, 25) as PeerConfig]));
-      const hs = peerHandshakes(configured, parseDump(stdout), (e) => e === r1.first.local);
-      t.match(hs[0], { peer: s3.name, path: 'relayed', endpoint: r1.first.local }, "s1's report: relayed, via its proxy");
+      const hs = peerHandshakes(configured, parseDump(stdout), (e) => e === local1);
+      t.match(hs[0], { peer: s3.name, path: 'relayed', endpoint: local1 }, "s1's report: relayed, via its proxy");
       t.ok(hs[0]!.latestHandshake > 0);
     });
-    t.comment(`coturn: ${turn.lines.filter((l) => /allocation|session/i.test(l.msg)).length} allocation/session lines`);
+    t.comment(`coturn: ${turn.lines.filter((l) => /allocation|session/i.test(l)).length} allocation/session lines`);
   },
 );

@@ -126,6 +126,18 @@ for await (const line of rl) {
     out({ msg: 'probed', id: m.id, ...(await probe(m.host, m.port, m.timeoutMs ?? 1500)) });
   } else if (m.op === 'connect') {
     out({ msg: 'connected', id: m.id, ...(await connect(m.host, m.port, m.timeoutMs ?? 1000)) });
+  } else if (m.op === 'report') {
+    // What the agent would report of the tunnel: the peers' paths and the relay allocation (issue 27).
+    const r = await host.hooks.report.promise({
+      node: conf.name,
+      mode: 'adopted',
+      at: new Date().toISOString(),
+      firewall: null,
+      resources: [],
+      counts: {},
+      facts: {},
+    });
+    out({ msg: 'report', id: m.id, handshakes: r.handshakes ?? null, relay: r.facts.relay ?? null });
   } else if (m.op === 'status') {
     out({ msg: 'status', id: m.id, tunnel: plugin.status() });
   } else if (m.op === 'stop') {

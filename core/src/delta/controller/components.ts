@@ -4,6 +4,7 @@ import { WIRE_MODE, type Components, type Dns, type Filter, type Peer, type Rout
 import { SCOPE, type PolicyIndex, type Scope } from './policy.js';
 import type { MemberRecord, ModuleDef, SharedComponents } from './records.js';
 import { endpointsOf } from './observed.js';
+import { relaysFor } from './relays.js';
 
 /** The peer as `node` sees it. */
 export function peerImage(m: MemberRecord, scope: Scope): Peer {
@@ -103,7 +104,7 @@ export function componentsFor(i: ComponentInputs): Required<Components> {
     dns: i.dns,
     filter: filterFor(i.node, i.policy, i.servedRoutes),
     routeGroups: i.routeGroups,
-    relays: i.shared.relays,
+    relays: relaysFor(i.node, i.shared.relays),
     tunnel: tunnelFor(i.node, i.privateRange),
     declaration: declarationFor(i.node, i.moduleOf),
   };

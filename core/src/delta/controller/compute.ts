@@ -3,6 +3,7 @@ import { REMOVAL_REASON, emptyDelta, type ComponentName, type Components, type P
 import { componentsFor, declarationFor, filterFor, peerImage, tunnelFor } from './components.js';
 import type { NetworkState } from './network.js';
 import { dnsFor } from './dns.js';
+import { relaysFor } from './relays.js';
 import { PolicyIndex, SCOPE, isControlNode } from './policy.js';
 import { routeGroupsFor, routePeersOf, scoperOf, servedRouteTags, type Scoper } from './routes.js';
 import type { LogEntry, MemberRecord, ModuleDef, PolicyRule, SharedComponentName } from './records.js';
@@ -150,7 +151,9 @@ function peerChanges(s: Sides, candidates: Set<string>, digest: ViewDigest, grac
 function componentsMoved(s: Sides): Components {
   const { net, nodeId, before, selfThen, selfNow } = s;
   const changed: Components = {};
-  for (const name of before.shared.keys()) if (name !== 'routeGroups') changed[name] = (name === 'dns' ? dnsFor(net) : net.record.components[name]) as never;
+  if (before.shared.has('dns')) changed.dns = dnsFor(net);
+  // Each node's own credentials (relays.ts); a node that gained or lost its tunnel key too.
+  if (before.shared.has('relays') || before.members.has(nodeId)) changed.relays = relaysFor(selfNow, net.record.components.relays);
   // A node's route groups follow its policy and the groups' via members: computed whenever there are any (the digest drops an unchanged one).
   if (s.groupsNow.length || s.groupsThen.length) changed.routeGroups = routeGroupsNow(net, selfNow);
   // The foundation names are the control-nodes' addresses: a control-node that changed may have moved them.

@@ -9,6 +9,7 @@
  * peer can reach once both send). The tunnel tries each candidate in turn (tunnel-wireguard candidates.ts).
  */
 import type { MemberRecord } from './records.js';
+import { RELAY_CANDIDATE_PREFIX } from './relays.js';
 
 /** `IP:PORT` (`[IPv6]:PORT`) for gRPC's peer string (`ipv4:10.0.0.1:40000`, `ipv6:[::1]:40000`, `10.0.0.1:40000`); null for loopback or what cannot be read. */
 export function observedEndpoint(peer: string, port: number): string | null {
@@ -26,13 +27,15 @@ const hostOf = (endpoint: string): string => /^\[([^\]]+)\]/.exec(endpoint)?.[1]
  * The told endpoints first (the tunnel starts on the first), then the mapping a control-node saw unless
  * it is told already, then the observed one unless its address is told already or it is the mapping's.
  */
-export function endpointsOf(m: Pick<MemberRecord, 'endpoints' | 'observedEndpoint' | 'mappedEndpoint'>): string[] {
+export function endpointsOf(m: Pick<MemberRecord, 'endpoints' | 'observedEndpoint' | 'mappedEndpoint' | 'relayedEndpoint'>): string[] {
   const out = [...m.endpoints];
   const mapped = m.mappedEndpoint;
   if (mapped && !out.includes(mapped)) out.push(mapped);
   const seen = m.observedEndpoint;
-  if (!seen || m.endpoints.some((e) => hostOf(e) === hostOf(seen)) || out.includes(seen)) return out;
-  return [...out, seen];
+  if (seen && !m.endpoints.some((e) => hostOf(e) === hostOf(seen)) && !out.includes(seen)) out.push(seen);
+  // issue 27: the node's relayed address last, marked (relays.ts): tried only after every direct one.
+  if (m.relayedEndpoint) out.push(`${RELAY_CANDIDATE_PREFIX}${m.relayedEndpoint}`);
+  return out;
 }
 
 /** A handshake a control-node reported, fresh enough to trust its endpoint as the peer's mapping (REJECT_AFTER_TIME). */

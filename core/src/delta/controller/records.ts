@@ -1,6 +1,7 @@
 import type { Mode, ModuleDecl, Settings } from '../../contract/model.js';
 import type { StoredDigest } from '../hash.js';
-import type { Dns, Relays as RelayList, RouteGroups as RouteGroupList } from '../../contract/wire.js';
+import type { Dns, RouteGroups as RouteGroupList } from '../../contract/wire.js';
+import type { StoredRelays } from './relays.js';
 
 /** A node's membership of a network, as the controller keeps it. */
 export interface MemberRecord {
@@ -28,6 +29,8 @@ export interface MemberRecord {
    * (wgsd-style). An endpoint after the told ones, before the observed one.
    */
   mappedEndpoint?: string;
+  /** issue 27: the node's relayed transport address on its relay allocation, as its agent reported it: its peers' last candidate. */
+  relayedEndpoint?: string;
   /** issue 29: modules untaken through the controller, by name, each with the preview id the operator saw (absent: none). */
   untaking?: Record<string, string>;
   /** issue 29: modules released with --restore (no longer assigned), each with the preview id the operator saw. */
@@ -55,7 +58,8 @@ export type ModuleDef = Omit<ModuleDecl, 'taken'>;
 /** Network-wide components, the same for every node. */
 export interface SharedComponents {
   dns: Dns;
-  relays: RelayList;
+  /** issue 27: the relays, their secrets and when the credentials in force were minted (relays.ts). */
+  relays: StoredRelays;
   /**
    * The route groups, and each group's primary as the controller last chose it (issue 26: kept while
    * that via node is connected, so a via node coming back does not take its prefixes back).

@@ -5,7 +5,8 @@
  */
 import { malformed } from '../../conditions.js';
 import { componentDigest, loadDigest, stateHash, storeDigest, type ViewDigest } from '../hash.js';
-import { declarationForRevision, dnsForRevision } from '../revision.js';
+import { declarationForRevision, dnsForRevision, relaysForRevision } from '../revision.js';
+import { relaysFor } from './relays.js';
 import { dnsFor } from './dns.js';
 import { PROTOCOL_REVISION } from '../../contract/transport.js';
 import { COMPONENT_NAMES, REMOVAL_REASON, type StateDelta } from '../../contract/wire.js';
@@ -78,6 +79,7 @@ export function hashForRevision(net: NetworkState, id: string, digest: ViewDiges
   const components = { ...digest.components };
   if (components.declaration !== null) components.declaration = componentDigest(declarationForRevision(declarationFor(self, net.moduleOf), revision));
   if (components.dns !== null) components.dns = componentDigest(dnsForRevision(dnsFor(net), revision));
+  if (components.relays !== null) components.relays = componentDigest(relaysForRevision(relaysFor(self, net.record.components.relays), revision));
   return stateHash({ ...digest, components });
 }
 

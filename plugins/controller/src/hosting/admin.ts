@@ -31,6 +31,7 @@ import { policyMethods } from './policy-methods.js';
 import { auditedChange, auditMethods, type AuditDeps } from './audit.js';
 import { dnsMethods } from './dns-admin.js';
 import { routeMethods } from './route-admin.js';
+import { relayMethods } from './relay-admin.js';
 import { untakeFacts, untakeMethods } from './untake-admin.js';
 import { asyncMethods, renameChecks, renameFirst, reportsFirst } from './admin-async.js';
 import { notFound, oneLine, usage } from '@meshp/core/util';
@@ -324,6 +325,8 @@ function allMethods(d: AdminDeps, c: Ctx, creds: ReturnType<typeof adminCredenti
     ...dnsMethods(d.controller, d.changed),
     // The network's route groups (issue 26): route-admin.ts.
     ...routeMethods(d.controller, (net, node) => d.reports(net, node), d.changed),
+    // The network's relays (issue 27): relay-admin.ts.
+    ...relayMethods(d.controller, (net, node) => d.reports(net, node), d.changed),
     // Named admin credentials (issue 28): admin-credentials.ts.
     ...creds.sync,
     // A module's untake, previewed by its agent (issue 29): untake-admin.ts.

@@ -32,6 +32,8 @@ export const CHANGES: ReadonlySet<string> = new Set<string>([
   'setRouteGroup',
   'removeRouteGroup',
   'approveRoute',
+  'setRelay',
+  'removeRelay',
   'setDns',
   'createAdmin',
   'revokeAdmin',
@@ -95,6 +97,13 @@ function summaryOf(method: string, r: Req, before: string): string {
       return `admin credential ${str(r, 'name')} revoked`;
     case 'removeRouteGroup':
       return `route group ${str(r, 'name')} removed`;
+    case 'setRelay': {
+      // The secret's value is never written here: only whether one was given.
+      const x = (r.relay ?? {}) as { id?: string; address?: string; port?: number; transport?: string; secretName?: string };
+      return `relay ${x.id ?? ''} set: ${x.address ?? ''}:${x.port ?? 0}/${x.transport || 'udp'}, secret ${x.secretName ?? ''}${str(r, 'secret') ? ' (given)' : ' (held)'}`;
+    }
+    case 'removeRelay':
+      return `relay ${str(r, 'id')} removed`;
     default:
       return `${method}${node ? ` ${node}` : ''}`;
   }

@@ -131,6 +131,9 @@ function fresh(shared: SharedStore | undefined, secret: string, controller: Cont
   };
 }
 
+/** How often the controller looks whether a network's relay credentials are due (issue 27). */
+const RELAY_RENEW_CHECK_MS = 60_000;
+
 export class ControllerHostingPlugin implements Plugin {
   readonly name = 'controller';
   readonly apiVersion = PLUGIN_API_VERSION;
@@ -144,6 +147,7 @@ export class ControllerHostingPlugin implements Plugin {
     hub: SessionHub;
     controller: Controller;
     auth: AuthBook;
+    renewal: ReturnType<typeof setInterval>;
   } | null = null;
   /** The audit log (issue 28): the shared database's, else the state folder's SQLite file. */
   #audit: AuditBook | null = null;
@@ -394,7 +398,7 @@ export class ControllerHostingPlugin implements Plugin {
       throw e;
     }
     writeFileSync(join(dir, ADDRESS_FILE), `${listener.address}\n`);
-    this.#running = { listener, metrics: m, console: web, hub, controller, auth };
+    this.#running = { listener, metrics: m, console: web, hub, controller, auth, renewal: this.#relayRenewal(controller, hub) };
     this.log.info(
       {
         address: listener.address,
@@ -409,10 +413,30 @@ export class ControllerHostingPlugin implements Plugin {
     return { address: listener.address, metricsAddress: m?.address ?? null, consoleUrl: web?.url ?? null, fingerprint, controller };
   }
 
+  /**
+   * The relays' credentials renewed (issue 27, ADR 0040): once a minute, every network whose
+   * credentials have half their lifetime gone gets new ones in one version, sent to its members.
+   */
+  #relayRenewal(controller: Controller, hub: SessionHub): ReturnType<typeof setInterval> {
+    const renew = async (n: string) => {
+      try {
+        if ((await controller.change(() => controller.renewRelayCredentials(n))) !== null) hub.poke(n);
+      } catch (e) {
+        this.log.warn({ network: n, code: isMeshpError(e) ? e.code : undefined, err: oneLine(e) }, 'relay credentials not renewed: tried again in a minute');
+      }
+    };
+    const t = setInterval(() => {
+      for (const n of controller.networks()) void renew(n);
+    }, RELAY_RENEW_CHECK_MS);
+    t.unref();
+    return t;
+  }
+
   async stop(): Promise<void> {
     const r = this.#running;
     if (!r) return;
     this.#running = null;
+    clearInterval(r.renewal);
     r.hub.closeAll();
     await r.console?.close();
     await r.listener.close();

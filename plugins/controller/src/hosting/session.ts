@@ -252,6 +252,7 @@ export class SyncSession {
     controller.report(this.network, this.node, { firewallKind: r.firewallKind || 'none', held: count('held'), changed: count('changed'), reported });
     this.#storeReport(report);
     this.#mappings(report);
+    this.#relayed(report);
     // A tunnel key other than the stored one: a key change, sent on to every peer that sees this node.
     if (r.tunnelKey && r.tunnelKey !== controller.member(this.network, this.node)?.tunnelKey) {
       const key = r.tunnelKey;
@@ -290,6 +291,24 @@ export class SyncSession {
         () => this.hub.poke(this.network),
       );
     }
+  }
+
+  /**
+   * The node's relayed address on its relay allocation (issue 27): stored on the member, so every
+   * peer that sees it is sent it as its last candidate (`relay:IP:PORT`). A tunnel's report without
+   * one withdraws it (the allocation is gone); a report with no tunnel leaves it alone.
+   */
+  #relayed(report: ReportMessage): void {
+    const { controller } = this.hub;
+    const self = controller.member(this.network, this.node);
+    if (!self || !report.peerHandshakes) return;
+    const now = report.relayedAddress ?? '';
+    if ((self.relayedEndpoint ?? '') === now) return;
+    this.#changeMay(
+      'relayed address not stored',
+      () => controller.updateMember(this.network, this.node, { relayedEndpoint: now || undefined }),
+      () => this.hub.poke(this.network),
+    );
   }
 
   /** The report's copy for doctor: kept in memory either way (the sync record); one the store refuses waits for the next report. */

@@ -401,6 +401,13 @@ export interface Report {
    */
   advertisedRoutes: string[];
   /**
+   * issue 27: the node's relayed transport address (IP:PORT) on its allocation on relay relay_id (the
+   * network's `relays` component); its peers are sent it as a candidate (`relay:IP:PORT`). Empty: no
+   * allocation (no relay, or it failed), or an older agent.
+   */
+  relayedAddress: string;
+  relayId: string;
+  /**
    * issue 26: the node's forwarding sysctls, as its tunnel plugin read them on its last plan (found,
    * held, or turned on with the original recorded). Absent: no tunnel, or an older agent.
    */
@@ -754,11 +761,23 @@ export interface Relays {
   relays: Relay[];
 }
 
+/**
+ * A TURN server of the network (issue 27, ADR 0040), as one node is sent it: with that node's own
+ * short-lived TURN REST API credential (coturn `use-auth-secret`), never the server's secret.
+ */
 export interface Relay {
   id: string;
   address: string;
   port: number;
   region: string;
+  /** udp | tcp: the transport to the TURN server ('' : udp). */
+  transport: string;
+  /** The TURN REST API username: `EXPIRY:NODE` (EXPIRY in Unix seconds). */
+  username: string;
+  /** base64(HMAC-SHA1(secret, username)): the credential, valid until expires. */
+  password: string;
+  /** Unix seconds: the credential is refused by the server after it; the controller sends a new one before. */
+  expires: number;
 }
 
 export interface Tunnel {
@@ -1398,6 +1417,73 @@ export interface RemoveRouteGroupResponse {
   preview: boolean;
   /** The via nodes' forwarding, as each last reported it, and what the change does to it. */
   forwarding: ForwardingChange[];
+}
+
+/** A relay as the admin declares it (issue 27): a TURN server and the name of its secret. */
+export interface RelayConfig {
+  id: string;
+  /** The TURN server's address (an IP address or a host name the nodes resolve). */
+  address: string;
+  port: number;
+  /** udp | tcp */
+  transport: string;
+  region: string;
+  /** The name of the shared secret (coturn static-auth-secret) the controller holds for it. */
+  secretName: string;
+}
+
+export interface RelayStatus {
+  relay?:
+    | RelayConfig
+    | undefined;
+  /** The controller holds the secret named: without it no node is sent a credential for this relay. */
+  secretHeld: boolean;
+  /** The members whose last report says they have an allocation on it, each with its relayed address. */
+  allocations: RelayAllocation[];
+}
+
+export interface RelayAllocation {
+  node: string;
+  relayedAddress: string;
+}
+
+export interface ListRelaysRequest {
+  network: string;
+}
+
+export interface ListRelaysResponse {
+  relays: RelayStatus[];
+  /** How long each credential the controller sends is valid; it sends a new one before half of it is left. */
+  credentialSeconds: number;
+}
+
+export interface SetRelayRequest {
+  network: string;
+  relay?:
+    | RelayConfig
+    | undefined;
+  /** The secret's value (the CLI reads it from --secret-file); empty: the one held under secret_name is kept. */
+  secret: string;
+  preview: boolean;
+}
+
+export interface SetRelayResponse {
+  stateVersion: number;
+  /** The nodes whose relays component changes (or would, with preview): every tunnel member. */
+  changedNodes: string[];
+  preview: boolean;
+}
+
+export interface RemoveRelayRequest {
+  network: string;
+  id: string;
+  preview: boolean;
+}
+
+export interface RemoveRelayResponse {
+  stateVersion: number;
+  changedNodes: string[];
+  preview: boolean;
 }
 
 export interface CreateTokenRequest {
@@ -2779,6 +2865,8 @@ function createBaseReport(): Report {
     tunnelError: undefined,
     dns: undefined,
     advertisedRoutes: [],
+    relayedAddress: "",
+    relayId: "",
     forwarding: undefined,
     pluginChanges: [],
     untakePreviews: [],
@@ -2854,6 +2942,12 @@ export const Report: MessageFns<Report> = {
     }
     for (const v of message.advertisedRoutes) {
       writer.uint32(882).string(v!);
+    }
+    if (message.relayedAddress !== "") {
+      writer.uint32(930).string(message.relayedAddress);
+    }
+    if (message.relayId !== "") {
+      writer.uint32(938).string(message.relayId);
     }
     if (message.forwarding !== undefined) {
       RouterForwarding.encode(message.forwarding, writer.uint32(162).fork()).join();
@@ -3062,6 +3156,22 @@ export const Report: MessageFns<Report> = {
             message.advertisedRoutes.push(reader.string());
             continue;
           }
+          case 116: {
+            if (tag !== 930) {
+              break;
+            }
+
+            message.relayedAddress = reader.string();
+            continue;
+          }
+          case 117: {
+            if (tag !== 938) {
+              break;
+            }
+
+            message.relayId = reader.string();
+            continue;
+          }
           case 20: {
             if (tag !== 162) {
               break;
@@ -3196,6 +3306,16 @@ export const Report: MessageFns<Report> = {
         : globalThis.Array.isArray(object?.advertised_routes)
         ? object.advertised_routes.map((e: any) => globalThis.String(e))
         : [],
+      relayedAddress: isSet(object.relayedAddress)
+        ? globalThis.String(object.relayedAddress)
+        : isSet(object.relayed_address)
+        ? globalThis.String(object.relayed_address)
+        : "",
+      relayId: isSet(object.relayId)
+        ? globalThis.String(object.relayId)
+        : isSet(object.relay_id)
+        ? globalThis.String(object.relay_id)
+        : "",
       forwarding: isSet(object.forwarding) ? RouterForwarding.fromJSON(object.forwarding) : undefined,
       pluginChanges: globalThis.Array.isArray(object?.pluginChanges)
         ? object.pluginChanges.map((e: any) => PlannedChange.fromJSON(e))
@@ -3286,6 +3406,12 @@ export const Report: MessageFns<Report> = {
     if (message.advertisedRoutes?.length) {
       obj.advertisedRoutes = message.advertisedRoutes;
     }
+    if (message.relayedAddress !== "") {
+      obj.relayedAddress = message.relayedAddress;
+    }
+    if (message.relayId !== "") {
+      obj.relayId = message.relayId;
+    }
     if (message.forwarding !== undefined) {
       obj.forwarding = RouterForwarding.toJSON(message.forwarding);
     }
@@ -3337,6 +3463,8 @@ export const Report: MessageFns<Report> = {
       ? ResolverStatus.fromPartial(object.dns)
       : undefined;
     message.advertisedRoutes = object.advertisedRoutes?.map((e) => e) || [];
+    message.relayedAddress = object.relayedAddress ?? "";
+    message.relayId = object.relayId ?? "";
     message.forwarding = (object.forwarding !== undefined && object.forwarding !== null)
       ? RouterForwarding.fromPartial(object.forwarding)
       : undefined;
@@ -7278,7 +7406,7 @@ export const Relays: MessageFns<Relays> = {
 };
 
 function createBaseRelay(): Relay {
-  return { id: "", address: "", port: 0, region: "" };
+  return { id: "", address: "", port: 0, region: "", transport: "", username: "", password: "", expires: 0 };
 }
 
 export const Relay: MessageFns<Relay> = {
@@ -7294,6 +7422,18 @@ export const Relay: MessageFns<Relay> = {
     }
     if (message.region !== "") {
       writer.uint32(34).string(message.region);
+    }
+    if (message.transport !== "") {
+      writer.uint32(82).string(message.transport);
+    }
+    if (message.username !== "") {
+      writer.uint32(90).string(message.username);
+    }
+    if (message.password !== "") {
+      writer.uint32(98).string(message.password);
+    }
+    if (message.expires !== 0) {
+      writer.uint32(104).int64(message.expires);
     }
     return writer;
   },
@@ -7343,6 +7483,38 @@ export const Relay: MessageFns<Relay> = {
             message.region = reader.string();
             continue;
           }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.transport = reader.string();
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.username = reader.string();
+            continue;
+          }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.password = reader.string();
+            continue;
+          }
+          case 13: {
+            if (tag !== 104) {
+              break;
+            }
+
+            message.expires = longToNumber(reader.int64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -7361,6 +7533,10 @@ export const Relay: MessageFns<Relay> = {
       address: isSet(object.address) ? globalThis.String(object.address) : "",
       port: isSet(object.port) ? globalThis.Number(object.port) : 0,
       region: isSet(object.region) ? globalThis.String(object.region) : "",
+      transport: isSet(object.transport) ? globalThis.String(object.transport) : "",
+      username: isSet(object.username) ? globalThis.String(object.username) : "",
+      password: isSet(object.password) ? globalThis.String(object.password) : "",
+      expires: isSet(object.expires) ? globalThis.Number(object.expires) : 0,
     };
   },
 
@@ -7378,6 +7554,18 @@ export const Relay: MessageFns<Relay> = {
     if (message.region !== "") {
       obj.region = message.region;
     }
+    if (message.transport !== "") {
+      obj.transport = message.transport;
+    }
+    if (message.username !== "") {
+      obj.username = message.username;
+    }
+    if (message.password !== "") {
+      obj.password = message.password;
+    }
+    if (message.expires !== 0) {
+      obj.expires = Math.round(message.expires);
+    }
     return obj;
   },
 
@@ -7390,6 +7578,10 @@ export const Relay: MessageFns<Relay> = {
     message.address = object.address ?? "";
     message.port = object.port ?? 0;
     message.region = object.region ?? "";
+    message.transport = object.transport ?? "";
+    message.username = object.username ?? "";
+    message.password = object.password ?? "";
+    message.expires = object.expires ?? 0;
     return message;
   },
 };
@@ -16195,6 +16387,951 @@ export const RemoveRouteGroupResponse: MessageFns<RemoveRouteGroupResponse> = {
   },
 };
 
+function createBaseRelayConfig(): RelayConfig {
+  return { id: "", address: "", port: 0, transport: "", region: "", secretName: "" };
+}
+
+export const RelayConfig: MessageFns<RelayConfig> = {
+  encode(message: RelayConfig, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.address !== "") {
+      writer.uint32(18).string(message.address);
+    }
+    if (message.port !== 0) {
+      writer.uint32(24).uint32(message.port);
+    }
+    if (message.transport !== "") {
+      writer.uint32(34).string(message.transport);
+    }
+    if (message.region !== "") {
+      writer.uint32(42).string(message.region);
+    }
+    if (message.secretName !== "") {
+      writer.uint32(50).string(message.secretName);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RelayConfig {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRelayConfig();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.address = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.port = reader.uint32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.transport = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.region = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.secretName = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RelayConfig {
+    return {
+      id: isSet(object.id) ? globalThis.String(object.id) : "",
+      address: isSet(object.address) ? globalThis.String(object.address) : "",
+      port: isSet(object.port) ? globalThis.Number(object.port) : 0,
+      transport: isSet(object.transport) ? globalThis.String(object.transport) : "",
+      region: isSet(object.region) ? globalThis.String(object.region) : "",
+      secretName: isSet(object.secretName)
+        ? globalThis.String(object.secretName)
+        : isSet(object.secret_name)
+        ? globalThis.String(object.secret_name)
+        : "",
+    };
+  },
+
+  toJSON(message: RelayConfig): unknown {
+    const obj: any = {};
+    if (message.id !== "") {
+      obj.id = message.id;
+    }
+    if (message.address !== "") {
+      obj.address = message.address;
+    }
+    if (message.port !== 0) {
+      obj.port = Math.round(message.port);
+    }
+    if (message.transport !== "") {
+      obj.transport = message.transport;
+    }
+    if (message.region !== "") {
+      obj.region = message.region;
+    }
+    if (message.secretName !== "") {
+      obj.secretName = message.secretName;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RelayConfig>, I>>(base?: I): RelayConfig {
+    return RelayConfig.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RelayConfig>, I>>(object: I): RelayConfig {
+    const message = createBaseRelayConfig();
+    message.id = object.id ?? "";
+    message.address = object.address ?? "";
+    message.port = object.port ?? 0;
+    message.transport = object.transport ?? "";
+    message.region = object.region ?? "";
+    message.secretName = object.secretName ?? "";
+    return message;
+  },
+};
+
+function createBaseRelayStatus(): RelayStatus {
+  return { relay: undefined, secretHeld: false, allocations: [] };
+}
+
+export const RelayStatus: MessageFns<RelayStatus> = {
+  encode(message: RelayStatus, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.relay !== undefined) {
+      RelayConfig.encode(message.relay, writer.uint32(10).fork()).join();
+    }
+    if (message.secretHeld !== false) {
+      writer.uint32(16).bool(message.secretHeld);
+    }
+    for (const v of message.allocations) {
+      RelayAllocation.encode(v!, writer.uint32(26).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RelayStatus {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRelayStatus();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.relay = RelayConfig.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.secretHeld = reader.bool();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.allocations.push(RelayAllocation.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RelayStatus {
+    return {
+      relay: isSet(object.relay) ? RelayConfig.fromJSON(object.relay) : undefined,
+      secretHeld: isSet(object.secretHeld)
+        ? globalThis.Boolean(object.secretHeld)
+        : isSet(object.secret_held)
+        ? globalThis.Boolean(object.secret_held)
+        : false,
+      allocations: globalThis.Array.isArray(object?.allocations)
+        ? object.allocations.map((e: any) => RelayAllocation.fromJSON(e))
+        : [],
+    };
+  },
+
+  toJSON(message: RelayStatus): unknown {
+    const obj: any = {};
+    if (message.relay !== undefined) {
+      obj.relay = RelayConfig.toJSON(message.relay);
+    }
+    if (message.secretHeld !== false) {
+      obj.secretHeld = message.secretHeld;
+    }
+    if (message.allocations?.length) {
+      obj.allocations = message.allocations.map((e) => RelayAllocation.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RelayStatus>, I>>(base?: I): RelayStatus {
+    return RelayStatus.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RelayStatus>, I>>(object: I): RelayStatus {
+    const message = createBaseRelayStatus();
+    message.relay = (object.relay !== undefined && object.relay !== null)
+      ? RelayConfig.fromPartial(object.relay)
+      : undefined;
+    message.secretHeld = object.secretHeld ?? false;
+    message.allocations = object.allocations?.map((e) => RelayAllocation.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseRelayAllocation(): RelayAllocation {
+  return { node: "", relayedAddress: "" };
+}
+
+export const RelayAllocation: MessageFns<RelayAllocation> = {
+  encode(message: RelayAllocation, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.node !== "") {
+      writer.uint32(10).string(message.node);
+    }
+    if (message.relayedAddress !== "") {
+      writer.uint32(18).string(message.relayedAddress);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RelayAllocation {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRelayAllocation();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.node = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.relayedAddress = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RelayAllocation {
+    return {
+      node: isSet(object.node) ? globalThis.String(object.node) : "",
+      relayedAddress: isSet(object.relayedAddress)
+        ? globalThis.String(object.relayedAddress)
+        : isSet(object.relayed_address)
+        ? globalThis.String(object.relayed_address)
+        : "",
+    };
+  },
+
+  toJSON(message: RelayAllocation): unknown {
+    const obj: any = {};
+    if (message.node !== "") {
+      obj.node = message.node;
+    }
+    if (message.relayedAddress !== "") {
+      obj.relayedAddress = message.relayedAddress;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RelayAllocation>, I>>(base?: I): RelayAllocation {
+    return RelayAllocation.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RelayAllocation>, I>>(object: I): RelayAllocation {
+    const message = createBaseRelayAllocation();
+    message.node = object.node ?? "";
+    message.relayedAddress = object.relayedAddress ?? "";
+    return message;
+  },
+};
+
+function createBaseListRelaysRequest(): ListRelaysRequest {
+  return { network: "" };
+}
+
+export const ListRelaysRequest: MessageFns<ListRelaysRequest> = {
+  encode(message: ListRelaysRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.network !== "") {
+      writer.uint32(10).string(message.network);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListRelaysRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListRelaysRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListRelaysRequest {
+    return { network: isSet(object.network) ? globalThis.String(object.network) : "" };
+  },
+
+  toJSON(message: ListRelaysRequest): unknown {
+    const obj: any = {};
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListRelaysRequest>, I>>(base?: I): ListRelaysRequest {
+    return ListRelaysRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListRelaysRequest>, I>>(object: I): ListRelaysRequest {
+    const message = createBaseListRelaysRequest();
+    message.network = object.network ?? "";
+    return message;
+  },
+};
+
+function createBaseListRelaysResponse(): ListRelaysResponse {
+  return { relays: [], credentialSeconds: 0 };
+}
+
+export const ListRelaysResponse: MessageFns<ListRelaysResponse> = {
+  encode(message: ListRelaysResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.relays) {
+      RelayStatus.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.credentialSeconds !== 0) {
+      writer.uint32(16).uint32(message.credentialSeconds);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListRelaysResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListRelaysResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.relays.push(RelayStatus.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.credentialSeconds = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListRelaysResponse {
+    return {
+      relays: globalThis.Array.isArray(object?.relays) ? object.relays.map((e: any) => RelayStatus.fromJSON(e)) : [],
+      credentialSeconds: isSet(object.credentialSeconds)
+        ? globalThis.Number(object.credentialSeconds)
+        : isSet(object.credential_seconds)
+        ? globalThis.Number(object.credential_seconds)
+        : 0,
+    };
+  },
+
+  toJSON(message: ListRelaysResponse): unknown {
+    const obj: any = {};
+    if (message.relays?.length) {
+      obj.relays = message.relays.map((e) => RelayStatus.toJSON(e));
+    }
+    if (message.credentialSeconds !== 0) {
+      obj.credentialSeconds = Math.round(message.credentialSeconds);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListRelaysResponse>, I>>(base?: I): ListRelaysResponse {
+    return ListRelaysResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListRelaysResponse>, I>>(object: I): ListRelaysResponse {
+    const message = createBaseListRelaysResponse();
+    message.relays = object.relays?.map((e) => RelayStatus.fromPartial(e)) || [];
+    message.credentialSeconds = object.credentialSeconds ?? 0;
+    return message;
+  },
+};
+
+function createBaseSetRelayRequest(): SetRelayRequest {
+  return { network: "", relay: undefined, secret: "", preview: false };
+}
+
+export const SetRelayRequest: MessageFns<SetRelayRequest> = {
+  encode(message: SetRelayRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.network !== "") {
+      writer.uint32(10).string(message.network);
+    }
+    if (message.relay !== undefined) {
+      RelayConfig.encode(message.relay, writer.uint32(18).fork()).join();
+    }
+    if (message.secret !== "") {
+      writer.uint32(26).string(message.secret);
+    }
+    if (message.preview !== false) {
+      writer.uint32(32).bool(message.preview);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SetRelayRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSetRelayRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.relay = RelayConfig.decode(reader, reader.uint32());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.secret = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.preview = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SetRelayRequest {
+    return {
+      network: isSet(object.network) ? globalThis.String(object.network) : "",
+      relay: isSet(object.relay) ? RelayConfig.fromJSON(object.relay) : undefined,
+      secret: isSet(object.secret) ? globalThis.String(object.secret) : "",
+      preview: isSet(object.preview) ? globalThis.Boolean(object.preview) : false,
+    };
+  },
+
+  toJSON(message: SetRelayRequest): unknown {
+    const obj: any = {};
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    if (message.relay !== undefined) {
+      obj.relay = RelayConfig.toJSON(message.relay);
+    }
+    if (message.secret !== "") {
+      obj.secret = message.secret;
+    }
+    if (message.preview !== false) {
+      obj.preview = message.preview;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SetRelayRequest>, I>>(base?: I): SetRelayRequest {
+    return SetRelayRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SetRelayRequest>, I>>(object: I): SetRelayRequest {
+    const message = createBaseSetRelayRequest();
+    message.network = object.network ?? "";
+    message.relay = (object.relay !== undefined && object.relay !== null)
+      ? RelayConfig.fromPartial(object.relay)
+      : undefined;
+    message.secret = object.secret ?? "";
+    message.preview = object.preview ?? false;
+    return message;
+  },
+};
+
+function createBaseSetRelayResponse(): SetRelayResponse {
+  return { stateVersion: 0, changedNodes: [], preview: false };
+}
+
+export const SetRelayResponse: MessageFns<SetRelayResponse> = {
+  encode(message: SetRelayResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.stateVersion !== 0) {
+      writer.uint32(8).uint64(message.stateVersion);
+    }
+    for (const v of message.changedNodes) {
+      writer.uint32(18).string(v!);
+    }
+    if (message.preview !== false) {
+      writer.uint32(24).bool(message.preview);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SetRelayResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSetRelayResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.stateVersion = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.changedNodes.push(reader.string());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.preview = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SetRelayResponse {
+    return {
+      stateVersion: isSet(object.stateVersion)
+        ? globalThis.Number(object.stateVersion)
+        : isSet(object.state_version)
+        ? globalThis.Number(object.state_version)
+        : 0,
+      changedNodes: globalThis.Array.isArray(object?.changedNodes)
+        ? object.changedNodes.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.changed_nodes)
+        ? object.changed_nodes.map((e: any) => globalThis.String(e))
+        : [],
+      preview: isSet(object.preview) ? globalThis.Boolean(object.preview) : false,
+    };
+  },
+
+  toJSON(message: SetRelayResponse): unknown {
+    const obj: any = {};
+    if (message.stateVersion !== 0) {
+      obj.stateVersion = Math.round(message.stateVersion);
+    }
+    if (message.changedNodes?.length) {
+      obj.changedNodes = message.changedNodes;
+    }
+    if (message.preview !== false) {
+      obj.preview = message.preview;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SetRelayResponse>, I>>(base?: I): SetRelayResponse {
+    return SetRelayResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SetRelayResponse>, I>>(object: I): SetRelayResponse {
+    const message = createBaseSetRelayResponse();
+    message.stateVersion = object.stateVersion ?? 0;
+    message.changedNodes = object.changedNodes?.map((e) => e) || [];
+    message.preview = object.preview ?? false;
+    return message;
+  },
+};
+
+function createBaseRemoveRelayRequest(): RemoveRelayRequest {
+  return { network: "", id: "", preview: false };
+}
+
+export const RemoveRelayRequest: MessageFns<RemoveRelayRequest> = {
+  encode(message: RemoveRelayRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.network !== "") {
+      writer.uint32(10).string(message.network);
+    }
+    if (message.id !== "") {
+      writer.uint32(18).string(message.id);
+    }
+    if (message.preview !== false) {
+      writer.uint32(24).bool(message.preview);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RemoveRelayRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRemoveRelayRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.preview = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RemoveRelayRequest {
+    return {
+      network: isSet(object.network) ? globalThis.String(object.network) : "",
+      id: isSet(object.id) ? globalThis.String(object.id) : "",
+      preview: isSet(object.preview) ? globalThis.Boolean(object.preview) : false,
+    };
+  },
+
+  toJSON(message: RemoveRelayRequest): unknown {
+    const obj: any = {};
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    if (message.id !== "") {
+      obj.id = message.id;
+    }
+    if (message.preview !== false) {
+      obj.preview = message.preview;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RemoveRelayRequest>, I>>(base?: I): RemoveRelayRequest {
+    return RemoveRelayRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RemoveRelayRequest>, I>>(object: I): RemoveRelayRequest {
+    const message = createBaseRemoveRelayRequest();
+    message.network = object.network ?? "";
+    message.id = object.id ?? "";
+    message.preview = object.preview ?? false;
+    return message;
+  },
+};
+
+function createBaseRemoveRelayResponse(): RemoveRelayResponse {
+  return { stateVersion: 0, changedNodes: [], preview: false };
+}
+
+export const RemoveRelayResponse: MessageFns<RemoveRelayResponse> = {
+  encode(message: RemoveRelayResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.stateVersion !== 0) {
+      writer.uint32(8).uint64(message.stateVersion);
+    }
+    for (const v of message.changedNodes) {
+      writer.uint32(18).string(v!);
+    }
+    if (message.preview !== false) {
+      writer.uint32(24).bool(message.preview);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RemoveRelayResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRemoveRelayResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.stateVersion = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.changedNodes.push(reader.string());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.preview = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RemoveRelayResponse {
+    return {
+      stateVersion: isSet(object.stateVersion)
+        ? globalThis.Number(object.stateVersion)
+        : isSet(object.state_version)
+        ? globalThis.Number(object.state_version)
+        : 0,
+      changedNodes: globalThis.Array.isArray(object?.changedNodes)
+        ? object.changedNodes.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.changed_nodes)
+        ? object.changed_nodes.map((e: any) => globalThis.String(e))
+        : [],
+      preview: isSet(object.preview) ? globalThis.Boolean(object.preview) : false,
+    };
+  },
+
+  toJSON(message: RemoveRelayResponse): unknown {
+    const obj: any = {};
+    if (message.stateVersion !== 0) {
+      obj.stateVersion = Math.round(message.stateVersion);
+    }
+    if (message.changedNodes?.length) {
+      obj.changedNodes = message.changedNodes;
+    }
+    if (message.preview !== false) {
+      obj.preview = message.preview;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RemoveRelayResponse>, I>>(base?: I): RemoveRelayResponse {
+    return RemoveRelayResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RemoveRelayResponse>, I>>(object: I): RemoveRelayResponse {
+    const message = createBaseRemoveRelayResponse();
+    message.stateVersion = object.stateVersion ?? 0;
+    message.changedNodes = object.changedNodes?.map((e) => e) || [];
+    message.preview = object.preview ?? false;
+    return message;
+  },
+};
+
 function createBaseCreateTokenRequest(): CreateTokenRequest {
   return { network: "", mode: 0, ttlSeconds: 0, tags: [] };
 }
@@ -21153,6 +22290,37 @@ export const AdminServiceService = {
     responseDeserialize: (value: Buffer): ApproveRouteResponse => ApproveRouteResponse.decode(value),
   },
   /**
+   * issue 27 (ADR 0040): the network's relays (TURN servers), each with the name of the shared secret
+   * the controller holds for it; every node is sent short-lived credentials, never the secret.
+   */
+  listRelays: {
+    path: "/meshp.v1.AdminService/ListRelays" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListRelaysRequest): Buffer => Buffer.from(ListRelaysRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListRelaysRequest => ListRelaysRequest.decode(value),
+    responseSerialize: (value: ListRelaysResponse): Buffer => Buffer.from(ListRelaysResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListRelaysResponse => ListRelaysResponse.decode(value),
+  },
+  setRelay: {
+    path: "/meshp.v1.AdminService/SetRelay" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: SetRelayRequest): Buffer => Buffer.from(SetRelayRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): SetRelayRequest => SetRelayRequest.decode(value),
+    responseSerialize: (value: SetRelayResponse): Buffer => Buffer.from(SetRelayResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): SetRelayResponse => SetRelayResponse.decode(value),
+  },
+  removeRelay: {
+    path: "/meshp.v1.AdminService/RemoveRelay" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RemoveRelayRequest): Buffer => Buffer.from(RemoveRelayRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RemoveRelayRequest => RemoveRelayRequest.decode(value),
+    responseSerialize: (value: RemoveRelayResponse): Buffer => Buffer.from(RemoveRelayResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RemoveRelayResponse => RemoveRelayResponse.decode(value),
+  },
+  /**
    * issue 28: named admin credentials, each the actor of its calls in the audit log, of the role
    * `admin` (every call) or `read-only` (every read and preview, no change); controller-wide.
    */
@@ -21309,6 +22477,13 @@ export interface AdminServiceServer extends UntypedServiceImplementation {
   setRouteGroup: handleUnaryCall<SetRouteGroupRequest, SetRouteGroupResponse>;
   removeRouteGroup: handleUnaryCall<RemoveRouteGroupRequest, RemoveRouteGroupResponse>;
   approveRoute: handleUnaryCall<ApproveRouteRequest, ApproveRouteResponse>;
+  /**
+   * issue 27 (ADR 0040): the network's relays (TURN servers), each with the name of the shared secret
+   * the controller holds for it; every node is sent short-lived credentials, never the secret.
+   */
+  listRelays: handleUnaryCall<ListRelaysRequest, ListRelaysResponse>;
+  setRelay: handleUnaryCall<SetRelayRequest, SetRelayResponse>;
+  removeRelay: handleUnaryCall<RemoveRelayRequest, RemoveRelayResponse>;
   /**
    * issue 28: named admin credentials, each the actor of its calls in the audit log, of the role
    * `admin` (every call) or `read-only` (every read and preview, no change); controller-wide.
@@ -21846,6 +23021,55 @@ export interface AdminServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ApproveRouteResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * issue 27 (ADR 0040): the network's relays (TURN servers), each with the name of the shared secret
+   * the controller holds for it; every node is sent short-lived credentials, never the secret.
+   */
+  listRelays(
+    request: ListRelaysRequest,
+    callback: (error: ServiceError | null, response: ListRelaysResponse) => void,
+  ): ClientUnaryCall;
+  listRelays(
+    request: ListRelaysRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListRelaysResponse) => void,
+  ): ClientUnaryCall;
+  listRelays(
+    request: ListRelaysRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListRelaysResponse) => void,
+  ): ClientUnaryCall;
+  setRelay(
+    request: SetRelayRequest,
+    callback: (error: ServiceError | null, response: SetRelayResponse) => void,
+  ): ClientUnaryCall;
+  setRelay(
+    request: SetRelayRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: SetRelayResponse) => void,
+  ): ClientUnaryCall;
+  setRelay(
+    request: SetRelayRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: SetRelayResponse) => void,
+  ): ClientUnaryCall;
+  removeRelay(
+    request: RemoveRelayRequest,
+    callback: (error: ServiceError | null, response: RemoveRelayResponse) => void,
+  ): ClientUnaryCall;
+  removeRelay(
+    request: RemoveRelayRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RemoveRelayResponse) => void,
+  ): ClientUnaryCall;
+  removeRelay(
+    request: RemoveRelayRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RemoveRelayResponse) => void,
   ): ClientUnaryCall;
   /**
    * issue 28: named admin credentials, each the actor of its calls in the audit log, of the role

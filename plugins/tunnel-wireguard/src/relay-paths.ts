@@ -1,0 +1,144 @@
+/**
+ * The node's relay (issue 27, ADR 0040): one allocation on the first relay of the view's `relays`
+ * component (with the credential the controller minted for this node), opened beside the deltas so
+ * a relay that does not answer never holds them up, watched (a Refresh every WATCH_MS: a relay
+ * restarted has forgotten the allocation) and opened again when it is lost. A peer whose view
+ * entry carries a relayed candidate (`relay:IP:PORT`, its own allocation's address) gets a loopback
+ * socket of the proxy as its last candidate endpoint (candidates.ts tries it after the direct ones);
+ * a peer that leaves the view loses its socket, and its permission lapses on the relay.
+ */
+import type { Relay, Relays } from '@meshp/core';
+import { oneLine } from '@meshp/core/util';
+import { RelayProxy } from './relay-proxy.js';
+import type { PeerConfig } from './peer-config.js';
+
+/** How often the allocation is checked, and a lost or refused one asked again. */
+export const RELAY_WATCH_MS = 10_000;
+
+interface Log {
+  info(fields: Record<string, unknown>, msg: string): void;
+  warn(fields: Record<string, unknown>, msg: string): void;
+}
+
+const serverOf = (r: Relay): string => (r.address.includes(':') ? `[${r.address}]:${r.port}` : `${r.address}:${r.port}`);
+
+export class RelayPaths {
+  #relay: Relay | null = null;
+  #proxy: RelayProxy | null = null;
+  #opening = false;
+  #timer: ReturnType<typeof setInterval> | null = null;
+  #closed = false;
+
+  /** `changed`: the allocation came or went (the peers' candidates are to be made again). */
+  constructor(
+    readonly wireguardPort: () => number,
+    readonly log: Log,
+    readonly changed: () => void,
+  ) {}
+
+  /** The view's relays: the first is used; a new server is a new allocation, a new credential renews the one held. */
+  follow(relays: Relays | undefined): void {
+    const next = relays?.relays.find((r) => r.username && r.password) ?? null;
+    const before = this.#relay;
+    this.#relay = next;
+    if (!next) {
+      if (before) void this.#lose('the relay was removed');
+      return;
+    }
+    if (before && (serverOf(before) !== serverOf(next) || before.transport !== next.transport)) void this.#lose('the relay moved');
+    else if (this.#proxy && before?.username !== next.username) this.#proxy.renew(next);
+    if (!this.#timer && !this.#closed) {
+      this.#timer = setInterval(() => void this.#watch(), RELAY_WATCH_MS);
+      this.#timer.unref();
+    }
+    if (!this.#proxy) void this.#open();
+  }
+
+  /** The loopback sockets of the peers that carry a relayed candidate: made before their configs are (async). */
+  async prepare(relayed: Iterable<string | undefined>): Promise<void> {
+    const p = this.#proxy;
+    if (!p) return;
+    for (const r of relayed) if (r) await p.peer(r).catch((e: unknown) => this.log.warn({ peer: r, err: oneLine(e) }, 'relay: no permission for the peer'));
+  }
+
+  /** The config with the peer's relayed path last among its candidates (when the allocation is held and its socket made). */
+  withRelay(conf: PeerConfig): PeerConfig {
+    const local = this.localFor(conf);
+    if (!local) return conf;
+    const direct = conf.candidates ?? (conf.endpoint ? [conf.endpoint] : []);
+    const candidates = [...direct.filter((e) => e !== local), local];
+    return { ...conf, endpoint: conf.endpoint ?? local, ...(candidates.length > 1 ? { candidates } : {}) };
+  }
+
+  /** The loopback socket of the peer's relayed path, when the allocation is held and the socket made. */
+  localFor(conf: PeerConfig): string | undefined {
+    return conf.relayed && this.#proxy ? this.#proxy.localOf(conf.relayed) : undefined;
+  }
+
+  /** The peer left the view (or its relayed address moved): its socket goes. */
+  drop(relayed: string | undefined): void {
+    if (relayed) this.#proxy?.drop(relayed);
+  }
+
+  /** Whether the device's endpoint is a relayed path, and whether anything came back through it from the peer. */
+  carried(endpoint: string): { fromRelay: number } | null {
+    return this.#proxy?.carried(endpoint) ?? null;
+  }
+
+  /** What the report says: the allocation's relayed address and the relay's id. */
+  report(): { relayId: string; relayedAddress: string } | null {
+    const a = this.#proxy?.relayedAddress;
+    return a && this.#relay ? { relayId: this.#relay.id, relayedAddress: a } : null;
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    if (this.#timer) clearInterval(this.#timer);
+    this.#timer = null;
+    const p = this.#proxy;
+    this.#proxy = null;
+    await p?.close();
+  }
+
+  async #open(): Promise<void> {
+    const r = this.#relay;
+    if (!r || this.#opening || this.#proxy || this.#closed) return;
+    this.#opening = true;
+    try {
+      const proxy = await RelayProxy.open({
+        server: serverOf(r),
+        credential: r,
+        wireguardPort: this.wireguardPort(),
+        transport: r.transport === 'tcp' ? 'tcp' : 'udp',
+      });
+      // Removed, moved or closed while it opened: not kept.
+      if (this.#closed || this.#relay !== r) {
+        await proxy.close();
+        return;
+      }
+      this.#proxy = proxy;
+      this.log.info({ relay: r.id, relayed: proxy.relayedAddress }, 'relay allocation made');
+      this.changed();
+    } catch (e) {
+      this.log.warn({ relay: r.id, err: oneLine(e) }, `relay allocation refused: asked again in ${RELAY_WATCH_MS / 1000} s`);
+    } finally {
+      this.#opening = false;
+    }
+  }
+
+  async #lose(why: string): Promise<void> {
+    const p = this.#proxy;
+    if (!p) return;
+    this.#proxy = null;
+    this.log.warn({ relay: this.#relay?.id ?? '', why }, 'relay allocation gone');
+    await p.close();
+    this.changed();
+  }
+
+  async #watch(): Promise<void> {
+    if (this.#closed || this.#opening) return;
+    if (!this.#proxy) return void this.#open();
+    if (!(await this.#proxy.alive())) await this.#lose('the relay does not hold it any more');
+    if (!this.#proxy) await this.#open();
+  }
+}
