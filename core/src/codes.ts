@@ -69,11 +69,13 @@ export const AUTH_CODES = {
   MESHP_NAME_TAKEN: 'a node of that name is already in the network',
   MESHP_KEY_IN_USE: 'a node key is already enrolled in the network',
   MESHP_NODE_REVOKED: 'the node was removed: its credential and key are revoked',
+  MESHP_NODE_EXPIRED: "the node's credential expired: its hello is refused and its peers drop it until an admin renews it (meshp node renew)",
 } as const;
 
 /** The controller's networks, nodes, catalogue and policy, and the admin inputs that change them. */
 export const CONTROLLER_CODES = {
   MESHP_NOT_FOUND: 'a node, module, network or host state named does not exist',
+  MESHP_NODE_OFFLINE: "what was asked needs the node's agent on its stream now (meshp node rekey), and it is not connected",
   MESHP_POLICY_INVALID: 'a policy is not valid',
   MESHP_POLICY_TEST_FAILED: "a policy's tests failed: the policy was not set",
   MESHP_DNS_INVALID: "a network's DNS (dns set FILE) is not valid",

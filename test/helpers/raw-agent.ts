@@ -37,8 +37,8 @@ export class RawAgent {
     return this.#key.publicKey.export({ type: 'spki', format: 'der' }).toString('base64');
   }
 
-  async enrol(token: string, node: string): Promise<EnrolResult> {
-    this.enrolment = await this.link.enrol({ token, nodeKey: this.nodeKey, node, endpoints: [] });
+  async enrol(token: string, node: string, tunnelKey?: string): Promise<EnrolResult> {
+    this.enrolment = await this.link.enrol({ token, nodeKey: this.nodeKey, node, endpoints: [], ...(tunnelKey ? { tunnelKey } : {}) });
     return this.enrolment;
   }
 
@@ -54,6 +54,9 @@ export class RawAgent {
     o: {
       hello?: () => { appliedVersion: number; stateHash: string; versionSignature?: Uint8Array };
       ack?: (version: number, hash: string) => string | null;
+      /** Says in its hello that it takes expiry and rekey messages (issue 28), handed to `other`. */
+      expiryAware?: boolean;
+      other?: (m: Extract<ControllerMessage, { expiry: unknown } | { rekey: unknown }>) => void;
     } = {},
   ): RawSession {
     const ch = this.link.sync();
@@ -71,9 +74,11 @@ export class RawAgent {
             revision: 1,
             signature,
             ...(sig(h) ? { versionSignature: sig(h)! } : {}),
+            ...(o.expiryAware ? { expiryAware: true } : {}),
           },
         });
       } else if ('error' in m) s.errors.push(m.error);
+      else if ('expiry' in m || 'rekey' in m) o.other?.(m);
       else {
         s.deltas.push(m.delta);
         const r = this.applier.receive(m.delta);

@@ -40,9 +40,20 @@ const remove: CommandModule<GlobalArgs, R & { name: string; yes: boolean }> = {
   },
 };
 
+const lifetime: CommandModule<GlobalArgs, R & { duration?: string }> = {
+  command: 'lifetime [duration]',
+  describe:
+    "how long a node's credential lives from its enrolment or renewal (default 180d); with DURATION (90s, 30m, 12h, 180d): set, for each enrolment and renewal from now on",
+  builder: (y) => remoteOptions(y).positional('duration', { type: 'string' }),
+  handler: async (a) => {
+    const { networkLifetime } = await import('../remote/expiry.js');
+    await networkLifetime(a);
+  },
+};
+
 export const networkCommand: CommandModule<GlobalArgs, GlobalArgs> = {
   command: 'network <command>',
   describe: 'the networks of a controller',
-  builder: (y) => y.command(create).command(list).command(remove).demandCommand(1),
+  builder: (y) => y.command(create).command(list).command(remove).command(lifetime).demandCommand(1),
   handler: () => undefined,
 };

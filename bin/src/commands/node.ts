@@ -100,9 +100,59 @@ const tag: CommandModule<GlobalArgs, R & ChangeArgs & { node: string; tags: stri
   },
 };
 
+const expire: CommandModule<GlobalArgs, R & ChangeArgs & { node: string }> = {
+  command: 'expire <node>',
+  describe:
+    "the node's credential expires now: its hello is refused MESHP_NODE_EXPIRED, its peers drop it from their filter and allowed IPs in one delta; it stays a member (node renew brings it back)",
+  builder: (y) => changeOptions(remoteOptions(y)).positional('node', { type: 'string', demandOption: true }),
+  handler: async (a) => {
+    const { nodeExpire } = await import('../remote/expiry.js');
+    await nodeExpire(a);
+  },
+};
+
+const renew: CommandModule<GlobalArgs, R & ChangeArgs & { node: string; for?: string }> = {
+  command: 'renew <node>',
+  describe:
+    "the node's credential renewed from now (the network's node lifetime, or --for); an expired node is back in its peers' views in one delta, without a token",
+  builder: (y) =>
+    changeOptions(remoteOptions(y))
+      .positional('node', { type: 'string', demandOption: true })
+      .option('for', { type: 'string', describe: "the term from now (90s, 30m, 12h, 180d); default the network's node lifetime (meshp network lifetime)" }),
+  handler: async (a) => {
+    const { nodeRenew } = await import('../remote/expiry.js');
+    await nodeRenew(a);
+  },
+};
+
+const rekey: CommandModule<GlobalArgs, R & ChangeArgs & { node: string; timeout: number }> = {
+  command: 'rekey <node>',
+  describe: "the node's WireGuard key rotated: its agent makes a new key and reports it, its peers get it in one delta (the node must be connected)",
+  builder: (y) =>
+    changeOptions(remoteOptions(y))
+      .positional('node', { type: 'string', demandOption: true })
+      .option('timeout', { type: 'number', default: 30, describe: 'seconds to wait for the controller to hold the new key' }),
+  handler: async (a) => {
+    const { nodeRekey } = await import('../remote/expiry.js');
+    await nodeRekey(a);
+  },
+};
+
 export const nodeCommand: CommandModule<GlobalArgs, GlobalArgs> = {
   command: 'node <command>',
   describe: 'the nodes of a network',
-  builder: (y) => y.command(list).command(show).command(converge).command(adopt).command(remove).command(rename).command(tag).demandCommand(1),
+  builder: (y) =>
+    y
+      .command(list)
+      .command(show)
+      .command(converge)
+      .command(adopt)
+      .command(remove)
+      .command(rename)
+      .command(tag)
+      .command(expire)
+      .command(renew)
+      .command(rekey)
+      .demandCommand(1),
   handler: () => undefined,
 };

@@ -196,6 +196,17 @@ async function attachFollowers(
   }
 }
 
+/** meshp node rekey: a new key on the device, then recorded (tunnel-record.ts) and reported (ADR 0041). */
+function rekeyOf(state: string, tunnel: TunnelWireguardPlugin | null, log: Parameters<typeof recordTunnel>[2]): { rekey?: () => Promise<void> } {
+  if (!tunnel) return {};
+  return {
+    rekey: async () => {
+      await tunnel.rekey();
+      recordTunnel(state, tunnel, log);
+    },
+  };
+}
+
 export async function startAgent(args: AgentArgs, host?: Host): Promise<RunningAgent> {
   // A node that left is refused first; then the tunnel asked against the one recorded: a mismatch is refused before anything is written.
   await refuseIfLeft(args.state).catch((e: unknown) => {
@@ -220,6 +231,7 @@ export async function startAgent(args: AgentArgs, host?: Host): Promise<RunningA
   const { beforeReconcile, following } = followGate(tunnel, resolver);
   const agent = new Agent(h, link, {
     ...(beforeReconcile ? { beforeReconcile } : {}),
+    ...rekeyOf(args.state, tunnel, log),
     node: args.name ?? hostname(),
     token: args.token,
     nodeKey: key.publicKey,

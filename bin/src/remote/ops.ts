@@ -183,6 +183,8 @@ export async function catalogueAdd(a: RemoteArgs & Out & Change & { file: string
 export function verdictOf(node: WireNodeStatus, hashMatches: boolean): string {
   const detail = node.statusDetail ? `: ${node.statusDetail}` : '';
   switch (node.status) {
+    case 'expired':
+      return `expired${detail}`;
     case 'silent':
       return `silent${detail}`;
     case 'pending':

@@ -135,6 +135,11 @@ export function nodeJson(n: WireNodeStatus) {
     advice: adviceOf(n) || null,
     tunnel: n.tunnel || null,
     tunnelInterface: n.tunnelInterface || null,
+    tunnelKey: n.tunnelKey || null,
+    // issue 28 (ADR 0041): when its credential expires (null never), and whether it did.
+    expiresAt: n.expiresAt || null,
+    expired: !!n.expiredAt,
+    expiredAt: n.expiredAt || null,
   };
 }
 
@@ -168,6 +173,7 @@ export function nodeDetail(n: WireNodeStatus): string {
     `applied ${n.appliedVersion} of ${n.stateVersion} (${gapShown(n)})  firewall ${n.firewallKind || '-'}  held ${n.held}  changed ${n.changed}`,
     `addresses ${n.addresses.join(', ') || '-'}${meshAddressNote(n)}  tags ${n.tags.join(', ') || '-'}`,
     `assigned ${n.assignedModules.join(', ') || '-'}  taken ${n.takenModules.join(', ') || '-'}`,
+    n.expiredAt ? `credential: expired ${n.expiredAt} (meshp node renew ${n.name})` : `credential: ${n.expiresAt ? `expires ${n.expiresAt}` : 'never expires'}`,
     ...(lifecycleNote(n) ? [`lifecycle: ${lifecycleNote(n)}`] : []),
     ...(adviceOf(n) ? [`advice: ${adviceOf(n)}`] : []),
   ].join('\n');

@@ -80,15 +80,21 @@ function resolverReport(s: ResolverReport): ResolverReport {
 }
 
 export function withTunnel(link: ControlLink, tunnel: TunnelWireguardPlugin, resolver?: { status(): ResolverReport } | null): ControlLink {
-  const tunnelKey = tunnel.publicKey();
   return {
-    enrol: (input) => link.enrol({ ...input, tunnelKey }),
+    enrol: (input) => link.enrol({ ...input, tunnelKey: tunnel.publicKey() }),
     sync: () => {
       const ch = link.sync();
       const report = (r: Extract<AgentMessage, { report: unknown }>['report']) => {
         const s = tunnel.status();
         const dns = resolver ? resolverReport(resolver.status()) : null;
-        return { ...r, tunnelKey, tunnelInterface: s.interface, ...(s.lastError ? { tunnelError: s.lastError } : {}), ...(dns ? { dns } : {}) };
+        // The key as it is now: one made anew (meshp node rekey) reaches the controller as a key change.
+        return {
+          ...r,
+          tunnelKey: tunnel.publicKey(),
+          tunnelInterface: s.interface,
+          ...(s.lastError ? { tunnelError: s.lastError } : {}),
+          ...(dns ? { dns } : {}),
+        };
       };
       return {
         send: (m: AgentMessage) => ch.send('report' in m ? { report: report(m.report) } : m),

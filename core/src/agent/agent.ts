@@ -23,6 +23,7 @@ import {
   type AgentMessage,
   type ControlLink,
   type ControllerMessage,
+  type CredentialExpiry,
   type EnrolResult,
   type LifecycleReport,
   type ReconcileOutcome,
@@ -39,6 +40,8 @@ export const RECENT_KEY = 'agent.recent';
 export const VERSION_SIGNATURE_KEY = 'agent.version-signature';
 /** Enrol calls made before giving up on an unreachable controller (the process is restarted by its supervisor after). */
 const ENROL_ATTEMPTS = 5;
+/** The longest delay a timer holds (2^31 - 1 ms, ~24.8 days). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
 /**
  * A newer handshake alone sends a report only once the newest one sent is older than this: WireGuard
  * rekeys every peer every 2 minutes, so a report per handshake would be one per peer per 2 minutes
@@ -82,6 +85,11 @@ export interface AgentOptions {
    * raised, the resolver bound), so the machine a converge preview sees is the one its flip sees.
    */
   beforeReconcile?: () => Promise<void>;
+  /**
+   * issue 28: makes a new tunnel key and puts it on the device (meshp node rekey asked it); the
+   * report sent after it carries the new public key. Absent: the agent runs no tunnel, the ask is logged.
+   */
+  rekey?: () => Promise<void>;
 }
 
 export class Agent {
@@ -189,6 +197,7 @@ export class Agent {
     if (this.#leaving) return this.#leaving;
     this.#stopped = true;
     if (this.#timer) clearInterval(this.#timer);
+    if (this.#renewTimer) clearTimeout(this.#renewTimer);
     this.#watch?.close();
     this.#channel?.close();
     this.#wake?.();
@@ -279,18 +288,62 @@ export class Agent {
           stateHash,
           revision: PROTOCOL_REVISION,
           signature,
+          // It renews its credential and makes a new tunnel key when told (ADR 0041).
+          expiryAware: true,
           ...(versionSignature ? { versionSignature } : {}),
         },
       });
       if (this.#lastReport) ch.send({ report: this.#lastReport });
       return;
     }
+    if ('expiry' in m) return this.#expiryTold(m.expiry);
+    if ('rekey' in m) return this.#rekey(ch, m.rekey.id);
     if ('error' in m) {
       this.#log.warn({ code: m.error.code, err: m.error.message }, 'controller refused');
       if (m.error.code === 'MESHP_NODE_REVOKED') this.#leave(`removed by the controller: ${m.error.message}`);
       return;
     }
     await this.#onDelta(ch, m.delta);
+  }
+
+  /** The renewal's timer, set when the controller says when the credential expires (ADR 0041). */
+  #renewTimer: ReturnType<typeof setTimeout> | null = null;
+
+  /**
+   * The controller said when the credential expires and when to renew it (a third of its term
+   * before): at that time the agent asks, on its stream, without a token. Asked again at each hello
+   * while it is due (a renewal whose answer was lost, a stream that ended first).
+   */
+  #expiryTold(e: CredentialExpiry): void {
+    if (this.#renewTimer) clearTimeout(this.#renewTimer);
+    this.#renewTimer = null;
+    if (this.#stopped) return;
+    const wait = Date.parse(e.renewAt) - Date.now();
+    this.#log.info({ expiresAt: e.expiresAt, renewAt: e.renewAt }, 'credential expiry');
+    const ask = () => {
+      this.#renewTimer = null;
+      if (!this.#channel || this.#stopped) return;
+      this.#log.info({ expiresAt: e.expiresAt }, 'renewing the credential');
+      this.#channel.send({ renew: {} });
+    };
+    // Past renewAt: asked now (the controller answers with the new expiry, which sets the next timer).
+    if (wait <= 0) return ask();
+    // Timers hold 32-bit delays: a renewal further than ~24 days off is looked at again then.
+    this.#renewTimer = setTimeout(() => (wait > MAX_TIMER_MS ? this.#expiryTold(e) : ask()), Math.min(wait, MAX_TIMER_MS));
+    this.#renewTimer.unref?.();
+  }
+
+  /** The admin asked a new tunnel key (meshp node rekey): made, put on the device, reported at once. */
+  async #rekey(ch: SyncChannel<ControllerMessage, AgentMessage>, id: string): Promise<void> {
+    if (!this.#o.rekey) return void this.#log.warn({ id }, 'tunnel rekey asked, but this agent runs no tunnel');
+    try {
+      await this.#o.rekey();
+    } catch (e) {
+      return void this.#log.error({ id, err: oneLine(e) }, 'tunnel rekey refused: the key stays as it was');
+    }
+    this.#log.info({ id }, 'tunnel key made anew: reported to the controller');
+    // The report carries the tunnel's key as it is now (the link adds it): the controller takes it as a key change.
+    if (this.#lastReport && this.#channel === ch) ch.send({ report: { ...this.#lastReport, at: new Date().toISOString() } });
   }
 
   async #onDelta(ch: SyncChannel<ControllerMessage, AgentMessage>, delta: StateDelta): Promise<void> {

@@ -48,6 +48,8 @@ export interface HelloMessage {
   signature: Uint8Array;
   /** The controller's signature of the version applied (StateDelta.version_signature), when kept. */
   versionSignature?: Uint8Array;
+  /** issue 28: the agent takes `expiry` and `rekey` messages (an older one is sent neither). */
+  expiryAware?: boolean;
 }
 
 export interface AckMessage {
@@ -203,10 +205,28 @@ export interface LifecycleReport {
 }
 
 /** Agent → controller on the Sync stream. */
-export type AgentMessage = { hello: HelloMessage } | { ack: AckMessage } | { report: ReportMessage } | { resync: ResyncMessage };
+export type AgentMessage =
+  | { hello: HelloMessage }
+  | { ack: AckMessage }
+  | { report: ReportMessage }
+  | { resync: ResyncMessage }
+  /** issue 28 (ADR 0041): the credential renewed, asked once `CredentialExpiry.renewAt` has come. */
+  | { renew: Record<string, never> };
+
+/** When the node's credential expires, and when its agent asks a renewal (a third of its term before). */
+export interface CredentialExpiry {
+  expiresAt: string;
+  renewAt: string;
+}
 
 /** Controller → agent on the Sync stream. The challenge comes first, before anything else. */
-export type ControllerMessage = { challenge: Uint8Array } | { delta: StateDelta } | { error: { code: string; message: string } };
+export type ControllerMessage =
+  | { challenge: Uint8Array }
+  | { delta: StateDelta }
+  | { error: { code: string; message: string } }
+  | { expiry: CredentialExpiry }
+  /** issue 28: make a new tunnel key and report it (meshp node rekey). */
+  | { rekey: { id: string } };
 
 /** One end of one Sync stream. */
 export interface SyncChannel<In, Out> {

@@ -205,6 +205,45 @@ export class Controller {
     return members.updateMember(this.#s, network, id, { nodeKey });
   }
 
+  // ---- expiry (issue 28, ADR 0041: controller/members.ts) -----------------------------------------
+
+  /** How long a node's credential lives from its enrolment or renewal (seconds), and whether that is the default. */
+  nodeLifetime(network: string): { seconds: number; isDefault: boolean } {
+    return { seconds: members.nodeLifetime(this.#s, network), isDefault: this.#s.net(network).record.nodeLifetimeSeconds === undefined };
+  }
+
+  /** The network's node lifetime from now on; answers the one before. No version: no view moves. */
+  setNodeLifetime(network: string, seconds: number): number {
+    return members.setNodeLifetime(this.#s, network, seconds);
+  }
+
+  /** The node expired now: every peer drops it in this one version; it stays a member. */
+  expireNode(network: string, id: string): number {
+    return members.expireNode(this.#s, network, id);
+  }
+
+  /** The node's credential renewed for `seconds` (the network's lifetime when absent): an expired node is back in one version. */
+  renewNode(network: string, id: string, seconds?: number): number {
+    return members.renewNode(this.#s, network, id, seconds);
+  }
+
+  /** The nodes whose expiry has come, recorded expired: one version per network. */
+  expireDue(): { network: string; nodes: string[]; version: number }[] {
+    return members.expireDue(this.#s);
+  }
+
+  /** The earliest expiry not yet recorded (ms since the epoch), or null. */
+  nextExpiry(): number | null {
+    return members.nextExpiry(this.#s);
+  }
+
+  /** When the node's expiry falls and when its agent renews it; null: it never expires. */
+  expiryOf(network: string, id: string): { expiresAt: string; renewAt: string; expired: boolean } | null {
+    const m = this.member(network, id);
+    const renewAt = m ? members.renewAtOf(m) : null;
+    return m?.expiresAt && renewAt ? { expiresAt: m.expiresAt, renewAt, expired: !!m.expiredAt || Date.parse(m.expiresAt) <= Date.parse(this.#s.now()) } : null;
+  }
+
   /** The node's new tunnel key, a normal change; the same key again changes nothing, '' withdraws it (members.ts). */
   setTunnelKey(network: string, id: string, tunnelKey: string): number {
     return members.setTunnelKey(this.#s, network, id, tunnelKey);

@@ -34,10 +34,11 @@ export interface ReconcileStatus {
  * sync.ts) | no-handshake (a tunnel member none of whose peers handshaked within the limit: nothing
  * flows) | peer-unreachable (a tunnel member with a handshake going on, and a peer it had none with within
  * the limit: each named) | unverified (a tunnel member whose agent does not report handshakes: not observed)
- * | no-tunnel (a member of a tunnel network whose agent runs no tunnel, or one that is not up).
+ * | no-tunnel (a member of a tunnel network whose agent runs no tunnel, or one that is not up) | expired (its
+ * credential expired, ADR 0041: refused at its hello, out of every peer's view until renewed; said first).
  */
 export type NodeHealth =
-  'ok' | 'behind' | 'changing' | 'refusing' | 'silent' | 'pending' | 'diverged' | 'no-tunnel' | 'no-handshake' | 'peer-unreachable' | 'unverified';
+  'expired' | 'ok' | 'behind' | 'changing' | 'refusing' | 'silent' | 'pending' | 'diverged' | 'no-tunnel' | 'no-handshake' | 'peer-unreachable' | 'unverified';
 
 /** In a tunnel network: up | none | down, by the agent's last report; '' outside one, or before a report says. */
 export type TunnelHealth = '' | 'up' | 'none' | 'down';
@@ -102,6 +103,12 @@ export interface NodeStatus {
   tunnelInterface: string;
   /** Why the tunnel is not up, as the agent reported it (not on the wire: said in statusDetail). */
   tunnelError: string;
+  /** When the node's credential expires ('' never: ADR 0041). */
+  expiresAt: string;
+  /** When the controller recorded it expired ('' not expired). */
+  expiredAt: string;
+  /** Its WireGuard public key as the controller holds it ('' none): meshp node rekey waits for a new one. */
+  tunnelKey: string;
 }
 
 export function newSync(): SyncRecord {
@@ -187,6 +194,9 @@ export function statusOf(net: NetworkState, m: MemberRecord, s: SyncRecord): Nod
     reasons: [],
     diverged: s.diverged ?? '',
     ...tunnelOf(net, r),
+    expiresAt: m.expiresAt ?? '',
+    expiredAt: m.expiredAt ?? '',
+    tunnelKey: m.tunnelKey ?? '',
   };
   return withLiveness(n, { connected: false, lastSeen: r?.at ?? '' });
 }
@@ -226,6 +236,9 @@ export function withLiveness(n: NodeStatus, live: Liveness): NodeStatus {
 /** Each rule in the order of how bad what it finds is; a status appears once. */
 function reasonsOf(n: NodeStatus, diverged: string | undefined, now: number): StatusReason[] {
   const found: (StatusReason | null)[] = [
+    n.expiredAt
+      ? { status: 'expired', detail: `its credential expired (${n.expiredAt}): refused at its hello, out of its peers' views; meshp node renew ${n.name}` }
+      : null,
     n.connected
       ? null
       : n.lastSeen

@@ -223,9 +223,11 @@ function openingFromWire(o: PlannedOpening): Opening[] {
 }
 
 export function agentToWire(m: AgentMessage): SyncRequest {
-  if ('hello' in m) return { hello: { ...m.hello, versionSignature: m.hello.versionSignature ?? new Uint8Array(0) } };
+  if ('hello' in m)
+    return { hello: { ...m.hello, versionSignature: m.hello.versionSignature ?? new Uint8Array(0), expiryAware: m.hello.expiryAware ?? false } };
   if ('ack' in m) return { ack: m.ack };
   if ('resync' in m) return { resync: m.resync };
+  if ('renew' in m) return { renew: {} };
   return { report: reportToWire(m.report) };
 }
 
@@ -234,12 +236,15 @@ export function agentFromWire(m: SyncRequest): AgentMessage {
   if (m.ack) return { ack: m.ack };
   if (m.resync) return { resync: m.resync };
   if (m.report) return { report: reportFromWire(m.report) };
+  if (m.renew) return { renew: {} };
   throw malformed('an empty message on the Sync stream');
 }
 
 export function controllerToWire(m: ControllerMessage): SyncResponse {
   if ('challenge' in m) return { challenge: { nonce: m.challenge } };
   if ('error' in m) return { error: m.error };
+  if ('expiry' in m) return { expiry: { ...m.expiry } };
+  if ('rekey' in m) return { rekey: { ...m.rekey } };
   const d = { ...m.delta, stateHash: m.delta.stateHash ?? '', versionSignature: m.delta.versionSignature ?? new Uint8Array(0) };
   // A declaration made without the preview id (an older computation) goes out with it empty.
   if (d.declaration && (d.declaration.convergePreviewId === undefined || d.declaration.untakes === undefined || d.declaration.releases === undefined))
@@ -261,5 +266,7 @@ export function controllerFromWire(m: SyncResponse): ControllerMessage {
   if (m.challenge) return { challenge: m.challenge.nonce };
   if (m.error) return { error: m.error };
   if (m.delta) return { delta: m.delta };
+  if (m.expiry) return { expiry: { expiresAt: m.expiry.expiresAt, renewAt: m.expiry.renewAt } };
+  if (m.rekey) return { rekey: { id: m.rekey.id } };
   throw malformed('an empty message on the Sync stream');
 }

@@ -4,7 +4,7 @@
  * writes it (base64 of the 32 raw bytes), so the `wg` tool can read it too.
  */
 import { createPrivateKey, createPublicKey, generateKeyPairSync } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { MeshpError } from '@meshp/core';
 
@@ -48,4 +48,18 @@ export const keyFromHex = (hex: string): string => Buffer.from(hex, 'hex').toStr
 
 export function isTunnelKey(b64: string): boolean {
   return /^[A-Za-z0-9+/]{43}=$/.test(b64);
+}
+
+/**
+ * A new key pair in place of the node's (issue 28, meshp node rekey): written beside the key file and
+ * renamed over it (a crash leaves the old key or the new one, whole, never half a file), mode 0600.
+ */
+export function renewTunnelKey(dir: string, name: string): TunnelKey {
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const file = join(dir, `${name}.key`);
+  const tmp = `${file}.new`;
+  const privateKey = generatePrivateKey();
+  writeFileSync(tmp, privateKey + '\n', { mode: 0o600 });
+  renameSync(tmp, file);
+  return { privateKey, publicKey: publicKeyOf(privateKey), file };
 }

@@ -16,7 +16,7 @@ import type { DevicePeer } from './uapi.js';
 import { run } from './exec.js';
 import { TunnelFilter } from './filter.js';
 import { readGrace, writeGrace, type GraceEntry } from './grace.js';
-import { ensureTunnelKey, type TunnelKey } from './keys.js';
+import { ensureTunnelKey, renewTunnelKey, type TunnelKey } from './keys.js';
 import { peerConfig, relayedOf, sameConfig, type PeerConfig } from './peer-config.js';
 import { peerHandshakes } from './handshakes.js';
 import { EndpointTrials, keepChosen } from './candidates.js';
@@ -222,6 +222,23 @@ export class TunnelWireguardPlugin implements Plugin {
   publicKey(): string {
     this.#key ??= ensureTunnelKey(this.#dir(), this.#o.interface);
     return this.#key.publicKey;
+  }
+
+  /**
+   * A new key pair (issue 28, meshp node rekey): written in place of the old one, put on the device
+   * (its peers keep the old public key until the controller sends them the new one, one delta: the
+   * tunnel is down for them meanwhile), queued behind the changes handed over before it.
+   */
+  rekey(): Promise<void> {
+    const done = this.#chain.then(async () => {
+      if (this.#left) throw new MeshpError('MESHP_TUNNEL_FAILED', 'the node left its network: no tunnel to rekey');
+      const was = this.#key?.publicKey ?? '';
+      this.#key = renewTunnelKey(this.#dir(), this.#o.interface);
+      if (this.#device) await this.#device.set({ peers: [], privateKey: this.#key.privateKey });
+      this.#log.info({ interface: this.#o.interface, was, now: this.#key.publicKey }, 'tunnel key made anew (rekey)');
+    });
+    this.#chain = done.catch(() => undefined);
+    return done;
   }
 
   /** Starts from the view as it is (restored from the store after a restart), then follows its deltas. */

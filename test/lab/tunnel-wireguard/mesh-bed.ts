@@ -104,9 +104,12 @@ export interface MeshBed {
   startAgent(n: Node, extra?: string[]): Proc;
 }
 
-/** `count`: the agents a1..aN (3 unless asked; routes.test.ts asks 4: two routers). */
-export async function meshBed(t: Teardown, dir: string, count = 3): Promise<MeshBed> {
-  const prefix = runPrefix('wgm');
+/**
+ * `count`: the agents a1..aN (3 unless asked; routes.test.ts asks 4: two routers). `tag`: the first
+ * letters of the namespaces, interfaces and engine (a lab of its own beside another file's).
+ */
+export async function meshBed(t: Teardown, dir: string, count = 3, tag = 'wgm'): Promise<MeshBed> {
+  const prefix = runPrefix(tag);
   const nodes: Node[] = [];
   t.teardown(async () => {
     for (const n of nodes) n.proc?.kill('SIGKILL');
@@ -133,7 +136,7 @@ export async function meshBed(t: Teardown, dir: string, count = 3): Promise<Mesh
   const cNs = await machine('c', CONTROL_IP, 0);
   // The engine starts while the other machines are made.
   const [engine, outside, ...agentNs] = await Promise.all([
-    startDockerd(t, { netns: cNs, tag: 'wgd' }),
+    startDockerd(t, { netns: cNs, tag: tag === 'wgm' ? 'wgd' : `${tag.slice(0, 2)}d` }),
     machine('o', OUTSIDE_IP, 9),
     ...Array.from({ length: count }, (_, k) => k + 1).map((i) => machine(`a${i}`, `10.97.0.${i}`, i)),
   ]);

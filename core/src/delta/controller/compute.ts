@@ -132,7 +132,8 @@ function peerChanges(s: Sides, candidates: Set<string>, digest: ViewDigest, grac
       if (dThen === null && !now && then && graced.has(id)) removePeers.push({ id, reason: REMOVAL_REASON.REMOVED });
       if (dThen === null) continue;
       removePeer(digest, dThen);
-      removePeers.push({ id, reason: now ? REMOVAL_REASON.UNSCOPED : REMOVAL_REASON.REMOVED });
+      // An expired peer is removed for traffic (ADR 0041): its allowed IPs go at once, no unscoping grace keeps them.
+      removePeers.push({ id, reason: now && !now.expiredAt ? REMOVAL_REASON.UNSCOPED : REMOVAL_REASON.REMOVED });
       continue;
     }
     const img = peerImage(now, sNow);

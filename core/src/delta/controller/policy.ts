@@ -48,7 +48,8 @@ export class PolicyIndex {
 
   /** What `peer` is in `node`'s view: reachable, inbound only, or out of scope; a control-node is always in it. */
   scope(node: MemberRecord, peer: MemberRecord): Scope {
-    if (node.id === peer.id) return SCOPE.NONE;
+    // An expired node is out of every peer's view (ADR 0041): removed for traffic, still a member.
+    if (node.id === peer.id || peer.expiredAt) return SCOPE.NONE;
     if (meets(this.#out, node.tags, peer.tags) || isControlNode(peer.tags)) return SCOPE.REACH;
     if (meets(this.#in, node.tags, peer.tags) || isControlNode(node.tags)) return SCOPE.INBOUND_ONLY;
     return SCOPE.NONE;

@@ -35,6 +35,20 @@ export interface MemberRecord {
   untaking?: Record<string, string>;
   /** issue 29: modules released with --restore (no longer assigned), each with the preview id the operator saw. */
   releasing?: Record<string, string>;
+  /**
+   * issue 28 (ADR 0041): when the node's credential expires (ISO time), set at enrolment from the
+   * network's node lifetime and moved by each renewal. Absent: it never expires (a control-node, or
+   * a node enrolled before expiry existed, until its first renewal).
+   */
+  expiresAt?: string;
+  /** Since when the term that ends at expiresAt runs (its enrolment or last renewal): its agent renews a third of the term before the end. */
+  renewedAt?: string;
+  /**
+   * When the controller recorded the node expired (ISO time): from then every peer treats it as
+   * removed for traffic (out of its view: its filter and allowed IPs drop it) while it stays a
+   * member. Absent: not expired. A renewal takes it away, in one version.
+   */
+  expiredAt?: string;
 }
 
 /** Members tagged `from` may reach members tagged `to`. */
@@ -95,7 +109,12 @@ export interface NetworkRecord {
    * before the control-node was in every member's view; a controller loading it checks each view once.
    */
   scopeRule?: number;
+  /** issue 28 (ADR 0041): how long a node's credential lives from its enrolment or renewal, in seconds. Absent: NODE_LIFETIME_S (180 days). */
+  nodeLifetimeSeconds?: number;
 }
+
+/** The node lifetime of a network that sets none: 180 days (ADR 0041), Tailscale's default key expiry. */
+export const NODE_LIFETIME_S = 180 * 86400;
 
 export type LogEntry =
   | { version: number; kind: 'member'; id: string; before: MemberRecord | null; after: MemberRecord | null }

@@ -98,7 +98,7 @@ export function scoperOf(policy: PolicyIndex, groups: readonly RouteGroup[]): Sc
   if (groups.length === 0) return (node, peer) => policy.scope(node, peer);
   return (node, peer) => {
     const s = policy.scope(node, peer);
-    if (s === SCOPE.REACH) return s;
+    if (s === SCOPE.REACH || peer.expiredAt) return s;
     const r = routeScope(node, peer, policy, groups);
     return r === SCOPE.NONE ? s : r === SCOPE.REACH ? r : SCOPE.INBOUND_ONLY;
   };

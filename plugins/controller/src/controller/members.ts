@@ -4,7 +4,7 @@
  */
 import { isDeepStrictEqual } from 'node:util';
 import { type Mode } from '@meshp/core';
-import type { MemberRecord, NetworkRecord, NetworkState } from '@meshp/core/delta';
+import { NODE_LIFETIME_S, isControlNode, type MemberRecord, type NetworkRecord, type NetworkState } from '@meshp/core/delta';
 import type { TokenRecord } from '../tokens.js';
 import { newSync } from '../status.js';
 import { checkAssigned, checkMember, checkTags } from '../limits.js';
@@ -33,6 +33,8 @@ export function join(s: ControllerState, network: string, input: MemberInput): n
     taken: [],
     settings: input.settings ?? { ports: {} },
     ...(input.tunnelKey ? { tunnelKey: input.tunnelKey } : {}),
+    ...(input.expiresAt ? { expiresAt: input.expiresAt } : {}),
+    ...(input.renewedAt ? { renewedAt: input.renewedAt } : {}),
   };
   return changeMember(s, net, input.id, m, true);
 }
@@ -180,7 +182,8 @@ export function enrol(s: ControllerState, token: string, input: Omit<MemberInput
   s.store.transaction(() => {
     const t = s.tokens.take(token);
     network = t.network;
-    join(s, t.network, { ...input, mode: t.mode, tags: t.tags });
+    // An enrolled node's credential lives the network's node lifetime (ADR 0041).
+    join(s, t.network, { ...input, mode: t.mode, tags: t.tags, ...expiryAtEnrolment(s, t.network, t.tags) });
   });
   return { network, member: s.net(network).members.get(input.id)! };
 }
@@ -218,4 +221,108 @@ function allocate(n: NetworkRecord): string {
   if (n.nextHost >= size - 1) throw usage(`the private range ${n.privateRange} is full`);
   const a = (start + n.nextHost++) >>> 0;
   return `${a >>> 24}.${(a >>> 16) & 255}.${(a >>> 8) & 255}.${a & 255}`;
+}
+
+// ---- expiry (issue 28, ADR 0041) ------------------------------------------------------------------
+
+/** The node lifetime of the network, in seconds (NODE_LIFETIME_S when it sets none). */
+export function nodeLifetime(s: ControllerState, network: string): number {
+  return s.net(network).record.nodeLifetimeSeconds ?? NODE_LIFETIME_S;
+}
+
+/** Bounds of a node lifetime or a renewal's term: ten seconds (a test's) to ten years. */
+export const LIFETIME_BOUNDS = { min: 10, max: 10 * 365 * 86400 };
+
+function checkTerm(seconds: number, what: string): void {
+  if (!Number.isInteger(seconds) || seconds < LIFETIME_BOUNDS.min || seconds > LIFETIME_BOUNDS.max)
+    throw usage(`${what} is a whole number of seconds from ${LIFETIME_BOUNDS.min} to ${LIFETIME_BOUNDS.max} (ten years), not ${seconds}`);
+}
+
+/** The network's node lifetime from now on (each enrolment and renewal after it): no version, no delta (nothing in any view moves). */
+export function setNodeLifetime(s: ControllerState, network: string, seconds: number): number {
+  checkTerm(seconds, 'a node lifetime');
+  const net = s.net(network);
+  const before = nodeLifetime(s, network);
+  s.store.transaction(() => {
+    net.record.nodeLifetimeSeconds = seconds;
+    s.store.putNetwork(net.record);
+  });
+  return before;
+}
+
+/** The expiry a node enrolled now gets; none for a control-node (expired, it would cut every agent off). */
+export function expiryAtEnrolment(s: ControllerState, network: string, tags: readonly string[]): Pick<MemberRecord, 'expiresAt' | 'renewedAt'> {
+  if (isControlNode(tags)) return {};
+  const now = s.now();
+  return { expiresAt: new Date(Date.parse(now) + nodeLifetime(s, network) * 1000).toISOString(), renewedAt: now };
+}
+
+function refuseControlNode(m: MemberRecord, what: string): void {
+  if (isControlNode(m.tags)) throw usage(`${m.id} is the control-node: its credential does not expire, so it is neither expired nor renewed (${what})`);
+}
+
+/** The node expired now: out of every peer's view in this one version, still a member. Expired already: nothing changes. */
+export function expireNode(s: ControllerState, network: string, id: string): number {
+  const net = s.net(network);
+  const m = s.member(net, id);
+  refuseControlNode(m, 'node expire');
+  if (m.expiredAt) return net.version;
+  const now = s.now();
+  return changeMember(s, net, id, { ...structuredClone(m), expiresAt: now, expiredAt: now });
+}
+
+/** The node's credential renewed for `seconds` from now (the network's lifetime when absent); an expired node is back in its peers' views in this one version. */
+export function renewNode(s: ControllerState, network: string, id: string, seconds?: number): number {
+  const net = s.net(network);
+  const m = s.member(net, id);
+  refuseControlNode(m, 'node renew');
+  const term = seconds ?? nodeLifetime(s, network);
+  checkTerm(term, "a renewal's term");
+  const now = s.now();
+  const after: MemberRecord = { ...structuredClone(m), expiresAt: new Date(Date.parse(now) + term * 1000).toISOString(), renewedAt: now };
+  delete after.expiredAt;
+  return changeMember(s, net, id, after);
+}
+
+/** When the agent asks its renewal: a third of its term (renewedAt → expiresAt) before the expiry; null: it never expires. */
+export function renewAtOf(m: MemberRecord): string | null {
+  if (!m.expiresAt) return null;
+  const end = Date.parse(m.expiresAt);
+  const start = m.renewedAt ? Date.parse(m.renewedAt) : end - NODE_LIFETIME_S * 1000;
+  return new Date(end - Math.max(0, end - start) / 3).toISOString();
+}
+
+/**
+ * Every node whose expiry has come and is not yet recorded expired, recorded so: one version per
+ * network (one 'members' change), so each peer drops all of them in one delta. Answers them by network.
+ */
+export function expireDue(s: ControllerState): { network: string; nodes: string[]; version: number }[] {
+  const now = Date.parse(s.now());
+  const out: { network: string; nodes: string[]; version: number }[] = [];
+  for (const net of s.networks.values()) {
+    const due = [...net.members.values()].filter((m) => m.expiresAt && !m.expiredAt && Date.parse(m.expiresAt) <= now && !isControlNode(m.tags));
+    if (due.length === 0) continue;
+    const at = new Date(now).toISOString();
+    const changes = due.map((m) => ({ id: m.id, before: m, after: { ...structuredClone(m), expiredAt: at } }));
+    const version = commit(s, net, { version: 0, kind: 'members', changes }, () => {
+      for (const c of changes) {
+        net.putMember(c.after);
+        s.store.putMember(net.record.name, c.after);
+      }
+    });
+    out.push({ network: net.record.name, nodes: due.map((m) => m.id).sort(), version });
+  }
+  return out;
+}
+
+/** The earliest expiry not yet recorded (ms since the epoch), or null. */
+export function nextExpiry(s: ControllerState): number | null {
+  let next: number | null = null;
+  for (const net of s.networks.values())
+    for (const m of net.members.values())
+      if (m.expiresAt && !m.expiredAt) {
+        const t = Date.parse(m.expiresAt);
+        if (next === null || t < next) next = t;
+      }
+  return next;
 }

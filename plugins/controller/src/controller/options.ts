@@ -40,4 +40,7 @@ export interface MemberInput {
   settings?: MemberRecord['settings'];
   /** The node's WireGuard public key (base64), when it runs a tunnel. */
   tunnelKey?: string;
+  /** When its credential expires, and since when its term runs (an enrolment: members.ts expiryAtEnrolment). */
+  expiresAt?: string;
+  renewedAt?: string;
 }

@@ -42,6 +42,7 @@ export const READ_METHODS: ReadonlySet<string> = new Set([
   'listAdmins',
   'previewUntake',
   'whoAmI',
+  'getNodeLifetime',
 ]);
 
 /** Changes that take `preview: true` and then change nothing (the nodes that would change said). */
@@ -54,6 +55,9 @@ const PREVIEWABLE: ReadonlySet<string> = new Set([
   'setTags',
   'setRelay',
   'removeRelay',
+  'expireNode',
+  'renewNode',
+  'rekeyNode',
 ]);
 
 /** Whether the actor may change anything at all (a console offers its change forms only then). */

@@ -28,6 +28,7 @@ import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
 import { readbackMethods } from './readback.js';
 import { policyMethods } from './policy-methods.js';
+import { expiryMethods } from './expiry-admin.js';
 import { auditedChange, auditMethods, type AuditDeps } from './audit.js';
 import { dnsMethods } from './dns-admin.js';
 import { routeMethods } from './route-admin.js';
@@ -111,6 +112,10 @@ export interface AdminDeps {
   audit?: Omit<AuditDeps, 'controller' | 'log'>;
   /** The named admin credentials (issue 28; admin-credentials.ts), and the certificate fingerprint their credentials carry. Absent: the bootstrap one alone. */
   admins?: { book: AdminCredentialBook; fingerprint: string };
+  /** A node's expiry moved (renewed, expired): the expiry clock looks again (expiry-clock.ts). */
+  expiryMoved?(): void;
+  /** Asks the node's agent, on its open stream here, for a new tunnel key (meshp node rekey); false: none open. */
+  rekey?(network: string, node: string, id: string): boolean;
   /** A store across the network: the reports of these nodes (null: the network's) read into memory, without waiting (admin-async.ts). */
   loadReports?(network: string, nodes: string[] | null): Promise<void>;
 }
@@ -331,6 +336,14 @@ function allMethods(d: AdminDeps, c: Ctx, creds: ReturnType<typeof adminCredenti
     ...creds.sync,
     // A module's untake, previewed by its agent (issue 29): untake-admin.ts.
     ...untakeMethods(d.controller, (net, node) => d.reports(net, node), c.node, d.changed),
+    // Node credentials that expire, and a node's tunnel key rotated (issue 28, ADR 0041): expiry-admin.ts.
+    ...expiryMethods({
+      controller: d.controller,
+      node: c.node,
+      changed: d.changed,
+      expiryMoved: () => d.expiryMoved?.(),
+      rekey: (net, node, id) => d.rekey?.(net, node, id) ?? false,
+    }),
   };
 }
 

@@ -25,6 +25,10 @@ export const CHANGES: ReadonlySet<string> = new Set<string>([
   'removeNode',
   'renameNode',
   'setTags',
+  'expireNode',
+  'renewNode',
+  'setNodeLifetime',
+  'rekeyNode',
   'createNetwork',
   'removeNetwork',
   'removeCatalogueModule',
@@ -72,6 +76,14 @@ function summaryOf(method: string, r: Req, before: string): string {
       return `converge ${node}${str(r, 'previewId') ? ` (preview ${str(r, 'previewId')})` : ''}`;
     case 'setTags':
       return `tags of ${node}: ${before || '-'} -> ${(Array.isArray(r.tags) ? [...new Set(r.tags as string[])].sort() : []).join(',') || '-'}${str(r, 'previewId') ? ` (preview ${str(r, 'previewId')})` : ''}`;
+    case 'expireNode':
+      return `expire ${node} (its credential ended now: its peers drop it)`;
+    case 'renewNode':
+      return `renew ${node}: expiry ${before || 'never'} -> ${typeof r.seconds === 'number' && r.seconds ? `${r.seconds} s` : "the network's node lifetime"} from now`;
+    case 'setNodeLifetime':
+      return `node lifetime: ${before} s -> ${String(r.seconds)} s`;
+    case 'rekeyNode':
+      return `rekey ${node}: a new tunnel key asked (the key was ${before || 'none'})`;
     case 'renameNode':
       return `rename ${node} -> ${str(r, 'newName')}`;
     case 'createToken':
@@ -114,6 +126,9 @@ function beforeOf(controller: Controller, method: string, r: Req, network: strin
   try {
     if (method === 'setPolicy') return `${controller.policy(network).length} rule(s)`;
     if (method === 'setTags') return [...(controller.member(network, str(r, 'node'))?.tags ?? [])].sort().join(',');
+    if (method === 'renewNode') return controller.member(network, str(r, 'node'))?.expiresAt ?? '';
+    if (method === 'setNodeLifetime') return String(controller.nodeLifetime(network).seconds);
+    if (method === 'rekeyNode') return controller.member(network, str(r, 'node'))?.tunnelKey ?? '';
     if (method === 'setMode') return controller.member(network, str(r, 'node'))?.mode ?? 'unknown';
   } catch {
     // A network that does not exist: the change is refused, and nothing is recorded.

@@ -205,6 +205,19 @@ export class SessionHub implements SessionHost {
     this.#ended.delete(`${network}/${node}`);
   }
 
+  /** Told when a node's expiry moved or came (the hosting's expiry clock: expiry-clock.ts). */
+  onExpiryMoved: () => void = () => undefined;
+
+  expiryMoved(): void {
+    this.onExpiryMoved();
+  }
+
+  /** Asks the node's agent for a new tunnel key on its open stream (meshp node rekey); false: none is open here. */
+  rekey(network: string, node: string, id: string): boolean {
+    const s = this.#sessions.get(`${network}/${node}`);
+    return s ? s.rekey(id) : false;
+  }
+
   /** The node's open stream goes on under its new name. */
   renamed(network: string, from: string, to: string): void {
     const acks = this.#acks.get(`${network}/${from}`);

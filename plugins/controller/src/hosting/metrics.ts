@@ -25,6 +25,7 @@ const HEALTH: NodeHealth[] = [
   'no-handshake',
   'peer-unreachable',
   'unverified',
+  'expired',
 ];
 const MODES = ['adopted', 'converged', 'unknown'] as const;
 export const BUILD_VERSION = '0.1.0';

@@ -36,6 +36,7 @@ import { Enrolment } from './enrolment.js';
 import { createLogger, type Logger } from './log.js';
 import { Metrics, serveMetrics } from './metrics.js';
 import { SessionHub, type SessionHubOptions } from './hub.js';
+import { ExpiryClock } from './expiry-clock.js';
 import type { FanOutOptions } from './fanout.js';
 import { ensureCertificate, type ControllerTls } from './tls.js';
 import { ensureVersionKey } from './version-key.js';
@@ -140,6 +141,7 @@ export class ControllerHostingPlugin implements Plugin {
   readonly #o: ControllerHostingOptions;
   readonly log: Logger;
   #host?: PluginHost;
+  #clock: ExpiryClock | null = null;
   #running: {
     listener: TransportListener;
     metrics: { close(): Promise<void> } | null;
@@ -179,7 +181,15 @@ export class ControllerHostingPlugin implements Plugin {
     const hub = new SessionHub(controller, auth, metrics, this.log, this.#hubOptions());
     const enrolment = new Enrolment(controller, auth, tls.fingerprint);
     // Another replica's change, applied here: the agents connected here get their deltas (after the call that caught up).
-    controller.onRemoteChange = (n) => setImmediate(() => hub.poke(n));
+    // The clock that records expiries as they come (expiry-clock.ts, ADR 0041).
+    const clock = new ExpiryClock({ controller, log: this.log, poke: (n) => hub.poke(n), end: (n, id, e) => hub.endNode(n, id, e) });
+    this.#clock = clock;
+    hub.onExpiryMoved = () => clock.arm();
+    controller.onRemoteChange = (n) =>
+      setImmediate(() => {
+        hub.poke(n);
+        clock.arm();
+      });
     // A change committed without waiting (a store across the network): what was held for its network goes now.
     controller.onSettled = (n) => setImmediate(() => hub.settled(n));
     await this.#o.store?.follow();
@@ -266,6 +276,8 @@ export class ControllerHostingPlugin implements Plugin {
           this.log.info({ network: r.network, node: r.node, mode: r.mode, peer }, 'node enrolled');
           // The answer goes first: the peers learn of the join after this call returned (hub.poke only schedules).
           hub.poke(r.network);
+          // Its expiry may be the earliest (a network with a short node lifetime): the clock looks again.
+          hub.expiryMoved();
           return r;
         } catch (e) {
           metrics.refused(isMeshpError(e) ? e.code : 'MESHP_PLUGIN_FAILED');
@@ -341,6 +353,8 @@ export class ControllerHostingPlugin implements Plugin {
         }
         revoked();
       },
+      expiryMoved: () => hub.expiryMoved(),
+      rekey: (n, id, ask) => hub.rekey(n, id, ask),
       renaming: (n, from, to) => auth.rename(n, from, to),
       ...(auth.renameAsync ? { renamingAsync: auth.renameAsync.bind(auth) } : {}),
       renamed: (n, from, to) => {
@@ -399,6 +413,7 @@ export class ControllerHostingPlugin implements Plugin {
     }
     writeFileSync(join(dir, ADDRESS_FILE), `${listener.address}\n`);
     this.#running = { listener, metrics: m, console: web, hub, controller, auth, renewal: this.#relayRenewal(controller, hub) };
+    this.#clock?.arm();
     this.log.info(
       {
         address: listener.address,
@@ -437,6 +452,8 @@ export class ControllerHostingPlugin implements Plugin {
     if (!r) return;
     this.#running = null;
     clearInterval(r.renewal);
+    this.#clock?.stop();
+    this.#clock = null;
     r.hub.closeAll();
     await r.console?.close();
     await r.listener.close();

@@ -51,6 +51,8 @@ export interface SessionHost {
   poke(network: string): void;
   /** A pump that came while the network's change was being committed: pumped once it is answered. */
   holdPump(s: SyncSession): void;
+  /** A node's expiry moved (or came): the expiry clock looks again (expiry-clock.ts). */
+  expiryMoved(): void;
 }
 
 export class SyncSession {
@@ -105,6 +107,10 @@ export class SyncSession {
     if (controller.settling(this.network)) return void this.hub.holdPump(this);
     if (!controller.member(this.network, this.node))
       return void this.#refuse(new MeshpError('MESHP_NODE_REVOKED', `node ${this.node} was removed from ${this.network}`));
+    const self = controller.expiryOf(this.network, this.node);
+    if (self?.expired) return void this.#refuse(expiredError(this.network, this.node, self.expiresAt));
+    // An admin's renewal (or its agent's) moved the expiry: the agent is told, so it renews in time.
+    this.#sayExpiry();
     const delta = controller.deltaFor(this.network, this.node);
     if (!delta) return void this.#held();
     this.#divergedSaid = false;
@@ -193,8 +199,11 @@ export class SyncSession {
     }
     if ('hello' in m) throw malformed('hello twice on one stream');
     if (!controller.member(this.network, this.node)) throw new MeshpError('MESHP_NODE_REVOKED', `node ${this.node} was removed from ${this.network}`);
+    const expiry = controller.expiryOf(this.network, this.node);
+    if (expiry?.expired) throw expiredError(this.network, this.node, expiry.expiresAt);
     this.hub.seen(this.network, this.node);
-    if ('ack' in m) this.#ack(m.ack);
+    if ('renew' in m) this.#renew(expiry);
+    else if ('ack' in m) this.#ack(m.ack);
     else if ('resync' in m) this.#resync(m.resync);
     else if ('report' in m) this.#report(m.report);
   }
@@ -210,6 +219,55 @@ export class SyncSession {
       );
     // A snapshot now, one held back by the backoff, or none (diverged: #held says so).
     if (r.snapshotPending || !r.accepted) this.pump();
+  }
+
+  /**
+   * The agent asks its credential renewed (ADR 0041): once its renewal time has come, the term starts
+   * again from now for the network's node lifetime (one change, no token); asked before, the expiry
+   * stands. Either way the agent is told its expiry.
+   */
+  #renew(expiry: { expiresAt: string; renewAt: string } | null): void {
+    const { controller } = this.hub;
+    if (!expiry) return;
+    if (Date.parse(expiry.renewAt) > Date.now()) {
+      // Asked early (its clock ahead): the expiry stands, and is said again.
+      this.#saidExpiry = '';
+      return void this.#sayExpiry();
+    }
+    this.#changeMay(
+      'renewal not stored',
+      () => controller.renewNode(this.network, this.node),
+      () => {
+        this.hub.log.info(
+          { network: this.network, node: this.node, expiresAt: controller.member(this.network, this.node)?.expiresAt },
+          'credential renewed by its agent',
+        );
+        this.hub.expiryMoved();
+        this.hub.poke(this.network);
+        this.#sayExpiry();
+      },
+    );
+  }
+
+  /** The agent takes expiry and rekey messages (its hello said so); an older one is sent neither. */
+  #expiryAware = false;
+  /** The expiry last told to the agent: told again only when it moved. */
+  #saidExpiry = '';
+
+  /** Tells the agent when its credential expires and when to renew it, when that moved (nothing for a node that never expires). */
+  #sayExpiry(): void {
+    const e = this.hub.controller.expiryOf(this.network, this.node);
+    if (!e || this.#ended || !this.#expiryAware || e.expiresAt === this.#saidExpiry) return;
+    this.#saidExpiry = e.expiresAt;
+    this.ch.send({ expiry: { expiresAt: e.expiresAt, renewAt: e.renewAt } });
+  }
+
+  /** Asks the agent for a new tunnel key (meshp node rekey): it reports the public key, a normal key change then. */
+  rekey(id: string): boolean {
+    if (!this.#authed || this.#ended || !this.#expiryAware) return false;
+    this.hub.log.info({ network: this.network, node: this.node, id }, 'tunnel rekey asked');
+    this.ch.send({ rekey: { id } });
+    return true;
   }
 
   #resync(resync: ResyncMessage): void {
@@ -404,6 +462,12 @@ export class SyncSession {
       );
     const good = signedBy(member.nodeKey, challengePayload(h.node, this.#nonce), h.signature);
     if (!good) throw new MeshpError('MESHP_AUTH_FAILED', `the hello of ${h.node} is not signed by its enrolled key`);
+    // Its credential expired (ADR 0041): refused, coded; it stays a member, and an admin's renewal lets it back.
+    const expiry = controller.expiryOf(owner.network, owner.node);
+    if (expiry?.expired) {
+      this.hub.expiryMoved();
+      throw expiredError(owner.network, owner.node, expiry.expiresAt);
+    }
     if (this.#timer) clearTimeout(this.#timer);
     // Not kept: a cleared timer held for the stream's life is its Timeout and closure, per agent.
     this.#timer = null;
@@ -427,6 +491,8 @@ export class SyncSession {
     if (auth.confirmAsync) void auth.confirmAsync(this.network, this.node, at).catch((e: unknown) => this.#passed(e, 'token not confirmed'));
     else this.#storeMay('token not confirmed', () => auth.confirm(this.network, this.node, at));
     const r = controller.hello(this.network, this.node, h.appliedVersion, h.stateHash, h.versionSignature, h.revision, stored);
+    this.#expiryAware = h.expiryAware === true;
+    this.#sayExpiry();
     log.info({ network: this.network, node: this.node, peer: this.peer, appliedVersion: h.appliedVersion, resume: !r.snapshotPending }, 'sync stream opened');
     if (r.movedAhead) {
       log.warn(
@@ -482,6 +548,11 @@ export class SyncSession {
     this.hub.log.warn({ code, peer: this.peer, network: this.network || undefined, node: this.node || undefined, err: oneLine(e) }, 'sync refused');
     this.end({ code, message: isMeshpError(e) ? e.message : String(e) });
   }
+}
+
+/** The refusal of an expired node's hello and stream (MESHP_NODE_EXPIRED): not a removal, the agent keeps trying. */
+function expiredError(network: string, node: string, at: string): MeshpError {
+  return new MeshpError('MESHP_NODE_EXPIRED', `the credential of ${node} in ${network} expired at ${at}: an admin renews it (meshp node renew ${node})`);
 }
 
 /** A refused resource's code: what its reason begins with (MESHP_REFUSED when it names none). */

@@ -272,14 +272,50 @@ export interface SyncRequest {
   hello?: Hello | undefined;
   ack?: StateAck | undefined;
   report?: Report | undefined;
-  resync?: ResyncRequest | undefined;
+  resync?:
+    | ResyncRequest
+    | undefined;
+  /**
+   * issue 28 (ADR 0041): the agent asks its credential renewed, on its authenticated stream, once a
+   * third of its term is left (CredentialExpiry.renew_at); no token needed.
+   */
+  renew?: RenewRequest | undefined;
+}
+
+export interface RenewRequest {
 }
 
 /** Controller to agent. */
 export interface SyncResponse {
   delta?: StateDelta | undefined;
   error?: SyncError | undefined;
-  challenge?: Challenge | undefined;
+  challenge?:
+    | Challenge
+    | undefined;
+  /**
+   * issue 28 (ADR 0041): when the node's credential expires and when its agent renews it; sent after
+   * the hello and after every renewal (the agent's or an admin's).
+   */
+  expiry?:
+    | CredentialExpiry
+    | undefined;
+  /**
+   * issue 28: the admin asked a new WireGuard key (meshp node rekey): the agent makes one, puts it on
+   * its device and reports its public key (Report.tunnel_key), which its peers get in one delta.
+   */
+  rekey?: RekeyRequest | undefined;
+}
+
+export interface CredentialExpiry {
+  /** ISO 8601; the hello of a node past it is refused MESHP_NODE_EXPIRED. */
+  expiresAt: string;
+  /** When the agent asks a renewal (RenewRequest): a third of the term before expires_at. */
+  renewAt: string;
+}
+
+export interface RekeyRequest {
+  /** Names the request in the agent's log. */
+  id: string;
 }
 
 /**
@@ -308,6 +344,11 @@ export interface Hello {
   signature: Uint8Array;
   /** The controller's version_signature of the delta that brought the agent to applied_version (empty: none kept). */
   versionSignature: Uint8Array;
+  /**
+   * issue 28 (ADR 0041): the agent takes CredentialExpiry and RekeyRequest on its stream (and renews
+   * with RenewRequest); an agent from before says false and is sent neither (an admin renews it).
+   */
+  expiryAware: boolean;
 }
 
 /** Sent after a delta is applied. Only an ack moves the controller's applied version. */
@@ -875,6 +916,78 @@ export interface OpeningSpec {
   path: TrafficPath;
 }
 
+export interface ExpireNodeRequest {
+  network: string;
+  node: string;
+  preview: boolean;
+}
+
+export interface ExpireNodeResponse {
+  node?: NodeStatus | undefined;
+  stateVersion: number;
+  /** The peers that have the node in their view now: each drops it (filter and allowed IPs). */
+  peers: string[];
+  /** Expired already: nothing changed. */
+  unchanged: boolean;
+}
+
+export interface RenewNodeRequest {
+  network: string;
+  node: string;
+  /** The new term from now, in seconds; 0: the network's node lifetime. */
+  seconds: number;
+  preview: boolean;
+}
+
+export interface RenewNodeResponse {
+  node?: NodeStatus | undefined;
+  stateVersion: number;
+  /** The expiry after the renewal (a preview: what it would be). */
+  expiresAt: string;
+  /** The peers that get the node back in their view (it was expired), else none. */
+  peers: string[];
+}
+
+export interface GetNodeLifetimeRequest {
+  network: string;
+}
+
+export interface SetNodeLifetimeRequest {
+  network: string;
+  /** How long a node's credential lives from its enrolment or renewal (10 s to 10 years). */
+  seconds: number;
+}
+
+export interface GetNodeLifetimeResponse {
+  seconds: number;
+  /** No lifetime set for the network: the default (180 days). */
+  default: boolean;
+}
+
+export interface SetNodeLifetimeResponse {
+  seconds: number;
+  /** The lifetime before the change. */
+  secondsBefore: number;
+}
+
+export interface RekeyNodeRequest {
+  network: string;
+  node: string;
+  preview: boolean;
+}
+
+export interface RekeyNodeResponse {
+  node?:
+    | NodeStatus
+    | undefined;
+  /** The key the node holds now; its new one comes in its next report (NodeStatus.tunnel_key). */
+  tunnelKey: string;
+  /** The peers that have the node in their view: each gets its new key in one delta. */
+  peers: string[];
+  /** Asked of the node's agent on its open stream (false: a preview). */
+  asked: boolean;
+}
+
 export interface SetTagsRequest {
   network: string;
   node: string;
@@ -1006,6 +1119,14 @@ export interface NodeStatus {
   tunnel: string;
   /** The tunnel's interface, as the agent last reported it. */
   tunnelInterface: string;
+  /**
+   * issue 28 (ADR 0041): when the node's credential expires ('' never), and when the controller
+   * recorded it expired ('' not expired: then it is out of every peer's view, still a member).
+   */
+  expiresAt: string;
+  expiredAt: string;
+  /** The node's WireGuard public key as the controller holds it ('' none). */
+  tunnelKey: string;
 }
 
 /** The handshakes a tunnel member's agent reported, as the controller reads them now. */
@@ -2079,7 +2200,7 @@ export const EnrolResponse: MessageFns<EnrolResponse> = {
 };
 
 function createBaseSyncRequest(): SyncRequest {
-  return { hello: undefined, ack: undefined, report: undefined, resync: undefined };
+  return { hello: undefined, ack: undefined, report: undefined, resync: undefined, renew: undefined };
 }
 
 export const SyncRequest: MessageFns<SyncRequest> = {
@@ -2095,6 +2216,9 @@ export const SyncRequest: MessageFns<SyncRequest> = {
     }
     if (message.resync !== undefined) {
       ResyncRequest.encode(message.resync, writer.uint32(34).fork()).join();
+    }
+    if (message.renew !== undefined) {
+      RenewRequest.encode(message.renew, writer.uint32(82).fork()).join();
     }
     return writer;
   },
@@ -2144,6 +2268,14 @@ export const SyncRequest: MessageFns<SyncRequest> = {
             message.resync = ResyncRequest.decode(reader, reader.uint32());
             continue;
           }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.renew = RenewRequest.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2162,6 +2294,7 @@ export const SyncRequest: MessageFns<SyncRequest> = {
       ack: isSet(object.ack) ? StateAck.fromJSON(object.ack) : undefined,
       report: isSet(object.report) ? Report.fromJSON(object.report) : undefined,
       resync: isSet(object.resync) ? ResyncRequest.fromJSON(object.resync) : undefined,
+      renew: isSet(object.renew) ? RenewRequest.fromJSON(object.renew) : undefined,
     };
   },
 
@@ -2179,6 +2312,9 @@ export const SyncRequest: MessageFns<SyncRequest> = {
     if (message.resync !== undefined) {
       obj.resync = ResyncRequest.toJSON(message.resync);
     }
+    if (message.renew !== undefined) {
+      obj.renew = RenewRequest.toJSON(message.renew);
+    }
     return obj;
   },
 
@@ -2195,12 +2331,67 @@ export const SyncRequest: MessageFns<SyncRequest> = {
     message.resync = (object.resync !== undefined && object.resync !== null)
       ? ResyncRequest.fromPartial(object.resync)
       : undefined;
+    message.renew = (object.renew !== undefined && object.renew !== null)
+      ? RenewRequest.fromPartial(object.renew)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseRenewRequest(): RenewRequest {
+  return {};
+}
+
+export const RenewRequest: MessageFns<RenewRequest> = {
+  encode(_: RenewRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RenewRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRenewRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): RenewRequest {
+    return {};
+  },
+
+  toJSON(_: RenewRequest): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RenewRequest>, I>>(base?: I): RenewRequest {
+    return RenewRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RenewRequest>, I>>(_: I): RenewRequest {
+    const message = createBaseRenewRequest();
     return message;
   },
 };
 
 function createBaseSyncResponse(): SyncResponse {
-  return { delta: undefined, error: undefined, challenge: undefined };
+  return { delta: undefined, error: undefined, challenge: undefined, expiry: undefined, rekey: undefined };
 }
 
 export const SyncResponse: MessageFns<SyncResponse> = {
@@ -2213,6 +2404,12 @@ export const SyncResponse: MessageFns<SyncResponse> = {
     }
     if (message.challenge !== undefined) {
       Challenge.encode(message.challenge, writer.uint32(26).fork()).join();
+    }
+    if (message.expiry !== undefined) {
+      CredentialExpiry.encode(message.expiry, writer.uint32(82).fork()).join();
+    }
+    if (message.rekey !== undefined) {
+      RekeyRequest.encode(message.rekey, writer.uint32(90).fork()).join();
     }
     return writer;
   },
@@ -2254,6 +2451,22 @@ export const SyncResponse: MessageFns<SyncResponse> = {
             message.challenge = Challenge.decode(reader, reader.uint32());
             continue;
           }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.expiry = CredentialExpiry.decode(reader, reader.uint32());
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.rekey = RekeyRequest.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2271,6 +2484,8 @@ export const SyncResponse: MessageFns<SyncResponse> = {
       delta: isSet(object.delta) ? StateDelta.fromJSON(object.delta) : undefined,
       error: isSet(object.error) ? SyncError.fromJSON(object.error) : undefined,
       challenge: isSet(object.challenge) ? Challenge.fromJSON(object.challenge) : undefined,
+      expiry: isSet(object.expiry) ? CredentialExpiry.fromJSON(object.expiry) : undefined,
+      rekey: isSet(object.rekey) ? RekeyRequest.fromJSON(object.rekey) : undefined,
     };
   },
 
@@ -2284,6 +2499,12 @@ export const SyncResponse: MessageFns<SyncResponse> = {
     }
     if (message.challenge !== undefined) {
       obj.challenge = Challenge.toJSON(message.challenge);
+    }
+    if (message.expiry !== undefined) {
+      obj.expiry = CredentialExpiry.toJSON(message.expiry);
+    }
+    if (message.rekey !== undefined) {
+      obj.rekey = RekeyRequest.toJSON(message.rekey);
     }
     return obj;
   },
@@ -2302,6 +2523,172 @@ export const SyncResponse: MessageFns<SyncResponse> = {
     message.challenge = (object.challenge !== undefined && object.challenge !== null)
       ? Challenge.fromPartial(object.challenge)
       : undefined;
+    message.expiry = (object.expiry !== undefined && object.expiry !== null)
+      ? CredentialExpiry.fromPartial(object.expiry)
+      : undefined;
+    message.rekey = (object.rekey !== undefined && object.rekey !== null)
+      ? RekeyRequest.fromPartial(object.rekey)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseCredentialExpiry(): CredentialExpiry {
+  return { expiresAt: "", renewAt: "" };
+}
+
+export const CredentialExpiry: MessageFns<CredentialExpiry> = {
+  encode(message: CredentialExpiry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.expiresAt !== "") {
+      writer.uint32(10).string(message.expiresAt);
+    }
+    if (message.renewAt !== "") {
+      writer.uint32(18).string(message.renewAt);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CredentialExpiry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCredentialExpiry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.expiresAt = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.renewAt = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CredentialExpiry {
+    return {
+      expiresAt: isSet(object.expiresAt)
+        ? globalThis.String(object.expiresAt)
+        : isSet(object.expires_at)
+        ? globalThis.String(object.expires_at)
+        : "",
+      renewAt: isSet(object.renewAt)
+        ? globalThis.String(object.renewAt)
+        : isSet(object.renew_at)
+        ? globalThis.String(object.renew_at)
+        : "",
+    };
+  },
+
+  toJSON(message: CredentialExpiry): unknown {
+    const obj: any = {};
+    if (message.expiresAt !== "") {
+      obj.expiresAt = message.expiresAt;
+    }
+    if (message.renewAt !== "") {
+      obj.renewAt = message.renewAt;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CredentialExpiry>, I>>(base?: I): CredentialExpiry {
+    return CredentialExpiry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CredentialExpiry>, I>>(object: I): CredentialExpiry {
+    const message = createBaseCredentialExpiry();
+    message.expiresAt = object.expiresAt ?? "";
+    message.renewAt = object.renewAt ?? "";
+    return message;
+  },
+};
+
+function createBaseRekeyRequest(): RekeyRequest {
+  return { id: "" };
+}
+
+export const RekeyRequest: MessageFns<RekeyRequest> = {
+  encode(message: RekeyRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RekeyRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRekeyRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RekeyRequest {
+    return { id: isSet(object.id) ? globalThis.String(object.id) : "" };
+  },
+
+  toJSON(message: RekeyRequest): unknown {
+    const obj: any = {};
+    if (message.id !== "") {
+      obj.id = message.id;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RekeyRequest>, I>>(base?: I): RekeyRequest {
+    return RekeyRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RekeyRequest>, I>>(object: I): RekeyRequest {
+    const message = createBaseRekeyRequest();
+    message.id = object.id ?? "";
     return message;
   },
 };
@@ -2382,6 +2769,7 @@ function createBaseHello(): Hello {
     revision: 0,
     signature: new Uint8Array(0),
     versionSignature: new Uint8Array(0),
+    expiryAware: false,
   };
 }
 
@@ -2407,6 +2795,9 @@ export const Hello: MessageFns<Hello> = {
     }
     if (message.versionSignature.length !== 0) {
       writer.uint32(402).bytes(message.versionSignature);
+    }
+    if (message.expiryAware !== false) {
+      writer.uint32(432).bool(message.expiryAware);
     }
     return writer;
   },
@@ -2480,6 +2871,14 @@ export const Hello: MessageFns<Hello> = {
             message.versionSignature = reader.bytes();
             continue;
           }
+          case 54: {
+            if (tag !== 432) {
+              break;
+            }
+
+            message.expiryAware = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2513,6 +2912,11 @@ export const Hello: MessageFns<Hello> = {
         : isSet(object.version_signature)
         ? bytesFromBase64(object.version_signature)
         : new Uint8Array(0),
+      expiryAware: isSet(object.expiryAware)
+        ? globalThis.Boolean(object.expiryAware)
+        : isSet(object.expiry_aware)
+        ? globalThis.Boolean(object.expiry_aware)
+        : false,
     };
   },
 
@@ -2539,6 +2943,9 @@ export const Hello: MessageFns<Hello> = {
     if (message.versionSignature.length !== 0) {
       obj.versionSignature = base64FromBytes(message.versionSignature);
     }
+    if (message.expiryAware !== false) {
+      obj.expiryAware = message.expiryAware;
+    }
     return obj;
   },
 
@@ -2554,6 +2961,7 @@ export const Hello: MessageFns<Hello> = {
     message.revision = object.revision ?? 0;
     message.signature = object.signature ?? new Uint8Array(0);
     message.versionSignature = object.versionSignature ?? new Uint8Array(0);
+    message.expiryAware = object.expiryAware ?? false;
     return message;
   },
 };
@@ -9085,6 +9493,1024 @@ export const OpeningSpec: MessageFns<OpeningSpec> = {
   },
 };
 
+function createBaseExpireNodeRequest(): ExpireNodeRequest {
+  return { network: "", node: "", preview: false };
+}
+
+export const ExpireNodeRequest: MessageFns<ExpireNodeRequest> = {
+  encode(message: ExpireNodeRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.network !== "") {
+      writer.uint32(10).string(message.network);
+    }
+    if (message.node !== "") {
+      writer.uint32(18).string(message.node);
+    }
+    if (message.preview !== false) {
+      writer.uint32(24).bool(message.preview);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ExpireNodeRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseExpireNodeRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.node = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.preview = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ExpireNodeRequest {
+    return {
+      network: isSet(object.network) ? globalThis.String(object.network) : "",
+      node: isSet(object.node) ? globalThis.String(object.node) : "",
+      preview: isSet(object.preview) ? globalThis.Boolean(object.preview) : false,
+    };
+  },
+
+  toJSON(message: ExpireNodeRequest): unknown {
+    const obj: any = {};
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    if (message.node !== "") {
+      obj.node = message.node;
+    }
+    if (message.preview !== false) {
+      obj.preview = message.preview;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ExpireNodeRequest>, I>>(base?: I): ExpireNodeRequest {
+    return ExpireNodeRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ExpireNodeRequest>, I>>(object: I): ExpireNodeRequest {
+    const message = createBaseExpireNodeRequest();
+    message.network = object.network ?? "";
+    message.node = object.node ?? "";
+    message.preview = object.preview ?? false;
+    return message;
+  },
+};
+
+function createBaseExpireNodeResponse(): ExpireNodeResponse {
+  return { node: undefined, stateVersion: 0, peers: [], unchanged: false };
+}
+
+export const ExpireNodeResponse: MessageFns<ExpireNodeResponse> = {
+  encode(message: ExpireNodeResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.node !== undefined) {
+      NodeStatus.encode(message.node, writer.uint32(10).fork()).join();
+    }
+    if (message.stateVersion !== 0) {
+      writer.uint32(16).uint64(message.stateVersion);
+    }
+    for (const v of message.peers) {
+      writer.uint32(26).string(v!);
+    }
+    if (message.unchanged !== false) {
+      writer.uint32(32).bool(message.unchanged);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ExpireNodeResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseExpireNodeResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.node = NodeStatus.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.stateVersion = longToNumber(reader.uint64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.peers.push(reader.string());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.unchanged = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ExpireNodeResponse {
+    return {
+      node: isSet(object.node) ? NodeStatus.fromJSON(object.node) : undefined,
+      stateVersion: isSet(object.stateVersion)
+        ? globalThis.Number(object.stateVersion)
+        : isSet(object.state_version)
+        ? globalThis.Number(object.state_version)
+        : 0,
+      peers: globalThis.Array.isArray(object?.peers) ? object.peers.map((e: any) => globalThis.String(e)) : [],
+      unchanged: isSet(object.unchanged) ? globalThis.Boolean(object.unchanged) : false,
+    };
+  },
+
+  toJSON(message: ExpireNodeResponse): unknown {
+    const obj: any = {};
+    if (message.node !== undefined) {
+      obj.node = NodeStatus.toJSON(message.node);
+    }
+    if (message.stateVersion !== 0) {
+      obj.stateVersion = Math.round(message.stateVersion);
+    }
+    if (message.peers?.length) {
+      obj.peers = message.peers;
+    }
+    if (message.unchanged !== false) {
+      obj.unchanged = message.unchanged;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ExpireNodeResponse>, I>>(base?: I): ExpireNodeResponse {
+    return ExpireNodeResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ExpireNodeResponse>, I>>(object: I): ExpireNodeResponse {
+    const message = createBaseExpireNodeResponse();
+    message.node = (object.node !== undefined && object.node !== null)
+      ? NodeStatus.fromPartial(object.node)
+      : undefined;
+    message.stateVersion = object.stateVersion ?? 0;
+    message.peers = object.peers?.map((e) => e) || [];
+    message.unchanged = object.unchanged ?? false;
+    return message;
+  },
+};
+
+function createBaseRenewNodeRequest(): RenewNodeRequest {
+  return { network: "", node: "", seconds: 0, preview: false };
+}
+
+export const RenewNodeRequest: MessageFns<RenewNodeRequest> = {
+  encode(message: RenewNodeRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.network !== "") {
+      writer.uint32(10).string(message.network);
+    }
+    if (message.node !== "") {
+      writer.uint32(18).string(message.node);
+    }
+    if (message.seconds !== 0) {
+      writer.uint32(24).uint64(message.seconds);
+    }
+    if (message.preview !== false) {
+      writer.uint32(32).bool(message.preview);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RenewNodeRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRenewNodeRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.node = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.seconds = longToNumber(reader.uint64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.preview = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RenewNodeRequest {
+    return {
+      network: isSet(object.network) ? globalThis.String(object.network) : "",
+      node: isSet(object.node) ? globalThis.String(object.node) : "",
+      seconds: isSet(object.seconds) ? globalThis.Number(object.seconds) : 0,
+      preview: isSet(object.preview) ? globalThis.Boolean(object.preview) : false,
+    };
+  },
+
+  toJSON(message: RenewNodeRequest): unknown {
+    const obj: any = {};
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    if (message.node !== "") {
+      obj.node = message.node;
+    }
+    if (message.seconds !== 0) {
+      obj.seconds = Math.round(message.seconds);
+    }
+    if (message.preview !== false) {
+      obj.preview = message.preview;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RenewNodeRequest>, I>>(base?: I): RenewNodeRequest {
+    return RenewNodeRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RenewNodeRequest>, I>>(object: I): RenewNodeRequest {
+    const message = createBaseRenewNodeRequest();
+    message.network = object.network ?? "";
+    message.node = object.node ?? "";
+    message.seconds = object.seconds ?? 0;
+    message.preview = object.preview ?? false;
+    return message;
+  },
+};
+
+function createBaseRenewNodeResponse(): RenewNodeResponse {
+  return { node: undefined, stateVersion: 0, expiresAt: "", peers: [] };
+}
+
+export const RenewNodeResponse: MessageFns<RenewNodeResponse> = {
+  encode(message: RenewNodeResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.node !== undefined) {
+      NodeStatus.encode(message.node, writer.uint32(10).fork()).join();
+    }
+    if (message.stateVersion !== 0) {
+      writer.uint32(16).uint64(message.stateVersion);
+    }
+    if (message.expiresAt !== "") {
+      writer.uint32(26).string(message.expiresAt);
+    }
+    for (const v of message.peers) {
+      writer.uint32(34).string(v!);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RenewNodeResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRenewNodeResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.node = NodeStatus.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.stateVersion = longToNumber(reader.uint64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.expiresAt = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.peers.push(reader.string());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RenewNodeResponse {
+    return {
+      node: isSet(object.node) ? NodeStatus.fromJSON(object.node) : undefined,
+      stateVersion: isSet(object.stateVersion)
+        ? globalThis.Number(object.stateVersion)
+        : isSet(object.state_version)
+        ? globalThis.Number(object.state_version)
+        : 0,
+      expiresAt: isSet(object.expiresAt)
+        ? globalThis.String(object.expiresAt)
+        : isSet(object.expires_at)
+        ? globalThis.String(object.expires_at)
+        : "",
+      peers: globalThis.Array.isArray(object?.peers) ? object.peers.map((e: any) => globalThis.String(e)) : [],
+    };
+  },
+
+  toJSON(message: RenewNodeResponse): unknown {
+    const obj: any = {};
+    if (message.node !== undefined) {
+      obj.node = NodeStatus.toJSON(message.node);
+    }
+    if (message.stateVersion !== 0) {
+      obj.stateVersion = Math.round(message.stateVersion);
+    }
+    if (message.expiresAt !== "") {
+      obj.expiresAt = message.expiresAt;
+    }
+    if (message.peers?.length) {
+      obj.peers = message.peers;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RenewNodeResponse>, I>>(base?: I): RenewNodeResponse {
+    return RenewNodeResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RenewNodeResponse>, I>>(object: I): RenewNodeResponse {
+    const message = createBaseRenewNodeResponse();
+    message.node = (object.node !== undefined && object.node !== null)
+      ? NodeStatus.fromPartial(object.node)
+      : undefined;
+    message.stateVersion = object.stateVersion ?? 0;
+    message.expiresAt = object.expiresAt ?? "";
+    message.peers = object.peers?.map((e) => e) || [];
+    return message;
+  },
+};
+
+function createBaseGetNodeLifetimeRequest(): GetNodeLifetimeRequest {
+  return { network: "" };
+}
+
+export const GetNodeLifetimeRequest: MessageFns<GetNodeLifetimeRequest> = {
+  encode(message: GetNodeLifetimeRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.network !== "") {
+      writer.uint32(10).string(message.network);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetNodeLifetimeRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetNodeLifetimeRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GetNodeLifetimeRequest {
+    return { network: isSet(object.network) ? globalThis.String(object.network) : "" };
+  },
+
+  toJSON(message: GetNodeLifetimeRequest): unknown {
+    const obj: any = {};
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<GetNodeLifetimeRequest>, I>>(base?: I): GetNodeLifetimeRequest {
+    return GetNodeLifetimeRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetNodeLifetimeRequest>, I>>(object: I): GetNodeLifetimeRequest {
+    const message = createBaseGetNodeLifetimeRequest();
+    message.network = object.network ?? "";
+    return message;
+  },
+};
+
+function createBaseSetNodeLifetimeRequest(): SetNodeLifetimeRequest {
+  return { network: "", seconds: 0 };
+}
+
+export const SetNodeLifetimeRequest: MessageFns<SetNodeLifetimeRequest> = {
+  encode(message: SetNodeLifetimeRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.network !== "") {
+      writer.uint32(10).string(message.network);
+    }
+    if (message.seconds !== 0) {
+      writer.uint32(16).uint64(message.seconds);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SetNodeLifetimeRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSetNodeLifetimeRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.seconds = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SetNodeLifetimeRequest {
+    return {
+      network: isSet(object.network) ? globalThis.String(object.network) : "",
+      seconds: isSet(object.seconds) ? globalThis.Number(object.seconds) : 0,
+    };
+  },
+
+  toJSON(message: SetNodeLifetimeRequest): unknown {
+    const obj: any = {};
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    if (message.seconds !== 0) {
+      obj.seconds = Math.round(message.seconds);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SetNodeLifetimeRequest>, I>>(base?: I): SetNodeLifetimeRequest {
+    return SetNodeLifetimeRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SetNodeLifetimeRequest>, I>>(object: I): SetNodeLifetimeRequest {
+    const message = createBaseSetNodeLifetimeRequest();
+    message.network = object.network ?? "";
+    message.seconds = object.seconds ?? 0;
+    return message;
+  },
+};
+
+function createBaseGetNodeLifetimeResponse(): GetNodeLifetimeResponse {
+  return { seconds: 0, default: false };
+}
+
+export const GetNodeLifetimeResponse: MessageFns<GetNodeLifetimeResponse> = {
+  encode(message: GetNodeLifetimeResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.seconds !== 0) {
+      writer.uint32(8).uint64(message.seconds);
+    }
+    if (message.default !== false) {
+      writer.uint32(16).bool(message.default);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetNodeLifetimeResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetNodeLifetimeResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.seconds = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.default = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GetNodeLifetimeResponse {
+    return {
+      seconds: isSet(object.seconds) ? globalThis.Number(object.seconds) : 0,
+      default: isSet(object.default) ? globalThis.Boolean(object.default) : false,
+    };
+  },
+
+  toJSON(message: GetNodeLifetimeResponse): unknown {
+    const obj: any = {};
+    if (message.seconds !== 0) {
+      obj.seconds = Math.round(message.seconds);
+    }
+    if (message.default !== false) {
+      obj.default = message.default;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<GetNodeLifetimeResponse>, I>>(base?: I): GetNodeLifetimeResponse {
+    return GetNodeLifetimeResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetNodeLifetimeResponse>, I>>(object: I): GetNodeLifetimeResponse {
+    const message = createBaseGetNodeLifetimeResponse();
+    message.seconds = object.seconds ?? 0;
+    message.default = object.default ?? false;
+    return message;
+  },
+};
+
+function createBaseSetNodeLifetimeResponse(): SetNodeLifetimeResponse {
+  return { seconds: 0, secondsBefore: 0 };
+}
+
+export const SetNodeLifetimeResponse: MessageFns<SetNodeLifetimeResponse> = {
+  encode(message: SetNodeLifetimeResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.seconds !== 0) {
+      writer.uint32(8).uint64(message.seconds);
+    }
+    if (message.secondsBefore !== 0) {
+      writer.uint32(16).uint64(message.secondsBefore);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SetNodeLifetimeResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSetNodeLifetimeResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.seconds = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.secondsBefore = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SetNodeLifetimeResponse {
+    return {
+      seconds: isSet(object.seconds) ? globalThis.Number(object.seconds) : 0,
+      secondsBefore: isSet(object.secondsBefore)
+        ? globalThis.Number(object.secondsBefore)
+        : isSet(object.seconds_before)
+        ? globalThis.Number(object.seconds_before)
+        : 0,
+    };
+  },
+
+  toJSON(message: SetNodeLifetimeResponse): unknown {
+    const obj: any = {};
+    if (message.seconds !== 0) {
+      obj.seconds = Math.round(message.seconds);
+    }
+    if (message.secondsBefore !== 0) {
+      obj.secondsBefore = Math.round(message.secondsBefore);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SetNodeLifetimeResponse>, I>>(base?: I): SetNodeLifetimeResponse {
+    return SetNodeLifetimeResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SetNodeLifetimeResponse>, I>>(object: I): SetNodeLifetimeResponse {
+    const message = createBaseSetNodeLifetimeResponse();
+    message.seconds = object.seconds ?? 0;
+    message.secondsBefore = object.secondsBefore ?? 0;
+    return message;
+  },
+};
+
+function createBaseRekeyNodeRequest(): RekeyNodeRequest {
+  return { network: "", node: "", preview: false };
+}
+
+export const RekeyNodeRequest: MessageFns<RekeyNodeRequest> = {
+  encode(message: RekeyNodeRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.network !== "") {
+      writer.uint32(10).string(message.network);
+    }
+    if (message.node !== "") {
+      writer.uint32(18).string(message.node);
+    }
+    if (message.preview !== false) {
+      writer.uint32(24).bool(message.preview);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RekeyNodeRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRekeyNodeRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.node = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.preview = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RekeyNodeRequest {
+    return {
+      network: isSet(object.network) ? globalThis.String(object.network) : "",
+      node: isSet(object.node) ? globalThis.String(object.node) : "",
+      preview: isSet(object.preview) ? globalThis.Boolean(object.preview) : false,
+    };
+  },
+
+  toJSON(message: RekeyNodeRequest): unknown {
+    const obj: any = {};
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    if (message.node !== "") {
+      obj.node = message.node;
+    }
+    if (message.preview !== false) {
+      obj.preview = message.preview;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RekeyNodeRequest>, I>>(base?: I): RekeyNodeRequest {
+    return RekeyNodeRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RekeyNodeRequest>, I>>(object: I): RekeyNodeRequest {
+    const message = createBaseRekeyNodeRequest();
+    message.network = object.network ?? "";
+    message.node = object.node ?? "";
+    message.preview = object.preview ?? false;
+    return message;
+  },
+};
+
+function createBaseRekeyNodeResponse(): RekeyNodeResponse {
+  return { node: undefined, tunnelKey: "", peers: [], asked: false };
+}
+
+export const RekeyNodeResponse: MessageFns<RekeyNodeResponse> = {
+  encode(message: RekeyNodeResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.node !== undefined) {
+      NodeStatus.encode(message.node, writer.uint32(10).fork()).join();
+    }
+    if (message.tunnelKey !== "") {
+      writer.uint32(18).string(message.tunnelKey);
+    }
+    for (const v of message.peers) {
+      writer.uint32(26).string(v!);
+    }
+    if (message.asked !== false) {
+      writer.uint32(32).bool(message.asked);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RekeyNodeResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRekeyNodeResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.node = NodeStatus.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.tunnelKey = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.peers.push(reader.string());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.asked = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RekeyNodeResponse {
+    return {
+      node: isSet(object.node) ? NodeStatus.fromJSON(object.node) : undefined,
+      tunnelKey: isSet(object.tunnelKey)
+        ? globalThis.String(object.tunnelKey)
+        : isSet(object.tunnel_key)
+        ? globalThis.String(object.tunnel_key)
+        : "",
+      peers: globalThis.Array.isArray(object?.peers) ? object.peers.map((e: any) => globalThis.String(e)) : [],
+      asked: isSet(object.asked) ? globalThis.Boolean(object.asked) : false,
+    };
+  },
+
+  toJSON(message: RekeyNodeResponse): unknown {
+    const obj: any = {};
+    if (message.node !== undefined) {
+      obj.node = NodeStatus.toJSON(message.node);
+    }
+    if (message.tunnelKey !== "") {
+      obj.tunnelKey = message.tunnelKey;
+    }
+    if (message.peers?.length) {
+      obj.peers = message.peers;
+    }
+    if (message.asked !== false) {
+      obj.asked = message.asked;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RekeyNodeResponse>, I>>(base?: I): RekeyNodeResponse {
+    return RekeyNodeResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RekeyNodeResponse>, I>>(object: I): RekeyNodeResponse {
+    const message = createBaseRekeyNodeResponse();
+    message.node = (object.node !== undefined && object.node !== null)
+      ? NodeStatus.fromPartial(object.node)
+      : undefined;
+    message.tunnelKey = object.tunnelKey ?? "";
+    message.peers = object.peers?.map((e) => e) || [];
+    message.asked = object.asked ?? false;
+    return message;
+  },
+};
+
 function createBaseSetTagsRequest(): SetTagsRequest {
   return { network: "", node: "", tags: [], preview: false, previewId: "" };
 }
@@ -10105,6 +11531,9 @@ function createBaseNodeStatus(): NodeStatus {
     reasons: [],
     tunnel: "",
     tunnelInterface: "",
+    expiresAt: "",
+    expiredAt: "",
+    tunnelKey: "",
   };
 }
 
@@ -10205,6 +11634,15 @@ export const NodeStatus: MessageFns<NodeStatus> = {
     }
     if (message.tunnelInterface !== "") {
       writer.uint32(570).string(message.tunnelInterface);
+    }
+    if (message.expiresAt !== "") {
+      writer.uint32(602).string(message.expiresAt);
+    }
+    if (message.expiredAt !== "") {
+      writer.uint32(610).string(message.expiredAt);
+    }
+    if (message.tunnelKey !== "") {
+      writer.uint32(618).string(message.tunnelKey);
     }
     return writer;
   },
@@ -10478,6 +11916,30 @@ export const NodeStatus: MessageFns<NodeStatus> = {
             message.tunnelInterface = reader.string();
             continue;
           }
+          case 75: {
+            if (tag !== 602) {
+              break;
+            }
+
+            message.expiresAt = reader.string();
+            continue;
+          }
+          case 76: {
+            if (tag !== 610) {
+              break;
+            }
+
+            message.expiredAt = reader.string();
+            continue;
+          }
+          case 77: {
+            if (tag !== 618) {
+              break;
+            }
+
+            message.tunnelKey = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -10590,6 +12052,21 @@ export const NodeStatus: MessageFns<NodeStatus> = {
         : isSet(object.tunnel_interface)
         ? globalThis.String(object.tunnel_interface)
         : "",
+      expiresAt: isSet(object.expiresAt)
+        ? globalThis.String(object.expiresAt)
+        : isSet(object.expires_at)
+        ? globalThis.String(object.expires_at)
+        : "",
+      expiredAt: isSet(object.expiredAt)
+        ? globalThis.String(object.expiredAt)
+        : isSet(object.expired_at)
+        ? globalThis.String(object.expired_at)
+        : "",
+      tunnelKey: isSet(object.tunnelKey)
+        ? globalThis.String(object.tunnelKey)
+        : isSet(object.tunnel_key)
+        ? globalThis.String(object.tunnel_key)
+        : "",
     };
   },
 
@@ -10691,6 +12168,15 @@ export const NodeStatus: MessageFns<NodeStatus> = {
     if (message.tunnelInterface !== "") {
       obj.tunnelInterface = message.tunnelInterface;
     }
+    if (message.expiresAt !== "") {
+      obj.expiresAt = message.expiresAt;
+    }
+    if (message.expiredAt !== "") {
+      obj.expiredAt = message.expiredAt;
+    }
+    if (message.tunnelKey !== "") {
+      obj.tunnelKey = message.tunnelKey;
+    }
     return obj;
   },
 
@@ -10739,6 +12225,9 @@ export const NodeStatus: MessageFns<NodeStatus> = {
     message.reasons = object.reasons?.map((e) => StatusReason.fromPartial(e)) || [];
     message.tunnel = object.tunnel ?? "";
     message.tunnelInterface = object.tunnelInterface ?? "";
+    message.expiresAt = object.expiresAt ?? "";
+    message.expiredAt = object.expiredAt ?? "";
+    message.tunnelKey = object.tunnelKey ?? "";
     return message;
   },
 };
@@ -22415,6 +23904,60 @@ export const AdminServiceService = {
     responseSerialize: (value: SetTagsResponse): Buffer => Buffer.from(SetTagsResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): SetTagsResponse => SetTagsResponse.decode(value),
   },
+  /**
+   * issue 28 (ADR 0041): a node's credential expired now (its peers drop it in one delta, it stays a
+   * member), renewed (back in one delta), the network's node lifetime read and set, and a node's
+   * WireGuard key rotated by its agent (its peers get the new key in one delta). `preview`: nothing changed.
+   */
+  expireNode: {
+    path: "/meshp.v1.AdminService/ExpireNode" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ExpireNodeRequest): Buffer => Buffer.from(ExpireNodeRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ExpireNodeRequest => ExpireNodeRequest.decode(value),
+    responseSerialize: (value: ExpireNodeResponse): Buffer => Buffer.from(ExpireNodeResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ExpireNodeResponse => ExpireNodeResponse.decode(value),
+  },
+  renewNode: {
+    path: "/meshp.v1.AdminService/RenewNode" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RenewNodeRequest): Buffer => Buffer.from(RenewNodeRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RenewNodeRequest => RenewNodeRequest.decode(value),
+    responseSerialize: (value: RenewNodeResponse): Buffer => Buffer.from(RenewNodeResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RenewNodeResponse => RenewNodeResponse.decode(value),
+  },
+  getNodeLifetime: {
+    path: "/meshp.v1.AdminService/GetNodeLifetime" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: GetNodeLifetimeRequest): Buffer =>
+      Buffer.from(GetNodeLifetimeRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): GetNodeLifetimeRequest => GetNodeLifetimeRequest.decode(value),
+    responseSerialize: (value: GetNodeLifetimeResponse): Buffer =>
+      Buffer.from(GetNodeLifetimeResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): GetNodeLifetimeResponse => GetNodeLifetimeResponse.decode(value),
+  },
+  setNodeLifetime: {
+    path: "/meshp.v1.AdminService/SetNodeLifetime" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: SetNodeLifetimeRequest): Buffer =>
+      Buffer.from(SetNodeLifetimeRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): SetNodeLifetimeRequest => SetNodeLifetimeRequest.decode(value),
+    responseSerialize: (value: SetNodeLifetimeResponse): Buffer =>
+      Buffer.from(SetNodeLifetimeResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): SetNodeLifetimeResponse => SetNodeLifetimeResponse.decode(value),
+  },
+  rekeyNode: {
+    path: "/meshp.v1.AdminService/RekeyNode" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RekeyNodeRequest): Buffer => Buffer.from(RekeyNodeRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RekeyNodeRequest => RekeyNodeRequest.decode(value),
+    responseSerialize: (value: RekeyNodeResponse): Buffer => Buffer.from(RekeyNodeResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RekeyNodeResponse => RekeyNodeResponse.decode(value),
+  },
 } as const;
 
 export interface AdminServiceServer extends UntypedServiceImplementation {
@@ -22512,6 +24055,16 @@ export interface AdminServiceServer extends UntypedServiceImplementation {
    * reachability diff (per node, the peers and ports it gains and loses) and the id that names it.
    */
   setTags: handleUnaryCall<SetTagsRequest, SetTagsResponse>;
+  /**
+   * issue 28 (ADR 0041): a node's credential expired now (its peers drop it in one delta, it stays a
+   * member), renewed (back in one delta), the network's node lifetime read and set, and a node's
+   * WireGuard key rotated by its agent (its peers get the new key in one delta). `preview`: nothing changed.
+   */
+  expireNode: handleUnaryCall<ExpireNodeRequest, ExpireNodeResponse>;
+  renewNode: handleUnaryCall<RenewNodeRequest, RenewNodeResponse>;
+  getNodeLifetime: handleUnaryCall<GetNodeLifetimeRequest, GetNodeLifetimeResponse>;
+  setNodeLifetime: handleUnaryCall<SetNodeLifetimeRequest, SetNodeLifetimeResponse>;
+  rekeyNode: handleUnaryCall<RekeyNodeRequest, RekeyNodeResponse>;
 }
 
 export interface AdminServiceClient extends Client {
@@ -23210,6 +24763,86 @@ export interface AdminServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: SetTagsResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * issue 28 (ADR 0041): a node's credential expired now (its peers drop it in one delta, it stays a
+   * member), renewed (back in one delta), the network's node lifetime read and set, and a node's
+   * WireGuard key rotated by its agent (its peers get the new key in one delta). `preview`: nothing changed.
+   */
+  expireNode(
+    request: ExpireNodeRequest,
+    callback: (error: ServiceError | null, response: ExpireNodeResponse) => void,
+  ): ClientUnaryCall;
+  expireNode(
+    request: ExpireNodeRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ExpireNodeResponse) => void,
+  ): ClientUnaryCall;
+  expireNode(
+    request: ExpireNodeRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ExpireNodeResponse) => void,
+  ): ClientUnaryCall;
+  renewNode(
+    request: RenewNodeRequest,
+    callback: (error: ServiceError | null, response: RenewNodeResponse) => void,
+  ): ClientUnaryCall;
+  renewNode(
+    request: RenewNodeRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RenewNodeResponse) => void,
+  ): ClientUnaryCall;
+  renewNode(
+    request: RenewNodeRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RenewNodeResponse) => void,
+  ): ClientUnaryCall;
+  getNodeLifetime(
+    request: GetNodeLifetimeRequest,
+    callback: (error: ServiceError | null, response: GetNodeLifetimeResponse) => void,
+  ): ClientUnaryCall;
+  getNodeLifetime(
+    request: GetNodeLifetimeRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: GetNodeLifetimeResponse) => void,
+  ): ClientUnaryCall;
+  getNodeLifetime(
+    request: GetNodeLifetimeRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: GetNodeLifetimeResponse) => void,
+  ): ClientUnaryCall;
+  setNodeLifetime(
+    request: SetNodeLifetimeRequest,
+    callback: (error: ServiceError | null, response: SetNodeLifetimeResponse) => void,
+  ): ClientUnaryCall;
+  setNodeLifetime(
+    request: SetNodeLifetimeRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: SetNodeLifetimeResponse) => void,
+  ): ClientUnaryCall;
+  setNodeLifetime(
+    request: SetNodeLifetimeRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: SetNodeLifetimeResponse) => void,
+  ): ClientUnaryCall;
+  rekeyNode(
+    request: RekeyNodeRequest,
+    callback: (error: ServiceError | null, response: RekeyNodeResponse) => void,
+  ): ClientUnaryCall;
+  rekeyNode(
+    request: RekeyNodeRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RekeyNodeResponse) => void,
+  ): ClientUnaryCall;
+  rekeyNode(
+    request: RekeyNodeRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RekeyNodeResponse) => void,
   ): ClientUnaryCall;
 }
 
