@@ -53,7 +53,7 @@ t.test("a route change's preview says what happens to each via node's forwarding
     ['owned', report('converged', { state: 'owned', values: { [V4]: '1', [V6]: '0' }, original: { [V4]: '0' }, reason: 'turned on', needed: [V4] })],
   ]);
   const of = (n: string) => reports.get(n) ?? null;
-  const lan = { name: 'lan', prefixes: ['192.168.77.0/24'], viaPeers: ['conv', 'adop', 'on', 'old'] };
+  const lan = { name: 'lan', prefixes: ['192.168.77.0/24'], viaPeers: ['conv', 'adop', 'on', 'old'], noMasquerade: false };
   const set = new Map(forwardingChanges(null, lan, of).map((c) => [c.node, c.change]));
   t.match(set.get('conv'), /^net\.ipv4\.ip_forward=0 found: recorded, then turned on \(converged\)$/);
   t.match(

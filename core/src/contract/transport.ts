@@ -17,7 +17,7 @@ export const DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
  * The protocol revision this end speaks (v1-r3: the DNS component's domain, splits and CNAMEs, issue 25):
  * the agent's Hello says it, the controller hashes for older ones (delta/revision.ts).
  */
-export const PROTOCOL_REVISION = 3;
+export const PROTOCOL_REVISION = 4;
 
 export interface EnrolInput {
   token: string;

@@ -9,9 +9,9 @@
  *
  * Revisions: 1 = v1-r1 (proto/released) and every agent before issue 14; 2 = v1-r2 (this file's
  * control.proto: Declaration.converge_preview_id, StateDelta.state_hash/version_signature, …); 3 =
- * v1-r3 (Dns.domain, Dns.splits, DnsRecord.cname: issue 25).
+ * v1-r3 (Dns.domain, Dns.splits, DnsRecord.cname: issue 25); 4 = RouteGroup.no_masquerade (issue 26, ADR 0038).
  */
-import type { Dns, WireDeclaration } from '../contract/wire.js';
+import type { Dns, RouteGroups, WireDeclaration } from '../contract/wire.js';
 
 // The revision this end speaks is PROTOCOL_REVISION (contract/transport.ts), one constant for the
 // agent's Hello and the controller's hash.
@@ -26,4 +26,10 @@ export function declarationForRevision(d: WireDeclaration, revision: number): Wi
 export function dnsForRevision(d: Dns, revision: number): Dns {
   if (revision >= 3) return d;
   return { ...d, domain: '', splits: [], records: d.records.map((r) => ({ ...r, cname: '' })) };
+}
+
+/** The route groups as a revision-`revision` agent decodes them: before 4, no `noMasquerade`. */
+export function routeGroupsForRevision(r: RouteGroups, revision: number): RouteGroups {
+  if (revision >= 4) return r;
+  return { groups: r.groups.map((g) => ({ ...g, noMasquerade: false })) };
 }

@@ -5,12 +5,12 @@
  */
 import { malformed } from '../../conditions.js';
 import { componentDigest, loadDigest, stateHash, storeDigest, type ViewDigest } from '../hash.js';
-import { declarationForRevision, dnsForRevision } from '../revision.js';
+import { declarationForRevision, dnsForRevision, routeGroupsForRevision } from '../revision.js';
 import { dnsFor } from './dns.js';
 import { PROTOCOL_REVISION } from '../../contract/transport.js';
 import { COMPONENT_NAMES, REMOVAL_REASON, type StateDelta } from '../../contract/wire.js';
 import { declarationFor } from './components.js';
-import { computeIncremental, computeSnapshot, type Computed } from './compute.js';
+import { computeIncremental, computeSnapshot, routeGroupsNow, type Computed } from './compute.js';
 import type { NetworkState } from './network.js';
 import type { SentSummary, SyncRecord } from './records.js';
 
@@ -78,6 +78,7 @@ export function hashForRevision(net: NetworkState, id: string, digest: ViewDiges
   const components = { ...digest.components };
   if (components.declaration !== null) components.declaration = componentDigest(declarationForRevision(declarationFor(self, net.moduleOf), revision));
   if (components.dns !== null) components.dns = componentDigest(dnsForRevision(dnsFor(net), revision));
+  if (components.routeGroups !== null && revision < 4) components.routeGroups = componentDigest(routeGroupsForRevision(routeGroupsNow(net, self), revision));
   return stateHash({ ...digest, components });
 }
 
