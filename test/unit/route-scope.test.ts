@@ -265,3 +265,16 @@ t.test('a failover or a group change concerns only the via nodes and users of th
     t.ok(sameAsSnapshot(c, a, id), `${id}'s view is its snapshot`);
   }
 });
+
+t.test('masquerade turned off for a group reaches its via nodes and users in a delta, each view what a snapshot gives (issue 26, ADR 0038)', async (t) => {
+  const c = setup();
+  c.setRouteGroup('n', LAN);
+  const ag = agents(c);
+  c.setRouteGroup('n', { ...LAN, noMasquerade: true });
+  for (const id of ['r1', 'r2', 'a']) {
+    t.ok(sync(c, ag.get(id)!, id)?.routeGroups, `${id} is sent the group again`);
+    t.equal(groups(ag.get(id)!)[0]?.noMasquerade, true, `${id}'s view says no masquerade`);
+    t.ok(sameAsSnapshot(c, ag.get(id)!, id), `${id}'s view is a snapshot's`);
+  }
+  t.equal(sync(c, ag.get('b')!, 'b'), null, 'b is told nothing');
+});
