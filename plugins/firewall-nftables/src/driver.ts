@@ -13,7 +13,7 @@ import {
   type RetiredState,
   type RouteForward,
 } from '@meshp/core';
-import { derivedAcceptLines, planRoutes } from './forward.js';
+import { ROUTE_MARK, ROUTE_TABLE, derivedAcceptLines, planRoutes } from './forward.js';
 import { canonical, parseCidr } from './cidr.js';
 import { DERIVED_TABLE, MARK, MESH_TABLE, RECEIPT_SET, classifyTable, markedId, tablesOwnedBy, foundActive } from './classify.js';
 import { loadInScratch, ownerOf, recreateTables } from './config.js';
@@ -114,7 +114,10 @@ export class NftablesDriver implements FirewallDriver {
   readonly noop = new NoopMemo();
 
   async ensure(openings: Opening[], refusals: Opening[], forwards: RouteForward[] = []): Promise<EnsureResult> {
-    const r = await this.#ensureOpenings(openings, refusals);
+    const text = await this.nft.listText();
+    const r = await this.#ensureOpenings(openings, refusals, text);
+    // Nothing of a router's asked, and nothing of one in the ruleset as listed (the openings' batch writes none): no second read.
+    if (!forwards.length && !text.includes(ROUTE_MARK) && !text.includes(`"${ROUTE_TABLE}"`)) this.#routesNone = true;
     const routes = await this.#ensureRoutes(forwards, true);
     if (!routes) return r;
     const refused = [...(r.refused ?? []), ...routes.refused];
@@ -150,8 +153,7 @@ export class NftablesDriver implements FirewallDriver {
     return { added: plan.added, removed: plan.removed, refused };
   }
 
-  async #ensureOpenings(openings: Opening[], refusals: Opening[]): Promise<EnsureResult> {
-    const text = await this.nft.listText();
+  async #ensureOpenings(openings: Opening[], refusals: Opening[], text: string): Promise<EnsureResult> {
     const asked = askedKey(openings, refusals, this.o.privateRange);
     const same = await this.noop.answer(text, asked, async () => routesKey(await readArrivals(this.o.runner)));
     if (same) return same;
