@@ -94,5 +94,17 @@ t.test(
     t.notMatch(b.steps.join('\n'), /ip_forward/, 'found on: nothing to turn on');
     t.notMatch(buildPreview({ declaration, ...factsOfReport(report('adopted')) }).steps.join('\n'), /ip_forward/, 'no router: nothing said');
     t.equal(a.id, b.id, 'the same id: the agent computes it without the setting');
+    // An agent with a firewall plugin lists the change among its plugin changes: one step, not two.
+    const change = {
+      key: 'file:/proc/sys/net/ipv4/ip_forward',
+      kind: 'file',
+      module: 'routing',
+      by: 'tunnel-wireguard',
+      op: 'converge',
+      reason: 'found 0',
+      digest: 'x',
+    };
+    const c = buildPreview({ declaration, ...factsOfReport({ ...held, pluginChanges: [change] }) });
+    t.equal(c.steps.filter((s) => /ip_forward/.test(s)).length, 1, 'reported as a plugin change too: said once');
   },
 );
