@@ -44,9 +44,11 @@ t.test('route set: previewed with the nodes it changes, refused unconfirmed, the
   t.equal(done.code, 0, done.err);
   t.match(done.out, /route group lan: 192\.168\.77\.0\/24 via r1 set \(state version \d+\): changes 2 node\(s\): a, r1/);
   const list = await cli('route', 'list', '--json');
-  t.same(JSON.parse(list.out).groups, [{ name: 'lan', prefixes: ['192.168.77.0/24'], via: ['r1'], primary: 'r1', users: ['a'], missingVia: [] }]);
+  t.same(JSON.parse(list.out).groups, [
+    { name: 'lan', prefixes: ['192.168.77.0/24'], via: ['r1'], masquerade: true, primary: 'r1', users: ['a'], missingVia: [] },
+  ]);
   const table = await cli('route', 'list');
-  t.match(table.out, /GROUP\s+PREFIXES\s+VIA\s+PRIMARY\s+USERS\nlan\s+192\.168\.77\.0\/24\s+r1\s+r1\s+a/);
+  t.match(table.out, /GROUP\s+PREFIXES\s+VIA\s+MASQUERADE\s+PRIMARY\s+USERS\nlan\s+192\.168\.77\.0\/24\s+r1\s+yes\s+r1\s+a/);
   // The user's agent holds the group in its view (its state folder's store is SQLite: read through its status instead).
   await waitUntil('a applied the group', async () => {
     const s = await admin.call('showNode', { network: 'default', node: 'a' });
@@ -70,15 +72,26 @@ t.test('invalid groups are refused with a coded error by the CLI and by the cont
   t.match(notMember.err, /^MESHP_NOT_FOUND: no node nobody in default/);
   t.match(JSON.parse(exit.err), { code: 'MESHP_ROUTE_INVALID', message: /exit nodes are not built yet/ });
   await t.rejects(
-    admin.call('setRouteGroup', { network: 'default', group: { name: 'x', prefixes: ['192.168.77.128/25'], viaPeers: ['r1'] }, preview: false }),
+    admin.call('setRouteGroup', {
+      network: 'default',
+      group: { name: 'x', prefixes: ['192.168.77.128/25'], viaPeers: ['r1'], noMasquerade: false },
+      preview: false,
+    }),
     {
       code: 'MESHP_ROUTE_INVALID',
       message: /overlaps a prefix of route group lan/,
     },
   );
-  await t.rejects(admin.call('setRouteGroup', { network: 'default', group: { name: '../x', prefixes: ['10.9.0.0/16'], viaPeers: ['r1'] }, preview: false }), {
-    code: 'MESHP_ROUTE_INVALID',
-  });
+  await t.rejects(
+    admin.call('setRouteGroup', {
+      network: 'default',
+      group: { name: '../x', prefixes: ['10.9.0.0/16'], viaPeers: ['r1'], noMasquerade: false },
+      preview: false,
+    }),
+    {
+      code: 'MESHP_ROUTE_INVALID',
+    },
+  );
   t.equal(await version(), before, 'nothing was stored');
 });
 

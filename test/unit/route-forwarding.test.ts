@@ -53,7 +53,7 @@ t.test("a route change's preview says what happens to each via node's forwarding
     ['owned', report('converged', { state: 'owned', values: { [V4]: '1', [V6]: '0' }, original: { [V4]: '0' }, reason: 'turned on', needed: [V4] })],
   ]);
   const of = (n: string) => reports.get(n) ?? null;
-  const lan = { name: 'lan', prefixes: ['192.168.77.0/24'], viaPeers: ['conv', 'adop', 'on', 'old'] };
+  const lan = { name: 'lan', prefixes: ['192.168.77.0/24'], viaPeers: ['conv', 'adop', 'on', 'old'], noMasquerade: false };
   const set = new Map(forwardingChanges(null, lan, of).map((c) => [c.node, c.change]));
   t.match(set.get('conv'), /^net\.ipv4\.ip_forward=0 found: recorded, then turned on \(converged\)$/);
   t.match(
@@ -94,5 +94,17 @@ t.test(
     t.notMatch(b.steps.join('\n'), /ip_forward/, 'found on: nothing to turn on');
     t.notMatch(buildPreview({ declaration, ...factsOfReport(report('adopted')) }).steps.join('\n'), /ip_forward/, 'no router: nothing said');
     t.equal(a.id, b.id, 'the same id: the agent computes it without the setting');
+    // An agent with a firewall plugin lists the change among its plugin changes: one step, not two.
+    const change = {
+      key: 'file:/proc/sys/net/ipv4/ip_forward',
+      kind: 'file',
+      module: 'routing',
+      by: 'tunnel-wireguard',
+      op: 'converge',
+      reason: 'found 0',
+      digest: 'x',
+    };
+    const c = buildPreview({ declaration, ...factsOfReport({ ...held, pluginChanges: [change] }) });
+    t.equal(c.steps.filter((s) => /ip_forward/.test(s)).length, 1, 'reported as a plugin change too: said once');
   },
 );

@@ -10,7 +10,7 @@ import { CONTROL_NODE_TAG, DeltaApplier, REMOVAL_REASON } from '@meshp/core/delt
 import { Controller, MemoryStore } from '@meshp/controller';
 import { StateDelta as WireDelta } from '@meshp/protocol';
 
-const LAN = { name: 'lan', prefixes: ['192.168.77.0/24'], viaPeers: ['r1', 'r2'] };
+const LAN = { name: 'lan', prefixes: ['192.168.77.0/24'], viaPeers: ['r1', 'r2'], noMasquerade: false };
 
 /** Network n: control-node cn, a (tag user), b (tag other), routers r1 and r2 (tag router); a may use route:lan, b may not. */
 function setup() {
@@ -54,12 +54,16 @@ t.test('a node whose policy does not allow the group gets neither the group nor 
   const c = setup();
   c.setRouteGroup('n', LAN);
   const ag = agents(c);
-  t.same(groups(ag.get('a')!), [{ name: 'lan', prefixes: ['192.168.77.0/24'], viaPeers: ['r1', 'r2'] }], 'a uses lan: r1 is the primary');
+  t.same(groups(ag.get('a')!), [{ name: 'lan', prefixes: ['192.168.77.0/24'], viaPeers: ['r1', 'r2'], noMasquerade: false }], 'a uses lan: r1 is the primary');
   t.same(peers(ag.get('a')!), ['cn', 'r1', 'r2'], "a has the via nodes in its view, though no rule names the routers' tag");
   t.equal(ag.get('a')!.view.peer('r1')?.inboundOnly, false, 'a may reach r1 (it sends the prefixes there)');
   t.same(groups(ag.get('b')!), [], 'b is not told of the LAN');
   t.same(peers(ag.get('b')!), ['cn'], 'nor given the routers');
-  t.same(groups(ag.get('r1')!), [{ name: 'lan', prefixes: ['192.168.77.0/24'], viaPeers: ['r1', 'r2'] }], 'r1 is told the group it serves');
+  t.same(
+    groups(ag.get('r1')!),
+    [{ name: 'lan', prefixes: ['192.168.77.0/24'], viaPeers: ['r1', 'r2'], noMasquerade: false }],
+    'r1 is told the group it serves',
+  );
   t.same(peers(ag.get('r1')!), ['a', 'cn'], 'r1 has its user, not b, not the other router');
   t.equal(ag.get('r1')!.view.peer('a')?.inboundOnly, true, 'r1 has a inbound only: a reaches through it, r1 reaches nothing on a');
   t.same(
@@ -161,7 +165,7 @@ t.test('a group is refused, coded, when it is not valid, overlaps another or the
   refuse({ prefixes: ['10.1.0.0'] }, 'MESHP_ROUTE_INVALID', /not a prefix/);
   refuse({ prefixes: [] }, 'MESHP_ROUTE_INVALID', /prefixes/);
   refuse({ prefixes: ['10.2.0.0/16', '10.2.0.0/16'] }, 'MESHP_ROUTE_INVALID', /given twice/);
-  refuse({ prefixes: ['10.2.0.0/16'], viaPeers: ['nobody'] }, 'MESHP_NOT_FOUND', /no node nobody in n/);
+  refuse({ prefixes: ['10.2.0.0/16'], viaPeers: ['nobody'], noMasquerade: false }, 'MESHP_NOT_FOUND', /no node nobody in n/);
   refuse({ prefixes: ['10.2.0.0/16'], name: 'has space' }, 'MESHP_ROUTE_INVALID', /name/);
   refuse({ prefixes: Array.from({ length: 257 }, (_, i) => `10.3.${i % 256}.${i >= 256 ? 128 : 0}/25`) }, 'MESHP_ROUTE_INVALID', /prefixes/);
   t.same(
@@ -169,7 +173,7 @@ t.test('a group is refused, coded, when it is not valid, overlaps another or the
     ['lan'],
     'nothing refused was stored',
   );
-  c.setRouteGroup('n', { name: 'v6', prefixes: ['fd00:77::/64'], viaPeers: ['r2'] });
+  c.setRouteGroup('n', { name: 'v6', prefixes: ['fd00:77::/64'], viaPeers: ['r2'], noMasquerade: false });
   t.same(
     c.routeGroups('n').map((g) => [g.group.name, g.primary]),
     [
@@ -245,7 +249,7 @@ t.test('a via node renamed: its groups and the primary chosen follow its new nam
 t.test('a failover or a group change concerns only the via nodes and users of the groups it changes: the other streams are not pumped', async (t) => {
   const c = setup();
   c.setRouteGroup('n', LAN);
-  c.setRouteGroup('n', { name: 'dmz', prefixes: ['10.9.0.0/24'], viaPeers: ['b'] });
+  c.setRouteGroup('n', { name: 'dmz', prefixes: ['10.9.0.0/24'], viaPeers: ['b'], noMasquerade: false });
   const ag = agents(c);
   const before = c.stateVersion('n');
   c.routeLiveness('n', 'r1', false, (id) => id === 'r2');
@@ -254,10 +258,23 @@ t.test('a failover or a group change concerns only the via nodes and users of th
   for (const id of ['a', 'r1', 'r2']) sync(c, ag.get(id)!, id);
   t.equal(c.deltaFor('n', 'b'), null, 'b, whose view did not change, is sent nothing');
   const mid = c.stateVersion('n');
-  c.setRouteGroup('n', { name: 'dmz', prefixes: ['10.9.0.0/24', '10.9.1.0/24'], viaPeers: ['b'] });
+  c.setRouteGroup('n', { name: 'dmz', prefixes: ['10.9.0.0/24', '10.9.1.0/24'], viaPeers: ['b'], noMasquerade: false });
   t.same([...(c.affectedSince('n', mid) ?? ['everyone'])].sort(), ['b'], 'dmz changed: its via node only (no rule lets anyone use it)');
   for (const [id, a] of ag) {
     sync(c, a, id);
     t.ok(sameAsSnapshot(c, a, id), `${id}'s view is its snapshot`);
   }
+});
+
+t.test('masquerade turned off for a group reaches its via nodes and users in a delta, each view what a snapshot gives (issue 26, ADR 0038)', async (t) => {
+  const c = setup();
+  c.setRouteGroup('n', LAN);
+  const ag = agents(c);
+  c.setRouteGroup('n', { ...LAN, noMasquerade: true });
+  for (const id of ['r1', 'r2', 'a']) {
+    t.ok(sync(c, ag.get(id)!, id)?.routeGroups, `${id} is sent the group again`);
+    t.equal(groups(ag.get(id)!)[0]?.noMasquerade, true, `${id}'s view says no masquerade`);
+    t.ok(sameAsSnapshot(c, ag.get(id)!, id), `${id}'s view is a snapshot's`);
+  }
+  t.equal(sync(c, ag.get('b')!, 'b'), null, 'b is told nothing');
 });

@@ -14,14 +14,19 @@ const list: CommandModule<GlobalArgs, RouteArgs> = {
   },
 };
 
-const set: CommandModule<GlobalArgs, RouteArgs & ChangeArgs & { name: string; prefix: string[]; via: string[] }> = {
+const set: CommandModule<GlobalArgs, RouteArgs & ChangeArgs & { name: string; prefix: string[]; via: string[]; masquerade: boolean }> = {
   command: 'set <name>',
   describe: 'add or replace a route group: its prefixes reached through its via nodes (the first that is a member is the primary)',
   builder: (y) =>
     changeOptions(remoteOptions(y))
       .positional('name', { type: 'string', demandOption: true })
       .option('prefix', { type: 'string', array: true, demandOption: true, describe: 'a prefix the group routes, IPv4 or IPv6 (repeat for more)' })
-      .option('via', { type: 'string', array: true, demandOption: true, describe: 'a node that routes it, in order of preference (repeat for more)' }),
+      .option('via', { type: 'string', array: true, demandOption: true, describe: 'a node that routes it, in order of preference (repeat for more)' })
+      .option('masquerade', {
+        type: 'boolean',
+        default: true,
+        describe: 'the via nodes masquerade (SNAT) mesh sources toward the prefixes; --no-masquerade: the LAN sees the mesh addresses (it needs a route back)',
+      }),
   handler: async (a) => {
     const { routeSet } = await import('../remote/route.js');
     await routeSet(a);

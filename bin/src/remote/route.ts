@@ -9,6 +9,7 @@ export async function routeList(a: RemoteArgs & Out): Promise<void> {
     name: g.group?.name ?? '',
     prefixes: g.group?.prefixes ?? [],
     via: g.group?.viaPeers ?? [],
+    masquerade: g.group?.noMasquerade !== true,
     primary: g.primary,
     users: g.users,
     missingVia: g.missingVia,
@@ -17,11 +18,12 @@ export async function routeList(a: RemoteArgs & Out): Promise<void> {
     g.name,
     g.prefixes.join(','),
     g.via.map((v) => (g.missingVia.includes(v) ? `${v} (not a member)` : v)).join(','),
+    g.masquerade ? 'yes' : 'no',
     g.primary || '-',
     g.users.join(',') || '-',
   ]);
   const advertised = r.advertised.map((x) => ({ node: x.node, prefix: x.prefix, group: x.group }));
-  const text = rows.length ? table(['GROUP', 'PREFIXES', 'VIA', 'PRIMARY', 'USERS'], rows) : 'no route groups';
+  const text = rows.length ? table(['GROUP', 'PREFIXES', 'VIA', 'MASQUERADE', 'PRIMARY', 'USERS'], rows) : 'no route groups';
   const offered = advertised.map((x) => [x.node, x.prefix, x.group ? `approved (${x.group})` : 'not approved: serves nothing']);
   say(a, { groups, advertised }, offered.length ? `${text}\n${table(['ADVERTISED BY', 'PREFIX', 'STATE'], offered)}` : text);
 }
@@ -33,10 +35,10 @@ const forwardingLines = (f: readonly { node: string; change: string }[] | undefi
 /** The nodes that change, as one line. */
 const whoChanges = (nodes: readonly string[]): string => (nodes.length ? `changes ${nodes.length} node(s): ${nodes.join(', ')}` : 'changes no node');
 
-export async function routeSet(a: RemoteArgs & Out & Change & { name: string; prefix: string[]; via: string[] }): Promise<void> {
+export async function routeSet(a: RemoteArgs & Out & Change & { name: string; prefix: string[]; via: string[]; masquerade?: boolean }): Promise<void> {
   // Checked here by the one schema before anything is sent: a prefix with host bits set is refused, naming it.
-  const group = checkRouteGroup({ name: a.name, prefixes: a.prefix.map(String), viaPeers: a.via.map(String) });
-  const what = `route group ${group.name}: ${group.prefixes.join(', ')} via ${group.viaPeers.join(', ')}`;
+  const group = checkRouteGroup({ name: a.name, prefixes: a.prefix.map(String), viaPeers: a.via.map(String), noMasquerade: a.masquerade === false });
+  const what = `route group ${group.name}: ${group.prefixes.join(', ')} via ${group.viaPeers.join(', ')}${group.noMasquerade ? ', no masquerade' : ''}`;
   const preview = await withAdmin(a, (c, network) => c.call('setRouteGroup', { network, group, preview: true }));
   if (a.preview)
     return say(

@@ -89,6 +89,30 @@ export interface Opening {
   except?: string[];
 }
 
+/** A route rule's port match on the forwarded path: `any` (every protocol), or tcp/udp with a port or range (`80`, `8000-8100`). */
+export interface RoutePorts {
+  protocol: Protocol | 'any';
+  range?: string;
+}
+
+/**
+ * A route group's forwarded path on one of its via nodes (issue 26, ADR 0038): new connections
+ * arriving on the tunnel interface from `allow`'s sources to the group's prefixes (with its ports),
+ * their replies, and, with `masquerade`, the mesh sources SNAT'ed toward the prefixes. The firewall
+ * driver writes it in the found firewall's own terms (marked `meshp:route/<group>…`), or in the
+ * derived filter on a converged node.
+ */
+export interface RouteForward {
+  group: string;
+  /** The tunnel interface the mesh's traffic arrives on. */
+  iif: string;
+  /** The group's prefixes (IPv4 and IPv6). */
+  to: string[];
+  /** What the policy's rules to `route:NAME` allow: sources (their mesh addresses, CIDR) and ports. */
+  allow: { from: string[]; ports: RoutePorts[] }[];
+  masquerade: boolean;
+}
+
 export type ResourceKind = 'file' | 'container' | 'opening';
 export const RESOURCE_KINDS: readonly ResourceKind[] = ['file', 'container', 'opening'];
 

@@ -3,7 +3,7 @@
  * the report it makes after applying it. Plugins add actions to the plan and facts to the report
  * through the hooks in plugin.ts.
  */
-import type { Declaration, Mode, Opening, ResourceKind, ResourceState } from './model.js';
+import type { Declaration, Mode, Opening, ResourceKind, ResourceState, RouteForward } from './model.js';
 
 // ---------------------------------------------------------------------------------------------
 // The plan and the report
@@ -39,7 +39,7 @@ export interface Plan {
   mode: Mode;
   actions: Action[];
   /** Openings and refusals the firewall will be asked to ensure. */
-  firewall: { openings: Opening[]; refusals: Opening[]; kind: string | null };
+  firewall: { openings: Opening[]; refusals: Opening[]; kind: string | null; forwards?: RouteForward[] };
 }
 
 /** One tunnel peer's latest WireGuard handshake, by the agent's clock. */

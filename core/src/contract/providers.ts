@@ -3,7 +3,7 @@
  * runtime, the firewall (probe, sighting, driver, reach), the machine's facts and the host's state
  * store. The hooks that ask for them are in plugin.ts; the plan they act on is in plan.ts.
  */
-import type { ContainerSpec, Opening, Protocol, ResourceKind, TrafficPath } from './model.js';
+import type { ContainerSpec, Opening, Protocol, ResourceKind, RouteForward, TrafficPath } from './model.js';
 import type { Peer, StateDelta } from './wire.js';
 import type { HostReport } from './plan.js';
 
@@ -144,6 +144,8 @@ export interface DerivedFilter {
   openings: Opening[];
   refusals: Opening[];
   privateRange?: string;
+  /** A router's forwarded paths (issue 26): allowed through the derived forward chain, masqueraded when asked. */
+  forwards?: RouteForward[];
 }
 
 /** What `retire` did, kept by the host so `reenable` can undo it. Opaque to core. */
@@ -162,7 +164,7 @@ export interface FirewallDriver {
   /** The openings and refusals present that carry the mesh's mark. */
   openings(): Promise<Opening[]>;
   /** One transaction per backend: add what is missing, remove what is marked and unwanted; never touch an unmarked rule. */
-  ensure(openings: Opening[], refusals: Opening[]): Promise<EnsureResult>;
+  ensure(openings: Opening[], refusals: Opening[], forwards?: RouteForward[]): Promise<EnsureResult>;
   loadDerived(filter: DerivedFilter): Promise<void>;
   unloadDerived(): Promise<void>;
   /** Disables the found firewall without flushing; its configuration stays on disk. */

@@ -14,10 +14,10 @@ import type { AdminHandler } from './admin.js';
 /** The largest message either end accepts; more is refused (NetBird shipped 4.2 MB maps over gRPC's 4 MB default). */
 export const DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
 /**
- * The protocol revision this end speaks (v1-r4: the relays' transport and credentials, issue 27; v1-r3: the DNS component's domain, splits and CNAMEs, issue 25):
+ * The protocol revision this end speaks (v1-r5: a route group's no_masquerade, issue 26; v1-r4: the relays' transport and credentials, issue 27; v1-r3: the DNS component's domain, splits and CNAMEs, issue 25):
  * the agent's Hello says it, the controller hashes for older ones (delta/revision.ts).
  */
-export const PROTOCOL_REVISION = 4;
+export const PROTOCOL_REVISION = 5;
 
 export interface EnrolInput {
   token: string;

@@ -60,6 +60,8 @@ export interface RouteGroup {
   name: string;
   prefixes: string[];
   viaPeers: string[];
+  /** issue 26 (ADR 0038): the via nodes do not masquerade mesh sources toward the prefixes. Absent or false: they do (revision 4). */
+  noMasquerade: boolean;
 }
 export interface RouteGroups {
   groups: RouteGroup[];

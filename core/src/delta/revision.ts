@@ -10,9 +10,9 @@
  * Revisions: 1 = v1-r1 (proto/released) and every agent before issue 14; 2 = v1-r2 (this file's
  * control.proto: Declaration.converge_preview_id, StateDelta.state_hash/version_signature, …); 3 =
  * v1-r3 (Dns.domain, Dns.splits, DnsRecord.cname: issue 25); 4 = v1-r4 (Relay.transport, username,
- * password, expires: issue 27).
+ * password, expires: issue 27); 5 = v1-r5 (RouteGroup.no_masquerade: issue 26, ADR 0038).
  */
-import type { Dns, Relays, WireDeclaration } from '../contract/wire.js';
+import type { Dns, Relays, RouteGroups, WireDeclaration } from '../contract/wire.js';
 
 // The revision this end speaks is PROTOCOL_REVISION (contract/transport.ts), one constant for the
 // agent's Hello and the controller's hash.
@@ -33,4 +33,10 @@ export function dnsForRevision(d: Dns, revision: number): Dns {
 export function relaysForRevision(r: Relays, revision: number): Relays {
   if (revision >= 4) return r;
   return { relays: r.relays.map((x) => ({ ...x, transport: '', username: '', password: '', expires: 0 })) };
+}
+
+/** The route groups as a revision-`revision` agent decodes them: before 5, no `noMasquerade`. */
+export function routeGroupsForRevision(r: RouteGroups, revision: number): RouteGroups {
+  if (revision >= 5) return r;
+  return { groups: r.groups.map((g) => ({ ...g, noMasquerade: false })) };
 }

@@ -150,15 +150,17 @@ async function applyOpenings(plan: Plan, ctx: InternalContext, fail: Fail): Prom
   const { driver, store, decl } = ctx;
   if (!driver) return;
   const { openings, refusals } = plan.firewall;
+  // A router's forwarded paths (issue 26, ADR 0038): asked for with the openings, in the same call.
+  const forwards = plan.firewall.forwards ?? [];
   const derived = decl.mode === 'converged' && (await store.getValue(RETIRED_KEY)) !== null;
   // A converged node's derived filter is asked for every time (a reboot loses it; the drivers
   // leave alone one that stands as they loaded it); a found firewall holding nothing of the
   // mesh, with nothing wanted, is not touched at all.
-  if (!derived && openings.length + refusals.length === 0 && ctx.present.size === 0) return;
+  if (!derived && openings.length + refusals.length + forwards.length === 0 && ctx.present.size === 0) return;
   try {
     let refused: { id: string; reason: string }[] = [];
-    if (derived) await driver.loadDerived({ openings, refusals, privateRange: decl.settings.privateRange });
-    else refused = (await driver.ensure(openings, refusals)).refused ?? [];
+    if (derived) await driver.loadDerived({ openings, refusals, privateRange: decl.settings.privateRange, ...(forwards.length ? { forwards } : {}) });
+    else refused = (await driver.ensure(openings, refusals, forwards)).refused ?? [];
     // Nothing is reported created (or owned) that the driver's walk has not seen open.
     const placed = new Set(refused.map((r) => r.id));
     const verdicts = await verifyOpenings(

@@ -40,14 +40,14 @@ export const routeGroupSchema = z.strictObject({
 });
 
 /** A route group as the wire carries it, checked: prefixes and via nodes once each, prefixes sorted, via in the operator's order (the order of preference). */
-export function checkRouteGroup(g: { name: string; prefixes: readonly string[]; viaPeers: readonly string[] }): RouteGroup {
+export function checkRouteGroup(g: { name: string; prefixes: readonly string[]; viaPeers: readonly string[]; noMasquerade?: boolean }): RouteGroup {
   const r = checkInput(routeGroupSchema, { name: g.name, prefixes: [...g.prefixes], via: [...g.viaPeers] }, 'route group', 'MESHP_ROUTE_INVALID');
   const twice = (list: readonly string[]) => list.find((x, i) => list.indexOf(x) !== i);
   const p = twice(r.prefixes);
   if (p) throw new MeshpError('MESHP_ROUTE_INVALID', `route group ${r.name}: prefix ${p} is given twice`);
   const v = twice(r.via);
   if (v) throw new MeshpError('MESHP_ROUTE_INVALID', `route group ${r.name}: via ${v} is given twice`);
-  return { name: r.name, prefixes: [...r.prefixes].sort(), viaPeers: [...r.via] };
+  return { name: r.name, prefixes: [...r.prefixes].sort(), viaPeers: [...r.via], noMasquerade: g.noMasquerade === true };
 }
 
 /** `meshp agent --advertise-route PREFIX`: the prefixes checked as a group's are (canonical, no default route), once each, sorted. */

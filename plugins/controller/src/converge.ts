@@ -68,12 +68,17 @@ export function factsOfReport(r: ReportMessage): Omit<PreviewInputs, 'declaratio
   };
 }
 
-/** A router's forwarding held off on the adopted node (issue 26, ADR 0032): the flip turns it on. */
+/**
+ * A router's forwarding held off on the adopted node (issue 26, ADR 0032): the flip turns it on. An
+ * agent with a firewall plugin reports the same change among its plugin changes (the tunnel's plan
+ * action `file:/proc/sys/…`, listed by the agent's own preview too): said once, there.
+ */
 function forwardingSteps(r: ReportMessage): string[] {
   const f = r.forwarding;
   if (r.mode !== 'adopted' || !f) return [];
+  const listed = new Set((r.pluginChanges ?? []).map((c) => c.key));
   return f.needed
-    .filter((n) => f.values[n] !== '1')
+    .filter((n) => f.values[n] !== '1' && !listed.has(`file:/proc/sys/${n.replace(/\./g, '/')}`))
     .map(
       (n) =>
         `turn on ${n} for the route groups this router serves (found ${f.values[n] || '(none)'}: recorded first, put back on the return to adopted or when it stops serving)`,

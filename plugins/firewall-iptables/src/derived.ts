@@ -8,6 +8,7 @@ import { DERIVED_PREFIX, hasChain } from './chains.js';
 import { rangesOf, type Family } from './cidr.js';
 import { buildArgs, DERIVED_MARK, markOf, type MarkedSpec } from './marks.js';
 import { refusalSpecs } from './plan.js';
+import { acceptArgs, routeDrops } from './forward.js';
 import { formatArgs, transaction, type SavedTable } from './save-format.js';
 import { FAMILIES, type IptablesTool } from './tool.js';
 
@@ -55,6 +56,10 @@ export function derivedLines(family: Family, filter: SavedTable | undefined, f: 
   // Refusals first: a drop is final only if nothing before it accepts.
   for (const s of all.filter((x) => x.action === 'drop')) lines.push(`-A ${s.chain} ${formatArgs(buildArgs(s))}`);
   for (const s of all.filter((x) => x.action === 'accept')) lines.push(`-A ${s.chain} ${formatArgs(buildArgs(s))}`);
+  // A router's accepts (forward.ts): what the policy allows to the route groups' prefixes.
+  // FORWARD's policy is ACCEPT on a converged node (retire.ts): the rest from the mesh to the prefixes is dropped here.
+  for (const args of acceptArgs(family, f.forwards ?? [], FW, false)) lines.push(`-A ${FW} ${formatArgs(args)}`);
+  for (const args of routeDrops(family, f.forwards ?? [], FW)) lines.push(`-A ${FW} ${formatArgs(args)}`);
   lines.push(`-A ${IN} -j DROP`, `-A ${FW} -m conntrack --ctstate DNAT -j DROP`);
   for (const [builtin, own] of [
     ['INPUT', IN],

@@ -10,7 +10,9 @@ import {
   type Opening,
   type Reach,
   type RetiredState,
+  type RouteForward,
 } from '@meshp/core';
+import { planRoutes } from './forward.js';
 import type { Family } from './cidr.js';
 import { configFile } from './config.js';
 import { derivedState, loadDerived, unloadDerived } from './derived.js';
@@ -22,7 +24,7 @@ import { reenable, retire } from './retire.js';
 import { readArrivals } from './routes.js';
 import { readIpsets } from './ipsets.js';
 import type { CommandRunner } from './runner.js';
-import { findTable, transaction, type SavedTable } from './save-format.js';
+import { findTable, parseSave, transaction, type SavedTable } from './save-format.js';
 import { familyName, FAMILIES, IptablesTool, type Backend } from './tool.js';
 import { IptablesWatcher, whileWriting, type WatchOptions } from './watch.js';
 
@@ -96,7 +98,58 @@ export class IptablesDriver implements FirewallDriver {
     return toOpenings(specs);
   }
 
-  async ensure(openings: Opening[], refusals: Opening[]): Promise<EnsureResult> {
+  async ensure(openings: Opening[], refusals: Opening[], forwards: RouteForward[] = []): Promise<EnsureResult> {
+    const r = await this.#ensureOpenings(openings, refusals);
+    const routes = await this.ensureRoutes(forwards, true);
+    if (!routes) return r;
+    const refused = [...(r.refused ?? []), ...routes.refused];
+    return { added: [...r.added, ...routes.added], removed: [...r.removed, ...routes.removed], ...(refused.length ? { refused } : {}) };
+  }
+
+  /** No route rule of meshp's stood after the last routes step that wanted none: a node that is no router reads nothing more. */
+  #routesNone = false;
+
+  /**
+   * A router's forwarded paths (forward.ts): `found`, the accepts in FORWARD (adopted); always the
+   * masquerade in nat POSTROUTING. One transaction per table and family, then read back.
+   */
+  async ensureRoutes(
+    forwards: RouteForward[],
+    found: boolean,
+  ): Promise<{ added: string[]; removed: string[]; refused: { id: string; reason: string }[] } | null> {
+    if (!forwards.length && this.#routesNone) return null;
+    const plan = async () => {
+      const saves = await readSaves(this.backend, this.options.runner);
+      return FAMILIES.map((family) => {
+        const rs = parseSave(saves[family]);
+        return { family, edit: planRoutes(family, findTable(rs, 'filter'), findTable(rs, 'nat'), forwards, found) };
+      });
+    };
+    const edits = await plan();
+    const writes = edits.some((e) => e.edit.filter.length + e.edit.nat.length > 0);
+    if (writes) {
+      this.#noop = undefined;
+      await this.#writing(async () => {
+        for (const { family, edit } of edits) {
+          if (edit.filter.length) await this.tools[family].restore(transaction(edit.filter, 'filter'));
+          if (edit.nat.length) await this.tools[family].restore(transaction(edit.nat, 'nat'));
+        }
+      });
+      const left = await plan();
+      if (left.some((e) => e.edit.filter.length + e.edit.nat.length > 0)) {
+        throw new MeshpError('MESHP_FIREWALL_FAILED', `${this.kind} accepted the route rules but the tables still differ`, { details: { left } });
+      }
+    }
+    this.#routesNone = forwards.length === 0;
+    const refused = [...new Map(edits.flatMap((e) => e.edit.refused).map((u) => [u.id, u])).values()].map((u) => ({
+      id: u.id,
+      reason: new MeshpError('MESHP_OPENING_UNPLACEABLE', `${u.id}: no place in ${this.kind} honours the found firewall: ${u.reason}`).oneLine(),
+    }));
+    const uniq = (xs: string[]) => [...new Set(xs)].sort();
+    return { added: uniq(edits.flatMap((e) => e.edit.added)), removed: uniq(edits.flatMap((e) => e.edit.removed)), refused };
+  }
+
+  async #ensureOpenings(openings: Opening[], refusals: Opening[]): Promise<EnsureResult> {
     for (const o of [...openings, ...refusals]) {
       if (!Number.isInteger(o.port) || o.port < 1 || o.port > 65535) {
         throw new MeshpError('MESHP_FIREWALL_FAILED', `opening ${o.id}: port ${o.port} is not a port`);
@@ -185,6 +238,10 @@ export class IptablesDriver implements FirewallDriver {
    * left alone when nothing changed (a reload, a reboot or a hand edit makes it load again).
    */
   async loadDerived(filter: DerivedFilter): Promise<void> {
+    return this.loadDerivedWithRoutes(filter);
+  }
+
+  async #loadDerivedOnly(filter: DerivedFilter): Promise<void> {
     const f = { ...filter, privateRange: filter.privateRange ?? this.options.privateRange };
     const key = JSON.stringify(f);
     const last = this.#derived;
@@ -196,6 +253,12 @@ export class IptablesDriver implements FirewallDriver {
     await this.#writing(() => loadDerived(this, f));
     const after = await this.filters();
     this.#derived = { key, state: { 4: derivedState(after[4]), 6: derivedState(after[6]) } };
+  }
+
+  /** The derived filter, then the masquerade (the same in both modes; a found chain's route accepts are not wanted here). */
+  async loadDerivedWithRoutes(filter: DerivedFilter): Promise<void> {
+    await this.#loadDerivedOnly(filter);
+    await this.ensureRoutes(filter.forwards ?? [], false);
   }
 
   async unloadDerived(): Promise<void> {

@@ -7,7 +7,7 @@ import type { Opening } from '@meshp/core';
 import type { Placement } from '@meshp/core/net';
 import { DERIVED_PREFIX, DOCKER_USER, hasChain } from './chains.js';
 import { parseCidr, rangesOf, type Family } from './cidr.js';
-import { buildArgs, DERIVED_MARK, markOf, parseMarked, specKey, type MarkedSpec } from './marks.js';
+import { buildArgs, DERIVED_MARK, MARK, markOf, parseMarked, specKey, type MarkedSpec } from './marks.js';
 import { placementOf } from './placement.js';
 import { formatArgs, type SavedRule, type SavedTable } from './save-format.js';
 
@@ -92,7 +92,8 @@ export function presentMarked(filter: SavedTable | undefined): PresentRule[] {
     const index = (pos.get(rule.chain) ?? 0) + 1;
     pos.set(rule.chain, index);
     const mark = markOf(rule.args);
-    if (!mark || mark === DERIVED_MARK || rule.chain.startsWith(DERIVED_PREFIX)) continue;
+    // A router's forwarded path (`meshp:route/…`) is forward.ts's, planned beside the openings.
+    if (!mark || mark === DERIVED_MARK || rule.chain.startsWith(DERIVED_PREFIX) || mark.startsWith(`${MARK}route/`)) continue;
     out.push({ rule, index, spec: parseMarked(rule) });
   }
   return out;

@@ -8,6 +8,8 @@ export const DERIVED_TABLE = 'meshp_derived';
 /** The tunnel plugin's tables, one per interface (`inet meshp_wg_IF`): the mesh's own, never found. */
 export const TUNNEL_TABLE_PREFIX = 'meshp_wg_';
 export const MARK = 'meshp:';
+/** meshp's nat table for a router's masquerade (forward.ts, issue 26). */
+export const ROUTE_NAT_TABLE = 'meshp_route';
 /** The set in the mesh table whose one element names the last batch committed (see receiptLines). */
 export const RECEIPT_SET = 'receipt';
 
@@ -16,6 +18,7 @@ export type TableOwner =
   | 'mesh' // our refusals table
   | 'derived' // our converged-node table
   | 'tunnel' // the tunnel plugin's filter on its interface
+  | 'route' // a router's masquerade (forward.ts)
   | 'firewalld' // a different kind
   | 'iptables-nft' // the iptables plugin's (comments invisible to nft -j, docs/firewalls.md pitfall 7)
   | 'docker' // the container engine's (nftables backend)
@@ -76,6 +79,7 @@ function classify(table: NftTable, rs: Ruleset, rules: NftRule[]): TableOwner {
   if (table.family === 'inet' && table.name === MESH_TABLE) return 'mesh';
   if (table.family === 'inet' && table.name === DERIVED_TABLE) return 'derived';
   if (table.family === 'inet' && table.name.startsWith(TUNNEL_TABLE_PREFIX)) return 'tunnel';
+  if (table.family === 'inet' && table.name === ROUTE_NAT_TABLE) return 'route';
   if (table.name === 'firewalld') return 'firewalld';
   if (table.name.startsWith('docker')) return 'docker';
   if (table.family !== 'ip' && table.family !== 'ip6' && table.family !== 'inet') return 'other';

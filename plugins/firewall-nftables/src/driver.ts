@@ -11,7 +11,9 @@ import {
   type Opening,
   type Reach,
   type RetiredState,
+  type RouteForward,
 } from '@meshp/core';
+import { ROUTE_MARK, ROUTE_TABLE, derivedAcceptLines, planRoutes } from './forward.js';
 import { canonical, parseCidr } from './cidr.js';
 import { DERIVED_TABLE, MARK, MESH_TABLE, RECEIPT_SET, classifyTable, markedId, tablesOwnedBy, foundActive } from './classify.js';
 import { loadInScratch, ownerOf, recreateTables } from './config.js';
@@ -111,8 +113,47 @@ export class NftablesDriver implements FirewallDriver {
   /** The last no-op ensure, by what it read: the next with the same ruleset and ask answers at once (noop-memo.ts). */
   readonly noop = new NoopMemo();
 
-  async ensure(openings: Opening[], refusals: Opening[]): Promise<EnsureResult> {
+  async ensure(openings: Opening[], refusals: Opening[], forwards: RouteForward[] = []): Promise<EnsureResult> {
     const text = await this.nft.listText();
+    const r = await this.#ensureOpenings(openings, refusals, text);
+    // Nothing of a router's asked, and nothing of one in the ruleset as listed (the openings' batch writes none): no second read.
+    if (!forwards.length && !text.includes(ROUTE_MARK) && !text.includes(`"${ROUTE_TABLE}"`)) this.#routesNone = true;
+    const routes = await this.#ensureRoutes(forwards, true);
+    if (!routes) return r;
+    const refused = [...(r.refused ?? []), ...routes.refused];
+    return { added: [...r.added, ...routes.added], removed: [...r.removed, ...routes.removed], ...(refused.length ? { refused } : {}) };
+  }
+
+  /** No route rule and no nat table of meshp's stood after the last routes step that wanted none: a node that is no router lists nothing more. */
+  #routesNone = false;
+
+  /**
+   * A router's forwarded paths (forward.ts): `found`, marked accepts in the found forward chains
+   * (adopted); else only the masquerade (converged: the accepts are the derived table's). One
+   * transaction, then read back.
+   */
+  async #ensureRoutes(
+    forwards: RouteForward[],
+    found: boolean,
+  ): Promise<{ added: string[]; removed: string[]; refused: { id: string; reason: string }[] } | null> {
+    if (!forwards.length && this.#routesNone) return null;
+    const plan = planRoutes(await this.#listedWithRoutes(), forwards, found);
+    const refused = plan.refused.map((u) => ({
+      id: u.id,
+      reason: new MeshpError('MESHP_OPENING_UNPLACEABLE', `${u.id}: no place in nftables honours the found firewall: ${u.reason}`).oneLine(),
+    }));
+    if (plan.script) {
+      this.noop.forget();
+      await this.nft.applyFile(plan.script);
+      const left = planRoutes(await this.#listedWithRoutes(), forwards, found);
+      if (left.script)
+        throw new MeshpError('MESHP_FIREWALL_FAILED', `nft accepted the route batch but the ruleset still differs`, { details: { left: left.script } });
+    }
+    this.#routesNone = forwards.length === 0;
+    return { added: plan.added, removed: plan.removed, refused };
+  }
+
+  async #ensureOpenings(openings: Opening[], refusals: Opening[], text: string): Promise<EnsureResult> {
     const asked = askedKey(openings, refusals, this.o.privateRange);
     const same = await this.noop.answer(text, asked, async () => routesKey(await readArrivals(this.o.runner)));
     if (same) return same;
@@ -174,11 +215,22 @@ export class NftablesDriver implements FirewallDriver {
    * nothing changed (a reload, a reboot or a hand edit of the table makes it load again).
    */
   async loadDerived(filter: DerivedFilter): Promise<void> {
+    await this.#loadDerived(filter);
+    // The masquerade stands in meshp's nat table in both modes; a found chain's route rules went with the retired tables.
+    await this.#ensureRoutes(filter.forwards ?? [], false);
+  }
+
+  async #loadDerived(filter: DerivedFilter): Promise<void> {
     const batch = derivedBatch(filter);
-    const key = JSON.stringify(batch);
+    // A router's accepts (forward.ts), after the table's own rules: what the policy allows to the route groups' prefixes.
+    const routes = derivedAcceptLines(filter.forwards ?? [], `inet ${DERIVED_TABLE} forward`).map(
+      (l) => `add rule inet ${DERIVED_TABLE} forward ${l.body} comment ${JSON.stringify(l.comment)}`,
+    );
+    const key = JSON.stringify([batch, routes]);
     if (this.#derived?.key === key && sameLines(derivedLines(await this.nft.list()), this.#derived.lines)) return;
     this.#derived = undefined;
     await this.nft.apply({ nftables: batch });
+    if (routes.length) await this.nft.applyFile(routes.join('\n') + '\n');
     const rs = await this.nft.list();
     if (!rs.tables.some((t) => classifyTable(t, rs) === 'derived')) {
       throw new MeshpError('MESHP_FIREWALL_FAILED', `nft accepted the batch but table inet ${DERIVED_TABLE} is not there`);

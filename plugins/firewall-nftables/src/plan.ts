@@ -147,7 +147,8 @@ function wantKey(where: string, shape: Shape): string {
 /** Marked rules in tables we may change (found tables and the mesh table), in chain order. */
 function presentMarked(rs: Ruleset): NftRule[] {
   const ours = new Set(rs.tables.filter((t) => ['found', 'mesh'].includes(classifyTable(t, rs))).map(tableKey));
-  return rs.rules.filter((r) => ours.has(tableKey(r)) && markedId(r) !== null);
+  // A router's forwarded path (`meshp:route/…`) is forward.ts's, planned beside the openings.
+  return rs.rules.filter((r) => ours.has(tableKey(r)) && markedId(r) !== null && !markedId(r)!.startsWith('route/'));
 }
 
 export function planEnsure(

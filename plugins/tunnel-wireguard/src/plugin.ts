@@ -25,7 +25,8 @@ import { withTunnelOpening } from './opening.js';
 import { leaveTunnel } from './leave.js';
 import { configureLink, settingsOf, type TunnelSettings } from './settings.js';
 import { kernelRoutes, routedPrefixes, samePrefixes, servedGroups, setKernelRoutes } from './routes.js';
-import { procSysctl, RouterForwarding, type ForwardingStatus, type Sysctl } from './forwarding.js';
+import { procSysctl, ROUTING_MODULE, RouterForwarding, type ForwardingStatus, type Sysctl } from './forwarding.js';
+import { routeForwards } from './route-forward.js';
 
 export const DEFAULT_GRACE_MS = 5 * 60_000;
 
@@ -153,7 +154,18 @@ export class TunnelWireguardPlugin implements Plugin {
       // The view not followed yet (or the node left): its forwarding is neither said nor changed.
       const served = this.#view && !this.#left ? servedGroups(this.#view.components).flatMap((g) => g.prefixes) : null;
       const forwarding = store ? await this.#forwarding.actions(opened, ctx, store, served) : [];
-      return forwarding.length ? { ...opened, actions: [...opened.actions, ...forwarding] } : opened;
+      const withActions = forwarding.length ? { ...opened, actions: [...opened.actions, ...forwarding] } : opened;
+      // The forwarded path in the firewall (route-forward.ts): only where meshp may change the router, as for its forwarding.
+      const mayChange = opened.mode === 'converged' || ctx.declaration.modules.some((m) => m.name === ROUTING_MODULE && m.taken);
+      const forwards =
+        served && mayChange && this.#view
+          ? routeForwards(
+              this.#view.components,
+              [...this.#view.peers.values()].map((e) => e.peer),
+              this.#o.interface,
+            )
+          : [];
+      return forwards.length ? { ...withActions, firewall: { ...withActions.firewall, forwards } } : withActions;
     });
     host.hooks.report.tapPromise(this.name, async (report) => ({
       ...report,

@@ -13,8 +13,9 @@
  * The routers are adopted: meshp never turns their forwarding on (ADR 0032). The test turns
  * net.ipv4.ip_forward on inside r1's namespace before the group, as the operator does, and leaves r2's
  * off: the route preview says r1's is found on and r2's held, r2's report holds it, and once the
- * operator turns it on the report follows. Not meshp's yet (README): the test masquerades in each
- * router's namespace towards the LAN.
+ * operator turns it on the report follows. Its routers run no firewall plugin and have no `routing`
+ * module taken, so the test masquerades in each router's namespace towards the LAN; meshp's own
+ * forwarded path and masquerade are routes-found.test.ts's (ADR 0038).
  */
 import t from 'tap';
 import { Proc, workdir } from '../../helpers/grpc-procs.js';

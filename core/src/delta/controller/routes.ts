@@ -75,7 +75,7 @@ export function routeGroupsFor(
     const via = liveVia(g, isMember, primaries);
     const serves = g.viaPeers.includes(node.id);
     if (!serves && (via.length === 0 || !mayUse(node, g, policy))) continue;
-    out.push({ name: g.name, prefixes: [...g.prefixes], viaPeers: via });
+    out.push({ name: g.name, prefixes: [...g.prefixes], viaPeers: via, noMasquerade: g.noMasquerade === true });
   }
   return { groups: out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)) };
 }

@@ -5,13 +5,13 @@
  */
 import { malformed } from '../../conditions.js';
 import { componentDigest, loadDigest, stateHash, storeDigest, type ViewDigest } from '../hash.js';
-import { declarationForRevision, dnsForRevision, relaysForRevision } from '../revision.js';
+import { declarationForRevision, dnsForRevision, relaysForRevision, routeGroupsForRevision } from '../revision.js';
 import { relaysFor } from './relays.js';
 import { dnsFor } from './dns.js';
 import { PROTOCOL_REVISION } from '../../contract/transport.js';
 import { COMPONENT_NAMES, REMOVAL_REASON, type StateDelta } from '../../contract/wire.js';
 import { declarationFor } from './components.js';
-import { computeIncremental, computeSnapshot, type Computed } from './compute.js';
+import { computeIncremental, computeSnapshot, routeGroupsNow, type Computed } from './compute.js';
 import type { NetworkState } from './network.js';
 import type { SentSummary, SyncRecord } from './records.js';
 
@@ -80,6 +80,7 @@ export function hashForRevision(net: NetworkState, id: string, digest: ViewDiges
   if (components.declaration !== null) components.declaration = componentDigest(declarationForRevision(declarationFor(self, net.moduleOf), revision));
   if (components.dns !== null) components.dns = componentDigest(dnsForRevision(dnsFor(net), revision));
   if (components.relays !== null) components.relays = componentDigest(relaysForRevision(relaysFor(self, net.record.components.relays), revision));
+  if (components.routeGroups !== null && revision < 5) components.routeGroups = componentDigest(routeGroupsForRevision(routeGroupsNow(net, self), revision));
   return stateHash({ ...digest, components });
 }
 

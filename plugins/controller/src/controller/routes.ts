@@ -105,6 +105,7 @@ export function approveRoute(
     name: groupName,
     prefixes: [...new Set([...(had?.prefixes ?? []), ...asked])],
     viaPeers: had?.viaPeers.includes(node) ? [...had.viaPeers] : [...(had?.viaPeers ?? []), node],
+    noMasquerade: had?.noMasquerade === true,
   };
   const out = setRouteGroup(s, network, group, preview);
   return { ...out, group: checkRouteGroup(group) };

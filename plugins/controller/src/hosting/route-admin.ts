@@ -33,7 +33,7 @@ export function routeMethods(
       return { groups, advertised };
     },
     setRouteGroup: (r, net) => {
-      const group = r.group ?? { name: '', prefixes: [], viaPeers: [] };
+      const group = r.group ?? { name: '', prefixes: [], viaPeers: [], noMasquerade: false };
       const before = groupOf(net, group.name);
       const out = controller.setRouteGroup(net, group, r.preview);
       if (!r.preview) changed(net);

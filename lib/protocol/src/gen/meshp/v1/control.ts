@@ -796,6 +796,11 @@ export interface RouteGroup {
   name: string;
   prefixes: string[];
   viaPeers: string[];
+  /**
+   * issue 26 (ADR 0038): the via nodes masquerade (SNAT) mesh sources toward the prefixes unless set;
+   * false (the default, and every older controller's) is masquerade on.
+   */
+  noMasquerade: boolean;
 }
 
 export interface Relays {
@@ -7642,7 +7647,7 @@ export const RouteGroups: MessageFns<RouteGroups> = {
 };
 
 function createBaseRouteGroup(): RouteGroup {
-  return { name: "", prefixes: [], viaPeers: [] };
+  return { name: "", prefixes: [], viaPeers: [], noMasquerade: false };
 }
 
 export const RouteGroup: MessageFns<RouteGroup> = {
@@ -7655,6 +7660,9 @@ export const RouteGroup: MessageFns<RouteGroup> = {
     }
     for (const v of message.viaPeers) {
       writer.uint32(26).string(v!);
+    }
+    if (message.noMasquerade !== false) {
+      writer.uint32(80).bool(message.noMasquerade);
     }
     return writer;
   },
@@ -7696,6 +7704,14 @@ export const RouteGroup: MessageFns<RouteGroup> = {
             message.viaPeers.push(reader.string());
             continue;
           }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.noMasquerade = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -7717,6 +7733,11 @@ export const RouteGroup: MessageFns<RouteGroup> = {
         : globalThis.Array.isArray(object?.via_peers)
         ? object.via_peers.map((e: any) => globalThis.String(e))
         : [],
+      noMasquerade: isSet(object.noMasquerade)
+        ? globalThis.Boolean(object.noMasquerade)
+        : isSet(object.no_masquerade)
+        ? globalThis.Boolean(object.no_masquerade)
+        : false,
     };
   },
 
@@ -7731,6 +7752,9 @@ export const RouteGroup: MessageFns<RouteGroup> = {
     if (message.viaPeers?.length) {
       obj.viaPeers = message.viaPeers;
     }
+    if (message.noMasquerade !== false) {
+      obj.noMasquerade = message.noMasquerade;
+    }
     return obj;
   },
 
@@ -7742,6 +7766,7 @@ export const RouteGroup: MessageFns<RouteGroup> = {
     message.name = object.name ?? "";
     message.prefixes = object.prefixes?.map((e) => e) || [];
     message.viaPeers = object.viaPeers?.map((e) => e) || [];
+    message.noMasquerade = object.noMasquerade ?? false;
     return message;
   },
 };
