@@ -15,6 +15,7 @@ const serve: CommandModule<
     'console-listen'?: string;
     'console-session'?: string;
     'audit-retention'?: string;
+    'ephemeral-sweep-ms'?: number;
   }
 > = {
   command: 'serve',
@@ -58,6 +59,11 @@ const serve: CommandModule<
         type: 'string',
         describe: 'how long the audit log keeps an admin change (90s, 30m, 12h, 90d; default 90d): older entries are trimmed at each change',
       })
+      .option('ephemeral-sweep-ms', {
+        type: 'number',
+        describe:
+          'how often ephemeral nodes (token create --ephemeral) are looked at (default 5000): one gone past its grace is removed at the next look (with replicas, within two)',
+      })
       .demandOption('state'),
   handler: async (a) => {
     const { serveController } = await import('../remote/controller.js');
@@ -74,6 +80,7 @@ const serve: CommandModule<
       consoleListen: a['console-listen'],
       consoleSession: a['console-session'],
       auditRetention: a['audit-retention'],
+      ephemeralSweepMs: a['ephemeral-sweep-ms'],
     });
   },
 };

@@ -37,6 +37,8 @@ export interface ServeArgs {
   consoleSession?: string;
   /** `--audit-retention`: a duration (90d). */
   auditRetention?: string;
+  /** How often ephemeral nodes are looked at (ms). */
+  ephemeralSweepMs?: number;
 }
 
 /** `--store`: none or 'sqlite', the state folder's SQLite file; a postgres:// URL, that database (migrated first). */
@@ -95,6 +97,8 @@ export async function serveController(a: ServeArgs): Promise<void> {
   if (consoleSessionSeconds === 0) throw usage('--console-session is a duration longer than 0');
   const auditRetentionSeconds = a.auditRetention === undefined ? undefined : parseTtl(a.auditRetention);
   if (auditRetentionSeconds === 0) throw usage('--audit-retention is a duration longer than 0 (90d)');
+  if (a.ephemeralSweepMs !== undefined && !(Number.isInteger(a.ephemeralSweepMs) && a.ephemeralSweepMs >= 50 && a.ephemeralSweepMs <= 3_600_000))
+    throw usage(`--ephemeral-sweep-ms ${a.ephemeralSweepMs} is not a whole number of milliseconds between 50 and 3600000`);
   const store = await sharedStore(a.store);
   const plugin = new ControllerHostingPlugin({
     listen: a.listen,
@@ -108,6 +112,7 @@ export async function serveController(a: ServeArgs): Promise<void> {
     ...(a.consoleListen ? { consoleListen: a.consoleListen } : {}),
     ...(consoleSessionSeconds ? { consoleSessionSeconds } : {}),
     ...(auditRetentionSeconds !== undefined ? { auditRetentionSeconds } : {}),
+    ...(a.ephemeralSweepMs !== undefined ? { ephemeralSweepMs: a.ephemeralSweepMs } : {}),
   });
   new Host({ stateDir: a.state }).use(new GrpcTransportPlugin(), plugin);
   await plugin.start();

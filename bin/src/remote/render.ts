@@ -135,8 +135,13 @@ export function nodeJson(n: WireNodeStatus) {
     advice: adviceOf(n) || null,
     tunnel: n.tunnel || null,
     tunnelInterface: n.tunnelInterface || null,
+    ephemeral: n.ephemeral,
+    ephemeralGraceSeconds: n.ephemeral ? n.ephemeralGraceSeconds : null,
   };
 }
+
+/** issue 28: a node an ephemeral token enrolled, and how long it may be gone. */
+const ephemeralNote = (n: WireNodeStatus): string => (n.ephemeral ? `ephemeral: removed after ${n.ephemeralGraceSeconds}s without a stream` : '');
 
 export function nodesTable(nodes: WireNodeStatus[]): string {
   return table(
@@ -153,7 +158,9 @@ export function nodesTable(nodes: WireNodeStatus[]): string {
       n.changed,
       n.refusedResources ?? 0,
       contactShown(n),
-      [...n.reasons.map((r) => r.detail), lifecycleNote(n), adviceOf(n) && `keep it serving: meshp node adopt ${n.name}`].filter(Boolean).join('; ') || '-',
+      [...n.reasons.map((r) => r.detail), lifecycleNote(n), ephemeralNote(n), adviceOf(n) && `keep it serving: meshp node adopt ${n.name}`]
+        .filter(Boolean)
+        .join('; ') || '-',
     ]),
   );
 }
@@ -169,6 +176,7 @@ export function nodeDetail(n: WireNodeStatus): string {
     `addresses ${n.addresses.join(', ') || '-'}${meshAddressNote(n)}  tags ${n.tags.join(', ') || '-'}`,
     `assigned ${n.assignedModules.join(', ') || '-'}  taken ${n.takenModules.join(', ') || '-'}`,
     ...(lifecycleNote(n) ? [`lifecycle: ${lifecycleNote(n)}`] : []),
+    ...(ephemeralNote(n) ? [ephemeralNote(n)] : []),
     ...(adviceOf(n) ? [`advice: ${adviceOf(n)}`] : []),
   ].join('\n');
 }

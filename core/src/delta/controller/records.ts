@@ -32,6 +32,11 @@ export interface MemberRecord {
   untaking?: Record<string, string>;
   /** issue 29: modules released with --restore (no longer assigned), each with the preview id the operator saw. */
   releasing?: Record<string, string>;
+  /**
+   * issue 28 (ADR 0042): enrolled with an ephemeral token: removed (as `node remove`) once it has had
+   * no stream for this many seconds. Absent: kept until removed. Not in any peer's view.
+   */
+  ephemeralSeconds?: number;
 }
 
 /** Members tagged `from` may reach members tagged `to`. */

@@ -33,6 +33,7 @@ export function join(s: ControllerState, network: string, input: MemberInput): n
     taken: [],
     settings: input.settings ?? { ports: {} },
     ...(input.tunnelKey ? { tunnelKey: input.tunnelKey } : {}),
+    ...(input.ephemeralSeconds ? { ephemeralSeconds: input.ephemeralSeconds } : {}),
   };
   return changeMember(s, net, input.id, m, true);
 }
@@ -167,7 +168,11 @@ export function takeModule(s: ControllerState, network: string, id: string, modu
   return updateMember(s, network, id, { taken: sorted([...new Set([...m.taken, module])]), ...withoutUntake(m.untaking, module) });
 }
 
-export function createToken(s: ControllerState, network: string, options: { mode?: Mode; tags?: string[]; ttlSeconds?: number }): TokenRecord {
+export function createToken(
+  s: ControllerState,
+  network: string,
+  options: { mode?: Mode; tags?: string[]; ttlSeconds?: number; ephemeralSeconds?: number },
+): TokenRecord {
   s.net(network);
   checkTags(options.tags);
   return s.tokens.create(network, options);
@@ -180,7 +185,7 @@ export function enrol(s: ControllerState, token: string, input: Omit<MemberInput
   s.store.transaction(() => {
     const t = s.tokens.take(token);
     network = t.network;
-    join(s, t.network, { ...input, mode: t.mode, tags: t.tags });
+    join(s, t.network, { ...input, mode: t.mode, tags: t.tags, ...(t.ephemeralSeconds ? { ephemeralSeconds: t.ephemeralSeconds } : {}) });
   });
   return { network, member: s.net(network).members.get(input.id)! };
 }

@@ -40,4 +40,6 @@ export interface MemberInput {
   settings?: MemberRecord['settings'];
   /** The node's WireGuard public key (base64), when it runs a tunnel. */
   tunnelKey?: string;
+  /** issue 28: an ephemeral member, removed after this many seconds without a stream (its token's). */
+  ephemeralSeconds?: number;
 }

@@ -32,6 +32,7 @@ import { auditedChange, auditMethods, type AuditDeps } from './audit.js';
 import { dnsMethods } from './dns-admin.js';
 import { routeMethods } from './route-admin.js';
 import { untakeFacts, untakeMethods } from './untake-admin.js';
+import { tokenRequest } from './token-admin.js';
 import { asyncMethods, renameChecks, renameFirst, reportsFirst } from './admin-async.js';
 import { notFound, oneLine, usage } from '@meshp/core/util';
 
@@ -239,11 +240,7 @@ function moduleMethods({ d, controller, change }: Ctx): Methods<'assignModule' |
 /** The tokens nodes enrol with (the policy's methods: policy-methods.ts). */
 function tokenMethods({ d }: Ctx): Methods<'createToken'> {
   return {
-    createToken: (r, net) => {
-      const mode = r.mode === WIRE_MODE.UNSPECIFIED ? 'converged' : modeFromWire(r.mode);
-      const ttl = r.ttlSeconds || 3600;
-      return d.enrolment.createToken({ network: net, mode, ttlSeconds: ttl, tags: r.tags });
-    },
+    createToken: (r, net) => d.enrolment.createToken(tokenRequest(r, net)),
   };
 }
 
@@ -331,8 +328,11 @@ function allMethods(d: AdminDeps, c: Ctx, creds: ReturnType<typeof adminCredenti
   };
 }
 
+/** A change the controller makes of itself, as an admin call by `actor` (the ephemeral nodes' removal: ephemeral.ts), recorded and logged as one. */
+export type InternalCall = (actor: string) => (method: string, request: object) => Promise<object>;
+
 /** Every admin method, by area, behind the admin credential; each call logged with its network. */
-export function adminHandler(d: AdminDeps): AdminHandler {
+export function adminHandler(d: AdminDeps): AdminHandler & { as: InternalCall } {
   const c = context(d);
   const creds = adminCredentialMethods(d.admins?.book, d.admins?.fingerprint ?? '');
   const methods = allMethods(d, c, creds);
@@ -343,7 +343,7 @@ export function adminHandler(d: AdminDeps): AdminHandler {
     ((r: object, net: string) => Promise<object>) | undefined
   >;
 
-  return async (method, request, credential, peer) => {
+  const handler: AdminHandler = async (method, request, credential, peer) => {
     // Who calls (the bootstrap credential or a named one in force, read now), and whether its role may (admin-credentials.ts).
     let actor: AdminActor;
     try {
@@ -355,6 +355,10 @@ export function adminHandler(d: AdminDeps): AdminHandler {
       d.log.warn({ method, peer, code, err: oneLine(e) }, 'admin call refused');
       throw e;
     }
+    return run(method, request, actor, peer);
+  };
+
+  const run = async (method: string, request: object, actor: AdminActor, peer: string): Promise<object> => {
     // WhoAmI is answered here, not by the map: only the handler knows who calls.
     const fn = method === 'whoAmI' ? () => whoAmI(actor) : adminMethod(methods as AdminMethods<AdminApi>, method);
     if (!fn) throw usage(`no admin method ${method}`);
@@ -389,6 +393,7 @@ export function adminHandler(d: AdminDeps): AdminHandler {
       throw e;
     }
   };
+  return Object.assign(handler, { as: (name: string) => (method: string, request: object) => run(method, request, { name, role: 'admin' }, 'controller') });
 }
 
 /** The wire carries empty lists and maps where a file had none: the schema reads them as absent. */

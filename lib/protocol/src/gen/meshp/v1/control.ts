@@ -968,6 +968,12 @@ export interface NodeStatus {
   reportedVersionWide: number;
   /** Set when the controller stopped resending snapshots to this membership: a MESHP code and why. */
   diverged: string;
+  /**
+   * issue 28 (ADR 0042): enrolled with an ephemeral token: removed once it has had no stream for
+   * ephemeral_grace_seconds.
+   */
+  ephemeral: boolean;
+  ephemeralGraceSeconds: number;
   /** The node's tunnel as its agent last reported it (absent: not a tunnel member). */
   handshakes?:
     | NodeHandshakes
@@ -1393,6 +1399,18 @@ export interface CreateTokenRequest {
   mode: Mode;
   ttlSeconds: number;
   tags: string[];
+  /**
+   * issue 28 (ADR 0042): a reusable token enrols up to max_uses nodes (0 with reusable: 10); one
+   * not reusable enrols one. Refused once used up (MESHP_TOKEN_USED_UP).
+   */
+  reusable: boolean;
+  maxUses: number;
+  /**
+   * A node enrolled with an ephemeral token is removed (as node remove) once it has had no stream
+   * for ephemeral_grace_seconds (0 with ephemeral: 1800).
+   */
+  ephemeral: boolean;
+  ephemeralGraceSeconds: number;
 }
 
 export interface CreateTokenResponse {
@@ -1627,6 +1645,13 @@ export interface EnrolmentTokenInfo {
   usedAt: string;
   confirmed: boolean;
   revokedAt: string;
+  /** issue 28 (ADR 0042): a reusable token's uses taken and allowed (one not reusable: 0 or 1 of 1). */
+  reusable: boolean;
+  uses: number;
+  maxUses: number;
+  /** The nodes it enrols are ephemeral: removed after this many seconds without a stream. */
+  ephemeral: boolean;
+  ephemeralGraceSeconds: number;
 }
 
 export interface ListEnrolmentTokensRequest {
@@ -9896,6 +9921,8 @@ function createBaseNodeStatus(): NodeStatus {
     statusDetail: "",
     reportedVersionWide: 0,
     diverged: "",
+    ephemeral: false,
+    ephemeralGraceSeconds: 0,
     handshakes: undefined,
     lastContact: "",
     reasons: [],
@@ -9986,6 +10013,12 @@ export const NodeStatus: MessageFns<NodeStatus> = {
     }
     if (message.diverged !== "") {
       writer.uint32(410).string(message.diverged);
+    }
+    if (message.ephemeral !== false) {
+      writer.uint32(640).bool(message.ephemeral);
+    }
+    if (message.ephemeralGraceSeconds !== 0) {
+      writer.uint32(648).uint32(message.ephemeralGraceSeconds);
     }
     if (message.handshakes !== undefined) {
       NodeHandshakes.encode(message.handshakes, writer.uint32(522).fork()).join();
@@ -10234,6 +10267,22 @@ export const NodeStatus: MessageFns<NodeStatus> = {
             message.diverged = reader.string();
             continue;
           }
+          case 80: {
+            if (tag !== 640) {
+              break;
+            }
+
+            message.ephemeral = reader.bool();
+            continue;
+          }
+          case 81: {
+            if (tag !== 648) {
+              break;
+            }
+
+            message.ephemeralGraceSeconds = reader.uint32();
+            continue;
+          }
           case 65: {
             if (tag !== 522) {
               break;
@@ -10371,6 +10420,12 @@ export const NodeStatus: MessageFns<NodeStatus> = {
         ? globalThis.Number(object.reported_version_wide)
         : 0,
       diverged: isSet(object.diverged) ? globalThis.String(object.diverged) : "",
+      ephemeral: isSet(object.ephemeral) ? globalThis.Boolean(object.ephemeral) : false,
+      ephemeralGraceSeconds: isSet(object.ephemeralGraceSeconds)
+        ? globalThis.Number(object.ephemeralGraceSeconds)
+        : isSet(object.ephemeral_grace_seconds)
+        ? globalThis.Number(object.ephemeral_grace_seconds)
+        : 0,
       handshakes: isSet(object.handshakes) ? NodeHandshakes.fromJSON(object.handshakes) : undefined,
       lastContact: isSet(object.lastContact)
         ? globalThis.String(object.lastContact)
@@ -10472,6 +10527,12 @@ export const NodeStatus: MessageFns<NodeStatus> = {
     if (message.diverged !== "") {
       obj.diverged = message.diverged;
     }
+    if (message.ephemeral !== false) {
+      obj.ephemeral = message.ephemeral;
+    }
+    if (message.ephemeralGraceSeconds !== 0) {
+      obj.ephemeralGraceSeconds = Math.round(message.ephemeralGraceSeconds);
+    }
     if (message.handshakes !== undefined) {
       obj.handshakes = NodeHandshakes.toJSON(message.handshakes);
     }
@@ -10528,6 +10589,8 @@ export const NodeStatus: MessageFns<NodeStatus> = {
     message.statusDetail = object.statusDetail ?? "";
     message.reportedVersionWide = object.reportedVersionWide ?? 0;
     message.diverged = object.diverged ?? "";
+    message.ephemeral = object.ephemeral ?? false;
+    message.ephemeralGraceSeconds = object.ephemeralGraceSeconds ?? 0;
     message.handshakes = (object.handshakes !== undefined && object.handshakes !== null)
       ? NodeHandshakes.fromPartial(object.handshakes)
       : undefined;
@@ -16084,7 +16147,16 @@ export const RemoveRouteGroupResponse: MessageFns<RemoveRouteGroupResponse> = {
 };
 
 function createBaseCreateTokenRequest(): CreateTokenRequest {
-  return { network: "", mode: 0, ttlSeconds: 0, tags: [] };
+  return {
+    network: "",
+    mode: 0,
+    ttlSeconds: 0,
+    tags: [],
+    reusable: false,
+    maxUses: 0,
+    ephemeral: false,
+    ephemeralGraceSeconds: 0,
+  };
 }
 
 export const CreateTokenRequest: MessageFns<CreateTokenRequest> = {
@@ -16100,6 +16172,18 @@ export const CreateTokenRequest: MessageFns<CreateTokenRequest> = {
     }
     for (const v of message.tags) {
       writer.uint32(34).string(v!);
+    }
+    if (message.reusable !== false) {
+      writer.uint32(80).bool(message.reusable);
+    }
+    if (message.maxUses !== 0) {
+      writer.uint32(88).uint32(message.maxUses);
+    }
+    if (message.ephemeral !== false) {
+      writer.uint32(96).bool(message.ephemeral);
+    }
+    if (message.ephemeralGraceSeconds !== 0) {
+      writer.uint32(104).uint32(message.ephemeralGraceSeconds);
     }
     return writer;
   },
@@ -16149,6 +16233,38 @@ export const CreateTokenRequest: MessageFns<CreateTokenRequest> = {
             message.tags.push(reader.string());
             continue;
           }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.reusable = reader.bool();
+            continue;
+          }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.maxUses = reader.uint32();
+            continue;
+          }
+          case 12: {
+            if (tag !== 96) {
+              break;
+            }
+
+            message.ephemeral = reader.bool();
+            continue;
+          }
+          case 13: {
+            if (tag !== 104) {
+              break;
+            }
+
+            message.ephemeralGraceSeconds = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -16171,6 +16287,18 @@ export const CreateTokenRequest: MessageFns<CreateTokenRequest> = {
         ? globalThis.Number(object.ttl_seconds)
         : 0,
       tags: globalThis.Array.isArray(object?.tags) ? object.tags.map((e: any) => globalThis.String(e)) : [],
+      reusable: isSet(object.reusable) ? globalThis.Boolean(object.reusable) : false,
+      maxUses: isSet(object.maxUses)
+        ? globalThis.Number(object.maxUses)
+        : isSet(object.max_uses)
+        ? globalThis.Number(object.max_uses)
+        : 0,
+      ephemeral: isSet(object.ephemeral) ? globalThis.Boolean(object.ephemeral) : false,
+      ephemeralGraceSeconds: isSet(object.ephemeralGraceSeconds)
+        ? globalThis.Number(object.ephemeralGraceSeconds)
+        : isSet(object.ephemeral_grace_seconds)
+        ? globalThis.Number(object.ephemeral_grace_seconds)
+        : 0,
     };
   },
 
@@ -16188,6 +16316,18 @@ export const CreateTokenRequest: MessageFns<CreateTokenRequest> = {
     if (message.tags?.length) {
       obj.tags = message.tags;
     }
+    if (message.reusable !== false) {
+      obj.reusable = message.reusable;
+    }
+    if (message.maxUses !== 0) {
+      obj.maxUses = Math.round(message.maxUses);
+    }
+    if (message.ephemeral !== false) {
+      obj.ephemeral = message.ephemeral;
+    }
+    if (message.ephemeralGraceSeconds !== 0) {
+      obj.ephemeralGraceSeconds = Math.round(message.ephemeralGraceSeconds);
+    }
     return obj;
   },
 
@@ -16200,6 +16340,10 @@ export const CreateTokenRequest: MessageFns<CreateTokenRequest> = {
     message.mode = object.mode ?? 0;
     message.ttlSeconds = object.ttlSeconds ?? 0;
     message.tags = object.tags?.map((e) => e) || [];
+    message.reusable = object.reusable ?? false;
+    message.maxUses = object.maxUses ?? 0;
+    message.ephemeral = object.ephemeral ?? false;
+    message.ephemeralGraceSeconds = object.ephemeralGraceSeconds ?? 0;
     return message;
   },
 };
@@ -19309,6 +19453,11 @@ function createBaseEnrolmentTokenInfo(): EnrolmentTokenInfo {
     usedAt: "",
     confirmed: false,
     revokedAt: "",
+    reusable: false,
+    uses: 0,
+    maxUses: 0,
+    ephemeral: false,
+    ephemeralGraceSeconds: 0,
   };
 }
 
@@ -19346,6 +19495,21 @@ export const EnrolmentTokenInfo: MessageFns<EnrolmentTokenInfo> = {
     }
     if (message.revokedAt !== "") {
       writer.uint32(90).string(message.revokedAt);
+    }
+    if (message.reusable !== false) {
+      writer.uint32(96).bool(message.reusable);
+    }
+    if (message.uses !== 0) {
+      writer.uint32(104).uint32(message.uses);
+    }
+    if (message.maxUses !== 0) {
+      writer.uint32(112).uint32(message.maxUses);
+    }
+    if (message.ephemeral !== false) {
+      writer.uint32(120).bool(message.ephemeral);
+    }
+    if (message.ephemeralGraceSeconds !== 0) {
+      writer.uint32(128).uint32(message.ephemeralGraceSeconds);
     }
     return writer;
   },
@@ -19451,6 +19615,46 @@ export const EnrolmentTokenInfo: MessageFns<EnrolmentTokenInfo> = {
             message.revokedAt = reader.string();
             continue;
           }
+          case 12: {
+            if (tag !== 96) {
+              break;
+            }
+
+            message.reusable = reader.bool();
+            continue;
+          }
+          case 13: {
+            if (tag !== 104) {
+              break;
+            }
+
+            message.uses = reader.uint32();
+            continue;
+          }
+          case 14: {
+            if (tag !== 112) {
+              break;
+            }
+
+            message.maxUses = reader.uint32();
+            continue;
+          }
+          case 15: {
+            if (tag !== 120) {
+              break;
+            }
+
+            message.ephemeral = reader.bool();
+            continue;
+          }
+          case 16: {
+            if (tag !== 128) {
+              break;
+            }
+
+            message.ephemeralGraceSeconds = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -19496,6 +19700,19 @@ export const EnrolmentTokenInfo: MessageFns<EnrolmentTokenInfo> = {
         : isSet(object.revoked_at)
         ? globalThis.String(object.revoked_at)
         : "",
+      reusable: isSet(object.reusable) ? globalThis.Boolean(object.reusable) : false,
+      uses: isSet(object.uses) ? globalThis.Number(object.uses) : 0,
+      maxUses: isSet(object.maxUses)
+        ? globalThis.Number(object.maxUses)
+        : isSet(object.max_uses)
+        ? globalThis.Number(object.max_uses)
+        : 0,
+      ephemeral: isSet(object.ephemeral) ? globalThis.Boolean(object.ephemeral) : false,
+      ephemeralGraceSeconds: isSet(object.ephemeralGraceSeconds)
+        ? globalThis.Number(object.ephemeralGraceSeconds)
+        : isSet(object.ephemeral_grace_seconds)
+        ? globalThis.Number(object.ephemeral_grace_seconds)
+        : 0,
     };
   },
 
@@ -19534,6 +19751,21 @@ export const EnrolmentTokenInfo: MessageFns<EnrolmentTokenInfo> = {
     if (message.revokedAt !== "") {
       obj.revokedAt = message.revokedAt;
     }
+    if (message.reusable !== false) {
+      obj.reusable = message.reusable;
+    }
+    if (message.uses !== 0) {
+      obj.uses = Math.round(message.uses);
+    }
+    if (message.maxUses !== 0) {
+      obj.maxUses = Math.round(message.maxUses);
+    }
+    if (message.ephemeral !== false) {
+      obj.ephemeral = message.ephemeral;
+    }
+    if (message.ephemeralGraceSeconds !== 0) {
+      obj.ephemeralGraceSeconds = Math.round(message.ephemeralGraceSeconds);
+    }
     return obj;
   },
 
@@ -19553,6 +19785,11 @@ export const EnrolmentTokenInfo: MessageFns<EnrolmentTokenInfo> = {
     message.usedAt = object.usedAt ?? "";
     message.confirmed = object.confirmed ?? false;
     message.revokedAt = object.revokedAt ?? "";
+    message.reusable = object.reusable ?? false;
+    message.uses = object.uses ?? 0;
+    message.maxUses = object.maxUses ?? 0;
+    message.ephemeral = object.ephemeral ?? false;
+    message.ephemeralGraceSeconds = object.ephemeralGraceSeconds ?? 0;
     return message;
   },
 };
