@@ -135,6 +135,11 @@ interface Ctx {
    * current call's, run in reverse order.
    */
   undo: (() => void)[];
+  /**
+   * What the current call does once its change committed (the hosting's tables written after the
+   * controller's store: a node's revocation), in order. Its own array per call, set as the call starts.
+   */
+  after: (() => void)[];
 }
 
 function context(d: AdminDeps): Ctx {
@@ -146,7 +151,7 @@ function context(d: AdminDeps): Ctx {
     d.changed(net);
     return { node: node(net, need(r.node, 'node')) };
   };
-  return { d, controller, live, node, change, undo: [] };
+  return { d, controller, live, node, change, undo: [], after: [] };
 }
 
 /** The resolver's status as the admin answers carry it (no error is '' on the wire). */
@@ -245,22 +250,23 @@ function tokenMethods({ d }: Ctx): Methods<'createToken'> {
 }
 
 /** Node and network lifecycle (issue 14): remove revokes, rename keeps the key and the credential. */
-function lifecycleMethods({ d, controller, node, undo }: Ctx): Methods<'removeNode' | 'renameNode' | 'createNetwork' | 'listNetworks' | 'removeNetwork'> {
+function lifecycleMethods(c: Ctx): Methods<'removeNode' | 'renameNode' | 'createNetwork' | 'listNetworks' | 'removeNetwork'> {
   return {
     removeNode: (r, net) => {
+      const { d, controller } = c;
       const id = need(r.node, 'node');
       const m = controller.member(net, id);
       if (!m) throw notFound('node', id, net);
       const stateVersion = controller.leave(net, id);
       // Removed: its peers are told whatever the revocation meets (the hosting logs one the store refused).
-      try {
-        d.removed?.(net, id, m.nodeKey);
-      } finally {
-        d.changed(net);
-      }
+      // The revocation once the removal committed (with its audit row, in one transaction of the
+      // controller's store: the hosting's tables are another connection, which waits on no open one).
+      c.after.push(() => d.removed?.(net, id, m.nodeKey));
+      d.changed(net);
       return { stateVersion };
     },
     renameNode: (r, net) => {
+      const { d, controller, node, undo } = c;
       const names = renameChecks(controller, r, net);
       // Its own name again changes nothing: no version, no delta, the hosting's tables as they are.
       if (!names) return { node: node(net, r.node) };
@@ -283,6 +289,7 @@ function lifecycleMethods({ d, controller, node, undo }: Ctx): Methods<'removeNo
       return { node: node(net, to) };
     },
     createNetwork: (r) => {
+      const { controller } = c;
       const name = need(r.network, 'network');
       if (!NODE_NAME.test(name)) throw usage(`network name ${JSON.stringify(name)} is not valid`);
       const range = r.privateRange;
@@ -291,13 +298,13 @@ function lifecycleMethods({ d, controller, node, undo }: Ctx): Methods<'removeNo
       return { network: controller.networkInfo(name) };
     },
     listNetworks: () => ({
-      networks: controller
+      networks: c.controller
         .networks()
         .sort()
-        .map((n) => controller.networkInfo(n)),
+        .map((n) => c.controller.networkInfo(n)),
     }),
     removeNetwork: (r) => {
-      controller.removeNetwork(need(r.network, 'network'));
+      c.controller.removeNetwork(need(r.network, 'network'));
       return {};
     },
   };
@@ -366,9 +373,12 @@ export function adminHandler(d: AdminDeps): AdminHandler & { as: InternalCall } 
     // The call's code, its undo steps kept for it (one call's code runs at a time: synchronously, or
     // one change after the other; a change run again after another controller's commit starts afresh).
     const undo = c.undo;
+    const after: (() => void)[] = [];
     const waitless = later[method];
     const call = () => {
       undo.length = 0;
+      after.length = 0;
+      c.after = after;
       return waitless ? waitless(request, network) : fn(request, network);
     };
     let back: (() => Promise<void>) | null = null;
@@ -381,6 +391,7 @@ export function adminHandler(d: AdminDeps): AdminHandler & { as: InternalCall } 
       back = await renameFirst(d.controller, d.renamingAsync?.bind(d), method, request, network);
       const change = <T>(f: () => T): Promise<T> => (d.controller.asyncStore && !waitless ? d.controller.change(f) : Promise.resolve(f()));
       const out = audit ? await auditedChange(audit, method, request as Record<string, unknown>, network, change, call, actor.name) : await change(call);
+      for (const f of after.splice(0)) f();
       d.log.info({ method, network, peer, actor: actor.name }, 'admin call');
       return out;
     } catch (e) {
