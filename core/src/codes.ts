@@ -63,6 +63,8 @@ export const SYNC_CODES = {
 export const AUTH_CODES = {
   MESHP_TOKEN_INVALID: 'an enrolment token is forged, used, expired or unknown',
   MESHP_TOKEN_USED: 'an enrolment token was used already: revoking it would change nothing',
+  MESHP_TOKEN_USED_UP: 'a reusable enrolment token has enrolled as many nodes as it may: make another',
+  MESHP_TAG_RESERVED: "a tag is the control-node's, given at genesis only: no token or command gives it",
   MESHP_AUTH_FAILED: 'a credential or a signature was not accepted',
   MESHP_FORBIDDEN: 'a caller asked for what is not its own',
   MESHP_TLS_PIN: "the controller's certificate is not the one pinned",

@@ -17,6 +17,7 @@ const serve: CommandModule<
     'console-history'?: string;
     'console-sample'?: string;
     'audit-retention'?: string;
+    'ephemeral-sweep-ms'?: number;
   }
 > = {
   command: 'serve',
@@ -65,6 +66,11 @@ const serve: CommandModule<
         type: 'string',
         describe: 'how long the audit log keeps an admin change (90s, 30m, 12h, 90d; default 90d): older entries are trimmed at each change',
       })
+      .option('ephemeral-sweep-ms', {
+        type: 'number',
+        describe:
+          'how often ephemeral nodes (token create --ephemeral) are looked at (default 5000): one gone past its grace is removed at the next look (with replicas, within two)',
+      })
       .demandOption('state'),
   handler: async (a) => {
     const { serveController } = await import('../remote/controller.js');
@@ -83,6 +89,7 @@ const serve: CommandModule<
       consoleHistory: a['console-history'],
       consoleSample: a['console-sample'],
       auditRetention: a['audit-retention'],
+      ephemeralSweepMs: a['ephemeral-sweep-ms'],
     });
   },
 };

@@ -43,6 +43,8 @@ export interface ServeArgs {
   consoleSample?: string;
   /** `--audit-retention`: a duration (90d). */
   auditRetention?: string;
+  /** How often ephemeral nodes are looked at (ms). */
+  ephemeralSweepMs?: number;
 }
 
 /** `--store`: none or 'sqlite', the state folder's SQLite file; a postgres:// URL, that database (migrated first). */
@@ -113,6 +115,8 @@ export async function serveController(a: ServeArgs): Promise<void> {
   const span = consoleHistorySpan(a.consoleHistory, a.consoleSample);
   const auditRetentionSeconds = a.auditRetention === undefined ? undefined : parseTtl(a.auditRetention);
   if (auditRetentionSeconds === 0) throw usage('--audit-retention is a duration longer than 0 (90d)');
+  if (a.ephemeralSweepMs !== undefined && !(Number.isInteger(a.ephemeralSweepMs) && a.ephemeralSweepMs >= 50 && a.ephemeralSweepMs <= 3_600_000))
+    throw usage(`--ephemeral-sweep-ms ${a.ephemeralSweepMs} is not a whole number of milliseconds between 50 and 3600000`);
   const store = await sharedStore(a.store);
   const plugin = new ControllerHostingPlugin({
     listen: a.listen,
@@ -128,6 +132,7 @@ export async function serveController(a: ServeArgs): Promise<void> {
     consoleHistoryMs: span.windowMs,
     consoleSampleMs: span.sampleMs,
     ...(auditRetentionSeconds !== undefined ? { auditRetentionSeconds } : {}),
+    ...(a.ephemeralSweepMs !== undefined ? { ephemeralSweepMs: a.ephemeralSweepMs } : {}),
   });
   new Host({ stateDir: a.state }).use(new GrpcTransportPlugin(), plugin);
   await plugin.start();

@@ -11,9 +11,9 @@ import { present, withAdmin, type RemoteArgs } from './admin.js';
 import { dnsLine } from '../host/render.js';
 import { modeName, nodeDetail, nodeJson, nodesTable, sentTable, type WireNodeStatus } from './render.js';
 
-export function parseTtl(ttl: string): number {
+export function parseTtl(ttl: string, flag = '--ttl'): number {
   const m = /^(\d+)\s*(s|m|h|d)?$/.exec(ttl.trim());
-  if (!m) throw usage(`--ttl ${ttl} is not a duration (90s, 30m, 1h, 7d)`);
+  if (!m) throw usage(`${flag} ${ttl} is not a duration (90s, 30m, 1h, 7d)`);
   return Number(m[1]) * { s: 1, m: 60, h: 3600, d: 86400 }[(m[2] ?? 's') as 's' | 'm' | 'h' | 'd'];
 }
 
@@ -36,10 +36,28 @@ export function readJson(file: string): unknown {
   }
 }
 
-export async function tokenCreate(a: RemoteArgs & Out & { adopted: boolean; ttl: string; tags: string[] }): Promise<void> {
+export async function tokenCreate(
+  a: RemoteArgs & Out & { adopted: boolean; ttl: string; tags: string[]; reusable?: boolean; uses?: number; ephemeral?: boolean; grace?: string },
+): Promise<void> {
   const ttlSeconds = parseTtl(a.ttl);
-  const r = await withAdmin(a, (c, network) => c.call('createToken', { network, mode: a.adopted ? 1 : 2, ttlSeconds, tags: a.tags }));
-  say(a, { token: r.token, expiresAt: r.expiresAt, id: r.id || null }, r.token);
+  // Checked here for the message, and by the controller (a count out of range, a flag without its mode).
+  if (a.uses !== undefined && !(Number.isInteger(a.uses) && a.uses >= 1)) throw usage(`--uses ${a.uses} is not a whole number of nodes, 1 or more`);
+  if (a.uses !== undefined && !a.reusable) throw usage('--uses is for a reusable token: add --reusable');
+  if (a.grace !== undefined && !a.ephemeral) throw usage('--grace is for an ephemeral token: add --ephemeral');
+  const ephemeralGraceSeconds = a.grace !== undefined ? parseTtl(a.grace, '--grace') : 0;
+  const r = await withAdmin(a, (c, network) =>
+    c.call('createToken', {
+      network,
+      mode: a.adopted ? 1 : 2,
+      ttlSeconds,
+      tags: a.tags,
+      reusable: !!a.reusable,
+      maxUses: a.uses ?? 0,
+      ephemeral: !!a.ephemeral,
+      ephemeralGraceSeconds,
+    }),
+  );
+  say(a, { token: r.token, expiresAt: r.expiresAt, id: r.id || null, reusable: !!a.reusable, ephemeral: !!a.ephemeral }, r.token);
 }
 
 /** Nodes asked for a page at a time: a large network's list is over one message's limit. */

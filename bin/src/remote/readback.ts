@@ -74,11 +74,23 @@ function tokenJson(t: wire.EnrolmentTokenInfo) {
     usedAt: t.usedAt || null,
     confirmed: t.confirmed,
     revokedAt: t.revokedAt || null,
+    reusable: t.reusable,
+    uses: t.uses,
+    maxUses: t.maxUses || 1,
+    ephemeral: t.ephemeral,
+    ephemeralGraceSeconds: t.ephemeral ? t.ephemeralGraceSeconds : null,
   };
 }
 
 /** The state column: what became of it, with by whom and when where that is known. */
 function tokenStateShown(t: wire.EnrolmentTokenInfo): string {
+  const kind = `${t.reusable ? ` (reusable, ${t.uses}/${t.maxUses} used)` : ''}${t.ephemeral ? ` (ephemeral, grace ${t.ephemeralGraceSeconds}s)` : ''}`;
+  return tokenStateWord(t) + kind;
+}
+
+function tokenStateWord(t: wire.EnrolmentTokenInfo): string {
+  if (t.state === 'used' && t.reusable) return 'USED UP';
+  if (t.state === 'in-use') return 'in use';
   if (t.state === 'used') return `USED by ${t.usedBy} at ${t.usedAt}${t.confirmed ? '' : ' (its node has not opened its stream yet)'}`;
   if (t.state === 'revoked') return `REVOKED at ${t.revokedAt}`;
   if (t.state === 'expired') return 'EXPIRED';

@@ -140,8 +140,13 @@ export function nodeJson(n: WireNodeStatus) {
     expiresAt: n.expiresAt || null,
     expired: !!n.expiredAt,
     expiredAt: n.expiredAt || null,
+    ephemeral: n.ephemeral,
+    ephemeralGraceSeconds: n.ephemeral ? n.ephemeralGraceSeconds : null,
   };
 }
+
+/** issue 28: a node an ephemeral token enrolled, and how long it may be gone. */
+const ephemeralNote = (n: WireNodeStatus): string => (n.ephemeral ? `ephemeral: removed after ${n.ephemeralGraceSeconds}s without a stream` : '');
 
 export function nodesTable(nodes: WireNodeStatus[]): string {
   return table(
@@ -158,7 +163,9 @@ export function nodesTable(nodes: WireNodeStatus[]): string {
       n.changed,
       n.refusedResources ?? 0,
       contactShown(n),
-      [...n.reasons.map((r) => r.detail), lifecycleNote(n), adviceOf(n) && `keep it serving: meshp node adopt ${n.name}`].filter(Boolean).join('; ') || '-',
+      [...n.reasons.map((r) => r.detail), lifecycleNote(n), ephemeralNote(n), adviceOf(n) && `keep it serving: meshp node adopt ${n.name}`]
+        .filter(Boolean)
+        .join('; ') || '-',
     ]),
   );
 }
@@ -175,6 +182,7 @@ export function nodeDetail(n: WireNodeStatus): string {
     `assigned ${n.assignedModules.join(', ') || '-'}  taken ${n.takenModules.join(', ') || '-'}`,
     n.expiredAt ? `credential: expired ${n.expiredAt} (meshp node renew ${n.name})` : `credential: ${n.expiresAt ? `expires ${n.expiresAt}` : 'never expires'}`,
     ...(lifecycleNote(n) ? [`lifecycle: ${lifecycleNote(n)}`] : []),
+    ...(ephemeralNote(n) ? [ephemeralNote(n)] : []),
     ...(adviceOf(n) ? [`advice: ${adviceOf(n)}`] : []),
   ].join('\n');
 }

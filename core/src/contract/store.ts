@@ -17,6 +17,8 @@ export interface TokenRecord {
   mode: Mode;
   tags: string[];
   expiresAt: string;
+  /** issue 28: the member it enrols is ephemeral, removed after this many seconds without a stream (absent: kept). */
+  ephemeralSeconds?: number;
 }
 
 /** Everything the controller persists, as loaded on start. */
@@ -49,6 +51,12 @@ export interface ControllerStore {
   deleteToken(token: string): void;
   /** Forgets a network with its log (its members and sync records are gone already). */
   deleteNetwork(name: string): void;
+  /**
+   * issue 28: the audit row of the change being made, written in the open transaction (the entries
+   * before `trimBefore` forgotten in it too), so the change and its row commit together or not at
+   * all. Absent (a store without the audit log, e.g. in memory): the hosting appends it after.
+   */
+  appendAudit?(e: AuditEntry, trimBefore: string): void;
   close(): void;
   /**
    * A store shared by several controllers (store-postgres): `apply` is called with what the others
@@ -105,6 +113,20 @@ export interface StoredToken {
   revokedAt?: string | null;
   /** When it was made (null: made before creation times were kept). */
   createdAt?: string | null;
+  /** issue 28 (ADR 0042): a reusable token enrols up to this many nodes (null or absent: one, by usedAt). */
+  maxUses?: number | null;
+  /** A reusable token's uses taken (each a row of its own: TokenUse). */
+  uses?: number;
+  /** The nodes it enrols are ephemeral: removed after this many seconds without a stream (null or absent: kept). */
+  ephemeralSeconds?: number | null;
+}
+
+/** One use of a reusable token (issue 28): by which node and key, when, and whether the node opened its stream since. */
+export interface TokenUse {
+  node: string;
+  nodeKey: string;
+  usedAt: string;
+  confirmedAt: string | null;
 }
 
 /** A token as `token list` shows it: its id is the first TOKEN_ID_CHARS of its hash (never the secret). */
@@ -132,6 +154,9 @@ export interface TokenRow {
   confirmed_at: string | null;
   revoked_at?: string | null;
   created_at?: string | null;
+  max_uses?: number | null;
+  uses?: number | null;
+  ephemeral_seconds?: number | null;
 }
 
 /**
@@ -143,6 +168,13 @@ export interface AuthBook {
   getToken(secret: string): StoredToken | null;
   /** Single use: true only for the first caller (never for a revoked token). The key is kept: an enrolment whose answer was lost is completed with it. */
   markUsed(secret: string, by: string, at: string, nodeKey: string): boolean;
+  /**
+   * A reusable token's use taken (issue 28): true only while uses remain (the count's conditional
+   * update decides, across replicas too), with the node and its key kept (a lost answer's retry).
+   */
+  takeUse(secret: string, by: string, at: string, nodeKey: string): boolean;
+  /** The use of a reusable token made with this node key, if any. */
+  tokenUse(secret: string, nodeKey: string): TokenUse | null;
   /** The network's tokens, newest first (those made before creation times were kept last), for `token list`. */
   listTokens(network: string): TokenInfo[];
   /** `token revoke ID`: an unused token made unusable (see revokeRow in `@meshp/core/store`). */
@@ -181,6 +213,12 @@ export interface AuthBook {
   enrolFactsAsync?(secret: string, nodeKey: string): Promise<EnrolFacts>;
   /** `markUsed` without waiting: the row's update is the arbiter still. */
   markUsedAsync?(secret: string, by: string, at: string, nodeKey: string): Promise<boolean>;
+  /** `takeUse` without waiting: one conditional update of the count (its row lock), the use written in the same statement. */
+  takeUseAsync?(secret: string, by: string, at: string, nodeKey: string): Promise<boolean>;
+  /** Replicas (issue 28): the ephemeral nodes whose streams this replica holds, seen now (each replica reaps only those none has seen within their grace). */
+  markSeenAsync?(network: string, nodes: string[], at: string): Promise<void>;
+  /** When a replica last saw each of the network's ephemeral nodes (by node). */
+  lastSeenAsync?(network: string): Promise<Map<string, string>>;
   /** `putCredential` without waiting, in one transaction. */
   putCredentialAsync?(credential: string, network: string, node: string): Promise<void>;
   putTokenAsync?(secret: string, t: Omit<StoredToken, 'usedAt' | 'usedBy' | 'usedKey' | 'confirmedAt' | 'revokedAt'>): Promise<void>;
@@ -209,6 +247,8 @@ export interface HelloFacts {
 /** What an enrolment reads of the hosting's tables (enrolment.ts). */
 export interface EnrolFacts {
   token: StoredToken | null;
+  /** A reusable token's use made with the enrolling node's key, if any (its retry completes it). */
+  use?: TokenUse | null;
   /** In the token's network, who held the node key when it was revoked, or null. */
   revoked: { node: string; at: string } | null;
 }

@@ -32,6 +32,9 @@ export function tokenFromRow(r: TokenRow): TokenInfo {
     confirmedAt: r.confirmed_at,
     revokedAt: r.revoked_at ?? null,
     createdAt: r.created_at ?? null,
+    maxUses: r.max_uses ?? null,
+    uses: Number(r.uses ?? 0),
+    ephemeralSeconds: r.ephemeral_seconds ?? null,
   };
 }
 
@@ -75,7 +78,7 @@ function revocableRow(rows: TokenRow[], network: string, id: string): TokenRow {
   if (mine.length === 0) throw notFound('token', id, network);
   if (mine.length > 1) throw usage(`token id ${id} names ${mine.length} tokens: give more of it`);
   const row = mine[0]!;
-  if (row.used_at) throw usedError(row);
+  if (row.used_at || (row.max_uses != null && Number(row.uses ?? 0) >= row.max_uses)) throw usedError(row);
   return row;
 }
 
@@ -86,10 +89,15 @@ function notRevoked(now: TokenRow): TokenRevocation {
 }
 
 const usedError = (r: TokenRow) =>
-  new MeshpError(
-    'MESHP_TOKEN_USED',
-    `token ${tokenId(r.hash)} was used by node ${r.used_by} at ${r.used_at}: it enrols no one else; to take the node out: meshp node remove ${r.used_by} --yes`,
-  );
+  r.max_uses != null
+    ? new MeshpError(
+        'MESHP_TOKEN_USED',
+        `reusable token ${tokenId(r.hash)} was used ${r.uses ?? 0} of ${r.max_uses} time(s): it enrols no one else; to take a node out: meshp node remove NODE --yes`,
+      )
+    : new MeshpError(
+        'MESHP_TOKEN_USED',
+        `token ${tokenId(r.hash)} was used by node ${r.used_by} at ${r.used_at}: it enrols no one else; to take the node out: meshp node remove ${r.used_by} --yes`,
+      );
 
 /** Newest first by creation; tokens without a creation time last, by expiry. */
 export function newestFirst(a: StoredToken, b: StoredToken): number {
@@ -97,4 +105,11 @@ export function newestFirst(a: StoredToken, b: StoredToken): number {
 }
 
 /** The hosting's tables, in the order a copy writes them. */
-export const HOSTING_TABLES = ['hosting_tokens', 'hosting_credentials', 'hosting_reports', 'hosting_revoked_keys', 'hosting_renames'] as const;
+export const HOSTING_TABLES = [
+  'hosting_tokens',
+  'hosting_credentials',
+  'hosting_reports',
+  'hosting_revoked_keys',
+  'hosting_renames',
+  'hosting_token_uses',
+] as const;

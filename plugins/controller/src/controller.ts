@@ -1,4 +1,4 @@
-import type { Dns, Mode, RouteGroup, StateDelta, WireDeclaration } from '@meshp/core';
+import type { AuditEntry, Dns, Mode, RouteGroup, StateDelta, WireDeclaration } from '@meshp/core';
 import {
   SCOPE_RULE,
   type AckResult,
@@ -288,7 +288,7 @@ export class Controller {
     return recordRelease(this.#s, network, id, module, previewId);
   }
 
-  createToken(network: string, options: { mode?: Mode; tags?: string[]; ttlSeconds?: number } = {}): TokenRecord {
+  createToken(network: string, options: { mode?: Mode; tags?: string[]; ttlSeconds?: number; ephemeralSeconds?: number } = {}): TokenRecord {
     return members.createToken(this.#s, network, options);
   }
 
@@ -413,6 +413,25 @@ export class Controller {
       out = fn();
     });
     return out as T;
+  }
+
+  /** Whether the store writes a change's audit row in the change's own transaction (issue 28: `auditedChange`). */
+  get auditsInTransaction(): boolean {
+    return !!this.#s.store.appendAudit;
+  }
+
+  /** `fn` as one store transaction (nested: a part of the open one): its writes and an audit row commit together. */
+  atomically<T>(fn: () => T): T {
+    let out: T | undefined;
+    this.#s.store.transaction(() => {
+      out = fn();
+    });
+    return out as T;
+  }
+
+  /** The audit row of the change being made, in its transaction (only inside `atomically`, on a store that `auditsInTransaction`). */
+  recordAudit(e: AuditEntry, trimBefore: string): void {
+    this.#s.store.appendAudit!(e, trimBefore);
   }
 
   /** A network whose change is being committed: nothing of it is sent until `onSettled` says so. */

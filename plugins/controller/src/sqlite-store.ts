@@ -5,6 +5,14 @@ import { privateDbFiles, privateDir, sayTightened } from '@meshp/state-files';
 import type { ControllerStore, StoredState } from './store.js';
 import type { LogEntry, MemberRecord, NetworkRecord, SyncRecord } from '@meshp/core/delta';
 import type { TokenRecord } from './tokens.js';
+import type { AuditEntry } from '@meshp/core';
+
+/** The audit log's table (issue 28): the hosting's audit store reads it, the change's own transaction writes it (appendAudit). */
+export const AUDIT_SCHEMA = `
+CREATE TABLE IF NOT EXISTS audit_log (id INTEGER PRIMARY KEY AUTOINCREMENT, at TEXT NOT NULL, actor TEXT NOT NULL, network TEXT NOT NULL,
+  method TEXT NOT NULL, node TEXT, summary TEXT NOT NULL, state_version INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS audit_log_at ON audit_log (network, at);
+`;
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS networks (name TEXT PRIMARY KEY, doc TEXT NOT NULL);
@@ -120,6 +128,21 @@ export class SqliteControllerStore implements ControllerStore {
     this.#run(() => this.#q.deleteNetwork.run(name));
     this.#run(() => this.#q.deleteNetworkLog.run(name));
   }
+  /** The change's audit row, in the open transaction (issue 28): the change and its row commit together or not at all. */
+  appendAudit(e: AuditEntry, trimBefore: string): void {
+    this.#run(() => {
+      this.#audit ??= (() => {
+        this.#db.exec(AUDIT_SCHEMA);
+        return {
+          trim: this.#db.prepare('DELETE FROM audit_log WHERE at < ?'),
+          insert: this.#db.prepare('INSERT INTO audit_log (at, actor, network, method, node, summary, state_version) VALUES (?, ?, ?, ?, ?, ?, ?)'),
+        };
+      })();
+      this.#audit.trim.run(trimBefore);
+      this.#audit.insert.run(e.at, e.actor, e.network, e.method, e.node, e.summary, e.stateVersion);
+    });
+  }
+  #audit: { trim: Database.Statement; insert: Database.Statement } | null = null;
   close(): void {
     this.#db.close();
   }

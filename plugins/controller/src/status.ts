@@ -101,6 +101,9 @@ export interface NodeStatus {
   tunnel: TunnelHealth;
   /** The tunnel's interface as the agent reported it ('' when none). */
   tunnelInterface: string;
+  /** issue 28: enrolled with an ephemeral token (removed after `ephemeralGraceSeconds` without a stream). */
+  ephemeral: boolean;
+  ephemeralGraceSeconds: number;
   /** Why the tunnel is not up, as the agent reported it (not on the wire: said in statusDetail). */
   tunnelError: string;
   /** When the node's credential expires ('' never: ADR 0041). */
@@ -193,6 +196,8 @@ export function statusOf(net: NetworkState, m: MemberRecord, s: SyncRecord): Nod
     statusDetail: '',
     reasons: [],
     diverged: s.diverged ?? '',
+    ephemeral: !!m.ephemeralSeconds,
+    ephemeralGraceSeconds: m.ephemeralSeconds ?? 0,
     ...tunnelOf(net, r),
     expiresAt: m.expiresAt ?? '',
     expiredAt: m.expiredAt ?? '',

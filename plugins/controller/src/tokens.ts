@@ -24,13 +24,14 @@ export class TokenBook {
   ) {}
 
   /** A new token for `network`; the record returned carries the token itself, the one kept only its hash. */
-  create(network: string, options: { mode?: Mode; tags?: string[]; ttlSeconds?: number } = {}): TokenRecord {
+  create(network: string, options: { mode?: Mode; tags?: string[]; ttlSeconds?: number; ephemeralSeconds?: number } = {}): TokenRecord {
     const t: TokenRecord = {
       token: randomBytes(24).toString('base64url'),
       network,
       mode: options.mode ?? 'converged',
       tags: [...new Set(options.tags ?? [])].sort(),
       expiresAt: new Date(Date.parse(this.now()) + (options.ttlSeconds ?? 3600) * 1000).toISOString(),
+      ...(options.ephemeralSeconds ? { ephemeralSeconds: options.ephemeralSeconds } : {}),
     };
     const kept = { ...t, token: tokenHash(t.token) };
     this.store.transaction(() => this.store.putToken(kept));

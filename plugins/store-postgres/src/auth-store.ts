@@ -6,7 +6,7 @@
  * methods: issue 24); the synchronous ones are the AuthBook every store keeps.
  */
 import type { ReportMessage } from '@meshp/core';
-import type { AuthBook, EnrolFacts, HelloFacts, StoredToken, TokenInfo, TokenRevocation, TokenRow } from '@meshp/core';
+import type { AuthBook, EnrolFacts, HelloFacts, StoredToken, TokenInfo, TokenRevocation, TokenRow, TokenUse } from '@meshp/core';
 import { hashSecret, idRange, newestFirst, revokeRow, revokeRowAsync, tokenFromRow } from '@meshp/core/store';
 import type { Stmt, SyncPg } from './sync-pg.js';
 
@@ -15,9 +15,33 @@ type NewToken = Omit<StoredToken, 'usedAt' | 'usedBy' | 'usedKey' | 'confirmedAt
 const TOKEN_BY_HASH = 'SELECT * FROM hosting_tokens WHERE hash = $1';
 
 const putTokenStmt = (secret: string, t: NewToken): Stmt => ({
-  text: 'INSERT INTO hosting_tokens (hash, network, mode, tags, fingerprint, expires_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)',
-  values: [hashSecret(secret), t.network, t.mode, JSON.stringify(t.tags), t.fingerprint, t.expiresAt, t.createdAt ?? null],
+  text: 'INSERT INTO hosting_tokens (hash, network, mode, tags, fingerprint, expires_at, created_at, max_uses, ephemeral_seconds) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)',
+  values: [
+    hashSecret(secret),
+    t.network,
+    t.mode,
+    JSON.stringify(t.tags),
+    t.fingerprint,
+    t.expiresAt,
+    t.createdAt ?? null,
+    t.maxUses ?? null,
+    t.ephemeralSeconds ?? null,
+  ],
 });
+
+/**
+ * A reusable token's use (issue 28), one statement: the count's conditional update takes the row's
+ * lock, so a replica enrolling with the same token at the same moment waits for this one's commit
+ * and then finds the count as it left it (no double use); the use is written only when it took.
+ */
+const takeUseStmt = (secret: string, by: string, at: string, nodeKey: string): Stmt => ({
+  text: `WITH t AS (UPDATE hosting_tokens SET uses = uses + 1 WHERE hash = $1 AND max_uses IS NOT NULL AND uses < max_uses AND revoked_at IS NULL RETURNING hash, network)
+INSERT INTO hosting_token_uses (hash, network, node, node_key, used_at) SELECT hash, network, $2, $3, $4 FROM t`,
+  values: [hashSecret(secret), by, nodeKey, at],
+});
+
+const TOKEN_USE =
+  'SELECT node, node_key AS "nodeKey", used_at AS "usedAt", confirmed_at AS "confirmedAt" FROM hosting_token_uses WHERE hash = $1 AND node_key = $2';
 
 /** The rows an id names (two at most: enough to refuse an id that names several). */
 const byIdStmt = (network: string, id: string): Stmt => {
@@ -44,6 +68,9 @@ const revokeStmts = (network: string, node: string, nodeKey: string, at: string)
     values: [network, node],
   },
   { text: 'DELETE FROM hosting_renames WHERE network = $1 AND new = $2', values: [network, node] },
+  // A reusable token's use by it, and when it was last seen (an ephemeral node), go too; the token's count stays.
+  { text: 'DELETE FROM hosting_token_uses WHERE network = $1 AND node = $2', values: [network, node] },
+  { text: 'DELETE FROM hosting_seen WHERE network = $1 AND node = $2', values: [network, node] },
   {
     text: 'INSERT INTO hosting_revoked_keys (network, node_key, node, at) VALUES ($1, $2, $3, $4) ON CONFLICT (network, node_key) DO UPDATE SET node = EXCLUDED.node, at = EXCLUDED.at',
     values: [network, nodeKey, node, at],
@@ -53,6 +80,8 @@ const revokeStmts = (network: string, node: string, nodeKey: string, at: string)
 const renameStmts = (network: string, from: string, to: string): Stmt[] => [
   { text: 'UPDATE hosting_credentials SET node = $1 WHERE network = $2 AND node = $3', values: [to, network, from] },
   { text: 'UPDATE hosting_reports SET node = $1 WHERE network = $2 AND node = $3', values: [to, network, from] },
+  { text: 'UPDATE hosting_token_uses SET node = $1 WHERE network = $2 AND node = $3', values: [to, network, from] },
+  { text: 'UPDATE hosting_seen SET node = $1 WHERE network = $2 AND node = $3', values: [to, network, from] },
   { text: 'UPDATE hosting_renames SET new = $1 WHERE network = $2 AND new = $3', values: [to, network, from] },
   { text: 'DELETE FROM hosting_renames WHERE network = $1 AND old = $2', values: [network, to] },
   {
@@ -63,6 +92,7 @@ const renameStmts = (network: string, from: string, to: string): Stmt[] => [
 
 const MARK_USED = 'UPDATE hosting_tokens SET used_at = $1, used_by = $2, used_key = $3 WHERE hash = $4 AND used_at IS NULL AND revoked_at IS NULL';
 const CONFIRM = 'UPDATE hosting_tokens SET confirmed_at = $1 WHERE network = $2 AND used_by = $3 AND confirmed_at IS NULL AND used_at IS NOT NULL';
+const CONFIRM_USE = 'UPDATE hosting_token_uses SET confirmed_at = $1 WHERE network = $2 AND node = $3 AND confirmed_at IS NULL';
 
 export class PostgresAuthStore implements AuthBook {
   readonly #db: SyncPg;
@@ -98,6 +128,34 @@ export class PostgresAuthStore implements AuthBook {
     return r!.rowCount === 1;
   }
 
+  takeUse(secret: string, by: string, at: string, nodeKey: string): boolean {
+    return this.#db.run([takeUseStmt(secret, by, at, nodeKey)])[0]!.rowCount === 1;
+  }
+
+  async takeUseAsync(secret: string, by: string, at: string, nodeKey: string): Promise<boolean> {
+    return (await this.#db.runAsync([takeUseStmt(secret, by, at, nodeKey)]))[0]!.rowCount === 1;
+  }
+
+  tokenUse(secret: string, nodeKey: string): TokenUse | null {
+    return this.#db.rows<TokenUse>(TOKEN_USE, [hashSecret(secret), nodeKey])[0] ?? null;
+  }
+
+  /** The ephemeral nodes whose streams this replica holds, seen now (issue 28): another replica reaps none of them. */
+  async markSeenAsync(network: string, nodes: string[], at: string): Promise<void> {
+    if (nodes.length === 0) return;
+    await this.#db.runAsync([
+      {
+        text: 'INSERT INTO hosting_seen (network, node, seen_at) SELECT $1, n, $3 FROM unnest($2::text[]) AS n ON CONFLICT (network, node) DO UPDATE SET seen_at = EXCLUDED.seen_at',
+        values: [network, nodes, at],
+      },
+    ]);
+  }
+
+  async lastSeenAsync(network: string): Promise<Map<string, string>> {
+    const [r] = await this.#db.runAsync([{ text: 'SELECT node, seen_at FROM hosting_seen WHERE network = $1', values: [network] }]);
+    return new Map((r!.rows as { node: string; seen_at: string }[]).map((x) => [x.node, x.seen_at]));
+  }
+
   listTokens(network: string): TokenInfo[] {
     return this.#db.rows<TokenRow>('SELECT * FROM hosting_tokens WHERE network = $1', [network]).map(tokenFromRow).sort(newestFirst);
   }
@@ -116,7 +174,10 @@ export class PostgresAuthStore implements AuthBook {
 
   /** One indexed update per hello: a count of tokens pending kept in memory would not see the other replicas'. */
   confirm(network: string, node: string, at: string): void {
-    this.#db.rows(CONFIRM, [at, network, node]);
+    this.#db.run([
+      { text: CONFIRM, values: [at, network, node] },
+      { text: CONFIRM_USE, values: [at, network, node] },
+    ]);
   }
 
   pendingAdded(): void {}
@@ -206,18 +267,22 @@ export class PostgresAuthStore implements AuthBook {
   }
 
   async confirmAsync(network: string, node: string, at: string): Promise<void> {
-    await this.#db.runAsync([{ text: CONFIRM, values: [at, network, node] }]);
+    await this.#db.runAsync([
+      { text: CONFIRM, values: [at, network, node] },
+      { text: CONFIRM_USE, values: [at, network, node] },
+    ]);
   }
 
   /** The token and, in its network, who held the node key when it was revoked: one batch. */
   async enrolFactsAsync(secret: string, nodeKey: string): Promise<EnrolFacts> {
     const hash = hashSecret(secret);
-    const [token, revoked] = await this.#db.runAsync([
+    const [token, revoked, use] = await this.#db.runAsync([
       { text: 'SELECT * FROM hosting_tokens WHERE hash = $1', values: [hash] },
       {
         text: 'SELECT k.node, k.at FROM hosting_revoked_keys k JOIN hosting_tokens t ON t.network = k.network WHERE t.hash = $1 AND k.node_key = $2',
         values: [hash, nodeKey],
       },
+      { text: TOKEN_USE, values: [hash, nodeKey] },
     ]);
     const row = token!.rows[0] as unknown as TokenRow | undefined;
     let stored: StoredToken | null = null;
@@ -225,7 +290,11 @@ export class PostgresAuthStore implements AuthBook {
       const { id: _id, ...t } = tokenFromRow(row);
       stored = t;
     }
-    return { token: stored, revoked: (revoked!.rows[0] as EnrolFacts['revoked'] | undefined) ?? null };
+    return {
+      token: stored,
+      revoked: (revoked!.rows[0] as EnrolFacts['revoked'] | undefined) ?? null,
+      use: (use!.rows[0] as unknown as TokenUse | undefined) ?? null,
+    };
   }
 
   async markUsedAsync(secret: string, by: string, at: string, nodeKey: string): Promise<boolean> {

@@ -6,7 +6,7 @@
  * writes, notifies `meshp_change` with `<network>:<version>` and commits. The others LISTEN
  * (follow.ts) and catch up at once; a poll catches what a lost notice missed.
  */
-import type { ControllerStore, RemoteChange, StoredState, TokenRecord } from '@meshp/core';
+import type { AuditEntry, ControllerStore, RemoteChange, StoredState, TokenRecord } from '@meshp/core';
 import type { LogEntry, MemberRecord, NetworkRecord, SyncRecord } from '@meshp/core/delta';
 import { isMeshpError } from '@meshp/core';
 import type { Row, Stmt, SyncPg } from './sync-pg.js';
@@ -350,6 +350,19 @@ export class PostgresControllerStore implements ControllerStore {
     // Its own removal is no remote change: forgotten here once committed.
     this.#put.delete(name);
     this.#gone.add(name);
+  }
+  /** The change's audit row (issue 28), a statement of the open transaction: committed with the change or not at all. */
+  appendAudit(e: AuditEntry, trimBefore: string): void {
+    this.#op('DELETE FROM audit_log WHERE at < $1', [trimBefore]);
+    this.#op('INSERT INTO audit_log (at, actor, network, method, node, summary, state_version) VALUES ($1, $2, $3, $4, $5, $6, $7)', [
+      e.at,
+      e.actor,
+      e.network,
+      e.method,
+      e.node,
+      e.summary,
+      e.stateVersion,
+    ]);
   }
   close(): void {
     this.#db.close();

@@ -26,18 +26,30 @@ const HOSTING_COLUMNS: Record<(typeof HOSTING_TABLES)[number], string[]> = {
     'confirmed_at',
     'created_at',
     'revoked_at',
+    'max_uses',
+    'uses',
+    'ephemeral_seconds',
   ],
   hosting_credentials: ['hash', 'network', 'node'],
   hosting_reports: ['network', 'node', 'doc'],
   hosting_revoked_keys: ['network', 'node_key', 'node', 'at'],
   hosting_renames: ['network', 'old', 'new'],
+  hosting_token_uses: ['hash', 'network', 'node', 'node_key', 'used_at', 'confirmed_at'],
+};
+
+/** The integer columns of the hosting's tables (issue 28: a reusable token's count, an ephemeral token's grace). */
+const INT_COLUMNS: Record<string, string> = {
+  max_uses: `(x->>'max_uses')::int`,
+  uses: `COALESCE((x->>'uses')::int, 0)`,
+  ephemeral_seconds: `(x->>'ephemeral_seconds')::int`,
 };
 
 const ADMIN_COLUMNS = ['hash', 'name', 'role', 'created_at', 'revoked_at'];
 
 /** One statement per table: the rows go as one JSON array, unpacked by PostgreSQL. */
 function insertAll(table: string, columns: string[], rows: Record<string, unknown>[]): Stmt {
-  const pick = (c: string) => (c === 'doc' && !table.startsWith('hosting_') ? `x->'doc'` : c === 'version' ? `(x->>'version')::int` : `x->>'${c}'`);
+  const pick = (c: string) =>
+    c === 'doc' && !table.startsWith('hosting_') ? `x->'doc'` : c === 'version' ? `(x->>'version')::int` : (INT_COLUMNS[c] ?? `x->>'${c}'`);
   return {
     text: `INSERT INTO ${table} (${columns.join(', ')}) SELECT ${columns.map(pick).join(', ')} FROM jsonb_array_elements($1::jsonb) AS x`,
     values: [JSON.stringify(rows)],

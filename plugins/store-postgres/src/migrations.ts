@@ -65,6 +65,18 @@ CREATE INDEX audit_log_at ON audit_log (network, at);`,
 CREATE TABLE admin_credentials (hash TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, role TEXT NOT NULL, created_at TEXT NOT NULL, revoked_at TEXT);`,
   },
   {
+    version: 8,
+    what: 'reusable and ephemeral enrolment tokens (issue 28, ADR 0042): a use count, each use by node and key, when each ephemeral node was last seen',
+    sql: `
+ALTER TABLE hosting_tokens ADD COLUMN max_uses INTEGER;
+ALTER TABLE hosting_tokens ADD COLUMN uses INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE hosting_tokens ADD COLUMN ephemeral_seconds INTEGER;
+CREATE TABLE hosting_token_uses (hash TEXT NOT NULL, network TEXT NOT NULL, node TEXT NOT NULL, node_key TEXT NOT NULL, used_at TEXT NOT NULL,
+  confirmed_at TEXT, PRIMARY KEY (hash, node_key));
+CREATE INDEX hosting_token_uses_node ON hosting_token_uses (network, node);
+CREATE TABLE hosting_seen (network TEXT NOT NULL, node TEXT NOT NULL, seen_at TEXT NOT NULL, PRIMARY KEY (network, node));`,
+  },
+  {
     version: 9,
     what: "the web console's convergence history (issue 30): each network's sample of every node's gap, kept for the console's window across restarts",
     sql: `

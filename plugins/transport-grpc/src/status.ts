@@ -4,6 +4,7 @@ import { CODES, MeshpError, isMeshpError, type ErrorCode, type TransportError } 
 
 const TO_STATUS: Partial<Record<ErrorCode, Status>> = {
   MESHP_TOKEN_INVALID: Status.UNAUTHENTICATED,
+  MESHP_TOKEN_USED_UP: Status.UNAUTHENTICATED,
   MESHP_AUTH_FAILED: Status.UNAUTHENTICATED,
   MESHP_FORBIDDEN: Status.PERMISSION_DENIED,
   MESHP_USAGE: Status.INVALID_ARGUMENT,

@@ -49,6 +49,11 @@ export interface MemberRecord {
    * member. Absent: not expired. A renewal takes it away, in one version.
    */
   expiredAt?: string;
+  /**
+   * issue 28 (ADR 0042): enrolled with an ephemeral token: removed (as `node remove`) once it has had
+   * no stream for this many seconds. Absent: kept until removed. Not in any peer's view.
+   */
+  ephemeralSeconds?: number;
 }
 
 /** Members tagged `from` may reach members tagged `to`. */

@@ -46,6 +46,7 @@ export class CommittedStore implements ControllerStore {
   readonly catchUpAsync?: ControllerStore['catchUpAsync'];
   readonly syncRecordAsync?: ControllerStore['syncRecordAsync'];
   readonly syncRecordsAsync?: ControllerStore['syncRecordsAsync'];
+  readonly appendAudit?: ControllerStore['appendAudit'];
   /** Networks an asynchronous change wrote whose commit is not answered yet: nothing of them is sent meanwhile (the hub holds its pumps). */
   readonly settling = new Set<string>();
   /** Told of each network whose asynchronous change was committed or put back: the held pumps go. */
@@ -88,6 +89,17 @@ export class CommittedStore implements ControllerStore {
     if (inner.syncRecordAsync) {
       const f = inner.syncRecordAsync.bind(inner);
       this.syncRecordAsync = (network, id) => this.#readAsync(() => f(network, id));
+    }
+    // The audit row of a change, a write of its transaction like any other (nothing of it in the image).
+    if (inner.appendAudit) {
+      const f = inner.appendAudit.bind(inner);
+      this.appendAudit = (e, trimBefore) =>
+        this.#write(
+          null,
+          null,
+          () => f(e, trimBefore),
+          () => undefined,
+        );
     }
     if (inner.syncRecordsAsync) {
       const f = inner.syncRecordsAsync.bind(inner);

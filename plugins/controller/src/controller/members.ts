@@ -35,6 +35,7 @@ export function join(s: ControllerState, network: string, input: MemberInput): n
     ...(input.tunnelKey ? { tunnelKey: input.tunnelKey } : {}),
     ...(input.expiresAt ? { expiresAt: input.expiresAt } : {}),
     ...(input.renewedAt ? { renewedAt: input.renewedAt } : {}),
+    ...(input.ephemeralSeconds ? { ephemeralSeconds: input.ephemeralSeconds } : {}),
   };
   return changeMember(s, net, input.id, m, true);
 }
@@ -169,7 +170,11 @@ export function takeModule(s: ControllerState, network: string, id: string, modu
   return updateMember(s, network, id, { taken: sorted([...new Set([...m.taken, module])]), ...withoutUntake(m.untaking, module) });
 }
 
-export function createToken(s: ControllerState, network: string, options: { mode?: Mode; tags?: string[]; ttlSeconds?: number }): TokenRecord {
+export function createToken(
+  s: ControllerState,
+  network: string,
+  options: { mode?: Mode; tags?: string[]; ttlSeconds?: number; ephemeralSeconds?: number },
+): TokenRecord {
   s.net(network);
   checkTags(options.tags);
   return s.tokens.create(network, options);
@@ -183,7 +188,13 @@ export function enrol(s: ControllerState, token: string, input: Omit<MemberInput
     const t = s.tokens.take(token);
     network = t.network;
     // An enrolled node's credential lives the network's node lifetime (ADR 0041).
-    join(s, t.network, { ...input, mode: t.mode, tags: t.tags, ...expiryAtEnrolment(s, t.network, t.tags) });
+    join(s, t.network, {
+      ...input,
+      mode: t.mode,
+      tags: t.tags,
+      ...expiryAtEnrolment(s, t.network, t.tags),
+      ...(t.ephemeralSeconds ? { ephemeralSeconds: t.ephemeralSeconds } : {}),
+    });
   });
   return { network, member: s.net(network).members.get(input.id)! };
 }

@@ -43,4 +43,6 @@ export interface MemberInput {
   /** When its credential expires, and since when its term runs (an enrolment: members.ts expiryAtEnrolment). */
   expiresAt?: string;
   renewedAt?: string;
+  /** issue 28: an ephemeral member, removed after this many seconds without a stream (its token's). */
+  ephemeralSeconds?: number;
 }

@@ -9,11 +9,11 @@
  */
 import type { AdminApi, AdminRequest } from '@meshp/protocol';
 import type { AuditBook } from '@meshp/core';
-import { WIRE_MODE, modeFromWire } from '@meshp/core/delta';
 import type { Controller } from '../controller.js';
 import { NODE_NAME, type Enrolment } from './enrolment.js';
 import { tokenToWire } from './readback.js';
 import { auditQuery } from './audit.js';
+import { tokenRequest } from './token-admin.js';
 import { nameTaken, notFound, usage } from '@meshp/core/util';
 
 type AsyncMethod = 'createToken' | 'listEnrolmentTokens' | 'revokeEnrolmentToken' | 'listAudit';
@@ -23,10 +23,7 @@ export type AsyncMethods = { [M in AsyncMethod]?: (r: AdminRequest<M>, network: 
 export function asyncMethods(enrolment: Enrolment, audit: AuditBook | null, now: () => number = Date.now): AsyncMethods {
   const out: AsyncMethods = {};
   if (enrolment.asyncTokens) {
-    out.createToken = (r, net) => {
-      const mode = r.mode === WIRE_MODE.UNSPECIFIED ? 'converged' : modeFromWire(r.mode);
-      return enrolment.createTokenAsync({ network: net, mode, ttlSeconds: r.ttlSeconds || 3600, tags: r.tags });
-    };
+    out.createToken = async (r, net) => enrolment.createTokenAsync(tokenRequest(r, net));
     out.listEnrolmentTokens = async (_r, net) => {
       const tokens = await enrolment.listTokensAsync(net);
       const at = now();

@@ -34,6 +34,7 @@ import { dnsMethods } from './dns-admin.js';
 import { routeMethods } from './route-admin.js';
 import { relayMethods } from './relay-admin.js';
 import { untakeFacts, untakeMethods } from './untake-admin.js';
+import { tokenRequest } from './token-admin.js';
 import { asyncMethods, renameChecks, renameFirst, reportsFirst } from './admin-async.js';
 import { notFound, oneLine, usage } from '@meshp/core/util';
 
@@ -140,6 +141,11 @@ interface Ctx {
    * current call's, run in reverse order.
    */
   undo: (() => void)[];
+  /**
+   * What the current call does once its change committed (the hosting's tables written after the
+   * controller's store: a node's revocation), in order. Its own array per call, set as the call starts.
+   */
+  after: (() => void)[];
 }
 
 function context(d: AdminDeps): Ctx {
@@ -151,7 +157,7 @@ function context(d: AdminDeps): Ctx {
     d.changed(net);
     return { node: node(net, need(r.node, 'node')) };
   };
-  return { d, controller, live, node, change, undo: [] };
+  return { d, controller, live, node, change, undo: [], after: [] };
 }
 
 /** The resolver's status as the admin answers carry it (no error is '' on the wire). */
@@ -245,31 +251,28 @@ function moduleMethods({ d, controller, change }: Ctx): Methods<'assignModule' |
 /** The tokens nodes enrol with (the policy's methods: policy-methods.ts). */
 function tokenMethods({ d }: Ctx): Methods<'createToken'> {
   return {
-    createToken: (r, net) => {
-      const mode = r.mode === WIRE_MODE.UNSPECIFIED ? 'converged' : modeFromWire(r.mode);
-      const ttl = r.ttlSeconds || 3600;
-      return d.enrolment.createToken({ network: net, mode, ttlSeconds: ttl, tags: r.tags });
-    },
+    createToken: (r, net) => d.enrolment.createToken(tokenRequest(r, net)),
   };
 }
 
 /** Node and network lifecycle (issue 14): remove revokes, rename keeps the key and the credential. */
-function lifecycleMethods({ d, controller, node, undo }: Ctx): Methods<'removeNode' | 'renameNode' | 'createNetwork' | 'listNetworks' | 'removeNetwork'> {
+function lifecycleMethods(c: Ctx): Methods<'removeNode' | 'renameNode' | 'createNetwork' | 'listNetworks' | 'removeNetwork'> {
   return {
     removeNode: (r, net) => {
+      const { d, controller } = c;
       const id = need(r.node, 'node');
       const m = controller.member(net, id);
       if (!m) throw notFound('node', id, net);
       const stateVersion = controller.leave(net, id);
       // Removed: its peers are told whatever the revocation meets (the hosting logs one the store refused).
-      try {
-        d.removed?.(net, id, m.nodeKey);
-      } finally {
-        d.changed(net);
-      }
+      // The revocation once the removal committed (with its audit row, in one transaction of the
+      // controller's store: the hosting's tables are another connection, which waits on no open one).
+      c.after.push(() => d.removed?.(net, id, m.nodeKey));
+      d.changed(net);
       return { stateVersion };
     },
     renameNode: (r, net) => {
+      const { d, controller, node, undo } = c;
       const names = renameChecks(controller, r, net);
       // Its own name again changes nothing: no version, no delta, the hosting's tables as they are.
       if (!names) return { node: node(net, r.node) };
@@ -292,6 +295,7 @@ function lifecycleMethods({ d, controller, node, undo }: Ctx): Methods<'removeNo
       return { node: node(net, to) };
     },
     createNetwork: (r) => {
+      const { controller } = c;
       const name = need(r.network, 'network');
       if (!NODE_NAME.test(name)) throw usage(`network name ${JSON.stringify(name)} is not valid`);
       const range = r.privateRange;
@@ -300,13 +304,13 @@ function lifecycleMethods({ d, controller, node, undo }: Ctx): Methods<'removeNo
       return { network: controller.networkInfo(name) };
     },
     listNetworks: () => ({
-      networks: controller
+      networks: c.controller
         .networks()
         .sort()
-        .map((n) => controller.networkInfo(n)),
+        .map((n) => c.controller.networkInfo(n)),
     }),
     removeNetwork: (r) => {
-      controller.removeNetwork(need(r.network, 'network'));
+      c.controller.removeNetwork(need(r.network, 'network'));
       return {};
     },
   };
@@ -347,8 +351,11 @@ function allMethods(d: AdminDeps, c: Ctx, creds: ReturnType<typeof adminCredenti
   };
 }
 
+/** A change the controller makes of itself, as an admin call by `actor` (the ephemeral nodes' removal: ephemeral.ts), recorded and logged as one. */
+export type InternalCall = (actor: string) => (method: string, request: object) => Promise<object>;
+
 /** Every admin method, by area, behind the admin credential; each call logged with its network. */
-export function adminHandler(d: AdminDeps): AdminHandler {
+export function adminHandler(d: AdminDeps): AdminHandler & { as: InternalCall } {
   const c = context(d);
   const creds = adminCredentialMethods(d.admins?.book, d.admins?.fingerprint ?? '');
   const methods = allMethods(d, c, creds);
@@ -359,7 +366,7 @@ export function adminHandler(d: AdminDeps): AdminHandler {
     ((r: object, net: string) => Promise<object>) | undefined
   >;
 
-  return async (method, request, credential, peer) => {
+  const handler: AdminHandler = async (method, request, credential, peer) => {
     // Who calls (the bootstrap credential or a named one in force, read now), and whether its role may (admin-credentials.ts).
     let actor: AdminActor;
     try {
@@ -371,6 +378,10 @@ export function adminHandler(d: AdminDeps): AdminHandler {
       d.log.warn({ method, peer, code, err: oneLine(e) }, 'admin call refused');
       throw e;
     }
+    return run(method, request, actor, peer);
+  };
+
+  const run = async (method: string, request: object, actor: AdminActor, peer: string): Promise<object> => {
     // WhoAmI is answered here, not by the map: only the handler knows who calls.
     const fn = method === 'whoAmI' ? () => whoAmI(actor) : adminMethod(methods as AdminMethods<AdminApi>, method);
     if (!fn) throw usage(`no admin method ${method}`);
@@ -378,9 +389,12 @@ export function adminHandler(d: AdminDeps): AdminHandler {
     // The call's code, its undo steps kept for it (one call's code runs at a time: synchronously, or
     // one change after the other; a change run again after another controller's commit starts afresh).
     const undo = c.undo;
+    const after: (() => void)[] = [];
     const waitless = later[method];
     const call = () => {
       undo.length = 0;
+      after.length = 0;
+      c.after = after;
       return waitless ? waitless(request, network) : fn(request, network);
     };
     let back: (() => Promise<void>) | null = null;
@@ -393,6 +407,7 @@ export function adminHandler(d: AdminDeps): AdminHandler {
       back = await renameFirst(d.controller, d.renamingAsync?.bind(d), method, request, network);
       const change = <T>(f: () => T): Promise<T> => (d.controller.asyncStore && !waitless ? d.controller.change(f) : Promise.resolve(f()));
       const out = audit ? await auditedChange(audit, method, request as Record<string, unknown>, network, change, call, actor.name) : await change(call);
+      for (const f of after.splice(0)) f();
       d.log.info({ method, network, peer, actor: actor.name }, 'admin call');
       return out;
     } catch (e) {
@@ -405,6 +420,7 @@ export function adminHandler(d: AdminDeps): AdminHandler {
       throw e;
     }
   };
+  return Object.assign(handler, { as: (name: string) => (method: string, request: object) => run(method, request, { name, role: 'admin' }, 'controller') });
 }
 
 /** The wire carries empty lists and maps where a file had none: the schema reads them as absent. */

@@ -6,12 +6,10 @@ import type Database from 'better-sqlite3';
 import type { AuditBook, AuditEntry, AuditQuery } from '@meshp/core';
 import { classified } from '../store-errors.js';
 import { openSqliteTables } from './sqlite-open.js';
+import { AUDIT_SCHEMA } from '../sqlite-store.js';
 
-const SCHEMA = `
-CREATE TABLE IF NOT EXISTS audit_log (id INTEGER PRIMARY KEY AUTOINCREMENT, at TEXT NOT NULL, actor TEXT NOT NULL, network TEXT NOT NULL,
-  method TEXT NOT NULL, node TEXT, summary TEXT NOT NULL, state_version INTEGER NOT NULL);
-CREATE INDEX IF NOT EXISTS audit_log_at ON audit_log (network, at);
-`;
+// The table is also written by the controller's store, in the change's own transaction (sqlite-store.ts appendAudit).
+const SCHEMA = AUDIT_SCHEMA;
 
 interface Row {
   at: string;

@@ -87,7 +87,7 @@ function summaryOf(method: string, r: Req, before: string): string {
     case 'renameNode':
       return `rename ${node} -> ${str(r, 'newName')}`;
     case 'createToken':
-      return `token created (tags ${(Array.isArray(r.tags) ? r.tags : []).join(',') || 'none'})`;
+      return `token created (tags ${(Array.isArray(r.tags) ? r.tags : []).join(',') || 'none'}${r.reusable === true ? `, reusable ${Number(r.maxUses) || 'default'} use(s)` : ''}${r.ephemeral === true ? `, ephemeral grace ${Number(r.ephemeralGraceSeconds) || 'default'}` : ''})`;
     case 'addCatalogue':
       return `catalogue add ${(Array.isArray(r.modules) ? r.modules : []).map((m) => (m as { name?: string }).name).join(', ')}`;
     case 'revokeEnrolmentToken':
@@ -107,6 +107,8 @@ function summaryOf(method: string, r: Req, before: string): string {
       return `admin credential ${str(r, 'name')} created (role ${str(r, 'role') || 'admin'})`;
     case 'revokeAdmin':
       return `admin credential ${str(r, 'name')} revoked`;
+    case 'removeNode':
+      return `remove ${node}${r.ephemeral === true ? ' (ephemeral: no stream for longer than its grace)' : ''}`;
     case 'removeRouteGroup':
       return `route group ${str(r, 'name')} removed`;
     case 'setRelay': {
@@ -144,12 +146,21 @@ export interface AuditDeps {
 }
 
 /**
+ * The changes written to the hosting's own tables (tokens, admin credentials), not the controller's
+ * store: their audit row is appended after them (see auditedChange).
+ */
+export const HOSTING_CHANGES: ReadonlySet<string> = new Set<string>(['createToken', 'revokeEnrolmentToken', 'createAdmin', 'revokeAdmin']);
+
+/**
  * Runs `call` as one change (`change`: at once against a local store, or committed through
  * `Controller.change` against one across the network) and, when it is a change that was made,
- * records it once the change is committed: a change refused at its commit (the store down, the
- * guard beaten STALE_RETRIES times) is not in the log, and one computed again after another
- * replica committed first is recorded once, with the version it finally made. A record the store
- * refuses after the change was made is logged (the change stands: it cannot be taken back from here).
+ * records it. A change of the controller's state, on a store that can (SQLite, PostgreSQL): its
+ * audit row is written in the change's own transaction (`Controller.atomically`), so the two commit
+ * together or not at all — a crash, a refused commit, a guard beaten STALE_RETRIES times leaves
+ * neither; one computed again after another replica committed first is recorded once, with the
+ * version it finally made; an audit row the store refuses refuses the change. A change of the
+ * hosting's tables (HOSTING_CHANGES), or a store without the log in it: recorded once the change is
+ * made, and a record refused then is logged (the change stands).
  */
 export async function auditedChange<T>(
   a: AuditDeps,
@@ -163,10 +174,10 @@ export async function auditedChange<T>(
   // A preview changes nothing: it is not recorded.
   if (!CHANGES.has(method) || request.preview === true) return change(call);
   let entry: AuditEntry | null = null;
-  const out = await change(() => {
+  const made = (): T => {
     entry = null;
     const before = beforeOf(a.controller, method, request, network);
-    const made = call();
+    const out = call();
     entry = {
       at: new Date().toISOString(),
       actor,
@@ -176,18 +187,32 @@ export async function auditedChange<T>(
       summary: summaryOf(method, request, before),
       stateVersion: a.controller.networks().includes(network) ? a.controller.stateVersion(network) : 0,
     };
-    return made;
-  });
+    return out;
+  };
+  if (a.controller.auditsInTransaction && !HOSTING_CHANGES.has(method)) {
+    const out = await change(() =>
+      a.controller.atomically(() => {
+        const out = made();
+        a.controller.recordAudit(entry!, trimBefore(a, entry!));
+        return out;
+      }),
+    );
+    if (entry) a.log.info({ audit: entry }, 'admin change');
+    return out;
+  }
+  const out = await change(made);
   if (entry) await record(a, entry);
   return out;
 }
 
+const trimBefore = (a: AuditDeps, e: AuditEntry): string => new Date(Date.parse(e.at) - a.retentionSeconds * 1000).toISOString();
+
 async function record(a: AuditDeps, entry: AuditEntry): Promise<void> {
-  const trimBefore = new Date(Date.parse(entry.at) - a.retentionSeconds * 1000).toISOString();
+  const before = trimBefore(a, entry);
   try {
-    if (a.book.appendAuditAsync) await a.book.appendAuditAsync(entry, trimBefore);
+    if (a.book.appendAuditAsync) await a.book.appendAuditAsync(entry, before);
     else {
-      a.book.trimAudit(trimBefore);
+      a.book.trimAudit(before);
       a.book.appendAudit(entry);
     }
     a.log.info({ audit: entry }, 'admin change');

@@ -9,7 +9,20 @@ import { storeError } from '../store-errors.js';
 import type { StoreHealth } from '../controller/store-health.js';
 
 /** The AuthBook's methods that write. */
-const WRITES = new Set<string | symbol>(['putToken', 'markUsed', 'revokeToken', 'confirm', 'putCredential', 'revoke', 'rename', 'putReport', 'putReportAsync']);
+const WRITES = new Set<string | symbol>([
+  'putToken',
+  'markUsed',
+  'takeUse',
+  'takeUseAsync',
+  'markSeenAsync',
+  'revokeToken',
+  'confirm',
+  'putCredential',
+  'revoke',
+  'rename',
+  'putReport',
+  'putReportAsync',
+]);
 
 /** `file`: the SQLite file, named in the errors (none for a shared store, which sorts its own). */
 export function guardAuth(inner: AuthBook, health: StoreHealth, file?: string): AuthBook {

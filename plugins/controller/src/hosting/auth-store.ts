@@ -5,7 +5,7 @@
  * (auth-guard.ts), through the same classifier as the controller's store.
  */
 import Database from 'better-sqlite3';
-import { type AuthBook, type ReportMessage, type StoredToken, type TokenInfo, type TokenRevocation, type TokenRow } from '@meshp/core';
+import { type AuthBook, type ReportMessage, type StoredToken, type TokenInfo, type TokenRevocation, type TokenRow, type TokenUse } from '@meshp/core';
 import { HOSTING_TABLES, hashSecret, idRange, newestFirst, revokeRow, tokenFromRow } from '@meshp/core/store';
 import { classified, storeError } from '../store-errors.js';
 
@@ -17,6 +17,9 @@ CREATE INDEX IF NOT EXISTS hosting_credentials_node ON hosting_credentials (netw
 CREATE TABLE IF NOT EXISTS hosting_reports (network TEXT NOT NULL, node TEXT NOT NULL, doc TEXT NOT NULL, PRIMARY KEY (network, node));
 CREATE TABLE IF NOT EXISTS hosting_revoked_keys (network TEXT NOT NULL, node_key TEXT NOT NULL, node TEXT NOT NULL, at TEXT NOT NULL, PRIMARY KEY (network, node_key));
 CREATE TABLE IF NOT EXISTS hosting_renames (network TEXT NOT NULL, old TEXT NOT NULL, new TEXT NOT NULL, PRIMARY KEY (network, old));
+CREATE TABLE IF NOT EXISTS hosting_token_uses (hash TEXT NOT NULL, network TEXT NOT NULL, node TEXT NOT NULL, node_key TEXT NOT NULL,
+  used_at TEXT NOT NULL, confirmed_at TEXT, PRIMARY KEY (hash, node_key));
+CREATE INDEX IF NOT EXISTS hosting_token_uses_node ON hosting_token_uses (network, node);
 `;
 
 // What the hosting needs of this store is core's AuthBook (core/src/contract/store.ts), also kept by store-postgres.
@@ -49,6 +52,11 @@ export class AuthStore implements AuthBook {
       if (!cols.includes('created_at')) this.#db.exec('ALTER TABLE hosting_tokens ADD COLUMN created_at TEXT');
       // A removal deletes its node's spent token by name: indexed too (at 10,000 tokens a scan cost 0.6 ms and more a removal).
       this.#db.exec('CREATE INDEX IF NOT EXISTS hosting_tokens_used_by ON hosting_tokens (network, used_by)');
+      // Issue 28 (ADR 0042): reusable tokens (a count of uses, each use a row of hosting_token_uses) and ephemeral ones.
+      if (!cols.includes('max_uses'))
+        this.#db.exec(
+          'ALTER TABLE hosting_tokens ADD COLUMN max_uses INTEGER; ALTER TABLE hosting_tokens ADD COLUMN uses INTEGER NOT NULL DEFAULT 0; ALTER TABLE hosting_tokens ADD COLUMN ephemeral_seconds INTEGER',
+        );
       this.#pending = this.#countPending();
     } catch (cause) {
       // Sorted by condition (store-errors.ts): a damaged file is corrupt, naming it; a full disk is full.
@@ -78,7 +86,9 @@ export class AuthStore implements AuthBook {
   }
 
   putToken(secret: string, t: Omit<StoredToken, 'usedAt' | 'usedBy' | 'usedKey' | 'confirmedAt' | 'revokedAt'>): void {
-    this.#stmt('INSERT INTO hosting_tokens (hash, network, mode, tags, fingerprint, expires_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)').run(
+    this.#stmt(
+      'INSERT INTO hosting_tokens (hash, network, mode, tags, fingerprint, expires_at, created_at, max_uses, ephemeral_seconds) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
+    ).run(
       hashSecret(secret),
       t.network,
       t.mode,
@@ -86,7 +96,32 @@ export class AuthStore implements AuthBook {
       t.fingerprint,
       t.expiresAt,
       t.createdAt ?? null,
+      t.maxUses ?? null,
+      t.ephemeralSeconds ?? null,
     );
+  }
+
+  /** A reusable token's use: the count's conditional update decides (none left, or revoked: false), the use kept with the node's key. */
+  takeUse(secret: string, by: string, at: string, nodeKey: string): boolean {
+    const hash = hashSecret(secret);
+    let taken = false;
+    this.#tx(() => {
+      taken =
+        this.#stmt('UPDATE hosting_tokens SET uses = uses + 1 WHERE hash = ? AND max_uses IS NOT NULL AND uses < max_uses AND revoked_at IS NULL').run(hash)
+          .changes === 1;
+      if (taken)
+        this.#stmt(
+          'INSERT INTO hosting_token_uses (hash, network, node, node_key, used_at) SELECT hash, network, ?, ?, ? FROM hosting_tokens WHERE hash = ?',
+        ).run(by, nodeKey, at, hash);
+    });
+    return taken;
+  }
+
+  tokenUse(secret: string, nodeKey: string): TokenUse | null {
+    const r = this.#stmt(
+      'SELECT node, node_key AS nodeKey, used_at AS usedAt, confirmed_at AS confirmedAt FROM hosting_token_uses WHERE hash = ? AND node_key = ?',
+    ).get(hashSecret(secret), nodeKey) as TokenUse | undefined;
+    return r ?? null;
   }
 
   getToken(secret: string): StoredToken | null {
@@ -138,13 +173,21 @@ export class AuthStore implements AuthBook {
       network,
       node,
     ).changes;
-    if (n > 0) this.#pending = Math.max(0, this.#pending - n);
+    const u = this.#stmt('UPDATE hosting_token_uses SET confirmed_at = ? WHERE network = ? AND node = ? AND confirmed_at IS NULL').run(
+      at,
+      network,
+      node,
+    ).changes;
+    if (n + u > 0) this.#pending = Math.max(0, this.#pending - n - u);
   }
 
   #pending = 0;
 
   #countPending(): number {
-    return (this.#stmt('SELECT COUNT(*) AS n FROM hosting_tokens WHERE used_at IS NOT NULL AND confirmed_at IS NULL').get() as { n: number }).n;
+    return (
+      (this.#stmt('SELECT COUNT(*) AS n FROM hosting_tokens WHERE used_at IS NOT NULL AND confirmed_at IS NULL').get() as { n: number }).n +
+      (this.#stmt('SELECT COUNT(*) AS n FROM hosting_token_uses WHERE confirmed_at IS NULL').get() as { n: number }).n
+    );
   }
 
   /** Called after a token is marked used: the next hello looks for it. */
@@ -180,6 +223,8 @@ export class AuthStore implements AuthBook {
         'DELETE FROM hosting_tokens WHERE network = ? AND used_at IS NOT NULL AND used_by IN (SELECT ? UNION SELECT old FROM hosting_renames WHERE network = ? AND new = ?)',
       ).run(network, node, network, node);
       this.#stmt('DELETE FROM hosting_renames WHERE network = ? AND new = ?').run(network, node);
+      // A reusable token's use by it goes too (the count stays: the token enrolled it).
+      this.#stmt('DELETE FROM hosting_token_uses WHERE network = ? AND node = ?').run(network, node);
       this.#stmt('INSERT OR REPLACE INTO hosting_revoked_keys (network, node_key, node, at) VALUES (?, ?, ?, ?)').run(network, nodeKey, node, at);
     });
   }
@@ -205,6 +250,7 @@ export class AuthStore implements AuthBook {
     this.#tx(() => {
       this.#stmt('UPDATE hosting_credentials SET node = ? WHERE network = ? AND node = ?').run(to, network, from);
       this.#stmt('UPDATE hosting_reports SET node = ? WHERE network = ? AND node = ?').run(to, network, from);
+      this.#stmt('UPDATE hosting_token_uses SET node = ? WHERE network = ? AND node = ?').run(to, network, from);
       this.#stmt('UPDATE hosting_renames SET new = ? WHERE network = ? AND new = ?').run(to, network, from);
       this.#stmt('DELETE FROM hosting_renames WHERE network = ? AND old = ?').run(network, to);
       this.#stmt('INSERT OR REPLACE INTO hosting_renames (network, old, new) VALUES (?, ?, ?)').run(network, from, to);

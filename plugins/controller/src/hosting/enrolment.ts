@@ -20,7 +20,15 @@ export interface TokenRequest {
   mode: Mode;
   ttlSeconds: number;
   tags: string[];
+  /** issue 28 (ADR 0042): a reusable token, enrolling up to this many nodes (absent or null: one). */
+  maxUses?: number | null;
+  /** The nodes it enrols are ephemeral: removed after this many seconds without a stream (absent or null: kept). */
+  ephemeralSeconds?: number | null;
 }
+
+/** The most nodes one reusable token may enrol, and the longest an ephemeral node's grace. */
+export const MAX_TOKEN_USES = 10_000;
+export const MAX_EPHEMERAL_GRACE_SECONDS = 30 * 86400;
 
 /** A token made: what the operator is given (the secret only in `token`). */
 export interface MadeToken {
@@ -57,9 +65,24 @@ export class Enrolment {
   #mint(r: TokenRequest) {
     if (!this.controller.networks().includes(r.network)) throw notFound('network', r.network);
     if (!(r.ttlSeconds > 0 && r.ttlSeconds <= 30 * 86400)) throw usage('a token lives between 1 s and 30 days');
+    const maxUses = r.maxUses ?? null;
+    if (maxUses !== null && !(Number.isInteger(maxUses) && maxUses >= 1 && maxUses <= MAX_TOKEN_USES))
+      throw usage(`a reusable token enrols between 1 and ${MAX_TOKEN_USES} nodes (--uses ${maxUses})`);
+    const ephemeralSeconds = r.ephemeralSeconds ?? null;
+    if (ephemeralSeconds !== null && !(Number.isInteger(ephemeralSeconds) && ephemeralSeconds >= 1 && ephemeralSeconds <= MAX_EPHEMERAL_GRACE_SECONDS))
+      throw usage(`an ephemeral node's grace is between 1 s and 30 days (--grace ${ephemeralSeconds}s)`);
     const secret = randomBytes(32).toString('base64url');
     const expiresAt = new Date(this.now().getTime() + r.ttlSeconds * 1000).toISOString();
-    const row = { network: r.network, mode: r.mode, tags: r.tags, fingerprint: this.fingerprint, expiresAt, createdAt: this.now().toISOString() };
+    const row = {
+      network: r.network,
+      mode: r.mode,
+      tags: r.tags,
+      fingerprint: this.fingerprint,
+      expiresAt,
+      createdAt: this.now().toISOString(),
+      maxUses,
+      ephemeralSeconds,
+    };
     // A tunnel network's token says so: the agent then raises the tunnel without being told (issue 33).
     const tunnel = this.controller.isTunnelNetwork(r.network) ? { tunnel: 'wireguard' as const } : {};
     const made = {
@@ -104,7 +127,11 @@ export class Enrolment {
   enrol(input: EnrolInput): EnrolResult & { resumed: boolean } {
     const { secret } = decodeToken(input.token);
     const token = this.auth.getToken(secret);
-    const facts: EnrolFacts = { token, revoked: token ? this.auth.revokedKey(token.network, input.nodeKey) : null };
+    const facts: EnrolFacts = {
+      token,
+      revoked: token ? this.auth.revokedKey(token.network, input.nodeKey) : null,
+      use: token?.maxUses != null ? this.auth.tokenUse(secret, input.nodeKey) : null,
+    };
     const { t, retry } = this.#tokenChecks(input, facts);
     if (retry) {
       const holder = this.controller.memberByKey(t.network, input.nodeKey);
@@ -113,7 +140,10 @@ export class Enrolment {
     }
     this.#memberChecks(input, t, facts.revoked);
     if (!retry) {
-      if (!this.auth.markUsed(secret, input.node, this.now().toISOString(), input.nodeKey)) throw tokenInvalid('the enrolment token was already used');
+      const at = this.now().toISOString();
+      if (t.maxUses != null) {
+        if (!this.auth.takeUse(secret, input.node, at, input.nodeKey)) throw usedUp(t, secret);
+      } else if (!this.auth.markUsed(secret, input.node, at, input.nodeKey)) throw tokenInvalid('the enrolment token was already used');
       this.auth.pendingAdded();
     }
     const { network, member } = this.#join(input, t);
@@ -141,8 +171,13 @@ export class Enrolment {
       if (holder) return { ...(await this.#credentialAsync(t.network, holder.id)), resumed: true };
     }
     this.#memberChecks(input, t, facts.revoked);
-    if (!retry && !(await auth.markUsedAsync!(secret, input.node, this.now().toISOString(), input.nodeKey)))
-      throw tokenInvalid('the enrolment token was already used');
+    if (!retry) {
+      const at = this.now().toISOString();
+      // A reusable token: the count's conditional update decides, whichever replica asks (store-postgres takeUseStmt).
+      if (t.maxUses != null) {
+        if (!(await auth.takeUseAsync!(secret, input.node, at, input.nodeKey))) throw usedUp(t, secret);
+      } else if (!(await auth.markUsedAsync!(secret, input.node, at, input.nodeKey))) throw tokenInvalid('the enrolment token was already used');
+    }
     const { network, member } = await this.controller.change(() => {
       // Another replica may have enrolled this name or key meanwhile: this one's memory, caught up, decides.
       this.#memberChecks(input, t, facts.revoked);
@@ -161,12 +196,28 @@ export class Enrolment {
     }
     // Revoked by the operator (`meshp token revoke`) before any use: it enrols no one.
     if (t.revokedAt) throw tokenInvalid(`the enrolment token ${tokenId(hashSecret(secret))} was revoked at ${t.revokedAt}`);
+    if (t.maxUses != null) return this.#reusableChecks(input, t, facts, secret);
     const retry = t.usedAt !== null && t.confirmedAt === null && t.usedKey === input.nodeKey;
     if (t.usedAt && !retry) {
       const how = t.usedKey && t.usedKey !== input.nodeKey ? ' with another key' : '';
       throw tokenInvalid(`the enrolment token was already used (by ${t.usedBy} at ${t.usedAt}${how})`);
     }
     // A retry completes an enrolment made before the expiry; a first use must be before it.
+    if (!retry && Date.parse(t.expiresAt) <= this.now().getTime()) throw tokenInvalid(`the enrolment token expired at ${t.expiresAt}`);
+    checkNodeKey(input.nodeKey);
+    return { t, retry };
+  }
+
+  /**
+   * A reusable token (issue 28): the use this node key made of it, whose answer was lost, is
+   * completed (`retry`); a key that enrolled with it already and opened its stream is refused; a
+   * first use needs a use left (MESHP_TOKEN_USED_UP) and the token unexpired.
+   */
+  #reusableChecks(input: EnrolInput, t: StoredToken, facts: EnrolFacts, secret: string): { t: StoredToken; retry: boolean } {
+    const use = facts.use ?? null;
+    const retry = use !== null && use.confirmedAt === null;
+    if (use && !retry) throw tokenInvalid(`this node key enrolled with the token already (as ${use.node} at ${use.usedAt})`);
+    if (!retry && (t.uses ?? 0) >= t.maxUses!) throw usedUp(t, secret);
     if (!retry && Date.parse(t.expiresAt) <= this.now().getTime()) throw tokenInvalid(`the enrolment token expired at ${t.expiresAt}`);
     checkNodeKey(input.nodeKey);
     return { t, retry };
@@ -192,7 +243,12 @@ export class Enrolment {
 
   /** The node joins the network, through a one-minute controller token of the token's mode and tags. */
   #join(input: EnrolInput, t: StoredToken): { network: string; member: { id: string } } {
-    const inner = this.controller.createToken(t.network, { mode: t.mode, tags: t.tags, ttlSeconds: 60 });
+    const inner = this.controller.createToken(t.network, {
+      mode: t.mode,
+      tags: t.tags,
+      ttlSeconds: 60,
+      ...(t.ephemeralSeconds ? { ephemeralSeconds: t.ephemeralSeconds } : {}),
+    });
     return this.controller.enrol(inner.token, {
       id: input.node,
       nodeKey: input.nodeKey,
@@ -219,6 +275,14 @@ export class Enrolment {
     const credential = randomBytes(32).toString('base64url');
     return { credential, result: { network, node: member.id, credential, mode: member.mode, addresses: [...member.addresses] } };
   }
+}
+
+/** A reusable token with no use left (or revoked in the same moment): refused, coded, nothing changed. */
+function usedUp(t: StoredToken, secret: string): MeshpError {
+  return new MeshpError(
+    'MESHP_TOKEN_USED_UP',
+    `reusable token ${tokenId(hashSecret(secret))} has enrolled ${t.maxUses} of ${t.maxUses} node(s) it may: make another (meshp token create --reusable --uses N)`,
+  );
 }
 
 /** An Ed25519 public key, SPKI DER in base64. */

@@ -43,6 +43,8 @@ import { ensureVersionKey } from './version-key.js';
 import { startConsole, type RunningConsole } from '../console/server.js';
 import type { HistoryBook } from '../console/history.js';
 import { SqliteHistoryStore } from '../console/history-store.js';
+import { DEFAULT_EPHEMERAL_SWEEP_MS, EPHEMERAL_ACTOR, EphemeralReaper } from './ephemeral.js';
+import type { InternalCall } from './admin.js';
 
 export const CONTROLLER_DB = 'controller.db';
 /** Acks and sends reach the disk by group commit, at most this long after (controller/group-commit.ts, `flushSync`). */
@@ -80,6 +82,8 @@ export interface ControllerHostingOptions {
   consoleSampleMs?: number;
   /** Audit log entries older than this many seconds are trimmed (default DEFAULT_AUDIT_RETENTION_SECONDS, 90 days). */
   auditRetentionSeconds?: number;
+  /** How often ephemeral nodes are looked at (ms; default DEFAULT_EPHEMERAL_SWEEP_MS): one gone past its grace is removed (ephemeral.ts). */
+  ephemeralSweepMs?: number;
 }
 
 /** The controller's store and the hosting's tokens and credentials in one shared database; `follow` starts learning of the other replicas' changes. */
@@ -150,6 +154,7 @@ export class ControllerHostingPlugin implements Plugin {
     controller: Controller;
     auth: AuthBook;
     renewal: ReturnType<typeof setInterval>;
+    reaper: EphemeralReaper;
   } | null = null;
   /** The audit log (issue 28): the shared database's, else the state folder's SQLite file. */
   #audit: AuditBook | null = null;
@@ -195,14 +200,33 @@ export class ControllerHostingPlugin implements Plugin {
     await this.#o.store?.follow();
     const transport = await host.transport();
     const deps = { controller, enrolment, metrics, hub, auth };
-    const adminApi = fresh(this.#o.store, admin.secret, controller, hub, this.#admin(admin.secret, deps, this.log));
+    const inner = this.#admin(admin.secret, deps, this.log);
+    const adminApi = fresh(this.#o.store, admin.secret, controller, hub, inner);
+    const reaper = this.#reaper(inner.as, controller, auth, hub);
     // The console's live pages read again every half second: those reads are logged only when refused.
     const liveReads = fresh(this.#o.store, admin.secret, controller, hub, this.#admin(admin.secret, deps, this.log.child({}, { level: 'warn' })));
     const listener = await transport.listen(
       { address: this.#o.listen, certPem: tls.certPem, keyPem: tls.keyPem, maxMessageBytes: this.#o.maxMessageBytes },
       { control: this.#control(enrolment, metrics, hub), ...this.#refusals(metrics), admin: adminApi },
     );
-    return this.#serving(dir, tls, { listener, hub, controller, auth, metrics, adminApi, liveReads });
+    return this.#serving(dir, tls, { listener, hub, controller, auth, metrics, adminApi, liveReads, reaper });
+  }
+
+  /** Ephemeral nodes gone past their grace, removed as `node remove` by the actor `ephemeral` (ephemeral.ts). */
+  #reaper(as: InternalCall, controller: Controller, auth: AuthBook, hub: SessionHub): EphemeralReaper {
+    const shared = this.#o.store;
+    const remove = as(EPHEMERAL_ACTOR);
+    return new EphemeralReaper({
+      controller,
+      auth,
+      live: (n, id) => hub.live(n, id),
+      remove: async (network, node) => {
+        if (!controller.asyncStore) shared?.catchUp();
+        return remove('removeNode', { network, node, ephemeral: true });
+      },
+      log: this.log,
+      sweepMs: this.#o.ephemeralSweepMs ?? DEFAULT_EPHEMERAL_SWEEP_MS,
+    });
   }
 
   /** The state folder: its certificate and admin credential (made on first start), the controller's store and the hosting's. */
@@ -314,7 +338,7 @@ export class ControllerHostingPlugin implements Plugin {
     secret: string,
     { controller, enrolment, metrics, hub, auth }: { controller: Controller; enrolment: Enrolment; metrics: Metrics; hub: SessionHub; auth: AuthBook },
     log: Logger,
-  ): AdminHandler {
+  ): ReturnType<typeof adminHandler> {
     return adminHandler({
       ...(this.#audit ? { audit: { book: this.#audit, retentionSeconds: this.#o.auditRetentionSeconds ?? DEFAULT_AUDIT_RETENTION_SECONDS } } : {}),
       ...(this.#admins ? { admins: { book: this.#admins, fingerprint: this.#fingerprint } } : {}),
@@ -376,9 +400,10 @@ export class ControllerHostingPlugin implements Plugin {
       metrics: Metrics;
       adminApi: AdminHandler;
       liveReads: AdminHandler;
+      reaper: EphemeralReaper;
     },
   ): Promise<RunningController> {
-    const { listener, hub, controller, auth, metrics } = r;
+    const { listener, hub, controller, auth, metrics, reaper } = r;
     const fingerprint = tls.fingerprint;
     metrics.attach({ controller, connected: () => hub.connected, live: (n, id) => hub.live(n, id), handshakeStaleSeconds: hub.handshakeStaleSeconds });
     const m = this.#o.metricsListen ? await serveMetrics(this.#o.metricsListen, () => metrics.render(), metrics.registry.contentType) : null;
@@ -412,7 +437,8 @@ export class ControllerHostingPlugin implements Plugin {
       throw e;
     }
     writeFileSync(join(dir, ADDRESS_FILE), `${listener.address}\n`);
-    this.#running = { listener, metrics: m, console: web, hub, controller, auth, renewal: this.#relayRenewal(controller, hub) };
+    reaper.start();
+    this.#running = { listener, metrics: m, console: web, hub, controller, auth, renewal: this.#relayRenewal(controller, hub), reaper };
     this.#clock?.arm();
     this.log.info(
       {
@@ -454,6 +480,7 @@ export class ControllerHostingPlugin implements Plugin {
     clearInterval(r.renewal);
     this.#clock?.stop();
     this.#clock = null;
+    await r.reaper.stop();
     r.hub.closeAll();
     await r.console?.close();
     await r.listener.close();

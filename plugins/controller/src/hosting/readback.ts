@@ -22,10 +22,14 @@ const need = (v: string, k: string): string => {
 };
 
 /** What became of a token, now: revoked and used are for good; an unused one past its expiry is expired. */
-export function tokenState(t: TokenInfo, now: number): 'unused' | 'used' | 'expired' | 'revoked' {
+export function tokenState(t: TokenInfo, now: number): 'unused' | 'in-use' | 'used' | 'expired' | 'revoked' {
   if (t.usedAt) return 'used';
+  // A reusable token (issue 28): used once every use is taken; in use while some are.
+  const uses = t.uses ?? 0;
+  if (t.maxUses != null && uses >= t.maxUses) return 'used';
   if (t.revokedAt) return 'revoked';
-  return Date.parse(t.expiresAt) <= now ? 'expired' : 'unused';
+  if (Date.parse(t.expiresAt) <= now) return 'expired';
+  return uses > 0 ? 'in-use' : 'unused';
 }
 
 export function tokenToWire(t: TokenInfo, now: number): WireToken {
@@ -41,6 +45,11 @@ export function tokenToWire(t: TokenInfo, now: number): WireToken {
     usedAt: t.usedAt ?? '',
     confirmed: t.confirmedAt !== null,
     revokedAt: t.revokedAt ?? '',
+    reusable: t.maxUses != null,
+    uses: t.maxUses != null ? (t.uses ?? 0) : t.usedAt ? 1 : 0,
+    maxUses: t.maxUses ?? 1,
+    ephemeral: t.ephemeralSeconds != null,
+    ephemeralGraceSeconds: t.ephemeralSeconds ?? 0,
   };
 }
 

@@ -1105,6 +1105,12 @@ export interface NodeStatus {
   reportedVersionWide: number;
   /** Set when the controller stopped resending snapshots to this membership: a MESHP code and why. */
   diverged: string;
+  /**
+   * issue 28 (ADR 0042): enrolled with an ephemeral token: removed once it has had no stream for
+   * ephemeral_grace_seconds.
+   */
+  ephemeral: boolean;
+  ephemeralGraceSeconds: number;
   /** The node's tunnel as its agent last reported it (absent: not a tunnel member). */
   handshakes?:
     | NodeHandshakes
@@ -1617,6 +1623,18 @@ export interface CreateTokenRequest {
   mode: Mode;
   ttlSeconds: number;
   tags: string[];
+  /**
+   * issue 28 (ADR 0042): a reusable token enrols up to max_uses nodes (0 with reusable: 10); one
+   * not reusable enrols one. Refused once used up (MESHP_TOKEN_USED_UP).
+   */
+  reusable: boolean;
+  maxUses: number;
+  /**
+   * A node enrolled with an ephemeral token is removed (as node remove) once it has had no stream
+   * for ephemeral_grace_seconds (0 with ephemeral: 1800).
+   */
+  ephemeral: boolean;
+  ephemeralGraceSeconds: number;
 }
 
 export interface CreateTokenResponse {
@@ -1851,6 +1869,13 @@ export interface EnrolmentTokenInfo {
   usedAt: string;
   confirmed: boolean;
   revokedAt: string;
+  /** issue 28 (ADR 0042): a reusable token's uses taken and allowed (one not reusable: 0 or 1 of 1). */
+  reusable: boolean;
+  uses: number;
+  maxUses: number;
+  /** The nodes it enrols are ephemeral: removed after this many seconds without a stream. */
+  ephemeral: boolean;
+  ephemeralGraceSeconds: number;
 }
 
 export interface ListEnrolmentTokensRequest {
@@ -11551,6 +11576,8 @@ function createBaseNodeStatus(): NodeStatus {
     statusDetail: "",
     reportedVersionWide: 0,
     diverged: "",
+    ephemeral: false,
+    ephemeralGraceSeconds: 0,
     handshakes: undefined,
     lastContact: "",
     reasons: [],
@@ -11644,6 +11671,12 @@ export const NodeStatus: MessageFns<NodeStatus> = {
     }
     if (message.diverged !== "") {
       writer.uint32(410).string(message.diverged);
+    }
+    if (message.ephemeral !== false) {
+      writer.uint32(640).bool(message.ephemeral);
+    }
+    if (message.ephemeralGraceSeconds !== 0) {
+      writer.uint32(648).uint32(message.ephemeralGraceSeconds);
     }
     if (message.handshakes !== undefined) {
       NodeHandshakes.encode(message.handshakes, writer.uint32(522).fork()).join();
@@ -11901,6 +11934,22 @@ export const NodeStatus: MessageFns<NodeStatus> = {
             message.diverged = reader.string();
             continue;
           }
+          case 80: {
+            if (tag !== 640) {
+              break;
+            }
+
+            message.ephemeral = reader.bool();
+            continue;
+          }
+          case 81: {
+            if (tag !== 648) {
+              break;
+            }
+
+            message.ephemeralGraceSeconds = reader.uint32();
+            continue;
+          }
           case 65: {
             if (tag !== 522) {
               break;
@@ -12062,6 +12111,12 @@ export const NodeStatus: MessageFns<NodeStatus> = {
         ? globalThis.Number(object.reported_version_wide)
         : 0,
       diverged: isSet(object.diverged) ? globalThis.String(object.diverged) : "",
+      ephemeral: isSet(object.ephemeral) ? globalThis.Boolean(object.ephemeral) : false,
+      ephemeralGraceSeconds: isSet(object.ephemeralGraceSeconds)
+        ? globalThis.Number(object.ephemeralGraceSeconds)
+        : isSet(object.ephemeral_grace_seconds)
+        ? globalThis.Number(object.ephemeral_grace_seconds)
+        : 0,
       handshakes: isSet(object.handshakes) ? NodeHandshakes.fromJSON(object.handshakes) : undefined,
       lastContact: isSet(object.lastContact)
         ? globalThis.String(object.lastContact)
@@ -12178,6 +12233,12 @@ export const NodeStatus: MessageFns<NodeStatus> = {
     if (message.diverged !== "") {
       obj.diverged = message.diverged;
     }
+    if (message.ephemeral !== false) {
+      obj.ephemeral = message.ephemeral;
+    }
+    if (message.ephemeralGraceSeconds !== 0) {
+      obj.ephemeralGraceSeconds = Math.round(message.ephemeralGraceSeconds);
+    }
     if (message.handshakes !== undefined) {
       obj.handshakes = NodeHandshakes.toJSON(message.handshakes);
     }
@@ -12243,6 +12304,8 @@ export const NodeStatus: MessageFns<NodeStatus> = {
     message.statusDetail = object.statusDetail ?? "";
     message.reportedVersionWide = object.reportedVersionWide ?? 0;
     message.diverged = object.diverged ?? "";
+    message.ephemeral = object.ephemeral ?? false;
+    message.ephemeralGraceSeconds = object.ephemeralGraceSeconds ?? 0;
     message.handshakes = (object.handshakes !== undefined && object.handshakes !== null)
       ? NodeHandshakes.fromPartial(object.handshakes)
       : undefined;
@@ -18847,7 +18910,16 @@ export const RemoveRelayResponse: MessageFns<RemoveRelayResponse> = {
 };
 
 function createBaseCreateTokenRequest(): CreateTokenRequest {
-  return { network: "", mode: 0, ttlSeconds: 0, tags: [] };
+  return {
+    network: "",
+    mode: 0,
+    ttlSeconds: 0,
+    tags: [],
+    reusable: false,
+    maxUses: 0,
+    ephemeral: false,
+    ephemeralGraceSeconds: 0,
+  };
 }
 
 export const CreateTokenRequest: MessageFns<CreateTokenRequest> = {
@@ -18863,6 +18935,18 @@ export const CreateTokenRequest: MessageFns<CreateTokenRequest> = {
     }
     for (const v of message.tags) {
       writer.uint32(34).string(v!);
+    }
+    if (message.reusable !== false) {
+      writer.uint32(80).bool(message.reusable);
+    }
+    if (message.maxUses !== 0) {
+      writer.uint32(88).uint32(message.maxUses);
+    }
+    if (message.ephemeral !== false) {
+      writer.uint32(96).bool(message.ephemeral);
+    }
+    if (message.ephemeralGraceSeconds !== 0) {
+      writer.uint32(104).uint32(message.ephemeralGraceSeconds);
     }
     return writer;
   },
@@ -18912,6 +18996,38 @@ export const CreateTokenRequest: MessageFns<CreateTokenRequest> = {
             message.tags.push(reader.string());
             continue;
           }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.reusable = reader.bool();
+            continue;
+          }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.maxUses = reader.uint32();
+            continue;
+          }
+          case 12: {
+            if (tag !== 96) {
+              break;
+            }
+
+            message.ephemeral = reader.bool();
+            continue;
+          }
+          case 13: {
+            if (tag !== 104) {
+              break;
+            }
+
+            message.ephemeralGraceSeconds = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -18934,6 +19050,18 @@ export const CreateTokenRequest: MessageFns<CreateTokenRequest> = {
         ? globalThis.Number(object.ttl_seconds)
         : 0,
       tags: globalThis.Array.isArray(object?.tags) ? object.tags.map((e: any) => globalThis.String(e)) : [],
+      reusable: isSet(object.reusable) ? globalThis.Boolean(object.reusable) : false,
+      maxUses: isSet(object.maxUses)
+        ? globalThis.Number(object.maxUses)
+        : isSet(object.max_uses)
+        ? globalThis.Number(object.max_uses)
+        : 0,
+      ephemeral: isSet(object.ephemeral) ? globalThis.Boolean(object.ephemeral) : false,
+      ephemeralGraceSeconds: isSet(object.ephemeralGraceSeconds)
+        ? globalThis.Number(object.ephemeralGraceSeconds)
+        : isSet(object.ephemeral_grace_seconds)
+        ? globalThis.Number(object.ephemeral_grace_seconds)
+        : 0,
     };
   },
 
@@ -18951,6 +19079,18 @@ export const CreateTokenRequest: MessageFns<CreateTokenRequest> = {
     if (message.tags?.length) {
       obj.tags = message.tags;
     }
+    if (message.reusable !== false) {
+      obj.reusable = message.reusable;
+    }
+    if (message.maxUses !== 0) {
+      obj.maxUses = Math.round(message.maxUses);
+    }
+    if (message.ephemeral !== false) {
+      obj.ephemeral = message.ephemeral;
+    }
+    if (message.ephemeralGraceSeconds !== 0) {
+      obj.ephemeralGraceSeconds = Math.round(message.ephemeralGraceSeconds);
+    }
     return obj;
   },
 
@@ -18963,6 +19103,10 @@ export const CreateTokenRequest: MessageFns<CreateTokenRequest> = {
     message.mode = object.mode ?? 0;
     message.ttlSeconds = object.ttlSeconds ?? 0;
     message.tags = object.tags?.map((e) => e) || [];
+    message.reusable = object.reusable ?? false;
+    message.maxUses = object.maxUses ?? 0;
+    message.ephemeral = object.ephemeral ?? false;
+    message.ephemeralGraceSeconds = object.ephemeralGraceSeconds ?? 0;
     return message;
   },
 };
@@ -22072,6 +22216,11 @@ function createBaseEnrolmentTokenInfo(): EnrolmentTokenInfo {
     usedAt: "",
     confirmed: false,
     revokedAt: "",
+    reusable: false,
+    uses: 0,
+    maxUses: 0,
+    ephemeral: false,
+    ephemeralGraceSeconds: 0,
   };
 }
 
@@ -22109,6 +22258,21 @@ export const EnrolmentTokenInfo: MessageFns<EnrolmentTokenInfo> = {
     }
     if (message.revokedAt !== "") {
       writer.uint32(90).string(message.revokedAt);
+    }
+    if (message.reusable !== false) {
+      writer.uint32(96).bool(message.reusable);
+    }
+    if (message.uses !== 0) {
+      writer.uint32(104).uint32(message.uses);
+    }
+    if (message.maxUses !== 0) {
+      writer.uint32(112).uint32(message.maxUses);
+    }
+    if (message.ephemeral !== false) {
+      writer.uint32(120).bool(message.ephemeral);
+    }
+    if (message.ephemeralGraceSeconds !== 0) {
+      writer.uint32(128).uint32(message.ephemeralGraceSeconds);
     }
     return writer;
   },
@@ -22214,6 +22378,46 @@ export const EnrolmentTokenInfo: MessageFns<EnrolmentTokenInfo> = {
             message.revokedAt = reader.string();
             continue;
           }
+          case 12: {
+            if (tag !== 96) {
+              break;
+            }
+
+            message.reusable = reader.bool();
+            continue;
+          }
+          case 13: {
+            if (tag !== 104) {
+              break;
+            }
+
+            message.uses = reader.uint32();
+            continue;
+          }
+          case 14: {
+            if (tag !== 112) {
+              break;
+            }
+
+            message.maxUses = reader.uint32();
+            continue;
+          }
+          case 15: {
+            if (tag !== 120) {
+              break;
+            }
+
+            message.ephemeral = reader.bool();
+            continue;
+          }
+          case 16: {
+            if (tag !== 128) {
+              break;
+            }
+
+            message.ephemeralGraceSeconds = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -22259,6 +22463,19 @@ export const EnrolmentTokenInfo: MessageFns<EnrolmentTokenInfo> = {
         : isSet(object.revoked_at)
         ? globalThis.String(object.revoked_at)
         : "",
+      reusable: isSet(object.reusable) ? globalThis.Boolean(object.reusable) : false,
+      uses: isSet(object.uses) ? globalThis.Number(object.uses) : 0,
+      maxUses: isSet(object.maxUses)
+        ? globalThis.Number(object.maxUses)
+        : isSet(object.max_uses)
+        ? globalThis.Number(object.max_uses)
+        : 0,
+      ephemeral: isSet(object.ephemeral) ? globalThis.Boolean(object.ephemeral) : false,
+      ephemeralGraceSeconds: isSet(object.ephemeralGraceSeconds)
+        ? globalThis.Number(object.ephemeralGraceSeconds)
+        : isSet(object.ephemeral_grace_seconds)
+        ? globalThis.Number(object.ephemeral_grace_seconds)
+        : 0,
     };
   },
 
@@ -22297,6 +22514,21 @@ export const EnrolmentTokenInfo: MessageFns<EnrolmentTokenInfo> = {
     if (message.revokedAt !== "") {
       obj.revokedAt = message.revokedAt;
     }
+    if (message.reusable !== false) {
+      obj.reusable = message.reusable;
+    }
+    if (message.uses !== 0) {
+      obj.uses = Math.round(message.uses);
+    }
+    if (message.maxUses !== 0) {
+      obj.maxUses = Math.round(message.maxUses);
+    }
+    if (message.ephemeral !== false) {
+      obj.ephemeral = message.ephemeral;
+    }
+    if (message.ephemeralGraceSeconds !== 0) {
+      obj.ephemeralGraceSeconds = Math.round(message.ephemeralGraceSeconds);
+    }
     return obj;
   },
 
@@ -22316,6 +22548,11 @@ export const EnrolmentTokenInfo: MessageFns<EnrolmentTokenInfo> = {
     message.usedAt = object.usedAt ?? "";
     message.confirmed = object.confirmed ?? false;
     message.revokedAt = object.revokedAt ?? "";
+    message.reusable = object.reusable ?? false;
+    message.uses = object.uses ?? 0;
+    message.maxUses = object.maxUses ?? 0;
+    message.ephemeral = object.ephemeral ?? false;
+    message.ephemeralGraceSeconds = object.ephemeralGraceSeconds ?? 0;
     return message;
   },
 };
