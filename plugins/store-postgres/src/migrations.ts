@@ -64,6 +64,18 @@ CREATE INDEX audit_log_at ON audit_log (network, at);`,
     sql: `
 CREATE TABLE admin_credentials (hash TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, role TEXT NOT NULL, created_at TEXT NOT NULL, revoked_at TEXT);`,
   },
+  {
+    version: 10,
+    what: "the sync record's restart fields as columns (issue 31, ADR 0044): a row of before keeps its whole record in doc and is read as it was",
+    sql: `
+ALTER TABLE sync ADD COLUMN applied BIGINT;
+ALTER TABLE sync ADD COLUMN applied_hash TEXT;
+ALTER TABLE sync ADD COLUMN sent BIGINT;
+ALTER TABLE sync ADD COLUMN basis BIGINT;
+ALTER TABLE sync ADD COLUMN target BIGINT;
+ALTER TABLE sync ADD COLUMN snapshot_pending SMALLINT;
+ALTER TABLE sync ADD COLUMN expectations TEXT;`,
+  },
 ];
 
 /** The advisory lock migrations take (an arbitrary constant of meshp's). */
