@@ -14,6 +14,8 @@ import { ensureCertificate } from '@meshp/controller';
 const here = fileURLToPath(new URL('.', import.meta.url));
 const n = Number(process.argv[2] ?? 1000);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+process.setMaxListeners(0);
+const H2_TUNED = { maxSessionMemory: 1, settings: { headerTableSize: 256, initialWindowSize: 16384, maxHeaderListSize: 8192 } };
 const TUNED = { 'grpc-node.max_session_memory': 1, 'grpc.max_concurrent_streams': 4 };
 
 function child(file, args, env = {}) {
@@ -39,6 +41,7 @@ const rows = [];
 for (const [kind, env] of [
   ['tls', {}],
   ['http2', {}],
+  ['http2-tuned', { OPTIONS: JSON.stringify(H2_TUNED) }],
   ['grpc', {}],
   ['grpc-tuned', { OPTIONS: JSON.stringify(TUNED) }],
 ]) {
@@ -70,5 +73,5 @@ for (const r of rows)
   console.log(
     `${r.kind.padEnd(30)} ${String(r.held).padStart(5)} ${r.rss.toFixed(1).padStart(7)} ${r.heap.toFixed(1).padStart(11)} ${r.ext.toFixed(1).padStart(12)}`,
   );
-console.log(`grpc-tuned: ${JSON.stringify(TUNED)}`);
+console.log(`grpc-tuned: ${JSON.stringify(TUNED)}; http2-tuned: ${JSON.stringify(H2_TUNED)}`);
 process.exit(0);

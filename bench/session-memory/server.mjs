@@ -28,8 +28,8 @@ process.on('message', (m) => {
   if (kind === 'tls') {
     const s = tlsServer({ key, cert }, (sock) => held.push(sock));
     s.listen(0, '127.0.0.1', () => ready(s.address().port));
-  } else if (kind === 'http2') {
-    const s = createSecureServer({ key, cert, ...extra });
+  } else if (kind === 'http2' || kind === 'http2-tuned') {
+    const s = createSecureServer({ key, cert, ...(kind === 'http2-tuned' ? extra : {}) });
     s.on('stream', (stream) => {
       held.push(stream);
       stream.respond({ ':status': 200, 'content-type': 'application/grpc' });

@@ -80,7 +80,7 @@ t.test('every field of a StateDelta is written as the generated encoder writes i
   t.same(SyncResponse.decode(encodeDeltaResponse(full)).delta, SyncResponse.decode(generated(full)).delta);
 });
 
-t.test('the state hash text is the canonical JSON of the digest', async (t) => {
+t.test('the state hash text is the canonical JSON of the digest', async () => {
   const component = fc.option(
     fc.oneof(
       fc.uint8Array({ minLength: 32, maxLength: 32 }).map((b) => Buffer.from(b).toString('hex')),
