@@ -23,8 +23,9 @@ import { canMount, tmpfs } from '../helpers/tmpfs.js';
 function storedApplied(file: string): Map<string, number> {
   const db = new Database(file, { readonly: true, fileMustExist: true });
   try {
-    const rows = db.prepare('SELECT id, doc FROM sync').all() as { id: string; doc: string }[];
-    return new Map(rows.map((r) => [r.id, (JSON.parse(r.doc) as { applied: number }).applied]));
+    // The applied version is a column (ADR 0044); a row of before the columns keeps it in its document.
+    const rows = db.prepare("SELECT id, COALESCE(applied, json_extract(doc, '$.applied')) AS applied FROM sync").all() as { id: string; applied: number }[];
+    return new Map(rows.map((r) => [r.id, r.applied]));
   } finally {
     db.close();
   }

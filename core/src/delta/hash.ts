@@ -63,14 +63,32 @@ export function setComponents(d: ViewDigest, components: Components): void {
 
 /** sha256 of the canonical JSON of the digest: the state hash of the view. */
 export function stateHash(d: ViewDigest): string {
-  return sha256Hex(
-    protoCanonicalJson({
-      v: 1,
-      peers: d.peerSum.toString(16).padStart(64, '0'),
-      count: d.peerCount,
-      components: COMPONENT_NAMES.map((n) => d.components[n] ?? '-'),
-    }),
-  );
+  return sha256Hex(stateHashText(d));
+}
+
+/**
+ * The canonical JSON `stateHash` hashes, written directly (issue 31: canonicalise was a tenth of a
+ * fan-out): protoCanonicalJson of { v: 1, peers, count, components } sorts the keys, drops a count of
+ * 0, and keeps every component (a hex digest or '-', never empty). Held equal by test/unit/hash.test.ts.
+ */
+export function stateHashText(d: ViewDigest): string {
+  let c = '';
+  for (const n of COMPONENT_NAMES) {
+    const v = d.components[n] ?? '-';
+    c += (c ? ',' : '') + (v === '' ? 'null' : JSON.stringify(v));
+  }
+  const count = d.peerCount === 0 ? '' : `"count":${JSON.stringify(d.peerCount)},`;
+  return `{"components":[${c}],${count}"peers":"${d.peerSum.toString(16).padStart(64, '0')}","v":1}`;
+}
+
+/** The canonical form stateHashText writes, the slow way (for the test that holds the two equal). */
+export function stateHashTextCanonical(d: ViewDigest): string {
+  return protoCanonicalJson({
+    v: 1,
+    peers: d.peerSum.toString(16).padStart(64, '0'),
+    count: d.peerCount,
+    components: COMPONENT_NAMES.map((n) => d.components[n] ?? '-'),
+  });
 }
 
 /** The digest of a whole view, from scratch (for snapshots and for checking the incremental one). */

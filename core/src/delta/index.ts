@@ -15,6 +15,7 @@ export * from './agent/delta-applier.js';
 // The controller's half: a network's records, who a change concerns, each node's view and the
 // delta to send it, and what its acks and hellos mean. The controller keeps and serves them.
 export * from './controller/records.js';
+export * from './controller/sync-row.js';
 export * from './controller/policy.js';
 export * from './controller/network.js';
 export * from './controller/observed.js';

@@ -4,3 +4,5 @@
 // and the generated ones part.
 export * from './gen/meshp/v1/control.js';
 export type { AdminApi, AdminMethod, AdminRequest, AdminResponse, AdminAnswer } from './admin-api.js';
+// The writer the generated codecs use: the transport encodes a shared body once with it (issue 31).
+export { BinaryWriter } from '@bufbuild/protobuf/wire';

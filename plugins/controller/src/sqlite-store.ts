@@ -3,7 +3,7 @@ import { dirname } from 'node:path';
 import { classified, storeError } from './store-errors.js';
 import { privateDbFiles, privateDir, sayTightened } from '@meshp/state-files';
 import type { ControllerStore, StoredState } from './store.js';
-import type { LogEntry, MemberRecord, NetworkRecord, SyncRecord } from '@meshp/core/delta';
+import { syncFromRow, syncToRow, type LogEntry, type MemberRecord, type NetworkRecord, type StoredSyncRow, type SyncRecord } from '@meshp/core/delta';
 import type { TokenRecord } from './tokens.js';
 import type { AuditEntry } from '@meshp/core';
 
@@ -20,8 +20,23 @@ CREATE TABLE IF NOT EXISTS members (network TEXT NOT NULL, id TEXT NOT NULL, doc
 CREATE TABLE IF NOT EXISTS log (network TEXT NOT NULL, version INTEGER NOT NULL, doc TEXT NOT NULL, PRIMARY KEY (network, version));
 CREATE TABLE IF NOT EXISTS sync (network TEXT NOT NULL, id TEXT NOT NULL, doc TEXT NOT NULL, PRIMARY KEY (network, id));
 CREATE TABLE IF NOT EXISTS tokens (token TEXT PRIMARY KEY, doc TEXT NOT NULL);
-PRAGMA user_version = 1;
 `;
+
+/**
+ * Schema 2 (issue 31, ADR 0044): the sync record's restart fields as columns, the rest a small
+ * document (core sync-row.ts). A row of schema 1 keeps its whole record in `doc`, its columns NULL,
+ * and is read as it was; its next write is a compact one.
+ */
+const SYNC_COLUMNS = [
+  'applied INTEGER',
+  'applied_hash TEXT',
+  'sent INTEGER',
+  'basis INTEGER',
+  'target INTEGER',
+  'snapshot_pending INTEGER',
+  'expectations TEXT',
+];
+const SCHEMA_VERSION = 2;
 
 /** The controller's state in one SQLite file (WAL), each record a JSON document. */
 export class SqliteControllerStore implements ControllerStore {
@@ -42,6 +57,11 @@ export class SqliteControllerStore implements ControllerStore {
       this.#db.pragma('journal_mode = WAL');
       this.#db.pragma('synchronous = NORMAL');
       this.#db.exec(SCHEMA);
+      const had = new Set((this.#db.prepare("SELECT name FROM pragma_table_info('sync')").all() as { name: string }[]).map((c) => c.name));
+      this.#db.transaction(() => {
+        for (const c of SYNC_COLUMNS) if (!had.has(c.split(' ')[0]!)) this.#db.exec(`ALTER TABLE sync ADD COLUMN ${c}`);
+        this.#db.pragma(`user_version = ${SCHEMA_VERSION}`);
+      })();
       if (onDisk) said.push(...privateDbFiles(path));
     } catch (cause) {
       // Sorted by condition: a damaged file is corrupt, a full disk full, anything else unavailable (store-errors.ts).
@@ -56,7 +76,9 @@ export class SqliteControllerStore implements ControllerStore {
       deleteMember: db.prepare('DELETE FROM members WHERE network = ? AND id = ?'),
       appendLog: db.prepare('INSERT OR REPLACE INTO log (network, version, doc) VALUES (?, ?, ?)'),
       truncateLog: db.prepare('DELETE FROM log WHERE network = ? AND version <= ?'),
-      putSync: db.prepare('INSERT OR REPLACE INTO sync (network, id, doc) VALUES (?, ?, ?)'),
+      putSync: db.prepare(
+        'INSERT OR REPLACE INTO sync (network, id, applied, applied_hash, sent, basis, target, snapshot_pending, expectations, doc) VALUES (@network, @id, @applied, @applied_hash, @sent, @basis, @target, @snapshot_pending, @expectations, @doc)',
+      ),
       deleteSync: db.prepare('DELETE FROM sync WHERE network = ? AND id = ?'),
       putToken: db.prepare('INSERT OR REPLACE INTO tokens (token, doc) VALUES (?, ?)'),
       deleteToken: db.prepare('DELETE FROM tokens WHERE token = ?'),
@@ -68,6 +90,7 @@ export class SqliteControllerStore implements ControllerStore {
   load(): StoredState {
     const all = <T>(sql: string): T[] => classified(this.#path, () => this.#db.prepare(sql).all() as T[]);
     type Row = { network: string; id: string; doc: string };
+    type SyncRowRead = StoredSyncRow & { network: string; id: string };
     return {
       networks: all<{ doc: string }>('SELECT doc FROM networks').map((r) => JSON.parse(r.doc) as NetworkRecord),
       members: all<Row>('SELECT network, id, doc FROM members').map((r) => ({ network: r.network, member: JSON.parse(r.doc) as MemberRecord })),
@@ -75,7 +98,11 @@ export class SqliteControllerStore implements ControllerStore {
         network: r.network,
         entry: JSON.parse(r.doc) as LogEntry,
       })),
-      sync: all<Row>('SELECT network, id, doc FROM sync').map((r) => ({ network: r.network, id: r.id, sync: JSON.parse(r.doc) as SyncRecord })),
+      sync: all<SyncRowRead>('SELECT network, id, applied, applied_hash, sent, basis, target, snapshot_pending, expectations, doc FROM sync').map((r) => ({
+        network: r.network,
+        id: r.id,
+        sync: syncFromRow(r),
+      })),
       tokens: all<{ doc: string }>('SELECT doc FROM tokens').map((r) => JSON.parse(r.doc) as TokenRecord),
     };
   }
@@ -113,7 +140,7 @@ export class SqliteControllerStore implements ControllerStore {
     this.#run(() => this.#q.truncateLog.run(network, floor));
   }
   putSync(network: string, id: string, s: SyncRecord): void {
-    this.#run(() => this.#q.putSync.run(network, id, JSON.stringify(s)));
+    this.#run(() => this.#q.putSync.run({ network, id, ...syncToRow(s) }));
   }
   deleteSync(network: string, id: string): void {
     this.#run(() => this.#q.deleteSync.run(network, id));

@@ -7,9 +7,13 @@
  * (follow.ts) and catch up at once; a poll catches what a lost notice missed.
  */
 import type { AuditEntry, ControllerStore, RemoteChange, StoredState, TokenRecord } from '@meshp/core';
-import type { LogEntry, MemberRecord, NetworkRecord, SyncRecord } from '@meshp/core/delta';
+import { syncFromRow, syncToRow, type LogEntry, type MemberRecord, type NetworkRecord, type SyncRecord } from '@meshp/core/delta';
 import { isMeshpError } from '@meshp/core';
 import type { Row, Stmt, SyncPg } from './sync-pg.js';
+
+/** The sync record's columns (migration 10, ADR 0044: core sync-row.ts), the document last. */
+const SYNC_COLUMNS = 'applied, applied_hash, sent, basis, target, snapshot_pending, expectations, doc';
+const SYNC_READ = SYNC_COLUMNS;
 
 /** The advisory lock every store transaction takes (an arbitrary constant of meshp's). */
 export const STORE_LOCK = 0x6d657369;
@@ -44,7 +48,7 @@ export class PostgresControllerStore implements ControllerStore {
           { text: 'SELECT doc FROM networks' },
           { text: 'SELECT network, doc FROM members' },
           { text: 'SELECT network, doc FROM log ORDER BY network, version' },
-          { text: 'SELECT network, id, doc FROM sync' },
+          { text: `SELECT network, id, ${SYNC_READ} FROM sync` },
           { text: 'SELECT doc FROM tokens' },
           { text: 'COMMIT' },
         ],
@@ -56,7 +60,7 @@ export class PostgresControllerStore implements ControllerStore {
       networks: networks!.map((r) => r.doc as NetworkRecord),
       members: members!.map((r) => ({ network: r.network as string, member: r.doc as MemberRecord })),
       log: log!.map((r) => ({ network: r.network as string, entry: r.doc as LogEntry })),
-      sync: sync!.map((r) => ({ network: r.network as string, id: r.id as string, sync: r.doc as SyncRecord })),
+      sync: sync!.map((r) => ({ network: r.network as string, id: r.id as string, sync: syncFromRow(r) })),
       tokens: tokens!.map((r) => r.doc as TokenRecord),
     };
     for (const n of state.networks) this.#known.set(n.name, n.version);
@@ -224,15 +228,16 @@ export class PostgresControllerStore implements ControllerStore {
 
   /** The node's sync record as last written, read without waiting. */
   async syncRecordAsync(network: string, id: string): Promise<SyncRecord | undefined> {
-    const [r] = await this.#db.runAsync([{ text: 'SELECT doc FROM sync WHERE network = $1 AND id = $2', values: [network, id] }]);
-    return r!.rows[0]?.doc as SyncRecord | undefined;
+    const [r] = await this.#db.runAsync([{ text: `SELECT ${SYNC_READ} FROM sync WHERE network = $1 AND id = $2`, values: [network, id] }]);
+    const row = r!.rows[0];
+    return row ? syncFromRow(row) : undefined;
   }
 
   /** The sync records of these nodes as last written, read without waiting (none while the database is down). */
   async syncRecordsAsync(network: string, ids: string[]): Promise<Map<string, SyncRecord>> {
     if (!this.#db.health().up) return new Map();
-    const [r] = await this.#db.runAsync([{ text: 'SELECT id, doc FROM sync WHERE network = $1 AND id = ANY($2)', values: [network, ids] }]);
-    return new Map(r!.rows.map((x) => [x.id as string, x.doc as SyncRecord]));
+    const [r] = await this.#db.runAsync([{ text: `SELECT id, ${SYNC_READ} FROM sync WHERE network = $1 AND id = ANY($2)`, values: [network, ids] }]);
+    return new Map(r!.rows.map((x) => [x.id as string, syncFromRow(x)]));
   }
 
   /** Opens a transaction, takes the lock (held to its end) and applies what others committed since. */
@@ -290,14 +295,15 @@ export class PostgresControllerStore implements ControllerStore {
   }
 
   syncRecord(network: string, id: string): SyncRecord | undefined {
-    return this.#db.rows<Row>('SELECT doc FROM sync WHERE network = $1 AND id = $2', [network, id])[0]?.doc as SyncRecord | undefined;
+    const row = this.#db.rows<Row>(`SELECT ${SYNC_READ} FROM sync WHERE network = $1 AND id = $2`, [network, id])[0];
+    return row ? syncFromRow(row) : undefined;
   }
 
   /** For the gaps a read shows (node list): while the database is down, none newer than memory's (the read answers from it). */
   syncRecords(network: string, ids: string[]): Map<string, SyncRecord> {
     if (!this.#db.health().up) return new Map();
-    const rows = this.#db.rows<Row>('SELECT id, doc FROM sync WHERE network = $1 AND id = ANY($2)', [network, ids]);
-    return new Map(rows.map((r) => [r.id as string, r.doc as SyncRecord]));
+    const rows = this.#db.rows<Row>(`SELECT id, ${SYNC_READ} FROM sync WHERE network = $1 AND id = ANY($2)`, [network, ids]);
+    return new Map(rows.map((r) => [r.id as string, syncFromRow(r)]));
   }
 
   putNetwork(n: NetworkRecord): void {
@@ -329,11 +335,14 @@ export class PostgresControllerStore implements ControllerStore {
     this.#op('DELETE FROM log WHERE network = $1 AND version <= $2', [network, floor]);
   }
   putSync(network: string, id: string, s: SyncRecord): void {
-    this.#op('INSERT INTO sync (network, id, doc) VALUES ($1, $2, $3) ON CONFLICT (network, id) DO UPDATE SET doc = EXCLUDED.doc', [
-      network,
-      id,
-      JSON.stringify(s),
-    ]);
+    const r = syncToRow(s);
+    this.#op(
+      `INSERT INTO sync (network, id, ${SYNC_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+       ON CONFLICT (network, id) DO UPDATE SET ${SYNC_COLUMNS.split(', ')
+         .map((c) => `${c} = EXCLUDED.${c}`)
+         .join(', ')}`,
+      [network, id, r.applied, r.applied_hash, r.sent, r.basis, r.target, r.snapshot_pending, r.expectations, r.doc],
+    );
   }
   deleteSync(network: string, id: string): void {
     this.#op('DELETE FROM sync WHERE network = $1 AND id = $2', [network, id]);

@@ -83,6 +83,18 @@ CREATE TABLE hosting_seen (network TEXT NOT NULL, node TEXT NOT NULL, seen_at TE
 CREATE TABLE console_history (network TEXT NOT NULL, at BIGINT NOT NULL, gaps JSONB NOT NULL, PRIMARY KEY (network, at));
 CREATE INDEX console_history_at ON console_history (at);`,
   },
+  {
+    version: 10,
+    what: "the sync record's restart fields as columns (issue 31, ADR 0044): a row of before keeps its whole record in doc and is read as it was",
+    sql: `
+ALTER TABLE sync ADD COLUMN applied BIGINT;
+ALTER TABLE sync ADD COLUMN applied_hash TEXT;
+ALTER TABLE sync ADD COLUMN sent BIGINT;
+ALTER TABLE sync ADD COLUMN basis BIGINT;
+ALTER TABLE sync ADD COLUMN target BIGINT;
+ALTER TABLE sync ADD COLUMN snapshot_pending SMALLINT;
+ALTER TABLE sync ADD COLUMN expectations TEXT;`,
+  },
 ];
 
 /** The advisory lock migrations take (an arbitrary constant of meshp's). */

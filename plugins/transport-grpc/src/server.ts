@@ -21,6 +21,7 @@ import {
 } from '@meshp/core';
 import { DEFAULT_MAX_MESSAGE_BYTES } from '@meshp/core/agent';
 import { agentFromWire, controllerToWire, enrolToWire } from './codec.js';
+import { encodeDeltaResponse } from './delta-encode.js';
 import { StreamChannel } from './channel.js';
 import * as gen from '@meshp/protocol';
 import { serverOptions } from './options.js';
@@ -228,9 +229,11 @@ function countedControl(services: Services) {
     ...gen.ControlServiceService,
     sync: {
       ...syncDef,
+      // A delta: what every agent's delta shares encoded once (delta-encode.ts, the same bytes).
       responseSerialize: (v: gen.SyncResponse): Buffer => {
-        const b = syncDef.responseSerialize(v);
-        if (v.delta) services.control.deltaBytes?.(b.length);
+        if (!v.delta || v.challenge || v.error) return syncDef.responseSerialize(v);
+        const b = encodeDeltaResponse(v.delta);
+        services.control.deltaBytes?.(b.length);
         return b;
       },
     },

@@ -5,6 +5,7 @@ import { SCOPE, type PolicyIndex, type Scope } from './policy.js';
 import type { MemberRecord, ModuleDef, SharedComponents } from './records.js';
 import { endpointsOf } from './observed.js';
 import { relaysFor } from './relays.js';
+import { peerDigest } from '../hash.js';
 
 /** The peer as `node` sees it. */
 export function peerImage(m: MemberRecord, scope: Scope): Peer {
@@ -17,6 +18,36 @@ export function peerImage(m: MemberRecord, scope: Scope): Peer {
     inboundOnly: scope === SCOPE.INBOUND_ONLY,
     ...(m.tunnelKey ? { tunnelKey: m.tunnelKey } : {}),
   };
+}
+
+/** A peer image shared by every delta that carries it, with its digest (issue 31, ADR 0044). */
+export interface SharedPeer {
+  /** Frozen: the transport encodes a frozen peer once (its bytes kept by identity) for every agent it goes to. */
+  readonly peer: Peer;
+  readonly digest: bigint;
+}
+
+/** Per member record (replaced on every change, never changed in place): its image at each scope, built and hashed once. */
+const shared = new WeakMap<MemberRecord, [SharedPeer | undefined, SharedPeer | undefined]>();
+
+/**
+ * `peerImage` and its digest, built once per member record and scope, not once per agent that sees
+ * it: in a join every agent's delta carries the same new peer. The image is frozen (deep): a
+ * consumer that would change it in place throws rather than changing what other deltas carry.
+ */
+export function sharedPeer(m: MemberRecord, scope: Scope): SharedPeer {
+  let pair = shared.get(m);
+  if (!pair) shared.set(m, (pair = [undefined, undefined]));
+  const k = scope === SCOPE.INBOUND_ONLY ? 1 : 0;
+  let e = pair[k];
+  if (!e) {
+    const peer = peerImage(m, scope);
+    Object.freeze(peer.addresses);
+    Object.freeze(peer.tags);
+    Object.freeze(peer.endpoints);
+    e = pair[k] = { peer: Object.freeze(peer), digest: peerDigest(peer) };
+  }
+  return e;
 }
 
 /**

@@ -1,6 +1,6 @@
-import { addPeer, cloneDigest, componentDigest, digestOf, peerDigest, removePeer, type ViewDigest } from '../hash.js';
+import { addPeer, cloneDigest, componentDigest, emptyDigest, removePeer, setComponents, type ViewDigest } from '../hash.js';
 import { REMOVAL_REASON, emptyDelta, type ComponentName, type Components, type Peer, type PeerRemoval, type StateDelta } from '../../contract/wire.js';
-import { componentsFor, declarationFor, filterFor, peerImage, tunnelFor } from './components.js';
+import { componentsFor, declarationFor, filterFor, sharedPeer, tunnelFor } from './components.js';
 import type { NetworkState } from './network.js';
 import { dnsFor } from './dns.js';
 import { relaysFor } from './relays.js';
@@ -31,11 +31,16 @@ export function computeSnapshot(net: NetworkState, nodeId: string): Computed {
   routePeersOf(self, net.policy, groups, (t) => net.tags.members(t), ids);
   const scopeOf = scoperOf(net.policy, groups);
   const peers: Peer[] = [];
+  // Each peer's image and digest are the member's, shared by every view that holds it (sharedPeer).
+  const digest = emptyDigest();
   for (const id of ids) {
     const m = net.members.get(id);
     if (!m) continue;
     const scope = scopeOf(self, m);
-    if (scope !== SCOPE.NONE) peers.push(peerImage(m, scope));
+    if (scope === SCOPE.NONE) continue;
+    const e = sharedPeer(m, scope);
+    peers.push(e.peer);
+    addPeer(digest, e.digest);
   }
   peers.sort(byId);
   const components = componentsFor({
@@ -49,7 +54,8 @@ export function computeSnapshot(net: NetworkState, nodeId: string): Computed {
     privateRange: net.record.privateRange,
   });
   const delta: StateDelta = { ...emptyDelta(net.record.name, 0, net.version), upsertPeers: peers, ...components };
-  return { delta, digest: digestOf(peers, components) };
+  setComponents(digest, components);
+  return { delta, digest };
 }
 
 /** What the log since a version says was there before it changed: each thing's first "before" wins. */
@@ -126,7 +132,7 @@ function peerChanges(s: Sides, candidates: Set<string>, digest: ViewDigest, grac
     const now = net.members.get(id) ?? null;
     const sThen = then ? scopeThen(selfThen, then) : SCOPE.NONE;
     const sNow = now ? scopeNow(selfNow, now) : SCOPE.NONE;
-    const dThen = then && sThen !== SCOPE.NONE ? peerDigest(peerImage(then, sThen)) : null;
+    const dThen = then && sThen !== SCOPE.NONE ? sharedPeer(then, sThen).digest : null;
     if (!now || sNow === SCOPE.NONE) {
       // Out of the view already, but perhaps still held in the node's tunnel grace: it is told the peer left.
       if (dThen === null && !now && then && graced.has(id)) removePeers.push({ id, reason: REMOVAL_REASON.REMOVED });
@@ -136,8 +142,7 @@ function peerChanges(s: Sides, candidates: Set<string>, digest: ViewDigest, grac
       removePeers.push({ id, reason: now && !now.expiredAt ? REMOVAL_REASON.UNSCOPED : REMOVAL_REASON.REMOVED });
       continue;
     }
-    const img = peerImage(now, sNow);
-    const dNow = peerDigest(img);
+    const { peer: img, digest: dNow } = sharedPeer(now, sNow);
     if (dThen === dNow) continue;
     if (dThen !== null) removePeer(digest, dThen);
     addPeer(digest, dNow);

@@ -298,7 +298,9 @@ export class CommittedStore implements ControllerStore {
     );
   }
   putSync(network: string, id: string, s: SyncRecord): void {
-    const copy = structuredClone(s);
+    // The last deltas sent are summaries made once and never changed (sync.ts `summary`): copied as a list, not cloned one by one.
+    const { recent, ...rest } = s;
+    const copy: SyncRecord = { ...structuredClone(rest), recent: [...recent] };
     this.#write(
       null,
       imageKey(network, id),
