@@ -48,6 +48,8 @@ export interface HelloMessage {
   signature: Uint8Array;
   /** The controller's signature of the version applied (StateDelta.version_signature), when kept. */
   versionSignature?: Uint8Array;
+  /** The exit node the agent asks to use (`meshp agent --exit-node NAME`, ADR 0039); absent or '': none. */
+  exitNode?: string;
 }
 
 export interface AckMessage {

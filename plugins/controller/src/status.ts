@@ -6,6 +6,7 @@
  */
 import type { Mode } from '@meshp/core';
 import type { MemberRecord, NetworkState, ReportedHandshakes, ReportedState, SyncRecord } from '@meshp/core/delta';
+import { exitNodeOfNet } from './controller/routes.js';
 import { HANDSHAKE_STALE_SECONDS, handshakeReason, handshakesNow, unreachablePeers, type NodeHandshakes } from './handshake-status.js';
 
 export type TransitionState = 'none' | 'requested' | 'in-progress' | 'done' | 'refused';
@@ -102,6 +103,10 @@ export interface NodeStatus {
   tunnelInterface: string;
   /** Why the tunnel is not up, as the agent reported it (not on the wire: said in statusDetail). */
   tunnelError: string;
+  /** The exit node the node uses ('' none), why, and its primary (ADR 0039: controller/routes.ts exitNodeOfNet). */
+  exitNode: string;
+  exitNodeReason: string;
+  exitNodePrimary: string;
 }
 
 export function newSync(): SyncRecord {
@@ -187,6 +192,7 @@ export function statusOf(net: NetworkState, m: MemberRecord, s: SyncRecord): Nod
     reasons: [],
     diverged: s.diverged ?? '',
     ...tunnelOf(net, r),
+    ...exitOf(net, m.id),
   };
   return withLiveness(n, { connected: false, lastSeen: r?.at ?? '' });
 }
@@ -298,4 +304,10 @@ function tunnelSaid(n: NodeStatus): StatusReason | null {
 function codesSaid(n: NodeStatus): string {
   const codes = Object.entries(n.refusedCodes ?? {}).sort(([a], [b]) => a.localeCompare(b));
   return codes.length ? ` (${codes.map(([c, k]) => `${c} ${k}`).join(', ')})` : '';
+}
+
+/** The exit node a node uses, as `node show`, `doctor` and `/metrics` say it (ADR 0039). */
+function exitOf(net: NetworkState, id: string): Pick<NodeStatus, 'exitNode' | 'exitNodeReason' | 'exitNodePrimary'> {
+  const e = exitNodeOfNet(net, id);
+  return { exitNode: e.exitNode, exitNodeReason: e.reason, exitNodePrimary: e.primary };
 }

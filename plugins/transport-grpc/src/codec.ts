@@ -220,7 +220,7 @@ function openingFromWire(o: PlannedOpening): Opening[] {
 }
 
 export function agentToWire(m: AgentMessage): SyncRequest {
-  if ('hello' in m) return { hello: { ...m.hello, versionSignature: m.hello.versionSignature ?? new Uint8Array(0) } };
+  if ('hello' in m) return { hello: { ...m.hello, versionSignature: m.hello.versionSignature ?? new Uint8Array(0), exitNode: m.hello.exitNode ?? '' } };
   if ('ack' in m) return { ack: m.ack };
   if ('resync' in m) return { resync: m.resync };
   return { report: reportToWire(m.report) };

@@ -63,6 +63,7 @@ const ADMIN_RESPONSES: Record<keyof typeof gen.AdminServiceService, Fns> = {
   setRouteGroup: gen.SetRouteGroupResponse,
   removeRouteGroup: gen.RemoveRouteGroupResponse,
   approveRoute: gen.ApproveRouteResponse,
+  setExitNode: gen.SetExitNodeResponse,
   createAdmin: gen.CreateAdminResponse,
   listAdmins: gen.ListAdminsResponse,
   revokeAdmin: gen.RevokeAdminResponse,

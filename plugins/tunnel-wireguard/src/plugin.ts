@@ -25,6 +25,7 @@ import { leaveTunnel } from './leave.js';
 import { configureLink, settingsOf, type TunnelSettings } from './settings.js';
 import { kernelRoutes, routedPrefixes, samePrefixes, servedGroups, setKernelRoutes } from './routes.js';
 import { procSysctl, RouterForwarding, type ForwardingStatus, type Sysctl } from './forwarding.js';
+import { bypassAddresses, familiesOf, removeExitRoutes, setExitRoutes } from './exit-routes.js';
 
 export const DEFAULT_GRACE_MS = 5 * 60_000;
 
@@ -72,6 +73,8 @@ export interface TunnelWireguardOptions {
   log?: TunnelLog;
   /** A router's forwarding sysctls (forwarding.ts). Default: this process's /proc/sys. */
   sysctl?: Sysctl;
+  /** The controller's hosts: kept out of an exit node's default route by a rule ahead of it (exit-routes.ts). */
+  exitBypass?: string[];
 }
 
 export interface TunnelStatus {
@@ -87,6 +90,8 @@ export interface TunnelStatus {
   lastError: string | null;
   /** A router's forwarding as found, held or turned on (forwarding.ts). */
   forwarding: ForwardingStatus;
+  /** The exit node (route group) whose default routes this node sends into the tunnel, and its primary; null: none (exit-routes.ts). */
+  exit: { group: string; via: string; families: string[] } | null;
 }
 
 const SILENT: TunnelLog = { info() {}, warn() {}, error() {} };
@@ -103,6 +108,8 @@ export class TunnelWireguardPlugin implements Plugin {
   #routed = new Map<string, string[]>();
   /** The prefixes routed into the interface. */
   #routes = new Set<string>();
+  /** The exit node used now (exit-routes.ts). */
+  #exit: TunnelStatus['exit'] = null;
   readonly #grace = new Map<string, GraceEntry & { timer?: ReturnType<typeof setTimeout> }>();
   #stateDir = '';
   #key: TunnelKey | null = null;
@@ -156,6 +163,9 @@ export class TunnelWireguardPlugin implements Plugin {
         this.#left = true;
         await this.#stopFollowing();
       }
+      // The exit node's rules and table go first (the interface still there to have its fwmark put back).
+      leaving.removed.push(...(await removeExitRoutes(this.#dir(), this.#o.interface, leaving.preview)));
+      if (!leaving.preview) this.#exit = null;
       await leaveTunnel({ ifname: this.#o.interface, stateDir: this.#dir(), device: this.#device, graceFile: this.#graceFile() }, leaving);
       const store = await host.state().catch(() => null);
       const forwarding = store ? await this.#forwarding.restore(store, leaving.preview) : null;
@@ -236,6 +246,7 @@ export class TunnelWireguardPlugin implements Plugin {
       grace: [...this.#grace.keys()],
       lastError: this.#lastError,
       forwarding: this.#forwarding.status,
+      exit: this.#exit,
     };
   }
 
@@ -253,6 +264,8 @@ export class TunnelWireguardPlugin implements Plugin {
   async close(o: { down?: boolean } = {}): Promise<void> {
     await this.#stopFollowing();
     if (!o.down) return;
+    await removeExitRoutes(this.#dir(), this.#o.interface);
+    this.#exit = null;
     await this.#device?.down();
     await run('nft', ['-f', '-'], this.#filter.deleteTable().join('\n') + '\n').catch(() => undefined);
     rmSync(this.#graceFile(), { force: true });
@@ -400,7 +413,7 @@ export class TunnelWireguardPlugin implements Plugin {
         : nft,
     );
     await device.set(out);
-    if (this.#routed.size || this.#routes.size) await this.#kernelRoutes(this.#routes);
+    if (this.#routed.size || this.#routes.size || this.#exit) await this.#kernelRoutes(this.#routes);
     if (graceChanged) writeGrace(this.#graceFile(), this.#grace.values());
     this.#applied = change.toVersion;
   }
@@ -426,12 +439,30 @@ export class TunnelWireguardPlugin implements Plugin {
     }
   }
 
-  /** The kernel's routes into the interface made the prefixes of the primaries configured now. */
+  /**
+   * The kernel's routes into the interface made the prefixes of the primaries configured now; an exit
+   * node's default routes never go into main but into the mesh's own table with its rules (exit-routes.ts).
+   */
   async #kernelRoutes(have: ReadonlySet<string>): Promise<void> {
     const wanted = new Set<string>();
-    for (const [id, prefixes] of this.#routed) if (this.#configured.has(id) && !this.#grace.has(id)) for (const p of prefixes) wanted.add(p);
+    const defaults = new Set<string>();
+    let via = '';
+    for (const [id, prefixes] of this.#routed)
+      if (this.#configured.has(id) && !this.#grace.has(id))
+        for (const p of prefixes) {
+          if (!p.endsWith('/0')) wanted.add(p);
+          else (defaults.add(p), (via = id));
+        }
     await setKernelRoutes(this.#o.interface, have, wanted);
     this.#routes = wanted;
+    const families = familiesOf(defaults);
+    const bypass = families.length ? await bypassAddresses(this.#o.exitBypass ?? []) : [];
+    await setExitRoutes({ ifname: this.#o.interface, stateDir: this.#dir(), families, bypass });
+    const group = (this.#view?.components.routeGroups?.groups ?? []).find((g) => g.viaPeers[0] === via && g.prefixes.some((p) => p.endsWith('/0')));
+    const next = families.length ? { group: group?.name ?? '', via, families } : null;
+    if (JSON.stringify(next) !== JSON.stringify(this.#exit))
+      this.#log.info({ interface: this.#o.interface, exit: next }, next ? 'exit node used' : 'no exit node used');
+    this.#exit = next;
   }
 
   /** The interface's own settings (address, range, MTU, port, keepalive) as the view has them now. */

@@ -7,7 +7,7 @@
  */
 import type { NetworkState } from './network.js';
 import { isControlNode } from './policy.js';
-import { mayUse, routeOfTag, routeTag } from './routes.js';
+import { mayUse, routeOfTag, routeTag, type StoredRouteGroup } from './routes.js';
 import type { LogEntry, MemberRecord, PolicyRule } from './records.js';
 import type { RouteGroups as WireRouteGroups } from '../../contract/wire.js';
 
@@ -79,7 +79,12 @@ export function affectedBy(net: NetworkState, entries: readonly LogEntry[]): Set
 /** The groups that differ between two values of the component, each with its via nodes of both. */
 function changedGroups(before: RouteGroups | null, after: RouteGroups | null): { group: string; via: string[] }[] {
   const of = (v: RouteGroups | null) =>
-    new Map((v?.groups ?? []).map((g) => [g.name, { key: JSON.stringify([g.prefixes, g.viaPeers, v?.primaries?.[g.name] ?? '']), via: g.viaPeers }]));
+    new Map(
+      (v?.groups ?? []).map((g) => [
+        g.name,
+        { key: JSON.stringify([g.prefixes, g.viaPeers, v?.primaries?.[g.name] ?? '', (g as StoredRouteGroup).exitUsers ?? []]), via: g.viaPeers },
+      ]),
+    );
   const a = of(before);
   const b = of(after);
   const out: { group: string; via: string[] }[] = [];

@@ -44,7 +44,7 @@ export const READ_METHODS: ReadonlySet<string> = new Set([
 ]);
 
 /** Changes that take `preview: true` and then change nothing (the nodes that would change said). */
-const PREVIEWABLE: ReadonlySet<string> = new Set(['setDns', 'setRouteGroup', 'removeRouteGroup', 'approveRoute', 'releaseModule', 'setTags']);
+const PREVIEWABLE: ReadonlySet<string> = new Set(['setDns', 'setRouteGroup', 'removeRouteGroup', 'approveRoute', 'setExitNode', 'releaseModule', 'setTags']);
 
 /** Whether the actor may change anything at all (a console offers its change forms only then). */
 export function canChange(actor: AdminActor): boolean {

@@ -32,6 +32,7 @@ export const CHANGES: ReadonlySet<string> = new Set<string>([
   'setRouteGroup',
   'removeRouteGroup',
   'approveRoute',
+  'setExitNode',
   'setDns',
   'createAdmin',
   'revokeAdmin',
@@ -93,6 +94,8 @@ function summaryOf(method: string, r: Req, before: string): string {
       return `admin credential ${str(r, 'name')} created (role ${str(r, 'role') || 'admin'})`;
     case 'revokeAdmin':
       return `admin credential ${str(r, 'name')} revoked`;
+    case 'setExitNode':
+      return `exit node of ${node}: ${r.off === true ? 'off' : str(r, 'group') || "the agent's own (admin setting cleared)"}`;
     case 'removeRouteGroup':
       return `route group ${str(r, 'name')} removed`;
     default:
