@@ -198,25 +198,28 @@ async function attachFollowers(
   }
 }
 
+/** Checked before anything starts: a prefix with host bits set is refused, naming it; an exit node's name that is none. */
+function checkedRouteArgs(args: AgentArgs): string[] {
+  if (args.exitNode !== undefined && !/^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/.test(args.exitNode))
+    throw new MeshpError('MESHP_ROUTE_INVALID', `--exit-node ${JSON.stringify(args.exitNode)}: the name of a route group (letters, digits, _ . -)`);
+  return checkAdvertisedRoutes(args.advertiseRoutes ?? []);
+}
+
+/** The host of HOST:PORT ([IPv6]:PORT). */
+const hostOf = (address: string): string => address.replace(/:\d+$/, '').replace(/^\[|\]$/g, '');
+
 export async function startAgent(args: AgentArgs, host?: Host): Promise<RunningAgent> {
   // A node that left is refused first; then the tunnel asked against the one recorded: a mismatch is refused before anything is written.
   await refuseIfLeft(args.state).catch((e: unknown) => {
     throw isMeshpError(e, 'MESHP_REMOVED') ? new Refusal(e.oneLine(), EXIT_REMOVED) : e;
   });
   tunnelDecision(args);
-  // Checked before anything starts: a prefix with host bits set is refused, naming it.
-  const advertised = checkAdvertisedRoutes(args.advertiseRoutes ?? []);
-  if (args.exitNode !== undefined && !/^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/.test(args.exitNode))
-    throw new MeshpError('MESHP_ROUTE_INVALID', `--exit-node ${JSON.stringify(args.exitNode)}: the name of a route group (letters, digits, _ . -)`);
+  const advertised = checkedRouteArgs(args);
   const key = ensureNodeKey(args.state);
   const target = controllerOf(args);
   const log = pino(logOptions('meshp-agent', logLevel(process.env.MESHP_LOG_LEVEL)), pino.destination({ dest: 1, sync: true }));
   // The controller's hosts stay out of an exit node's default route (exit-routes.ts): the agent's own connection.
-  const tunnel = await tunnelOf(
-    args,
-    log,
-    target.addresses.map((x) => x.replace(/:\d+$/, '').replace(/^\[|\]$/g, '')),
-  );
+  const tunnel = await tunnelOf(args, log, target.addresses.map(hostOf));
   if (tunnel && host) throw usage('the tunnel plugin is loaded with the agent host it builds; a host given in is already assembled');
   const { h, resolver } = await assemble(args, tunnel, host, log);
   const transport = await h.transport();

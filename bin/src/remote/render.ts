@@ -135,7 +135,17 @@ export function nodeJson(n: WireNodeStatus) {
     advice: adviceOf(n) || null,
     tunnel: n.tunnel || null,
     tunnelInterface: n.tunnelInterface || null,
+    // issue 26 (ADR 0039): the exit node the node uses, why, and its primary (null: none).
+    exitNode: n.exitNode || null,
+    exitNodeReason: n.exitNodeReason || null,
+    exitNodePrimary: n.exitNodePrimary || null,
   };
+}
+
+/** The exit node line of `node show` and `doctor` ('' when none is asked). */
+export function exitNodeLine(n: WireNodeStatus): string {
+  if (n.exitNode) return `exit node: ${n.exitNode} (${n.exitNodeReason}; primary ${n.exitNodePrimary})`;
+  return n.exitNodeReason ? `exit node: none (${n.exitNodeReason})` : '';
 }
 
 export function nodesTable(nodes: WireNodeStatus[]): string {
@@ -170,6 +180,7 @@ export function nodeDetail(n: WireNodeStatus): string {
     `assigned ${n.assignedModules.join(', ') || '-'}  taken ${n.takenModules.join(', ') || '-'}`,
     ...(lifecycleNote(n) ? [`lifecycle: ${lifecycleNote(n)}`] : []),
     ...(adviceOf(n) ? [`advice: ${adviceOf(n)}`] : []),
+    ...(exitNodeLine(n) ? [exitNodeLine(n)] : []),
   ].join('\n');
 }
 

@@ -108,6 +108,8 @@ export class TunnelWireguardPlugin implements Plugin {
   #routed = new Map<string, string[]>();
   /** The prefixes routed into the interface. */
   #routes = new Set<string>();
+  /** The map before this change's (#routesMoved): an unscoped peer's grace covers its own addresses only. */
+  #routedWas = new Map<string, string[]>();
   /** The exit node used now (exit-routes.ts). */
   #exit: TunnelStatus['exit'] = null;
   readonly #grace = new Map<string, GraceEntry & { timer?: ReturnType<typeof setTimeout> }>();
@@ -424,6 +426,7 @@ export class TunnelWireguardPlugin implements Plugin {
    * call (peers upserted or removed in this change are configured by their own step, with the new map).
    */
   #routesMoved(view: ViewSource, change: ViewChange, settings: TunnelSettings, ops: PeerOp[]): void {
+    this.#routedWas = this.#routed;
     if (!change.components.includes('routeGroups') && change.fromVersion !== 0) return;
     const before = this.#routed;
     this.#routed = routedPrefixes(view.components);
@@ -450,8 +453,12 @@ export class TunnelWireguardPlugin implements Plugin {
     for (const [id, prefixes] of this.#routed)
       if (this.#configured.has(id) && !this.#grace.has(id))
         for (const p of prefixes) {
-          if (!p.endsWith('/0')) wanted.add(p);
-          else (defaults.add(p), (via = id));
+          if (!p.endsWith('/0')) {
+            wanted.add(p);
+            continue;
+          }
+          defaults.add(p);
+          via = id;
         }
     await setKernelRoutes(this.#o.interface, have, wanted);
     this.#routes = wanted;
@@ -492,9 +499,17 @@ export class TunnelWireguardPlugin implements Plugin {
       nft.push(...this.#filter.remove(id));
     }
     for (const id of change.unscoped) {
-      const conf = this.#configured.get(id);
+      let conf = this.#configured.get(id);
       nft.push(...this.#filter.remove(id));
       if (!conf || this.#grace.has(id)) continue;
+      // A primary unscoped loses the prefixes it carried: its grace blocks its own addresses, never a
+      // route group's prefixes (an exit node's 0.0.0.0/0 blocked would cut every peer off).
+      const carried = new Set(this.#routedWas.get(id) ?? []);
+      if (carried.size) {
+        conf = { ...conf, allowedIps: conf.allowedIps.filter((a) => !carried.has(a)) };
+        ops.push({ upsert: conf });
+        this.#configured.set(id, conf);
+      }
       nft.push(...this.#filter.block(id, conf.allowedIps));
       this.#startGrace({ id, publicKey: conf.publicKey, addresses: conf.allowedIps, until: Date.now() + this.#o.graceMs });
       graceChanged = true;

@@ -104,9 +104,9 @@ export interface MeshBed {
   startAgent(n: Node, extra?: string[]): Proc;
 }
 
-/** `count`: the agents a1..aN (3 unless asked; routes.test.ts asks 4: two routers). */
-export async function meshBed(t: Teardown, dir: string, count = 3): Promise<MeshBed> {
-  const prefix = runPrefix('wgm');
+/** `count`: the agents a1..aN (3 unless asked; routes.test.ts asks 4: two routers); `tag`: the first 3 characters of every namespace and link. */
+export async function meshBed(t: Teardown, dir: string, count = 3, tag = 'wgm'): Promise<MeshBed> {
+  const prefix = runPrefix(tag);
   const nodes: Node[] = [];
   t.teardown(async () => {
     for (const n of nodes) n.proc?.kill('SIGKILL');

@@ -321,7 +321,12 @@ export const exitAskedOf = (s: ControllerState, network: string, node: string): 
 function exitChange(s: ControllerState, network: string, node: string, exits: Record<string, ExitChoice>, preview: boolean): RouteChange & ExitNodeStatus {
   const net = s.net(network);
   const value = stored(groupsOf(net), primariesOf(net), exits);
-  const changedNodes = nodesMoved(net, net.policy, { groups: groupsOf(net), primaries: primariesOf(net) }, value);
+  const moved = new Set(nodesMoved(net, net.policy, { groups: groupsOf(net), primaries: primariesOf(net) }, value));
+  // The exit node's via nodes gain or lose the node as a peer (their own component is unchanged).
+  if (moved.has(node))
+    for (const g of [...groupsOf(net), ...value.groups])
+      if (isExitGroup(g) && (g as StoredRouteGroup).exitUsers?.includes(node)) g.viaPeers.forEach((v) => moved.add(v));
+  const changedNodes = [...moved].sort();
   const status = () => exitNodeOfNet(net, node);
   if (preview) {
     // What the node would use: computed on the component as it would be, then put back.
