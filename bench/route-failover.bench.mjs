@@ -53,6 +53,8 @@ function cleanup() {
     }
   }
   rmSync(dir, { recursive: true, force: true });
+  // A wireguard-go killed leaves its UAPI socket behind.
+  for (const name of ['a', 'r1', 'r2']) rmSync(`/var/run/wireguard/${prefix}${name}.sock`, { force: true });
 }
 process.once('exit', cleanup);
 for (const sig of ['SIGTERM', 'SIGINT']) process.once(sig, () => process.exit(1));
