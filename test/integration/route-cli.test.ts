@@ -45,7 +45,7 @@ t.test('route set: previewed with the nodes it changes, refused unconfirmed, the
   t.match(done.out, /route group lan: 192\.168\.77\.0\/24 via r1 set \(state version \d+\): changes 2 node\(s\): a, r1/);
   const list = await cli('route', 'list', '--json');
   t.same(JSON.parse(list.out).groups, [
-    { name: 'lan', prefixes: ['192.168.77.0/24'], via: ['r1'], masquerade: true, primary: 'r1', users: ['a'], missingVia: [] },
+    { name: 'lan', prefixes: ['192.168.77.0/24'], via: ['r1'], masquerade: true, primary: 'r1', users: ['a'], missingVia: [], exit: false },
   ]);
   const table = await cli('route', 'list');
   t.match(table.out, /GROUP\s+PREFIXES\s+VIA\s+MASQUERADE\s+PRIMARY\s+USERS\nlan\s+192\.168\.77\.0\/24\s+r1\s+yes\s+r1\s+a/);
@@ -65,12 +65,15 @@ t.test('invalid groups are refused with a coded error by the CLI and by the cont
     cli('route', 'set', 'x', '--prefix', '10.1.0.1/24', '--via', 'r1', '--yes'),
     cli('route', 'set', 'x', '--prefix', 'fd00::zz/64', '--via', 'r1', '--yes'),
     cli('route', 'set', 'x', '--prefix', '10.1.0.0/24', '--via', 'nobody', '--yes'),
-    cli('route', 'set', 'x', '--prefix', '0.0.0.0/0', '--via', 'r1', '--yes', '--json'),
+    cli('route', 'set', 'x', '--prefix', '0.0.0.0/0', '--prefix', '10.1.0.0/24', '--via', 'r1', '--yes', '--json'),
   ]);
   t.match(hostBits.err, /^MESHP_ROUTE_INVALID: route group: prefixes\[0\]: 10\.1\.0\.1\/24 has host bits set: the prefix is 10\.1\.0\.0\/24/);
   t.match(v6bad.err, /^MESHP_ROUTE_INVALID: .*not a prefix/);
   t.match(notMember.err, /^MESHP_NOT_FOUND: no node nobody in default/);
-  t.match(JSON.parse(exit.err), { code: 'MESHP_ROUTE_INVALID', message: /exit nodes are not built yet/ });
+  t.match(JSON.parse(exit.err), {
+    code: 'MESHP_ROUTE_INVALID',
+    message: /0\.0\.0\.0\/0 is a default route: an exit node's group holds only 0\.0\.0\.0\/0 and ::\/0/,
+  });
   await t.rejects(
     admin.call('setRouteGroup', {
       network: 'default',
@@ -170,6 +173,51 @@ t.test('an agent advertising a prefix with host bits set is refused before it st
   t.equal(bad.code, 1);
   t.match(bad.err, /^MESHP_ROUTE_INVALID: advertised routes: \[0\]: 10\.50\.0\.1\/16 has host bits set/);
 });
+
+t.test(
+  'an exit node: route set --exit, used by a node only once it opts in and its policy allows it; node exit-node previewed, audited, said by node show and /metrics',
+  async (t) => {
+    const preview = await cli('route', 'set', 'out', '--exit', '--via', 'r1', '--preview', '--json');
+    t.equal(preview.code, 0, preview.err);
+    t.same(JSON.parse(preview.out).group.prefixes, ['0.0.0.0/0', '::/0'], '--exit: the default routes');
+    t.same(JSON.parse(preview.out).changedNodes, ['r1'], 'nobody opted in: only the exit node changes');
+    const mixed = await cli('route', 'set', 'x', '--exit', '--prefix', '10.0.0.0/8', '--via', 'r1', '--preview');
+    t.match(mixed.err, /^MESHP_ROUTE_INVALID: route group x: --exit routes 0\.0\.0\.0\/0 and ::\/0/, 'the CLI refuses an exit group with another prefix');
+    t.equal((await cli('route', 'set', 'out', '--exit', '--via', 'r1', '--yes')).code, 0);
+    t.equal((await cli('route', 'set', 'lan3', '--prefix', '10.80.0.0/16', '--via', 'r1', '--yes')).code, 0);
+    t.match((await cli('node', 'exit-node', 'a', 'lan3', '--preview')).err, /^MESHP_ROUTE_INVALID: route group lan3 is not an exit node/);
+    t.equal((await cli('route', 'remove', 'lan3', '--yes')).code, 0);
+    const shown = async () =>
+      (
+        JSON.parse((await cli('node', 'show', 'a', '--json')).out) as {
+          node: { exitNode: string | null; exitNodeReason: string | null; exitNodePrimary: string | null };
+        }
+      ).node;
+    // Not allowed yet: the admin's setting is kept, the node uses none, and says why.
+    t.equal((await cli('node', 'exit-node', 'a', 'out', '--yes')).code, 0);
+    t.match(await shown(), { exitNode: null, exitNodeReason: 'not allowed' }, 'no rule to route:out: not used');
+    const rules = [
+      { from: 'user', to: 'route:lan', ports: ['80/tcp'] },
+      { from: 'user', to: 'route:out' },
+    ];
+    t.equal((await cli('policy', 'set', writeJson(dir, 'p-out.json', { rules }), '--yes')).code, 0);
+    t.match(await shown(), { exitNode: 'out', exitNodeReason: 'admin', exitNodePrimary: 'r1' }, 'allowed: a uses out');
+    t.match((await cli('node', 'show', 'a')).out, /^exit node: out \(admin; primary r1\)$/m, 'node show says it');
+    t.match((await cli('doctor', 'a')).out, /^exit node: out \(admin; primary r1\)$/m, 'and doctor');
+    const metrics = await (await fetch(`http://${ctl.metrics}/metrics`)).text();
+    t.match(metrics, /^meshp_node_exit_node\{network="default",node="a",exit_node="out",primary="r1"\} 1$/m, 'and /metrics');
+    const off = await cli('node', 'exit-node', 'a', '--off', '--preview', '--json');
+    t.same(JSON.parse(off.out), { preview: true, changedNodes: ['a', 'r1'], exitNode: '', reason: 'off' }, '--off previewed: a and its exit node change');
+    t.equal((await cli('node', 'exit-node', 'a', '--off', '--yes')).code, 0);
+    t.match(await shown(), { exitNode: null, exitNodeReason: 'off' });
+    t.match((await cli('node', 'exit-node', 'a', 'out', '--off')).err, /^MESHP_USAGE/, 'a name and --off together: a usage error');
+    const audit = (await cli('audit', '--json')).out;
+    t.match(audit, /exit node of a: out/, 'the settings are in the audit log');
+    t.match(audit, /exit node of a: off/);
+    t.equal((await cli('route', 'remove', 'out', '--yes')).code, 0);
+    t.equal((await cli('policy', 'set', writeJson(dir, 'p-back.json', { rules: [rules[0]] }), '--yes')).code, 0);
+  },
+);
 
 t.test("failover: the primary's agent gone, the next via node that is up is primary, node show and /metrics say so", async (t) => {
   const metric = async (name: string) =>

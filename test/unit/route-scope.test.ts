@@ -161,7 +161,7 @@ t.test('a group is refused, coded, when it is not valid, overlaps another or the
   refuse({ prefixes: ['192.168.77.0/25'] }, 'MESHP_ROUTE_INVALID', /overlaps a prefix of route group lan/);
   refuse({ prefixes: ['100.96.4.0/24'] }, 'MESHP_ROUTE_INVALID', /private range/);
   refuse({ prefixes: ['10.1.0.1/24'] }, 'MESHP_ROUTE_INVALID', /host bits set: the prefix is 10\.1\.0\.0\/24/);
-  refuse({ prefixes: ['0.0.0.0/0'] }, 'MESHP_ROUTE_INVALID', /exit nodes are not built yet/);
+  refuse({ prefixes: ['0.0.0.0/0', '10.2.0.0/16'] }, 'MESHP_ROUTE_INVALID', /0\.0\.0\.0\/0 is a default route: an exit node's group holds only/);
   refuse({ prefixes: ['10.1.0.0'] }, 'MESHP_ROUTE_INVALID', /not a prefix/);
   refuse({ prefixes: [] }, 'MESHP_ROUTE_INVALID', /prefixes/);
   refuse({ prefixes: ['10.2.0.0/16', '10.2.0.0/16'] }, 'MESHP_ROUTE_INVALID', /given twice/);
@@ -278,3 +278,63 @@ t.test('masquerade turned off for a group reaches its via nodes and users in a d
   }
   t.equal(sync(c, ag.get('b')!, 'b'), null, 'b is told nothing');
 });
+
+t.test(
+  'an exit node (ADR 0039) is used only by a node that opts in and whose policy allows it: the admin setting wins over the agent, --off and clear',
+  async (t) => {
+    const c = setup();
+    c.setPolicy('n', [
+      { from: 'user', to: 'route:lan', ports: ['80/tcp'] },
+      { from: 'user', to: 'route:out' },
+    ]);
+    c.setRouteGroup('n', LAN);
+    // An exit node's default routes overlap the LAN and each other by nature: not refused.
+    c.setRouteGroup('n', { name: 'out', prefixes: ['0.0.0.0/0', '::/0'], viaPeers: ['r2'] });
+    c.setRouteGroup('n', { name: 'out2', prefixes: ['0.0.0.0/0'], viaPeers: ['r1'] });
+    const ag = agents(c);
+    const names = (id: string) => groups(ag.get(id)!).map((g) => g.name);
+    t.same(names('a'), ['lan'], 'a may use out, has not opted in: not sent it');
+    t.same(c.exitNodeOf('n', 'a'), { exitNode: '', reason: '', primary: '' });
+    t.same(c.routeGroups('n').find((g) => g.group.name === 'out')?.users, [], 'nobody uses it yet');
+
+    const preview = c.setExitNode('n', 'a', { group: 'out' }, true);
+    t.same(preview.changedNodes, ['a', 'r2'], 'the preview names a and the exit node');
+    t.equal(preview.exitNode, 'out');
+    t.same(names('a'), ['lan'], 'the preview changed nothing');
+    t.same(c.exitNodeOf('n', 'a').exitNode, '', 'nothing stored by the preview');
+    c.setExitNode('n', 'a', { group: 'out' });
+    for (const id of ['a', 'b', 'r1', 'r2']) sync(c, ag.get(id)!, id);
+    t.same(names('a'), ['lan', 'out'], 'opted in: a is sent the exit node');
+    t.same(groups(ag.get('a')!).find((g) => g.name === 'out')?.viaPeers, ['r2']);
+    t.ok(peers(ag.get('r2')!).includes('a'), 'the exit node has its user');
+    t.same(c.exitNodeOf('n', 'a'), { exitNode: 'out', reason: 'admin', primary: 'r2' });
+    for (const [id, x] of ag) t.ok(sameAsSnapshot(c, x, id), `${id}'s view is its snapshot`);
+
+    // b asks by its agent (Hello): not allowed by the policy, it gets nothing, said why.
+    c.exitAsked('n', 'b', 'out');
+    sync(c, ag.get('b')!, 'b');
+    t.same(names('b'), [], 'b is not allowed: no exit node');
+    t.same(c.exitNodeOf('n', 'b'), { exitNode: '', reason: 'not allowed', primary: '' });
+
+    // The agent asks for another; the admin's setting wins; --off wins too; clear: the agent's holds.
+    c.exitAsked('n', 'a', 'out2');
+    t.equal(c.exitNodeOf('n', 'a').exitNode, 'out', "the admin's setting wins over the agent's ask");
+    c.setExitNode('n', 'a', { off: true });
+    for (const id of ['a', 'r1', 'r2']) sync(c, ag.get(id)!, id);
+    t.same(names('a'), ['lan'], 'off: no exit node, whatever the agent asks');
+    t.same(c.exitNodeOf('n', 'a').reason, 'off');
+    t.ok(sameAsSnapshot(c, ag.get('r2')!, 'r2'), "the exit node's view is its snapshot (a stays its peer as a user of lan)");
+    c.setExitNode('n', 'a', {});
+    sync(c, ag.get('a')!, 'a');
+    t.equal(c.exitNodeOf('n', 'a').reason, 'not allowed', "cleared: the agent's out2 holds, which the policy does not allow");
+    t.same(names('a'), ['lan']);
+    for (const [id, x] of ag) if (sync(c, x, id) !== undefined) t.ok(sameAsSnapshot(c, x, id), `${id}'s view is its snapshot`);
+
+    // Refusals: a group that is not an exit node, a via node using itself, both a name and --off.
+    t.throws(() => c.setExitNode('n', 'a', { group: 'lan' }), { code: 'MESHP_ROUTE_INVALID', message: /not an exit node/ });
+    t.throws(() => c.setExitNode('n', 'r2', { group: 'out' }), { code: 'MESHP_ROUTE_INVALID', message: /does not use itself/ });
+    t.throws(() => c.setExitNode('n', 'a', { group: 'out', off: true }), { code: 'MESHP_ROUTE_INVALID' });
+    t.throws(() => c.setExitNode('n', 'a', { group: 'nope' }), { code: 'MESHP_NOT_FOUND' });
+    t.throws(() => c.setRouteGroup('n', { name: 'mixed', prefixes: ['0.0.0.0/0', '10.9.0.0/16'], viaPeers: ['r1'] }), { code: 'MESHP_ROUTE_INVALID' });
+  },
+);

@@ -65,6 +65,11 @@ export const agentCommand: CommandModule<GlobalArgs, Args> = {
         default: [] as string[],
         describe: 'a prefix behind this node it offers to route (repeat for more); it serves once an admin approves it (meshp route approve)',
       })
+      .option('exit-node', {
+        type: 'string',
+        describe:
+          "the exit node (a route group of 0.0.0.0/0 and ::/0) this node sends its default routes through, when the policy lets it (an admin's node exit-node setting wins)",
+      })
       .demandOption('state'),
   handler: async (a) => {
     const { runAgent, tokenFrom } = await import('../remote/agent.js');
@@ -86,6 +91,7 @@ export const agentCommand: CommandModule<GlobalArgs, Args> = {
       tunnelGraceMs: Math.round(Math.max(0, a['tunnel-grace']) * 1000),
       metricsListen: a['metrics-listen'],
       advertiseRoutes: (a['advertise-route'] as unknown[]).map(String),
+      ...(a['exit-node'] !== undefined ? { exitNode: String(a['exit-node']) } : {}),
     });
   },
 };

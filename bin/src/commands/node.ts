@@ -138,6 +138,22 @@ const rekey: CommandModule<GlobalArgs, R & ChangeArgs & { node: string; timeout:
   },
 };
 
+const exitNode: CommandModule<GlobalArgs, R & ChangeArgs & { node: string; group?: string; off: boolean; clear: boolean }> = {
+  command: 'exit-node <node> [group]',
+  describe:
+    "the exit node (a route group made with route set --exit) the node sends its default routes through: the admin's setting wins over the agent's --exit-node; --off: none; --clear: the agent's own holds",
+  builder: (y) =>
+    changeOptions(remoteOptions(y))
+      .positional('node', { type: 'string', demandOption: true })
+      .positional('group', { type: 'string', describe: 'the exit node (route group) to use' })
+      .option('off', { type: 'boolean', default: false, describe: 'the node uses no exit node, whatever its agent asks' })
+      .option('clear', { type: 'boolean', default: false, describe: "the admin's setting goes: the agent's --exit-node holds again" }),
+  handler: async (a) => {
+    const { nodeExitNode } = await import('../remote/route.js');
+    await nodeExitNode(a);
+  },
+};
+
 export const nodeCommand: CommandModule<GlobalArgs, GlobalArgs> = {
   command: 'node <command>',
   describe: 'the nodes of a network',
@@ -153,6 +169,7 @@ export const nodeCommand: CommandModule<GlobalArgs, GlobalArgs> = {
       .command(expire)
       .command(renew)
       .command(rekey)
+      .command(exitNode)
       .demandCommand(1),
   handler: () => undefined,
 };

@@ -14,13 +14,18 @@ const list: CommandModule<GlobalArgs, RouteArgs> = {
   },
 };
 
-const set: CommandModule<GlobalArgs, RouteArgs & ChangeArgs & { name: string; prefix: string[]; via: string[]; masquerade: boolean }> = {
+const set: CommandModule<GlobalArgs, RouteArgs & ChangeArgs & { name: string; prefix: string[]; via: string[]; masquerade: boolean; exit: boolean }> = {
   command: 'set <name>',
   describe: 'add or replace a route group: its prefixes reached through its via nodes (the first that is a member is the primary)',
   builder: (y) =>
     changeOptions(remoteOptions(y))
       .positional('name', { type: 'string', demandOption: true })
-      .option('prefix', { type: 'string', array: true, demandOption: true, describe: 'a prefix the group routes, IPv4 or IPv6 (repeat for more)' })
+      .option('prefix', { type: 'string', array: true, default: [] as string[], describe: 'a prefix the group routes, IPv4 or IPv6 (repeat for more)' })
+      .option('exit', {
+        type: 'boolean',
+        default: false,
+        describe: 'an exit node: the group routes 0.0.0.0/0 and ::/0 (used only by the nodes that opt in: --exit-node, node exit-node)',
+      })
       .option('via', { type: 'string', array: true, demandOption: true, describe: 'a node that routes it, in order of preference (repeat for more)' })
       .option('masquerade', {
         type: 'boolean',

@@ -20,3 +20,21 @@ export function withAdvertisedRoutes(link: ControlLink, advertisedRoutes: readon
     close: () => link.close(),
   };
 }
+
+/** `meshp agent --exit-node NAME` (ADR 0039): the exit node this node asks to use, in every Hello ('' none). */
+export function withExitNode(link: ControlLink, exitNode: string): ControlLink {
+  if (!exitNode) return link;
+  return {
+    enrol: (input) => link.enrol(input),
+    sync: () => {
+      const ch = link.sync();
+      return {
+        send: (m: AgentMessage) => ch.send('hello' in m ? { hello: { ...m.hello, exitNode } } : m),
+        onMessage: (l) => ch.onMessage(l),
+        onClose: (l) => ch.onClose(l),
+        close: (e) => ch.close(e),
+      };
+    },
+    close: () => link.close(),
+  };
+}

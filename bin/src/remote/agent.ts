@@ -3,7 +3,7 @@ import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
-import { isMeshpError } from '@meshp/core';
+import { isMeshpError, MeshpError } from '@meshp/core';
 import type { Host } from '@meshp/core/host';
 import { Agent, FailoverLink, decodeToken, describeLeave, type AgentLeft } from '@meshp/core/agent';
 import { logOptions, usage } from '@meshp/core/util';
@@ -13,7 +13,7 @@ import { recordTunnel, tunnelDecision, tunnelOf, withTunnel } from './tunnel.js'
 import { DnsResolverPlugin } from '@meshp/dns-resolver';
 import type { TunnelWireguardPlugin } from '@meshp/tunnel-wireguard';
 import { refuseIfLeft } from './left.js';
-import { withAdvertisedRoutes } from './advertise.js';
+import { withAdvertisedRoutes, withExitNode } from './advertise.js';
 import { checkAdvertisedRoutes } from '@meshp/core/schema';
 import { ensureNodeKey } from './keys.js';
 import { Refusal } from '../output.js';
@@ -51,6 +51,8 @@ export interface AgentArgs {
   tunnelGraceMs?: number;
   /** Prefixes this node offers to route (issue 26); an admin approves them into a route group. */
   advertiseRoutes?: string[];
+  /** `--exit-node NAME` (ADR 0039): the exit node this node asks to use, said in its Hello. */
+  exitNode?: string;
 }
 
 export interface RunningAgent {
@@ -207,18 +209,28 @@ function rekeyOf(state: string, tunnel: TunnelWireguardPlugin | null, log: Param
   };
 }
 
+/** Checked before anything starts: a prefix with host bits set is refused, naming it; an exit node's name that is none. */
+function checkedRouteArgs(args: AgentArgs): string[] {
+  if (args.exitNode !== undefined && !/^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/.test(args.exitNode))
+    throw new MeshpError('MESHP_ROUTE_INVALID', `--exit-node ${JSON.stringify(args.exitNode)}: the name of a route group (letters, digits, _ . -)`);
+  return checkAdvertisedRoutes(args.advertiseRoutes ?? []);
+}
+
+/** The host of HOST:PORT ([IPv6]:PORT). */
+const hostOf = (address: string): string => address.replace(/:\d+$/, '').replace(/^\[|\]$/g, '');
+
 export async function startAgent(args: AgentArgs, host?: Host): Promise<RunningAgent> {
   // A node that left is refused first; then the tunnel asked against the one recorded: a mismatch is refused before anything is written.
   await refuseIfLeft(args.state).catch((e: unknown) => {
     throw isMeshpError(e, 'MESHP_REMOVED') ? new Refusal(e.oneLine(), EXIT_REMOVED) : e;
   });
   tunnelDecision(args);
-  // Checked before anything starts: a prefix with host bits set is refused, naming it.
-  const advertised = checkAdvertisedRoutes(args.advertiseRoutes ?? []);
+  const advertised = checkedRouteArgs(args);
   const key = ensureNodeKey(args.state);
   const target = controllerOf(args);
   const log = pino(logOptions('meshp-agent', logLevel(process.env.MESHP_LOG_LEVEL)), pino.destination({ dest: 1, sync: true }));
-  const tunnel = await tunnelOf(args, log);
+  // The controller's hosts stay out of an exit node's default route (exit-routes.ts): the agent's own connection.
+  const tunnel = await tunnelOf(args, log, target.addresses.map(hostOf));
   if (tunnel && host) throw usage('the tunnel plugin is loaded with the agent host it builds; a host given in is already assembled');
   const { h, resolver } = await assemble(args, tunnel, host, log);
   const transport = await h.transport();
@@ -227,7 +239,7 @@ export async function startAgent(args: AgentArgs, host?: Host): Promise<RunningA
     log,
   );
   if (tunnel) recordTunnel(args.state, tunnel, log);
-  const link = withAdvertisedRoutes(tunnel ? withTunnel(base, tunnel, resolver) : base, advertised);
+  const link = withExitNode(withAdvertisedRoutes(tunnel ? withTunnel(base, tunnel, resolver) : base, advertised), args.exitNode ?? '');
   const { beforeReconcile, following } = followGate(tunnel, resolver);
   const agent = new Agent(h, link, {
     ...(beforeReconcile ? { beforeReconcile } : {}),

@@ -142,11 +142,21 @@ export function nodeJson(n: WireNodeStatus) {
     expiredAt: n.expiredAt || null,
     ephemeral: n.ephemeral,
     ephemeralGraceSeconds: n.ephemeral ? n.ephemeralGraceSeconds : null,
+    // issue 26 (ADR 0039): the exit node the node uses, why, and its primary (null: none).
+    exitNode: n.exitNode || null,
+    exitNodeReason: n.exitNodeReason || null,
+    exitNodePrimary: n.exitNodePrimary || null,
   };
 }
 
 /** issue 28: a node an ephemeral token enrolled, and how long it may be gone. */
 const ephemeralNote = (n: WireNodeStatus): string => (n.ephemeral ? `ephemeral: removed after ${n.ephemeralGraceSeconds}s without a stream` : '');
+
+/** The exit node line of `node show` and `doctor` ('' when none is asked). */
+export function exitNodeLine(n: WireNodeStatus): string {
+  if (n.exitNode) return `exit node: ${n.exitNode} (${n.exitNodeReason}; primary ${n.exitNodePrimary})`;
+  return n.exitNodeReason ? `exit node: none (${n.exitNodeReason})` : '';
+}
 
 export function nodesTable(nodes: WireNodeStatus[]): string {
   return table(
@@ -184,6 +194,7 @@ export function nodeDetail(n: WireNodeStatus): string {
     ...(lifecycleNote(n) ? [`lifecycle: ${lifecycleNote(n)}`] : []),
     ...(ephemeralNote(n) ? [ephemeralNote(n)] : []),
     ...(adviceOf(n) ? [`advice: ${adviceOf(n)}`] : []),
+    ...(exitNodeLine(n) ? [exitNodeLine(n)] : []),
   ].join('\n');
 }
 

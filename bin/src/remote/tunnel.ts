@@ -35,7 +35,7 @@ export function tunnelDecision(a: TunnelArgs): TunnelDecision {
  * The tunnel plugin for this start, or null; a move asked with `--tunnel-move` done first (the old
  * interface down, the key renamed). `--tunnel none` is recorded, so a restart without flags keeps it.
  */
-export async function tunnelOf(a: TunnelArgs, log: TunnelLog): Promise<TunnelWireguardPlugin | null> {
+export async function tunnelOf(a: TunnelArgs, log: TunnelLog, exitBypass: readonly string[] = []): Promise<TunnelWireguardPlugin | null> {
   const d = tunnelDecision(a);
   if (d.tunnel === 'none') {
     if (d.explicit && readTunnelRecord(a.state)?.tunnel !== 'none') writeTunnelRecord(a.state, { tunnel: 'none' });
@@ -45,6 +45,7 @@ export async function tunnelOf(a: TunnelArgs, log: TunnelLog): Promise<TunnelWir
     interface: d.interface,
     stateDir: join(a.state, 'wireguard'),
     ...(a.tunnelGraceMs !== undefined ? { graceMs: a.tunnelGraceMs } : {}),
+    exitBypass: [...exitBypass],
     log,
   });
   if (d.moveFrom) {

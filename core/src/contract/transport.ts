@@ -50,6 +50,8 @@ export interface HelloMessage {
   versionSignature?: Uint8Array;
   /** issue 28: the agent takes `expiry` and `rekey` messages (an older one is sent neither). */
   expiryAware?: boolean;
+  /** The exit node the agent asks to use (`meshp agent --exit-node NAME`, ADR 0039); absent or '': none. */
+  exitNode?: string;
 }
 
 export interface AckMessage {

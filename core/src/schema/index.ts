@@ -25,4 +25,4 @@ export {
 export { jsonSchemaFiles } from './json-schema.js';
 export { describeClash, findClash, type Clash } from './clash.js';
 export { dnsFileSchema, readDnsFile, dnsToFile, checkDns, parseNameserver, type DnsFile } from './dns.js';
-export { checkAdvertisedRoutes, checkRouteGroup, routeGroupSchema, ROUTE_LIMITS, ROUTE_TAG_PREFIX } from './routes.js';
+export { checkAdvertisedRoutes, checkRouteGroup, EXIT_PREFIXES, isExitGroup, routeGroupSchema, ROUTE_LIMITS, ROUTE_TAG_PREFIX } from './routes.js';

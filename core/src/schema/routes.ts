@@ -2,14 +2,15 @@
  * `meshp route set NAME --prefix P --via NODE` (issue 26): a route group as the operator gives it,
  * checked the same way by the CLI (before sending) and the controller (before storing). Prefixes are
  * canonical CIDR (host bits zero: `192.168.77.1/24` is refused, not silently masked), IPv4 or IPv6;
- * a default route (`/0`) is an exit node, which is not built yet, and is refused as such.
+ * a default route (`/0`) makes the group an exit node (ADR 0039): its prefixes are then only
+ * `0.0.0.0/0` and/or `::/0` — a group mixing a default route with a LAN is refused.
  */
 import { z } from 'zod';
 import type { RouteGroup } from '../contract/wire.js';
 import { MeshpError } from '../errors.js';
 import { addressFamily, parseRange } from '../net/address.js';
 import { checkInput } from './check.js';
-import { meshpCode, name } from './fields.js';
+import { name } from './fields.js';
 
 /** The most prefixes, via nodes and groups one network holds: each is a few lookups per delta. */
 export const ROUTE_LIMITS = Object.freeze({ prefixes: 256, via: 64, groups: 1_024 });
@@ -29,9 +30,13 @@ const prefix = z.string().superRefine((text, ctx) => {
     return void ctx.addIssue({ code: 'custom', message: `${JSON.stringify(text)} is not a prefix like 192.168.77.0/24 or fd00:77::/64` });
   }
   if (canonical !== text) return void ctx.addIssue({ code: 'custom', message: `${text} has host bits set: the prefix is ${canonical}` });
-  if (len === '0')
-    ctx.addIssue({ code: 'custom', message: `${text} is a default route: exit nodes are not built yet`, params: meshpCode('MESHP_ROUTE_INVALID') });
 });
+
+/** The default routes: an exit node's prefixes (ADR 0039). */
+export const EXIT_PREFIXES: readonly string[] = Object.freeze(['0.0.0.0/0', '::/0']);
+
+/** Whether the group is an exit node: its prefixes are default routes only. */
+export const isExitGroup = (g: { prefixes: readonly string[] }): boolean => g.prefixes.length > 0 && g.prefixes.every((p) => EXIT_PREFIXES.includes(p));
 
 export const routeGroupSchema = z.strictObject({
   name,
@@ -47,10 +52,18 @@ export function checkRouteGroup(g: { name: string; prefixes: readonly string[]; 
   if (p) throw new MeshpError('MESHP_ROUTE_INVALID', `route group ${r.name}: prefix ${p} is given twice`);
   const v = twice(r.via);
   if (v) throw new MeshpError('MESHP_ROUTE_INVALID', `route group ${r.name}: via ${v} is given twice`);
+  const dflt = r.prefixes.find((x) => EXIT_PREFIXES.includes(x));
+  if (dflt && !isExitGroup(r)) {
+    throw new MeshpError(
+      'MESHP_ROUTE_INVALID',
+      `route group ${r.name}: ${dflt} is a default route: an exit node's group holds only 0.0.0.0/0 and ::/0 (route set NAME --exit), not other prefixes`,
+      { details: { prefix: dflt } },
+    );
+  }
   return { name: r.name, prefixes: [...r.prefixes].sort(), viaPeers: [...r.via], noMasquerade: g.noMasquerade === true };
 }
 
-/** `meshp agent --advertise-route PREFIX`: the prefixes checked as a group's are (canonical, no default route), once each, sorted. */
+/** `meshp agent --advertise-route PREFIX`: the prefixes checked as a group's are (canonical; a default route offers an exit node), once each, sorted. */
 export function checkAdvertisedRoutes(prefixes: readonly string[]): string[] {
   const list = checkInput(z.array(prefix).max(ROUTE_LIMITS.prefixes), [...prefixes], 'advertised routes', 'MESHP_ROUTE_INVALID');
   return [...new Set(list)].sort();

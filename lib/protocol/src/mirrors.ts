@@ -91,8 +91,8 @@ export type TransportGuards = [
   Holds<Equal<core.EnrolInput, gen.EnrolRequest>>,
   // mode: 'adopted' | 'converged' in core, the wire's number in the proto (modeToWire / modeFromWire).
   Holds<Mirrors<core.EnrolResult, gen.EnrolResponse, 'mode'>>,
-  // An agent that keeps no version signature sends empty bytes; one from before issue 28 says nothing of expiry (false).
-  Holds<Equal<core.HelloMessage, Loose<gen.Hello, 'versionSignature' | 'expiryAware'>>>,
+  // An agent that keeps no version signature sends empty bytes; one from before issue 28 says nothing of expiry (false); one that asks for no exit node, ''.
+  Holds<Equal<core.HelloMessage, Loose<gen.Hello, 'versionSignature' | 'expiryAware' | 'exitNode'>>>,
   Holds<Equal<core.AckMessage, gen.StateAck>>,
   Holds<Equal<core.ResyncMessage, Numbered<gen.ResyncRequest>>>,
   // The report: what core leaves out is "not reported"; peerHandshakes absent is handshakesReported false.

@@ -125,6 +125,26 @@ export class Controller {
     return routes.approveRoute(this.#s, network, node, advertised, prefixes, group, preview);
   }
 
+  /** The admin's setting of the exit node a node uses (ADR 0039); `preview`: nothing changed, the nodes that would change said. */
+  setExitNode(network: string, node: string, choice: { group?: string; off?: boolean }, preview = false): RouteChange & routes.ExitNodeStatus {
+    return routes.setExitNode(this.#s, network, node, choice, preview);
+  }
+
+  /** The agent's own ask (its Hello's exit_node), kept as the node's choice; null: nothing changed. */
+  exitAsked(network: string, node: string, group: string): RouteChange | null {
+    return routes.exitAsked(this.#s, network, node, group);
+  }
+
+  /** The agent's ask kept for the node ('' none). */
+  exitAskedOf(network: string, node: string): string {
+    return routes.exitAskedOf(this.#s, network, node);
+  }
+
+  /** Which exit node the node uses, and why (ADR 0039). */
+  exitNodeOf(network: string, node: string): routes.ExitNodeStatus {
+    return routes.exitNodeOf(this.#s, network, node);
+  }
+
   /** The groups the node serves or may use, each with its primary. */
   nodeRoutes(network: string, node: string): NodeRoute[] {
     return routes.nodeRoutes(this.#s, network, node);

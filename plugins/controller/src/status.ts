@@ -6,6 +6,7 @@
  */
 import type { Mode } from '@meshp/core';
 import type { MemberRecord, NetworkState, ReportedHandshakes, ReportedState, SyncRecord } from '@meshp/core/delta';
+import { exitNodeOfNet } from './controller/routes.js';
 import { HANDSHAKE_STALE_SECONDS, handshakeReason, handshakesNow, unreachablePeers, type NodeHandshakes } from './handshake-status.js';
 
 export type TransitionState = 'none' | 'requested' | 'in-progress' | 'done' | 'refused';
@@ -112,6 +113,10 @@ export interface NodeStatus {
   expiredAt: string;
   /** Its WireGuard public key as the controller holds it ('' none): meshp node rekey waits for a new one. */
   tunnelKey: string;
+  /** The exit node the node uses ('' none), why, and its primary (ADR 0039: controller/routes.ts exitNodeOfNet). */
+  exitNode: string;
+  exitNodeReason: string;
+  exitNodePrimary: string;
 }
 
 export function newSync(): SyncRecord {
@@ -202,6 +207,7 @@ export function statusOf(net: NetworkState, m: MemberRecord, s: SyncRecord): Nod
     expiresAt: m.expiresAt ?? '',
     expiredAt: m.expiredAt ?? '',
     tunnelKey: m.tunnelKey ?? '',
+    ...exitOf(net, m.id),
   };
   return withLiveness(n, { connected: false, lastSeen: r?.at ?? '' });
 }
@@ -316,4 +322,10 @@ function tunnelSaid(n: NodeStatus): StatusReason | null {
 function codesSaid(n: NodeStatus): string {
   const codes = Object.entries(n.refusedCodes ?? {}).sort(([a], [b]) => a.localeCompare(b));
   return codes.length ? ` (${codes.map(([c, k]) => `${c} ${k}`).join(', ')})` : '';
+}
+
+/** The exit node a node uses, as `node show`, `doctor` and `/metrics` say it (ADR 0039). */
+function exitOf(net: NetworkState, id: string): Pick<NodeStatus, 'exitNode' | 'exitNodeReason' | 'exitNodePrimary'> {
+  const e = exitNodeOfNet(net, id);
+  return { exitNode: e.exitNode, exitNodeReason: e.reason, exitNodePrimary: e.primary };
 }

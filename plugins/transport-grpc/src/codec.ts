@@ -224,7 +224,14 @@ function openingFromWire(o: PlannedOpening): Opening[] {
 
 export function agentToWire(m: AgentMessage): SyncRequest {
   if ('hello' in m)
-    return { hello: { ...m.hello, versionSignature: m.hello.versionSignature ?? new Uint8Array(0), expiryAware: m.hello.expiryAware ?? false } };
+    return {
+      hello: {
+        ...m.hello,
+        versionSignature: m.hello.versionSignature ?? new Uint8Array(0),
+        expiryAware: m.hello.expiryAware ?? false,
+        exitNode: m.hello.exitNode ?? '',
+      },
+    };
   if ('ack' in m) return { ack: m.ack };
   if ('resync' in m) return { resync: m.resync };
   if ('renew' in m) return { renew: {} };

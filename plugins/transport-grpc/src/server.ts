@@ -72,6 +72,7 @@ const ADMIN_RESPONSES: Record<keyof typeof gen.AdminServiceService, Fns> = {
   listRelays: gen.ListRelaysResponse,
   setRelay: gen.SetRelayResponse,
   removeRelay: gen.RemoveRelayResponse,
+  setExitNode: gen.SetExitNodeResponse,
   createAdmin: gen.CreateAdminResponse,
   listAdmins: gen.ListAdminsResponse,
   revokeAdmin: gen.RevokeAdminResponse,

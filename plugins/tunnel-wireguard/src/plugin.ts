@@ -27,6 +27,7 @@ import { configureLink, settingsOf, type TunnelSettings } from './settings.js';
 import { kernelRoutes, routedPrefixes, samePrefixes, servedGroups, setKernelRoutes } from './routes.js';
 import { procSysctl, ROUTING_MODULE, RouterForwarding, type ForwardingStatus, type Sysctl } from './forwarding.js';
 import { routeForwards } from './route-forward.js';
+import { bypassAddresses, familiesOf, removeExitRoutes, setExitRoutes } from './exit-routes.js';
 
 export const DEFAULT_GRACE_MS = 5 * 60_000;
 
@@ -74,6 +75,8 @@ export interface TunnelWireguardOptions {
   log?: TunnelLog;
   /** A router's forwarding sysctls (forwarding.ts). Default: this process's /proc/sys. */
   sysctl?: Sysctl;
+  /** The controller's hosts: kept out of an exit node's default route by a rule ahead of it (exit-routes.ts). */
+  exitBypass?: string[];
 }
 
 export interface TunnelStatus {
@@ -89,6 +92,8 @@ export interface TunnelStatus {
   lastError: string | null;
   /** A router's forwarding as found, held or turned on (forwarding.ts). */
   forwarding: ForwardingStatus;
+  /** The exit node (route group) whose default routes this node sends into the tunnel, and its primary; null: none (exit-routes.ts). */
+  exit: { group: string; via: string; families: string[] } | null;
 }
 
 const SILENT: TunnelLog = { info() {}, warn() {}, error() {} };
@@ -105,6 +110,10 @@ export class TunnelWireguardPlugin implements Plugin {
   #routed = new Map<string, string[]>();
   /** The prefixes routed into the interface. */
   #routes = new Set<string>();
+  /** The map before this change's (#routesMoved): an unscoped peer's grace covers its own addresses only. */
+  #routedWas = new Map<string, string[]>();
+  /** The exit node used now (exit-routes.ts). */
+  #exit: TunnelStatus['exit'] = null;
   readonly #grace = new Map<string, GraceEntry & { timer?: ReturnType<typeof setTimeout> }>();
   #stateDir = '';
   #key: TunnelKey | null = null;
@@ -183,6 +192,9 @@ export class TunnelWireguardPlugin implements Plugin {
         this.#left = true;
         await this.#stopFollowing();
       }
+      // The exit node's rules and table go first (the interface still there to have its fwmark put back).
+      leaving.removed.push(...(await removeExitRoutes(this.#dir(), this.#o.interface, leaving.preview)));
+      if (!leaving.preview) this.#exit = null;
       await leaveTunnel({ ifname: this.#o.interface, stateDir: this.#dir(), device: this.#device, graceFile: this.#graceFile() }, leaving);
       const store = await host.state().catch(() => null);
       const forwarding = store ? await this.#forwarding.restore(store, leaving.preview) : null;
@@ -284,6 +296,7 @@ export class TunnelWireguardPlugin implements Plugin {
       grace: [...this.#grace.keys()],
       lastError: this.#lastError,
       forwarding: this.#forwarding.status,
+      exit: this.#exit,
     };
   }
 
@@ -301,6 +314,8 @@ export class TunnelWireguardPlugin implements Plugin {
   async close(o: { down?: boolean } = {}): Promise<void> {
     await this.#stopFollowing();
     if (!o.down) return;
+    await removeExitRoutes(this.#dir(), this.#o.interface);
+    this.#exit = null;
     await this.#device?.down();
     await run('nft', ['-f', '-'], this.#filter.deleteTable().join('\n') + '\n').catch(() => undefined);
     rmSync(this.#graceFile(), { force: true });
@@ -452,7 +467,7 @@ export class TunnelWireguardPlugin implements Plugin {
         : nft,
     );
     await device.set(out);
-    if (this.#routed.size || this.#routes.size) await this.#kernelRoutes(this.#routes);
+    if (this.#routed.size || this.#routes.size || this.#exit) await this.#kernelRoutes(this.#routes);
     if (graceChanged) writeGrace(this.#graceFile(), this.#grace.values());
     this.#applied = change.toVersion;
   }
@@ -463,6 +478,7 @@ export class TunnelWireguardPlugin implements Plugin {
    * call (peers upserted or removed in this change are configured by their own step, with the new map).
    */
   #routesMoved(view: ViewSource, change: ViewChange, settings: TunnelSettings, ops: PeerOp[]): void {
+    this.#routedWas = this.#routed;
     if (!change.components.includes('routeGroups') && change.fromVersion !== 0) return;
     const before = this.#routed;
     this.#routed = routedPrefixes(view.components);
@@ -478,12 +494,34 @@ export class TunnelWireguardPlugin implements Plugin {
     }
   }
 
-  /** The kernel's routes into the interface made the prefixes of the primaries configured now. */
+  /**
+   * The kernel's routes into the interface made the prefixes of the primaries configured now; an exit
+   * node's default routes never go into main but into the mesh's own table with its rules (exit-routes.ts).
+   */
   async #kernelRoutes(have: ReadonlySet<string>): Promise<void> {
     const wanted = new Set<string>();
-    for (const [id, prefixes] of this.#routed) if (this.#configured.has(id) && !this.#grace.has(id)) for (const p of prefixes) wanted.add(p);
+    const defaults = new Set<string>();
+    let via = '';
+    for (const [id, prefixes] of this.#routed)
+      if (this.#configured.has(id) && !this.#grace.has(id))
+        for (const p of prefixes) {
+          if (!p.endsWith('/0')) {
+            wanted.add(p);
+            continue;
+          }
+          defaults.add(p);
+          via = id;
+        }
     await setKernelRoutes(this.#o.interface, have, wanted);
     this.#routes = wanted;
+    const families = familiesOf(defaults);
+    const bypass = families.length ? await bypassAddresses(this.#o.exitBypass ?? []) : [];
+    await setExitRoutes({ ifname: this.#o.interface, stateDir: this.#dir(), families, bypass });
+    const group = (this.#view?.components.routeGroups?.groups ?? []).find((g) => g.viaPeers[0] === via && g.prefixes.some((p) => p.endsWith('/0')));
+    const next = families.length ? { group: group?.name ?? '', via, families } : null;
+    if (JSON.stringify(next) !== JSON.stringify(this.#exit))
+      this.#log.info({ interface: this.#o.interface, exit: next }, next ? 'exit node used' : 'no exit node used');
+    this.#exit = next;
   }
 
   /** The interface's own settings (address, range, MTU, port, keepalive) as the view has them now. */
@@ -516,11 +554,19 @@ export class TunnelWireguardPlugin implements Plugin {
       nft.push(...this.#filter.remove(id));
     }
     for (const id of change.unscoped) {
-      const conf = this.#configured.get(id);
+      let conf = this.#configured.get(id);
       nft.push(...this.#filter.remove(id));
       // Out of scope: no relayed path to it either (the filter blocks it for its grace).
       this.#relays.drop(conf?.relayed);
       if (!conf || this.#grace.has(id)) continue;
+      // A primary unscoped loses the prefixes it carried: its grace blocks its own addresses, never a
+      // route group's prefixes (an exit node's 0.0.0.0/0 blocked would cut every peer off).
+      const carried = new Set(this.#routedWas.get(id) ?? []);
+      if (carried.size) {
+        conf = { ...conf, allowedIps: conf.allowedIps.filter((a) => !carried.has(a)) };
+        ops.push({ upsert: conf });
+        this.#configured.set(id, conf);
+      }
       nft.push(...this.#filter.block(id, conf.allowedIps));
       this.#startGrace({ id, publicKey: conf.publicKey, addresses: conf.allowedIps, until: Date.now() + this.#o.graceMs });
       graceChanged = true;

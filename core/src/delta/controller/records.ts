@@ -83,8 +83,22 @@ export interface SharedComponents {
    * The route groups, and each group's primary as the controller last chose it (issue 26: kept while
    * that via node is connected, so a via node coming back does not take its prefixes back).
    */
-  routeGroups: RouteGroupList & { primaries?: Record<string, string> };
+  routeGroups: RouteGroupList & { primaries?: Record<string, string>; exits?: Record<string, ExitChoice> };
 }
+
+/**
+ * Which exit node a node asks to use (issue 26, ADR 0039): the admin's setting (`meshp node exit-node`:
+ * a group's name, or OFF) wins over the agent's (`meshp agent --exit-node`, from its Hello). Each exit
+ * group stored carries the members that use it (`exitUsers`), recomputed from these whenever the
+ * component is stored: the scope and the deltas read only the group.
+ */
+export interface ExitChoice {
+  admin?: string;
+  agent?: string;
+}
+
+/** The admin's setting that a node uses no exit node, whatever its agent asks. */
+export const EXIT_OFF = '-off';
 export type SharedComponentName = keyof SharedComponents;
 
 export interface NetworkRecord {

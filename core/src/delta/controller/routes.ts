@@ -10,7 +10,7 @@
  * of `viaPeers` (the rest follow in order).
  */
 import type { RouteGroup, RouteGroups } from '../../contract/wire.js';
-import { ROUTE_TAG_PREFIX } from '../../schema/routes.js';
+import { isExitGroup, ROUTE_TAG_PREFIX } from '../../schema/routes.js';
 import { SCOPE, type PolicyIndex, type Scope } from './policy.js';
 import type { MemberRecord } from './records.js';
 
@@ -57,9 +57,21 @@ export function failover(
   return moved ? next : null;
 }
 
-/** Whether the holder of `node`'s tags may use the group: a rule from one of its tags to `route:NAME`. */
-export function mayUse(node: MemberRecord, g: RouteGroup, policy: PolicyIndex): boolean {
+/** A group as stored: an exit node's carries the members that opted in to it (records.ts ExitChoice). */
+export type StoredRouteGroup = RouteGroup & { exitUsers?: readonly string[] };
+
+/** Whether the policy lets the holder of `node`'s tags use the group: a rule from one of its tags to `route:NAME`. */
+export function allowedToUse(node: MemberRecord, g: RouteGroup, policy: PolicyIndex): boolean {
   return policy.reachTags(node.tags).has(routeTag(g.name));
+}
+
+/**
+ * Whether the node uses the group: the policy allows it, and, for an exit node (ADR 0039), the node
+ * opted in to that one (it is among the group's `exitUsers`): an exit node is never used unasked.
+ */
+export function mayUse(node: MemberRecord, g: StoredRouteGroup, policy: PolicyIndex): boolean {
+  if (isExitGroup(g) && !g.exitUsers?.includes(node.id)) return false;
+  return allowedToUse(node, g, policy);
 }
 
 /** The groups the node is sent: those it serves (with every via node), and those it may use and someone serves. */

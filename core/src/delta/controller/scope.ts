@@ -7,7 +7,7 @@
  */
 import type { NetworkState } from './network.js';
 import { isControlNode } from './policy.js';
-import { mayUse, routeOfTag, routeTag } from './routes.js';
+import { mayUse, routeOfTag, routeTag, type StoredRouteGroup } from './routes.js';
 import type { LogEntry, MemberRecord, PolicyRule } from './records.js';
 import type { RouteGroups as WireRouteGroups } from '../../contract/wire.js';
 
@@ -82,7 +82,10 @@ function changedGroups(before: RouteGroups | null, after: RouteGroups | null): {
     new Map(
       (v?.groups ?? []).map((g) => [
         g.name,
-        { key: JSON.stringify([g.prefixes, g.viaPeers, v?.primaries?.[g.name] ?? '', g.noMasquerade === true]), via: g.viaPeers },
+        {
+          key: JSON.stringify([g.prefixes, g.viaPeers, v?.primaries?.[g.name] ?? '', g.noMasquerade === true, (g as StoredRouteGroup).exitUsers ?? []]),
+          via: g.viaPeers,
+        },
       ]),
     );
   const a = of(before);

@@ -5,10 +5,21 @@
  * preview names exactly the nodes whose component or view would move.
  */
 import { MeshpError, type RouteGroup } from '@meshp/core';
-import { failover, liveVia, mayUse, routeGroupsFor, type PolicyIndex, type NetworkState } from '@meshp/core/delta';
+import {
+  allowedToUse,
+  EXIT_OFF,
+  failover,
+  liveVia,
+  mayUse,
+  routeGroupsFor,
+  type ExitChoice,
+  type NetworkState,
+  type PolicyIndex,
+  type StoredRouteGroup,
+} from '@meshp/core/delta';
 import { overlaps } from '@meshp/core/net';
 import { canonicalJson } from '@meshp/core/reconcile';
-import { ROUTE_LIMITS, checkRouteGroup } from '@meshp/core/schema';
+import { ROUTE_LIMITS, checkRouteGroup, isExitGroup } from '@meshp/core/schema';
 import { notFound } from '@meshp/core/util';
 import { setComponent } from './networks.js';
 import type { ControllerState } from './state.js';
@@ -21,6 +32,8 @@ export interface RouteGroupStatus {
   users: string[];
   /** Via nodes named that are not members of the network. */
   missingVia: string[];
+  /** An exit node (ADR 0039): its prefixes are default routes; its users opted in. */
+  exit: boolean;
 }
 
 export interface RouteChange {
@@ -29,8 +42,31 @@ export interface RouteChange {
   changedNodes: string[];
 }
 
-const groupsOf = (net: NetworkState): RouteGroup[] => net.record.components.routeGroups?.groups ?? [];
+const groupsOf = (net: NetworkState): StoredRouteGroup[] => net.record.components.routeGroups?.groups ?? [];
 const primariesOf = (net: NetworkState): Record<string, string> => net.record.components.routeGroups?.primaries ?? {};
+const exitsOf = (net: NetworkState): Record<string, ExitChoice> => net.record.components.routeGroups?.exits ?? {};
+
+/** The exit node a node's choice names ('' none): the admin's setting wins, EXIT_OFF is none. */
+const chosenExit = (c: ExitChoice | undefined): string => {
+  const v = c?.admin ?? c?.agent ?? '';
+  return v === EXIT_OFF ? '' : v;
+};
+
+/**
+ * The component as stored: each exit group carries the members whose choice names it (`exitUsers`,
+ * read by `mayUse`), other groups none; the choices themselves kept (an empty choice dropped).
+ */
+function stored(groups: readonly StoredRouteGroup[], primaries: Record<string, string>, exits: Record<string, ExitChoice>) {
+  const choices = Object.fromEntries(Object.entries(exits).filter(([, c]) => c.admin !== undefined || c.agent !== undefined));
+  const out = groups.map(({ exitUsers: _, ...g }) => {
+    if (!isExitGroup(g)) return g;
+    const users = Object.keys(choices)
+      .filter((id) => chosenExit(choices[id]) === g.name)
+      .sort();
+    return users.length ? { ...g, exitUsers: users } : g;
+  });
+  return { groups: out, ...(Object.keys(primaries).length ? { primaries } : {}), ...(Object.keys(choices).length ? { exits: choices } : {}) };
+}
 
 export function listRouteGroups(s: ControllerState, network: string): RouteGroupStatus[] {
   const net = s.net(network);
@@ -38,7 +74,8 @@ export function listRouteGroups(s: ControllerState, network: string): RouteGroup
   return groupsOf(net).map((g) => {
     const via = liveVia(g, isMember, primariesOf(net));
     const users = [...net.members.values()].filter((m) => !g.viaPeers.includes(m.id) && mayUse(m, g, net.policy)).map((m) => m.id);
-    return { group: structuredClone(g), primary: via[0] ?? '', users: users.sort(), missingVia: g.viaPeers.filter((v) => !isMember(v)) };
+    const { exitUsers: _, ...group } = structuredClone(g);
+    return { group, primary: via[0] ?? '', users: users.sort(), missingVia: g.viaPeers.filter((v) => !isMember(v)), exit: isExitGroup(g) };
   });
 }
 
@@ -50,13 +87,15 @@ export function setRouteGroup(s: ControllerState, network: string, wanted: Route
   const others = groupsOf(net).filter((x) => x.name !== g.name);
   if (others.length >= ROUTE_LIMITS.groups)
     throw new MeshpError('MESHP_INPUT_TOO_LARGE', `${network} has ${others.length} route groups: at most ${ROUTE_LIMITS.groups}`);
-  for (const p of g.prefixes) {
+  // An exit node's default routes overlap everything by nature: several exit nodes stand side by side,
+  // each node using one at most (its choice), and a node's more specific routes win over them.
+  for (const p of isExitGroup(g) ? [] : g.prefixes) {
     if (net.record.privateRange && overlaps(p, net.record.privateRange)) {
       throw new MeshpError('MESHP_ROUTE_INVALID', `route group ${g.name}: ${p} overlaps the mesh's private range ${net.record.privateRange}`, {
         details: { prefix: p },
       });
     }
-    const clash = others.find((o) => o.prefixes.some((q) => overlaps(p, q)));
+    const clash = others.find((o) => !isExitGroup(o) && o.prefixes.some((q) => overlaps(p, q)));
     if (clash) {
       throw new MeshpError(
         'MESHP_ROUTE_INVALID',
@@ -126,9 +165,10 @@ function change(s: ControllerState, network: string, after: RouteGroup[], previe
   const net = s.net(network);
   // A primary chosen stays chosen while it is still a via node of its group.
   const primaries = Object.fromEntries(Object.entries(primariesOf(net)).filter(([g, v]) => after.some((x) => x.name === g && x.viaPeers.includes(v))));
-  const changedNodes = nodesMoved(net, net.policy, { groups: groupsOf(net), primaries: primariesOf(net) }, { groups: after, primaries });
+  const value = stored(after, primaries, exitsOf(net));
+  const changedNodes = nodesMoved(net, net.policy, { groups: groupsOf(net), primaries: primariesOf(net) }, value);
   if (preview) return { stateVersion: net.version, changedNodes };
-  return { stateVersion: setComponent(s, network, 'routeGroups', { groups: after, ...(Object.keys(primaries).length ? { primaries } : {}) }), changedNodes };
+  return { stateVersion: setComponent(s, network, 'routeGroups', value), changedNodes };
 }
 
 /**
@@ -139,10 +179,13 @@ function change(s: ControllerState, network: string, after: RouteGroup[], previe
 export function renameVia(s: ControllerState, network: string, id: string, to: string): number | null {
   const net = s.net(network);
   const groups = groupsOf(net);
-  if (!groups.some((g) => g.viaPeers.includes(id))) return null;
+  const exits = exitsOf(net);
+  if (!groups.some((g) => g.viaPeers.includes(id)) && !exits[id]) return null;
   const after = groups.map((g) => ({ ...g, viaPeers: g.viaPeers.map((v) => (v === id ? to : v)) }));
   const primaries = Object.fromEntries(Object.entries(primariesOf(net)).map(([g, v]) => [g, v === id ? to : v]));
-  return setComponent(s, network, 'routeGroups', { groups: after, ...(Object.keys(primaries).length ? { primaries } : {}) });
+  // An exit node's user renamed keeps its choice under its new name.
+  const renamed = Object.fromEntries(Object.entries(exits).map(([n, c]) => [n === id ? to : n, c]));
+  return setComponent(s, network, 'routeGroups', stored(after, primaries, renamed));
 }
 
 /** Whether `node` is a via node of any group: only then does its stream's opening or ending move a primary. */
@@ -159,12 +202,12 @@ export function routeLiveness(s: ControllerState, network: string, node: string,
   const net = s.net(network);
   const next = failover(groupsOf(net), primariesOf(net), node, up, isUp, (id) => net.members.has(id));
   if (!next) return null;
-  setComponent(s, network, 'routeGroups', { groups: groupsOf(net), primaries: next });
+  setComponent(s, network, 'routeGroups', stored(groupsOf(net), next, exitsOf(net)));
   return next;
 }
 
 /** The members whose route groups component differs between the two lists (their view moves with it: the via nodes and the users). */
-type Stored = { groups: readonly RouteGroup[]; primaries: Record<string, string> };
+type Stored = { groups: readonly StoredRouteGroup[]; primaries?: Record<string, string> | undefined };
 
 function nodesMoved(net: NetworkState, policy: PolicyIndex, before: Stored, after: Stored): string[] {
   const isMember = (id: string) => net.members.has(id);
@@ -196,4 +239,105 @@ export function nodeRoutes(s: ControllerState, network: string, node: string): N
     out.push({ group: g.name, role, prefixes: [...g.prefixes], primary: liveVia(g, (id) => net.members.has(id), primariesOf(net))[0] ?? '' });
   }
   return out;
+}
+
+export interface ExitNodeStatus {
+  /** The exit node (group) the node uses; '' none. */
+  exitNode: string;
+  /** Why: admin | agent (what chose it), or why none: off | not allowed | no such group | no via node | '' (none asked). */
+  reason: string;
+  /** The exit node's primary now ('': none). */
+  primary: string;
+}
+
+/** Which exit node the node uses, and why (ADR 0039): what `node show`, `doctor` and `/metrics` say. */
+export function exitNodeOf(s: ControllerState, network: string, node: string): ExitNodeStatus {
+  return exitNodeOfNet(s.net(network), node);
+}
+
+export function exitNodeOfNet(net: NetworkState, node: string): ExitNodeStatus {
+  const c = exitsOf(net)[node];
+  const asked = chosenExit(c);
+  const none = (reason: string): ExitNodeStatus => ({ exitNode: '', reason, primary: '' });
+  if (!asked) return none(c?.admin === EXIT_OFF || (c?.admin === undefined && c?.agent === EXIT_OFF) ? 'off' : '');
+  const m = net.members.get(node);
+  const g = groupsOf(net).find((x) => x.name === asked && isExitGroup(x));
+  if (!m || !g) return none('no such group');
+  if (!allowedToUse(m, g, net.policy)) return none('not allowed');
+  const primary = liveVia(g, (id) => net.members.has(id), primariesOf(net))[0] ?? '';
+  if (!primary) return none('no via node');
+  return { exitNode: g.name, reason: c?.admin !== undefined ? 'admin' : 'agent', primary };
+}
+
+/**
+ * The admin's setting of the exit node `node` uses (`meshp node exit-node NODE NAME|--off`): a group
+ * that is an exit node, or off (none, whatever its agent asks); `clear`: the admin's setting goes and
+ * the agent's --exit-node holds again. With `preview`, only the nodes it would change are said.
+ */
+export function setExitNode(
+  s: ControllerState,
+  network: string,
+  node: string,
+  choice: { group?: string; off?: boolean },
+  preview: boolean,
+): RouteChange & ExitNodeStatus {
+  const net = s.net(network);
+  if (!net.members.has(node)) throw notFound('node', node, network);
+  if (choice.group && choice.off) throw new MeshpError('MESHP_ROUTE_INVALID', `exit node of ${node}: a group name or --off, not both`);
+  if (choice.group) {
+    const g = groupsOf(net).find((x) => x.name === choice.group);
+    if (!g) throw notFound('route group', choice.group, network, `the exit node of ${node}`);
+    if (!isExitGroup(g))
+      throw new MeshpError(
+        'MESHP_ROUTE_INVALID',
+        `route group ${g.name} is not an exit node (its prefixes are ${g.prefixes.join(', ')}, not 0.0.0.0/0 and ::/0)`,
+        {
+          details: { group: g.name },
+        },
+      );
+    if (g.viaPeers.includes(node)) throw new MeshpError('MESHP_ROUTE_INVALID', `${node} is a via node of ${g.name}: an exit node does not use itself`);
+  }
+  const exits = { ...exitsOf(net) };
+  const { admin: _, ...rest } = exits[node] ?? {};
+  exits[node] = choice.off ? { ...rest, admin: EXIT_OFF } : choice.group ? { ...rest, admin: choice.group } : rest;
+  return exitChange(s, network, node, exits, preview);
+}
+
+/**
+ * The agent's own ask (its Hello's exit_node, from `meshp agent --exit-node NAME`; '' none): stored
+ * as the node's choice when it differs from the one kept. Null: nothing changed.
+ */
+export function exitAsked(s: ControllerState, network: string, node: string, group: string): RouteChange | null {
+  const net = s.net(network);
+  if (!net.members.has(node) || (exitsOf(net)[node]?.agent ?? '') === group) return null;
+  const exits = { ...exitsOf(net) };
+  const { agent: _, ...rest } = exits[node] ?? {};
+  exits[node] = group ? { ...rest, agent: group } : rest;
+  return exitChange(s, network, node, exits, false);
+}
+
+/** The agent's ask kept for the node ('' none): its Hello moves the controller only when it differs. */
+export const exitAskedOf = (s: ControllerState, network: string, node: string): string => exitsOf(s.net(network))[node]?.agent ?? '';
+
+function exitChange(s: ControllerState, network: string, node: string, exits: Record<string, ExitChoice>, preview: boolean): RouteChange & ExitNodeStatus {
+  const net = s.net(network);
+  const value = stored(groupsOf(net), primariesOf(net), exits);
+  const moved = new Set(nodesMoved(net, net.policy, { groups: groupsOf(net), primaries: primariesOf(net) }, value));
+  // The exit node's via nodes gain or lose the node as a peer (their own component is unchanged).
+  if (moved.has(node))
+    for (const g of [...groupsOf(net), ...value.groups])
+      if (isExitGroup(g) && (g as StoredRouteGroup).exitUsers?.includes(node)) g.viaPeers.forEach((v) => moved.add(v));
+  const changedNodes = [...moved].sort();
+  const status = () => exitNodeOfNet(net, node);
+  if (preview) {
+    // What the node would use: computed on the component as it would be, then put back.
+    const was = net.record.components.routeGroups;
+    net.record.components = { ...net.record.components, routeGroups: value };
+    try {
+      return { stateVersion: net.version, changedNodes, ...status() };
+    } finally {
+      net.record.components = { ...net.record.components, routeGroups: was };
+    }
+  }
+  return { stateVersion: setComponent(s, network, 'routeGroups', value), changedNodes, ...status() };
 }

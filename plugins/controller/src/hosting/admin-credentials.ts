@@ -58,6 +58,7 @@ const PREVIEWABLE: ReadonlySet<string> = new Set([
   'expireNode',
   'renewNode',
   'rekeyNode',
+  'setExitNode',
 ]);
 
 /** Whether the actor may change anything at all (a console offers its change forms only then). */

@@ -38,6 +38,7 @@ export const CHANGES: ReadonlySet<string> = new Set<string>([
   'approveRoute',
   'setRelay',
   'removeRelay',
+  'setExitNode',
   'setDns',
   'createAdmin',
   'revokeAdmin',
@@ -109,6 +110,8 @@ function summaryOf(method: string, r: Req, before: string): string {
       return `admin credential ${str(r, 'name')} revoked`;
     case 'removeNode':
       return `remove ${node}${r.ephemeral === true ? ' (ephemeral: no stream for longer than its grace)' : ''}`;
+    case 'setExitNode':
+      return `exit node of ${node}: ${r.off === true ? 'off' : str(r, 'group') || "the agent's own (admin setting cleared)"}`;
     case 'removeRouteGroup':
       return `route group ${str(r, 'name')} removed`;
     case 'setRelay': {

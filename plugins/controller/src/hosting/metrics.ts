@@ -285,6 +285,16 @@ export class Metrics {
       },
     });
     new Gauge({
+      name: 'meshp_node_exit_node',
+      help: 'the exit node (route group for the default routes) each node uses, by name, and its primary: 1 (ADR 0039)',
+      labelNames: ['network', 'node', 'exit_node', 'primary'],
+      registers: [r],
+      collect() {
+        this.reset();
+        for (const n of self.nodes()) if (n.exitNode) this.set({ network: n.network, node: n.name, exit_node: n.exitNode, primary: n.exitNodePrimary }, 1);
+      },
+    });
+    new Gauge({
       name: 'meshp_node_status',
       help: 'what stands out of each node: 1 for its status, 0 for the others',
       labelNames: ['network', 'node', 'status'],

@@ -10,7 +10,7 @@ import type { AdminApi } from '@meshp/protocol';
 import type { Controller } from '../controller.js';
 import { forwardingChanges } from './route-forwarding.js';
 
-type RouteMethod = 'listRouteGroups' | 'setRouteGroup' | 'removeRouteGroup' | 'approveRoute';
+type RouteMethod = 'listRouteGroups' | 'setRouteGroup' | 'removeRouteGroup' | 'approveRoute' | 'setExitNode';
 
 export function routeMethods(
   controller: Controller,
@@ -44,6 +44,11 @@ export function routeMethods(
       const out = controller.approveRoute(net, r.node, advertisedBy(net, r.node), r.prefixes, r.group, r.preview);
       if (!r.preview) changed(net);
       return { ...out, preview: r.preview, forwarding: forwarding(net, before, out.group ?? null) };
+    },
+    setExitNode: (r, net) => {
+      const out = controller.setExitNode(net, r.node, { group: r.group, off: r.off }, r.preview);
+      if (!r.preview) changed(net);
+      return { stateVersion: out.stateVersion, changedNodes: out.changedNodes, preview: r.preview, exitNode: out.exitNode, reason: out.reason };
     },
     removeRouteGroup: (r, net) => {
       const before = groupOf(net, r.name);

@@ -486,6 +486,15 @@ export class SyncSession {
         () => this.hub.poke(this.network),
       );
     }
+    // The exit node its agent asks for (--exit-node, ADR 0039), kept as the node's choice when it changed.
+    const exitNode = h.exitNode ?? '';
+    if (exitNode !== controller.exitAskedOf(this.network, this.node)) {
+      this.#changeMay(
+        'exit node asked not stored',
+        () => controller.exitAsked(this.network, this.node, exitNode),
+        () => this.hub.poke(this.network),
+      );
+    }
     // The node holds its credential: the token it enrolled with is spent for good.
     const at = new Date().toISOString();
     if (auth.confirmAsync) void auth.confirmAsync(this.network, this.node, at).catch((e: unknown) => this.#passed(e, 'token not confirmed'));

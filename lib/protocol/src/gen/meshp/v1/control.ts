@@ -349,6 +349,11 @@ export interface Hello {
    * with RenewRequest); an agent from before says false and is sent neither (an admin renews it).
    */
   expiryAware: boolean;
+  /**
+   * issue 26 (ADR 0039): the exit node (a route group for 0.0.0.0/0 and ::/0) this node asks to use
+   * (`meshp agent --exit-node NAME`; '': none asked). An admin's setting (SetExitNode) wins over it.
+   */
+  exitNode: string;
 }
 
 /** Sent after a delta is applied. Only an ack moves the controller's applied version. */
@@ -1138,6 +1143,15 @@ export interface NodeStatus {
   expiredAt: string;
   /** The node's WireGuard public key as the controller holds it ('' none). */
   tunnelKey: string;
+  /**
+   * issue 26 (ADR 0039): the exit node (route group) the node uses ('': none), and why: "admin" (the
+   * admin's setting), "agent" (its --exit-node), or, when it uses none, "off", "not allowed" (the policy
+   * has no rule to route:NAME for it), "no such group", "no via node" ('' when none is asked).
+   */
+  exitNode: string;
+  exitNodeReason: string;
+  /** The exit node's primary now ('': none). */
+  exitNodePrimary: string;
 }
 
 /** The handshakes a tunnel member's agent reported, as the controller reads them now. */
@@ -1483,6 +1497,11 @@ export interface RouteGroupStatus {
   users: string[];
   /** Via nodes named that are not members. */
   missingVia: string[];
+  /**
+   * issue 26 (ADR 0039): an exit node (its prefixes are 0.0.0.0/0 and/or ::/0): `users` are then the
+   * members that may use it and opted in.
+   */
+  exit: boolean;
 }
 
 export interface ListRouteGroupsResponse {
@@ -1535,6 +1554,27 @@ export interface SetRouteGroupResponse {
   preview: boolean;
   /** The via nodes' forwarding, as each last reported it, and what the change does to it. */
   forwarding: ForwardingChange[];
+}
+
+/**
+ * issue 26 (ADR 0039). group '' with off false: the admin's setting is cleared (the agent's
+ * --exit-node holds again); off: the node uses no exit node whatever its agent asks.
+ */
+export interface SetExitNodeRequest {
+  network: string;
+  node: string;
+  group: string;
+  off: boolean;
+  preview: boolean;
+}
+
+export interface SetExitNodeResponse {
+  stateVersion: number;
+  changedNodes: string[];
+  preview: boolean;
+  /** The exit node the node uses once set ('': none), and why ("admin", "agent", "off", "not allowed", "none"). */
+  exitNode: string;
+  reason: string;
 }
 
 export interface RemoveRouteGroupRequest {
@@ -2800,6 +2840,7 @@ function createBaseHello(): Hello {
     signature: new Uint8Array(0),
     versionSignature: new Uint8Array(0),
     expiryAware: false,
+    exitNode: "",
   };
 }
 
@@ -2828,6 +2869,9 @@ export const Hello: MessageFns<Hello> = {
     }
     if (message.expiryAware !== false) {
       writer.uint32(432).bool(message.expiryAware);
+    }
+    if (message.exitNode !== "") {
+      writer.uint32(410).string(message.exitNode);
     }
     return writer;
   },
@@ -2909,6 +2953,14 @@ export const Hello: MessageFns<Hello> = {
             message.expiryAware = reader.bool();
             continue;
           }
+          case 51: {
+            if (tag !== 410) {
+              break;
+            }
+
+            message.exitNode = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2947,6 +2999,11 @@ export const Hello: MessageFns<Hello> = {
         : isSet(object.expiry_aware)
         ? globalThis.Boolean(object.expiry_aware)
         : false,
+      exitNode: isSet(object.exitNode)
+        ? globalThis.String(object.exitNode)
+        : isSet(object.exit_node)
+        ? globalThis.String(object.exit_node)
+        : "",
     };
   },
 
@@ -2976,6 +3033,9 @@ export const Hello: MessageFns<Hello> = {
     if (message.expiryAware !== false) {
       obj.expiryAware = message.expiryAware;
     }
+    if (message.exitNode !== "") {
+      obj.exitNode = message.exitNode;
+    }
     return obj;
   },
 
@@ -2992,6 +3052,7 @@ export const Hello: MessageFns<Hello> = {
     message.signature = object.signature ?? new Uint8Array(0);
     message.versionSignature = object.versionSignature ?? new Uint8Array(0);
     message.expiryAware = object.expiryAware ?? false;
+    message.exitNode = object.exitNode ?? "";
     return message;
   },
 };
@@ -11586,6 +11647,9 @@ function createBaseNodeStatus(): NodeStatus {
     expiresAt: "",
     expiredAt: "",
     tunnelKey: "",
+    exitNode: "",
+    exitNodeReason: "",
+    exitNodePrimary: "",
   };
 }
 
@@ -11701,6 +11765,15 @@ export const NodeStatus: MessageFns<NodeStatus> = {
     }
     if (message.tunnelKey !== "") {
       writer.uint32(618).string(message.tunnelKey);
+    }
+    if (message.exitNode !== "") {
+      writer.uint32(578).string(message.exitNode);
+    }
+    if (message.exitNodeReason !== "") {
+      writer.uint32(586).string(message.exitNodeReason);
+    }
+    if (message.exitNodePrimary !== "") {
+      writer.uint32(594).string(message.exitNodePrimary);
     }
     return writer;
   },
@@ -12014,6 +12087,30 @@ export const NodeStatus: MessageFns<NodeStatus> = {
             message.tunnelKey = reader.string();
             continue;
           }
+          case 72: {
+            if (tag !== 578) {
+              break;
+            }
+
+            message.exitNode = reader.string();
+            continue;
+          }
+          case 73: {
+            if (tag !== 586) {
+              break;
+            }
+
+            message.exitNodeReason = reader.string();
+            continue;
+          }
+          case 74: {
+            if (tag !== 594) {
+              break;
+            }
+
+            message.exitNodePrimary = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -12147,6 +12244,21 @@ export const NodeStatus: MessageFns<NodeStatus> = {
         : isSet(object.tunnel_key)
         ? globalThis.String(object.tunnel_key)
         : "",
+      exitNode: isSet(object.exitNode)
+        ? globalThis.String(object.exitNode)
+        : isSet(object.exit_node)
+        ? globalThis.String(object.exit_node)
+        : "",
+      exitNodeReason: isSet(object.exitNodeReason)
+        ? globalThis.String(object.exitNodeReason)
+        : isSet(object.exit_node_reason)
+        ? globalThis.String(object.exit_node_reason)
+        : "",
+      exitNodePrimary: isSet(object.exitNodePrimary)
+        ? globalThis.String(object.exitNodePrimary)
+        : isSet(object.exit_node_primary)
+        ? globalThis.String(object.exit_node_primary)
+        : "",
     };
   },
 
@@ -12263,6 +12375,15 @@ export const NodeStatus: MessageFns<NodeStatus> = {
     if (message.tunnelKey !== "") {
       obj.tunnelKey = message.tunnelKey;
     }
+    if (message.exitNode !== "") {
+      obj.exitNode = message.exitNode;
+    }
+    if (message.exitNodeReason !== "") {
+      obj.exitNodeReason = message.exitNodeReason;
+    }
+    if (message.exitNodePrimary !== "") {
+      obj.exitNodePrimary = message.exitNodePrimary;
+    }
     return obj;
   },
 
@@ -12316,6 +12437,9 @@ export const NodeStatus: MessageFns<NodeStatus> = {
     message.expiresAt = object.expiresAt ?? "";
     message.expiredAt = object.expiredAt ?? "";
     message.tunnelKey = object.tunnelKey ?? "";
+    message.exitNode = object.exitNode ?? "";
+    message.exitNodeReason = object.exitNodeReason ?? "";
+    message.exitNodePrimary = object.exitNodePrimary ?? "";
     return message;
   },
 };
@@ -16916,7 +17040,7 @@ export const ListRouteGroupsRequest: MessageFns<ListRouteGroupsRequest> = {
 };
 
 function createBaseRouteGroupStatus(): RouteGroupStatus {
-  return { group: undefined, primary: "", users: [], missingVia: [] };
+  return { group: undefined, primary: "", users: [], missingVia: [], exit: false };
 }
 
 export const RouteGroupStatus: MessageFns<RouteGroupStatus> = {
@@ -16932,6 +17056,9 @@ export const RouteGroupStatus: MessageFns<RouteGroupStatus> = {
     }
     for (const v of message.missingVia) {
       writer.uint32(34).string(v!);
+    }
+    if (message.exit !== false) {
+      writer.uint32(120).bool(message.exit);
     }
     return writer;
   },
@@ -16981,6 +17108,14 @@ export const RouteGroupStatus: MessageFns<RouteGroupStatus> = {
             message.missingVia.push(reader.string());
             continue;
           }
+          case 15: {
+            if (tag !== 120) {
+              break;
+            }
+
+            message.exit = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -17003,6 +17138,7 @@ export const RouteGroupStatus: MessageFns<RouteGroupStatus> = {
         : globalThis.Array.isArray(object?.missing_via)
         ? object.missing_via.map((e: any) => globalThis.String(e))
         : [],
+      exit: isSet(object.exit) ? globalThis.Boolean(object.exit) : false,
     };
   },
 
@@ -17020,6 +17156,9 @@ export const RouteGroupStatus: MessageFns<RouteGroupStatus> = {
     if (message.missingVia?.length) {
       obj.missingVia = message.missingVia;
     }
+    if (message.exit !== false) {
+      obj.exit = message.exit;
+    }
     return obj;
   },
 
@@ -17034,6 +17173,7 @@ export const RouteGroupStatus: MessageFns<RouteGroupStatus> = {
     message.primary = object.primary ?? "";
     message.users = object.users?.map((e) => e) || [];
     message.missingVia = object.missingVia?.map((e) => e) || [];
+    message.exit = object.exit ?? false;
     return message;
   },
 };
@@ -17732,6 +17872,284 @@ export const SetRouteGroupResponse: MessageFns<SetRouteGroupResponse> = {
     message.changedNodes = object.changedNodes?.map((e) => e) || [];
     message.preview = object.preview ?? false;
     message.forwarding = object.forwarding?.map((e) => ForwardingChange.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseSetExitNodeRequest(): SetExitNodeRequest {
+  return { network: "", node: "", group: "", off: false, preview: false };
+}
+
+export const SetExitNodeRequest: MessageFns<SetExitNodeRequest> = {
+  encode(message: SetExitNodeRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.network !== "") {
+      writer.uint32(10).string(message.network);
+    }
+    if (message.node !== "") {
+      writer.uint32(18).string(message.node);
+    }
+    if (message.group !== "") {
+      writer.uint32(26).string(message.group);
+    }
+    if (message.off !== false) {
+      writer.uint32(32).bool(message.off);
+    }
+    if (message.preview !== false) {
+      writer.uint32(40).bool(message.preview);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SetExitNodeRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSetExitNodeRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.node = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.group = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.off = reader.bool();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.preview = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SetExitNodeRequest {
+    return {
+      network: isSet(object.network) ? globalThis.String(object.network) : "",
+      node: isSet(object.node) ? globalThis.String(object.node) : "",
+      group: isSet(object.group) ? globalThis.String(object.group) : "",
+      off: isSet(object.off) ? globalThis.Boolean(object.off) : false,
+      preview: isSet(object.preview) ? globalThis.Boolean(object.preview) : false,
+    };
+  },
+
+  toJSON(message: SetExitNodeRequest): unknown {
+    const obj: any = {};
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    if (message.node !== "") {
+      obj.node = message.node;
+    }
+    if (message.group !== "") {
+      obj.group = message.group;
+    }
+    if (message.off !== false) {
+      obj.off = message.off;
+    }
+    if (message.preview !== false) {
+      obj.preview = message.preview;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SetExitNodeRequest>, I>>(base?: I): SetExitNodeRequest {
+    return SetExitNodeRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SetExitNodeRequest>, I>>(object: I): SetExitNodeRequest {
+    const message = createBaseSetExitNodeRequest();
+    message.network = object.network ?? "";
+    message.node = object.node ?? "";
+    message.group = object.group ?? "";
+    message.off = object.off ?? false;
+    message.preview = object.preview ?? false;
+    return message;
+  },
+};
+
+function createBaseSetExitNodeResponse(): SetExitNodeResponse {
+  return { stateVersion: 0, changedNodes: [], preview: false, exitNode: "", reason: "" };
+}
+
+export const SetExitNodeResponse: MessageFns<SetExitNodeResponse> = {
+  encode(message: SetExitNodeResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.stateVersion !== 0) {
+      writer.uint32(8).uint64(message.stateVersion);
+    }
+    for (const v of message.changedNodes) {
+      writer.uint32(18).string(v!);
+    }
+    if (message.preview !== false) {
+      writer.uint32(24).bool(message.preview);
+    }
+    if (message.exitNode !== "") {
+      writer.uint32(34).string(message.exitNode);
+    }
+    if (message.reason !== "") {
+      writer.uint32(42).string(message.reason);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SetExitNodeResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSetExitNodeResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.stateVersion = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.changedNodes.push(reader.string());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.preview = reader.bool();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.exitNode = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SetExitNodeResponse {
+    return {
+      stateVersion: isSet(object.stateVersion)
+        ? globalThis.Number(object.stateVersion)
+        : isSet(object.state_version)
+        ? globalThis.Number(object.state_version)
+        : 0,
+      changedNodes: globalThis.Array.isArray(object?.changedNodes)
+        ? object.changedNodes.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.changed_nodes)
+        ? object.changed_nodes.map((e: any) => globalThis.String(e))
+        : [],
+      preview: isSet(object.preview) ? globalThis.Boolean(object.preview) : false,
+      exitNode: isSet(object.exitNode)
+        ? globalThis.String(object.exitNode)
+        : isSet(object.exit_node)
+        ? globalThis.String(object.exit_node)
+        : "",
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+    };
+  },
+
+  toJSON(message: SetExitNodeResponse): unknown {
+    const obj: any = {};
+    if (message.stateVersion !== 0) {
+      obj.stateVersion = Math.round(message.stateVersion);
+    }
+    if (message.changedNodes?.length) {
+      obj.changedNodes = message.changedNodes;
+    }
+    if (message.preview !== false) {
+      obj.preview = message.preview;
+    }
+    if (message.exitNode !== "") {
+      obj.exitNode = message.exitNode;
+    }
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SetExitNodeResponse>, I>>(base?: I): SetExitNodeResponse {
+    return SetExitNodeResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SetExitNodeResponse>, I>>(object: I): SetExitNodeResponse {
+    const message = createBaseSetExitNodeResponse();
+    message.stateVersion = object.stateVersion ?? 0;
+    message.changedNodes = object.changedNodes?.map((e) => e) || [];
+    message.preview = object.preview ?? false;
+    message.exitNode = object.exitNode ?? "";
+    message.reason = object.reason ?? "";
     return message;
   },
 };
@@ -24072,6 +24490,19 @@ export const AdminServiceService = {
     responseDeserialize: (value: Buffer): RemoveRelayResponse => RemoveRelayResponse.decode(value),
   },
   /**
+   * issue 26 (ADR 0039): the exit node a node uses, as the admin sets it (wins over the agent's
+   * --exit-node), or off; with `preview`: nothing changed, the nodes that would change said.
+   */
+  setExitNode: {
+    path: "/meshp.v1.AdminService/SetExitNode" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: SetExitNodeRequest): Buffer => Buffer.from(SetExitNodeRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): SetExitNodeRequest => SetExitNodeRequest.decode(value),
+    responseSerialize: (value: SetExitNodeResponse): Buffer => Buffer.from(SetExitNodeResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): SetExitNodeResponse => SetExitNodeResponse.decode(value),
+  },
+  /**
    * issue 28: named admin credentials, each the actor of its calls in the audit log, of the role
    * `admin` (every call) or `read-only` (every read and preview, no change); controller-wide.
    */
@@ -24289,6 +24720,11 @@ export interface AdminServiceServer extends UntypedServiceImplementation {
   listRelays: handleUnaryCall<ListRelaysRequest, ListRelaysResponse>;
   setRelay: handleUnaryCall<SetRelayRequest, SetRelayResponse>;
   removeRelay: handleUnaryCall<RemoveRelayRequest, RemoveRelayResponse>;
+  /**
+   * issue 26 (ADR 0039): the exit node a node uses, as the admin sets it (wins over the agent's
+   * --exit-node), or off; with `preview`: nothing changed, the nodes that would change said.
+   */
+  setExitNode: handleUnaryCall<SetExitNodeRequest, SetExitNodeResponse>;
   /**
    * issue 28: named admin credentials, each the actor of its calls in the audit log, of the role
    * `admin` (every call) or `read-only` (every read and preview, no change); controller-wide.
@@ -24885,6 +25321,25 @@ export interface AdminServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: RemoveRelayResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * issue 26 (ADR 0039): the exit node a node uses, as the admin sets it (wins over the agent's
+   * --exit-node), or off; with `preview`: nothing changed, the nodes that would change said.
+   */
+  setExitNode(
+    request: SetExitNodeRequest,
+    callback: (error: ServiceError | null, response: SetExitNodeResponse) => void,
+  ): ClientUnaryCall;
+  setExitNode(
+    request: SetExitNodeRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: SetExitNodeResponse) => void,
+  ): ClientUnaryCall;
+  setExitNode(
+    request: SetExitNodeRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: SetExitNodeResponse) => void,
   ): ClientUnaryCall;
   /**
    * issue 28: named admin credentials, each the actor of its calls in the audit log, of the role
