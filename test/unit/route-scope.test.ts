@@ -289,8 +289,8 @@ t.test(
     ]);
     c.setRouteGroup('n', LAN);
     // An exit node's default routes overlap the LAN and each other by nature: not refused.
-    c.setRouteGroup('n', { name: 'out', prefixes: ['0.0.0.0/0', '::/0'], viaPeers: ['r2'] });
-    c.setRouteGroup('n', { name: 'out2', prefixes: ['0.0.0.0/0'], viaPeers: ['r1'] });
+    c.setRouteGroup('n', { name: 'out', prefixes: ['0.0.0.0/0', '::/0'], viaPeers: ['r2'], noMasquerade: false });
+    c.setRouteGroup('n', { name: 'out2', prefixes: ['0.0.0.0/0'], viaPeers: ['r1'], noMasquerade: false });
     const ag = agents(c);
     const names = (id: string) => groups(ag.get(id)!).map((g) => g.name);
     t.same(names('a'), ['lan'], 'a may use out, has not opted in: not sent it');
@@ -335,6 +335,6 @@ t.test(
     t.throws(() => c.setExitNode('n', 'r2', { group: 'out' }), { code: 'MESHP_ROUTE_INVALID', message: /does not use itself/ });
     t.throws(() => c.setExitNode('n', 'a', { group: 'out', off: true }), { code: 'MESHP_ROUTE_INVALID' });
     t.throws(() => c.setExitNode('n', 'a', { group: 'nope' }), { code: 'MESHP_NOT_FOUND' });
-    t.throws(() => c.setRouteGroup('n', { name: 'mixed', prefixes: ['0.0.0.0/0', '10.9.0.0/16'], viaPeers: ['r1'] }), { code: 'MESHP_ROUTE_INVALID' });
+    t.throws(() => c.setRouteGroup('n', { name: 'mixed', prefixes: ['0.0.0.0/0', '10.9.0.0/16'], viaPeers: ['r1'], noMasquerade: false }), { code: 'MESHP_ROUTE_INVALID' });
   },
 );
