@@ -335,6 +335,8 @@ t.test(
     t.throws(() => c.setExitNode('n', 'r2', { group: 'out' }), { code: 'MESHP_ROUTE_INVALID', message: /does not use itself/ });
     t.throws(() => c.setExitNode('n', 'a', { group: 'out', off: true }), { code: 'MESHP_ROUTE_INVALID' });
     t.throws(() => c.setExitNode('n', 'a', { group: 'nope' }), { code: 'MESHP_NOT_FOUND' });
-    t.throws(() => c.setRouteGroup('n', { name: 'mixed', prefixes: ['0.0.0.0/0', '10.9.0.0/16'], viaPeers: ['r1'], noMasquerade: false }), { code: 'MESHP_ROUTE_INVALID' });
+    t.throws(() => c.setRouteGroup('n', { name: 'mixed', prefixes: ['0.0.0.0/0', '10.9.0.0/16'], viaPeers: ['r1'], noMasquerade: false }), {
+      code: 'MESHP_ROUTE_INVALID',
+    });
   },
 );

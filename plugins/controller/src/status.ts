@@ -6,7 +6,7 @@
  */
 import type { Mode } from '@meshp/core';
 import type { MemberRecord, NetworkState, ReportedHandshakes, ReportedState, SyncRecord } from '@meshp/core/delta';
-import { exitNodeOfNet } from './controller/routes.js';
+import { exitNodeOfNet } from './controller/exit-status.js';
 import { HANDSHAKE_STALE_SECONDS, handshakeReason, handshakesNow, unreachablePeers, type NodeHandshakes } from './handshake-status.js';
 
 export type TransitionState = 'none' | 'requested' | 'in-progress' | 'done' | 'refused';

@@ -11,7 +11,6 @@
  */
 import { createHmac } from 'node:crypto';
 import type { Relay, Relays } from '../../contract/wire.js';
-import type { MemberRecord } from './records.js';
 
 /** How long a credential sent to a node is valid (seconds). */
 export const RELAY_CREDENTIAL_S = 3600;
@@ -51,7 +50,7 @@ export function turnCredential(secret: string, name: string, ttlSeconds: number,
 }
 
 /** The relays `node` is sent: every relay whose secret is held, each with the node's own credential; none for a member without a tunnel. */
-export function relaysFor(node: Pick<MemberRecord, 'id' | 'tunnelKey'>, stored: StoredRelays | undefined): Relays {
+export function relaysFor(node: { readonly id: string; readonly tunnelKey?: string | undefined }, stored: StoredRelays | undefined): Relays {
   if (!node.tunnelKey || !stored?.relays.length) return { relays: [] };
   const minted = stored.mintedAt ?? 0;
   const relays: Relay[] = [];

@@ -6,7 +6,6 @@
  */
 import { MeshpError, type RouteGroup } from '@meshp/core';
 import {
-  allowedToUse,
   EXIT_OFF,
   failover,
   liveVia,
@@ -21,6 +20,7 @@ import { overlaps } from '@meshp/core/net';
 import { canonicalJson } from '@meshp/core/reconcile';
 import { ROUTE_LIMITS, checkRouteGroup, isExitGroup } from '@meshp/core/schema';
 import { notFound } from '@meshp/core/util';
+import { chosenExit, exitNodeOfNet, exitsOf, groupsOf, primariesOf, type ExitNodeStatus } from './exit-status.js';
 import { setComponent } from './networks.js';
 import type { ControllerState } from './state.js';
 
@@ -41,16 +41,6 @@ export interface RouteChange {
   /** The members whose route groups or view change (or would, with preview). */
   changedNodes: string[];
 }
-
-const groupsOf = (net: NetworkState): StoredRouteGroup[] => net.record.components.routeGroups?.groups ?? [];
-const primariesOf = (net: NetworkState): Record<string, string> => net.record.components.routeGroups?.primaries ?? {};
-const exitsOf = (net: NetworkState): Record<string, ExitChoice> => net.record.components.routeGroups?.exits ?? {};
-
-/** The exit node a node's choice names ('' none): the admin's setting wins, EXIT_OFF is none. */
-const chosenExit = (c: ExitChoice | undefined): string => {
-  const v = c?.admin ?? c?.agent ?? '';
-  return v === EXIT_OFF ? '' : v;
-};
 
 /**
  * The component as stored: each exit group carries the members whose choice names it (`exitUsers`,
@@ -241,32 +231,11 @@ export function nodeRoutes(s: ControllerState, network: string, node: string): N
   return out;
 }
 
-export interface ExitNodeStatus {
-  /** The exit node (group) the node uses; '' none. */
-  exitNode: string;
-  /** Why: admin | agent (what chose it), or why none: off | not allowed | no such group | no via node | '' (none asked). */
-  reason: string;
-  /** The exit node's primary now ('': none). */
-  primary: string;
-}
-
 /** Which exit node the node uses, and why (ADR 0039): what `node show`, `doctor` and `/metrics` say. */
+export { exitNodeOfNet, type ExitNodeStatus };
+
 export function exitNodeOf(s: ControllerState, network: string, node: string): ExitNodeStatus {
   return exitNodeOfNet(s.net(network), node);
-}
-
-export function exitNodeOfNet(net: NetworkState, node: string): ExitNodeStatus {
-  const c = exitsOf(net)[node];
-  const asked = chosenExit(c);
-  const none = (reason: string): ExitNodeStatus => ({ exitNode: '', reason, primary: '' });
-  if (!asked) return none(c?.admin === EXIT_OFF || (c?.admin === undefined && c?.agent === EXIT_OFF) ? 'off' : '');
-  const m = net.members.get(node);
-  const g = groupsOf(net).find((x) => x.name === asked && isExitGroup(x));
-  if (!m || !g) return none('no such group');
-  if (!allowedToUse(m, g, net.policy)) return none('not allowed');
-  const primary = liveVia(g, (id) => net.members.has(id), primariesOf(net))[0] ?? '';
-  if (!primary) return none('no via node');
-  return { exitNode: g.name, reason: c?.admin !== undefined ? 'admin' : 'agent', primary };
 }
 
 /**

@@ -77,16 +77,6 @@ function summaryOf(method: string, r: Req, before: string): string {
       return `converge ${node}${str(r, 'previewId') ? ` (preview ${str(r, 'previewId')})` : ''}`;
     case 'setTags':
       return `tags of ${node}: ${before || '-'} -> ${(Array.isArray(r.tags) ? [...new Set(r.tags as string[])].sort() : []).join(',') || '-'}${str(r, 'previewId') ? ` (preview ${str(r, 'previewId')})` : ''}`;
-    case 'expireNode':
-      return `expire ${node} (its credential ended now: its peers drop it)`;
-    case 'renewNode':
-      return `renew ${node}: expiry ${before || 'never'} -> ${typeof r.seconds === 'number' && r.seconds ? `${r.seconds} s` : "the network's node lifetime"} from now`;
-    case 'setNodeLifetime':
-      return `node lifetime: ${before} s -> ${String(r.seconds)} s`;
-    case 'rekeyNode':
-      return `rekey ${node}: a new tunnel key asked (the key was ${before || 'none'})`;
-    case 'renameNode':
-      return `rename ${node} -> ${str(r, 'newName')}`;
     case 'createToken':
       return `token created (tags ${(Array.isArray(r.tags) ? r.tags : []).join(',') || 'none'}${r.reusable === true ? `, reusable ${Number(r.maxUses) || 'default'} use(s)` : ''}${r.ephemeral === true ? `, ephemeral grace ${Number(r.ephemeralGraceSeconds) || 'default'}` : ''})`;
     case 'addCatalogue':
@@ -108,10 +98,6 @@ function summaryOf(method: string, r: Req, before: string): string {
       return `admin credential ${str(r, 'name')} created (role ${str(r, 'role') || 'admin'})`;
     case 'revokeAdmin':
       return `admin credential ${str(r, 'name')} revoked`;
-    case 'removeNode':
-      return `remove ${node}${r.ephemeral === true ? ' (ephemeral: no stream for longer than its grace)' : ''}`;
-    case 'setExitNode':
-      return `exit node of ${node}: ${r.off === true ? 'off' : str(r, 'group') || "the agent's own (admin setting cleared)"}`;
     case 'removeRouteGroup':
       return `route group ${str(r, 'name')} removed`;
     case 'setRelay': {
@@ -122,7 +108,29 @@ function summaryOf(method: string, r: Req, before: string): string {
     case 'removeRelay':
       return `relay ${str(r, 'id')} removed`;
     default:
-      return `${method}${node ? ` ${node}` : ''}`;
+      return nodeSummaryOf(method, node, r, before) ?? `${method}${node ? ` ${node}` : ''}`;
+  }
+}
+
+/** A change of one node's credential, name, membership or exit node, in one line; undefined: another kind of change. */
+function nodeSummaryOf(method: string, node: string, r: Req, before: string): string | undefined {
+  switch (method) {
+    case 'expireNode':
+      return `expire ${node} (its credential ended now: its peers drop it)`;
+    case 'renewNode':
+      return `renew ${node}: expiry ${before || 'never'} -> ${typeof r.seconds === 'number' && r.seconds ? `${r.seconds} s` : "the network's node lifetime"} from now`;
+    case 'setNodeLifetime':
+      return `node lifetime: ${before} s -> ${String(r.seconds)} s`;
+    case 'rekeyNode':
+      return `rekey ${node}: a new tunnel key asked (the key was ${before || 'none'})`;
+    case 'renameNode':
+      return `rename ${node} -> ${str(r, 'newName')}`;
+    case 'removeNode':
+      return `remove ${node}${r.ephemeral === true ? ' (ephemeral: no stream for longer than its grace)' : ''}`;
+    case 'setExitNode':
+      return `exit node of ${node}: ${r.off === true ? 'off' : str(r, 'group') || "the agent's own (admin setting cleared)"}`;
+    default:
+      return undefined;
   }
 }
 

@@ -410,25 +410,7 @@ export class ControllerHostingPlugin implements Plugin {
     // The console reads the controller through the Admin API it is handed, with the controller's own certificate.
     let web: RunningConsole | null = null;
     try {
-      if (this.#o.consoleListen) {
-        const session = this.#o.consoleSessionSeconds;
-        // The chart's samples in the controller's store: the shared database's, else the state folder's SQLite file.
-        const book = this.#o.store ? this.#o.store.history : new SqliteHistoryStore(join(dir, CONTROLLER_DB));
-        web = await startConsole({
-          listen: this.#o.consoleListen,
-          tls,
-          admin: r.adminApi,
-          reads: r.liveReads,
-          log: this.log,
-          gaps: () => metrics.nodes().map((n) => ({ network: n.network, node: n.name, gap: n.gap })),
-          ...(session ? { sessionSeconds: session } : {}),
-          history: {
-            ...(book ? { book } : {}),
-            ...(this.#o.consoleHistoryMs ? { windowMs: this.#o.consoleHistoryMs } : {}),
-            ...(this.#o.consoleSampleMs ? { sampleMs: this.#o.consoleSampleMs } : {}),
-          },
-        });
-      }
+      web = await this.#console(dir, tls, r, metrics);
     } catch (e) {
       // Not served at all rather than served without its console: what was opened is closed again.
       hub.closeAll();
@@ -452,6 +434,28 @@ export class ControllerHostingPlugin implements Plugin {
       'controller serving',
     );
     return { address: listener.address, metricsAddress: m?.address ?? null, consoleUrl: web?.url ?? null, fingerprint, controller };
+  }
+
+  /** The console on its own listener (`--console-listen`), or none: it reads the controller through the Admin API it is handed. */
+  async #console(dir: string, tls: ControllerTls, r: { adminApi: AdminHandler; liveReads: AdminHandler }, metrics: Metrics): Promise<RunningConsole | null> {
+    if (!this.#o.consoleListen) return null;
+    const session = this.#o.consoleSessionSeconds;
+    // The chart's samples in the controller's store: the shared database's, else the state folder's SQLite file.
+    const book = this.#o.store ? this.#o.store.history : new SqliteHistoryStore(join(dir, CONTROLLER_DB));
+    return startConsole({
+      listen: this.#o.consoleListen,
+      tls,
+      admin: r.adminApi,
+      reads: r.liveReads,
+      log: this.log,
+      gaps: () => metrics.nodes().map((n) => ({ network: n.network, node: n.name, gap: n.gap })),
+      ...(session ? { sessionSeconds: session } : {}),
+      history: {
+        ...(book ? { book } : {}),
+        ...(this.#o.consoleHistoryMs ? { windowMs: this.#o.consoleHistoryMs } : {}),
+        ...(this.#o.consoleSampleMs ? { sampleMs: this.#o.consoleSampleMs } : {}),
+      },
+    });
   }
 
   /**
