@@ -454,6 +454,11 @@ export class Controller {
     this.#s.store.appendAudit!(e, trimBefore);
   }
 
+  /** `f` once the store transaction open now committed (at once when none is), never if it is put back. */
+  afterCommit(f: () => void): void {
+    this.#s.store.afterCommit(f);
+  }
+
   /** A network whose change is being committed: nothing of it is sent until `onSettled` says so. */
   settling(network: string): boolean {
     return this.#s.store.settling.has(network);

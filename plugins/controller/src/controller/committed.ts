@@ -152,6 +152,7 @@ export class CommittedStore implements ControllerStore {
         });
       } catch (e) {
         const ownErr = own !== null && (own as { e: unknown }).e === e && !this.#storeRaised.has(e as object);
+        this.#afterCommit.length = 0;
         this.rolledBack(mine);
         this.#settle(mine);
         if (!ownErr && isStale(e) && attempt < STALE_RETRIES) {
@@ -164,8 +165,24 @@ export class CommittedStore implements ControllerStore {
       // A read (nothing written) says nothing of whether the store takes writes.
       if (ops.length > 0) this.health.ok();
       this.#settle(mine);
+      this.#runAfterCommit();
       return;
     }
+  }
+
+  /**
+   * `f` once the outermost open transaction committed, at once when none is open; dropped when it
+   * is put back. A fan-out asked from inside a change (an admin call's change and its audit row, one
+   * transaction) must not note a version that a rollback then takes away (hub.ts poke).
+   */
+  afterCommit(f: () => void): void {
+    if (this.#open.length === 0) return f();
+    this.#afterCommit.push(f);
+  }
+  readonly #afterCommit: (() => void)[] = [];
+
+  #runAfterCommit(): void {
+    for (const f of this.#afterCommit.splice(0)) f();
   }
 
   #settle(t: Touched): void {
@@ -198,13 +215,17 @@ export class CommittedStore implements ControllerStore {
       // The caller's own refusal passes as it is; what the store raised is sorted and makes the store down.
       const own = thrown !== null && (thrown as { e: unknown }).e === e && !this.#storeRaised.has(e as object);
       const err = own ? e : this.health.failed(storeError(e));
-      if (outermost) this.rolledBack(this.#touched);
+      if (outermost) {
+        this.#afterCommit.length = 0;
+        this.rolledBack(this.#touched);
+      }
       throw err;
     }
     this.#open.pop();
     if (outermost) {
       for (const op of ops) op(this.image);
       this.health.ok();
+      this.#runAfterCommit();
     } else this.#open.at(-1)!.push(...ops);
   }
 

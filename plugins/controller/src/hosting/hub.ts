@@ -243,6 +243,12 @@ export class SessionHub implements SessionHost {
    * change (an Enrol, an admin call) is answered before any delta goes out.
    */
   poke(network: string): void {
+    // Asked from inside a change's transaction (an admin change and its audit row): once it committed.
+    // Noted now, a version the rollback then took away would hide the next change's (since >= version).
+    this.controller.afterCommit(() => this.#poke(network));
+  }
+
+  #poke(network: string): void {
     // Its change is being committed (a store across the network): the fan-out waits for the answer (`settled`).
     if (this.controller.settling(network)) return void this.#heldPokes.add(network);
     const streams = this.#byNetwork.get(network);
@@ -279,7 +285,7 @@ export class SessionHub implements SessionHost {
   /** The network's change was committed or put back: the fan-out and the pumps held for it go now. */
   settled(network: string): void {
     if (this.controller.settling(network)) return;
-    if (this.#heldPokes.delete(network)) this.poke(network);
+    if (this.#heldPokes.delete(network)) this.#poke(network);
     const held = this.#heldPumps.get(network);
     this.#heldPumps.delete(network);
     if (held) this.fanout.add([...held]);
