@@ -5,7 +5,9 @@
  * the route's forward opens what it allows in the found firewall's own terms (nftables: its forward
  * chain; iptables: FORWARD) and masquerades in nat postrouting; the found rules differ only by marked
  * ones, also after the operator reloads their file; without the forward every marked rule goes; with
- * masquerade off the LAN host sees the mesh address (given a route back).
+ * masquerade off the LAN host sees the mesh address (given a route back). An exit node's forward
+ * (0.0.0.0/0 and ::/0) loads in each, is read back as unchanged (iptables-save prints `-d 0.0.0.0/0`
+ * as no `-d`), masquerades, and goes whole.
  */
 import t from 'tap';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -46,8 +48,8 @@ interface Bed {
   connect(source: string): Promise<string | null>;
 }
 
-async function bed(t: { teardown(fn: () => unknown): void }): Promise<Bed> {
-  const p = runPrefix('rfw');
+async function bed(t: { teardown(fn: () => unknown): void }, tag = 'rfw'): Promise<Bed> {
+  const p = runPrefix(tag);
   const mesh = await netns(t, `${p}m`);
   const router = await netns(t, `${p}r`);
   const lan = await netns(t, `${p}l`);
@@ -72,10 +74,10 @@ async function bed(t: { teardown(fn: () => unknown): void }): Promise<Bed> {
   return { mesh, router, lan, iif: `${p}ta`, connect };
 }
 
-const forward = (iif: string, masquerade = true): RouteForward => ({
+const forward = (iif: string, masquerade = true, to = [LAN]): RouteForward => ({
   group: 'lan',
   iif,
-  to: [LAN],
+  to,
   allow: [{ from: ['100.96.0.2/32'], ports: [{ protocol: 'tcp', range: String(PORT) }] }],
   masquerade,
 });
@@ -169,5 +171,30 @@ for (const k of KINDS) {
     await d.unloadDerived();
     await d.ensure([], [], []);
     t.notMatch(await k.nat(b), /masquerade|MASQUERADE|meshp_route/, 'the masquerade goes with the forward');
+  });
+}
+
+for (const k of KINDS) {
+  t.test(`${k.name}: an exit node's forward to 0.0.0.0/0 and ::/0`, { skip: labAvailable() ? false : 'needs root for namespaces' }, async (t) => {
+    const b = await bed(t, 'exf');
+    const root = await mkdtemp(join(tmpdir(), 'exf-root-'));
+    t.teardown(() => rm(root, { recursive: true, force: true }));
+    await sh('mkdir', ['-p', join(root, 'etc/iptables')]);
+    await writeFile(join(root, 'etc/nftables.conf'), NFT_FOUND);
+    await writeFile(join(root, 'etc/iptables/rules.v4'), IPT_FOUND);
+    await k.load(b, root);
+    const found = unmarked(await k.found(b));
+    const exit = forward(b.iif, true, ['0.0.0.0/0', '::/0']);
+    const d = k.driver(b, root);
+    t.same((await d.ensure([], [], [exit])).added, ['route/lan'], 'the default routes load');
+    t.equal(await b.connect('100.96.0.2'), '192.168.77.1', 'an allowed source reaches a host behind it, masqueraded');
+    t.equal(await b.connect('100.96.0.3'), null, 'a source the policy does not allow does not');
+    t.match(await k.found(b), /meshp:route\/lan\//, 'the marked accepts stand in the found forward chain');
+    const again = await d.ensure([], [], [exit]);
+    t.same([again.added, again.removed], [[], []], 'a second ensure reads them back as wanted: nothing changes');
+    t.equal(unmarked(await k.found(b)), found, 'the found firewall differs only by marked rules');
+    t.same((await d.ensure([], [], [])).removed, ['route/lan'], 'without the forward they go');
+    t.notMatch((await k.found(b)) + (await k.nat(b)), /meshp:route|meshp_route/, 'every marked rule and the masquerade');
+    t.equal(unmarked(await k.found(b)), found, 'the found firewall is as found');
   });
 }

@@ -165,11 +165,17 @@ export class TunnelFilter {
    * The forwarded path of a via node (issue 26): from the tunnel to the prefixes of the groups it
    * serves, only what a rule to `route:NAME` lets its sources send (a peer that put the prefixes in
    * its own allowed IPs by hand forwards nothing); replies and every other forwarded flow (a container's
-   * published port reached over the tunnel) untouched.
+   * published port reached over the tunnel) untouched. A flow this node's own DNAT sent on (Docker's
+   * published ports) is not routed through it by the peer: it is let by before the prefixes are
+   * matched, since an exit node's 0.0.0.0/0 holds the DNAT'd address too.
    */
   #forward(T: string, c: string, ifq: string, served: readonly RouteGroup[]): string[] {
     if (!served.length) return [];
-    const out = [`add chain ${T} forward { type filter hook forward priority -1; policy accept; }`, `add chain ${T} to_routes`];
+    const out = [
+      `add chain ${T} forward { type filter hook forward priority -1; policy accept; }`,
+      `add chain ${T} to_routes`,
+      `add rule ${T} forward iifname ${ifq} ct status dnat accept ${c}`,
+    ];
     const FAMS = [
       [false, 'ip', '4'],
       [true, 'ip6', '6'],

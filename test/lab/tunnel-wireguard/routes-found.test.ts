@@ -19,6 +19,7 @@ import { labAvailable, netns, sh, type Netns } from '../../helpers/netns.js';
 import { fileBudget, until } from '../../helpers/budget.js';
 import { alive } from './bed.js';
 import { PORT, meshAddress, meshBed, reaches, reachesSoon, wgPid, type Node } from './mesh-bed.js';
+import { NFT_FOUND, nftAll, nftFound, unmarked } from './found-firewall.js';
 
 fileBudget(420);
 
@@ -26,21 +27,6 @@ const LAN_HOST = '192.168.77.2';
 const LAN_PORT = 8080;
 const LAN = '192.168.77.0/24';
 
-const NFT_FOUND = `flush ruleset
-table inet filter {
-  chain input {
-    type filter hook input priority filter; policy drop;
-    ct state established,related accept
-    ct state invalid drop
-    iif "lo" accept
-    tcp dport { 22, ${PORT} } accept
-  }
-  chain forward {
-    type filter hook forward priority filter; policy drop;
-    ct state invalid drop
-  }
-}
-`;
 const IPT_FOUND = `*filter
 :INPUT DROP [0:0]
 :FORWARD DROP [0:0]
@@ -51,17 +37,8 @@ const IPT_FOUND = `*filter
 COMMIT
 `;
 
-/** The found ruleset as the operator reads it, without the marked rules (and handles, counters, dates). */
-const unmarked = (text: string) =>
-  text
-    .split('\n')
-    .filter((l) => !/meshp:/.test(l) && !/^#/.test(l))
-    .map((l) => l.replace(/\[\d+:\d+\]/, '').replace(/ # handle \d+/, ''))
-    .join('\n');
-const nftFound = async (n: Node) => (await n.ns.exec('nft', ['list', 'table', 'inet', 'filter'])).stdout;
 const iptFound = async (n: Node) => (await n.ns.exec('iptables-nft-save', ['-t', 'filter'])).stdout;
 const iptNat = async (n: Node) => (await n.ns.exec('iptables-nft-save', ['-t', 'nat'])).stdout;
-const nftAll = async (n: Node) => (await n.ns.exec('nft', ['list', 'ruleset'])).stdout;
 const forwarding = async (n: Node) => (await n.ns.exec('sysctl', ['-n', 'net.ipv4.ip_forward'])).stdout.trim();
 
 /** The first line the LAN host answers (the address it saw), or '' when nothing came. */
