@@ -206,7 +206,15 @@ t.test('sign in, the fleet live, a node, sign out; the attacks refused', async (
   t.equal(await mode(), 1, 'and the node is still asked to stay adopted');
   t.match(errors.splice(0), [/422/], 'the refused flip is the only console error');
   // Again from the preview now shown: the controller refuses it as it would the CLI's (this agent has no firewall plugin to flip).
-  const freshId = (await page.textContent('#preview-text'))!.split(' ')[1]!.replace(':', '');
+  // The page's preview is live and moves twice after the assignment (the controller's intent, then
+  // web2's report of it): read once web2 reported it, and the page shows what the CLI computes now.
+  await waitUntil('web2 reported the banner assignment', async () => {
+    const n = (await ctl.admin!().then((c) => c.call('showNode', { network: 'default', node: 'web2' }))).node;
+    return !!n && n.reportedVersion >= n.stateVersion;
+  });
+  const now = await cli('node', 'converge', 'web2', '--preview', '--json');
+  const freshId = (JSON.parse(now.out) as { preview: ConvergePreview }).preview.id;
+  await page.locator('#preview-text').filter({ hasText: freshId }).waitFor();
   await page.click(`#actions button:has-text("Converge to preview ${freshId}")`);
   await page.locator('#confirm[open]').waitFor();
   await page.click('#confirm-yes');
