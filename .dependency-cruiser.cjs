@@ -53,6 +53,14 @@ module.exports = {
       from: { path: '^(plugins|lib)/' },
       to: { path: '^bin/' },
     },
+    {
+      name: 'admin-commands-stay-light',
+      severity: 'error',
+      comment:
+        "An admin command is one call to a controller: it loads the gRPC client and the controller's light entry (@meshp/controller/client), never the controller itself (its store, console: fastify) nor a host plugin (Docker's client, nft), which would make every scripted call start several times slower.",
+      from: { path: '^bin/src/commands/(node|token|policy|network|route|relay|dns|audit|admin|module|catalogue|module-untake)[.]ts$' },
+      to: { path: '^plugins/(controller/dist/index|runtime-docker/|firewall-nftables/|firewall-iptables/|state-sqlite/)', reachable: true },
+    },
   ],
   options: {
     tsPreCompilationDeps: true,

@@ -1,10 +1,11 @@
-import { PREVIEW_COLUMNS, checkLiveDoors, flip, previewConverge, previewRows, returnToAdopted, type ConvergePreview } from '@meshp/core/lifecycle';
-import { confirmChange, printJson, refuse, table } from '../output.js';
+import { checkLiveDoors, flip, previewConverge, returnToAdopted } from '@meshp/core/lifecycle';
+import { confirmChange, printJson, refuse } from '../output.js';
 import type { HostApplyArgs } from './apply.js';
 import { pluginSpecs } from '../plugins/load.js';
 import { assembleHostWith } from './assembly.js';
 import { readDeclaration } from './declaration.js';
 import { renderReport } from './render.js';
+import { renderPreview } from './converge-render.js';
 
 /** `host converge` and `host adopt` take what `host apply` takes, and the preview's id. */
 export interface LocalLifecycleArgs extends HostApplyArgs {
@@ -13,14 +14,7 @@ export interface LocalLifecycleArgs extends HostApplyArgs {
   allowClose?: string[];
 }
 
-export function renderPreview(p: ConvergePreview): string {
-  return [
-    `converge preview ${p.id} for node ${p.node}: found firewall ${p.firewall.kind}${p.firewall.active ? ' (active)' : ''}`,
-    table([...PREVIEW_COLUMNS], previewRows(p)),
-    'the flip will:',
-    ...p.steps.map((s, i) => `  ${i + 1}. ${s}`),
-  ].join('\n');
-}
+export { renderPreview } from './converge-render.js';
 
 function hostFor(args: LocalLifecycleArgs) {
   return assembleHostWith({ root: args.root, stateDir: args.state, firewall: args.firewall, dockerSocket: args.dockerSocket }, pluginSpecs(args)).catch(refuse);

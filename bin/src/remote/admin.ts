@@ -3,7 +3,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { MeshpError } from '@meshp/core';
 import { malformed, usage } from '@meshp/core/util';
-import { ADDRESS_FILE, ADMIN_CREDENTIAL_FILE, DEFAULT_NETWORK, readAdminCredential } from '@meshp/controller';
+import { ADDRESS_FILE, ADMIN_CREDENTIAL_FILE, DEFAULT_NETWORK, readAdminCredential } from '@meshp/controller/client';
 import { AdminClient } from '@meshp/transport-grpc';
 
 export interface RemoteArgs {

@@ -6,7 +6,7 @@
 import { WIRE_MODE } from '@meshp/core/delta';
 import type { ConvergePreview, PreviewItem } from '@meshp/core/lifecycle';
 import type { AdminClient, wire } from '@meshp/transport-grpc';
-import { renderPreview } from '../host/converge.js';
+import { renderPreview } from '../host/converge-render.js';
 import { Refusal, confirmChange, printJson } from '../output.js';
 import { oneOf, present, withAdmin, type RemoteArgs } from './admin.js';
 import { modeName, nodeJson, type WireNodeStatus } from './render.js';

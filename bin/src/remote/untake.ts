@@ -6,7 +6,7 @@
  */
 import type { AdminClient, wire } from '@meshp/transport-grpc';
 import { Refusal, confirmChange, printJson } from '../output.js';
-import { renderUntake } from '../host/untake.js';
+import { renderUntake } from '../host/untake-render.js';
 import { present, withAdmin, type RemoteArgs } from './admin.js';
 import { nodeJson } from './render.js';
 

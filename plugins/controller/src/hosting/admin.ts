@@ -37,8 +37,9 @@ import { untakeFacts, untakeMethods } from './untake-admin.js';
 import { tokenRequest } from './token-admin.js';
 import { asyncMethods, renameChecks, renameFirst, reportsFirst } from './admin-async.js';
 import { notFound, oneLine, usage } from '@meshp/core/util';
+import { DEFAULT_NETWORK } from './names.js';
 
-export const DEFAULT_NETWORK = 'default';
+export { DEFAULT_NETWORK } from './names.js';
 
 /** A required string field: proto3 sends '' for one left out. */
 const need = (v: string, k: string): string => {

@@ -45,12 +45,12 @@ import type { HistoryBook } from '../console/history.js';
 import { SqliteHistoryStore } from '../console/history-store.js';
 import { DEFAULT_EPHEMERAL_SWEEP_MS, EPHEMERAL_ACTOR, EphemeralReaper } from './ephemeral.js';
 import type { InternalCall } from './admin.js';
+import { ADDRESS_FILE } from './names.js';
 
 export const CONTROLLER_DB = 'controller.db';
 /** Acks and sends reach the disk by group commit, at most this long after (controller/group-commit.ts, `flushSync`). */
 export const DEFAULT_SYNC_FLUSH_MS = 1_000;
-/** Written at start so the CLI finds the controller from `--state DIR` alone. */
-export const ADDRESS_FILE = 'controller.address';
+export { ADDRESS_FILE } from './names.js';
 
 export interface ControllerHostingOptions {
   /** HOST:PORT for the Control and Admin services. */
