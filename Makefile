@@ -1,7 +1,7 @@
 # The README's two commands: `make demo` (the main job) and `make test` (the whole suite).
 # Both work on a fresh Debian 12 machine as root: they install what they need first.
 SHELL := /bin/bash
-APT_PKGS := nftables iptables ipset iproute2 docker.io busybox-static ufw openssl systemd python3 python3-grpcio python3-protobuf python3-cryptography protobuf-compiler protobuf-compiler-grpc postgresql-15 chromium chromium-driver dnsutils dnsmasq-base coturn iperf3
+APT_PKGS := nftables iptables ipset iproute2 docker.io busybox-static ufw openssl systemd python3 python3-grpcio python3-protobuf python3-cryptography protobuf-compiler protobuf-compiler-grpc postgresql-15 chromium chromium-driver dnsutils dnsmasq-base coturn iperf3 radvd
 # wireguard-tools recommends a kernel image: these two are installed without recommends.
 APT_NORECS := wireguard-go wireguard-tools
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)

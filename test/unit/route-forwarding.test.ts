@@ -73,6 +73,15 @@ t.test("a route change's preview says what happens to each via node's forwarding
     },
   ]);
 
+  // No member has an IPv6 mesh address: no peer can send IPv6 through the tunnel, IPv6 forwarding is not needed (the agent's rule too).
+  const v4only = forwardingChanges(null, { ...lan, prefixes: ['0.0.0.0/0', '::/0'], viaPeers: ['conv'] }, of, false);
+  t.same(v4only, [{ node: 'conv', change: 'net.ipv4.ip_forward=0 found: recorded, then turned on (converged)' }], 'an exit on an IPv4 mesh: ip_forward only');
+  t.same(
+    forwardingChanges({ ...lan, viaPeers: ['conv'] }, { ...lan, prefixes: ['192.168.77.0/24', 'fd77::/64'], viaPeers: ['conv'] }, of, false),
+    [],
+    'a v6 prefix added on an IPv4 mesh changes no forwarding',
+  );
+
   // Leaving the group: what meshp turned on is put back; a found setting is left.
   const removed = new Map(forwardingChanges({ ...lan, viaPeers: ['owned', 'on'] }, null, of).map((c) => [c.node, c.change]));
   t.match(removed.get('owned'), /^stops serving: net\.ipv4\.ip_forward put back to 0 as found/);

@@ -12,11 +12,16 @@
  *   preview on the controller (the via node's reported value).
  * - When the node serves no group any more, returns to adopted, or leaves, what was recorded is put
  *   back — only where the value is still the one meshp wrote (another's change since is left alone).
+ * - IPv6 forwarding on makes the kernel ignore router advertisements where `accept_ra` is 1: a machine
+ *   whose IPv6 default route came from one (SLAAC) would lose it when the route lapses. Where an
+ *   interface with `accept_ra` 1 has a route learned from an advertisement, IPv6 forwarding is not
+ *   turned on: it is held, saying which interface and what to set (`accept_ra` 2 keeps them coming).
  */
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { resourceKey, type Action, type ApplyContext, type HostStateStore, type Plan } from '@meshp/core';
 import { oneLine } from '@meshp/core/util';
+import { run } from './exec.js';
 
 export const IPV4_FORWARD = 'net.ipv4.ip_forward';
 export const IPV6_FORWARD = 'net.ipv6.conf.all.forwarding';
@@ -42,6 +47,19 @@ export function procSysctl(root = '/proc/sys'): Sysctl {
     write: (name, value) => writeFile(path(name), `${value}\n`),
   };
 }
+
+/**
+ * The interfaces that have a route learned from a router advertisement (`proto ra`): their IPv6
+ * default route (and prefix routes) lapse once the kernel stops taking advertisements there.
+ */
+export type RaLearned = () => Promise<string[]>;
+
+/** `ip -6 -j route show proto ra` in the process's own network namespace: each route's device, once. */
+export const ipRaLearned: RaLearned = async () => {
+  const text = await run('ip', ['-6', '-j', 'route', 'show', 'proto', 'ra']).catch(() => '[]');
+  const routes = JSON.parse(text.trim() || '[]') as { dev?: string }[];
+  return [...new Set(routes.map((r) => r.dev).filter((d): d is string => !!d))];
+};
 
 /** The originals, and which of them meshp changed (to what). */
 export interface ForwardingRecord {
@@ -85,15 +103,28 @@ export interface ForwardingLog {
   info(fields: Record<string, unknown>, msg: string): void;
 }
 
+const raReason = (devs: readonly string[]): string =>
+  `${IPV6_FORWARD} not turned on: it would make the kernel ignore the router advertisements ${devs.join(', ')} takes IPv6 routes from (accept_ra=1), and the default route learned from them would lapse; set ${devs.map((d) => `net.ipv6.conf.${d}.accept_ra=2`).join(' and ')} first (then it is turned on), or serve no IPv6 prefix from this node`;
+
 export class RouterForwarding {
   readonly #sysctl: Sysctl;
   readonly #log: ForwardingLog;
   #status: ForwardingStatus = { state: 'none', values: {}, original: {}, reason: 'not a router', needed: [] };
   #warned = '';
 
-  constructor(sysctl: Sysctl, log: ForwardingLog) {
+  readonly #raLearned: RaLearned;
+
+  constructor(sysctl: Sysctl, log: ForwardingLog, raLearned: RaLearned = ipRaLearned) {
     this.#sysctl = sysctl;
     this.#log = log;
+    this.#raLearned = raLearned;
+  }
+
+  /** The interfaces whose advertisements IPv6 forwarding would stop: a route learned from one, `accept_ra` 1. */
+  async #wouldLoseRa(): Promise<string[]> {
+    const out: string[] = [];
+    for (const dev of await this.#raLearned()) if ((await this.#sysctl.read(`net.ipv6.conf.${dev}.accept_ra`)) === '1') out.push(dev);
+    return out;
   }
 
   get status(): ForwardingStatus {
@@ -139,8 +170,9 @@ export class RouterForwarding {
       if (!ctx.preview) this.#status = { ...st, needed: need };
     };
     const plain = { values, base, prefixes, recorded, say };
+    const raRisk = mayChange && need.includes(IPV6_FORWARD) && values[IPV6_FORWARD] !== '1' ? await this.#wouldLoseRa() : [];
     const rest = mayChange
-      ? this.#converged(plain, need, store)
+      ? this.#converged(plain, need, store, raRisk, ctx.preview)
       : this.#adopted(
           plain,
           need.filter((x) => !restore.includes(x)),
@@ -175,9 +207,19 @@ export class RouterForwarding {
     return out;
   }
 
-  #converged(p: Planning, need: string[], store: HostStateStore): Action[] {
+  #converged(p: Planning, wanted: string[], store: HostStateStore, raRisk: string[], preview: boolean): Action[] {
     const { values, base, recorded } = p;
+    // IPv6 forwarding that would stop the advertisements a route came from: held, not turned on.
+    const need = raRisk.length ? wanted.filter((n) => n !== IPV6_FORWARD) : wanted;
     const turnOn = need.filter((n) => values[n] !== '1');
+    const raHeld: Action[] = raRisk.length ? [{ ...base(IPV6_FORWARD), op: 'hold', state: 'held', reason: raReason(raRisk) }] : [];
+    if (raRisk.length && !preview && this.#warned !== `ra:${raRisk.join()}`) {
+      this.#warned = `ra:${raRisk.join()}`;
+      this.#log.warn(
+        { sysctl: IPV6_FORWARD, interfaces: raRisk },
+        'IPv6 forwarding not turned on: it would stop the router advertisements this machine takes its IPv6 routes from',
+      );
+    }
     const out: Action[] = need.map((n): Action =>
       values[n] === '1'
         ? {
@@ -196,19 +238,21 @@ export class RouterForwarding {
           },
     );
     const owned = need.filter((n) => recorded?.wrote[n] || turnOn.includes(n));
-    p.say(
-      owned.length
-        ? {
-            state: 'owned',
-            values,
-            original: { ...(recorded?.original ?? {}), ...Object.fromEntries(turnOn.map((n) => [n, values[n] ?? ''])) },
-            reason: `turned on: ${owned.join(', ')}`,
-          }
-        : need.length
-          ? { state: 'found-on', values, original: {}, reason: `found ${said(values, need)}` }
-          : { state: 'none', values, original: {}, reason: 'not a router' },
-    );
-    return out;
+    const st: Omit<ForwardingStatus, 'needed'> = owned.length
+      ? {
+          state: 'owned',
+          values,
+          original: { ...(recorded?.original ?? {}), ...Object.fromEntries(turnOn.map((n) => [n, values[n] ?? ''])) },
+          reason: `turned on: ${owned.join(', ')}`,
+        }
+      : need.length
+        ? { state: 'found-on', values, original: {}, reason: `found ${said(values, need)}` }
+        : { state: 'none', values, original: {}, reason: 'not a router' };
+    // What was turned on stays said (its original is kept); the IPv6 forwarding held is said beside it.
+    if (raRisk.length)
+      p.say({ ...st, state: st.state === 'owned' ? 'owned' : 'held', reason: `${st.state === 'none' ? '' : `${st.reason}; `}${raReason(raRisk)}` });
+    else p.say(st);
+    return [...out, ...raHeld];
   }
 
   /** The original recorded first (once: a later run never overwrites it), then the sysctl turned on. */

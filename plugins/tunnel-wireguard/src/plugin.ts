@@ -152,6 +152,17 @@ export class TunnelWireguardPlugin implements Plugin {
     );
   }
 
+  /**
+   * The served prefixes whose traffic can reach this router: WireGuard takes from a peer only packets
+   * whose source is in its allowed IPs (its mesh addresses), so an IPv6 prefix (an exit's ::/0) is
+   * forwarded only when a peer of the view has an IPv6 mesh address; without one, IPv6 forwarding is
+   * not needed and is not turned on (it would stop the machine's router advertisements for nothing).
+   */
+  #forwardedFamilies(served: string[]): string[] {
+    const v6Sources = [...(this.#view?.peers.values() ?? [])].some((e) => e.peer.addresses.some((a) => a.includes(':')));
+    return v6Sources ? served : served.filter((p) => !p.includes(':'));
+  }
+
   apply(host: PluginHost): void {
     this.#stateDir = this.#o.stateDir ?? join(host.options.stateDir, 'wireguard');
     host.hooks.viewChanged.tap(this.name, (change) => {
@@ -162,7 +173,7 @@ export class TunnelWireguardPlugin implements Plugin {
       const store = await host.state().catch(() => null);
       // The view not followed yet (or the node left): its forwarding is neither said nor changed.
       const served = this.#view && !this.#left ? servedGroups(this.#view.components).flatMap((g) => g.prefixes) : null;
-      const forwarding = store ? await this.#forwarding.actions(opened, ctx, store, served) : [];
+      const forwarding = store ? await this.#forwarding.actions(opened, ctx, store, served && this.#forwardedFamilies(served)) : [];
       const withActions = forwarding.length ? { ...opened, actions: [...opened.actions, ...forwarding] } : opened;
       // The forwarded path in the firewall (route-forward.ts): only where meshp may change the router, as for its forwarding.
       const mayChange = opened.mode === 'converged' || ctx.declaration.modules.some((m) => m.name === ROUTING_MODULE && m.taken);

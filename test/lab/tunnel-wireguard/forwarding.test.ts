@@ -3,15 +3,19 @@
  * recorded before anything touches it, said in the plan, never changed on an adopted node (held, a
  * warning), turned on for a converged router (or one whose routing module is taken) only by the plan's
  * action, and put back to the recorded value when the node stops routing, returns to adopted, or leaves.
+ * A machine that takes its IPv6 default route from router advertisements (a real radvd in a
+ * neighbour namespace) does not get IPv6 forwarding turned on while `accept_ra` is 1 there.
  */
 import t from 'tap';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Action, ApplyContext, Declaration, Mode, Plan } from '@meshp/core';
 import { SqliteHostStore } from '@meshp/state-sqlite';
 import { FORWARDING_KEY, IPV4_FORWARD, IPV6_FORWARD, RouterForwarding, type Sysctl } from '../../../plugins/tunnel-wireguard/src/forwarding.js';
-import { labAvailable, netns, runPrefix, type Netns } from '../../helpers/netns.js';
+import { labAvailable, netns, runPrefix, wire, type Netns } from '../../helpers/netns.js';
+import { until } from '../../helpers/budget.js';
 
 const LAN = ['192.168.77.0/24'];
 
@@ -21,6 +25,11 @@ function nsSysctl(ns: Netns): Sysctl {
     write: async (name, value) => void (await ns.exec('sysctl', ['-q', '-w', `${name}=${value}`])),
   };
 }
+
+/** The namespace's interfaces with a route learned from a router advertisement (the plugin's own reading, in `ns`). */
+const nsRaLearned = (ns: Netns) => async () => [
+  ...new Set((JSON.parse((await ns.exec('ip', ['-6', '-j', 'route', 'show', 'proto', 'ra'])).stdout || '[]') as { dev: string }[]).map((r) => r.dev)),
+];
 
 function planOf(mode: Mode, routingTaken?: boolean): { plan: Plan; ctx: ApplyContext } {
   const plan: Plan = { node: 'r1', mode, actions: [], firewall: { openings: [], refusals: [], kind: null } };
@@ -46,7 +55,7 @@ t.test(
     t.teardown(() => rmSync(dir, { recursive: true, force: true }));
     const store = new SqliteHostStore(dir);
     const sysctl = nsSysctl(ns);
-    const f = new RouterForwarding(sysctl, log);
+    const f = new RouterForwarding(sysctl, log, nsRaLearned(ns));
     const v4 = () => sysctl.read(IPV4_FORWARD);
     t.equal(await v4(), '0', "a new namespace's forwarding is off");
 
@@ -153,5 +162,73 @@ t.test(
     t.equal(await v4(), '0', 'IPv4 untouched');
     await f.restore(store, false);
     t.equal(await sysctl.read(IPV6_FORWARD), '0', 'IPv6 put back');
+  },
+);
+
+const radvdMissing = (): string | false => (existsSync('/usr/sbin/radvd') ? false : 'needs radvd (the Makefile installs it)');
+
+t.test(
+  'IPv6 forwarding is not turned on where it would stop the router advertisements a default route came from',
+  { skip: labAvailable() ? radvdMissing() : 'needs root for namespaces' },
+  async (t) => {
+    const r = await netns(t, `${runPrefix('router')}ra`);
+    const lan = await netns(t, `${runPrefix('router')}rl`);
+    await wire(r, '10.77.9.1/24', lan, '10.77.9.2/24', `${runPrefix('rv')}`.slice(0, 12));
+    const dev = (await r.exec('ip', ['-o', 'link', 'show', 'type', 'veth'])).stdout.split(':')[1]!.trim().split('@')[0]!;
+    const lanDev = (await lan.exec('ip', ['-o', 'link', 'show', 'type', 'veth'])).stdout.split(':')[1]!.trim().split('@')[0]!;
+    const dir = mkdtempSync(join(tmpdir(), 'router-ra-'));
+    t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+    // The LAN's router: radvd advertising a prefix and itself as the default router (documentation prefix, namespaces only).
+    await lan.exec('sysctl', ['-q', '-w', 'net.ipv6.conf.all.forwarding=1']);
+    writeFileSync(
+      join(dir, 'radvd.conf'),
+      `interface ${lanDev} { AdvSendAdvert on; MinRtrAdvInterval 3; MaxRtrAdvInterval 4; AdvDefaultLifetime 1800; prefix 2001:db8:77::/64 { AdvOnLink on; AdvAutonomous on; }; };\n`,
+    );
+    // The router-to-be takes its IPv6 address and default route by SLAAC, as a machine on such a LAN does.
+    await r.exec('sysctl', ['-q', '-w', `net.ipv6.conf.${dev}.accept_ra=1`]);
+    const [cmd, args] = lan.wrap('/usr/sbin/radvd', ['-n', '-C', join(dir, 'radvd.conf'), '-p', join(dir, 'radvd.pid'), '-m', 'stderr']);
+    const radvd = spawn(cmd, args, { stdio: 'ignore' });
+    t.teardown(() => void radvd.kill('SIGTERM'));
+    const raRoutes = () => nsRaLearned(r)();
+    await until('a default route learned from the advertisements', async () => (await raRoutes()).includes(dev), 60, 200);
+
+    const store = new SqliteHostStore(dir);
+    t.teardown(() => store.close());
+    const sysctl = nsSysctl(r);
+    const found = await sysctl.read(IPV6_FORWARD);
+    const f = new RouterForwarding(sysctl, log, nsRaLearned(r));
+    const conv = planOf('converged');
+    const held = await f.actions(conv.plan, conv.ctx, store, ['0.0.0.0/0', '::/0']);
+    const v6 = held.find((a) => a.key === 'file:/proc/sys/net/ipv6/conf/all/forwarding')!;
+    t.same([v6.op, v6.state, v6.run], ['hold', 'held', undefined], 'IPv6 forwarding held: nothing to run');
+    t.match(
+      v6.reason,
+      new RegExp(`not turned on: .*router advertisements ${dev} takes IPv6 routes from \\(accept_ra=1\\).*net\\.ipv6\\.conf\\.${dev}\\.accept_ra=2`),
+    );
+    t.match(
+      f.status,
+      { state: 'owned', reason: /turned on: net\.ipv4\.ip_forward; net\.ipv6\.conf\.all\.forwarding not turned on/ },
+      'IPv4 turned on, IPv6 said held',
+    );
+    await runAll(held);
+    t.same([await sysctl.read(IPV4_FORWARD), await sysctl.read(IPV6_FORWARD)], ['1', found], 'IPv4 on, IPv6 forwarding as found');
+    t.ok((await raRoutes()).includes(dev), 'the default route from the advertisements is still there');
+    t.ok(
+      warnings.some((w) => /IPv6 forwarding not turned on/.test(w)),
+      'the agent warns',
+    );
+
+    // The operator sets accept_ra 2 (advertisements taken while forwarding): then it is turned on, and the route stays.
+    await r.exec('sysctl', ['-q', '-w', `net.ipv6.conf.${dev}.accept_ra=2`]);
+    const on = await f.actions(conv.plan, conv.ctx, store, ['0.0.0.0/0', '::/0']);
+    t.same(on.find((a) => a.key === 'file:/proc/sys/net/ipv6/conf/all/forwarding')?.op, 'converge', 'accept_ra 2: IPv6 forwarding turned on');
+    await runAll(on);
+    t.equal(await sysctl.read(IPV6_FORWARD), '1');
+    await r.exec('ip', ['-6', 'route', 'flush', 'proto', 'ra']);
+    t.notOk((await raRoutes()).includes(dev), 'the learned routes flushed');
+    await until('the default route learned again, forwarding on', async () => (await raRoutes()).includes(dev), 60, 200);
+    t.pass('advertisements still taken with forwarding on (accept_ra 2)');
+    await f.restore(store, false);
+    t.same([await sysctl.read(IPV4_FORWARD), await sysctl.read(IPV6_FORWARD)], ['0', found], 'both put back as found');
   },
 );

@@ -20,7 +20,12 @@ export function routeMethods(
   const advertisedBy = (net: string, node: string): string[] => reports(net, node)?.advertisedRoutes ?? [];
   const groupOf = (net: string, name: string) => controller.routeGroups(net).find((g) => g.group.name === name)?.group ?? null;
   const forwarding = (net: string, before: Parameters<typeof forwardingChanges>[0], after: Parameters<typeof forwardingChanges>[1]) =>
-    forwardingChanges(before, after, (node) => reports(net, node));
+    forwardingChanges(
+      before,
+      after,
+      (node) => reports(net, node),
+      controller.members(net).some((m) => m.addresses.some((a) => a.includes(':'))),
+    );
   return {
     listRouteGroups: (_r, net) => {
       const groups = controller.routeGroups(net);

@@ -10,15 +10,16 @@ import type { ForwardingChange } from '@meshp/protocol';
 const V4 = 'net.ipv4.ip_forward';
 const V6 = 'net.ipv6.conf.all.forwarding';
 
-const needed = (prefixes: readonly string[]): string[] => [
+/** IPv6 forwarding only where a peer can send IPv6 through the tunnel (a member with an IPv6 mesh address): the agent's rule. */
+const needed = (prefixes: readonly string[], v6Sources: boolean): string[] => [
   ...(prefixes.some((p) => !p.includes(':')) ? [V4] : []),
-  ...(prefixes.some((p) => p.includes(':')) ? [V6] : []),
+  ...(v6Sources && prefixes.some((p) => p.includes(':')) ? [V6] : []),
 ];
 
-function starts(r: ReportMessage | null, prefixes: readonly string[]): string {
+function starts(r: ReportMessage | null, prefixes: readonly string[], v6Sources: boolean): string {
   const f = r?.forwarding;
   if (!r || !f) return 'forwarding not reported (not connected, or an older agent): read and said on its next plan';
-  const said = needed(prefixes).map((n) => {
+  const said = needed(prefixes, v6Sources).map((n) => {
     const v = f.values[n] ?? '';
     if (v === '1') return `${n}=1 found on: kept`;
     if (r.mode === 'converged') return `${n}=${v || '(none)'} found: recorded, then turned on (converged)`;
@@ -35,12 +36,17 @@ function stops(r: ReportMessage | null): string {
 }
 
 /** Each via node whose serving changes from `before` to `after` (null: no such group), with what happens to its forwarding. */
-export function forwardingChanges(before: RouteGroup | null, after: RouteGroup | null, report: (node: string) => ReportMessage | null): ForwardingChange[] {
+export function forwardingChanges(
+  before: RouteGroup | null,
+  after: RouteGroup | null,
+  report: (node: string) => ReportMessage | null,
+  v6Sources = true,
+): ForwardingChange[] {
   const was = new Set(before?.viaPeers ?? []);
   const out: ForwardingChange[] = [];
   for (const node of after?.viaPeers ?? []) {
-    if (was.has(node) && needed(before!.prefixes).join() === needed(after!.prefixes).join()) continue;
-    out.push({ node, change: starts(report(node), after!.prefixes) });
+    if (was.has(node) && needed(before!.prefixes, v6Sources).join() === needed(after!.prefixes, v6Sources).join()) continue;
+    out.push({ node, change: starts(report(node), after!.prefixes, v6Sources) });
   }
   for (const node of was) if (!(after?.viaPeers ?? []).includes(node)) out.push({ node, change: stops(report(node)) });
   return out;
