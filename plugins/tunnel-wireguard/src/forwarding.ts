@@ -165,23 +165,26 @@ export class RouterForwarding {
         run: () => this.restore(store, false, [n]).then(() => undefined),
       });
     }
+    // Read on an adopted node too: what the flip would turn on (the status's `needed`, the controller's converge preview) leaves it out.
+    const raRisk = need.includes(IPV6_FORWARD) && values[IPV6_FORWARD] !== '1' ? await this.#wouldLoseRa() : [];
+    const wouldTurnOn = raRisk.length ? need.filter((n) => n !== IPV6_FORWARD) : need;
     const say = (st: Omit<ForwardingStatus, 'needed'>) => {
       // A preview (the converge preview's plan of a node still adopted) says nothing of the node as it is.
-      if (!ctx.preview) this.#status = { ...st, needed: need };
+      if (!ctx.preview) this.#status = { ...st, needed: wouldTurnOn };
     };
     const plain = { values, base, prefixes, recorded, say };
-    const raRisk = mayChange && need.includes(IPV6_FORWARD) && values[IPV6_FORWARD] !== '1' ? await this.#wouldLoseRa() : [];
     const rest = mayChange
       ? this.#converged(plain, need, store, raRisk, ctx.preview)
       : this.#adopted(
           plain,
           need.filter((x) => !restore.includes(x)),
           ctx.preview,
+          raRisk,
         );
     return [...out, ...rest];
   }
 
-  #adopted(p: Planning, need: string[], preview: boolean): Action[] {
+  #adopted(p: Planning, need: string[], preview: boolean, raRisk: string[]): Action[] {
     const { values, base, prefixes, recorded } = p;
     const off = need.filter((n) => values[n] !== '1');
     const out: Action[] = need.map((n) => ({
@@ -191,7 +194,9 @@ export class RouterForwarding {
       reason:
         values[n] === '1'
           ? `found ${n}=1: the router forwards`
-          : `found ${n}=${values[n] || '(none)'} on an adopted node: held, never changed here; this router forwards nothing to ${prefixes.join(', ')} until it is turned on (sysctl -w ${n}=1) or the node converges`,
+          : n === IPV6_FORWARD && raRisk.length
+            ? `found ${n}=${values[n] || '(none)'} on an adopted node: held, never changed here; ${raReason(raRisk)}`
+            : `found ${n}=${values[n] || '(none)'} on an adopted node: held, never changed here; this router forwards nothing to ${prefixes.join(', ')} until it is turned on (sysctl -w ${n}=1) or the node converges`,
     }));
     p.say(
       off.length

@@ -197,6 +197,14 @@ t.test(
     const sysctl = nsSysctl(r);
     const found = await sysctl.read(IPV6_FORWARD);
     const f = new RouterForwarding(sysctl, log, nsRaLearned(r));
+    // Adopted: held as ever, and what the flip would turn on (the converge preview's `needed`) leaves IPv6 out, saying why.
+    const adopted = planOf('adopted');
+    const onAdopted = await f.actions(adopted.plan, adopted.ctx, store, ['0.0.0.0/0', '::/0']);
+    t.match(
+      onAdopted.find((a) => a.key === 'file:/proc/sys/net/ipv6/conf/all/forwarding')?.reason,
+      /held, never changed here; net\.ipv6\.conf\.all\.forwarding not turned on: /,
+    );
+    t.same(f.status.needed, [IPV4_FORWARD], 'the flip would turn on ip_forward only');
     const conv = planOf('converged');
     const held = await f.actions(conv.plan, conv.ctx, store, ['0.0.0.0/0', '::/0']);
     const v6 = held.find((a) => a.key === 'file:/proc/sys/net/ipv6/conf/all/forwarding')!;
