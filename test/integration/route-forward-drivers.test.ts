@@ -70,7 +70,7 @@ async function bed(t: { teardown(fn: () => unknown): void }, tag = 'rfw'): Promi
       () => null,
     );
   };
-  await until('the LAN host serving', async () => (await lan.exec('ss', ['-ltn'])).stdout.includes(`:${PORT}`), 10, 100);
+  await until('the LAN host serving', async () => (await lan.exec('ss', ['-ltn'])).stdout.includes(`:${PORT}`), 30, 100);
   return { mesh, router, lan, iif: `${p}ta`, connect };
 }
 

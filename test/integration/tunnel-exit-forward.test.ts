@@ -60,7 +60,7 @@ t.test(
     const { spawn } = await import('node:child_process');
     const child = spawn(cmd, argv, { stdio: 'ignore' });
     t.teardown(() => void child.kill('SIGKILL'));
-    await until('the internet host serving', async () => (await inet.exec('ss', ['-ltn'])).stdout.includes(`:${INET_PORT}`), 10, 100);
+    await until('the internet host serving', async () => (await inet.exec('ss', ['-ltn'])).stdout.includes(`:${INET_PORT}`), 30, 100);
 
     // The exit node publishes port 9000 (a DNAT, as Docker's), and loads the tunnel's own table.
     const iif = `${p}ta`;

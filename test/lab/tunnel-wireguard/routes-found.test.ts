@@ -112,7 +112,7 @@ t.test(
       '-e',
       process.execPath,
     );
-    await until('the LAN host serving', async () => (await lan.exec('ss', ['-ltn'])).stdout.includes(`:${LAN_PORT}`), 10, 100);
+    await until('the LAN host serving', async () => (await lan.exec('ss', ['-ltn'])).stdout.includes(`:${LAN_PORT}`), 30, 100);
 
     // The routing module taken on both routers: meshp may change their forwarding and forwarded path.
     await b.cli('catalogue', 'add', writeJson(dir, 'routing.json', { name: 'routing' }), '--yes');

@@ -91,7 +91,7 @@ t.test(
       '-e',
       process.execPath,
     );
-    await until('the LAN host serving', () => reaches(r1.ns, LAN_HOST, LAN_PORT), 10, 100);
+    await until('the LAN host serving', () => reaches(r1.ns, LAN_HOST, LAN_PORT), 30, 100);
     t.notOk(await reaches(a1.ns, LAN_HOST, LAN_PORT), 'before the group, a1 does not reach the LAN');
 
     // The preview says each router's forwarding from its last report (its agent reads it every reconcile).
