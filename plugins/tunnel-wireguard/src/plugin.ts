@@ -253,12 +253,11 @@ export class TunnelWireguardPlugin implements Plugin {
     if (!device) return;
     const isProxy = (e: string) => this.#relays.carried(e) !== null;
     // The device roamed to the peer's relayed socket by itself (the peer came through the relay): on the relay.
-    for (const d of state.peers) {
-      const id = [...this.#configured].find(([, c]) => c.publicKey === d.publicKey)?.[0];
-      const conf = id && this.#configured.get(id);
-      if (!id || !conf || this.#onRelay.has(id) || this.#grace.has(id)) continue;
+    const endpoints = new Map(state.peers.map((d) => [d.publicKey, d.endpoint]));
+    for (const [id, conf] of this.#configured) {
+      if (this.#onRelay.has(id) || this.#grace.has(id)) continue;
       const local = this.#relays.localFor(conf);
-      if (local && d.endpoint === local) {
+      if (local && endpoints.get(conf.publicKey) === local) {
         this.#onRelay.add(id);
         this.#configured.set(id, { ...conf, endpoint: local });
       }
