@@ -32,3 +32,4 @@ export { leaveTunnel, type TunnelLeave } from './leave.js';
 export { peerHandshakes } from './handshakes.js';
 export { EndpointTrials, keepChosen, ENDPOINT_TRY_MS, HANDSHAKE_FRESH_S } from './candidates.js';
 export { RelayProxy, turnCredential, type TurnCredential, type RelayProxyOptions } from './relay-proxy.js';
+export { DirectTrials, DIRECT_FIRST_MS, DIRECT_CAP_MS, DIRECT_WINDOW_MS, type DirectMove, type DirectTrialOptions } from './direct-trials.js';

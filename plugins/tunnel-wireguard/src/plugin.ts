@@ -12,7 +12,7 @@ import { rmSync } from 'node:fs';
 import { MeshpError, PLUGIN_API_VERSION, type PluginHost, type Peer, type PeerHandshake, type Plugin, type ViewChange, type Components } from '@meshp/core';
 import { oneLine, usage } from '@meshp/core/util';
 import { openDevice, type Device, type DeviceChange, type Implementation, type PeerOp } from './device.js';
-import type { DevicePeer } from './uapi.js';
+import type { DevicePeer, DeviceState } from './uapi.js';
 import { run } from './exec.js';
 import { TunnelFilter } from './filter.js';
 import { readGrace, writeGrace, type GraceEntry } from './grace.js';
@@ -20,6 +20,7 @@ import { ensureTunnelKey, renewTunnelKey, type TunnelKey } from './keys.js';
 import { peerConfig, relayedOf, sameConfig, type PeerConfig } from './peer-config.js';
 import { peerHandshakes } from './handshakes.js';
 import { EndpointTrials, keepChosen } from './candidates.js';
+import { DirectTrials, type DirectTrialOptions } from './direct-trials.js';
 import { RelayPaths } from './relay-paths.js';
 import { withTunnelOpening } from './opening.js';
 import { leaveTunnel } from './leave.js';
@@ -72,6 +73,8 @@ export interface TunnelWireguardOptions {
   filter?: boolean;
   /** How long a peer's endpoint is given to handshake before its next candidate is set (default ENDPOINT_TRY_MS, 15 s). */
   endpointTryMs?: number;
+  /** A relayed peer's trials of its direct candidates (direct-trials.ts): the first after 60 s, doubling to 16 min, each judged after 5 s. */
+  directTrials?: DirectTrialOptions;
   log?: TunnelLog;
   /** A router's forwarding sysctls (forwarding.ts). Default: this process's /proc/sys. */
   sysctl?: Sysctl;
@@ -128,6 +131,8 @@ export class TunnelWireguardPlugin implements Plugin {
   #left = false;
   /** Each peer's candidate endpoints tried in turn (issue 27); the look every tick, queued behind the deltas. */
   #trials: EndpointTrials;
+  /** A relayed peer's direct candidates tried again, bounded (issue 27, ADR 0046). */
+  readonly #direct: DirectTrials;
   #trialTimer: ReturnType<typeof setInterval> | null = null;
   /** The node's relay allocation and its peers' relayed paths (issue 27, relay-paths.ts). */
   readonly #relays: RelayPaths;
@@ -145,6 +150,7 @@ export class TunnelWireguardPlugin implements Plugin {
     this.#filter = new TunnelFilter(options.interface);
     this.#forwarding = new RouterForwarding(options.sysctl ?? procSysctl(), this.#log);
     this.#trials = new EndpointTrials(options.endpointTryMs);
+    this.#direct = new DirectTrials(options.directTrials);
     this.#relays = new RelayPaths(
       () => this.#settings?.listenPort ?? this.#o.listenPort ?? 51820,
       this.#log,
@@ -230,16 +236,66 @@ export class TunnelWireguardPlugin implements Plugin {
     }
   }
 
-  /** The peers with no fresh handshake whose endpoint had its time: the next candidate each (candidates.ts). */
+  /** The peers with no fresh handshake whose endpoint had its time: the next candidate each (candidates.ts); the relayed ones' direct trials. */
   async #tryEndpoints(): Promise<void> {
     if (!this.#device || this.#closed) return;
-    const moves = this.#trials.next(this.#configured, await this.#device.get(), Date.now(), (id) => this.#grace.has(id));
-    if (moves.length === 0) return;
-    await this.#device.set({ peers: moves.map(([, conf]) => ({ upsert: conf })) });
-    for (const [id, conf] of moves) {
-      this.#configured.set(id, conf);
-      this.#chosen(id, conf, conf.endpoint);
-      this.#log.info({ interface: this.#o.interface, peer: id, endpoint: conf.endpoint, candidates: conf.candidates }, 'no handshake: next candidate endpoint');
+    const state = await this.#device.get();
+    const moves = this.#trials.next(this.#configured, state, Date.now(), (id) => this.#grace.has(id) || this.#direct.trying(id));
+    if (moves.length) {
+      await this.#device.set({ peers: moves.map(([, conf]) => ({ upsert: conf })) });
+      for (const [id, conf] of moves) {
+        this.#configured.set(id, conf);
+        this.#chosen(id, conf, conf.endpoint);
+        this.#log.info(
+          { interface: this.#o.interface, peer: id, endpoint: conf.endpoint, candidates: conf.candidates },
+          'no handshake: next candidate endpoint',
+        );
+      }
+    }
+    await this.#backToDirect(moves.length ? await this.#device.get() : state);
+  }
+
+  /**
+   * A relayed peer's direct candidate tried, bounded (direct-trials.ts), judged from the device:
+   * kept when an authenticated packet came from it, else the relay again within the window.
+   */
+  async #backToDirect(state: DeviceState): Promise<void> {
+    const device = this.#device;
+    if (!device) return;
+    const isProxy = (e: string) => this.#relays.carried(e) !== null;
+    // The device roamed to the peer's relayed socket by itself (the peer came through the relay): on the relay.
+    const endpoints = new Map(state.peers.map((d) => [d.publicKey, d.endpoint]));
+    for (const [id, conf] of this.#configured) {
+      if (this.#onRelay.has(id) || this.#grace.has(id)) continue;
+      const local = this.#relays.localFor(conf);
+      if (local && endpoints.get(conf.publicKey) === local) {
+        this.#onRelay.add(id);
+        this.#configured.set(id, { ...conf, endpoint: local });
+      }
+    }
+    const onRelay = (id: string) => (this.#onRelay.has(id) && !this.#grace.has(id) ? this.#relays.localFor(this.#configured.get(id)!) : undefined);
+    for (const m of this.#direct.next(this.#configured, state, Date.now(), onRelay, isProxy)) {
+      const conf = this.#configured.get(m.id);
+      if (!conf) continue;
+      const next = { ...conf, endpoint: m.endpoint };
+      this.#configured.set(m.id, next);
+      if (m.kind === 'direct') {
+        this.#onRelay.delete(m.id);
+        this.#log.info({ interface: this.#o.interface, peer: m.id, endpoint: m.endpoint }, 'relayed peer reached directly: direct path kept');
+        continue;
+      }
+      // The endpoint set, and a keepalive sent to it at once: WireGuard sends one when the persistent keepalive is turned on.
+      await device.set({ peers: [{ upsert: { ...next, keepalive: 0 } }] });
+      await device.set({ peers: [{ upsert: next }] });
+      if (m.kind === 'relay') {
+        this.#log.info({ interface: this.#o.interface, peer: m.id, endpoint: m.endpoint }, 'direct trial: no packet from the direct path, back to the relay');
+        continue;
+      }
+      const rx = (await device.get()).peers.find((p) => p.publicKey === conf.publicKey)?.rxBytes ?? 0;
+      this.#direct.started(m.id, rx, Date.now());
+      this.#log.info({ interface: this.#o.interface, peer: m.id, endpoint: m.endpoint }, 'relayed peer: trying its direct candidate');
+      const judge = setTimeout(() => this.#enqueue('endpoints', () => this.#tryEndpoints()), this.#direct.windowMs + 100);
+      judge.unref();
     }
   }
 

@@ -1,8 +1,10 @@
 /**
- * The node's relay (issue 27, ADR 0040): one allocation on the first relay of the view's `relays`
+ * The node's relay (issue 27, ADR 0040, 0046): one allocation on the first relay of the view's `relays`
  * component (with the credential the controller minted for this node), opened beside the deltas so
  * a relay that does not answer never holds them up, watched (a Refresh every WATCH_MS: a relay
- * restarted has forgotten the allocation) and opened again when it is lost. A peer whose view
+ * restarted has forgotten the allocation) and opened again when it is lost — on the next relay of
+ * the component (a failover: an allocation lost or refused moves on, round and round; a relay that
+ * comes back later moves nobody back). A peer whose view
  * entry carries a relayed candidate (`relay:IP:PORT`, its own allocation's address) gets a loopback
  * socket of the proxy as its last candidate endpoint (candidates.ts tries it after the direct ones);
  * a peer that leaves the view loses its socket, and its permission lapses on the relay.
@@ -21,9 +23,12 @@ interface Log {
 }
 
 const serverOf = (r: Relay): string => (r.address.includes(':') ? `[${r.address}]:${r.port}` : `${r.address}:${r.port}`);
+const sameServer = (a: Relay, b: Relay): boolean => a.id === b.id && serverOf(a) === serverOf(b) && a.transport === b.transport;
 
 export class RelayPaths {
   #relay: Relay | null = null;
+  /** The view's relays with a credential, in its order: the failover's list. */
+  #list: Relay[] = [];
   #proxy: RelayProxy | null = null;
   #opening = false;
   #timer: ReturnType<typeof setInterval> | null = null;
@@ -36,22 +41,36 @@ export class RelayPaths {
     readonly changed: () => void,
   ) {}
 
-  /** The view's relays: the first is used; a new server is a new allocation, a new credential renews the one held. */
+  /**
+   * The view's relays: the one in use is kept while the view has it, else the first is used; a relay
+   * moved (its server) is a new allocation. A new credential is kept for the next allocation: the
+   * one held goes on under the username it was made with (relay-proxy.ts: coturn refuses another
+   * on it, and does not expire it while it is refreshed).
+   */
   follow(relays: Relays | undefined): void {
-    const next = relays?.relays.find((r) => r.username && r.password) ?? null;
+    this.#list = relays?.relays.filter((r) => r.username && r.password) ?? [];
     const before = this.#relay;
+    const next = (before && this.#list.find((r) => r.id === before.id)) || this.#list[0] || null;
     this.#relay = next;
     if (!next) {
       if (before) void this.#lose('the relay was removed');
       return;
     }
-    if (before && (serverOf(before) !== serverOf(next) || before.transport !== next.transport)) void this.#lose('the relay moved');
-    else if (this.#proxy && before?.username !== next.username) this.#proxy.renew(next);
+    if (before && !sameServer(before, next)) void this.#lose('the relay moved');
     if (!this.#timer && !this.#closed) {
       this.#timer = setInterval(() => void this.#watch(), RELAY_WATCH_MS);
       this.#timer.unref();
     }
     if (!this.#proxy) void this.#open();
+  }
+
+  /** The relay after the one in use (the failover): the next of the view's, round and round. */
+  #moveOn(): void {
+    const r = this.#relay;
+    if (!r || this.#list.length < 2) return;
+    const at = this.#list.findIndex((x) => x.id === r.id);
+    this.#relay = this.#list[(at + 1) % this.#list.length]!;
+    this.log.warn({ relay: r.id, next: this.#relay.id }, 'relay: moving on to the next relay of the view');
   }
 
   /** The loopback sockets of the peers that carry a relayed candidate: made before their configs are (async). */
@@ -111,16 +130,18 @@ export class RelayPaths {
         wireguardPort: this.wireguardPort(),
         transport: r.transport === 'tcp' ? 'tcp' : 'udp',
       });
-      // Removed, moved or closed while it opened: not kept.
-      if (this.#closed || this.#relay !== r) {
+      // Removed, moved or closed while it opened: not kept (a credential renewed meanwhile is for the next one).
+      const now = this.#relay;
+      if (this.#closed || !now || !sameServer(now, r)) {
         await proxy.close();
         return;
       }
       this.#proxy = proxy;
-      this.log.info({ relay: r.id, relayed: proxy.relayedAddress }, 'relay allocation made');
+      this.log.info({ relay: r.id, relayed: proxy.relayedAddress, username: r.username }, 'relay allocation made');
       this.changed();
     } catch (e) {
       this.log.warn({ relay: r.id, err: oneLine(e) }, `relay allocation refused: asked again in ${RELAY_WATCH_MS / 1000} s`);
+      if (this.#relay && sameServer(this.#relay, r)) this.#moveOn();
     } finally {
       this.#opening = false;
     }
@@ -138,7 +159,10 @@ export class RelayPaths {
   async #watch(): Promise<void> {
     if (this.#closed || this.#opening) return;
     if (!this.#proxy) return void this.#open();
-    if (!(await this.#proxy.alive())) await this.#lose('the relay does not hold it any more');
+    if (!(await this.#proxy.alive())) {
+      await this.#lose('the relay does not hold it any more');
+      this.#moveOn();
+    }
     if (!this.#proxy) await this.#open();
   }
 }

@@ -8,7 +8,11 @@
  *
  * Credentials are TURN REST API ones (coturn `use-auth-secret`): a username `EXPIRY:NAME` and its
  * HMAC-SHA1 under the server's secret, short-lived, made where the secret is (the controller,
- * core delta/controller/relays.ts); `renew` takes the next one without a new allocation.
+ * core delta/controller/relays.ts). An allocation keeps the username it was made with: coturn
+ * caches the session's key at its first authenticated request and answers a request on the same
+ * allocation under another username 441 (RFC 8656: the same credentials for the allocation's life),
+ * and does not look at the username's expiry again while the allocation lives. A renewed credential
+ * is for the next allocation (relay-paths.ts).
  */
 import { createSocket, type Socket } from 'node:dgram';
 import { Message, classes, createTurnClient, methods, type TurnProtocol } from 'werift-ice';
@@ -157,13 +161,6 @@ export class RelayProxy {
     } finally {
       clearTimeout(timer);
     }
-  }
-
-  /** The next credential: the allocation's refreshes and permissions use it from now on (no new allocation). */
-  renew(credential: Pick<TurnCredential, 'username' | 'password'>): void {
-    if (!this.#turn) return;
-    this.#turn.username = credential.username;
-    this.#turn.password = credential.password;
   }
 
   async close(): Promise<void> {

@@ -105,22 +105,14 @@ export interface Coturn {
 
 /**
  * Debian's coturn in p0's namespace: `use-auth-secret` with `secret` (TURN REST API credentials),
- * relay ports 49160-49200 on the public address. Killed by its pid in teardown.
+ * relay ports 49160-49200 on the public address (`o`: another port and relay range, for a second
+ * coturn beside it). Killed by its pid in teardown.
  */
-export async function coturn(t: Teardown, p0: LabNode, secret: string): Promise<Coturn> {
+export async function coturn(t: Teardown, p0: LabNode, secret: string, o: { port?: number; minPort?: number; maxPort?: number } = {}): Promise<Coturn> {
+  const port = o.port ?? TURN_PORT;
   let child: ChildProcess | null = null;
   const lines: string[] = [];
-  const args = [
-    '-n',
-    '--listening-ip',
-    P0_IP,
-    '--listening-port',
-    String(TURN_PORT),
-    '--relay-ip',
-    P0_IP,
-    '--use-auth-secret',
-    `--static-auth-secret=${secret}`,
-  ];
+  const args = ['-n', '--listening-ip', P0_IP, '--listening-port', String(port), '--relay-ip', P0_IP, '--use-auth-secret', `--static-auth-secret=${secret}`];
   args.push(
     '--realm',
     'meshp.lab',
@@ -128,9 +120,9 @@ export async function coturn(t: Teardown, p0: LabNode, secret: string): Promise<
     '--no-dtls',
     '--no-cli',
     '--min-port',
-    '49160',
+    String(o.minPort ?? 49160),
     '--max-port',
-    '49200',
+    String(o.maxPort ?? 49200),
     '--log-file',
     'stdout',
     '--simple-log',
@@ -149,7 +141,7 @@ export async function coturn(t: Teardown, p0: LabNode, secret: string): Promise<
     const [cmd, argv] = p0.ns.wrap('turnserver', args);
     child = spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
     createInterface({ input: child.stdout! }).on('line', (l) => lines.push(l));
-    await until('coturn listening', async () => (await p0.ns.exec('ss', ['-uln'])).stdout.includes(`${P0_IP}:${TURN_PORT}`), 20, 200);
+    await until('coturn listening', async () => (await p0.ns.exec('ss', ['-uln'])).stdout.includes(`${P0_IP}:${port}`), 20, 200);
   };
   await start();
   return { lines, kill: stop, start };

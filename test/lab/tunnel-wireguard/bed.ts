@@ -50,9 +50,9 @@ export class LabNode {
     this.stateDir = join(root, name);
   }
 
-  /** Starts (or restarts) the node's process inside its namespace; resolves at `ready`. */
-  async start(graceMs: number): Promise<Reply> {
-    const conf = { name: this.name, ifname: this.ifname, stateDir: this.stateDir, graceMs, serve: [PORT, OTHER_PORT], privateRange: RANGE };
+  /** Starts (or restarts) the node's process inside its namespace; resolves at `ready`. `extra`: more plugin options (node.mjs). */
+  async start(graceMs: number, extra: { directTrials?: { firstMs?: number; capMs?: number; windowMs?: number } } = {}): Promise<Reply> {
+    const conf = { name: this.name, ifname: this.ifname, stateDir: this.stateDir, graceMs, serve: [PORT, OTHER_PORT], privateRange: RANGE, ...extra };
     const [cmd, args] = this.ns.wrap(process.execPath, [NODE_SCRIPT, JSON.stringify(conf)]);
     const child = spawn(cmd, args, { stdio: ['pipe', 'pipe', 'pipe'] });
     this.proc = child;

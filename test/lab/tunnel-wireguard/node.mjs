@@ -21,6 +21,7 @@ const plugin = new TunnelWireguardPlugin({
   graceMs: conf.graceMs,
   privateRange: conf.privateRange,
   implementation: 'wireguard-go',
+  ...(conf.directTrials ? { directTrials: conf.directTrials } : {}),
   log,
 });
 const host = new Host({ stateDir: conf.stateDir }).use(plugin);

@@ -49,15 +49,23 @@ export function turnCredential(secret: string, name: string, ttlSeconds: number,
   return { username, password: createHmac('sha1', secret).update(username).digest('base64'), expires };
 }
 
-/** The relays `node` is sent: every relay whose secret is held, each with the node's own credential; none for a member without a tunnel. */
-export function relaysFor(node: { readonly id: string; readonly tunnelKey?: string | undefined }, stored: StoredRelays | undefined): Relays {
+/**
+ * The relays `node` is sent: every relay whose secret is held, each with the node's own credential
+ * (valid `ttlSeconds` from `mintedAt`: RELAY_CREDENTIAL_S; a lab gives a short one); none for a
+ * member without a tunnel.
+ */
+export function relaysFor(
+  node: { readonly id: string; readonly tunnelKey?: string | undefined },
+  stored: StoredRelays | undefined,
+  ttlSeconds = RELAY_CREDENTIAL_S,
+): Relays {
   if (!node.tunnelKey || !stored?.relays.length) return { relays: [] };
   const minted = stored.mintedAt ?? 0;
   const relays: Relay[] = [];
   for (const r of stored.relays) {
     const secret = stored.secrets?.[r.secretName];
     if (!secret) continue;
-    const c = turnCredential(secret, node.id, RELAY_CREDENTIAL_S, minted);
+    const c = turnCredential(secret, node.id, ttlSeconds, minted);
     relays.push({
       id: r.id,
       address: r.address,
