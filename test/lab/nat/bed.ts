@@ -53,6 +53,48 @@ export interface NatBed {
   sites: Site[];
 }
 
+export interface SiteNet {
+  /** The site's one machine, alone on its router's LAN. */
+  ns: Netns;
+  router: Netns;
+  publicIp: string;
+  kind: NatKind;
+}
+
+export interface NatNet {
+  /** The public segment's bridge's namespace. */
+  under: Netns;
+  /** p0's namespace: the public side's one machine. */
+  p0: Netns;
+  sites: SiteNet[];
+  /** Another machine on the public segment (`name`, its address's last byte). */
+  machine(name: string, last: number): Promise<Netns>;
+}
+
+/**
+ * The namespaces alone: the public segment with p0 (P0_IP) and router i (PUBLIC_NET.i), site i's
+ * machine on 192.168.i.2 behind it, routed by it, its NAT of `kinds[i - 1]`. What runs on them is
+ * the caller's (natBed: the tunnel plugin fed by the test; nat-mesh.test.ts: a real controller and agents).
+ */
+export async function natNet(t: Teardown, prefix: string, kinds: NatKind[]): Promise<NatNet> {
+  const { under, machine } = await underlay(t, prefix);
+  const p0 = await machine('p0', P0_IP, 10);
+  const sites: SiteNet[] = [];
+  for (const [k, kind] of kinds.entries()) {
+    const i = k + 1;
+    const publicIp = `${PUBLIC_NET}.${i}`;
+    const router = await machine(`r${i}`, publicIp, i);
+    const ns = await netns(t, `${prefix}s${i}`);
+    await wire(ns, `192.168.${i}.2/24`, router, `192.168.${i}.1/24`, `${prefix}l${i}`);
+    await ns.exec('ip', ['route', 'add', 'default', 'via', `192.168.${i}.1`]);
+    // Per namespace: this router's own forwarding, nothing of the machine's.
+    await router.exec('sysctl', ['-qw', 'net.ipv4.ip_forward=1']);
+    await router.exec('nft', ['-f', '-'], natRuleset(`${prefix}v${i}a`, kind));
+    sites.push({ ns, router, publicIp, kind });
+  }
+  return { under, p0, sites, machine: (name, last) => machine(name, `${PUBLIC_NET}.${last}`, last) };
+}
+
 /** `tag`: the namespaces' prefix (a random suffix follows), so two labs at once never share a name. */
 export async function natBed(t: Teardown, kinds: NatKind[], tag = 'nat'): Promise<NatBed> {
   const prefix = runPrefix(tag);
@@ -71,24 +113,14 @@ export async function natBed(t: Teardown, kinds: NatKind[], tag = 'nat'): Promis
     }
     rmSync(root, { recursive: true, force: true });
   });
-  const { machine } = await underlay(t, prefix);
-  const p0 = new LabNode('p0', 10, await machine('p0', P0_IP, 10), prefix, root);
+  const net = await natNet(t, prefix, kinds);
+  const p0 = new LabNode('p0', 10, net.p0, prefix, root);
   nodes.push(p0);
-  const sites: Site[] = [];
-  for (const [k, kind] of kinds.entries()) {
-    const i = k + 1;
-    const publicIp = `${PUBLIC_NET}.${i}`;
-    const router = await machine(`r${i}`, publicIp, i);
-    const ns = await netns(t, `${prefix}s${i}`);
-    await wire(ns, `192.168.${i}.2/24`, router, `192.168.${i}.1/24`, `${prefix}l${i}`);
-    await ns.exec('ip', ['route', 'add', 'default', 'via', `192.168.${i}.1`]);
-    // Per namespace: this router's own forwarding, nothing of the machine's.
-    await router.exec('sysctl', ['-qw', 'net.ipv4.ip_forward=1']);
-    await router.exec('nft', ['-f', '-'], natRuleset(`${prefix}v${i}a`, kind));
-    const node = new LabNode(`s${i}`, i, ns, prefix, root);
+  const sites = net.sites.map((s, k): Site => {
+    const node = new LabNode(`s${k + 1}`, k + 1, s.ns, prefix, root);
     nodes.push(node);
-    sites.push({ node, router, publicIp, kind });
-  }
+    return { node, router: s.router, publicIp: s.publicIp, kind: s.kind };
+  });
   return { p0, sites };
 }
 
@@ -106,10 +138,16 @@ export interface Coturn {
 /**
  * Debian's coturn in p0's namespace: `use-auth-secret` with `secret` (TURN REST API credentials),
  * relay ports 49160-49200 on the public address (`o`: another port and relay range, for a second
- * coturn beside it). Killed by its pid in teardown.
+ * coturn beside it; `extra`: more of its options). Killed by its pid in teardown.
  */
-export async function coturn(t: Teardown, p0: LabNode, secret: string, o: { port?: number; minPort?: number; maxPort?: number } = {}): Promise<Coturn> {
+export async function coturn(
+  t: Teardown,
+  p0: { ns: Netns },
+  secret: string,
+  o: { port?: number; minPort?: number; maxPort?: number; extra?: string[] } = {},
+): Promise<Coturn> {
   const port = o.port ?? TURN_PORT;
+  const extra = o.extra ?? [];
   let child: ChildProcess | null = null;
   const lines: string[] = [];
   const args = ['-n', '--listening-ip', P0_IP, '--listening-port', String(port), '--relay-ip', P0_IP, '--use-auth-secret', `--static-auth-secret=${secret}`];
@@ -128,6 +166,7 @@ export async function coturn(t: Teardown, p0: LabNode, secret: string, o: { port
     '--simple-log',
     '--pidfile',
     '',
+    ...extra,
   );
   const stop = async () => {
     const c = child;

@@ -104,11 +104,25 @@ export interface MeshBed {
   startAgent(n: Node, extra?: string[]): Proc;
 }
 
+/** Machines made by another bed (the NAT lab's: test/lab/nat/bed.ts natNet) instead of this underlay's. */
+export interface MeshMachines {
+  under: Netns;
+  /** The control-node's machine and the address its agents dial (the controller on :7443, its tunnel on :51820). */
+  c: Netns;
+  controlIp: string;
+  outside: Netns;
+  /** Each agent's machine, its name, and the tunnel endpoint it is told (null: none, it is found where the controller saw it). */
+  agents: { name: string; ns: Netns; endpoint: string | null }[];
+  /** More of `controller serve`'s options. */
+  controllerArgs?: string[];
+}
+
 /**
  * `count`: the agents a1..aN (3 unless asked; routes.test.ts asks 4: two routers). `tag`: the first
  * letters of the namespaces, interfaces and engine (a lab of its own beside another file's).
+ * `machines`: the machines made by the caller with this prefix (`count` is then theirs).
  */
-export async function meshBed(t: Teardown, dir: string, count = 3, tag = 'wgm'): Promise<MeshBed> {
+export async function meshBed(t: Teardown, dir: string, count = 3, tag = 'wgm', machines?: (prefix: string) => Promise<MeshMachines>): Promise<MeshBed> {
   const prefix = runPrefix(tag);
   const nodes: Node[] = [];
   t.teardown(async () => {
@@ -132,14 +146,27 @@ export async function meshBed(t: Teardown, dir: string, count = 3, tag = 'wgm'):
       rmSync(`/var/run/wireguard/${n.ifname}.sock`, { force: true });
     }
   });
-  const { under, machine } = await underlay(t, prefix);
-  const cNs = await machine('c', CONTROL_IP, 0);
-  // The engine starts while the other machines are made.
-  const [engine, outside, ...agentNs] = await Promise.all([
-    startDockerd(t, { netns: cNs, tag: tag === 'wgm' ? 'wgd' : `${tag.slice(0, 2)}d` }),
-    machine('o', OUTSIDE_IP, 9),
-    ...Array.from({ length: count }, (_, k) => k + 1).map((i) => machine(`a${i}`, `10.97.0.${i}`, i)),
-  ]);
+  const engineOf = (ns: Netns) => startDockerd(t, { netns: ns, tag: tag === 'wgm' ? 'wgd' : `${tag.slice(0, 2)}d` });
+  let m: MeshMachines;
+  let starting: Promise<Dockerd>;
+  if (machines) {
+    m = await machines(prefix);
+    starting = engineOf(m.c);
+  } else {
+    const { under, machine } = await underlay(t, prefix);
+    const cNs = await machine('c', CONTROL_IP, 0);
+    // The engine starts while the other machines are made.
+    starting = engineOf(cNs);
+    const [outside, ...agentNs] = await Promise.all([
+      machine('o', OUTSIDE_IP, 9),
+      ...Array.from({ length: count }, (_, k) => k + 1).map((i) => machine(`a${i}`, `10.97.0.${i}`, i)),
+    ]);
+    // a3 is told no endpoint: its peers find it where the controller saw it.
+    const agents = agentNs.map((ns, k) => ({ name: `a${k + 1}`, ns, endpoint: k === 2 ? null : `10.97.0.${k + 1}:51820` }));
+    m = { under, c: cNs, controlIp: CONTROL_IP, outside, agents };
+  }
+  const { under, c: cNs, outside } = m;
+  const engine = await starting;
   const ctlState = join(dir, 'ctl');
   const root = join(dir, 'c-root');
   mkdirSync(root, { recursive: true });
@@ -167,7 +194,7 @@ export async function meshBed(t: Teardown, dir: string, count = 3, tag = 'wgm'):
       '--node',
       'm1',
       '--endpoint',
-      `${CONTROL_IP}:51820`,
+      `${m.controlIp}:51820`,
       '--tunnel-interface',
       c.ifname,
       '--yes',
@@ -175,14 +202,12 @@ export async function meshBed(t: Teardown, dir: string, count = 3, tag = 'wgm'):
     ]),
   ) as MeshBed['genesis'];
   c.args = ['agent', '--state', c.state, '--root', root, '--docker-socket', engine.socket, '--name', 'm1', '--interval', '2'];
-  const agents = agentNs.map((ns, k): Node => {
-    const name = `a${k + 1}`;
+  const agents = m.agents.map(({ name, ns, endpoint: told }, k): Node => {
     const state = join(dir, name, 'state');
     const aroot = join(dir, name, 'root');
     mkdirSync(aroot, { recursive: true });
     const ifname = `${prefix}w${k + 1}`;
-    // a3 is told no endpoint: its peers find it where the controller saw it.
-    const endpoint = k === 2 ? [] : ['--endpoint', `10.97.0.${k + 1}:51820`];
+    const endpoint = told ? ['--endpoint', told] : [];
     // No --tunnel: genesis made the network a tunnel network, its tokens say so (issue 33); the interface is named only to be unique here.
     return {
       name,
@@ -195,7 +220,7 @@ export async function meshBed(t: Teardown, dir: string, count = 3, tag = 'wgm'):
         '--state',
         state,
         '--controller',
-        CONTROL,
+        `${m.controlIp}:7443`,
         '--name',
         name,
         '--root',
@@ -235,7 +260,7 @@ export async function meshBed(t: Teardown, dir: string, count = 3, tag = 'wgm'):
     ctl: null as unknown as Proc,
     policy: (rules) => cli('policy', 'set', writeJson(dir, `p${++policies}.json`, { rules }), '--yes'),
     async startController() {
-      b.ctl = new Proc(t, ['controller', 'serve', '--state', ctlState, '--listen', `0.0.0.0:7443`], cNs);
+      b.ctl = new Proc(t, ['controller', 'serve', '--state', ctlState, '--listen', `0.0.0.0:7443`, ...(m.controllerArgs ?? [])], cNs);
       await b.ctl.waitFor((l) => l.msg === 'controller serving', 60_000);
     },
     startAgent(n, extra = []) {
