@@ -146,10 +146,15 @@ export class RelayProxy {
    * server restarted has forgotten it (437 Allocation Mismatch), one down does not answer.
    */
   async alive(timeoutMs = 5_000): Promise<boolean> {
+    return this.#refresh(600, timeoutMs);
+  }
+
+  /** A Refresh asking `lifetime` seconds (0: the allocation deleted, RFC 8656 §7.3), answered within `timeoutMs`. */
+  async #refresh(lifetime: number, timeoutMs: number): Promise<boolean> {
     const turn = this.#turn;
     if (!turn) return false;
     const refresh = new Message(methods.REFRESH, classes.REQUEST);
-    refresh.setAttribute('LIFETIME', 600);
+    refresh.setAttribute('LIFETIME', lifetime);
     let timer: ReturnType<typeof setTimeout> | undefined;
     const late = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs)));
     const answered = turn.requestWithRetry(refresh, turn.server).then(
@@ -163,8 +168,14 @@ export class RelayProxy {
     }
   }
 
+  /**
+   * The allocation deleted on the server (a Refresh of lifetime 0), not left to lapse: the relay's
+   * port and its permissions go at once (a removed node's relayed path leaves nothing behind on the
+   * relay). A relay that does not answer within 2 s is left to forget it by itself.
+   */
   async close(): Promise<void> {
     for (const k of [...this.#peers.keys()]) this.drop(k);
+    await this.#refresh(0, 2_000).catch(() => false);
     await this.#turn?.close().catch(() => undefined);
     this.#turn = null;
   }

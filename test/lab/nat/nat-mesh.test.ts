@@ -17,10 +17,8 @@
  * 5. `meshp node remove c`: a and b lose c's peer and its relayed socket; `relay list` drops c's
  *    allocation. On coturn itself: an allocation's relayed address is a UDP socket coturn's process
  *    holds in p0 (`ss -ulnp`) for as long as the allocation lives (coturn's log is not read: piped,
- *    it comes in blocks). c's allocation is NOT freed on coturn when c is removed: c's agent exits
- *    without deleting it (its TURN client, relay-proxy.ts, sends no Refresh of lifetime 0 on close),
- *    so coturn holds it until its lifetime (600 s) ends unrefreshed. That claim is a todo here,
- *    checked and reported, until the client deletes its allocation.
+ *    it comes in blocks). c's agent, leaving, deletes its allocation (relay-proxy.ts: a Refresh of
+ *    lifetime 0 on close), so coturn frees it at once, not when its lifetime (600 s) ends unrefreshed.
  */
 import t from 'tap';
 import { randomBytes } from 'node:crypto';
@@ -314,9 +312,8 @@ t.test(
         t.pass(`${n.name}'s relayed socket for c is closed`);
       }
       for (const n of ['a', 'b']) t.ok(await coturnHolds(relayed.get(n)!), `${n}'s allocation stays (${relayed.get(n)})`);
-      t.notOk(await coturnHolds(relayed.get('c')!), `coturn freed c's allocation (${relayed.get('c')}) on its removal`, {
-        todo: 'the TURN client deletes nothing on close (no Refresh of lifetime 0): coturn holds it until its lifetime ends',
-      });
+      await until("coturn frees c's allocation", async () => !(await coturnHolds(relayed.get('c')!)), 15, 500);
+      t.pass(`coturn freed c's allocation (${relayed.get('c')}) on its removal`);
       const listed = JSON.parse(await b.cli('relay', 'list', '--json')) as { relays: { allocations: { node: string }[] }[] };
       const now = listed.relays[0]!.allocations.map((x) => x.node);
       t.ok(now.includes('a') && now.includes('b') && !now.includes('c'), `relay list: a and b allocated, c no more (${now.join(', ')})`);
