@@ -12,10 +12,12 @@
 // keep a version, hash and count rather than a view (--light-agents: 25 million peers at 5,000);
 // the controller's work per delta is the same.
 // --profile: the controller runs under `--cpu-prof`; the samples in the join's window are put in
-// buckets of main-thread CPU (fanout-floor/profile.mjs) and printed; the .cpuprofile is kept.
-// node bench/fanout-floor.bench.mjs [sizes, default 1000] [--profile]
+// buckets of main-thread CPU (fanout-floor/profile.mjs), printed, and saved beside the kept
+// .cpuprofile as join-buckets.json.
+// node bench/fanout-floor.bench.mjs [sizes, default 1000,5000] [--profile]; with no argument (make
+// bench) the join at 1,000 is run once more under the profiler after the unprofiled sizes.
 import { fork, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -25,7 +27,10 @@ import { bucketProfile } from './fanout-floor/profile.mjs';
 const here = fileURLToPath(new URL('.', import.meta.url));
 const args = process.argv.slice(2);
 const PROFILE = args.includes('--profile');
-const sizes = (args.find((a) => !a.startsWith('--')) ?? '1000').split(',').map(Number);
+const given = args.find((a) => !a.startsWith('--'));
+const sizes = (given ?? '1000,5000').split(',').map(Number);
+// `make bench` (no arguments): 1,000 and 5,000 unprofiled, then the join at 1,000 once more under the profiler (its cause).
+const PROFILE_AFTER = !given && !PROFILE ? 1000 : null;
 const ROUNDS = 5;
 const ACK_BYTES = 48;
 const fmt = (n, d = 1) => n.toLocaleString('en-US', { maximumFractionDigits: d });
@@ -93,12 +98,12 @@ async function floor(n, bytes) {
   }
 }
 
-async function meshp(n) {
+async function meshp(n, profile = PROFILE) {
   const dir = mkdtempSync(join(tmpdir(), 'meshp-fanout-meshp-'));
   try {
     const out = join(dir, 'rows.json');
     // The profile outlives this run's folder (it is printed where it is kept).
-    const profDir = PROFILE ? mkdtempSync(join(tmpdir(), 'meshp-fanout-profile-')) : null;
+    const profDir = profile ? mkdtempSync(join(tmpdir(), 'meshp-fanout-profile-')) : null;
     const env = profDir ? { ...process.env, FLEET_CONTROLLER_NODE_ARGS: `--cpu-prof --cpu-prof-dir=${profDir}` } : process.env;
     // At most 100 agents waiting for their snapshot at once: an all-to-all snapshot at 5,000 is 1.2 MB.
     const window = n > 2000 ? ['--open-window', '100'] : [];
@@ -117,6 +122,8 @@ async function meshp(n) {
       rows.profile = file
         ? { file: join(profDir, file), ...bucketProfile(join(profDir, file), j.monoStartUs, j.monoEndUs) }
         : { error: `no profile in ${profDir}` };
+      // Kept beside the profile: the buckets, the top functions and the join's window (CLOCK_MONOTONIC µs).
+      if (file) writeFileSync(join(profDir, 'join-buckets.json'), JSON.stringify({ n, window: [j.monoStartUs, j.monoEndUs], ...rows.profile }, null, 1));
     }
     return rows;
   } finally {
@@ -126,6 +133,18 @@ async function meshp(n) {
 
 console.log('fan-out of one join, all-to-all, real gRPC + TLS; controller CPU per agent-delta (meshp: net of idle; /proc ticks of 10 ms)');
 console.log('N       msg B | meshp µs  deltas/s/core  RSS KB/agent | floor µs  deltas/s/core  RSS KB/conn | ratio (goal ≤ 1.5×) | load');
+/** The join's profile, printed in buckets of main-thread CPU and the top functions. */
+function printProfile(p, messages) {
+  if (p.error) return console.log(`  profile: ${p.error}`);
+  console.log(
+    `  controller main thread in the join's window (V8 --cpu-prof, ${fmt(p.totalUs / 1000, 0)} ms busy, ${fmt(p.idleUs / 1000, 0)} ms idle; kept: ${p.file}):`,
+  );
+  for (const [name, us, share] of p.buckets)
+    console.log(`    ${(share * 100).toFixed(1).padStart(5)}%  ${fmt(us / messages, 1).padStart(6)} µs/agent-delta  ${name}`);
+  console.log('    top self time:');
+  for (const [fn, us] of p.top.slice(0, 12)) console.log(`    ${((us / p.totalUs) * 100).toFixed(1).padStart(5)}%  ${fn}`);
+}
+
 for (const n of sizes) {
   const m = await meshp(n);
   const join = m.rows.find((r) => r.name === 'join');
@@ -157,16 +176,14 @@ for (const n of sizes) {
   console.log(
     `  meshp setup: enrolled apart at ${fmt(m.enrolPerS)}/s, all-to-all policy set in ${fmt(m.apart.ms, 0)} ms (${fmt(m.apart.cpuMs, 0)} ms controller CPU), ${fmt(n)} snapshots in ${fmt(m.snapS)} s`,
   );
-  if (m.profile?.error) console.log(`  profile: ${m.profile.error}`);
-  else if (m.profile) {
-    const p = m.profile;
-    console.log(
-      `  controller main thread in the join's window (V8 --cpu-prof, ${fmt(p.totalUs / 1000, 0)} ms busy, ${fmt(p.idleUs / 1000, 0)} ms idle; kept: ${p.file}):`,
-    );
-    for (const [name, us, share] of p.buckets)
-      console.log(`    ${(share * 100).toFixed(1).padStart(5)}%  ${fmt(us / join.messages, 1).padStart(6)} µs/agent-delta  ${name}`);
-    console.log('    top self time:');
-    for (const [fn, us] of p.top.slice(0, 12)) console.log(`    ${((us / p.totalUs) * 100).toFixed(1).padStart(5)}%  ${fn}`);
-  }
+  if (m.profile) printProfile(m.profile, join.messages);
+}
+if (PROFILE_AFTER) {
+  const m = await meshp(PROFILE_AFTER, true);
+  const join = m.rows.find((r) => r.name === 'join');
+  console.log(
+    `N = ${fmt(PROFILE_AFTER)} again, the controller under --cpu-prof: ${fmt((join.netMs * 1000) / join.messages, 0)} µs an agent-delta (the profiler's own cost in it), acked by all p99 ${fmt(join.p99, 0)} ms; load ${load()}`,
+  );
+  printProfile(m.profile, join.messages);
 }
 process.exit(0);
