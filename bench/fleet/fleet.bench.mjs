@@ -50,6 +50,8 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fork, spawn } from 'node:child_process';
 import { connectAdmin } from '../../bin/dist/remote/admin.js';
+import { ADMIN_CREDENTIAL_FILE, readAdminCredential } from '@meshp/controller';
+import { AdminClient } from '@meshp/transport-grpc';
 
 const MESHP = new URL('../../bin/dist/main.js', import.meta.url).pathname;
 // One 'exit' handler per controller, worker and temp folder (up to 8 workers and K replicas a size): not a leak.
@@ -74,6 +76,17 @@ const SHARE = Math.max(1, Number(flag('--streams-per-connection') ?? 1));
 // --group 0: one group of all the agents (all-to-all); --json FILE: the rows, for fanout-floor.bench.mjs.
 const GROUP_FLAG = flag('--group');
 const JSON_OUT = flag('--json');
+// --enrol-apart: the agents enrol under a policy where they see nobody (each enrolment then concerns
+// no other agent), and one policy change gives the groups' rules before the streams open: without it
+// an all-to-all enrolment is a join to all, O(N²) (7–19 agents/s at 1,000 on this machine).
+// --light-agents: each simulated agent keeps a version, a hash and a count, not a view (worker.mjs).
+const boolFlag = (name) => {
+  const i = argv.indexOf(name);
+  if (i >= 0) argv.splice(i, 1);
+  return i >= 0;
+};
+const ENROL_APART = boolFlag('--enrol-apart');
+const LIGHT = boolFlag('--light-agents');
 if (REPLICAS > 1 && !STORE) throw new Error('--replicas needs --store postgres://… (replicas share one database)');
 const sizes = (argv[0] ?? '200,1000').split(',').map(Number);
 const fmt = (n, d = 1) => n.toLocaleString('en-US', { maximumFractionDigits: d });
@@ -236,7 +249,7 @@ async function run(n) {
   const network = 'default';
   const groups = Math.ceil(n / GROUP);
   const rules = Array.from({ length: groups }, (_, g) => ({ fromTag: `g${g}`, toTag: `g${g}`, ports: [] }));
-  await admin.call('setPolicy', { network, rules });
+  await admin.call('setPolicy', { network, rules: ENROL_APART ? [] : rules });
 
   // The agents, round-robin over the workers (a0, the one removed, and the late joiner on worker 0).
   const nWorkers = Math.max(1, Math.min(n, Number(WORKERS ?? Math.min(8, Math.ceil(n / 2500)))));
@@ -269,7 +282,7 @@ async function run(n) {
     workers.map((w, k) => {
       const plan = [];
       for (let i = k; i < n; i += nWorkers) plan.push({ name: `a${i}`, ctl: i % ctls.length, tag: `g${i % groups}` });
-      return w.call('init', { plan, ctls: ctlRefs, network, adminState: join(dir, 'ctl0'), share: SHARE });
+      return w.call('init', { plan, ctls: ctlRefs, network, adminState: join(dir, 'ctl0'), share: SHARE, light: LIGHT });
     }),
   );
   const idle = usage();
@@ -287,6 +300,20 @@ async function run(n) {
   const firstK = marks.length ? (marks[0] - t0) / 1000 : NaN;
   const lastK = marks.length >= 2 ? (marks.at(-1) - marks.at(-2)) / 1000 : NaN;
   console.error(`[N=${n}] enrolled ${n} in ${fmt(enrolS)} s (${fmt(n / enrolS)}/s) over ${nWorkers} worker(s); load ${enrolLoad}`);
+  // The groups' rules, once every agent is enrolled apart (no stream open yet: each view is sent as the snapshot below).
+  let apart = null;
+  if (ENROL_APART) {
+    const c0 = usage();
+    const t = now();
+    // Its own admin client with a long deadline: at 5,000 all-to-all the change is 25 million pairs
+    // of reach computed at once (3.7 s at 1,000), over the CLI's 15 s.
+    const cred = readAdminCredential(join(dir, 'ctl0', ADMIN_CREDENTIAL_FILE));
+    const slow = await AdminClient.connect({ address: ctls[0].address, fingerprint: cred.fingerprint, credential: cred.secret, deadlineMs: 1_800_000 });
+    await slow.call('setPolicy', { network, rules });
+    slow.close();
+    apart = { ms: now() - t, cpuMs: usage().cpuMs - c0.cpuMs, load: load() };
+    console.error(`[N=${n}] the groups' policy set in ${fmt(apart.ms, 0)} ms (controller ${fmt(apart.cpuMs, 0)} ms CPU); load ${apart.load}`);
+  }
 
   // Streams opened, at most OPEN_WINDOW waiting for their snapshot; snapshots received.
   sim0 = simUsage();
@@ -326,6 +353,8 @@ async function run(n) {
     await all('clearAcks');
     const before = usage();
     const windowStart = now();
+    // The window on CLOCK_MONOTONIC (µs), the clock a V8 CPU profile's timestamps are on (--profile).
+    const monoStartUs = Number(process.hrtime.bigint() / 1000n);
     const c0 = await counts();
     const start = now();
     await act();
@@ -340,6 +369,7 @@ async function run(n) {
     }
     const after = usage();
     const windowMs = now() - windowStart;
+    const monoEndUs = Number(process.hrtime.bigint() / 1000n);
     const times = (await all('ackTimes')).flat().map((t) => t - start);
     // Each replica knows exactly the gaps of the agents connected to it.
     let gaps = 0;
@@ -360,6 +390,8 @@ async function run(n) {
       max: Math.max(0, ...times),
       gaps,
       load: load(),
+      monoStartUs,
+      monoEndUs,
     });
   };
 
@@ -450,6 +482,9 @@ async function run(n) {
         rssKbPerAgent: (held.rssKb - idle.rssKb) / n,
         rssKb: held.rssKb,
         idleRate,
+        enrolPerS: n / enrolS,
+        snapS,
+        apart,
         join: { ...joinRow, lat: undefined, own: undefined, every: undefined },
       }),
     );
@@ -460,6 +495,10 @@ async function run(n) {
   console.log(
     `enrolment: ${fmt(n / enrolS)}/s (${fmt(enrolS)} s${marks.length >= 2 ? `; first 1,000 in ${fmt(firstK)} s, last 1,000 in ${fmt(lastK)} s` : ''}), load ${enrolLoad}`,
   );
+  if (apart)
+    console.log(
+      `enrolled apart (a policy where agents see nobody), then the groups' rules set in ${fmt(apart.ms, 0)} ms (controller ${fmt(apart.cpuMs, 0)} ms CPU), load ${apart.load}`,
+    );
   console.log(
     `${fmt(n)} streams opened and snapshotted in ${fmt(snapS)} s (at most ${fmt(perWorker(OPEN_WINDOW) * nWorkers)} waiting at once), load ${snapLoad}`,
   );

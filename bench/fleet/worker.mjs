@@ -27,6 +27,8 @@ const now = () => performance.timeOrigin + performance.now();
 // and signs its own Hello; only the socket is shared. It is how more agents than the controller's
 // open-file limit can be held on a machine that cannot raise it (this container: 20,000).
 let share = 1;
+/** `light` (--light-agents): an agent keeps its version, the hash the controller sent and a peer count, not a view. */
+let light = false;
 {
   const grpcRequire = createRequire(fileURLToPath(import.meta.resolve('@meshp/transport-grpc')));
   const { SubchannelPool, getSubchannelPool } = grpcRequire('@grpc/grpc-js/build/src/subchannel-pool.js');
@@ -47,8 +49,39 @@ let share = 1;
   };
 }
 
+/**
+ * What a light agent keeps (--light-agents): the version and state hash of the last delta applied and
+ * a count of peers, no view. It acks each whole delta with the version it reaches and the state hash
+ * the controller sent with it (what a real agent's view hashes to when it applied it right), so the
+ * controller does the same work; it refuses nothing. At N = 5,000 all-to-all the views would be 25
+ * million peer objects in the simulator (several GB), which this shared machine cannot hold.
+ */
+class LightApplier {
+  version = 0;
+  hash = new DeltaApplier().hello().stateHash;
+  peers = 0;
+  parts = 0;
+  hello() {
+    return { appliedVersion: this.version, stateHash: this.hash };
+  }
+  receive(delta) {
+    const stale = delta.fromVersion === 0 ? delta.toVersion < this.version : delta.toVersion <= this.version && delta.fromVersion < this.version;
+    if (stale) return { status: 'stale' };
+    const part = delta.part;
+    if (delta.fromVersion === 0 && (!part || part.index === 0)) this.peers = 0;
+    this.peers += (delta.upsertPeers?.length ?? 0) - (delta.removePeers?.length ?? 0);
+    if (part && part.count > 1 && part.index < part.count - 1) return { status: 'partial' };
+    this.version = delta.toVersion;
+    this.hash = delta.stateHash;
+    return { status: 'applied', ack: { appliedVersion: this.version, stateHash: this.hash } };
+  }
+  resyncRequest(err) {
+    return { appliedVersion: this.version, reason: 2, detail: String(err) };
+  }
+}
+
 class SimAgent {
-  applier = new DeltaApplier();
+  applier = light ? new LightApplier() : new DeltaApplier();
   key = generateKeyPairSync('ed25519');
   acked = new Map(); // version → time acked
   deltas = 0;
@@ -102,8 +135,10 @@ class SimAgent {
         });
       } else if ('delta' in m) {
         this.deltas++;
-        // Its size on the wire: the protobuf encoding of the message received.
-        this.bytes += wire.SyncResponse.encode(wire.SyncResponse.fromPartial({ delta: m.delta })).finish().length;
+        // Its size on the wire: the protobuf encoding of the message received (a light agent: only a
+        // delta of up to 64 peers, which is what a join or removal is; a snapshot's is not counted).
+        if (!light || (m.delta.upsertPeers?.length ?? 0) + (m.delta.removePeers?.length ?? 0) <= 64)
+          this.bytes += wire.SyncResponse.encode(wire.SyncResponse.fromPartial({ delta: m.delta })).finish().length;
         let r;
         try {
           r = this.applier.receive(m.delta);
@@ -112,7 +147,9 @@ class SimAgent {
           return;
         }
         if (r.status !== 'applied') return;
-        if (m.delta.fromVersion !== 0) for (const p of m.delta.upsertPeers ?? []) if (!this.seen.has(p.id)) this.seen.set(p.id, now());
+        // A light agent notes the peers a small delta brought (a join), not a policy change's thousands.
+        if (m.delta.fromVersion !== 0 && (!light || (m.delta.upsertPeers?.length ?? 0) <= 64))
+          for (const p of m.delta.upsertPeers ?? []) if (!this.seen.has(p.id)) this.seen.set(p.id, now());
         if (!this.firstAt) {
           this.firstAt = now();
           this.gotFirst();
@@ -163,6 +200,7 @@ const commands = {
   async init(m) {
     ({ plan, ctls, network } = m);
     share = Math.max(1, m.share ?? 1);
+    light = Boolean(m.light);
     admin = await connectAdmin({ state: m.adminState });
   },
   /** One token each (single-use), `concurrency` at a time. */

@@ -257,12 +257,22 @@ export class Controller {
     return members.nextExpiry(this.#s);
   }
 
-  /** When the node's expiry falls and when its agent renews it; null: it never expires. */
+  /**
+   * When the node's expiry falls and when its agent renews it; null: it never expires. Asked on every
+   * pump and every agent message (issue 31: 5% of a join's fan-out was these dates parsed and written
+   * again), so a member record's parsed expiry and renewal time are kept by record: records are
+   * replaced on every change, never changed in place (as components.ts sharedPeer relies on).
+   */
   expiryOf(network: string, id: string): { expiresAt: string; renewAt: string; expired: boolean } | null {
     const m = this.member(network, id);
-    const renewAt = m ? members.renewAtOf(m) : null;
-    return m?.expiresAt && renewAt ? { expiresAt: m.expiresAt, renewAt, expired: !!m.expiredAt || Date.parse(m.expiresAt) <= Date.parse(this.#s.now()) } : null;
+    if (!m?.expiresAt) return null;
+    let e = this.#expiries.get(m);
+    if (!e) this.#expiries.set(m, (e = { at: Date.parse(m.expiresAt), renewAt: members.renewAtOf(m) }));
+    return e.renewAt ? { expiresAt: m.expiresAt, renewAt: e.renewAt, expired: !!m.expiredAt || e.at <= Date.parse(this.#s.now()) } : null;
   }
+
+  /** A member record's expiry (ms) and renewal time, made once per record (expiryOf). */
+  readonly #expiries = new WeakMap<MemberRecord, { at: number; renewAt: string | null }>();
 
   /** The node's new tunnel key, a normal change; the same key again changes nothing, '' withdraws it (members.ts). */
   setTunnelKey(network: string, id: string, tunnelKey: string): number {

@@ -13,7 +13,7 @@ import { COMPONENT_NAMES, REMOVAL_REASON, type StateDelta } from '../../contract
 import { declarationFor } from './components.js';
 import { computeIncremental, computeSnapshot, routeGroupsNow, type Computed } from './compute.js';
 import type { NetworkState } from './network.js';
-import type { SentSummary, SyncRecord } from './records.js';
+import type { Expectation, SentSummary, SyncRecord } from './records.js';
 
 export interface AckResult {
   accepted: boolean;
@@ -167,10 +167,7 @@ export function nextDelta(net: NetworkState, id: string, sync: SyncRecord, at: s
   sync.sent = net.version;
   sync.basis = net.version;
   sync.target = net.version;
-  sync.expectations = [
-    ...sync.expectations.filter((e) => e.version !== net.version),
-    { version: net.version, hash, ...(alt !== hash ? { alt } : {}), digest: storeDigest(computed.digest) },
-  ]
+  sync.expectations = [...sync.expectations.filter((e) => e.version !== net.version), expectation(net.version, hash, alt, computed.digest)]
     .filter((e) => e.version >= sync.applied)
     .slice(-EXPECTATIONS);
   sync.recent = [...sync.recent, summary(computed.delta, hash, at)].slice(-keepSent);
@@ -278,15 +275,23 @@ export function takeHello(sync: SyncRecord, appliedVersion: number, hash: string
  * kept (true), and the caller moves the basis to the network's version. Another hash: nothing is
  * added, and a snapshot follows as before.
  */
+/**
+ * An expectation, frozen with its digest: the list is replaced whole, never an entry changed in place,
+ * so the committed image keeps the entries a record names without a deep copy (committed.ts putSync).
+ */
+function expectation(version: number, hash: string, alt: string, digest: ViewDigest): Expectation {
+  const d = storeDigest(digest);
+  Object.freeze(d.components);
+  return Object.freeze({ version, hash, ...(alt !== hash ? { alt } : {}), digest: Object.freeze(d) });
+}
+
 export function recoverExpectation(net: NetworkState, id: string, sync: SyncRecord, appliedVersion: number, hash: string): boolean {
   if (appliedVersion <= 0 || appliedVersion > net.version || !hash) return false;
   if (sync.expectations.some((e) => e.version === appliedVersion)) return false;
   const c = computeSnapshot(net, id);
   const { hash: expected, alt } = viewHashes(net, id, c.digest, sync.revision ?? PROTOCOL_REVISION);
   if (hash !== expected && hash !== alt) return false;
-  sync.expectations = [...sync.expectations, { version: appliedVersion, hash: expected, ...(alt !== expected ? { alt } : {}), digest: storeDigest(c.digest) }]
-    .sort((a, b) => a.version - b.version)
-    .slice(-EXPECTATIONS);
+  sync.expectations = [...sync.expectations, expectation(appliedVersion, expected, alt, c.digest)].sort((a, b) => a.version - b.version).slice(-EXPECTATIONS);
   return true;
 }
 

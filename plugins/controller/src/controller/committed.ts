@@ -319,9 +319,19 @@ export class CommittedStore implements ControllerStore {
     );
   }
   putSync(network: string, id: string, s: SyncRecord): void {
-    // The last deltas sent are summaries made once and never changed (sync.ts `summary`): copied as a list, not cloned one by one.
-    const { recent, ...rest } = s;
-    const copy: SyncRecord = { ...structuredClone(rest), recent: [...recent] };
+    // Copied a level deep, not cloned (a structured clone of each record on every send and every ack
+    // was 7% of a join's fan-out at N = 1,000, issue 31): the record's own fields, and its lists as
+    // lists. What they hold is never changed in place: the last deltas sent are summaries made once
+    // (sync.ts `summary`), expectations are frozen where made and the list replaced whole, `graced`
+    // is a list of ids replaced whole, a report is replaced by a new one (sync-protocol.ts, session.ts).
+    // The memory the image puts back after a rollback is a deep clone of it (state.ts restore).
+    const copy: SyncRecord = {
+      ...s,
+      recent: [...s.recent],
+      expectations: [...s.expectations],
+      ...(s.graced ? { graced: [...s.graced] } : {}),
+      ...(s.reported ? { reported: { ...s.reported } } : {}),
+    };
     this.#write(
       null,
       imageKey(network, id),

@@ -110,7 +110,7 @@ export class SyncSession {
     const self = controller.expiryOf(this.network, this.node);
     if (self?.expired) return void this.#refuse(expiredError(this.network, this.node, self.expiresAt));
     // An admin's renewal (or its agent's) moved the expiry: the agent is told, so it renews in time.
-    this.#sayExpiry();
+    this.#sayExpiry(self);
     const delta = controller.deltaFor(this.network, this.node);
     if (!delta) return void this.#held();
     this.#divergedSaid = false;
@@ -255,8 +255,8 @@ export class SyncSession {
   #saidExpiry = '';
 
   /** Tells the agent when its credential expires and when to renew it, when that moved (nothing for a node that never expires). */
-  #sayExpiry(): void {
-    const e = this.hub.controller.expiryOf(this.network, this.node);
+  #sayExpiry(known?: ReturnType<Controller['expiryOf']>): void {
+    const e = known !== undefined ? known : this.hub.controller.expiryOf(this.network, this.node);
     if (!e || this.#ended || !this.#expiryAware || e.expiresAt === this.#saidExpiry) return;
     this.#saidExpiry = e.expiresAt;
     this.ch.send({ expiry: { expiresAt: e.expiresAt, renewAt: e.renewAt } });
