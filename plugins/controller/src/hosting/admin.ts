@@ -115,7 +115,7 @@ export interface AdminDeps {
   /** The named admin credentials (issue 28; admin-credentials.ts), and the certificate fingerprint their credentials carry. Absent: the bootstrap one alone. */
   admins?: { book: AdminCredentialBook; fingerprint: string };
   /** A node's expiry moved (renewed, expired): the expiry clock looks again (expiry-clock.ts). */
-  expiryMoved?(): void;
+  expiryMoved?(expiresAt?: string): void;
   /** Asks the node's agent, on its open stream here, for a new tunnel key (meshp node rekey); false: none open. */
   rekey?(network: string, node: string, id: string): boolean;
   /** A store across the network: the reports of these nodes (null: the network's) read into memory, without waiting (admin-async.ts). */
@@ -346,7 +346,7 @@ function allMethods(d: AdminDeps, c: Ctx, creds: ReturnType<typeof adminCredenti
       controller: d.controller,
       node: c.node,
       changed: d.changed,
-      expiryMoved: () => d.expiryMoved?.(),
+      expiryMoved: (at) => d.expiryMoved?.(at),
       rekey: (net, node, id) => d.rekey?.(net, node, id) ?? false,
     }),
   };

@@ -20,7 +20,7 @@ export interface ExpiryDeps {
   /** Called after a change to the network (its fan-out). */
   changed(network: string): void;
   /** The node's expiry moved: the clock that records expiries looks again (expiry-clock.ts). */
-  expiryMoved(): void;
+  expiryMoved(expiresAt?: string): void;
   /** Asks the node's agent, on its open stream, for a new tunnel key; false: no stream open here. */
   rekey(network: string, node: string, id: string): boolean;
 }
@@ -69,7 +69,7 @@ export function expiryMethods(d: ExpiryDeps): Pick<AdminMethods<AdminApi>, Metho
       }
       const stateVersion = controller.renewNode(net, m.id, seconds);
       d.changed(net);
-      d.expiryMoved();
+      d.expiryMoved(controller.member(net, m.id)?.expiresAt ?? undefined);
       return { node: d.node(net, m.id), stateVersion, expiresAt: controller.member(net, m.id)?.expiresAt ?? '', peers };
     },
     getNodeLifetime: (_r, net) => {

@@ -30,9 +30,15 @@ export class ExpiryClock {
 
   constructor(private readonly d: ExpiryClockDeps) {}
 
-  /** Looks for the earliest expiry and sleeps until then (a minute at most). */
-  arm(): void {
+  /**
+   * Looks for the earliest expiry and sleeps until then (a minute at most). `moved`: the one expiry
+   * that changed (ms since the epoch), when known: one no earlier than the time already set needs no
+   * look at every member (an enrolment's, 180 days out, is the common case: a look per enrolment
+   * made enrolling N nodes O(N²), 8.5% of a 4,000-node enrolment's CPU).
+   */
+  arm(moved?: number): void {
     if (this.#stopped) return;
+    if (moved !== undefined && this.#timer && moved >= this.#at) return;
     const next = this.d.controller.nextExpiry();
     const at = Math.min(next ?? Infinity, Date.now() + EXPIRY_LOOK_MS);
     if (this.#timer && at >= this.#at) return;

@@ -205,11 +205,13 @@ export class SessionHub implements SessionHost {
     this.#ended.delete(`${network}/${node}`);
   }
 
-  /** Told when a node's expiry moved or came (the hosting's expiry clock: expiry-clock.ts). */
-  onExpiryMoved: () => void = () => undefined;
+  /** Told when a node's expiry moved or came (the hosting's expiry clock: expiry-clock.ts); `at`: the new expiry, when one. */
+  onExpiryMoved: (at?: number) => void = () => undefined;
 
-  expiryMoved(): void {
-    this.onExpiryMoved();
+  /** A node's expiry moved; `expiresAt`: its new one (ISO), when it got one, so the clock need not look at every member. */
+  expiryMoved(expiresAt?: string): void {
+    const at = expiresAt ? Date.parse(expiresAt) : NaN;
+    this.onExpiryMoved(Number.isFinite(at) ? at : undefined);
   }
 
   /** Asks the node's agent for a new tunnel key on its open stream (meshp node rekey); false: none is open here. */

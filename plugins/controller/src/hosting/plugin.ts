@@ -189,7 +189,7 @@ export class ControllerHostingPlugin implements Plugin {
     // The clock that records expiries as they come (expiry-clock.ts, ADR 0041).
     const clock = new ExpiryClock({ controller, log: this.log, poke: (n) => hub.poke(n), end: (n, id, e) => hub.endNode(n, id, e) });
     this.#clock = clock;
-    hub.onExpiryMoved = () => clock.arm();
+    hub.onExpiryMoved = (at) => clock.arm(at);
     controller.onRemoteChange = (n) =>
       setImmediate(() => {
         hub.poke(n);
@@ -300,8 +300,8 @@ export class ControllerHostingPlugin implements Plugin {
           this.log.info({ network: r.network, node: r.node, mode: r.mode, peer }, 'node enrolled');
           // The answer goes first: the peers learn of the join after this call returned (hub.poke only schedules).
           hub.poke(r.network);
-          // Its expiry may be the earliest (a network with a short node lifetime): the clock looks again.
-          hub.expiryMoved();
+          // Its expiry may be the earliest (a network with a short node lifetime): the clock looks again if so.
+          hub.expiryMoved(controller.member(r.network, r.node)?.expiresAt ?? undefined);
           return r;
         } catch (e) {
           metrics.refused(isMeshpError(e) ? e.code : 'MESHP_PLUGIN_FAILED');
@@ -377,7 +377,7 @@ export class ControllerHostingPlugin implements Plugin {
         }
         revoked();
       },
-      expiryMoved: () => hub.expiryMoved(),
+      expiryMoved: (at) => hub.expiryMoved(at),
       rekey: (n, id, ask) => hub.rekey(n, id, ask),
       renaming: (n, from, to) => auth.rename(n, from, to),
       ...(auth.renameAsync ? { renamingAsync: auth.renameAsync.bind(auth) } : {}),

@@ -52,7 +52,7 @@ export interface SessionHost {
   /** A pump that came while the network's change was being committed: pumped once it is answered. */
   holdPump(s: SyncSession): void;
   /** A node's expiry moved (or came): the expiry clock looks again (expiry-clock.ts). */
-  expiryMoved(): void;
+  expiryMoved(expiresAt?: string): void;
 }
 
 export class SyncSession {
@@ -242,7 +242,7 @@ export class SyncSession {
           { network: this.network, node: this.node, expiresAt: controller.member(this.network, this.node)?.expiresAt },
           'credential renewed by its agent',
         );
-        this.hub.expiryMoved();
+        this.hub.expiryMoved(controller.member(this.network, this.node)?.expiresAt ?? undefined);
         this.hub.poke(this.network);
         this.#sayExpiry();
       },
