@@ -17,13 +17,13 @@
  */
 import t from 'tap';
 import { randomBytes } from 'node:crypto';
-import type { Peer, PeerHandshake, StateDelta } from '@meshp/core';
-import { REMOVAL_REASON, endpointsOf, mappingsOf, relaysFor, type StoredRelays } from '@meshp/core/delta';
+import { REMOVAL_REASON, relaysFor, type StoredRelays } from '@meshp/core/delta';
 import { labAvailable } from '../../helpers/netns.js';
 import type { Subtest } from '../../helpers/tap-types.js';
 import { until } from '../../helpers/budget.js';
-import { WG_PORT, tunnelOf, type LabNode } from '../tunnel-wireguard/bed.js';
+import { WG_PORT, type LabNode } from '../tunnel-wireguard/bed.js';
 import { P0_IP, TURN_PORT, coturn, natBed } from './bed.js';
+import { playedController, report } from './played.js';
 
 const SECRET = randomBytes(16).toString('hex');
 const STORED: StoredRelays = {
@@ -32,12 +32,6 @@ const STORED: StoredRelays = {
   mintedAt: Math.floor(Date.now() / 1000),
 };
 const rules = [{ sourceTags: ['site'], destinationTags: ['site'], ports: ['7000'] }];
-
-interface Report {
-  handshakes: PeerHandshake[] | null;
-  relay: { relayId: string; relayedAddress: string } | null;
-}
-const report = async (n: LabNode): Promise<Report> => (await n.request({ op: 'report' })) as unknown as Report;
 
 /** `wg show IF dump` of the node: peer key → { endpoint, handshake }. */
 async function wgShow(n: LabNode): Promise<Map<string, { endpoint: string; handshake: number }>> {
@@ -56,64 +50,13 @@ t.test(
     const [ra, rb] = sites;
     const turn = await coturn(t, p0, SECRET);
     for (const n of [p0, a, b, c, d]) await n.start(60_000);
-    const byName = new Map([a, b, c, d].map((n) => [n.name, n]));
     const sees: Record<string, LabNode[]> = { [a.name]: [b, c, d], [b.name]: [a, c], [c.name]: [a, b], [d.name]: [a] };
 
     // The controller's records of each member: the mapping p0 saw, the relayed address it reported.
-    const member = new Map([a, b, c, d].map((n) => [n.name, { endpoints: [] as string[], mappedEndpoint: '', relayedEndpoint: '' }]));
-    const version = new Map<LabNode, number>();
-    const send = (n: LabNode, part: Partial<StateDelta>) => {
-      const from = version.get(n) ?? 0;
-      version.set(n, from + 1);
-      return n.delta({
-        network: 'lab',
-        fromVersion: from,
-        toVersion: from + 1,
-        upsertPeers: [],
-        removePeers: [],
-        tunnel: tunnelOf(n),
-        filter: { rules },
-        ...part,
-      });
-    };
-    const image = (of: LabNode): Peer => {
-      const m = member.get(of.name)!;
-      return {
-        id: of.name,
-        nodeKey: `ed25519-${of.name}`,
-        addresses: [of.mesh],
-        tags: ['site'],
-        endpoints: endpointsOf({
-          endpoints: m.endpoints,
-          ...(m.mappedEndpoint ? { mappedEndpoint: m.mappedEndpoint } : {}),
-          ...(m.relayedEndpoint ? { relayedEndpoint: m.relayedEndpoint } : {}),
-        }),
-        inboundOnly: false,
-        tunnelKey: of.publicKey,
-      };
-    };
-    const p0Peer: Peer = {
-      id: 'p0',
-      nodeKey: 'ed25519-p0',
-      addresses: [p0.mesh],
-      tags: ['control-node'],
-      endpoints: [`${P0_IP}:${WG_PORT}`],
-      inboundOnly: false,
-      tunnelKey: p0.publicKey,
-    };
+    const { member, send, image, p0Peer, learn } = playedController(p0, [a, b, c, d], rules);
     await send(p0, { upsertPeers: [a, b, c, d].map((n) => ({ ...image(n), endpoints: [] })), filter: { rules: [] } });
     for (const n of [a, b, c, d]) await send(n, { upsertPeers: [p0Peer], relays: relaysFor({ id: n.name, tunnelKey: n.publicKey }, STORED) });
 
-    /** What the controller does with the reports: p0's teaches the mappings, each node's its relayed address. */
-    const learn = async () => {
-      const hs = (await report(p0)).handshakes ?? [];
-      for (const m of mappingsOf(hs, new Date().toISOString(), (id) => ({
-        tunnelKey: byName.get(id)?.publicKey ?? '',
-        mappedEndpoint: member.get(id)?.mappedEndpoint ?? '',
-      })))
-        member.get(m.peer)!.mappedEndpoint = m.endpoint;
-      for (const n of [a, b, c, d]) member.get(n.name)!.relayedEndpoint = (await report(n)).relay?.relayedAddress ?? '';
-    };
     const sendViews = async () => {
       for (const n of [a, b, c, d]) await send(n, { upsertPeers: [p0Peer, ...sees[n.name]!.map(image)] });
     };

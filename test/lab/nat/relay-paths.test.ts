@@ -21,12 +21,12 @@ import t from 'tap';
 import { randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Peer, PeerHandshake, StateDelta } from '@meshp/core';
-import { endpointsOf, mappingsOf, relaysFor, turnCredential, type StoredRelays } from '@meshp/core/delta';
+import { relaysFor, turnCredential, type StoredRelays } from '@meshp/core/delta';
 import { labAvailable } from '../../helpers/netns.js';
 import { until } from '../../helpers/budget.js';
-import { PORT, WG_PORT, tunnelOf, type LabNode } from '../tunnel-wireguard/bed.js';
+import { PORT, WG_PORT, type LabNode } from '../tunnel-wireguard/bed.js';
 import { P0_IP, TURN_PORT, coturn, natBed } from './bed.js';
+import { playedController, report } from './played.js';
 
 const SECRET = randomBytes(16).toString('hex');
 const REFRESH_SCRIPT = join(dirname(fileURLToPath(import.meta.url)), 'refresh-as.mjs');
@@ -43,12 +43,6 @@ const stored = (mintedAt: number): StoredRelays => ({
 const rules = [{ sourceTags: ['site'], destinationTags: ['site'], ports: ['7000'] }];
 const nowS = () => Math.floor(Date.now() / 1000);
 const isProxy = (endpoint: string) => endpoint.startsWith('127.0.0.1:');
-
-interface Report {
-  handshakes: PeerHandshake[] | null;
-  relay: { relayId: string; relayedAddress: string } | null;
-}
-const report = async (n: LabNode): Promise<Report> => (await n.request({ op: 'report' })) as unknown as Report;
 
 async function wgShow(n: LabNode): Promise<Map<string, { endpoint: string; handshake: number }>> {
   const { stdout } = await n.ns.exec('wg', ['show', n.ifname, 'dump']);
@@ -72,58 +66,8 @@ t.test(
     await p0.start(60_000);
     for (const n of [a, b]) await n.start(60_000, { directTrials });
 
-    const member = new Map([a, b].map((n) => [n.name, { mappedEndpoint: '', relayedEndpoint: '' }]));
-    const version = new Map<LabNode, number>();
-    const send = (n: LabNode, part: Partial<StateDelta>) => {
-      const from = version.get(n) ?? 0;
-      version.set(n, from + 1);
-      return n.delta({
-        network: 'lab',
-        fromVersion: from,
-        toVersion: from + 1,
-        upsertPeers: [],
-        removePeers: [],
-        tunnel: tunnelOf(n),
-        filter: { rules },
-        ...part,
-      });
-    };
-    const image = (of: LabNode): Peer => {
-      const m = member.get(of.name)!;
-      return {
-        id: of.name,
-        nodeKey: `ed25519-${of.name}`,
-        addresses: [of.mesh],
-        tags: ['site'],
-        endpoints: endpointsOf({
-          endpoints: [],
-          ...(m.mappedEndpoint ? { mappedEndpoint: m.mappedEndpoint } : {}),
-          ...(m.relayedEndpoint ? { relayedEndpoint: m.relayedEndpoint } : {}),
-        }),
-        inboundOnly: false,
-        tunnelKey: of.publicKey,
-      };
-    };
-    const p0Peer: Peer = {
-      id: 'p0',
-      nodeKey: 'ed25519-p0',
-      addresses: [p0.mesh],
-      tags: ['control-node'],
-      endpoints: [`${P0_IP}:${WG_PORT}`],
-      inboundOnly: false,
-      tunnelKey: p0.publicKey,
-    };
+    const { member, send, image, p0Peer, learn } = playedController(p0, [a, b], rules);
     const other = (n: LabNode) => (n === a ? b : a);
-    const learn = async () => {
-      const hs = (await report(p0)).handshakes ?? [];
-      const byName = new Map([a, b].map((n) => [n.name, n]));
-      for (const m of mappingsOf(hs, new Date().toISOString(), (id) => ({
-        tunnelKey: byName.get(id)?.publicKey ?? '',
-        mappedEndpoint: member.get(id)?.mappedEndpoint ?? '',
-      })))
-        member.get(m.peer)!.mappedEndpoint = m.endpoint;
-      for (const n of [a, b]) member.get(n.name)!.relayedEndpoint = (await report(n)).relay?.relayedAddress ?? '';
-    };
     const sendViews = async () => {
       for (const n of [a, b]) await send(n, { upsertPeers: [p0Peer, image(other(n))] });
     };
