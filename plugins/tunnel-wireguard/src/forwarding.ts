@@ -57,8 +57,14 @@ export type RaLearned = () => Promise<string[]>;
 /** `ip -6 -j route show proto ra` in the process's own network namespace: each route's device, once. */
 export const ipRaLearned: RaLearned = async () => {
   const text = await run('ip', ['-6', '-j', 'route', 'show', 'proto', 'ra']).catch(() => '[]');
-  const routes = JSON.parse(text.trim() || '[]') as { dev?: string }[];
-  return [...new Set(routes.map((r) => r.dev).filter((d): d is string => !!d))];
+  let routes: { dev?: string }[];
+  try {
+    routes = JSON.parse(text.trim() || '[]') as { dev?: string }[];
+  } catch {
+    // Not JSON (an `ip` without -j): nothing can be said learned, as with no IPv6 at all.
+    return [];
+  }
+  return [...new Set((Array.isArray(routes) ? routes : []).map((r) => r.dev).filter((d): d is string => !!d))];
 };
 
 /** The originals, and which of them meshp changed (to what). */
