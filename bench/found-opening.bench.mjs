@@ -9,7 +9,7 @@ import { readdirSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { IptablesDriver, nsenterRunner } from '@meshp/firewall-iptables';
-import { NftablesDriver, localRunner, localSpawner, netnsPrefix } from '@meshp/firewall-nftables';
+import { NftablesDriver, libnftRunner, localRunner, localSpawner, netnsPrefix } from '@meshp/firewall-nftables';
 
 const ROUNDS = 9; // plus one warm-up round, untimed
 const DIR = new URL('../test/fixtures/firewalls/', import.meta.url).pathname;
@@ -36,13 +36,15 @@ const report = (label, fixture, plugin, hand, startup, processes, what) =>
         ? 'goal ≤ 1.5 met'
         : `goal ≤ 1.5 not met by ${(plugin / hand - 1.5).toFixed(2)}: the floor of one read and one write is ${((hand + startup) / hand).toFixed(2)}× here (two start-ups against one)`),
   );
-/** A runner that counts the processes it starts. */
-const counting =
-  (runner, box) =>
-  async (...a) => {
-    box.n++;
-    return runner(...a);
-  };
+/** A runner that counts the commands it runs (keeping the engine it says it speaks). */
+const counting = (runner, box) =>
+  Object.assign(
+    async (...a) => {
+      box.n++;
+      return runner(...a);
+    },
+    { engine: runner.engine },
+  );
 
 function withNetns(fn) {
   const ns = `fb${randomBytes(2).toString('hex')}`;
@@ -96,61 +98,85 @@ for (const backend of ['nft', 'legacy']) {
   });
 }
 
-// nftables.
+// nftables: the plugin's default, libnftables in a thread of the agent (no process per command;
+// ADR 0048), and for comparison one nft process per command.
 const nft = largest('.nft');
-await withNetns(async (ns) => {
-  const prefix = netnsPrefix(ns);
-  const run = (args, input) => execFileSync('nsenter', [`--net=/var/run/netns/${ns}`, '--', 'nft', ...args], input === undefined ? {} : { input });
-  const box = { n: 0 };
-  const procs = [];
-  const driver = new NftablesDriver({
-    runner: counting(localRunner(prefix), box),
-    spawner: localSpawner(prefix),
-    root: '/nonexistent',
-    configFile: '/etc/nftables.conf',
-  });
-  const file = join(tmpdir(), `fb-${ns}.nft`);
-  const plugin = [];
-  const hand = [];
-  const startup = [];
-  try {
-    for (let r = -1; r < ROUNDS; r++) {
-      run(['-f', '-'], nft.text);
-      box.n = 0;
-      const p = await time(() => driver.ensure([opening], []));
-      const processes = box.n;
-      // Where the plugin put it: the handle of the rule before it, and its text (`nft -a list chain`).
-      const listing = run(['-a', 'list', 'ruleset']).toString().split('\n');
-      const i = listing.findIndex((l) => l.includes('meshp:'));
-      const chain = listing
-        .slice(0, i)
-        .reverse()
-        .find((l) => /^\tchain /.test(l))
-        .trim()
-        .split(' ')[1];
-      const table = listing
-        .slice(0, i)
-        .reverse()
-        .find((l) => /^table /.test(l))
-        .split(' ')
-        .slice(1, 3)
-        .join(' ');
-      const prev = /# handle (\d+)$/.exec(listing[i - 1])?.[1];
-      const text = listing[i].trim().replace(/ # handle \d+$/, '');
-      run(['-f', '-'], nft.text);
-      writeFileSync(file, `add rule ${table} ${chain} ${prev ? `position ${prev} ` : ''}${text}\n`);
-      const h = await time(() => run(['-f', file]));
-      writeFileSync(file, '\n');
-      const s = await time(() => run(['-f', file]));
-      if (r >= 0) {
-        plugin.push(p);
-        hand.push(h);
-        startup.push(s);
-        procs.push(processes);
+for (const engine of ['libnftables', 'process'])
+  await withNetns(async (ns) => {
+    const prefix = netnsPrefix(ns);
+    const run = (args, input) => execFileSync('nsenter', [`--net=/var/run/netns/${ns}`, '--', 'nft', ...args], input === undefined ? {} : { input });
+    const box = { n: 0 };
+    const procs = [];
+    const spawning = localRunner(prefix);
+    const nftRunner = engine === 'libnftables' ? libnftRunner('nft', spawning, ns) : spawning;
+    const driver = new NftablesDriver({
+      runner: spawning,
+      nftRunner: counting(nftRunner, box),
+      spawner: localSpawner(prefix),
+      root: '/nonexistent',
+      configFile: '/etc/nftables.conf',
+    });
+    const file = join(tmpdir(), `fb-${ns}.nft`);
+    const plugin = [];
+    const hand = [];
+    const startup = [];
+    try {
+      for (let r = -1; r < ROUNDS; r++) {
+        run(['-f', '-'], nft.text);
+        box.n = 0;
+        const p = await time(() => driver.ensure([opening], []));
+        const processes = box.n;
+        // Where the plugin put it: the handle of the rule before it, and its text (`nft -a list chain`).
+        const listing = run(['-a', 'list', 'ruleset']).toString().split('\n');
+        const i = listing.findIndex((l) => l.includes('meshp:'));
+        const chain = listing
+          .slice(0, i)
+          .reverse()
+          .find((l) => /^\tchain /.test(l))
+          .trim()
+          .split(' ')[1];
+        const table = listing
+          .slice(0, i)
+          .reverse()
+          .find((l) => /^table /.test(l))
+          .split(' ')
+          .slice(1, 3)
+          .join(' ');
+        const prev = /# handle (\d+)$/.exec(listing[i - 1])?.[1];
+        const text = listing[i].trim().replace(/ # handle \d+$/, '');
+        run(['-f', '-'], nft.text);
+        writeFileSync(file, `add rule ${table} ${chain} ${prev ? `position ${prev} ` : ''}${text}\n`);
+        const h = await time(() => run(['-f', file]));
+        writeFileSync(file, '\n');
+        const s = await time(() => run(['-f', file]));
+        if (r >= 0) {
+          plugin.push(p);
+          hand.push(h);
+          startup.push(s);
+          procs.push(processes);
+        }
       }
+    } finally {
+      rmSync(file, { force: true });
     }
-  } finally {
-    rmSync(file, { force: true });
-  }
-  report('nftables', nft.f, median(plugin), median(hand), median(startup), median(procs), 'the list, and the batch echoed with its receipt');
-});
+    if (driver.nft.engine() !== engine) throw new Error(`the plugin spoke ${driver.nft.engine()}, not ${engine}`);
+    if (engine === 'process')
+      report(
+        'nftables (one process per command)',
+        nft.f,
+        median(plugin),
+        median(hand),
+        median(startup),
+        median(procs),
+        'the list, and the batch echoed with its receipt',
+      );
+    else {
+      const p = median(plugin);
+      const h = median(hand);
+      console.log(
+        `nftables (libnftables in-process, the default) ${nft.f}: plugin ensure ${p.toFixed(1)} ms, hand-written nft -f ${h.toFixed(1)} ms, ratio ${(p / h).toFixed(2)}; ` +
+          `${median(procs)} nft commands per ensure (the list, and the batch echoed with its receipt), no tool process; the hand-written one 1 process ` +
+          `(its start-up alone ${median(startup).toFixed(1)} ms); ${p / h <= 1.5 ? 'goal ≤ 1.5 met' : `goal ≤ 1.5 not met by ${(p / h - 1.5).toFixed(2)}`}`,
+      );
+    }
+  });

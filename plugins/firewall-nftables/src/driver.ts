@@ -34,7 +34,10 @@ import { NoopMemo, askedKey, routesKey } from './noop-memo.js';
 export const ECHO_MAX_RULES = 200;
 
 export interface NftablesDriverOptions {
+  /** Runs the tools (`unshare`, `systemctl`), and `nft` when `nftRunner` is not given. */
   runner: Runner;
+  /** Runs `nft`: the plugin's libnftables runner (libnft.ts) by default. */
+  nftRunner?: Runner;
   spawner: Spawner;
   /** The host's root prefix. */
   root: string;
@@ -77,7 +80,7 @@ export class NftablesDriver implements FirewallDriver {
   #derived: { key: string; lines: string[] } | undefined;
 
   constructor(private readonly o: NftablesDriverOptions) {
-    this.nft = new Nft(o.runner, o.bin);
+    this.nft = new Nft(o.nftRunner ?? o.runner, o.bin);
     this.configPath = join(o.root, o.configFile);
   }
 

@@ -1,6 +1,7 @@
 export { NftablesPlugin, type NftablesPluginOptions } from './plugin.js';
 export { ECHO_MAX_RULES, NftablesDriver, openingsOf, type NftablesDriverOptions, type NftablesRetired } from './driver.js';
 export { Nft, receiptOf, runTool } from './nft.js';
+export { LibNft, libnftRunner, requestOf, type NftEngine } from './libnft.js';
 export { localRunner, localSpawner, netnsPrefix, type RunResult, type Runner, type Spawner } from './runner.js';
 export { parseRuleset, type Batch, type Command, type Expr, type Family, type NftChain, type NftRule, type NftTable, type Ruleset } from './schema.js';
 export { classifyTable, markedId, MARK, MESH_TABLE, DERIVED_TABLE, RECEIPT_SET, type TableOwner } from './classify.js';

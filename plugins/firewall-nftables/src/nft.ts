@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MeshpError, isMeshpError } from '@meshp/core';
 import { MESH_TABLE, RECEIPT_SET } from './classify.js';
+import type { NftEngine } from './libnft.js';
 import type { RunOptions, RunResult, Runner } from './runner.js';
 import { parseRuleset, type Batch, type Ruleset } from './schema.js';
 
@@ -21,6 +22,12 @@ export class Nft {
     private readonly runner: Runner,
     private readonly bin = 'nft',
   ) {}
+
+  /** How nft was spoken so far: the library in-process, or a process per command; undefined before the first command. */
+  engine(): NftEngine | undefined {
+    const r = this.runner as Runner & { engine?: () => NftEngine | undefined };
+    return r.engine ? r.engine() : 'process';
+  }
 
   async run(args: readonly string[], what: string, options?: RunOptions): Promise<RunResult> {
     return runTool(this.runner, [this.bin, ...args], what, options);

@@ -4,6 +4,7 @@ import { parseCidr } from './cidr.js';
 import { classifyTable, foundActive, tablesOwnedBy } from './classify.js';
 import { NftablesDriver } from './driver.js';
 import { managersInConfig, type ManagerSeen } from './managers.js';
+import { libnftRunner, type NftEngine } from './libnft.js';
 import { localRunner, localSpawner, netnsPrefix, type Runner, type Spawner } from './runner.js';
 import { tableKey, type Ruleset } from './schema.js';
 
@@ -22,6 +23,12 @@ export interface NftablesPluginOptions {
   privateRange?: string;
   /** A systemd unit disabled on retire and enabled on re-enable (never stopped). Default: none touched. */
   service?: string;
+  /**
+   * How nft is spoken. Default `libnftables`: the library nft is built on, in a thread of the agent
+   * entered into the namespace (no process per command), falling back to `process` where it cannot
+   * be loaded. `process`: one `nft` process per command, always (so too with `exec` or `bin`).
+   */
+  engine?: NftEngine;
 }
 
 export class NftablesPlugin implements Plugin {
@@ -29,6 +36,7 @@ export class NftablesPlugin implements Plugin {
   readonly apiVersion = PLUGIN_API_VERSION;
   readonly #runner: Runner;
   readonly #spawner: Spawner;
+  readonly #nftRunner: Runner;
   readonly #options: NftablesPluginOptions;
 
   constructor(options: NftablesPluginOptions = {}) {
@@ -42,12 +50,15 @@ export class NftablesPlugin implements Plugin {
     const prefix = options.netns ? netnsPrefix(options.netns) : [];
     this.#runner = options.exec ?? localRunner(prefix);
     this.#spawner = options.spawn ?? localSpawner(prefix);
+    const bin = options.bin ?? 'nft';
+    this.#nftRunner = options.engine === 'process' || options.exec || options.bin ? this.#runner : libnftRunner(bin, this.#runner, options.netns);
     this.#options = options;
   }
 
   driver(root: string): NftablesDriver {
     return new NftablesDriver({
       runner: this.#runner,
+      nftRunner: this.#nftRunner,
       spawner: this.#spawner,
       root,
       configFile: this.#options.configFile ?? '/etc/nftables.conf',
