@@ -1,6 +1,6 @@
 /** core's placement rule on reach chains as the plugins read them: partial denials above, the total one below. */
 import t from 'tap';
-import { deniesInvalid, placeOpening, spansToSet, cidrSpan, type ReachChain, type ReachRule } from '@meshp/core/net';
+import { deniesInvalid, placeOpening, portClasses, spansToSet, cidrSpan, type ReachChain, type ReachRule } from '@meshp/core/net';
 
 const door = { port: 7443, protocol: 'tcp' as const, path: 'incoming' as const };
 const range = spansToSet([cidrSpan('10.80.0.0/16')]);
@@ -72,4 +72,43 @@ t.test("a chain that keeps invalid packets out: the opening's accept must too (D
   t.ok(deniesInvalid(chain([r({ verdict: 'jump', target: 'global' }), r({ verdict: 'drop' })], { global })));
   t.ok(deniesInvalid(chain([r({ verdict: 'jump', target: 'allow', partial: true, invalid: 'matches' })], { allow: [] })));
   t.notOk(deniesInvalid(chain([r({ verdict: 'drop', notNew: true, invalid: 'matches', loopback: true })])), 'a rule on lo only is not about the range');
+});
+
+t.test('ports of one class are placed alike; the classes part where a rule’s range begins or ends', async (t) => {
+  const ports = (ranges: [number, number][], negate = false) => ({ ranges, negate });
+  // Ranges on both paths' fields, a negation, a jump target's own range, overlapping bounds.
+  const c = chain(
+    [
+      r({ verdict: 'drop', notNew: true }),
+      r({ verdict: 'drop', sources: src('10.80.3.0/24'), dport: ports([[1000, 1999]]) }),
+      r({ verdict: 'accept', dport: ports([[22, 22]]) }),
+      r({ verdict: 'jump', target: 'svc', dport: ports([[1500, 2500]], true) }),
+      r({ verdict: 'drop', origDport: ports([[8000, 8080]]) }),
+      r({ verdict: 'drop', dport: ports([[3000, 3000]]) }),
+    ],
+    { svc: [r({ verdict: 'drop', sources: src('10.80.9.0/24'), dport: ports([[443, 443]]) }), r({ verdict: 'return' })] },
+  );
+  const classOf = portClasses(c);
+  const place = (port: number) => placeOpening(c, { ...door, port }, range);
+  const edges = [1, 21, 22, 23, 442, 443, 444, 999, 1000, 1001, 1499, 1500, 1999, 2000, 2500, 2501, 2999, 3000, 3001, 7999, 8000, 8080, 8081, 65535];
+  const byClass = new Map<number, { port: number; p: ReturnType<typeof place> }>();
+  let classes = 0;
+  let checked = 0;
+  for (const port of [...edges, ...Array.from({ length: 400 }, (_, i) => 1 + ((i * 7919) % 65535))]) {
+    const k = classOf(port);
+    const first = byClass.get(k);
+    if (!first) {
+      byClass.set(k, { port, p: place(port) });
+      classes++;
+    } else {
+      t.same(place(port), first.p, `port ${port} is placed as port ${first.port} of its class`);
+      checked++;
+    }
+  }
+  t.ok(checked > 300, `${checked} ports checked against the first of their class`);
+  t.equal(classes, 13, 'twelve bounds (each range’s first port and the one past its last), thirteen classes, each met');
+  t.not(classOf(22), classOf(23), 'a one-port range is a class of its own');
+  t.not(classOf(2999), classOf(3000));
+  t.equal(classOf(20000), classOf(65535), 'past every range, one class');
+  t.not(place(3000), place(3001), 'and the classes matter: a drop of port 3000 places its opening elsewhere than 3001’s');
 });

@@ -4,7 +4,7 @@
  * unmarked is ever touched.
  */
 import type { Opening } from '@meshp/core';
-import { cidrSpan, placeOpening, spansToSet, wholeOf, type AddressSet, type Placement, type ReachChain } from '@meshp/core/net';
+import { cidrSpan, placeOpening, portClasses, spansToSet, wholeOf, type AddressSet, type Placement, type ReachChain } from '@meshp/core/net';
 import { MESH_TABLE, classifyTable, filterChains, markedId, rulesOf } from './classify.js';
 import { reachChainOf } from './reach.js';
 import { buildRule, parseShape, shapeKey, type Shape } from './shape.js';
@@ -83,19 +83,23 @@ export interface Unplaceable {
 
 /** Where each accept goes in each found base chain, by the placement rule; read once per chain. */
 export class Placements {
-  readonly #chains = new Map<string, ReachChain>();
+  readonly #chains = new Map<string, { rc: ReachChain; classOf: (port: number) => number }>();
   readonly #cache = new Map<string, Placement>();
 
   constructor(private readonly rs: Ruleset) {}
 
   of(chain: NftChain, shape: Shape, path: OpeningPath): Placement {
     const where = chainKey(chain);
-    const key = `${where}|${shape.nf}|${shape.cidrs.join(',')}|${shape.protocol}|${shape.port}|${path}`;
+    let c = this.#chains.get(where);
+    if (!c) {
+      const rc = reachChainOf(this.rs, chain);
+      this.#chains.set(where, (c = { rc, classOf: portClasses(rc) }));
+    }
+    // By the port's class in this chain (core's portClasses): ports the chain does not tell apart share one placement.
+    const key = `${where}|${shape.nf}|${shape.cidrs.join(',')}|${shape.protocol}|${c.classOf(shape.port)}|${path}`;
     let p = this.#cache.get(key);
     if (!p) {
-      let rc = this.#chains.get(where);
-      if (!rc) this.#chains.set(where, (rc = reachChainOf(this.rs, chain)));
-      p = placeOpening(rc, { port: shape.port, protocol: shape.protocol, path }, rangeOf(shape));
+      p = placeOpening(c.rc, { port: shape.port, protocol: shape.protocol, path }, rangeOf(shape));
       this.#cache.set(key, p);
     }
     return p;
@@ -207,7 +211,7 @@ export function planEnsure(
   for (const [key, w] of byKey) {
     if (satisfied.has(key)) continue;
     const before = w.place?.kind === 'before' ? rulesOf(rs, w.chain)[w.place.index]! : null;
-    const after = before && keptBefore(rs, w.chain, before, deleted);
+    const after = before && keptBefore(rs, w.chain, before, deleted, positions);
     additions.push(after ? { shape: w.shape, chain: w.chain, before, after } : { shape: w.shape, chain: w.chain, before });
     added.add(w.shape.id);
   }
@@ -230,9 +234,9 @@ function effective(place: Placement | null, rule: NftRule, positions: Map<NftRul
 }
 
 /** The rule right before `drop` in its chain once the batch's deletions are done (null: none). */
-function keptBefore(rs: Ruleset, chain: NftChain, drop: NftRule, deleted: ReadonlySet<NftRule>): NftRule | null {
+function keptBefore(rs: Ruleset, chain: NftChain, drop: NftRule, deleted: ReadonlySet<NftRule>, positions: Map<NftRule, number>): NftRule | null {
   const rules = rulesOf(rs, chain);
-  for (let i = rules.indexOf(drop) - 1; i >= 0; i--) {
+  for (let i = (positions.get(drop) ?? rules.indexOf(drop)) - 1; i >= 0; i--) {
     if (!deleted.has(rules[i]!)) return rules[i]!;
   }
   return null;
