@@ -20,7 +20,7 @@
 import t from 'tap';
 import { Proc, workdir } from '../../helpers/grpc-procs.js';
 import { labAvailable, netns, sh, type Netns } from '../../helpers/netns.js';
-import { fileBudget, until } from '../../helpers/budget.js';
+import { Deadline, fileBudget, until } from '../../helpers/budget.js';
 import { alive } from './bed.js';
 import { PORT, keyOf, meshAddress, meshBed, reaches, reachesSoon, wgPid, type Node } from './mesh-bed.js';
 
@@ -160,10 +160,21 @@ t.test(
     r1.proc!.kill('SIGKILL');
     const pid = wgPid(r1);
     if (pid && alive(pid)) process.kill(pid, 'SIGKILL');
-    await until('a1 reaches the LAN again', () => reaches(a1.ns, LAN_HOST, LAN_PORT), 30, 50);
+    // Counted in idle-machine time (budget.ts): a wall-clock bound fails a busy machine, not the failover.
+    const clock = new Deadline(15_000);
+    await until(
+      'a1 reaches the LAN again',
+      () => {
+        clock.left();
+        return reaches(a1.ns, LAN_HOST, LAN_PORT);
+      },
+      30,
+      50,
+    );
     const failover = Date.now() - lost;
-    t.comment(`failover: a1's traffic to the LAN flowed again ${failover} ms after r1 was killed (goal: 5000 ms)`);
-    t.ok(failover < 15_000, `traffic flows again through r2 within 15 s (${failover} ms)`);
+    const idle = Math.round(15_000 - clock.left());
+    t.comment(`failover: a1's traffic to the LAN flowed again ${failover} ms after r1 was killed, ${idle} ms of idle-machine time (goal: 5000 ms; bench/route-failover measures it)`);
+    t.ok(idle < 15_000, `traffic flows again through r2 within 15 s of idle-machine time (${failover} ms wall, ${idle} ms idle)`);
     t.ok(await carries(a1, r2), "r2's peer carries the LAN now");
     t.notOk(await carries(a1, r1), "and r1's no longer");
     t.match(await listed(), [{ name: 'lan', primary: 'a4' }]);
