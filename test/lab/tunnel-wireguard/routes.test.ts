@@ -173,7 +173,9 @@ t.test(
     );
     const failover = Date.now() - lost;
     const idle = Math.round(15_000 - clock.left());
-    t.comment(`failover: a1's traffic to the LAN flowed again ${failover} ms after r1 was killed, ${idle} ms of idle-machine time (goal: 5000 ms; bench/route-failover measures it)`);
+    t.comment(
+      `failover: a1's traffic to the LAN flowed again ${failover} ms after r1 was killed, ${idle} ms of idle-machine time (goal: 5000 ms; bench/route-failover measures it)`,
+    );
     t.ok(idle < 15_000, `traffic flows again through r2 within 15 s of idle-machine time (${failover} ms wall, ${idle} ms idle)`);
     t.ok(await carries(a1, r2), "r2's peer carries the LAN now");
     t.notOk(await carries(a1, r1), "and r1's no longer");
