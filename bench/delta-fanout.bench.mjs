@@ -1,8 +1,21 @@
 // One join in an all-to-all network: the fan-out of deltas vs a full-state push, in the same run.
 // And an agent applying a one-peer delta to a large view vs a small one.
 // Run after `npx tsc -b`: node bench/delta-fanout.bench.mjs [sizes, default 500,5000,50000]
-import { DeltaApplier, addPeer, componentDigest, emptyDigest, peerDigest, removePeer, stateHash, storeDigest } from '@meshp/core/delta';
-import { Controller, MemoryStore, PolicyIndex, componentsFor, peerImage, SCOPE } from '@meshp/controller';
+import {
+  DeltaApplier,
+  PolicyIndex,
+  SCOPE,
+  addPeer,
+  componentDigest,
+  componentsFor,
+  emptyDigest,
+  peerDigest,
+  peerImage,
+  removePeer,
+  stateHash,
+  storeDigest,
+} from '@meshp/core/delta';
+import { Controller, MemoryStore } from '@meshp/controller';
 import { StateDelta } from '@meshp/protocol';
 
 const sizes = (process.argv[2] ?? '500,5000,50000').split(',').map(Number);
@@ -33,7 +46,7 @@ function network(size) {
   members.forEach((m, i) => {
     const d = { peerSum: sum.peerSum, peerCount: sum.peerCount, components: { ...sum.components } };
     removePeer(d, digests[i]);
-    const comps = componentsFor({ node: m, policy, shared, moduleOf: () => null });
+    const comps = componentsFor({ node: m, policy, shared, dns: shared.dns, routeGroups: shared.routeGroups, moduleOf: () => null });
     for (const [k, v] of Object.entries(comps)) d.components[k] = componentDigest(v);
     const hash = stateHash(d);
     store.putSync(N, m.id, {
@@ -75,7 +88,8 @@ for (const size of sizes) {
   const sample = Math.min(members.length, Math.max(5, Math.floor(250_000 / size)));
   let fullBytes = 0;
   const full = cpu(() => {
-    for (let i = 0; i < sample; i++) fullBytes += StateDelta.encode(c.snapshotOf(N, members[i].id).delta).finish().length;
+    for (let i = 0; i < sample; i++)
+      fullBytes += StateDelta.encode({ versionSignature: new Uint8Array(0), ...c.snapshotOf(N, members[i].id).delta }).finish().length;
   });
   const per = { bytes: bytes / members.length, us: (ctl.us + enc.us) / members.length, ctlUs: ctl.us / members.length };
   const fullPer = { bytes: fullBytes / sample, us: full.us / sample };
