@@ -239,6 +239,14 @@ export class TunnelWireguardPlugin implements Plugin {
   /** The peers with no fresh handshake whose endpoint had its time: the next candidate each (candidates.ts); the relayed ones' direct trials. */
   async #tryEndpoints(): Promise<void> {
     if (!this.#device || this.#closed) return;
+    // The relayed paths as the view has them now: a peer's relayed address with no socket (its path
+    // not made, in whatever order the view and the allocation came) is made, a socket for an address
+    // no peer has any more goes.
+    const relayed = [...this.#configured].filter(([id]) => !this.#grace.has(id)).map(([, c]) => c.relayed);
+    if (this.#relays.reconcile(relayed).missing) {
+      this.#log.warn({ interface: this.#o.interface }, 'relay: a peer had no relayed path made: made now');
+      await this.#relayMoved();
+    }
     const state = await this.#device.get();
     const moves = this.#trials.next(this.#configured, state, Date.now(), (id) => this.#grace.has(id) || this.#direct.trying(id));
     if (moves.length) {

@@ -94,6 +94,21 @@ export class RelayPaths {
     return conf.relayed && this.#proxy ? this.#proxy.localOf(conf.relayed) : undefined;
   }
 
+  /**
+   * The sockets held against the peers' relayed addresses now: a socket no peer's address names any
+   * more goes (a leftover of an allocation or an address that moved in between), and the answer says
+   * whether a peer's address has no socket yet (then `prepare` and the peers' configs are due again).
+   * What the events did (a view change, an allocation made or lost) is checked this way on every
+   * endpoint tick, so an order the events came in that left a path unmade is mended, not kept.
+   */
+  reconcile(relayed: Iterable<string | undefined>): { missing: boolean } {
+    const p = this.#proxy;
+    if (!p) return { missing: false };
+    const want = new Set([...relayed].filter((r): r is string => !!r));
+    for (const held of p.peers) if (!want.has(held)) p.drop(held);
+    return { missing: [...want].some((r) => !p.localOf(r)) };
+  }
+
   /** The peer left the view (or its relayed address moved): its socket goes. */
   drop(relayed: string | undefined): void {
     if (relayed) this.#proxy?.drop(relayed);
