@@ -244,8 +244,10 @@ export class TunnelWireguardPlugin implements Plugin {
     // no peer has any more goes.
     const relayed = [...this.#configured].filter(([id]) => !this.#grace.has(id)).map(([, c]) => c.relayed);
     if (this.#relays.reconcile(relayed).missing) {
-      this.#log.warn({ interface: this.#o.interface }, 'relay: a peer had no relayed path made: made now');
       await this.#relayMoved();
+      // Said as it is after the try: made, or still missing (the next tick tries again).
+      const still = this.#relays.reconcile(relayed).missing;
+      this.#log.warn({ interface: this.#o.interface }, still ? 'relay: a peer has no relayed path: not made yet' : 'relay: a peer had no relayed path: made');
     }
     const state = await this.#device.get();
     const moves = this.#trials.next(this.#configured, state, Date.now(), (id) => this.#grace.has(id) || this.#direct.trying(id));
