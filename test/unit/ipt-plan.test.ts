@@ -34,8 +34,28 @@ t.test('ranges are compared in the canonical form iptables prints', async (t) =>
 t.test('an accept goes just before the first drop point, after a ct invalid drop', async (t) => {
   const edit = planEnsure(filter(FOUND), desiredSpecs(4, filter(FOUND), { openings: [open({ port: 80, path: 'incoming' })], refusals: [] }));
   t.equal(edit.lines.length, 1);
-  // The found chain drops ct state INVALID: the accept keeps them out too.
-  t.match(edit.lines[0], /^-I INPUT 5 -p tcp -m tcp --dport 80 -m conntrack ! --ctstate INVALID -m comment --comment meshp:m\/incoming\/tcp\/80 -j ACCEPT$/);
+  // The found chain drops every ct state INVALID packet above the place: the accept needs no state match (core's invalidDropAbove).
+  t.match(edit.lines[0], /^-I INPUT 5 -p tcp -m tcp --dport 80 -m comment --comment meshp:m\/incoming\/tcp\/80 -j ACCEPT$/);
+  // One written with `! --ctstate INVALID` before (an older meshp) stands: stricter, not wrong, not rewritten.
+  const older = filter(
+    FOUND.replace(
+      '-A INPUT -j REJECT',
+      '-A INPUT -p tcp -m tcp --dport 80 -m conntrack ! --ctstate INVALID -m comment --comment meshp:m/incoming/tcp/80 -j ACCEPT\n-A INPUT -j REJECT',
+    ),
+  );
+  t.same(planEnsure(older, desiredSpecs(4, older, { openings: [open({ port: 80, path: 'incoming' })], refusals: [] })).lines, [], 'the older accept stands');
+  // Where nothing drops invalid packets above it but the chain keeps them out (accepts of new connections only), the match is written.
+  const newOnly = filter(
+    [
+      '-A INPUT -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT',
+      '-A INPUT -p tcp -m tcp --dport 22 -m conntrack --ctstate NEW -j ACCEPT',
+      '-A INPUT -j DROP',
+    ].join('\n'),
+  );
+  t.match(
+    planEnsure(newOnly, desiredSpecs(4, newOnly, { openings: [open({ port: 80, path: 'incoming' })], refusals: [] })).lines[0],
+    /-m conntrack ! --ctstate INVALID /,
+  );
 });
 
 t.test('an accept is appended when only the policy drops', async (t) => {

@@ -35,6 +35,28 @@ t.test('puppet-nftables: the accept goes below `jump global` (its chain drops ct
   t.equal(plan.additions[0]!.after?.handle, 12, 'after the jumps');
 });
 
+t.test('below a plain ct state invalid drop the accept carries no state match; one that has it stands', async (t) => {
+  const plan = planEnsure(rs([estab, invalidDrop, ssh, reject]), [web], []);
+  t.equal(plan.additions.length, 1);
+  t.notOk(plan.additions[0]!.shape.valid, 'no ct state != invalid: the chain dropped every invalid packet above');
+  t.equal(plan.additions[0]!.before?.handle, 13, 'before the reject');
+  const valid = { match: { op: '!=', left: { ct: { key: 'state' } }, right: 'invalid' } };
+  const older = {
+    expr: [
+      { match: { op: '==', left: { payload: { protocol: 'ip', field: 'saddr' } }, right: { prefix: { addr: '10.80.0.0', len: 16 } } } },
+      { match: { op: '==', left: { payload: { protocol: 'tcp', field: 'dport' } }, right: 7443 } },
+      valid,
+      { accept: null },
+    ],
+    comment: 'meshp:web/incoming/tcp/7443',
+  };
+  const kept = planEnsure(rs([estab, invalidDrop, ssh, older, reject]), [web], []);
+  t.same(kept.commands, [], 'an accept written with the match before stands: stricter, not wrong');
+  // Above the invalid drop, no: it is replaced by one below it.
+  const above = planEnsure(rs([estab, older, invalidDrop, ssh, reject]), [web], []);
+  t.equal(above.additions.length, 1, 'one above the invalid drop is placed again');
+});
+
 t.test('a ban inside the range above the reject: the accept goes between them', async (t) => {
   const plan = planEnsure(rs([estab, ban('10.80.3.66'), ssh, reject], {}, 'accept'), [web], []);
   t.equal(plan.additions[0]!.before?.handle, 13);

@@ -1,6 +1,6 @@
 /** core's placement rule on reach chains as the plugins read them: partial denials above, the total one below. */
 import t from 'tap';
-import { deniesInvalid, placeOpening, portClasses, spansToSet, cidrSpan, type ReachChain, type ReachRule } from '@meshp/core/net';
+import { deniesInvalid, invalidDropAbove, placeOpening, portClasses, spansToSet, cidrSpan, type ReachChain, type ReachRule } from '@meshp/core/net';
 
 const door = { port: 7443, protocol: 'tcp' as const, path: 'incoming' as const };
 const range = spansToSet([cidrSpan('10.80.0.0/16')]);
@@ -72,6 +72,44 @@ t.test("a chain that keeps invalid packets out: the opening's accept must too (D
   t.ok(deniesInvalid(chain([r({ verdict: 'jump', target: 'global' }), r({ verdict: 'drop' })], { global })));
   t.ok(deniesInvalid(chain([r({ verdict: 'jump', target: 'allow', partial: true, invalid: 'matches' })], { allow: [] })));
   t.notOk(deniesInvalid(chain([r({ verdict: 'drop', notNew: true, invalid: 'matches', loopback: true })])), 'a rule on lo only is not about the range');
+});
+
+t.test('below a drop of every invalid packet in the base chain, the accept needs no state match of its own', async (t) => {
+  const invalidDrop = r({ verdict: 'drop', notNew: true, invalid: 'matches', label: 'ct state invalid drop' });
+  const established = r({ verdict: 'accept', notNew: true, invalid: 'skips' });
+  // The usual stateful chain (the bench's, Debian's default with an invalid drop): the accept goes below it, plain.
+  const usual = chain([established, invalidDrop, r({ verdict: 'accept', loopback: true }), r({ verdict: 'drop' })]);
+  t.ok(deniesInvalid(usual));
+  t.equal(invalidDropAbove(usual, 3, door), 1);
+  t.same(placeOpening(usual, door, range), { kind: 'before', index: 3, after: 1 }, 'below the invalid drop, no ct state match');
+  // Only the policy drops: the same, at the end.
+  t.same(placeOpening(chain([established, invalidDrop]), door, range), { kind: 'end', after: 1 });
+  // A ct state vmap with invalid : drop (NixOS) counts as well.
+  const vmap = r({ verdict: 'accept', notNew: true, partial: true, invalid: 'matches' });
+  t.same(placeOpening(chain([vmap, r({ verdict: 'drop' })]), door, range), { kind: 'before', index: 1, after: 0 });
+  // Narrowed to part of the traffic, it leaves some invalid packets walking: the accept keeps them out itself.
+  const narrowed: Partial<ReachRule>[] = [
+    { sources: src('10.80.0.0/24') },
+    { arrives: spansToSet([cidrSpan('10.80.0.0/16')]) },
+    { dport: { ranges: [[7443, 7443]], negate: false } },
+    { protocols: ['udp'] },
+    { families: [6] },
+    { paths: ['forwarded'] },
+  ];
+  for (const n of narrowed) {
+    const c = chain([established, r({ verdict: 'drop', notNew: true, invalid: 'matches', ...n }), r({ verdict: 'drop' })]);
+    t.equal(invalidDropAbove(c, 2, door), -1, `not every invalid packet: ${JSON.stringify(Object.keys(n))}`);
+    if (deniesInvalid(c)) t.match(placeOpening(c, door, range), { kind: 'before', index: 2, invalid: true });
+  }
+  // Below the total drop, or only in a jumped-to chain, it is not above the place: the match stays.
+  const below = chain([established, r({ verdict: 'drop' }), invalidDrop]);
+  t.same(placeOpening(below, door, range), { kind: 'before', index: 1, after: -1, invalid: true }, 'an invalid drop below the total one is never met first');
+  const jumped = chain([r({ verdict: 'jump', target: 'global' }), r({ verdict: 'drop' })], { global: [invalidDrop] });
+  t.match(placeOpening(jumped, door, range), { kind: 'before', index: 1, invalid: true }, 'one in a jumped-to chain: the base chain drops none itself');
+  // Debian's workstation.nft (accepts of new connections only, no invalid drop): unchanged, the match stays.
+  const debian = chain([established, r({ verdict: 'accept', dport: { ranges: [[22, 22]], negate: false }, invalid: 'skips' }), r({ verdict: 'drop' })]);
+  t.equal(invalidDropAbove(debian, 2, door), -1);
+  t.match(placeOpening(debian, door, range), { invalid: true });
 });
 
 t.test('ports of one class are placed alike; the classes part where a rule’s range begins or ends', async (t) => {

@@ -18,6 +18,6 @@ export {
   type IpFamily,
   type AddressSet,
 } from './spans.js';
-export { deniesInvalid, placeOpening, portClasses, type Placement } from './placement.js';
+export { deniesInvalid, invalidDropAbove, placeOpening, portClasses, type Placement } from './placement.js';
 export { synMeets, tcpFlagSet } from './tcp-flags.js';
 export { arrivalsOf, arrivingOn, interfacesOf, routesFromIpJson, type Arrivals, type RouteEntry } from './interfaces.js';

@@ -18,8 +18,9 @@ export type Placement =
   | { kind: 'none' }
   /**
    * Insert before rule `index` (0-based in the chain's rules); `after`: the last partial denial
-   * above it, or -1. `invalid`: the found chain denies packets in conntrack state invalid (see
-   * deniesInvalid): the accept must not take them either (`ct state != invalid`).
+   * above it (or the base chain's drop of every invalid packet, invalidDropAbove), or -1.
+   * `invalid`: the found chain denies packets in conntrack state invalid (see deniesInvalid) and
+   * drops none of them above the place: the accept must not take them either (`ct state != invalid`).
    */
   | { kind: 'before'; index: number; after: number; invalid?: boolean }
   /** Only the policy drops all of it: append; `after` and `invalid` as above. */
@@ -224,10 +225,37 @@ export function placeOpening(chain: ReachChain, door: Door, range: AddressSet): 
   const name = chain.label ?? 'the chain';
   const s = scan(chain.rules, name, chain, entering, door, 0);
   if (s.conflict) return { kind: 'refused', ...s.conflict };
-  const invalid = deniesInvalid(chain) ? { invalid: true } : {};
-  if (s.total) return { kind: 'before', index: s.total.index, after: s.lastPartial, ...invalid };
-  if (chain.policy === 'drop' && !isEmpty(s.rest)) return { kind: 'end', after: s.lastPartial, ...invalid };
-  return { kind: 'none' };
+  if (!s.total && !(chain.policy === 'drop' && !isEmpty(s.rest))) return { kind: 'none' };
+  // Below a rule of the base chain that drops every invalid packet of this traffic, an accept sees
+  // none: it needs no state match of its own, and stands below that rule.
+  let after = s.lastPartial;
+  let invalid = {};
+  if (deniesInvalid(chain)) {
+    const dropped = invalidDropAbove(chain, s.total ? s.total.index : chain.rules.length, door);
+    if (dropped < 0) invalid = { invalid: true };
+    else after = Math.max(after, dropped);
+  }
+  return s.total ? { kind: 'before', index: s.total.index, after, ...invalid } : { kind: 'end', after, ...invalid };
+}
+
+/**
+ * The first rule of the base chain above `end` that drops every invalid packet of the door's
+ * traffic: `ct state invalid drop` (`-m conntrack --ctstate INVALID -j DROP`) or a `ct state`
+ * verdict map with `invalid : drop`, with no other match (an address, an interface, a port, a
+ * protocol or a family narrows it to part of the traffic). Every packet that reaches a place below
+ * it has passed it, whatever the rules above do. -1: none.
+ */
+export function invalidDropAbove(chain: ReachChain, end: number, door: Door): number {
+  for (let i = 0; i < Math.min(end, chain.rules.length); i++) {
+    const r = chain.rules[i]!;
+    if (!r.found || r.loopback || r.opaque || r.mayDrop || r.invalid !== 'matches' || !(r.verdict === 'drop' || r.partial)) continue;
+    if (r.sources || r.arrives || r.dport || r.origDport) continue;
+    if (r.paths && !r.paths.includes(door.path)) continue;
+    if (r.protocols && !r.protocols.includes(door.protocol)) continue;
+    if (r.families && !chain.families.every((f) => r.families!.includes(f))) continue;
+    return i;
+  }
+  return -1;
 }
 
 /**

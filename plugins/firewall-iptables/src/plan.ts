@@ -126,7 +126,10 @@ export function planEnsure(filter: SavedTable | undefined, desired: MarkedSpec[]
   const kept = new Set<string>();
   const stale: PresentRule[] = [];
   for (const p of present) {
-    const key = p.spec ? specKey(p.spec) : null;
+    let key = p.spec ? specKey(p.spec) : null;
+    // An accept with `! --ctstate INVALID` where no longer needed (the chain drops every invalid
+    // packet above it: core's invalidDropAbove) is stricter, not wrong: it stands, not rewritten.
+    if (key && p.spec?.valid && !wanted.has(key) && wanted.has(specKey({ ...p.spec, valid: false }))) key = specKey({ ...p.spec, valid: false });
     // A drop (a refusal) goes on top and stays wherever it is; an accept only where the placement rule puts it.
     const placed = p.spec && (p.spec.action === 'drop' || wellPlaced(placeOf(p.spec), p.index - 1));
     if (key && wanted.has(key) && !kept.has(key) && placed) kept.add(key);

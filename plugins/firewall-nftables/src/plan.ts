@@ -175,9 +175,15 @@ export function planEnsure(
   for (const rule of presentMarked(rs)) {
     const id = markedId(rule)!;
     const shape = parseShape(rule, id);
-    const key = shape ? wantKey(chainKey(rule), shape) : null;
+    let key = shape ? wantKey(chainKey(rule), shape) : null;
     const chain = chainsByKey.get(chainKey(rule));
-    const want = key ? byKey.get(key) : undefined;
+    let want = key ? byKey.get(key) : undefined;
+    // An accept with `ct state != invalid` where no longer needed (the found chain drops every
+    // invalid packet above it: core's invalidDropAbove) is stricter, not wrong: it stands, not rewritten.
+    if (!want && shape?.valid) {
+      const plain = wantKey(chainKey(rule), { ...shape, valid: false });
+      if (byKey.has(plain)) [key, want] = [plain, byKey.get(plain)];
+    }
     if (key && want && !satisfied.has(key) && chain && effective(want.place, rule, positions)) {
       satisfied.add(key);
       continue;
@@ -206,19 +212,39 @@ export function planEnsure(
     commands.push({ delete: { table: { family: 'inet', name: MESH_TABLE } } });
   }
 
-  const added = new Set<string>();
-  const additions: Addition[] = [];
-  for (const [key, w] of byKey) {
-    if (satisfied.has(key)) continue;
-    const before = w.place?.kind === 'before' ? rulesOf(rs, w.chain)[w.place.index]! : null;
-    const after = before && keptBefore(rs, w.chain, before, deleted, positions);
-    additions.push(after ? { shape: w.shape, chain: w.chain, before, after } : { shape: w.shape, chain: w.chain, before });
-    added.add(w.shape.id);
-  }
+  const { added, additions } = additionsOf(rs, byKey, satisfied, deleted, positions);
   const wantedIds = new Set(wants.map((w) => w.shape.id));
   const removed = [...deletedIds].filter((id) => !wantedIds.has(id));
   if (commands.length === 0 && additions.length === 0) return makePlan([], [], [], [], meshAfter);
   return makePlan(commands, additions, [...added], removed, meshAfter);
+}
+
+/** The wanted rules not satisfied, each with its anchors; placements are shared by the ports of a class (Placements.of), and so are their anchors. */
+function additionsOf(
+  rs: Ruleset,
+  byKey: ReadonlyMap<string, Want>,
+  satisfied: ReadonlySet<string>,
+  deleted: ReadonlySet<NftRule>,
+  positions: Map<NftRule, number>,
+): { added: Set<string>; additions: Addition[] } {
+  const added = new Set<string>();
+  const additions: Addition[] = [];
+  const anchors = new Map<Placement, { before: NftRule; after: NftRule | null }>();
+  for (const [key, w] of byKey) {
+    if (satisfied.has(key)) continue;
+    added.add(w.shape.id);
+    if (w.place?.kind !== 'before') {
+      additions.push({ shape: w.shape, chain: w.chain, before: null });
+      continue;
+    }
+    let a = anchors.get(w.place);
+    if (!a) {
+      const before = rulesOf(rs, w.chain)[w.place.index]!;
+      anchors.set(w.place, (a = { before, after: keptBefore(rs, w.chain, before, deleted, positions) }));
+    }
+    additions.push(a.after ? { shape: w.shape, chain: w.chain, before: a.before, after: a.after } : { shape: w.shape, chain: w.chain, before: a.before });
+  }
+  return { added, additions };
 }
 
 /**
