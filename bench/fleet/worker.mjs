@@ -124,6 +124,8 @@ class SimAgent {
     ch.onClose((e) => {
       const code = e?.code ?? 'closed';
       this.ends.set(code, (this.ends.get(code) ?? 0) + 1);
+      // A removed node's agent leaves, as core's agent does (agent.ts): it does not come back to be refused again.
+      if (code === 'MESHP_NODE_REVOKED') this.closed = true;
       if (!this.closed) setTimeout(() => this.open(), this.backoff.next());
     });
     ch.onMessage((m) => {

@@ -24,6 +24,10 @@ interface Teardown {
 
 export type LogLine = Record<string, unknown> & { msg?: string };
 
+/** The processes the tests of this file started that still run: one exit listener kills them all (not one listener each). */
+const LIVE = new Set<Proc>();
+let exitHooked = false;
+
 export class Proc {
   readonly child: ChildProcess;
   readonly lines: LogLine[] = [];
@@ -75,7 +79,14 @@ export class Proc {
     }
     t.teardown(() => this.kill('SIGKILL'));
     // A test file that throws at its top level exits without its teardowns: its processes go with it all the same.
-    process.once('exit', () => this.kill('SIGKILL'));
+    LIVE.add(this);
+    this.child.once('exit', () => LIVE.delete(this));
+    if (!exitHooked) {
+      exitHooked = true;
+      process.once('exit', () => {
+        for (const p of LIVE) p.kill('SIGKILL');
+      });
+    }
   }
 
   get pid(): number {
