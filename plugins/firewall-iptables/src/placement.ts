@@ -4,7 +4,18 @@
  * means it. Used by `ensure` (plan.ts) and by re-enabling a retired firewall (retire.ts).
  */
 import type { Door } from '@meshp/core';
-import { cidrSpan, placeOpening, spansToSet, subtract, wholeOf, type AddressSet, type IpFamily, type Placement, type ReachChain } from '@meshp/core/net';
+import {
+  cidrSpan,
+  placeOpening,
+  portClasses,
+  spansToSet,
+  subtract,
+  wholeOf,
+  type AddressSet,
+  type IpFamily,
+  type Placement,
+  type ReachChain,
+} from '@meshp/core/net';
 import { DOCKER_USER, isForeignChain } from './chains.js';
 import type { Family } from './cidr.js';
 import { isDrop, markOf, targetOf, type MarkedSpec } from './marks.js';
@@ -49,12 +60,31 @@ function rangeOf(family: Family, s: Pick<MarkedSpec, 'source' | 'negated'>): Add
  */
 export function placementOf(family: Family, filter: SavedTable | undefined, s: MarkedSpec): Placement {
   if (!filter) return { kind: 'none' };
-  const chain = reachChain(filter, family, s.path);
-  if (!chain) return { kind: 'none' };
-  const door = { port: s.port, protocol: s.protocol, path: s.path };
-  if (s.chain === DOCKER_USER) return dockerUserPlacement(filter, chain, door, rangeOf(family, s));
-  return placeOpening(chain, door, rangeOf(family, s));
+  // Read once per table as parsed (a save is never edited after it is read): each path's reach
+  // chain, and one placement per port class (core's portClasses), as the nftables plugin does.
+  let memo = MEMO.get(filter);
+  if (!memo) MEMO.set(filter, (memo = { chains: new Map(), places: new Map() }));
+  const ck = `${family}|${s.path}`;
+  let c = memo.chains.get(ck);
+  if (c === undefined) {
+    const chain = reachChain(filter, family, s.path);
+    memo.chains.set(ck, (c = chain ? { chain, classOf: portClasses(chain) } : null));
+  }
+  if (!c) return { kind: 'none' };
+  const key = `${ck}|${s.chain === DOCKER_USER ? 'D' : ''}|${s.source ?? '*'}|${s.negated ? 1 : 0}|${s.protocol}|${c.classOf(s.port)}`;
+  let p = memo.places.get(key);
+  if (!p) {
+    const door = { port: s.port, protocol: s.protocol, path: s.path };
+    p = s.chain === DOCKER_USER ? dockerUserPlacement(filter, c.chain, door, rangeOf(family, s)) : placeOpening(c.chain, door, rangeOf(family, s));
+    memo.places.set(key, p);
+  }
+  return p;
 }
+
+const MEMO = new WeakMap<
+  SavedTable,
+  { chains: Map<string, { chain: ReachChain; classOf: (port: number) => number } | null>; places: Map<string, Placement> }
+>();
 
 /**
  * DOCKER-USER is where Docker says the administrator's forward rules go, ahead of its own chains
