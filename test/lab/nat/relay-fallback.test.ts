@@ -199,13 +199,17 @@ t.test(
       // Closed by the delta's apply; a tick of the endpoint loop later (at most 5 s) at the latest.
       await until(`a's relayed socket for c (${forC}) closed`, async () => !(await bound(a)).has(forC), 10, 200);
       t.pass("a's relayed socket for c is closed");
-      t.ok((await bound(a)).has(forD), `a's relayed socket for d (${forD}) is kept`);
+      // d behind a symmetric NAT falls back to the relay; once d's handshake has come to a on a path of
+      // its own, a's device roams to it (WireGuard follows the last authenticated source) and a reports
+      // it direct, as claimsHold checked against wg show above. Either way d's path is kept.
+      if (isProxy(forD)) t.ok((await bound(a)).has(forD), `a's relayed socket for d (${forD}) is kept`);
+      else t.equal((await wgShow(a)).get(d.publicKey)?.endpoint, forD, `a's direct endpoint for d (${forD}) is kept`);
       t.notOk(
         (await report(a)).handshakes?.some((h) => h.peer === c.name),
         "a's report has no path to c",
       );
       await c.request({ op: 'stop', down: true });
-      t.ok(await a.reaches(d), 'a → d still relayed');
+      t.ok(await a.reaches(d), `a → d still flows (${isProxy(forD) ? 'relayed' : 'direct'})`);
     });
 
     t.same(
