@@ -15,13 +15,18 @@
  * is for the next allocation (relay-paths.ts).
  */
 import { createSocket, type Socket } from 'node:dgram';
-import { Message, classes, createTurnClient, methods, type TurnProtocol } from 'werift-ice';
+import { Message, TurnProtocol, classes, methods } from 'werift-ice';
+// werift-ice's own transports (the package has no `exports` map; its index does not re-export them).
+import { TcpTransport, UdpTransport } from 'werift-ice/lib/common/src/transport.js';
 import { MeshpError } from '@meshp/core';
 import { usage } from '@meshp/core/util';
 import type { TurnCredential } from '@meshp/core/delta';
 
 /** Made where the secret is (the controller); here for the lab. */
 export { turnCredential, type TurnCredential } from '@meshp/core/delta';
+
+/** The lifetime an allocation asks for (werift-ice refreshes it at 5/6 of what the server grants). */
+const ALLOCATION_LIFETIME_S = 600;
 
 export interface RelayProxyOptions {
   /** The TURN server, `IP:PORT`. */
@@ -61,12 +66,17 @@ export class RelayProxy {
   /** An allocation on the server (no peer yet: `peer` adds one). */
   static async open(o: RelayProxyOptions): Promise<RelayProxy> {
     const p = new RelayProxy(o.wireguardPort);
+    // werift-ice's createTurnClient, but a refused or unanswered Allocate closes its socket: its own
+    // leaves the socket open, one more each time a relay that is down is asked again.
+    const server = hostPort(o.server);
+    let turn: TurnProtocol | null = null;
     try {
-      p.#turn = await createTurnClient(
-        { address: hostPort(o.server), username: o.credential.username, password: o.credential.password },
-        { transport: o.transport ?? 'udp' },
-      );
+      const transport = o.transport === 'tcp' ? await TcpTransport.init(server) : await UdpTransport.init('udp4');
+      turn = new TurnProtocol(server, o.credential.username, o.credential.password, ALLOCATION_LIFETIME_S, transport);
+      await turn.connectionMade();
+      p.#turn = turn;
     } catch (e) {
+      await turn?.close().catch(() => undefined);
       throw new MeshpError(
         'MESHP_TUNNEL_FAILED',
         `no allocation on the relay ${o.server}: ${(e instanceof Error && e.message) || 'refused (a credential the server does not take, or no answer)'}`,

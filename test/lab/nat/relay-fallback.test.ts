@@ -142,19 +142,29 @@ t.test(
     await t.test('coturn killed: a↔b go on; started again: the relayed pairs come back through it', async (t) => {
       await turn.kill();
       t.ok(await a.reaches(b), 'a → b while the relay is down');
-      const before = new Map([a, b, c, d].map((n) => [n.name, member.get(n.name)!.relayedEndpoint]));
+      // A new allocation is told by the node's log, not by its address: the restarted relay may hand
+      // a node the port it had before (its range here is 41 ports).
+      const made = (n: LabNode) => n.lines.filter((l) => l.msg === 'relay allocation made').length;
+      const before = new Map([a, b, c, d].map((n) => [n.name, made(n)]));
       await turn.start();
       // Each node sees its allocation gone (a Refresh the restarted relay does not know), makes a new one, reports it.
-      await until(
-        'every node has a new allocation',
-        async () => {
-          await sampleAb();
-          await learn();
-          return [a, b, c, d].every((n) => member.get(n.name)!.relayedEndpoint && member.get(n.name)!.relayedEndpoint !== before.get(n.name));
-        },
-        90,
-        1000,
-      );
+      try {
+        await until(
+          'every node has a new allocation',
+          async () => {
+            await sampleAb();
+            await learn();
+            return [a, b, c, d].every((n) => made(n) > before.get(n.name)! && member.get(n.name)!.relayedEndpoint);
+          },
+          90,
+          1000,
+        );
+      } catch (e) {
+        for (const n of [a, b, c, d])
+          for (const l of n.lines.filter((l) => /relay/.test(String(l.msg ?? ''))).slice(-6)) t.comment(`  ${n.name} said: ${JSON.stringify(l)}`);
+        t.comment(`coturn said: ${turn.lines.slice(-10).join(' | ')}`);
+        throw e;
+      }
       await sendViews();
       const since = Date.now();
       try {

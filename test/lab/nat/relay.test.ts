@@ -40,6 +40,8 @@ interface Line {
   local?: string;
   err?: string;
   counts?: { toRelay: number; fromRelay: number };
+  socketsBefore?: number;
+  socketsAfter?: number;
 }
 /** A process in the namespace whose stdout is JSON lines; killed by pid in teardown. */
 function proc(t: { teardown(fn: () => unknown): void }, ns: Netns, cmd: string, args: string[]) {
@@ -88,6 +90,8 @@ t.test(
     await t.test('a credential not made with the server secret gets no allocation', async (t) => {
       const bad = await relay(s1, 'not-the-secret');
       t.equal(bad.first.msg, 'failed', `refused: ${bad.first.err}`);
+      // Asked three times: each refused Allocate closed its socket (werift-ice's createTurnClient kept it).
+      t.equal(bad.first.socketsAfter, bad.first.socketsBefore, `no socket left behind by three refusals (${bad.first.socketsBefore} held before)`);
     });
 
     const r1 = await relay(s1);
