@@ -3,6 +3,7 @@
  * (input and forward policy drop, its own services allowed), and the found rules read as the operator
  * reads them, without meshp's marked ones.
  */
+import { writeFileSync } from 'node:fs';
 import type { Node } from './mesh-bed.js';
 import { PORT } from './mesh-bed.js';
 
@@ -32,3 +33,13 @@ export const unmarked = (text: string): string =>
 
 export const nftFound = async (n: Node): Promise<string> => (await n.ns.exec('nft', ['list', 'table', 'inet', 'filter'])).stdout;
 export const nftAll = async (n: Node): Promise<string> => (await n.ns.exec('nft', ['list', 'ruleset'])).stdout;
+
+/**
+ * The operator reloads the found file: the table as the reload left it, listed in the reload's own
+ * `nft -f` run (the agent puts its marked rules back within moments: a second `nft list` may see them).
+ */
+export async function reloadNft(n: Node, conf: string): Promise<string> {
+  const script = `${conf}.reload`;
+  writeFileSync(script, `include "${conf}"\nlist table inet filter\n`);
+  return (await n.ns.exec('nft', ['-f', script])).stdout;
+}
