@@ -213,6 +213,24 @@ t.test("issue 27: each peer's path as the device said; PEER-UNREACHABLE names a 
   t.equal(m.value('meshp_peer_handshake_age_seconds', { node: 'm1', peer: 'm2' }), 60);
   t.equal(m.value('meshp_peer_handshake_age_seconds', { node: 'm1', peer: 'm4' }), -1);
 
+  // A direct trial on m3: trying, said as a trial, never as direct (its handshake came on the relay).
+  receive(
+    c,
+    agentReport(T0 + 250_000, [
+      at(peer('m2', sec(T0 + 250_000) - 20), '192.0.2.7:40211', 'direct'),
+      { ...peer('m3', sec(T0 + 250_000) - 5), endpoint: '192.0.2.9:51820', path: 'trying' },
+      at(peer('m4', 0), '198.51.100.4:51820', 'direct'),
+    ]),
+    T0 + 250_000,
+  );
+  const trial = wire(c, T0 + 250_000);
+  t.match(
+    nodeDetail(trial),
+    /^ {2}peer m3: connected, trying a direct path via 192\.0\.2\.9:51820 \(the handshake was on the relay\), last handshake 5s ago$/m,
+    'node show: a trial is said as one',
+  );
+  t.match(nodeJson(trial).handshakes?.paths, [{ peer: 'm2' }, { peer: 'm3', path: 'trying', endpoint: '192.0.2.9:51820' }, { peer: 'm4' }]);
+
   // Every peer lost: no-handshake says it, not also peer-unreachable.
   const all = status(c, T0 + 600_000);
   t.same(

@@ -2,7 +2,8 @@
  * What the tunnel plugin reports of its peers (issue 33 item 4): each configured peer's latest
  * handshake as the device answered, by node name; a configured peer the device does not hold yet
  * has never handshaked (0), and a device peer the view does not name is not the node's to report.
- * Issue 27: with each, the endpoint the device sends to and whether it is direct or relayed.
+ * Issue 27: with each, the endpoint the device sends to and whether it is direct, relayed or a direct
+ * candidate on trial (trying).
  */
 import t from 'tap';
 import type { PeerHandshake, ReportMessage } from '@meshp/core';
@@ -38,6 +39,16 @@ t.test("each configured peer's latest handshake from `wg show dump`, by name; 0 
     ['direct', 'relayed', undefined],
     "an endpoint that is this node's relay proxy is relayed; no endpoint, no path",
   );
+  t.same(
+    peerHandshakes(
+      configured,
+      parseDump(dump),
+      (e) => e === '10.0.0.3:51820',
+      (id) => id === 'm2' || id === 'm3',
+    ).map((h) => h.path),
+    ['trying', 'relayed', undefined],
+    'a direct candidate on trial is trying, not direct (the handshake came on the relay); one the device went back to the proxy for is relayed',
+  );
   t.same(peerHandshakes(new Map(), parseDump(dump)), [], 'no peer configured: none');
 });
 
@@ -55,6 +66,7 @@ t.test('issue 27: the endpoint and path cross the wire; an older agent (none) re
   const sent = report([
     { peer: 'm2', publicKey: a, latestHandshake: 1780000000, endpoint: '[2001:db8::1]:40000', path: 'relayed' },
     { peer: 'm3', publicKey: b, latestHandshake: 0 },
+    { peer: 'm4', publicKey: key(), latestHandshake: 1780000000, endpoint: '10.0.0.4:51820', path: 'trying' },
   ]);
   const bytes = pb.SyncRequest.encode(agentToWire({ report: sent })).finish();
   const got = agentFromWire(pb.SyncRequest.decode(bytes)) as { report: ReportMessage };

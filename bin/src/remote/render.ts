@@ -74,7 +74,11 @@ export function handshakesShown(n: WireNodeStatus): string {
 export function peerPathLines(n: WireNodeStatus): string[] {
   return (n.handshakes?.paths ?? []).map((p) => {
     const age = p.ageSeconds < 0 ? 'no handshake yet' : `last handshake ${ago(p.ageSeconds)} ago`;
-    const via = p.endpoint ? `${p.path || 'direct'} via ${p.endpoint}` : 'no endpoint';
+    const via = !p.endpoint
+      ? 'no endpoint'
+      : p.path === 'trying'
+        ? `trying a direct path via ${p.endpoint} (the handshake was on the relay)`
+        : `${p.path || 'direct'} via ${p.endpoint}`;
     return `  peer ${p.peer}: ${p.state || 'unknown'}, ${via}, ${age}`;
   });
 }

@@ -51,12 +51,16 @@ export interface PeerHandshake {
   latestHandshake: number;
   /** The endpoint the device sends to now (IP:PORT, [IPv6]:PORT); absent: none. */
   endpoint?: string;
-  /** direct: the peer's own address or NAT mapping; relayed: the agent's local relay proxy. Absent: an older agent. */
+  /**
+   * direct: the peer's own address or NAT mapping; relayed: the agent's local relay proxy; trying: a
+   * direct candidate set in place of the relay for a bounded trial, no packet from it seen yet (the
+   * handshake is the last one, on the relay). Absent: an older agent.
+   */
   path?: PeerPathKind;
 }
 
-/** How a tunnel peer is reached (issue 27). */
-export type PeerPathKind = 'direct' | 'relayed';
+/** How a tunnel peer is reached (issue 27): a path is direct or relayed only where a handshake on it can have come. */
+export type PeerPathKind = 'direct' | 'relayed' | 'trying';
 
 export interface ResourceReport {
   key: string;

@@ -88,7 +88,7 @@ function handshakeFromWire(h: WirePeerHandshake): PeerHandshake {
     publicKey: h.publicKey,
     latestHandshake: h.latestHandshake,
     ...(h.endpoint ? { endpoint: h.endpoint } : {}),
-    ...(h.path === 'direct' || h.path === 'relayed' ? { path: h.path } : {}),
+    ...(h.path === 'direct' || h.path === 'relayed' || h.path === 'trying' ? { path: h.path } : {}),
   };
 }
 

@@ -134,6 +134,8 @@ export class TunnelWireguardPlugin implements Plugin {
   /** A relayed peer's direct candidates tried again, bounded (issue 27, ADR 0046). */
   readonly #direct: DirectTrials;
   #trialTimer: ReturnType<typeof setInterval> | null = null;
+  /** The peers whose failed direct trial is being set back to the relay (still a trial to the report). */
+  readonly #trialEnding = new Set<string>();
   /** The node's relay allocation and its peers' relayed paths (issue 27, relay-paths.ts). */
   readonly #relays: RelayPaths;
   /** The peers whose endpoint is their relayed path (kept through an allocation lost and made again). */
@@ -228,8 +230,16 @@ export class TunnelWireguardPlugin implements Plugin {
     if (!this.#device) return { handshakes: peerHandshakes(this.#wantedPeers(), { listenPort: 0, peers: [] }) };
     try {
       // Relayed only through a proxy socket of this node's allocation, and a handshake only once something came back through it.
-      const hs = peerHandshakes(this.#configured, await this.#device.get(), (e) => this.#relays.carried(e) !== null);
-      return { handshakes: hs.map((h) => (h.path === 'relayed' && !this.#relays.carried(h.endpoint!)?.fromRelay ? { ...h, latestHandshake: 0 } : h)) };
+      const hs = peerHandshakes(
+        this.#configured,
+        await this.#device.get(),
+        // A socket of a relayed path gone (the allocation lost, the device not moved yet) is still relayed: carried by nothing.
+        (e) => this.#relays.carried(e) !== null || this.#relays.wasRelay(e),
+        (id) => this.#direct.trying(id) || this.#trialEnding.has(id),
+      );
+      // (A socket gone keeps the handshake the device has: it was on that relayed path, and ages from there.)
+      const nothingBack = (e: string) => this.#relays.carried(e)?.fromRelay === 0;
+      return { handshakes: hs.map((h) => (h.path === 'relayed' && nothingBack(h.endpoint!) ? { ...h, latestHandshake: 0 } : h)) };
     } catch (e) {
       this.#log.warn({ interface: this.#o.interface, err: oneLine(e) }, 'tunnel handshakes not readable');
       return {};
@@ -295,8 +305,14 @@ export class TunnelWireguardPlugin implements Plugin {
         continue;
       }
       // The endpoint set, and a keepalive sent to it at once: WireGuard sends one when the persistent keepalive is turned on.
-      await device.set({ peers: [{ upsert: { ...next, keepalive: 0 } }] });
-      await device.set({ peers: [{ upsert: next }] });
+      // A failed trial is still one until the relay is set back (the report says trying, not direct, meanwhile).
+      if (m.kind === 'relay') this.#trialEnding.add(m.id);
+      try {
+        await device.set({ peers: [{ upsert: { ...next, keepalive: 0 } }] });
+        await device.set({ peers: [{ upsert: next }] });
+      } finally {
+        this.#trialEnding.delete(m.id);
+      }
       if (m.kind === 'relay') {
         this.#log.info({ interface: this.#o.interface, peer: m.id, endpoint: m.endpoint }, 'direct trial: no packet from the direct path, back to the relay');
         continue;

@@ -16,6 +16,8 @@ import type { PeerConfig } from './peer-config.js';
 
 /** How often the allocation is checked, and a lost or refused one asked again. */
 export const RELAY_WATCH_MS = 10_000;
+/** How many closed relay sockets are remembered as such (relayed paths that are gone). */
+const FORMER_KEPT = 1024;
 
 interface Log {
   info(fields: Record<string, unknown>, msg: string): void;
@@ -33,6 +35,12 @@ export class RelayPaths {
   #opening = false;
   #timer: ReturnType<typeof setInterval> | null = null;
   #closed = false;
+  /**
+   * The loopback sockets this node's proxies held and closed (an allocation lost, a peer dropped):
+   * a device still sending to one is on a relayed path that is gone, not on a direct one. The newest
+   * FORMER_KEPT are kept.
+   */
+  readonly #former = new Set<string>();
 
   /** `changed`: the allocation came or went (the peers' candidates are to be made again). */
   constructor(
@@ -105,13 +113,33 @@ export class RelayPaths {
     const p = this.#proxy;
     if (!p) return { missing: false };
     const want = new Set([...relayed].filter((r): r is string => !!r));
-    for (const held of p.peers) if (!want.has(held)) p.drop(held);
+    for (const held of p.peers) if (!want.has(held)) this.#dropFrom(p, held);
     return { missing: [...want].some((r) => !p.localOf(r)) };
   }
 
   /** The peer left the view (or its relayed address moved): its socket goes. */
   drop(relayed: string | undefined): void {
-    if (relayed) this.#proxy?.drop(relayed);
+    if (relayed && this.#proxy) this.#dropFrom(this.#proxy, relayed);
+  }
+
+  /** Whether `endpoint` is a socket of a relayed path this node had and closed (the device not told yet). */
+  wasRelay(endpoint: string): boolean {
+    return this.#former.has(endpoint);
+  }
+
+  #dropFrom(p: RelayProxy, relayed: string): void {
+    this.#remember(p.localOf(relayed));
+    p.drop(relayed);
+  }
+
+  #remember(local: string | undefined): void {
+    if (!local) return;
+    this.#former.delete(local);
+    this.#former.add(local);
+    for (const old of this.#former) {
+      if (this.#former.size <= FORMER_KEPT) break;
+      this.#former.delete(old);
+    }
   }
 
   /** Whether the device's endpoint is a relayed path, and whether anything came back through it from the peer. */
@@ -167,6 +195,7 @@ export class RelayPaths {
     if (!p) return;
     this.#proxy = null;
     this.log.warn({ relay: this.#relay?.id ?? '', why }, 'relay allocation gone');
+    for (const r of p.peers) this.#remember(p.localOf(r));
     await p.close();
     this.changed();
   }

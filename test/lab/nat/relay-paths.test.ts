@@ -14,6 +14,8 @@
  * 3. lab1 killed: each node allocates on lab2 (the next relay of the view) with the renewed
  *    credential (the first has expired) and reports it; the relayed pair flows again through lab2;
  *    the direct pair a↔p0 never notices.
+ * While blocked, every sample of a's path to b is checked: the report says `trying` whenever the
+ *    device is on a direct candidate (a trial), never `direct`.
  * 4. The block lifted: a direct trial proves the direct path and both keep it (`wg show`: the peer's
  *    NAT mapping); the held connection survived it all.
  */
@@ -85,16 +87,33 @@ t.test(
     // Sampled all along, from the first relayed handshake: the held connection a → b, a's path to p0.
     const probes: boolean[] = [];
     const p0Endpoints: string[] = [];
+    /** While the block holds: a's device's endpoint for b beside the path a's report says (read right after). */
+    const blockedPaths: { endpoint: string; said: string }[] = [];
+    let blocked = true;
     let sampling = true;
     let sampler: Promise<void> = Promise.resolve();
     const startSampling = () => {
-      sampler = (async () => {
+      const probing = (async () => {
         while (sampling) {
           probes.push((await a.request({ op: 'probe', host: b.mesh, port: PORT, timeoutMs: 1500 })).ok === true);
           p0Endpoints.push((await wgShow(a)).get(p0.publicKey)?.endpoint ?? '');
           await new Promise((r) => setTimeout(r, 1000));
         }
       })();
+      // Beside it, faster (a trial's window is 5 s): a's device's endpoint for b and what a's report says.
+      const paths = (async () => {
+        while (sampling) {
+          if (blocked) {
+            const was = (await wgShow(a)).get(b.publicKey)?.endpoint ?? '';
+            const said = (await report(a)).handshakes?.find((h) => h.peer === b.name)?.path ?? '';
+            const now = (await wgShow(a)).get(b.publicKey)?.endpoint ?? '';
+            // Only a sample whose device endpoint did not move across the report's read is a pair.
+            if (now === was) blockedPaths.push({ endpoint: now, said });
+          }
+          await new Promise((r) => setTimeout(r, 400));
+        }
+      })();
+      sampler = Promise.all([probing, paths]).then(() => undefined);
     };
     t.teardown(async () => {
       sampling = false;
@@ -169,7 +188,23 @@ t.test(
       t.ok(await b.reaches(a), 'TCP b → a through lab2');
     });
 
+    await t.test('while blocked, a trial is said as one: the report never says direct where no packet came', async (t) => {
+      const trials = blockedPaths.filter((p) => p.endpoint && !isProxy(p.endpoint));
+      t.same(
+        blockedPaths.filter((p) => p.said === 'direct'),
+        [],
+        `a's report never said b direct while no direct path existed (${blockedPaths.length} samples)`,
+      );
+      t.ok(trials.length > 0, `a's device was seen on a direct candidate of b (a trial) in ${trials.length} samples`);
+      t.same(
+        trials.filter((p) => p.said !== 'trying'),
+        [],
+        'each of them said trying',
+      );
+    });
+
     await t.test('the block lifted: a trial proves the direct path and both keep it; the held connection survived', async (t) => {
+      blocked = false;
       await ra.router.exec('nft', ['delete', 'table', 'inet', 'rp_block']);
       const direct = async () => {
         const [wa, wb] = [await wgShow(a), await wgShow(b)];

@@ -204,7 +204,7 @@ export class Metrics {
       });
     peerGauge(
       'meshp_peer_handshake_age_seconds',
-      "seconds since the node's latest WireGuard handshake with this peer (-1: never), by the path its device uses (direct | relayed | none: no endpoint)",
+      "seconds since the node's latest WireGuard handshake with this peer (-1: never), by the path its device uses (direct | relayed | trying: a direct candidate on trial | none: no endpoint)",
       (p) => p.ageSeconds,
     );
     peerGauge('meshp_peer_connected', "1 while the node's latest handshake with this peer is within meshp_handshake_stale_seconds", (p) =>

@@ -606,7 +606,9 @@ export interface PeerHandshake {
   endpoint: string;
   /**
    * issue 27: direct (the endpoint is the peer's own address or NAT mapping) | relayed (the endpoint is
-   * the agent's local relay proxy: ciphertext through a TURN allocation); empty: an older agent.
+   * the agent's local relay proxy: ciphertext through a TURN allocation) | trying (a relayed peer's
+   * direct candidate on a bounded trial, no packet from it seen yet); empty: an older agent. A
+   * controller drops a word it does not know.
    */
   path: string;
 }
