@@ -194,8 +194,17 @@ t.test(
         [a, c],
         [b, c],
       ] as const) {
-        const w = (await wgShow(x)).get(y.publicKey);
-        t.ok(w && isProxy(w.endpoint) && w.handshake > 0 && Date.now() / 1000 - w.handshake <= 180, `${x.name} → ${y.name}: relayed, a handshake within 180 s`);
+        // Read off a direct trial (x's device on y's candidate for 5 s now and then: no packet comes from it).
+        const w = await until(
+          `${x.name}'s device on the relay for ${y.name}`,
+          async () => {
+            const w = (await wgShow(x)).get(y.publicKey);
+            return w && isProxy(w.endpoint) ? w : null;
+          },
+          30,
+          250,
+        );
+        t.ok(w.handshake > 0 && Date.now() / 1000 - w.handshake <= 180, `${x.name} → ${y.name}: relayed, a handshake within 180 s`);
       }
       t.ok(await a.reaches(b), 'a → b never noticed');
       await claimsHold(t, a);
@@ -204,7 +213,18 @@ t.test(
     await t.test('node remove c: a and b lose its peer and its relayed socket', async (t) => {
       // The loopback sockets a has bound; c's is the one a's device sends c to (a relay proxy), d's the same for d.
       const bound = async (n: LabNode) => new Set((await n.ns.exec('ss', ['-Huln'])).stdout.match(/127\.0\.0\.1:\d+/g) ?? []);
-      const [forC, forD] = [(await wgShow(a)).get(c.publicKey)?.endpoint ?? '', (await wgShow(a)).get(d.publicKey)?.endpoint ?? ''];
+      // d (symmetric NAT) has no direct path to a: a's device holds it on the relay, but for a's own
+      // direct trials of d's candidates (5 s each, the first 60 s after it went relayed): not mid-trial.
+      const forD = await until(
+        "a's device on the relay for d (no direct trial running)",
+        async () => {
+          const e = (await wgShow(a)).get(d.publicKey)?.endpoint ?? '';
+          return isProxy(e) ? e : null;
+        },
+        30,
+        250,
+      );
+      const forC = (await wgShow(a)).get(c.publicKey)?.endpoint ?? '';
       t.ok(isProxy(forC) && (await bound(a)).has(forC), `a sends c to its relayed socket (${forC})`);
       for (const n of [a, b]) await send(n, { removePeers: [{ id: c.name, reason: REMOVAL_REASON.REMOVED }] });
       t.notOk((await wgShow(a)).has(c.publicKey), "a's device has no peer c");
@@ -212,17 +232,15 @@ t.test(
       // Closed by the delta's apply; a tick of the endpoint loop later (at most 5 s) at the latest.
       await until(`a's relayed socket for c (${forC}) closed`, async () => !(await bound(a)).has(forC), 10, 200);
       t.pass("a's relayed socket for c is closed");
-      // d behind a symmetric NAT falls back to the relay; once d's handshake has come to a on a path of
-      // its own, a's device roams to it (WireGuard follows the last authenticated source) and a reports
-      // it direct, as claimsHold checked against wg show above. Either way d's path is kept.
-      if (isProxy(forD)) t.ok((await bound(a)).has(forD), `a's relayed socket for d (${forD}) is kept`);
-      else t.equal((await wgShow(a)).get(d.publicKey)?.endpoint, forD, `a's direct endpoint for d (${forD}) is kept`);
+      t.ok((await bound(a)).has(forD), `a's relayed socket for d (${forD}) is kept`);
       t.notOk(
         (await report(a)).handshakes?.some((h) => h.peer === c.name),
         "a's report has no path to c",
       );
       await c.request({ op: 'stop', down: true });
-      t.ok(await a.reaches(d), `a → d still flows (${isProxy(forD) ? 'relayed' : 'direct'})`);
+      // Asked a few times: a direct trial of a's may hold d's packets for its 5 s window.
+      await until('a → d', () => a.reaches(d), 20, 500);
+      t.pass('a → d still flows, relayed');
     });
 
     t.same(

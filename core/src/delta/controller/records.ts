@@ -241,7 +241,7 @@ export interface ReportedPeerPath {
   peer: string;
   /** '' none. */
   endpoint: string;
-  /** direct | relayed; '' an older agent or no endpoint. */
+  /** direct | relayed | trying; '' an older agent or no endpoint. */
   path: string;
   /** This peer's latest handshake's age when the report was made (agent's clock); -1: never. */
   ageAtReport: number;

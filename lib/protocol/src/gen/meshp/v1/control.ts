@@ -1178,7 +1178,7 @@ export interface PeerPath {
   peer: string;
   /** The endpoint the node's device sends to; empty: none. */
   endpoint: string;
-  /** direct | relayed; empty: an older agent. */
+  /** direct | relayed | trying (a direct candidate on trial); empty: an older agent. */
   path: string;
   /** Seconds since this peer's latest handshake, by the controller's clock; -1: never. */
   ageSeconds: number;
