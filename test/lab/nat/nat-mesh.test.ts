@@ -237,11 +237,12 @@ t.test(
     };
 
     await t.test("the controller's path status, claim by claim against wg show", async (t) => {
-      // A report is a moment: wait for one where a, b and c have every peer connected (all are up).
+      // A report is a moment: wait for one where a, b and c have every peer connected (all are up),
+      // none on a direct trial (a relayed peer's direct candidate set for 5 s now and then: trying).
       const m = await listed('every path of a, b, c connected', 90, 3000, (m) =>
         [a, bb, c].every((n) => {
           const paths = (m.get(n.name)?.handshakes?.paths ?? []).filter((p) => p.peer !== 'd');
-          return paths.length >= 3 && paths.every((p) => p.state === 'connected');
+          return paths.length >= 3 && paths.every((p) => p.state === 'connected' && p.path !== 'trying');
         }),
       );
       const pathsOf = async (n: string) => (await list()).get(n)?.handshakes?.paths ?? [];
@@ -262,8 +263,16 @@ t.test(
         return (r.node ?? r).handshakes?.paths ?? [];
       };
       await claims(t, c, shown, 'node show:');
-      const doctor = await b.cli('doctor', 'a');
-      const aEndpoints = await wgEndpoints(a);
+      // doctor and /metrics read the latest report: asked again while a trial of a's runs (it says trying then).
+      const { doctor, aEndpoints } = await until(
+        'doctor a: no trial running',
+        async () => {
+          const doctor = await b.cli('doctor', 'a');
+          return /^ {2}peer c: connected, relayed via /m.test(doctor) ? { doctor, aEndpoints: await wgEndpoints(a) } : null;
+        },
+        30,
+        1000,
+      );
       t.match(
         doctor,
         new RegExp(`^ {2}peer c: connected, relayed via ${aEndpoints.get(key.get('c')!)!.replace(/\./g, '\\.')}, last handshake `, 'm'),
@@ -274,7 +283,15 @@ t.test(
         new RegExp(`^ {2}peer b: connected, direct via ${publicIps[1]!.replace(/\./g, '\\.')}:51820, `, 'm'),
         'doctor a: b direct, at its mapping',
       );
-      const metrics = (await m1.ns.exec('curl', ['-sf', `http://${METRICS}/metrics`])).stdout;
+      const metrics = await until(
+        '/metrics: no trial running',
+        async () => {
+          const text = (await m1.ns.exec('curl', ['-sf', `http://${METRICS}/metrics`])).stdout;
+          return /meshp_peer_connected\{[^}]*path="trying"/.test(text) ? null : text;
+        },
+        30,
+        1000,
+      );
       const series = (node: string, peer: string) =>
         metrics.split('\n').find((l) => l.startsWith('meshp_peer_connected{') && l.includes(`node="${node}"`) && l.includes(`peer="${peer}"`)) ?? '';
       t.match(series('a', 'c'), /path="relayed".* 1$/, '/metrics: a → c relayed, connected');
